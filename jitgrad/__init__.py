@@ -1,0 +1,86 @@
+"""jitgrad: TensorFlow's autodiff API on a graph compiler (llvmlite).
+
+    import jitgrad as tf
+"""
+import types as _types
+
+__version__ = "0.1.0"
+
+from . import dtypes, errors  # noqa: E402
+from .dtypes import DType, as_dtype, float32, float64, int32, int64, bool_  # noqa: E402
+from .dtypes import bool_ as bool  # noqa: E402,A001
+from .context import executing_eagerly  # noqa: E402
+from .graph import Graph, Operation, Tensor, get_default_graph  # noqa: E402
+from .shapes import TensorShape  # noqa: E402
+from .eager import EagerTensor  # noqa: E402
+from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_ops as _l, nn_ops as _n  # noqa: E402
+from .ops import overloads as _overloads  # noqa: E402
+from .convert import convert_to_tensor  # noqa: E402
+from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessians  # noqa: E402
+from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
+from .variables import Variable  # noqa: E402
+from . import variables as _v, context as _ctx, session as _s  # noqa: E402
+
+_overloads.install(Tensor)
+_overloads.install(EagerTensor)
+
+# ---- top-level functions (tf.*)
+from .ops.math_ops import (add, subtract, multiply, divide, truediv, realdiv, floordiv, floormod, pow,  # noqa: E402,F401,A004
+                           negative, abs, sign, square, sqrt, rsqrt, exp, log, sin, cos, tan, tanh, sigmoid,
+                           maximum, minimum, where, equal, not_equal, less, less_equal, greater, greater_equal,
+                           logical_and, logical_or, logical_not, cast, add_n, identity, stop_gradient,
+                           clip_by_value, zeros_like, ones_like, reciprocal, squared_difference)
+from .ops.reduction_ops import reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod  # noqa: E402,F401
+from .ops.array_ops import (constant, reshape, transpose, expand_dims, squeeze, concat, stack, unstack,  # noqa: E402,F401
+                            gather, tile, broadcast_to, zeros, ones, fill, shape, size, rank, one_hot,
+                            get_static_value)
+from .ops.linalg_ops import matmul  # noqa: E402,F401
+
+newaxis = None
+
+
+def _module(name, **members):
+    m = _types.ModuleType(f"jitgrad.{name}")
+    m.__dict__.update(members)
+    return m
+
+
+math = _module(
+    "math", add=add, subtract=subtract, multiply=multiply, divide=divide, truediv=truediv, floordiv=floordiv,
+    floormod=floormod, mod=floormod, pow=pow, negative=negative, abs=abs, sign=sign, square=square, sqrt=sqrt,
+    rsqrt=rsqrt, exp=exp, expm1=_m.expm1, log=log, log1p=_m.log1p, sin=sin, cos=cos, tan=tan, tanh=tanh,
+    sigmoid=sigmoid, maximum=maximum, minimum=minimum, equal=equal, not_equal=not_equal, less=less,
+    less_equal=less_equal, greater=greater, greater_equal=greater_equal, logical_and=logical_and,
+    logical_or=logical_or, logical_not=logical_not, logical_xor=_m.logical_xor, reduce_sum=reduce_sum,
+    reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min, reduce_prod=reduce_prod,
+    add_n=add_n, reciprocal=reciprocal, softplus=_m.softplus, squared_difference=squared_difference,
+    multiply_no_nan=_m.mul_no_nan, where=where, cast=cast)
+nn = _module(
+    "nn", relu=_m.relu, relu6=_m.relu6, leaky_relu=_m.leaky_relu, elu=_m.elu, softplus=_m.softplus,
+    sigmoid=sigmoid, tanh=tanh, softmax=_n.softmax, log_softmax=_n.log_softmax,
+    softmax_cross_entropy_with_logits=_n.softmax_cross_entropy_with_logits,
+    sparse_softmax_cross_entropy_with_logits=_n.sparse_softmax_cross_entropy_with_logits)
+linalg = _module("linalg", matmul=matmul)
+v1 = _module(
+    "compat.v1", placeholder=_a.placeholder, placeholder_with_default=_a.placeholder_with_default,
+    Session=Session, InteractiveSession=InteractiveSession, ConfigProto=ConfigProto,
+    get_default_graph=get_default_graph, reset_default_graph=_ctx.reset_global_default_graph,
+    get_default_session=_s.get_default_session, global_variables_initializer=_v.global_variables_initializer,
+    initialize_all_variables=_v.global_variables_initializer, variables_initializer=_v.variables_initializer,
+    global_variables=_v.global_variables, trainable_variables=_v.trainable_variables,
+    disable_eager_execution=_ctx.disable_eager_execution, enable_eager_execution=_ctx.enable_eager_execution,
+    executing_eagerly=executing_eagerly, gradients=gradients, hessians=hessians, Variable=Variable,
+    AggregationMethod=AggregationMethod, constant=constant, Graph=Graph)
+compat = _module("compat", v1=v1)
+softmax = _n.softmax
+expm1, log1p = _m.expm1, _m.log1p
+control_dependencies = lambda control_inputs: get_default_graph().control_dependencies(control_inputs)  # noqa: E731
+
+
+def name_scope(name):
+    return get_default_graph().name_scope(name)
+
+
+def no_op(name=None):
+    from .ops.registry import apply_op
+    return apply_op("NoOp", [], {}, name=name or "NoOp")

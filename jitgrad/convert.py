@@ -1,0 +1,182 @@
+"""Turning Python values, numpy arrays, variables and tensors into tensors.
+
+TensorFlow's inference rules: Python float -> float32, int -> int32 (int64 if
+it does not fit), bool -> bool, numpy arrays and scalars keep their dtype,
+and a (nested) list that contains tensors is packed with ``stack``.
+"""
+import numpy as np
+
+from . import context, dtypes
+from .graph import Tensor
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _is_tensorlike(v):
+    from .eager import EagerTensor
+    return isinstance(v, (Tensor, EagerTensor)) or hasattr(v, "_jitgrad_to_tensor")
+
+
+def _contains_tensor(v):
+    if isinstance(v, (list, tuple)):
+        return any(_contains_tensor(x) for x in v)
+    return _is_tensorlike(v)
+
+
+def _infer_python_dtype(value):
+    """TF's dtype for a Python scalar / nested list (no tensors inside)."""
+    flat = np.asarray(value, dtype=object).ravel() if isinstance(value, (list, tuple)) else [value]
+    kinds = set()
+    for x in flat:
+        if isinstance(x, (bool, np.bool_)):
+            kinds.add("b")
+        elif isinstance(x, (int, np.integer)):
+            kinds.add("i64" if not (_INT32.min <= int(x) <= _INT32.max) else "i")
+        elif isinstance(x, (float, np.floating)):
+            kinds.add("f")
+        else:
+            raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a Tensor; "
+                            "supported are bool, int, float and nested lists of them.")
+    if not kinds:
+        return dtypes.float32
+    if "f" in kinds:
+        if "b" in kinds:
+            raise TypeError(f"Can't convert a mix of bool and float to a Tensor: {value!r}")
+        return dtypes.float32
+    if "i64" in kinds:
+        return dtypes.int64
+    if "i" in kinds:
+        if "b" in kinds:
+            raise TypeError(f"Can't convert a mix of bool and int to a Tensor: {value!r}")
+        return dtypes.int32
+    return dtypes.bool_
+
+
+def to_numpy(value, dtype=None):
+    """A constant value as a numpy array of a supported dtype (TF's rules)."""
+    want = None if dtype is None else dtypes.as_dtype(dtype)
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        arr = np.asarray(value)
+        if arr.dtype == object or arr.dtype.kind in "USV":
+            raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.")
+        if want is None:
+            return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
+        if arr.dtype.kind == "f" and want.is_integer and not np.all(np.mod(arr, 1) == 0):
+            raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
+        if (arr.dtype.kind == "b") != want.is_bool:
+            raise TypeError(f"Cannot convert an array of dtype {arr.dtype} to a tensor of dtype {want.name}.")
+        return np.asarray(arr.astype(want.np), order="C")
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
+        lens = {len(v) if isinstance(v, (list, tuple)) else -1 for v in value}
+        if len(lens) != 1:
+            raise ValueError(f"Can't convert non-rectangular Python sequence to Tensor: {value!r}")
+    inferred = _infer_python_dtype(value)
+    if want is None:
+        want = inferred
+    elif inferred.is_floating and not want.is_floating:
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
+    elif inferred.is_bool != want.is_bool and not (isinstance(value, (list, tuple)) and len(value) == 0):
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
+    with np.errstate(over="ignore"):
+        arr = np.array(value, dtype=want.np)
+    if want.is_integer and inferred.is_integer:
+        check = np.array(value, dtype=np.int64)
+        if not np.array_equal(check, arr):
+            raise ValueError(f"Can't convert Python int {value!r} to {want.name}: out of range.")
+    return arr
+
+
+def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=None):
+    """``tf.convert_to_tensor``: returns a graph Tensor or an EagerTensor."""
+    from .eager import EagerTensor
+    want = None if dtype is None else dtypes.as_dtype(dtype)
+    if isinstance(value, Tensor):
+        if want is not None and value.dtype != want:
+            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
+                             f"dtype {value.dtype.name}: {value!r}")
+        return value
+    hook = getattr(value, "_jitgrad_to_tensor", None)
+    if hook is not None:
+        t = hook(graph)
+        if want is not None and t.dtype != want:
+            raise ValueError(f"Tensor conversion requested dtype {want.name} for variable with "
+                             f"dtype {t.dtype.name}")
+        return t
+    building = graph is not None or not context.executing_eagerly()
+    if isinstance(value, EagerTensor):
+        if want is not None and value.dtype != want:
+            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
+                             f"dtype {value.dtype.name}: {value!r}")
+        if not building:
+            return value
+        return _graph_const(value._value, graph, name or "Const")
+    if _contains_tensor(value):
+        from .ops import array_ops
+        items = [convert_to_tensor(v, dtype=want, graph=graph) for v in value]
+        return array_ops.stack(items, name=name or "packed")
+    if want is None and preferred_dtype is not None:
+        try:
+            arr = to_numpy(value, preferred_dtype)
+        except (TypeError, ValueError):
+            arr = to_numpy(value)
+    else:
+        arr = to_numpy(value, want)
+    if building:
+        return _graph_const(arr, graph, name or "Const")
+    return EagerTensor(arr)
+
+
+def _graph_const(arr, graph, name):
+    from .ops import registry
+    g = graph or context.get_default_graph()
+    with _in_graph(g):
+        return registry.apply_op("Const", [], {"value": arr, "dtype": dtypes.as_dtype(arr.dtype)}, name=name)
+
+
+class _in_graph:
+    """Makes ``g`` the default graph unless it already is."""
+
+    def __init__(self, g):
+        self.g = g
+        self.pushed = False
+
+    def __enter__(self):
+        if context._stack()[-1:] != [self.g]:
+            context.push_graph(self.g)
+            self.pushed = True
+
+    def __exit__(self, *exc):
+        if self.pushed:
+            context.pop_graph(self.g)
+
+
+def graph_of(values):
+    """The graph that symbolic inputs live in, or None in pure eager use."""
+    for v in values:
+        if isinstance(v, Tensor):
+            return v.graph
+        g = getattr(v, "_graph_for_conversion", None)
+        if g is not None:
+            return g
+    if not context.executing_eagerly():
+        return context.get_default_graph()
+    return None
+
+
+def convert_all(values, dtype=None, graph=None):
+    """Converts op inputs together: Python values adopt the dtype of the
+    first tensor among them (TF's binary-op rule) and live in its graph."""
+    g = graph or graph_of(values)
+    if dtype is None:
+        for v in values:
+            if _is_tensorlike(v) and not isinstance(v, (list, tuple)):
+                dtype = getattr(v, "dtype", None)
+                break
+    out = []
+    for v in values:
+        if _is_tensorlike(v):
+            out.append(convert_to_tensor(v, graph=g))
+        else:
+            out.append(convert_to_tensor(v, dtype=dtype, graph=g) if dtype is not None
+                       else convert_to_tensor(v, graph=g))
+    return out

@@ -1,0 +1,41 @@
+"""TensorFlow's runtime error classes (``tf.errors``).
+
+As in TensorFlow, these are raised when a *running* computation finds bad data
+(a missing feed, an uninitialised variable, shapes that only clash at run
+time). Errors found while *building* a graph are plain ``ValueError`` /
+``TypeError``, again as in TensorFlow.
+"""
+
+
+class OpError(Exception):
+    def __init__(self, node_def=None, op=None, message=""):
+        if message == "" and isinstance(node_def, str) and op is None:
+            node_def, message = None, node_def
+        super().__init__(message)
+        self.node_def = node_def
+        self.op = op
+        self.message = message
+
+
+class InvalidArgumentError(OpError):
+    pass
+
+
+class FailedPreconditionError(OpError):
+    pass
+
+
+class NotFoundError(OpError):
+    pass
+
+
+class UnimplementedError(OpError):
+    pass
+
+
+class InternalError(OpError):
+    pass
+
+
+class ResourceExhaustedError(OpError):
+    pass

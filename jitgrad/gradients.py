@@ -1,0 +1,300 @@
+"""``tf.gradients`` and ``tf.hessians``: reverse-mode differentiation that
+adds backward ops to the graph.
+
+This follows TensorFlow's gradients_util closely, because the order in which
+gradient contributions are collected is the order they are summed in, and
+float32 results only match TensorFlow bit for bit if that order matches.
+"""
+import collections
+import enum
+
+from . import context
+from .convert import convert_to_tensor
+from .graph import Tensor
+from .ops import array_ops, math_ops
+from .ops.registry import REGISTRY, apply_op
+
+
+class AggregationMethod:
+    """How gradient contributions to one tensor are summed.
+
+    ADD_N / DEFAULT: one n-ary AddN once every contribution is ready.
+    EXPERIMENTAL_TREE / EXPERIMENTAL_ACCUMULATE_N: a left-to-right chain of
+    two-input adds (TF 2.x builds the same chain for both), which lets each
+    contribution be freed as soon as it is added.
+    """
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+_METHOD_NAMES = {0: "ADD_N", 1: "EXPERIMENTAL_TREE", 2: "EXPERIMENTAL_ACCUMULATE_N"}
+
+
+class UnconnectedGradients(enum.Enum):
+    NONE = "none"
+    ZERO = "zero"
+
+
+def is_trainable(t):
+    return t.dtype.is_floating
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _to_graph_tensor(x, what):
+    conv = getattr(x, "_graph_tensor", None)
+    if conv is not None:
+        x = conv()
+    if not isinstance(x, Tensor):
+        x = convert_to_tensor(x)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{what} must be symbolic graph tensors, got {x!r}")
+    return x
+
+
+def _pending_count(to_ops, from_ops):
+    reached = set()
+    queue = collections.deque(from_ops)
+    consumers = None
+    while queue:
+        op = queue.popleft()
+        if op in reached:
+            continue
+        reached.add(op)
+        if consumers is None:
+            consumers = _consumer_map(op.graph)
+        for out in op.outputs:
+            if is_trainable(out):
+                queue.extend(consumers.get(id(out), ()))
+    reachable_to_ops = {op for op in to_ops if op in reached}
+    between, between_list = set(), []
+    queue = collections.deque(to_ops)
+    while queue:
+        op = queue.popleft()
+        if op in reached:
+            between.add(op)
+            between_list.append(op)
+            reached.discard(op)
+            queue.extend(t.op for t in op.inputs)
+    pending = collections.defaultdict(int)
+    for op in between_list:
+        for t in op.inputs:
+            if t.op in between:
+                pending[t.op] += 1
+    return reachable_to_ops, pending
+
+
+def _consumer_map(graph):
+    m = {}
+    for op in graph._ops:
+        for t in op.inputs:
+            lst = m.setdefault(id(t), [])
+            if not lst or lst[-1] is not op:
+                lst.append(op)
+    return m
+
+
+def _aggregate(grads, op, method):
+    out_grads = grads.get(op)
+    if out_grads is None:
+        out_grads = grads[op] = [[] for _ in op.outputs]
+    for i, contribs in enumerate(out_grads):
+        if not isinstance(contribs, list):
+            continue  # already aggregated (op reached twice is impossible, kept defensive)
+        if not contribs:
+            out_grads[i] = None
+        elif len(contribs) == 1:
+            out_grads[i] = contribs[0]
+        elif method in (AggregationMethod.EXPERIMENTAL_TREE, AggregationMethod.EXPERIMENTAL_ACCUMULATE_N):
+            g = op.graph
+            with g.name_scope(op.name + "_gradient_sum"):
+                running = contribs[0]
+                for c in contribs[1:]:
+                    running = apply_op("AddN", [running, c], {"_aggregation": _METHOD_NAMES[method]}, name="AddN")
+            out_grads[i] = running
+        else:
+            out_grads[i] = apply_op("AddN", contribs, {"_aggregation": "ADD_N"}, name="AddN")
+    return out_grads
+
+
+def _zeros_like(t):
+    return math_ops.zeros_like(t)
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None, stop_gradients=None,
+              unconnected_gradients=UnconnectedGradients.NONE):
+    """Symbolic derivatives of sum(ys) with respect to each x in xs (a list, len(xs))."""
+    if context.executing_eagerly():
+        raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
+                           "Use tf.GradientTape instead.")
+    if aggregation_method is None:
+        aggregation_method = AggregationMethod.DEFAULT
+    if aggregation_method not in _METHOD_NAMES:
+        raise ValueError(f"Invalid `aggregation_method` specified {aggregation_method}. Accepted values are "
+                         f"{sorted(_METHOD_NAMES)}.")
+    try:
+        unconnected_gradients = UnconnectedGradients(unconnected_gradients)
+    except ValueError:
+        raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}") from None
+    ys = [_to_graph_tensor(y, "ys") for y in _as_list(ys)]
+    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
+    stop = [_to_graph_tensor(s, "stop_gradients") for s in _as_list(stop_gradients)] if stop_gradients is not None else []
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    else:
+        grad_ys = _as_list(grad_ys)
+    if len(grad_ys) != len(ys):
+        raise ValueError(f"Length mismatch. Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+    graph = ys[0].graph
+    for t in ys + xs + stop:
+        if t.graph is not graph:
+            raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
+
+    with graph.as_default() if context._stack()[-1:] != [graph] else _nullcontext(), \
+            graph.name_scope(name or "gradients") as scope:
+        graph.gradient_aggregation[scope] = _METHOD_NAMES[aggregation_method]
+        converted = []
+        for i, (y, gy) in enumerate(zip(ys, grad_ys)):
+            if gy is None:
+                if not y.dtype.is_floating:
+                    raise TypeError(f"Gradients of {y.dtype.name} tensors are not supported; y {y.name} "
+                                    "must be a floating point tensor.")
+                gy = math_ops.ones_like(y, name=f"grad_ys_{i}")
+            else:
+                gy = convert_to_tensor(gy, dtype=y.dtype if not isinstance(gy, Tensor) else None, graph=graph)
+                if gy.dtype != y.dtype:
+                    raise TypeError(f"Gradient type {gy.dtype.name} generated for y {y.name} does not match "
+                                    f"its type {y.dtype.name}")
+                if not gy.shape.is_compatible_with(y.shape) and gy.shape.rank != 0:
+                    raise ValueError(f"grad_ys[{i}] has shape {gy.shape}, incompatible with y's shape {y.shape}")
+                if gy.shape.rank == 0 and y.shape.rank not in (0, None):
+                    gy = apply_op("BroadcastToShapeOf", [gy, y])
+            converted.append(gy)
+
+        to_ops = [y.op for y in ys]
+        from_ops = [x.op for x in xs]
+        stop_ops_explicit = [t.op for t in stop]
+        reachable_to_ops, pending = _pending_count(to_ops, from_ops)
+        grads = {}
+        for y, gy in zip(ys, converted):
+            grads.setdefault(y.op, [[] for _ in y.op.outputs])[y.value_index].append(gy)
+
+        queue = collections.deque()
+        seen = set()
+        for op in to_ops:
+            if pending[op] == 0 and op not in seen and op in reachable_to_ops:
+                seen.add(op)
+                queue.append(op)
+        stop_ops = {op for op in from_ops if all(pending[t.op] <= 0 for t in op.inputs)}
+        stop_ops.update(stop_ops_explicit)
+
+        while queue:
+            op = queue.popleft()
+            out_grads = _aggregate(grads, op, aggregation_method)
+            has_out = any(g is not None for g in out_grads)
+            grad_fn = None
+            if has_out and op not in stop_ops:
+                opdef = REGISTRY[op.type]
+                grad_fn = opdef.grad
+                if grad_fn is None and op.type not in _NOT_DIFFERENTIABLE and any(
+                        is_trainable(t) for t in op.inputs):
+                    raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}).")
+            if grad_fn is not None and has_out:
+                out_grads = [(_zeros_like(o) if g is None and is_trainable(o) else g)
+                             for g, o in zip(out_grads, op.outputs)]
+                with graph.name_scope(op.name + "_grad"):
+                    in_grads = list(grad_fn(_GradOp(op), *out_grads))
+                if len(in_grads) != len(op.inputs):
+                    raise ValueError(f"Num gradients {len(in_grads)} generated for op {op.type} do not match "
+                                     f"num inputs {len(op.inputs)}")
+            else:
+                in_grads = [None] * len(op.inputs)
+            for t_in, g in zip(op.inputs, in_grads):
+                if g is not None and is_trainable(t_in):
+                    g = convert_to_tensor(g, graph=graph)
+                    try:
+                        g.set_shape(t_in.shape)
+                    except ValueError:
+                        raise ValueError(f"Incompatible shapes between op input and calculated input gradient. "
+                                         f"Forward operation: {op.name}. Input index: {list(op.inputs).index(t_in)}."
+                                         f" Original input shape: {t_in.shape}. Calculated input gradient "
+                                         f"shape: {g.shape}") from None
+                    grads.setdefault(t_in.op, [[] for _ in t_in.op.outputs])[t_in.value_index].append(g)
+            for t in op.inputs:
+                pending[t.op] -= 1
+                if pending[t.op] == 0:
+                    queue.append(t.op)
+
+        result = []
+        for x in xs:
+            op_grads = grads.get(x.op)
+            if not op_grads:
+                g = None
+            else:
+                g = op_grads[x.value_index]
+                if isinstance(g, list):
+                    # x's op was never processed (e.g. it is not between xs and ys); its
+                    # contributions still count, as in TF where this cannot happen.
+                    g = None if not g else (g[0] if len(g) == 1 else apply_op("AddN", g, name="AddN"))
+            if g is None and unconnected_gradients == UnconnectedGradients.ZERO:
+                g = _zeros_like(x)
+            result.append(g)
+    return result
+
+
+_NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqual", "Greater", "GreaterEqual",
+                       "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "FloorDiv", "Sign",
+                       "Shape", "SizeRatio", "ZerosLike", "OnesLike", "ProdExcept"}
+
+
+class _GradOp:
+    """The view of an op that gradient functions see (same in eager mode)."""
+    __slots__ = ("inputs", "outputs", "attrs", "type", "name")
+
+    def __init__(self, op):
+        self.inputs = op.inputs
+        self.outputs = op.outputs
+        self.attrs = op.attrs
+        self.type = op.type
+        self.name = op.name
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
+             aggregation_method=None):
+    """``tf.hessians``: for each x, the Hessian of sum(ys), shaped x.shape + x.shape."""
+    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
+    kwargs = dict(colocate_gradients_with_ops=colocate_gradients_with_ops, gate_gradients=gate_gradients,
+                  aggregation_method=aggregation_method)
+    grads = gradients(ys, xs, **kwargs)
+    hessians_out = []
+    for g, x in zip(grads, xs):
+        if g is None:
+            hessians_out.append(None)
+            continue
+        if not x.shape.is_fully_defined():
+            raise ValueError(f"tf.hessians needs a fully defined shape for {x.name}, got {x.shape}")
+        n = x.shape.num_elements()
+        flat = array_ops.reshape(g, [-1])
+        rows = []
+        for i in range(n):
+            row = gradients(flat[i], x, **kwargs)[0]
+            rows.append(math_ops.zeros_like(x) if row is None else row)
+        h = array_ops.stack(rows, name=name) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
+        hessians_out.append(array_ops.reshape(h, x.shape.as_list() + x.shape.as_list()))
+    return hessians_out

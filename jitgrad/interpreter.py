@@ -1,0 +1,37 @@
+"""The reference interpreter: runs a pruned graph op by op with the numpy
+kernels. It is the test oracle for the compiler and a debugging mode."""
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .ops.registry import REGISTRY, run_kernel
+from .passes.prune import prune
+
+
+def run(targets, feeds, state):
+    """targets: Tensors/Operations; feeds: {id(tensor): ndarray}; state: VariableStore.
+
+    Returns one value per target (an ndarray, or None for an Operation).
+    """
+    values = dict(feeds)
+    for op in prune(targets, feeds.keys()):
+        if all(id(t) in feeds for t in op.outputs) and op.outputs:
+            continue
+        opdef = REGISTRY[op.type]
+        args = [values[id(t)] for t in op.inputs]
+        with np.errstate(all="ignore"):
+            if opdef.stateful:
+                outs = opdef.kernel(op.attrs, state, *args)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+            else:
+                try:
+                    outs = run_kernel(opdef, args, op.attrs)
+                except InvalidArgumentError as e:
+                    raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+        for t, v in zip(op.outputs, outs):
+            if id(t) in feeds:
+                continue
+            v = np.asarray(v)
+            if v.dtype != t.dtype.np:
+                v = v.astype(t.dtype.np)
+            values[id(t)] = v
+    return [None if not hasattr(t, "value_index") else values[id(t)] for t in targets]

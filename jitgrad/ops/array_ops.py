@@ -1,0 +1,653 @@
+"""Sources (constants, placeholders, fills) and data-movement ops: reshape,
+transpose, expand/squeeze, concat/stack, slicing, gather, tile, broadcast."""
+import numpy as np
+
+from .. import context, dtypes
+from ..convert import convert_all, convert_to_tensor, to_numpy
+from ..errors import InvalidArgumentError
+from ..shapes import TensorShape, as_shape, broadcast_dims, normalize_axes
+from ._infer import ALL, check_same
+from .math_ops import reduce_to
+from .registry import apply_op, register
+
+
+def _same(shapes, dts, attrs):
+    return [(shapes[0], dts[0])]
+
+
+# ---------------------------------------------------------------- sources
+def _placeholder_kernel(attrs):
+    raise InvalidArgumentError(f"You must feed a value for placeholder tensor with dtype "
+                               f"{attrs['dtype'].name} and shape {TensorShape(attrs['shape'])}")
+
+
+register("Const", infer=lambda shapes, dts, attrs: [(attrs["value"].shape, attrs["dtype"])],
+         kernel=lambda attrs: attrs["value"], kind="source")
+register("Placeholder", infer=lambda shapes, dts, attrs: [(attrs["shape"], attrs["dtype"])],
+         kernel=_placeholder_kernel, kind="source")
+
+
+def constant(value, dtype=None, shape=None, name="Const"):
+    """``tf.constant``: eager tensor now, or a Const node while building a graph."""
+    from ..eager import EagerTensor
+    from ..graph import Tensor
+    if isinstance(value, (Tensor,)):
+        raise TypeError("tf.constant does not accept a symbolic Tensor; use tf.identity.")
+    if isinstance(value, EagerTensor):
+        value = value._value
+    if hasattr(value, "_jitgrad_to_tensor"):
+        value = np.asarray(value.numpy())
+    arr = to_numpy(value, dtype)
+    if shape is not None:
+        shape = tuple(int(d) for d in (shape if isinstance(shape, (list, tuple)) else [shape]))
+        n = int(np.prod(shape))
+        if arr.size == 1:
+            arr = np.full(shape, arr.reshape(()), arr.dtype)
+        elif arr.size == n:
+            arr = arr.reshape(shape)
+        else:
+            raise TypeError(f"Eager execution of tf.constant with unsupported shape. Tensor {value!r} "
+                            f"(converted from {value!r}) has {arr.size} elements, but got `shape` {shape} "
+                            f"with {n} elements).")
+    if context.executing_eagerly():
+        return EagerTensor(np.asarray(arr, order="C"))
+    return apply_op("Const", [], {"value": np.asarray(arr, order="C"), "dtype": dtypes.as_dtype(arr.dtype)},
+                    name=name)
+
+
+def placeholder(dtype, shape=None, name=None):
+    if context.executing_eagerly():
+        raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
+    dtype = dtypes.as_dtype(dtype)
+    dims = as_shape(shape).dims
+    return apply_op("Placeholder", [], {"dtype": dtype, "shape": dims}, name=name or "Placeholder")
+
+
+def placeholder_with_default(input, shape, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    if not as_shape(x.shape).is_compatible_with(shape):
+        raise ValueError(f"Default value shape {x.shape} is not compatible with {as_shape(shape)}")
+    return apply_op("PlaceholderWithDefault", [x], {"shape": as_shape(shape).dims},
+                    name=name or "PlaceholderWithDefault")
+
+
+register("PlaceholderWithDefault", infer=lambda shapes, dts, attrs: [(attrs["shape"], dts[0])],
+         kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise")
+
+
+def _fill_infer(shapes, dts, attrs):
+    if shapes[0] not in ((), None):
+        raise ValueError(f"value must be a scalar, got shape {list(shapes[0])}")
+    return [(attrs["dims"], dts[0])]
+
+
+register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
+         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise")
+
+
+def reduce_sum_all(g):
+    from .reduction_ops import reduce_sum
+    return reduce_sum(g)
+
+
+def _static_shape_arg(shape):
+    value = get_static_value(shape) if not isinstance(shape, (list, tuple, int, TensorShape)) else shape
+    if value is None:
+        raise ValueError("jitgrad needs shape arguments whose value is known when the graph is built.")
+    if isinstance(value, TensorShape):
+        value = value.as_list()
+    value = np.asarray(value).reshape(-1).tolist() if not isinstance(value, (list, tuple)) else value
+    return tuple(int(d) for d in value)
+
+
+def fill(dims, value, name=None):
+    dims = _static_shape_arg(dims)
+    (v,) = convert_all([value])
+    return apply_op("Fill", [v], {"dims": dims}, name=name or "Fill")
+
+
+def zeros(shape, dtype=dtypes.float32, name=None):
+    dtype = dtypes.as_dtype(dtype)
+    return fill(shape, convert_to_tensor(np.zeros((), dtype.np)), name=name or "zeros")
+
+
+def ones(shape, dtype=dtypes.float32, name=None):
+    dtype = dtypes.as_dtype(dtype)
+    return fill(shape, convert_to_tensor(np.ones((), dtype.np)), name=name or "ones")
+
+
+# ---------------------------------------------------------------- shapes
+def _reshape_dims(src, target):
+    target = list(target)
+    if target.count(-1) > 1:
+        raise ValueError(f"Only one dimension of a reshape target may be -1, got {target}")
+    if src is None or any(d is None for d in src):
+        return tuple(None if d == -1 else d for d in target)
+    n = int(np.prod(src, dtype=np.int64))
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if -1 in target:
+        if known == 0 or n % known:
+            raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target}")
+        target[target.index(-1)] = n // known
+    elif known != n:
+        raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target} "
+                         f"({known} elements)")
+    return tuple(target)
+
+
+register("Reshape", infer=lambda shapes, dts, attrs: [(_reshape_dims(shapes[0], attrs["shape"]), dts[0])],
+         kernel=lambda attrs, x: np.reshape(x, _reshape_dims(x.shape, attrs["shape"])),
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+register("ReshapeLike", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+         kernel=lambda attrs, x, ref: np.reshape(x, ref.shape),
+         grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,))
+
+
+def reshape_like(x, ref):
+    if x.shape.is_fully_defined() and ref.shape.is_fully_defined() and x.shape == ref.shape:
+        return x
+    return apply_op("ReshapeLike", [x, ref])
+
+
+def reshape(tensor, shape, name=None):
+    (x,) = convert_all([tensor])
+    return apply_op("Reshape", [x], {"shape": _static_shape_arg(shape)}, name=name or "Reshape")
+
+
+def _transpose_infer(shapes, dts, attrs):
+    perm = attrs["perm"]
+    s = shapes[0]
+    if s is None:
+        return [(None if perm is None else (None,) * len(perm), dts[0])]
+    if perm is None:
+        return [(tuple(reversed(s)), dts[0])]
+    if sorted(perm) != list(range(len(s))):
+        raise ValueError(f"perm {list(perm)} is not a permutation of the dimensions of a rank-{len(s)} tensor")
+    return [(tuple(s[p] for p in perm), dts[0])]
+
+
+def _transpose_grad(op, g):
+    perm = op.get_attr("perm")
+    if perm is None:
+        return [transpose(g)]
+    return [transpose(g, tuple(int(i) for i in np.argsort(perm)))]
+
+
+register("Transpose", infer=_transpose_infer,
+         kernel=lambda attrs, x: np.asarray(np.transpose(x, attrs["perm"]), order="C"),
+         grad=_transpose_grad, kind="layout")
+
+
+def transpose(a, perm=None, name="transpose", conjugate=False):
+    (x,) = convert_all([a])
+    if perm is not None:
+        perm = tuple(int(p) for p in (get_static_value(perm) if not isinstance(perm, (list, tuple)) else perm))
+        if x.shape.rank is not None:
+            perm = tuple(p % x.shape.rank if x.shape.rank else p for p in perm)
+    return apply_op("Transpose", [x], {"perm": perm}, name=name)
+
+
+def _expand_infer(shapes, dts, attrs):
+    s = shapes[0]
+    if s is None:
+        return [(None, dts[0])]
+    a = attrs["axis"]
+    if not -len(s) - 1 <= a <= len(s):
+        raise ValueError(f"axis {a} is out of range for expand_dims of a rank-{len(s)} tensor")
+    a = a % (len(s) + 1)
+    return [(s[:a] + (1,) + s[a:], dts[0])]
+
+
+register("ExpandDims", infer=_expand_infer, kernel=lambda attrs, x: np.expand_dims(x, attrs["axis"]),
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+
+
+def expand_dims(input, axis, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    return apply_op("ExpandDims", [x], {"axis": int(axis)}, name=name or "ExpandDims")
+
+
+def _squeeze_axes(s, axis):
+    if axis is None:
+        return tuple(i for i, d in enumerate(s) if d == 1)
+    axes = normalize_axes(axis, len(s))
+    for a in axes:
+        if s[a] is not None and s[a] != 1:
+            raise ValueError(f"Can not squeeze dim[{a}], expected a dimension of 1, got {s[a]}")
+    return axes
+
+
+def _squeeze_infer(shapes, dts, attrs):
+    s = shapes[0]
+    if s is None or (attrs["axis"] is None and any(d is None for d in s)):
+        return [(None, dts[0])]
+    axes = _squeeze_axes(s, attrs["axis"])
+    return [(tuple(d for i, d in enumerate(s) if i not in axes), dts[0])]
+
+
+register("Squeeze", infer=_squeeze_infer,
+         kernel=lambda attrs, x: np.squeeze(x, _squeeze_axes(x.shape, attrs["axis"])),
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+
+
+def squeeze(input, axis=None, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    if axis is not None:
+        axis = (int(axis),) if isinstance(axis, int) else tuple(int(a) for a in axis)
+    return apply_op("Squeeze", [x], {"axis": axis}, name=name or "Squeeze")
+
+
+# ---------------------------------------------------------------- concat / stack
+def _concat_infer(shapes, dts, attrs):
+    check_same("ConcatV2", dts)
+    known = [s for s in shapes if s is not None]
+    if not known:
+        return [(None, dts[0])]
+    rank = len(known[0])
+    if rank == 0:
+        raise ValueError("Can't concatenate scalars (use tf.stack instead)")
+    axis = attrs["axis"]
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of bounds for concat of rank-{rank} tensors")
+    axis %= rank
+    out = list(known[0])
+    total = 0
+    for s in shapes:
+        if s is None:
+            total = None
+            continue
+        if len(s) != rank:
+            raise ValueError(f"Shape must be rank {rank} but is rank {len(s)} for ConcatV2")
+        for i in range(rank):
+            if i == axis:
+                continue
+            if out[i] is None:
+                out[i] = s[i]
+            elif s[i] is not None and s[i] != out[i]:
+                raise ValueError(f"Dimension {i} in both shapes must be equal: {list(known[0])} vs {list(s)}")
+        total = None if total is None or s[axis] is None else total + s[axis]
+    out[axis] = total
+    return [(tuple(out), dts[0])]
+
+
+def _concat_grad(op, g):
+    parts = apply_op("SplitToShapesOf", [g] + list(op.inputs), {"axis": op.get_attr("axis")})
+    return list(parts) if isinstance(parts, tuple) else [parts]
+
+
+def _split_infer(shapes, dts, attrs):
+    return [(s, dts[0]) for s in shapes[1:]]
+
+
+def _split_kernel(attrs, g, *refs):
+    axis = attrs["axis"] % g.ndim
+    bounds = np.cumsum([r.shape[axis] for r in refs])[:-1]
+    return tuple(np.asarray(p, order="C") for p in np.split(g, bounds, axis=axis))
+
+
+def _split_grad(op, *grads):
+    gs = [zeros_like_t(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    return [concat(gs, op.get_attr("axis"))] + [None] * (len(op.inputs) - 1)
+
+
+def zeros_like_t(t):
+    from .math_ops import zeros_like
+    return zeros_like(t)
+
+
+register("ConcatV2", infer=_concat_infer,
+         kernel=lambda attrs, *xs: np.concatenate(xs, axis=attrs["axis"]), grad=_concat_grad, kind="layout")
+register("SplitToShapesOf", infer=_split_infer, kernel=_split_kernel, grad=_split_grad, kind="layout",
+         shape_only="rest")
+
+
+def concat(values, axis, name="concat"):
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError("concat expects a non-empty list of tensors")
+    xs = convert_all(list(values))
+    if len(xs) == 1:
+        from .math_ops import identity
+        return identity(xs[0], name=name)
+    return apply_op("ConcatV2", xs, {"axis": int(axis)}, name=name)
+
+
+def _pack_infer(shapes, dts, attrs):
+    check_same("Pack", dts)
+    s = None
+    for t in shapes:
+        if t is None:
+            continue
+        if s is None:
+            s = t
+        elif len(t) != len(s) or any(a is not None and b is not None and a != b for a, b in zip(s, t)):
+            raise ValueError(f"Shapes of all inputs must match for stack: {[list(x) if x else x for x in shapes]}")
+    if s is None:
+        return [(None, dts[0])]
+    axis = attrs["axis"]
+    if not -len(s) - 1 <= axis <= len(s):
+        raise ValueError(f"axis {axis} out of range for stack of rank-{len(s)} tensors")
+    axis %= len(s) + 1
+    return [(s[:axis] + (len(shapes),) + s[axis:], dts[0])]
+
+
+register("Pack", infer=_pack_infer, kernel=lambda attrs, *xs: np.stack(xs, axis=attrs["axis"]),
+         grad=lambda op, g: list(_as_tuple(unstack(g, num=len(op.inputs), axis=op.get_attr("axis")))),
+         kind="layout")
+
+
+def _as_tuple(x):
+    return x if isinstance(x, (tuple, list)) else (x,)
+
+
+def _unpack_infer(shapes, dts, attrs):
+    s = shapes[0]
+    n = attrs["num"]
+    if s is None:
+        return [(None, dts[0])] * n
+    axis = attrs["axis"] % len(s)
+    if s[axis] is not None and s[axis] != n:
+        raise ValueError(f"Dimension {axis} has size {s[axis]}, cannot unstack into {n} tensors")
+    return [(s[:axis] + s[axis + 1:], dts[0])] * n
+
+
+def _unpack_grad(op, *grads):
+    gs = [zeros_like_t(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    return [stack(gs, axis=op.get_attr("axis"))]
+
+
+register("Unpack", infer=_unpack_infer,
+         kernel=lambda attrs, x: tuple(np.asarray(np.take(x, i, axis=attrs["axis"]), order="C")
+                                       for i in range(attrs["num"])),
+         grad=_unpack_grad, kind="layout")
+
+
+def stack(values, axis=0, name="stack"):
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError("stack expects a non-empty list of tensors")
+    xs = convert_all(list(values))
+    return apply_op("Pack", xs, {"axis": int(axis)}, name=name)
+
+
+def unstack(value, num=None, axis=0, name="unstack"):
+    (x,) = convert_all([value])
+    if num is None:
+        if x.shape.rank is None or x.shape[axis] is None:
+            raise ValueError(f"Cannot infer argument `num` from shape {x.shape}")
+        num = x.shape[axis]
+    out = apply_op("Unpack", [x], {"num": int(num), "axis": int(axis)}, name=name)
+    return list(_as_tuple(out))
+
+
+# ---------------------------------------------------------------- slicing
+def _slice_spec(key):
+    """A hashable description of a ``__getitem__`` key."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    spec = []
+    for k in key:
+        if k is Ellipsis:
+            spec.append(("...",))
+        elif k is None:
+            spec.append(("new",))
+        elif isinstance(k, slice):
+            parts = []
+            for v in (k.start, k.stop, k.step):
+                if v is not None and not isinstance(v, (int, np.integer)):
+                    v = get_static_value(v)
+                    if v is None:
+                        raise TypeError("jitgrad slicing needs Python int bounds (or constants).")
+                parts.append(None if v is None else int(v))
+            if parts[2] == 0:
+                raise ValueError("slice step cannot be zero")
+            spec.append(("slice", *parts))
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError("Only integers, slices, ellipsis and tf.newaxis are valid indices, got bool")
+        elif isinstance(k, (int, np.integer)) or (hasattr(k, "dtype") and get_static_value(k) is not None
+                                                  and np.ndim(get_static_value(k)) == 0):
+            spec.append(("int", int(k if isinstance(k, (int, np.integer)) else get_static_value(k))))
+        else:
+            raise TypeError(f"Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and scalar "
+                            f"int32/int64 tensors are valid indices, got {k!r}")
+    return tuple(spec)
+
+
+def _spec_index(spec, shape):
+    """The numpy index for ``spec`` on ``shape``, checking integer bounds."""
+    consumed = sum(1 for s in spec if s[0] in ("int", "slice"))
+    if consumed > len(shape):
+        raise ValueError(f"Index out of range: too many indices ({consumed}) for a tensor of rank {len(shape)}")
+    idx = []
+    dim = 0
+    for s in spec:
+        if s[0] == "...":
+            n = len(shape) - consumed
+            idx.append(Ellipsis)
+            dim += n
+        elif s[0] == "new":
+            idx.append(None)
+        elif s[0] == "int":
+            d = shape[dim]
+            if d is not None and not -d <= s[1] < d:
+                raise ValueError(f"slice index {s[1]} of dimension {dim} out of bounds.")
+            idx.append(s[1])
+            dim += 1
+        else:
+            idx.append(slice(s[1], s[2], s[3]))
+            dim += 1
+    return tuple(idx)
+
+
+def _strided_infer(shapes, dts, attrs):
+    s = shapes[0]
+    spec = attrs["spec"]
+    if s is None:
+        return [(None, dts[0])]
+    idx = _spec_index(spec, s)
+    out = []
+    dim = 0
+    consumed = sum(1 for t in spec if t[0] in ("int", "slice"))
+    for item, k in zip(spec, idx):
+        if item[0] == "...":
+            n = len(s) - consumed
+            out.extend(s[dim:dim + n])
+            dim += n
+        elif item[0] == "new":
+            out.append(1)
+        elif item[0] == "int":
+            dim += 1
+        else:
+            d = s[dim]
+            out.append(None if d is None else len(range(*k.indices(d))))
+            dim += 1
+    out.extend(s[dim:])
+    return [(tuple(out), dts[0])]
+
+
+register("StridedSlice", infer=_strided_infer,
+         kernel=lambda attrs, x: np.asarray(x[_spec_index(attrs["spec"], x.shape)], order="C"),
+         grad=lambda op, g: [apply_op("StridedSliceGrad", [g, op.inputs[0]], {"spec": op.get_attr("spec")})],
+         kind="layout")
+
+
+def _strided_grad_kernel(attrs, g, ref):
+    out = np.zeros(ref.shape, g.dtype)
+    out[_spec_index(attrs["spec"], ref.shape)] = g
+    return out
+
+
+register("StridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_strided_grad_kernel,
+         grad=lambda op, g: [apply_op("StridedSlice", [g], {"spec": op.get_attr("spec")}), None],
+         kind="layout", shape_only=(1,))
+
+
+def strided_slice_getitem(tensor, key):
+    (x,) = convert_all([tensor])
+    return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
+
+
+# ---------------------------------------------------------------- gather / tile / broadcast
+def _gather_infer(shapes, dts, attrs):
+    if not dts[1].is_integer:
+        raise TypeError(f"indices must be int32 or int64, got {dts[1].name}")
+    p, i = shapes
+    if p is None or i is None:
+        return [(None, dts[0])]
+    axis = attrs["axis"]
+    if not -len(p) <= axis < len(p):
+        raise ValueError(f"axis {axis} out of range for gather from a rank-{len(p)} tensor")
+    axis %= len(p)
+    return [(p[:axis] + tuple(i) + p[axis + 1:], dts[0])]
+
+
+def _gather_kernel(attrs, p, i):
+    axis = attrs["axis"] % p.ndim
+    n = p.shape[axis]
+    bad = (i < 0) | (i >= n)
+    if np.any(bad):
+        j = int(np.asarray(i)[bad].ravel()[0])
+        raise InvalidArgumentError(f"indices = {j} is not in [0, {n})")
+    return np.take(p, i, axis=axis)
+
+
+def _gather_grad_kernel(attrs, g, i, ref):
+    axis = attrs["axis"] % ref.ndim
+    out = np.zeros(ref.shape, g.dtype)
+    moved = np.moveaxis(out, axis, 0)
+    gm = g.reshape(ref.shape[:axis] + (i.size,) + ref.shape[axis + 1:])
+    np.add.at(moved, i.reshape(-1), np.moveaxis(gm, axis, 0))
+    return out
+
+
+register("GatherV2", infer=_gather_infer, kernel=_gather_kernel,
+         grad=lambda op, g: [apply_op("GatherGrad", [g, op.inputs[1], op.inputs[0]], {"axis": op.get_attr("axis")}),
+                             None], kind="other")
+register("GatherGrad", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])], kernel=_gather_grad_kernel,
+         grad=lambda op, g: [gather(g, op.inputs[1], axis=op.get_attr("axis")), None, None], kind="other",
+         shape_only=(2,))
+
+
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    if batch_dims != 0:
+        raise NotImplementedError("gather with batch_dims != 0 is not supported by jitgrad yet.")
+    (p,) = convert_all([params])
+    (i,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
+    return apply_op("GatherV2", [p, i], {"axis": int(axis or 0)}, name=name or "GatherV2")
+
+
+def _eager(t):
+    from ..eager import EagerTensor
+    return isinstance(t, EagerTensor)
+
+
+def _tile_infer(shapes, dts, attrs):
+    s, m = shapes[0], attrs["multiples"]
+    if s is None:
+        return [((None,) * len(m), dts[0])]
+    if len(m) != len(s):
+        raise ValueError(f"Expected multiples argument to be a vector of length {len(s)} but got length {len(m)}")
+    return [(tuple(None if d is None else d * k for d, k in zip(s, m)), dts[0])]
+
+
+def _tile_grad_kernel(attrs, g, ref):
+    m = attrs["multiples"]
+    inter = []
+    for k, d in zip(m, ref.shape):
+        inter += [k, d]
+    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=g.dtype)
+
+
+register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),
+         grad=lambda op, g: [apply_op("TileGrad", [g, op.inputs[0]], {"multiples": op.get_attr("multiples")})],
+         kind="layout")
+register("TileGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_tile_grad_kernel,
+         grad=lambda op, g: [tile(g, op.get_attr("multiples")), None], kind="reduction", shape_only=(1,))
+
+
+def tile(input, multiples, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    return apply_op("Tile", [x], {"multiples": _static_shape_arg(multiples)}, name=name or "Tile")
+
+
+def _broadcast_to_infer(shapes, dts, attrs):
+    target = attrs["shape"]
+    out = broadcast_dims(shapes[0], target, "'BroadcastTo'")
+    if out is not None and tuple(out) != tuple(target):
+        raise ValueError(f"Unable to broadcast tensor of shape {list(shapes[0])} to {list(target)}")
+    return [(tuple(target), dts[0])]
+
+
+register("BroadcastTo", infer=_broadcast_to_infer,
+         kernel=lambda attrs, x: np.asarray(np.broadcast_to(x, attrs["shape"]), order="C"),
+         grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise")
+
+
+def broadcast_to(input, shape, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    return apply_op("BroadcastTo", [x], {"shape": _static_shape_arg(shape)}, name=name or "BroadcastTo")
+
+
+# ---------------------------------------------------------------- shape queries
+register("Shape", infer=lambda shapes, dts, attrs: [((None if shapes[0] is None else len(shapes[0]),), attrs["out_type"])],
+         kernel=lambda attrs, x: np.array(x.shape, attrs["out_type"].np), kind="source", shape_only=(0,))
+
+
+def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    out_type = dtypes.as_dtype(out_type)
+    if x.shape.is_fully_defined():
+        return convert_to_tensor(np.array(x.shape.as_list(), out_type.np), graph=getattr(x, "graph", None)
+                                 if not _eager(x) else None)
+    return apply_op("Shape", [x], {"out_type": out_type}, name=name or "Shape")
+
+
+def size(input, out_type=dtypes.int32, name=None):  # noqa: A002
+    from .reduction_ops import reduce_prod
+    return reduce_prod(shape(input, out_type), name=name or "Size")
+
+
+def rank(input, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    if x.shape.rank is None:
+        raise ValueError("rank of a tensor of unknown rank is not supported")
+    return convert_to_tensor(np.int32(x.shape.rank), graph=getattr(x, "graph", None) if not _eager(x) else None)
+
+
+def get_static_value(tensor, partial=False):
+    """``tf.get_static_value``: the value if known without running anything."""
+    from ..eager import EagerTensor
+    from ..graph import Tensor
+    if isinstance(tensor, EagerTensor):
+        return tensor.numpy()
+    if not isinstance(tensor, Tensor):
+        try:
+            return np.asarray(tensor)
+        except Exception:
+            return None
+    op = tensor.op
+    if op.type == "Const":
+        return op.attrs["value"]
+    if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.as_list(), op.attrs["out_type"].np)
+    if op.type == "Pack":
+        vals = [get_static_value(t) for t in op.inputs]
+        if all(v is not None for v in vals):
+            return np.stack(vals, axis=op.attrs["axis"])
+    if op.type in ("Identity", "StopGradient"):
+        return get_static_value(op.inputs[0])
+    return None
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
+    """One-hot rows as a gather from a constant identity (no dedicated kernel needed)."""
+    dtype = dtypes.as_dtype(dtype or dtypes.float32)
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    table = np.full((int(depth), int(depth)), off, dtype.np)
+    np.fill_diagonal(table, on)
+    from ..convert import graph_of
+    g = graph_of([indices])
+    (i,) = convert_all([indices], graph=g)
+    out = gather(convert_to_tensor(table, graph=g), i, axis=0, name=name or "one_hot")
+    if axis not in (None, -1):
+        raise NotImplementedError("one_hot supports axis=-1 only")
+    return out

@@ -1,0 +1,516 @@
+"""Elementwise math: unary and broadcasting binary ops, their public
+functions, and their gradient rules (TensorFlow's formulas, operand order
+kept so float32 results match TF bit for bit)."""
+import numpy as np
+
+from .. import dtypes
+from ..convert import convert_all, graph_of
+from ..errors import InvalidArgumentError
+from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
+from .registry import apply_op, register
+
+BOOL = (dtypes.bool_,)
+SIGNED = NUMBERS
+
+
+def _u(op_type, x, name):
+    (x,) = convert_all([x])
+    return apply_op(op_type, [x], name=name or op_type)
+
+
+def _b(op_type, x, y, name):
+    x, y = convert_all([x, y])
+    return apply_op(op_type, [x, y], name=name or op_type)
+
+
+# ---------------------------------------------------------------- gradient helpers
+def reduce_to(grad, x):
+    """Sums a broadcast gradient back down to x's shape (TF's BroadcastGradientArgs)."""
+    if grad is None:
+        return None
+    gs, xs = grad.shape, x.shape
+    if gs.is_fully_defined() and xs.is_fully_defined() and gs.dims == xs.dims:
+        return grad
+    return apply_op("SumToShape", [grad, x])
+
+
+def _binary_grads(op, gx, gy):
+    x, y = op.inputs
+    return [reduce_to(gx, x), reduce_to(gy, y)]
+
+
+# ---------------------------------------------------------------- registration
+def _unary_op(name, kernel, grad, allowed=FLOATS, **kw):
+    register(name, infer=unary(allowed), kernel=lambda attrs, x: kernel(x), grad=grad,
+             kind="elementwise", **kw)
+
+
+def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, **kw):
+    register(name, infer=broadcasting(allowed, out_dtype), kernel=lambda attrs, x, y: kernel(x, y),
+             grad=grad, kind="elementwise", **kw)
+
+
+def _int_div_check(y):
+    if y.dtype.kind in "iu" and np.any(y == 0):
+        raise InvalidArgumentError("Integer division by zero")
+
+
+def _floordiv(x, y):
+    _int_div_check(y)
+    if x.dtype.kind == "f":
+        return np.floor(x / y)
+    return np.floor_divide(x, y)
+
+
+def _floormod(x, y):
+    _int_div_check(y)
+    return np.mod(x, y)
+
+
+def _pow(x, y):
+    if x.dtype.kind in "iu" and np.any(y < 0):
+        raise InvalidArgumentError("Integers to negative integer powers are not allowed")
+    return np.power(x, y)
+
+
+def _mul_no_nan(x, y):
+    return np.where(y == 0, np.zeros((), x.dtype), x * y)
+
+
+def _sqrt_grad(y, dy):
+    with np.errstate(all="ignore"):
+        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / y)
+
+
+def _sigmoid(x):
+    with np.errstate(over="ignore"):
+        return (1 / (1 + np.exp(-x))).astype(x.dtype)
+
+
+def _softplus(x):
+    return np.logaddexp(x.dtype.type(0), x)
+
+
+_binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), NUMBERS)
+_binary_op("Sub", np.subtract, lambda op, g: _binary_grads(op, g, negative(g)), NUMBERS)
+_binary_op("Mul", np.multiply,
+           lambda op, g: _binary_grads(op, multiply(g, op.inputs[1]), multiply(g, op.inputs[0])), NUMBERS)
+_binary_op("MulNoNan", _mul_no_nan,
+           lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)), FLOATS)
+_binary_op("RealDiv", np.divide,
+           lambda op, g: _binary_grads(op, realdiv(g, op.inputs[1]),
+                                       multiply(g, realdiv(realdiv(negative(op.inputs[0]), op.inputs[1]),
+                                                           op.inputs[1]))), FLOATS)
+_binary_op("FloorDiv", _floordiv, None, NUMBERS)
+_binary_op("FloorMod", _floormod,
+           lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
+           NUMBERS)
+
+
+def _pow_grad(op, g):
+    x, y = op.inputs
+    z = op.outputs[0]
+    gx = mul_no_nan(multiply(y, pow(x, subtract(y, 1))), g)
+    mask = greater(x, 0)
+    safe_x = where(mask, x, ones_like(x))
+    log_x = where(mask, log(safe_x), zeros_like(x))
+    gy = mul_no_nan(multiply(z, log_x), g)
+    return _binary_grads(op, gx, gy)
+
+
+_binary_op("Pow", _pow, _pow_grad, NUMBERS)
+
+
+def _minmax_grad(op, g, cmp):
+    x, y = op.inputs
+    xmask = cmp(x, y)
+    zeros = zeros_like(g)
+    return _binary_grads(op, where(xmask, g, zeros), where(xmask, zeros, g))
+
+
+_binary_op("Maximum", np.maximum, lambda op, g: _minmax_grad(op, g, greater_equal), NUMBERS)
+_binary_op("Minimum", np.minimum, lambda op, g: _minmax_grad(op, g, less_equal), NUMBERS)
+
+
+def _sqdiff_grad(op, g):
+    x, y = op.inputs
+    d = multiply(multiply(2.0, g), subtract(x, y))
+    return _binary_grads(op, d, negative(d))
+
+
+_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, NUMBERS)
+_binary_op("SqrtGrad", _sqrt_grad,
+           lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
+                          realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS)
+
+for _name, _fn in [("Less", np.less), ("LessEqual", np.less_equal), ("Greater", np.greater),
+                   ("GreaterEqual", np.greater_equal), ("Equal", np.equal), ("NotEqual", np.not_equal)]:
+    _binary_op(_name, _fn, None, ALL, out_dtype=dtypes.bool_)
+_binary_op("LogicalAnd", np.logical_and, None, BOOL)
+_binary_op("LogicalOr", np.logical_or, None, BOOL)
+_unary_op("LogicalNot", np.logical_not, None, BOOL)
+
+
+def _is_eager(t):
+    from ..eager import EagerTensor
+    return isinstance(t, EagerTensor)
+
+
+def _errstate(fn):
+    def k(x):
+        with np.errstate(all="ignore"):
+            return fn(x)
+    return k
+
+
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], NUMBERS)
+_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
+_unary_op("Square", np.square,
+          lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], NUMBERS)
+_unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)])
+_unary_op("Rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
+          lambda op, g: [multiply(-0.5, multiply(g, multiply(multiply(op.outputs[0], op.outputs[0]),
+                                                                             op.outputs[0])))])
+_unary_op("Reciprocal", _errstate(lambda x: 1 / x),
+          lambda op, g: [multiply(negative(g), multiply(op.outputs[0], op.outputs[0]))])
+_unary_op("Exp", _errstate(np.exp), lambda op, g: [multiply(g, op.outputs[0])])
+_unary_op("Expm1", _errstate(np.expm1), lambda op, g: [multiply(g, exp(op.inputs[0]))])
+_unary_op("Log", _errstate(np.log), lambda op, g: [multiply(g, reciprocal(op.inputs[0]))])
+_unary_op("Log1p", _errstate(np.log1p),
+          lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))])
+_unary_op("Sin", _errstate(np.sin), lambda op, g: [multiply(g, cos(op.inputs[0]))])
+_unary_op("Cos", _errstate(np.cos), lambda op, g: [multiply(negative(g), sin(op.inputs[0]))])
+_unary_op("Tan", _errstate(np.tan),
+          lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)])
+_unary_op("Tanh", np.tanh,
+          lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))])
+_unary_op("Sigmoid", _sigmoid,
+          lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))])
+_unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))])
+_unary_op("Relu", lambda x: np.maximum(x, x.dtype.type(0)),
+          lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
+_unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)),
+          lambda op, g: [where(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)), g,
+                               zeros_like(g))], NUMBERS)
+_unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
+          lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)])
+register("LeakyRelu", infer=unary(FLOATS),
+         kernel=lambda attrs, x: np.where(x > 0, x, x * x.dtype.type(attrs["alpha"])),
+         grad=lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, op.get_attr("alpha")))],
+         kind="elementwise")
+_unary_op("Identity", lambda x: x, lambda op, g: [g], ALL)
+# No gradient flows through StopGradient: TF marks it not differentiable.
+_unary_op("StopGradient", lambda x: x, None, ALL)
+
+
+def _cast_infer(shapes, dts, attrs):
+    return [(shapes[0], attrs["DstT"])]
+
+
+def _cast_grad(op, g):
+    src = op.inputs[0].dtype
+    if src.is_floating and op.outputs[0].dtype.is_floating:
+        return [cast(g, src)]
+    return [None]
+
+
+register("Cast", infer=_cast_infer, kernel=lambda attrs, x: x.astype(attrs["DstT"].np), grad=_cast_grad,
+         kind="elementwise")
+
+
+def _select_infer(shapes, dts, attrs):
+    if dts[0] != dtypes.bool_:
+        raise TypeError(f"condition of where must be bool, got {dts[0].name}")
+    if dts[1] != dts[2]:
+        raise TypeError(f"Input 'e' of 'SelectV2' Op has type {dts[2].name} that does not match type "
+                        f"{dts[1].name} of argument 't'.")
+    from ..shapes import broadcast_dims
+    s = broadcast_dims(broadcast_dims(shapes[0], shapes[1], "'SelectV2'"), shapes[2], "'SelectV2'")
+    return [(s, dts[1])]
+
+
+def _select_grad(op, g):
+    c, x, y = op.inputs
+    zeros = zeros_like(g)
+    return [None, reduce_to(where(c, g, zeros), x), reduce_to(where(c, zeros, g), y)]
+
+
+register("SelectV2", infer=_select_infer, kernel=lambda attrs, c, x, y: np.where(c, x, y), grad=_select_grad,
+         kind="elementwise")
+
+
+def _addn_infer(shapes, dts, attrs):
+    from ._infer import check_same, check_dtype
+    from ..shapes import as_shape
+    check_same("AddN", dts)
+    check_dtype("AddN", dts[0], NUMBERS)
+    s = as_shape(shapes[0])
+    for o in shapes[1:]:
+        if not s.is_compatible_with(o):
+            raise ValueError(f"Shapes must be equal for AddN: {shapes}")
+        s = s.merge_with(o)
+    return [(s.dims, dts[0])]
+
+
+def _addn_kernel(attrs, *xs):
+    # Left to right, as TF's AddN kernel sums.
+    out = xs[0].copy()
+    for x in xs[1:]:
+        out += x
+    return out
+
+
+register("AddN", infer=_addn_infer, kernel=_addn_kernel,
+         grad=lambda op, g: [g] * len(op.inputs), kind="elementwise")
+
+
+# ---------------------------------------------------------------- public functions
+def add(x, y, name=None):
+    return _b("AddV2", x, y, name)
+
+
+def subtract(x, y, name=None):
+    return _b("Sub", x, y, name)
+
+
+def multiply(x, y, name=None):
+    return _b("Mul", x, y, name)
+
+
+def mul_no_nan(x, y, name=None):
+    return _b("MulNoNan", x, y, name)
+
+
+def realdiv(x, y, name=None):
+    return _b("RealDiv", x, y, name)
+
+
+def truediv(x, y, name=None):
+    x, y = convert_all([x, y])
+    if x.dtype != y.dtype:
+        raise TypeError(f"x and y must have the same dtype, got {x.dtype!r} != {y.dtype!r}.")
+    if x.dtype.is_integer:
+        x, y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+    elif x.dtype.is_bool:
+        raise TypeError("Invalid dtype bool in __truediv__")
+    return apply_op("RealDiv", [x, y], name=name or "truediv")
+
+
+divide = truediv
+
+
+def floordiv(x, y, name=None):
+    return _b("FloorDiv", x, y, name or "floordiv")
+
+
+floor_div = floordiv
+
+
+def floormod(x, y, name=None):
+    return _b("FloorMod", x, y, name or "floormod")
+
+
+mod = floormod
+
+
+def pow(x, y, name=None):  # noqa: A001 - TF's name
+    return _b("Pow", x, y, name or "Pow")
+
+
+def squared_difference(x, y, name=None):
+    return _b("SquaredDifference", x, y, name)
+
+
+def maximum(x, y, name=None):
+    return _b("Maximum", x, y, name)
+
+
+def minimum(x, y, name=None):
+    return _b("Minimum", x, y, name)
+
+
+def sqrt_grad(y, dy, name=None):
+    return _b("SqrtGrad", y, dy, name)
+
+
+def equal(x, y, name=None):
+    return _b("Equal", x, y, name)
+
+
+def not_equal(x, y, name=None):
+    return _b("NotEqual", x, y, name)
+
+
+def less(x, y, name=None):
+    return _b("Less", x, y, name)
+
+
+def less_equal(x, y, name=None):
+    return _b("LessEqual", x, y, name)
+
+
+def greater(x, y, name=None):
+    return _b("Greater", x, y, name)
+
+
+def greater_equal(x, y, name=None):
+    return _b("GreaterEqual", x, y, name)
+
+
+def logical_and(x, y, name=None):
+    return _b("LogicalAnd", x, y, name)
+
+
+def logical_or(x, y, name=None):
+    return _b("LogicalOr", x, y, name)
+
+
+def logical_not(x, name=None):
+    return _u("LogicalNot", x, name)
+
+
+def logical_xor(x, y, name="LogicalXor"):
+    return logical_and(logical_or(x, y), logical_not(logical_and(x, y)), name=name)
+
+
+def negative(x, name=None):
+    return _u("Neg", x, name)
+
+
+def abs(x, name=None):  # noqa: A001
+    return _u("Abs", x, name)
+
+
+def sign(x, name=None):
+    return _u("Sign", x, name)
+
+
+def square(x, name=None):
+    return _u("Square", x, name)
+
+
+def sqrt(x, name=None):
+    return _u("Sqrt", x, name)
+
+
+def rsqrt(x, name=None):
+    return _u("Rsqrt", x, name)
+
+
+def reciprocal(x, name=None):
+    return _u("Reciprocal", x, name)
+
+
+def exp(x, name=None):
+    return _u("Exp", x, name)
+
+
+def expm1(x, name=None):
+    return _u("Expm1", x, name)
+
+
+def log(x, name=None):
+    return _u("Log", x, name)
+
+
+def log1p(x, name=None):
+    return _u("Log1p", x, name)
+
+
+def sin(x, name=None):
+    return _u("Sin", x, name)
+
+
+def cos(x, name=None):
+    return _u("Cos", x, name)
+
+
+def tan(x, name=None):
+    return _u("Tan", x, name)
+
+
+def tanh(x, name=None):
+    return _u("Tanh", x, name)
+
+
+def sigmoid(x, name=None):
+    return _u("Sigmoid", x, name)
+
+
+def softplus(features, name=None):
+    return _u("Softplus", features, name)
+
+
+def relu(features, name=None):
+    return _u("Relu", features, name)
+
+
+def relu6(features, name=None):
+    return _u("Relu6", features, name)
+
+
+def elu(features, name=None):
+    return _u("Elu", features, name)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    (x,) = convert_all([features])
+    return apply_op("LeakyRelu", [x], {"alpha": float(alpha)}, name=name or "LeakyRelu")
+
+
+def identity(input, name=None):  # noqa: A002
+    return _u("Identity", input, name)
+
+
+def stop_gradient(input, name=None):  # noqa: A002
+    return _u("StopGradient", input, name)
+
+
+def cast(x, dtype, name=None):
+    dtype = dtypes.as_dtype(dtype)
+    (x,) = convert_all([x])
+    if x.dtype == dtype:
+        return x
+    return apply_op("Cast", [x], {"DstT": dtype}, name=name or "Cast")
+
+
+def where(condition, x=None, y=None, name=None):
+    if x is None or y is None:
+        raise ValueError("jitgrad.where needs both x and y (the one-argument form is not supported).")
+    g = graph_of([condition, x, y])
+    (c,) = convert_all([condition], dtype=dtypes.bool_, graph=g)
+    x, y = convert_all([x, y], graph=g)
+    return apply_op("SelectV2", [c, x, y], name=name or "SelectV2")
+
+
+def add_n(inputs, name=None):
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        raise ValueError("inputs must be a non-empty list of tensors with the same shape and dtype.")
+    ts = convert_all(list(inputs))
+    if len(ts) == 1:
+        return identity(ts[0], name=name) if name else ts[0]
+    return apply_op("AddN", ts, name=name or "AddN")
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    t_min = minimum(t, clip_value_max)
+    return maximum(t_min, clip_value_min, name=name or "clip_by_value")
+
+
+def zeros_like(input, dtype=None, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    out = apply_op("ZerosLike", [x], name=name or "zeros_like")
+    return out if dtype is None else cast(out, dtype)
+
+
+def ones_like(input, dtype=None, name=None):  # noqa: A002
+    (x,) = convert_all([input])
+    out = apply_op("OnesLike", [x], name=name or "ones_like")
+    return out if dtype is None else cast(out, dtype)
+
+
+register("ZerosLike", infer=unary(ALL), kernel=lambda attrs, x: np.zeros_like(x), grad=lambda op, g: [None],
+         kind="elementwise", shape_only=(0,))
+register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
+         kind="elementwise", shape_only=(0,))

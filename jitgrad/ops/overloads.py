@@ -1,0 +1,54 @@
+"""Python operators on graph and eager tensors, with TensorFlow's rules: the
+other operand is converted to the tensor's dtype, ``/`` is true division
+(integers become float64), ``==`` is elementwise."""
+from . import array_ops, linalg_ops, math_ops
+
+
+def _binary(fn, name):
+    def op(self, other):
+        return fn(self, other, name=name)
+
+    def rop(self, other):
+        return fn(other, self, name=name)
+    return op, rop
+
+
+def install(cls):
+    table = {
+        "add": (math_ops.add, "add"), "sub": (math_ops.subtract, "sub"), "mul": (math_ops.multiply, "mul"),
+        "truediv": (math_ops.truediv, "truediv"), "floordiv": (math_ops.floordiv, "floordiv"),
+        "mod": (math_ops.floormod, "mod"), "pow": (math_ops.pow, "pow"),
+        "matmul": (linalg_ops.matmul, "matmul"),
+        "and": (math_ops.logical_and, "and"), "or": (math_ops.logical_or, "or"),
+        "xor": (math_ops.logical_xor, "xor"),
+    }
+    for key, (fn, name) in table.items():
+        op, rop = _binary(fn, name)
+        setattr(cls, f"__{key}__", op)
+        setattr(cls, f"__r{key}__", rop)
+    for key, fn in [("lt", math_ops.less), ("le", math_ops.less_equal), ("gt", math_ops.greater),
+                    ("ge", math_ops.greater_equal)]:
+        setattr(cls, f"__{key}__", _binary(fn, None)[0])
+
+    def __eq__(self, other):
+        if other is None:
+            return False
+        try:
+            return math_ops.equal(self, other)
+        except (TypeError, ValueError):
+            return False
+
+    def __ne__(self, other):
+        if other is None:
+            return True
+        try:
+            return math_ops.not_equal(self, other)
+        except (TypeError, ValueError):
+            return True
+
+    cls.__eq__ = __eq__
+    cls.__ne__ = __ne__
+    cls.__neg__ = lambda self: math_ops.negative(self)
+    cls.__abs__ = lambda self: math_ops.abs(self)
+    cls.__invert__ = lambda self: math_ops.logical_not(self)
+    cls.__getitem__ = lambda self, key: array_ops.strided_slice_getitem(self, key)

@@ -1,0 +1,204 @@
+"""Reductions (sum, mean, max, min, prod) and the shape-directed helpers
+their gradients and broadcasting gradients use."""
+import numpy as np
+
+from ..convert import convert_all
+from ..shapes import normalize_axes, num_elements
+from .. import dtypes
+from ._infer import NUMBERS, check_dtype
+from .math_ops import cast, divide, equal, multiply
+from .registry import apply_op, register
+
+
+def _reduced_shape(shape, axis, keepdims):
+    if shape is None:
+        return None
+    axes = normalize_axes(axis, len(shape))
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduce_infer(allowed):
+    def infer(shapes, dts, attrs):
+        check_dtype(infer.op_name, dts[0], allowed)
+        return [(_reduced_shape(shapes[0], attrs["axis"], attrs["keepdims"]), dts[0])]
+    infer.op_name = "?"
+    return infer
+
+
+def _np_axes(x, attrs):
+    return normalize_axes(attrs["axis"], x.ndim)
+
+
+def _check_nonempty(x, axes, what):
+    if any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"{what} of an empty dimension has no identity")
+
+
+def _sum_grad(op, g):
+    return [unreduce(g, op.inputs[0], op.get_attr("axis"), op.get_attr("keepdims"))]
+
+
+def _mean_grad(op, g):
+    x, y = op.inputs[0], op.outputs[0]
+    xs, ys = x.shape, y.shape
+    if xs.is_fully_defined() and ys.is_fully_defined():
+        factor = max(xs.num_elements(), 1) // max(ys.num_elements(), 1)
+        count = float(factor)
+    else:
+        count = cast(apply_op("SizeRatio", [x, y]), g.dtype)
+    return [divide(_sum_grad(op, g)[0], count)]
+
+
+def _minmax_grad(op, g):
+    x, y = op.inputs[0], op.outputs[0]
+    axis, keep = op.get_attr("axis"), op.get_attr("keepdims")
+    y_full = unreduce(y, x, axis, keep)
+    indicators = cast(equal(y_full, x), g.dtype)
+    num_selected = unreduce(reduce_sum(indicators, axis, keepdims=keep), x, axis, keep)
+    return [multiply(divide(indicators, num_selected), unreduce(g, x, axis, keep))]
+
+
+def _prod_grad(op, g):
+    x = op.inputs[0]
+    axis, keep = op.get_attr("axis"), op.get_attr("keepdims")
+    others = apply_op("ProdExcept", [x], {"axis": axis})
+    return [multiply(unreduce(g, x, axis, keep), others)]
+
+
+def _sum_kernel(attrs, x):
+    return np.sum(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=x.dtype)
+
+
+def _mean_kernel(attrs, x):
+    axes = _np_axes(x, attrs)
+    with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu":
+            s = np.sum(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype)
+            n = max(num_elements([x.shape[a] for a in axes]), 1)
+            return (s // n).astype(x.dtype)  # TF truncates integer means
+        return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype)
+
+
+def _max_kernel(attrs, x):
+    axes = _np_axes(x, attrs)
+    if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
+    return np.max(x, axis=axes, keepdims=attrs["keepdims"])
+
+
+def _min_kernel(attrs, x):
+    axes = _np_axes(x, attrs)
+    if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+        fill = np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+        return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
+    return np.min(x, axis=axes, keepdims=attrs["keepdims"])
+
+
+register("Sum", infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad, kind="reduction")
+register("Mean", infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad, kind="reduction")
+register("Max", infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad, kind="reduction")
+register("Min", infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad, kind="reduction")
+register("Prod", infer=_reduce_infer(NUMBERS),
+         kernel=lambda attrs, x: np.prod(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=x.dtype),
+         grad=_prod_grad, kind="reduction")
+
+
+def _prod_except_kernel(attrs, x):
+    """Product of all *other* elements along the reduced axes (zeros handled exactly)."""
+    axes = _np_axes(x, attrs)
+    keep = [a for a in range(x.ndim) if a not in axes]
+    perm = keep + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(keep)]
+    flat = xt.reshape(lead + (-1,))
+    ones = np.ones(lead + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=x.dtype)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1, dtype=x.dtype)[..., ::-1]
+    out = (left * right).reshape(xt.shape)
+    return np.transpose(out, np.argsort(perm))
+
+
+register("ProdExcept", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=_prod_except_kernel,
+         kind="other")
+
+
+# -- shape-directed helpers: second input is used only for its shape -----------
+def _sum_to_shape(attrs, g, ref):
+    target = ref.shape
+    if g.shape == target:
+        return g
+    extra = g.ndim - len(target)
+    axes = tuple(range(extra)) + tuple(i + extra for i, d in enumerate(target) if d == 1 and g.shape[i + extra] != 1)
+    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
+    return out.reshape(target)
+
+
+def _unreduce_kernel(attrs, g, ref):
+    axes = normalize_axes(attrs["axis"], ref.ndim)
+    if not attrs["keepdims"]:
+        g = np.reshape(g, [1 if i in axes else d for i, d in enumerate(ref.shape)])
+    return np.asarray(np.broadcast_to(g, ref.shape), order="C")
+
+
+register("SumToShape", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_sum_to_shape,
+         grad=lambda op, g: [apply_op("BroadcastToShapeOf", [g, op.inputs[0]]), None],
+         kind="reduction", shape_only=(1,))
+register("BroadcastToShapeOf", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+         kernel=lambda attrs, x, ref: np.asarray(np.broadcast_to(x, ref.shape), order="C"),
+         grad=lambda op, g: [apply_op("SumToShape", [g, op.inputs[0]]), None],
+         kind="elementwise", shape_only=(1,))
+register("Unreduce", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_unreduce_kernel,
+         grad=lambda op, g: [reduce_sum(g, op.get_attr("axis"), op.get_attr("keepdims")), None],
+         kind="elementwise", shape_only=(1,))
+register("SizeRatio", infer=lambda shapes, dts, attrs: [((), dtypes.int32)],
+         kernel=lambda attrs, x, y: np.array(max(x.size, 1) // max(y.size, 1), np.int32),
+         kind="source", shape_only=(0, 1))
+
+
+def unreduce(g, x, axis, keepdims):
+    """Broadcasts a reduction's output gradient back over x's shape."""
+    return apply_op("Unreduce", [g, x], {"axis": axis, "keepdims": keepdims})
+
+
+# ---------------------------------------------------------------- public
+def _axis_attr(axis):
+    if axis is None:
+        return None
+    if hasattr(axis, "numpy"):
+        axis = axis.numpy()
+    if isinstance(axis, np.ndarray):
+        axis = axis.tolist()
+    if isinstance(axis, (list, tuple)):
+        return tuple(int(a) for a in axis)
+    return (int(axis),)
+
+
+def _reduce(op_type, x, axis, keepdims, name, default_name):
+    (x,) = convert_all([x])
+    axis = _axis_attr(axis)
+    if axis is not None and x.shape.rank is not None:
+        normalize_axes(axis, x.shape.rank)  # validates now, like TF's graph-time check
+    return apply_op(op_type, [x], {"axis": axis, "keepdims": bool(keepdims)}, name=name or default_name)
+
+
+def reduce_sum(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Sum", input_tensor, axis, keepdims, name, "Sum")
+
+
+def reduce_mean(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Mean", input_tensor, axis, keepdims, name, "Mean")
+
+
+def reduce_max(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Max", input_tensor, axis, keepdims, name, "Max")
+
+
+def reduce_min(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Min", input_tensor, axis, keepdims, name, "Min")
+
+
+def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Prod", input_tensor, axis, keepdims, name, "Prod")

@@ -1,0 +1,72 @@
+"""Variable state ops. Their kernels take a ``state`` (see session.py's
+VariableStore) so that a Session's graph variables and eager variables
+captured by jitgrad.function share one mechanism."""
+import numpy as np
+
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..shapes import TensorShape
+from .registry import register
+
+
+def _var_infer(shapes, dts, attrs):
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+def _read(attrs, state):
+    return state.read(attrs["var"], attrs.get("name", attrs["var"]))
+
+
+def _check_shape(attrs, value):
+    if attrs.get("validate_shape", True) and tuple(value.shape) != tuple(attrs["shape"]):
+        raise InvalidArgumentError(f"Assign requires shapes of both tensors to match. lhs shape= "
+                                   f"{list(attrs['shape'])} rhs shape= {list(value.shape)}")
+
+
+def _assign(attrs, state, value):
+    _check_shape(attrs, value)
+    state.write(attrs["var"], np.array(value, copy=True))
+    return value
+
+
+def _assign_update(sign):
+    def kernel(attrs, state, value):
+        old = state.read(attrs["var"], attrs.get("name", attrs["var"]))
+        _check_shape(attrs, value)
+        new = (old + value) if sign > 0 else (old - value)
+        new = new.astype(old.dtype, copy=False)
+        state.write(attrs["var"], new)
+        return new
+    return kernel
+
+
+def _value_infer(shapes, dts, attrs):
+    if dts[0] != attrs["dtype"]:
+        raise TypeError(f"Assigning a {dts[0].name} value to a {attrs['dtype'].name} variable")
+    if shapes[0] is not None and attrs.get("validate_shape", True) and \
+            not TensorShape(shapes[0]).is_compatible_with(attrs["shape"]):
+        raise ValueError(f"Shapes {TensorShape(attrs['shape'])} and {TensorShape(shapes[0])} are incompatible")
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+register("VariableV2", infer=_var_infer, kernel=_read, kind="state", stateful=True)
+register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True)
+register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True)
+register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True)
+register("NoOp", infer=lambda shapes, dts, attrs: [], kernel=lambda attrs, *xs: (), kind="state", stateful=True)
+
+
+class VariableStore:
+    """Values of graph-mode variables for one Session."""
+
+    def __init__(self):
+        self.values = {}
+
+    def read(self, key, name):
+        try:
+            return self.values[key]
+        except KeyError:
+            raise FailedPreconditionError(
+                f"Attempting to use uninitialized value {name}") from None
+
+    def write(self, key, value):
+        self.values[key] = value

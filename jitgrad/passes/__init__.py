@@ -1,0 +1,1 @@
+"""Graph-to-graph passes of the compiler (each a small pure function)."""

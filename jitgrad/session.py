@@ -1,0 +1,254 @@
+"""``tf.compat.v1.Session``: runs fetches of a graph, through the compiler
+(default) or the reference interpreter."""
+import collections
+import os
+import threading
+
+import numpy as np
+
+from . import context, dtypes
+from .graph import Graph, Operation, Tensor
+from .ops.state_ops import VariableStore
+
+MODES = ("compiled", "interpret")
+_default_mode = [os.environ.get("JITGRAD_MODE", "compiled")]
+_session_stack = threading.local()
+
+
+def set_default_mode(mode):
+    """Execution mode for Sessions created afterwards: 'compiled' or 'interpret'."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    _default_mode[0] = mode
+
+
+def get_default_mode():
+    return _default_mode[0]
+
+
+class ConfigProto:
+    """Accepts TF's ConfigProto fields (ignored: there are no devices to place
+    ops on) plus ``jitgrad_mode`` = 'compiled' | 'interpret'."""
+
+    def __init__(self, jitgrad_mode=None, **kwargs):
+        self.jitgrad_mode = jitgrad_mode
+        self.__dict__.update(kwargs)
+
+
+def _mode_from_config(config):
+    mode = None
+    if isinstance(config, dict):
+        mode = config.get("jitgrad_mode", config.get("mode"))
+    elif config is not None:
+        mode = getattr(config, "jitgrad_mode", None)
+    mode = mode or _default_mode[0]
+    if mode not in MODES:
+        raise ValueError(f"jitgrad_mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+# ---------------------------------------------------------------- fetch structure
+class _FetchPlan:
+    """Flattens a nested fetch structure to graph elements and rebuilds it."""
+
+    def __init__(self, graph, fetches):
+        self.elements = []
+        self.build = self._plan(graph, fetches)
+
+    def _plan(self, graph, f):
+        if isinstance(f, (list, tuple)) and not hasattr(f, "_jitgrad_to_tensor"):
+            subs = [self._plan(graph, x) for x in f]
+            if hasattr(f, "_fields"):  # namedtuple
+                return lambda vals, t=type(f): t(*[s(vals) for s in subs])
+            if isinstance(f, tuple):
+                return lambda vals: tuple(s(vals) for s in subs)
+            return lambda vals: [s(vals) for s in subs]
+        if isinstance(f, collections.abc.Mapping):
+            keys = list(f.keys())
+            subs = [self._plan(graph, f[k]) for k in keys]
+            t = type(f)
+            return lambda vals: t(zip(keys, [s(vals) for s in subs])) if t is not dict else \
+                {k: s(vals) for k, s in zip(keys, subs)}
+        el = _as_element(graph, f, "Fetch")
+        i = len(self.elements)
+        self.elements.append(el)
+        return lambda vals: vals[i]
+
+
+def _as_element(graph, f, what):
+    if f is None:
+        raise TypeError(f"{what} argument None has invalid type <class 'NoneType'>")
+    conv = getattr(f, "_graph_tensor", None)
+    if conv is not None:
+        f = conv()
+    if isinstance(f, str):
+        try:
+            return graph.as_graph_element(f)
+        except KeyError as e:
+            raise ValueError(f"{what} argument {f!r} cannot be interpreted as a Tensor. ({e.args[0]})") from None
+    if isinstance(f, (Tensor, Operation)):
+        if f.graph is not graph:
+            raise ValueError(f"{what} argument {f!r} cannot be interpreted as a Tensor. "
+                             f"(Tensor {f!r} is not an element of this graph.)")
+        return f
+    raise TypeError(f"{what} argument {f!r} has invalid type {type(f)}, must be a string or Tensor. "
+                    "(Can not convert a {0} into a Tensor or Operation.)".format(type(f).__name__))
+
+
+def _feed_array(t, value):
+    """A feed value as an ndarray of t's dtype, checked against t's static shape."""
+    from .eager import EagerTensor
+    if value is None:
+        raise TypeError(f"The value of a feed cannot be a tf.Tensor object or None (feed for {t.name}).")
+    if isinstance(value, Tensor):
+        raise TypeError("The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
+                        "Python scalars, strings, lists, numpy ndarrays, or TensorHandles.")
+    if isinstance(value, EagerTensor):
+        value = value._value
+    src = np.asarray(value)
+    want = t.dtype
+    if src.dtype == object or src.dtype.kind in "USVc":
+        raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
+                         f"{want.name}")
+    lossy = ((src.dtype.kind == "f" and want.is_integer and not np.all(np.mod(src, 1) == 0))
+             or ((src.dtype.kind == "b") != want.is_bool and src.size > 0))
+    if lossy:
+        raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
+                         f"{want.name}")
+    arr = np.asarray(src, dtype=want.np, order="C")
+    if not t.shape.is_compatible_with(arr.shape):
+        raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")
+    return arr
+
+
+# ---------------------------------------------------------------- Session
+class BaseSession:
+    def __init__(self, target="", graph=None, config=None):
+        self.graph = graph if graph is not None else context.get_default_graph()
+        if not isinstance(self.graph, Graph):
+            raise TypeError(f"graph must be a tf.Graph, but got {type(self.graph)}")
+        self.mode = _mode_from_config(config)
+        self._closed = False
+        self._store = VariableStore()
+        self._ctx = []
+        self._fetch_cache = {}
+
+    # -- lifecycle
+    def close(self):
+        self._closed = True
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def __enter__(self):
+        g_ctx = self.graph.as_default()
+        g_ctx.__enter__()
+        self._ctx.append(g_ctx)
+        _stack().append(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        _stack().pop()
+        self._ctx.pop().__exit__(exc_type, exc, tb)
+        self.close()
+        return False
+
+    def as_default(self):
+        return _DefaultSession(self)
+
+    # -- running
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        plan = _FetchPlan(self.graph, fetches)
+        feeds = self._feeds(feed_dict)
+        values = self._execute(plan.elements, feeds)
+        return plan.build([_to_result(v) for v in values])
+
+    def _feeds(self, feed_dict):
+        feeds = {}
+        if feed_dict:
+            for key, value in feed_dict.items():
+                t = _as_element(self.graph, key, "Feed")
+                if isinstance(t, Operation):
+                    raise TypeError(f"Cannot feed an Operation ({t.name}); feed one of its output tensors.")
+                feeds[id(t)] = (t, _feed_array(t, value))
+        return feeds
+
+    def _execute(self, elements, feeds):
+        if self.mode == "interpret" or _compiled_executor[0] is None:
+            from . import interpreter
+            return interpreter.run(elements, {k: v for k, (t, v) in feeds.items()}, self._store)
+        return _compiled_executor[0](self, elements, feeds)
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        feed_list = list(feed_list or [])
+
+        def call(*args, **kwargs):
+            if len(args) != len(feed_list):
+                raise ValueError(f"Expected {len(feed_list)} feed values, got {len(args)}")
+            return self.run(fetches, dict(zip(feed_list, args)))
+        return call
+
+
+def _to_result(v):
+    if v is None:
+        return None
+    return v[()] if v.ndim == 0 else v
+
+
+# Set by jitgrad/codegen when the compiler is available: fn(session, elements, feeds) -> values.
+_compiled_executor = [None]
+
+
+class Session(BaseSession):
+    pass
+
+
+class InteractiveSession(BaseSession):
+    def __init__(self, target="", graph=None, config=None):
+        super().__init__(target, graph, config)
+        self.__enter__()
+
+    def close(self):
+        if not self._closed and _stack() and _stack()[-1] is self:
+            _stack().pop()
+            self._ctx.pop().__exit__(None, None, None)
+        super().close()
+
+
+def _stack():
+    s = getattr(_session_stack, "stack", None)
+    if s is None:
+        s = _session_stack.stack = []
+    return s
+
+
+class _DefaultSession:
+    def __init__(self, sess):
+        self.sess = sess
+
+    def __enter__(self):
+        _stack().append(self.sess)
+        return self.sess
+
+    def __exit__(self, *exc):
+        _stack().pop()
+        return False
+
+
+def get_default_session():
+    s = _stack()
+    return s[-1] if s else None
+
+
+def _default_session_for(graph, session=None):
+    sess = session or get_default_session()
+    if sess is None:
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is registered. Use "
+                         "`with sess.as_default()` or pass an explicit session to `eval(session=sess)`")
+    if sess.graph is not graph:
+        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph is different "
+                         "from the session's graph.")
+    return sess

@@ -1,0 +1,152 @@
+"""Static shapes: TensorShape (possibly partial) and shape arithmetic.
+
+A dim is an int or None (unknown); a shape whose rank is unknown has
+``dims is None``. Op shape functions work on these partial shapes at graph
+construction and on fully known ones when a graph is specialised for a call.
+"""
+
+
+class TensorShape:
+    __slots__ = ("dims",)
+
+    def __init__(self, dims):
+        if isinstance(dims, TensorShape):
+            dims = dims.dims
+        if dims is None:
+            self.dims = None
+        elif isinstance(dims, int):
+            self.dims = (int(dims),)
+        else:
+            self.dims = tuple(None if d is None else int(d) for d in dims)
+            if any(d is not None and d < 0 for d in self.dims):
+                raise ValueError(f"Dimension must be >= 0, got {list(dims)}")
+
+    @property
+    def rank(self):
+        return None if self.dims is None else len(self.dims)
+
+    ndims = rank
+
+    def as_list(self):
+        if self.dims is None:
+            raise ValueError("as_list() is not defined on an unknown TensorShape.")
+        return list(self.dims)
+
+    def is_fully_defined(self):
+        return self.dims is not None and all(d is not None for d in self.dims)
+
+    def num_elements(self):
+        if not self.is_fully_defined():
+            return None
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    def is_compatible_with(self, other):
+        other = as_shape(other)
+        if self.dims is None or other.dims is None:
+            return True
+        if len(self.dims) != len(other.dims):
+            return False
+        return all(a is None or b is None or a == b for a, b in zip(self.dims, other.dims))
+
+    def merge_with(self, other):
+        other = as_shape(other)
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        if self.dims is None:
+            return other
+        if other.dims is None:
+            return self
+        return TensorShape([a if a is not None else b for a, b in zip(self.dims, other.dims)])
+
+    def __len__(self):
+        if self.dims is None:
+            raise ValueError("Cannot take the length of shape with unknown rank.")
+        return len(self.dims)
+
+    def __iter__(self):
+        if self.dims is None:
+            raise ValueError("Cannot iterate over a shape with unknown rank.")
+        return iter(self.dims)
+
+    def __getitem__(self, key):
+        if self.dims is None:
+            return None if isinstance(key, int) else TensorShape(None)
+        if isinstance(key, slice):
+            return TensorShape(self.dims[key])
+        return self.dims[key]
+
+    def __eq__(self, other):
+        try:
+            other = as_shape(other)
+        except (TypeError, ValueError):
+            return NotImplemented
+        return self.dims == other.dims
+
+    def __hash__(self):
+        return hash(self.dims)
+
+    def __repr__(self):
+        if self.dims is None:
+            return "TensorShape(None)"
+        return f"TensorShape({list(self.dims)})"
+
+    def __str__(self):
+        if self.dims is None:
+            return "<unknown>"
+        if len(self.dims) == 1:
+            return f"({self.dims[0]},)"
+        return "(" + ", ".join(str(d) for d in self.dims) + ")"
+
+
+def as_shape(shape):
+    return shape if isinstance(shape, TensorShape) else TensorShape(shape)
+
+
+def broadcast_dims(a, b, what="operands"):
+    """numpy/TF broadcasting of two partial shapes (tuples or None)."""
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif x is None or y is None:
+            out.append(x if y is None else y)
+        elif x == y:
+            out.append(x)
+        else:
+            raise ValueError(f"Incompatible shapes for {what}: {list(a)} vs. {list(b)}")
+    return tuple(out)
+
+
+def num_elements(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def normalize_axes(axis, rank, allow_none=True):
+    """Axis attr (None, int or sequence; negative allowed) -> sorted tuple."""
+    if axis is None:
+        if not allow_none:
+            raise ValueError("axis must be given")
+        return None if rank is None else tuple(range(rank))
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    if rank is None:
+        return tuple(axes)
+    out = set()
+    for a in axes:
+        a = int(a)
+        if not -rank <= a < max(rank, 1):
+            raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
+        out.add(a % rank if rank else 0)
+    return tuple(sorted(out))

@@ -1,0 +1,139 @@
+"""``tf.Variable`` in graph mode (state lives in each Session, set by running
+an initializer) and in eager mode (state lives in the object)."""
+import itertools
+
+import numpy as np
+
+from . import context, dtypes
+from .convert import convert_to_tensor, to_numpy
+from .graph import Tensor
+from .ops.registry import apply_op
+from .shapes import TensorShape
+
+_var_ids = itertools.count()
+
+
+class Variable:
+    """Dispatches to a graph or eager variable, like TF 2's tf.Variable."""
+
+    def __new__(cls, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
+                name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
+                synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
+        if cls is not Variable:
+            return super().__new__(cls)
+        if initial_value is None:
+            raise ValueError("The initial value must be specified.")
+        if context.executing_eagerly():
+            from .eager_variable import EagerVariable
+            return EagerVariable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+        return GraphVariable(initial_value, trainable=trainable, name=name, dtype=dtype,
+                             validate_shape=validate_shape, shape=shape)
+
+
+class GraphVariable(Variable):
+    def __init__(self, initial_value, trainable=None, name=None, dtype=None, validate_shape=True, shape=None):
+        graph = context.get_default_graph()
+        self.trainable = True if trainable is None else bool(trainable)
+        if callable(initial_value):
+            initial_value = initial_value()
+        var_name = graph.unique_name(name or "Variable")
+        with graph.name_scope(var_name + "/"):
+            init = convert_to_tensor(initial_value, dtype=dtype, name="initial_value", graph=graph)
+            dims = init.shape.dims if shape is None else TensorShape(shape).dims
+            self._attrs = {"var": var_name, "shape": dims, "dtype": init.dtype, "name": var_name,
+                           "validate_shape": validate_shape}
+            self._value = apply_op("VariableV2", [], self._attrs, name=var_name, exact_name=True)
+            self.initializer = apply_op("Assign", [init], self._attrs, name="Assign").op
+        self.graph = graph
+        self._initial_value = init
+        graph._variables.append(self)
+        graph.add_to_collection("variables", self)
+        if self.trainable:
+            graph.add_to_collection("trainable_variables", self)
+
+    # -- tensor protocol
+    def _jitgrad_to_tensor(self, graph=None):
+        return self._value
+
+    def _graph_tensor(self):
+        return self._value
+
+    _graph_for_conversion = property(lambda self: self.graph)
+
+    def value(self):
+        return self._value
+
+    def read_value(self):
+        return apply_op("Identity", [self._value], name="read")
+
+    @property
+    def name(self):
+        return self._value.name
+
+    @property
+    def op(self):
+        return self._value.op
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    def get_shape(self):
+        return self.shape
+
+    @property
+    def initial_value(self):
+        return self._initial_value
+
+    def _update(self, op_type, value, name):
+        v = convert_to_tensor(value, dtype=self.dtype, graph=self.graph)
+        return apply_op(op_type, [v], self._attrs, name=name or op_type)
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):
+        return self._update("Assign", value, name)
+
+    def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        return self._update("AssignAdd", delta, name)
+
+    def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        return self._update("AssignSub", delta, name)
+
+    def eval(self, session=None):
+        return self._value.eval(session=session)
+
+    def load(self, value, session=None):
+        from .session import _default_session_for
+        _default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
+
+    def __repr__(self):
+        return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
+
+    def __hash__(self):
+        return id(self)
+
+    def __array__(self, dtype=None, copy=None):
+        raise NotImplementedError("Cannot convert a graph-mode tf.Variable to a numpy array; run it in a Session.")
+
+
+def global_variables_initializer():
+    graph = context.get_default_graph()
+    return variables_initializer(graph._variables)
+
+
+def variables_initializer(var_list, name="init"):
+    graph = context.get_default_graph()
+    inits = [v.initializer for v in var_list]
+    with graph.control_dependencies(inits):
+        return apply_op("NoOp", [], {}, name=name)
+
+
+def global_variables():
+    return context.get_default_graph().get_collection("variables")
+
+
+def trainable_variables():
+    return context.get_default_graph().get_collection("trainable_variables")
