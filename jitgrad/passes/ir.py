@@ -1,0 +1,224 @@
+"""The compiler's form of one Session.run: a pruned graph specialised to
+concrete shapes, with its runtime arguments made explicit.
+
+A ``Program`` is plain data. Passes are pure functions ``Program -> Program``
+(see passes/pipeline.py); codegen consumes the final Program.
+
+Runtime arguments (``Program.args``) are what changes from call to call
+without changing the machine code:
+  * ``feed``   a fed tensor (value from feed_dict),
+  * ``var``    a variable's current value (read from the Session's store),
+  * ``const``  a Const node's value. Constants are arguments, not baked in,
+               so that graphs differing only in constant *values* share a
+               kernel (the seeds rebuild a graph with a new constant 40 times).
+               Their ``value_class`` (see below) is part of the signature, so a
+               pass may rely on it (x*1 -> x is valid for every graph with the
+               same signature).
+Each arg is referenced by an ``Arg`` node in ``nodes``.
+"""
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ops.registry import REGISTRY
+
+
+@dataclass(frozen=True)
+class Value:
+    """Output ``index`` of node ``node`` (an index into Program.nodes)."""
+    node: int
+    index: int = 0
+
+
+@dataclass
+class Node:
+    op: str                 # a REGISTRY op type, or "Arg"
+    inputs: tuple           # of Value
+    attrs: dict             # op attrs; for "Arg": {"arg": index into Program.args}
+    outputs: tuple          # of (shape tuple of ints, DType)
+    name: str = ""          # graph op name, for reports only (not in the signature)
+
+
+@dataclass
+class Arg:
+    kind: str               # "feed" | "var" | "const"
+    shape: tuple
+    dtype: object           # DType
+    key: object = None      # feed: position in the feed list; var: variable key; const: None
+    value: object = None    # const: the ndarray
+    value_class: object = None  # const: see value_class()
+
+
+@dataclass
+class Program:
+    nodes: list
+    args: list
+    outputs: list           # Value per fetched tensor, None per fetched Operation
+    var_writes: list = field(default_factory=list)   # (var key, Value), in execution order
+    aggregation: dict = field(default_factory=dict)  # the graph's gradient aggregation methods
+    stats: list = field(default_factory=list)        # (pass name, {stat: number}) appended by passes
+
+    def shape(self, v):
+        return self.nodes[v.node].outputs[v.index][0]
+
+    def dtype(self, v):
+        return self.nodes[v.node].outputs[v.index][1]
+
+    def signature(self):
+        """A digest of everything that determines the machine code."""
+        h = hashlib.sha256()
+        for a in self.args:
+            h.update(repr((a.kind, a.shape, a.dtype.name, a.key if a.kind == "var" else None,
+                           a.value_class)).encode())
+        for n in self.nodes:
+            h.update(repr((n.op, tuple((i.node, i.index) for i in n.inputs), freeze(n.attrs),
+                           tuple((s, d.name) for s, d in n.outputs))).encode())
+        h.update(repr([None if v is None else (v.node, v.index) for v in self.outputs]).encode())
+        h.update(repr([(k, v.node, v.index) for k, v in self.var_writes]).encode())
+        return h.hexdigest()
+
+
+def freeze(x):
+    """A hashable, repr-stable form of an attr value."""
+    if isinstance(x, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in x.items() if not k.startswith("_")))
+    if isinstance(x, (list, tuple)):
+        return tuple(freeze(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.dtype.str, x.shape, hashlib.sha256(x.tobytes()).hexdigest())
+    if hasattr(x, "name") and hasattr(x, "np"):  # DType
+        return ("dtype", x.name)
+    return x
+
+
+_SPECIAL = (0.0, 1.0, -1.0, 2.0, 0.5, 3.0, -0.5)
+
+
+def value_class(arr):
+    """What a pass may assume about a constant without baking its value in:
+    a scalar (or uniform array) equal to one of a few special values, or an
+    integer-valued scalar exponent; otherwise just 'other'."""
+    if arr.size == 0:
+        return "empty"
+    flat = arr.reshape(-1)
+    first = flat[0]
+    if arr.size > 1 and not np.all(flat == first):
+        return "other"
+    if arr.dtype.kind == "b":
+        return ("uniform", bool(first))
+    v = float(first)
+    if v in _SPECIAL:
+        return ("uniform", v)
+    return "other"
+
+
+BAKE_LIMIT = 64  # Const arrays with more elements than this are still args, never folded
+
+
+def from_graph(ops, elements, fed, var_reader):
+    """Builds a Program from pruned ``ops`` (creation order).
+
+    fed: list of (tensor, ndarray) in a fixed order; var_reader(attrs) -> ndarray
+    gives the current value of a variable (for its shape/dtype only).
+    Shapes are made concrete by re-running each op's shape inference on the
+    concrete input shapes.
+    """
+    nodes, args, outputs, var_writes = [], [], [], []
+    ref = {}  # id(tensor) -> Value
+    var_arg = {}  # var key -> Value of its Arg node
+
+    def add_arg(kind, shape, dtype, key=None, value=None, name=""):
+        vc = value_class(value) if value is not None else None
+        args.append(Arg(kind, tuple(shape), dtype, key, value, vc))
+        nodes.append(Node("Arg", (), {"arg": len(args) - 1}, ((tuple(shape), dtype),), name))
+        return Value(len(nodes) - 1)
+
+    for pos, (t, arr) in enumerate(fed):
+        ref[id(t)] = add_arg("feed", arr.shape, t.dtype, key=pos, name=t.name)
+
+    for op in ops:
+        if all(id(t) in ref for t in op.outputs) and op.outputs:
+            continue
+        if op.type == "Const":
+            v = op.attrs["value"]
+            ref[id(op.outputs[0])] = add_arg("const", v.shape, op.attrs["dtype"], value=v, name=op.name)
+            continue
+        if op.type == "VariableV2":
+            key = op.attrs["var"]
+            if key not in var_arg:
+                cur = var_reader(op.attrs)
+                var_arg[key] = add_arg("var", cur.shape, op.attrs["dtype"], key=key, name=op.name)
+            ref[id(op.outputs[0])] = var_arg[key]
+            continue
+        if op.type == "Placeholder":
+            from ..errors import InvalidArgumentError
+            raise InvalidArgumentError(None, op, f"You must feed a value for placeholder tensor '{op.name}' "
+                                                 f"with dtype {op.attrs['dtype'].name} and shape "
+                                                 f"{op.outputs[0].shape}")
+        opdef = REGISTRY[op.type]
+        ins = tuple(ref[id(t)] for t in op.inputs)
+        in_shapes = [nodes[v.node].outputs[v.index][0] for v in ins]
+        in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
+        try:
+            specs = opdef.infer(in_shapes, in_dtypes, op.attrs)
+        except (ValueError, TypeError) as e:
+            from ..errors import InvalidArgumentError
+            raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+        specs = tuple((tuple(s), d) for s, d in specs)
+        if op.type in ("Assign", "AssignAdd", "AssignSub"):
+            # State updates: the new value is computed in the program; the
+            # Session writes it back after the call. Later reads in the same
+            # run see the old value, as the interpreter does.
+            key = op.attrs["var"]
+            if op.type == "Assign":
+                new = ins[0]
+            else:
+                if key not in var_arg:
+                    cur = var_reader(op.attrs)
+                    var_arg[key] = add_arg("var", cur.shape, op.attrs["dtype"], key=key, name=op.name)
+                base = var_arg[key]
+                for k, w in reversed(var_writes):
+                    if k == key:
+                        base = w
+                        break
+                nodes.append(Node("AddV2" if op.type == "AssignAdd" else "Sub", (base, ins[0]), {},
+                                  specs, op.name))
+                new = Value(len(nodes) - 1)
+            var_writes.append((key, new))
+            ref[id(op.outputs[0])] = new
+            continue
+        if op.type == "NoOp":
+            continue
+        nodes.append(Node(op.type, ins, dict(op.attrs), specs, op.name))
+        for i, t in enumerate(op.outputs):
+            ref[id(t)] = Value(len(nodes) - 1, i)
+
+    for el in elements:
+        outputs.append(ref[id(el)] if hasattr(el, "value_index") else None)
+    graph = ops[0].graph if ops else None
+    return Program(nodes, args, outputs, var_writes, dict(getattr(graph, "gradient_aggregation", {}) or {}))
+
+
+
+def evaluate(program, arg_values):
+    """Reference evaluation of a Program with the numpy kernels.
+
+    arg_values: one ndarray per Program.args. Returns (outputs, var_writes)
+    where outputs has an ndarray (or None) per Program.outputs and var_writes
+    is [(key, ndarray)]. Used to test passes: a pass must not change this.
+    """
+    from ..ops.registry import run_kernel
+    vals = {}
+    for i, n in enumerate(program.nodes):
+        if n.op == "Arg":
+            vals[(i, 0)] = np.asarray(arg_values[n.attrs["arg"]])
+            continue
+        ins = [vals[(v.node, v.index)] for v in n.inputs]
+        with np.errstate(all="ignore"):
+            outs = run_kernel(REGISTRY[n.op], ins, n.attrs)
+        for j, (o, (shape, dt)) in enumerate(zip(outs, n.outputs)):
+            vals[(i, j)] = np.asarray(o).astype(dt.np, copy=False)
+    outputs = [None if v is None else vals[(v.node, v.index)] for v in program.outputs]
+    writes = [(k, vals[(v.node, v.index)]) for k, v in program.var_writes]
+    return outputs, writes
