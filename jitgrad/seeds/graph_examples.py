@@ -179,6 +179,7 @@ def stop_gradient_lists():
         return sess.run(g1), sess.run(g2), sess.run(g3), sess.run(g4)  # [24. 48.] [15.0] [39.0] [3.0]
 
 
+# (name, function, what the document prints; " | " separates consecutive prints)
 DOC_004 = [
     ("first_order", first_order, "[2.0]"),
     ("multivariate", multivariate, "[2.0, 12.0]"),
@@ -197,6 +198,6 @@ DOC_004 = [
 DOC_000 = [
     ("partial_constants", partial_constants, "[5.0, 3.0, 2.0]"),
     ("partial_chain", partial_chain, "[1.0, 1.0, 1.0]"),
-    ("total_vs_partial", total_vs_partial, "([9.0, 4.0, 1.0], [1.0, 1.0, 1.0])"),
-    ("stop_gradient_lists", stop_gradient_lists, "(array([24., 48.], dtype=float32), [15.0], [39.0], [3.0])"),
+    ("total_vs_partial", total_vs_partial, "[9.0, 4.0, 1.0] | [1.0, 1.0, 1.0]"),
+    ("stop_gradient_lists", stop_gradient_lists, "[24. 48.] | [15.0] | [39.0] | [3.0]"),
 ]

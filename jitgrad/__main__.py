@@ -1,0 +1,43 @@
+"""Command line: `python -m jitgrad {demo,explain,cache,bench}` (also the `jitgrad` script)."""
+import sys
+
+USAGE = """usage: python -m jitgrad COMMAND [args]
+
+commands:
+  demo      run the seed documents' examples through the compiler, print results and cache statistics
+  explain   show what the compiler does with a seed example (passes, loop nests, LLVM IR, assembly)
+  cache     on-disk kernel cache: info | clear | prune [--max-bytes N]
+  bench     run the benchmark suite (bench/run.py)
+"""
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "demo":
+        from .demo import main as run
+    elif cmd == "explain":
+        from .compiler import explain_main as run
+    elif cmd == "cache":
+        from .cache.cli import main as run
+    elif cmd == "bench":
+        import os
+        import runpy
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
+        if not os.path.exists(path):
+            print("bench/run.py not found (the benchmark suite lives in the source checkout)", file=sys.stderr)
+            return 2
+        sys.argv = [path] + rest
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    else:
+        print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    return run(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
