@@ -26,6 +26,7 @@ class Graph:
         # the compiler's memory planner reads it (see passes/aggregation.py).
         self.gradient_aggregation = {}
         self.finalized = False
+        self.building_function = False  # True for graphs traced by jitgrad.function
 
     # -- default graph -------------------------------------------------
     @contextlib.contextmanager
@@ -214,6 +215,10 @@ class Tensor:
     def shape(self):
         return self._shape
 
+    @property
+    def _graph_if_symbolic(self):
+        return self.op.graph
+
     def get_shape(self):
         return self._shape
 
@@ -242,7 +247,12 @@ class Tensor:
         return self.ref()
 
     def __hash__(self):
-        raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
+        # As in TF 2: tensors of a plain Graph compare and hash by identity (so
+        # feed_dict={x: ...} works); inside a traced function they are unhashable
+        # and `==` is elementwise.
+        if self.op.graph.building_function:
+            raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
+        return id(self)
 
     def __bool__(self):
         raise TypeError("Using a symbolic `tf.Tensor` as a Python `bool` is not allowed in graph "

@@ -30,7 +30,13 @@ def install(cls):
                     ("ge", math_ops.greater_equal)]:
         setattr(cls, f"__{key}__", _binary(fn, None)[0])
 
+    def _identity_semantics(self):
+        graph = getattr(self, "_graph_if_symbolic", None)
+        return graph is not None and not graph.building_function
+
     def __eq__(self, other):
+        if _identity_semantics(self):
+            return self is other
         if other is None:
             return False
         try:
@@ -39,6 +45,8 @@ def install(cls):
             return False
 
     def __ne__(self, other):
+        if _identity_semantics(self):
+            return self is not other
         if other is None:
             return True
         try:

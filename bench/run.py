@@ -1,0 +1,259 @@
+"""jitgrad benchmark suite (issue 6): `python bench/run.py` or `python -m jitgrad bench`.
+
+Runs workloads W1-W6 on every importable backend, checks that all backends
+agree with a hand-written numpy reference before timing anything, and prints
+medians (with min/max) and the ratio of each backend's median to jitgrad's.
+Each thread setting runs in its own subprocess with thread counts set alike
+for every backend before any of them is imported.
+
+  --threads 1|all|both   (default both)    --quick   fewer sizes/repeats
+  --only W1,W3           subset            --out DIR  JSON (+ PNG if matplotlib)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOL = {"W1": 1e-6, "W2": 2e-4, "W3": 2e-3, "W4": 1e-4, "W5": 1e-4}
+
+
+def thread_env(threads):
+    env = dict(os.environ)
+    # These make older OpenBLAS builds safe on some CPUs but slow a current numpy;
+    # unset for benchmarking only (never in tests or CI).
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    n = str(os.cpu_count() or 1) if threads == "all" else "1"
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "JITGRAD_NUM_THREADS",
+                "TF_NUM_INTRAOP_THREADS"):
+        env[var] = n
+    env["TF_NUM_INTEROP_THREADS"] = "1"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if n == "1":
+        env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return env, int(n)
+
+
+def timeit(fn, budget=0.5, min_reps=5, max_reps=2000):
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < min_reps or time.perf_counter() - start < budget):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times), max(times), len(times)
+
+
+def agree(got, ref, tol):
+    import numpy as np
+    if len(got) != len(ref):
+        return False
+    for g, r in zip(got, ref):
+        g, r = np.asarray(g, np.float64), np.asarray(r, np.float64)
+        if g.shape != r.shape:
+            return False
+        scale = max(1.0, float(np.max(np.abs(r)))) if r.size else 1.0
+        if not np.allclose(g, r, rtol=tol, atol=tol * scale):
+            return False
+    return True
+
+
+def backends(name, kw):
+    """(label, builder) pairs; builders may raise ImportError or return None."""
+    import others
+    import workloads as W
+    jit = getattr(W, f"{name.lower()}_jitgrad")
+    out = [("jitgrad", lambda: jit("compiled", **kw)),
+           ("jitgrad-interp", lambda: jit("interpret", **kw)),
+           ("numpy", lambda: _numpy_runner(name, kw))]
+    out += [("tf-session", lambda: others.tf_session(name, **kw)),
+            ("tf-function", lambda: others.tf_function(name, **kw)),
+            ("tf-xla", lambda: others.tf_function(name, jit=True, **kw)),
+            ("jax-jit", lambda: others.jax_jit(name, **kw)),
+            ("torch-eager", lambda: others.torch_eager(name, **kw))]
+    return out
+
+
+def _numpy_runner(name, kw):
+    import workloads as W
+    if name == "W2":
+        inp = W.w2_inputs(kw["n"])
+    else:
+        inp = getattr(W, f"{name.lower()}_inputs")()
+    ref = getattr(W, f"{name.lower()}_numpy")
+    return lambda: ref(**inp)
+
+
+def cases(quick):
+    sizes = [1000, 100_000, 1_000_000] + ([] if quick else [10_000_000])
+    out = [("W1", {})] + [("W2", {"n": n}) for n in sizes] + [("W3", {}), ("W4", {}), ("W5", {})]
+    return out
+
+
+def run_child(args):
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.dirname(HERE))  # a source checkout works without installing
+    import numpy as np
+    env_threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    rows = []
+    for name, kw in cases(args.quick):
+        if args.only and name not in args.only:
+            continue
+        label = name + (f" n={kw['n']:.0e}" if "n" in kw else "")
+        ref = _numpy_runner(name, kw)()
+        base = None
+        for backend, build in backends(name, kw):
+            t0 = time.perf_counter()
+            try:
+                fn = build()
+            except ImportError as e:
+                rows.append({"case": label, "backend": backend, "skipped": f"not importable ({e.name})"})
+                continue
+            except Exception as e:  # a backend that cannot express the workload
+                rows.append({"case": label, "backend": backend, "skipped": f"{type(e).__name__}: {e}"[:120]})
+                continue
+            if fn is None:
+                rows.append({"case": label, "backend": backend, "skipped": "workload not expressible"})
+                continue
+            try:
+                got = fn()
+            except Exception as e:
+                rows.append({"case": label, "backend": backend, "skipped": f"{type(e).__name__}: {e}"[:120]})
+                continue
+            first = time.perf_counter() - t0
+            ok = agree(got, ref, TOL[name])
+            if not ok:
+                rows.append({"case": label, "backend": backend, "skipped": "DISAGREES with numpy reference"})
+                continue
+            budget = 0.2 if args.quick else 0.6
+            med, lo, hi, reps = timeit(fn, budget=budget)
+            row = {"case": label, "backend": backend, "median_s": med, "min_s": lo, "max_s": hi,
+                   "reps": reps, "first_call_s": first}
+            if name == "W2":
+                row["GB/s"] = 2 * 4 * kw["n"] / med / 1e9
+            if name == "W3":
+                flops = 3 * 2 * 256 * (784 * 512 + 512 * 10)
+                row["GFLOP/s"] = flops / med / 1e9
+            if backend == "jitgrad":
+                base = med
+            rows.append(row)
+        for r in rows:
+            if r["case"] == label and "median_s" in r and base:
+                r["ratio_to_jitgrad"] = r["median_s"] / base
+    extra = machine_facts(np, quick=args.quick)
+    return {"threads": env_threads, "rows": rows, "machine": extra}
+
+
+def machine_facts(np, quick):
+    a = np.ones(50_000_000 if not quick else 10_000_000, np.float32)
+    b = np.empty_like(a)
+    med, *_ = timeit(lambda: np.copyto(b, a), budget=0.5)
+    bw = 2 * a.nbytes / med / 1e9
+    x = np.random.default_rng(0).standard_normal((256, 784)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((784, 512)).astype(np.float32)
+    mm, *_ = timeit(lambda: x @ w, budget=0.3)
+    return {"memory_bandwidth_GBs(copy)": bw, "numpy_matmul_GFLOPs(256x784x512)": 2 * 256 * 784 * 512 / mm / 1e9}
+
+
+def compile_times(quick):
+    """W6: first result in a fresh process, cold vs warm disk cache."""
+    import tempfile
+    code = ("import time; t0=time.perf_counter(); import sys; sys.path[:0] = [%r, %r]; import workloads as W; "
+            "f = W.%s('compiled'); f(); print(time.perf_counter()-t0)")
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, JITGRAD_CACHE_DIR=d)
+        for wl in ("w1_jitgrad", "w3_jitgrad"):
+            for label in ("cold", "warm"):
+                r = subprocess.run([sys.executable, "-c", code % (HERE, os.path.dirname(HERE), wl)], env=env, capture_output=True, text=True)
+                t = float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else float("nan")
+                out.append({"case": f"W6 {wl.split('_')[0].upper()} first result", "backend": f"jitgrad {label} disk",
+                            "median_s": t})
+    return out
+
+
+def fmt_time(s):
+    return f"{s * 1e6:9.1f} us" if s < 1e-3 else (f"{s * 1e3:9.2f} ms" if s < 1 else f"{s:9.2f} s ")
+
+
+def report(result):
+    print(f"\n=== threads: {result['threads']} ===")
+    for k, v in result["machine"].items():
+        print(f"  {k}: {v:.1f}")
+    print(f"  {'case':<14} {'backend':<16} {'median':>12} {'min':>12} {'max':>12} {'x jitgrad':>10}  extra")
+    for r in result["rows"]:
+        if "skipped" in r:
+            print(f"  {r['case']:<14} {r['backend']:<16} skipped: {r['skipped']}")
+            continue
+        extra = "  ".join(f"{k}={r[k]:.1f}" for k in ("GB/s", "GFLOP/s") if k in r)
+        ratio = f"{r['ratio_to_jitgrad']:10.2f}" if "ratio_to_jitgrad" in r else " " * 10
+        mn = fmt_time(r["min_s"]) if "min_s" in r else ""
+        mx = fmt_time(r["max_s"]) if "max_s" in r else ""
+        print(f"  {r['case']:<14} {r['backend']:<16} {fmt_time(r['median_s']):>12} {mn:>12} {mx:>12} {ratio}  {extra}")
+
+
+def chart(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not installed: no PNG chart)")
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 6), squeeze=False)
+    for ax, res in zip(axes[0], results):
+        rows = [r for r in res["rows"] if "ratio_to_jitgrad" in r and r["backend"] != "jitgrad"]
+        labels = [f"{r['case']} {r['backend']}" for r in rows]
+        ax.barh(labels, [r["ratio_to_jitgrad"] for r in rows])
+        ax.axvline(1.0, color="k")
+        ax.set_xscale("log")
+        ax.set_title(f"time / jitgrad time ({res['threads']} thread(s))")
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"chart: {path}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", default="both", choices=["1", "all", "both"])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", type=lambda s: set(s.split(",")), default=None)
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        json.dump(run_child(args), sys.stdout)
+        return
+    results = []
+    for threads in (["1", "all"] if args.threads == "both" else [args.threads]):
+        env, n = thread_env(threads)
+        cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if args.quick else [])
+        if args.only:
+            cmd += ["--only", ",".join(sorted(args.only))]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stderr[-3000:], file=sys.stderr)
+            sys.exit(1)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        results.append(res)
+        report(res)
+    if not args.only or "W6" in args.only:
+        w6 = compile_times(args.quick)
+        print("\n=== W6 compile: first result in a fresh process (includes import jitgrad) ===")
+        for r in w6:
+            print(f"  {r['case']:<28} {r['backend']:<20} {fmt_time(r['median_s'])}")
+        results.append({"threads": "n/a", "rows": w6, "machine": {}})
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nJSON: {os.path.join(args.out, 'results.json')}")
+    chart([r for r in results if r["threads"] != "n/a"], os.path.join(args.out, "chart.png"))
+
+
+if __name__ == "__main__":
+    main()
