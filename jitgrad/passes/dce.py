@@ -1,0 +1,79 @@
+"""Dead-code elimination.
+
+Roots are the fetched Values and var_writes. Everything not reachable from
+them is removed, except Arg nodes: every Program.arg keeps its Arg node and
+Program.args is never renumbered, because args are positional runtime
+inputs the Session packs by index (an unused arg costs nothing; the codegen
+may simply ignore an Arg node without uses).
+
+Shape-only edges (OpDef.shape_only: the consumer reads only the input's
+shape) would keep a whole computation alive just for a shape. When the
+producer is otherwise dead, the edge is rewired to an earlier value that is
+computed anyway (an Arg, or a live node) with the same shape and dtype;
+only when there is none does the producer stay.
+"""
+from ..ops.registry import REGISTRY
+from .ir import Node, Program, Value
+from .util import clean
+
+
+def _is_shape_only(node, j):
+    opdef = REGISTRY.get(node.op)
+    return opdef is not None and opdef.is_shape_only(j)
+
+
+def _mark(program, live, seeds):
+    """Marks seeds and everything they read the value of (not shape-only edges)."""
+    stack = [s for s in seeds if s not in live]
+    while stack:
+        i = stack.pop()
+        if i in live:
+            continue
+        live.add(i)
+        n = program.nodes[i]
+        for j, v in enumerate(n.inputs):
+            if v.node not in live and not _is_shape_only(n, j):
+                stack.append(v.node)
+
+
+def dce(program):
+    nodes = program.nodes
+    roots = [v.node for v in program.outputs if v is not None] + [v.node for _, v in program.var_writes]
+    live = set()
+    _mark(program, live, roots + [i for i, n in enumerate(nodes) if n.op == "Arg"])
+    rewired = {}  # (consumer, input index) -> Value
+    while True:
+        todo = []
+        first = {}  # (shape, dtype) -> earliest live Value with that spec
+        for k in sorted(live):
+            for x, o in enumerate(nodes[k].outputs):
+                first.setdefault((o[0], o[1].name), Value(k, x))
+        for i in sorted(live):
+            n = nodes[i]
+            for j, v in enumerate(n.inputs):
+                if v.node in live or (i, j) in rewired or not _is_shape_only(n, j):
+                    continue
+                shape, dt = nodes[v.node].outputs[v.index]
+                sub = first.get((shape, dt.name))
+                if sub is None or sub.node >= i:
+                    todo.append(v.node)
+                else:
+                    rewired[(i, j)] = sub
+        if not todo:
+            break
+        _mark(program, live, todo)
+        # A node made live may now serve as a substitute, and vice versa: redo.
+        rewired = {k: s for k, s in rewired.items() if nodes[k[0]].inputs[k[1]].node not in live}
+    if rewired:
+        new_nodes = list(nodes)
+        for (i, j), sub in rewired.items():
+            n = new_nodes[i]
+            ins = list(n.inputs)
+            ins[j] = sub
+            new_nodes[i] = Node(n.op, tuple(ins), n.attrs, n.outputs, n.name)
+        program = Program(new_nodes, program.args, program.outputs, program.var_writes, program.aggregation,
+                          program.stats)
+    order = sorted(live)
+    stats = {"nodes_before": len(nodes), "nodes_after": len(order), "removed": len(nodes) - len(order),
+             "shape_edges_rewired": len(rewired)}
+    return clean(program, order, stats=stats, pass_name="dce")

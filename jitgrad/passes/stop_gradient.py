@@ -1,0 +1,32 @@
+"""Stop-gradient / identity elimination.
+
+StopGradient and Identity only matter while building gradients; at run time
+they copy their input. PlaceholderWithDefault that reaches the Program is
+never fed (a fed one became an Arg in ir.from_graph), so it too is a copy of
+its input. All three vanish: their uses are rewired to their input.
+"""
+from .ir import Value
+from .util import clean, reinfer
+
+IDENTITY_OPS = ("StopGradient", "Identity", "PlaceholderWithDefault")
+
+
+def stop_gradient(program):
+    replace = {}
+    removed = {op: 0 for op in IDENTITY_OPS}
+    order = []
+    for i, n in enumerate(program.nodes):
+        if n.op in IDENTITY_OPS:
+            replace[Value(i, 0)] = n.inputs[0]
+            removed[n.op] += 1
+        else:
+            order.append(i)
+    stats = {"nodes_before": len(program.nodes), "nodes_after": len(order),
+             "removed": sum(removed.values())}
+    stats.update({f"removed_{k}": v for k, v in removed.items() if v})
+    out = clean(program, order, replace, "stop_gradient", stats)
+    if removed["PlaceholderWithDefault"]:
+        # Its declared shape may be partial ([None, 3]); consumers' shapes were
+        # inferred from that, so recompute them from the now-concrete inputs.
+        out = reinfer(out)
+    return out
