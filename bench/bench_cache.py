@@ -1,0 +1,184 @@
+#!/usr/bin/env python
+"""Disk kernel cache: start-up and latency figures.
+
+1. `import jitgrad` in a fresh process (median of N) vs `import numpy` (and
+   tensorflow / jax where installed).
+2. DiskCache store / load latency for several payload sizes, `make_key`, the
+   environment fingerprint in a fresh process (imports llvmlite.binding), and
+   `load_object` (object code -> callable, MCJIT relocation, no codegen).
+3. Time from graph construction to the first result, cold vs warm disk cache, in
+   fresh processes, for the seed graphs and the MLP gradient graph.
+   TODO(compiler integration): this section only means something once
+   jitgrad/compiler.py loads/stores kernels through jitgrad.cache.default_cache();
+   until a warm run reports cache_info()["disk_hits"] >= 1 it prints
+   "skipped: compiler not integrated".
+
+Usage: python bench/bench_cache.py [--repeats N] [--skip-graphs]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def fresh(code, env=None, timeout=300):
+    e = dict(os.environ, PYTHONPATH=ROOT)
+    e.update(env or {})
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=e, capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def import_time(module, repeats):
+    code = ("import json, time; t = time.perf_counter(); import %s; "
+            "print(json.dumps(time.perf_counter() - t))" % module)
+    try:
+        fresh(code)       # warm the OS page cache / .pyc
+    except RuntimeError:
+        return None
+    return statistics.median(fresh(code) for _ in range(repeats))
+
+
+def ms(x):
+    return "n/a" if x is None else f"{x * 1e3:8.2f} ms"
+
+
+def median_time(fn, repeats):
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def section_imports(repeats):
+    print(f"== import time in a fresh process (median of {repeats})")
+    for mod in ("numpy", "jitgrad", "jitgrad.cache", "llvmlite.binding", "tensorflow", "jax"):
+        t = import_time(mod, repeats)
+        print(f"  import {mod:<18} {ms(t) if t is not None else 'not installed'}")
+    fp = fresh("import json, time; import jitgrad.cache as c; t = time.perf_counter(); "
+               "c.environment_fingerprint(); a = time.perf_counter() - t; t = time.perf_counter(); "
+               "c.make_key('x' * 4000); print(json.dumps([a, time.perf_counter() - t]))")
+    print(f"  environment_fingerprint() first call (incl. llvmlite.binding import): {ms(fp[0])}")
+    print(f"  make_key(4 KB signature) after that:                                   {ms(fp[1])}")
+
+
+def section_latency(repeats):
+    from jitgrad.cache import DiskCache, make_key
+    print(f"\n== DiskCache latency (median of {repeats}; page cache warm; store includes fsync)")
+    with tempfile.TemporaryDirectory() as d:
+        c = DiskCache(os.path.join(d, "c"))
+        for size in (4 << 10, 64 << 10, 1 << 20):
+            payload = os.urandom(size)
+            meta = {"symbol": "entry", "args": [[256, 784], "float32"] * 8}
+            keys = [make_key(f"bench-{size}-{i}") for i in range(repeats)]
+            it = iter(keys)
+            st = median_time(lambda: c.store(next(it), payload, meta), repeats)
+            k = keys[0]
+            ld = median_time(lambda: c.load(k), repeats)
+            miss = median_time(lambda: c.load(make_key(f"absent-{size}")), repeats)
+            print(f"  payload {size >> 10:5d} KiB: store {ms(st)}   load {ms(ld)}   miss {ms(miss)}")
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from test_disk_cache import _build_object
+        from jitgrad.cache.native import load_object
+        obj = _build_object()
+        t = median_time(lambda: load_object(obj, "add2"), repeats)
+        print(f"  load_object ({len(obj)} B object, 4 functions): {ms(t)}")
+    except Exception as e:  # pragma: no cover
+        print(f"  load_object: skipped ({e})")
+
+
+# ---- section 3 -------------------------------------------------------------------------------
+
+GRAPH_RUN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import jitgrad as tf
+t_import = time.perf_counter() - t0
+which = sys.argv[1] if len(sys.argv) > 1 else "seeds"
+import numpy as np
+out = {"import": t_import, "graphs": {}}
+if which == "seeds":
+    from jitgrad.seeds import graph_examples as G
+    for name, fn, _expected in G.DOC_004:
+        t = time.perf_counter(); fn(); out["graphs"][name] = time.perf_counter() - t
+else:
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    t = time.perf_counter()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [256, 784])
+        y = tf.compat.v1.placeholder(tf.float32, [256, 10])
+        w1 = tf.constant(rng.standard_normal((784, 512)).astype("float32") * 0.05)
+        w2 = tf.constant(rng.standard_normal((512, 10)).astype("float32") * 0.05)
+        h = tf.nn.relu(tf.matmul(x, w1))
+        loss = tf.reduce_mean(tf.square(tf.matmul(h, w2) - y))
+        grads = tf.gradients(loss, [w1, w2])
+    t_build = time.perf_counter() - t
+    sess = tf.compat.v1.Session(graph=g)
+    t = time.perf_counter()
+    sess.run(grads, {x: rng.standard_normal((256, 784)).astype("float32"),
+                     y: rng.standard_normal((256, 10)).astype("float32")})
+    out["graphs"]["mlp_grad (build)"] = t_build
+    out["graphs"]["mlp_grad (first run)"] = time.perf_counter() - t
+info = getattr(tf, "cache_info", None)
+out["cache_info"] = dict(info()) if info else {}
+print(json.dumps(out))
+"""
+
+
+def section_graphs():
+    print("\n== graph construction -> first result, fresh processes, cold vs warm disk cache")
+    try:
+        import jitgrad.compiler  # noqa: F401
+    except Exception as e:
+        print(f"  skipped: compiler not integrated (no jitgrad.compiler: {e})")
+        return
+    for which in ("seeds", "mlp"):
+        with tempfile.TemporaryDirectory() as d:
+            env = {"JITGRAD_CACHE_DIR": os.path.join(d, "cache")}
+            code = GRAPH_RUN.replace("sys.argv[1] if len(sys.argv) > 1 else \"seeds\"", repr(which))
+            try:
+                cold = fresh(code, env)
+                warm = fresh(code, env)
+            except RuntimeError as e:
+                print(f"  {which}: failed: {e}")
+                continue
+        if not warm["cache_info"].get("disk_hits"):
+            # TODO(compiler integration): remove once compiler.py uses jitgrad.cache.default_cache()
+            print(f"  {which}: skipped: compiler not integrated (warm run: {warm['cache_info']})")
+            continue
+        print(f"  {which}: import jitgrad cold {ms(cold['import'])} warm {ms(warm['import'])}")
+        for name in cold["graphs"]:
+            print(f"    {name:<28} cold {ms(cold['graphs'][name])}   warm {ms(warm['graphs'][name])}")
+        print(f"    cold cache_info: {cold['cache_info']}")
+        print(f"    warm cache_info: {warm['cache_info']}")
+    # TODO: where JAX is installed, compare with jax's persistent compilation cache
+    # (jax.config.update("jax_compilation_cache_dir", d)) on the same functions.
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--skip-graphs", action="store_true")
+    a = p.parse_args(argv)
+    section_imports(a.repeats)
+    section_latency(max(a.repeats, 15))
+    if not a.skip_graphs:
+        section_graphs()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,709 @@
+"""On-disk cache of compiled kernels (native object code), shared across processes.
+
+Integration (for jitgrad/compiler.py)
+=====================================
+
+The compiler keeps its in-memory cache as it is; the disk cache sits between the
+in-memory miss and LLVM::
+
+    from jitgrad.cache import default_cache, make_key
+    from jitgrad.cache.native import load_object
+
+    key = make_key(signature)              # signature: canonical str of graph + feed signature
+    dc = default_cache()                   # honours JITGRAD_CACHE*, cheap to call every time
+    hit = dc.load(key)
+    if hit is not None:
+        payload, meta = hit                # meta: whatever the compiler stored (JSON types)
+        engine, addr = load_object(payload, meta["symbol"])   # no optimiser, no codegen
+        stats.disk_hits += 1
+    else:
+        llmod = llvm.parse_assembly(str(ir_module)); pm.run(llmod)   # optimise as today
+        payload = tm.emit_object(llmod)    # object code bytes for the host target machine
+        engine, addr = load_object(payload, "entry")   # or the usual MCJIT path
+        dc.store(key, payload, {"symbol": "entry", "args": [...], "outputs": [...]})
+        stats.compiles += 1
+
+`meta` must hold everything needed to call the kernel without the IR: the symbol
+name, the argument layout, output shapes/dtypes, constant-argument slots ...
+(lists/dicts/str/int/float/bool/None only).  `load_object` (jitgrad/cache/native.py)
+does: `create_mcjit_compiler(parse_assembly(""), <fresh host TargetMachine>)`,
+`add_object_file(ObjectFileRef.from_data(payload))`, `finalize_object()`,
+`get_function_address(symbol)`; the returned engine must be kept alive as long as
+the address is used.  External symbols (libm's `expf`, `memcpy` emitted for
+`llvm.memcpy`, constant pools in .rodata) are resolved/relocated by MCJIT at
+`finalize_object()` (tested in tests/test_disk_cache.py).
+
+Emit the object with the same kind of TargetMachine that `make_key` describes:
+host triple, `llvm.get_host_cpu_name()`, `llvm.get_host_cpu_features().flatten()`.
+If the compiler has other options that change the code (opt level, fast-math,
+codegen version ...) put them in `signature`.
+
+Settings (environment, re-read by `default_cache()` whenever they change)
+=======================================================================
+
+- `JITGRAD_CACHE_DIR`: directory (default `$XDG_CACHE_HOME/jitgrad`, else `~/.cache/jitgrad`).
+- `JITGRAD_CACHE=0` (or false/off/no): disable the disk cache.  API: `set_enabled(False)`;
+  `set_enabled(None)` returns to the environment's setting.
+- `JITGRAD_CACHE_MAX_BYTES`: size limit, bytes or with a K/M/G suffix (default 1 GiB).
+  After a store pushes the cache over the limit, least-recently-used entries (by mtime,
+  which `load` refreshes) are evicted down to 90 % of the limit; `prune(n)` goes to n.
+
+Entry format (one file per key: `<dir>/<key[:2]>/<key>.jgk`, mode 0600)
+=====================================================================
+
+    offset 0   8 bytes   magic b"JGKCACHE"
+           8   u32 LE    format version (FORMAT_VERSION)
+          12   u32 LE    header length H
+          16   u64 LE    payload length P
+          24   H bytes   header: UTF-8 JSON {"key", "fingerprint", "meta", "created"}
+       24+H    P bytes   payload (object code)
+     24+H+P   32 bytes   SHA-256 of all preceding bytes
+
+On load, everything is verified (length, magic, version, checksum, key == file name,
+fingerprint == this process's `environment_fingerprint()`); anything else is a
+*reject*: logged (logger "jitgrad.cache"), counted, treated as a miss, and replaced
+by the next store.  Writes go to a temporary file in the same directory, are fsynced
+and renamed over the entry with `os.replace` (then the directory is fsynced), so
+readers see either the old complete entry or the new complete one.
+
+Security: entries are native code that will be executed.  The cache directory must
+be owned by the current user and not writable by group/others (it is created 0700);
+otherwise it is refused and the cache works in memory only (one warning).  Entries
+are opened without following symlinks and refused unless they are regular files
+owned by the current user and not writable by group/others.  A directory that cannot
+be created or written (read-only, permission denied) degrades to memory-only stores
+with one warning; valid entries already there are still loaded.  No error from the
+file system ever reaches the caller.
+"""
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+import struct
+import sys
+import threading
+import time
+from collections import OrderedDict
+
+log = logging.getLogger("jitgrad.cache")
+
+MAGIC = b"JGKCACHE"
+FORMAT_VERSION = 1
+SUFFIX = ".jgk"
+DEFAULT_MAX_BYTES = 1 << 30          # 1 GiB
+EVICT_TO_FRACTION = 0.9              # automatic eviction target (fraction of the limit)
+STALE_TMP_SECONDS = 3600             # prune() removes abandoned temp files older than this
+
+_HEAD = struct.Struct("<8sIIQ")
+_DIGEST = 32
+_POSIX = os.name == "posix"
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FALSY = ("0", "false", "off", "no", "disable", "disabled")
+
+
+def _current_uid():
+    """Effective uid (files we create get it).  Tests monkeypatch this."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+# --------------------------------------------------------------------------- environment
+
+_FP = None
+_FP_LOCK = threading.Lock()
+
+
+def _source_stamp():
+    """Digest of (path, size, mtime) of jitgrad's own .py files: a developer editing the
+    code generator without bumping the version never loads code from the old one."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__" and not x.startswith("."))
+        for f in sorted(files):
+            if f.endswith(".py"):
+                p = os.path.join(d, f)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                h.update(f"{os.path.relpath(p, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def environment_fingerprint():
+    """Everything outside the graph that changes the generated code (cached per process).
+
+    Imports llvmlite.binding on first call (the compiler needs it anyway)."""
+    global _FP
+    if _FP is None:
+        with _FP_LOCK:
+            if _FP is None:
+                import platform
+                import llvmlite
+                import llvmlite.binding as llvm
+                from .. import __version__ as jv
+                try:
+                    llvm.initialize_native_target()
+                    llvm.initialize_native_asmprinter()
+                except Exception:  # pragma: no cover - already initialised / old llvmlite
+                    pass
+                try:
+                    features = llvm.get_host_cpu_features().flatten()
+                except Exception:  # not available on some hosts
+                    features = ""
+                _FP = {
+                    "format": FORMAT_VERSION,
+                    "jitgrad": jv,
+                    "jitgrad_source": _source_stamp(),
+                    "llvmlite": llvmlite.__version__,
+                    "llvm": ".".join(map(str, llvm.llvm_version_info)),
+                    "triple": llvm.get_process_triple(),
+                    "cpu": llvm.get_host_cpu_name(),
+                    "features": features,
+                    "python": "%d.%d.%d" % sys.version_info[:3],
+                    "platform": f"{sys.platform}-{platform.machine()}",
+                }
+    return dict(_FP)
+
+
+def make_key(signature, fingerprint=None):
+    """sha256 hex digest over the signature and the environment fingerprint."""
+    if isinstance(signature, str):
+        signature = signature.encode("utf-8")
+    fp = environment_fingerprint() if fingerprint is None else fingerprint
+    h = hashlib.sha256(b"jitgrad-kernel\0")
+    h.update(json.dumps(fp, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    h.update(b"\0")
+    h.update(signature)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- settings
+
+_ENABLED_OVERRIDE = None
+
+
+def set_enabled(flag):
+    """API switch: False disables the disk cache, True enables it whatever JITGRAD_CACHE
+    says, None returns to the environment's setting."""
+    global _ENABLED_OVERRIDE
+    _ENABLED_OVERRIDE = None if flag is None else bool(flag)
+
+
+def _env_enabled():
+    if _ENABLED_OVERRIDE is not None:
+        return _ENABLED_OVERRIDE
+    return os.environ.get("JITGRAD_CACHE", "1").strip().lower() not in _FALSY
+
+
+def default_directory():
+    d = os.environ.get("JITGRAD_CACHE_DIR")
+    if d:
+        return os.path.abspath(os.path.expanduser(d))
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jitgrad")
+
+
+def parse_size(text):
+    """'1073741824', '512M', '2G', '100k' -> int bytes (ValueError if malformed)."""
+    s = str(text).strip().lower().rstrip("b").rstrip("i")
+    mult = 1
+    if s and s[-1] in "kmgt":
+        mult = 1024 ** ("kmgt".index(s[-1]) + 1)
+        s = s[:-1]
+    v = int(float(s) * mult)
+    if v < 0:
+        raise ValueError(text)
+    return v
+
+
+def _env_max_bytes():
+    raw = os.environ.get("JITGRAD_CACHE_MAX_BYTES")
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(raw)
+    except ValueError:
+        log.warning("jitgrad cache: ignoring malformed JITGRAD_CACHE_MAX_BYTES=%r", raw)
+        return DEFAULT_MAX_BYTES
+
+
+# --------------------------------------------------------------------------- entry codec
+
+class _Reject(Exception):
+    pass
+
+
+def encode_entry(key, payload, meta, fingerprint):
+    header = json.dumps({"key": key, "fingerprint": fingerprint, "meta": meta,
+                         "created": time.time()},
+                        sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    body = _HEAD.pack(MAGIC, FORMAT_VERSION, len(header), len(payload)) + header + bytes(payload)
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_entry(blob, key, fingerprint):
+    """-> (payload, meta); raises _Reject(reason)."""
+    if len(blob) < _HEAD.size + _DIGEST:
+        raise _Reject("truncated (%d bytes)" % len(blob))
+    magic, version, hlen, plen = _HEAD.unpack_from(blob, 0)
+    if magic != MAGIC:
+        raise _Reject("bad magic")
+    if version != FORMAT_VERSION:
+        raise _Reject("format version %d (this jitgrad reads %d)" % (version, FORMAT_VERSION))
+    end = _HEAD.size + hlen + plen
+    if len(blob) != end + _DIGEST:
+        raise _Reject("length %d, header says %d" % (len(blob), end + _DIGEST))
+    if hashlib.sha256(memoryview(blob)[:end]).digest() != blob[end:]:
+        raise _Reject("checksum mismatch")
+    try:
+        header = json.loads(bytes(blob[_HEAD.size:_HEAD.size + hlen]).decode("utf-8"))
+    except ValueError as e:
+        raise _Reject("unreadable header: %s" % e)
+    if not isinstance(header, dict):
+        raise _Reject("unreadable header")
+    if header.get("key") != key:
+        raise _Reject("entry is for key %r" % (header.get("key"),))
+    if header.get("fingerprint") != fingerprint:
+        raise _Reject("built for another environment")
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        raise _Reject("meta is not a dict")
+    return bytes(blob[_HEAD.size + hlen:end]), meta
+
+
+# --------------------------------------------------------------------------- the cache
+
+def _is_key(key):
+    return isinstance(key, str) and 8 <= len(key) <= 128 and all(c in "0123456789abcdef" for c in key)
+
+
+class DiskCache:
+    """Kernel object code on disk, keyed by `make_key(signature)`.  Thread-safe; safe
+    for many processes sharing one directory.  Never raises on file-system problems."""
+
+    def __init__(self, directory=None, max_bytes=None, enabled=None, fingerprint=None):
+        self.directory = os.path.abspath(os.path.expanduser(directory)) if directory else default_directory()
+        self.max_bytes = _env_max_bytes() if max_bytes is None else int(max_bytes)
+        self.enabled = _env_enabled() if enabled is None else bool(enabled)
+        self._fingerprint = fingerprint        # None: environment_fingerprint() on first use
+        self._lock = threading.RLock()
+        self._state = None                     # None: not checked; "ok"; "readonly"; "refused"
+        self._problem = None
+        self._warned = set()
+        self._mem = OrderedDict()              # key -> (payload, meta): memory-only stores
+        self._mem_bytes = 0
+        self._disk_bytes = None                # running estimate of the directory's size
+        self.hits = self.misses = self.stores = self.rejects = self.evictions = 0
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def fingerprint(self):
+        if self._fingerprint is not None:
+            return self._fingerprint
+        if _FP is None:
+            environment_fingerprint()
+        return _FP
+
+    def path_for(self, key):
+        return os.path.join(self.directory, key[:2], key + SUFFIX)
+
+    def _warn_once(self, tag, msg, *args):
+        with self._lock:
+            if tag in self._warned:
+                log.debug(msg, *args)
+                return
+            self._warned.add(tag)
+        log.warning(msg, *args)
+
+    def _degrade(self, state, reason):
+        with self._lock:
+            if self._state in ("readonly", "refused"):
+                return
+            self._state, self._problem = state, reason
+        self._warn_once("degraded", "jitgrad cache: %s; compiled kernels are cached in memory only "
+                        "for this process", reason)
+
+    def _check_directory(self):
+        """Create (0700) and vet the cache directory once; sets self._state."""
+        if self._state is not None:
+            return self._state
+        with self._lock:
+            if self._state is not None:
+                return self._state
+            d = self.directory
+            try:
+                if not os.path.isdir(d):
+                    os.makedirs(d, mode=0o700, exist_ok=True)
+                    try:
+                        os.chmod(d, 0o700)
+                    except OSError:
+                        pass
+                st = os.stat(d)
+            except OSError as e:
+                self._degrade("readonly", f"cannot create cache directory {d} ({e.strerror or e})")
+                return self._state
+            uid = _current_uid()
+            if not stat.S_ISDIR(st.st_mode):
+                self._degrade("refused", f"{d} is not a directory")
+            elif _POSIX and uid is not None and st.st_uid != uid:
+                self._degrade("refused", f"cache directory {d} is owned by uid {st.st_uid}, not by us "
+                              f"(uid {uid}); refusing to load native code from it")
+            elif _POSIX and st.st_mode & 0o022:
+                self._degrade("refused", f"cache directory {d} is writable by group/others "
+                              f"(mode {stat.S_IMODE(st.st_mode):o}); refusing it (chmod 700 it to use it)")
+            elif not os.access(d, os.W_OK | os.X_OK):
+                self._degrade("readonly", f"cache directory {d} is not writable")
+            else:
+                self._state = "ok"
+            return self._state
+
+    # ---------------------------------------------------------------- load
+    def load(self, key):
+        """-> (payload bytes, meta dict) or None.  Never raises for a bad/missing entry."""
+        if not self.enabled:
+            return None
+        if not _is_key(key):
+            raise ValueError(f"not a cache key: {key!r} (use make_key)")
+        with self._lock:
+            hit = self._mem.get(key)
+            if hit is not None:
+                self._mem.move_to_end(key)
+                self.hits += 1
+                return hit
+        state = self._check_directory()
+        result = None
+        if state in ("ok", "readonly"):
+            result = self._load_file(key, touch=(state == "ok"))
+        with self._lock:
+            if result is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return result
+
+    def _reject(self, path, reason):
+        with self._lock:
+            self.rejects += 1
+        self._warn_once(("reject", path, reason), "jitgrad cache: ignoring entry %s: %s", path, reason)
+
+    def _load_file(self, key, touch):
+        path = self.path_for(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                self._reject(path, "is a symbolic link")
+            else:
+                self._reject(path, f"cannot open ({e.strerror or e})")
+            return None
+        try:
+            st = os.fstat(fd)
+            uid = _current_uid()
+            if not stat.S_ISREG(st.st_mode):
+                self._reject(path, "not a regular file")
+                return None
+            if _POSIX and uid is not None and st.st_uid != uid:
+                self._reject(path, f"owned by uid {st.st_uid}, not by us (uid {uid}); not loading native code")
+                return None
+            if _POSIX and st.st_mode & 0o022:
+                self._reject(path, f"writable by group/others (mode {stat.S_IMODE(st.st_mode):o}); "
+                             "not loading native code")
+                return None
+            chunks, remaining = [], st.st_size + 1
+            while remaining > 0:
+                b = os.read(fd, min(remaining, 1 << 24))
+                if not b:
+                    break
+                chunks.append(b)
+                remaining -= len(b)
+            blob = b"".join(chunks)
+            try:
+                payload, meta = decode_entry(blob, key, self.fingerprint)
+            except _Reject as r:
+                self._reject(path, str(r))
+                return None
+            if touch:   # LRU: a load makes the entry recent
+                try:
+                    now = time.time()
+                    if now - st.st_mtime > 1.0:
+                        os.utime(fd if os.utime in os.supports_fd else path, (now, now))
+                except OSError:
+                    pass
+            return payload, meta
+        except OSError as e:
+            self._reject(path, f"unreadable ({e.strerror or e})")
+            return None
+        finally:
+            os.close(fd)
+
+    # ---------------------------------------------------------------- store
+    def store(self, key, payload, meta):
+        """Write an entry; True if it is on disk, False otherwise (disabled, memory-only
+        mode, too big, I/O error: logged, never raised).  TypeError for a non-JSON meta."""
+        if not self.enabled:
+            return False
+        if not _is_key(key):
+            raise ValueError(f"not a cache key: {key!r} (use make_key)")
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError("payload must be bytes")
+        if not isinstance(meta, dict):
+            raise TypeError("meta must be a dict")
+        try:
+            blob = encode_entry(key, bytes(payload), meta, self.fingerprint)
+        except ValueError as e:     # NaN/inf or circular in meta
+            raise TypeError(f"meta is not JSON-serialisable: {e}") from None
+        if len(blob) > self.max_bytes:
+            log.debug("jitgrad cache: entry %s (%d bytes) exceeds the limit %d; not stored",
+                      key, len(blob), self.max_bytes)
+            return False
+        state = self._check_directory()
+        if state == "ok":
+            written = self._write_file(key, blob)
+            if written:
+                with self._lock:
+                    self.stores += 1
+                    self._mem.pop(key, None)
+                self._after_store(len(blob))
+                return True
+        self._store_memory(key, bytes(payload), dict(meta))
+        return False
+
+    def _store_memory(self, key, payload, meta):
+        with self._lock:
+            old = self._mem.pop(key, None)
+            if old is not None:
+                self._mem_bytes -= len(old[0])
+            self._mem[key] = (payload, meta)
+            self._mem_bytes += len(payload)
+            self.stores += 1
+            while self._mem_bytes > self.max_bytes and len(self._mem) > 1:
+                _, (p, _m) = self._mem.popitem(last=False)
+                self._mem_bytes -= len(p)
+                self.evictions += 1
+
+    def _write_file(self, key, blob):
+        final = self.path_for(key)
+        sub = os.path.dirname(final)
+        tmp = None
+        try:
+            try:
+                os.mkdir(sub, 0o700)
+            except FileExistsError:
+                pass
+            tmp = os.path.join(sub, ".%s.%d.%s.tmp" % (key[:16], os.getpid(), os.urandom(4).hex()))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(blob)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+            tmp = None
+            _fsync_dir(sub)
+            return True
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+                self._warn_once("nospace", "jitgrad cache: no space left in %s (%s); entry not stored",
+                                self.directory, e.strerror or e)
+            else:
+                self._degrade("readonly", f"cannot write to cache directory {self.directory} "
+                              f"({e.strerror or e})")
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def _after_store(self, nbytes):
+        with self._lock:
+            if self._disk_bytes is None:
+                self._disk_bytes = self._scan()[1]
+            else:
+                self._disk_bytes += nbytes
+            over = self._disk_bytes > self.max_bytes
+        if over:
+            self._prune_to(int(self.max_bytes * EVICT_TO_FRACTION))
+
+    # ---------------------------------------------------------------- maintenance
+    def _entries(self):
+        """[(path, size, mtime)] of entry files, plus [(path, mtime)] of temp files."""
+        entries, temps = [], []
+        try:
+            tops = list(os.scandir(self.directory))
+        except OSError:
+            return entries, temps
+        for top in tops:
+            try:
+                if not (len(top.name) == 2 and top.is_dir(follow_symlinks=False)):
+                    continue
+                for e in os.scandir(top.path):
+                    try:
+                        if not e.is_file(follow_symlinks=False):
+                            continue
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if e.name.endswith(SUFFIX):
+                        entries.append((e.path, st.st_size, st.st_mtime))
+                    elif e.name.startswith(".") and e.name.endswith(".tmp"):
+                        temps.append((e.path, st.st_mtime))
+            except OSError:
+                continue
+        return entries, temps
+
+    def _scan(self):
+        entries, _ = self._entries()
+        return len(entries), sum(s for _, s, _ in entries)
+
+    def _prune_to(self, target):
+        entries, temps = self._entries()
+        removed = 0
+        now = time.time()
+        for p, mt in temps:
+            if now - mt > STALE_TMP_SECONDS:
+                _unlink(p)
+        total = sum(s for _, s, _ in entries)
+        for p, size, _mt in sorted(entries, key=lambda e: e[2]):
+            if total <= target:
+                break
+            if _unlink(p):
+                removed += 1
+            total -= size      # gone either way (another process may have removed it)
+        with self._lock:
+            self.evictions += removed
+            self._disk_bytes = total
+        if removed:
+            log.info("jitgrad cache: evicted %d least-recently-used entries from %s", removed, self.directory)
+        return removed
+
+    def prune(self, max_bytes=None):
+        """Evict least-recently-used entries until the cache holds at most `max_bytes`
+        (default: this cache's limit).  Returns the number of entries removed."""
+        target = self.max_bytes if max_bytes is None else int(max_bytes)
+        removed = 0
+        with self._lock:
+            while self._mem_bytes > target and self._mem:
+                _, (p, _m) = self._mem.popitem(last=False)
+                self._mem_bytes -= len(p)
+                removed += 1
+        if os.path.isdir(self.directory):
+            removed += self._prune_to(target)
+        return removed
+
+    def clear(self):
+        """Remove every entry (and stray temp file).  Returns the number of entries removed."""
+        with self._lock:
+            removed = len(self._mem)
+            self._mem.clear()
+            self._mem_bytes = 0
+        if not os.path.isdir(self.directory):
+            return removed
+        entries, temps = self._entries()
+        for p, _s, _m in entries:
+            removed += _unlink(p)
+        for p, _m in temps:
+            _unlink(p)
+        try:
+            for top in os.scandir(self.directory):
+                if len(top.name) == 2 and top.is_dir(follow_symlinks=False):
+                    try:
+                        os.rmdir(top.path)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+        with self._lock:
+            self._disk_bytes = 0
+        return removed
+
+    def info(self):
+        """Location, size and this process's counters."""
+        # vet (but never create) the directory: `jitgrad cache info` has no side effects
+        state = self._check_directory() if self.enabled and os.path.isdir(self.directory) else self._state
+        n, nbytes = self._scan() if os.path.isdir(self.directory) else (0, 0)
+        with self._lock:
+            return {
+                "location": self.directory,
+                "enabled": self.enabled,
+                "mode": ("disabled" if not self.enabled else "disk" if state in ("ok", None)
+                         else "memory"),
+                "problem": self._problem,
+                "entries": n,
+                "bytes": nbytes,
+                "max_bytes": self.max_bytes,
+                "memory_entries": len(self._mem),
+                "hits": self.hits,
+                "misses": self.misses,
+                "stores": self.stores,
+                "rejects": self.rejects,
+                "evictions": self.evictions,
+                "format_version": FORMAT_VERSION,
+            }
+
+    def __repr__(self):
+        return f"DiskCache({self.directory!r}, max_bytes={self.max_bytes}, enabled={self.enabled})"
+
+
+def _unlink(p):
+    try:
+        os.unlink(p)
+        return 1
+    except OSError:
+        return 0
+
+
+def _fsync_dir(path):
+    if not _POSIX:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- process-wide cache
+
+_DEFAULT = None
+_DEFAULT_CONFIG = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def _config():
+    return (default_directory(), _env_max_bytes_raw(), _env_enabled())
+
+
+def _env_max_bytes_raw():
+    return os.environ.get("JITGRAD_CACHE_MAX_BYTES")
+
+
+def default_cache():
+    """The process-wide DiskCache; rebuilt when JITGRAD_CACHE_DIR / XDG_CACHE_HOME /
+    JITGRAD_CACHE / JITGRAD_CACHE_MAX_BYTES or set_enabled() change."""
+    global _DEFAULT, _DEFAULT_CONFIG
+    cfg = _config()
+    if _DEFAULT is None or cfg != _DEFAULT_CONFIG:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None or cfg != _DEFAULT_CONFIG:
+                _DEFAULT = DiskCache(directory=cfg[0], enabled=cfg[2])
+                _DEFAULT_CONFIG = cfg
+    return _DEFAULT
