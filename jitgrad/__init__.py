@@ -21,6 +21,10 @@ from .session import ConfigProto, InteractiveSession, Session, set_default_mode,
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s  # noqa: E402
 
+from . import compiler as _compiler  # noqa: E402
+from .compiler import cache_info, clear_cache  # noqa: E402,F401
+
+_s._compiled_executor[0] = _compiler.execute
 _overloads.install(Tensor)
 _overloads.install(EagerTensor)
 
@@ -84,3 +88,17 @@ def name_scope(name):
 def no_op(name=None):
     from .ops.registry import apply_op
     return apply_op("NoOp", [], {}, name=name or "NoOp")
+
+
+def explain(fetches, feed_dict=None, session=None):
+    """``jitgrad.explain``: how the default (or given) Session compiles a run."""
+    sess = session or _s.get_default_session()
+    if sess is None:
+        g = fetches[0].graph if isinstance(fetches, (list, tuple)) else fetches.graph
+        sess = Session(graph=g)
+    return sess.explain(fetches, feed_dict)
+
+# ---- eager mode: tf.GradientTape, tf.function, eager tf.Variable
+from .tape import GradientTape  # noqa: E402
+from .function import function, TensorSpec  # noqa: E402
+from . import eager_variable as _eager_variable  # noqa: E402,F401

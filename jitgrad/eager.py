@@ -18,6 +18,11 @@ _ids = itertools.count(1)
 # Callables (opdef, inputs, outputs, attrs) -> None; installed by tape.py.
 op_recorders = []
 
+# Vectorised backward passes (GradientTape.jacobian): while _batching[0] is set,
+# ops with a BatchedTensor input go to _batch_execute[0] (installed by tape.py).
+_batching = [False]
+_batch_execute = [None]
+
 
 class EagerTensor:
     __slots__ = ("_value", "_id", "__weakref__")
@@ -113,9 +118,7 @@ class EagerTensor:
         raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
 
     def _text(self, is_repr):
-        v = self._value
-        text = str(v[()]) if v.ndim == 0 else (repr(v) if is_repr else str(v))
-        return "\n" + text if "\n" in text else text
+        return tf_numpy_text(self._value, is_repr)
 
     def __str__(self):
         return f"tf.Tensor({self._text(False)}, shape={self.shape}, dtype={self.dtype.name})"
@@ -131,8 +134,33 @@ class EagerTensor:
         return EagerTensor, (self._value,)
 
 
+class BatchedTensor(EagerTensor):
+    """An eager tensor with an extra leading batch dimension that ops do not
+    see: ``shape`` is the shape of one row. Used for vectorised jacobians."""
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        return TensorShape(self._value.shape[1:])
+
+    @property
+    def ndim(self):
+        return self._value.ndim - 1
+
+
+def tf_numpy_text(value, is_repr=False):
+    """TF's numpy_text(), with numpy-2 scalar reprs shown as TF showed them (``10.0``)."""
+    v = value
+    text = str(v[()]) if v.ndim == 0 else (repr(v) if is_repr else str(v))
+    return "\n" + text if "\n" in text else text
+
+
 def execute(opdef, inputs, attrs):
     """Runs one op eagerly. Shape/dtype errors become InvalidArgumentError, as in TF."""
+    if _batching[0]:
+        for t in inputs:
+            if type(t) is BatchedTensor:
+                return _batch_execute[0](opdef, inputs, attrs)
     try:
         specs = opdef.infer([t._value.shape for t in inputs], [t.dtype for t in inputs], attrs)
     except (ValueError, TypeError) as e:

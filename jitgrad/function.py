@@ -1,0 +1,404 @@
+"""``jitgrad.function`` (``tf.function``): trace a Python function into a graph
+once per input signature, then run that graph through a Session, i.e. down the
+compiled path.
+
+* Tensor (and numpy array) arguments become placeholders; the signature key is
+  their shapes and dtypes. Python values are part of the key by value. An
+  ``input_signature`` of ``tf.TensorSpec`` fixes the key (None dims allowed).
+* Eager variables used inside are captured: each becomes a graph "VariableV2"
+  node keyed by the variable; ``assign``/``assign_add``/``assign_sub`` become
+  graph Assign ops (always run, ordered after earlier reads and writes of the
+  same variable; later reads see the new value through control dependencies).
+  The Session's variable store is an adapter onto the eager variables.
+* ``tf.GradientTape`` inside a trace builds graph gradients (tape.py).
+* Results come back as eager tensors in the structure the function returned.
+"""
+import contextlib
+import functools
+
+import numpy as np
+
+from . import context, dtypes
+from .convert import _in_graph, convert_to_tensor
+from .eager import EagerTensor
+from .graph import Graph, Operation, Tensor
+from .ops.registry import apply_op
+from .shapes import TensorShape
+
+
+# ============================================================ TensorSpec
+class TensorSpec:
+    """Describes a tensor argument: ``tf.TensorSpec(shape, dtype=tf.float32, name=None)``."""
+    __slots__ = ("shape", "dtype", "name")
+
+    def __init__(self, shape, dtype=dtypes.float32, name=None):
+        self.shape = TensorShape(shape)
+        self.dtype = dtypes.as_dtype(dtype)
+        self.name = name
+
+    @classmethod
+    def from_tensor(cls, tensor, name=None):
+        return cls(tensor.shape, tensor.dtype, name)
+
+    def is_compatible_with(self, other):
+        if isinstance(other, TensorSpec):
+            return self.dtype == other.dtype and self.shape.is_compatible_with(other.shape)
+        t = other if isinstance(other, (EagerTensor, Tensor)) else convert_to_tensor(other)
+        return self.dtype == t.dtype and self.shape.is_compatible_with(t.shape)
+
+    def __eq__(self, other):
+        return (isinstance(other, TensorSpec) and self.dtype == other.dtype and self.name == other.name
+                and self.shape.dims == other.shape.dims)
+
+    def __hash__(self):
+        return hash((self.shape.dims, self.dtype.name, self.name))
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
+
+
+# ============================================================ trace state
+_traces = []
+
+
+class _TraceContext:
+    def __init__(self, graph):
+        self.graph = graph
+        self.variables = {}   # key -> EagerVariable
+        self.reads = {}       # handle id -> current graph read tensor
+        self.var_ops = {}     # handle id -> ops the next write of the variable must follow
+        self.var_writes = {}  # handle id -> last write op
+        self.stateful = []    # Assign ops, always run
+
+
+def _current_trace(graph=None):
+    g = graph if graph is not None else context.get_default_graph()
+    for ctx in reversed(_traces):
+        if ctx.graph is g:
+            return ctx
+    return None
+
+
+def _read_in_trace(var, graph):
+    ctx = _current_trace(graph)
+    if ctx is None:
+        raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "
+                        "(tf.function); create a graph-mode tf.Variable inside the graph instead.")
+    from . import tape
+    for gt in tape._stack:
+        if gt._tape is not None and gt._watch_accessed_variables and var.trainable:
+            gt._tape.watch_variable(var)
+    h = var._handle_id
+    t = ctx.reads.get(h)
+    if t is None and h in ctx.var_writes:
+        # A read after a write in the same trace is the write's output (the new value): plain
+        # dataflow, so it holds whether the executor orders state ops (interpreter) or reads all
+        # variables on entry and writes them on exit (compiled path).
+        t = ctx.reads[h] = ctx.var_writes[h].outputs[0]
+    if t is None:
+        g = ctx.graph
+        ctx.variables[var._key] = var
+        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var.name[:-2]}
+        w = ctx.var_writes.get(h)
+        with _in_graph(g), (g.control_dependencies([w]) if w is not None else contextlib.nullcontext()):
+            t = apply_op("VariableV2", [], attrs, name=var.name[:-2])
+        ctx.reads[h] = t
+        ctx.var_ops.setdefault(h, []).append(t.op)
+    return t
+
+
+def _update_in_trace(var, op_type, value, name, read_value):
+    ctx = _current_trace(None)
+    if ctx is None:
+        raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
+    g = ctx.graph
+    h = var._handle_id
+    ctx.variables[var._key] = var
+    with _in_graph(g):
+        v = convert_to_tensor(value, dtype=var.dtype, graph=g) if not isinstance(value, Tensor) else value
+        if v.dtype != var.dtype:
+            raise TypeError(f"Cannot assign a {v.dtype.name} value to variable {var.name} of dtype "
+                            f"{var.dtype.name}")
+        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var.name[:-2],
+                 "validate_shape": True}
+        prev = ctx.var_writes.get(h)
+        if prev is not None and op_type != "Assign":
+            # Chain updates through dataflow (see _read_in_trace): v' = previous value +/- delta.
+            from .ops import math_ops
+            v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(prev.outputs[0], v)
+            op_type = "Assign"
+        deps = list(ctx.var_ops.get(h, []))
+        with (g.control_dependencies(deps) if deps else contextlib.nullcontext()):
+            out = apply_op(op_type, [v], attrs, name=name or op_type)
+    ctx.var_writes[h] = out.op
+    ctx.var_ops[h] = [out.op]
+    ctx.reads.pop(h, None)
+    ctx.stateful.append(out.op)
+    return out if read_value else out.op
+
+
+class _EagerVariableStore:
+    """Session variable store backed by eager variables (session._store protocol)."""
+
+    def __init__(self, variables):
+        self.variables = variables
+
+    def read(self, key, name):
+        return self.variables[key]._value
+
+    def write(self, key, value):
+        var = self.variables[key]
+        var._value = np.array(value, dtype=var._value.dtype, copy=True)
+
+
+# ============================================================ signature keys
+def _is_variable(x):
+    from .eager_variable import EagerVariable
+    return isinstance(x, EagerVariable)
+
+
+def _key_of(x):
+    if isinstance(x, EagerTensor):
+        return ("T", x._value.shape, x._value.dtype.str)
+    if isinstance(x, np.ndarray):
+        return ("T", x.shape, dtypes.as_dtype(x.dtype).np.str)
+    if _is_variable(x):
+        return ("V", x._handle_id)
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_key_of(v) for v in x))
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _key_of(x[k])) for k in sorted(x, key=repr)))
+    if isinstance(x, Tensor):
+        raise TypeError("A symbolic graph Tensor cannot be passed to a jitgrad.function called eagerly.")
+    try:
+        hash(x)
+        return ("P", type(x).__name__, x)
+    except TypeError:
+        return ("O", id(x))
+
+
+def _map_structure(fn, x):
+    if isinstance(x, (EagerTensor, np.ndarray)) or _is_variable(x):
+        return fn(x)
+    if isinstance(x, list):
+        return [_map_structure(fn, v) for v in x]
+    if isinstance(x, tuple):
+        items = [_map_structure(fn, v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
+    if isinstance(x, dict):
+        return type(x)((k, _map_structure(fn, v)) for k, v in x.items())
+    return fn(x)
+
+
+def _flat_tensors(x, out):
+    if isinstance(x, EagerTensor):
+        out.append(x._value)
+    elif isinstance(x, np.ndarray):
+        out.append(np.asarray(x, dtype=dtypes.as_dtype(x.dtype).np))
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _flat_tensors(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _flat_tensors(v, out)
+    return out
+
+
+# ============================================================ concrete functions
+class ConcreteFunction:
+    """One traced graph and the Session that runs it."""
+
+    def __init__(self, graph, inputs, fetches, build, ctx, name):
+        from .session import Session
+        self.graph = graph
+        self.inputs = inputs
+        self._fetches = fetches
+        self._build = build
+        self.name = name
+        self._session = Session(graph=graph)
+        self._session._store = _EagerVariableStore(dict(ctx.variables))
+        self._targets = list(fetches) + list(ctx.stateful)
+        self.captured_variables = tuple(ctx.variables.values())
+
+    def _call_flat(self, arrays):
+        feed = dict(zip(self.inputs, arrays))
+        vals = self._session.run(self._targets, feed) if self._targets else []
+        outs = []
+        for t, v in zip(self._fetches, vals):
+            outs.append(EagerTensor(np.asarray(v, dtype=t.dtype.np)))
+        return self._build(outs)
+
+    def __call__(self, *args, **kwargs):
+        return self._call_flat(_flat_tensors((args, kwargs), []))
+
+    @property
+    def structured_outputs(self):
+        return self._build(self._fetches)
+
+
+class Function:
+    """The callable that ``jitgrad.function`` returns."""
+
+    def __init__(self, python_function, input_signature=None, autograph=True, jit_compile=None,
+                 reduce_retracing=False, name=None, **_ignored):
+        self._python_function = python_function
+        self._input_signature = None if input_signature is None else tuple(input_signature)
+        self._jit_compile = jit_compile
+        self._cache = {}
+        self._tracing_count = 0
+        self._bound = {}
+        functools.update_wrapper(self, python_function)
+        self._name = name or getattr(python_function, "__name__", "function")
+
+    @property
+    def python_function(self):
+        return self._python_function
+
+    @property
+    def input_signature(self):
+        return self._input_signature
+
+    def experimental_get_tracing_count(self):
+        return self._tracing_count
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        b = self._bound.get(id(instance))
+        if b is None or b[0] is not instance:
+            fn = Function(functools.partial(self._python_function, instance), self._input_signature,
+                          jit_compile=self._jit_compile, name=self._name)
+            self._bound[id(instance)] = b = (instance, fn)
+        return b[1]
+
+    # ---------------------------------------------------------------- calls
+    def _signature_args(self, args, kwargs):
+        if kwargs:
+            raise TypeError("A jitgrad.function with an input_signature takes positional arguments only.")
+        flat = []
+        _flatten_any(args, flat)
+        if len(flat) != len(self._input_signature):
+            raise TypeError(f"{self._name}: expected {len(self._input_signature)} arguments for the input "
+                            f"signature, got {len(flat)}.")
+        converted = []
+        for v, spec in zip(flat, self._input_signature):
+            if _is_variable(v):
+                v = v.read_value()
+            t = convert_to_tensor(v, dtype=spec.dtype) if not isinstance(v, EagerTensor) else v
+            if t.dtype != spec.dtype or not spec.shape.is_compatible_with(t.shape):
+                raise TypeError(f"{self._name}: argument {t!r} is not compatible with the input signature "
+                                f"{spec!r}.")
+            converted.append(t)
+        return converted
+
+    def __call__(self, *args, **kwargs):
+        if not context.executing_eagerly():
+            return self._python_function(*args, **kwargs)
+        if self._input_signature is not None:
+            flat = self._signature_args(args, kwargs)
+            key = ("sig",)
+            concrete = self._cache.get(key)
+            if concrete is None:
+                concrete = self._trace(tuple(flat), {}, key, specs=self._input_signature)
+            return concrete._call_flat([t._value for t in flat])
+        key = _key_of((args, kwargs))
+        concrete = self._cache.get(key)
+        if concrete is None:
+            concrete = self._trace(args, kwargs, key)
+        return concrete._call_flat(_flat_tensors((args, kwargs), []))
+
+    def get_concrete_function(self, *args, **kwargs):
+        if self._input_signature is not None and not args and not kwargs:
+            args = tuple(EagerTensor(np.zeros([d or 0 for d in s.shape.dims or ()], s.dtype.np))
+                         for s in self._input_signature)
+            key = ("sig",)
+            return self._cache.get(key) or self._trace(args, {}, key, specs=self._input_signature)
+        key = _key_of((args, kwargs))
+        return self._cache.get(key) or self._trace(args, kwargs, key)
+
+    # ---------------------------------------------------------------- tracing
+    def _trace(self, args, kwargs, key, specs=None):
+        from .ops import array_ops
+        g = Graph()
+        ctx = _TraceContext(g)
+        placeholders = []
+        spec_iter = iter(specs) if specs is not None else None
+
+        def to_placeholder(x):
+            if isinstance(x, (EagerTensor, np.ndarray)):
+                arr = x._value if isinstance(x, EagerTensor) else x
+                if spec_iter is not None:
+                    spec = next(spec_iter)
+                    dtype, shape = spec.dtype, spec.shape.dims
+                else:
+                    dtype, shape = dtypes.as_dtype(arr.dtype), arr.shape
+                ph = array_ops.placeholder(dtype, shape, name=f"args_{len(placeholders)}")
+                placeholders.append(ph)
+                return ph
+            return x
+
+        _traces.append(ctx)
+        try:
+            with g.as_default():
+                targs = _map_structure(to_placeholder, args)
+                tkwargs = _map_structure(to_placeholder, kwargs)
+                result = self._python_function(*targs, **tkwargs)
+                fetches = []
+                build = _output_builder(result, fetches, ctx)
+        finally:
+            _traces.remove(ctx)
+        concrete = ConcreteFunction(g, placeholders, fetches, build, ctx, self._name)
+        self._tracing_count += 1
+        self._cache[key] = concrete
+        return concrete
+
+    def __repr__(self):
+        return f"<jitgrad.function {self._name} traced {self._tracing_count} time(s)>"
+
+
+def _flatten_any(x, out):
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            _flatten_any(v, out)
+    elif isinstance(x, dict):
+        for k in sorted(x, key=repr):
+            _flatten_any(x[k], out)
+    else:
+        out.append(x)
+
+
+def _output_builder(result, fetches, ctx):
+    """Registers the graph tensors of ``result`` as fetches; returns vals -> structure."""
+    if isinstance(result, Tensor):
+        i = len(fetches)
+        fetches.append(result)
+        return lambda vals: vals[i]
+    if _is_variable(result):
+        return _output_builder(_read_in_trace(result, ctx.graph), fetches, ctx)
+    if isinstance(result, Operation):
+        ctx.stateful.append(result)
+        return lambda vals: None
+    if isinstance(result, (list, tuple)):
+        subs = [_output_builder(v, fetches, ctx) for v in result]
+        if hasattr(result, "_fields"):
+            return lambda vals, t=type(result): t(*[s(vals) for s in subs])
+        if isinstance(result, tuple):
+            return lambda vals: tuple(s(vals) for s in subs)
+        return lambda vals: [s(vals) for s in subs]
+    if isinstance(result, dict):
+        items = [(k, _output_builder(v, fetches, ctx)) for k, v in result.items()]
+        return lambda vals, t=type(result): t((k, s(vals)) for k, s in items)
+    return lambda vals: result
+
+
+def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
+             experimental_implements=None, experimental_autograph_options=None, experimental_relax_shapes=None,
+             experimental_compile=None, experimental_follow_type_hints=None, name=None):
+    """``tf.function``: use as ``@function``, ``@function(...)`` or ``function(f, ...)``."""
+    def wrap(f):
+        return Function(f, input_signature=input_signature, autograph=autograph,
+                        jit_compile=jit_compile if jit_compile is not None else experimental_compile,
+                        reduce_retracing=reduce_retracing, name=name)
+    if func is None:
+        return wrap
+    return wrap(func)

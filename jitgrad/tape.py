@@ -1,0 +1,862 @@
+"""``tf.GradientTape``: records eager ops and replays them backwards.
+
+The backward pass is TensorFlow's eager algorithm (tensorflow/c/eager/tape.h,
+``GradientTape::ComputeGradient``) step for step, because the order in which
+gradient contributions are produced is the order AddN sums them in, and
+float32 results only match TF bit for bit if that order matches:
+
+* every recorded op gets the next op id of its tape; a tensor id maps to the
+  op that produced it (or -1 when it is watched);
+* PrepareBackprop walks back from the targets, counting for every tensor how
+  many recorded ops use it, and for every op how many of its outputs are used;
+* the initial stack holds the ops none of whose outputs are used, sorted by
+  id; ops are popped from the back, and an op whose output gradients become
+  complete is inserted at the *front* of the stack;
+* contributions to one tensor are appended in that processing order and summed
+  with AddN (left to right) when the consuming op is processed, or at the end
+  for sources; gradients of a variable flow to its handle through one
+  "ReadVariableOp" record per read.
+
+Gradient functions are the registry's (the same ones graph mode uses) and are
+built from public ops, so they execute eagerly and are recorded by any outer
+tape: nested tapes give higher-order derivatives.
+
+``jacobian``/``batch_jacobian`` run the backward pass once with a batch of
+one-hot output gradients: every gradient tensor carries an extra leading
+dimension that the gradient functions do not see (eager.BatchedTensor), and
+ops applied to batched tensors run through batching rules (below) — a
+vectorised rule for elementwise ops, reductions, the broadcasting helpers,
+reshapes and matmul, and a per-row loop over the numpy kernel for anything
+else.
+
+Inside ``jitgrad.function`` tracing, ``gradient`` builds graph gradients with
+``jitgrad.gradients`` instead.
+"""
+import collections
+import contextlib
+import logging
+
+import numpy as np
+
+from . import context, eager
+from .convert import convert_to_tensor
+from .eager import BatchedTensor, EagerTensor
+from .gradients import UnconnectedGradients, _NOT_DIFFERENTIABLE
+from .graph import Tensor
+from .ops.registry import run_kernel
+from .shapes import TensorShape, normalize_axes
+
+_log = logging.getLogger(__name__)
+
+# Tapes currently recording, innermost last.
+_stack = []
+
+_NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to compute one set of gradients "
+                       "(or jacobians)")
+
+
+# ============================================================ nest helpers
+def _flatten(x):
+    out = []
+    _flatten_into(x, out)
+    return out
+
+
+def _is_leaf(x):
+    return not isinstance(x, (list, tuple, dict)) or hasattr(x, "_jitgrad_to_tensor")
+
+
+def _flatten_into(x, out):
+    if _is_leaf(x):
+        out.append(x)
+    elif isinstance(x, dict):
+        for k in sorted(x, key=_sort_key):
+            _flatten_into(x[k], out)
+    else:
+        for v in x:
+            _flatten_into(v, out)
+
+
+def _sort_key(k):
+    return (str(type(k)), k) if not isinstance(k, (int, float, str)) else (type(k).__name__, k)
+
+
+def _pack_as(structure, flat):
+    it = iter(flat)
+
+    def build(x):
+        if _is_leaf(x):
+            return next(it)
+        if isinstance(x, dict):
+            vals = {k: build(x[k]) for k in sorted(x, key=_sort_key)}
+            return type(x)((k, vals[k]) for k in x) if type(x) is not dict else {k: vals[k] for k in x}
+        items = [build(v) for v in x]
+        if hasattr(x, "_fields"):
+            return type(x)(*items)
+        return type(x)(items) if isinstance(x, tuple) else items
+    return build(structure)
+
+
+# ============================================================ recording
+def _is_variable(x):
+    from .eager_variable import EagerVariable
+    return isinstance(x, EagerVariable)
+
+
+class _OpRecord:
+    __slots__ = ("op_type", "grad_fn", "inputs", "input_ids", "outputs", "output_ids", "attrs")
+
+    def __init__(self, op_type, grad_fn, inputs, input_ids, outputs, attrs):
+        self.op_type = op_type
+        self.grad_fn = grad_fn
+        self.inputs = inputs
+        self.input_ids = input_ids
+        self.outputs = outputs
+        self.output_ids = [o._id for o in outputs]
+        self.attrs = attrs
+
+
+class _EagerGradOp:
+    """What a gradient function sees of a recorded op (like gradients._GradOp)."""
+    __slots__ = ("inputs", "outputs", "attrs", "type", "name")
+
+    def __init__(self, rec):
+        self.inputs = tuple(rec.inputs)
+        self.outputs = tuple(rec.outputs)
+        self.attrs = rec.attrs
+        self.type = rec.op_type
+        self.name = rec.op_type
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+
+class _Tape:
+    """The low-level tape (TF's C++ GradientTape): tensor -> op maps and records."""
+
+    def __init__(self, persistent):
+        self.persistent = persistent
+        self.tensor_tape = {}  # tensor (or variable handle) id -> op id, or -1 if watched
+        self.op_tape = {}
+        self.next_op_id = 0
+        self.watched_variables = {}  # handle id -> variable
+
+    def watch(self, tid):
+        self.tensor_tape.setdefault(tid, -1)
+
+    def watch_variable(self, var):
+        self.watch(var._handle_id)
+        self.watched_variables.setdefault(var._handle_id, var)
+
+    def should_record(self, inputs):
+        tt = self.tensor_tape
+        for t in inputs:
+            if t._id in tt and t._value.dtype.kind == "f":
+                return True
+        return False
+
+    def record(self, op_type, grad_fn, inputs, input_ids, outputs, attrs):
+        op_id = self.next_op_id
+        self.next_op_id += 1
+        for o in outputs:
+            self.tensor_tape[o._id] = op_id
+        self.op_tape[op_id] = _OpRecord(op_type, grad_fn, inputs, input_ids, outputs, attrs)
+
+
+def _record_eager_op(opdef, inputs, outputs, attrs):
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    for gt in _stack:
+        tape = gt._tape
+        if tape is not None and tape.should_record(inputs):
+            tape.record(opdef.name, opdef, list(inputs), [t._id for t in inputs], list(outputs), attrs)
+
+
+def _variable_read(var, t):
+    """A read of ``var`` producing ``t``: watch it where asked, record it where watched."""
+    for gt in _stack:
+        tape = gt._tape
+        if tape is None:
+            continue
+        if gt._watch_accessed_variables and var.trainable:
+            tape.watch_variable(var)
+        if var._handle_id in tape.tensor_tape:
+            tape.record("ReadVariableOp", None, [var], [var._handle_id], [t], {})
+
+
+def _push(gt):
+    _stack.append(gt)
+    if _record_eager_op not in eager.op_recorders:
+        eager.op_recorders.append(_record_eager_op)
+
+
+def _pop(gt):
+    for i in range(len(_stack) - 1, -1, -1):
+        if _stack[i] is gt:
+            del _stack[i]
+            break
+    if not _stack and _record_eager_op in eager.op_recorders:
+        eager.op_recorders.remove(_record_eager_op)
+
+
+# ============================================================ the backward pass
+_MIN_AGGREGATE_COUNT = 4
+_MIN_AGGREGATE_BYTES = 128 * 1024 * 1024
+
+
+def _aggregate(grads):
+    if len(grads) == 1:
+        return grads[0]
+    from .ops.math_ops import add_n
+    return add_n(grads)
+
+
+def _call_backward(rec, out_grads):
+    if rec.op_type == "ReadVariableOp":
+        return [out_grads[0]]
+    opdef = rec.grad_fn
+    fn = opdef.grad
+    if fn is None:
+        if rec.op_type not in _NOT_DIFFERENTIABLE and any(
+                isinstance(t, EagerTensor) and t._value.dtype.kind == "f" for t in rec.inputs):
+            raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
+        return [None] * len(rec.inputs)
+    in_grads = list(fn(_EagerGradOp(rec), *out_grads))
+    if len(in_grads) != len(rec.inputs):
+        raise ValueError(f"Recorded operation '{rec.op_type}' returned too few gradients. Expected "
+                         f"{len(rec.inputs)} but received {len(in_grads)}")
+    return [g if g is None or isinstance(g, EagerTensor) else convert_to_tensor(g) for g in in_grads]
+
+
+def _zeros(shape, dtype):
+    return EagerTensor(np.zeros(shape, dtype))
+
+
+def _ones(shape, dtype):
+    return EagerTensor(np.ones(shape, dtype))
+
+
+def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, output_gradients, keep_tape=False):
+    """TF's GradientTape::ComputeGradient. output_gradients: list (one per target, entries may be None)
+    or empty. Returns one gradient (or None) per source id."""
+    persistent = tape.persistent or keep_tape
+    sources_set = set(source_ids)
+    tensor_tape = tape.tensor_tape
+    op_tape_all = tape.op_tape
+
+    # ---- PrepareBackprop
+    op_tape = {}
+    usage = {}
+    tensor_stack = list(target_ids)
+    while tensor_stack:
+        tid = tensor_stack.pop()
+        op_id = tensor_tape.get(tid)
+        if op_id is None or op_id == -1 or op_id not in op_tape_all or op_id in op_tape:
+            continue
+        rec = op_tape_all[op_id]
+        op_tape[op_id] = rec
+        for it in rec.input_ids:
+            if it in usage:
+                usage[it] += 1
+            else:
+                usage[it] = 1
+                if it in tensor_tape:
+                    tensor_stack.append(it)
+        if not persistent:
+            del op_tape_all[op_id]
+    missing = collections.defaultdict(int)
+    for tid in usage:
+        op_id = tensor_tape.get(tid)
+        if op_id is not None and op_id != -1:
+            missing[op_id] += 1
+    if not persistent:
+        op_tape_all.clear()
+
+    # ---- InitialStack (sorted ids; popped from the back)
+    op_stack = sorted(op_id for op_id in op_tape if op_id not in missing)
+
+    # ---- InitialGradients
+    gradients = {}
+    for i, tid in enumerate(target_ids):
+        og = output_gradients[i] if output_gradients else None
+        if og is None:
+            op_id = tensor_tape.get(tid)
+            if op_id is not None and op_id != -1:
+                rec = op_tape.get(op_id)
+                if rec is None:
+                    raise RuntimeError("Internal state of the gradient tape is invalid: failed to find "
+                                       "operation producing a tensor")
+                out = rec.outputs[rec.output_ids.index(tid)]
+                gradients.setdefault(tid, []).append(_ones(out._value.shape, out._value.dtype))
+            elif tid in sources_that_are_targets:
+                shape, dt = sources_that_are_targets[tid]
+                gradients.setdefault(tid, []).append(_ones(shape, dt))
+        else:
+            gradients.setdefault(tid, []).append(og)
+
+    gradients_size = {}
+    while op_stack:
+        op_id = op_stack.pop()
+        rec = op_tape.pop(op_id, None)
+        if rec is None:
+            continue
+        out_grads = []
+        any_nonzero = False
+        zero_idx = []
+        for i, oid in enumerate(rec.output_ids):
+            gl = gradients.get(oid)
+            if gl is None:
+                out_grads.append(None)
+                zero_idx.append(i)
+            else:
+                any_nonzero = True
+                g = gl[0] if len(gl) == 1 else _aggregate(gl)
+                if oid not in sources_set:
+                    del gradients[oid]
+                else:
+                    gradients[oid] = [g]
+                out_grads.append(g)
+        if any_nonzero:
+            for i in zero_idx:
+                o = rec.outputs[i]
+                out_grads[i] = _zeros(o._value.shape, o._value.dtype)
+            in_grads = _call_backward(rec, out_grads)
+        else:
+            in_grads = [None] * len(rec.input_ids)
+        for i, g in enumerate(in_grads):
+            tid = rec.input_ids[i]
+            if g is not None:
+                lst = gradients.setdefault(tid, [])
+                lst.append(g)
+                if len(lst) > _MIN_AGGREGATE_COUNT:
+                    size = gradients_size.get(tid)
+                    if size is None:
+                        size = gradients_size[tid] = int(lst[0]._value.size)
+                    if len(lst) * size * 4 > _MIN_AGGREGATE_BYTES:
+                        gradients[tid] = [_aggregate(lst)]
+            if tid not in usage:
+                continue
+            usage[tid] -= 1
+            if usage[tid] > 0:
+                continue
+            producer = tensor_tape.get(tid)
+            if producer is None:
+                gradients.pop(tid, None)
+                continue
+            if producer == -1:
+                continue
+            if producer in missing:
+                missing[producer] -= 1
+                if missing[producer] == 0:
+                    op_stack.insert(0, producer)
+    if op_tape:
+        raise RuntimeError("Invalid tape state.")
+    result = []
+    for sid in source_ids:
+        gl = gradients.get(sid)
+        if gl is None:
+            result.append(None)
+        else:
+            if len(gl) > 1:
+                gradients[sid] = gl = [_aggregate(gl)]
+            result.append(gl[0])
+    return result
+
+
+# ============================================================ the public class
+def _source_id(x):
+    """(id, shape, numpy dtype, is_variable) of a gradient source."""
+    if _is_variable(x):
+        return x._handle_id, x._value.shape, x._value.dtype
+    if isinstance(x, EagerTensor):
+        return x._id, x._value.shape, x._value.dtype
+    raise TypeError(f"Sources of GradientTape.gradient must be tensors or variables, got {x!r} "
+                    f"({type(x).__name__}).")
+
+
+def _target_id(t):
+    if _is_variable(t):
+        return t._handle_id, t._value.shape, t._value.dtype
+    if not isinstance(t, EagerTensor):
+        t = convert_to_tensor(t)
+    return t._id, t._value.shape, t._value.dtype
+
+
+class GradientTape:
+    """Record operations for automatic differentiation (``tf.GradientTape``)."""
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self._persistent = bool(persistent)
+        self._watch_accessed_variables = bool(watch_accessed_variables)
+        self._tape = None
+        self._recording = False
+        self._watched_variables = ()
+        self._graph_state = None  # set while used inside a jitgrad.function trace
+        self._created = False
+
+    # ---------------------------------------------------------------- context
+    def __enter__(self):
+        self._push_tape()
+        return self
+
+    def __exit__(self, typ, value, traceback):
+        if self._recording:
+            self._pop_tape()
+        return False
+
+    def _push_tape(self):
+        if self._recording:
+            raise ValueError("Tape is still recording, This can happen if you try to re-enter an "
+                             "already-active tape.")
+        if self._tape is None:
+            self._tape = _Tape(self._persistent)
+        if not context.executing_eagerly():
+            if self._graph_state is None:
+                self._graph_state = _GraphTapeState(context.get_default_graph())
+        _push(self)
+        self._recording = True
+
+    def _pop_tape(self):
+        if not self._recording:
+            raise ValueError("Tape is not recording.")
+        _pop(self)
+        self._recording = False
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        """Temporarily stops recording operations on this tape."""
+        if not self._recording:
+            raise ValueError("Tape is not recording.")
+        gs = self._graph_state
+        start = len(gs.graph._ops) if gs is not None else None
+        self._pop_tape()
+        try:
+            yield
+        finally:
+            if gs is not None:
+                gs.stopped_ops.extend(gs.graph._ops[start:])
+            self._push_tape()
+
+    def reset(self):
+        """Clears all information stored in this tape."""
+        self._tape = None
+        if self._graph_state is not None:
+            self._graph_state = _GraphTapeState(self._graph_state.graph)
+        if self._recording:
+            _pop(self)
+            self._recording = False
+            self._push_tape()
+
+    # ---------------------------------------------------------------- watching
+    def watch(self, tensor):
+        """Ensures that ``tensor`` (a tensor, variable or nest of them) is traced by this tape."""
+        if self._tape is None:
+            self._tape = _Tape(self._persistent)
+        for t in _flatten(tensor):
+            if _is_variable(t):
+                self._tape.watch_variable(t)
+                if self._graph_state is not None:
+                    self._graph_state.watched.add(t._handle_id)
+            elif isinstance(t, EagerTensor):
+                if t._value.dtype.kind != "f":
+                    _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r",
+                                 t.dtype)
+                self._tape.watch(t._id)
+            elif isinstance(t, Tensor):
+                if self._graph_state is None:
+                    self._graph_state = _GraphTapeState(t.graph)
+                self._graph_state.watched.add(id(t))
+            else:
+                raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or "
+                                 "tf.Variable or ExtensionType.")
+
+    def watched_variables(self):
+        """Variables watched by this tape, in creation order (TF keeps them in a set ordered by id)."""
+        if self._tape is not None:
+            self._watched_variables = tuple(v for _, v in sorted(self._tape.watched_variables.items()))
+        return self._watched_variables
+
+    # ---------------------------------------------------------------- gradients
+    def _begin_compute(self):
+        if self._tape is None:
+            raise RuntimeError(_NON_PERSISTENT_MSG)
+        if self._recording and not self._persistent:
+            self._pop_tape()
+
+    def _finish_compute(self):
+        if not self._persistent:
+            self.watched_variables()
+            self._tape = None
+
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+        """Computes the gradient of (the sum of) ``target`` with respect to ``sources``.
+
+        The result has the structure of ``sources``; unconnected sources give None (or zeros
+        with ``unconnected_gradients=tf.UnconnectedGradients.ZERO``).
+        """
+        self._begin_compute()
+        unconnected_gradients = _unconnected(unconnected_gradients)
+        flat_targets = _flatten(target)
+        flat_sources = _flatten(sources)
+        if output_gradients is not None:
+            output_gradients = _flatten(output_gradients)
+            if len(output_gradients) != len(flat_targets):
+                raise ValueError(f"Mismatch: {len(output_gradients)} output_gradients for "
+                                 f"{len(flat_targets)} targets")
+        if self._graph_state is not None and any(isinstance(t, Tensor) for t in flat_targets) \
+                or not context.executing_eagerly():
+            result = self._graph_gradient(flat_targets, flat_sources, output_gradients, unconnected_gradients)
+            self._finish_compute()
+            return _pack_as(sources, result)
+        tids, tshapes = [], []
+        for t in flat_targets:
+            tid, shape, dt = _target_id(t)
+            tids.append(tid)
+            tshapes.append((shape, dt))
+        srcs = [_source_id(s) for s in flat_sources]
+        sids = [s[0] for s in srcs]
+        stt = {}
+        for tid, sh in zip(tids, tshapes):
+            if tid in set(sids):
+                stt[tid] = sh
+        ogs = []
+        if output_gradients is not None:
+            for og, (shape, dt) in zip(output_gradients, tshapes):
+                if og is None:
+                    ogs.append(None)
+                elif _is_variable(og):
+                    ogs.append(EagerTensor(og._value))
+                elif isinstance(og, EagerTensor):
+                    ogs.append(og)
+                else:
+                    ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
+        flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs)
+        for i, s in enumerate(srcs):
+            if s[2].kind != "f" and flat_grad[i] is not None:
+                flat_grad[i] = None  # integer sources are not differentiable
+            if flat_grad[i] is None and unconnected_gradients == UnconnectedGradients.ZERO:
+                flat_grad[i] = _zeros(s[1], s[2])
+        self._finish_compute()
+        return _pack_as(sources, flat_grad)
+
+    # ---------------------------------------------------------------- jacobians
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """The jacobian of ``target`` w.r.t. each source: shape target.shape + source.shape."""
+        self._begin_compute()
+        unconnected_gradients = _unconnected(unconnected_gradients)
+        flat_sources = _flatten(sources)
+        if isinstance(target, Tensor) or not context.executing_eagerly():
+            out = self._graph_jacobian(target, flat_sources, unconnected_gradients)
+            self._finish_compute()
+            return _pack_as(sources, out)
+        if not experimental_use_pfor and not self._persistent:
+            raise RuntimeError("GradientTape must be created with persistent=True to compute the jacobian "
+                               "with eager execution enabled and with experimental_use_pfor set to False.")
+        tid, yshape, ydt = _target_id(target)
+        srcs = [_source_id(s) for s in flat_sources]
+        n = int(np.prod(yshape, dtype=np.int64))
+        rows = np.eye(n, dtype=ydt).reshape((n,) + tuple(yshape))
+        grads = self._batched_backward(tid, (yshape, ydt), srcs, rows, experimental_use_pfor)
+        out = []
+        for g, (sid, xshape, xdt) in zip(grads, srcs):
+            if g is None or xdt.kind != "f":
+                out.append(_zeros(tuple(yshape) + tuple(xshape), xdt)
+                           if unconnected_gradients == UnconnectedGradients.ZERO else None)
+            else:
+                out.append(_reshape(g, tuple(yshape) + tuple(xshape)))
+        self._finish_compute()
+        return _pack_as(sources, out)
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """Per-example jacobians: target [b, y...], source [b, x...] -> [b, y..., x...]."""
+        self._begin_compute()
+        unconnected_gradients = _unconnected(unconnected_gradients)
+        if isinstance(target, Tensor) or not context.executing_eagerly():
+            raise NotImplementedError("batch_jacobian inside jitgrad.function is not supported yet; "
+                                      "use it eagerly.")
+        tid, yshape, ydt = _target_id(target)
+        src = _source_id(source)
+        xshape = src[1]
+        if len(yshape) < 2 or len(xshape) < 2 or yshape[0] != xshape[0]:
+            if len(yshape) < 2 or len(xshape) < 2:
+                raise ValueError(f"Shape must be at least rank 2 (target shape {TensorShape(yshape)}, source "
+                                 f"shape {TensorShape(xshape)}).")
+            raise ValueError(f"Need first dimension of target shape ({TensorShape(yshape)}) and source shape "
+                             f"({TensorShape(xshape)}) to match.")
+        if not experimental_use_pfor and not self._persistent:
+            raise RuntimeError("GradientTape must be created with persistent=True to compute the batch_jacobian "
+                               "with eager execution enabled and with experimental_use_pfor set to False.")
+        b = yshape[0]
+        m = int(np.prod(yshape[1:], dtype=np.int64))
+        eye = np.eye(m, dtype=ydt).reshape((m, 1) + tuple(yshape[1:]))
+        rows = np.ascontiguousarray(np.broadcast_to(eye, (m,) + tuple(yshape)))
+        (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows, experimental_use_pfor)
+        full = tuple(yshape) + tuple(xshape[1:])
+        if g is None or src[2].kind != "f":
+            out = _zeros(full, src[2]) if unconnected_gradients == UnconnectedGradients.ZERO else None
+        else:
+            from .ops.array_ops import transpose
+            g = _reshape(g, (m, b) + tuple(xshape[1:]))
+            perm = [1, 0] + list(range(2, g.shape.rank))
+            out = _reshape(transpose(g, perm), full)
+        self._finish_compute()
+        return out
+
+    def _batched_backward(self, tid, tspec, srcs, rows, use_pfor):
+        """Backward pass for a batch of output gradients ``rows`` ([n] + target shape).
+        Returns per source an ndarray [n] + source shape, or None."""
+        sids = [s[0] for s in srcs]
+        stt = {tid: tspec} if tid in sids else {}
+        n = rows.shape[0]
+        if n == 0:
+            return [_zeros((0,) + tuple(s[1]), s[2]) for s in srcs]
+        if use_pfor and not _stack:
+            eager._batching[0] = True
+            try:
+                grads = compute_gradient(self._tape, [tid], sids, stt, [BatchedTensor(rows)], keep_tape=True)
+            finally:
+                eager._batching[0] = False
+            out = []
+            for g, s in zip(grads, srcs):
+                if g is None:
+                    out.append(None)
+                elif type(g) is BatchedTensor:
+                    out.append(EagerTensor(g._value))
+                else:  # did not depend on the output gradient (e.g. zeros)
+                    out.append(EagerTensor(np.ascontiguousarray(np.broadcast_to(g._value, (n,) + g._value.shape))))
+            return out
+        # Per-row fallback, with public ops so that outer tapes record it (higher order), also
+        # used for experimental_use_pfor=False.
+        from .ops.array_ops import stack
+        per_row = []
+        for i in range(n):
+            per_row.append(compute_gradient(self._tape, [tid], sids, stt, [EagerTensor(rows[i])], keep_tape=True))
+        out = []
+        for j, s in enumerate(srcs):
+            if all(r[j] is None for r in per_row):
+                out.append(None)
+            else:
+                out.append(stack([r[j] if r[j] is not None else _zeros(s[1], s[2]) for r in per_row]))
+        return out
+
+    # ---------------------------------------------------------------- graph mode (inside jitgrad.function)
+    def _graph_sources(self, flat_sources):
+        from .function import _read_in_trace
+        gs = self._graph_state
+        xs, watched = [], []
+        for s in flat_sources:
+            if _is_variable(s):
+                xs.append(_read_in_trace(s, None))
+                watched.append(gs is None or s._handle_id in gs.watched or
+                               (self._watch_accessed_variables and s.trainable))
+            elif isinstance(s, Tensor):
+                xs.append(s)
+                watched.append(gs is not None and id(s) in gs.watched)
+            else:
+                xs.append(convert_to_tensor(s))
+                watched.append(False)
+        return xs, watched
+
+    def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
+        from .gradients import gradients
+        xs, watched = self._graph_sources(flat_sources)
+        ys = [convert_to_tensor(t) for t in flat_targets]
+        stop = []
+        if self._graph_state is not None:
+            stop = [o for op in self._graph_state.stopped_ops for o in op.outputs]
+        use = [i for i, w in enumerate(watched) if w and xs[i].dtype.is_floating]
+        result = [None] * len(xs)
+        if use:
+            gs = gradients(ys, [xs[i] for i in use], grad_ys=output_gradients, stop_gradients=stop or None,
+                           unconnected_gradients=unconnected)
+            for i, g in zip(use, gs):
+                result[i] = g
+        if unconnected == UnconnectedGradients.ZERO:
+            from .ops.math_ops import zeros_like
+            result = [zeros_like(x) if g is None else g for g, x in zip(result, xs)]
+        return result
+
+    def _graph_jacobian(self, target, flat_sources, unconnected):
+        from .gradients import gradients
+        from .ops import array_ops, math_ops
+        xs, watched = self._graph_sources(flat_sources)
+        y = convert_to_tensor(target)
+        if not y.shape.is_fully_defined():
+            raise ValueError("jacobian inside jitgrad.function needs a target with a fully defined shape.")
+        n = y.shape.num_elements()
+        flat = array_ops.reshape(y, [-1])
+        out = []
+        for x, w in zip(xs, watched):
+            if not w or not x.dtype.is_floating:
+                out.append(array_ops.zeros(y.shape.as_list() + x.shape.as_list(), x.dtype)
+                           if unconnected == UnconnectedGradients.ZERO else None)
+                continue
+            rows = []
+            for i in range(n):
+                g = gradients(flat[i], x)[0]
+                rows.append(math_ops.zeros_like(x) if g is None else g)
+            j = array_ops.stack(rows) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
+            out.append(array_ops.reshape(j, y.shape.as_list() + x.shape.as_list()))
+        return out
+
+
+class _GraphTapeState:
+    def __init__(self, graph):
+        self.graph = graph
+        self.watched = set()
+        self.stopped_ops = []
+
+
+def _reshape(t, shape):
+    from .ops.array_ops import reshape
+    return t if tuple(t._value.shape) == tuple(shape) else reshape(t, list(shape))
+
+
+def _unconnected(u):
+    try:
+        return UnconnectedGradients(u)
+    except ValueError:
+        raise ValueError(f"Unknown value for unconnected_gradients: {u!r}") from None
+
+
+# ============================================================ batching rules (vectorised jacobians)
+def _row_shape(t):
+    return t._value.shape[1:] if type(t) is BatchedTensor else t._value.shape
+
+
+def _align(arr, row_rank, rank):
+    """[B] + row shape -> [B] + ones + row shape, so numpy broadcasting lines rows up."""
+    if row_rank == rank:
+        return arr
+    return arr.reshape((arr.shape[0],) + (1,) * (rank - row_rank) + arr.shape[1:])
+
+
+def _rule_elementwise(opdef, inputs, flags, attrs, specs, B):
+    rank = len(specs[0][0])
+    arrays = [(_align(t._value, t._value.ndim - 1, rank) if f else t._value) for t, f in zip(inputs, flags)]
+    if opdef.name == "AddN":
+        full = (B,) + tuple(specs[0][0])
+        out = np.array(np.broadcast_to(arrays[0], full), dtype=arrays[0].dtype)
+        for a in arrays[1:]:
+            out += a
+        return (out,)
+    return run_kernel(opdef, arrays, attrs)
+
+
+def _rule_reduce(opdef, inputs, flags, attrs, specs, B):
+    x = inputs[0]._value
+    r = x.ndim - 1
+    axes = normalize_axes(attrs["axis"], r)
+    return run_kernel(opdef, [x], dict(attrs, axis=tuple(a + 1 for a in axes)))
+
+
+def _rule_sum_to_shape(opdef, inputs, flags, attrs, specs, B):
+    if flags[1]:
+        return None
+    g = inputs[0]._value
+    target = tuple(inputs[1]._value.shape)
+    gr = g.shape[1:]
+    extra = len(gr) - len(target)
+    if extra < 0:
+        g = _align(g, len(gr), len(target))
+        gr, extra = g.shape[1:], 0
+    axes = tuple(range(1, 1 + extra)) + tuple(
+        1 + extra + i for i, d in enumerate(target) if d == 1 and gr[extra + i] != 1)
+    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
+    return (out.reshape((B,) + target),)
+
+
+def _rule_broadcast_to_shape_of(opdef, inputs, flags, attrs, specs, B):
+    if flags[1]:
+        return None
+    x = inputs[0]._value
+    target = tuple(inputs[1]._value.shape)
+    x = _align(x, x.ndim - 1, len(target))
+    return (np.ascontiguousarray(np.broadcast_to(x, (B,) + target)),)
+
+
+def _rule_unreduce(opdef, inputs, flags, attrs, specs, B):
+    if flags[1]:
+        return None
+    g = inputs[0]._value
+    ref = tuple(inputs[1]._value.shape)
+    axes = normalize_axes(attrs["axis"], len(ref))
+    if not attrs["keepdims"]:
+        g = g.reshape((B,) + tuple(1 if i in axes else d for i, d in enumerate(ref)))
+    return (np.ascontiguousarray(np.broadcast_to(g, (B,) + ref)),)
+
+
+def _rule_reshape(opdef, inputs, flags, attrs, specs, B):
+    if any(flags[1:]):
+        return None
+    return (np.reshape(inputs[0]._value, (B,) + tuple(specs[0][0])),)
+
+
+def _rule_matmul(opdef, inputs, flags, attrs, specs, B):
+    a, b = inputs[0]._value, inputs[1]._value
+    if attrs["transpose_a"]:
+        a = np.swapaxes(a, -1, -2)
+    if attrs["transpose_b"]:
+        b = np.swapaxes(b, -1, -2)
+    return (np.matmul(a, b),)
+
+
+def _rule_transpose(opdef, inputs, flags, attrs, specs, B):
+    perm = attrs["perm"]
+    x = inputs[0]._value
+    perm = tuple(range(x.ndim - 1)) if perm is None else tuple(perm)
+    return (np.ascontiguousarray(np.transpose(x, (0,) + tuple(p + 1 for p in perm))),)
+
+
+_RULES = {
+    "Sum": _rule_reduce, "Mean": _rule_reduce, "Max": _rule_reduce, "Min": _rule_reduce, "Prod": _rule_reduce,
+    "SumToShape": _rule_sum_to_shape, "BroadcastToShapeOf": _rule_broadcast_to_shape_of,
+    "Unreduce": _rule_unreduce, "Reshape": _rule_reshape, "ReshapeLike": _rule_reshape,
+    "MatMul": _rule_matmul, "Transpose": _rule_transpose,
+}
+_NOT_ELEMENTWISE = {"Fill", "BroadcastToShapeOf", "Unreduce", "PlaceholderWithDefault"}
+
+
+def _rule_per_row(opdef, inputs, flags, attrs, B):
+    rows = []
+    for b in range(B):
+        rows.append(run_kernel(opdef, [t._value[b] if f else t._value for t, f in zip(inputs, flags)], attrs))
+    return tuple(np.stack([np.asarray(r[k]) for r in rows]) for k in range(len(rows[0])))
+
+
+def _batch_execute(opdef, inputs, attrs):
+    from .errors import InvalidArgumentError
+    flags = [type(t) is BatchedTensor for t in inputs]
+    B = next(t._value.shape[0] for t, f in zip(inputs, flags) if f)
+    try:
+        specs = opdef.infer([_row_shape(t) for t in inputs], [t.dtype for t in inputs], attrs)
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"{opdef.name}: {e}") from None
+    outs = None
+    rule = _RULES.get(opdef.name)
+    with np.errstate(all="ignore"):
+        if rule is not None:
+            outs = rule(opdef, inputs, flags, attrs, specs, B)
+        elif opdef.kind == "elementwise" and opdef.name not in _NOT_ELEMENTWISE and len(specs) == 1:
+            try:
+                same = tuple(np.broadcast_shapes(*[_row_shape(t) for t in inputs])) == tuple(specs[0][0])
+            except ValueError:
+                same = False
+            if same:
+                outs = _rule_elementwise(opdef, inputs, flags, attrs, specs, B)
+        if outs is None:
+            outs = _rule_per_row(opdef, inputs, flags, attrs, B)
+    results = []
+    for arr, (shape, dt) in zip(outs, specs):
+        arr = np.asarray(arr)
+        if arr.dtype != dt.np:
+            arr = arr.astype(dt.np)
+        if arr.shape != (B,) + tuple(shape):
+            arr = np.ascontiguousarray(np.broadcast_to(arr, (B,) + tuple(shape)))
+        results.append(BatchedTensor(arr))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+eager._batch_execute[0] = _batch_execute

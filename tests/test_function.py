@@ -1,0 +1,166 @@
+"""jitgrad.function: tracing, retracing, variables, GradientTape inside, training step."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+
+def test_traces_once_per_signature():
+    calls = []
+
+    @tf.function
+    def f(x, scale=2.0):
+        calls.append(1)
+        return x * scale + 1.0
+
+    a = f(tf.constant([1.0, 2.0]))
+    assert isinstance(a, tf.EagerTensor) and a.numpy().tolist() == [3.0, 5.0]
+    f(tf.constant([3.0, 4.0]))
+    assert f.experimental_get_tracing_count() == 1
+    f(tf.constant([1.0, 2.0, 3.0]))            # new shape
+    f(tf.constant([1.0, 2.0], tf.float64))     # new dtype
+    f(tf.constant([1.0, 2.0]), scale=3.0)      # new Python value
+    f(tf.constant([1.0, 2.0]), scale=3.0)
+    assert f.experimental_get_tracing_count() == 4 == len(calls)
+    assert f(np.array([1.0], np.float32)).numpy().tolist() == [3.0]
+
+
+def test_input_signature_and_decorator_with_args():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)], jit_compile=True)
+    def f(x):
+        return tf.reduce_sum(x * x)
+
+    assert float(f(tf.constant([1.0, 2.0]))) == 5.0
+    assert float(f(tf.constant([1.0, 2.0, 3.0]))) == 14.0
+    assert f.experimental_get_tracing_count() == 1
+    with pytest.raises(TypeError):
+        f(tf.constant([[1.0]]))
+    assert repr(tf.TensorSpec([None, 2])) == "TensorSpec(shape=(None, 2), dtype=tf.float32, name=None)"
+
+
+def test_structured_outputs():
+    @tf.function
+    def f(x):
+        return {"a": x + 1.0, "b": [x * 2.0, (x,)], "c": None, "d": 3}
+
+    out = f(tf.constant(1.0))
+    assert float(out["a"]) == 2.0 and float(out["b"][0]) == 2.0 and float(out["b"][1][0]) == 1.0
+    assert out["c"] is None and out["d"] == 3
+
+
+def test_captured_variables_read_and_assign():
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        before = v + 0.0
+        v.assign_add(x)
+        after = v * 1.0
+        return before, after
+
+    b, a = f(tf.constant(2.0))
+    assert (float(b), float(a), float(v)) == (1.0, 3.0, 3.0)
+    b, a = f(tf.constant(2.0))
+    assert (float(b), float(a), float(v)) == (3.0, 5.0, 5.0)
+    assert f.experimental_get_tracing_count() == 1
+    v.assign(0.0)  # eager writes are seen by the traced graph
+    assert float(f(tf.constant(1.0))[1]) == 1.0
+
+
+def test_gradient_tape_inside_function():
+    x0 = tf.Variable(0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as t:
+            y = 2 * ((x0 - 2) ** 2) + 3
+        g = t.gradient(y, x0)
+        x0.assign_sub(0.1 * g)
+        return g
+
+    for _ in range(50):
+        step()
+    assert f"{x0.numpy()}" == "1.9999998807907104"
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_tape_inside_function_watch_and_unconnected():
+    @tf.function
+    def f(x, z):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = x * x
+        return t.gradient(y, x), t.gradient(y, z), t.gradient(y, z, unconnected_gradients="zero")
+
+    g, gz, gz0 = f(tf.constant(3.0), tf.constant(1.0))
+    assert float(g) == 6.0 and gz is None and float(gz0) == 0.0
+
+
+def _mlp_params(seed=0):
+    rng = np.random.default_rng(seed)
+    return [tf.Variable(rng.standard_normal((8, 16)).astype(np.float32) * 0.3),
+            tf.Variable(np.zeros(16, np.float32)),
+            tf.Variable(rng.standard_normal((16, 4)).astype(np.float32) * 0.3),
+            tf.Variable(np.zeros(4, np.float32))]
+
+
+def _train_step(params, x, y, lr=0.1):
+    W1, b1, W2, b2 = params
+    with tf.GradientTape() as t:
+        h = tf.nn.relu(tf.matmul(x, W1) + b1)
+        logits = tf.matmul(h, W2) + b2
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    grads = t.gradient(loss, params)
+    for p, g in zip(params, grads):
+        p.assign_sub(lr * g)
+    return loss
+
+
+def test_mlp_training_step_function_matches_eager():
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.standard_normal((32, 8)).astype(np.float32))
+    y = tf.constant(np.eye(4, dtype=np.float32)[rng.integers(0, 4, 32)])
+    pe, pf = _mlp_params(), _mlp_params()
+    step = tf.function(lambda x, y: _train_step(pf, x, y))
+    le = [float(_train_step(pe, x, y)) for _ in range(5)]
+    lf = [float(step(x, y)) for _ in range(5)]
+    assert step.experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(lf, le, rtol=1e-5)
+    assert le[-1] < le[0]
+    for a, b in zip(pe, pf):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_nested_function_calls_inline_and_methods():
+    @tf.function
+    def inner(x):
+        return x * 2.0
+
+    class M:
+        def __init__(self):
+            self.v = tf.Variable(3.0)
+
+        @tf.function
+        def __call__(self, x):
+            return inner(x) + self.v
+
+    m = M()
+    assert float(m(tf.constant(1.0))) == 5.0
+    assert float(m(tf.constant(2.0))) == 7.0
+    assert inner.experimental_get_tracing_count() == 0  # traced inline into the outer graph
+
+
+def test_repeated_updates_in_one_call():
+    v = tf.Variable([1.0, 1.0])
+
+    @tf.function
+    def f():
+        v.assign_add([1.0, 2.0])
+        v.assign_sub([0.5, 0.5])
+        r = v * 2.0
+        v.assign(r)
+        v.assign_add([1.0, 1.0])
+        return r
+
+    r = f()
+    assert r.numpy().tolist() == [3.0, 5.0] and v.numpy().tolist() == [4.0, 6.0]

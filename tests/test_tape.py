@@ -1,0 +1,268 @@
+"""tf.GradientTape: API, structures, errors, jacobians, nesting."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+RNG = np.random.default_rng(0)
+
+
+def _c(shape):
+    return tf.constant(RNG.standard_normal(shape).astype(np.float32))
+
+
+def test_unwatched_constant_gives_none():
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t:
+        y = x * x
+    assert t.gradient(y, x) is None
+
+
+def test_non_persistent_second_call_raises():
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    t.gradient(y, x)
+    with pytest.raises(RuntimeError, match="non-persistent GradientTape can only be used to compute one set"):
+        t.gradient(y, x)
+
+
+def test_persistent_repeats_and_jacobian_after_gradient():
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+    for _ in range(3):
+        np.testing.assert_array_equal(t.gradient(y, x).numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(t.jacobian(y, x).numpy(), np.diag([2.0, 4.0]))
+
+
+@pytest.mark.parametrize("kind", ["list", "tuple", "dict", "single", "nested"])
+def test_source_structures(kind):
+    a, b = tf.constant(2.0), tf.constant(3.0)
+    with tf.GradientTape() as t:
+        t.watch([a, b])
+        y = a * b
+    src = {"list": [a, b], "tuple": (a, b), "dict": {"x": a, "y": b}, "single": a,
+           "nested": {"p": [a, (b,)]}}[kind]
+    g = t.gradient(y, src)
+    if kind == "list":
+        assert isinstance(g, list) and [float(v) for v in g] == [3.0, 2.0]
+    elif kind == "tuple":
+        assert isinstance(g, tuple) and [float(v) for v in g] == [3.0, 2.0]
+    elif kind == "dict":
+        assert float(g["x"]) == 3.0 and float(g["y"]) == 2.0
+    elif kind == "single":
+        assert float(g) == 3.0
+    else:
+        assert float(g["p"][0]) == 3.0 and float(g["p"][1][0]) == 2.0
+
+
+def test_unconnected_zero_and_none():
+    x, z = tf.constant([1.0, 2.0]), tf.constant([[1.0]])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, z])
+        y = tf.reduce_sum(x)
+    assert t.gradient(y, [x, z])[1] is None
+    gz = t.gradient(y, z, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    assert gz.shape == (1, 1) and float(gz[0, 0]) == 0.0
+    gz = t.gradient(y, z, unconnected_gradients="zero")
+    assert gz.numpy().tolist() == [[0.0]]
+
+
+def test_output_gradients_weight_targets():
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y1, y2 = x * x, x * x * x
+    g = t.gradient([y1, y2], x, output_gradients=[tf.constant(0.5), 2.0])
+    assert float(g) == pytest.approx(0.5 * 4 + 2 * 12)
+
+
+def test_stop_gradient_and_integer_sources():
+    x = tf.constant(2.0)
+    i = tf.constant(3)
+    with tf.GradientTape() as t:
+        t.watch([x, i])
+        y = tf.stop_gradient(x * x) * x + tf.cast(i, tf.float32)
+    gx, gi = t.gradient(y, [x, i])
+    assert float(gx) == 4.0 and gi is None
+
+
+def test_stop_recording_and_reset():
+    x = tf.constant(5.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        with t.stop_recording():
+            y = x * x
+        z = 3 * x
+    assert float(t.gradient([y, z], x)) == 3.0
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+        t.reset()
+        z = x * 2  # x no longer watched
+    assert t.gradient(z, x) is None
+
+
+def test_variables_watch_and_trainable():
+    v = tf.Variable(3.0)
+    w = tf.Variable(2.0, trainable=False)
+    with tf.GradientTape() as t:
+        y = v * w
+    gv, gw = t.gradient(y, [v, w])
+    assert float(gv) == 2.0 and gw is None
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        y = v * v
+    assert t.gradient(y, v) is None
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        t.watch(w)
+        y = v * w
+    assert t.gradient(y, w).numpy() == 3.0
+    assert t.watched_variables()[0] is w and len(t.watched_variables()) == 1
+
+
+def test_watched_variables_order_and_repr():
+    a, b = tf.Variable(1.0), tf.Variable([1.0, 2.0], name="b")
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(b) * a
+    wv = t.watched_variables()
+    assert wv[0] is a and wv[1] is b
+    assert repr(b) == "<tf.Variable 'b:0' shape=(2,) dtype=float32, numpy=array([1., 2.], dtype=float32)>"
+
+
+def test_nested_tapes_third_order():
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t3:
+        t3.watch(x)
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = x ** 4
+            d1 = t1.gradient(y, x)
+        d2 = t2.gradient(d1, x)
+    d3 = t3.gradient(d2, x)
+    assert [float(d1), float(d2), float(d3)] == [32.0, 48.0, 48.0]
+
+
+def test_reentering_recording_tape_raises():
+    t = tf.GradientTape()
+    with t:
+        with pytest.raises(ValueError):
+            t.__enter__()
+
+
+def _fd_jacobian(f, x, eps=1e-3):
+    x = x.astype(np.float64)
+    y0 = f(x)
+    J = np.zeros(y0.shape + x.shape)
+    for idx in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[idx] = eps
+        J[(...,) + idx] = (f(x + d) - f(x - d)) / (2 * eps)
+    return J
+
+
+def test_jacobian_broadcast_reduce_matmul_vs_finite_differences():
+    W = RNG.standard_normal((4, 3)).astype(np.float32)
+    b = RNG.standard_normal((3,)).astype(np.float32)
+    xv = RNG.standard_normal((5, 4)).astype(np.float32)
+    x = tf.constant(xv)
+
+    def np_f(x):
+        h = np.tanh(x @ W + b)
+        return (h * h).sum(axis=1) / 2 + h.mean(axis=1)
+
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        h = tf.tanh(tf.matmul(x, W) + b)
+        y = tf.reduce_sum(h * h, axis=1) / 2.0 + tf.reduce_mean(h, axis=1)
+    J = t.jacobian(y, x)
+    assert J.shape == (5, 5, 4)
+    np.testing.assert_allclose(J.numpy(), _fd_jacobian(np_f, xv), rtol=2e-2, atol=2e-3)
+    # vectorised rows agree with one backward pass per row
+    np.testing.assert_allclose(J.numpy(), t.jacobian(y, x, experimental_use_pfor=False).numpy(), rtol=1e-6,
+                               atol=1e-7)
+
+
+def test_jacobian_variables_structure_and_unconnected():
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+    u = tf.Variable([1.0])
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(v * v, axis=0)
+    j = t.jacobian(y, {"v": v, "u": u})
+    assert j["u"] is None
+    assert j["v"].shape == (2, 2, 2)
+    expected = np.zeros((2, 2, 2), np.float32)
+    for k in range(2):
+        for i in range(2):
+            expected[k, i, k] = 2 * v.numpy()[i, k]
+    np.testing.assert_array_equal(j["v"].numpy(), expected)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(v, axis=1)
+    jz = t.jacobian(y, [u], unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    assert jz[0].shape == (2, 1) and not jz[0].numpy().any()
+
+
+def test_jacobian_of_scalar_and_sum_to_shape_broadcasts():
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    s = tf.constant([[2.0], [3.0]])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, s])
+        y = x * s  # (2, 3) by broadcasting
+    jx, js = t.jacobian(y, [x, s])
+    assert jx.shape == (2, 3, 1, 3) and js.shape == (2, 3, 2, 1)
+    np.testing.assert_array_equal(jx.numpy()[1, :, 0, :], 3.0 * np.eye(3))
+    np.testing.assert_array_equal(js.numpy()[0, :, 0, 0], [1.0, 2.0, 3.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        z = tf.reduce_sum(x * x)
+    assert t.jacobian(z, x).shape == (1, 3)
+
+
+def test_jacobian_non_persistent_without_pfor_raises():
+    x = tf.constant([1.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * 2
+    with pytest.raises(RuntimeError, match="persistent=True"):
+        t.jacobian(y, x, experimental_use_pfor=False)
+
+
+def test_batch_jacobian_shapes_and_values():
+    W = RNG.standard_normal((4, 3)).astype(np.float32)
+    xv = RNG.standard_normal((6, 4)).astype(np.float32)
+    x = tf.constant(xv)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = tf.tanh(tf.matmul(x, W))
+    bj = t.batch_jacobian(y, x)
+    assert bj.shape == (6, 3, 4)
+    full = t.jacobian(y, x).numpy()
+    for i in range(6):
+        np.testing.assert_allclose(bj.numpy()[i], full[i, :, i, :], rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError):
+        t.batch_jacobian(tf.reduce_sum(y, axis=1), x)
+
+
+def test_jacobian_higher_order_inside_outer_tape():
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = x * x * x
+        j = inner.jacobian(y, x)  # diag(3x^2), recorded by the outer tape
+    h = outer.gradient(j, x)  # d/dx sum(diag(3x^2)) = 6x
+    np.testing.assert_array_equal(h.numpy(), [6.0, 12.0])
+
+
+def test_target_list_sums_and_target_is_source():
+    x = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+    assert float(t.gradient([y, y], x)) == 12.0
+    assert float(t.gradient(x, x)) == 1.0
