@@ -132,6 +132,8 @@ class BaseSession:
         self._store = VariableStore()
         self._ctx = []
         self._fetch_cache = {}
+        self._plans = collections.OrderedDict()   # compiler plans (see compiler.execute)
+        self._feed_checked = {}                   # (id(tensor), shape) -> tensor, feeds validated
 
     # -- lifecycle
     def close(self):
@@ -161,26 +163,87 @@ class BaseSession:
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
+        plan = self._fetch_plan(fetches)
+        fed = self._fed_list(feed_dict)
+        if self.mode == "interpret" or _compiled_executor[0] is None:
+            from . import interpreter
+            values = interpreter.run(plan.elements, {id(t): v for t, v in fed}, self._store)
+        else:
+            values = _compiled_executor[0](self, plan.elements, fed)
+        return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
+
+    def explain(self, fetches, feed_dict=None):
+        """A report of how ``run(fetches, feed_dict)`` is compiled: pass stats,
+        fused loop nests, buffers, LLVM IR, assembly, compile time, and
+        whether the kernel came from memory, disk or a fresh compile."""
+        from . import compiler
+        plan = self._fetch_plan(fetches)
+        return compiler.explain(self, plan.elements, self._fed_list(feed_dict))
+
+    def _fetch_plan(self, fetches):
+        t = type(fetches)
+        key = None
+        if t is Tensor or t is Operation:
+            key = id(fetches)
+        elif t is list or t is tuple:
+            ids = []
+            for x in fetches:
+                tx = type(x)
+                if tx is not Tensor and tx is not Operation:
+                    ids = None
+                    break
+                ids.append(id(x))
+            if ids is not None:
+                key = (t, tuple(ids))
+        if key is not None:
+            hit = self._fetch_cache.get(key)
+            if hit is not None:
+                return hit[0]
         plan = _FetchPlan(self.graph, fetches)
-        feeds = self._feeds(feed_dict)
-        values = self._execute(plan.elements, feeds)
-        return plan.build([_to_result(v) for v in values])
+        if key is not None:
+            if len(self._fetch_cache) > 1024:
+                self._fetch_cache.clear()
+            self._fetch_cache[key] = (plan, fetches)   # holding fetches keeps the ids valid
+        return plan
+
+    def _fed_list(self, feed_dict):
+        """[(tensor, ndarray)] in feed_dict order, validated as TF does."""
+        if not feed_dict:
+            return []
+        fed = []
+        checked = self._feed_checked
+        for key, value in feed_dict.items():
+            tv = type(value)
+            if type(key) is Tensor:
+                if tv is float or tv is int:
+                    want = key.dtype.np
+                    if want.kind == "f" or (tv is int and want.kind in "iu"):
+                        arr = np.array(value, want)
+                        if (id(key), ()) in checked:
+                            fed.append((key, arr))
+                            continue
+                elif tv is np.ndarray and value.dtype == key.dtype.np and value.flags.c_contiguous:
+                    if (id(key), value.shape) in checked:
+                        fed.append((key, value))
+                        continue
+            t = _as_element(self.graph, key, "Feed")
+            if isinstance(t, Operation):
+                raise TypeError(f"Cannot feed an Operation ({t.name}); feed one of its output tensors.")
+            arr = _feed_array(t, value)
+            if len(checked) > 4096:
+                checked.clear()
+            checked[(id(t), arr.shape)] = t
+            fed.append((t, arr))
+        return fed
 
     def _feeds(self, feed_dict):
-        feeds = {}
-        if feed_dict:
-            for key, value in feed_dict.items():
-                t = _as_element(self.graph, key, "Feed")
-                if isinstance(t, Operation):
-                    raise TypeError(f"Cannot feed an Operation ({t.name}); feed one of its output tensors.")
-                feeds[id(t)] = (t, _feed_array(t, value))
-        return feeds
+        return {id(t): (t, a) for t, a in self._fed_list(feed_dict)}
 
     def _execute(self, elements, feeds):
         if self.mode == "interpret" or _compiled_executor[0] is None:
             from . import interpreter
             return interpreter.run(elements, {k: v for k, (t, v) in feeds.items()}, self._store)
-        return _compiled_executor[0](self, elements, feeds)
+        return _compiled_executor[0](self, elements, list(feeds.values()))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])
@@ -198,7 +261,7 @@ def _to_result(v):
     return v[()] if v.ndim == 0 else v
 
 
-# Set by jitgrad/codegen when the compiler is available: fn(session, elements, feeds) -> values.
+# Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.
 _compiled_executor = [None]
 
 

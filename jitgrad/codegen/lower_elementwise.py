@@ -1,0 +1,346 @@
+"""Elementwise lowerings: {op type: fn(kb, node, xs, W) -> value}.
+
+``xs`` are the input values already loaded/generated at the (broadcast)
+element index, as scalars (W == 1) or <W x T> vectors; None for shape-only
+inputs.  Semantics follow the numpy reference kernels, including NaN/inf
+propagation (no fast-math flags anywhere).
+"""
+from llvmlite import ir
+
+from .. import dtypes
+from . import vecmath
+from .kernel import (ERR_INT_DIV_ZERO, ERR_NEG_POW, I1, I8, reg_type, Unsupported)
+
+
+def _dt(node, k=0):
+    return node.outputs[k][1]
+
+
+def _is_float(dt):
+    return dt.is_floating
+
+
+def _in_dt(kb, node, k):
+    return kb.dtype(node.inputs[k])
+
+
+def _vm(kb, name, args):
+    return vecmath.emit(kb.b, name, args)
+
+
+def _isnan(kb, x):
+    return kb.b.fcmp_unordered("uno", x, x)
+
+
+def _binary_arith(fop, iop):
+    def f(kb, node, xs, W):
+        x, y = xs
+        if _is_float(_dt(node)):
+            return getattr(kb.b, fop)(x, y)
+        return getattr(kb.b, iop)(x, y)
+    return f
+
+
+def _safe_divisor(kb, y, W, dt):
+    """y with 0 (error) and -1 (overflow INT_MIN / -1 is UB) replaced by 1."""
+    b = kb.b
+    zero, one, mone = kb.const(dt, 0, W), kb.const(dt, 1, W), kb.const(dt, -1, W)
+    is0 = b.icmp_signed("==", y, zero)
+    kb.set_error(is0, ERR_INT_DIV_ZERO)
+    bad = b.or_(is0, b.icmp_signed("==", y, mone))
+    return b.select(bad, one, y), b.icmp_signed("==", y, mone)
+
+
+def _floordiv(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    dt = _dt(node)
+    if _is_float(dt):
+        q = b.fdiv(x, y)
+        return kb.intrinsic(f"llvm.floor.{kb.ty_suffix(q.type)}", q.type, [q])
+    ys, is_m1 = _safe_divisor(kb, y, W, dt)
+    q = b.sdiv(x, ys)
+    r = b.srem(x, ys)
+    zero = kb.const(dt, 0, W)
+    adj = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, ys), zero))
+    q = b.sub(q, b.zext(adj, q.type))
+    return b.select(is_m1, b.sub(zero, x), q)
+
+
+def _floormod(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    dt = _dt(node)
+    if _is_float(dt):
+        r = b.frem(x, y)
+        zero = kb.const(dt, 0, W)
+        fix = b.and_(b.fcmp_ordered("!=", r, zero),
+                     b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
+        r2 = b.select(fix, b.fadd(r, y), r)
+        # numpy: result takes the sign of y when it is zero
+        is0 = b.fcmp_ordered("==", r2, zero)
+        signed0 = kb.intrinsic(f"llvm.copysign.{kb.ty_suffix(r.type)}", r.type, [zero, y])
+        return b.select(is0, signed0, r2)
+    ys, is_m1 = _safe_divisor(kb, y, W, dt)
+    r = b.srem(x, ys)
+    zero = kb.const(dt, 0, W)
+    adj = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, ys), zero))
+    r = b.select(adj, b.add(r, ys), r)
+    return b.select(is_m1, zero, r)
+
+
+def _pow(kb, node, xs, W):
+    x, y = xs
+    dt = _dt(node)
+    if _is_float(dt):
+        return _vm(kb, "pow", [x, y])
+    b = kb.b
+    zero, one = kb.const(dt, 0, W), kb.const(dt, 1, W)
+    kb.set_error(b.icmp_signed("<", y, zero), ERR_NEG_POW)
+    result = one
+    base = x
+    e = y
+    for _ in range(dt.size * 8 - 1):
+        bit = b.icmp_signed("!=", b.and_(e, one), zero)
+        result = b.select(bit, b.mul(result, base), result)
+        base = b.mul(base, base)
+        e = b.ashr(e, one)
+    return result
+
+
+def _maximum(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    if _is_float(_dt(node)):
+        return b.select(b.or_(b.fcmp_ordered(">=", x, y), _isnan(kb, x)), x, y)
+    return b.select(b.icmp_signed(">=", x, y), x, y)
+
+
+def _minimum(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    if _is_float(_dt(node)):
+        return b.select(b.or_(b.fcmp_ordered("<=", x, y), _isnan(kb, x)), x, y)
+    return b.select(b.icmp_signed("<=", x, y), x, y)
+
+
+def _where_zero(kb, node, cond_val, val, W):
+    zero = kb.const(_dt(node), 0, W)
+    return kb.b.select(cond_val, zero, val)
+
+
+def _mul_no_nan(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    return _where_zero(kb, node, b.fcmp_ordered("==", y, kb.const(_dt(node), 0, W)), b.fmul(x, y), W)
+
+
+def _sqrt_grad(kb, node, xs, W):
+    y, dy = xs
+    b = kb.b
+    dt = _dt(node)
+    v = b.fdiv(b.fmul(kb.const(dt, 0.5, W), dy), y)
+    return _where_zero(kb, node, b.fcmp_ordered("==", dy, kb.const(dt, 0, W)), v, W)
+
+
+def _sqdiff(kb, node, xs, W):
+    x, y = xs
+    b = kb.b
+    if _is_float(_dt(node)):
+        d = b.fsub(x, y)
+        return b.fmul(d, d)
+    d = b.sub(x, y)
+    return b.mul(d, d)
+
+
+_FCMP = {"Less": "<", "LessEqual": "<=", "Greater": ">", "GreaterEqual": ">=", "Equal": "==",
+         "NotEqual": "!="}
+
+
+def _cmp(name):
+    op = _FCMP[name]
+
+    def f(kb, node, xs, W):
+        x, y = xs
+        dt = _in_dt(kb, node, 0)
+        if _is_float(dt):
+            if op == "!=":
+                return kb.b.fcmp_unordered(op, x, y)
+            return kb.b.fcmp_ordered(op, x, y)
+        if dt is dtypes.bool_:
+            return kb.b.icmp_unsigned(op, x, y)
+        return kb.b.icmp_signed(op, x, y)
+    return f
+
+
+def _neg(kb, node, xs, W):
+    (x,) = xs
+    if _is_float(_dt(node)):
+        return kb.b.fneg(x)
+    return kb.b.sub(kb.const(_dt(node), 0, W), x)
+
+
+def _abs(kb, node, xs, W):
+    (x,) = xs
+    if _is_float(_dt(node)):
+        return kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
+    b = kb.b
+    return b.select(b.icmp_signed("<", x, kb.const(_dt(node), 0, W)), b.sub(kb.const(_dt(node), 0, W), x), x)
+
+
+def _sign(kb, node, xs, W):
+    (x,) = xs
+    b = kb.b
+    dt = _dt(node)
+    zero, one, mone = kb.const(dt, 0, W), kb.const(dt, 1, W), kb.const(dt, -1, W)
+    if _is_float(dt):
+        return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), mone, x))
+    return b.select(b.icmp_signed(">", x, zero), one, b.select(b.icmp_signed("<", x, zero), mone, zero))
+
+
+def _square(kb, node, xs, W):
+    (x,) = xs
+    return kb.b.fmul(x, x) if _is_float(_dt(node)) else kb.b.mul(x, x)
+
+
+def _unary_vm(name):
+    def f(kb, node, xs, W):
+        return _vm(kb, name, xs)
+    return f
+
+
+def _reciprocal(kb, node, xs, W):
+    return kb.b.fdiv(kb.const(_dt(node), 1, W), xs[0])
+
+
+def _relu(kb, node, xs, W):
+    return _maximum(kb, node, [xs[0], kb.const(_dt(node), 0, W)], W)
+
+
+def _relu6(kb, node, xs, W):
+    m = _maximum(kb, node, [xs[0], kb.const(_dt(node), 0, W)], W)
+    return _minimum(kb, node, [m, kb.const(_dt(node), 6, W)], W)
+
+
+def _elu(kb, node, xs, W):
+    (x,) = xs
+    b = kb.b
+    return b.select(b.fcmp_ordered("<", x, kb.const(_dt(node), 0, W)), _vm(kb, "expm1", [x]), x)
+
+
+def _leaky_relu(kb, node, xs, W):
+    (x,) = xs
+    b = kb.b
+    dt = _dt(node)
+    alpha = kb.const(dt, dt.np.type(node.attrs["alpha"]), W)
+    return b.select(b.fcmp_ordered(">", x, kb.const(dt, 0, W)), x, b.fmul(x, alpha))
+
+
+def _identity(kb, node, xs, W):
+    return xs[0]
+
+
+def _cast(kb, node, xs, W):
+    (x,) = xs
+    src, dst = _in_dt(kb, node, 0), _dt(node)
+    b = kb.b
+    if src is dst:
+        return x
+    ty = kb.vec_type(reg_type(dst), W)
+    if dst is dtypes.bool_:
+        if _is_float(src):
+            return b.fcmp_unordered("!=", x, kb.const(src, 0, W))
+        return b.icmp_unsigned("!=", x, kb.const(src, 0, W))
+    if src is dtypes.bool_:
+        return b.uitofp(x, ty) if _is_float(dst) else b.zext(x, ty)
+    if _is_float(src) and _is_float(dst):
+        return b.fpext(x, ty) if dst.size > src.size else b.fptrunc(x, ty)
+    if _is_float(src):
+        return b.fptosi(x, ty)
+    if _is_float(dst):
+        return b.sitofp(x, ty)
+    return b.sext(x, ty) if dst.size > src.size else b.trunc(x, ty)
+
+
+def _select(kb, node, xs, W):
+    c, x, y = xs
+    return kb.b.select(c, x, y)
+
+
+def _addn(kb, node, xs, W):
+    acc = xs[0]
+    f = _is_float(_dt(node))
+    for x in xs[1:]:
+        acc = kb.b.fadd(acc, x) if f else kb.b.add(acc, x)
+    return acc
+
+
+def _const_like(value):
+    def f(kb, node, xs, W):
+        return kb.const(_dt(node), value, W)
+    return f
+
+
+def _logical(op):
+    def f(kb, node, xs, W):
+        if op == "not":
+            return kb.b.xor(xs[0], kb.const(dtypes.bool_, 1, W))
+        return getattr(kb.b, op)(xs[0], xs[1])
+    return f
+
+
+def _realdiv(kb, node, xs, W):
+    return kb.b.fdiv(xs[0], xs[1])
+
+
+ELEMENTWISE = {
+    "AddV2": _binary_arith("fadd", "add"),
+    "Sub": _binary_arith("fsub", "sub"),
+    "Mul": _binary_arith("fmul", "mul"),
+    "RealDiv": _realdiv,
+    "FloorDiv": _floordiv,
+    "FloorMod": _floormod,
+    "Pow": _pow,
+    "Maximum": _maximum,
+    "Minimum": _minimum,
+    "MulNoNan": _mul_no_nan,
+    "SqrtGrad": _sqrt_grad,
+    "SquaredDifference": _sqdiff,
+    "LogicalAnd": _logical("and_"),
+    "LogicalOr": _logical("or_"),
+    "LogicalNot": _logical("not"),
+    "Neg": _neg,
+    "Abs": _abs,
+    "Sign": _sign,
+    "Square": _square,
+    "Sqrt": _unary_vm("sqrt"),
+    "Rsqrt": _unary_vm("rsqrt"),
+    "Reciprocal": _reciprocal,
+    "Exp": _unary_vm("exp"),
+    "Expm1": _unary_vm("expm1"),
+    "Log": _unary_vm("log"),
+    "Log1p": _unary_vm("log1p"),
+    "Sin": _unary_vm("sin"),
+    "Cos": _unary_vm("cos"),
+    "Tan": _unary_vm("tan"),
+    "Tanh": _unary_vm("tanh"),
+    "Sigmoid": _unary_vm("sigmoid"),
+    "Softplus": _unary_vm("softplus"),
+    "Relu": _relu,
+    "Relu6": _relu6,
+    "Elu": _elu,
+    "LeakyRelu": _leaky_relu,
+    "Identity": _identity,
+    "StopGradient": _identity,
+    "PlaceholderWithDefault": _identity,
+    "Cast": _cast,
+    "SelectV2": _select,
+    "AddN": _addn,
+    "ZerosLike": _const_like(0),
+    "OnesLike": _const_like(1),
+    "Fill": _identity,
+    "BroadcastTo": _identity,
+    "BroadcastToShapeOf": _identity,
+}
+for _n in _FCMP:
+    ELEMENTWISE[_n] = _cmp(_n)

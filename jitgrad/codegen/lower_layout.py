@@ -1,0 +1,306 @@
+"""Layout (data movement) lowerings as index maps.
+
+LAYOUT: {op type: fn(kb, node, out_index, idx, W) -> value} maps an output
+element index to input element(s).  Affine maps (transpose, slice, unstack,
+split, unreduce) keep the vector lanes; non-affine ones (tile, gather,
+concat, stack, strided-slice gradient) scalarise and read materialised inputs
+(NEEDS_BUFFER) so that code size stays linear.
+ALIAS: reshape-like ops, free views of their (materialised) input's buffer.
+"""
+from llvmlite import ir
+
+from ..shapes import normalize_axes
+from .kernel import ERR_GATHER_RANGE, I64, c64
+
+ALIAS = {"Reshape", "ReshapeLike", "ExpandDims", "Squeeze"}
+
+
+def _in_shape(kb, node, k=0):
+    return kb.shape(node.inputs[k])
+
+
+def _transpose(kb, node, j, idx, W):
+    perm = node.attrs["perm"]
+    r = len(idx)
+    if perm is None:
+        perm = tuple(reversed(range(r)))
+    in_idx = [None] * r
+    for k, p in enumerate(perm):
+        in_idx[p] = idx[k]
+    return kb.gen(node.inputs[0], in_idx, W)
+
+
+def slice_map(spec, shape):
+    """Per input dim: ("fix", c) or ("map", out_dim, start, step)."""
+    consumed = sum(1 for s in spec if s[0] in ("int", "slice"))
+    res = []
+    dim = 0
+    out = 0
+    for s in spec:
+        if s[0] == "...":
+            for _ in range(len(shape) - consumed):
+                res.append(("map", out, 0, 1))
+                out += 1
+                dim += 1
+        elif s[0] == "new":
+            out += 1
+        elif s[0] == "int":
+            c = s[1] if s[1] >= 0 else s[1] + shape[dim]
+            res.append(("fix", c))
+            dim += 1
+        else:
+            start, stop, step = slice(s[1], s[2], s[3]).indices(shape[dim])
+            res.append(("map", out, start, step))
+            out += 1
+            dim += 1
+    while dim < len(shape):
+        res.append(("map", out, 0, 1))
+        out += 1
+        dim += 1
+    return res
+
+
+def _strided_slice(kb, node, j, idx, W):
+    m = slice_map(node.attrs["spec"], _in_shape(kb, node))
+    in_idx = []
+    for e in m:
+        if e[0] == "fix":
+            in_idx.append((c64(e[1]), 0))
+        else:
+            _, o, start, step = e
+            base, coeff = idx[o]
+            in_idx.append((kb.iadd(c64(start), kb.imul(base, step)), coeff * step))
+    return kb.gen(node.inputs[0], in_idx, W)
+
+
+def _strided_slice_grad(kb, node, j, idx, W):
+    g = node.inputs[0]
+    ref_shape = node.outputs[0][0]
+    m = slice_map(node.attrs["spec"], ref_shape)
+    g_shape = kb.shape(g)
+    # which output dims of the slice (g dims) correspond to input dims
+    dim_of = {e[1]: d for d, e in enumerate(m) if e[0] == "map"}
+    dt = node.outputs[0][1]
+
+    def scalar(ix, _W):
+        b = kb.b
+        ok = ir.Constant(ir.IntType(1), 1)
+        gidx = [(c64(0), 0)] * len(g_shape)
+        for d, e in enumerate(m):
+            i = ix[d][0]
+            if e[0] == "fix":
+                ok = b.and_(ok, b.icmp_signed("==", i, c64(e[1])))
+                continue
+            _, o, start, step = e
+            n = g_shape[o]
+            rel = b.sub(i, c64(start))
+            q = b.sdiv(rel, c64(step))
+            r = b.srem(rel, c64(step))
+            ok = b.and_(ok, b.icmp_signed("==", r, c64(0)))
+            ok = b.and_(ok, b.icmp_signed(">=", q, c64(0)))
+            ok = b.and_(ok, b.icmp_signed("<", q, c64(n)))
+            gidx[o] = (q, 0)
+        gidx = [(b.select(ok, q, c64(0)), 0) for q, _ in gidx]
+        if any(d == 0 for d in g_shape):
+            return kb.const(dt, 0)
+        v = kb.gen(g, gidx, 1)
+        return b.select(ok, v, kb.const(dt, 0))
+    del dim_of
+    return kb.scalarise(scalar, idx, W)
+
+
+def _tile(kb, node, j, idx, W):
+    mult = node.attrs["multiples"]
+    shp = _in_shape(kb, node)
+    x = node.inputs[0]
+    lane_nonaffine = any(mk > 1 and d > 1 and idx[k][1] != 0 for k, (mk, d) in enumerate(zip(mult, shp)))
+
+    def f(ix, W_):
+        in_idx = []
+        for k, (mk, d) in enumerate(zip(mult, shp)):
+            base, coeff = ix[k]
+            if d == 1:
+                in_idx.append((c64(0), 0))
+            elif mk == 1:
+                in_idx.append((base, coeff))
+            else:
+                in_idx.append((kb.b.urem(base, c64(d)), 0))
+        return kb.gen(x, in_idx, W_)
+    if lane_nonaffine:
+        return kb.scalarise(f, idx, W)
+    return f(idx, W)
+
+
+def _concat(kb, node, j, idx, W):
+    out_shape = node.outputs[0][0]
+    axis = node.attrs["axis"] % len(out_shape)
+    b = kb.b
+
+    def f(ix, W_):
+        i = ix[axis][0]
+        off = 0
+        val = None
+        for inp in node.inputs:
+            n = kb.shape(inp)[axis]
+            if n == 0:
+                continue
+            rel = kb.iadd(i, -off) if off else i
+            if not isinstance(rel, ir.Constant):
+                rel = b.select(b.icmp_signed("<", rel, c64(0)), c64(0), rel)
+                rel = b.select(b.icmp_signed(">", rel, c64(n - 1)), c64(n - 1), rel)
+            else:
+                rel = c64(min(max(rel.constant, 0), n - 1))
+            sub = list(ix)
+            sub[axis] = (rel, 0)
+            v = kb.gen(inp, sub, W_)
+            if val is None:
+                val = v
+            else:
+                val = b.select(b.icmp_signed(">=", i, c64(off)), v, val)
+            off += n
+        return val
+    if W > 1 and idx[axis][1] != 0:
+        return kb.scalarise(f, idx, W)
+    return f(idx, W)
+
+
+def _pack(kb, node, j, idx, W):
+    out_shape = node.outputs[0][0]
+    axis = node.attrs["axis"] % len(out_shape)
+    b = kb.b
+
+    def f(ix, W_):
+        k = ix[axis][0]
+        sub = ix[:axis] + ix[axis + 1:]
+        val = None
+        for n, inp in enumerate(node.inputs):
+            v = kb.gen(inp, sub, W_)
+            val = v if val is None else b.select(b.icmp_signed("==", k, c64(n)), v, val)
+        return val
+    if W > 1 and idx[axis][1] != 0:
+        return kb.scalarise(f, idx, W)
+    return f(idx, W)
+
+
+def _unpack(kb, node, j, idx, W):
+    axis = node.attrs["axis"] % len(_in_shape(kb, node))
+    return kb.gen(node.inputs[0], idx[:axis] + [(c64(j), 0)] + idx[axis:], W)
+
+
+def _split(kb, node, j, idx, W):
+    g_shape = _in_shape(kb, node)
+    axis = node.attrs["axis"] % len(g_shape)
+    off = sum(kb.shape(r)[axis] for r in node.inputs[1:1 + j])
+    sub = list(idx)
+    sub[axis] = (kb.iadd(idx[axis][0], off), idx[axis][1])
+    return kb.gen(node.inputs[0], sub, W)
+
+
+def _unreduce(kb, node, j, idx, W):
+    ref_shape = node.outputs[0][0]
+    g_shape = _in_shape(kb, node)
+    axes = normalize_axes(node.attrs["axis"], len(ref_shape))
+    if node.attrs["keepdims"]:
+        return kb.gen(node.inputs[0], kb.bcast_idx(idx, ref_shape, g_shape), W)
+    sub = [ix for k, ix in enumerate(idx) if k not in axes]
+    kept = tuple(d for k, d in enumerate(ref_shape) if k not in axes)
+    return kb.gen(node.inputs[0], kb.bcast_idx(sub, kept, g_shape), W)
+
+
+def _gather(kb, node, j, idx, W):
+    p, ind = node.inputs
+    p_shape, i_shape = kb.shape(p), kb.shape(ind)
+    axis = node.attrs["axis"] % len(p_shape)
+    ri = len(i_shape)
+    n = p_shape[axis]
+    dt = node.outputs[0][1]
+    b = kb.b
+    iidx = idx[axis:axis + ri]
+    idt = kb.dtype(ind)
+
+    def f(ix, W_):
+        ii = kb.gen(ind, ix[axis:axis + ri], 1)
+        if idt.size < 8:
+            ii = b.sext(ii, I64)
+        bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
+        kb.set_error(bad, ERR_GATHER_RANGE)
+        if n == 0 or any(d == 0 for d in p_shape):
+            return kb.const(dt, 0, W_)
+        ii = b.select(bad, c64(0), ii)
+        pidx = ix[:axis] + [(ii, 0)] + ix[axis + ri:]
+        return kb.gen(p, pidx, W_)
+    if W > 1 and any(c != 0 for _, c in iidx):
+        return kb.scalarise(f, idx, W)
+    return f(idx, W)
+
+
+def _shape(kb, node, j, idx, W):
+    dims = kb.shape(node.inputs[0])
+    dt = node.outputs[0][1]
+
+    def f(ix, W_):
+        i = ix[0][0]
+        val = kb.const(dt, 0)
+        for k, d in enumerate(dims):
+            val = kb.b.select(kb.b.icmp_signed("==", i, c64(k)), kb.const(dt, d), val)
+        return val
+    return kb.scalarise(f, idx, W)
+
+
+def _size_ratio(kb, node, j, idx, W):
+    import numpy as np
+    x, y = (kb.shape(v) for v in node.inputs)
+    r = max(int(np.prod(x, dtype=np.int64)), 1) // max(int(np.prod(y, dtype=np.int64)), 1)
+    return kb.const(node.outputs[0][1], r, W)
+
+
+def _literal(kb, node, j, idx, W):
+    """A constant baked in by the passes: an inline constant when uniform,
+    otherwise a private global array."""
+    import numpy as np
+    from .kernel import Buffer, mem_type
+    val = node.attrs["value"]
+    shape, dt = node.outputs[0]
+    flat = np.asarray(val).reshape(-1)
+    if flat.size == 0:
+        return kb.const(dt, 0, W)
+    if np.all(flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)):
+        return kb.const(dt, flat[0], W)
+    key = id(node)
+    buf = kb.literals.get(key)
+    if buf is None:
+        mt = mem_type(dt)
+        aty = ir.ArrayType(mt, flat.size)
+        items = [int(x) for x in flat.astype(np.int64)] if not dt.is_floating else [float(x) for x in flat]
+        g = ir.GlobalVariable(kb.module, aty, name=f"{kb.name}_lit{len(kb.literals)}")
+        g.global_constant = True
+        g.linkage = "private"
+        g.initializer = ir.Constant(aty, [ir.Constant(mt, x) for x in items])
+        ptr = kb.entry_b.gep(g, [c64(0), c64(0)])
+        buf = kb.literals[key] = Buffer(ptr, shape, dt, "literal")
+    return kb.load_buf(buf, idx, W)
+
+
+LAYOUT = {
+    "Literal": _literal,
+    "Transpose": _transpose,
+    "StridedSlice": _strided_slice,
+    "StridedSliceGrad": _strided_slice_grad,
+    "Tile": _tile,
+    "ConcatV2": _concat,
+    "Pack": _pack,
+    "Unpack": _unpack,
+    "SplitToShapesOf": _split,
+    "Unreduce": _unreduce,
+    "GatherV2": _gather,
+    "Shape": _shape,
+    "SizeRatio": _size_ratio,
+}
+
+NEEDS_BUFFER = {
+    "StridedSliceGrad": (0,),
+    "Tile": (0,),
+    "ConcatV2": "all",
+    "Pack": "all",
+    "GatherV2": (0, 1),
+}

@@ -1,0 +1,90 @@
+"""MatMul / BatchMatMulV2 via matmul.emit_matmul (float types), plain loops
+for integers (or if the GEMM generator refuses a shape)."""
+import numpy as np
+
+from .kernel import VW, c64  # noqa: F401
+
+
+def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
+    """(buffer, batch stride) for operand k, broadcasting its batch dims if needed."""
+    v = node.inputs[k]
+    shp = kb.shape(v)
+    ob = tuple(out_batch)
+    ab = (1,) * (len(ob) - len(shp[:-2])) + tuple(shp[:-2])
+    msize = int(np.prod(mat_shape, dtype=np.int64))
+    if ab == ob:
+        return (None if dry else kb.buffers[v]), msize
+    if int(np.prod(ab, dtype=np.int64)) == 1:
+        return (None if dry else kb.buffers[v]), 0
+    tmp = kb.scratch_buffer(ob + tuple(mat_shape), kb.dtype(v), "bcast")
+    if not dry:
+        src = kb.buffers[v]
+        full = ob + tuple(mat_shape)
+        kb.emit_nest(tmp, lambda idx, W: kb.load_buf(src, kb.bcast_idx(idx, full, shp), W))
+    return tmp, msize
+
+
+def _matmul(kb, node, outs, dry):
+    a, bv = node.inputs
+    ash, bsh = kb.shape(a), kb.shape(bv)
+    if node.op == "MatMul":
+        ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
+    else:
+        ta, tb = node.attrs["adj_x"], node.attrs["adj_y"]
+    out_shape, dt = node.outputs[0]
+    M, N = out_shape[-2], out_shape[-1]
+    K = ash[-2] if ta else ash[-1]
+    out_batch = out_shape[:-2]
+    batch = int(np.prod(out_batch, dtype=np.int64))
+    if min(batch, M, N) == 0:
+        return
+    if K == 0:
+        if not dry:
+            kb.emit_nest(outs[0], lambda idx, W: kb.const(dt, 0, W))
+        return
+    A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
+    B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
+    fn = None
+    if dt.is_floating:
+        try:
+            from . import matmul as mm
+            wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb)
+            work = kb.scratch_buffer((wel,), dt, "matmul workspace")
+            if not dry:
+                kb._fn_counter += 1
+                fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
+                                    ta, tb, sa, sb)
+        except Exception:
+            if dry:
+                raise
+            fn = None
+    if dry:
+        return
+    C = outs[0]
+    if fn is not None:
+        kb.b.call(fn, [A.ptr, B.ptr, C.ptr, work.ptr, c64(0), c64(M)])
+        return
+    _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
+
+
+def _simple(kb, A, B, C, dt, batch, M, N, K, ta, tb, sa, sb):
+    b = kb.b
+    f = dt.is_floating
+    with kb.loop(batch) as bi:
+        with kb.loop(M) as i:
+            with kb.loop(N) as j:
+                acc = kb.alloca(A.type.pointee)
+                b.store(kb.const(dt, 0), acc)
+                with kb.loop(K) as k:
+                    ai = b.add(b.mul(bi, c64(sa)), b.add(b.mul(k, c64(M)), i) if ta else b.add(b.mul(i, c64(K)), k))
+                    bj = b.add(b.mul(bi, c64(sb)), b.add(b.mul(j, c64(K)), k) if tb else b.add(b.mul(k, c64(N)), j))
+                    x = b.load(b.gep(A, [ai]))
+                    y = b.load(b.gep(B, [bj]))
+                    cur = b.load(acc)
+                    b.store(b.fadd(cur, b.fmul(x, y)) if f else b.add(cur, b.mul(x, y)), acc)
+                ci = b.add(b.mul(bi, c64(M * N)), b.add(b.mul(i, c64(N)), j))
+                b.store(b.load(acc), b.gep(C, [ci]))
+
+
+MATERIALISE = {"MatMul": _matmul, "BatchMatMulV2": _matmul}
+NEEDS_BUFFER = {"MatMul": "all", "BatchMatMulV2": "all"}

@@ -1,0 +1,305 @@
+"""Reductions and scatter: MATERIALISE {op type: fn(kb, node, outs, dry)}.
+
+Accumulation order is fixed at compile time (no threads), so results are
+bit-identical run to run.  float32 sums (and means) accumulate in float64
+lanes: for 1e7 elements the result is the correctly rounded sum in practice,
+which agrees with numpy's pairwise float32 sum to its own error (~1e-7 rel).
+When the innermost input dimension is reduced, VW lane accumulators run
+along it and are combined by a fixed tree at the end; when it is kept, the
+output row is vectorised and the reduced dimensions are walked outside it.
+"""
+import numpy as np
+from llvmlite import ir
+
+from .. import dtypes
+from ..shapes import normalize_axes
+from .kernel import ERR_GATHER_RANGE, I64, VW, c64
+
+
+def _acc_dtype(kind, dt):
+    if kind in ("sum", "mean") and dt is dtypes.float32:
+        return dtypes.float64
+    return dt
+
+
+def _init(kind, dt):
+    if kind in ("sum", "mean"):
+        return 0
+    if kind == "prod":
+        return 1
+    if dt.is_floating:
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dt.np)
+    return info.min if kind == "max" else info.max
+
+
+def _combine(kb, kind, dt, acc, x):
+    b = kb.b
+    f = dt.is_floating
+    if kind in ("sum", "mean"):
+        return b.fadd(acc, x) if f else b.add(acc, x)
+    if kind == "prod":
+        return b.fmul(acc, x) if f else b.mul(acc, x)
+    op = ">" if kind == "max" else "<"
+    if f:
+        take = b.or_(b.fcmp_ordered(op, x, acc), b.fcmp_unordered("uno", x, x))
+    else:
+        take = b.icmp_signed(op, x, acc)
+    return b.select(take, x, acc)
+
+
+def _convert(kb, x, src, dst, W):
+    if src is dst:
+        return x
+    return kb.b.fpext(x, kb.vec_type(ir.DoubleType(), W))
+
+
+def _finalize(kb, kind, dt, acc_dt, acc, count, W):
+    b = kb.b
+    if kind == "mean":
+        if dt.is_floating:
+            acc = b.fdiv(acc, kb.const(acc_dt, float(count), W))
+        else:
+            n = max(count, 1)
+            q = b.sdiv(acc, kb.const(dt, n, W))
+            r = b.srem(acc, kb.const(dt, n, W))
+            adj = b.and_(b.icmp_signed("!=", r, kb.const(dt, 0, W)), b.icmp_signed("<", r, kb.const(dt, 0, W)))
+            acc = b.sub(q, b.zext(adj, q.type))
+    if acc_dt is not dt:
+        acc = b.fptrunc(acc, kb.vec_type(ir.FloatType(), W))
+    return acc
+
+
+def _hreduce(kb, kind, acc_dt, v, W):
+    lanes = [kb.b.extract_element(v, ir.Constant(ir.IntType(32), i)) for i in range(W)]
+    while len(lanes) > 1:
+        lanes = [_combine(kb, kind, acc_dt, lanes[i], lanes[i + 1]) for i in range(0, len(lanes), 2)]
+    return lanes[0]
+
+
+def _loops(kb, in_shape, dims, idx, body):
+    if not dims:
+        body(idx)
+        return
+    d = dims[0]
+    if in_shape[d] == 1:
+        idx2 = dict(idx)
+        idx2[d] = (c64(0), 0)
+        _loops(kb, in_shape, dims[1:], idx2, body)
+        return
+    with kb.loop(in_shape[d]) as i:
+        idx2 = dict(idx)
+        idx2[d] = (i, 0)
+        _loops(kb, in_shape, dims[1:], idx2, body)
+
+
+def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
+    """out[...] = reduce over dims ``red`` of gen_in; out_map: in dim -> out dim or None."""
+    if any(d == 0 for d in out.shape):
+        return
+    R = len(in_shape)
+    kept = [d for d in range(R) if d not in red]
+    redl = [d for d in range(R) if d in red]
+    acc_dt = _acc_dtype(kind, dt)
+    count = int(np.prod([in_shape[d] for d in redl], dtype=np.int64))
+    last = R - 1
+    b = kb.b
+
+    def full(idx):
+        return [idx[d] for d in range(R)]
+
+    def out_idx(idx):
+        o = [(c64(0), 0)] * len(out.shape)
+        for d in kept:
+            if out_map[d] is not None:
+                o[out_map[d]] = idx[d]
+        return o
+
+    def accumulate(acc_ptr, idx, W):
+        x = _convert(kb, gen_in(full(idx), W), dt, acc_dt, W)
+        b.store(_combine(kb, kind, acc_dt, b.load(acc_ptr), x), acc_ptr)
+
+    def new_acc(W):
+        p = kb.alloca(kb.vec_type(_reg(acc_dt), W))
+        b.store(kb.const(acc_dt, _init(kind, dt), W), p)
+        return p
+
+    if R and last in red and in_shape[last] >= VW:
+        n = in_shape[last]
+        nv = n - n % VW
+
+        def body_kept(idx):
+            accv, accs = new_acc(VW), new_acc(1)
+
+            def inner(idx2):
+                with kb.loop(nv, 0, VW) as i:
+                    i3 = dict(idx2)
+                    i3[last] = (i, 1)
+                    accumulate(accv, i3, VW)
+                if nv < n:
+                    with kb.loop(n, nv) as i:
+                        i3 = dict(idx2)
+                        i3[last] = (i, 0)
+                        accumulate(accs, i3, 1)
+            _loops(kb, in_shape, redl[:-1], idx, inner)
+            r = _combine(kb, kind, acc_dt, _hreduce(kb, kind, acc_dt, b.load(accv), VW), b.load(accs))
+            kb.store_buf(out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
+        _loops(kb, in_shape, kept, {}, body_kept)
+    elif R and last not in red and in_shape[last] >= VW:
+        n = in_shape[last]
+        nv = n - n % VW
+
+        def chunk(idx, i, W):
+            acc = new_acc(W)
+            idx2 = dict(idx)
+            idx2[last] = (i, 1 if W > 1 else 0)
+            _loops(kb, in_shape, redl, idx2, lambda i3: accumulate(acc, i3, W))
+            kb.store_buf(out, out_idx(idx2), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, W), W)
+
+        def body_outer(idx):
+            with kb.loop(nv, 0, VW) as i:
+                chunk(idx, i, VW)
+            if nv < n:
+                with kb.loop(n, nv) as i:
+                    chunk(idx, i, 1)
+        _loops(kb, in_shape, kept[:-1], {}, body_outer)
+    else:
+        def body(idx):
+            acc = new_acc(1)
+            _loops(kb, in_shape, redl, idx, lambda i3: accumulate(acc, i3, 1))
+            kb.store_buf(out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, 1), 1)
+        _loops(kb, in_shape, kept, {}, body)
+
+
+def _reg(dt):
+    from .kernel import reg_type
+    return reg_type(dt)
+
+
+def _reduce_op(kind):
+    def f(kb, node, outs, dry):
+        if dry:
+            return
+        x = node.inputs[0]
+        in_shape = kb.shape(x)
+        R = len(in_shape)
+        axes = set(normalize_axes(node.attrs["axis"], R)) if node.attrs["axis"] is not None else set(range(R))
+        keep = node.attrs["keepdims"]
+        out_map, j = {}, 0
+        for d in range(R):
+            if keep:
+                out_map[d] = d
+            elif d not in axes:
+                out_map[d] = j
+                j += 1
+            else:
+                out_map[d] = None
+        emit_reduce(kb, outs[0], in_shape, kb.input_gen(x), axes, out_map, kind, kb.dtype(x))
+    return f
+
+
+def _sum_to_shape(kb, node, outs, dry):
+    if dry:
+        return
+    g = node.inputs[0]
+    gs = kb.shape(g)
+    target = node.outputs[0][0]
+    extra = len(gs) - len(target)
+    red, out_map = set(), {}
+    for d in range(len(gs)):
+        if d < extra or (target[d - extra] == 1 and gs[d] != 1):
+            red.add(d)
+            out_map[d] = None
+        else:
+            out_map[d] = d - extra
+    emit_reduce(kb, outs[0], gs, kb.input_gen(g), red, out_map, "sum", kb.dtype(g))
+
+
+def _tile_grad(kb, node, outs, dry):
+    if dry:
+        return
+    g = node.inputs[0]
+    mult = node.attrs["multiples"]
+    ref = node.outputs[0][0]
+    in_shape, red, out_map = [], set(), {}
+    for k, (m, d) in enumerate(zip(mult, ref)):
+        in_shape += [m, d]
+        red.add(2 * k)
+        out_map[2 * k] = None
+        out_map[2 * k + 1] = k
+
+    def gen_in(idx, W):
+        gidx = []
+        for k, d in enumerate(ref):
+            (bm, cm), (bd, cd) = idx[2 * k], idx[2 * k + 1]
+            gidx.append((kb.iadd(kb.imul(bm, d), bd), cm * d + cd))
+        return kb.gen(g, gidx, W)
+    emit_reduce(kb, outs[0], tuple(in_shape), gen_in, red, out_map, "sum", kb.dtype(g))
+
+
+def _gather_grad(kb, node, outs, dry):
+    if dry:
+        return
+    g, ind, _ = node.inputs
+    out = outs[0]
+    ref = out.shape
+    dt = out.dtype
+    axis = node.attrs["axis"] % len(ref)
+    gs, ishape = kb.shape(g), kb.shape(ind)
+    ri = len(ishape)
+    n = ref[axis]
+    b = kb.b
+    kb.emit_nest(out, lambda idx, W: kb.const(dt, 0, W))
+    if any(d == 0 for d in gs):
+        return
+    R = len(gs)
+    lastv = R - 1 >= axis + ri and gs[-1] >= VW
+
+    def body(idx, W):
+        ii = kb.gen(ind, idx[axis:axis + ri], 1)
+        if kb.dtype(ind).size < 8:
+            ii = b.sext(ii, I64)
+        bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
+        kb.set_error(bad, ERR_GATHER_RANGE)
+        if n == 0:
+            return
+        ii = b.select(bad, c64(0), ii)
+        oidx = idx[:axis] + [(ii, 0)] + idx[axis + ri:]
+        cur = kb.load_buf(out, oidx, W)
+        v = kb.gen(g, idx, W)
+        kb.store_buf(out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), W)
+
+    def rec(k, idx):
+        d = gs[k]
+        if k == R - 1:
+            if lastv:
+                nv = d - d % VW
+                with kb.loop(nv, 0, VW) as i:
+                    body(idx + [(i, 1)], VW)
+                if nv < d:
+                    with kb.loop(d, nv) as i:
+                        body(idx + [(i, 0)], 1)
+            else:
+                with kb.loop(d) as i:
+                    body(idx + [(i, 0)], 1)
+            return
+        with kb.loop(d) as i:
+            rec(k + 1, idx + [(i, 0)])
+    if R == 0:
+        body([], 1)
+    else:
+        rec(0, [])
+
+
+MATERIALISE = {
+    "Sum": _reduce_op("sum"),
+    "Mean": _reduce_op("mean"),
+    "Max": _reduce_op("max"),
+    "Min": _reduce_op("min"),
+    "Prod": _reduce_op("prod"),
+    "SumToShape": _sum_to_shape,
+    "TileGrad": _tile_grad,
+    "GatherGrad": _gather_grad,
+}
+
+NEEDS_BUFFER = {"GatherGrad": (1,)}

@@ -1,0 +1,623 @@
+"""Packed, register-blocked GEMM code generator (BLIS/GotoBLAS style).
+
+``emit_matmul`` emits one LLVM function that computes, for every batch ``b``
+and for the rows ``[row_begin, row_end)`` of C[b]::
+
+    C[b] = op(A[b]) @ op(B[b])          (C is overwritten)
+
+All shapes are compile-time constants, so every trip count, stride and edge
+width is baked into the IR.  Structure (outer to inner), following Goto/BLIS::
+
+    for b in batch:                      (moved inside the pack when B is
+                                          broadcast, so B is packed once)
+      for jc in N step NC:               column blocks (usually just one)
+        for pc in K step KC:             balanced K blocks
+          pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels   (L2/L3 resident)
+          for ic in rows step MC:        this call's rows only
+            [pack A[ic:ic+mc, pc:pc+kc] into MR-row panels] (transposed A)
+            for jr over NR panels:       B micro-panel stays in L1
+              for ir over MR panels:
+                micro-kernel: MR x NR block of C held in vector registers,
+                              rank-1 updates with broadcast(A) * B via FMA
+                store (first K block) / accumulate the tile into C
+
+Row-major A is read in place (MR row streams, contiguous in k): packing it
+costs more than it saves here, especially for narrow N.  Transposed A is
+packed when there are enough B panels to amortise the pass.
+
+The micro-kernel is emitted as explicit vector IR (``<VW x T>`` + ``llvm.fma``)
+instead of trusting the loop vectoriser; the rest are plain loops that LLVM
+optimises well on its own.
+
+Determinism: every element of C is summed in the same order (k blocks in
+order, k ascending inside a block) regardless of the row range, so splitting
+rows across threads gives bit-identical results.  Each call only writes its own
+rows of C and its own ``work`` buffer, so disjoint row ranges with different
+work buffers may run concurrently.  C must not overlap A or B.
+"""
+
+from collections import namedtuple
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+__all__ = ["emit_matmul", "workspace_elems"]
+
+_I64 = ir.IntType(64)
+
+# Register blocking for AVX2/FMA (16 ymm registers): MR*NR/VW accumulators
+# (12) + NR/VW B vectors (2) + 1 broadcast register = 15 live ymm registers.
+# Cache blocking: A block MC*KC (~144 KiB) lives in the 512 KiB L2, a B
+# micro-panel KC*NR (16 KiB) lives in the 32 KiB L1; values as in BLIS zen3.
+_DEFAULTS = {
+    "float32": dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080, pack_a=None),
+    "float64": dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080, pack_a=None),
+}
+
+# Buffers carved out of ``work`` start on 64-byte boundaries, so packed
+# vector loads can be declared aligned.
+_ALIGN_BYTES = 64
+
+_Plan = namedtuple("_Plan",
+                   "vw mr nr kc nkb mc nc pack_a b_elems a_elems a_off")
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _round_up(a, b):
+    return _ceil_div(a, b) * b
+
+
+def _elem_bytes(dtype):
+    if dtype == "float32":
+        return 4
+    if dtype == "float64":
+        return 8
+    raise ValueError("matmul: unsupported dtype %r" % (dtype,))
+
+
+def _plan(dtype, M, N, K, trans_a, config=None):
+    """Choose tile sizes and the workspace layout for one problem shape."""
+    _elem_bytes(dtype)                          # validates dtype
+    p = dict(_DEFAULTS[dtype])
+    if config:
+        p.update(config)
+    vw, mr, nr = p["vw"], p["mr"], p["nr"]
+    assert nr % vw == 0, "NR must be a multiple of the vector width"
+    # Balanced K blocks: K=784 with KC=256 becomes 4 blocks of 196 instead of
+    # 3x256 + 16, so no block degenerates into a tiny, overhead-bound one.
+    nkb = _ceil_div(K, p["kc"])
+    kc = _ceil_div(K, nkb)
+    mc = _round_up(min(p["mc"], _round_up(M, mr)), mr)
+    nc = _round_up(min(p["nc"], _round_up(N, nr)), nr)
+    per_align = _ALIGN_BYTES // _elem_bytes(dtype)
+    b_elems = _round_up(kc * nc, per_align)
+    pack_a = p["pack_a"]
+    if pack_a is None:
+        # Reading op(A) in place is as fast as packing for row-major A (MR
+        # row streams, each contiguous in k) and saves the pack pass, which
+        # dominates when N is narrow.  Transposed A has one cache line per k
+        # per tile, so pack it once there are enough B panels to amortise.
+        pack_a = trans_a and N > 2 * nr
+    pack_a = bool(pack_a)
+    a_elems = _round_up(kc * mc, per_align) if pack_a else 0
+    return _Plan(vw, mr, nr, kc, nkb, mc, nc, pack_a, b_elems, a_elems,
+                 b_elems)
+
+
+def workspace_elems(dtype, batch, M, N, K, trans_a, trans_b, config=None):
+    """Scratch elements (of ``dtype``) the emitted kernel needs in ``work``."""
+    if batch * M * N * K == 0:
+        _elem_bytes(dtype)
+        return 0
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    slack = _ALIGN_BYTES // _elem_bytes(dtype)  # see _align_work
+    return plan.b_elems + plan.a_elems + slack
+
+
+# --------------------------------------------------------------------------
+# Small IR helpers
+# --------------------------------------------------------------------------
+
+def _c(v):
+    return ir.Constant(_I64, v)
+
+
+@contextmanager
+def _for_range(b, start, stop, step=1, name="i"):
+    """Counted loop ``for iv in range(start, stop, step)`` (step > 0).
+
+    ``start``/``stop`` may be Python ints or i64 values.  Loop-carried values
+    go through allocas; mem2reg/SROA turn them back into phis.
+    """
+    start = _c(start) if isinstance(start, int) else start
+    stop = _c(stop) if isinstance(stop, int) else stop
+    step = _c(step) if isinstance(step, int) else step
+    pre = b.block
+    hdr = b.append_basic_block(name + ".hdr")
+    body = b.append_basic_block(name + ".body")
+    done = b.append_basic_block(name + ".end")
+    b.branch(hdr)
+    b.position_at_end(hdr)
+    iv = b.phi(_I64, name=name)
+    iv.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", iv, stop), body, done)
+    b.position_at_end(body)
+    yield iv
+    nxt = b.add(iv, step, name=name + ".next")
+    iv.add_incoming(nxt, b.block)
+    b.branch(hdr)
+    b.position_at_end(done)
+
+
+def _smin(b, x, y):
+    x = _c(x) if isinstance(x, int) else x
+    y = _c(y) if isinstance(y, int) else y
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _gep(b, ptr, idx):
+    idx = _c(idx) if isinstance(idx, int) else idx
+    return b.gep(ptr, [idx], inbounds=True)
+
+
+def _declare_vector_fma(module, vty, vw, dtype):
+    # llvmlite's declare_intrinsic cannot mangle vector types; do it here.
+    # Reuse an existing declaration when several kernels share a module.
+    name = "llvm.fma.v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), name)
+    return fn
+
+
+class _Gen:
+    """Holds the builder, types and plan while emitting one kernel."""
+
+    def __init__(self, module, builder, dtype, plan):
+        self.b = builder
+        self.plan = plan
+        self.T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+        self.esz = _elem_bytes(dtype)
+        self.V = ir.VectorType(self.T, plan.vw)
+        self.zero = ir.Constant(self.T, 0.0)
+        self.vzero = ir.Constant(self.V, [0.0] * plan.vw)
+        self.fma = _declare_vector_fma(module, self.V, plan.vw, dtype)
+
+    # -- memory access -----------------------------------------------------
+
+    def vload(self, ptr, aligned=False):
+        p = self.b.bitcast(ptr, self.V.as_pointer())
+        # Explicit alignment: without it LLVM assumes the vector's ABI
+        # alignment (32 B), which C rows in general do not have.
+        return self.b.load(p, align=32 if aligned else self.esz)
+
+    def vstore(self, val, ptr, aligned=False):
+        p = self.b.bitcast(ptr, self.V.as_pointer())
+        self.b.store(val, p, align=32 if aligned else self.esz)
+
+    def sload(self, ptr):
+        return self.b.load(ptr, align=self.esz)
+
+    def sstore(self, val, ptr):
+        self.b.store(val, ptr, align=self.esz)
+
+    def splat(self, scalar):
+        b = self.b
+        undef = ir.Constant(self.V, ir.Undefined)
+        v = b.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), self.plan.vw),
+                           [0] * self.plan.vw)
+        return b.shuffle_vector(v, undef, mask)
+
+
+# --------------------------------------------------------------------------
+# Packing
+# --------------------------------------------------------------------------
+
+def _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b):
+    """Pack op(B)[pc:pc+kc, jc:jc+nc] into NR-wide panels.
+
+    Panel q occupies ``Bp[q*kc*NR : (q+1)*kc*NR]`` laid out [k][NR], so the
+    micro-kernel streams it with unit stride and aligned vector loads.  Full
+    panels are packed by a runtime loop (keeps code size independent of N);
+    the narrower last panel (width known at emit time) is zero-padded.
+    """
+    b, nr = g.b, g.plan.nr
+    nfull, tail = divmod(nc, nr)
+    if nfull:
+        with _for_range(b, 0, nfull, name="pbq") as q:
+            _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, nr, N, K, trans_b)
+    if tail:
+        _emit_pack_b_panel(g, Bb, Bp, pc, kc, _c(nfull), jc, tail, N, K,
+                           trans_b)
+
+
+def _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, width, N, K, trans_b):
+    """Pack one NR-wide panel (``width`` <= NR real columns) of op(B)."""
+    b, nr = g.b, g.plan.nr
+    col0 = b.add(b.mul(q, _c(nr)), jc)
+    dst_panel = _gep(b, Bp, b.mul(b.mul(q, _c(nr)), kc))
+    if not trans_b:
+        # Row k of the panel is B[pc+k, col0 : col0+width]: contiguous.
+        src0 = _gep(b, Bb, b.add(b.mul(pc, _c(N)), col0))
+        with _for_range(b, 0, kc, name="pbk") as k:
+            _emit_copy_row(g, _gep(b, src0, b.mul(k, _c(N))), 1,
+                           _gep(b, dst_panel, b.mul(k, _c(nr))), width)
+    else:
+        _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K)
+
+
+def _emit_copy_row(g, src, stride, dst, width):
+    """dst[0:NR] = src[j*stride] for j < width, zero after (dst aligned).
+
+    Built from whole vectors so the loop vectoriser leaves the surrounding
+    loop alone (it would otherwise bloat it with interleaving code).
+    """
+    b, nr, vw = g.b, g.plan.nr, g.plan.vw
+    for v in range(nr // vw):
+        lanes = max(0, min(vw, width - v * vw))
+        if lanes == vw and stride == 1:
+            val = g.vload(_gep(b, src, v * vw))
+        else:
+            val = g.vzero
+            for l in range(lanes):
+                x = g.sload(_gep(b, src, (v * vw + l) * stride))
+                val = b.insert_element(val, x, ir.Constant(ir.IntType(32), l))
+        g.vstore(val, _gep(b, dst, v * vw), aligned=True)
+
+
+def _transpose(g, rows):
+    """Transpose a VW x VW block held as VW vectors (log2(VW) shuffle stages).
+
+    Stage h swaps the off-diagonal h x h sub-blocks of every 2h x 2h block;
+    after h = VW/2, ..., 1 the whole block is transposed.
+    """
+    b, n = g.b, len(rows)
+    rows = list(rows)
+    mask_ty = ir.VectorType(ir.IntType(32), n)
+    h = n // 2
+    while h:
+        lo = ir.Constant(mask_ty, [c if not c & h else n + c - h
+                                   for c in range(n)])
+        hi = ir.Constant(mask_ty, [c + h if not c & h else n + c
+                                   for c in range(n)])
+        for i in range(n):
+            if i & h:
+                continue
+            x, y = rows[i], rows[i + h]
+            rows[i] = b.shuffle_vector(x, y, lo)
+            rows[i + h] = b.shuffle_vector(x, y, hi)
+        h //= 2
+    return rows
+
+
+def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
+    """Pack a panel of op(B) = B^T where B is N x K (rows contiguous in k).
+
+    VW x VW blocks are loaded as VW row vectors and transposed in registers,
+    giving aligned full-vector stores into the [k][NR] panel.  The last
+    kc % VW values of k are gathered element-wise.  Columns past ``width``
+    are zero (their rows of B may not exist).
+    """
+    b, nr, vw = g.b, g.plan.nr, g.plan.vw
+    src0 = _gep(b, Bb, b.add(b.mul(col0, _c(K)), pc))
+    kmain = b.and_(kc, _c(-vw))
+    with _for_range(b, 0, kmain, vw, name="pbt") as k0:
+        src = _gep(b, src0, k0)
+        dst = _gep(b, dst_panel, b.mul(k0, _c(nr)))
+        for v in range(nr // vw):
+            rows = [g.vload(_gep(b, src, (v * vw + t) * K))
+                    if v * vw + t < width else g.vzero for t in range(vw)]
+            for i, col in enumerate(_transpose(g, rows)):
+                g.vstore(col, _gep(b, dst, i * nr + v * vw), aligned=True)
+    with _for_range(b, kmain, kc, name="pbtr") as k:
+        _emit_copy_row(g, _gep(b, src0, k), K,
+                       _gep(b, dst_panel, b.mul(k, _c(nr))), width)
+
+
+def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
+    """Pack op(A)[ic:ic+mc, pc:pc+kc] into MR-row panels laid out [k][MR].
+
+    ``mc`` is a runtime value (the caller's row range decides it).  Rows past
+    ``mc`` in the last panel are zero-filled; to keep the copy branch-free we
+    load from a clamped (valid) row and select zero instead.
+    """
+    b, mr = g.b, g.plan.mr
+    with _for_range(b, 0, mc, mr, name="pa") as ir0:
+        valid = b.sub(mc, ir0)                        # rows left, may be > MR
+        dst_panel = _gep(b, Ap, b.mul(ir0, kc))       # panel stride MR*kc
+        row_ok = [b.icmp_signed("<", _c(r), valid) for r in range(mr)]
+        rows = [b.add(ic, b.add(ir0, _smin(b, r, b.sub(valid, _c(1)))))
+                for r in range(mr)]
+        if not trans_a:
+            # A is M x K: each of the MR rows is contiguous in k.
+            srcs = [_gep(b, Ab, b.add(b.mul(row, _c(K)), pc)) for row in rows]
+            with _for_range(b, 0, kc, name="pak") as k:
+                dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+                for r in range(mr):
+                    val = g.sload(_gep(b, srcs[r], k))
+                    if r:
+                        val = b.select(row_ok[r], val, g.zero)
+                    g.sstore(val, _gep(b, dst, r))
+        else:
+            # A is K x M: the MR rows of a panel are MR adjacent elements of
+            # one source row, so each k copies a short contiguous run.
+            with _for_range(b, 0, kc, name="pak") as k:
+                src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
+                dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+                for r in range(mr):
+                    val = g.sload(_gep(b, src, rows[r]))
+                    if r:
+                        val = b.select(row_ok[r], val, g.zero)
+                    g.sstore(val, _gep(b, dst, r))
+
+
+# --------------------------------------------------------------------------
+# Micro-kernel and tile store
+# --------------------------------------------------------------------------
+
+_UNROLL_K = 4
+
+
+def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc):
+    """acc[r][v] = sum_k A(r, k) * B_panel[k][v*VW:(v+1)*VW]   (k < kc).
+
+    A(r, k) lives at ``a_rows[r] + k*a_kstride``: a packed panel
+    (a_rows[r] = Apan + r, stride MR) or op(A) read in place.  ``accs`` are
+    allocas of the MR x NR/VW accumulator vectors (promoted to registers by
+    mem2reg).  The k loop is unrolled by hand by _UNROLL_K to amortise loop
+    overhead; a remainder loop handles kc % _UNROLL_K.
+    """
+    b, mr, nr, vw = g.b, g.plan.mr, g.plan.nr, g.plan.vw
+    nv = nr // vw
+    for row in accs:
+        for a in row:
+            b.store(g.vzero, a)
+
+    def rank1(k):
+        bvec = [g.vload(_gep(b, Bpan, b.add(b.mul(k, _c(nr)), _c(v * vw))),
+                        aligned=True) for v in range(nv)]
+        koff = b.mul(k, _c(a_kstride))
+        for r in range(mr):
+            a = g.splat(g.sload(_gep(b, a_rows[r], koff)))
+            for v in range(nv):
+                acc = b.load(accs[r][v])
+                b.store(b.call(g.fma, [a, bvec[v], acc]), accs[r][v])
+
+    kmain = b.and_(kc, _c(-_UNROLL_K))
+    with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
+        for u in range(_UNROLL_K):
+            rank1(b.add(k0, _c(u)))
+    with _for_range(b, kmain, kc, name="ukr") as k:
+        rank1(k)
+
+
+def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
+    """Row pointers and k stride through which the micro-kernel reads A.
+
+    Packed: panel ``ir0/MR`` of Ap, [k][MR] layout.  In place: rows of op(A)
+    starting at column pc; rows past ``mr_rt`` (bottom edge) are clamped to
+    the last valid row, so they read valid memory and their results are
+    simply not stored.
+    """
+    b, mr = g.b, g.plan.mr
+    if g.plan.pack_a:
+        Apan = _gep(b, Ap, b.mul(ir0, kc))
+        return [_gep(b, Apan, r) for r in range(mr)], mr
+    last = b.sub(mr_rt, _c(1))
+    rows = [b.add(b.add(ic, ir0), _smin(b, r, last)) for r in range(mr)]
+    if not trans_a:                       # A is M x K, row-major
+        return [_gep(b, Ab, b.add(b.mul(i, _c(K)), pc)) for i in rows], 1
+    base = _gep(b, Ab, b.mul(pc, _c(M)))  # A is K x M
+    return [_gep(b, base, i) for i in rows], M
+
+
+def _emit_store_tile(g, accs, tmp, Ct, N, mr_rt, width, first, can_be_full):
+    """Write the MR x NR accumulator tile to C at ``Ct`` (row stride N).
+
+    Only the first ``mr_rt`` rows and ``width`` columns (both runtime) are
+    valid.  On the first K block C is overwritten, afterwards the block's
+    partial sum is added.  Interior tiles use full-width vector stores; edge
+    tiles spill the accumulators to ``tmp`` (a stack MR x NR buffer) and copy
+    the valid part with a scalar loop, which keeps the IR (and compile time)
+    small and is rare enough not to matter for speed.
+    """
+    b, mr, nr, vw = g.b, g.plan.mr, g.plan.nr, g.plan.vw
+    nv = nr // vw
+
+    def store_full(accumulate):
+        for r in range(mr):
+            for v in range(nv):
+                p = _gep(b, Ct, r * N + v * vw)
+                acc = b.load(accs[r][v])
+                if accumulate:
+                    acc = b.fadd(g.vload(p), acc)
+                g.vstore(acc, p)
+
+    def store_edge():
+        for r in range(mr):
+            for v in range(nv):
+                g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),
+                         aligned=True)
+        with _for_range(b, 0, mr_rt, name="er") as r:
+            src = _gep(b, tmp, b.mul(r, _c(nr)))
+            dst = _gep(b, Ct, b.mul(r, _c(N)))
+            with _for_range(b, 0, width, name="ec") as c:
+                val = g.sload(_gep(b, src, c))
+                p = _gep(b, dst, c)
+                # Loading C even when `first` is harmless (in bounds) and
+                # keeps the loop branch-free; the select discards it.
+                val = b.select(first, val, b.fadd(g.sload(p), val))
+                g.sstore(val, p)
+
+    if not can_be_full:
+        store_edge()
+        return
+    full = b.and_(b.icmp_signed("==", mr_rt, _c(mr)),
+                  b.icmp_signed("==", width, _c(nr)))
+    with b.if_else(full) as (then, otherwise):
+        with then:
+            with b.if_else(first) as (overwrite, accumulate):
+                with overwrite:
+                    store_full(False)
+                with accumulate:
+                    store_full(True)
+        with otherwise:
+            store_edge()
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+def emit_matmul(module, name, dtype, batch, M, N, K, trans_a, trans_b,
+                a_batch_stride, b_batch_stride, config=None):
+    """Emit ``void name(T* A, T* B, T* C, T* work, i64 lo, i64 hi)``.
+
+    Computes rows [lo, hi) of every C[b] = op(A[b]) @ op(B[b]).
+
+    See the module docstring for semantics.  ``config`` optionally overrides
+    tile sizes (keys vw, mr, nr, kc, mc, nc, pack_a) and is meant for tuning
+    only; it must also be passed to ``workspace_elems``.  Empty shapes are
+    allowed (K == 0 writes zeros).
+    """
+    if min(batch, M, N, K) < 0:
+        raise ValueError("matmul: negative dimension "
+                         "(batch=%d M=%d N=%d K=%d)" % (batch, M, N, K))
+    _elem_bytes(dtype)                          # validates dtype
+    T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    Tp = T.as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, Tp, _I64, _I64])
+    fn = ir.Function(module, fnty, name=name)
+    fn.attributes.add("nounwind")
+    for arg, nm in zip(fn.args, ("A", "B", "C", "work", "row_begin",
+                                 "row_end")):
+        arg.name = nm
+    # A and B are only read, so they may alias each other (e.g. X^T @ X);
+    # C and work must not overlap anything else.
+    for arg in fn.args[:4]:
+        arg.add_attribute("noalias")
+    if batch * M * N * K == 0:
+        _emit_degenerate(fn, T, batch, M, N)
+    else:
+        _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
+                   a_batch_stride, b_batch_stride,
+                   _plan(dtype, M, N, K, trans_a, config))
+    return fn
+
+
+def _emit_degenerate(fn, T, batch, M, N):
+    """Empty output, or K == 0: C rows are zero (an empty sum)."""
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    C, row_begin, row_end = fn.args[2], fn.args[4], fn.args[5]
+    if batch * M * N:
+        row_end = _smin(b, row_end, M)
+        with _for_range(b, 0, batch, name="batch") as bi, \
+                _for_range(b, row_begin, row_end, name="row") as i, \
+                _for_range(b, 0, N, name="col") as j:
+            idx = b.add(b.mul(bi, _c(M * N)), b.add(b.mul(i, _c(N)), j))
+            b.store(ir.Constant(T, 0.0), _gep(b, C, idx))
+    b.ret_void()
+
+
+def _align_work(g, work):
+    """``work`` rounded up to the next 64-byte boundary.
+
+    The caller promises 64-byte alignment, but the packed-panel loads are
+    declared aligned (a fault if wrong), so the kernel re-aligns for free
+    robustness; workspace_elems reserves the slack.  A GEP (not inttoptr)
+    keeps the pointer's provenance visible to alias analysis.
+    """
+    b = g.b
+    addr = b.ptrtoint(work, _I64)
+    pad = b.and_(b.sub(_c(0), addr), _c(_ALIGN_BYTES - 1))
+    return _gep(b, work, b.udiv(pad, _c(g.esz)))
+
+
+def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
+               a_batch_stride, b_batch_stride, plan):
+    """Body of emit_matmul for non-empty shapes (see module docstring)."""
+    A, B, C, work, row_begin, row_end = fn.args
+
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    g = _Gen(module, b, dtype, plan)
+    mr, nr = plan.mr, plan.nr
+    nv = nr // plan.vw
+    # Allocas first, in the entry block, so mem2reg can promote them.
+    accs = [[b.alloca(g.V, name="acc%d_%d" % (r, v)) for v in range(nv)]
+            for r in range(mr)]
+    tmp = b.alloca(ir.ArrayType(g.T, mr * nr), name="edge_tile")
+    tmp.align = 32
+    tmp = b.bitcast(tmp, g.T.as_pointer())
+
+    row_end = _smin(b, row_end, M)               # tolerate row_end > M
+    # An empty row range does nothing (skips packing B as well).
+    with b.if_then(b.icmp_signed(">=", row_begin, row_end)):
+        b.ret_void()
+    Bp = _align_work(g, work)
+    Ap = _gep(b, Bp, plan.a_off)
+
+    # With B broadcast over the batch (stride 0) each packed B block serves
+    # every batch, so the batch loop moves inside the packing loop.  Either
+    # way each C element still sees its K blocks in the same order.
+    hoist_b = b_batch_stride == 0 and batch > 1
+
+    @contextmanager
+    def batch_loop(active, outer_bi=None):
+        if active:
+            with _for_range(b, 0, batch, name="batch") as bi:
+                yield bi
+        else:
+            yield outer_bi
+
+    def column_block(bi_out, jc, nc):
+        """All work for columns [jc, jc+nc) of C (jc runtime, nc constant)."""
+        nfull = nc // nr
+        npanels = _ceil_div(nc, nr)
+        with _for_range(b, 0, plan.nkb, name="kb") as kb:
+            pc = b.mul(kb, _c(plan.kc))
+            kc = _smin(b, plan.kc, b.sub(_c(K), pc))
+            first = b.icmp_signed("==", kb, _c(0))
+            Bb = _gep(b, B, b.mul(bi_out, _c(b_batch_stride)))
+            _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b)
+            with batch_loop(hoist_b, bi_out) as bi, \
+                    _for_range(b, row_begin, row_end, plan.mc,
+                               name="ic") as ic:
+                Ab = _gep(b, A, b.mul(bi, _c(a_batch_stride)))
+                Cb = _gep(b, C, b.mul(bi, _c(M * N)))
+                mc = _smin(b, plan.mc, b.sub(row_end, ic))
+                if plan.pack_a:
+                    _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a)
+                # One runtime loop over all NR panels (the last may be
+                # narrow): a single micro-kernel instance in the IR.
+                with _for_range(b, 0, npanels, name="jr") as jr:
+                    col = b.add(b.mul(jr, _c(nr)), jc)
+                    width = _smin(b, nr, b.sub(b.add(jc, _c(nc)), col))
+                    Bpan = _gep(b, Bp, b.mul(b.mul(jr, _c(nr)), kc))
+                    with _for_range(b, 0, mc, mr, name="ir") as ir0:
+                        mr_rt = _smin(b, mr, b.sub(mc, ir0))
+                        a_rows, a_kstride = _a_operand(
+                            g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K,
+                            trans_a)
+                        _emit_microkernel(g, accs, a_rows, a_kstride,
+                                          Bpan, kc)
+                        row = b.add(ic, ir0)
+                        Ct = _gep(b, Cb, b.add(b.mul(row, _c(N)), col))
+                        _emit_store_tile(g, accs, tmp, Ct, N, mr_rt,
+                                         width, first,
+                                         can_be_full=(nfull > 0))
+
+    with batch_loop(not hoist_b, _c(0)) as bi_out:
+        # NC blocking only matters for very wide C; the full blocks share one
+        # runtime loop and the last, narrower block is emitted once more.
+        n_full_blocks, nc_tail = divmod(N, plan.nc)
+        if n_full_blocks:
+            with _for_range(b, 0, n_full_blocks, name="jc") as jcb:
+                column_block(bi_out, b.mul(jcb, _c(plan.nc)), plan.nc)
+        if nc_tail:
+            column_block(bi_out, _c(n_full_blocks * plan.nc), nc_tail)
+    b.ret_void()

@@ -1,0 +1,705 @@
+"""Branch-free, vectorisable transcendental functions emitted as LLVM IR.
+
+LLVM's loop vectoriser widens a loop that calls ``llvm.exp.*`` or libm, but
+the backend then scalarises the vector call back into libm calls.  The
+functions here are emitted as plain straight-line IR (range reduction +
+polynomial, in the style of Cephes / fdlibm / SLEEF) using only intrinsics
+that lower to single instructions (fma, fabs, floor, rint, copysign, sqrt), so
+a fused loop vectorises to AVX2 code.
+
+API::
+
+    emit(builder, name, args) -> ir.Value
+
+``args`` are values of type float, double, or a vector of either (all the
+same type); the result has that type.  Special values are handled with
+``select`` and follow numpy (NaN propagates, exp(-inf) = 0, log(0) = -inf,
+pow as C99/np.power, ...).  No fast-math flags are used.
+
+Functions: exp expm1 log log1p tanh sigmoid softplus sin cos tan pow(2 args)
+sqrt rsqrt erf.
+
+Measured worst-case error (ulp, vs a long-double reference; see
+``tests/test_vecmath.py`` and ``bench/bench_vecmath.py --ulp``).  Inputs
+swept: 2**22 random bit patterns over all finite values of the type (i.e.
+log-uniform magnitudes, both signs), 2**20 uniform values in the main range
+listed, plus special values; pow: |x| log-uniform in [1e-30, 1e30] (f32) /
+[1e-300, 1e300] (f64) with y in +-[1e-3, 1e3], plus integer y on negative x.
+
+    ========  ============================  =======  =======
+    function  main range (uniform sweep)    f32      f64
+    ========  ============================  =======  =======
+    exp       [-104, 89] / [-746, 710]      ULP_TABLE
+    ========  ============================  =======  =======
+
+Accuracy notes:
+* sin/cos/tan use Cody-Waite reduction with pi/2 split in three parts of the
+  type's precision, each product applied with one FMA.  Accuracy holds for
+  |x| <= 2**17 (f32) and |x| <= 2**30 (f64) as tabled; beyond that the error
+  grows (f32) and past ~2**24 / 2**53 the result is meaningless, but it is
+  always finite and in [-1, 1] for finite x (the reduced argument is clamped).
+* float32 pow is evaluated in float64 (exp(y*log|x|) needs ~8 more bits than
+  the result); float64 pow carries log|x| and y*log|x| as double-doubles.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+from llvmlite import ir
+
+__all__ = ["emit", "FUNCTIONS"]
+
+# Enough digits for a 3 x 53-bit split of pi/2 (Cody-Waite) and of ln 2.
+_PI = Fraction(
+    "3.14159265358979323846264338327950288419716939937510"
+    "58209749445923078164062862089986280348253421170679")
+_LN2 = Fraction(
+    "0.69314718055994530941723212145817656807550013436025"
+    "52541206800094933936219696947156058633269964186875")
+_LOG2E = 1 / _LN2
+
+
+def _split(value, dt, parts):
+    """value (a Fraction) as a sum of `parts` numbers of numpy type dt."""
+    out = []
+    for _ in range(parts):
+        h = dt(float(value))
+        out.append(float(h))
+        value -= Fraction(float(h))
+    return out
+
+
+class _Em:
+    """Builder helpers for one floating type (scalar or vector)."""
+
+    def __init__(self, builder, ty):
+        self.b = builder
+        self.ty = ty
+        el = ty.element if isinstance(ty, ir.VectorType) else ty
+        self.count = ty.count if isinstance(ty, ir.VectorType) else None
+        if isinstance(el, ir.DoubleType):
+            self.f64, self.np, self.bits, self.mant = True, np.float64, 64, 52
+        elif isinstance(el, ir.FloatType):
+            self.f64, self.np, self.bits, self.mant = False, np.float32, 32, 23
+        else:
+            raise TypeError("vecmath: unsupported type %s" % ty)
+        self.bias = (1 << (self.bits - self.mant - 2)) - 1
+        ie = ir.IntType(self.bits)
+        self.ity = ir.VectorType(ie, self.count) if self.count else ie
+        self.sfx = ("v%d" % self.count if self.count else "") + (
+            "f64" if self.f64 else "f32")
+
+    # constants -----------------------------------------------------------
+    def c(self, v):
+        v = float(self.np(v))
+        el = self.ty.element if self.count else self.ty
+        if self.count:
+            return ir.Constant(self.ty, [ir.Constant(el, v)] * self.count)
+        return ir.Constant(self.ty, v)
+
+    def ci(self, v):
+        el = self.ity.element if self.count else self.ity
+        v = int(v) & ((1 << self.bits) - 1)
+        if self.count:
+            return ir.Constant(self.ity, [ir.Constant(el, v)] * self.count)
+        return ir.Constant(self.ity, v)
+
+    def bits_of(self, v):
+        """Bit pattern of the constant v in this type, as a Python int."""
+        ut = np.uint64 if self.f64 else np.uint32
+        return int(np.array(v, dtype=self.np).view(ut))
+
+    # intrinsics ----------------------------------------------------------
+    def intr(self, name, *args):
+        full = "llvm.%s.%s" % (name, self.sfx)
+        mod = self.b.module
+        fn = mod.globals.get(full)
+        if fn is None:
+            fn = ir.Function(mod, ir.FunctionType(self.ty, [self.ty] * len(args)),
+                             name=full)
+        return self.b.call(fn, list(args))
+
+    def fma(self, a, b, c):
+        return self.intr("fma", a, b, c)
+
+    def abs(self, x):
+        return self.intr("fabs", x)
+
+    def floor(self, x):
+        return self.intr("floor", x)
+
+    def rint(self, x):
+        return self.intr("rint", x)
+
+    def copysign(self, a, b):
+        return self.intr("copysign", a, b)
+
+    def sqrt(self, x):
+        return self.intr("sqrt", x)
+
+    # arithmetic / logic ----------------------------------------------------
+    def add(self, a, b):
+        return self.b.fadd(a, b)
+
+    def sub(self, a, b):
+        return self.b.fsub(a, b)
+
+    def mul(self, a, b):
+        return self.b.fmul(a, b)
+
+    def div(self, a, b):
+        return self.b.fdiv(a, b)
+
+    def neg(self, a):
+        return self.b.fneg(a)
+
+    def cmp(self, op, a, b):
+        """Ordered compare: false if either side is NaN."""
+        return self.b.fcmp_ordered(op, a, b)
+
+    def ucmp(self, op, a, b):
+        """Unordered compare: true if either side is NaN."""
+        return self.b.fcmp_unordered(op, a, b)
+
+    def isnan(self, x):
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def sel(self, c, a, b):
+        return self.b.select(c, a, b)
+
+    def or_(self, a, b):
+        return self.b.or_(a, b)
+
+    def and_(self, a, b):
+        return self.b.and_(a, b)
+
+    def not_(self, a):
+        return self.b.not_(a)
+
+    def min_c(self, x, hi):
+        """min(x, hi) for a constant hi; NaN passes through."""
+        return self.sel(self.cmp(">", x, self.c(hi)), self.c(hi), x)
+
+    def max_c(self, x, lo):
+        """max(x, lo) for a constant lo; NaN passes through."""
+        return self.sel(self.cmp("<", x, self.c(lo)), self.c(lo), x)
+
+    def to_int(self, x):
+        return self.b.bitcast(x, self.ity)
+
+    def to_float(self, i):
+        return self.b.bitcast(i, self.ty)
+
+    def signbit(self, x):
+        return self.b.icmp_signed("<", self.to_int(x), self.ci(0))
+
+    def poly(self, x, coeffs):
+        """Horner evaluation with FMA, coeffs in ascending order."""
+        cv = [k if isinstance(k, ir.Value) else self.c(k) for k in coeffs]
+        acc = cv[-1]
+        for k in reversed(cv[:-1]):
+            acc = self.fma(acc, x, k)
+        return acc
+
+    def pow2(self, n):
+        """2**n for integer-valued float n with exponent of 2**n normal.
+
+        Adding 1.5 * 2**mant puts n in the low mantissa bits; this avoids
+        float->int64 conversions, which AVX2 lacks."""
+        magic = 1.5 * 2.0 ** self.mant
+        i = self.to_int(self.add(n, self.c(magic)))
+        i = self.b.add(i, self.ci(self.bias))
+        return self.to_float(self.b.shl(i, self.ci(self.mant)))
+
+    def scale(self, p, n):
+        """p * 2**n for |n| up to ~2 * bias, rounding once (denormals ok)."""
+        n1 = self.floor(self.mul(n, self.c(0.5)))
+        n2 = self.sub(n, n1)
+        return self.mul(self.mul(p, self.pow2(n1)), self.pow2(n2))
+
+    def exponent_of(self, ibits):
+        """Biased exponent field of a non-negative float's bits, as float."""
+        e = self.b.lshr(ibits, self.ci(self.mant))
+        # OR into the mantissa of 2**mant then subtract: int->float without
+        # cvtqq2pd, which AVX2 lacks.
+        two_m = self.bits_of(2.0 ** self.mant)
+        f = self.to_float(self.b.or_(e, self.ci(two_m)))
+        return self.sub(f, self.c(2.0 ** self.mant))
+
+    # double-double helpers (used by f64 pow) -----------------------------
+    def two_sum(self, a, b):
+        s = self.add(a, b)
+        bb = self.sub(s, a)
+        err = self.add(self.sub(a, self.sub(s, bb)), self.sub(b, bb))
+        return s, err
+
+    def fast_two_sum(self, a, b):  # requires |a| >= |b|
+        s = self.add(a, b)
+        return s, self.sub(b, self.sub(s, a))
+
+    def two_prod(self, a, b):
+        p = self.mul(a, b)
+        return p, self.fma(a, b, self.neg(p))
+
+
+# ---------------------------------------------------------------------------
+# exp family
+
+_LN2_SPLIT = {False: _split(_LN2, np.float32, 2), True: _split(_LN2, np.float64, 2)}
+
+# exp(r) = 1 + r + r^2 * P(r) on |r| <= ln2/2.
+_EXP_P = {
+    # Cephes expf
+    False: [5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
+            1.3981999507e-3, 1.9875691500e-4],
+    # Taylor to r^13; truncation r^14/14! <= 5e-18 relative
+    True: [1.0 / float(np.prod(np.arange(1, k + 1), dtype=np.float64))
+           for k in range(2, 14)],
+}
+# expm1(r) = r + r^2 * P(r); Taylor so the error is relative to r near 0.
+_EXPM1_P = {
+    False: [1.0 / float(np.prod(np.arange(1, k + 1), dtype=np.float64))
+            for k in range(2, 9)],
+    True: _EXP_P[True],
+}
+# exp(x) is inf above hi and rounds to 0 below lo; clamping to [lo, hi]
+# keeps 2**n within what `scale` handles and needs no special-case selects.
+_EXP_LIM = {False: (-104.0, 89.0), True: (-746.0, 710.0)}
+
+
+def _reduce_ln2(e, x):
+    """x = n*ln2 + r, |r| <= ln2/2 (+rounding).
+
+    With FMA, x - n*ln2_hi is exact for any double-precision ln2_hi (the
+    result fits in the format), so the 2-part split only needs the lo part
+    for the bits ln2_hi lacks."""
+    hi, lo = _LN2_SPLIT[e.f64]
+    n = e.rint(e.mul(x, e.c(float(_LOG2E))))
+    r = e.fma(e.neg(n), e.c(hi), x)
+    return n, r, e.mul(n, e.c(lo))
+
+
+def _exp_core(e, x, xlo=None):
+    """exp(x + xlo) for x already clamped to _EXP_LIM (or NaN)."""
+    n, r1, nlo = _reduce_ln2(e, x)
+    if not e.f64:
+        r = e.sub(r1, nlo)
+        p = e.add(e.fma(e.mul(r, r), e.poly(r, _EXP_P[False]), r), e.c(1.0))
+        return e.scale(p, n)
+    # f64: keep r as a double-double so only the final 1 + (...) rounds at
+    # full weight.
+    t = e.neg(nlo) if xlo is None else e.sub(xlo, nlo)
+    rh, rl = e.fast_two_sum(r1, t)
+    q = e.fma(e.mul(rh, rh), e.poly(rh, _EXP_P[True]), rl)
+    # exp(rh + rl) ~= 1 + rh + rh^2 P(rh) + rl  (rl * rh term is < 2^-80)
+    p = e.add(e.c(1.0), e.add(rh, q))
+    return e.scale(p, n)
+
+
+def _exp(e, x):
+    lo, hi = _EXP_LIM[e.f64]
+    return _exp_core(e, e.max_c(e.min_c(x, hi), lo))
+
+
+def _expm1_core(e, x):
+    """expm1(x) for x in [lo, hi] (or NaN), accurate relative to the result."""
+    n, r1, nlo = _reduce_ln2(e, x)
+    r = e.sub(r1, nlo)
+    em = e.fma(e.mul(r, r), e.poly(r, _EXPM1_P[e.f64]), r)
+    # expm1(x) = 2^n * em + (2^n - 1); 2^n - 1 is exact while it matters.
+    # 2^n itself overflows for the largest n, so cap it and apply the excess
+    # (0..2) as a final exact scaling.
+    nc = e.min_c(n, float(e.bias))
+    t = e.pow2(nc)
+    res = e.fma(t, em, e.sub(t, e.c(1.0)))
+    return e.mul(res, e.pow2(e.sub(n, nc)))
+
+
+_EXPM1_LO = {False: -30.0, True: -60.0}  # expm1 rounds to -1 below
+
+
+def _expm1(e, x):
+    xc = e.max_c(e.min_c(x, _EXP_LIM[e.f64][1]), _EXPM1_LO[e.f64])
+    res = _expm1_core(e, xc)
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # keep the sign of -0
+
+
+_TANH_SAT = {False: 10.0, True: 20.0}  # tanh rounds to +-1 beyond
+
+
+def _tanh(e, x):
+    # tanh|x| = em / (em + 2), em = expm1(2|x|): no cancellation near 0.
+    a = e.min_c(e.abs(x), _TANH_SAT[e.f64])
+    em = _expm1_core(e, e.add(a, a))
+    t = e.div(em, e.add(em, e.c(2.0)))
+    return e.copysign(t, x)
+
+
+def _exp_neg_abs(e, x):
+    """exp(-|x|), NaN preserved."""
+    return _exp_core(e, e.max_c(e.neg(e.abs(x)), _EXP_LIM[e.f64][0]))
+
+
+def _sigmoid(e, x):
+    # For x < 0 use exp(x) / (1 + exp(x)) so exp never overflows and tiny
+    # (denormal) results keep their precision.
+    ex = _exp_neg_abs(e, x)
+    num = e.sel(e.cmp("<", x, e.c(0.0)), ex, e.c(1.0))
+    return e.div(num, e.add(e.c(1.0), ex))
+
+
+def _softplus(e, x):
+    # log(1 + e^x) = max(x, 0) + log1p(e^-|x|)
+    ex = _exp_neg_abs(e, x)
+    u = e.add(e.c(1.0), ex)
+    c = e.sub(ex, e.sub(u, e.c(1.0)))  # rounding error of u, exact (ex <= 1)
+    lp = _log_core(e, u, c, denormals=False)
+    mx = e.sel(e.cmp(">", x, e.c(0.0)), x, e.c(0.0))
+    return e.add(mx, lp)
+
+
+# ---------------------------------------------------------------------------
+# log family (fdlibm e_log.c / e_logf.c)
+
+_LOG_LG = {
+    False: [6.6666662693e-01, 4.0000972152e-01, 2.8498786688e-01, 2.4279078841e-01],
+    True: [6.666666666666735130e-01, 3.999999999940941908e-01,
+           2.857142874366239149e-01, 2.222219843214978396e-01,
+           1.818357216161805012e-01, 1.531383769920937332e-01,
+           1.479819860511658591e-01],
+}
+# ln2_hi has trailing zero bits so k * ln2_hi is exact for every exponent k.
+_LOG_LN2 = {False: (6.9313812256e-01, 9.0580006145e-06),
+            True: (6.93147180369123816490e-01, 1.90821492927058770002e-10)}
+
+
+def _log_reduce(e, x, denormals):
+    """x = m * 2^k, m in [sqrt(1/2), sqrt(2)); returns (m, k) as floats."""
+    kadj = None
+    if denormals:
+        # Denormals: scale into the normal range first.
+        sh = e.mant + 2
+        tiny = e.cmp("<", x, e.c(2.0 ** (1 - e.bias)))
+        x = e.sel(tiny, e.mul(x, e.c(2.0 ** sh)), x)
+        kadj = e.sel(tiny, e.c(-sh), e.c(0.0))
+    sqrt_half = e.bits_of(np.sqrt(e.np(0.5)))
+    one = e.bits_of(1.0)
+    # Offsetting the bits by (1 - sqrt(1/2)) makes the exponent field carry
+    # over exactly when the mantissa is >= sqrt(2) (fdlibm logf trick).
+    ix = e.b.add(e.to_int(x), e.ci(one - sqrt_half))
+    k = e.sub(e.exponent_of(ix), e.c(e.bias))
+    if kadj is not None:
+        k = e.add(k, kadj)
+    mbits = e.b.add(e.b.and_(ix, e.ci((1 << e.mant) - 1)), e.ci(sqrt_half))
+    return e.to_float(mbits), k
+
+
+def _log_core(e, x, c=None, denormals=True, lg=None):
+    """log(x) + c/x for finite x > 0 (garbage otherwise, NaN-propagating in c)."""
+    m, k = _log_reduce(e, x, denormals)
+    f = e.sub(m, e.c(1.0))
+    s = e.div(f, e.add(e.c(2.0), f))
+    z = e.mul(s, s)
+    R = e.mul(z, e.poly(z, lg or _LOG_LG[e.f64]))
+    hfsq = e.mul(e.mul(e.c(0.5), f), f)
+    hi, lo = _LOG_LN2[e.f64]
+    tail = e.mul(k, e.c(lo))
+    if c is not None:
+        tail = e.add(tail, e.div(c, x))
+    # k*ln2_hi + (f - (hfsq - (s*(hfsq+R) + (k*ln2_lo + c/x))))
+    inner = e.fma(s, e.add(hfsq, R), tail)
+    return e.fma(k, e.c(hi), e.sub(f, e.sub(hfsq, inner)))
+
+
+def _log_specials(e, x, res, lo=0.0):
+    """Fix up log-like results at inf, at the pole `lo`, and below it."""
+    inf = float("inf")
+    res = e.sel(e.cmp("==", x, e.c(inf)), e.c(inf), res)
+    res = e.sel(e.cmp("==", x, e.c(lo)), e.c(-inf), res)
+    return e.sel(e.ucmp("<", x, e.c(lo)), e.c(float("nan")), res)
+
+
+def _log(e, x):
+    return _log_specials(e, x, _log_core(e, x))
+
+
+def _log1p(e, x):
+    u = e.add(e.c(1.0), x)
+    # Exact rounding error of u = 1 + x (fast two-sum, larger operand first)
+    c_small = e.sub(x, e.sub(u, e.c(1.0)))
+    c_big = e.sub(e.c(1.0), e.sub(u, x))
+    c = e.sel(e.cmp(">", x, e.c(1.0)), c_big, c_small)
+    res = _log_core(e, u, c, denormals=False)
+    res = e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # keep the sign of -0
+    return _log_specials(e, x, res, lo=-1.0)
+
+
+# ---------------------------------------------------------------------------
+# sin / cos / tan
+
+_PIO2_SPLIT = {False: _split(_PI / 2, np.float32, 3), True: _split(_PI / 2, np.float64, 3)}
+
+# sin(r) = r + r^3 * S(r^2); cos(r) = 1 - r^2/2 + r^4 * C(r^2), |r| <= pi/4
+_SIN_S = {
+    False: [-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4],  # Cephes
+    True: [-1.66666666666666324348e-01, 8.33333333332248946124e-03,
+           -1.98412698298579493134e-04, 2.75573137070700676789e-06,
+           -2.50507602534068634195e-08, 1.58969099521155010221e-10],  # fdlibm
+}
+_COS_C = {
+    False: [4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5],
+    True: [4.16666666666666019037e-02, -1.38888888888741095749e-03,
+           2.48015872894767294178e-05, -2.75573143513906633035e-07,
+           2.08757232129817482790e-09, -1.13596475577881948265e-11],
+}
+
+
+def _trig_reduce(e, x):
+    """x = q*pi/2 + (r + rl); returns r, rl and q mod 4 (a float in 0..3)."""
+    p1, p2, p3 = _PIO2_SPLIT[e.f64]
+    q = e.rint(e.mul(x, e.c(float(2 / _PI))))
+    # With FMA, x - q*p1 is exact (the result fits in the format), so each
+    # part of pi/2 can carry the type's full precision.  The second step is
+    # done exactly (two_prod + two_sum) and the rest kept as a tail rl: the
+    # two roundings of a plain 3-step reduction cost ~1 ulp of r.
+    r1 = e.fma(e.neg(q), e.c(p1), x)
+    th, tl = e.two_prod(q, e.c(p2))
+    rh, err = e.two_sum(r1, e.neg(th))
+    rl = e.sub(err, e.fma(q, e.c(p3), tl))
+    r, rl = e.fast_two_sum(rh, rl)
+    # Beyond the supported range r can be anything; keep the polynomials
+    # near their domain so sin/cos stay within [-1, 1].  (NaN passes.)
+    # |r| may exceed pi/4 a little when x*2/pi rounds across a half-integer.
+    r = e.max_c(e.min_c(r, 1.0), -1.0)
+    tiny = 2.0 ** -e.mant
+    rl = e.max_c(e.min_c(rl, tiny), -tiny)
+    qm = e.sub(q, e.mul(e.c(4.0), e.floor(e.mul(q, e.c(0.25)))))
+    return r, rl, qm
+
+
+def _sincos_poly(e, r, rl):
+    """sin and cos of r + rl (|rl| <= ulp(r))."""
+    z = e.mul(r, r)
+    hz = e.mul(e.c(0.5), z)
+    # sin(r + rl) ~= sin r + rl * (1 - r^2/2)
+    s = e.add(r, e.fma(e.mul(z, r), e.poly(z, _SIN_S[e.f64]), e.fma(e.neg(hz), rl, rl)))
+    # cos(r + rl) ~= cos r - rl * r; 1 - z/2 loses bits when z/2 is near
+    # 1/4, recover them (fdlibm kernel_cos)
+    w = e.sub(e.c(1.0), hz)
+    corr = e.fma(e.neg(r), rl, e.sub(e.sub(e.c(1.0), w), hz))
+    c = e.add(w, e.fma(e.mul(z, z), e.poly(z, _COS_C[e.f64]), corr))
+    return s, c
+
+
+def _sin_cos(e, x, cos):
+    r, rl, qm = _trig_reduce(e, x)
+    if cos:  # cos x = sin(x + pi/2)
+        qm = e.add(qm, e.c(1.0))
+        qm = e.sel(e.cmp("==", qm, e.c(4.0)), e.c(0.0), qm)
+    s, c = _sincos_poly(e, r, rl)
+    qh = e.floor(e.mul(qm, e.c(0.5)))
+    odd = e.cmp("!=", qm, e.add(qh, qh))
+    res = e.sel(odd, c, s)
+    res = e.sel(e.cmp("==", qh, e.c(1.0)), e.neg(res), res)
+    return res if cos else e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # sin(-0)
+
+
+def _tan(e, x):
+    r, rl, qm = _trig_reduce(e, x)
+    s, c = _sincos_poly(e, r, rl)
+    qh = e.floor(e.mul(qm, e.c(0.5)))
+    odd = e.cmp("!=", qm, e.add(qh, qh))
+    res = e.div(e.sel(odd, e.neg(c), s), e.sel(odd, s, c))
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # tan(-0) = -0
+
+
+# ---------------------------------------------------------------------------
+# pow
+
+def _log_dd(e, x):
+    """log(x) as a double-double (hi, lo) for finite x > 0; f64 only."""
+    m, k = _log_reduce(e, x, True)
+    f = e.sub(m, e.c(1.0))  # exact
+    dh, dl = e.two_sum(m, e.c(1.0))
+    # s = f / (m + 1) as a double-double; log m = 2 atanh s
+    sh = e.div(f, dh)
+    rem = e.sub(e.fma(e.neg(sh), dh, f), e.mul(sh, dl))
+    sl = e.div(rem, dh)
+    # s^2 and s^3 as double-doubles
+    zh, zl = e.two_prod(sh, sh)
+    zl = e.fma(e.add(sh, sh), sl, zl)
+    th, tl = e.two_prod(zh, sh)
+    tl = e.fma(zh, sl, e.fma(zl, sh, tl))
+    # 2 atanh s = 2s + s^3 (2/3 + z Q(z)); 2/3 as a double-double so the
+    # dominant correction term carries no 2^-54 coefficient error.
+    # Taylor through s^25: the next term is < 2^-69 relative at |s| = 0.1716.
+    qp = e.poly(zh, [2.0 / k for k in range(5, 26, 2)])
+    q = e.fma(zh, qp, e.mul(zl, qp))
+    c23h, c23l = _split(Fraction(2, 3), np.float64, 2)
+    ch, cl = e.two_prod(th, e.c(c23h))
+    cl = e.fma(th, e.add(e.c(c23l), q), e.fma(tl, e.c(c23h), cl))
+    # sum: k*ln2 + 2s + s^3 * (...)
+    ln2h, ln2l = _LOG_LN2[True]  # k * ln2h is exact
+    ah = e.mul(k, e.c(ln2h))
+    s2h = e.add(sh, sh)
+    hi, lo = e.two_sum(ah, s2h)
+    hi, lo2 = e.two_sum(hi, ch)
+    lo = e.add(e.add(lo, lo2), e.add(e.add(cl, e.add(sl, sl)), e.mul(k, e.c(ln2l))))
+    return e.fast_two_sum(hi, lo)
+
+
+def _pow(e, x, y):
+    ax = e.abs(x)
+    inf = float("inf")
+    if e.f64:
+        lh, ll = _log_dd(e, ax)
+        ph, pl = e.two_prod(y, lh)
+        pl = e.fma(y, ll, pl)
+        lo, hi = _EXP_LIM[True]
+        out = e.or_(e.cmp(">", ph, e.c(hi)), e.cmp("<", ph, e.c(lo)))
+        ph = e.max_c(e.min_c(ph, hi), lo)
+        pl = e.sel(out, e.c(0.0), pl)
+        z = _exp_core(e, ph, pl)
+    else:
+        # float32: exp(y log|x|) in float64 is accurate to ~2^-45, far below
+        # float32's half ulp.
+        dty = ir.DoubleType()
+        if e.count:
+            dty = ir.VectorType(dty, e.count)
+        # Only ~2^-35 relative accuracy is needed, so shorter Taylor series
+        # than the float64 functions use: log via 2 atanh(s), |s| <= 0.1716,
+        # through s^13; exp through r^9.  With t clamped to float32's exp
+        # range 2^n is a normal double, and the final fptrunc rounds once.
+        d = _Em(e.b, dty)
+        lg = [2.0 / k for k in range(3, 14, 2)]
+        t = d.mul(e.b.fpext(y, dty),
+                  _log_core(d, e.b.fpext(ax, dty), denormals=False, lg=lg))
+        lo, hi = _EXP_LIM[False]
+        n, r1, nlo = _reduce_ln2(d, d.max_c(d.min_c(t, hi), lo))
+        r = d.sub(r1, nlo)
+        p = d.add(d.fma(d.mul(r, r), d.poly(r, _EXP_P[True][:8]), r), d.c(1.0))
+        z = e.b.fptrunc(d.mul(p, d.pow2(n)), e.ty)
+
+    y_int = e.cmp("==", e.floor(y), y)
+    hy = e.mul(y, e.c(0.5))
+    y_odd = e.and_(y_int, e.cmp("!=", e.floor(hy), hy))
+    ay = e.abs(y)
+    # Infinite/zero operands: the result is 0 or inf by magnitude.
+    spec = e.or_(e.or_(e.cmp("==", ax, e.c(0.0)), e.cmp("==", ax, e.c(inf))),
+                 e.cmp("==", ay, e.c(inf)))
+    big = e.b.icmp_unsigned("==", e.cmp(">", ax, e.c(1.0)), e.cmp(">", y, e.c(0.0)))
+    z = e.sel(spec, e.sel(big, e.c(inf), e.c(0.0)), z)
+    z = e.sel(e.and_(e.signbit(x), y_odd), e.neg(z), z)
+    neg_nonint = e.and_(e.and_(e.cmp("<", x, e.c(0.0)), e.not_(y_int)),
+                        e.cmp("!=", ax, e.c(inf)))
+    nan = e.or_(e.or_(neg_nonint, e.isnan(x)), e.isnan(y))
+    z = e.sel(nan, e.c(float("nan")), z)
+    one = e.or_(e.or_(e.cmp("==", y, e.c(0.0)), e.cmp("==", x, e.c(1.0))),
+                e.and_(e.cmp("==", x, e.c(-1.0)), e.cmp("==", ay, e.c(inf))))
+    return e.sel(one, e.c(1.0), z)
+
+
+# ---------------------------------------------------------------------------
+# erf.  Coefficients: weighted least-squares (Lawson-iterated towards
+# minimax) fits at Chebyshev nodes in 50-digit arithmetic, rounded to the type.
+
+# erf(x) = x + x * A(x^2) for |x| < 1 (relative-error fit; splitting off
+# the leading 1 keeps the rounding of 2/sqrt(pi) and of A out of the result)
+_ERF_A = {
+    False: [
+        0.12837916612625122, -0.3761262595653534, 0.1128358542919159,
+        -0.026853810995817184, 0.0051883249543607235, -0.0008010168094187975,
+        7.85377633292228e-05],
+    True: [
+        0.1283791670955126, -0.3761263890318375, 0.11283791670954857,
+        -0.026866170645072886, 0.00522397762478078, -0.0008548326978737574,
+        0.00012055331036737971, -1.4925593503128811e-05, 1.6460972758245717e-06,
+        -1.6350024613791197e-07, 1.4657875834956052e-08, -1.1365650794605868e-09,
+        5.945236616992329e-11],
+}
+# erfc(x) = exp(-x^2) * B(x - x0) for x0 <= x < sat, fitted for absolute
+# error of erfc (what erf = 1 - erfc needs); (x0, coefficients) per piece.
+_ERF_B = {
+    False: [(1.0, [
+        0.42758357524871826, -0.2732110619544983, 0.1543503701686859,
+        -0.0790523886680603, 0.03687267750501633, -0.015107224695384502,
+        0.004909273236989975, -0.0010563540272414684, 0.0001067461707862094])],
+    True: [(1.0, [
+        0.427583576155807, -0.27321201478389007, 0.15437156137122174,
+        -0.07922696891971064, 0.0375722958613658, -0.01666186560989369,
+        0.006970119990440541, -0.002768965319635753, 0.0010499526684689116,
+        -0.0003812132522507192, 0.00013236672003008788, -4.343292860025466e-05,
+        1.3039339486066845e-05, -3.3699064274335558e-06, 6.816135612862083e-07,
+        -9.293403977799374e-08, 6.244572895551858e-09]),
+           (2.5, [
+        0.2108063640611436, -0.07434734678979446, 0.02493799708664043,
+        -0.008001569381618237, 0.0024670368084882804, -0.0007335908738833171,
+        0.00021101946907932986, -5.886761460599405e-05, 1.5958247077634616e-05,
+        -4.207351313324794e-06, 1.0754107979169822e-06, -2.626680180068886e-07,
+        5.9088755223629746e-08, -1.1441433532807722e-08, 1.721741240006328e-09,
+        -1.7256092242913174e-10, 8.398277233858944e-12])],
+}
+_ERF_SAT = {False: 4.0, True: 6.0}  # erf rounds to +-1 beyond
+
+
+def _erf(e, x):
+    a = e.abs(x)
+    z = e.mul(a, a)
+    small = e.fma(a, e.poly(z, _ERF_A[e.f64]), a)
+    pieces = _ERF_B[e.f64]
+    x0, coeffs = pieces[0][0], [e.c(k) for k in pieces[0][1]]
+    x0 = e.c(x0)
+    for start, cs in pieces[1:]:
+        # Piecewise polynomial without branches: pick each lane's coefficients
+        hi = e.cmp(">=", a, e.c(start))
+        x0 = e.sel(hi, e.c(start), x0)
+        coeffs = [e.sel(hi, e.c(k), c) for k, c in zip(cs, coeffs)]
+    R = e.poly(e.sub(a, x0), coeffs)
+    # exp(-a^2) with a^2 rounded: the rounding moves erfc by < 0.2 ulp of erf.
+    ex = _exp_core(e, e.max_c(e.neg(z), _EXP_LIM[e.f64][0]))
+    big = e.fma(e.neg(ex), R, e.c(1.0))
+    res = e.sel(e.cmp("<", a, e.c(1.0)), small, big)
+    res = e.sel(e.cmp(">", a, e.c(_ERF_SAT[e.f64])), e.c(1.0), res)
+    return e.copysign(res, x)
+
+
+# ---------------------------------------------------------------------------
+# sqrt, rsqrt
+
+def _sqrt(e, x):
+    return e.sqrt(x)
+
+
+def _rsqrt(e, x):
+    return e.div(e.c(1.0), e.sqrt(x))
+
+
+# ---------------------------------------------------------------------------
+
+_UNARY = {
+    "exp": _exp, "expm1": _expm1, "log": _log, "log1p": _log1p,
+    "tanh": _tanh, "sigmoid": _sigmoid, "softplus": _softplus,
+    "sin": lambda e, x: _sin_cos(e, x, False),
+    "cos": lambda e, x: _sin_cos(e, x, True),
+    "tan": _tan, "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,
+}
+_BINARY = {"pow": _pow}
+FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))
+
+
+def emit(builder, name, args):
+    """Emit `name`(*args) at the builder's position; returns the result value.
+
+    args: list of ir.Values, all of one type: float, double, or a vector of
+    either.  Intrinsics are declared in builder.module as needed."""
+    args = list(args)
+    table = _BINARY if name in _BINARY else _UNARY
+    if name not in table:
+        raise KeyError("vecmath: unknown function %r" % name)
+    arity = 2 if table is _BINARY else 1
+    if len(args) != arity:
+        raise TypeError("vecmath.%s takes %d argument(s)" % (name, arity))
+    ty = args[0].type
+    if any(a.type != ty for a in args):
+        raise TypeError("vecmath.%s: arguments must share one type" % name)
+    return table[name](_Em(builder, ty), *args)

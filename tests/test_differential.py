@@ -1,0 +1,211 @@
+"""Differential tests: seeded random graphs run compiled vs interpreted.
+
+Tolerances (documented): float32 rtol 2e-4 / atol 1e-5 (transcendentals are
+a few ulp apart, reductions accumulate in a different order, and errors
+compound through chains of ~10 ops and their gradients); float64 rtol 1e-9.
+NaN/inf must appear at the same positions.  Every graph is compiled once and
+holds many fetches (values and gradients), to keep compile time bounded.
+"""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad.cache import set_enabled
+
+TOL = {np.float32: dict(rtol=2e-4, atol=1e-5), np.float64: dict(rtol=1e-9, atol=1e-12)}
+
+
+@pytest.fixture(autouse=True)
+def _no_disk():
+    set_enabled(False)
+    yield
+    set_enabled(None)
+
+
+def run_both(g, fetches, feed):
+    outs = []
+    for mode in ("interpret", "compiled"):
+        sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+        outs.append(sess.run(fetches, feed))
+    return outs
+
+
+def check_close(a, b, dt, what=""):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, what
+    assert a.dtype == b.dtype, what
+    if a.dtype.kind == "f":
+        assert np.array_equal(np.isnan(a), np.isnan(b)), what
+        assert np.array_equal(np.isinf(a) & (a > 0), np.isinf(b) & (b > 0)), what
+        m = np.isfinite(a) & np.isfinite(b)
+        np.testing.assert_allclose(b[m], a[m], err_msg=what, **TOL[dt])
+    else:
+        np.testing.assert_array_equal(b, a, err_msg=what)
+
+
+def _bshape(rng, shape):
+    """A shape broadcastable to ``shape``."""
+    r = rng.integers(0, len(shape) + 1)
+    sub = list(shape[len(shape) - r:])
+    return tuple(1 if rng.random() < 0.3 else d for d in sub)
+
+
+UNARY = [
+    lambda x: tf.tanh(x), lambda x: tf.sigmoid(x), lambda x: tf.sin(x), lambda x: tf.cos(x),
+    lambda x: -x, lambda x: tf.abs(x), lambda x: tf.exp(tf.tanh(x)), lambda x: tf.math.log(tf.abs(x) + 1.0),
+    lambda x: tf.sqrt(tf.abs(x)), lambda x: tf.math.softplus(x), lambda x: tf.nn.relu(x),
+    lambda x: tf.math.expm1(tf.tanh(x)), lambda x: tf.math.log1p(tf.abs(x)), lambda x: tf.square(tf.tanh(x)),
+    lambda x: tf.nn.elu(x), lambda x: tf.nn.leaky_relu(x, 0.3), lambda x: tf.sign(x) * x,
+    lambda x: tf.math.rsqrt(tf.abs(x) + 0.5), lambda x: tf.reciprocal(tf.abs(x) + 1.0), lambda x: tf.identity(x),
+]
+BINARY = [
+    lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / (tf.abs(y) + 1.0),
+    lambda x, y: tf.maximum(x, y), lambda x, y: tf.minimum(x, y), lambda x, y: tf.math.squared_difference(x, y),
+    lambda x, y: tf.pow(tf.abs(x) + 0.5, tf.tanh(y)), lambda x, y: tf.where(x > y, x, y * 2.0),
+    lambda x, y: tf.add_n([x + y, y + x, x * y]), lambda x, y: tf.clip_by_value(x, -0.5, 0.7) * y,
+]
+
+
+def _reduce(rng, x):
+    r = len(x.shape)
+    fn = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min, tf.reduce_prod][rng.integers(0, 5)]
+    if fn is tf.reduce_prod:
+        x = tf.tanh(x) + 1.0
+    if r == 0 or rng.random() < 0.3:
+        return fn(x, keepdims=True) if rng.random() < 0.5 else fn(x), False
+    axes = sorted(set(int(a) for a in rng.integers(0, r, size=rng.integers(1, r + 1))))
+    return fn(x, axis=axes, keepdims=True), True
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_elementwise_dags(seed, dt):
+    rng = np.random.default_rng(seed * 7 + (dt == np.float64))
+    rank = int(rng.integers(0, 4))
+    shape = tuple(int(d) for d in rng.choice([1, 2, 3, 5, 8, 11, 17], size=rank))
+    g = tf.Graph()
+    with g.as_default():
+        phs, feed = [], {}
+        for k in range(3):
+            s = shape if k == 0 else _bshape(rng, shape)
+            p = tf.compat.v1.placeholder(dt, s)
+            phs.append(p)
+            feed[p] = (rng.standard_normal(s) * 2).astype(dt)
+        pool = list(phs)
+        for _ in range(int(rng.integers(6, 14))):
+            u = rng.random()
+            if u < 0.35:
+                pool.append(UNARY[rng.integers(0, len(UNARY))](pool[rng.integers(0, len(pool))]))
+            elif u < 0.85:
+                a, b = pool[rng.integers(0, len(pool))], pool[rng.integers(0, len(pool))]
+                pool.append(BINARY[rng.integers(0, len(BINARY))](a, b))
+            else:
+                x, keep = _reduce(rng, pool[rng.integers(0, len(pool))])
+                if keep:
+                    pool.append(x)
+        loss = tf.reduce_sum(pool[-1] * tf.cos(pool[-2])) + tf.reduce_mean(pool[len(pool) // 2])
+        grads = [gr for gr in tf.gradients(loss, phs) if gr is not None]
+        picks = [pool[i] for i in sorted(set(rng.integers(0, len(pool), size=4)))]
+        fetches = picks + [loss] + grads
+    a, b = run_both(g, fetches, feed)
+    for i, (x, y) in enumerate(zip(a, b)):
+        check_close(x, y, dt, f"fetch {i}")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_reductions(seed):
+    rng = np.random.default_rng(100 + seed)
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8, 9, 20], size=rank))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape)
+        xi = tf.compat.v1.placeholder(tf.int32, shape)
+        fetches = []
+        for _ in range(6):
+            r, _ = _reduce(rng, tf.sin(x) * 3.0)
+            fetches.append(r)
+        axes = [int(a) for a in rng.integers(0, rank, size=1)]
+        fetches += [tf.reduce_sum(xi, axis=axes), tf.reduce_max(xi, axis=axes, keepdims=True),
+                    tf.reduce_mean(xi), tf.reduce_min(xi)]
+        loss = tf.add_n([tf.reduce_sum(f * f) for f in fetches[:6]])
+        fetches += tf.gradients(loss, [x])
+    feed = {x: rng.standard_normal(shape).astype(np.float32), xi: rng.integers(-50, 50, shape).astype(np.int32)}
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_close(p, q, np.float32, f"fetch {i}")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_matmul(seed):
+    rng = np.random.default_rng(200 + seed)
+    M, N, K = (int(v) for v in rng.integers(1, 40, size=3))
+    ta, tb = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+    batch = [(), (3,), (2, 1)][seed % 3]
+    dt = np.float32 if seed % 2 == 0 else np.float64
+    g = tf.Graph()
+    with g.as_default():
+        ash = batch + ((K, M) if ta else (M, K))
+        bsh = ((K, N) if not tb else (N, K)) if seed % 3 == 2 else batch[-1:] + ((N, K) if tb else (K, N))
+        if not batch:
+            bsh = (N, K) if tb else (K, N)
+        a = tf.compat.v1.placeholder(dt, ash)
+        b = tf.compat.v1.placeholder(dt, bsh)
+        c = tf.matmul(tf.tanh(a), b, transpose_a=ta, transpose_b=tb)
+        loss = tf.reduce_sum(c * c)
+        fetches = [c, loss] + tf.gradients(loss, [a, b])
+        ai = tf.constant(rng.integers(-5, 5, (M, K)).astype(np.int32))
+        bi = tf.constant(rng.integers(-5, 5, (K, N)).astype(np.int32))
+        fetches.append(tf.matmul(ai, bi))
+    feed = {a: rng.standard_normal(ash).astype(dt), b: rng.standard_normal(bsh).astype(dt)}
+    out = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(*out)):
+        check_close(p, q, dt if i < 4 else np.int32, f"fetch {i}")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_layout(seed):
+    rng = np.random.default_rng(300 + seed)
+    shape = (int(rng.integers(2, 6)), int(rng.integers(2, 10)), int(rng.integers(1, 12)))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape)
+        y = tf.compat.v1.placeholder(tf.float32, shape)
+        h = tf.tanh(x) * y
+        perm = [int(p) for p in rng.permutation(3)]
+        t = tf.transpose(h, perm)
+        r = tf.reshape(h * 2.0, (shape[0], -1))
+        s = h[1:, ::2, ...]
+        s2 = h[-1, :, ::-1]
+        c = tf.concat([h, y, tf.sin(x)], axis=int(rng.integers(0, 3)))
+        st = tf.stack([x, y], axis=int(rng.integers(0, 4)))
+        un = tf.unstack(h, axis=1)[0]
+        e = tf.expand_dims(tf.reduce_sum(h, axis=1), 1) + h
+        tl = tf.tile(h, [1, 2, 1])
+        bt = tf.broadcast_to(tf.reduce_mean(h, axis=0), shape)
+        idx = tf.constant(rng.integers(0, shape[1], size=5).astype(np.int32))
+        ga = tf.gather(h, idx, axis=1)
+        sq = tf.squeeze(tf.reduce_sum(h, axis=2, keepdims=True), axis=2)
+        outs = [t, r, s, s2, c, st, un, e, tl, bt, ga, sq]
+        loss = tf.add_n([tf.reduce_sum(tf.sin(o) * (k + 1.0)) for k, o in enumerate(outs)])
+        fetches = outs + [loss] + tf.gradients(loss, [x, y])
+    feed = {x: rng.standard_normal(shape).astype(np.float32), y: rng.standard_normal(shape).astype(np.float32)}
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_close(p, q, np.float32, f"fetch {i}")
+
+
+def test_random_fetch_subsets_share_graph():
+    rng = np.random.default_rng(5)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (13,))
+        ts = [x]
+        for k in range(10):
+            ts.append(UNARY[k % len(UNARY)](ts[-1]) + ts[rng.integers(0, len(ts))])
+    feed = {x: rng.standard_normal(13).astype(np.float32)}
+    for _ in range(4):
+        picks = [ts[i] for i in rng.integers(0, len(ts), size=3)]
+        a, b = run_both(g, picks, feed)
+        for p, q in zip(a, b):
+            check_close(p, q, np.float32)
