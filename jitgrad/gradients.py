@@ -161,9 +161,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
         converted = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
-                if not y.dtype.is_floating:
-                    raise TypeError(f"Gradients of {y.dtype.name} tensors are not supported; y {y.name} "
-                                    "must be a floating point tensor.")
+                # As TF's _DefaultGradYs: ones of y's dtype, integer ys included
+                # (their gradients then stop at the first int-producing op).
                 gy = math_ops.ones_like(y, name=f"grad_ys_{i}")
             else:
                 gy = convert_to_tensor(gy, dtype=y.dtype if not isinstance(gy, Tensor) else None, graph=graph)
@@ -249,7 +248,10 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
 
 _NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqual", "Greater", "GreaterEqual",
                        "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "FloorDiv", "Sign",
-                       "Shape", "SizeRatio", "ZerosLike", "OnesLike", "ProdExcept"}
+                       "Shape", "SizeRatio", "ZerosLike", "OnesLike"}
+# (ProdExcept, the helper of reduce_prod's gradient, is deliberately not listed:
+# it has no gradient rule, so a second derivative through reduce_prod raises
+# LookupError instead of silently treating it as a constant.)
 
 
 class _GradOp:

@@ -34,4 +34,7 @@ def run(targets, feeds, state):
             if v.dtype != t.dtype.np:
                 v = v.astype(t.dtype.np)
             values[id(t)] = v
-    return [None if not hasattr(t, "value_index") else values[id(t)] for t in targets]
+    # A fetched tensor that was fed comes back as a fresh array (as in TF), not
+    # the caller's own feed array.
+    return [None if not hasattr(t, "value_index") else
+            (np.array(values[id(t)]) if id(t) in feeds else values[id(t)]) for t in targets]

@@ -13,14 +13,25 @@ from .shapes import TensorShape
 _var_ids = itertools.count()
 
 
-class Variable:
+class _VariableMeta(type):
+    """``tf.Variable(...)`` builds a GraphVariable or an EagerVariable. Done in
+    the metaclass (not ``__new__``) so the subclass's ``__init__`` runs once:
+    with ``__new__`` Python would call it a second time with the caller's
+    arguments, creating every graph variable twice ('Variable_1')."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is Variable:
+            return cls._dispatch(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Variable(metaclass=_VariableMeta):
     """Dispatches to a graph or eager variable, like TF 2's tf.Variable."""
 
-    def __new__(cls, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
-                name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
-                synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
-        if cls is not Variable:
-            return super().__new__(cls)
+    @staticmethod
+    def _dispatch(initial_value=None, trainable=None, validate_shape=True, caching_device=None,
+                  name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
+                  synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
         if initial_value is None:
             raise ValueError("The initial value must be specified.")
         if context.executing_eagerly():
@@ -59,6 +70,10 @@ class GraphVariable(Variable):
         return self._value
 
     _graph_for_conversion = property(lambda self: self.graph)
+    # Like graph tensors: identity ==/hash in a plain Graph (ops/overloads.py),
+    # and numpy defers to our reflected operators (np.float32(2) * v).
+    _graph_if_symbolic = property(lambda self: self.graph)
+    __array_priority__ = 100
 
     def value(self):
         return self._value
@@ -137,3 +152,13 @@ def global_variables():
 
 def trainable_variables():
     return context.get_default_graph().get_collection("trainable_variables")
+
+
+def _install_operators():
+    # tf.Variable supports the Tensor operators (v * 2, -v, v[0], v ** 2, ...).
+    from .ops import overloads
+    overloads.install(GraphVariable)
+    GraphVariable.__hash__ = lambda self: id(self)
+
+
+_install_operators()

@@ -169,11 +169,14 @@ _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], NUMBERS)
 _unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)])
+# RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
+# (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
+# scalar_inverse_gradient_op: (-dy * y) * y) so float32 results match TF.
 _unary_op("Rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
-          lambda op, g: [multiply(-0.5, multiply(g, multiply(multiply(op.outputs[0], op.outputs[0]),
-                                                                             op.outputs[0])))])
+          lambda op, g: [multiply(multiply(-0.5, multiply(g, op.outputs[0])),
+                                  multiply(op.outputs[0], op.outputs[0]))])
 _unary_op("Reciprocal", _errstate(lambda x: 1 / x),
-          lambda op, g: [multiply(negative(g), multiply(op.outputs[0], op.outputs[0]))])
+          lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])])
 _unary_op("Exp", _errstate(np.exp), lambda op, g: [multiply(g, op.outputs[0])])
 _unary_op("Expm1", _errstate(np.expm1), lambda op, g: [multiply(g, exp(op.inputs[0]))])
 _unary_op("Log", _errstate(np.log), lambda op, g: [multiply(g, reciprocal(op.inputs[0]))])
@@ -494,8 +497,17 @@ def add_n(inputs, name=None):
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    (t,) = convert_all([t])
     t_min = minimum(t, clip_value_max)
-    return maximum(t_min, clip_value_min, name=name or "clip_by_value")
+    # As TF: the bounds may broadcast against t but must not change its shape.
+    if not t.shape.is_compatible_with(t_min.shape):
+        raise ValueError(f"Shapes {t.shape} and {t_min.shape} are incompatible: clip_by_value's bounds "
+                         "must not broadcast the clipped tensor to a larger shape.")
+    t_max = maximum(t_min, clip_value_min, name=name or "clip_by_value")
+    if not t.shape.is_compatible_with(t_max.shape):
+        raise ValueError(f"Shapes {t.shape} and {t_max.shape} are incompatible: clip_by_value's bounds "
+                         "must not broadcast the clipped tensor to a larger shape.")
+    return t_max
 
 
 def zeros_like(input, dtype=None, name=None):  # noqa: A002

@@ -12,7 +12,8 @@ from .registry import apply_op, register
 
 def _reduced_shape(shape, axis, keepdims):
     if shape is None:
-        return None
+        # Reducing everything of an unknown-rank tensor still gives a scalar.
+        return () if axis is None and not keepdims else None
     axes = normalize_axes(axis, len(shape))
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))

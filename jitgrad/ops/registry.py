@@ -95,6 +95,8 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
     specs = opdef.infer([t.shape.dims for t in inputs], [t.dtype for t in inputs], attrs)
     op = graph.create_op(op_type, inputs, attrs, name, specs, exact_name)
     outs = op.outputs
+    if not outs:
+        return op  # as in TF, an op without outputs (NoOp, an initializer group) is returned itself
     return outs[0] if len(outs) == 1 else outs
 
 
