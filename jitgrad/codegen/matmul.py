@@ -14,16 +14,15 @@ width is baked into the IR.  Structure (outer to inner), following Goto/BLIS::
         for pc in K step KC:             balanced K blocks
           pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels   (L2/L3 resident)
           for ic in rows step MC:        this call's rows only
-            [pack A[ic:ic+mc, pc:pc+kc] into MR-row panels] (transposed A)
+            [pack A[ic:ic+mc, pc:pc+kc] into MR-row panels] (unless N narrow)
             for jr over NR panels:       B micro-panel stays in L1
               for ir over MR panels:
                 micro-kernel: MR x NR block of C held in vector registers,
                               rank-1 updates with broadcast(A) * B via FMA
                 store (first K block) / accumulate the tile into C
 
-Row-major A is read in place (MR row streams, contiguous in k): packing it
-costs more than it saves here, especially for narrow N.  Transposed A is
-packed when there are enough B panels to amortise the pass.
+A is packed when N spans enough B panels to amortise the pass; for narrow N
+(e.g. N=10) op(A) is read in place by the micro-kernel instead.
 
 The micro-kernel is emitted as explicit vector IR (``<VW x T>`` + ``llvm.fma``)
 instead of trusting the loop vectoriser; the rest are plain loops that LLVM
@@ -96,11 +95,11 @@ def _plan(dtype, M, N, K, trans_a, config=None):
     b_elems = _round_up(kc * nc, per_align)
     pack_a = p["pack_a"]
     if pack_a is None:
-        # Reading op(A) in place is as fast as packing for row-major A (MR
-        # row streams, each contiguous in k) and saves the pack pass, which
-        # dominates when N is narrow.  Transposed A has one cache line per k
-        # per tile, so pack it once there are enough B panels to amortise.
-        pack_a = trans_a and N > 2 * nr
+        # Packing A pays off once it is reused across enough B panels
+        # (measured: a few % for row-major A, more for transposed A, whose
+        # in-place reads touch a new cache line per k).  For narrow N the
+        # pack pass dominates, so there op(A) is read in place.
+        pack_a = N > (1 if trans_a else 4) * nr
     pack_a = bool(pack_a)
     a_elems = _round_up(kc * mc, per_align) if pack_a else 0
     return _Plan(vw, mr, nr, kc, nkb, mc, nc, pack_a, b_elems, a_elems,

@@ -1,0 +1,247 @@
+#!/usr/bin/env python
+"""Single-threaded GFLOP/s of the jitgrad matmul kernel vs numpy (OpenBLAS).
+
+Shapes are the MLP training-step matmuls (784-512-10, batch 256).  Our kernel
+is compiled for the host CPU and called for the full row range from one
+thread.  numpy runs in a subprocess whose environment pins BLAS to one
+thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1) and *unsets*
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which may be set on this machine and
+make OpenBLAS pick a slower kernel.
+
+Usage: python bench/bench_matmul.py [--dtype float32|float64] [--repeats N]
+       [--config '{"mc": 144, "kc": 256}']
+"""
+
+import argparse
+import ctypes
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+# Our kernel runs single-threaded in this process; keep this process's BLAS
+# (used only to check results) from leaving spinning threads on other cores.
+for _k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_k] = "1"
+
+import numpy as np  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (label, M, N, K, trans_a, trans_b)  -- C is M x N, reduction over K.
+SHAPES = [
+    ("fwd X@W1      (256x784)@(784x512)", 256, 512, 784, False, False),
+    ("fwd H@W2      (256x512)@(512x10)", 256, 10, 512, False, False),
+    ("bwd dW1=X^T@dH (256x784)^T@(256x512)", 784, 512, 256, True, False),
+    ("bwd dX=dH@W1^T (256x512)@(784x512)^T", 256, 784, 512, False, True),
+    ("bwd dW2=H^T@dY (256x512)^T@(256x10)", 512, 10, 256, True, False),
+    ("bwd dH=dY@W2^T (256x10)@(512x10)^T", 256, 512, 10, False, True),
+]
+
+
+def _load_matmul():
+    try:
+        from jitgrad.codegen import matmul
+        return matmul
+    except ImportError:
+        path = os.path.join(ROOT, "jitgrad", "codegen", "matmul.py")
+        spec = importlib.util.spec_from_file_location("_jg_matmul", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+
+def _operands(M, N, K, ta, tb, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((K, M) if ta else (M, K)).astype(dtype)
+    B = rng.standard_normal((N, K) if tb else (K, N)).astype(dtype)
+    return A, B
+
+
+def _calibrate(fn, min_time=0.05):
+    """Calls per timed sample so that one sample lasts about min_time."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    return max(1, int(min_time / one))
+
+
+def _sample(fn, inner):
+    """Seconds per call, averaged over ``inner`` back-to-back calls."""
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner
+
+
+# ---------------------------------------------------------------- numpy side
+
+def _blas_info():
+    info = ""
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info = "%s %s" % (blas.get("name"), blas.get("version"))
+    except Exception:
+        pass
+    try:
+        import threadpoolctl
+        info += " | " + "; ".join(
+            "%s threads=%s arch=%s" % (d.get("internal_api"),
+                                       d.get("num_threads"),
+                                       d.get("architecture"))
+            for d in threadpoolctl.threadpool_info())
+    except ImportError:
+        pass
+    return info
+
+
+def _numpy_child(dtype):
+    """Server loop: read a shape index per line, answer seconds per call.
+
+    Keeping one long-lived process lets the parent interleave numpy and our
+    samples one by one, so load from other processes on this shared machine
+    hits both sides alike.
+    """
+    calls = []
+    for _, M, N, K, ta, tb in SHAPES:
+        A, B = _operands(M, N, K, ta, tb, dtype)
+        Aop = A.T if ta else A
+        Bop = B.T if tb else B
+        C = np.empty((M, N), dtype)
+        fn = (lambda Aop=Aop, Bop=Bop, C=C: np.matmul(Aop, Bop, out=C))
+        calls.append((fn, _calibrate(fn)))
+    print(json.dumps({"info": _blas_info()}), flush=True)
+    for line in sys.stdin:
+        fn, inner = calls[int(line)]
+        print(repr(_sample(fn, inner)), flush=True)
+
+
+class _NumpyServer:
+    """numpy in a subprocess with BLAS pinned to one thread."""
+
+    def __init__(self, dtype):
+        env = dict(os.environ)
+        self.removed = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+                        if env.pop(k, None) is not None]
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                  "MKL_NUM_THREADS"):
+            env[k] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--numpy-child",
+             "--dtype", dtype],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.info = json.loads(self.proc.stdout.readline())["info"]
+
+    def sample(self, i):
+        self.proc.stdin.write("%d\n" % i)
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+# ------------------------------------------------------------------ our side
+
+def _jit(mm, dtype, M, N, K, ta, tb, config):
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(), opt=3)
+    module = ir.Module()
+    module.triple = llvm.get_default_triple()
+    module.data_layout = str(tm.target_data)
+    mm.emit_matmul(module, "mm", dtype, 1, M, N, K, ta, tb, 0, 0,
+                   **({"config": config} if config else {}))
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    pb = llvm.create_pass_builder(
+        tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    ee = llvm.create_mcjit_compiler(mod, tm)
+    ee.finalize_object()
+    ct = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    P = ctypes.POINTER(ct)
+    fn = ctypes.CFUNCTYPE(None, P, P, P, P, ctypes.c_int64, ctypes.c_int64)(
+        ee.get_function_address("mm"))
+    return fn, (ee, mod), P
+
+
+def _ours_setup(dtype, config):
+    """Compile every shape once; return (callable, calls per sample) pairs."""
+    mm = _load_matmul()
+    kw = {"config": config} if config else {}
+    calls = []
+    for _, M, N, K, ta, tb in SHAPES:
+        fn, keep, P = _jit(mm, dtype, M, N, K, ta, tb, config)
+        A, B = _operands(M, N, K, ta, tb, dtype)
+        C = np.empty((M, N), dtype)
+        ws = mm.workspace_elems(dtype, 1, M, N, K, ta, tb, **kw)
+        raw = np.zeros(ws + 64, dtype)
+        off = (-raw.ctypes.data % 64) // raw.itemsize
+        work = raw[off:off + ws]
+        args = [x.ctypes.data_as(P) for x in (A, B, C, work)]
+        call = (lambda fn=fn, args=args, M=M: fn(*args, 0, M))
+        call()
+        Aop = (A.T if ta else A).astype(np.float64)
+        Bop = (B.T if tb else B).astype(np.float64)
+        err = np.abs(C - Aop @ Bop).max()
+        assert err < 1e-2, "wrong result for %s: %g" % ((M, N, K), err)
+        call.keep = (keep, A, B, C, raw)
+        calls.append((call, _calibrate(call)))
+    return calls
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--repeats", type=int, default=21,
+                    help="interleaved ours/numpy samples per shape (median)")
+    ap.add_argument("--config", default=None,
+                    help="tile-size overrides (JSON)")
+    ap.add_argument("--numpy-child", action="store_true")
+    args = ap.parse_args()
+    if args.numpy_child:
+        _numpy_child(args.dtype)
+        return
+    config = json.loads(args.config) if args.config else None
+    calls = _ours_setup(args.dtype, config)
+    server = _NumpyServer(args.dtype)
+    rows = []
+    try:
+        for i, (label, M, N, K, ta, tb) in enumerate(SHAPES):
+            call, inner = calls[i]
+            ours, ref = [], []
+            for _ in range(args.repeats):
+                ours.append(_sample(call, inner))
+                ref.append(server.sample(i))
+            flop = 2.0 * M * N * K / 1e9
+            rows.append((label, flop / np.median(ours), flop / np.median(ref),
+                         flop / min(ours), flop / min(ref)))
+    finally:
+        server.close()
+    print("dtype=%s: GFLOP/s from the median of %d samples (~50 ms each), "
+          "ours and numpy interleaved; single thread%s" % (
+              args.dtype, args.repeats,
+              ", config=%s" % config if config else ""))
+    print("numpy: %s" % server.info)
+    print("numpy subprocess env: *_NUM_THREADS=1; unset %s" % (
+        ", ".join(server.removed) if server.removed
+        else "OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (neither was set)"))
+    w = max(len(s[0]) for s in SHAPES)
+    print("%-*s %8s %8s %7s %10s %10s" % (w, "shape", "ours", "numpy",
+                                          "ratio", "ours best", "numpy best"))
+    for label, o, r, ob, rb in rows:
+        print("%-*s %8.1f %8.1f %6.0f%% %10.1f %10.1f" % (
+            w, label, o, r, 100 * o / r, ob, rb))
+
+
+if __name__ == "__main__":
+    main()

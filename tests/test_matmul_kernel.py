@@ -1,0 +1,323 @@
+"""Differential tests of the generated GEMM kernel against numpy.
+
+Many kernels are emitted into one LLVM module and compiled together, since
+O3 compilation (not execution) dominates the runtime of these tests.
+"""
+
+import ctypes
+import importlib.util
+import os
+import threading
+
+import numpy as np
+import pytest
+
+llvm = pytest.importorskip("llvmlite.binding")
+from llvmlite import ir  # noqa: E402
+
+try:
+    from jitgrad.codegen import matmul as mm
+except ImportError:  # package __init__ files not written yet
+    _path = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "jitgrad", "codegen", "matmul.py")
+    _spec = importlib.util.spec_from_file_location("_jg_matmul", _path)
+    mm = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(mm)
+
+
+# ------------------------------------------------------------------ harness
+
+def _target_machine():
+    # A fresh one per engine: MCJIT takes ownership of (and frees) it.
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(), opt=3)
+
+
+class Case:
+    """One problem: shapes, operands, and (after compiling) a callable."""
+
+    def __init__(self, dtype, batch, M, N, K, ta, tb, bcast_a, bcast_b, rng,
+                 config=None):
+        self.dtype, self.batch, self.config = dtype, batch, config
+        self.M, self.N, self.K, self.ta, self.tb = M, N, K, ta, tb
+        a_shape = (K, M) if ta else (M, K)
+        b_shape = (N, K) if tb else (K, N)
+        self.A = rng.standard_normal(
+            ((1 if bcast_a else batch),) + a_shape).astype(dtype)
+        self.B = rng.standard_normal(
+            ((1 if bcast_b else batch),) + b_shape).astype(dtype)
+        self.sa = 0 if bcast_a else M * K
+        self.sb = 0 if bcast_b else K * N
+        self.fn = None
+
+    def __repr__(self):
+        return "Case(%s b=%d M=%d N=%d K=%d ta=%d tb=%d sa=%d sb=%d %s)" % (
+            self.dtype, self.batch, self.M, self.N, self.K, self.ta, self.tb,
+            self.sa, self.sb, self.config or "")
+
+    def emit(self, module, name):
+        self.name = name
+        mm.emit_matmul(module, name, self.dtype, self.batch, self.M, self.N,
+                       self.K, self.ta, self.tb, self.sa, self.sb,
+                       config=self.config)
+
+    def bind(self, engine):
+        ct = ctypes.c_float if self.dtype == "float32" else ctypes.c_double
+        self.P = ctypes.POINTER(ct)
+        P = self.P
+        self.fn = ctypes.CFUNCTYPE(None, P, P, P, P, ctypes.c_int64,
+                                   ctypes.c_int64)(
+            engine.get_function_address(self.name))
+
+    def new_work(self, fill=np.nan, misalign=0):
+        """A 64-byte aligned (+ misalign elements) scratch buffer, pre-filled
+        with garbage."""
+        n = mm.workspace_elems(self.dtype, self.batch, self.M, self.N,
+                               self.K, self.ta, self.tb, config=self.config)
+        assert isinstance(n, int) and n >= 0
+        raw = np.full(n + 64, fill, self.dtype)
+        off = (-raw.ctypes.data % 64) // raw.itemsize + misalign
+        return raw[off:off + n]
+
+    def new_out(self):
+        return np.full((self.batch, self.M, self.N), np.nan, self.dtype)
+
+    def run(self, C=None, rows=None, work=None):
+        C = self.new_out() if C is None else C
+        work = self.new_work() if work is None else work
+        lo, hi = rows if rows is not None else (0, self.M)
+        self.fn(*(x.ctypes.data_as(self.P) for x in (self.A, self.B, C,
+                                                      work)), lo, hi)
+        return C
+
+    def reference(self):
+        """float64 result and the elementwise error bound."""
+        A = self.A.astype(np.float64)
+        B = self.B.astype(np.float64)
+        if self.ta:
+            A = A.transpose(0, 2, 1)
+        if self.tb:
+            B = B.transpose(0, 2, 1)
+        A = np.broadcast_to(A, (self.batch,) + A.shape[1:])
+        B = np.broadcast_to(B, (self.batch,) + B.shape[1:])
+        eps = np.finfo(self.dtype).eps
+        # Standard dot-product bound |err| <= K*eps*(|A| @ |B|), plus one ulp
+        # of slack for the final rounding to dtype.
+        bound = (self.K + 1) * eps * (np.abs(A) @ np.abs(B))
+        return A @ B, bound
+
+
+def compile_cases(cases):
+    module = ir.Module(name="matmul_tests")
+    module.triple = llvm.get_default_triple()
+    tm = _target_machine()
+    module.data_layout = str(tm.target_data)
+    for i, c in enumerate(cases):
+        c.emit(module, "mm_%d" % i)
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    pb = llvm.create_pass_builder(
+        tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    for c in cases:
+        c.bind(engine)
+    return engine  # keep alive while the cases are used
+
+
+def check(case, C):
+    ref, bound = case.reference()
+    assert not np.isnan(C).any(), "%r left elements unwritten" % (case,)
+    err = np.abs(C.astype(np.float64) - ref)
+    bad = err > bound
+    assert not bad.any(), "%r: max err %g, at %s" % (
+        case, err.max(), np.argwhere(bad)[:5].tolist())
+
+
+# -------------------------------------------------------------------- cases
+
+def _random_cases(seed, n):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i in range(n):
+        dtype = ("float32", "float64")[i % 2]
+        batch = int(rng.integers(1, 4))
+        M, N, K = (int(x) for x in rng.integers(1, 71, size=3))
+        ta, tb = bool(rng.integers(2)), bool(rng.integers(2))
+        cases.append(Case(dtype, batch, M, N, K, ta, tb,
+                          bool(batch > 1 and rng.integers(3) == 0),
+                          bool(batch > 1 and rng.integers(3) == 0), rng))
+    return cases
+
+
+def _edge_cases():
+    rng = np.random.default_rng(1)
+    cases = []
+    # Tile-edge shapes: M around MR=6, N around NR=16 (f32) / 8 (f64),
+    # K=1, K > KC (several, unequal K blocks), K % VW != 0.
+    shapes = [(1, 1, 1), (1, 10, 1), (7, 10, 1), (6, 16, 4), (1, 1, 300),
+              (5, 17, 3), (13, 8, 257), (12, 15, 64), (25, 33, 2),
+              (6, 9, 513)]
+    combos = [(False, False), (False, True), (True, False), (True, True)]
+    for i, (M, N, K) in enumerate(shapes):
+        # Each shape in two transpose combos; every combo in both dtypes.
+        for j in (i, i + 1):
+            ta, tb = combos[j % 4]
+            dtype = ("float32", "float64")[(i + j // 4) % 2]
+            cases.append(Case(dtype, 1, M, N, K, ta, tb, False, False, rng))
+    # Broadcast of either operand across the batch.
+    cases.append(Case("float32", 3, 9, 21, 11, False, False, True, False, rng))
+    cases.append(Case("float64", 2, 9, 21, 11, True, True, False, True, rng))
+    # The A-packing choice is a heuristic; cover both paths for both layouts,
+    # with blocks small enough that several MC/KC blocks and edges occur.
+    for pack_a in (False, True):
+        for ta in (False, True):
+            for dtype in ("float32", "float64"):
+                cases.append(Case(dtype, 2, 29, 41, 37, ta, not ta, False,
+                                  True, rng,
+                                  config=dict(pack_a=pack_a, mc=12, kc=16)))
+    # Empty shapes: K == 0 means C = 0; empty outputs are no-ops.
+    for dtype, batch, M, N, K in (("float32", 2, 4, 5, 0),
+                                  ("float64", 1, 0, 3, 2),
+                                  ("float32", 1, 3, 0, 2),
+                                  ("float64", 0, 3, 4, 5)):
+        cases.append(Case(dtype, batch, M, N, K, False, True, False, False,
+                          rng))
+    # Several NC column blocks plus a narrower last one.
+    cases.append(Case("float32", 3, 13, 75, 40, False, True, False, True, rng,
+                      config=dict(nc=32, kc=16)))
+    cases.append(Case("float64", 2, 8, 37, 9, True, False, True, False, rng,
+                      config=dict(nc=16, mc=6)))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def random_cases():
+    cases = _random_cases(seed=1234, n=24)
+    engine = compile_cases(cases)
+    yield cases
+    del engine
+
+
+@pytest.fixture(scope="module")
+def edge_cases():
+    cases = _edge_cases()
+    engine = compile_cases(cases)
+    yield cases
+    del engine
+
+
+@pytest.fixture(scope="module")
+def big_cases():
+    rng = np.random.default_rng(7)
+    # Large enough to cross every cache block boundary (MC, several K blocks,
+    # many NR panels plus an edge panel).
+    cases = [Case("float32", 1, 256, 784, 512, ta, tb, False, False, rng)
+             for ta in (False, True) for tb in (False, True)]
+    cases.append(Case("float64", 1, 300, 130, 600, True, False, False, False,
+                      rng))
+    cases.append(Case("float32", 2, 150, 10, 784, False, False, False, True,
+                      rng))
+    engine = compile_cases(cases)
+    yield cases
+    del engine
+
+
+# -------------------------------------------------------------------- tests
+
+def test_random_shapes(random_cases):
+    for case in random_cases:
+        check(case, case.run())
+
+
+def test_edge_shapes(edge_cases):
+    for case in edge_cases:
+        check(case, case.run())
+
+
+def test_big_shapes(big_cases):
+    for case in big_cases:
+        check(case, case.run())
+
+
+def _split_points(M, rng):
+    cuts = sorted(int(x) for x in rng.integers(0, M + 1, size=2))
+    return [(0, cuts[0]), (cuts[0], cuts[1]), (cuts[1], M)]
+
+
+def test_row_split_bit_identical(random_cases, edge_cases, big_cases):
+    rng = np.random.default_rng(99)
+    special = [c for c in edge_cases if c.config or c.K == 0]
+    for case in random_cases[:16] + special + big_cases:
+        full = case.run()
+        C = case.new_out()
+        for lo, hi in _split_points(case.M, rng):
+            case.run(C=C, rows=(lo, hi))
+        assert np.array_equal(full, C), case
+
+
+def test_row_split_only_writes_own_rows(edge_cases):
+    for case in edge_cases[::7]:
+        if case.M < 3:
+            continue
+        C = case.run(rows=(1, case.M - 1))
+        assert np.isnan(C[:, 0]).all() and np.isnan(C[:, -1]).all(), case
+        assert not np.isnan(C[:, 1:-1]).any(), case
+
+
+def test_concurrent_row_ranges(big_cases):
+    # ctypes releases the GIL during the call, so these really overlap.
+    case = big_cases[0]
+    full = case.run()
+    C = case.new_out()
+    bounds = [(0, 100), (100, 256)]
+    threads = [threading.Thread(target=case.run,
+                                kwargs=dict(C=C, rows=r,
+                                            work=case.new_work()))
+               for r in bounds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert np.array_equal(full, C)
+
+
+def test_deterministic_and_independent_of_workspace(random_cases, big_cases):
+    for case in random_cases[::5] + big_cases[:2]:
+        first = case.run(work=case.new_work(np.nan))
+        for fill in (0.0, 1e30, np.inf):
+            again = case.run(work=case.new_work(fill))
+            assert np.array_equal(first, again), case
+
+
+def test_tolerates_misaligned_workspace(big_cases, edge_cases):
+    for case in big_cases[:2] + edge_cases[:4]:
+        ref = case.run()
+        for misalign in (1, 3):
+            again = case.run(work=case.new_work(misalign=misalign))
+            assert np.array_equal(ref, again), case
+
+
+def test_empty_row_range_writes_nothing(edge_cases):
+    case = edge_cases[7]
+    C = case.run(rows=(0, 0))
+    assert np.isnan(C).all()
+
+
+def test_workspace_elems_is_small():
+    n = mm.workspace_elems("float32", 1, 256, 784, 512, False, False)
+    assert 0 < n < 4 * 1024 * 1024
+
+
+def test_rejects_bad_arguments():
+    module = ir.Module()
+    with pytest.raises(ValueError):
+        mm.emit_matmul(module, "bad", "float32", 1, -1, 4, 4, False, False,
+                       16, 16)
+    with pytest.raises(ValueError):
+        mm.emit_matmul(module, "bad2", "int32", 1, 4, 4, 4, False, False,
+                       16, 16)
