@@ -21,6 +21,15 @@ from jitgrad import context, session as _session
 
 ALL_MODES = ("interpret", "compiled")
 
+# Tests never read or write the user's kernel cache: counters such as
+# "compiles == 1" must not depend on what an earlier run left on disk.
+if "JITGRAD_TEST_USE_USER_CACHE" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["JITGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitgrad-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["JITGRAD_CACHE_DIR"], True)
+
 try:  # hypothesis is a test extra; keep the suite fast and deterministic
     from hypothesis import settings as _hyp_settings
 
