@@ -16,30 +16,62 @@ same type); the result has that type.  Special values are handled with
 ``select`` and follow numpy (NaN propagates, exp(-inf) = 0, log(0) = -inf,
 pow as C99/np.power, ...).  No fast-math flags are used.
 
-Functions: exp expm1 log log1p tanh sigmoid softplus sin cos tan pow(2 args)
-sqrt rsqrt erf.
+Functions (``FUNCTIONS``): exp expm1 log log1p tanh sigmoid softplus sin
+cos tan pow (2 args) sqrt rsqrt erf.
 
-Measured worst-case error (ulp, vs a long-double reference; see
-``tests/test_vecmath.py`` and ``bench/bench_vecmath.py --ulp``).  Inputs
-swept: 2**22 random bit patterns over all finite values of the type (i.e.
-log-uniform magnitudes, both signs), 2**20 uniform values in the main range
-listed, plus special values; pow: |x| log-uniform in [1e-30, 1e30] (f32) /
-[1e-300, 1e300] (f64) with y in +-[1e-3, 1e3], plus integer y on negative x.
+Measured worst-case error, in ulp of the exact result (long-double
+reference; 0.5 = correctly rounded), from ``bench/bench_vecmath.py --ulp``
+with n = 2**22: per function and type 2**22 inputs evenly spaced in bit
+pattern over all finite values (log-spaced magnitudes incl. denormals, both
+signs), 2**22 random bit patterns, 2**22 uniform over the main range, and
+2**20 log-uniform magnitudes in [4e-18, 1] of both signs.  pow: 3 x 2**22
+pairs: |x| log-uniform in 1e+-30 (f32) / 1e+-300 (f64) with |y| log-uniform
+in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
+(results up to the overflow threshold); x in -[e^-5, e^5] with integer
+|y| <= 60.  The test suite asserts the "bound" column on smaller sweeps.
 
-    ========  ============================  =======  =======
-    function  main range (uniform sweep)    f32      f64
-    ========  ============================  =======  =======
-    exp       [-104, 89] / [-746, 710]      ULP_TABLE
-    ========  ============================  =======  =======
+    ========  ===========================  =====  =====  =========
+    function  main range f32 / f64          f32    f64   bound
+    ========  ===========================  =====  =====  =========
+    exp       [-104, 89] / [-746, 710]     1.00   0.81   1.5 / 1.25
+    expm1     [-30, 89] / [-60, 710]       1.41   1.74   2.0 / 2.25
+    log       (0, 4]                       0.82   0.79   1.0
+    log1p     [-1, 4]                      0.80   0.81   1.0
+    tanh      [-10, 10] / [-20, 20]        2.29   2.50   3.0
+    sigmoid   [-110, 40] / [-750, 60]      2.24   2.21   2.75
+    softplus  [-110, 40] / [-750, 60]      1.55   1.55   2.0
+    sin       |x| <= 2**19 / 2**45         1.05   0.77   1.5 / 1.0
+    cos       |x| <= 2**19 / 2**45         0.78   0.77   1.0
+    tan       |x| <= 2**19 / 2**45         2.19   2.15   2.75
+    pow       see above                    0.50   1.15   0.75 / 1.5
+    sqrt      [0, 10]                      0.50   0.50   0.5
+    rsqrt     [0, 10]                      1.49   1.49   1.5
+    erf       [-6, 6] / [-7, 7]            0.96   0.97   1.25
+    ========  ===========================  =====  =====  =========
 
-Accuracy notes:
-* sin/cos/tan use Cody-Waite reduction with pi/2 split in three parts of the
-  type's precision, each product applied with one FMA.  Accuracy holds for
-  |x| <= 2**17 (f32) and |x| <= 2**30 (f64) as tabled; beyond that the error
-  grows (f32) and past ~2**24 / 2**53 the result is meaningless, but it is
-  always finite and in [-1, 1] for finite x (the reduced argument is clamped).
-* float32 pow is evaluated in float64 (exp(y*log|x|) needs ~8 more bits than
-  the result); float64 pow carries log|x| and y*log|x| as double-doubles.
+expm1, log1p, tanh, sin, tan and erf are accurate relative to the result
+near 0 (no cancellation): the small-magnitude sweep is part of the table.
+
+Notes:
+* sin/cos/tan use Cody-Waite reduction by pi/2 split into three parts of the
+  type's precision, the first step exact through FMA and the second carried
+  as a double-word tail.  The table's figures hold for |x| <= 2**19 (5.2e5,
+  f32) and |x| <= 2**45 (3.5e13, f64).  Measured per octave beyond that:
+  f32 [2**19, 2**20) <= 2 ulp, [2**20, 2**21) ~6 ulp; f64 up to 2**48
+  <= 2 ulp, [2**48, 2**49) ~8 ulp, [2**49, 2**50) ~100 ulp.  From 2**21
+  (f32) / 2**50 (f64) on, x*2/pi no longer resolves the quadrant and the
+  result is meaningless, but for finite x it is always finite and sin/cos
+  stay within [-1, 1] (the reduced argument is clamped).  sin/cos/tan of
+  +-inf is NaN.
+* float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
+  the result); float64 pow carries log|x| and y log|x| as double-doubles.
+* erf: |x| < 1 odd polynomial; otherwise 1 - exp(-x^2) B(x), B piecewise
+  polynomial (f64: 2 pieces, coefficients chosen per lane with select).
+* tanh = expm1(2|x|) / (expm1(2|x|) + 2) with the sign copied back;
+  sigmoid uses exp(-|x|) so it never overflows; softplus(x) =
+  max(x, 0) + log1p(exp(-|x|)).
+* rsqrt is 1 / sqrt(x) (exact sqrt instruction and a division, no
+  approximate rsqrt), so rsqrt(+-0) = +-inf like numpy's 1/np.sqrt.
 """
 
 from fractions import Fraction
@@ -226,7 +258,7 @@ class _Em:
         f = self.to_float(self.b.or_(e, self.ci(two_m)))
         return self.sub(f, self.c(2.0 ** self.mant))
 
-    # double-double helpers (used by f64 pow) -----------------------------
+    # error-free transformations (double-word arithmetic) ------------------
     def two_sum(self, a, b):
         s = self.add(a, b)
         bb = self.sub(s, a)
@@ -270,9 +302,9 @@ _EXP_LIM = {False: (-104.0, 89.0), True: (-746.0, 710.0)}
 def _reduce_ln2(e, x):
     """x = n*ln2 + r, |r| <= ln2/2 (+rounding).
 
-    With FMA, x - n*ln2_hi is exact for any double-precision ln2_hi (the
-    result fits in the format), so the 2-part split only needs the lo part
-    for the bits ln2_hi lacks."""
+    With FMA, x - n*ln2_hi is exact even with ln2_hi at the type's full
+    precision (the result fits in the format), so a 2-part split suffices;
+    the lo product is returned separately for callers that keep a tail."""
     hi, lo = _LN2_SPLIT[e.f64]
     n = e.rint(e.mul(x, e.c(float(_LOG2E))))
     r = e.fma(e.neg(n), e.c(hi), x)
@@ -290,8 +322,9 @@ def _exp_core(e, x, xlo=None):
     # full weight.
     t = e.neg(nlo) if xlo is None else e.sub(xlo, nlo)
     rh, rl = e.fast_two_sum(r1, t)
-    q = e.fma(e.mul(rh, rh), e.poly(rh, _EXP_P[True]), rl)
-    # exp(rh + rl) ~= 1 + rh + rh^2 P(rh) + rl  (rl * rh term is < 2^-80)
+    # exp(rh + rl) ~= 1 + rh + rh^2 P(rh) + rl (1 + rh); rl <= 2^-55, so
+    # the neglected rl rh^2 / 2 is < 2^-58.
+    q = e.fma(e.mul(rh, rh), e.poly(rh, _EXP_P[True]), e.fma(rl, rh, rl))
     p = e.add(e.c(1.0), e.add(rh, q))
     return e.scale(p, n)
 
@@ -561,15 +594,15 @@ def _pow(e, x, y):
         pl = e.sel(out, e.c(0.0), pl)
         z = _exp_core(e, ph, pl)
     else:
-        # float32: exp(y log|x|) in float64 is accurate to ~2^-45, far below
-        # float32's half ulp.
+        # float32: evaluate in float64.  |y log x| <= 104 here, so ~2^-35
+        # relative accuracy suffices and the series are shorter than the
+        # float64 functions': log via 2 atanh(s), |s| <= 0.1716, through
+        # s^13; exp through r^9.  With t clamped to float32's exp range 2^n
+        # is a normal double, and the final fptrunc rounds once (denormal
+        # and overflowing results included).
         dty = ir.DoubleType()
         if e.count:
             dty = ir.VectorType(dty, e.count)
-        # Only ~2^-35 relative accuracy is needed, so shorter Taylor series
-        # than the float64 functions use: log via 2 atanh(s), |s| <= 0.1716,
-        # through s^13; exp through r^9.  With t clamped to float32's exp
-        # range 2^n is a normal double, and the final fptrunc rounds once.
         d = _Em(e.b, dty)
         lg = [2.0 / k for k in range(3, 14, 2)]
         t = d.mul(e.b.fpext(y, dty),
