@@ -79,6 +79,20 @@ def main():
         print(f"n={n:.0e} value: compiled {t_f * 1e3:.2f} ms, numpy {n_f * 1e3:.2f} ms, speedup {n_f / t_f:.2f}x"
               f" | value+grad: compiled {t_g * 1e3:.2f} ms, numpy {n_g * 1e3:.2f} ms, speedup {n_g / t_g:.2f}x"
               f" | first runs (incl. compile) {tc_f * 1e3:.0f} / {tc_g * 1e3:.0f} ms")
+        # threads: 1 vs all, interleaved; effective bandwidth (read x, write grad) vs a copy
+        from jitgrad.codegen import parallel
+        tt = {1: [], parallel.num_threads(): []}
+        for _ in range(reps):
+            for k in tt:
+                parallel.set_num_threads(k)
+                tt[k].append(med(lambda: s.run([f, df], {xp: v}), 1))
+        parallel.set_num_threads(None)
+        y = np.empty_like(v)
+        t_copy = med(lambda: np.copyto(y, v), reps)
+        bw = 2 * v.nbytes / t_copy / 1e9
+        print("    value+grad by threads: " + ", ".join(
+            f"{k}: {np.median(t) * 1e3:.2f} ms ({2 * v.nbytes / np.median(t) / 1e9:.1f} GB/s, "
+            f"{2 * v.nbytes / np.median(t) / 1e9 / bw * 100:.0f}% of copy {bw:.1f} GB/s)" for k, t in tt.items()))
 
     # 3. accuracy
     v = np.random.default_rng(1).random(10 ** 7, dtype=np.float32)

@@ -39,6 +39,23 @@ from ..ops.registry import REGISTRY
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VW = 8            # lanes of the explicitly vectorised inner loops
 ALIGN = 64        # scratch buffer alignment (bytes)
+# Loop nests whose estimated work (elements x weighted fused ops) reaches
+# PAR_MIN_WORK are split across threads (see jitgrad/codegen/parallel.py);
+# below it the call overhead of waking a second thread (~20-50 us) wins.
+PAR_MIN_WORK = 1 << 23
+MAX_THREADS = 8
+PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across threads
+SPIN_LIMIT = 2000   # pause rounds before a barrier starts yielding the core
+# Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
+# elements (independent of the thread count); block partials are combined in
+# block order, so results are bit-identical for any number of threads.
+BLOCK_ELEMS = 1 << 14
+FUSE_NESTS = True   # False: one loop nest per materialised value (debugging)
+FULL_REDUCE = {"Sum": "sum", "Mean": "mean", "Max": "max", "Min": "min", "Prod": "prod", "SumToShape": "sum"}
+OP_WEIGHT = {o: 12 for o in ("Exp", "Expm1", "Log", "Log1p", "Sin", "Cos", "Tan", "Tanh", "Sigmoid",
+                             "Softplus", "Pow", "Elu")}
+OP_WEIGHT.update({o: 4 for o in ("Sqrt", "Rsqrt", "RealDiv", "Reciprocal", "SqrtGrad", "FloorDiv",
+                                 "FloorMod")})
 
 ERR_INT_DIV_ZERO = 1
 ERR_GATHER_RANGE = 2
@@ -142,6 +159,13 @@ class KernelBuilder:
         self.has_checks = False
         self._fn_counter = 0
         self.literals = {}
+        self._dl, self._triple = target_data, triple
+        self.memo = None          # per loop-body cache of generated values
+        self.parallel = False
+        self.par_node = False     # the MATERIALISE node being emitted runs on all threads
+        self.par_slots = 1
+        self.tid, self.nthreads = c64(0), c64(1)
+        self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
 
     # ------------------------------------------------------------ small IR helpers
     def shape(self, v):
@@ -316,10 +340,26 @@ class KernelBuilder:
         off = len(out_shape) - len(in_shape)
         return [(c64(0), 0) if d == 1 else idx[k + off] for k, d in enumerate(in_shape)]
 
+    def _memo_key(self, v, idx, W):
+        return (v, W, tuple((("c", b.constant) if isinstance(b, ir.Constant) else id(b), c) for b, c in idx))
+
     def gen(self, v, idx, W):
-        buf = self.buffers.get(v)
-        if buf is not None:
-            return self.load_buf(buf, idx, W)
+        memo = self.memo
+        if memo is not None:
+            key = self._memo_key(v, idx, W)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit[0]
+            r = self._gen(v, idx, W)
+            memo[key] = (r, idx)   # idx kept alive so its ids stay unique
+            return r
+        return self._gen(v, idx, W)
+
+    def _gen(self, v, idx, W, top=False):
+        if not top:
+            buf = self.buffers.get(v)
+            if buf is not None:
+                return self.load_buf(buf, idx, W)
         node = self.p.nodes[v.node]
         op = node.op
         if op in ELEMENTWISE:
@@ -426,6 +466,8 @@ class KernelBuilder:
         self.mat = mat
         self.out_vals = out_vals
         self.uses = uses
+        # values that must live in a buffer whatever the fusion decides
+        self.hard = {self._root(v) for v in roots} | set(need_buf)
 
     def _root(self, v):
         """The value whose buffer v lives in (through aliases)."""
@@ -460,48 +502,523 @@ class KernelBuilder:
             if not opdef.is_shape_only(k):
                 self._fused_ops(u, acc, seen)
 
+    # ------------------------------------------------------------ loop-nest groups
+    def _reads2(self, v, ident, acc_i, acc_o, seen):
+        """Buffers read when generating v, split by whether they are read at the
+        consumer's own element index (ident: a chain of same-shape elementwise
+        ops) or through a broadcast / layout map."""
+        key = (v, ident)
+        if key in seen:
+            return
+        seen.add(key)
+        n = self.p.nodes[v.node]
+        if n.op == "Arg" or v in self.mat or n.op in ALIAS:
+            (acc_i if ident and n.op not in ALIAS else acc_o).add(self._root(v))
+            return
+        self._reads_inputs(n, v, ident, acc_i, acc_o, seen)
+
+    def _reads_inputs(self, n, v, ident, acc_i, acc_o, seen):
+        opdef = REGISTRY[n.op]
+        out_shape = n.outputs[v.index][0]
+        for k, u in enumerate(n.inputs):
+            if not opdef.is_shape_only(k):
+                self._reads2(u, ident and n.op in ELEMENTWISE and self.shape(u) == out_shape, acc_i, acc_o, seen)
+
+    def _unit_reads(self, kind, i, payload):
+        acc_i, acc_o = set(), set()
+        n = self.p.nodes[i]
+        if kind == "store":
+            self._reads_inputs(n, payload, True, acc_i, acc_o, {(payload, True), (payload, False)})
+        elif kind == "reduce":
+            self._reads2(n.inputs[0], True, acc_i, acc_o, set())
+        else:
+            opdef = REGISTRY[n.op]
+            for k, u in enumerate(n.inputs):
+                if not opdef.is_shape_only(k):
+                    self._reads2(u, False, acc_i, acc_o, set())
+        return acc_i, acc_o
+
+    def _full_reduce_kind(self, n):
+        """kind when node n reduces its (non-empty) input to a single element."""
+        kind = FULL_REDUCE.get(n.op)
+        if kind is None:
+            return None
+        in_shape = self.shape(n.inputs[0])
+        if int(np.prod(in_shape, dtype=np.int64)) == 0 or int(np.prod(n.outputs[0][0], dtype=np.int64)) != 1:
+            return None
+        if n.op != "SumToShape" and n.attrs.get("axis") is not None:
+            from ..shapes import normalize_axes
+            axes = set(normalize_axes(n.attrs["axis"], len(in_shape)))
+            if any(in_shape[d] != 1 for d in range(len(in_shape)) if d not in axes):
+                return None
+        return kind
+
+    def _plan_nests(self):
+        """Groups the loop nests (in node order) into multi-output nests over
+        one iteration shape; values read only inside their own nest, at the
+        element being computed, stop being materialised."""
+        nodes = self.p.nodes
+        node_vals = {}
+        for v in self.mat:
+            node_vals.setdefault(v.node, []).append(v)
+        units = []
+        for i, n in enumerate(nodes):
+            if n.op == "Arg" or n.op in ALIAS:
+                continue
+            vals = sorted(node_vals.get(i, ()), key=lambda x: x.index)
+            if not vals:
+                continue
+            if n.op in MATERIALISE:
+                kind = self._full_reduce_kind(n)
+                if kind is not None and len(vals) == 1:
+                    units.append(("reduce", i, kind, tuple(self.shape(n.inputs[0]))))
+                else:
+                    units.append(("node", i, None, None))
+                continue
+            for v in vals:
+                shape = tuple(self.shape(v))
+                if int(np.prod(shape, dtype=np.int64)) == 0:
+                    units.append(("node", i, v, None))
+                else:
+                    units.append(("store", i, v, shape))
+        nests = []
+        for u in units:
+            kind, i, payload, shape = u
+            if not FUSE_NESTS and kind != "node":
+                kind = kind if kind == "store" else "reduce"
+            ri, ro = self._unit_reads(kind, i, payload if kind == "store" else None)
+            unit = {"kind": kind, "pos": i, "val": payload if kind == "store" else _val(i, 0),
+                    "rkind": payload if kind == "reduce" else None, "ri": ri, "ro": ro}
+            g = nests[-1] if nests else None
+            if (kind != "node" and FUSE_NESTS and g is not None and g["shape"] == shape and not (ro & g["produced"])
+                    and not (ri & g["reduced"])):
+                g["units"].append(unit)
+                g["end"] = i
+            else:
+                g = {"units": [unit], "shape": shape if kind != "node" else None, "start": i, "end": i,
+                     "produced": set(), "reduced": set()}
+                nests.append(g)
+            if kind == "reduce":
+                g["reduced"].add(unit["val"])
+            if kind != "node" or payload is None:
+                g["produced"].add(unit["val"])
+            else:
+                g["produced"].add(payload)
+        # values that need no buffer: multi-use intermediates read only at their
+        # own element index by units of their own nest
+        nest_of = {}
+        for gi, g in enumerate(nests):
+            for u in g["units"]:
+                nest_of[id(u)] = gi
+        readers = {}
+        for gi, g in enumerate(nests):
+            for u in g["units"]:
+                for r in u["ri"]:
+                    readers.setdefault(r, []).append((gi, True))
+                for r in u["ro"]:
+                    readers.setdefault(r, []).append((gi, False))
+        soft = set()
+        for gi, g in enumerate(nests):
+            if g["shape"] is None or not FUSE_NESTS:
+                continue
+            for u in g["units"]:
+                v = u["val"]
+                if u["kind"] != "store" or v in self.hard:
+                    continue
+                rs = readers.get(v, [])
+                if all(rg == gi and ident for rg, ident in rs):
+                    soft.add(v)
+        if soft:
+            self.mat -= soft
+            for g in nests:
+                g["units"] = [u for u in g["units"] if not (u["kind"] == "store" and u["val"] in soft)]
+            nests = [g for g in nests if g["units"]]
+        self.soft = soft
+        return nests
+
+    def _leaf_flags(self, v, flags, R, acc, seen):
+        """Collects, for every buffer read by the expression of v, which of the
+        R iteration dims it varies along; False when a layout map is involved."""
+        key = (v, flags)
+        if key in seen:
+            return True
+        seen.add(key)
+        n = self.p.nodes[v.node]
+        shape = n.outputs[v.index][0]
+        if n.op == "Arg" or v in self.buffers_planned or n.op in ("Literal", "SizeRatio"):
+            if n.op in ALIAS:
+                return False
+            acc.add(flags)
+            return True
+        if n.op in ALIAS or n.op not in ELEMENTWISE:
+            return False
+        opdef = REGISTRY[n.op]
+        for k, u in enumerate(n.inputs):
+            if opdef.is_shape_only(k):
+                continue
+            ush = self.shape(u)
+            off = R - len(ush)
+            f = tuple(flags[j] and j >= off and ush[j - off] != 1 for j in range(R))
+            if not self._leaf_flags(u, f, R, acc, seen):
+                return False
+        return True
+
+    def _merge_dims(self, g):
+        """Runs of iteration dims that every access walks contiguously (or not at
+        all) are merged: [(extent, last dim of the run)], size-1 dims dropped."""
+        shape = g["shape"]
+        R = len(shape)
+        keep = [j for j in range(R) if shape[j] != 1]
+        full = tuple(shape[j] != 1 for j in range(R))
+        acc, seen = {full}, set()
+        ok = True
+        for u in g["units"]:
+            if u["kind"] == "store":
+                n = self.p.nodes[u["val"].node]
+                if n.op not in ELEMENTWISE:
+                    ok = False
+                    break
+                opdef = REGISTRY[n.op]
+                for k, x in enumerate(n.inputs):
+                    if opdef.is_shape_only(k):
+                        continue
+                    xs = self.shape(x)
+                    off = R - len(xs)
+                    f = tuple(j >= off and xs[j - off] != 1 for j in range(R))
+                    if not self._leaf_flags(x, f, R, acc, seen):
+                        ok = False
+                        break
+            else:
+                if not self._leaf_flags(self.p.nodes[u["pos"]].inputs[0], full, R, acc, seen):
+                    ok = False
+            if not ok:
+                break
+        runs = []
+        for j in keep:
+            if ok and runs and all(f[runs[-1][1]] == f[j] for f in acc):
+                runs[-1] = (runs[-1][0] * shape[j], j)
+            else:
+                runs.append((shape[j], j))
+        return runs
+
+    def _work(self, g):
+        """Estimated cost of a nest in element-ops (transcendentals weigh more)."""
+        ops = []
+        seen = set()
+        for u in g["units"]:
+            v = u["val"] if u["kind"] == "store" else self.p.nodes[u["pos"]].inputs[0]
+            if u["kind"] == "store":
+                n = self.p.nodes[v.node]
+                ops.append(n.op)
+                opdef = REGISTRY[n.op]
+                for k, x in enumerate(n.inputs):
+                    if not opdef.is_shape_only(k):
+                        self._fused_ops(x, ops, seen)
+            else:
+                ops.append("Sum")
+                self._fused_ops(v, ops, seen)
+        w = sum(OP_WEIGHT.get(o, 1) for o in ops) + len(g["units"])
+        return int(np.prod(g["shape"], dtype=np.int64)) * w
+
+    # ------------------------------------------------------------ threads
+    def on_thread0(self):
+        """Context: the enclosed code runs on thread 0 only (parallel kernels)."""
+        return self._guard(self.b.icmp_signed("==", self.tid, c64(0))) if self.parallel else _nullctx()
+
+    @contextmanager
+    def _guard(self, cond):
+        then = self.fn.append_basic_block("t0")
+        cont = self.fn.append_basic_block("t0.end")
+        self.b.cbranch(cond, then, cont)
+        self.b.position_at_end(then)
+        yield
+        self.b.branch(cont)
+        self.b.position_at_end(cont)
+
+    def thread_rows(self, M, align=8):
+        """[r0, r1): this thread's share of M rows (chunks aligned to ``align``)."""
+        b = self.b
+        per = b.sdiv(b.add(c64(M - 1), self.nthreads), self.nthreads)        # ceil(M / n)
+        per = b.mul(b.sdiv(b.add(per, c64(align - 1)), c64(align)), c64(align))
+        r0 = b.mul(self.tid, per)
+        r0 = b.select(b.icmp_signed("<", r0, c64(M)), r0, c64(M))
+        r1 = b.add(r0, per)
+        r1 = b.select(b.icmp_signed("<", r1, c64(M)), r1, c64(M))
+        return r0, r1
+
+    def barrier(self):
+        """Spin barrier over the runtime thread count on two words of the status
+        block (count, generation): the last thread to arrive resets the count
+        and bumps the generation; the others spin (pause) until it changes."""
+        if not self.parallel:
+            return
+        b = self.b
+        st = self.status
+        cnt = b.gep(st, [ir.Constant(I32, 2)])
+        genp = b.gep(st, [ir.Constant(I32, 3)])
+        gen0 = b.load_atomic(genp, "acquire", 4)
+        old = b.atomic_rmw("add", cnt, ir.Constant(I32, 1), "acq_rel")
+        last = b.icmp_signed("==", b.sext(old, I64), b.sub(self.nthreads, c64(1)))
+        lastb = self.fn.append_basic_block("bar.last")
+        spin = self.fn.append_basic_block("bar.spin")
+        done = self.fn.append_basic_block("bar.done")
+        b.cbranch(last, lastb, spin)
+        b.position_at_end(lastb)
+        b.store_atomic(ir.Constant(I32, 0), cnt, "monotonic", 4)
+        b.atomic_rmw("add", genp, ir.Constant(I32, 1), "release")
+        b.branch(done)
+        b.position_at_end(spin)
+        # spin with pause; after SPIN_LIMIT rounds yield the core (oversubscribed hosts)
+        ctr = self.alloca(I64)
+        b.store(c64(0), ctr)
+        loop = self.fn.append_basic_block("bar.loop")
+        yld = self.fn.append_basic_block("bar.yield")
+        chk = self.fn.append_basic_block("bar.check")
+        b.branch(loop)
+        b.position_at_end(loop)
+        if self.x86:
+            self.intrinsic("llvm.x86.sse2.pause", ir.VoidType(), [])
+        k = b.add(b.load(ctr), c64(1))
+        b.store(k, ctr)
+        b.cbranch(b.icmp_signed(">", k, c64(SPIN_LIMIT)), yld, chk)
+        b.position_at_end(yld)
+        self.intrinsic("sched_yield", I32, [])
+        b.branch(chk)
+        b.position_at_end(chk)
+        g = b.load_atomic(genp, "acquire", 4)
+        b.cbranch(b.icmp_signed("==", g, gen0), loop, done)
+        b.position_at_end(done)
+
+    @contextmanager
+    def loop_dyn(self, start, stop, step=1):
+        """for i in range(start, stop, step) with runtime (i64) bounds."""
+        b = self.b
+        ctr = self.alloca(I64)
+        b.store(start if not isinstance(start, int) else c64(start), ctr)
+        cond = self.fn.append_basic_block("for.cond")
+        body = self.fn.append_basic_block("for.body")
+        end = self.fn.append_basic_block("for.end")
+        b.branch(cond)
+        b.position_at_end(cond)
+        i = b.load(ctr)
+        b.cbranch(b.icmp_signed("<", i, stop if not isinstance(stop, int) else c64(stop)), body, end)
+        b.position_at_end(body)
+        yield i
+        b.store(b.add(i, c64(step)), ctr)
+        b.branch(cond)
+        b.position_at_end(end)
+
+    @contextmanager
+    def loop_grab(self, counter_off, nb):
+        """Dynamic schedule: each thread takes the next block index from an
+        atomic counter (zeroed at kernel entry) until all ``nb`` are taken.
+        Which thread computes a block does not change its result."""
+        b = self.b
+        ctr = b.bitcast(b.gep(self.arena, [c64(counter_off)]), I64.as_pointer())
+        cond = self.fn.append_basic_block("grab.cond")
+        body = self.fn.append_basic_block("grab.body")
+        end = self.fn.append_basic_block("grab.end")
+        b.branch(cond)
+        b.position_at_end(cond)
+        blk = b.atomic_rmw("add", ctr, c64(1), "monotonic")
+        b.cbranch(b.icmp_signed("<", blk, c64(nb)), body, end)
+        b.position_at_end(body)
+        yield blk
+        b.branch(cond)
+        b.position_at_end(end)
+
+    # ------------------------------------------------------------ nest emission
+    def emit_group(self, g, outs, partial_off):
+        """One loop nest computing every unit of g: stores (elementwise values
+        into their buffers) and full reductions (accumulated per fixed block;
+        block partials combined in block order, so the result does not depend
+        on the thread count)."""
+        from .lower_reduction import _acc_dtype, _init, _combine, _convert, _finalize, _hreduce
+        b = self.b
+        shape = g["shape"]
+        R = len(shape)
+        runs = g["runs"]
+        reds = [u for u in g["units"] if u["kind"] == "reduce"]
+        stores = [u for u in g["units"] if u["kind"] == "store"]
+        par = g["parallel"]
+        # blocks over the outermost merged dim
+        if not runs:
+            nb, rows = 1, 1
+        else:
+            inner_elems = int(np.prod([e for e, _ in runs[1:]], dtype=np.int64)) if len(runs) > 1 else 1
+            if len(runs) == 1:
+                rows = BLOCK_ELEMS if (reds or par) else runs[0][0]
+            else:
+                rows = max(1, BLOCK_ELEMS // inner_elems) if (reds or par) else runs[0][0]
+            nb = -(-runs[0][0] // rows)
+        red_info = []
+        for u in reds:
+            n = self.p.nodes[u["pos"]]
+            dt = self.dtype(n.inputs[0])
+            acc_dt = _acc_dtype(u["rkind"], dt)
+            red_info.append((u, n, dt, acc_dt))
+        parts = []
+        for (u, n, dt, acc_dt), off in zip(red_info, partial_off):
+            ty = reg_type(acc_dt)
+            parts.append(b.bitcast(b.gep(self.arena, [c64(off)]), ty.as_pointer()))
+        ctx = self._guard(b.icmp_signed("==", self.tid, c64(0))) if (self.parallel and not par) else _nullctx()
+        with ctx:
+            lo, hi = c64(0), c64(nb)
+
+            def body(idx, W, accs):
+                self.memo = {}
+                for u, ob in zip(stores, outs):
+                    v = u["val"]
+                    val = self._gen(v, idx, W, top=True)
+                    self.memo[self._memo_key(v, idx, W)] = (val, idx)
+                    self.store_buf(ob, idx, val, W)
+                for (u, n, dt, acc_dt), (av, as_) in zip(red_info, accs):
+                    x = _convert(self, self.gen(n.inputs[0], idx, W), dt, acc_dt, W)
+                    p = av if W > 1 else as_
+                    b.store(_combine(self, u["rkind"], acc_dt, b.load(p), x), p)
+                self.memo = None
+
+            def idx_for(vals):
+                idx = [(c64(0), 0)] * R
+                for (ext, j), v in zip(runs, vals):
+                    idx[j] = v
+                return idx
+
+            with (self.loop_dyn(lo, hi) if not par else self.loop_grab(g["counter"], nb)) as blk:
+                accs = []
+                for u, n, dt, acc_dt in red_info:
+                    av = self.alloca(ir.VectorType(reg_type(acc_dt), VW))
+                    as_ = self.alloca(reg_type(acc_dt))
+                    b.store(self.const(acc_dt, _init(u["rkind"], dt), VW), av)
+                    b.store(self.const(acc_dt, _init(u["rkind"], dt)), as_)
+                    accs.append((av, as_))
+                if not runs:
+                    body(idx_for([]), 1, accs)
+                else:
+                    r0 = b.mul(blk, c64(rows))
+                    r1 = b.add(r0, c64(rows))
+                    if runs[0][0] % rows:
+                        r1 = b.select(b.icmp_signed("<", r1, c64(runs[0][0])), r1, c64(runs[0][0]))
+
+                    def inner(outer_vals, lo_i, hi_i, n_inner):
+                        # vectorised innermost run over [lo_i, hi_i)
+                        if n_inner >= VW:
+                            span = b.sub(hi_i, lo_i) if not isinstance(hi_i, int) else None
+                            if span is None:
+                                vend = c64(lo_i + (hi_i - lo_i) // VW * VW)
+                            else:
+                                vend = b.add(lo_i, b.and_(span, c64(-VW)))
+                            with self.loop_dyn(lo_i, vend, VW) as i:
+                                body(idx_for(outer_vals + [(i, 1)]), VW, accs)
+                            with self.loop_dyn(vend, hi_i) as i:
+                                body(idx_for(outer_vals + [(i, 0)]), 1, accs)
+                        else:
+                            with self.loop_dyn(lo_i, hi_i) as i:
+                                body(idx_for(outer_vals + [(i, 0)]), 1, accs)
+
+                    if len(runs) == 1:
+                        inner([], r0, r1, runs[0][0])
+                    else:
+                        with self.loop_dyn(r0, r1) as i0:
+                            def rec(k, vals):
+                                if k == len(runs) - 1:
+                                    inner(vals, 0, runs[k][0], runs[k][0])
+                                    return
+                                with self.loop(runs[k][0]) as ik:
+                                    rec(k + 1, vals + [(ik, 0)])
+                            rec(1, [(i0, 0)])
+                for (u, n, dt, acc_dt), (av, as_), pp in zip(red_info, accs, parts):
+                    r = _combine(self, u["rkind"], acc_dt, _hreduce(self, u["rkind"], acc_dt, b.load(av), VW),
+                                 b.load(as_))
+                    b.store(r, b.gep(pp, [blk]))
+        if reds:
+            if par:
+                self.barrier()
+            with (self._guard(b.icmp_signed("==", self.tid, c64(0))) if self.parallel else _nullctx()):
+                for (u, n, dt, acc_dt), pp, ob in zip(red_info, parts, outs[len(stores):]):
+                    count = int(np.prod(self.shape(n.inputs[0]), dtype=np.int64))
+                    acc = self.alloca(reg_type(acc_dt))
+                    b.store(b.load(b.gep(pp, [c64(0)])), acc)
+                    if nb > 1:
+                        with self.loop(nb, 1) as k:
+                            b.store(_combine(self, u["rkind"], acc_dt, b.load(acc), b.load(b.gep(pp, [k]))), acc)
+                    r = _finalize(self, u["rkind"], dt, acc_dt, b.load(acc), count, 1)
+                    self.store_buf(ob, [(c64(0), 0)] * len(ob.shape), r, 1)
+        return nb
+
     # ------------------------------------------------------------ build
     def build(self):
         tables()
+        self._build(allow_parallel=True)
+        if self.parallel and self.has_checks:
+            # runtime checks write the status word: keep such kernels single-threaded
+            self.__init__(self.p, self.name, self._dl, self._triple)
+            tables()
+            self._build(allow_parallel=False)
+        return self.module
+
+    def _build(self, allow_parallel):
         p = self.p
         self._analyse()
         nodes = p.nodes
         N = len(nodes)
         n_args = len(p.args)
-        # output slots
         out_slot_vals = self.out_vals
-        slot_of_val = {}      # value -> output slot index, when the value is written in place
-        copies = []           # (slot, value) emitted at the end
+        nests = self._plan_nests()
+        slot_of_val = {}
+        copies = []
         for s, v in enumerate(out_slot_vals):
-            n = nodes[v.node]
             if v in self.mat and v not in slot_of_val:
                 slot_of_val[v] = s
             else:
                 copies.append((s, v))
-        # liveness of scratch buffers
-        scratch_vals = [v for v in sorted(self.mat, key=lambda x: (x.node, x.index)) if v not in slot_of_val]
-        last_use = {v: v.node for v in scratch_vals}
-        node_vals = {}
-        for v in self.mat:
-            node_vals.setdefault(v.node, []).append(v)
-        for i, n in enumerate(nodes):
-            if n.op == "Arg" or n.op in ALIAS:
+        self.buffers_planned = set(self.mat)
+        # nest properties: merged dims, parallelism
+        any_par = False
+        for g in nests:
+            if g["shape"] is None:
+                n0 = nodes[g["units"][0]["pos"]]
+                g["parallel"] = False
+                if allow_parallel and n0.op == "MatMul" and n0.outputs[0][1].is_floating:
+                    # GEMM rows split across threads (each with its own workspace)
+                    mM, mN = n0.outputs[0][0]
+                    a_sh = self.shape(n0.inputs[0])
+                    mK = a_sh[0] if n0.attrs["transpose_a"] else a_sh[1]
+                    g["work"] = 2 * mM * mN * mK
+                    g["parallel"] = bool(g["work"] >= PAR_MIN_FLOPS and mM >= 16)
+                any_par = any_par or g["parallel"]
                 continue
+            g["runs"] = self._merge_dims(g)
+            g["work"] = self._work(g)
+            g["parallel"] = bool(allow_parallel and g["runs"] and g["work"] >= PAR_MIN_WORK)
+            if g["parallel"]:
+                outer = g["runs"][0][0]
+                inner = int(np.prod([e for e, _ in g["runs"][1:]], dtype=np.int64)) if len(g["runs"]) > 1 else 1
+                nb = -(-outer // (BLOCK_ELEMS if len(g["runs"]) == 1 else max(1, BLOCK_ELEMS // inner)))
+                g["parallel"] = nb >= 2
+            any_par = any_par or g["parallel"]
+        self.parallel = any_par
+        work = max([g.get("work", 0) for g in nests if g.get("parallel")] or [0])
+        # threads a parallel kernel is built for (per-thread workspaces); runtime n <= this
+        self.par_slots = int(min(MAX_THREADS, max(2, work // PAR_MIN_WORK))) if any_par else 1
+        # liveness of scratch buffers (a nest reads everything at its end, writes at its start)
+        scratch_vals = [v for v in sorted(self.mat, key=lambda x: (x.node, x.index)) if v not in slot_of_val]
+        born = {v: v.node for v in scratch_vals}
+        last_use = {v: v.node for v in scratch_vals}
+        for g in nests:
             reads = set()
-            opdef = REGISTRY[n.op]
-            if n.op in MATERIALISE:
-                for k, u in enumerate(n.inputs):
-                    if not opdef.is_shape_only(k):
-                        self._reads(u, reads, set())
-            else:
-                for v in node_vals.get(i, ()):
-                    seen = {v}
-                    for k, u in enumerate(n.inputs):
-                        if not opdef.is_shape_only(k):
-                            self._reads(u, reads, seen)
+            for u in g["units"]:
+                ri, ro = self._unit_reads(u["kind"], u["pos"], u["val"] if u["kind"] == "store" else None)
+                reads |= ri | ro
+                if u["val"] in born:
+                    born[u["val"]] = min(born[u["val"]], g["start"])
+            if g["units"][0]["kind"] == "node":
+                for v in self.mat:
+                    if v.node == g["start"] and v in born:
+                        born[v] = g["start"]
             for r in reads:
                 if r in last_use:
-                    last_use[r] = max(last_use[r], i)
+                    last_use[r] = max(last_use[r], g["end"])
         for s, v in copies:
             r = self._root(v)
             if r in last_use:
@@ -509,19 +1026,43 @@ class KernelBuilder:
         # dry run to find per-node temporaries (matmul workspaces)
         self._emitting = False
         self._temps_needed = {}
-        for i, n in enumerate(nodes):
-            if n.op in MATERIALISE:
-                self._cur_pos = i
-                MATERIALISE[n.op](self, n, None, dry=True)
-        # first-fit interval allocation
+        for g in nests:
+            u = g["units"][0]
+            if u["kind"] == "node" and nodes[u["pos"]].op in MATERIALISE:
+                self._cur_pos = u["pos"]
+                self.par_node = g["parallel"]
+                MATERIALISE[nodes[u["pos"]].op](self, nodes[u["pos"]], None, dry=True)
+        # reduction partials of grouped nests (one accumulator per fixed block)
+        for gi, g in enumerate(nests):
+            if g["shape"] is None:
+                continue
+            reds = [u for u in g["units"] if u["kind"] == "reduce"]
+            if not reds:
+                continue
+            runs = g["runs"]
+            if not runs:
+                nb = 1
+            elif len(runs) == 1:
+                nb = -(-runs[0][0] // BLOCK_ELEMS)
+            else:
+                inner = int(np.prod([e for e, _ in runs[1:]], dtype=np.int64))
+                nb = -(-runs[0][0] // max(1, BLOCK_ELEMS // inner))
+            g["partials"] = []
+            for u in reds:
+                dt = self.dtype(nodes[u["pos"]].inputs[0])
+                from .lower_reduction import _acc_dtype
+                g["partials"].append(nb * _acc_dtype(u["rkind"], dt).size)
         intervals = []
         for v in scratch_vals:
             shape, dt = nodes[v.node].outputs[v.index]
             nbytes = int(np.prod(shape, dtype=np.int64)) * dt.size
-            intervals.append((v.node, last_use[v], nbytes, ("val", v)))
+            intervals.append((born[v], last_use[v], nbytes, ("val", v)))
         for pos, sizes in self._temps_needed.items():
             for k, nb in enumerate(sizes):
                 intervals.append((pos, pos, nb, ("tmp", pos, k)))
+        for gi, g in enumerate(nests):
+            for k, nb in enumerate(g.get("partials", ())):
+                intervals.append((g["start"], g["end"], nb, ("part", gi, k)))
         intervals.sort(key=lambda t: (t[0], -t[2]))
         live = []   # (offset, size, end)
         offsets = {}
@@ -537,6 +1078,12 @@ class KernelBuilder:
             offsets[key] = off
             live.append((off, size, end))
             arena = max(arena, off + size)
+        # one block counter (own cache line) per parallel nest, after the buffers
+        par_nests = [g for g in nests if g.get("parallel") and g["shape"] is not None]
+        for k, g in enumerate(par_nests):
+            g["counter"] = arena + 64 * k
+        self._counters = (arena, len(par_nests))
+        arena += 64 * len(par_nests)
         self.arena_bytes = arena
         self._temp_offsets = {}
         for key, off in offsets.items():
@@ -545,9 +1092,16 @@ class KernelBuilder:
         for pos in self._temp_offsets:
             self._temp_offsets[pos] = [o for _, o in sorted(self._temp_offsets[pos])]
 
-        # ---- the function
-        fnty = ir.FunctionType(ir.VoidType(), [I8.as_pointer().as_pointer()])
-        self.fn = fn = ir.Function(self.module, fnty, name=self.name)
+        # ---- the function(s)
+        slots_ty = I8.as_pointer().as_pointer()
+        if self.parallel:
+            fnty = ir.FunctionType(ir.VoidType(), [slots_ty, I64, I64])
+            self.fn = fn = ir.Function(self.module, fnty, name=self.name + "_mt")
+            self.tid, self.nthreads = fn.args[1], fn.args[2]
+        else:
+            fnty = ir.FunctionType(ir.VoidType(), [slots_ty])
+            self.fn = fn = ir.Function(self.module, fnty, name=self.name)
+            self.tid, self.nthreads = c64(0), c64(1)
         fn.attributes.add("nounwind")
         slots = fn.args[0]
         eb = fn.append_basic_block("allocas")
@@ -561,7 +1115,16 @@ class KernelBuilder:
         n_out = len(out_slot_vals)
         self.arena = slot_ptr(n_args + n_out, I8)
         self.status = slot_ptr(n_args + n_out + 1, I32)
-        b.store(ir.Constant(I32, 0), self.status)
+        if self.parallel:
+            with self._guard(b.icmp_signed("==", self.tid, c64(0))):
+                b.store(ir.Constant(I32, 0), self.status)
+                c0, nc = self._counters
+                for k in range(nc):
+                    b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(c0 + 64 * k)]), I64.as_pointer()))
+            if self._counters[1]:
+                self.barrier()   # counters are zero before any thread takes a block
+        else:
+            b.store(ir.Constant(I32, 0), self.status)
         self.buffers = {}
         for i, n in enumerate(nodes):
             if n.op == "Arg":
@@ -583,10 +1146,13 @@ class KernelBuilder:
             ptr = b.bitcast(b.gep(self.arena, [c64(off)]), mem_type(dt).as_pointer())
             self.buffer_report.append((f"node {v.node} ({nodes[v.node].op}) {list(shape)} {dt.name}",
                                        int(np.prod(shape, dtype=np.int64)) * dt.size,
-                                       f"scratch+{off} live [{v.node},{last_use[v]}]"))
+                                       f"scratch+{off} live [{born[v]},{last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
         self._emitting = True
+        starts = {g["start"]: gi for gi, g in enumerate(nests)}
+        pending = {}
+        first = True
         for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
@@ -599,29 +1165,84 @@ class KernelBuilder:
                 shape, dt = n.outputs[0]
                 self.buffers[_val(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
                 continue
-            vals = sorted(node_vals.get(i, ()), key=lambda x: x.index)
-            if not vals:
-                continue
-            if n.op in MATERIALISE:
-                outs = [buffer_for(v) for v in vals]
-                self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}", self._group_ops(n)))
-                MATERIALISE[n.op](self, n, outs, dry=False)
-                for v, ob in zip(vals, outs):
-                    self.buffers[v] = ob
-                continue
-            for v in vals:
-                ob = buffer_for(v)
+            gi = starts.get(i)
+            if gi is not None:
+                g = nests[gi]
+                u0 = g["units"][0]
+                if u0["kind"] == "node":
+                    if not first:
+                        self.barrier()
+                    first = False
+                    vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
+                    if n.op in MATERIALISE:
+                        outs = [buffer_for(v) for v in vals]
+                        self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}"
+                                            f"{' parallel' if g['parallel'] else ''}", self._group_ops(n)))
+                        self.par_node = g["parallel"]
+                        with (_nullctx() if g["parallel"] else self.on_thread0()):
+                            MATERIALISE[n.op](self, n, outs, dry=False)
+                        self.par_node = False
+                        for v, ob in zip(vals, outs):
+                            self.buffers[v] = ob
+                    else:
+                        v = u0["val"]
+                        ob = buffer_for(v)
+                        ops = []
+                        self._fused_ops(v, ops, set())
+                        self.groups.append((f"node {i} {n.op} {list(ob.shape)} {ob.dtype.name}", ops))
+                        with self.on_thread0():
+                            self.emit_nest(ob, self.input_gen(v))
+                        self.buffers[v] = ob
+                    continue
+                # the nest's buffers exist from its first unit on (aliases inside
+                # it see them); the loop is emitted at its last unit
+                stores = [u for u in g["units"] if u["kind"] == "store"]
+                reds = [u for u in g["units"] if u["kind"] == "reduce"]
+                outs = [buffer_for(u["val"]) for u in stores] + [buffer_for(u["val"]) for u in reds]
+                for u, ob in zip(stores + reds, outs):
+                    self.buffers[u["val"]] = ob
+                poffs = [offsets[("part", gi, k)] for k in range(len(reds))]
                 ops = []
-                self._fused_ops(v, ops, set())
-                self.groups.append((f"node {i} {n.op} {list(ob.shape)} {ob.dtype.name}", ops))
-                self.emit_nest(ob, self.input_gen(v))
-                self.buffers[v] = ob
-        for s, v in copies:
-            ops = []
-            self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
-            self.emit_nest(out_bufs[s], self.input_gen(v))
+                seen = set()
+                for u in g["units"]:
+                    nd = nodes[u["pos"]]
+                    ops.append(nd.op)
+                    opdef = REGISTRY[nd.op]
+                    for k, x in enumerate(nd.inputs):
+                        if not opdef.is_shape_only(k):
+                            self._fused_ops(x, ops, seen)
+                merged = [e for e, _ in g["runs"]]
+                st_s = ", ".join(f"node {u['val'].node}" for u in stores)
+                rd_s = ", ".join(f"node {u['pos']} {nodes[u['pos']].op}" for u in reds)
+                head = (f"nest {list(g['shape'])} loops {merged}{' parallel' if g['parallel'] else ''}: "
+                        f"stores [{st_s}] accumulates [{rd_s}]")
+                self.groups.append((head, ops))
+                pending[g["end"]] = (g, outs, poffs)
+            if i in pending:
+                g, outs, poffs = pending.pop(i)
+                if not first:
+                    self.barrier()
+                first = False
+                self.emit_group(g, outs, poffs)
+        if copies:
+            if not first:
+                self.barrier()
+            with self.on_thread0():
+                for s, v in copies:
+                    ops = []
+                    self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
+                    self.emit_nest(out_bufs[s], self.input_gen(v))
         b.ret_void()
         self.entry_b.branch(body)
+        if self.parallel:
+            # single-threaded entry: name(slots) == name_mt(slots, 0, 1)
+            w = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [slots_ty]), name=self.name)
+            w.attributes.add("nounwind")
+            wb = ir.IRBuilder(w.append_basic_block("entry"))
+            wb.call(fn, [w.args[0], c64(0), c64(1)])
+            wb.ret_void()
+            fn.attributes.add("noinline")
+        n_par = sum(1 for g in nests if g.get("parallel"))
         self.meta = {
             "name": self.name,
             "n_args": n_args,
@@ -630,8 +1251,13 @@ class KernelBuilder:
                         for v in out_slot_vals],
             "arena_bytes": int(self.arena_bytes),
             "has_checks": bool(self.has_checks),
+            # threads (jitgrad.codegen.parallel): entry <name>_mt(slots, tid, n_threads)
+            "parallel": bool(self.parallel),
+            "threads": self.par_slots,
+            "parallel_nests": n_par,
         }
         return self.module
+
 
     def _group_ops(self, n):
         ops = [n.op]
@@ -640,6 +1266,11 @@ class KernelBuilder:
             if not opdef.is_shape_only(k):
                 self._fused_ops(u, ops, set())
         return ops
+
+
+@contextmanager
+def _nullctx():
+    yield
 
 
 def _val(i, j):

@@ -256,10 +256,23 @@ def _cast(kb, node, xs, W):
     if _is_float(src) and _is_float(dst):
         return b.fpext(x, ty) if dst.size > src.size else b.fptrunc(x, ty)
     if _is_float(src):
-        return b.fptosi(x, ty)
+        return _fptosi_numpy(kb, x, src, dst, ty, W)
     if _is_float(dst):
         return b.sitofp(x, ty)
     return b.sext(x, ty) if dst.size > src.size else b.trunc(x, ty)
+
+
+def _fptosi_numpy(kb, x, src, dst, ty, W):
+    """float -> signed int without UB: plain fptosi is poison for NaN and
+    out-of-range values, so use the saturating intrinsic, then give what
+    numpy gives on x86 (cvttss2si/cvttsd2si): INT_MIN for NaN, +-inf and any
+    value whose truncation does not fit (both directions)."""
+    b = kb.b
+    bits = dst.size * 8
+    sat = kb.intrinsic(f"llvm.fptosi.sat.{kb.ty_suffix(ty)}.{kb.ty_suffix(x.type)}", ty, [x])
+    hi = kb.const(src, float(2 ** (bits - 1)), W)           # exact in float32/float64
+    ok = b.fcmp_ordered("<", x, hi)                           # false for NaN and too large
+    return b.select(ok, sat, kb.const(dst, -(2 ** (bits - 1)), W))
 
 
 def _select(kb, node, xs, W):

@@ -2,7 +2,7 @@
 for integers (or if the GEMM generator refuses a shape)."""
 import numpy as np
 
-from .kernel import VW, c64  # noqa: F401
+from .kernel import VW, c64, _nullctx as _null  # noqa: F401
 
 
 def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
@@ -38,9 +38,11 @@ def _matmul(kb, node, outs, dry):
     batch = int(np.prod(out_batch, dtype=np.int64))
     if min(batch, M, N) == 0:
         return
+    par = kb.par_node   # this node's rows are split across the kernel's threads
     if K == 0:
         if not dry:
-            kb.emit_nest(outs[0], lambda idx, W: kb.const(dt, 0, W))
+            with kb.on_thread0():
+                kb.emit_nest(outs[0], lambda idx, W: kb.const(dt, 0, W))
         return
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
@@ -49,7 +51,8 @@ def _matmul(kb, node, outs, dry):
         try:
             from . import matmul as mm
             wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb)
-            work = kb.scratch_buffer((wel,), dt, "matmul workspace")
+            work = kb.scratch_buffer((wel * (kb.par_slots if par else 1),), dt,
+                                     "matmul workspace" + (f" x{kb.par_slots} threads" if par else ""))
             if not dry:
                 kb._fn_counter += 1
                 fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
@@ -62,9 +65,15 @@ def _matmul(kb, node, outs, dry):
         return
     C = outs[0]
     if fn is not None:
-        kb.b.call(fn, [A.ptr, B.ptr, C.ptr, work.ptr, c64(0), c64(M)])
+        if par:
+            r0, r1 = kb.thread_rows(M)
+            wp = kb.b.gep(work.ptr, [kb.b.mul(kb.tid, c64(wel))])
+            kb.b.call(fn, [A.ptr, B.ptr, C.ptr, wp, r0, r1])
+        else:
+            kb.b.call(fn, [A.ptr, B.ptr, C.ptr, work.ptr, c64(0), c64(M)])
         return
-    _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
+    with kb.on_thread0() if par else _null():
+        _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
 
 
 def _simple(kb, A, B, C, dt, batch, M, N, K, ta, tb, sa, sb):

@@ -1,0 +1,235 @@
+"""Code generation performance paths (issue 6): multi-output loop nests with
+fused reductions (value + gradient of an elementwise loss in one pass),
+merged contiguous dimensions, threads (bit-identical whatever the count),
+float -> int casts of NaN / out-of-range values."""
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad import compiler
+from jitgrad.codegen import kernel, parallel
+
+
+def _sess(g):
+    return tf.compat.v1.Session(graph=g)
+
+
+def _w2(n):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [n])
+        f = tf.reduce_sum(tf.tanh(x) * tf.exp(-x * x) + tf.sqrt(x * x + 1))
+        grad = tf.gradients(f, x)[0]
+    v = np.random.default_rng(2).uniform(-3, 3, n).astype(np.float32)
+    return g, x, f, grad, v
+
+
+def _w2_numpy(x):
+    t, e, s = np.tanh(x), np.exp(-x * x), np.sqrt(x * x + 1)
+    return np.sum((t * e + s).astype(np.float64)), (1 - t * t) * e + t * e * (-2 * x) + x / s
+
+
+@pytest.fixture
+def threads():
+    yield parallel.set_num_threads
+    parallel.set_num_threads(None)
+
+
+def _arrays(rep, n_bytes):
+    return [b for b in rep.buffers if b[1] >= n_bytes]
+
+
+def test_value_and_gradient_one_pass():
+    n = 100_000
+    g, x, f, grad, v = _w2(n)
+    s = _sess(g)
+    rep = s.explain([f, grad], {x: v})
+    # one loop nest stores the gradient and accumulates the sum
+    nests = [h for h, _ in rep.groups if h.startswith("nest")]
+    assert len(nests) == 1 and "accumulates [node" in nests[0] and "Sum" in nests[0], rep.groups
+    assert len(rep.groups) == 1, rep.groups
+    # the only n-element buffer is the fetched gradient: x read once, grad written once
+    big = _arrays(rep, n)
+    assert len(big) == 1 and big[0][0].startswith("out1"), rep.buffers
+    assert rep.arena_bytes < 4 * n
+    # vectorised, no scalar libm calls
+    assert "ymm" in rep.asm or "zmm" in rep.asm
+    calls = set(re.findall(r"call\w*\s+\*?(\S+)", rep.asm))
+    assert not any(re.search(r"exp|tanh|sqrt|log", c) for c in calls), calls
+    val, gr = s.run([f, grad], {x: v})
+    rv, rg = _w2_numpy(v)
+    assert abs(float(val) - rv) <= 1e-6 * abs(rv)
+    np.testing.assert_allclose(gr, rg, rtol=2e-6, atol=2e-6)
+
+
+def test_scalar_upstream_gradient_not_materialised():
+    # d/dx sum(x*x) = 2x: the broadcast ones of the reduce_sum gradient stays a scalar
+    n = 50_000
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [n])
+        f = tf.reduce_sum(x * x)
+        gr = tf.gradients(f, x)[0]
+    s = _sess(g)
+    v = np.linspace(-1, 1, n, dtype=np.float32)
+    rep = s.explain([f, gr], {x: v})
+    assert len(_arrays(rep, n)) == 1, rep.buffers
+    val, gv = s.run([f, gr], {x: v})
+    np.testing.assert_allclose(gv, 2 * v, rtol=1e-6)
+    assert abs(float(val) - float(np.sum(v.astype(np.float64) ** 2))) < 1e-3
+
+
+def test_reduction_result_used_elementwise_is_not_fused_into_its_own_nest():
+    # x - mean(x) needs the finished mean: two nests, correct values
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1000])
+        y = x - tf.reduce_mean(x)
+        z = tf.reduce_sum(y * y)
+    v = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    s = _sess(g)
+    got = s.run([y, z], {x: v})
+    ref = v - v.mean(dtype=np.float64).astype(np.float32)
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], np.sum(ref.astype(np.float64) ** 2), rtol=1e-5)
+
+
+def test_nest_value_read_through_transpose():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [64, 64])
+        y = tf.exp(x) * 2.0
+        z = tf.transpose(y) + y
+        w = y * 3.0
+    v = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    got = _sess(g).run([y, z, w], {x: v})
+    ye = np.exp(v) * np.float32(2)
+    np.testing.assert_allclose(got[0], ye, rtol=1e-6)
+    np.testing.assert_allclose(got[1], ye.T + ye, rtol=1e-6)
+    np.testing.assert_allclose(got[2], ye * 3, rtol=1e-6)
+
+
+def _loops(rep):
+    return [re.search(r"loops (\[[^\]]*\])", h).group(1) for h, _ in rep.groups if h.startswith("nest")]
+
+
+@pytest.mark.parametrize("shape,other,loops", [
+    ((1000, 3), (1000, 3), "[3000]"),
+    ((4, 1, 5, 6), (4, 1, 5, 6), "[120]"),
+    ((10, 20, 30), (30,), "[200, 30]"),
+    ((10, 20, 30), (20, 1), "[10, 20, 30]"),
+    ((7, 8, 9), (1, 1, 1), "[504]"),
+])
+def test_merged_dimensions(shape, other, loops):
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, shape)
+        b = tf.compat.v1.placeholder(tf.float32, other)
+        y = tf.sin(a) * b + a
+    rng = np.random.default_rng(3)
+    va = rng.standard_normal(shape).astype(np.float32)
+    vb = rng.standard_normal(other).astype(np.float32)
+    s = _sess(g)
+    rep = s.explain(y, {a: va, b: vb})
+    assert _loops(rep) == [loops], rep.groups
+    got = s.run(y, {a: va, b: vb})
+    np.testing.assert_allclose(got, np.sin(va) * vb + va, rtol=2e-6, atol=2e-6)
+
+
+def test_threads_bit_identical(threads):
+    n = 300_000
+    g, x, f, grad, v = _w2(n)
+    with g.as_default():
+        m = tf.reduce_max(tf.sin(x) * x)
+        p = tf.reduce_mean(tf.exp(x * 0.1))
+    s = _sess(g)
+    plan = compiler.make_plan(s, [f, grad, m, p], [(x, v)])
+    assert plan.kernel.meta["parallel"] and plan.kernel.meta["threads"] >= 2
+    res = {}
+    for t in (1, 2, 3):
+        threads(t)
+        res[t] = [np.asarray(r) for r in s.run([f, grad, m, p], {x: v})]
+        res[t] += [np.asarray(r) for r in s.run([f, grad, m, p], {x: v})]
+    for t in (2, 3):
+        for a, b in zip(res[1], res[t]):
+            assert a.tobytes() == b.tobytes()
+    rv, rg = _w2_numpy(v)
+    assert abs(float(res[1][0]) - rv) <= 1e-6 * abs(rv)
+    np.testing.assert_allclose(res[1][1], rg, rtol=2e-6, atol=2e-6)
+    assert float(res[1][2]) == float(np.max(np.sin(v) * v))
+
+
+def test_sum_threads_accuracy(threads):
+    v = np.random.default_rng(1).random(2_000_003, dtype=np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, v.shape)
+        s_ = tf.reduce_sum(x * 1.5 + 0.25)
+    s = _sess(g)
+    out = []
+    for t in (1, 2):
+        threads(t)
+        out.append(float(s.run(s_, {x: v})))
+    assert out[0] == out[1]
+    exact = float(np.sum(v.astype(np.float64) * 1.5 + 0.25))
+    assert abs(out[0] - exact) <= 1e-6 * exact
+
+
+def test_small_graphs_stay_serial():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        y = tf.compat.v1.placeholder(tf.float32, [])
+        gr = tf.gradients(x ** 2 + y ** 3, [x, y])
+    s = _sess(g)
+    plan = compiler.make_plan(s, gr, [(x, np.float32(1)), (y, np.float32(2))])
+    assert not plan.kernel.meta["parallel"]
+    assert s.run(gr, {x: 1.0, y: 2.0}) == [2.0, 12.0]
+
+
+def test_parallel_kernel_with_runtime_checks_is_serial():
+    n = 2_000_000
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.int32, [n])
+        b = tf.compat.v1.placeholder(tf.int32, [n])
+        q = tf.math.floordiv(a * 3 + 1, b) + tf.math.floormod(a, b)
+    s = _sess(g)
+    va = np.arange(n, dtype=np.int32)
+    vb = np.full(n, 7, np.int32)
+    plan = compiler.make_plan(s, [q], [(a, va), (b, vb)])
+    assert not plan.kernel.meta["parallel"]
+    np.testing.assert_array_equal(s.run(q, {a: va, b: vb}), (va * 3 + 1) // vb + va % vb)
+    vb[12345] = 0
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        s.run(q, {a: va, b: vb})
+
+
+@pytest.mark.parametrize("src", [np.float32, np.float64])
+@pytest.mark.parametrize("dst", [np.int32, np.int64])
+def test_float_to_int_cast_matches_numpy(src, dst):
+    vals = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -1e19, 2.5, -2.5, -0.9, 2147483647.0,
+                     -2147483648.5, 9.3e18, -9.3e18], dtype=src)
+    vals = np.concatenate([vals, vals[::-1], vals])
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.as_dtype(src), [vals.size])
+        y = tf.cast(x, tf.as_dtype(dst))
+    got = _sess(g).run(y, {x: vals})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = vals.astype(dst)   # x86: INT_MIN for NaN and out-of-range values
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_thread_count_setting(threads):
+    threads(1)
+    assert parallel.num_threads() == 1
+    assert parallel.kernel_threads({"parallel": True, "threads": 4}) == 1
+    threads(3)
+    assert parallel.kernel_threads({"parallel": True, "threads": 2}) == 2
+    assert parallel.kernel_threads({"parallel": False}) == 1
+    assert kernel.PAR_MIN_WORK > 0
