@@ -21,10 +21,29 @@ from .session import ConfigProto, InteractiveSession, Session, set_default_mode,
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s  # noqa: E402
 
-from . import compiler as _compiler  # noqa: E402
-from .compiler import cache_info, clear_cache  # noqa: E402,F401
 
-_s._compiled_executor[0] = _compiler.execute
+# The compiler (and, through it, llvmlite) is imported on the first compiled
+# Session.run, not by `import jitgrad`.
+def _execute(session, elements, fed):
+    from . import compiler
+    _s._runner_factory[0] = compiler.runner_for
+    _s._compiled_executor[0] = compiler.execute
+    return compiler.execute(session, elements, fed)
+
+
+def cache_info():
+    """Compiled-kernel cache counters (see jitgrad.compiler.cache_info)."""
+    from .compiler import cache_info as info
+    return info()
+
+
+def clear_cache():
+    """Drops every compiled kernel and resets the counters (jitgrad.compiler.clear_cache)."""
+    from .compiler import clear_cache as clear
+    return clear()
+
+
+_s._compiled_executor[0] = _execute
 _overloads.install(Tensor)
 _overloads.install(EagerTensor)
 

@@ -6,8 +6,14 @@ Two caches:
     and a preallocated pointer block.  Graphs are append-only, so a plan stays
     valid until the graph grows (its length is in the key) or a variable's
     shape/dtype changes (checked on every call).  LRU, PLAN_LIMIT per Session.
-  * global, a *kernel* cache keyed by sha256(program signature after passes,
-    toolchain + host fingerprint).  LRU of KERNEL_LIMIT kernels; a placeholder
+  * global, a *kernel* cache keyed by sha256(canonical program signature
+    *before* the passes, toolchain + host fingerprint): the passes are pure
+    functions of everything that signature covers (structure, attrs incl.
+    private ones, shapes, dtypes, constants' value classes, the graph's
+    aggregation methods), so a memory or disk hit needs no pass pipeline, no
+    lowering tables and no code generator.  On a miss the passes run and the
+    kernel is also filed under its post-pass key, so programs that only
+    become equal after the passes still share one kernel in a process.  LRU of KERNEL_LIMIT kernels; a placeholder
     with unknown dims compiles once per concrete shape and old shapes age out.
     Constants are runtime arguments, so graphs that differ only in constant
     values share a kernel (the seeds' 40-step gradient descent compiles once).
@@ -17,6 +23,7 @@ generator) runs in the reference interpreter instead; cache_info().fallbacks
 counts such runs.
 """
 import collections
+import ctypes
 import hashlib
 import threading
 import time
@@ -27,6 +34,7 @@ from . import interpreter
 from .errors import InvalidArgumentError
 from .passes import ir as pir
 from .passes.prune import prune
+from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
 PLAN_LIMIT = 256
@@ -51,7 +59,8 @@ def cache_info():
     d = CacheInfo(compiles=0, memory_hits=0, disk_hits=0, fallbacks=0, plan_hits=0, plan_misses=0,
                   compile_seconds=0.0)
     d.update(_stats)
-    d["kernels"] = len(_kernels)
+    with _klock:
+        d["kernels"] = len({id(k) for k in _kernels.values()})   # a kernel may be filed under 2 keys
     return d
 
 
@@ -66,6 +75,30 @@ def clear_cache():
 
 _epoch = [0]
 
+# The data pointer of an ndarray without building __array_interface__ or a
+# ctypes object: it is the first field after PyObject_HEAD in numpy's
+# PyArrayObject (public, stable layout).  Checked once; otherwise the slow way.
+_DATA_OFF = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+_U64 = ctypes.c_uint64 if ctypes.sizeof(ctypes.c_void_p) == 8 else ctypes.c_uint32
+
+
+def _addr_fast(a, _from=_U64.from_address, _off=_DATA_OFF, _id=id):
+    return _from(_id(a) + _off).value
+
+
+def _addr_slow(a):
+    return a.__array_interface__["data"][0]
+
+
+def _check_addr():
+    for probe in (np.empty(3, np.float32), np.zeros((2, 5), np.float64)[:, 1:], np.empty((), np.int8)):
+        if _addr_fast(probe) != probe.ctypes.data:
+            return _addr_slow
+    return _addr_fast
+
+
+_addr = _check_addr()
+
 
 # ---------------------------------------------------------------- kernels
 class Kernel:
@@ -78,13 +111,21 @@ class Kernel:
         self.source = source
         self.loaded = Loaded(obj, meta["name"])
         self.cfunc = self.loaded.cfunc
+        # [threads hook] parallel kernels also export <name>_mt(slots, tid, n) (codegen/parallel.py)
+        from .codegen import parallel as _par
+        self.mt_addr = _par.entry_mt_address(self.loaded, meta)
         nb = int(meta["arena_bytes"])
         self._arena = np.empty(nb + 64, np.uint8)
-        base = self._arena.__array_interface__["data"][0]
+        base = _addr(self._arena)
         self.arena_addr = base + (-base) % 64
         self.status = np.zeros(4, np.int32)
-        self.status_addr = self.status.__array_interface__["data"][0]
+        self.status_addr = _addr(self.status)
         self.lock = threading.Lock()
+
+
+def _raise_status(code):
+    from .codegen.kernel import ERROR_MESSAGES
+    raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
 
 
 def _run_passes(program):
@@ -99,7 +140,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-1"
+CODEGEN_VERSION = "codegen-2"
 
 
 def kernel_key(program):
@@ -107,7 +148,37 @@ def kernel_key(program):
     version and the toolchain/host fingerprint (jitgrad.cache.make_key adds
     jitgrad/llvmlite/LLVM versions, triple, CPU name and features)."""
     from .codegen.backend import fingerprint
-    sig = program.signature() + "\0" + CODEGEN_VERSION + "\0" + fingerprint()
+    return _make_key(program.signature() + "\0" + CODEGEN_VERSION + "\0" + fingerprint())
+
+
+PREPASS_VERSION = "prepass-1"
+
+
+def _pass_inputs(program):
+    """What the passes read that Program.signature() leaves out: private attrs
+    (names starting with '_', e.g. AddN's _aggregation) and the graph's
+    gradient aggregation methods."""
+    extra = []
+    for i, n in enumerate(program.nodes):
+        priv = {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
+        if priv:
+            extra.append((i, pir.freeze(priv)))
+    return repr((extra, sorted(program.aggregation.items(), key=repr)))
+
+
+def prepass_key(program):
+    """Key of a canonical *pre-pass* Program.  The passes are deterministic
+    functions of the program's signature (structure, attrs, shapes, dtypes,
+    constants' value classes; never constant values) plus ``_pass_inputs``,
+    and their code is covered by the fingerprint (the disk cache's includes a
+    stamp of jitgrad's sources), so this key determines the machine code
+    without running them."""
+    from .codegen.backend import fingerprint
+    return _make_key("\0".join((PREPASS_VERSION, program.signature(), _pass_inputs(program), CODEGEN_VERSION,
+                                fingerprint())))
+
+
+def _make_key(sig):
     try:
         from .cache import make_key
         return make_key(sig)
@@ -143,53 +214,83 @@ def compile_program(program, key):
     timings["total"] = time.perf_counter() - t0
     _stats["compiles"] += 1
     _stats["compile_seconds"] += timings["total"]
-    d = _disk()
-    if d is not None:
-        try:
-            d.store(key, obj, {k_: v for k_, v in meta.items()})
-        except Exception:
-            pass
+    _store(key, obj, meta)
     return k
 
 
-def get_kernel(program):
-    """(Kernel, source) for a post-pass Program: memory, disk or compile."""
-    key = kernel_key(program)
+def _store(key, obj, meta):
+    d = _disk()
+    if d is not None:
+        try:
+            d.store(key, obj, dict(meta))
+        except Exception:
+            pass
+
+
+def _remember(keys, k):
+    with _klock:
+        for key in keys:
+            if key is not None:
+                _kernels[key] = k
+                _kernels.move_to_end(key)
+        while len(_kernels) > KERNEL_LIMIT:
+            _kernels.popitem(last=False)
+
+
+def lookup_kernel(key):
+    """(Kernel, 'memory' | 'disk') for a key, or (None, None)."""
     with _klock:
         k = _kernels.get(key)
         if k is not None:
             _kernels.move_to_end(key)
             _stats["memory_hits"] += 1
             return k, "memory"
-    src = "compile"
-    k = None
     d = _disk()
-    if d is not None:
-        try:
-            got = d.load(key)
-        except Exception:
-            got = None
-        if got is not None:
-            obj, meta = got
-            try:
-                k = Kernel(key, obj, dict(meta), source="disk")
-                _stats["disk_hits"] += 1
-                src = "disk"
-            except Exception:
-                k = None
-    if k is None:
-        k = compile_program(program, key)
-    with _klock:
-        _kernels[key] = k
-        while len(_kernels) > KERNEL_LIMIT:
-            _kernels.popitem(last=False)
-    return k, src
+    if d is None:
+        return None, None
+    try:
+        got = d.load(key)
+    except Exception:
+        got = None
+    if got is None:
+        return None, None
+    obj, meta = got
+    try:
+        k = Kernel(key, obj, dict(meta), source="disk")
+    except Exception:
+        return None, None
+    _stats["disk_hits"] += 1
+    _remember([key], k)
+    return k, "disk"
+
+
+def get_kernel(program, pre_key=None):
+    """(Kernel, source) for a post-pass Program: memory, disk or compile.
+    With ``pre_key`` (the pre-pass key, already looked up) the kernel is
+    compiled and stored under it, and filed in memory under both keys."""
+    key = kernel_key(program)
+    if pre_key is None:
+        k, src = lookup_kernel(key)
+        if k is not None:
+            return k, src
+    else:
+        with _klock:
+            k = _kernels.get(key)
+        if k is not None:
+            _stats["memory_hits"] += 1
+            _remember([key, pre_key], k)
+            _store(pre_key, k.obj, k.meta)   # so that a later process finds it without the passes
+            return k, "memory"
+    k = compile_program(program, pre_key or key)
+    _remember([key, pre_key], k)
+    return k, "compile"
 
 
 # ---------------------------------------------------------------- plans
 class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "out_specs",
-                 "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks")
+                 "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
+                 "runners", "__weakref__")
 
 
 def _var_reader(session):
@@ -242,9 +343,13 @@ def canonicalise(program):
                        [(k, m(v)) for k, v in program.var_writes], dict(program.aggregation), list(program.stats))
 
 
-def build_program(session, elements, fed):
+def build_pre_program(session, elements, fed):
+    """The canonical Program of a run, before the passes."""
     ops = prune(elements, {id(t) for t, _ in fed})
-    program = canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session)))
+    return canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session)))
+
+
+def optimise(program):
     before = len(program.nodes)
     program = _run_passes(program)
     if not any(s[0] == "from_graph" for s in program.stats):
@@ -252,22 +357,46 @@ def build_program(session, elements, fed):
     return program
 
 
-def make_plan(session, elements, fed):
-    from .codegen.kernel import Unsupported, unsupported_ops
-    program = build_program(session, elements, fed)
+def build_program(session, elements, fed):
+    """The post-pass Program of a run."""
+    return optimise(build_pre_program(session, elements, fed))
+
+
+def _layout(program):
+    """What a plan reads from its Program besides args (which passes never renumber)."""
+    return ([v is None for v in program.outputs], [k for k, _ in program.var_writes], len(program.args))
+
+
+def make_plan(session, elements, fed, run_passes=False):
+    """A plan for one run.  A kernel found in memory or on disk under the
+    pre-pass key is used as it is (no passes, no lowering tables, no code
+    generator); otherwise the passes run and the kernel is compiled.
+    run_passes=True always runs them (explain reports their stats)."""
+    pre = build_pre_program(session, elements, fed)
     plan = Plan()
-    plan.program = program
     plan.fallback = False
     plan.reason = None
-    bad = unsupported_ops(program)
-    if bad:
-        plan.fallback, plan.reason = True, f"ops without a lowering: {', '.join(bad)}"
-        return plan
-    try:
-        kernel, source = get_kernel(program)
-    except Unsupported as e:
-        plan.fallback, plan.reason = True, f"unsupported: {e}"
-        return plan
+    plan.hits = 0
+    plan.runners = {}
+    key = prepass_key(pre)
+    kernel, source = lookup_kernel(key)
+    program = pre
+    if kernel is None or run_passes:
+        program = optimise(pre)
+    plan.program = program
+    if kernel is None:
+        from .codegen.kernel import Unsupported, unsupported_ops
+        bad = unsupported_ops(program)
+        if bad:
+            plan.fallback, plan.reason = True, f"ops without a lowering: {', '.join(bad)}"
+            return plan
+        if _layout(program) != _layout(pre):   # cannot be served from the pre-pass key: file it by post key only
+            key = None
+        try:
+            kernel, source = get_kernel(program, key)
+        except Unsupported as e:
+            plan.fallback, plan.reason = True, f"unsupported: {e}"
+            return plan
     plan.kernel, plan.source = kernel, source
     meta = kernel.meta
     n_args = meta["n_args"]
@@ -282,7 +411,7 @@ def make_plan(session, elements, fed):
         else:
             v = np.ascontiguousarray(a.value, dtype=a.dtype.np)
             a.value = v  # keep alive
-            ptrs[i] = v.__array_interface__["data"][0]
+            ptrs[i] = _addr(v)
     outs = meta["outputs"]
     plan.out_specs = [(tuple(s), np.dtype(d)) for s, d in outs]
     plan.out_base = n_args
@@ -290,7 +419,7 @@ def make_plan(session, elements, fed):
     ptrs[n_args + len(outs)] = kernel.arena_addr
     ptrs[n_args + len(outs) + 1] = kernel.status_addr
     plan.ptrs = ptrs
-    plan.ptrs_addr = ptrs.__array_interface__["data"][0]
+    plan.ptrs_addr = _addr(ptrs)
     slot = 0
     plan.elem_slots = []
     for v in program.outputs:
@@ -308,37 +437,45 @@ def _interpret(session, elements, fed):
     return interpreter.run(elements, {id(t): a for t, a in fed}, session._store)
 
 
+def _call(k, addr):
+    if k.mt_addr and _par_threads(k.meta) > 1:   # [threads hook] codegen/parallel.py
+        _call_parallel(k.mt_addr, addr, _par_threads(k.meta))
+    else:
+        k.cfunc(addr)
+
+
 def run_plan(session, plan, fed, elements):
     """Runs a plan; returns one ndarray (or None) per element."""
     if plan.fallback:
         _stats["fallbacks"] += 1
         return _interpret(session, elements, fed)
-    ptrs = plan.ptrs
-    for slot, pos in plan.feed_slots:
-        ptrs[slot] = fed[pos][1].__array_interface__["data"][0]
-    if plan.var_slots:
-        store = session._store
-        for slot, key, name, shape, dt in plan.var_slots:
-            v = store.read(key, name)
-            if type(v) is not np.ndarray or v.dtype != dt or not v.flags.c_contiguous:
-                v = np.ascontiguousarray(v, dtype=dt)
-            if v.shape != shape:
-                return None   # variable changed shape: caller rebuilds the plan
-            ptrs[slot] = v.__array_interface__["data"][0]
-    outs = []
-    base = plan.out_base
-    for j, (shape, dt) in enumerate(plan.out_specs):
-        o = np.empty(shape, dt)
-        outs.append(o)
-        ptrs[base + j] = o.__array_interface__["data"][0]
     k = plan.kernel
-    with k.lock:
-        k.cfunc(plan.ptrs_addr)
+    with k.lock:   # the plan's pointer block and the kernel's scratch/status are shared
+        ptrs = plan.ptrs
+        for slot, pos in plan.feed_slots:
+            ptrs[slot] = _addr(fed[pos][1])
+        if plan.var_slots:
+            store = session._store
+            held = []
+            for slot, key, name, shape, dt in plan.var_slots:
+                v = store.read(key, name)
+                if type(v) is not np.ndarray or v.dtype != dt or not v.flags.c_contiguous:
+                    v = np.ascontiguousarray(v, dtype=dt)
+                if v.shape != shape:
+                    return None   # variable changed shape: caller rebuilds the plan
+                held.append(v)
+                ptrs[slot] = _addr(v)
+        outs = []
+        base = plan.out_base
+        for j, (shape, dt) in enumerate(plan.out_specs):
+            o = np.empty(shape, dt)
+            outs.append(o)
+            ptrs[base + j] = _addr(o)
+        _call(k, plan.ptrs_addr)
         if plan.has_checks:
             code = int(k.status[0])
             if code:
-                from .codegen.kernel import ERROR_MESSAGES
-                raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
+                _raise_status(code)
     if plan.write_slots:
         store = session._store
         for key, s in plan.write_slots:
@@ -346,11 +483,15 @@ def run_plan(session, plan, fed, elements):
     return [None if s is None else outs[s] for s in plan.elem_slots]
 
 
+def _plan_key(session, elements, fed):
+    return (len(session.graph._ops), _epoch[0], tuple(id(e) for e in elements),
+            tuple((id(t), a.shape, a.dtype.num) for t, a in fed))
+
+
 def execute(session, elements, fed):
     """Compiled execution of graph elements. fed: list of (tensor, ndarray)."""
     plans = session._plans
-    key = (len(session.graph._ops), _epoch[0], tuple(id(e) for e in elements),
-           tuple((id(t), a.shape, a.dtype.num) for t, a in fed))
+    key = _plan_key(session, elements, fed)
     entry = plans.get(key)
     if entry is None:
         _stats["plan_misses"] += 1
@@ -361,6 +502,7 @@ def execute(session, elements, fed):
     else:
         _stats["plan_hits"] += 1
         plan = entry[0]
+        plan.hits += 1
     res = run_plan(session, plan, fed, elements)
     if res is None:   # a variable's shape changed under the plan
         plan = make_plan(session, elements, fed)
@@ -369,6 +511,151 @@ def execute(session, elements, fed):
         if res is None:
             return _interpret(session, elements, fed)
     return res
+
+
+# ---------------------------------------------------------------- fast runners
+# Session.run's hot path: once a plan has been hit, Session keeps a *runner*
+# for (fetch structure, fetch ids, feed ids): a function generated for the
+# plan that takes the feed values positionally, checks each against the kind
+# the plan was validated for (so every check Session._fed_list makes still
+# holds), writes scalars straight into preallocated argument cells and array
+# data pointers into its own pointer block, calls the kernel and returns the
+# results in the fetch structure.  Anything it does not cover returns MISS
+# and Session.run takes the general path, which raises TF's errors.
+_F_MAX = 1 << 53   # Python ints that convert to floats exactly (no double rounding)
+
+
+def _scalar_cases(i, dt):
+    """Source lines accepting a Python/numpy scalar (or 0-d array) for 0-d feed i."""
+    if dt == np.float32 or dt == np.float64:
+        return [f"if t{i} is float: B{i}[0] = v{i}",
+                f"elif t{i} is _np_f32 or t{i} is _np_f64: B{i}[0] = float(v{i})",
+                f"elif t{i} is int and -_F_MAX <= v{i} <= _F_MAX: B{i}[0] = v{i}"]
+    if dt == np.int32 or dt == np.int64:
+        lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+        return [f"if t{i} is int and {lo} <= v{i} <= {hi}: B{i}[0] = v{i}",
+                f"elif t{i} is _np_i32 or t{i} is _np_i64: B{i}[0] = v{i}"] if dt == np.int64 else \
+               [f"if t{i} is int and {lo} <= v{i} <= {hi}: B{i}[0] = v{i}",
+                f"elif t{i} is _np_i32: B{i}[0] = v{i}"]
+    if dt == np.bool_:
+        return [f"if t{i} is bool or t{i} is _np_bool: B{i}[0] = v{i}"]
+    return [f"if False: pass"]
+
+
+def make_runner(session, plan, elements, fed, struct):
+    """A generated function running ``plan`` (see above). struct: list, tuple
+    or None (one fetch).  Returns None when the plan cannot have one."""
+    if plan.fallback or not elements:
+        return None
+    from .session import FAST_MISS
+    k = plan.kernel
+    ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
+          "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,
+          "MISS": FAST_MISS, "OPS": session.graph._ops, "GLEN": len(session.graph._ops), "EPOCH": _epoch,
+          "E": _epoch[0], "LOCK": k.lock, "CF": k.cfunc, "STATS": _stats, "_raise_status": _raise_status,
+          "ST": k.status, "K": k, "_call": _call, "PLAN": plan, "ELEMS": tuple(elements),
+          "FEEDS": tuple(t for t, _ in fed)}
+    P = plan.ptrs.copy()   # the runner's own pointer block (run_plan rewrites plan.ptrs)
+    ns["P"] = P
+    ns["PADDR"] = _addr(P)
+    slot_of = {pos: slot for slot, pos in plan.feed_slots}
+    pre, body, post = [], [], []
+    for i, (t, a) in enumerate(fed):
+        dt = t.dtype.np
+        ns[f"DT{i}"] = np.dtype(dt)
+        ns[f"SH{i}"] = a.shape
+        body.append(f"t{i} = type(v{i})")
+        s = slot_of.get(i)
+        if a.shape == ():
+            buf = np.zeros(1, dt)
+            ns[f"B{i}"] = buf
+            cases = _scalar_cases(i, dt)
+            body += cases
+            body.append(f"{'el' if cases else ''}if t{i} is _ND and v{i}.dtype is DT{i} and v{i}.shape == (): "
+                        f"B{i}[0] = v{i}")
+            body.append("else: return MISS")
+            if s is not None:
+                P[s] = _addr(buf)
+        else:
+            cond = (f"t{i} is not _ND or v{i}.dtype is not DT{i} or v{i}.shape != SH{i} "
+                    f"or not v{i}.flags.c_contiguous")
+            body.append(f"if {cond}: return MISS")
+            if s is not None:
+                body.append(f"P[{s}] = _addr(v{i})")
+    if plan.var_slots:
+        ns["READ"] = session._store.read
+        for j, (slot, key, name, shape, dt) in enumerate(plan.var_slots):
+            ns[f"VK{j}"], ns[f"VN{j}"], ns[f"VS{j}"], ns[f"VD{j}"] = key, name, shape, np.dtype(dt)
+            body.append(f"w{j} = READ(VK{j}, VN{j})")
+            body.append(f"if type(w{j}) is not _ND or w{j}.dtype is not VD{j} or w{j}.shape != VS{j} "
+                        f"or not w{j}.flags.c_contiguous: return MISS")
+            body.append(f"P[{slot}] = _addr(w{j})")
+    write_slots = {s for _, s in plan.write_slots}
+    fixed = set()
+    for j, (shape, dt) in enumerate(plan.out_specs):
+        ns[f"OS{j}"], ns[f"OD{j}"] = shape, dt
+        if shape == () and j not in write_slots:
+            buf = np.zeros(1, dt)
+            ns[f"O{j}"] = buf
+            P[plan.out_base + j] = _addr(buf)
+            fixed.add(j)
+        else:
+            body.append(f"o{j} = _EMPTY(OS{j}, OD{j})")
+            body.append(f"P[{plan.out_base + j}] = _addr(o{j})")
+    body.append("STATS['plan_hits'] += 1")
+    body.append("_call(K, PADDR)" if k.mt_addr else "CF(PADDR)")
+    if plan.has_checks:
+        body.append("if ST[0]: _raise_status(int(ST[0]))")
+    res = []
+    for n, s in enumerate(plan.elem_slots):
+        if s is None:
+            res.append("None")
+        elif s in fixed:
+            body.append(f"r{n} = O{s}[0]")
+            res.append(f"r{n}")
+        elif plan.out_specs[s][0] == ():
+            res.append(f"o{s}[()]")
+        else:
+            res.append(f"o{s}")
+    if plan.write_slots:
+        ns["WRITE"] = session._store.write
+        for j, (key, s) in enumerate(plan.write_slots):
+            ns[f"WK{j}"] = key
+            post.append(f"WRITE(WK{j}, o{s})")
+    if struct is None:
+        ret = res[0]
+    elif struct is tuple:
+        ret = "(" + "".join(r + ", " for r in res) + ")"
+    else:
+        ret = "[" + ", ".join(res) + "]"
+    args = ", ".join(f"v{i}" for i in range(len(fed)))
+    src = [f"def runner({args}):",
+           "    if len(OPS) != GLEN or EPOCH[0] != E: return MISS"]
+    src += ["    " + line for line in pre]
+    src.append("    with LOCK:")
+    src += ["        " + line for line in body]
+    src += ["    " + line for line in post]
+    src.append(f"    return {ret}")
+    code = "\n".join(src)
+    exec(compile(code, f"<jitgrad runner {k.key[:12]}>", "exec"), ns)
+    runner = ns["runner"]
+    runner.source = code
+    return runner
+
+
+def runner_for(session, elements, fed, struct):
+    """The fast runner for this run's plan, once the plan has been hit (None
+    before, or when it cannot have one)."""
+    entry = session._plans.get(_plan_key(session, elements, fed))
+    if entry is None:
+        return None
+    plan = entry[0]
+    if plan.fallback or plan.hits < 1:
+        return None
+    r = plan.runners.get(struct)
+    if r is None:
+        r = plan.runners[struct] = make_runner(session, plan, elements, fed, struct)
+    return r
 
 
 # ---------------------------------------------------------------- explain
@@ -408,7 +695,7 @@ class ExplainReport:
 
 def explain(session, elements, fed):
     from .codegen import backend
-    plan = make_plan(session, elements, fed)
+    plan = make_plan(session, elements, fed, run_passes=True)
     p = plan.program
     common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
                   reason=plan.reason)

@@ -134,6 +134,7 @@ class BaseSession:
         self._fetch_cache = {}
         self._plans = collections.OrderedDict()   # compiler plans (see compiler.execute)
         self._feed_checked = {}                   # (id(tensor), shape) -> tensor, feeds validated
+        self._fast = {}                           # hot-path runners, see run()
 
     # -- lifecycle
     def close(self):
@@ -163,6 +164,25 @@ class BaseSession:
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
+        # Hot path: a runner generated for this (fetch structure, fetch ids,
+        # feed ids) once its plan has been used twice (jitgrad.compiler.make_runner).
+        # The runner holds the fetched and fed tensors, so their ids cannot be reused.
+        t = type(fetches)
+        if t is list or t is tuple:
+            fk = (t, *map(id, fetches))
+        elif t is Tensor or t is Operation:
+            fk = id(fetches)
+        else:
+            fk = None
+        if fk is not None:
+            if feed_dict:
+                fk = (fk, *map(id, feed_dict)) if type(feed_dict) is dict else None
+            if fk is not None:
+                runner = self._fast.get(fk)
+                if runner is not None:
+                    r = runner(*feed_dict.values()) if feed_dict else runner()
+                    if r is not FAST_MISS:
+                        return r
         plan = self._fetch_plan(fetches)
         fed = self._fed_list(feed_dict)
         if self.mode == "interpret" or _compiled_executor[0] is None:
@@ -170,7 +190,24 @@ class BaseSession:
             values = interpreter.run(plan.elements, {id(t): v for t, v in fed}, self._store)
         else:
             values = _compiled_executor[0](self, plan.elements, fed)
+            if fk is not None and _runner_factory[0] is not None:
+                self._install_runner(fk, t, fetches, plan.elements, fed, feed_dict)
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
+
+    def _install_runner(self, fk, t, fetches, elements, fed, feed_dict):
+        if not elements or (feed_dict and any(type(k) is not Tensor for k in feed_dict)):
+            return
+        if t is list or t is tuple:
+            if any(type(e) is not Tensor and type(e) is not Operation for e in fetches):
+                return
+            struct = t
+        else:
+            struct = None
+        runner = _runner_factory[0](self, elements, fed, struct)
+        if runner is not None:
+            if len(self._fast) >= 1024:
+                self._fast.clear()
+            self._fast[fk] = runner
 
     def explain(self, fetches, feed_dict=None):
         """A report of how ``run(fetches, feed_dict)`` is compiled: pass stats,
@@ -247,11 +284,31 @@ class BaseSession:
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])
+        n = len(feed_list)
+        if type(fetches) is list or type(fetches) is tuple:
+            fetches = type(fetches)(fetches)   # the structure as it is now, as TF does
+        t = type(fetches)
+        key = None
+        if (t is list or t is tuple or t is Tensor or t is Operation) and \
+                all(type(f) is Tensor for f in feed_list) and len({id(f) for f in feed_list}) == n:
+            key = (t, *map(id, fetches)) if t is list or t is tuple else id(fetches)
+            if n:
+                key = (key, *map(id, feed_list))
+        runner = [None]
+        run, fast = self.run, self._fast
 
         def call(*args, **kwargs):
-            if len(args) != len(feed_list):
-                raise ValueError(f"Expected {len(feed_list)} feed values, got {len(args)}")
-            return self.run(fetches, dict(zip(feed_list, args)))
+            if len(args) != n:
+                raise ValueError(f"Expected {n} feed values, got {len(args)}")
+            r = runner[0]
+            if r is not None and not self._closed:
+                out = r(*args)
+                if out is not FAST_MISS:
+                    return out
+            out = run(fetches, dict(zip(feed_list, args)))
+            if key is not None:
+                runner[0] = fast.get(key)
+            return out
         return call
 
 
@@ -263,6 +320,18 @@ def _to_result(v):
 
 # Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.
 _compiled_executor = [None]
+# Set with it (jitgrad.compiler.runner_for): fn(session, elements, fed, struct) -> runner or None.
+_runner_factory = [None]
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "FAST_MISS"
+
+
+FAST_MISS = _Miss()   # a runner's "not mine: take the general path"
 
 
 class Session(BaseSession):

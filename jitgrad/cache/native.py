@@ -27,16 +27,28 @@ def _llvm():
     return llvm
 
 
+_HOST = None
+
+
+def _host():
+    """(target, cpu name, features) of this host, looked up once per process."""
+    global _HOST
+    if _HOST is None:
+        llvm = _llvm()
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except Exception:
+            features = ""
+        _HOST = (llvm.Target.from_triple(llvm.get_process_triple()), llvm.get_host_cpu_name(), features)
+    return _HOST
+
+
 def host_target_machine(opt=3, **kwargs):
     """A TargetMachine for this host (the one `make_key`'s fingerprint describes).
-    A fresh one per call: `create_mcjit_compiler` takes ownership of the one it gets."""
-    llvm = _llvm()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except Exception:
-        features = ""
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=features, opt=opt, **kwargs)
+    A fresh one per call: `create_mcjit_compiler` takes ownership of the one it gets
+    (and frees it with the engine), so a TargetMachine must never be shared."""
+    target, cpu, features = _host()
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt, **kwargs)
 
 
 def load_object(payload, symbol="entry"):

@@ -33,10 +33,12 @@ _fp = [None]
 def fingerprint():
     """Everything about the toolchain and host that changes machine code."""
     if _fp[0] is None:
-        tm = target_machine()
+        # No TargetMachine needed: a warm start (kernel from disk) never creates one.
         from .. import __version__
+        from ..cache.native import _host
+        _target, cpu, features = _host()
         _fp[0] = repr(("jitgrad", __version__, "llvmlite", llvmlite.__version__, "llvm", llvm.llvm_version_info,
-                       tm.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()))
+                       llvm.get_default_triple(), cpu, features))
     return _fp[0]
 
 
