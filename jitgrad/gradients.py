@@ -279,7 +279,22 @@ class _nullcontext:
 
 def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
              aggregation_method=None):
-    """``tf.hessians``: for each x, the Hessian of sum(ys), shaped x.shape + x.shape."""
+    """``tf.hessians``: for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
+
+    One batched backward pass over the gradient graph per x (batched_gradients.py);
+    the per-row loop below (one gradient graph per element of x) is the fallback
+    where that is not possible.
+    """
+    from . import batched_gradients as _bg
+    try:
+        return _bg.batched_hessians(ys, xs, name=name, aggregation_method=aggregation_method)
+    except _bg.Unsupported:
+        pass
+    return _hessians_per_row(ys, xs, name, colocate_gradients_with_ops, gate_gradients, aggregation_method)
+
+
+def _hessians_per_row(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
+                      aggregation_method=None):
     xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
     kwargs = dict(colocate_gradients_with_ops=colocate_gradients_with_ops, gate_gradients=gate_gradients,
                   aggregation_method=aggregation_method)

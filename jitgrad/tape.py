@@ -30,7 +30,9 @@ reshapes and matmul, and a per-row loop over the numpy kernel for anything
 else.
 
 Inside ``jitgrad.function`` tracing, ``gradient`` builds graph gradients with
-``jitgrad.gradients`` instead.
+``jitgrad.gradients`` instead, and ``jacobian``/``batch_jacobian`` build ONE
+batched graph backward pass (batched_gradients.py: the gradient graph with
+batching rules applied to every op that carries the cotangent).
 """
 import collections
 import contextlib
@@ -574,8 +576,9 @@ class GradientTape:
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
         if isinstance(target, Tensor) or not context.executing_eagerly():
-            raise NotImplementedError("batch_jacobian inside jitgrad.function is not supported yet; "
-                                      "use it eagerly.")
+            out = self._graph_batch_jacobian(target, source, unconnected_gradients)
+            self._finish_compute()
+            return out
         tid, yshape, ydt = _target_id(target)
         src = _source_id(source)
         xshape = src[1]
@@ -679,12 +682,34 @@ class GradientTape:
         return result
 
     def _graph_jacobian(self, target, flat_sources, unconnected):
-        from .gradients import gradients
-        from .ops import array_ops, math_ops
+        """Jacobian in a trace: one batched backward pass (batched_gradients.py) with the
+        identity rows as cotangents; the per-row loop is the fallback."""
+        from . import batched_gradients as bg
+        from .ops import array_ops
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
         if not y.shape.is_fully_defined():
             raise ValueError("jacobian inside jitgrad.function needs a target with a fully defined shape.")
+        use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and x.dtype.is_floating]
+        if use and all(xs[i].shape.is_fully_defined() for i in use):
+            try:
+                js = bg.batched_jacobian(y, [xs[i] for i in use])
+            except bg.Unsupported:
+                js = None
+            if js is not None:
+                out = [None] * len(xs)
+                for i, j in zip(use, js):
+                    if j is not None:
+                        out[i] = array_ops.reshape(j, y.shape.as_list() + xs[i].shape.as_list())
+                for i, x in enumerate(xs):
+                    if out[i] is None and unconnected == UnconnectedGradients.ZERO:
+                        out[i] = array_ops.zeros(y.shape.as_list() + x.shape.as_list(), x.dtype)
+                return out
+        return self._graph_jacobian_per_row(y, xs, watched, unconnected)
+
+    def _graph_jacobian_per_row(self, y, xs, watched, unconnected):
+        from .gradients import gradients
+        from .ops import array_ops, math_ops
         n = y.shape.num_elements()
         flat = array_ops.reshape(y, [-1])
         out = []
@@ -700,6 +725,42 @@ class GradientTape:
             j = array_ops.stack(rows) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
             out.append(array_ops.reshape(j, y.shape.as_list() + x.shape.as_list()))
         return out
+
+    def _graph_batch_jacobian(self, target, source, unconnected):
+        """batch_jacobian in a trace: cotangent row j is the one-hot at position j of every
+        example ([m, b] + y.shape[1:]), so one batched backward pass gives all examples' rows."""
+        from . import batched_gradients as bg
+        from .ops import array_ops
+        (x,), (watched,) = self._graph_sources([source])
+        y = convert_to_tensor(target)
+        yshape, xshape = y.shape, x.shape
+        if yshape.rank is not None and xshape.rank is not None and (yshape.rank < 2 or xshape.rank < 2):
+            raise ValueError(f"Shape must be at least rank 2 (target shape {yshape}, source shape {xshape}).")
+        if not yshape.is_fully_defined() or not xshape.is_fully_defined():
+            raise ValueError("batch_jacobian inside jitgrad.function needs target and source shapes that are "
+                             "fully defined.")
+        ys, xs_ = yshape.as_list(), xshape.as_list()
+        if ys[0] != xs_[0]:
+            raise ValueError(f"Need first dimension of target shape ({yshape}) and source shape ({xshape}) "
+                             "to match.")
+        b = ys[0]
+        m = int(np.prod(ys[1:], dtype=np.int64))
+        full = ys + xs_[1:]
+        g = None
+        if watched and x.dtype.is_floating and m > 0 and b > 0:
+            g_ = y.graph
+            with g_.as_default():
+                eye = bg.identity_rows(m, [m], y.dtype, g_)                       # [m, m]
+                eye = array_ops.reshape(eye, [m, 1, m])
+                rows = array_ops.reshape(array_ops.broadcast_to(eye, [m, b, m]), [m] + ys)
+            (g,) = bg.batched_gradients([y], [x], [rows], name="batch_jacobian")
+        if g is None:
+            if unconnected == UnconnectedGradients.ZERO or (watched and x.dtype.is_floating and m * b == 0):
+                return array_ops.zeros(full, x.dtype)
+            return None
+        g = array_ops.reshape(g, [m, b] + xs_[1:])
+        perm = [1, 0] + list(range(2, len(xs_) + 1))
+        return array_ops.reshape(array_ops.transpose(g, perm), full)
 
 
 class _GraphTapeState:

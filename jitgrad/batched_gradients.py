@@ -1,0 +1,658 @@
+"""Batched reverse mode in graph mode: one backward pass for many cotangents.
+
+``batched_gradients(ys, xs, cotangents)`` computes, for a batch of B output
+gradients (``cotangents[i]`` has shape ``[B] + ys[i].shape``), the B
+vector-Jacobian products at once: the result for each x has shape
+``[B] + x.shape`` and row b equals ``tf.gradients(ys, x, grad_ys=[c[b] ...])``.
+Jacobians (``batched_jacobian``: identity rows as cotangents),
+``tf.hessians`` and ``GradientTape.jacobian`` / ``batch_jacobian`` inside
+``jitgrad.function`` are built on it, instead of one gradient graph per row.
+
+How (jax.vmap of a vjp, done on the graph):
+
+1. ``tf.gradients`` builds the ordinary gradient graph once, with a stand-in
+   seed tensor per y as ``grad_ys`` (so aggregation order, stop_gradients,
+   unconnected handling are exactly tf.gradients').
+2. The ops that graph just added are replayed in order; every op that reads
+   (a value derived from) a seed is rebuilt with a *batching rule* that gives
+   its output a leading batch dimension; ops that do not depend on the seeds
+   (forward-derived values such as ``cos(x)``) are shared, unbatched. Only ops
+   on which the requested gradients depend are rebuilt; the per-row graph from
+   step 1 stays in the graph unused (the compiler's DCE drops it; it is small).
+
+Batching rules (``_RULES``): elementwise/broadcasting ops (a batched operand of
+lower rank than the output gets unit dims after the batch dim, so trailing
+broadcasting against unbatched operands lines up), AddN, reductions (axes + 1),
+the gradient helpers SumToShape / Unreduce / BroadcastToShapeOf / ReshapeLike /
+StridedSliceGrad / GatherGrad / TileGrad / SplitToShapesOf (their shape-only
+reference input becomes a ``[B] + ref.shape`` stand-in, which DCE removes),
+reshape / expand / squeeze / transpose (perm ``[0] + [p + 1]``), slicing,
+concat / pack / unpack, gather, tile, broadcast_to, fill, MatMul (a batched
+operand times an unbatched matrix is ONE 2-D matmul of the batch folded into
+rows) and BatchMatMulV2. Anything else falls back to a per-row loop
+(unstack, apply the op per row, stack): correct, just not vectorised.
+
+Jacobians (``batched_jacobian``) start from identity rows kept as one-hot
+batches (``_OneHot``: per row one nonzero at a static position) through
+elementwise scaling, AddN, reshapes, transposes, slice-gradients and matmuls,
+where a [B, k] x [k, n] GEMM becomes a gather; other ops get the dense tensor.
+
+Numerics: elementwise ops, AddN (same operand order), reductions and the
+layout ops compute every element exactly as the per-row graph does, so results
+are bit-identical to the per-row implementation. Matmuls whose batched operand
+is folded into a bigger GEMM may sum in a different blocking order: results
+then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
+"""
+import numpy as np
+
+from . import dtypes
+from .graph import Tensor
+from .ops.registry import REGISTRY, apply_op
+from .shapes import normalize_axes
+
+
+class Unsupported(Exception):
+    """The batched pass cannot handle this graph (callers fall back to per-row gradients)."""
+
+
+# ============================================================ helpers
+def _static(shape):
+    """A TensorShape as a list of ints, or raise Unsupported."""
+    if shape.rank is None or not shape.is_fully_defined():
+        raise Unsupported(f"shape {shape} is not fully defined")
+    return [int(d) for d in shape.as_list()]
+
+
+def _rank(t):
+    r = t.shape.rank
+    if r is None:
+        raise Unsupported(f"rank of {t.name} is unknown")
+    return r
+
+
+def _const(value, graph):
+    from .convert import convert_to_tensor
+    return convert_to_tensor(value, graph=graph)
+
+
+def _reshape(x, shape):
+    if x.shape.is_fully_defined() and x.shape.as_list() == list(shape):
+        return x
+    return apply_op("Reshape", [x], {"shape": tuple(int(d) for d in shape)})
+
+
+def _broadcast_to(x, shape):
+    if x.shape.is_fully_defined() and x.shape.as_list() == list(shape):
+        return x
+    return apply_op("BroadcastTo", [x], {"shape": tuple(int(d) for d in shape)})
+
+
+def _pad_after_batch(xb, row_rank, rank):
+    """[B] + s -> [B] + [1] * (rank - len(s)) + s, so that trailing broadcasting lines rows up."""
+    for _ in range(rank - row_rank):
+        xb = apply_op("ExpandDims", [xb], {"axis": 1})
+    return xb
+
+
+def _swap_last2(xb):
+    """Transpose of the last two dims of a rank-3 [B, p, q] tensor (a reshape when p or q is 1)."""
+    b, p, q = _static(xb.shape)
+    if p == 1 or q == 1:
+        return _reshape(xb, [b, q, p])
+    return apply_op("Transpose", [xb], {"perm": (0, 2, 1)})
+
+
+class _Ctx:
+    def __init__(self, graph, B):
+        self.graph = graph
+        self.B = B
+        self._refs = {}
+
+    def shape_ref(self, ref, lead=()):
+        """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
+        dims = [self.B] + list(lead) + _static(ref.shape)
+        key = (tuple(dims), ref.dtype.name)
+        t = self._refs.get(key)
+        if t is None:
+            zero = _const(np.zeros((), ref.dtype.np), self.graph)
+            t = self._refs[key] = apply_op("Fill", [zero], {"dims": tuple(dims)}, name="batch_shape")
+        return t
+
+    def batched_unbatched(self, t):
+        """An unbatched tensor broadcast to [B] + its shape."""
+        return _broadcast_to(apply_op("ExpandDims", [t], {"axis": 0}), [self.B] + _static(t.shape))
+
+
+# ============================================================ batching rules
+# A rule gets (ctx, op, ins, flags) where ins[j] is the batched version of
+# op.inputs[j] when flags[j] (shape [B] + op.inputs[j].shape), else the
+# original input; it returns one tensor per output of op (with the batch
+# dim), or None to use the per-row fallback.
+
+def _rule_elementwise(ctx, op, ins, flags):
+    rank = _rank(op.outputs[0])
+    args = [(_pad_after_batch(t, _rank(o), rank) if f else t) for t, f, o in zip(ins, flags, op.inputs)]
+    return [apply_op(op.type, args, op.attrs)]
+
+
+def _rule_addn(ctx, op, ins, flags):
+    args = [t if f else ctx.batched_unbatched(t) for t, f in zip(ins, flags)]
+    return [apply_op("AddN", args, op.attrs)]
+
+
+def _rule_identity_like(ctx, op, ins, flags):
+    return [ins[0]]
+
+
+def _rule_fill(ctx, op, ins, flags):
+    dims = list(op.attrs["dims"])
+    v = _reshape(ins[0], [ctx.B] + [1] * len(dims))
+    return [_broadcast_to(v, [ctx.B] + dims)]
+
+
+def _rule_broadcast_to(ctx, op, ins, flags):
+    target = _static(op.outputs[0].shape)
+    return [_broadcast_to(_pad_after_batch(ins[0], _rank(op.inputs[0]), len(target)), [ctx.B] + target)]
+
+
+def _rule_reduce(ctx, op, ins, flags):
+    r = _rank(op.inputs[0])
+    axes = normalize_axes(op.attrs["axis"], r)
+    attrs = dict(op.attrs, axis=tuple(a + 1 for a in axes))
+    return [apply_op(op.type, [ins[0]], attrs)]
+
+
+def _rule_sum_to_shape(ctx, op, ins, flags):
+    g, ref = ins[0], op.inputs[1]
+    rg, rt = _rank(op.inputs[0]), _rank(ref)
+    if rg < rt:
+        return None
+    # Unit dims for g's leading extra dims: SumToShape then sums exactly the axes it sums per row.
+    out = apply_op("SumToShape", [g, ctx.shape_ref(ref, [1] * (rg - rt))])
+    return [_reshape(out, [ctx.B] + _static(ref.shape))]
+
+
+def _rule_unreduce(ctx, op, ins, flags):
+    ref = _static(op.inputs[1].shape)
+    g = ins[0]
+    if not op.attrs["keepdims"]:
+        axes = normalize_axes(op.attrs["axis"], len(ref))
+        g = _reshape(g, [ctx.B] + [1 if i in axes else d for i, d in enumerate(ref)])
+    return [_broadcast_to(g, [ctx.B] + ref)]
+
+
+def _rule_broadcast_to_shape_of(ctx, op, ins, flags):
+    ref = _static(op.inputs[1].shape)
+    x = _pad_after_batch(ins[0], _rank(op.inputs[0]), len(ref))
+    return [_broadcast_to(x, [ctx.B] + ref)]
+
+
+def _rule_reshape(ctx, op, ins, flags):
+    out = op.outputs[0].shape
+    if out.is_fully_defined():
+        return [_reshape(ins[0], [ctx.B] + out.as_list())]
+    if op.type == "Reshape":
+        return [apply_op("Reshape", [ins[0]], {"shape": (ctx.B,) + tuple(op.attrs["shape"])})]
+    return None
+
+
+def _rule_expand_dims(ctx, op, ins, flags):
+    r = _rank(op.inputs[0])
+    return [apply_op("ExpandDims", [ins[0]], {"axis": op.attrs["axis"] % (r + 1) + 1})]
+
+
+def _rule_squeeze(ctx, op, ins, flags):
+    s = op.inputs[0].shape
+    if op.attrs["axis"] is None:
+        axes = tuple(i for i, d in enumerate(_static(s)) if d == 1)
+    else:
+        axes = normalize_axes(op.attrs["axis"], _rank(op.inputs[0]))
+    return [apply_op("Squeeze", [ins[0]], {"axis": tuple(a + 1 for a in axes)})]
+
+
+def _rule_transpose(ctx, op, ins, flags):
+    r = _rank(op.inputs[0])
+    perm = op.attrs["perm"]
+    perm = tuple(range(r - 1, -1, -1)) if perm is None else tuple(int(p) for p in perm)
+    return [apply_op("Transpose", [ins[0]], {"perm": (0,) + tuple(p + 1 for p in perm)})]
+
+
+def _rule_matmul(ctx, op, ins, flags):
+    ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
+    B = ctx.B
+    m, n = _static(op.outputs[0].shape)
+    if flags[0] and flags[1]:
+        return [apply_op("BatchMatMulV2", ins, {"adj_x": ta, "adj_y": tb})]
+    if flags[0]:
+        # out[b] = op(a[b]) @ op(B): fold the batch into the rows of one matmul.
+        a = ins[0] if not ta else _swap_last2(ins[0])          # [B, m, k]
+        k = _static(a.shape)[2]
+        out = apply_op("MatMul", [_reshape(a, [B * m, k]), ins[1]], {"transpose_a": False, "transpose_b": tb})
+        return [_reshape(out, [B, m, n])]
+    # out[b] = op(A) @ op(b[b]), i.e. out[b]^T = op(b[b])^T @ op(A)^T.
+    bt = ins[1] if tb else _swap_last2(ins[1])                 # [B, n, k] = op(b[b])^T
+    k = _static(bt.shape)[2]
+    out = apply_op("MatMul", [_reshape(bt, [B * n, k]), ins[0]], {"transpose_a": False, "transpose_b": not ta})
+    return [_swap_last2(_reshape(out, [B, n, m]))]
+
+
+def _rule_batch_matmul(ctx, op, ins, flags):
+    ro = _rank(op.outputs[0])
+    args = [(_pad_after_batch(t, _rank(o), ro) if f else t) for t, f, o in zip(ins, flags, op.inputs)]
+    return [apply_op("BatchMatMulV2", args, op.attrs)]
+
+
+def _rule_strided_slice(ctx, op, ins, flags):
+    spec = (("slice", None, None, None),) + tuple(op.attrs["spec"])
+    return [apply_op("StridedSlice", [ins[0]], {"spec": spec})]
+
+
+def _rule_strided_slice_grad(ctx, op, ins, flags):
+    if flags[1]:
+        return None
+    spec = (("slice", None, None, None),) + tuple(op.attrs["spec"])
+    return [apply_op("StridedSliceGrad", [ins[0], ctx.shape_ref(op.inputs[1])], {"spec": spec})]
+
+
+def _rule_concat(ctx, op, ins, flags):
+    r = _rank(op.outputs[0])
+    args = [t if f else ctx.batched_unbatched(t) for t, f in zip(ins, flags)]
+    return [apply_op("ConcatV2", args, {"axis": op.attrs["axis"] % r + 1})]
+
+
+def _rule_split(ctx, op, ins, flags):
+    if any(flags[1:]) or not flags[0]:
+        return None
+    r = _rank(op.inputs[0])
+    refs = [ctx.shape_ref(t) for t in op.inputs[1:]]
+    outs = apply_op("SplitToShapesOf", [ins[0]] + refs, {"axis": op.attrs["axis"] % r + 1})
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+def _rule_pack(ctx, op, ins, flags):
+    r = _rank(op.inputs[0])
+    args = [t if f else ctx.batched_unbatched(t) for t, f in zip(ins, flags)]
+    return [apply_op("Pack", args, {"axis": op.attrs["axis"] % (r + 1) + 1})]
+
+
+def _rule_unpack(ctx, op, ins, flags):
+    r = _rank(op.inputs[0])
+    outs = apply_op("Unpack", [ins[0]], {"num": op.attrs["num"], "axis": op.attrs["axis"] % r + 1})
+    return list(outs) if isinstance(outs, tuple) else [outs]
+
+
+def _rule_gather(ctx, op, ins, flags):
+    if flags[1]:
+        return None
+    r = _rank(op.inputs[0])
+    return [apply_op("GatherV2", [ins[0], ins[1]], {"axis": op.attrs["axis"] % r + 1})]
+
+
+def _rule_gather_grad(ctx, op, ins, flags):
+    if flags[1]:
+        return None
+    r = _rank(op.inputs[2])
+    return [apply_op("GatherGrad", [ins[0], ins[1], ctx.shape_ref(op.inputs[2])],
+                     {"axis": op.attrs["axis"] % r + 1})]
+
+
+def _rule_tile(ctx, op, ins, flags):
+    return [apply_op("Tile", [ins[0]], {"multiples": (1,) + tuple(op.attrs["multiples"])})]
+
+
+def _rule_tile_grad(ctx, op, ins, flags):
+    return [apply_op("TileGrad", [ins[0], ctx.shape_ref(op.inputs[1])],
+                     {"multiples": (1,) + tuple(op.attrs["multiples"])})]
+
+
+_RULES = {
+    "AddN": _rule_addn,
+    "Identity": _rule_identity_like, "PlaceholderWithDefault": _rule_identity_like,
+    "Fill": _rule_fill, "BroadcastTo": _rule_broadcast_to,
+    "Sum": _rule_reduce, "Mean": _rule_reduce, "Max": _rule_reduce, "Min": _rule_reduce, "Prod": _rule_reduce,
+    "SumToShape": _rule_sum_to_shape, "Unreduce": _rule_unreduce,
+    "BroadcastToShapeOf": _rule_broadcast_to_shape_of,
+    "Reshape": _rule_reshape, "ReshapeLike": _rule_reshape, "ExpandDims": _rule_expand_dims,
+    "Squeeze": _rule_squeeze, "Transpose": _rule_transpose,
+    "MatMul": _rule_matmul, "BatchMatMulV2": _rule_batch_matmul,
+    "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
+    "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
+    "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
+}
+# kind="elementwise" ops that are not pointwise-broadcasting over their inputs.
+_NOT_POINTWISE = {"Fill", "BroadcastTo", "BroadcastToShapeOf", "Unreduce", "PlaceholderWithDefault", "AddN",
+                  "ZerosLike", "OnesLike"}
+
+
+def _rule_per_row(ctx, op, ins, flags):
+    """Fallback: unstack the batched inputs, apply the op to each row, stack the outputs."""
+    B = ctx.B
+    rows_in = [apply_op("Unpack", [t], {"num": B, "axis": 0}) if f else None for t, f in zip(ins, flags)]
+    rows_in = [(list(r) if isinstance(r, tuple) else [r]) if r is not None else None for r in rows_in]
+    per_out = [[] for _ in op.outputs]
+    for b in range(B):
+        args = [r[b] if r is not None else t for r, t in zip(rows_in, ins)]
+        outs = apply_op(op.type, args, op.attrs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for k, o in enumerate(outs):
+            per_out[k].append(o)
+    return [apply_op("Pack", lst, {"axis": 0}) for lst in per_out]
+
+
+# ============================================================ one-hot batches (jacobians)
+class _OneHot:
+    """A batched tensor whose row b is zero except for the single element at flat position
+    idx[b] (a static numpy array), which holds d[b] (``d``: a [B] tensor).
+
+    Jacobians start from identity rows, and the linear chain of a backward pass keeps
+    that structure through elementwise scaling, reshapes, slice-gradients and matmuls;
+    a matmul then becomes a gather instead of a dense [B, k] x [k, n] GEMM (JAX's
+    jacrev does the GEMM). Anything else gets the dense tensor (``_dense``). Values are
+    the per-row graph's: the one nonzero is computed with the same operations, the
+    other entries are exact zeros (only inf/nan operands could differ: 0 * inf)."""
+    __slots__ = ("d", "idx", "shape")
+
+    def __init__(self, d, idx, shape):
+        self.d, self.idx, self.shape = d, np.asarray(idx, np.int64), list(shape)
+
+
+def _dense(ctx, oh):
+    size = int(np.prod(oh.shape, dtype=np.int64))
+    pos = _const(oh.idx.astype(np.int32).reshape(-1, 1), ctx.graph)
+    mask = apply_op("Equal", [pos, _const(np.arange(size, dtype=np.int32), ctx.graph)])
+    mask = apply_op("Cast", [mask], {"DstT": oh.d.dtype})
+    d = apply_op("ExpandDims", [oh.d], {"axis": 1})
+    return _reshape(apply_op("Mul", [mask, d]), [ctx.B] + oh.shape)
+
+
+def _take(ctx, v, shape, idx):
+    """The [B] values of unbatched v (broadcast to ``shape``) at flat positions idx."""
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = _reshape(_broadcast_to(v, shape), [size])
+    return flat if _is_iota(idx, size) else _gather(ctx, flat, idx, 0)
+
+
+def _is_iota(idx, size):
+    return idx.size == size and np.array_equal(idx, np.arange(size))
+
+
+def _gather(ctx, v, idx, axis):
+    """v gathered at the static indices idx along axis (no op when idx is 0..n-1)."""
+    if _is_iota(idx, _static(v.shape)[axis]):
+        return v
+    return apply_op("GatherV2", [v, _const(idx.astype(np.int32), ctx.graph)], {"axis": axis})
+
+
+def _oh_scale(ctx, op, ins, flags):
+    """Mul / RealDiv (numerator) / MulNoNan with one one-hot operand and one unbatched operand."""
+    j = 0 if isinstance(ins[0], _OneHot) else 1
+    oh, other = ins[j], ins[1 - j]
+    if flags[1 - j] or _static(op.outputs[0].shape) != oh.shape:
+        return None
+    if op.type == "RealDiv" and j != 0:
+        return None
+    v = _take(ctx, other, oh.shape, oh.idx)
+    args = [oh.d, v] if j == 0 else [v, oh.d]
+    return [_OneHot(apply_op(op.type, args, op.attrs), oh.idx, oh.shape)]
+
+
+def _oh_unary(ctx, op, ins, flags):
+    return [_OneHot(apply_op(op.type, [ins[0].d], op.attrs), ins[0].idx, _static(op.outputs[0].shape))]
+
+
+def _oh_reshape(ctx, op, ins, flags):
+    return [_OneHot(ins[0].d, ins[0].idx, _static(op.outputs[0].shape))]
+
+
+def _oh_addn(ctx, op, ins, flags):
+    if not all(isinstance(t, _OneHot) and np.array_equal(t.idx, ins[0].idx) for t in ins):
+        return None
+    return [_OneHot(apply_op("AddN", [t.d for t in ins], op.attrs), ins[0].idx, ins[0].shape)]
+
+
+def _oh_transpose(ctx, op, ins, flags):
+    src = _static(op.inputs[0].shape)
+    perm = op.attrs["perm"]
+    perm = tuple(range(len(src) - 1, -1, -1)) if perm is None else tuple(int(p) for p in perm)
+    pos = np.transpose(np.arange(int(np.prod(src)), dtype=np.int64).reshape(src), perm).reshape(-1)
+    inv = np.empty_like(pos)
+    inv[pos] = np.arange(pos.size)
+    return [_OneHot(ins[0].d, inv[ins[0].idx], _static(op.outputs[0].shape))]
+
+
+def _oh_strided_slice_grad(ctx, op, ins, flags):
+    from .ops.array_ops import _spec_index
+    ref = _static(op.inputs[1].shape)
+    pos = np.arange(int(np.prod(ref)), dtype=np.int64).reshape(ref)[_spec_index(op.attrs["spec"], ref)]
+    pos = np.asarray(pos).reshape(-1)
+    return [_OneHot(ins[0].d, pos[ins[0].idx], ref)]
+
+
+def _oh_matmul(ctx, op, ins, flags):
+    if flags[0] and flags[1]:
+        return None
+    B = ctx.B
+    ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
+    m, n = _static(op.outputs[0].shape)
+    if isinstance(ins[1], _OneHot):
+        # op(b[b]) is one-hot at (i, j) of [k, n]: out[b] = d_b * op(A)[:, i] in column j.
+        oh, A = ins[1], ins[0]
+        r, c = np.divmod(oh.idx, oh.shape[1])
+        i, j = (c, r) if tb else (r, c)
+        col = _gather(ctx, A, i, 0) if ta else \
+            apply_op("Transpose", [_gather(ctx, A, i, 1)], {"perm": (1, 0)})                # [B, m]
+        vals = apply_op("Mul", [col, apply_op("ExpandDims", [oh.d], {"axis": 1})])
+        if n == 1:
+            return [_reshape(vals, [B, m, 1])]
+        sel = (j.reshape(-1, 1) == np.arange(n)).astype(oh.d.dtype.np).reshape(B, 1, n)
+        return [apply_op("Mul", [apply_op("ExpandDims", [vals], {"axis": 2}), _const(sel, ctx.graph)])]
+    # op(a[b]) is one-hot at (i, j) of [m, k]: out[b] = d_b * op(B)[j, :] in row i.
+    oh, Bm = ins[0], ins[1]
+    r, c = np.divmod(oh.idx, oh.shape[1])
+    i, j = (c, r) if ta else (r, c)
+    row = apply_op("Transpose", [_gather(ctx, Bm, j, 1)], {"perm": (1, 0)}) if tb else \
+        _gather(ctx, Bm, j, 0)                                                                  # [B, n]
+    vals = apply_op("Mul", [apply_op("ExpandDims", [oh.d], {"axis": 1}), row])
+    if m == 1:
+        return [_reshape(vals, [B, 1, n])]
+    sel = (i.reshape(-1, 1) == np.arange(m)).astype(oh.d.dtype.np).reshape(B, m, 1)
+    return [apply_op("Mul", [_const(sel, ctx.graph), apply_op("ExpandDims", [vals], {"axis": 1})])]
+
+
+_ONEHOT_RULES = {
+    "Mul": _oh_scale, "RealDiv": _oh_scale, "MulNoNan": _oh_scale,
+    "Neg": _oh_unary, "Identity": _oh_unary,
+    "Reshape": _oh_reshape, "ReshapeLike": _oh_reshape, "ExpandDims": _oh_reshape, "Squeeze": _oh_reshape,
+    "Transpose": _oh_transpose, "StridedSliceGrad": _oh_strided_slice_grad, "AddN": _oh_addn,
+    "MatMul": _oh_matmul,
+}
+
+
+def batching_rule(op_type):
+    """The vectorised batching rule for ``op_type``, or None (per-row fallback)."""
+    rule = _RULES.get(op_type)
+    if rule is None:
+        opdef = REGISTRY.get(op_type)
+        if opdef is not None and opdef.kind == "elementwise" and op_type not in _NOT_POINTWISE:
+            rule = _rule_elementwise
+    return rule
+
+
+def _is_shape_only(op, j):
+    opdef = REGISTRY.get(op.type)
+    return opdef is not None and opdef.is_shape_only(j)
+
+
+# ============================================================ the batched pass
+def _vectorize(graph, start_index, seeds, batched_seeds, results, B, stats=None):
+    """Rebuilds, with a leading batch dim, the ops created since ``start_index``
+    that lie between ``seeds`` and ``results``. Returns the batched results."""
+    env = {id(s): b for s, b in zip(seeds, batched_seeds)}
+    new_ops = graph._ops[start_index:]
+    # Ops that depend on a seed through a value (not shape-only) edge.
+    dep = set(env)
+    dep_ops = []
+    for op in new_ops:
+        if any(id(t) in dep and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)):
+            dep_ops.append(op)
+            for o in op.outputs:
+                dep.add(id(o))
+    # Only those the results need.
+    producer = {}
+    for op in dep_ops:
+        for o in op.outputs:
+            producer[id(o)] = op
+    needed = set()
+    stack = [r for r in results if r is not None]
+    while stack:
+        t = stack.pop()
+        op = producer.get(id(t))
+        if op is None or id(op) in needed:
+            continue
+        needed.add(id(op))
+        stack.extend(t2 for j, t2 in enumerate(op.inputs) if id(t2) in dep and not _is_shape_only(op, j))
+    ctx = _Ctx(graph, B)
+    for op in dep_ops:
+        if id(op) not in needed:
+            continue
+        flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
+        ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
+        outs = None
+        if any(isinstance(t, _OneHot) for t in ins):
+            oh_rule = _ONEHOT_RULES.get(op.type)
+            try:
+                outs = oh_rule(ctx, op, ins, flags) if oh_rule is not None else None
+            except Unsupported:
+                outs = None
+            if outs is None:
+                ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
+        if outs is None:
+            rule = batching_rule(op.type)
+            try:
+                outs = rule(ctx, op, ins, flags) if rule is not None else None
+            except Unsupported:  # e.g. a rule that needs static shapes
+                outs = None
+        if outs is None:
+            outs = _rule_per_row(ctx, op, ins, flags)
+            if stats is not None:
+                stats.setdefault("per_row", []).append(op.type)
+        for o, b in zip(op.outputs, outs):
+            if isinstance(b, _OneHot):
+                env[id(o)] = b
+                continue
+            try:
+                b.set_shape([B] + (o.shape.as_list() if o.shape.rank is not None else []))
+            except ValueError:
+                raise AssertionError(f"batching rule for {op.type} gave shape {b.shape}, expected "
+                                     f"[{B}] + {o.shape}") from None
+            env[id(o)] = b
+    out = []
+    for r in results:
+        if r is None:
+            out.append(None)
+        elif id(r) in env:
+            b = env[id(r)]
+            out.append(_dense(ctx, b) if isinstance(b, _OneHot) else b)
+        else:  # does not depend on the cotangent (e.g. zeros for an unconnected x)
+            out.append(ctx.batched_unbatched(r))
+    return out
+
+
+def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradients=None,
+                      aggregation_method=None, unconnected_gradients="none", _stats=None):
+    """For each x, ``[B] + x.shape``: row b is ``tf.gradients(ys, x, grad_ys=[c[b] for c in cotangents])``.
+
+    ``cotangents``: one tensor (or array) per y, of shape ``[B] + y.shape``, all with the same B.
+    Raises ``Unsupported`` where shapes are not static enough to batch (B, the
+    ys' and the cotangents' shapes must be fully defined).
+    """
+    from .gradients import _as_list, _to_graph_tensor, gradients
+    from .convert import convert_to_tensor
+    ys = [_to_graph_tensor(y, "ys") for y in _as_list(ys)]
+    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
+    cts = _as_list(cotangents)
+    if len(cts) != len(ys):
+        raise ValueError(f"{len(cts)} cotangent batches for {len(ys)} ys")
+    graph = ys[0].graph
+    with graph.as_default(), graph.name_scope(name):
+        cts = [c if isinstance(c, (Tensor, _OneHot)) else
+               convert_to_tensor(np.asarray(c, y.dtype.np), graph=graph) for c, y in zip(cts, ys)]
+        B = None
+        for c, y in zip(cts, ys):
+            yshape = _static(y.shape)
+            cshape = [int(c.idx.size)] + c.shape if isinstance(c, _OneHot) else _static(c.shape)
+            if isinstance(c, _OneHot):
+                c_dtype = c.d.dtype
+            else:
+                c_dtype = c.dtype
+            if cshape[1:] != yshape or c_dtype != y.dtype:
+                raise ValueError(f"cotangent batch {cshape} {c_dtype.name} does not match y {y.shape} "
+                                 f"{y.dtype.name}")
+            if B is not None and cshape[0] != B:
+                raise ValueError("all cotangent batches must have the same batch size")
+            B = cshape[0]
+        if B == 0:
+            return [apply_op("Fill", [_const(np.zeros((), x.dtype.np), graph)],
+                             {"dims": tuple([0] + _static(x.shape))}) if x.dtype.is_floating else None
+                    for x in xs]
+        seeds = [apply_op("Fill", [_const(np.zeros((), y.dtype.np), graph)], {"dims": tuple(_static(y.shape))},
+                          name="seed") for y in ys]
+        start = len(graph._ops)
+        rows = gradients(ys, xs, grad_ys=seeds, name="rowgrad", stop_gradients=stop_gradients,
+                         aggregation_method=aggregation_method, unconnected_gradients=unconnected_gradients)
+        return _vectorize(graph, start, seeds, cts, rows, B, _stats)
+
+
+def identity_rows(n, shape, dtype, graph):
+    """The [n] + shape tensor whose row i is the i-th one-hot (n = prod(shape)), built
+    from an arange so it is a fused elementwise expression rather than an n*n constant."""
+    iota = _const(np.arange(n, dtype=np.int32), graph)
+    eye = apply_op("Equal", [apply_op("ExpandDims", [iota], {"axis": 1}), iota])
+    eye = apply_op("Cast", [eye], {"DstT": dtypes.as_dtype(dtype)})
+    return _reshape(eye, [n] + list(shape))
+
+
+def batched_jacobian(y, xs, name="jacobian", structured=True, **kwargs):
+    """For each x, d y / d x shaped ``[n] + x.shape`` (n = y's number of elements), from one
+    batched backward pass with identity rows as cotangents (None where x is unconnected).
+    ``structured``: propagate the identity rows as one-hot batches (``_OneHot``) where the
+    ops allow it; False always uses dense [n] + y.shape cotangents."""
+    from .gradients import _to_graph_tensor
+    y = _to_graph_tensor(y, "ys")
+    yshape = _static(y.shape)
+    n = int(np.prod(yshape, dtype=np.int64))
+    graph = y.graph
+    with graph.as_default():
+        if not n:
+            ct = _const(np.zeros([0] + yshape, y.dtype.np), graph)
+        elif structured:
+            ct = _OneHot(apply_op("Fill", [_const(np.ones((), y.dtype.np), graph)], {"dims": (n,)}),
+                         np.arange(n), yshape)
+        else:
+            ct = identity_rows(n, yshape, y.dtype, graph)
+    return batched_gradients([y], xs, [ct], name=name, **kwargs)
+
+
+def batched_hessians(ys, xs, name="hessians", **kwargs):
+    """``tf.hessians`` by one batched backward pass per x over the gradient graph."""
+    from .gradients import _as_list, _to_graph_tensor, gradients
+    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
+    for x in xs:
+        _static(x.shape)
+    agg = kwargs.get("aggregation_method")
+    grads = gradients(ys, xs, aggregation_method=agg)
+    out = []
+    for g, x in zip(grads, xs):
+        if g is None:
+            out.append(None)
+            continue
+        shape = _static(x.shape)
+        (h,) = batched_jacobian(g, [x], name=name, aggregation_method=agg)
+        if h is None:
+            with x.graph.as_default():
+                h = apply_op("Fill", [_const(np.zeros((), x.dtype.np), x.graph)], {"dims": tuple(shape + shape)})
+        else:
+            with x.graph.as_default():
+                h = _reshape(h, shape + shape)
+        out.append(h)
+    return out
