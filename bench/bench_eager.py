@@ -2,8 +2,10 @@
 
     python bench/bench_eager.py [--quick]
 
-Prints medians (microseconds / milliseconds) and ratios. TensorFlow / JAX
-lines are printed when those packages are importable, otherwise skipped.
+Prints medians (microseconds / milliseconds) and ratios: per-op overhead of
+jitgrad eager next to numpy and TensorFlow eager, and the MLP step in jitgrad
+eager, jitgrad.function and TF eager. TensorFlow lines are printed when it is
+importable (e.g. run with /work/refenv/bin/python), otherwise skipped.
 """
 import os
 import statistics
@@ -27,32 +29,63 @@ def median_time(fn, repeat, number=1):
     return statistics.median(ts)
 
 
-def per_op(quick):
-    print("Per-op eager overhead (median per call):")
+def _real_tf():
+    """TensorFlow when importable (CPU only, quiet), else None."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    try:
+        import tensorflow as real_tf
+    except ImportError:
+        return None
+    return real_tf
+
+
+def per_op(quick, real_tf):
+    print("Per-op eager overhead (median per call, small float32 tensors):")
     a_np = np.ones((4,), np.float32)
-    a = tf.constant(a_np)
+    m_np = np.ones((4, 4), np.float32)
     n = 200 if quick else 2000
-    rows = [
-        ("add (4,)", lambda: a + a, lambda: a_np + a_np),
-        ("mul scalar", lambda: a * 2.0, lambda: a_np * np.float32(2.0)),
-        ("reduce_sum", lambda: tf.reduce_sum(a), lambda: a_np.sum()),
-        ("exp", lambda: tf.exp(a), lambda: np.exp(a_np)),
-    ]
-    for name, f_jit, f_np in rows:
-        tj = median_time(f_jit, 7, n)
-        tn = median_time(f_np, 7, n)
-        print(f"  {name:<12} jitgrad {tj * 1e6:7.2f} us   numpy {tn * 1e6:6.2f} us   ratio {tj / tn:6.1f}x")
-    x = tf.constant(3.0)
+    a, m = tf.constant(a_np), tf.constant(m_np)
+    jit = {"add (4,)": lambda: a + a, "mul scalar": lambda: a * 2.0,
+           "reduce_sum": lambda: tf.reduce_sum(a), "exp": lambda: tf.exp(a),
+           "matmul 4x4": lambda: tf.matmul(m, m)}
+    nump = {"add (4,)": lambda: a_np + a_np, "mul scalar": lambda: a_np * np.float32(2.0),
+            "reduce_sum": lambda: a_np.sum(), "exp": lambda: np.exp(a_np),
+            "matmul 4x4": lambda: m_np @ m_np}
+    ref = {}
+    if real_tf is not None:
+        ta, tm = real_tf.constant(a_np), real_tf.constant(m_np)
+        ref = {"add (4,)": lambda: ta + ta, "mul scalar": lambda: ta * 2.0,
+               "reduce_sum": lambda: real_tf.reduce_sum(ta), "exp": lambda: real_tf.exp(ta),
+               "matmul 4x4": lambda: real_tf.matmul(tm, tm)}
+    print(f"  {'op':<12} {'jitgrad':>9} {'numpy':>8} {'TF eager':>9}   jitgrad/numpy  jitgrad/TF")
+    for name in jit:
+        tj = median_time(jit[name], 7, n)
+        tn = median_time(nump[name], 7, n)
+        line = f"  {name:<12} {tj * 1e6:7.2f}us {tn * 1e6:6.2f}us "
+        if name in ref:
+            tt = median_time(ref[name], 7, n)
+            line += f"{tt * 1e6:7.2f}us   {tj / tn:11.1f}x  {tj / tt:9.2f}x"
+        else:
+            line += f"{'-':>9}   {tj / tn:11.1f}x  {'-':>9}"
+        print(line)
+    if real_tf is None:
+        print("  TensorFlow: not importable, TF column skipped")
 
-    def taped():
-        with tf.GradientTape() as t:
-            t.watch(x)
-            y = x * x
-        return t.gradient(y, x)
-    print(f"  tape x*x + gradient: {median_time(taped, 7, n // 4) * 1e6:.1f} us")
+    def taped(mod, x):
+        def f():
+            with mod.GradientTape() as t:
+                t.watch(x)
+                y = x * x
+            return t.gradient(y, x)
+        return f
+    line = f"  tape x*x + gradient: jitgrad {median_time(taped(tf, tf.constant(3.0)), 7, n // 4) * 1e6:.1f} us"
+    if real_tf is not None:
+        line += f"   TF eager {median_time(taped(real_tf, real_tf.constant(3.0)), 7, n // 4) * 1e6:.1f} us"
+    print(line)
 
 
-def mlp(quick):
+def mlp(quick, real_tf):
     print("MLP training step, batch 256, 784 -> 512 relu -> 10, softmax cross entropy, SGD:")
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((256, 784)).astype(np.float32)
@@ -60,40 +93,41 @@ def mlp(quick):
     w1 = (rng.standard_normal((784, 512)) * 0.05).astype(np.float32)
     w2 = (rng.standard_normal((512, 10)) * 0.05).astype(np.float32)
 
-    def make():
-        return [tf.Variable(w1), tf.Variable(np.zeros(512, np.float32)), tf.Variable(w2),
-                tf.Variable(np.zeros(10, np.float32))]
+    def make(mod):
+        return [mod.Variable(w1), mod.Variable(np.zeros(512, np.float32)), mod.Variable(w2),
+                mod.Variable(np.zeros(10, np.float32))]
 
-    def step(params, x, y):
+    def step(mod, params, x, y):
         W1, b1, W2, b2 = params
-        with tf.GradientTape() as t:
-            h = tf.nn.relu(tf.matmul(x, W1) + b1)
-            logits = tf.matmul(h, W2) + b2
-            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with mod.GradientTape() as t:
+            h = mod.nn.relu(mod.matmul(x, W1) + b1)
+            logits = mod.matmul(h, W2) + b2
+            loss = mod.reduce_mean(mod.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
         grads = t.gradient(loss, params)
         for p, g in zip(params, grads):
             p.assign_sub(0.01 * g)
         return loss
 
     x, y = tf.constant(x_np), tf.constant(y_np)
-    pe, pf = make(), make()
-    fstep = tf.function(lambda x, y: step(pf, x, y))
+    pe, pf = make(tf), make(tf)
+    fstep = tf.function(lambda x, y: step(tf, pf, x, y))
     t0 = time.perf_counter()
     fstep(x, y)
     first = time.perf_counter() - t0
     reps = 5 if quick else 20
-    te = median_time(lambda: step(pe, x, y), reps)
+    te = median_time(lambda: step(tf, pe, x, y), reps)
     tfn = median_time(lambda: fstep(x, y), reps)
     print(f"  jitgrad eager          {te * 1e3:8.2f} ms")
     print(f"  jitgrad.function       {tfn * 1e3:8.2f} ms   (first call incl. trace+compile {first:.2f} s, "
           f"mode {tf.get_default_mode()})")
     print(f"  eager / function       {te / tfn:8.2f}x")
-    try:
-        import tensorflow as real_tf  # noqa: F401
-    except ImportError:
+    if real_tf is None:
         print("  TensorFlow: not importable, skipped")
     else:
-        print("  TensorFlow: importable; comparison not implemented in this bench")
+        rx, ry = real_tf.constant(x_np), real_tf.constant(y_np)
+        pr = make(real_tf)
+        tr = median_time(lambda: step(real_tf, pr, rx, ry), reps)
+        print(f"  TF eager               {tr * 1e3:8.2f} ms   (jitgrad eager / TF eager {te / tr:.2f}x)")
     try:
         import jax  # noqa: F401
     except ImportError:
@@ -117,6 +151,7 @@ def jac(quick):
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    per_op(quick)
-    mlp(quick)
+    real_tf = _real_tf()
+    per_op(quick, real_tf)
+    mlp(quick, real_tf)
     jac(quick)

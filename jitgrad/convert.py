@@ -163,9 +163,69 @@ def graph_of(values):
     return None
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+_SCALAR_TYPES = (float, int, bool)
+_registry = [None]  # jitgrad.ops.registry, imported on first use
+
+
+def _fast_scalar(v, want):
+    """``to_numpy(v, want)`` for a Python scalar in the cases that cannot fail,
+    warn or lose range (else None: the caller takes the general path)."""
+    tv = v.__class__
+    kind = want.np.kind
+    if tv is float:
+        if kind == "f" and (want is not dtypes.float32 or -_F32_MAX <= v <= _F32_MAX):
+            return np.array(v, dtype=want.np)
+    elif tv is int:
+        if kind in "fi" and -2147483648 <= v <= 2147483647:
+            return np.array(v, dtype=want.np)
+    elif tv is bool:
+        if kind == "b":
+            return np.array(v, dtype=want.np)
+    return None
+
+
+def _convert_all_eager(values):
+    """convert_all's eager fast path: every value is an EagerTensor or a
+    Python scalar, and at least one is a tensor. None when it does not apply."""
+    registry = _registry[0]
+    if registry is None:
+        from .ops import registry
+        _registry[0] = registry
+    et = registry._eager_types
+    first = None
+    for v in values:
+        c = v.__class__
+        if c in et:
+            if first is None:
+                first = v
+        elif c not in _SCALAR_TYPES:
+            return None
+    if first is None:
+        return None
+    want = None
+    out = []
+    for v in values:
+        if v.__class__ in et:
+            out.append(v)
+            continue
+        if want is None:
+            want = first.dtype
+        arr = _fast_scalar(v, want)
+        if arr is None:
+            return None
+        out.append(registry._eager_tensor(arr))
+    return out
+
+
 def convert_all(values, dtype=None, graph=None):
     """Converts op inputs together: Python values adopt the dtype of the
     first tensor among them (TF's binary-op rule) and live in its graph."""
+    if dtype is None and graph is None and context._eager_enabled[0] \
+            and not getattr(context._state, "graphs", None):
+        out = _convert_all_eager(values)
+        if out is not None:
+            return out
     g = graph or graph_of(values)
     if dtype is None:
         for v in values:

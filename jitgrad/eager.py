@@ -15,6 +15,16 @@ from .shapes import TensorShape
 
 _ids = itertools.count(1)
 
+# numpy dtype -> jitgrad DType, so reading ``.dtype`` is one dict lookup.
+_NP_TO_DT = {d.np: d for d in dtypes.ALL}
+
+
+def _dtype_of(np_dtype):
+    try:
+        return _NP_TO_DT[np_dtype]
+    except KeyError:
+        return dtypes.as_dtype(np_dtype)
+
 # Callables (opdef, inputs, outputs, attrs) -> None; installed by tape.py.
 op_recorders = []
 
@@ -34,7 +44,10 @@ class EagerTensor:
 
     @property
     def dtype(self):
-        return dtypes.as_dtype(self._value.dtype)
+        try:
+            return _NP_TO_DT[self._value.dtype]
+        except KeyError:
+            return dtypes.as_dtype(self._value.dtype)
 
     @property
     def shape(self):
@@ -155,22 +168,70 @@ def tf_numpy_text(value, is_repr=False):
     return "\n" + text if "\n" in text else text
 
 
+# (opdef, input shapes/dtypes[, attrs]) -> output numpy dtypes, for ops whose
+# shape/dtype rule already accepted these inputs once (the rule is pure, so
+# it would accept them again; failures are never cached).
+_infer_cache = {}
+_INFER_CACHE_MAX = 8192
+_CACHEABLE_ATTR_TYPES = frozenset((int, float, bool, str, type(None), tuple, dtypes.DType))
+
+
+def _infer_key(opdef, vals, attrs):
+    if len(vals) == 1:
+        v = vals[0]
+        key = (opdef, v.shape, v.dtype)
+    elif len(vals) == 2:
+        v, w = vals
+        key = (opdef, v.shape, v.dtype, w.shape, w.dtype)
+    else:
+        key = (opdef,) + tuple([(v.shape, v.dtype) for v in vals])
+    if attrs:
+        items = []
+        for k, v in attrs.items():
+            if v.__class__ not in _CACHEABLE_ATTR_TYPES:
+                return None
+            items.append((k, v.__class__, v))
+        key = key + tuple(items)
+    return key
+
+
 def execute(opdef, inputs, attrs):
     """Runs one op eagerly. Shape/dtype errors become InvalidArgumentError, as in TF."""
     if _batching[0]:
         for t in inputs:
             if type(t) is BatchedTensor:
                 return _batch_execute[0](opdef, inputs, attrs)
+    vals = [t._value for t in inputs]
+    key = out_np = None
+    if not opdef.stateful:
+        key = _infer_key(opdef, vals, attrs)
+        if key is not None:
+            try:
+                out_np = _infer_cache.get(key)
+            except TypeError:  # an unhashable attr (a tuple holding a list): no caching
+                key = None
+    if out_np is None:
+        try:
+            specs = opdef.infer([v.shape for v in vals], [_dtype_of(v.dtype) for v in vals], attrs)
+        except (ValueError, TypeError) as e:
+            raise InvalidArgumentError(f"{opdef.name}: {e}") from None
+        out_np = tuple([dt.np for _, dt in specs])
+        if key is not None:
+            if len(_infer_cache) >= _INFER_CACHE_MAX:
+                _infer_cache.clear()
+            _infer_cache[key] = out_np
     try:
-        specs = opdef.infer([t._value.shape for t in inputs], [t.dtype for t in inputs], attrs)
-    except (ValueError, TypeError) as e:
+        out = opdef.kernel(attrs, *vals)
+    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError) as e:
         raise InvalidArgumentError(f"{opdef.name}: {e}") from None
-    outs = registry.run_kernel(opdef, [t._value for t in inputs], attrs)
+    if type(out) is not tuple:
+        out = (out,) if not isinstance(out, tuple) else out
     results = []
-    for arr, (shape, dt) in zip(outs, specs):
-        arr = np.asarray(arr)
-        if arr.dtype != dt.np:
-            arr = arr.astype(dt.np)
+    for arr, want in zip(out, out_np):
+        if type(arr) is not np.ndarray:
+            arr = np.asarray(arr)
+        if arr.dtype != want:
+            arr = arr.astype(want)
         results.append(EagerTensor(arr))
     if op_recorders:
         for rec in list(op_recorders):
@@ -179,3 +240,5 @@ def execute(opdef, inputs, attrs):
 
 
 registry._eager_execute[0] = execute
+registry._eager_types = frozenset((EagerTensor, BatchedTensor))
+registry._eager_tensor = EagerTensor

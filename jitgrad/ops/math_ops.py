@@ -7,6 +7,7 @@ from .. import dtypes
 from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
 from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
+from . import registry as _registry
 from .registry import apply_op, register
 
 BOOL = (dtypes.bool_,)
@@ -14,11 +15,16 @@ SIGNED = NUMBERS
 
 
 def _u(op_type, x, name):
+    if x.__class__ in _registry._eager_types and _registry.eager_now():
+        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x], {})
     (x,) = convert_all([x])
     return apply_op(op_type, [x], name=name or op_type)
 
 
 def _b(op_type, x, y, name):
+    et = _registry._eager_types
+    if x.__class__ in et and y.__class__ in et and _registry.eager_now():
+        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x, y], {})
     x, y = convert_all([x, y])
     return apply_op(op_type, [x, y], name=name or op_type)
 
@@ -156,10 +162,37 @@ def _is_eager(t):
     return isinstance(t, EagerTensor)
 
 
+try:  # numpy >= 2: errstate is a context variable holding an "extobj"
+    from numpy._core._ufunc_config import _extobj_contextvar as _np_err_cv
+except ImportError:  # pragma: no cover - other numpy versions
+    _np_err_cv = None
+_np_ignore_for = {}  # current extobj -> the same with all="ignore"
+
+
 def _errstate(fn):
+    """``fn`` under ``np.errstate(all="ignore")``. With numpy 2 the "ignore"
+    state is derived once per distinct current state and then just set and
+    reset (building it is what makes np.errstate cost microseconds)."""
+    if _np_err_cv is None:
+        def k(x):
+            with np.errstate(all="ignore"):
+                return fn(x)
+        return k
+
     def k(x):
-        with np.errstate(all="ignore"):
+        cur = _np_err_cv.get()
+        ign = _np_ignore_for.get(cur)
+        if ign is None:
+            with np.errstate(all="ignore"):
+                ign = _np_err_cv.get()
+            if len(_np_ignore_for) >= 64:
+                _np_ignore_for.clear()
+            _np_ignore_for[cur] = ign
+        token = _np_err_cv.set(ign)
+        try:
             return fn(x)
+        finally:
+            _np_err_cv.reset(token)
     return k
 
 

@@ -67,6 +67,15 @@ def get(name):
 
 # Eager execution is installed by jitgrad/eager.py to keep this module free of it.
 _eager_execute = [None]
+# Exact eager tensor classes (EagerTensor, BatchedTensor) and EagerTensor, set by eager.py.
+_eager_types = frozenset()
+_eager_tensor = None
+_Tensor = []  # graph.Tensor, imported on first use (graph imports this module)
+
+
+def eager_now():
+    """``context.executing_eagerly()`` without the function calls."""
+    return context._eager_enabled[0] and not getattr(context._state, "graphs", None)
 
 
 def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
@@ -77,7 +86,18 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
     """
     opdef = REGISTRY[op_type]
     attrs = attrs or {}
-    from ..graph import Tensor
+    if context._eager_enabled[0] and not getattr(context._state, "graphs", None):
+        # Fast path: executing eagerly and every input is already an eager tensor.
+        et = _eager_types
+        for t in inputs:
+            if t.__class__ not in et:
+                break
+        else:
+            return _eager_execute[0](opdef, inputs, attrs)
+    if not _Tensor:
+        from ..graph import Tensor as _T
+        _Tensor.append(_T)
+    Tensor = _Tensor[0]
     graph = None
     for t in inputs:
         if isinstance(t, Tensor):
