@@ -294,6 +294,11 @@ class Function:
     def __call__(self, *args, **kwargs):
         if not context.executing_eagerly():
             return self._python_function(*args, **kwargs)
+        if _tape_is_recording():
+            # A GradientTape outside the function must see its ops. Running the
+            # Python function eagerly records exactly the ops the trace would
+            # contain, so the value and the gradient are those of the traced call.
+            return _map_structure(_python_value_to_tensor, self._python_function(*args, **kwargs))
         if self._input_signature is not None:
             flat = self._signature_args(args, kwargs)
             key = ("sig",)
@@ -308,6 +313,11 @@ class Function:
         return concrete._call_flat(_flat_tensors((args, kwargs), []))
 
     def get_concrete_function(self, *args, **kwargs):
+        if args and not kwargs and all(isinstance(a, TensorSpec) for a in args):
+            specs = tuple(args)
+            zeros = tuple(EagerTensor(np.zeros([d or 0 for d in s.shape.dims or ()], s.dtype.np)) for s in specs)
+            key = ("spec", specs)
+            return self._cache.get(key) or self._trace(zeros, {}, key, specs=specs)
         if self._input_signature is not None and not args and not kwargs:
             args = tuple(EagerTensor(np.zeros([d or 0 for d in s.shape.dims or ()], s.dtype.np))
                          for s in self._input_signature)
@@ -388,7 +398,21 @@ def _output_builder(result, fetches, ctx):
     if isinstance(result, dict):
         items = [(k, _output_builder(v, fetches, ctx)) for k, v in result.items()]
         return lambda vals, t=type(result): t((k, s(vals)) for k, s in items)
-    return lambda vals: result
+    constant = _python_value_to_tensor(result)
+    return lambda vals: constant
+
+
+def _python_value_to_tensor(x):
+    """TF returns tensors for Python numbers a function returns; None stays None."""
+    if isinstance(x, (bool, int, float, np.number, np.ndarray)):
+        from .convert import to_numpy
+        return EagerTensor(to_numpy(x))
+    return x
+
+
+def _tape_is_recording():
+    from . import tape
+    return any(gt._tape is not None for gt in tape._stack)
 
 
 def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,

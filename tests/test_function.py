@@ -164,3 +164,53 @@ def test_repeated_updates_in_one_call():
 
     r = f()
     assert r.numpy().tolist() == [3.0, 5.0] and v.numpy().tolist() == [4.0, 6.0]
+
+
+# ---- a GradientTape outside a function sees its ops; Python results become tensors
+def test_outer_tape_differentiates_through_function_call():
+    @tf.function
+    def f(x):
+        return x * x
+
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    assert float(t.gradient(y, x)) == 6.0
+
+
+def test_outer_tape_sees_captured_variable_in_function():
+    v = tf.Variable(2.0)
+
+    @tf.function
+    def g():
+        return v * v * 3
+
+    with tf.GradientTape() as t:
+        y = g()
+    assert float(t.gradient(y, v)) == 12.0
+    assert float(g()) == 12.0  # and the traced path gives the same value
+
+
+def test_python_results_are_returned_as_tensors():
+    @tf.function
+    def const(x):
+        return 3.0
+
+    @tf.function
+    def square_plus_one(x):
+        return x * x + 1
+
+    out = const(tf.constant(1.0))
+    assert isinstance(out, tf.EagerTensor) and float(out) == 3.0
+    out = square_plus_one(3.0)  # Python argument: traced by value
+    assert isinstance(out, tf.EagerTensor) and float(out) == 10.0
+
+
+def test_get_concrete_function_from_tensor_specs():
+    @tf.function
+    def double(x):
+        return x * 2
+
+    cf = double.get_concrete_function(tf.TensorSpec([None], tf.float32))
+    np.testing.assert_array_equal(cf(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
