@@ -258,3 +258,17 @@ def test_hessian_of_reduce_prod_is_not_silently_wrong():
         x = tf.constant([1.0, 2.0, 3.0])
         with pytest.raises(LookupError):
             tf.hessians(tf.reduce_prod(x), x)
+
+
+def test_reduction_axis_given_as_constant_tensor():
+    for build in (lambda: tf.Graph().as_default(),):
+        with build():
+            x = tf.constant([[1.0, 2.0], [3.0, 9.0]])
+            s = tf.reduce_sum(x, tf.constant(1))
+            m = tf.reduce_max(x, axis=tf.constant([0]), keepdims=True)
+            with tf.compat.v1.Session() as sess:
+                got_s, got_m = sess.run([s, m])
+    np.testing.assert_array_equal(got_s, [3.0, 12.0])
+    np.testing.assert_array_equal(got_m, [[3.0, 9.0]])
+    eager = tf.reduce_sum(tf.constant([[1.0, 2.0], [3.0, 9.0]]), tf.constant(1))
+    np.testing.assert_array_equal(eager.numpy(), [3.0, 12.0])

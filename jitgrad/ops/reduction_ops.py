@@ -168,8 +168,13 @@ def unreduce(g, x, axis, keepdims):
 def _axis_attr(axis):
     if axis is None:
         return None
-    if hasattr(axis, "numpy"):
-        axis = axis.numpy()
+    from ..graph import Tensor
+    if isinstance(axis, Tensor) or hasattr(axis, "numpy"):
+        from .array_ops import get_static_value
+        value = get_static_value(axis)
+        if value is None:
+            raise ValueError("jitgrad needs a reduction axis whose value is known when the graph is built.")
+        axis = np.asarray(value)
     if isinstance(axis, np.ndarray):
         axis = axis.tolist()
     if isinstance(axis, (list, tuple)):
