@@ -233,3 +233,46 @@ def test_thread_count_setting(threads):
     assert parallel.kernel_threads({"parallel": True, "threads": 2}) == 2
     assert parallel.kernel_threads({"parallel": False}) == 1
     assert kernel.PAR_MIN_WORK > 0
+
+
+def _mlp(batch=256, din=784, dh=512, dout=10, seed=3):
+    rng = np.random.default_rng(seed)
+    inp = {"X": rng.standard_normal((batch, din)).astype(np.float32),
+           "W1": (rng.standard_normal((din, dh)) * 0.05).astype(np.float32),
+           "b1": np.zeros(dh, np.float32),
+           "W2": (rng.standard_normal((dh, dout)) * 0.05).astype(np.float32)}
+    g = tf.Graph()
+    with g.as_default():
+        ph = {k: tf.compat.v1.placeholder(tf.float32, v.shape) for k, v in inp.items()}
+        h = tf.nn.relu(tf.matmul(ph["X"], ph["W1"]) + ph["b1"])
+        loss = tf.reduce_sum(tf.square(tf.matmul(h, ph["W2"])))
+        grads = tf.gradients(loss, [ph["W1"], ph["b1"], ph["W2"]])
+    return g, [loss] + grads, {ph[k]: v for k, v in inp.items()}, inp
+
+
+def test_matmul_threads_bit_identical(threads):
+    # W3-size GEMMs run on all threads with a dynamic row schedule (B packed
+    # once, row chunks taken from a counter): results must not depend on the
+    # thread count, nor on which thread takes which chunk
+    g, fetches, feed, inp = _mlp()
+    s = _sess(g)
+    plan = compiler.make_plan(s, fetches, list(feed.items()))
+    assert plan.kernel.meta["parallel"]
+    rep = s.explain(fetches, feed)
+    assert any("MatMul" in h and "parallel" in h for h, _ in rep.groups), rep.groups
+    assert any("packed B (shared)" in b[0] for b in rep.buffers), rep.buffers
+    res = {}
+    for t in (1, 2, 3, 5):
+        threads(t)
+        res[t] = [[np.asarray(r) for r in s.run(fetches, feed)] for _ in range(3)]
+    ref = res[1][0]
+    for t in res:
+        for run in res[t]:
+            for a, b in zip(ref, run):
+                assert a.tobytes() == b.tobytes(), t
+    X, W1, b1, W2 = (inp[k].astype(np.float64) for k in ("X", "W1", "b1", "W2"))
+    hp = X @ W1 + b1
+    h = np.maximum(hp, 0)
+    dh = (2 * (h @ W2)) @ W2.T * (hp > 0)
+    np.testing.assert_allclose(ref[1], X.T @ dh, rtol=2e-4, atol=2e-4 * np.abs(X.T @ dh).max())
+    np.testing.assert_allclose(ref[3], h.T @ (2 * (h @ W2)), rtol=2e-4, atol=1e-3)

@@ -321,3 +321,125 @@ def test_rejects_bad_arguments():
     with pytest.raises(ValueError):
         mm.emit_matmul(module, "bad2", "int32", 1, 4, 4, 4, False, False,
                        16, 16)
+
+
+# ------------------------------------------- pre-packed B, dynamic row chunks
+
+_PRE_SHAPES = [
+    # dtype, M, N, K, ta, tb, config
+    ("float32", 256, 512, 784, False, False, None),   # W3 forward
+    ("float32", 784, 512, 256, True, False, None),    # W3 dW1 = X^T @ dH
+    ("float32", 256, 10, 512, False, False, None),    # narrow N: A read in place
+    ("float64", 50, 37, 300, True, True, None),
+    ("float32", 29, 41, 37, False, True, dict(pack_a=True, mc=12, kc=16)),
+    ("float64", 29, 41, 37, True, False, dict(pack_a=False, mc=12, kc=16)),
+    ("float32", 7, 16, 5, False, False, None),        # N a multiple of NR
+    ("float32", 13, 3, 9, True, True, None),          # N < NR (edge panel only)
+]
+
+
+@pytest.fixture(scope="module")
+def prepacked_cases():
+    rng = np.random.default_rng(11)
+    module = ir.Module(name="matmul_prepacked_tests")
+    module.triple = llvm.get_default_triple()
+    tm = _target_machine()
+    module.data_layout = str(tm.target_data)
+    cases = []
+    for i, (dt, M, N, K, ta, tb, cfg) in enumerate(_PRE_SHAPES):
+        c = Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=cfg)
+        assert mm.prepack_supported(dt, 1, M, N, K, ta, cfg)
+        c.emit(module, "ref_%d" % i)
+        mm.emit_matmul_prepacked(module, "pre_%d" % i, dt, M, N, K, ta, tb, config=cfg)
+        cases.append(c)
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    for i, c in enumerate(cases):
+        c.bind(engine)
+        P = c.P
+        c.pack = ctypes.CFUNCTYPE(None, P, P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d_pack" % i))
+        c.comp = ctypes.CFUNCTYPE(None, P, P, P, P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d" % i))
+    yield cases
+    del engine
+
+
+def _aligned(n, dtype, misalign=0):
+    raw = np.full(n + 64, np.nan, dtype)
+    off = (-raw.ctypes.data % 64) // raw.itemsize + misalign
+    return raw[off:off + n]
+
+
+def _run_prepacked(c, rng, misalign=0):
+    """Packs B in shuffled task chunks, computes C in shuffled row chunks of
+    random (MR-multiple and odd) sizes, each with a fresh workspace."""
+    cfg = c.config
+    args = (c.dtype, c.M, c.N, c.K, c.ta)
+    bpk = _aligned(mm.packed_b_elems(*args, config=cfg), c.dtype, misalign)
+    nt = mm.pack_tasks(*args, config=cfg)
+    step = int(rng.integers(1, nt + 1))
+    starts = list(range(0, nt, step))
+    rng.shuffle(starts)
+    P = c.P
+    for t in starts:
+        c.pack(c.B.ctypes.data_as(P), bpk.ctypes.data_as(P), t, t + step)
+    C = c.new_out()
+    rc = mm.chunk_rows(*args, config=cfg)
+    assert rc >= 1 and rc % mm._plan(c.dtype, c.M, c.N, c.K, c.ta, cfg).mr == 0
+    bounds = [0]
+    while bounds[-1] < c.M:
+        bounds.append(bounds[-1] + int(rng.choice([rc, 1, 5, 2 * rc])))
+    chunks = list(zip(bounds[:-1], bounds[1:]))
+    rng.shuffle(chunks)
+    for lo, hi in chunks:
+        work = _aligned(mm.compute_workspace_elems(*args, config=cfg), c.dtype, misalign)
+        c.comp(c.A.ctypes.data_as(P), bpk.ctypes.data_as(P), C.ctypes.data_as(P),
+               work.ctypes.data_as(P), lo, hi)
+    return C
+
+
+def test_prepacked_bit_identical_to_emit_matmul(prepacked_cases):
+    # the dynamic (threaded) schedule's guarantee: any chunking, any order,
+    # same bits as one call of emit_matmul's kernel
+    rng = np.random.default_rng(5)
+    for c in prepacked_cases:
+        full = c.run()
+        check(c, full)
+        for misalign in (0, 3):
+            assert np.array_equal(_run_prepacked(c, rng, misalign), full), c
+
+
+def test_prepacked_concurrent_chunks(prepacked_cases):
+    c = prepacked_cases[0]
+    full = c.run()
+    args = (c.dtype, c.M, c.N, c.K, c.ta)
+    P = c.P
+    bpk = _aligned(mm.packed_b_elems(*args), c.dtype)
+    c.pack(c.B.ctypes.data_as(P), bpk.ctypes.data_as(P), 0, mm.pack_tasks(*args))
+    C = c.new_out()
+    rc = mm.chunk_rows(*args)
+    chunks = [(lo, lo + rc) for lo in range(0, c.M, rc)]
+
+    def worker(mine):
+        work = _aligned(mm.compute_workspace_elems(*args), c.dtype)
+        for lo, hi in mine:
+            c.comp(c.A.ctypes.data_as(P), bpk.ctypes.data_as(P), C.ctypes.data_as(P),
+                   work.ctypes.data_as(P), lo, hi)
+    ts = [threading.Thread(target=worker, args=(chunks[k::3],)) for k in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert np.array_equal(C, full)
+
+
+def test_prepack_supported_limits():
+    assert not mm.prepack_supported("float32", 2, 10, 10, 10, False)
+    assert not mm.prepack_supported("float32", 1, 10, 10, 0, False)
+    assert not mm.prepack_supported("float32", 1, 10, 5000, 10, False)   # several NC blocks
+    assert mm.prepack_supported("float32", 1, 256, 512, 784, False)

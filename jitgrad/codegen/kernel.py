@@ -164,6 +164,7 @@ class KernelBuilder:
         self.parallel = False
         self.par_node = False     # the MATERIALISE node being emitted runs on all threads
         self.par_slots = 1
+        self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
 
@@ -1079,11 +1080,14 @@ class KernelBuilder:
             live.append((off, size, end))
             arena = max(arena, off + size)
         # one block counter (own cache line) per parallel nest, after the buffers
-        par_nests = [g for g in nests if g.get("parallel") and g["shape"] is not None]
-        for k, g in enumerate(par_nests):
-            g["counter"] = arena + 64 * k
-        self._counters = (arena, len(par_nests))
-        arena += 64 * len(par_nests)
+        # (parallel GEMMs get two: B pack tasks, then row chunks)
+        n_ctr = 0
+        for g in nests:
+            if g.get("parallel"):
+                g["counter"] = arena + 64 * n_ctr
+                n_ctr += 1 if g["shape"] is not None else 2
+        self._counters = (arena, n_ctr)
+        arena += 64 * n_ctr
         self.arena_bytes = arena
         self._temp_offsets = {}
         for key, off in offsets.items():
@@ -1179,6 +1183,7 @@ class KernelBuilder:
                         self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}"
                                             f"{' parallel' if g['parallel'] else ''}", self._group_ops(n)))
                         self.par_node = g["parallel"]
+                        self.par_counter = g.get("counter")
                         with (_nullctx() if g["parallel"] else self.on_thread0()):
                             MATERIALISE[n.op](self, n, outs, dry=False)
                         self.par_node = False

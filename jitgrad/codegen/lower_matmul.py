@@ -47,16 +47,30 @@ def _matmul(kb, node, outs, dry):
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
     fn = None
+    dyn = False
     if dt.is_floating:
         try:
             from . import matmul as mm
-            wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb)
+            # parallel: B packed once into a shared buffer, then threads take
+            # row chunks from an atomic counter (dynamic schedule; every C
+            # element's summation order is independent of the chunking)
+            dyn = par and mm.prepack_supported(dt.name, batch, M, N, K, ta)
+            if dyn:
+                bel = mm.packed_b_elems(dt.name, M, N, K, ta)
+                wel = mm.compute_workspace_elems(dt.name, M, N, K, ta)
+                bpk = kb.scratch_buffer((bel,), dt, "matmul packed B (shared)")
+            else:
+                wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb)
             work = kb.scratch_buffer((wel * (kb.par_slots if par else 1),), dt,
                                      "matmul workspace" + (f" x{kb.par_slots} threads" if par else ""))
             if not dry:
                 kb._fn_counter += 1
-                fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
-                                    ta, tb, sa, sb)
+                if dyn:
+                    fn = mm.emit_matmul_prepacked(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name,
+                                                  M, N, K, ta, tb)
+                else:
+                    fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
+                                        ta, tb, sa, sb)
         except Exception:
             if dry:
                 raise
@@ -65,7 +79,21 @@ def _matmul(kb, node, outs, dry):
         return
     C = outs[0]
     if fn is not None:
-        if par:
+        if dyn:
+            pack_fn, comp_fn = fn
+            b = kb.b
+            wp = b.gep(work.ptr, [b.mul(kb.tid, c64(wel))])
+            ntask = mm.pack_tasks(dt.name, M, N, K, ta)
+            tchunk = max(1, -(-ntask // 16))
+            with kb.loop_grab(kb.par_counter, -(-ntask // tchunk)) as blk:
+                t0 = b.mul(blk, c64(tchunk))
+                b.call(pack_fn, [B.ptr, bpk.ptr, t0, b.add(t0, c64(tchunk))])
+            kb.barrier()     # B fully packed before any thread reads it
+            rc = mm.chunk_rows(dt.name, M, N, K, ta)
+            with kb.loop_grab(kb.par_counter + 64, -(-M // rc)) as blk:
+                r0 = b.mul(blk, c64(rc))
+                b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])
+        elif par:
             r0, r1 = kb.thread_rows(M)
             wp = kb.b.gep(work.ptr, [kb.b.mul(kb.tid, c64(wel))])
             kb.b.call(fn, [A.ptr, B.ptr, C.ptr, wp, r0, r1])

@@ -40,7 +40,8 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-__all__ = ["emit_matmul", "workspace_elems"]
+__all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
+           "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
 
 _I64 = ir.IntType(64)
 
@@ -114,6 +115,102 @@ def workspace_elems(dtype, batch, M, N, K, trans_a, trans_b, config=None):
     plan = _plan(dtype, M, N, K, trans_a, config)
     slack = _ALIGN_BYTES // _elem_bytes(dtype)  # see _align_work
     return plan.b_elems + plan.a_elems + slack
+
+
+# --------------------------------------------------------------------------
+# Pre-packed B (dynamic row scheduling across threads)
+#
+# For threads taking row chunks from a shared counter, packing B once per
+# chunk (as emit_matmul does per call) would repeat the B pass for every
+# chunk.  Instead B is packed once, cooperatively, into a shared buffer
+# holding every K block (``pack`` function, tasks = (K block, NR panel)
+# pairs), and then any number of row chunks run the ``compute`` function on
+# it.  Each C element still sums its K blocks in order with k ascending
+# inside a block (the same micro-kernel and block sizes as emit_matmul), so
+# results are bit-identical to emit_matmul's whatever the chunking.
+# --------------------------------------------------------------------------
+
+def prepack_supported(dtype, batch, M, N, K, trans_a, config=None):
+    """Whether emit_matmul_prepacked handles this shape (one batch, one NC block)."""
+    if batch != 1 or min(M, N, K) <= 0:
+        return False
+    return N <= _plan(dtype, M, N, K, trans_a, config).nc
+
+
+def packed_b_elems(dtype, M, N, K, trans_a, config=None):
+    """Elements of the shared packed-B buffer (all K blocks, plus alignment slack)."""
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    return plan.nkb * plan.b_elems + _ALIGN_BYTES // _elem_bytes(dtype)
+
+
+def compute_workspace_elems(dtype, M, N, K, trans_a, config=None):
+    """Per-thread workspace elements of the ``compute`` function (packed A)."""
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    return plan.a_elems + _ALIGN_BYTES // _elem_bytes(dtype)
+
+
+def pack_tasks(dtype, M, N, K, trans_a, config=None):
+    """Number of pack tasks (K blocks x NR panels) of the ``pack`` function."""
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    return plan.nkb * _ceil_div(N, plan.nr)
+
+
+def chunk_rows(dtype, M, N, K, trans_a, config=None, target=8):
+    """Rows per dynamically scheduled chunk: a multiple of MR, at most MC,
+    about ``target`` chunks (fewer for small M: >= 4 MR rows per chunk)."""
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    n = max(_ceil_div(M, plan.mc), min(target, M // (4 * plan.mr)), 1)
+    return min(plan.mc, _round_up(_ceil_div(M, n), plan.mr))
+
+
+def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
+                          config=None):
+    """Emit ``void name_pack(T* B, T* Bpk, i64 lo, i64 hi)`` (packs tasks
+    [lo, hi) of op(B) into Bpk) and ``void name(T* A, T* Bpk, T* C, T* work,
+    i64 lo, i64 hi)`` (rows [lo, hi) of C = op(A) @ op(B) from the packed B;
+    ``work``: compute_workspace_elems, per concurrent caller).  Requires
+    prepack_supported.  Returns (pack_fn, compute_fn)."""
+    assert prepack_supported(dtype, 1, M, N, K, trans_a, config)
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    Tp = T.as_pointer()
+    # pack
+    pf = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, _I64, _I64]), name=name + "_pack")
+    pf.attributes.add("nounwind")
+    for arg in pf.args[:2]:
+        arg.add_attribute("noalias")
+    Bsrc, Bpk, lo, hi = pf.args
+    b = ir.IRBuilder(pf.append_basic_block("entry"))
+    g = _Gen(module, b, dtype, plan)
+    Bp0 = _align_work(g, Bpk)
+    nr = plan.nr
+    npan = _ceil_div(N, nr)
+    nfull, tail = divmod(N, nr)
+    with _for_range(b, lo, _smin(b, hi, plan.nkb * npan), name="task") as t:
+        kbi = b.sdiv(t, _c(npan))
+        q = b.srem(t, _c(npan))
+        pc = b.mul(kbi, _c(plan.kc))
+        kc = _smin(b, plan.kc, b.sub(_c(K), pc))
+        dst = _gep(b, Bp0, b.mul(kbi, _c(plan.b_elems)))
+        if tail and nfull:
+            with b.if_else(b.icmp_signed("<", q, _c(nfull))) as (full, edge):
+                with full:
+                    _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), nr, N, K, trans_b)
+                with edge:
+                    _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), tail, N, K, trans_b)
+        else:
+            _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), nr if nfull else tail, N, K, trans_b)
+    b.ret_void()
+    # compute
+    fnty = ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, Tp, _I64, _I64])
+    fn = ir.Function(module, fnty, name=name)
+    fn.attributes.add("nounwind")
+    for arg, nm in zip(fn.args, ("A", "Bpk", "C", "work", "row_begin", "row_end")):
+        arg.name = nm
+    for arg in fn.args[:4]:
+        arg.add_attribute("noalias")
+    _emit_gemm(fn, module, dtype, 1, M, N, K, trans_a, trans_b, 0, 0, plan, prepacked=True)
+    return pf, fn
 
 
 # --------------------------------------------------------------------------
@@ -537,8 +634,10 @@ def _align_work(g, work):
 
 
 def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
-               a_batch_stride, b_batch_stride, plan):
-    """Body of emit_matmul for non-empty shapes (see module docstring)."""
+               a_batch_stride, b_batch_stride, plan, prepacked=False):
+    """Body of emit_matmul for non-empty shapes (see module docstring).
+    ``prepacked``: B is emit_matmul_prepacked's packed buffer (batch 1, one
+    column block) and ``work`` holds only the packed A block."""
     A, B, C, work, row_begin, row_end = fn.args
 
     entry = fn.append_basic_block("entry")
@@ -557,8 +656,13 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
     # An empty row range does nothing (skips packing B as well).
     with b.if_then(b.icmp_signed(">=", row_begin, row_end)):
         b.ret_void()
-    Bp = _align_work(g, work)
-    Ap = _gep(b, Bp, plan.a_off)
+    if prepacked:
+        Bpk0 = _align_work(g, B)
+        Ap = _align_work(g, work)
+        Bp = None
+    else:
+        Bp = _align_work(g, work)
+        Ap = _gep(b, Bp, plan.a_off)
 
     # With B broadcast over the batch (stride 0) each packed B block serves
     # every batch, so the batch loop moves inside the packing loop.  Either
@@ -581,8 +685,12 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
             pc = b.mul(kb, _c(plan.kc))
             kc = _smin(b, plan.kc, b.sub(_c(K), pc))
             first = b.icmp_signed("==", kb, _c(0))
-            Bb = _gep(b, B, b.mul(bi_out, _c(b_batch_stride)))
-            _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b)
+            if prepacked:
+                Bk = _gep(b, Bpk0, b.mul(kb, _c(plan.b_elems)))
+            else:
+                Bk = Bp
+                Bb = _gep(b, B, b.mul(bi_out, _c(b_batch_stride)))
+                _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b)
             with batch_loop(hoist_b, bi_out) as bi, \
                     _for_range(b, row_begin, row_end, plan.mc,
                                name="ic") as ic:
@@ -596,7 +704,7 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
                 with _for_range(b, 0, npanels, name="jr") as jr:
                     col = b.add(b.mul(jr, _c(nr)), jc)
                     width = _smin(b, nr, b.sub(b.add(jc, _c(nc)), col))
-                    Bpan = _gep(b, Bp, b.mul(b.mul(jr, _c(nr)), kc))
+                    Bpan = _gep(b, Bk, b.mul(b.mul(jr, _c(nr)), kc))
                     with _for_range(b, 0, mc, mr, name="ir") as ir0:
                         mr_rt = _smin(b, mr, b.sub(mc, ir0))
                         a_rows, a_kstride = _a_operand(
