@@ -140,7 +140,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-3"
+CODEGEN_VERSION = "codegen-4"
 
 
 def kernel_key(program):

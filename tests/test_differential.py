@@ -209,3 +209,28 @@ def test_random_fetch_subsets_share_graph():
         a, b = run_both(g, picks, feed)
         for p, q in zip(a, b):
             check_close(p, q, np.float32)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_concat_gradients_with_unequal_parts(seed):
+    # The concat gradient is one multi-output op whose outputs have different
+    # shapes (one loop nest each, all starting and ending at the same node):
+    # every part's gradient must be written, not only the last one.
+    rng = np.random.default_rng(700 + seed)
+    axis = int(rng.integers(0, 2))
+    n_parts = int(rng.integers(2, 5))
+    shapes = []
+    for _ in range(n_parts):
+        s = [3, 4]
+        s[axis] = int(rng.integers(1, 6))
+        shapes.append(tuple(s))
+    g = tf.Graph()
+    with g.as_default():
+        xs = [tf.compat.v1.placeholder(tf.float32, s) for s in shapes]
+        c = tf.concat([tf.exp(x) if k % 2 else x for k, x in enumerate(xs)], axis=axis)
+        loss = tf.reduce_sum(c * c)
+        fetches = [c] + tf.gradients(loss, xs)
+    feed = {x: rng.standard_normal(s).astype(np.float32) for x, s in zip(xs, shapes)}
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_close(p, q, np.float32, f"fetch {i}")

@@ -1154,7 +1154,11 @@ class KernelBuilder:
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
         self._emitting = True
-        starts = {g["start"]: gi for gi, g in enumerate(nests)}
+        # A multi-output op (e.g. SplitToShapesOf, the concat gradient) starts one
+        # nest per output shape at the same node: every one of them must be emitted.
+        starts = {}
+        for gi, g in enumerate(nests):
+            starts.setdefault(g["start"], []).append(gi)
         pending = {}
         first = True
         for i, n in enumerate(nodes):
@@ -1169,8 +1173,7 @@ class KernelBuilder:
                 shape, dt = n.outputs[0]
                 self.buffers[_val(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
                 continue
-            gi = starts.get(i)
-            if gi is not None:
+            for gi in starts.get(i, ()):
                 g = nests[gi]
                 u0 = g["units"][0]
                 if u0["kind"] == "node":
@@ -1222,9 +1225,8 @@ class KernelBuilder:
                 head = (f"nest {list(g['shape'])} loops {merged}{' parallel' if g['parallel'] else ''}: "
                         f"stores [{st_s}] accumulates [{rd_s}]")
                 self.groups.append((head, ops))
-                pending[g["end"]] = (g, outs, poffs)
-            if i in pending:
-                g, outs, poffs = pending.pop(i)
+                pending.setdefault(g["end"], []).append((g, outs, poffs))
+            for g, outs, poffs in pending.pop(i, ()):
                 if not first:
                     self.barrier()
                 first = False
