@@ -121,3 +121,18 @@ def explain(fetches, feed_dict=None, session=None):
 from .tape import GradientTape  # noqa: E402
 from .function import function, TensorSpec  # noqa: E402
 from . import eager_variable as _eager_variable  # noqa: E402,F401
+
+
+def _fill_compat_v1():
+    """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
+    functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""
+    import sys
+    for key, value in list(globals().items()):
+        if not key.startswith("_") and key not in ("compat", "v1") and key not in v1.__dict__:
+            setattr(v1, key, value)
+    v1.Session = Session  # the v1 names win over anything of the same name above
+    sys.modules[__name__ + ".compat"] = compat
+    sys.modules[__name__ + ".compat.v1"] = v1
+
+
+_fill_compat_v1()

@@ -303,3 +303,20 @@ def test_control_dependencies_and_no_op():
     s.run(noop)
     s.run(noop)
     assert s.run(v) == 2
+
+
+def test_compat_v1_is_an_importable_tf1_namespace():
+    import importlib
+    v1 = importlib.import_module("jitgrad.compat.v1")
+    assert v1 is tf.compat.v1
+    for name in ("float32", "nn", "math", "reduce_sum", "matmul", "add_n", "Tensor", "errors", "placeholder",
+                 "Session", "gradients", "global_variables_initializer"):
+        assert hasattr(v1, name), name
+    g = v1.Graph()
+    with g.as_default():
+        x = v1.placeholder(v1.float32, [None])
+        y = v1.reduce_sum(v1.nn.relu(x) ** 2)
+        grad = v1.gradients(y, x)
+    with v1.Session(graph=g) as sess:
+        got = sess.run(grad, {x: [-1.0, 2.0]})
+    np.testing.assert_array_equal(got[0], [0.0, 4.0])
