@@ -83,7 +83,14 @@ nn = _module(
     sigmoid=sigmoid, tanh=tanh, softmax=_n.softmax, log_softmax=_n.log_softmax,
     softmax_cross_entropy_with_logits=_n.softmax_cross_entropy_with_logits,
     sparse_softmax_cross_entropy_with_logits=_n.sparse_softmax_cross_entropy_with_logits)
-linalg = _module("linalg", matmul=matmul)
+linalg = _module("linalg", matmul=matmul,
+                 matvec=lambda a, b, transpose_a=False, name=None: squeeze(
+                     matmul(a, expand_dims(b, -1), transpose_a=transpose_a), [-1], name=name))
+math.reduce_logsumexp = reduce_logsumexp = _n.reduce_logsumexp
+math.log_sigmoid = _n.log_sigmoid
+for _name in ("sigmoid_cross_entropy_with_logits", "l2_loss", "bias_add", "log_sigmoid", "silu"):
+    setattr(nn, _name, getattr(_n, _name))
+nn.swish = _n.silu
 v1 = _module(
     "compat.v1", placeholder=_a.placeholder, placeholder_with_default=_a.placeholder_with_default,
     Session=Session, InteractiveSession=InteractiveSession, ConfigProto=ConfigProto,

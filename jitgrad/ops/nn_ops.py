@@ -1,7 +1,8 @@
 """Softmax family, written as compositions of primitive ops so the compiler
 fuses them and their gradients come from the primitives' rules."""
 from ..convert import convert_all
-from .math_ops import exp, log, multiply, negative, stop_gradient, subtract, realdiv
+from .math_ops import (abs as abs_, add, exp, identity, log, log1p, multiply, negative, realdiv, relu, sigmoid,
+                       softplus, square, stop_gradient, subtract)
 from .reduction_ops import reduce_max, reduce_sum
 
 
@@ -44,3 +45,51 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
         raise ValueError("sparse_softmax_cross_entropy_with_logits needs a known number of classes")
     onehot = one_hot(labels, n, dtype=logits.dtype)
     return softmax_cross_entropy_with_logits(labels=onehot, logits=logits, name=name)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
+    """log(sum(exp(x))) computed stably: the max shift is a constant for differentiation."""
+    (x,) = convert_all([input_tensor])
+    m = stop_gradient(reduce_max(x, axis, keepdims=True))
+    out = add(log(reduce_sum(exp(subtract(x, m)), axis, keepdims=True)), m)
+    if not keepdims:
+        out = reduce_sum(out, axis, keepdims=False)  # drops the kept size-1 axes; values unchanged
+    return identity(out, name=name or "ReduceLogSumExp")
+
+
+def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """TF's stable form: max(x, 0) - x * z + log(1 + exp(-|x|))."""
+    if labels is None or logits is None:
+        raise ValueError("Both labels and logits must be provided.")
+    logits, labels = convert_all([logits, labels])
+    if not labels.shape.is_compatible_with(logits.shape):
+        raise ValueError(f"logits and labels must have the same shape ({logits.shape} vs {labels.shape})")
+    return add(subtract(relu(logits), multiply(logits, labels)), log1p(exp(negative(abs_(logits)))),
+               name=name or "logistic_loss")
+
+
+def l2_loss(t, name=None):
+    """sum(t ** 2) / 2"""
+    (x,) = convert_all([t])
+    return multiply(reduce_sum(square(x)), 0.5, name=name or "L2Loss")
+
+
+def bias_add(value, bias, data_format=None, name=None):
+    (v, b) = convert_all([value, bias])
+    if b.shape.rank not in (None, 1):
+        raise ValueError(f"bias must be 1-D, got shape {b.shape}")
+    if data_format not in (None, "NHWC", "N...C"):
+        raise ValueError("jitgrad's bias_add supports channels-last data only")
+    if v.shape.rank is not None and v.shape.rank < 2:
+        raise ValueError(f"value must have rank >= 2, got shape {v.shape}")
+    return add(v, b, name=name or "BiasAdd")
+
+
+def log_sigmoid(x, name=None):
+    """-softplus(-x)"""
+    return negative(softplus(negative(x)), name=name or "LogSigmoid")
+
+
+def silu(features, beta=1.0, name=None):
+    (x,) = convert_all([features])
+    return multiply(x, sigmoid(multiply(x, beta) if beta != 1.0 else x), name=name or "silu")
