@@ -12,7 +12,7 @@ from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
 from .ops import array_ops, math_ops
-from .ops.registry import REGISTRY, apply_op
+from .ops.registry import REGISTRY, GradOp, apply_op
 
 
 class AggregationMethod:
@@ -207,7 +207,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                 out_grads = [(_zeros_like(o) if g is None and is_trainable(o) else g)
                              for g, o in zip(out_grads, op.outputs)]
                 with graph.name_scope(op.name + "_grad"):
-                    in_grads = list(grad_fn(_GradOp(op), *out_grads))
+                    in_grads = list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))
                 if len(in_grads) != len(op.inputs):
                     raise ValueError(f"Num gradients {len(in_grads)} generated for op {op.type} do not match "
                                      f"num inputs {len(op.inputs)}")
@@ -252,21 +252,6 @@ _NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqua
 # (ProdExcept, the helper of reduce_prod's gradient, is deliberately not listed:
 # it has no gradient rule, so a second derivative through reduce_prod raises
 # LookupError instead of silently treating it as a constant.)
-
-
-class _GradOp:
-    """The view of an op that gradient functions see (same in eager mode)."""
-    __slots__ = ("inputs", "outputs", "attrs", "type", "name")
-
-    def __init__(self, op):
-        self.inputs = op.inputs
-        self.outputs = op.outputs
-        self.attrs = op.attrs
-        self.type = op.type
-        self.name = op.name
-
-    def get_attr(self, name):
-        return self.attrs[name]
 
 
 class _nullcontext:

@@ -45,7 +45,7 @@ from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .gradients import UnconnectedGradients, _NOT_DIFFERENTIABLE
 from .graph import Tensor
-from .ops.registry import run_kernel
+from .ops.registry import GradOp, run_kernel
 from .shapes import TensorShape, normalize_axes
 
 _log = logging.getLogger(__name__)
@@ -116,21 +116,6 @@ class _OpRecord:
         self.outputs = outputs
         self.output_ids = [o._id for o in outputs]
         self.attrs = attrs
-
-
-class _EagerGradOp:
-    """What a gradient function sees of a recorded op (like gradients._GradOp)."""
-    __slots__ = ("inputs", "outputs", "attrs", "type", "name")
-
-    def __init__(self, rec):
-        self.inputs = tuple(rec.inputs)
-        self.outputs = tuple(rec.outputs)
-        self.attrs = rec.attrs
-        self.type = rec.op_type
-        self.name = rec.op_type
-
-    def get_attr(self, name):
-        return self.attrs[name]
 
 
 class _Tape:
@@ -223,7 +208,7 @@ def _call_backward(rec, out_grads):
                 isinstance(t, EagerTensor) and t._value.dtype.kind == "f" for t in rec.inputs):
             raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
         return [None] * len(rec.inputs)
-    in_grads = list(fn(_EagerGradOp(rec), *out_grads))
+    in_grads = list(fn(GradOp(rec.inputs, rec.outputs, rec.attrs, rec.op_type, rec.op_type), *out_grads))
     if len(in_grads) != len(rec.inputs):
         raise ValueError(f"Recorded operation '{rec.op_type}' returned too few gradients. Expected "
                          f"{len(rec.inputs)} but received {len(in_grads)}")

@@ -48,6 +48,21 @@ class OpDef:
         return f"<OpDef {self.name}>"
 
 
+class GradOp:
+    """The view of an op that gradient functions get, in graph and eager mode alike."""
+    __slots__ = ("inputs", "outputs", "attrs", "type", "name")
+
+    def __init__(self, inputs, outputs, attrs, op_type, name):
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.attrs = attrs
+        self.type = op_type
+        self.name = name
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+
 def register(name, **kwargs):
     if name in REGISTRY:
         raise KeyError(f"op {name} registered twice")
