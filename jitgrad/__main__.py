@@ -20,7 +20,7 @@ def main(argv=None):
     if cmd == "demo":
         from .demo import main as run
     elif cmd == "explain":
-        from .compiler import explain_main as run
+        from .demo import explain_main as run
     elif cmd == "cache":
         from .cache.cli import main as run
     elif cmd == "bench":

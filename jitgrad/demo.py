@@ -84,3 +84,19 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def explain_main(argv=None):
+    """`python -m jitgrad explain`: the compiler's report for the seed example
+    z = x**2 + y**3, tf.gradients(z, [x, y]) (document 004, 多元求导)."""
+    import jitgrad as tf
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(1.0)
+        y = tf.constant(2.0)
+        z = x ** 2 + y ** 3
+        grad = tf.gradients(z, [x, y])
+    sess = tf.compat.v1.Session(graph=g)
+    print(f"seed example: z = x**2 + y**3, tf.gradients(z, [x, y]) -> {_show(sess.run(grad))}")
+    print(sess.explain(grad))
+    return 0
