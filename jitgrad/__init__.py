@@ -130,6 +130,15 @@ from .function import function, TensorSpec  # noqa: E402
 from . import eager_variable as _eager_variable  # noqa: E402,F401
 
 
+# ---- argmax/argmin, rounding, float classification, any/all, cumsum, range, split
+from .ops.math_ops import floor, ceil, round, is_nan, is_inf, is_finite  # noqa: E402,F401,A004
+from .ops.reduction_ops import argmax, argmin, reduce_any, reduce_all, cumsum  # noqa: E402,F401
+from .ops.array_ops import split, range_ as range  # noqa: E402,F401,A004
+for _name in ("argmax", "argmin", "floor", "ceil", "round", "is_nan", "is_inf", "is_finite", "reduce_any",
+              "reduce_all", "cumsum"):
+    setattr(math, _name, globals()[_name])
+
+
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""

@@ -249,6 +249,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
 _NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqual", "Greater", "GreaterEqual",
                        "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "FloorDiv", "Sign",
                        "Shape", "SizeRatio", "ZerosLike", "OnesLike"}
+# Ops TF gives no gradient (argmax/argmin, rounding, float classification, any/all).
+_NOT_DIFFERENTIABLE.update({"ArgMax", "ArgMin", "Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite",
+                            "Any", "All"})
 # (ProdExcept, the helper of reduce_prod's gradient, is deliberately not listed:
 # it has no gradient rule, so a second derivative through reduce_prod raises
 # LookupError instead of silently treating it as a constant.)

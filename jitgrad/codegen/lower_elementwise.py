@@ -306,6 +306,29 @@ def _realdiv(kb, node, xs, W):
     return kb.b.fdiv(xs[0], xs[1])
 
 
+def _fintrinsic(name):
+    """llvm.floor / llvm.ceil / llvm.rint (round half to even in the default
+    rounding mode, as TF's Round); integer inputs (Round only) pass through."""
+    def f(kb, node, xs, W):
+        (x,) = xs
+        if not _is_float(_dt(node)):
+            return x
+        return kb.intrinsic(f"llvm.{name}.{kb.ty_suffix(x.type)}", x.type, [x])
+    return f
+
+
+def _isinf(kb, node, xs, W):
+    (x,) = xs
+    a = kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
+    return kb.b.fcmp_ordered("==", a, kb.const(_in_dt(kb, node, 0), float("inf"), W))
+
+
+def _isfinite(kb, node, xs, W):
+    (x,) = xs
+    a = kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
+    return kb.b.fcmp_ordered("<", a, kb.const(_in_dt(kb, node, 0), float("inf"), W))
+
+
 ELEMENTWISE = {
     "AddV2": _binary_arith("fadd", "add"),
     "Sub": _binary_arith("fsub", "sub"),
@@ -354,6 +377,12 @@ ELEMENTWISE = {
     "Fill": _identity,
     "BroadcastTo": _identity,
     "BroadcastToShapeOf": _identity,
+    "Floor": _fintrinsic("floor"),
+    "Ceil": _fintrinsic("ceil"),
+    "Round": _fintrinsic("rint"),
+    "IsNan": lambda kb, node, xs, W: _isnan(kb, xs[0]),
+    "IsInf": _isinf,
+    "IsFinite": _isfinite,
 }
 for _n in _FCMP:
     ELEMENTWISE[_n] = _cmp(_n)

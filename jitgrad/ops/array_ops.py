@@ -651,3 +651,111 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     if axis not in (None, -1):
         raise NotImplementedError("one_hot supports axis=-1 only")
     return out
+
+
+# ---------------------------------------------------------------- range / split
+_RANGE_ORDER = (dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64)
+
+
+def range_(start, limit=None, delta=1, dtype=None, name="range"):
+    """``tf.range``: a constant built here (every argument must be known when
+    the graph is built). Dtypes are inferred as TF does: the widest of the
+    arguments' (Python int -> int32, float -> float32), unless ``dtype`` is given."""
+    if limit is None:
+        start, limit = 0, start
+    vals, dts = [], []
+    for v in (start, limit, delta):
+        if hasattr(v, "dtype") and not isinstance(v, (np.ndarray, np.generic)):
+            sv = get_static_value(v)
+            if sv is None:
+                raise NotImplementedError("jitgrad's tf.range needs start/limit/delta known when the graph is built.")
+            dt = dtypes.as_dtype(v.dtype)
+            v = sv
+        else:
+            dt = dtypes.as_dtype(to_numpy(v, None).dtype)
+        if np.ndim(v) != 0:
+            raise ValueError(f"range arguments must be scalars, got shape {np.shape(v)}")
+        vals.append(np.asarray(v).item())
+        dts.append(dt)
+    if dtype is None:
+        for dt in dts:
+            if dt not in _RANGE_ORDER:
+                raise TypeError(f"Value for attr 'Tidx' of {dt.name} is not in the list of allowed values "
+                                f"for Range")
+        dtype = max(dts, key=_RANGE_ORDER.index)
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _RANGE_ORDER:
+        raise TypeError(f"Value for attr 'Tidx' of {dtype.name} is not in the list of allowed values for Range")
+    t = dtype.np.type
+    s, l, d = t(vals[0]), t(vals[1]), t(vals[2])
+    if d == 0:
+        raise InvalidArgumentError(f"Requires delta != 0: {d}")
+    if d > 0 and s > l:
+        raise InvalidArgumentError(f"Requires start <= limit when delta > 0: {s}/{l}")
+    if d < 0 and s < l:
+        raise InvalidArgumentError(f"Requires start >= limit when delta < 0: {s}/{l}")
+    if dtype.is_integer:
+        size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
+    else:
+        size = int(np.ceil(np.abs((l - s) / d)))
+    # TF's kernel: value i is start + i * delta, computed in the output dtype.
+    arr = (s + np.arange(size).astype(dtype.np) * d).astype(dtype.np)
+    return constant(arr, dtype=dtype, name=name)
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split"):
+    """``tf.split``, as slices of ``value`` (so its gradient is the slices' gradients)."""
+    (x,) = convert_all([value])
+    eager = context.executing_eagerly() and _eager(x)
+    axis_v = axis if isinstance(axis, (int, np.integer)) else get_static_value(axis)
+    if axis_v is None:
+        raise ValueError("jitgrad's tf.split needs an axis known when the graph is built.")
+    axis = int(axis_v)
+    rank = x.shape.rank
+    if rank is not None and not -rank <= axis < rank:
+        raise ValueError(f"Dimension must be in range [{-rank}, {rank}), but is {axis}")
+    dim = None
+    if rank is not None:
+        dim = x.shape.dims[axis]
+    err = InvalidArgumentError if eager else ValueError
+    sizes = num_or_size_splits
+    if not isinstance(sizes, (int, np.integer)):
+        sv = get_static_value(sizes) if hasattr(sizes, "dtype") and not isinstance(sizes, np.ndarray) else sizes
+        if sv is None:
+            raise ValueError("jitgrad's tf.split needs num_or_size_splits known when the graph is built.")
+        sizes = np.asarray(sv)
+        if sizes.ndim == 0:
+            sizes = int(sizes)
+    if dim is None:
+        raise ValueError(f"jitgrad's tf.split needs the size of dimension {axis} known when the graph is built "
+                         f"(shape {x.shape}).")
+    if isinstance(sizes, (int, np.integer)):
+        n = int(sizes)
+        if n <= 0 or dim % n:
+            raise err(f"Number of ways to split should evenly divide the split dimension, but got split_dim "
+                      f"{axis} (size = {dim}) and num_split {n}")
+        sizes = [dim // n] * n
+    else:
+        sizes = [int(v) for v in sizes.reshape(-1)]
+        if num is not None and num != len(sizes):
+            raise ValueError(f"num={num} does not match the {len(sizes)} sizes given")
+        unknown = [i for i, v in enumerate(sizes) if v == -1]
+        if len(unknown) > 1 or any(v < -1 for v in sizes):
+            raise err(f"There can only be one -1 in the input (and no other negative size): {sizes}")
+        known = sum(v for v in sizes if v != -1)
+        if unknown:
+            if known > dim:
+                raise err(f"Determined shape must either match input shape along split_dim exactly if fully "
+                          f"specified, or be less than the size of the input along split_dim if not fully "
+                          f"specified.  Got: {known}")
+            sizes[unknown[0]] = dim - known
+        elif known != dim:
+            raise err(f"Determined shape must either match input shape along split_dim exactly if fully "
+                      f"specified, or be less than the size of the input along split_dim if not fully "
+                      f"specified.  Got: {known}")
+    lead = (slice(None),) * (axis % rank)
+    outs, begin = [], 0
+    for sz in sizes:
+        outs.append(strided_slice_getitem(x, lead + (slice(begin, begin + sz),)))
+        begin += sz
+    return outs

@@ -559,3 +559,38 @@ register("ZerosLike", infer=unary(ALL), kernel=lambda attrs, x: np.zeros_like(x)
          kind="elementwise", shape_only=(0,))
 register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
          kind="elementwise", shape_only=(0,))
+
+
+# ---------------------------------------------------------------- rounding and float classification
+# TF defines no gradient for these (tf.GradientTape gives None), nor for IsNan & co.
+_unary_op("Floor", np.floor, None)
+_unary_op("Ceil", np.ceil, None)
+# TF's Round is round-half-to-even (banker's rounding), like np.rint; integers pass through.
+_unary_op("Round", lambda x: np.rint(x) if x.dtype.kind == "f" else x.copy(), None, NUMBERS)
+for _name, _fn in [("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)]:
+    register(_name, infer=unary(FLOATS, out_dtype=dtypes.bool_), kernel=lambda attrs, x, _fn=_fn: _fn(x),
+             grad=None, kind="elementwise")
+
+
+def floor(x, name=None):
+    return _u("Floor", x, name)
+
+
+def ceil(x, name=None):
+    return _u("Ceil", x, name)
+
+
+def round(x, name=None):  # noqa: A001 - TF's name
+    return _u("Round", x, name)
+
+
+def is_nan(x, name=None):
+    return _u("IsNan", x, name)
+
+
+def is_inf(x, name=None):
+    return _u("IsInf", x, name)
+
+
+def is_finite(x, name=None):
+    return _u("IsFinite", x, name)

@@ -208,3 +208,121 @@ def reduce_min(input_tensor, axis=None, keepdims=False, name=None):
 
 def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):
     return _reduce("Prod", input_tensor, axis, keepdims, name, "Prod")
+
+
+# ---------------------------------------------------------------- argmax/argmin, any/all, cumsum
+_ARG_DTYPES = NUMBERS + (dtypes.bool_,)
+
+
+def _static_int(value, what):
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    from .array_ops import get_static_value
+    v = get_static_value(value)
+    if v is None or np.ndim(v) != 0:
+        raise ValueError(f"jitgrad needs {what} as a scalar whose value is known when the graph is built.")
+    return int(v)
+
+
+def _arg_infer(shapes, dts, attrs):
+    s = shapes[0]
+    check_dtype("ArgMax/ArgMin", dts[0], _ARG_DTYPES, "input")
+    if s is None:
+        return [(None, attrs["output_type"])]
+    axis = attrs["axis"]
+    if not -len(s) <= axis < max(len(s), 1) or not s:
+        raise ValueError(f"Expected dimension in the range [{-len(s)}, {len(s)}), but got {axis}")
+    axis %= len(s)
+    return [(tuple(d for i, d in enumerate(s) if i != axis), attrs["output_type"])]
+
+
+def _arg_kernel(fn):
+    def kernel(attrs, x):
+        axis = attrs["axis"]
+        if x.shape[axis] == 0:
+            raise ValueError(f"Reduction axis {axis} is empty in shape {list(x.shape)}")
+        return np.asarray(fn(x, axis=axis)).astype(attrs["output_type"].np)
+    return kernel
+
+
+register("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax), grad=None, kind="other")
+register("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin), grad=None, kind="other")
+
+
+def _arg(op_type, input, axis, output_type, name):  # noqa: A002
+    output_type = dtypes.as_dtype(output_type)
+    if output_type not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"output_type must be int32 or int64, got {output_type.name}")
+    (x,) = convert_all([input])
+    axis = 0 if axis is None else _static_int(axis, "the axis of argmax/argmin")
+    return apply_op(op_type, [x], {"axis": axis, "output_type": output_type}, name=name or op_type)
+
+
+def argmax(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
+    """``tf.math.argmax``: axis None means 0; ties give the first index."""
+    return _arg("ArgMax", input, axis, output_type, name)
+
+
+def argmin(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
+    return _arg("ArgMin", input, axis, output_type, name)
+
+
+register("Any", infer=_reduce_infer((dtypes.bool_,)),
+         kernel=lambda attrs, x: np.any(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
+         grad=None, kind="other")
+register("All", infer=_reduce_infer((dtypes.bool_,)),
+         kernel=lambda attrs, x: np.all(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
+         grad=None, kind="other")
+
+
+def _bool_reduce(op_type, x, axis, keepdims, name):
+    (x,) = convert_all([x], dtype=dtypes.bool_)
+    return _reduce(op_type, x, axis, keepdims, name, op_type)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=False, name=None):
+    return _bool_reduce("Any", input_tensor, axis, keepdims, name)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
+    return _bool_reduce("All", input_tensor, axis, keepdims, name)
+
+
+def _cumsum_infer(shapes, dts, attrs):
+    check_dtype("Cumsum", dts[0], NUMBERS)
+    s = shapes[0]
+    if s is not None and not -len(s) <= attrs["axis"] < len(s):
+        raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
+    return [(s, dts[0])]
+
+
+def _cumsum_kernel(attrs, x):
+    axis = attrs["axis"]
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} out of range for a tensor of rank {x.ndim}")
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:
+        out = np.concatenate([np.zeros_like(np.take(out, [0], axis=axis)),
+                              np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis) \
+            if x.shape[axis] else out
+    if attrs["reverse"]:
+        out = np.flip(out, axis)
+    return np.ascontiguousarray(out)
+
+
+def _cumsum_grad(op, g):
+    return [apply_op("Cumsum", [g], {"axis": op.get_attr("axis"), "exclusive": op.get_attr("exclusive"),
+                                     "reverse": not op.get_attr("reverse")})]
+
+
+register("Cumsum", infer=_cumsum_infer, kernel=_cumsum_kernel, grad=_cumsum_grad, kind="other")
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumsum``; the gradient is the cumsum of the gradient the other way."""
+    (x,) = convert_all([x])
+    axis = _static_int(axis, "the axis of cumsum")
+    return apply_op("Cumsum", [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
+                    name=name or "Cumsum")

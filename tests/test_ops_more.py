@@ -1,0 +1,247 @@
+"""argmax/argmin, floor/ceil/round, is_nan/is_inf/is_finite, reduce_any/all,
+range, split and cumsum: values against numpy (TF's semantics), static shapes
+and dtypes, gradients against finite differences, in both Session modes."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from _graph_testing import check_op, session
+
+pytestmark = pytest.mark.usefixtures("graph_mode")
+
+R = np.random.default_rng(11)
+SPECIAL = np.array([[0.5, 1.5, 2.5, -0.5], [-1.5, 2.7, np.nan, np.inf], [-np.inf, -2.5, 3.49, -0.0]])
+
+
+def _run(fn, *inputs):
+    g = tf.Graph()
+    with g.as_default():
+        xs = [tf.compat.v1.placeholder(tf.as_dtype(a.dtype), a.shape) for a in inputs]
+        y = fn(*xs)
+    return y, session(g).run(y, dict(zip(xs, inputs)))
+
+
+# ---------------------------------------------------------------- argmax / argmin
+@pytest.mark.parametrize("fn,ref", [(tf.math.argmax, np.argmax), (tf.math.argmin, np.argmin)])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_argmax_argmin(fn, ref, axis):
+    x = R.integers(0, 4, (3, 5)).astype(np.float32)  # ties: the first index wins, as in TF
+    check_op(lambda p: fn(p, axis=axis), x, expected=ref(x, axis=0 if axis is None else axis).astype(np.int64),
+             grad=False)
+
+
+def test_argmax_output_type_and_dtypes():
+    x = np.array([[1, 7, 7], [9, 2, 3]], np.int32)
+    check_op(lambda p: tf.argmax(p, 1, output_type=tf.int32), x, expected=np.array([1, 0], np.int32))
+    check_op(lambda p: tf.argmin(p, 0), np.array([True, False, True]), expected=np.int64(1))
+    with pytest.raises(tf.errors.InvalidArgumentError):  # eager, as TF
+        tf.argmax(tf.constant([1.0, 2.0]), axis=1)
+    with tf.Graph().as_default(), pytest.raises(ValueError):  # graph construction, as TF
+        tf.argmax(tf.constant([1.0, 2.0]), axis=1)
+    with pytest.raises(TypeError):
+        tf.argmax([1.0], output_type=tf.float32)
+
+
+def test_argmax_has_no_gradient():
+    x = tf.constant([[1.0, 3.0], [2.0, 0.0]])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.cast(tf.argmax(x, axis=1), tf.float32)
+    assert tape.gradient(y, x) is None
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, (2, 2))
+        assert tf.gradients(tf.cast(tf.argmin(p), tf.float32), p) == [None]
+
+
+# ---------------------------------------------------------------- rounding / classification
+@pytest.mark.parametrize("fn,ref", [
+    (tf.math.floor, np.floor), (tf.math.ceil, np.ceil),
+    (tf.math.round, np.rint),  # half to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -2.5 -> -2
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rounding(fn, ref, dtype):
+    x = SPECIAL.astype(dtype)
+    y, _ = check_op(fn, x, expected=ref(x), grad=False)
+    assert np.array_equal(np.signbit(y), np.signbit(ref(x)))
+    big = R.uniform(-50, 50, (4, 33)).astype(dtype)  # > one vector width in the compiled kernel
+    check_op(fn, big, expected=ref(big), grad=False)
+
+
+def test_round_known_values_and_ints():
+    check_op(tf.round, np.array([0.5, 1.5, 2.5, -0.5, -1.5, 2.7]),
+             expected=np.array([0.0, 2.0, 2.0, -0.0, -2.0, 3.0]), grad=False)
+    check_op(tf.round, np.array([1, -2, 3], np.int64), expected=np.array([1, -2, 3], np.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.floor(tf.constant([1, 2]))
+    with tf.Graph().as_default(), pytest.raises(TypeError):
+        tf.floor(tf.constant([1, 2]))
+
+
+@pytest.mark.parametrize("fn,ref", [(tf.math.is_nan, np.isnan), (tf.math.is_inf, np.isinf),
+                                    (tf.math.is_finite, np.isfinite)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_classification(fn, ref, dtype):
+    x = np.tile(SPECIAL, (1, 9)).astype(dtype)
+    check_op(fn, x, expected=ref(x), grad=False)
+    with tf.Graph().as_default(), pytest.raises(TypeError):
+        fn(tf.constant([1, 2]))
+
+
+def test_rounding_and_classification_have_no_gradient():
+    x = tf.constant([0.3, 1.7])
+    for fn in (tf.floor, tf.math.ceil, tf.round):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x) * x
+        # only the direct path through `* x` contributes: d(f(x) * x) = f(x)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), fn(x).numpy())
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float64, (3,))
+        assert tf.gradients(tf.floor(p), p) == [None]
+        assert tf.gradients(tf.cast(tf.math.is_nan(p), tf.float64), p) == [None]
+
+
+def test_floor_used_in_a_differentiable_graph():
+    x = R.uniform(0.1, 0.9, (2, 3)) + np.arange(3)  # away from the integers: floor is locally constant
+    check_op(lambda p: p * tf.floor(p) + tf.math.ceil(p) * p * p, x,
+             expected=x * np.floor(x) + np.ceil(x) * x * x, value_rtol=1e-12, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- reduce_any / reduce_all
+@pytest.mark.parametrize("fn,ref", [(tf.reduce_any, np.any), (tf.reduce_all, np.all)])
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
+def test_reduce_any_all(fn, ref, axis, keepdims):
+    x = R.uniform(size=(3, 4, 2)) < 0.6
+    x[0] = True
+    x[1, :, 0] = False
+    check_op(lambda p: fn(p, axis=axis, keepdims=keepdims), x, expected=ref(x, axis=axis, keepdims=keepdims))
+
+
+def test_reduce_any_all_need_bool():
+    with pytest.raises(TypeError):
+        tf.reduce_any([1, 0])
+    assert tf.math.reduce_all([True, False]).numpy() == np.False_
+    assert tf.reduce_any(tf.constant(np.zeros((0,), bool))).numpy() == np.False_
+    assert tf.reduce_all(tf.constant(np.zeros((0,), bool))).numpy() == np.True_
+
+
+# ---------------------------------------------------------------- range
+@pytest.mark.parametrize("args,kwargs,expected", [
+    ((5,), {}, np.arange(5, dtype=np.int32)),
+    ((1.0, 5), {}, np.arange(1, 5, dtype=np.float32)),
+    ((0, 5, 2.0), {}, np.array([0, 2, 4], np.float32)),
+    ((5,), {"dtype": tf.float32}, np.arange(5, dtype=np.float32)),
+    ((5, 1, -1), {}, np.array([5, 4, 3, 2], np.int32)),
+    ((np.int64(3),), {}, np.arange(3, dtype=np.int64)),
+    ((0.5, 2, 0.3), {"dtype": tf.float64}, 0.5 + np.arange(5) * 0.3),
+    ((0.0, 1.0, 0.1), {}, np.float32(0) + np.arange(10).astype(np.float32) * np.float32(0.1)),
+    ((3, 3), {}, np.zeros((0,), np.int32)),
+    ((0, 10, 3), {}, np.array([0, 3, 6, 9], np.int32)),
+])
+def test_range(args, kwargs, expected):
+    v = tf.range(*args, **kwargs)
+    assert v.dtype == tf.as_dtype(expected.dtype)
+    np.testing.assert_array_equal(v.numpy(), expected)
+    g = tf.Graph()
+    with g.as_default():
+        t = tf.range(*args, **kwargs)
+        assert t.shape.as_list() == list(expected.shape)
+        y = t * 2
+    np.testing.assert_array_equal(session(g).run(y), expected * 2)
+
+
+def test_range_errors_and_tensor_args():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.range(0, 5, 0)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.range(5, 1)
+    np.testing.assert_array_equal(tf.range(tf.constant(4, tf.int64)).numpy(), np.arange(4, dtype=np.int64))
+
+
+# ---------------------------------------------------------------- split
+@pytest.mark.parametrize("splits,axis", [(2, 0), (3, 1), ([1, 2, 3], 1), ([2, -1], -1), ([4, 0], 0), (1, 0)])
+def test_split(splits, axis):
+    x = R.normal(size=(4, 6))
+    ax = axis % 2
+    if isinstance(splits, int):
+        ref = np.split(x, splits, axis=ax)
+    else:
+        sizes = list(splits)
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = x.shape[ax] - sum(s for s in sizes if s != -1)
+        ref = np.split(x, np.cumsum(sizes)[:-1], axis=ax)
+    k = len(ref)
+    # combine the pieces with different weights so every piece's gradient is checked
+    y, _ = check_op(lambda p: tf.concat([piece * float(i + 1) for i, piece in enumerate(tf.split(p, splits, axis))],
+                                        axis),
+                    x, expected=np.concatenate([r * (i + 1) for i, r in enumerate(ref)], ax))
+    g = tf.Graph()
+    with g.as_default():
+        pieces = tf.split(tf.constant(x), splits, axis=axis)
+        assert len(pieces) == k
+        assert [p.shape.as_list() for p in pieces] == [list(r.shape) for r in ref]
+    for got, want in zip(session(g).run(pieces), ref):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_split_errors():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.split(tf.range(5), 2)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.split(tf.range(5), [2, 2])
+    g = tf.Graph()
+    with g.as_default():
+        with pytest.raises(ValueError):
+            tf.split(tf.range(5), 2)
+        with pytest.raises(ValueError):
+            tf.split(tf.range(5), [-1, -1])
+
+
+# ---------------------------------------------------------------- cumsum
+def _np_cumsum(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis)
+    if exclusive:
+        out = out - x
+    return np.flip(out, axis) if reverse else out
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(axis, exclusive, reverse):
+    x = R.normal(size=(3, 4))
+    check_op(lambda p: tf.math.cumsum(p, axis=axis, exclusive=exclusive, reverse=reverse), x,
+             expected=_np_cumsum(x, axis, exclusive, reverse), value_rtol=1e-12, value_atol=1e-12)
+
+
+def test_cumsum_ints_and_known_values():
+    check_op(lambda p: tf.cumsum(p, exclusive=True, reverse=True), np.array([1, 2, 3], np.int32),
+             expected=np.array([5, 3, 0], np.int32))
+    check_op(lambda p: tf.math.cumsum(p, axis=1, reverse=True), np.array([[1.0, 2], [3, 4]], np.float32),
+             expected=np.array([[3.0, 2], [7, 4]], np.float32), grad=False)
+
+
+def test_cumsum_eager_gradient():
+    x = tf.constant(np.arange(6.0).reshape(2, 3))
+    w = np.array([[1.0, 2, 3], [4, 5, 6]])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.math.cumsum(x, axis=1, exclusive=True) * tf.constant(w))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), _np_cumsum(w, 1, True, True))
+
+
+# ---------------------------------------------------------------- compiled mode: lowered or not
+def test_elementwise_ops_are_lowered():
+    tf.set_default_mode("compiled")  # about the compiler whatever the module's mode (restored by conftest)
+    tf.clear_cache()
+    x = np.tile(SPECIAL, (1, 5))
+    fns = [tf.floor, tf.math.ceil, tf.round, tf.math.is_nan, tf.math.is_inf, tf.math.is_finite]
+    refs = [np.floor, np.ceil, np.rint, np.isnan, np.isinf, np.isfinite]
+    ys, out = _run(lambda p: [f(p) for f in fns], x)
+    for got, ref in zip(out, refs):
+        np.testing.assert_array_equal(got, ref(x))
+    assert tf.cache_info()["fallbacks"] == 0
