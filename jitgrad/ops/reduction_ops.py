@@ -114,7 +114,7 @@ def _prod_except_kernel(attrs, x):
     perm = keep + list(axes)
     xt = np.transpose(x, perm)
     lead = xt.shape[:len(keep)]
-    flat = xt.reshape(lead + (-1,))
+    flat = xt.reshape(lead + (int(np.prod([x.shape[a] for a in axes], dtype=np.int64)),))
     ones = np.ones(lead + (1,), x.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=x.dtype)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1, dtype=x.dtype)[..., ::-1]
