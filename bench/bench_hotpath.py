@@ -41,14 +41,8 @@ def ms(x):
 def _jitgrad_w1(mode):
     import numpy as np
     import jitgrad as tf
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [])
-        y = tf.compat.v1.placeholder(tf.float32, [])
-        z = x ** 2 + y ** 3
-        grads = tf.gradients(z, [x, y])
-    sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
-    return tf, np, sess, x, y, grads
+    from workloads import w1_graph
+    return (tf, np) + w1_graph(mode)
 
 
 def builders():

@@ -13,7 +13,8 @@ def w1_numpy(x, y):
     return [np.float32(2) * x, np.float32(3) * y * y]
 
 
-def w1_jitgrad(mode):
+def w1_graph(mode):
+    """The seed graph z = x**2 + y**3 with gradients wrt the scalar placeholders x, y."""
     import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
@@ -22,6 +23,11 @@ def w1_jitgrad(mode):
         z = x ** 2 + y ** 3
         grads = tf.gradients(z, [x, y])
     sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+    return sess, x, y, grads
+
+
+def w1_jitgrad(mode):
+    sess, x, y, grads = w1_graph(mode)
     inp = w1_inputs()
     feed = {x: inp["x"], y: inp["y"]}
     return lambda: sess.run(grads, feed_dict=feed)

@@ -476,20 +476,6 @@ class KernelBuilder:
             v = self.p.nodes[v.node].inputs[0]
         return v
 
-    def _reads(self, v, acc, seen):
-        """Buffers (root values) read when generating v."""
-        if v in seen:
-            return
-        seen.add(v)
-        n = self.p.nodes[v.node]
-        if n.op == "Arg" or v in self.mat or n.op in ALIAS:
-            acc.add(self._root(v))
-            return
-        opdef = REGISTRY[n.op]
-        for k, u in enumerate(n.inputs):
-            if not opdef.is_shape_only(k):
-                self._reads(u, acc, seen)
-
     def _fused_ops(self, v, acc, seen):
         if v in seen:
             return
@@ -1169,7 +1155,7 @@ class KernelBuilder:
                 src = n.inputs[0]
                 sb = self.buffers.get(src)
                 if sb is None:
-                    continue   # only needed if someone reads it; _reads ensures root is materialised
+                    continue   # only needed if someone reads it; _unit_reads ensures root is materialised
                 shape, dt = n.outputs[0]
                 self.buffers[_val(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
                 continue
