@@ -214,3 +214,33 @@ def test_get_concrete_function_from_tensor_specs():
 
     cf = double.get_concrete_function(tf.TensorSpec([None], tf.float32))
     np.testing.assert_array_equal(cf(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+
+
+def test_training_step_compiles_once_and_hits_the_cache_after():
+    tf.set_default_mode("compiled")  # restored by conftest
+    tf.clear_cache()
+    rng = np.random.default_rng(0)
+    W = tf.Variable(np.full((4, 3), 0.1, np.float32))
+    b = tf.Variable(np.zeros(3, np.float32))
+
+    @tf.function
+    def train(x, y):
+        with tf.GradientTape() as t:
+            logits = tf.matmul(x, W) + b
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        gW, gb = t.gradient(loss, [W, b])
+        W.assign_sub(0.1 * gW)
+        b.assign_sub(0.1 * gb)
+        return loss
+
+    x = tf.constant(rng.standard_normal((8, 4)).astype(np.float32))
+    y = tf.constant(np.eye(3, dtype=np.float32)[[0, 1, 2, 0, 1, 2, 0, 1]])
+    losses = [float(train(x, y))]
+    after_first = tf.cache_info()
+    for _ in range(5):
+        losses.append(float(train(x, y)))
+    info = tf.cache_info()
+    assert train.experimental_get_tracing_count() == 1
+    assert info["compiles"] == after_first["compiles"] and info["fallbacks"] == 0
+    assert info["plan_hits"] + info["memory_hits"] >= after_first["plan_hits"] + after_first["memory_hits"] + 5
+    assert losses[-1] < losses[0]  # the variables really were updated in place
