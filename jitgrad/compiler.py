@@ -24,7 +24,6 @@ counts such runs.
 """
 import collections
 import ctypes
-import hashlib
 import threading
 import time
 
@@ -101,16 +100,19 @@ _addr = _check_addr()
 
 
 # ---------------------------------------------------------------- kernels
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
 class Kernel:
     def __init__(self, key, obj, meta, ir_text=None, opt_ir=None, timings=None, report=None, source="compile"):
-        from .codegen.backend import Loaded
+        from .cache.native import load
         self.key, self.obj, self.meta = key, obj, meta
         self.ir_text, self.opt_ir = ir_text, opt_ir
         self.timings = timings or {}
         self.report = report or {}
         self.source = source
-        self.loaded = Loaded(obj, meta["name"])
-        self.cfunc = self.loaded.cfunc
+        self.loaded = load(obj)
+        self.cfunc = _ENTRY(self.loaded.address(meta["name"]))
         # [threads hook] parallel kernels also export <name>_mt(slots, tid, n) (codegen/parallel.py)
         from .codegen import parallel as _par
         self.mt_addr = _par.entry_mt_address(self.loaded, meta)
@@ -147,8 +149,7 @@ def kernel_key(program):
     """sha256 over the (post-pass) program signature, the code generator
     version and the toolchain/host fingerprint (jitgrad.cache.make_key adds
     jitgrad/llvmlite/LLVM versions, triple, CPU name and features)."""
-    from .codegen.backend import fingerprint
-    return _make_key(program.signature() + "\0" + CODEGEN_VERSION + "\0" + fingerprint())
+    return _make_key(program.signature() + "\0" + CODEGEN_VERSION)
 
 
 PREPASS_VERSION = "prepass-1"
@@ -173,17 +174,12 @@ def prepass_key(program):
     and their code is covered by the fingerprint (the disk cache's includes a
     stamp of jitgrad's sources), so this key determines the machine code
     without running them."""
-    from .codegen.backend import fingerprint
-    return _make_key("\0".join((PREPASS_VERSION, program.signature(), _pass_inputs(program), CODEGEN_VERSION,
-                                fingerprint())))
+    return _make_key("\0".join((PREPASS_VERSION, program.signature(), _pass_inputs(program), CODEGEN_VERSION)))
 
 
 def _make_key(sig):
-    try:
-        from .cache import make_key
-        return make_key(sig)
-    except Exception:
-        return hashlib.sha256(sig.encode()).hexdigest()
+    from .cache import make_key     # adds the toolchain/host fingerprint
+    return make_key(sig)
 
 
 def _disk():
@@ -665,7 +661,8 @@ class ExplainReport:
 
     def __str__(self):
         out = ["== jitgrad explain =="]
-        out.append(f"kernel source: {self.source}" + (f"  (key {self.key[:16]}...)" if self.key else ""))
+        out.append(f"kernel source: {self.source}" + (f"  (key {self.key[:16]}..., loaded by {self.loader})"
+                                                      if self.key else ""))
         if self.fallback:
             out.append(f"FALLBACK to the interpreter: {self.reason}")
         out.append("-- passes (node counts)")
@@ -700,7 +697,7 @@ def explain(session, elements, fed):
     common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
                   reason=plan.reason)
     if plan.fallback:
-        return ExplainReport(source="interpreter", key=None, timings={}, groups=[], buffers=[], arena_bytes=0,
+        return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[], arena_bytes=0,
                              ir="", asm="", **common)
     k = plan.kernel
     if k.opt_ir is None or not k.report:  # loaded from disk: rebuild the texts (not cached)
@@ -712,6 +709,6 @@ def explain(session, elements, fed):
         k.ir_text = ir_text
         k.report = {"groups": kb.groups, "buffers": kb.buffer_report}
     asm = backend.assembly(k.opt_ir)
-    return ExplainReport(source=plan.source, key=k.key, timings=k.timings, groups=k.report["groups"],
+    return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings, groups=k.report["groups"],
                          buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"], ir=k.opt_ir,
                          unoptimised_ir=k.ir_text, asm=asm, **common)

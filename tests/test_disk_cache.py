@@ -554,3 +554,67 @@ def test_load_object_does_not_steal_a_shared_target_machine():
     r = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=ROOT),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+# ----------------------------------------------------------------------------- host facts
+
+def _facts_path():
+    identity = disk._host_identity()
+    assert identity, "host identity readable on this platform"
+    return disk._host_facts_cache().path_for(disk._host_facts_key(identity))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="host identity comes from /proc/cpuinfo")
+def test_host_facts_cached_so_a_warm_process_does_not_ask_llvm(monkeypatch):
+    monkeypatch.setattr(disk, "_FP", None)
+    fp = disk.environment_fingerprint()
+    assert os.path.exists(_facts_path())
+    assert default_cache().info()["hits"] == 0          # not counted as a kernel hit
+
+    def no_llvm():
+        raise AssertionError("asked LLVM although the facts are cached")
+    monkeypatch.setattr(disk, "ask_llvm", no_llvm)
+    monkeypatch.setattr(disk, "_FP", None)
+    assert disk.environment_fingerprint() == fp
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="host identity comes from /proc/cpuinfo")
+def test_damaged_host_facts_are_recomputed(monkeypatch):
+    monkeypatch.setattr(disk, "_FP", None)
+    fp = disk.environment_fingerprint()
+    path = _facts_path()
+    blob = bytearray(open(path, "rb").read())
+    blob[len(blob) // 2] ^= 0xFF
+    with open(path, "wb") as f:
+        f.write(blob)
+    asked = []
+    real = disk.ask_llvm
+    monkeypatch.setattr(disk, "ask_llvm", lambda: asked.append(1) or real())
+    monkeypatch.setattr(disk, "_FP", None)
+    assert disk.environment_fingerprint() == fp and asked == [1]
+    assert disk._host_facts_cache().load(disk._host_facts_key(disk._host_identity())) is not None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="host identity comes from /proc/cpuinfo")
+def test_stale_host_facts_are_corrected_before_code_generation(monkeypatch, caplog):
+    """Two hosts with one identity (never seen, but possible in principle): the compiler
+    checks the cached facts against LLVM's before generating code and replaces them."""
+    real = disk.ask_llvm()
+    key = disk._host_facts_key(disk._host_identity())
+    bogus = dict(real, cpu="some-other-cpu")
+    assert disk._host_facts_cache().store(key, json.dumps(bogus).encode(), {"kind": "host-facts"})
+    monkeypatch.setattr(disk, "_FP", None)
+    assert disk.environment_fingerprint()["cpu"] == "some-other-cpu"
+    with caplog.at_level(logging.WARNING, logger="jitgrad.cache"):
+        disk.confirm_host_facts(real)
+    assert disk.environment_fingerprint()["cpu"] == real["cpu"]
+    assert any("differ" in r.getMessage() for r in warnings_of(caplog))
+    monkeypatch.setattr(disk, "_FP", None)
+    assert disk.environment_fingerprint()["cpu"] == real["cpu"]
+
+
+def test_no_host_facts_written_when_disabled(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITGRAD_CACHE", "0")
+    monkeypatch.setattr(disk, "_FP", None)
+    assert disk.environment_fingerprint()["cpu"]
+    assert not (tmp_path / "cache").exists()

@@ -1,6 +1,7 @@
 """Kernel caches.  `jitgrad.cache.disk`: compiled object code on disk, shared across
 processes (see its docstring for the integration snippet, settings and file format).
-`jitgrad.cache.native.load_object`: object code -> callable address (imports llvmlite).
+`jitgrad.cache.native.load`: object code -> callable addresses (jitgrad's ELF loader,
+`jitgrad.cache.elf`, or MCJIT where that declines).
 
 Importing this package is cheap (standard library only)."""
 from .disk import (DEFAULT_MAX_BYTES, FORMAT_VERSION, DiskCache, default_cache,  # noqa: F401

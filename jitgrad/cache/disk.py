@@ -1,42 +1,21 @@
 """On-disk cache of compiled kernels (native object code), shared across processes.
 
-Integration (for jitgrad/compiler.py)
-=====================================
+How the compiler uses it (jitgrad/compiler.py)
+==============================================
 
-The compiler keeps its in-memory cache as it is; the disk cache sits between the
-in-memory miss and LLVM::
+    key = make_key(signature)          # signature + environment_fingerprint()
+    hit = default_cache().load(key)    # -> (object code, meta) or None
+    if hit: code = jitgrad.cache.native.load(hit[0])     # no optimiser, no codegen
+    else:   compile, then default_cache().store(key, object_code, meta)
 
-    from jitgrad.cache import default_cache, make_key
-    from jitgrad.cache.native import load_object
+`meta` holds everything needed to call the kernel without the IR (symbol name,
+argument slots, output shapes/dtypes, arena size, thread layout; JSON types only).
 
-    key = make_key(signature)              # signature: canonical str of graph + feed signature
-    dc = default_cache()                   # honours JITGRAD_CACHE*, cheap to call every time
-    hit = dc.load(key)
-    if hit is not None:
-        payload, meta = hit                # meta: whatever the compiler stored (JSON types)
-        engine, addr = load_object(payload, meta["symbol"])   # no optimiser, no codegen
-        stats.disk_hits += 1
-    else:
-        llmod = llvm.parse_assembly(str(ir_module)); pm.run(llmod)   # optimise as today
-        payload = tm.emit_object(llmod)    # object code bytes for the host target machine
-        engine, addr = load_object(payload, "entry")   # or the usual MCJIT path
-        dc.store(key, payload, {"symbol": "entry", "args": [...], "outputs": [...]})
-        stats.compiles += 1
-
-`meta` must hold everything needed to call the kernel without the IR: the symbol
-name, the argument layout, output shapes/dtypes, constant-argument slots ...
-(lists/dicts/str/int/float/bool/None only).  `load_object` (jitgrad/cache/native.py)
-does: `create_mcjit_compiler(parse_assembly(""), <fresh host TargetMachine>)`,
-`add_object_file(ObjectFileRef.from_data(payload))`, `finalize_object()`,
-`get_function_address(symbol)`; the returned engine must be kept alive as long as
-the address is used.  External symbols (libm's `expf`, `memcpy` emitted for
-`llvm.memcpy`, constant pools in .rodata) are resolved/relocated by MCJIT at
-`finalize_object()` (tested in tests/test_disk_cache.py).
-
-Emit the object with the same kind of TargetMachine that `make_key` describes:
-host triple, `llvm.get_host_cpu_name()`, `llvm.get_host_cpu_features().flatten()`.
-If the compiler has other options that change the code (opt level, fast-math,
-codegen version ...) put them in `signature`.
+The fingerprint (`environment_fingerprint`) covers jitgrad's version and a stamp of
+its sources, llvmlite's and LLVM's versions, the process triple and LLVM's host CPU
+name and feature string.  LLVM's host facts are themselves cached here (entries with
+their own fingerprint, keyed by a cheap host identity read from /proc/cpuinfo and the
+llvmlite build), so a warm process needs neither LLVM's optimiser nor llvmlite.binding.
 
 Settings (environment, re-read by `default_cache()` whenever they change)
 =======================================================================
@@ -137,37 +116,123 @@ def _source_stamp():
 def environment_fingerprint():
     """Everything outside the graph that changes the generated code (cached per process).
 
-    Imports llvmlite.binding on first call (the compiler needs it anyway)."""
+    LLVM's view of the host (version, triple, CPU name and features) comes from
+    `_llvm_host_facts`, which avoids importing llvmlite.binding when it can."""
     global _FP
     if _FP is None:
         with _FP_LOCK:
             if _FP is None:
-                import platform
                 import llvmlite
-                import llvmlite.binding as llvm
                 from .. import __version__ as jv
-                try:
-                    llvm.initialize_native_target()
-                    llvm.initialize_native_asmprinter()
-                except Exception:  # pragma: no cover - already initialised / old llvmlite
-                    pass
-                try:
-                    features = llvm.get_host_cpu_features().flatten()
-                except Exception:  # not available on some hosts
-                    features = ""
-                _FP = {
+                _FP = dict(_llvm_host_facts(), **{
                     "format": FORMAT_VERSION,
                     "jitgrad": jv,
                     "jitgrad_source": _source_stamp(),
                     "llvmlite": llvmlite.__version__,
-                    "llvm": ".".join(map(str, llvm.llvm_version_info)),
-                    "triple": llvm.get_process_triple(),
-                    "cpu": llvm.get_host_cpu_name(),
-                    "features": features,
                     "python": "%d.%d.%d" % sys.version_info[:3],
-                    "platform": f"{sys.platform}-{platform.machine()}",
-                }
+                    "platform": f"{sys.platform}-{os.uname().machine if hasattr(os, 'uname') else ''}",
+                })
     return dict(_FP)
+
+
+def confirm_host_facts(facts):
+    """Called by the compiler with LLVM's own answers before it generates code.  Should
+    the fingerprint have been built from a stale host-facts entry (two hosts with one
+    identity), the entry is replaced and later keys use the real facts."""
+    global _FP
+    with _FP_LOCK:
+        if _FP is None or all(_FP.get(k) == facts[k] for k in _HOST_FACT_KEYS):
+            return
+        log.warning("jitgrad cache: cached host facts %s differ from LLVM's %s; replacing them",
+                    {k: _FP.get(k) for k in _HOST_FACT_KEYS}, facts)
+        _FP = dict(_FP, **facts)
+    identity = _host_identity()
+    cache = _host_facts_cache() if identity else None
+    if cache is not None:
+        cache.store(_host_facts_key(identity), json.dumps(facts, sort_keys=True).encode("utf-8"),
+                    {"kind": "host-facts"})
+
+
+def _host_facts_cache():
+    """The host facts live in the kernel cache's directory, in entries with their own
+    fingerprint, read through a separate quiet DiskCache so they never count as kernel
+    hits or repeat the kernel cache's warnings.  None when the disk cache is disabled."""
+    d = default_cache()
+    if not d.enabled:
+        return None
+    return DiskCache(d.directory, max_bytes=d.max_bytes, fingerprint=_HOST_FACTS_FINGERPRINT, quiet=True)
+
+
+def _host_facts_key(identity):
+    return hashlib.sha256(b"jitgrad-host-facts\0" + identity.encode()).hexdigest()
+
+
+_HOST_FACT_KEYS = ("llvm", "triple", "cpu", "features")
+_HOST_FACTS_FINGERPRINT = {"host-facts": 1}
+
+
+def _host_identity():
+    """A cheap description (no LLVM) of what LLVM's host facts depend on: the llvmlite
+    build (version, size and mtime of its shared library) and the CPU as the kernel
+    reports it (/proc/cpuinfo: vendor, family, model, stepping, flags).  None where
+    it cannot be read (non-Linux): then the facts are always asked of LLVM."""
+    import llvmlite
+    try:
+        bdir = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+        libs = []
+        for f in sorted(os.listdir(bdir)):
+            if f.startswith("libllvmlite") or f.endswith((".so", ".dylib", ".dll")):
+                st = os.stat(os.path.join(bdir, f))
+                libs.append((f, st.st_size, st.st_mtime_ns))
+        with open("/proc/cpuinfo", "rb") as fh:
+            first = fh.read(1 << 16).split(b"\n\n", 1)[0].decode("latin-1")
+    except OSError:
+        return None
+    wanted = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
+    cpu = sorted(tuple(part.strip() for part in line.split(":", 1)) for line in first.splitlines()
+                 if ":" in line and line.split(":", 1)[0].strip() in wanted)
+    if not libs or len(cpu) < 3:
+        return None
+    return json.dumps([llvmlite.__version__, libs, cpu, sys.platform, os.uname().machine])
+
+
+def ask_llvm():
+    import llvmlite.binding as llvm
+    try:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    except Exception:  # pragma: no cover - already initialised / old llvmlite
+        pass
+    try:
+        features = llvm.get_host_cpu_features().flatten()
+    except Exception:  # not available on some hosts
+        features = ""
+    return {"llvm": ".".join(map(str, llvm.llvm_version_info)), "triple": llvm.get_process_triple(),
+            "cpu": llvm.get_host_cpu_name(), "features": features}
+
+
+def _llvm_host_facts():
+    """LLVM version, process triple, host CPU name and features.  Asking LLVM means
+    importing llvmlite.binding (~40 ms), which a process whose kernels all come from the
+    disk cache does not otherwise need; so the answer is kept in the disk cache as an
+    entry keyed by `_host_identity()` (checksummed and permission-checked like any
+    entry).  Another CPU or llvmlite build has another identity, so it asks LLVM."""
+    identity = _host_identity()
+    cache = _host_facts_cache() if identity else None
+    key = _host_facts_key(identity) if identity else None
+    if cache is not None:
+        got = cache.load(key)
+        if got is not None:
+            try:
+                facts = json.loads(got[0].decode("utf-8"))
+                if set(facts) == set(_HOST_FACT_KEYS) and all(isinstance(v, str) for v in facts.values()):
+                    return facts
+            except ValueError:
+                pass
+    facts = ask_llvm()
+    if cache is not None:
+        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": "host-facts"})
+    return facts
 
 
 def make_key(signature, fingerprint=None):
@@ -288,7 +353,7 @@ class DiskCache:
     """Kernel object code on disk, keyed by `make_key(signature)`.  Thread-safe; safe
     for many processes sharing one directory.  Never raises on file-system problems."""
 
-    def __init__(self, directory=None, max_bytes=None, enabled=None, fingerprint=None):
+    def __init__(self, directory=None, max_bytes=None, enabled=None, fingerprint=None, quiet=False):
         self.directory = os.path.abspath(os.path.expanduser(directory)) if directory else default_directory()
         self.max_bytes = _env_max_bytes() if max_bytes is None else int(max_bytes)
         self.enabled = _env_enabled() if enabled is None else bool(enabled)
@@ -297,6 +362,7 @@ class DiskCache:
         self._state = None                     # None: not checked; "ok"; "readonly"; "refused"
         self._problem = None
         self._warned = set()
+        self._quiet = quiet                    # warnings at debug level (an internal side cache)
         self._mem = OrderedDict()              # key -> (payload, meta): memory-only stores
         self._mem_bytes = 0
         self._disk_bytes = None                # running estimate of the directory's size
@@ -316,7 +382,7 @@ class DiskCache:
 
     def _warn_once(self, tag, msg, *args):
         with self._lock:
-            if tag in self._warned:
+            if tag in self._warned or self._quiet:
                 log.debug(msg, *args)
                 return
             self._warned.add(tag)

@@ -2,17 +2,26 @@
 optimiser or code generator.
 
     payload = host_target_machine().emit_object(llvm_module)      # compile side
-    engine, addr = load_object(payload, "entry")                  # load side (any process)
-    fn = ctypes.CFUNCTYPE(...)(addr)                              # keep `engine` alive!
+    code = load(payload)                                          # load side (any process)
+    fn = ctypes.CFUNCTYPE(...)(code.address("entry"))             # keep `code` alive!
 
-MCJIT's RuntimeDyld relocates the object and resolves external symbols (libm `expf`,
-libc `memcpy` emitted for `llvm.memcpy`, ...) against the running process at
-`finalize_object()`.
+`load` uses jitgrad's own ELF loader (jitgrad/cache/elf.py) where it can: it needs no
+llvmlite.binding, so a process whose kernels all come from the disk cache never loads
+LLVM.  Anything that loader does not handle goes to MCJIT (`load_object`), whose
+RuntimeDyld relocates the object and resolves external symbols at `finalize_object()`.
+`JITGRAD_LOADER=mcjit` forces MCJIT, `=elf` forbids the fallback (tests).
 """
+import logging
+import os
 import threading
+
+from . import elf
+
+log = logging.getLogger("jitgrad.cache")
 
 _INIT = False
 _LOCK = threading.Lock()
+_LOAD_LOCK = threading.Lock()
 
 
 def _llvm():
@@ -52,13 +61,54 @@ def host_target_machine(opt=3, **kwargs):
 
 
 def load_object(payload, symbol="entry"):
-    """-> (engine, address of `symbol`).  The machine code lives as long as `engine` does.
-    Raises KeyError if the object does not define `symbol`, RuntimeError if LLVM refuses it."""
+    """MCJIT: -> (engine, address of `symbol`; None when `symbol` is None).  The machine code
+    lives as long as `engine` does.  Raises KeyError if the object does not define `symbol`,
+    RuntimeError if LLVM refuses it."""
     llvm = _llvm()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(opt=0))
     engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(payload)))
     engine.finalize_object()
+    if symbol is None:
+        return engine, None
     address = engine.get_function_address(symbol)
     if not address:
         raise KeyError(f"symbol {symbol!r} not found in the cached object")
     return engine, address
+
+
+class _ElfCode:
+    loader = "elf"
+
+    def __init__(self, payload):
+        self.image = elf.ElfImage(payload)
+
+    def address(self, name):
+        return self.image.address(name)
+
+
+class _McjitCode:
+    loader = "mcjit"
+
+    def __init__(self, payload):
+        with _LOAD_LOCK:     # MCJIT engine creation is not thread-safe
+            self.engine, _ = load_object(payload, None)
+
+    def address(self, name):
+        address = self.engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"symbol {name!r} not found in the object")
+        return address
+
+
+def load(payload):
+    """Object code -> loaded code with `.address(symbol)` and `.loader` ('elf' | 'mcjit').
+    The code stays mapped as long as the returned object lives."""
+    mode = os.environ.get("JITGRAD_LOADER", "auto").strip().lower()
+    if mode != "mcjit" and elf.supported():
+        try:
+            return _ElfCode(payload)
+        except elf.ElfUnsupported as e:
+            if mode == "elf":
+                raise
+            log.debug("jitgrad: ELF loader declined (%s); loading with MCJIT", e)
+    return _McjitCode(payload)

@@ -56,7 +56,7 @@ def entry_mt_address(loaded, meta):
     """Address of ``<name>_mt`` in a loaded kernel (0 when not parallel)."""
     if not meta.get("parallel"):
         return 0
-    return int(loaded.engine.get_function_address(meta["name"] + "_mt"))
+    return int(loaded.address(meta["name"] + "_mt"))
 
 
 class _Worker:

@@ -1,0 +1,241 @@
+"""jitgrad's own ELF object loader (jitgrad/cache/elf.py) and the loader choice in
+jitgrad/cache/native.py: the same object must behave identically under it and MCJIT,
+malformed objects must be refused cleanly, and a warm process must not load LLVM."""
+import ctypes
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad import compiler
+from jitgrad.cache import elf, native
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from test_disk_cache import EXPECTED, _check  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not elf.supported(), reason="the ELF loader is for Linux x86-64")
+
+
+def build_object(**tm_options):
+    """The test object of test_disk_cache (add2, myexp -> expf, cp -> memcpy, table ->
+    .rodata), emitted with the given TargetMachine options (code model, relocation model)."""
+    import test_disk_cache
+    real = native.host_target_machine
+    try:
+        native.host_target_machine = lambda opt=3, **kw: real(opt=opt, **dict(kw, **tm_options))
+        return test_disk_cache._build_object()
+    finally:
+        native.host_target_machine = real
+
+
+def call_all(code):
+    add2 = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)(code.address("add2"))
+    myexp = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)(code.address("myexp"))
+    cp = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(code.address("cp"))
+    table = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)(code.address("table"))
+    src = ctypes.create_string_buffer(bytes(range(256)) * 40)
+    dst = ctypes.create_string_buffer(len(src))
+    cp(ctypes.addressof(dst), ctypes.addressof(src), len(src))
+    return {"add2": add2(1.25, 2.5), "myexp": myexp(1.0), "cp": dst.raw == src.raw,
+            "table": [table(i) for i in range(5)]}
+
+
+# Large code model (what the compiler emits: R_X86_64_64 only), small (PC32 / PLT32 calls
+# to libc/libm through stubs, 32S absolute addresses in the low 2 GiB), position-independent
+# (GOTPCREL loads).
+TM_VARIANTS = [{}, {"codemodel": "small"}, {"codemodel": "small", "reloc": "pic"},
+               {"codemodel": "small", "reloc": "static"}]
+
+
+def _ids(o):
+    return ",".join(f"{k}={v}" for k, v in o.items()) or "default"
+
+
+def test_large_pic_object_goes_to_mcjit():
+    """GOT-relative 64-bit relocations (large code model, PIC) are not handled: refused
+    as unsupported, and native.load hands the object to MCJIT."""
+    obj = build_object(codemodel="large", reloc="pic")
+    with pytest.raises(elf.ElfUnsupported):
+        elf.ElfImage(obj)
+    code = native.load(obj)
+    assert code.loader == "mcjit"
+    _check(call_all(code))
+
+
+@pytest.mark.parametrize("tm_options", TM_VARIANTS, ids=_ids)
+def test_object_runs_under_both_loaders(tm_options):
+    obj = build_object(**tm_options)
+    image = elf.ElfImage(obj)
+    res = call_all(image)
+    _check(res)
+    if tm_options.get("codemodel", "large") == "large":
+        # (MCJIT aborts the process on small-code-model objects: relocation overflow)
+        assert call_all(native._McjitCode(obj)) == res
+    with pytest.raises(KeyError):
+        image.address("no_such_symbol")
+
+
+def test_code_is_not_writable_and_unmaps():
+    image = elf.ElfImage(build_object())
+    addr = image.address("add2")
+    with open("/proc/self/maps") as f:
+        maps = [line.split() for line in f]
+    mapping = [m for m in maps if int(m[0].split("-")[0], 16) <= addr < int(m[0].split("-")[1], 16)]
+    assert len(mapping) == 1 and mapping[0][1].startswith("r-x"), mapping
+    image.close()
+    with open("/proc/self/maps") as f:
+        assert not any(int(line.split()[0].split("-")[0], 16) <= addr < int(line.split()[0].split("-")[1], 16)
+                       for line in f)
+
+
+def test_malformed_objects_are_refused():
+    obj = build_object()
+    with pytest.raises(elf.ElfError):
+        elf.ElfImage(b"")
+    with pytest.raises(elf.ElfError):
+        elf.ElfImage(b"not an object at all" * 10)
+    other_machine = bytearray(obj)
+    other_machine[18:20] = (183).to_bytes(2, "little")      # EM_AARCH64
+    with pytest.raises(elf.ElfUnsupported):
+        elf.ElfImage(bytes(other_machine))
+    for cut in (16, 63, 64, len(obj) // 3, len(obj) // 2, len(obj) - 1):
+        with pytest.raises((elf.ElfError, elf.ElfUnsupported)):
+            elf.ElfImage(obj[:cut])
+
+
+def test_corrupted_objects_never_crash_the_loader():
+    """Loading (not running) a corrupted object either fails cleanly or relocates within
+    its own mapping: every offset, size and index is checked before use."""
+    obj = build_object()
+    rng = random.Random(1234)
+    outcomes = {"refused": 0, "loaded": 0}
+    for _ in range(400):
+        b = bytearray(obj)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] = rng.randrange(256)
+        try:
+            elf.ElfImage(bytes(b)).close()
+            outcomes["loaded"] += 1
+        except (elf.ElfError, elf.ElfUnsupported):
+            outcomes["refused"] += 1
+    # header-table corruption (section offsets/sizes) must have been hit at least sometimes
+    header = bytearray(obj)
+    shoff = int.from_bytes(obj[40:48], "little")
+    for field in range(shoff, min(len(obj), shoff + 64 * 11), 8):
+        b = bytearray(header)
+        b[field:field + 8] = (2 ** 62).to_bytes(8, "little")
+        try:
+            elf.ElfImage(bytes(b)).close()
+        except (elf.ElfError, elf.ElfUnsupported):
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0
+
+
+def test_unresolved_symbol_falls_back_to_mcjit(monkeypatch):
+    obj = build_object()
+    real = elf._dlsym
+    monkeypatch.setattr(elf, "_dlsym", lambda name: 0 if name == "expf" else real(name))
+    with pytest.raises(elf.ElfUnsupported, match="expf"):
+        elf.ElfImage(obj)
+    code = native.load(obj)
+    assert code.loader == "mcjit"
+    _check(call_all(code))
+    monkeypatch.setenv("JITGRAD_LOADER", "elf")
+    with pytest.raises(elf.ElfUnsupported):
+        native.load(obj)
+
+
+def test_loader_choice(monkeypatch):
+    obj = build_object()
+    assert native.load(obj).loader == "elf"
+    monkeypatch.setenv("JITGRAD_LOADER", "mcjit")
+    assert native.load(obj).loader == "mcjit"
+    monkeypatch.setattr(elf, "supported", lambda: False)
+    monkeypatch.setenv("JITGRAD_LOADER", "auto")
+    assert native.load(obj).loader == "mcjit"
+
+
+def _graphs(rng):
+    """A few kernels that cover what the code generator emits: vector math, reductions,
+    packed matmul with parallel nests (sched_yield in the barrier), layout ops."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [300000])
+        a = tf.compat.v1.placeholder(tf.float32, [128, 256])
+        w = tf.constant(rng.standard_normal((256, 96)).astype("float32"))
+        y = tf.reduce_sum(tf.tanh(x) * tf.exp(-x * x) + tf.sqrt(x * x + 1.0))
+        h = tf.nn.relu(tf.matmul(a, w))
+        z = tf.reduce_mean(tf.nn.softmax(h) * tf.transpose(tf.transpose(tf.concat([h, h], 1))[50:146, :]))
+        fetches = [y, tf.gradients(y, x)[0], z] + tf.gradients(z, [a, w])
+    feed = {x: rng.standard_normal(300000).astype("float32") * 3,
+            a: rng.standard_normal((128, 256)).astype("float32")}
+    return g, fetches, feed
+
+
+def _run_with_loader(loader, monkeypatch, threads):
+    from jitgrad.codegen import parallel
+    monkeypatch.setenv("JITGRAD_LOADER", loader)
+    monkeypatch.setenv("JITGRAD_CACHE", "0")
+    compiler.clear_cache()
+    parallel.set_num_threads(threads)
+    try:
+        g, fetches, feed = _graphs(np.random.default_rng(7))
+        with tf.compat.v1.Session(graph=g) as s:
+            out = s.run(fetches, feed)
+        kernels = list(compiler._kernels.values())
+        assert threads == 1 or any(k.mt_addr for k in kernels), "no parallel kernel exercised"
+        return out, {k.loaded.loader for k in kernels}
+    finally:
+        parallel.set_num_threads(None)
+        compiler.clear_cache()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compiled_kernels_bit_identical_under_both_loaders(monkeypatch, threads):
+    out_elf, l1 = _run_with_loader("elf", monkeypatch, threads)
+    out_mcjit, l2 = _run_with_loader("mcjit", monkeypatch, threads)
+    assert l1 == {"elf"} and l2 == {"mcjit"}
+    for a, b in zip(out_elf, out_mcjit):
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+WARM = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import jitgrad as tf
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1000])
+        y = tf.reduce_sum(tf.tanh(x) * tf.exp(-x * x))
+        dx = tf.gradients(y, x)[0]
+    with tf.compat.v1.Session(graph=g) as s:
+        out = s.run([y, dx], {x: np.linspace(-3, 3, 1000, dtype=np.float32)})
+    print(json.dumps({"y": float(out[0]), "dx": out[1].tolist(), "info": dict(tf.cache_info()),
+                      "llvm_loaded": "llvmlite.binding" in sys.modules}))
+""")
+
+
+def test_warm_process_never_loads_llvm(tmp_path):
+    """Issue 5's warm start: a process whose kernels all come from the disk cache needs
+    neither LLVM's optimiser nor llvmlite.binding at all (host facts come from the cache)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, JITGRAD_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("JITGRAD_LOADER", None)
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["info"]["compiles"] == 1 and cold["llvm_loaded"]
+    assert warm["info"]["compiles"] == 0 and warm["info"]["disk_hits"] == 1
+    assert not warm["llvm_loaded"]
+    assert warm["y"] == cold["y"] and warm["dx"] == cold["dx"]
