@@ -7,11 +7,9 @@
    environment fingerprint in a fresh process (imports llvmlite.binding), and
    `load_object` (object code -> callable, MCJIT relocation, no codegen).
 3. Time from graph construction to the first result, cold vs warm disk cache, in
-   fresh processes, for the seed graphs and the MLP gradient graph.
-   TODO(compiler integration): this section only means something once
-   jitgrad/compiler.py loads/stores kernels through jitgrad.cache.default_cache();
-   until a warm run reports cache_info()["disk_hits"] >= 1 it prints
-   "skipped: compiler not integrated".
+   fresh processes, for the seed graphs and the MLP gradient graph; where JAX is
+   installed, the same functions under jax.jit with JAX's persistent compilation
+   cache (cold vs warm) for comparison.
 
 Usage: python bench/bench_cache.py [--repeats N] [--skip-graphs]
 """
@@ -138,13 +136,44 @@ print(json.dumps(out))
 """
 
 
+JAX_RUN = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import jax, jax.numpy as jnp
+t_import = time.perf_counter() - t0
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+import numpy as np
+which = WHICH
+out = {"import": t_import, "graphs": {}}
+if which == "seeds":
+    t = time.perf_counter()
+    g = jax.jit(jax.grad(lambda x, y: x ** 2 + y ** 3, argnums=(0, 1)))
+    r = g(jnp.float32(1.0), jnp.float32(2.0)); jax.block_until_ready(r)
+    out["graphs"]["z=x**2+y**3 grads"] = time.perf_counter() - t
+    t = time.perf_counter()
+    g = jax.jit(jax.grad(lambda x: 2 * (x - 2) ** 2 + 3))
+    r = g(jnp.float32(0.0)); jax.block_until_ready(r)
+    out["graphs"]["2*(x-2)**2+3 grad"] = time.perf_counter() - t
+else:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 784)).astype("float32"); y = rng.standard_normal((256, 10)).astype("float32")
+    w1 = rng.standard_normal((784, 512)).astype("float32") * 0.05
+    w2 = rng.standard_normal((512, 10)).astype("float32") * 0.05
+    t = time.perf_counter()
+    def loss(w1, w2, x, y):
+        h = jax.nn.relu(x @ w1)
+        return jnp.mean(jnp.square(h @ w2 - y))
+    g = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    r = g(w1, w2, x, y); jax.block_until_ready(r)
+    out["graphs"]["mlp_grad (first run)"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
 def section_graphs():
     print("\n== graph construction -> first result, fresh processes, cold vs warm disk cache")
-    try:
-        import jitgrad.compiler  # noqa: F401
-    except Exception as e:
-        print(f"  skipped: compiler not integrated (no jitgrad.compiler: {e})")
-        return
     for which in ("seeds", "mlp"):
         with tempfile.TemporaryDirectory() as d:
             env = {"JITGRAD_CACHE_DIR": os.path.join(d, "cache")}
@@ -155,17 +184,28 @@ def section_graphs():
             except RuntimeError as e:
                 print(f"  {which}: failed: {e}")
                 continue
-        if not warm["cache_info"].get("disk_hits"):
-            # TODO(compiler integration): remove once compiler.py uses jitgrad.cache.default_cache()
-            print(f"  {which}: skipped: compiler not integrated (warm run: {warm['cache_info']})")
-            continue
-        print(f"  {which}: import jitgrad cold {ms(cold['import'])} warm {ms(warm['import'])}")
+        assert warm["cache_info"]["compiles"] == 0 and warm["cache_info"]["disk_hits"] >= 1, warm
+        print(f"  jitgrad {which}: import jitgrad cold {ms(cold['import'])} warm {ms(warm['import'])}")
         for name in cold["graphs"]:
             print(f"    {name:<28} cold {ms(cold['graphs'][name])}   warm {ms(warm['graphs'][name])}")
-        print(f"    cold cache_info: {cold['cache_info']}")
         print(f"    warm cache_info: {warm['cache_info']}")
-    # TODO: where JAX is installed, compare with jax's persistent compilation cache
-    # (jax.config.update("jax_compilation_cache_dir", d)) on the same functions.
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            print("  jax: not installed (skipped)")
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            env = {"JAX_CACHE_DIR": os.path.join(d, "jax"), "JAX_PLATFORMS": "cpu"}
+            code = JAX_RUN.replace("WHICH", repr(which))
+            try:
+                cold = fresh(code, env)
+                warm = fresh(code, env)
+            except RuntimeError as e:
+                print(f"  jax {which}: failed: {e}")
+                continue
+        print(f"  jax.jit {which} (persistent compilation cache): import jax {ms(warm['import'])}")
+        for name in cold["graphs"]:
+            print(f"    {name:<28} cold {ms(cold['graphs'][name])}   warm {ms(warm['graphs'][name])}")
 
 
 def main(argv=None):
