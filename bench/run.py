@@ -4,7 +4,8 @@ Runs workloads W1-W6 on every importable backend, checks that all backends
 agree with a hand-written numpy reference before timing anything, and prints
 medians (with min/max) and the ratio of each backend's median to jitgrad's.
 Each thread setting runs in its own subprocess with thread counts set alike
-for every backend before any of them is imported.
+for every backend before any of them is imported; the 1-thread run is also pinned
+to one core (sched_setaffinity), since XLA:CPU keeps a thread pool regardless.
 
   --threads 1|all|both   (default both)    --quick   fewer sizes/repeats
   --only W1,W3           subset            --out DIR  JSON (+ PNG if matplotlib)
@@ -35,6 +36,7 @@ def thread_env(threads):
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     if n == "1":
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        env["JITGRAD_BENCH_PIN"] = "1"
     return env, int(n)
 
 
@@ -227,6 +229,11 @@ def main():
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
+        if os.environ.get("JITGRAD_BENCH_PIN") and hasattr(os, "sched_setaffinity"):
+            # Thread-count settings are not honoured alike by every backend (XLA:CPU's
+            # thunk runtime keeps a multi-threaded pool whatever XLA_FLAGS say): in the
+            # 1-thread run the whole process is pinned to one core, so none can cheat.
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         json.dump(run_child(args), sys.stdout)
         return
     results = []
