@@ -204,17 +204,22 @@ def chart(results, path):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, NullFormatter
     except ImportError:
         print("(matplotlib not installed: no PNG chart)")
         return
-    fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 6), squeeze=False)
+    n_rows = max((len(res["rows"]) for res in results), default=1)
+    fig, axes = plt.subplots(1, len(results), figsize=(7 * len(results), 1.5 + 0.22 * n_rows), squeeze=False)
     for ax, res in zip(axes[0], results):
         rows = [r for r in res["rows"] if "ratio_to_jitgrad" in r and r["backend"] != "jitgrad"]
         labels = [f"{r['case']} {r['backend']}" for r in rows]
         ax.barh(labels, [r["ratio_to_jitgrad"] for r in rows])
         ax.axvline(1.0, color="k")
         ax.set_xscale("log")
-        ax.set_title(f"time / jitgrad time ({res['threads']} thread(s))")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(f"time / jitgrad time, >1: jitgrad faster ({res['threads']} thread(s))")
     fig.tight_layout()
     fig.savefig(path)
     print(f"chart: {path}")
