@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 from . import dtypes, errors  # noqa: E402
 from .dtypes import DType, as_dtype, float32, float64, int32, int64, bool_  # noqa: E402
 from .dtypes import bool_ as bool  # noqa: E402,A001
-from .context import executing_eagerly  # noqa: E402
+from .context import executing_eagerly, init_scope  # noqa: E402
 from .graph import Graph, Operation, Tensor, get_default_graph  # noqa: E402
 from .shapes import TensorShape  # noqa: E402
 from .eager import EagerTensor  # noqa: E402

@@ -5,6 +5,7 @@ As in TF 2, ops run eagerly unless a graph is being built: inside
 that graph instead. ``compat.v1.disable_eager_execution()`` makes the global
 default graph the target everywhere, which is how TF1-style scripts run.
 """
+import contextlib
 import threading
 
 _state = threading.local()
@@ -46,6 +47,20 @@ def pop_graph(g):
     if not s or s[-1] is not g:
         raise AssertionError("Nesting violated for default graph stack.")
     s.pop()
+
+
+@contextlib.contextmanager
+def init_scope():
+    """``tf.init_scope``: leaves every graph being built (a function's trace
+    included), so ops run eagerly -- how variable initializers are lifted out
+    of a traced function."""
+    s = _stack()
+    saved = s[:]
+    del s[:]
+    try:
+        yield
+    finally:
+        s[:] = saved
 
 
 def executing_eagerly():

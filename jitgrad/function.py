@@ -69,6 +69,7 @@ class _TraceContext:
         self.var_ops = {}     # handle id -> ops the next write of the variable must follow
         self.var_writes = {}  # handle id -> last write op
         self.stateful = []    # Assign ops, always run
+        self.may_create_variables = False   # only the function's first trace may (as in TF)
 
 
 def _current_trace(graph=None):
@@ -135,6 +136,44 @@ def _update_in_trace(var, op_type, value, name, read_value):
     ctx.reads.pop(h, None)
     ctx.stateful.append(out.op)
     return out if read_value else out.op
+
+
+def create_variable_in_trace(ctx, initial_value, **kwargs):
+    """``tf.Variable(...)`` while a function is traced.  As in TF: allowed during the
+    function's first trace only; the variable is an eager variable whose initial value
+    is computed outside the function (lifted), then captured like any other."""
+    if not ctx.may_create_variables:
+        raise ValueError("tf.function only supports singleton tf.Variables created on the first call. Make "
+                         "sure the tf.Variable is only created once or created outside tf.function.")
+    from .eager_variable import EagerVariable
+    if callable(initial_value):
+        with context.init_scope():
+            initial_value = initial_value()
+    if isinstance(initial_value, Tensor):
+        initial_value = _lift(ctx, initial_value)
+    with context.init_scope():
+        return EagerVariable(initial_value, **kwargs)
+
+
+def _lift(ctx, tensor):
+    """The value of a traced tensor that must not depend on the function's arguments
+    (a variable's initial value), computed now by the reference interpreter."""
+    from .session import ConfigProto, Session
+    seen, todo = set(), [tensor.op]
+    while todo:
+        op = todo.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if op.type == "Placeholder":
+            raise ValueError(f"The initial value of a tf.Variable created inside jitgrad.function ({tensor.name}) "
+                             "depends on the function's arguments; it must be computable when the function is "
+                             "first traced (use constants, other variables, or create the variable outside).")
+        todo.extend(t.op for t in op.inputs)
+        todo.extend(op.control_inputs)
+    sess = Session(graph=ctx.graph, config=ConfigProto(jitgrad_mode="interpret"))
+    sess._store = _EagerVariableStore(dict(ctx.variables))
+    return EagerTensor(np.asarray(sess.run(tensor)))
 
 
 class _EagerVariableStore:
@@ -347,6 +386,7 @@ class Function:
                 return ph
             return x
 
+        ctx.may_create_variables = self._tracing_count == 0
         _traces.append(ctx)
         try:
             with g.as_default():

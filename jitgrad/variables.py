@@ -37,6 +37,11 @@ class Variable(metaclass=_VariableMeta):
         if context.executing_eagerly():
             from .eager_variable import EagerVariable
             return EagerVariable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+        from .function import _current_trace, create_variable_in_trace
+        trace = _current_trace()
+        if trace is not None:
+            return create_variable_in_trace(trace, initial_value, trainable=trainable, name=name, dtype=dtype,
+                                            shape=shape)
         return GraphVariable(initial_value, trainable=trainable, name=name, dtype=dtype,
                              validate_shape=validate_shape, shape=shape)
 

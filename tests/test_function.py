@@ -244,3 +244,100 @@ def test_training_step_compiles_once_and_hits_the_cache_after():
     assert info["compiles"] == after_first["compiles"] and info["fallbacks"] == 0
     assert info["plan_hits"] + info["memory_hits"] >= after_first["plan_hits"] + after_first["memory_hits"] + 5
     assert losses[-1] < losses[0]  # the variables really were updated in place
+
+
+# ---------------------------------------------------------------- variables created while tracing
+class _Dense:
+    """The usual lazily built layer: its variables are created on the first call."""
+
+    def __init__(self, units):
+        self.units, self.w, self.b = units, None, None
+
+    @tf.function
+    def __call__(self, x):
+        if self.w is None:
+            rng = np.random.default_rng(0)
+            self.w = tf.Variable(rng.standard_normal((x.shape[-1], self.units)).astype(np.float32), name="w")
+            self.b = tf.Variable(tf.zeros([self.units]) + 0.5, name="b")     # traced initializer, lifted
+        return tf.nn.relu(tf.matmul(x, self.w) + self.b)
+
+
+def test_variables_created_on_first_trace_are_lifted_and_captured():
+    layer = _Dense(3)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    y = layer(tf.constant(x))
+    assert isinstance(layer.w, tf.Variable) and layer.b.numpy().tolist() == [0.5] * 3
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ layer.w.numpy() + 0.5, 0), rtol=1e-6)
+    # the function reads the variable's current value on every call (captured, not baked in)
+    layer.b.assign([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(layer(tf.constant(x)).numpy(), np.maximum(x @ layer.w.numpy() + [1, 2, 3], 0),
+                               rtol=1e-6)
+    assert layer.__call__.experimental_get_tracing_count() == 1
+    # a new input shape retraces; the guarded creation does not run again
+    layer(tf.constant(x[:1]))
+    assert layer.__call__.experimental_get_tracing_count() == 2
+    # a gradient tape outside the function sees the created variables
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(tf.constant(x)))
+    gw, gb = tape.gradient(loss, [layer.w, layer.b])
+    mask = (x @ layer.w.numpy() + [1, 2, 3] > 0).astype(np.float32)
+    np.testing.assert_allclose(gb.numpy(), mask.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), x.T @ mask, rtol=1e-6)
+
+
+def test_training_step_creating_its_state_on_first_call():
+    state = {}
+
+    @tf.function
+    def step(x):
+        if "v" not in state:
+            state["v"] = tf.Variable(tf.ones([2]), name="v")
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(state["v"] * x - 1.0))
+        g = tape.gradient(loss, state["v"])
+        state["v"].assign_sub(0.1 * g)
+        return loss
+
+    x = tf.constant([1.0, 2.0])
+    v = np.ones(2, np.float32)
+    for _ in range(3):
+        loss = step(x).numpy()
+        expected = np.sum(np.square(v * x.numpy() - 1.0))
+        v = v - np.float32(0.1) * 2 * (v * x.numpy() - 1.0) * x.numpy()
+        np.testing.assert_allclose(loss, expected, rtol=1e-6)
+    np.testing.assert_allclose(state["v"].numpy(), v, rtol=1e-6)
+
+
+def test_variable_creation_on_a_later_trace_is_an_error():
+    @tf.function
+    def f(x):
+        v = tf.Variable(1.0)
+        return v * x
+
+    assert f(tf.constant(2.0)).numpy() == 2.0
+    assert f(tf.constant(3.0)).numpy() == 3.0      # same trace, no new variable
+    with pytest.raises(ValueError, match="singleton tf.Variables created on the first call"):
+        f(tf.constant([2.0]))
+
+
+def test_variable_initial_value_from_arguments_is_a_clear_error():
+    @tf.function
+    def f(x):
+        return tf.Variable(x * 2.0) * 1.0
+
+    with pytest.raises(ValueError, match="depends on the function's arguments"):
+        f(tf.constant(1.0))
+
+
+def test_init_scope_runs_eagerly_inside_a_trace():
+    seen = []
+
+    @tf.function
+    def f(x):
+        with tf.init_scope():
+            seen.append(tf.executing_eagerly())
+        seen.append(tf.executing_eagerly())
+        return x + 1.0
+
+    assert f(tf.constant(1.0)).numpy() == 2.0
+    assert seen == [True, False]
