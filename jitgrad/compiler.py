@@ -142,7 +142,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-5"
+CODEGEN_VERSION = "codegen-6"
 
 
 def kernel_key(program):

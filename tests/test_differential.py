@@ -3,7 +3,9 @@
 Tolerances (documented): float32 rtol 2e-4 / atol 1e-5 (transcendentals are
 a few ulp apart, reductions accumulate in a different order, and errors
 compound through chains of ~10 ops and their gradients); float64 rtol 1e-9.
-NaN/inf must appear at the same positions.  Every graph is compiled once and
+NaN/inf must appear at the same positions.  Cumsum, ProdExcept (reduce_prod's
+gradient), ArgMax/ArgMin and Any/All replay the reference kernels' sequential
+numpy order, so their results must be bit-identical.  Every graph is compiled once and
 holds many fetches (values and gradients), to keep compile time bounded.
 """
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad.cache import set_enabled
+from jitgrad.ops.registry import apply_op
 
 TOL = {np.float32: dict(rtol=2e-4, atol=1e-5), np.float64: dict(rtol=1e-9, atol=1e-12)}
 
@@ -72,9 +75,8 @@ BINARY = [
 
 def _reduce(rng, x):
     r = len(x.shape)
-    # reduce_prod's gradient uses ProdExcept, which has no native lowering (the run
-    # would fall back to the interpreter); prod is covered by test_reduce_prod_compiled.
-    fn = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min][rng.integers(0, 4)]
+    # reduce_prod's gradient (ProdExcept) is lowered too: run_both checks it compiles.
+    fn = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min, tf.reduce_prod][rng.integers(0, 5)]
     if r == 0 or rng.random() < 0.3:
         return fn(x, keepdims=True) if rng.random() < 0.5 else fn(x), False
     axes = sorted(set(int(a) for a in rng.integers(0, r, size=rng.integers(1, r + 1))))
@@ -263,3 +265,165 @@ def test_reduce_prod_compiled(seed):
     a, b = run_both(g, fetches, feed)
     for i, (p, q) in enumerate(zip(a, b)):
         check_close(p, q, np.float32, f"fetch {i}")
+
+
+def check_exact(a, b, what=""):
+    """Bit-identical results (NaN payloads aside), same dtype and shape."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, what
+    np.testing.assert_array_equal(b, a, err_msg=what)
+    if a.dtype.kind == "f":
+        m = ~np.isnan(a)
+        assert np.array_equal(np.signbit(a[m]), np.signbit(b[m])), what   # -0.0 too
+
+
+DTYPES = [np.float32, np.float64, np.int32]
+SHAPES = [(7,), (1,), (3, 1), (4, 9), (1, 5, 1), (2, 3, 10), (3, 17, 2), (2, 1, 4, 3)]
+
+
+def _special(rng, shape, dt, p=0.15):
+    """Random values of dtype dt with many ties; floats also NaN, +-inf, +-0."""
+    x = rng.integers(-4, 5, shape).astype(dt)
+    if dt in (np.float32, np.float64):
+        x = x * dt(0.5) + rng.standard_normal(shape).astype(dt) * (rng.random(shape) < 0.5)
+        pick = rng.random(shape)
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dt)
+        x = np.where(pick < p, specials[rng.integers(0, 5, shape)], x).astype(dt)
+    return x
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_argmax_argmin(seed):
+    rng = np.random.default_rng(1000 + seed)
+    g = tf.Graph()
+    fetches, feed = [], {}
+    with g.as_default():
+        for shape in SHAPES:
+            dt = DTYPES[int(rng.integers(0, 3))]
+            x = tf.compat.v1.placeholder(dt, shape)
+            feed[x] = _special(rng, shape, dt, p=[0.0, 0.1, 0.4][seed % 3])
+            for _ in range(2):
+                axis = int(rng.integers(-len(shape), len(shape)))
+                out_t = [tf.int64, tf.int32][int(rng.integers(0, 2))]
+                fn = [tf.math.argmax, tf.math.argmin][int(rng.integers(0, 2))]
+                fetches.append(fn(x, axis, output_type=out_t))
+            # fused input expression and bool input
+            fetches.append(tf.math.argmax(x * x if dt != np.int32 else x - 1, -1))
+            fetches.append(tf.math.argmin(x > 0, 0, output_type=tf.int32))
+        # empty non-reduced dimension: an empty result, still compiled
+        e = tf.compat.v1.placeholder(tf.float32, (0, 4))
+        feed[e] = np.zeros((0, 4), np.float32)
+        fetches += [tf.math.argmax(e, 1), tf.math.argmin(e, -1, output_type=tf.int32)]
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_exact(p, q, f"fetch {i}")
+
+
+def test_argmax_nan_and_ties_follow_numpy():
+    # the first NaN wins (np.argmax), ties keep the first index
+    v = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 2.0, -np.inf, -np.inf], [np.inf, np.inf, np.nan, 1.0],
+                  [-0.0, 0.0, -0.0, 0.0]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, v.shape)
+        fetches = [tf.math.argmax(x, 1), tf.math.argmin(x, 1), tf.math.argmax(x, 0), tf.math.argmin(x, 0)]
+    a, b = run_both(g, fetches, {x: v})
+    for p, q, ref in zip(a, b, [np.argmax(v, 1), np.argmin(v, 1), np.argmax(v, 0), np.argmin(v, 0)]):
+        check_exact(p, q)
+        np.testing.assert_array_equal(q, ref)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_any_all(seed):
+    rng = np.random.default_rng(1100 + seed)
+    g = tf.Graph()
+    fetches, feed = [], {}
+    with g.as_default():
+        for shape in SHAPES + [(0,), (3, 0), (0, 2, 9), (2, 9, 11)]:
+            x = tf.compat.v1.placeholder(tf.float32, shape)
+            feed[x] = rng.standard_normal(shape).astype(np.float32)
+            b = x > float(rng.choice([-2.5, 0.0, 2.5]))
+            r = len(shape)
+            for _ in range(3):
+                fn = [tf.reduce_any, tf.reduce_all][int(rng.integers(0, 2))]
+                keep = bool(rng.integers(0, 2))
+                if rng.random() < 0.25:
+                    fetches.append(fn(b, keepdims=keep))
+                else:
+                    axes = sorted(set(int(a) for a in rng.integers(-r, r, size=rng.integers(1, r + 1))))
+                    fetches.append(fn(b, axis=axes, keepdims=keep))
+            fetches.append(tf.logical_and(tf.reduce_any(b, -1), tf.reduce_all(tf.logical_not(b), -1)))
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_exact(p, q, f"fetch {i}")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_cumsum(seed):
+    rng = np.random.default_rng(1200 + seed)
+    g = tf.Graph()
+    fetches, feed, floats = [], {}, []
+    with g.as_default():
+        for shape in SHAPES + [(0,), (3, 0, 2)]:
+            dt = DTYPES[int(rng.integers(0, 3))]
+            x = tf.compat.v1.placeholder(dt, shape)
+            feed[x] = _special(rng, shape, dt, p=0.05 if seed % 2 else 0.0)
+            if dt == np.int32:
+                feed[x] = rng.integers(-2**30, 2**30, shape).astype(np.int32)   # wraps, as numpy
+            for _ in range(2):
+                axis = int(rng.integers(-len(shape), len(shape)))
+                ex, rv = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+                src = x * 3 if rng.random() < 0.5 else x
+                fetches.append(tf.math.cumsum(src, axis, exclusive=ex, reverse=rv))
+            if dt == np.float64:
+                floats.append((x, fetches[-1]))
+        n_exact = len(fetches)
+        # gradients: the cumsum of the gradient the other way (Cumsum again)
+        if floats:
+            loss = tf.add_n([tf.reduce_sum(y * tf.sin(x)) for x, y in floats])
+            fetches += [gr for gr in tf.gradients(loss, [x for x, _ in floats]) if gr is not None]
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        if i < n_exact:
+            check_exact(p, q, f"fetch {i}")
+        else:   # through sin (vector math): a few ulp
+            check_close(p, q, np.float64, f"fetch {i}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_prod_gradients(seed):
+    # reduce_prod's gradient is unreduce(g) * ProdExcept(x); with g == 1 it is
+    # ProdExcept itself, which must be bit-identical (zeros, NaN and inf included).
+    rng = np.random.default_rng(1300 + seed)
+    dt = [np.float32, np.float64][seed % 2]
+    g = tf.Graph()
+    fetches, feed = [], {}
+    with g.as_default():
+        for shape in SHAPES + [(0, 3), (3, 0), (2, 0, 5)]:
+            x = tf.compat.v1.placeholder(dt, shape)
+            v = _special(rng, shape, dt, p=0.2 if seed >= 2 else 0.0)
+            feed[x] = np.where(np.abs(v) > 3, v / 4, v).astype(dt)
+            r = len(shape)
+            for _ in range(2):
+                keep = bool(rng.integers(0, 2))
+                axes = None if rng.random() < 0.25 else \
+                    sorted(set(int(a) for a in rng.integers(-r, r, size=rng.integers(1, r + 1))))
+                fetches.append(tf.gradients(tf.reduce_sum(tf.reduce_prod(x, axes, keepdims=keep)), x)[0])
+        xi = tf.compat.v1.placeholder(tf.int32, (4, 6, 3))
+        feed[xi] = rng.integers(-3, 4, (4, 6, 3)).astype(np.int32)
+        for axes in (None, (1,), (0, 2), (2,)):
+            fetches.append(apply_op("ProdExcept", [xi], {"axis": axes}))
+        n_exact = len(fetches)
+        # gradients through fused inputs and a weighted loss (float tolerance)
+        y = tf.compat.v1.placeholder(dt, (3, 8, 5))
+        feed[y] = rng.standard_normal((3, 8, 5)).astype(dt)
+        h = tf.tanh(y) + 1.0
+        loss = tf.reduce_sum(tf.reduce_prod(h, [0, 2]) * tf.cos(tf.reduce_sum(y, [0, 2]))) + \
+            tf.reduce_mean(tf.reduce_prod(h * h, 1, keepdims=True))
+        fetches += [loss] + tf.gradients(loss, [y])
+    a, b = run_both(g, fetches, feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        if i < n_exact:
+            check_exact(p, q, f"fetch {i}")
+        else:
+            check_close(p, q, dt, f"fetch {i}")

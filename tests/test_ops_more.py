@@ -245,3 +245,31 @@ def test_elementwise_ops_are_lowered():
     for got, ref in zip(out, refs):
         np.testing.assert_array_equal(got, ref(x))
     assert tf.cache_info()["fallbacks"] == 0
+
+
+def _rev_exclusive_cumsum(x):
+    rc = np.flip(np.cumsum(np.flip(x, 1), 1, dtype=x.dtype), 1)   # no x - x: NaN stays where it is
+    return np.concatenate([rc[:, 1:], np.zeros_like(rc[:, :1])], 1)
+
+
+def test_argmax_any_all_cumsum_prod_grad_are_lowered():
+    # These used to fall back to the interpreter; now they compile (values
+    # bit-identical to the reference kernels, see tests/test_differential.py).
+    tf.set_default_mode("compiled")
+    tf.clear_cache()
+    x = np.tile(SPECIAL, (1, 3)).astype(np.float32)
+    x = np.where(np.isfinite(x), x, 0.0).astype(np.float32)
+    x[0, 2] = np.nan
+    x[1, :4] = 0.0
+    fns = [lambda p: tf.argmax(p, 1), lambda p: tf.argmin(p, 0, output_type=tf.int32),
+           lambda p: tf.reduce_any(p > 2.0, 1), lambda p: tf.reduce_all(p > -3.0, 0, keepdims=True),
+           lambda p: tf.math.cumsum(p, 1, exclusive=True, reverse=True),
+           lambda p: tf.gradients(tf.reduce_sum(tf.reduce_prod(p, 1)), p)[0]]
+    refs = [np.argmax(x, 1), np.argmin(x, 0).astype(np.int32), np.any(x > 2.0, 1),
+            np.all(x > -3.0, 0, keepdims=True), _rev_exclusive_cumsum(x),
+            np.stack([[np.prod(np.delete(r, j)) for j in range(len(r))] for r in x])]
+    _, out = _run(lambda p: [f(p) for f in fns], x)
+    for got, ref in zip(out, refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+        assert got.dtype == ref.dtype
+    assert tf.cache_info()["fallbacks"] == 0

@@ -110,14 +110,15 @@ class Buffer:
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul
+    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
     mat.update(lower_reduction.MATERIALISE)
     mat.update(lower_matmul.MATERIALISE)
+    mat.update(lower_scan.MATERIALISE)
     needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul):
+    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))
     return elem, layout, mat, lower_layout.ALIAS, needs
 

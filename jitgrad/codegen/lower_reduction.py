@@ -1,5 +1,8 @@
 """Reductions and scatter: MATERIALISE {op type: fn(kb, node, outs, dry)}.
 
+Sum/Mean/Max/Min/Prod and Any/All (bool or/and) share emit_reduce;
+ArgMax/ArgMin are a scalar scan along their axis per output element.
+
 Accumulation order is fixed at compile time (no threads), so results are
 bit-identical run to run.  float32 sums (and means) accumulate in float64
 lanes: for 1e7 elements the result is the correctly rounded sum in practice,
@@ -13,7 +16,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..shapes import normalize_axes
-from .kernel import ERR_GATHER_RANGE, I64, VW, c64
+from .kernel import ERR_GATHER_RANGE, I64, VW, Unsupported, c64
 
 
 def _acc_dtype(kind, dt):
@@ -23,9 +26,9 @@ def _acc_dtype(kind, dt):
 
 
 def _init(kind, dt):
-    if kind in ("sum", "mean"):
+    if kind in ("sum", "mean", "any"):
         return 0
-    if kind == "prod":
+    if kind in ("prod", "all"):
         return 1
     if dt.is_floating:
         return -np.inf if kind == "max" else np.inf
@@ -40,6 +43,11 @@ def _combine(kb, kind, dt, acc, x):
         return b.fadd(acc, x) if f else b.add(acc, x)
     if kind == "prod":
         return b.fmul(acc, x) if f else b.mul(acc, x)
+    # reduce_any / reduce_all on bool (i1): exact whatever the order
+    if kind == "any":
+        return b.or_(acc, x)
+    if kind == "all":
+        return b.and_(acc, x)
     op = ">" if kind == "max" else "<"
     if f:
         take = b.or_(b.fcmp_ordered(op, x, acc), b.fcmp_unordered("uno", x, x))
@@ -291,12 +299,76 @@ def _gather_grad(kb, node, outs, dry):
         rec(0, [])
 
 
+def _arg_better(kb, dt, kind, v, best):
+    """i1: element v replaces the current best (argmax/argmin, numpy rules).
+
+    Ties keep the earlier index (strict compare).  Floats: the first NaN wins,
+    as np.argmax/np.argmin do: a NaN replaces any non-NaN best, and nothing
+    replaces a NaN best."""
+    b = kb.b
+    op = ">" if kind == "max" else "<"
+    if dt.is_floating:
+        best_ok = b.fcmp_ordered("ord", best, best)
+        return b.and_(best_ok, b.or_(b.fcmp_ordered(op, v, best), b.fcmp_unordered("uno", v, v)))
+    if dt is dtypes.bool_:
+        return b.icmp_unsigned(op, v, best)   # i1: True (1) > False (0)
+    return b.icmp_signed(op, v, best)
+
+
+def _arg_op(kind):
+    """ArgMax / ArgMin along one axis: a scalar scan per output element,
+    first index of the extreme value (in axis order, so the result does not
+    depend on any blocking or thread count)."""
+    def f(kb, node, outs, dry):
+        x = node.inputs[0]
+        in_shape = kb.shape(x)
+        R = len(in_shape)
+        axis = node.attrs["axis"] % R
+        n = in_shape[axis]
+        if n == 0:
+            # The reference kernel raises ValueError for an empty axis; the
+            # interpreter reports it with the reference message.
+            raise Unsupported("ArgMax/ArgMin over an empty axis")
+        if dry:
+            return
+        out = outs[0]
+        if any(d == 0 for d in out.shape):
+            return
+        dt = kb.dtype(x)
+        b = kb.b
+        kept = [d for d in range(R) if d != axis]
+
+        def body(idx):
+            def elem(k):
+                return kb.gen(x, [idx[d] if d != axis else (k, 0) for d in range(R)], 1)
+            best = kb.alloca(_reg(dt))
+            best_i = kb.alloca(I64)
+            b.store(elem(c64(0)), best)
+            b.store(c64(0), best_i)
+            if n > 1:
+                with kb.loop(n, 1) as k:
+                    v = elem(k)
+                    take = _arg_better(kb, dt, kind, v, b.load(best))
+                    b.store(b.select(take, v, b.load(best)), best)
+                    b.store(b.select(take, k, b.load(best_i)), best_i)
+            r = b.load(best_i)
+            if out.dtype.size < 8:
+                r = b.trunc(r, _reg(out.dtype))
+            kb.store_buf(out, [idx[d] for d in kept], r, 1)
+        _loops(kb, in_shape, kept, {}, body)
+    return f
+
+
 MATERIALISE = {
     "Sum": _reduce_op("sum"),
     "Mean": _reduce_op("mean"),
     "Max": _reduce_op("max"),
     "Min": _reduce_op("min"),
     "Prod": _reduce_op("prod"),
+    "Any": _reduce_op("any"),
+    "All": _reduce_op("all"),
+    "ArgMax": _arg_op("max"),
+    "ArgMin": _arg_op("min"),
     "SumToShape": _sum_to_shape,
     "TileGrad": _tile_grad,
     "GatherGrad": _gather_grad,

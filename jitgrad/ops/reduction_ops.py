@@ -109,6 +109,10 @@ register("Prod", infer=_reduce_infer(NUMBERS),
 
 def _prod_except_kernel(attrs, x):
     """Product of all *other* elements along the reduced axes (zeros handled exactly)."""
+    if x.size == 0:
+        # nothing to compute (and the concatenations below would add an
+        # element to an empty reduced slice)
+        return np.ones(x.shape, x.dtype)
     axes = _np_axes(x, attrs)
     keep = [a for a in range(x.ndim) if a not in axes]
     perm = keep + list(axes)

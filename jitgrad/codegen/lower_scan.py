@@ -1,0 +1,119 @@
+"""Scans along axes: Cumsum and ProdExcept (reduce_prod's gradient helper).
+
+MATERIALISE {op type: fn(kb, node, outs, dry)}.  Both are scalar loops (W=1)
+that walk the scanned elements in a fixed order on one thread, reproducing
+the reference kernels' sequential numpy accumulation (np.cumsum,
+np.cumprod) operation for operation, so results are bit-identical to the
+interpreter's and independent of the thread count.
+"""
+from ..shapes import normalize_axes
+from .kernel import c64, reg_type
+
+
+def _walk(kb, shape, dims, idx, body, reverse=False):
+    """Nested loops over ``dims`` (outermost first) in row-major order, or
+    its exact reverse; calls body(idx) with idx: dim -> (i64 index, 0)."""
+    if not dims:
+        body(idx)
+        return
+    d, n = dims[0], shape[dims[0]]
+    if n == 1:
+        _walk(kb, shape, dims[1:], {**idx, d: (c64(0), 0)}, body, reverse)
+        return
+    with kb.loop(n) as i:
+        k = kb.b.sub(c64(n - 1), i) if reverse else i
+        _walk(kb, shape, dims[1:], {**idx, d: (k, 0)}, body, reverse)
+
+
+def _cumsum(kb, node, outs, dry):
+    """out[k] = x[0] + ... + x[k] along the axis (exclusive: up to k-1;
+    reverse: from the end), accumulated sequentially in the input dtype
+    like np.cumsum(..., dtype=x.dtype)."""
+    if dry:
+        return
+    x = node.inputs[0]
+    shape = kb.shape(x)
+    if any(d == 0 for d in shape):
+        return
+    R = len(shape)
+    axis = node.attrs["axis"] % R
+    n = shape[axis]
+    rev, excl = node.attrs["reverse"], node.attrs["exclusive"]
+    out = outs[0]
+    dt = out.dtype
+    b = kb.b
+    f = dt.is_floating
+    # -0.0 is the exact identity of fadd (-0.0 + x == x for every x, -0.0
+    # included), so the first partial sum is x[0] itself, as in numpy.
+    zero = kb.const(dt, -0.0 if f else 0)
+
+    def row(idx):
+        acc = kb.alloca(reg_type(dt))
+        b.store(zero, acc)
+        with kb.loop(n) as i:
+            k = b.sub(c64(n - 1), i) if rev else i
+            full = [idx[d] if d != axis else (k, 0) for d in range(R)]
+            s = b.load(acc)
+            v = kb.gen(x, full, 1)
+            new = b.fadd(s, v) if f else b.add(s, v)
+            if excl:
+                # the first exclusive element is a literal zero (+0.0), as the
+                # reference's zeros_like
+                val = b.select(b.icmp_signed("==", i, c64(0)), kb.const(dt, 0), s)
+            else:
+                val = new
+            kb.store_buf(out, full, val, 1)
+            b.store(new, acc)
+    _walk(kb, shape, [d for d in range(R) if d != axis], {}, row)
+
+
+def _prod_except(kb, node, outs, dry):
+    """out[i] = product of the other elements of x[i]'s reduced slice,
+    without dividing (zeros exact): the reference kernel's left * right
+    exclusive cumulative products over the reduced dims flattened in
+    row-major order.  Pass 1 writes the left products, pass 2 walks the
+    slice backwards multiplying in the right products."""
+    if dry:
+        return
+    x = node.inputs[0]
+    shape = kb.shape(x)
+    if any(d == 0 for d in shape):
+        return
+    R = len(shape)
+    axes = normalize_axes(node.attrs["axis"], R)
+    red = list(axes)
+    kept = [d for d in range(R) if d not in axes]
+    out = outs[0]
+    dt = out.dtype
+    b = kb.b
+    f = dt.is_floating
+
+    def mul(a, c):
+        return b.fmul(a, c) if f else b.mul(a, c)
+
+    def row(idx):
+        acc = kb.alloca(reg_type(dt))
+
+        def left(i2):
+            full = [i2[d] for d in range(R)]
+            s = b.load(acc)
+            kb.store_buf(out, full, s, 1)
+            b.store(mul(s, kb.gen(x, full, 1)), acc)
+
+        def right(i2):
+            full = [i2[d] for d in range(R)]
+            s = b.load(acc)
+            kb.store_buf(out, full, mul(kb.load_buf(out, full, 1), s), 1)
+            b.store(mul(s, kb.gen(x, full, 1)), acc)
+
+        b.store(kb.const(dt, 1), acc)
+        _walk(kb, shape, red, idx, left)
+        b.store(kb.const(dt, 1), acc)
+        _walk(kb, shape, red, idx, right, reverse=True)
+    _walk(kb, shape, kept, {}, row)
+
+
+MATERIALISE = {
+    "Cumsum": _cumsum,
+    "ProdExcept": _prod_except,
+}
