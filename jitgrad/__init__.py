@@ -139,6 +139,14 @@ for _name in ("argmax", "argmin", "floor", "ceil", "round", "is_nan", "is_inf", 
     setattr(math, _name, globals()[_name])
 
 
+# ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
+from . import optimizers as _opt  # noqa: E402
+v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
+                   MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer)
+optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam)
+keras = _module("keras", optimizers=optimizers)
+
+
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""

@@ -1,0 +1,345 @@
+"""Optimizers: ``tf.compat.v1.train`` (GradientDescent, Momentum, Adam) and
+``tf.keras.optimizers`` (SGD, Adam; also ``tf.optimizers``).
+
+Every update is written with public ops and the variables' assign methods, so one
+definition serves graph mode (the update ops go into the graph and run in the
+Session, compiled), eager mode, and ``jitgrad.function`` traces (where slot
+variables are created on the first trace, as TF allows).  The formulas and their
+operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
+``compat.v1.train`` and Keras 3's ``update_step`` for ``keras.optimizers``.
+"""
+from . import context, dtypes
+from .graph import Tensor
+from .ops import math_ops
+from .ops.array_ops import zeros
+
+__all__ = ["GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "SGD", "Adam"]
+
+
+def _new_variable(initial_value, name, dtype=None):
+    """A non-trainable state variable (slot, step counter) next to the user's ones:
+    a graph variable in graph mode, else an eager one (inside a trace: created on
+    the first trace and captured, see function.create_variable_in_trace).
+    ``initial_value`` is a callable, so inside a trace it runs eagerly (init_scope)."""
+    from .variables import Variable
+    return Variable(initial_value, trainable=False, name=name, dtype=dtype)
+
+
+def _key(var):
+    return id(var)
+
+
+def _var_name(var):
+    return var.name.split(":")[0]
+
+
+def _check_shape(var):
+    if not var.shape.is_fully_defined():
+        raise ValueError(f"Optimizer slots need a fully defined variable shape; {var.name} has {var.shape}.")
+    return var.shape.as_list()
+
+
+def _grouped(updates, name):
+    """One op that runs every update (graph mode); None in eager mode."""
+    if context.executing_eagerly():
+        return None
+    from .ops.registry import apply_op
+    graph = context.get_default_graph()
+    deps = [u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")]
+    with graph.control_dependencies(deps):
+        return apply_op("NoOp", [], {}, name=name)
+
+
+def _no_gradients(pairs):
+    names = [getattr(v, "name", repr(v)) for _, v in pairs]
+    return ValueError(f"No gradients provided for any variable: {names}.")
+
+
+# ============================================================ tf.compat.v1.train
+class Optimizer:
+    """Base of the TF 1 optimizers: compute_gradients / apply_gradients / minimize."""
+
+    def __init__(self, use_locking, name):
+        if not name:
+            raise ValueError("Must specify the optimizer name")
+        self._name = name
+        self._slots = {}          # (slot name, var key) -> variable
+        self._non_slots = {}      # name -> variable (Adam's beta powers)
+
+    def get_name(self):
+        return self._name
+
+    def compute_gradients(self, loss, var_list=None, gate_gradients=1, aggregation_method=None,
+                          colocate_gradients_with_ops=False, grad_loss=None):
+        if callable(loss):
+            from .tape import GradientTape
+            with GradientTape() as tape:
+                value = loss()
+            if var_list is None:
+                var_list = list(tape.watched_variables())
+            var_list = list(var_list)
+            return list(zip(tape.gradient(value, var_list, output_gradients=grad_loss), var_list))
+        if context.executing_eagerly():
+            raise RuntimeError("`loss` passed to Optimizer.compute_gradients should be a function when eager "
+                               "execution is enabled.")
+        from .gradients import gradients
+        from .variables import trainable_variables
+        var_list = list(trainable_variables() if var_list is None else var_list)
+        if not var_list:
+            raise ValueError("No variables to optimize.")
+        grads = gradients(loss, var_list, grad_ys=None if grad_loss is None else [grad_loss],
+                          aggregation_method=aggregation_method)
+        return list(zip(grads, var_list))
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        pairs = list(grads_and_vars)
+        if not pairs:
+            raise ValueError("No variables provided.")
+        present = [(g, v) for g, v in pairs if g is not None]
+        if not present:
+            raise _no_gradients(pairs)
+        self._create_state([v for _, v in present])
+        updates = [self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
+                   for g, v in present]
+        updates += self._finish(updates)
+        if global_step is not None:
+            graph = None if context.executing_eagerly() else context.get_default_graph()
+            if graph is None:
+                global_step.assign_add(1)
+            else:
+                with graph.control_dependencies([u for u in updates if u is not None]):
+                    updates = [global_step.assign_add(1)]
+        return _grouped(updates, name or self._name)
+
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
+                 colocate_gradients_with_ops=False, name=None, grad_loss=None):
+        pairs = self.compute_gradients(loss, var_list=var_list, aggregation_method=aggregation_method,
+                                       grad_loss=grad_loss)
+        if all(g is None for g, _ in pairs):
+            raise ValueError(f"No gradients provided for any variable, check your graph for ops that do not "
+                             f"support gradients, between variables {[v.name for _, v in pairs]} and loss {loss}.")
+        return self.apply_gradients(pairs, global_step=global_step, name=name)
+
+    # -- state
+    def _slot(self, var, slot_name, suffix=""):
+        key = (slot_name, _key(var))
+        slot = self._slots.get(key)
+        if slot is None:
+            shape = _check_shape(var)
+            slot = _new_variable(lambda: zeros(shape, var.dtype), f"{_var_name(var)}/{self._name}{suffix}")
+            self._slots[key] = slot
+        return slot
+
+    def get_slot(self, var, name):
+        return self._slots.get((name, _key(var)))
+
+    def get_slot_names(self):
+        return sorted({n for n, _ in self._slots})
+
+    def variables(self):
+        return list(self._non_slots.values()) + list(self._slots.values())
+
+    def _create_state(self, var_list):
+        pass
+
+    def _finish(self, updates):
+        return []
+
+
+class GradientDescentOptimizer(Optimizer):
+    """var -= learning_rate * grad."""
+
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+
+    def _apply_dense(self, grad, var):
+        return var.assign_sub(math_ops.cast(self._learning_rate, var.dtype) * grad)
+
+
+class MomentumOptimizer(Optimizer):
+    """accum = accum * momentum + grad; var -= lr * accum
+    (Nesterov: var -= lr * grad + lr * momentum * accum)."""
+
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum", use_nesterov=False):
+        super().__init__(use_locking, name)
+        self._learning_rate, self._momentum, self._nesterov = learning_rate, momentum, use_nesterov
+
+    def _create_state(self, var_list):
+        for v in var_list:
+            self._slot(v, "momentum")
+
+    def _apply_dense(self, grad, var):
+        lr = math_ops.cast(self._learning_rate, var.dtype)
+        mu = math_ops.cast(self._momentum, var.dtype)
+        accum = self._slot(var, "momentum")
+        accum_t = accum.assign(accum * mu + grad)
+        if self._nesterov:
+            return var.assign_sub(grad * lr + accum_t * mu * lr)
+        return var.assign_sub(accum_t * lr)
+
+
+class AdamOptimizer(Optimizer):
+    """TF 1's ApplyAdam with bias correction folded into the step size:
+    lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m = m + (g - m) * (1 - beta1);
+    v = v + (g^2 - v) * (1 - beta2); var -= lr_t * m / (sqrt(v) + epsilon).
+    beta1^t and beta2^t are variables multiplied by beta after every step."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam"):
+        super().__init__(use_locking, name)
+        self._lr, self._beta1, self._beta2, self._epsilon = learning_rate, beta1, beta2, epsilon
+
+    def _create_state(self, var_list):
+        if not self._non_slots:
+            dt = var_list[0].dtype
+            self._non_slots["beta1_power"] = _new_variable(float(self._beta1), "beta1_power", dtype=dt)
+            self._non_slots["beta2_power"] = _new_variable(float(self._beta2), "beta2_power", dtype=dt)
+        for v in var_list:
+            self._slot(v, "m")
+            self._slot(v, "v", "_1")
+
+    def _apply_dense(self, grad, var):
+        dt = var.dtype
+        c = lambda x: math_ops.cast(x, dt)  # noqa: E731
+        b1p, b2p = (math_ops.cast(self._non_slots[k], dt) for k in ("beta1_power", "beta2_power"))
+        lr = c(self._lr) * math_ops.sqrt(1 - b2p) / (1 - b1p)
+        m, v = self._slot(var, "m"), self._slot(var, "v", "_1")
+        m_t = m.assign_add((grad - m) * (1 - c(self._beta1)))
+        v_t = v.assign_add((grad * grad - v) * (1 - c(self._beta2)))
+        return var.assign_sub(m_t * lr / (math_ops.sqrt(v_t) + c(self._epsilon)))
+
+    def _finish(self, updates):
+        b1p, b2p = self._non_slots["beta1_power"], self._non_slots["beta2_power"]
+        if context.executing_eagerly():
+            return [b1p.assign(b1p * self._beta1), b2p.assign(b2p * self._beta2)]
+        graph = context.get_default_graph()
+        with graph.control_dependencies([u for u in updates if u is not None]):
+            return [b1p.assign(b1p * math_ops.cast(self._beta1, b1p.dtype)),
+                    b2p.assign(b2p * math_ops.cast(self._beta2, b2p.dtype))]
+
+
+# ============================================================ tf.keras.optimizers
+class KerasOptimizer:
+    """Base of the Keras optimizers: apply_gradients(zip(grads, vars)), minimize(loss, var_list,
+    tape=None); ``iterations`` counts the applied steps."""
+
+    _unsupported = ("clipnorm", "clipvalue", "global_clipnorm", "use_ema", "weight_decay", "loss_scale_factor",
+                    "gradient_accumulation_steps")
+
+    def __init__(self, learning_rate, name, **kwargs):
+        for k in self._unsupported:
+            if kwargs.get(k) not in (None, False, 0):
+                raise ValueError(f"jitgrad's {type(self).__name__} does not support `{k}`.")
+        unknown = set(kwargs) - set(self._unsupported) - {"ema_momentum", "ema_overwrite_frequency", "jit_compile"}
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected keyword arguments {sorted(unknown)}")
+        self.learning_rate = learning_rate
+        self.name = name
+        self._iterations = None
+        self._slots = {}
+
+    @property
+    def iterations(self):
+        if self._iterations is None:
+            self._iterations = _new_variable(0, "iteration", dtype=dtypes.int64)
+        return self._iterations
+
+    @property
+    def variables(self):
+        return [self.iterations] + list(self._slots.values())
+
+    def _slot(self, var, slot_name):
+        key = (slot_name, _key(var))
+        slot = self._slots.get(key)
+        if slot is None:
+            shape = _check_shape(var)
+            slot = _new_variable(lambda: zeros(shape, var.dtype), f"{_var_name(var)}_{slot_name}")
+            self._slots[key] = slot
+        return slot
+
+    def _lr(self, dtype):
+        lr = self.learning_rate
+        if callable(lr):
+            lr = lr(self.iterations)
+        return math_ops.cast(lr, dtype)
+
+    def apply_gradients(self, grads_and_vars, name=None):
+        pairs = list(grads_and_vars)
+        present = [(g, v) for g, v in pairs if g is not None]
+        if not present:
+            raise _no_gradients(pairs)
+        for g, v in present:
+            if g.shape.is_fully_defined() and v.shape.is_fully_defined() and g.shape.as_list() != v.shape.as_list():
+                raise ValueError(f"Gradient of shape {g.shape} does not match variable {v.name} of shape {v.shape}.")
+        updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
+                   for g, v in present]
+        graph = None if context.executing_eagerly() else context.get_default_graph()
+        if graph is not None and not _in_trace():
+            with graph.control_dependencies([u for u in updates if u is not None]):
+                return self.iterations.assign_add(1)
+        self.iterations.assign_add(1)
+        return self.iterations
+
+    def minimize(self, loss, var_list, tape=None):
+        from .tape import GradientTape
+        if tape is None:
+            if not callable(loss):
+                raise ValueError("`tape` is required when a `Tensor` loss is passed.")
+            with GradientTape() as tape:
+                loss = loss()
+        if callable(var_list):
+            var_list = var_list()
+        var_list = list(var_list)
+        return self.apply_gradients(zip(tape.gradient(loss, var_list), var_list))
+
+
+def _in_trace():
+    from .function import _current_trace
+    return _current_trace() is not None
+
+
+class SGD(KerasOptimizer):
+    """Keras 3: m = m * momentum - g * lr; var += m (Nesterov: var += m * momentum - g * lr);
+    without momentum var -= g * lr."""
+
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        if not 0 <= momentum <= 1:
+            raise ValueError("`momentum` must be a float between [0, 1].")
+        self.momentum, self.nesterov = momentum, nesterov
+
+    def _update_step(self, grad, var):
+        lr = self._lr(var.dtype)
+        if not self.momentum:
+            return var.assign_sub(grad * lr)
+        mu = math_ops.cast(self.momentum, var.dtype)
+        m = self._slot(var, "momentum")
+        m_t = m.assign(m * mu - grad * lr)
+        if self.nesterov:
+            return var.assign_add(m_t * mu - grad * lr)
+        return var.assign_add(m_t)
+
+
+class Adam(KerasOptimizer):
+    """Keras 3: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) with t = iterations + 1;
+    m += (g - m) * (1 - beta_1); v += (g^2 - v) * (1 - beta_2); var -= m * alpha / (sqrt(v) + eps)."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False, name="adam",
+                 **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        if amsgrad:
+            raise ValueError("jitgrad's Adam does not support `amsgrad`.")
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        lr = self._lr(dt)
+        step = math_ops.cast(self.iterations + 1, dt)
+        b1p = math_ops.pow(math_ops.cast(self.beta_1, dt), step)
+        b2p = math_ops.pow(math_ops.cast(self.beta_2, dt), step)
+        alpha = lr * math_ops.sqrt(1 - b2p) / (1 - b1p)
+        m, v = self._slot(var, "momentum"), self._slot(var, "velocity")
+        # 1 - beta in Python (float64), then to the variable's dtype, as Keras does
+        m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
+        v_t = v.assign_add((math_ops.square(grad) - v) * math_ops.cast(1 - self.beta_2, dt))
+        return var.assign_sub(m_t * alpha / (math_ops.sqrt(v_t) + math_ops.cast(self.epsilon, dt)))
