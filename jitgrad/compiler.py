@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from . import interpreter
+from . import buffers as _buffers, interpreter
 from .errors import InvalidArgumentError
 from .passes import ir as pir
 from .passes.prune import prune
@@ -69,6 +69,7 @@ def clear_cache():
     with _klock:
         _kernels.clear()
         _stats.clear()
+    _buffers.release()
     _epoch[0] += 1
 
 
@@ -464,7 +465,7 @@ def run_plan(session, plan, fed, elements):
         outs = []
         base = plan.out_base
         for j, (shape, dt) in enumerate(plan.out_specs):
-            o = np.empty(shape, dt)
+            o = _buffers.empty(shape, dt)
             outs.append(o)
             ptrs[base + j] = _addr(o)
         _call(k, plan.ptrs_addr)
@@ -547,6 +548,7 @@ def make_runner(session, plan, elements, fed, struct):
     k = plan.kernel
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
           "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,
+          "_EMPTY_POOLED": _buffers.empty,
           "MISS": FAST_MISS, "OPS": session.graph._ops, "GLEN": len(session.graph._ops), "EPOCH": _epoch,
           "E": _epoch[0], "LOCK": k.lock, "CF": k.cfunc, "STATS": _stats, "_raise_status": _raise_status,
           "ST": k.status, "K": k, "_call": _call, "PLAN": plan, "ELEMS": tuple(elements),
@@ -596,7 +598,8 @@ def make_runner(session, plan, elements, fed, struct):
             P[plan.out_base + j] = _addr(buf)
             fixed.add(j)
         else:
-            body.append(f"o{j} = _EMPTY(OS{j}, OD{j})")
+            big = int(np.prod(shape, dtype=np.int64)) * dt.itemsize >= _buffers.RECYCLE_MIN_BYTES
+            body.append(f"o{j} = {'_EMPTY_POOLED' if big else '_EMPTY'}(OS{j}, OD{j})")
             body.append(f"P[{plan.out_base + j}] = _addr(o{j})")
     body.append("STATS['plan_hits'] += 1")
     body.append("_call(K, PADDR)" if k.mt_addr else "CF(PADDR)")
