@@ -70,6 +70,7 @@ class _TraceContext:
         self.var_writes = {}  # handle id -> last write op
         self.stateful = []    # Assign ops, always run
         self.may_create_variables = False   # only the function's first trace may (as in TF)
+        self.created_variables = []
 
 
 def _current_trace(graph=None):
@@ -152,7 +153,9 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
     if isinstance(initial_value, Tensor):
         initial_value = _lift(ctx, initial_value)
     with context.init_scope():
-        return EagerVariable(initial_value, **kwargs)
+        var = EagerVariable(initial_value, **kwargs)
+    ctx.created_variables.append(var)
+    return var
 
 
 def _lift(ctx, tensor):
@@ -258,6 +261,7 @@ class ConcreteFunction:
         self._session._store = _EagerVariableStore(dict(ctx.variables))
         self._targets = list(fetches) + list(ctx.stateful)
         self.captured_variables = tuple(ctx.variables.values())
+        self.created_variables = tuple(ctx.created_variables)
 
     def _call_flat(self, arrays):
         feed = dict(zip(self.inputs, arrays))
@@ -315,7 +319,10 @@ class Function:
         if kwargs:
             raise TypeError("A jitgrad.function with an input_signature takes positional arguments only.")
         flat = []
-        _flatten_any(args, flat)
+        if len(args) == len(self._input_signature) and all(isinstance(s, TensorSpec) for s in self._input_signature):
+            flat = list(args)       # one spec per argument: a list argument is one tensor, as in TF
+        else:
+            _flatten_any(args, flat)
         if len(flat) != len(self._input_signature):
             raise TypeError(f"{self._name}: expected {len(self._input_signature)} arguments for the input "
                             f"signature, got {len(flat)}.")
@@ -367,6 +374,16 @@ class Function:
 
     # ---------------------------------------------------------------- tracing
     def _trace(self, args, kwargs, key, specs=None):
+        first = self._tracing_count == 0
+        concrete = self._trace_once(args, kwargs, key, specs, may_create_variables=first)
+        if first and concrete.created_variables:
+            # As TF: the first call traces once to create the variables (lifted out and
+            # captured), then again for the function that only uses them.  A function
+            # that creates variables on every call fails on this second trace.
+            concrete = self._trace_once(args, kwargs, key, specs, may_create_variables=False)
+        return concrete
+
+    def _trace_once(self, args, kwargs, key, specs, may_create_variables):
         from .ops import array_ops
         g = Graph()
         ctx = _TraceContext(g)
@@ -386,7 +403,7 @@ class Function:
                 return ph
             return x
 
-        ctx.may_create_variables = self._tracing_count == 0
+        ctx.may_create_variables = may_create_variables
         _traces.append(ctx)
         try:
             with g.as_default():

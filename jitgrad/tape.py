@@ -490,6 +490,12 @@ class GradientTape:
             if len(output_gradients) != len(flat_targets):
                 raise ValueError(f"Mismatch: {len(output_gradients)} output_gradients for "
                                  f"{len(flat_targets)} targets")
+            if any(og is None for og in output_gradients):
+                # TF hands a None output gradient to the backward functions as "no gradient":
+                # that target contributes nothing (it is not seeded with ones)
+                kept = [(t, og) for t, og in zip(flat_targets, output_gradients) if og is not None]
+                flat_targets = [t for t, _ in kept]
+                output_gradients = [og for _, og in kept]
         if self._graph_state is not None and any(isinstance(t, Tensor) for t in flat_targets) \
                 or not context.executing_eagerly():
             result = self._graph_gradient(flat_targets, flat_sources, output_gradients, unconnected_gradients)

@@ -68,8 +68,16 @@ class GraphVariable(Variable):
             graph.add_to_collection("trainable_variables", self)
 
     # -- tensor protocol
+    def _read(self):
+        """The variable's value where it is used.  Under ``tf.control_dependencies`` a
+        fresh read op that runs after them (TF's ReadVariableOp), so it sees their
+        assignments; elsewhere the variable's one read node."""
+        if not self.graph._control_deps or context.get_default_graph() is not self.graph:
+            return self._value
+        return apply_op("VariableV2", [], self._attrs, name=self._attrs["name"] + "/read")
+
     def _jitgrad_to_tensor(self, graph=None):
-        return self._value
+        return self._read()
 
     def _graph_tensor(self):
         return self._value
@@ -81,10 +89,10 @@ class GraphVariable(Variable):
     __array_priority__ = 100
 
     def value(self):
-        return self._value
+        return self._read()
 
     def read_value(self):
-        return apply_op("Identity", [self._value], name="read")
+        return apply_op("Identity", [self._read()], name="read")
 
     @property
     def name(self):

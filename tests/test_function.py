@@ -272,10 +272,11 @@ def test_variables_created_on_first_trace_are_lifted_and_captured():
     layer.b.assign([1.0, 2.0, 3.0])
     np.testing.assert_allclose(layer(tf.constant(x)).numpy(), np.maximum(x @ layer.w.numpy() + [1, 2, 3], 0),
                                rtol=1e-6)
-    assert layer.__call__.experimental_get_tracing_count() == 1
-    # a new input shape retraces; the guarded creation does not run again
-    layer(tf.constant(x[:1]))
+    # as TF: the first call traces twice (create the variables, then use them)
     assert layer.__call__.experimental_get_tracing_count() == 2
+    # a new input shape retraces once; the guarded creation does not run again
+    layer(tf.constant(x[:1]))
+    assert layer.__call__.experimental_get_tracing_count() == 3
     # a gradient tape outside the function sees the created variables
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(layer(tf.constant(x)))
@@ -308,14 +309,28 @@ def test_training_step_creating_its_state_on_first_call():
     np.testing.assert_allclose(state["v"].numpy(), v, rtol=1e-6)
 
 
-def test_variable_creation_on_a_later_trace_is_an_error():
+def test_variable_creation_on_every_call_is_an_error():
+    """TF traces twice on the first call; a function that creates a variable every
+    time it runs fails on the second trace."""
     @tf.function
     def f(x):
         v = tf.Variable(1.0)
         return v * x
 
-    assert f(tf.constant(2.0)).numpy() == 2.0
-    assert f(tf.constant(3.0)).numpy() == 3.0      # same trace, no new variable
+    with pytest.raises(ValueError, match="singleton tf.Variables created on the first call"):
+        f(tf.constant(2.0))
+
+
+def test_variable_creation_on_a_later_trace_is_an_error():
+    made = []
+
+    @tf.function
+    def f(x):
+        if x.shape.rank == 1 and not made:       # only when traced for a vector
+            made.append(tf.Variable(1.0))
+        return x * 2.0
+
+    assert f(tf.constant(2.0)).numpy() == 4.0
     with pytest.raises(ValueError, match="singleton tf.Variables created on the first call"):
         f(tf.constant([2.0]))
 

@@ -141,8 +141,8 @@ def test_keras_optimizer(name, make, ref, how):
             step()
         np.testing.assert_allclose(w.numpy(), expected, rtol=2e-5, atol=1e-5, err_msg=f"step {i + 1}")
     assert opt.iterations.numpy() == STEPS
-    if how == "function":
-        assert step.experimental_get_tracing_count() == 1
+    if how == "function":    # TF traces twice on the first call, which creates the slots
+        assert step.experimental_get_tracing_count() == 2
 
 
 def test_tf_optimizers_alias_and_errors():

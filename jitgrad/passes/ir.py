@@ -105,6 +105,8 @@ def value_class(arr):
     first = flat[0]
     if arr.size > 1 and not np.all(flat == first):
         return "other"
+    if arr.size > 1 and arr.dtype.kind in "fc" and not np.all(np.signbit(flat) == np.signbit(first)):
+        return "other"      # -0.0 == 0.0, but 1/x, log, sqrt's gradient... tell them apart
     if arr.dtype.kind == "b":
         return ("uniform", bool(first))
     v = float(first)
@@ -150,6 +152,13 @@ def from_graph(ops, elements, fed, var_reader):
                 cur = var_reader(op.attrs)
                 var_arg[key] = add_arg("var", cur.shape, op.attrs["dtype"], key=key, name=op.name)
             ref[id(op.outputs[0])] = var_arg[key]
+            if op.control_inputs:
+                # a read made under tf.control_dependencies runs after them: like the
+                # interpreter (ops in this same order), it sees the last write so far
+                for k, w in reversed(var_writes):
+                    if k == key:
+                        ref[id(op.outputs[0])] = w
+                        break
             continue
         if op.type == "Placeholder":
             from ..errors import InvalidArgumentError

@@ -1,0 +1,76 @@
+"""Differences from TF 2.21 found by running the same code through both (stop 9 review);
+expected values are TF's, derived by hand below."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+graph_modes = pytest.mark.usefixtures("graph_mode")
+
+
+@graph_modes
+def test_read_under_control_dependencies_sees_the_assignment():
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable([1.0, 2.0])
+        with tf.control_dependencies([v.assign([5.0, 5.0])]):
+            reads = [v.read_value(), v * 1.0, tf.identity(v), v.value()]
+        plain = v * 1.0
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(init)
+        for r in s.run(reads):
+            np.testing.assert_array_equal(r, [5.0, 5.0])
+        s.run(init)
+        np.testing.assert_array_equal(s.run(plain), [1.0, 2.0])    # no dependency: no assignment
+
+
+@graph_modes
+def test_read_after_a_grouped_training_step():
+    """TF 1 idiom: evaluate the loss after the update in the same run."""
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable(3.0)
+        loss = w * w
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.25).minimize(loss)
+        with tf.control_dependencies([train]):
+            loss_after = w * w
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(init)
+        before, after = s.run([loss, loss_after])
+        assert before == 9.0 and after == 2.25          # w: 3 - 0.25 * 6 = 1.5
+        assert s.run(w) == 1.5
+
+
+@graph_modes
+def test_constant_with_both_signed_zeros():
+    """-0.0 == 0.0, but a constant holding both is not 'uniformly zero'."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(np.float32([-0.0, 0.0]))
+        y = tf.constant(np.float32([0.0, -0.0]))
+        outs = [1.0 / x, x * 1.0, -x] + tf.gradients(tf.math.log(x), x) + tf.gradients(tf.sqrt(y), y)
+    with tf.compat.v1.Session(graph=g) as s:
+        inv, same, neg, dlog, dsqrt = s.run(outs)
+    np.testing.assert_array_equal(inv, [-np.inf, np.inf])
+    assert np.signbit(same).tolist() == [True, False]
+    assert np.signbit(neg).tolist() == [False, True]
+    np.testing.assert_array_equal(dlog, [-np.inf, np.inf])
+    np.testing.assert_array_equal(dsqrt, [np.inf, -np.inf])      # 0.5 / sqrt(+-0) = +-inf
+
+
+def test_none_output_gradient_means_no_contribution():
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        y = x * x
+        z = x + 1.0
+    g = t.gradient([y, z], x, output_gradients=[tf.constant([3.0, 4.0]), None])
+    np.testing.assert_array_equal(g.numpy(), [6.0, 16.0])       # 2x * [3, 4]; z is not seeded
+
+
+def test_input_signature_converts_a_list_argument():
+    f = tf.function(lambda x: tf.reduce_sum(x), input_signature=[tf.TensorSpec([None], tf.float32)])
+    assert f([1.0, 2.0, 3.0]).numpy() == 6.0
+    assert f(tf.constant([1.0, 2.0])).numpy() == 3.0
+    assert f.experimental_get_tracing_count() == 1
