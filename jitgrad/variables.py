@@ -55,6 +55,7 @@ class GraphVariable(Variable):
         var_name = graph.unique_name(name or "Variable")
         with graph.name_scope(var_name + "/"):
             init = convert_to_tensor(initial_value, dtype=dtype, name="initial_value", graph=graph)
+            init = _guard_variable_reads(init, graph)
             dims = init.shape.dims if shape is None else TensorShape(shape).dims
             self._attrs = {"var": var_name, "shape": dims, "dtype": init.dtype, "name": var_name,
                            "validate_shape": validate_shape}
@@ -130,6 +131,10 @@ class GraphVariable(Variable):
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
         return self._update("AssignSub", delta, name)
 
+    def initialized_value(self):
+        """TF 1: the value if initialized, else the initial value (no initializer runs)."""
+        return apply_op("VariableOrInitial", [self._initial_value], self._attrs, name="initialized_value")
+
     def eval(self, session=None):
         return self._value.eval(session=session)
 
@@ -145,6 +150,38 @@ class GraphVariable(Variable):
 
     def __array__(self, dtype=None, copy=None):
         raise NotImplementedError("Cannot convert a graph-mode tf.Variable to a numpy array; run it in a Session.")
+
+
+def _guard_variable_reads(init, graph):
+    """An initial value that reads other variables (``tf.Variable(v * 2)``,
+    ``tf.zeros_like(v)``) reads each one's value if it is initialized and its initial
+    value otherwise, so ``global_variables_initializer`` works in any order -- TF 2's
+    _try_guard_against_uninitialized_dependencies.  The ops between those reads and
+    ``init`` are copied onto the guarded reads."""
+    owner = {id(v._value.op): v for v in graph._variables}
+    ancestors, todo = {}, [init.op]
+    while todo:
+        op = todo.pop()
+        if id(op) in ancestors:
+            continue
+        ancestors[id(op)] = op
+        if id(op) not in owner:
+            todo.extend(t.op for t in op.inputs)
+    reads = [op for op in ancestors.values() if id(op) in owner]
+    if not reads:
+        return init
+    mapping = {}
+    for op in reads:
+        v = owner[id(op)]
+        mapping[id(op.outputs[0])] = apply_op("VariableOrInitial", [v._initial_value], v._attrs,
+                                              name=op.name + "/initialized_value")
+    for op in sorted(ancestors.values(), key=lambda o: o._id):
+        if id(op) in owner or not any(id(t) in mapping for t in op.inputs):
+            continue
+        outs = apply_op(op.type, [mapping.get(id(t), t) for t in op.inputs], dict(op.attrs), name=op.name)
+        for t, new in zip(op.outputs, outs if isinstance(outs, tuple) else (outs,)):
+            mapping[id(t)] = new
+    return mapping.get(id(init), init)
 
 
 def global_variables_initializer():

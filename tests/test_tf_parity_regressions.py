@@ -74,3 +74,27 @@ def test_input_signature_converts_a_list_argument():
     assert f([1.0, 2.0, 3.0]).numpy() == 6.0
     assert f(tf.constant([1.0, 2.0])).numpy() == 3.0
     assert f.experimental_get_tracing_count() == 1
+
+
+@graph_modes
+def test_initial_value_reading_another_variable():
+    """TF 2 guards such reads: initialized value if there is one, else the initial value."""
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable([1.0, 2.0])
+        u = tf.Variable(v * 2.0)
+        z = tf.Variable(tf.zeros_like(v))
+        w = tf.Variable(u.initialized_value() + 1.0)
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(init)
+        for got, want in zip(s.run([v, u, z, w]), ([1, 2], [2, 4], [0, 0], [3, 5])):
+            np.testing.assert_array_equal(got, want)
+        s.run(v.assign([10.0, 20.0]))
+        s.run(u.initializer)                      # v is initialized now: its value is used
+        np.testing.assert_array_equal(s.run(u), [20.0, 40.0])
+    with tf.compat.v1.Session(graph=g) as s:     # fresh session: only u's initializer
+        s.run(u.initializer)
+        np.testing.assert_array_equal(s.run(u), [2.0, 4.0])
+        with pytest.raises(tf.errors.FailedPreconditionError):
+            s.run(v)                              # v itself was not initialized

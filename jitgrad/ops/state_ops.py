@@ -48,7 +48,17 @@ def _value_infer(shapes, dts, attrs):
     return [(attrs["shape"], attrs["dtype"])]
 
 
+def _read_or_initial(attrs, state, initial):
+    try:
+        return state.read(attrs["var"], attrs.get("name", attrs["var"]))
+    except FailedPreconditionError:
+        return initial
+
+
 register("VariableV2", infer=_var_infer, kernel=_read, kind="state", stateful=True)
+# A variable's value if it is initialized, else its initial value: what another
+# variable's initial value reads (variables.py), so initializers work in any order.
+register("VariableOrInitial", infer=_var_infer, kernel=_read_or_initial, kind="state", stateful=True)
 register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True)
 register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True)
 register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True)
