@@ -644,13 +644,15 @@ def batched_hessians(ys, xs, name="hessians", **kwargs):
     out = []
     for g, x in zip(grads, xs):
         if g is None:
-            out.append(None)
-            continue
+            # TF: ys does not depend on x -> its gradient loop fails on the None
+            raise ValueError(f"Tried to convert 'tensor' to a tensor and failed. Error: None values not "
+                             f"supported. (tf.hessians: the gradient with respect to {x.name} is None)")
         shape = _static(x.shape)
         (h,) = batched_jacobian(g, [x], name=name, aggregation_method=agg)
         if h is None:
-            with x.graph.as_default():
-                h = apply_op("Fill", [_const(np.zeros((), x.dtype.np), x.graph)], {"dims": tuple(shape + shape)})
+            # TF: the gradient is constant in x (ys is linear in it) -> same failure
+            raise ValueError(f"None values not supported. (tf.hessians: the gradient with respect to {x.name} "
+                             f"does not depend on {x.name})")
         else:
             with x.graph.as_default():
                 h = _reshape(h, shape + shape)

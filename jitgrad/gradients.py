@@ -273,6 +273,9 @@ def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gr
     the per-row loop below (one gradient graph per element of x) is the fallback
     where that is not possible.
     """
+    if context.executing_eagerly():
+        raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
+                           "Use tf.GradientTape instead.")
     from . import batched_gradients as _bg
     try:
         return _bg.batched_hessians(ys, xs, name=name, aggregation_method=aggregation_method)
@@ -290,8 +293,8 @@ def _hessians_per_row(ys, xs, name="hessians", colocate_gradients_with_ops=False
     hessians_out = []
     for g, x in zip(grads, xs):
         if g is None:
-            hessians_out.append(None)
-            continue
+            raise ValueError(f"Tried to convert 'tensor' to a tensor and failed. Error: None values not "
+                             f"supported. (tf.hessians: the gradient with respect to {x.name} is None)")
         if not x.shape.is_fully_defined():
             raise ValueError(f"tf.hessians needs a fully defined shape for {x.name}, got {x.shape}")
         n = x.shape.num_elements()
@@ -299,7 +302,10 @@ def _hessians_per_row(ys, xs, name="hessians", colocate_gradients_with_ops=False
         rows = []
         for i in range(n):
             row = gradients(flat[i], x, **kwargs)[0]
-            rows.append(math_ops.zeros_like(x) if row is None else row)
+            if row is None:
+                raise ValueError(f"None values not supported. (tf.hessians: the gradient with respect to "
+                                 f"{x.name} does not depend on {x.name})")
+            rows.append(row)
         h = array_ops.stack(rows, name=name) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
         hessians_out.append(array_ops.reshape(h, x.shape.as_list() + x.shape.as_list()))
     return hessians_out

@@ -98,3 +98,24 @@ def test_initial_value_reading_another_variable():
         np.testing.assert_array_equal(s.run(u), [2.0, 4.0])
         with pytest.raises(tf.errors.FailedPreconditionError):
             s.run(v)                              # v itself was not initialized
+
+
+@graph_modes
+def test_hessians_of_unconnected_or_linear_inputs_raise_like_tf():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.0, 2.0])
+        y = tf.constant(3.0)
+        with pytest.raises(ValueError, match="None values not supported"):
+            tf.hessians(tf.reduce_sum(x * x), [x, y])          # y unconnected
+        with pytest.raises(ValueError, match="None values not supported"):
+            tf.hessians(tf.reduce_sum(x * x * y), [x, y])      # linear in y
+        (h,) = tf.hessians(tf.reduce_sum(x * x * y), [x])
+    with tf.compat.v1.Session(graph=g) as s:
+        np.testing.assert_array_equal(s.run(h), [[6.0, 0.0], [0.0, 6.0]])
+
+
+def test_hessians_in_eager_mode_is_a_runtime_error():
+    x = tf.constant([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="eager execution"):
+        tf.hessians(x * x, x)
