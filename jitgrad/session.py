@@ -85,6 +85,8 @@ def _as_element(graph, f, what):
         try:
             return graph.as_graph_element(f)
         except KeyError as e:
+            if what == "Feed":      # TF: a feed_dict key naming nothing is a TypeError
+                raise TypeError(f"Cannot interpret feed_dict key as Tensor: {e.args[0]}") from None
             raise ValueError(f"{what} argument {f!r} cannot be interpreted as a Tensor. ({e.args[0]})") from None
     if isinstance(f, (Tensor, Operation)):
         if f.graph is not graph:

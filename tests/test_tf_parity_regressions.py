@@ -119,3 +119,15 @@ def test_hessians_in_eager_mode_is_a_runtime_error():
     x = tf.constant([1.0, 2.0])
     with pytest.raises(RuntimeError, match="eager execution"):
         tf.hessians(x * x, x)
+
+
+def test_feed_key_naming_nothing_is_a_type_error():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        y = x * 2.0
+    with tf.compat.v1.Session(graph=g) as s:
+        with pytest.raises(TypeError, match="Cannot interpret feed_dict key"):
+            s.run(y, {"nope:0": 1.0})
+        with pytest.raises(ValueError, match="cannot be interpreted as a Tensor"):
+            s.run("nope:0", {x: 1.0})
