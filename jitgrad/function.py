@@ -214,7 +214,7 @@ def _key_of(x):
         raise TypeError("A symbolic graph Tensor cannot be passed to a jitgrad.function called eagerly.")
     try:
         hash(x)
-        return ("P", type(x).__name__, x)
+        return ("P", x)         # by value, as TF: f(x, 1), f(x, 1.0) and f(x, True) share a trace
     except TypeError:
         return ("O", id(x))
 

@@ -131,3 +131,15 @@ def test_feed_key_naming_nothing_is_a_type_error():
             s.run(y, {"nope:0": 1.0})
         with pytest.raises(ValueError, match="cannot be interpreted as a Tensor"):
             s.run("nope:0", {x: 1.0})
+
+
+def test_equal_python_scalars_share_a_trace():
+    @tf.function
+    def f(x, s):
+        return x * s
+
+    x = tf.constant(2.0)
+    assert [f(x, 1).numpy(), f(x, 1.0).numpy(), f(x, True).numpy()] == [2.0, 2.0, 2.0]
+    assert f.experimental_get_tracing_count() == 1
+    f(x, 1.5)
+    assert f.experimental_get_tracing_count() == 2
