@@ -4,8 +4,8 @@ Tolerances (documented): float32 rtol 2e-4 / atol 1e-5 (transcendentals are
 a few ulp apart, reductions accumulate in a different order, and errors
 compound through chains of ~10 ops and their gradients); float64 rtol 1e-9.
 NaN/inf must appear at the same positions.  Cumsum, ProdExcept (reduce_prod's
-gradient), ArgMax/ArgMin and Any/All replay the reference kernels' sequential
-numpy order, so their results must be bit-identical.  Every graph is compiled once and
+gradient), ArgMax/ArgMin (TF's NaN rule) and Any/All replay the reference kernels'
+sequential order, so their results must be bit-identical.  Every graph is compiled once and
 holds many fetches (values and gradients), to keep compile time bounded.
 """
 import numpy as np
@@ -319,18 +319,60 @@ def test_random_argmax_argmin(seed):
         check_exact(p, q, f"fetch {i}")
 
 
-def test_argmax_nan_and_ties_follow_numpy():
-    # the first NaN wins (np.argmax), ties keep the first index
+def test_argmax_nan_and_ties_follow_tf():
+    # TF's CPU kernel (Eigen ArgMax): from (index 0, -FLT_MAX) only a strictly
+    # greater element wins, so NaN never does and ties keep the first index.
+    # Expected values are TF 2.21's for this very array (float32 and float64).
     v = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 2.0, -np.inf, -np.inf], [np.inf, np.inf, np.nan, 1.0],
-                  [-0.0, 0.0, -0.0, 0.0]], np.float32)
+                  [-0.0, 0.0, -0.0, 0.0], [np.nan, np.nan, np.nan, np.nan], [-np.inf, -np.inf, np.nan, -np.inf]])
+    want = [[2, 0, 0, 0, 0, 0], [0, 2, 3, 0, 0, 0], [2, 2, 0, 2], [5, 5, 1, 1]]
+    for dt in (tf.float32, tf.float64):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(dt, v.shape)
+            fetches = [tf.math.argmax(x, 1), tf.math.argmin(x, 1), tf.math.argmax(x, 0), tf.math.argmin(x, 0)]
+        a, b = run_both(g, fetches, {x: v.astype(dt.as_numpy_dtype)})
+        for p, q, ref in zip(a, b, want):
+            check_exact(p, q)
+            np.testing.assert_array_equal(q, ref)
+
+
+def test_tf_parity_ops_compile_and_match_the_interpreter():
+    # integer means (C division, int32 summed in int64), reduce_logsumexp of infinite rows,
+    # sigmoid cross-entropy at logits 0, one_hot with out-of-range indices and the
+    # cross-entropy whose gradient is TF's (SoftmaxXentLoss must not make the run fall back)
+    rng = np.random.default_rng(77)
+    xi = rng.integers(-2**31, 2**31, (9, 37), dtype=np.int64).astype(np.int32)
+    xl = rng.integers(-2**40, 2**40, (37, 9), dtype=np.int64)
+    xf = rng.standard_normal((5, 4)).astype(np.float32)
+    xf[0] = -np.inf
+    xf[1, 2] = np.inf
+    xf[2, :2] = 0.0
+    idx = rng.integers(-2, 6, (3, 4)).astype(np.int32)
+    zf = rng.uniform(0, 1, (5, 4)).astype(np.float32)
     g = tf.Graph()
     with g.as_default():
-        x = tf.compat.v1.placeholder(tf.float32, v.shape)
-        fetches = [tf.math.argmax(x, 1), tf.math.argmin(x, 1), tf.math.argmax(x, 0), tf.math.argmin(x, 0)]
-    a, b = run_both(g, fetches, {x: v})
-    for p, q, ref in zip(a, b, [np.argmax(v, 1), np.argmin(v, 1), np.argmax(v, 0), np.argmin(v, 0)]):
-        check_exact(p, q)
-        np.testing.assert_array_equal(q, ref)
+        pi, pl = tf.compat.v1.placeholder(tf.int32, xi.shape), tf.compat.v1.placeholder(tf.int64, xl.shape)
+        pf, pz = tf.compat.v1.placeholder(tf.float32, xf.shape), tf.compat.v1.placeholder(tf.float32, zf.shape)
+        px = tf.compat.v1.placeholder(tf.int32, idx.shape)
+        fetches = [tf.reduce_mean(pi, 0), tf.reduce_mean(pi, 1), tf.reduce_mean(pi), tf.reduce_mean(pi + 1, 1),
+                   tf.reduce_mean(pl, 0), tf.reduce_mean(pl, 1, keepdims=True), tf.reduce_mean(pl)]
+        lse = tf.reduce_logsumexp(pf, 1)
+        fetches += [lse, tf.gradients(tf.reduce_sum(lse), pf)[0]]
+        fin = tf.where(tf.math.is_finite(pf), pf, tf.zeros_like(pf))
+        sce = tf.nn.sigmoid_cross_entropy_with_logits(labels=pz, logits=fin)
+        fetches += [sce] + tf.gradients(tf.reduce_sum(sce), [fin, pz])
+        fetches += [tf.one_hot(px, 5), tf.one_hot(px, 4, axis=0, on_value=3, off_value=-1)]
+        xent = tf.nn.softmax_cross_entropy_with_logits(labels=pz, logits=fin)
+        fetches += [xent] + tf.gradients(tf.reduce_sum(xent * tf.range(5.0)), [fin, pz])
+    a, b = run_both(g, fetches, {pi: xi, pl: xl, pf: xf, pz: zf, px: idx})
+    for i, (p, q) in enumerate(zip(a, b)):
+        if np.asarray(p).dtype.kind in "iub":
+            check_exact(p, q, f"fetch {i}")
+        else:
+            check_close(p, q, np.float32, f"fetch {i}")
+    big = xi.astype(np.int64).sum(0)
+    np.testing.assert_array_equal(a[0], (np.abs(big) // 9 * np.sign(big)).astype(np.int32))
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -164,6 +164,92 @@ def test_gather_gradient_accumulates_repeated_indices():
     np.testing.assert_array_equal(session(g).run(gp), [[1, 1], [0, 0], [3, 3]])
 
 
+# ---------------------------------------------------------------- one_hot
+def _np_one_hot(idx, depth, axis=-1, on=1, off=0, dtype=np.float32):
+    idx = np.asarray(idx)
+    out = np.full(idx.shape + (depth,), off, dtype)
+    for pos in np.ndindex(*idx.shape):
+        if 0 <= idx[pos] < depth:
+            out[pos + (idx[pos],)] = on
+    return np.moveaxis(out, -1, axis if axis != -1 else out.ndim - 1)
+
+
+def test_one_hot_out_of_range_axis_and_dtypes():
+    # TF 2.21: indices -1 or >= depth give all-off rows (no error); the new axis goes at
+    # `axis` (-1 or [0, rank]); dtype: `dtype`, else on/off_value's, else float32.
+    idx = np.array([[0, 3, -1], [4, 2, 1]], np.int32)
+    cases = [(dict(), dict(), np.float32),
+             (dict(axis=0), dict(axis=0), np.float32),
+             (dict(axis=1, on_value=7, off_value=-1), dict(axis=1, on=7, off=-1), np.int32),
+             (dict(axis=2, dtype=tf.float64), dict(axis=2), np.float64),
+             (dict(on_value=5), dict(on=5), np.int32),            # tf.one_hot([0,1], 3, on_value=5): int32
+             (dict(off_value=2.0), dict(off=2.0), np.float32),
+             (dict(on_value=3, dtype=tf.float32), dict(on=3), np.float32),
+             (dict(on_value=True, off_value=False), dict(on=True, off=False), np.bool_)]
+    g = tf.Graph()
+    with g.as_default():
+        i = tf.compat.v1.placeholder(tf.int32, idx.shape)
+        i64 = tf.compat.v1.placeholder(tf.int64, None)
+        ys = [tf.one_hot(i, 4, **kw) for kw, _, _ in cases]
+        ys.append(tf.one_hot(i64, 3))
+        ys.append(tf.one_hot(i, 0))
+        for y, (_, _, dt) in zip(ys, cases):
+            assert y.dtype == tf.as_dtype(dt)
+        assert ys[1].shape.as_list() == [4, 2, 3] and ys[2].shape.as_list() == [2, 4, 3]
+    vals = session(g).run(ys, {i: idx, i64: [[2, 5], [0, -7]]})
+    for v, (_, ref, dt) in zip(vals, cases):
+        np.testing.assert_array_equal(v, _np_one_hot(idx, 4, dtype=dt, **ref))
+        assert v.dtype == dt
+    np.testing.assert_array_equal(vals[-2], _np_one_hot(np.array([[2, 5], [0, -7]]), 3))
+    assert vals[-1].shape == (2, 3, 0)
+    # eager, scalar index
+    np.testing.assert_array_equal(tf.one_hot([0, 1, -1, 3, 5], 3).numpy(), _np_one_hot([0, 1, -1, 3, 5], 3))
+    np.testing.assert_array_equal(tf.one_hot(1, 3).numpy(), [0.0, 1.0, 0.0])
+
+
+def test_one_hot_errors_and_no_gradient():
+    # TF raises TypeError for on/off dtypes that disagree with each other or with `dtype`
+    with pytest.raises(TypeError, match="of on_value does not match dtype"):
+        tf.one_hot([0, 1], 3, on_value=5, off_value=0.0)
+    with pytest.raises(TypeError, match="does not match dtype parameter"):
+        tf.one_hot([0, 1], 3, on_value=3.0, dtype=tf.int32)
+    with pytest.raises(TypeError):
+        tf.one_hot([0, 1], 3, dtype=tf.bool)   # TF: Cannot convert 1 to EagerTensor of dtype bool
+    with pytest.raises(TypeError):
+        tf.one_hot(tf.constant([1.0]), 3)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.one_hot([[0, 2]], 3, axis=3)      # TF: Expected axis to be -1 or between [0, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.one_hot([0], -1)
+    with tf.Graph().as_default(), pytest.raises(ValueError):
+        tf.one_hot(tf.constant([[0, 2]]), 3, axis=-2)
+    on = tf.constant(2.0)
+    with tf.GradientTape() as tape:   # TF: NotDifferentiable("OneHot")
+        tape.watch(on)
+        y = tf.reduce_sum(tf.one_hot([0, 1], 3, on_value=on))
+    assert tape.gradient(y, on) is None
+
+
+def test_sparse_softmax_cross_entropy_checks_label_range():
+    # unlike one_hot, TF's sparse cross-entropy kernel rejects labels outside [0, classes)
+    lo = np.array([[1.0, 2.0, 3.0], [1.0, 0.0, 0.0]])
+    g = tf.Graph()
+    with g.as_default():
+        lab = tf.compat.v1.placeholder(tf.int32, [2])
+        x = tf.constant(lo)
+        y = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x)
+        (gx,) = tf.gradients(tf.reduce_sum(y), x)
+    sess = session(g)
+    e = np.exp(lo - lo.max(1, keepdims=True))
+    sm = e / e.sum(1, keepdims=True)
+    v, gv = sess.run([y, gx], {lab: [2, 0]})
+    np.testing.assert_allclose(v, -np.log(sm[[0, 1], [2, 0]]), rtol=1e-12)
+    np.testing.assert_allclose(gv, sm - np.eye(3)[[2, 0]], rtol=1e-12, atol=1e-15)
+    for bad in ([3, 0], [-1, 0]):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(y, {lab: bad})
+
+
 # ---------------------------------------------------------------- sources
 def test_zeros_ones_fill_and_likes():
     g = tf.Graph()

@@ -30,6 +30,64 @@ def test_argmax_argmin(fn, ref, axis):
              grad=False)
 
 
+def tf_arg_ref(x, axis, kind):
+    """TF's CPU ArgMax/ArgMin (Eigen's ArgMaxTupleReducer), as a plain loop: the
+    best starts at (index 0, lowest()) -- -FLT_MAX for float32, not -inf -- and
+    an element replaces it only if strictly greater (argmin: smaller, from
+    highest()). So NaN never wins and ties keep the first index."""
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    if x.dtype.kind == "f":
+        start = np.finfo(x.dtype).min if kind == "max" else np.finfo(x.dtype).max
+    elif x.dtype.kind == "b":
+        start = kind != "max"
+    else:
+        start = np.iinfo(x.dtype).min if kind == "max" else np.iinfo(x.dtype).max
+    out = np.zeros(x.shape[:-1], np.int64)
+    for idx in np.ndindex(*x.shape[:-1]):
+        best, best_i = start, 0
+        for k, v in enumerate(x[idx]):
+            if (v > best) if kind == "max" else (v < best):
+                best, best_i = v, k
+        out[idx] = best_i
+    return out
+
+
+def test_argmax_argmin_nan_inf_follow_tf():
+    # Each row checked against TF 2.21 (tf.argmax / tf.argmin, CPU):
+    # [nan,1,2] -> max 2 / min 1; [nan,nan] -> 0 / 0; [-inf,nan] -> 0 / 0; [nan,-inf,5] -> 2 / 1;
+    # [-inf,-inf] -> 0 / 0; [inf,inf] -> 0 / 0; [nan,inf] -> 1 / 0; [1,nan,3] -> 2 / 0;
+    # [3,nan,1] -> 0 / 2; [-FLT_MAX,-inf] -> 0 / 1; [-inf,-FLT_MAX] -> 0 / 0 in float32 but
+    # argmax 1 in float64 (the start is -DBL_MAX there); [nan,-FLT_MAX] -> 0 / 1 (float64: 1 / 1);
+    # [inf,FLT_MAX,nan] -> 0 / 0 (float64: 0 / 1). Rows are padded to 3 with nan / -inf.
+    nan, inf, fmax = np.nan, np.inf, float(np.finfo(np.float32).max)
+    rows = [[nan, 1, 2], [nan, nan, nan], [-inf, nan, nan], [nan, -inf, 5], [-inf, -inf, -inf],
+            [inf, inf, inf], [nan, inf, nan], [1, nan, 3], [3, nan, 1], [-fmax, -inf, -inf],
+            [-inf, -fmax, -inf], [nan, -fmax, nan], [-0.0, 0.0, -0.0], [inf, fmax, nan], [fmax, inf, nan]]
+    want = {np.float32: ([2, 0, 0, 2, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 1], [1, 0, 0, 1, 0, 0, 0, 0, 2, 1, 0, 1, 0, 0, 0]),
+            np.float64: ([2, 0, 0, 2, 0, 0, 1, 2, 0, 0, 1, 1, 0, 0, 1], [1, 0, 0, 1, 0, 0, 0, 0, 2, 1, 0, 1, 0, 1, 0])}
+    for dt, (amax, amin) in want.items():
+        x = np.array(rows, dt)
+        np.testing.assert_array_equal(tf_arg_ref(x, 1, "max"), amax)
+        np.testing.assert_array_equal(tf_arg_ref(x, 1, "min"), amin)
+        _, out = _run(lambda p: [tf.argmax(p, 1), tf.argmin(p, 1), tf.argmax(p, 0), tf.argmin(p, -2)], x)
+        np.testing.assert_array_equal(out[0], amax)
+        np.testing.assert_array_equal(out[1], amin)
+        np.testing.assert_array_equal(out[2], [5, 5, 5])   # TF, both dtypes
+        np.testing.assert_array_equal(out[3], [2, 3, 4])
+        np.testing.assert_array_equal(tf_arg_ref(x, 0, "max"), [5, 5, 5])
+        np.testing.assert_array_equal(tf_arg_ref(x, 0, "min"), [2, 3, 4])
+        np.testing.assert_array_equal(tf.argmax(tf.constant(x), 1).numpy(), amax)   # eager
+    # ints and bools: extremes and ties keep index 0 (TF: argmax([INT_MIN, INT_MIN]) = 0)
+    i32 = np.array([[-2**31, -2**31], [2**31 - 1, 2**31 - 1], [3, 7]], np.int32)
+    _, out = _run(lambda p: [tf.argmax(p, 1), tf.argmin(p, 1)], i32)
+    np.testing.assert_array_equal(out[0], [0, 0, 1])
+    np.testing.assert_array_equal(out[1], [0, 0, 0])
+    b = np.array([[False, False, False], [False, True, True], [True, True, True]])
+    _, out = _run(lambda p: [tf.argmax(p, 1), tf.argmin(p, 1)], b)
+    np.testing.assert_array_equal(out[0], [0, 1, 0])
+    np.testing.assert_array_equal(out[1], [0, 0, 0])
+
+
 def test_argmax_output_type_and_dtypes():
     x = np.array([[1, 7, 7], [9, 2, 3]], np.int32)
     check_op(lambda p: tf.argmax(p, 1, output_type=tf.int32), x, expected=np.array([1, 0], np.int32))
@@ -265,7 +323,7 @@ def test_argmax_any_all_cumsum_prod_grad_are_lowered():
            lambda p: tf.reduce_any(p > 2.0, 1), lambda p: tf.reduce_all(p > -3.0, 0, keepdims=True),
            lambda p: tf.math.cumsum(p, 1, exclusive=True, reverse=True),
            lambda p: tf.gradients(tf.reduce_sum(tf.reduce_prod(p, 1)), p)[0]]
-    refs = [np.argmax(x, 1), np.argmin(x, 0).astype(np.int32), np.any(x > 2.0, 1),
+    refs = [tf_arg_ref(x, 1, "max"), tf_arg_ref(x, 0, "min").astype(np.int32), np.any(x > 2.0, 1),
             np.all(x > -3.0, 0, keepdims=True), _rev_exclusive_cumsum(x),
             np.stack([[np.prod(np.delete(r, j)) for j in range(len(r))] for r in x])]
     _, out = _run(lambda p: [f(p) for f in fns], x)

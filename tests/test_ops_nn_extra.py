@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
-from _graph_testing import check_op
+from _graph_testing import check_op, session
 
 pytestmark = pytest.mark.usefixtures("graph_mode")
 RNG = np.random.default_rng(42)
@@ -30,6 +30,51 @@ def test_reduce_logsumexp(axis, keepdims):
 def test_reduce_logsumexp_is_stable_for_large_inputs():
     check_op(lambda t: tf.math.reduce_logsumexp(t), np.array([1000.0, 1000.0]),
              expected=np.float64(1000.0 + np.log(2.0)))
+
+
+def _run(fn, *inputs):
+    g = tf.Graph()
+    with g.as_default():
+        xs = [tf.compat.v1.placeholder(tf.as_dtype(a.dtype), a.shape) for a in inputs]
+        ys = fn(*xs)
+    return session(g).run(ys, dict(zip(xs, inputs)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_reduce_logsumexp_of_infinite_rows(dt):
+    # TF 2.21: reduce_logsumexp([[-inf]*3, [inf, 2, 3]], axis=1) = [-inf, inf]: a non-finite
+    # row max shifts by 0 (where(is_finite(max), max, 0)) instead of giving inf - inf = NaN.
+    # Gradients as TF's (the same construction): all -inf row -> 0 * inf = NaN everywhere;
+    # row holding +inf -> [nan, 0, 0] (exp(inf) * (1 / inf)); -inf entries of a finite row -> 0.
+    inf, nan = np.inf, np.nan
+    x = np.array([[-inf, -inf, -inf], [inf, 2, 3], [1, 2, 3], [-inf, 0, 1], [inf, inf, 1]], dt)
+    lse = np.log(np.sum(np.exp(x[2:4] - 3), 1)) + 3   # finite rows
+    sm = np.exp(x[2:4] - lse[:, None])
+    want_y = np.array([-inf, inf, lse[0], lse[1], inf], dt)
+    want_g = np.array([[nan] * 3, [nan, 0, 0], sm[0], sm[1], [nan, nan, 0]], dt)
+
+    def f(t):
+        y = tf.reduce_logsumexp(t, axis=1)
+        return [y, tf.gradients(y, t)[0], tf.reduce_logsumexp(t[:1]), tf.reduce_logsumexp(t[1:2], 1, keepdims=True)]
+    y, gx, y_all, y_keep = _run(f, x)
+    tol = dict(rtol=1e-6 if dt == np.float32 else 1e-12)
+    np.testing.assert_allclose(y, want_y, **tol)
+    np.testing.assert_allclose(gx, want_g, **tol)
+    assert y_all == -inf and y_keep.shape == (1, 1) and y_keep[0, 0] == inf
+    np.testing.assert_allclose(tf.reduce_logsumexp(tf.constant(x), axis=1).numpy(), want_y, **tol)   # eager
+
+
+def test_sigmoid_cross_entropy_gradient_at_zero_logits():
+    # TF 2.21: logits [0, 0, -0], labels [0, .3, 1] -> d(sum loss)/dlogits = [0.5, 0.2, -0.5]:
+    # TF selects with cond = logits >= 0 (true for -0 too), so the gradient at 0 is
+    # 1 - z - sigmoid(0) = sigmoid(0) - z, the derivative of the loss; relu/abs would give -z.
+    x = np.array([0.0, 0.0, -0.0, 1.5, -2.0])
+    z = np.array([0.0, 0.3, 1.0, 0.5, 0.2])
+    gx, gz = _run(lambda lo, la: tf.gradients(tf.reduce_sum(
+        tf.nn.sigmoid_cross_entropy_with_logits(labels=la, logits=lo)), [lo, la]), x, z)
+    np.testing.assert_allclose(gx, 1 / (1 + np.exp(-x)) - z, rtol=1e-12)
+    np.testing.assert_allclose(gx[:3], [0.5, 0.2, -0.5], rtol=1e-12)
+    np.testing.assert_array_equal(gz, -x)
 
 
 def test_sigmoid_cross_entropy_with_logits():

@@ -81,6 +81,54 @@ def test_integer_reductions_and_errors():
     np.testing.assert_array_equal(v[3], [[1 * 2 * 4 * 3 * 5 * 7]])
 
 
+def _run(fn, *inputs):
+    g = tf.Graph()
+    with g.as_default():
+        xs = [tf.compat.v1.placeholder(tf.as_dtype(a.dtype), a.shape) for a in inputs]
+        ys = fn(*xs)
+    return session(g).run(ys, dict(zip(xs, inputs)))
+
+
+def _c_mean(x, axis=None):
+    """Integer mean as C / TF: exact (Python int) sum, quotient rounded toward zero."""
+    s = np.sum(np.asarray(x, np.int64).astype(object), axis=axis)
+    n = np.size(x) // max(np.size(s), 1)
+    trunc = np.vectorize(lambda v: abs(v) // n * (1 if v >= 0 else -1), otypes=[object])
+    return trunc(s).astype(np.asarray(x).dtype)
+
+
+def test_integer_mean_rounds_toward_zero_and_sums_wide():
+    # TF 2.21: reduce_mean([[1, 2], [4, -7]], axis=0) = [2, -2] (C division, not floor's -3);
+    # reduce_mean([-1, -2, -2]) = -1; int32 sums do not wrap (TF's Mean accumulates int32 in
+    # int64): mean([2**31-1, 2**31-1]) = 2**31-1, mean([-2**31, -1]) = -1073741824,
+    # mean([2**31-1, 2**31-1, 3]) = 1431655765.
+    imax, imin = 2**31 - 1, -2**31
+    cases = [(np.array([[1, 2], [4, -7]], np.int32), 0, [2, -2]),
+             (np.array([-1, -2, -2], np.int32), None, -1),
+             (np.array([-7], np.int64), None, -7),
+             (np.array([imax, imax], np.int32), None, imax),
+             (np.array([imin, -1], np.int32), None, -1073741824),
+             (np.array([imax, imax, 3], np.int32), 0, 1431655765)]
+    for x, axis, want in cases:
+        (got,) = _run(lambda p: [tf.reduce_mean(p, axis)], x)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(_c_mean(x, axis), want)
+        np.testing.assert_array_equal(tf.reduce_mean(tf.constant(x), axis).numpy(), want)   # eager
+    # shapes that take the compiled kernel's vectorised paths (reduced and kept inner
+    # dimension, fused full reduction) with sums that overflow int32 and negative remainders
+    rng = np.random.default_rng(3)
+    for dt, lim in ((np.int32, 2**31 - 1), (np.int64, 2**40)):
+        x = rng.integers(-lim, lim, (7, 37), endpoint=True).astype(dt)
+        x[0] = -lim
+        fns = [lambda p: tf.reduce_mean(p, 1), lambda p: tf.reduce_mean(p, 0, keepdims=True),
+               lambda p: tf.reduce_mean(p), lambda p: tf.reduce_mean(p - 1)]
+        got = _run(lambda p: [f(p) for f in fns], x)
+        for v, ref in zip(got, [_c_mean(x, 1), _c_mean(x, 0)[None], _c_mean(x), _c_mean(x - 1)]):
+            np.testing.assert_array_equal(v, ref)
+            assert v.dtype == dt
+
+
 def test_reduction_static_shapes_with_unknown_dims():
     with tf.Graph().as_default():
         p = tf.compat.v1.placeholder(tf.float32, [None, 3, None])
@@ -225,6 +273,63 @@ def test_softmax_cross_entropy_with_logits_value_and_gradients():
     np.testing.assert_allclose(session(g).run(gl), _np_softmax(LOGITS) - LABELS, rtol=1e-12, atol=1e-14)
 
 
+def test_softmax_cross_entropy_gradients_are_tfs_when_labels_do_not_sum_to_one():
+    # TF's fused kernel: d/dlogits = g * (softmax(logits) - labels) (its backprop output), not
+    # the exact derivative sum(labels) * softmax - labels; d/dlabels = g * -log_softmax(logits).
+    # TF 2.21, logits [[1, 2, 3]], labels [[1, 1, 0]], d(loss)/dlogits = [-0.9099694, -0.7552716, 0.6652409].
+    lo = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+    la = np.array([[1.0, 1.0, 0.0], [0.2, 0.3, 0.1]])
+    w = np.array([1.5, -2.0])
+    gx, gl = _run(lambda x, z: tf.gradients(tf.reduce_sum(
+        tf.nn.softmax_cross_entropy_with_logits(labels=z, logits=x) * w), [x, z]), lo, la)
+    np.testing.assert_allclose(gx, w[:, None] * (_np_softmax(lo) - la), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(gx[0], np.array([-0.9099694, -0.7552716, 0.6652409]) * w[0], rtol=1e-6)
+    np.testing.assert_allclose(gl, -w[:, None] * np.log(_np_softmax(lo)), rtol=1e-12)
+    # axis=0, and a rank-3 input reduced over its middle axis
+    w0 = np.array([1.5, -2.0, 0.7])
+    gx, gl = _run(lambda x, z: tf.gradients(tf.reduce_sum(
+        tf.nn.softmax_cross_entropy_with_logits(labels=z, logits=x, axis=0) * w0), [x, z]), lo, la)
+    np.testing.assert_allclose(gx, w0 * (_np_softmax(lo, 0) - la), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(gl, -w0 * np.log(_np_softmax(lo, 0)), rtol=1e-12)
+    l3, z3 = np.arange(12.0).reshape(2, 3, 2) / 5, np.arange(12.0).reshape(2, 3, 2) / 7
+    (gx,) = _run(lambda x, z: tf.gradients(tf.reduce_sum(
+        tf.nn.softmax_cross_entropy_with_logits(labels=z, logits=x, axis=1)), [x]), l3, z3)
+    np.testing.assert_allclose(gx, _np_softmax(l3, 1) - z3, rtol=1e-12, atol=1e-15)
+    # eager tape, float32
+    x32, z32 = tf.constant(lo, tf.float32), tf.constant(la, tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(x32)
+        loss = tf.nn.softmax_cross_entropy_with_logits(labels=z32, logits=x32)
+    np.testing.assert_allclose(tape.gradient(loss, x32).numpy(), _np_softmax(lo) - la, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_cross_entropy_second_derivatives_are_tfs():
+    # Differentiating TF's d/dlogits = g * (softmax - labels) again: w.r.t. logits it is the
+    # softmax Jacobian diag(s) - s s^T (TF 2.21 hessians for logits [1, 2, 3], labels
+    # [1, 1, 0]: [[0.0819251, -0.0220330, -0.0598920], ...], not twice that); the labels are
+    # a constant in it (TF: zeros, jitgrad: no gradient); d/dlabels = -log_softmax is
+    # differentiated as usual.
+    x = np.array([1.0, 2.0, 3.0])
+    z = np.array([1.0, 1.0, 0.0])
+    s = _np_softmax(x)
+    c = np.array([1.0, 2.0, 3.0])
+    g = tf.Graph()
+    with g.as_default():
+        px, pz = tf.compat.v1.placeholder(tf.float64, [3]), tf.compat.v1.placeholder(tf.float64, [3])
+        loss = tf.nn.softmax_cross_entropy_with_logits(labels=pz, logits=px)
+        (h,) = tf.hessians(loss, px)
+        gx, gz = tf.gradients(loss, [px, pz])
+        d_gx = tf.gradients(tf.reduce_sum(gx * c), [px, pz])
+        d_gz = tf.gradients(tf.reduce_sum(gz * c), [px, pz])
+    assert d_gx[1] is None and d_gz[1] is None
+    hv, dxx, dzx = session(g).run([h, d_gx[0], d_gz[0]], {px: x, pz: z})
+    jac = np.diag(s) - np.outer(s, s)
+    np.testing.assert_allclose(hv, jac, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(hv[0], [0.0819251, -0.0220330, -0.0598920], rtol=1e-5)
+    np.testing.assert_allclose(dxx, jac @ c, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(dzx, -(c - s * c.sum()), rtol=1e-12, atol=1e-15)
+
+
 def test_softmax_cross_entropy_float32_unknown_batch():
     g = tf.Graph()
     with g.as_default():
@@ -245,6 +350,8 @@ def test_softmax_cross_entropy_float32_unknown_batch():
     ("log_softmax", lambda x: tf.nn.log_softmax(x) * tf.constant([1.0, -2.0, 3.0, 0.5], tf.float64)),
     ("xent", lambda x: tf.nn.softmax_cross_entropy_with_logits(
         labels=tf.constant([0.1, 0.2, 0.3, 0.4], tf.float64), logits=x)),
+    ("xent_axis0", lambda x: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.constant([[0.5, 1.0], [0.2, 0.3]], tf.float64), logits=tf.reshape(x, [2, 2]), axis=0)),
     ("slices", lambda x: x[1:] * x[:-1] * tf.concat([x[:1], x[:2]], 0)),
 ])
 def test_hessians(name, fn):

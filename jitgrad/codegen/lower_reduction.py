@@ -1,7 +1,8 @@
 """Reductions and scatter: MATERIALISE {op type: fn(kb, node, outs, dry)}.
 
 Sum/Mean/Max/Min/Prod and Any/All (bool or/and) share emit_reduce;
-ArgMax/ArgMin are a scalar scan along their axis per output element.
+ArgMax/ArgMin are a scalar scan along their axis per output element (TF's
+rule: NaN never wins, see _arg_better).
 
 Accumulation order is fixed at compile time (no threads), so results are
 bit-identical run to run.  float32 sums (and means) accumulate in float64
@@ -22,6 +23,8 @@ from .kernel import ERR_GATHER_RANGE, I64, VW, Unsupported, c64
 def _acc_dtype(kind, dt):
     if kind in ("sum", "mean") and dt is dtypes.float32:
         return dtypes.float64
+    if kind == "mean" and dt is dtypes.int32:
+        return dtypes.int64   # TF's Mean sums int32 in int64 (no wrap-around), then divides
     return dt
 
 
@@ -59,6 +62,8 @@ def _combine(kb, kind, dt, acc, x):
 def _convert(kb, x, src, dst, W):
     if src is dst:
         return x
+    if dst is dtypes.int64:
+        return kb.b.sext(x, kb.vec_type(ir.IntType(64), W))
     return kb.b.fpext(x, kb.vec_type(ir.DoubleType(), W))
 
 
@@ -68,13 +73,13 @@ def _finalize(kb, kind, dt, acc_dt, acc, count, W):
         if dt.is_floating:
             acc = b.fdiv(acc, kb.const(acc_dt, float(count), W))
         else:
-            n = max(count, 1)
-            q = b.sdiv(acc, kb.const(dt, n, W))
-            r = b.srem(acc, kb.const(dt, n, W))
-            adj = b.and_(b.icmp_signed("!=", r, kb.const(dt, 0, W)), b.icmp_signed("<", r, kb.const(dt, 0, W)))
-            acc = b.sub(q, b.zext(adj, q.type))
+            # C integer division, as TF's Mean: the quotient rounds toward zero
+            acc = b.sdiv(acc, kb.const(acc_dt, max(count, 1), W))
     if acc_dt is not dt:
-        acc = b.fptrunc(acc, kb.vec_type(ir.FloatType(), W))
+        if dt.is_integer:
+            acc = b.trunc(acc, kb.vec_type(_reg(dt), W))
+        else:
+            acc = b.fptrunc(acc, kb.vec_type(ir.FloatType(), W))
     return acc
 
 
@@ -299,25 +304,38 @@ def _gather_grad(kb, node, outs, dry):
         rec(0, [])
 
 
-def _arg_better(kb, dt, kind, v, best):
-    """i1: element v replaces the current best (argmax/argmin, numpy rules).
+def _arg_lowest(dt, kind):
+    """The best value an arg-reduction starts from, with index 0: TF's CPU kernel
+    (Eigen's ArgMax/ArgMinTupleReducer) starts at NumTraits<T>::lowest() /
+    highest(): -FLT_MAX / +FLT_MAX for float32 (not -inf / +inf), INT_MIN /
+    INT_MAX, False / True for bool."""
+    if dt.is_floating:
+        info = np.finfo(dt.np)
+        return float(info.min if kind == "max" else info.max)
+    if dt is dtypes.bool_:
+        return 0 if kind == "max" else 1
+    info = np.iinfo(dt.np)
+    return int(info.min if kind == "max" else info.max)
 
-    Ties keep the earlier index (strict compare).  Floats: the first NaN wins,
-    as np.argmax/np.argmin do: a NaN replaces any non-NaN best, and nothing
-    replaces a NaN best."""
+
+def _arg_better(kb, dt, kind, v, best):
+    """i1: element v replaces the current best (argmax/argmin, TF's rule).
+
+    Only a strictly greater (argmax) / smaller (argmin) element replaces the
+    best, so ties keep the earlier index and NaN never wins (an ordered compare
+    is false for NaN); -inf never beats the starting -FLT_MAX either."""
     b = kb.b
     op = ">" if kind == "max" else "<"
     if dt.is_floating:
-        best_ok = b.fcmp_ordered("ord", best, best)
-        return b.and_(best_ok, b.or_(b.fcmp_ordered(op, v, best), b.fcmp_unordered("uno", v, v)))
+        return b.fcmp_ordered(op, v, best)
     if dt is dtypes.bool_:
         return b.icmp_unsigned(op, v, best)   # i1: True (1) > False (0)
     return b.icmp_signed(op, v, best)
 
 
 def _arg_op(kind):
-    """ArgMax / ArgMin along one axis: a scalar scan per output element,
-    first index of the extreme value (in axis order, so the result does not
+    """ArgMax / ArgMin along one axis: a scalar scan per output element, in
+    axis order from (index 0, _arg_lowest), TF's rule (so the result does not
     depend on any blocking or thread count)."""
     def f(kb, node, outs, dry):
         x = node.inputs[0]
@@ -343,14 +361,13 @@ def _arg_op(kind):
                 return kb.gen(x, [idx[d] if d != axis else (k, 0) for d in range(R)], 1)
             best = kb.alloca(_reg(dt))
             best_i = kb.alloca(I64)
-            b.store(elem(c64(0)), best)
+            b.store(kb.const(dt, _arg_lowest(dt, kind)), best)
             b.store(c64(0), best_i)
-            if n > 1:
-                with kb.loop(n, 1) as k:
-                    v = elem(k)
-                    take = _arg_better(kb, dt, kind, v, b.load(best))
-                    b.store(b.select(take, v, b.load(best)), best)
-                    b.store(b.select(take, k, b.load(best_i)), best_i)
+            with kb.loop(n, 0) as k:
+                v = elem(k)
+                take = _arg_better(kb, dt, kind, v, b.load(best))
+                b.store(b.select(take, v, b.load(best)), best)
+                b.store(b.select(take, k, b.load(best_i)), best_i)
             r = b.load(best_i)
             if out.dtype.size < 8:
                 r = b.trunc(r, _reg(out.dtype))

@@ -638,19 +638,70 @@ def get_static_value(tensor, partial=False):
 
 
 def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
-    """One-hot rows as a gather from a constant identity (no dedicated kernel needed)."""
-    dtype = dtypes.as_dtype(dtype or dtypes.float32)
-    on = 1 if on_value is None else on_value
-    off = 0 if off_value is None else off_value
-    table = np.full((int(depth), int(depth)), off, dtype.np)
-    np.fill_diagonal(table, on)
+    """``tf.one_hot`` as ``where(expand_dims(indices, axis) == range(depth), on, off)``.
+
+    As TF's OneHot kernel: an index outside [0, depth) (-1 included) gives an
+    all-off row; the new axis goes at ``axis`` (-1: last); the dtype is
+    ``dtype``, else on_value's / off_value's, else float32, and on/off values of
+    another dtype raise TypeError (array_ops.one_hot's rules, with its messages).
+    Not differentiable (TF: NotDifferentiable("OneHot")): no gradient reaches
+    on_value / off_value."""
     from ..convert import graph_of
-    g = graph_of([indices])
+    from .math_ops import equal, stop_gradient, where
+    g = graph_of([indices, on_value, off_value])
+    eager = g is None
     (i,) = convert_all([indices], graph=g)
-    out = gather(convert_to_tensor(table, graph=g), i, axis=0, name=name or "one_hot")
-    if axis not in (None, -1):
-        raise NotImplementedError("one_hot supports axis=-1 only")
-    return out
+    if i.dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"Value passed to parameter 'indices' has DataType {i.dtype.name} not in list of "
+                        "allowed values: int32, int64")
+    dtype = None if dtype is None else dtypes.as_dtype(dtype)
+    on = None if on_value is None else convert_to_tensor(on_value, preferred_dtype=dtype, graph=g)
+    off = None if off_value is None else convert_to_tensor(off_value, preferred_dtype=dtype, graph=g)
+    if on is not None or off is not None:
+        if dtype is not None:
+            for what, t in (("on_value", on), ("off_value", off)):
+                if t is not None and t.dtype != dtype:
+                    raise TypeError(f"dtype {t.dtype} of {what} does not match dtype parameter {dtype}")
+        else:
+            dtype = on.dtype if on is not None else off.dtype
+        if on is not None and off is not None and on.dtype != off.dtype:
+            raise TypeError(f"dtype {on.dtype} of on_value does not match dtype {off.dtype} of off_value")
+    else:
+        dtype = dtype or dtypes.float32
+    if on is None:
+        on = convert_to_tensor(1, dtype, graph=g)
+    if off is None:
+        off = convert_to_tensor(0, dtype, graph=g)
+    err = InvalidArgumentError if eager else ValueError
+    for what, t in (("on_value", on), ("off_value", off)):
+        if t.shape.rank not in (None, 0):
+            raise err(f"{what} must be a scalar, but got: {t.shape.as_list()}")
+    d = depth if isinstance(depth, (int, np.integer)) else get_static_value(depth)
+    if d is None:
+        raise ValueError("jitgrad's tf.one_hot needs a depth known when the graph is built.")
+    if np.asarray(d).dtype.kind not in "iu":
+        raise TypeError(f"Cannot convert {depth!r} to EagerTensor of dtype int32")
+    if np.ndim(d) != 0:
+        raise err(f"depth must be a scalar, but got: {list(np.shape(d))}")
+    d = int(d)
+    if d < 0:
+        raise err(f"depth must be non-negative, got: {d}")
+    axis = -1 if axis is None else int(axis)
+    rank = i.shape.rank
+    if rank is None:
+        if axis != -1:
+            raise ValueError("jitgrad's tf.one_hot needs indices of known rank for an axis other than -1")
+        pos = -1
+    else:
+        if not (axis == -1 or 0 <= axis <= rank):
+            raise err(f"Expected axis to be -1 or between [0, {rank + 1}).  But received: {axis}")
+        pos = rank if axis == -1 else axis
+        tail = rank - pos    # index dims after the new axis
+    classes = np.arange(d, dtype=i.dtype.np)
+    if rank is not None:
+        classes = classes.reshape((d,) + (1,) * tail)
+    hit = equal(expand_dims(i, pos), convert_to_tensor(classes, graph=g))
+    return where(hit, stop_gradient(on), stop_gradient(off), name=name or "one_hot")
 
 
 # ---------------------------------------------------------------- range / split

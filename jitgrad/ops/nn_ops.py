@@ -1,9 +1,14 @@
 """Softmax family, written as compositions of primitive ops so the compiler
-fuses them and their gradients come from the primitives' rules."""
+fuses them and their gradients come from the primitives' rules (except
+softmax_cross_entropy_with_logits, whose gradient is TF's: SoftmaxXentLoss)."""
+import numpy as np
+
 from ..convert import convert_all
-from .math_ops import (abs as abs_, add, exp, identity, log, log1p, multiply, negative, realdiv, relu, sigmoid,
-                       softplus, square, stop_gradient, subtract)
-from .reduction_ops import reduce_max, reduce_sum
+from .array_ops import expand_dims
+from .math_ops import (add, exp, greater_equal, identity, is_finite, log, log1p, multiply, negative, realdiv, sigmoid,
+                       softplus, square, stop_gradient, subtract, where, zeros_like)
+from .reduction_ops import _static_int, reduce_max, reduce_sum
+from .registry import apply_op, register
 
 
 def _shifted(logits, axis):
@@ -26,6 +31,30 @@ def log_softmax(logits, axis=None, name=None):
     return subtract(s, log(reduce_sum(exp(s), axis, keepdims=True)), name=name or "LogSoftmax")
 
 
+def _xent_grad(op, g):
+    """TF's gradient of its fused SoftmaxCrossEntropyWithLogits (nn_grad.py):
+    d/dlogits = g[..., None] * (softmax(logits) - labels) -- the kernel's backprop
+    output, which is not the exact sum(labels) * softmax - labels when the labels
+    do not sum to 1 -- and d/dlabels = g[..., None] * -log_softmax(logits).
+    Differentiating d/dlogits again, TF reaches logits only (through softmax;
+    the labels are a constant there): hence stop_gradient(labels)."""
+    _, logits, labels = op.inputs
+    axis = op.get_attr("axis")
+    rank = logits.shape.rank
+    if rank is not None:
+        axis %= rank
+    ge = expand_dims(g, axis)
+    return [None, multiply(ge, subtract(softmax(logits, axis), stop_gradient(labels))),
+            multiply(ge, negative(log_softmax(logits, axis)))]
+
+
+# Value: its first input (the loss, computed from logits and labels by the
+# primitives), so at run time it is an identity (passes/stop_gradient.py removes
+# it); the gradient is TF's (_xent_grad), never the primitives'.
+register("SoftmaxXentLoss", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
+         kernel=lambda attrs, loss, logits, labels: loss, grad=_xent_grad, kind="other")
+
+
 def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=None):
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
@@ -33,24 +62,34 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=No
     if labels.shape.dims is not None and logits.shape.dims is not None and \
             not labels.shape.is_compatible_with(logits.shape):
         raise ValueError(f"labels and logits must have the same shape ({labels.shape} vs {logits.shape})")
-    return negative(reduce_sum(multiply(labels, log_softmax(logits, axis)), axis),
+    loss = negative(reduce_sum(multiply(labels, log_softmax(logits, axis)), axis))
+    return apply_op("SoftmaxXentLoss", [loss, logits, labels], {"axis": _static_int(axis, "the axis")},
                     name=name or "softmax_cross_entropy_with_logits")
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
-    from .array_ops import one_hot
+    from .array_ops import gather
+    from ..convert import convert_to_tensor, graph_of
     (logits,) = convert_all([logits])
     n = logits.shape[-1] if logits.shape.rank else None
     if n is None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits needs a known number of classes")
-    onehot = one_hot(labels, n, dtype=logits.dtype)
+    # One-hot rows gathered from an identity table (not tf.one_hot, whose
+    # out-of-range rows are all zeros): a label outside [0, n) raises, as TF's
+    # CPU kernel does ("Received a label value of 5 which is outside the valid range").
+    g = graph_of([labels, logits])
+    onehot = gather(convert_to_tensor(np.eye(n, dtype=logits.dtype.np), graph=g), labels, axis=0)
     return softmax_cross_entropy_with_logits(labels=onehot, logits=logits, name=name)
 
 
 def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
-    """log(sum(exp(x))) computed stably: the max shift is a constant for differentiation."""
+    """log(sum(exp(x))) computed stably: the max shift is a constant for differentiation.
+
+    As TF's math_ops.reduce_logsumexp, a non-finite max (a row of -inf, or one
+    holding +inf) shifts by 0 instead: such rows give -inf / +inf, not NaN."""
     (x,) = convert_all([input_tensor])
-    m = stop_gradient(reduce_max(x, axis, keepdims=True))
+    raw_max = reduce_max(x, axis, keepdims=True)
+    m = stop_gradient(where(is_finite(raw_max), raw_max, zeros_like(raw_max)))
     out = add(log(reduce_sum(exp(subtract(x, m)), axis, keepdims=True)), m)
     if not keepdims:
         out = reduce_sum(out, axis, keepdims=False)  # drops the kept size-1 axes; values unchanged
@@ -64,7 +103,12 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     logits, labels = convert_all([logits, labels])
     if not labels.shape.is_compatible_with(logits.shape):
         raise ValueError(f"logits and labels must have the same shape ({logits.shape} vs {labels.shape})")
-    return add(subtract(relu(logits), multiply(logits, labels)), log1p(exp(negative(abs_(logits)))),
+    # Built with selects exactly as TF's nn_impl does (not relu/abs): at logits == 0
+    # (+0 or -0) the cond branch is taken, so d/dlogits is 1 - z - 0.5, TF's value.
+    cond = greater_equal(logits, zeros_like(logits))
+    relu_logits = where(cond, logits, zeros_like(logits))
+    neg_abs_logits = where(cond, negative(logits), logits)
+    return add(subtract(relu_logits, multiply(logits, labels)), log1p(exp(neg_abs_logits)),
                name=name or "logistic_loss")
 
 

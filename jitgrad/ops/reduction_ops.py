@@ -76,9 +76,13 @@ def _mean_kernel(attrs, x):
     axes = _np_axes(x, attrs)
     with np.errstate(all="ignore"):
         if x.dtype.kind in "iu":
-            s = np.sum(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype)
+            # TF's Mean kernel sums integers in int64 (int32 does not wrap) and
+            # divides as C does: the quotient rounds toward zero (mean([-1, -2]) = -1).
+            s = np.sum(x, axis=axes, keepdims=attrs["keepdims"], dtype=np.int64)
             n = max(num_elements([x.shape[a] for a in axes]), 1)
-            return (s // n).astype(x.dtype)  # TF truncates integer means
+            q = s // n
+            q = q + ((q * n != s) & (s < 0))   # floor -> toward zero
+            return np.asarray(q).astype(x.dtype)
         return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=x.dtype)
 
 
@@ -241,10 +245,20 @@ def _arg_infer(shapes, dts, attrs):
 
 
 def _arg_kernel(fn):
+    """TF's CPU kernel (Eigen's ArgMax/ArgMinTupleReducer) scans in index order
+    from (index 0, lowest()) -- for floats -FLT_MAX / -DBL_MAX, not -inf -- and
+    takes an element only if it is strictly greater (argmin: smaller, from
+    highest()). So ties keep the first index, NaN never wins, an all-NaN or
+    all -inf row gives 0, and float32 [-inf, -FLT_MAX] gives 0. Clamping NaN and
+    values beyond lowest() to lowest() makes numpy's first-max index that rule
+    (for ints and bools it already is)."""
     def kernel(attrs, x):
         axis = attrs["axis"]
         if x.shape[axis] == 0:
             raise ValueError(f"Reduction axis {axis} is empty in shape {list(x.shape)}")
+        if x.dtype.kind == "f":
+            info = np.finfo(x.dtype)
+            x = np.where(x > info.min, x, info.min) if fn is np.argmax else np.where(x < info.max, x, info.max)
         return np.asarray(fn(x, axis=axis)).astype(attrs["output_type"].np)
     return kernel
 
@@ -263,7 +277,7 @@ def _arg(op_type, input, axis, output_type, name):  # noqa: A002
 
 
 def argmax(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
-    """``tf.math.argmax``: axis None means 0; ties give the first index."""
+    """``tf.math.argmax``: axis None means 0; ties give the first index, NaN never wins."""
     return _arg("ArgMax", input, axis, output_type, name)
 
 

@@ -1,14 +1,16 @@
 """Stop-gradient / identity elimination.
 
-StopGradient and Identity only matter while building gradients; at run time
-they copy their input. PlaceholderWithDefault that reaches the Program is
+StopGradient, Identity and SoftmaxXentLoss only matter while building
+gradients; at run time they copy their (first) input. PlaceholderWithDefault that reaches the Program is
 never fed (a fed one became an Arg in ir.from_graph), so it too is a copy of
 its input. All three vanish: their uses are rewired to their input.
 """
 from .ir import Value
 from .util import clean, reinfer
 
-IDENTITY_OPS = ("StopGradient", "Identity", "PlaceholderWithDefault")
+# SoftmaxXentLoss (ops/nn_ops.py) is its first input with TF's cross-entropy
+# gradient attached; its other inputs (logits, labels) serve only that gradient.
+IDENTITY_OPS = ("StopGradient", "Identity", "PlaceholderWithDefault", "SoftmaxXentLoss")
 
 
 def stop_gradient(program):
