@@ -174,18 +174,24 @@ print(json.dumps(out))
 """
 
 
+def _cold_then_warm(code, env_for_dir, label):
+    """Runs `code` twice in fresh processes sharing a new, empty cache directory."""
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            return fresh(code, env_for_dir(d)), fresh(code, env_for_dir(d))
+        except RuntimeError as e:
+            print(f"  {label}: failed: {e}")
+            return None
+
+
 def section_graphs():
     print("\n== graph construction -> first result, fresh processes, cold vs warm disk cache")
     for which in ("seeds", "mlp"):
-        with tempfile.TemporaryDirectory() as d:
-            env = {"JITGRAD_CACHE_DIR": os.path.join(d, "cache")}
-            code = GRAPH_RUN.replace("sys.argv[1] if len(sys.argv) > 1 else \"seeds\"", repr(which))
-            try:
-                cold = fresh(code, env)
-                warm = fresh(code, env)
-            except RuntimeError as e:
-                print(f"  {which}: failed: {e}")
-                continue
+        code = GRAPH_RUN.replace("sys.argv[1] if len(sys.argv) > 1 else \"seeds\"", repr(which))
+        runs = _cold_then_warm(code, lambda d: {"JITGRAD_CACHE_DIR": os.path.join(d, "cache")}, which)
+        if runs is None:
+            continue
+        cold, warm = runs
         assert warm["cache_info"]["compiles"] == 0 and warm["cache_info"]["disk_hits"] >= 1, warm
         print(f"  jitgrad {which}: import jitgrad cold {ms(cold['import'])} warm {ms(warm['import'])}")
         for name in cold["graphs"]:
@@ -196,15 +202,12 @@ def section_graphs():
         except ImportError:
             print("  jax: not installed (skipped)")
             continue
-        with tempfile.TemporaryDirectory() as d:
-            env = {"JAX_CACHE_DIR": os.path.join(d, "jax"), "JAX_PLATFORMS": "cpu"}
-            code = JAX_RUN.replace("WHICH", repr(which))
-            try:
-                cold = fresh(code, env)
-                warm = fresh(code, env)
-            except RuntimeError as e:
-                print(f"  jax {which}: failed: {e}")
-                continue
+        runs = _cold_then_warm(JAX_RUN.replace("WHICH", repr(which)),
+                               lambda d: {"JAX_CACHE_DIR": os.path.join(d, "jax"), "JAX_PLATFORMS": "cpu"},
+                               f"jax {which}")
+        if runs is None:
+            continue
+        cold, warm = runs
         print(f"  jax.jit {which} (persistent compilation cache): import jax {ms(warm['import'])}")
         for name in cold["graphs"]:
             print(f"    {name:<28} cold {ms(cold['graphs'][name])}   warm {ms(warm['graphs'][name])}")

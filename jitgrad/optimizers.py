@@ -33,6 +33,16 @@ def _var_name(var):
     return var.name.split(":")[0]
 
 
+def _slot(slots, var, slot_name, name):
+    """The zero-initialised state variable ``slot_name`` of ``var``, created on first use."""
+    key = (slot_name, _key(var))
+    slot = slots.get(key)
+    if slot is None:
+        shape = _check_shape(var)
+        slot = slots[key] = _new_variable(lambda: zeros(shape, var.dtype), name)
+    return slot
+
+
 def _check_shape(var):
     if not var.shape.is_fully_defined():
         raise ValueError(f"Optimizer slots need a fully defined variable shape; {var.name} has {var.shape}.")
@@ -122,13 +132,7 @@ class Optimizer:
 
     # -- state
     def _slot(self, var, slot_name, suffix=""):
-        key = (slot_name, _key(var))
-        slot = self._slots.get(key)
-        if slot is None:
-            shape = _check_shape(var)
-            slot = _new_variable(lambda: zeros(shape, var.dtype), f"{_var_name(var)}/{self._name}{suffix}")
-            self._slots[key] = slot
-        return slot
+        return _slot(self._slots, var, slot_name, f"{_var_name(var)}/{self._name}{suffix}")
 
     def get_slot(self, var, name):
         return self._slots.get((name, _key(var)))
@@ -249,13 +253,7 @@ class KerasOptimizer:
         return [self.iterations] + list(self._slots.values())
 
     def _slot(self, var, slot_name):
-        key = (slot_name, _key(var))
-        slot = self._slots.get(key)
-        if slot is None:
-            shape = _check_shape(var)
-            slot = _new_variable(lambda: zeros(shape, var.dtype), f"{_var_name(var)}_{slot_name}")
-            self._slots[key] = slot
-        return slot
+        return _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}")
 
     def _lr(self, dtype):
         lr = self.learning_rate
