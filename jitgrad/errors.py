@@ -21,6 +21,13 @@ class InvalidArgumentError(OpError):
     pass
 
 
+def shape_error(message):
+    """A bad shape or argument found before the op runs: TF raises ValueError while
+    building a graph, InvalidArgumentError when executing eagerly (the kernel finds it)."""
+    from . import context
+    return InvalidArgumentError(message) if context.executing_eagerly() else ValueError(message)
+
+
 class FailedPreconditionError(OpError):
     pass
 

@@ -147,6 +147,7 @@ def normalize_axes(axis, rank, allow_none=True):
     for a in axes:
         a = int(a)
         if not -rank <= a < max(rank, 1):
-            raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
+            from .errors import shape_error
+            raise shape_error(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
         out.add(a % rank if rank else 0)
     return tuple(sorted(out))

@@ -143,3 +143,16 @@ def test_equal_python_scalars_share_a_trace():
     assert f.experimental_get_tracing_count() == 1
     f(x, 1.5)
     assert f.experimental_get_tracing_count() == 2
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: tf.matmul(tf.ones([2]), tf.ones([2])),
+    lambda: tf.reduce_sum(tf.ones([2, 2]), axis=2),
+    lambda: tf.ones([3])[::0],
+], ids=["matmul-rank", "reduce-axis", "slice-step-0"])
+def test_eager_argument_errors_are_invalid_argument_but_graph_ones_value_errors(bad):
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        bad()                                   # eager: the kernel finds it, as in TF
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError):
+            bad()                               # graph construction: ValueError, as in TF

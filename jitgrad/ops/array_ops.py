@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_all, convert_to_tensor, to_numpy
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, shape_error
 from ..shapes import TensorShape, as_shape, broadcast_dims, normalize_axes
 from ._infer import ALL, check_same
 from .math_ops import reduce_to
@@ -398,7 +398,7 @@ def _slice_spec(key):
                         raise TypeError("jitgrad slicing needs Python int bounds (or constants).")
                 parts.append(None if v is None else int(v))
             if parts[2] == 0:
-                raise ValueError("slice step cannot be zero")
+                raise shape_error("slice step cannot be zero")
             spec.append(("slice", *parts))
         elif isinstance(k, (bool, np.bool_)):
             raise TypeError("Only integers, slices, ellipsis and tf.newaxis are valid indices, got bool")

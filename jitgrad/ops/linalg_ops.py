@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..convert import convert_all
+from ..errors import shape_error
 from ..shapes import broadcast_dims
 from ._infer import NUMBERS, check_dtype, check_same
 from .math_ops import reduce_to
@@ -91,7 +92,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     ta, tb = bool(transpose_a or adjoint_a), bool(transpose_b or adjoint_b)
     ra, rb = a.shape.rank, b.shape.rank
     if ra is not None and rb is not None and (ra < 2 or rb < 2):
-        raise ValueError(f"Shape must be rank >= 2 for MatMul, got shapes {a.shape} and {b.shape}.")
+        raise shape_error(f"Shape must be rank >= 2 for MatMul, got shapes {a.shape} and {b.shape}.")
     if ra == 2 and rb == 2:
         return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb}, name=name or "MatMul")
     return _batch_matmul(a, b, ta, tb, name)
