@@ -146,11 +146,20 @@ def confirm_host_facts(facts):
         log.warning("jitgrad cache: cached host facts %s differ from LLVM's %s; replacing them",
                     {k: _FP.get(k) for k in _HOST_FACT_KEYS}, facts)
         _FP = dict(_FP, **facts)
+    _store_host_facts(*_host_facts_entry(), facts)
+
+
+def _host_facts_entry():
+    """(side cache, key) where this host's facts are kept; (None, None) when they
+    cannot be (no readable host identity, or the disk cache is disabled)."""
     identity = _host_identity()
     cache = _host_facts_cache() if identity else None
+    return (cache, _host_facts_key(identity)) if cache is not None else (None, None)
+
+
+def _store_host_facts(cache, key, facts):
     if cache is not None:
-        cache.store(_host_facts_key(identity), json.dumps(facts, sort_keys=True).encode("utf-8"),
-                    {"kind": "host-facts"})
+        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": "host-facts"})
 
 
 def _host_facts_cache():
@@ -197,18 +206,9 @@ def _host_identity():
 
 
 def ask_llvm():
-    import llvmlite.binding as llvm
-    try:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-    except Exception:  # pragma: no cover - already initialised / old llvmlite
-        pass
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except Exception:  # not available on some hosts
-        features = ""
-    return {"llvm": ".".join(map(str, llvm.llvm_version_info)), "triple": llvm.get_process_triple(),
-            "cpu": llvm.get_host_cpu_name(), "features": features}
+    """LLVM's own host facts (imports llvmlite.binding; jitgrad.cache.native)."""
+    from .native import llvm_host_facts
+    return llvm_host_facts()
 
 
 def _llvm_host_facts():
@@ -217,9 +217,7 @@ def _llvm_host_facts():
     disk cache does not otherwise need; so the answer is kept in the disk cache as an
     entry keyed by `_host_identity()` (checksummed and permission-checked like any
     entry).  Another CPU or llvmlite build has another identity, so it asks LLVM."""
-    identity = _host_identity()
-    cache = _host_facts_cache() if identity else None
-    key = _host_facts_key(identity) if identity else None
+    cache, key = _host_facts_entry()
     if cache is not None:
         got = cache.load(key)
         if got is not None:
@@ -230,8 +228,7 @@ def _llvm_host_facts():
             except ValueError:
                 pass
     facts = ask_llvm()
-    if cache is not None:
-        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": "host-facts"})
+    _store_host_facts(cache, key, facts)
     return facts
 
 

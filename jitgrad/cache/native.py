@@ -36,28 +36,32 @@ def _llvm():
     return llvm
 
 
-_HOST = None
+_FACTS = None
 
 
-def _host():
-    """(target, cpu name, features) of this host, looked up once per process."""
-    global _HOST
-    if _HOST is None:
+def llvm_host_facts():
+    """LLVM's view of this host, asked once per process: LLVM version, process triple,
+    CPU name and feature string -- what the cache key's fingerprint holds and what
+    every TargetMachine is built from."""
+    global _FACTS
+    if _FACTS is None:
         llvm = _llvm()
         try:
             features = llvm.get_host_cpu_features().flatten()
-        except Exception:
+        except Exception:  # not available on some hosts
             features = ""
-        _HOST = (llvm.Target.from_triple(llvm.get_process_triple()), llvm.get_host_cpu_name(), features)
-    return _HOST
+        _FACTS = {"llvm": ".".join(map(str, llvm.llvm_version_info)), "triple": llvm.get_process_triple(),
+                  "cpu": llvm.get_host_cpu_name(), "features": features}
+    return dict(_FACTS)
 
 
 def host_target_machine(opt=3, **kwargs):
     """A TargetMachine for this host (the one `make_key`'s fingerprint describes).
     A fresh one per call: `create_mcjit_compiler` takes ownership of the one it gets
-    (and frees it with the engine), so a TargetMachine must never be shared."""
-    target, cpu, features = _host()
-    return target.create_target_machine(cpu=cpu, features=features, opt=opt, **kwargs)
+    (and frees it with the engine), so one given to MCJIT must never be shared."""
+    facts = llvm_host_facts()
+    target = _llvm().Target.from_triple(facts["triple"])
+    return target.create_target_machine(cpu=facts["cpu"], features=facts["features"], opt=opt, **kwargs)
 
 
 def load_object(payload, symbol="entry"):

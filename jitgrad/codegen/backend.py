@@ -20,10 +20,9 @@ def target_machine():
         with _lock:
             if _tm[0] is None:
                 from ..cache.disk import ask_llvm, confirm_host_facts
-                facts = ask_llvm()
-                confirm_host_facts(facts)
-                target = llvm.Target.from_default_triple()
-                _tm[0] = target.create_target_machine(cpu=facts["cpu"], features=facts["features"], opt=3)
+                from ..cache.native import host_target_machine
+                confirm_host_facts(ask_llvm())
+                _tm[0] = host_target_machine(opt=3)
     return _tm[0]
 
 
