@@ -161,19 +161,12 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
 def _lift(ctx, tensor):
     """The value of a traced tensor that must not depend on the function's arguments
     (a variable's initial value), computed now by the reference interpreter."""
+    from .passes.prune import prune
     from .session import ConfigProto, Session
-    seen, todo = set(), [tensor.op]
-    while todo:
-        op = todo.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if op.type == "Placeholder":
-            raise ValueError(f"The initial value of a tf.Variable created inside jitgrad.function ({tensor.name}) "
-                             "depends on the function's arguments; it must be computable when the function is "
-                             "first traced (use constants, other variables, or create the variable outside).")
-        todo.extend(t.op for t in op.inputs)
-        todo.extend(op.control_inputs)
+    if any(op.type == "Placeholder" for op in prune([tensor], ())):
+        raise ValueError(f"The initial value of a tf.Variable created inside jitgrad.function ({tensor.name}) "
+                         "depends on the function's arguments; it must be computable when the function is "
+                         "first traced (use constants, other variables, or create the variable outside).")
     sess = Session(graph=ctx.graph, config=ConfigProto(jitgrad_mode="interpret"))
     sess._store = _EagerVariableStore(dict(ctx.variables))
     return EagerTensor(np.asarray(sess.run(tensor)))

@@ -158,16 +158,10 @@ def _guard_variable_reads(init, graph):
     value otherwise, so ``global_variables_initializer`` works in any order -- TF 2's
     _try_guard_against_uninitialized_dependencies.  The ops between those reads and
     ``init`` are copied onto the guarded reads."""
+    from .passes.prune import prune
     owner = {id(v._value.op): v for v in graph._variables}
-    ancestors, todo = {}, [init.op]
-    while todo:
-        op = todo.pop()
-        if id(op) in ancestors:
-            continue
-        ancestors[id(op)] = op
-        if id(op) not in owner:
-            todo.extend(t.op for t in op.inputs)
-    reads = [op for op in ancestors.values() if id(op) in owner]
+    ancestors = prune([init], ())          # creation order, which is topological
+    reads = [op for op in ancestors if id(op) in owner]
     if not reads:
         return init
     mapping = {}
@@ -175,7 +169,7 @@ def _guard_variable_reads(init, graph):
         v = owner[id(op)]
         mapping[id(op.outputs[0])] = apply_op("VariableOrInitial", [v._initial_value], v._attrs,
                                               name=op.name + "/initialized_value")
-    for op in sorted(ancestors.values(), key=lambda o: o._id):
+    for op in ancestors:
         if id(op) in owner or not any(id(t) in mapping for t in op.inputs):
             continue
         outs = apply_op(op.type, [mapping.get(id(t), t) for t in op.inputs], dict(op.attrs), name=op.name)
