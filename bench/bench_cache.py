@@ -89,11 +89,12 @@ def section_latency(repeats):
     try:
         sys.path.insert(0, os.path.join(ROOT, "tests"))
         from test_disk_cache import _build_object
-        from jitgrad.cache.native import _ElfCode, load_object
+        from jitgrad.cache.elf import ElfImage
+        from jitgrad.cache.native import load_object
         obj = _build_object()
         t = median_time(lambda: load_object(obj, "add2"), repeats)
         print(f"  MCJIT load_object ({len(obj)} B object, 4 functions): {ms(t)}")
-        t = median_time(lambda: _ElfCode(obj).address("add2"), repeats)
+        t = median_time(lambda: ElfImage(obj).address("add2"), repeats)
         print(f"  jitgrad ELF loader, same object:                 {ms(t)}")
     except Exception as e:  # pragma: no cover
         print(f"  load_object: skipped ({e})")

@@ -23,7 +23,7 @@ import sys
 # ELF constants (System V gABI, x86-64 psABI)
 _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_REL = 2, 4, 8, 9
 _SHF_WRITE, _SHF_ALLOC = 0x1, 0x2
-_SHN_UNDEF, _SHN_LORESERVE, _SHN_ABS, _SHN_COMMON = 0, 0xFF00, 0xFFF1, 0xFFF2
+_SHN_UNDEF, _SHN_LORESERVE, _SHN_ABS = 0, 0xFF00, 0xFFF1
 _STB_GLOBAL, _STB_WEAK = 1, 2
 _R_64, _R_PC32, _R_GOTPCREL, _R_32, _R_32S, _R_PLT32 = 1, 2, 9, 10, 11, 4
 _R_GOTPCRELX, _R_REX_GOTPCRELX, _R_PC64 = 41, 42, 24
@@ -152,6 +152,8 @@ def _symbols(data, secs):
 class ElfImage:
     """An object file relocated into this process.  `address(name)` gives a global
     symbol's address; the code stays mapped as long as this object lives."""
+
+    loader = "elf"      # what jitgrad.cache.native.load reports (the other one is "mcjit")
 
     def __init__(self, data):
         if not supported():

@@ -80,16 +80,6 @@ def load_object(payload, symbol="entry"):
     return engine, address
 
 
-class _ElfCode:
-    loader = "elf"
-
-    def __init__(self, payload):
-        self.image = elf.ElfImage(payload)
-
-    def address(self, name):
-        return self.image.address(name)
-
-
 class _McjitCode:
     loader = "mcjit"
 
@@ -110,7 +100,7 @@ def load(payload):
     mode = os.environ.get("JITGRAD_LOADER", "auto").strip().lower()
     if mode != "mcjit" and elf.supported():
         try:
-            return _ElfCode(payload)
+            return elf.ElfImage(payload)
         except elf.ElfUnsupported as e:
             if mode == "elf":
                 raise

@@ -649,7 +649,6 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     from ..convert import graph_of
     from .math_ops import equal, stop_gradient, where
     g = graph_of([indices, on_value, off_value])
-    eager = g is None
     (i,) = convert_all([indices], graph=g)
     if i.dtype not in (dtypes.int32, dtypes.int64):
         raise TypeError(f"Value passed to parameter 'indices' has DataType {i.dtype.name} not in list of "
@@ -672,20 +671,19 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         on = convert_to_tensor(1, dtype, graph=g)
     if off is None:
         off = convert_to_tensor(0, dtype, graph=g)
-    err = InvalidArgumentError if eager else ValueError
     for what, t in (("on_value", on), ("off_value", off)):
         if t.shape.rank not in (None, 0):
-            raise err(f"{what} must be a scalar, but got: {t.shape.as_list()}")
+            raise shape_error(f"{what} must be a scalar, but got: {t.shape.as_list()}")
     d = depth if isinstance(depth, (int, np.integer)) else get_static_value(depth)
     if d is None:
         raise ValueError("jitgrad's tf.one_hot needs a depth known when the graph is built.")
     if np.asarray(d).dtype.kind not in "iu":
         raise TypeError(f"Cannot convert {depth!r} to EagerTensor of dtype int32")
     if np.ndim(d) != 0:
-        raise err(f"depth must be a scalar, but got: {list(np.shape(d))}")
+        raise shape_error(f"depth must be a scalar, but got: {list(np.shape(d))}")
     d = int(d)
     if d < 0:
-        raise err(f"depth must be non-negative, got: {d}")
+        raise shape_error(f"depth must be non-negative, got: {d}")
     axis = -1 if axis is None else int(axis)
     rank = i.shape.rank
     if rank is None:
@@ -694,7 +692,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         pos = -1
     else:
         if not (axis == -1 or 0 <= axis <= rank):
-            raise err(f"Expected axis to be -1 or between [0, {rank + 1}).  But received: {axis}")
+            raise shape_error(f"Expected axis to be -1 or between [0, {rank + 1}).  But received: {axis}")
         pos = rank if axis == -1 else axis
         tail = rank - pos    # index dims after the new axis
     classes = np.arange(d, dtype=i.dtype.np)
