@@ -25,15 +25,24 @@ def _walk(kb, shape, dims, idx, body, reverse=False):
         _walk(kb, shape, dims[1:], {**idx, d: (k, 0)}, body, reverse)
 
 
+def _scanned(kb, node, dry):
+    """(input value, its shape), or (None, None) when there is nothing to emit: a dry
+    run (no buffers needed beyond the output) or an empty input."""
+    if dry:
+        return None, None
+    x = node.inputs[0]
+    shape = kb.shape(x)
+    if any(d == 0 for d in shape):
+        return None, None
+    return x, shape
+
+
 def _cumsum(kb, node, outs, dry):
     """out[k] = x[0] + ... + x[k] along the axis (exclusive: up to k-1;
     reverse: from the end), accumulated sequentially in the input dtype
     like np.cumsum(..., dtype=x.dtype)."""
-    if dry:
-        return
-    x = node.inputs[0]
-    shape = kb.shape(x)
-    if any(d == 0 for d in shape):
+    x, shape = _scanned(kb, node, dry)
+    if x is None:
         return
     R = len(shape)
     axis = node.attrs["axis"] % R
@@ -73,11 +82,8 @@ def _prod_except(kb, node, outs, dry):
     exclusive cumulative products over the reduced dims flattened in
     row-major order.  Pass 1 writes the left products, pass 2 walks the
     slice backwards multiplying in the right products."""
-    if dry:
-        return
-    x = node.inputs[0]
-    shape = kb.shape(x)
-    if any(d == 0 for d in shape):
+    x, shape = _scanned(kb, node, dry)
+    if x is None:
         return
     R = len(shape)
     axes = normalize_axes(node.attrs["axis"], R)
