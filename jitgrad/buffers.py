@@ -39,10 +39,19 @@ def _probe_base():
 _BASE = _probe_base()
 
 
+def _nbytes(shape, dtype):
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def recycles(shape, dtype):
+    """True if ``empty(shape, dtype)`` hands out pooled memory (else it is np.empty)."""
+    return _nbytes(shape, np.dtype(dtype)) >= RECYCLE_MIN_BYTES
+
+
 def empty(shape, dtype):
     """Like ``np.empty(shape, dtype)`` (C order)."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = _nbytes(shape, dtype)
     if nbytes < RECYCLE_MIN_BYTES:
         return np.empty(shape, dtype)
     with _lock:

@@ -598,8 +598,8 @@ def make_runner(session, plan, elements, fed, struct):
             P[plan.out_base + j] = _addr(buf)
             fixed.add(j)
         else:
-            big = int(np.prod(shape, dtype=np.int64)) * dt.itemsize >= _buffers.RECYCLE_MIN_BYTES
-            body.append(f"o{j} = {'_EMPTY_POOLED' if big else '_EMPTY'}(OS{j}, OD{j})")
+            # small outputs call np.empty directly: no pool lookup on the hot path
+            body.append(f"o{j} = {'_EMPTY_POOLED' if _buffers.recycles(shape, dt) else '_EMPTY'}(OS{j}, OD{j})")
             body.append(f"P[{plan.out_base + j}] = _addr(o{j})")
     body.append("STATS['plan_hits'] += 1")
     body.append("_call(K, PADDR)" if k.mt_addr else "CF(PADDR)")
@@ -700,8 +700,8 @@ def explain(session, elements, fed):
     common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
                   reason=plan.reason)
     if plan.fallback:
-        return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[], arena_bytes=0,
-                             ir="", asm="", **common)
+        return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
+                             arena_bytes=0, ir="", asm="", **common)
     k = plan.kernel
     if k.opt_ir is None or not k.report:  # loaded from disk: rebuild the texts (not cached)
         from .codegen.kernel import KernelBuilder
@@ -712,6 +712,6 @@ def explain(session, elements, fed):
         k.ir_text = ir_text
         k.report = {"groups": kb.groups, "buffers": kb.buffer_report}
     asm = backend.assembly(k.opt_ir)
-    return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings, groups=k.report["groups"],
-                         buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"], ir=k.opt_ir,
+    return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings,
+                         groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"], ir=k.opt_ir,
                          unoptimised_ir=k.ir_text, asm=asm, **common)
