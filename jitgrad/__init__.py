@@ -111,6 +111,9 @@ def name_scope(name):
     return get_default_graph().name_scope(name)
 
 
+group = _v.group
+
+
 def no_op(name=None):
     from .ops.registry import apply_op
     return apply_op("NoOp", [], {}, name=name or "NoOp")

@@ -49,17 +49,6 @@ def _check_shape(var):
     return var.shape.as_list()
 
 
-def _grouped(updates, name):
-    """One op that runs every update (graph mode); None in eager mode."""
-    if context.executing_eagerly():
-        return None
-    from .ops.registry import apply_op
-    graph = context.get_default_graph()
-    deps = [u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")]
-    with graph.control_dependencies(deps):
-        return apply_op("NoOp", [], {}, name=name)
-
-
 def _no_gradients(pairs):
     names = [getattr(v, "name", repr(v)) for _, v in pairs]
     return ValueError(f"No gradients provided for any variable: {names}.")
@@ -119,7 +108,8 @@ class Optimizer:
             else:
                 with graph.control_dependencies([u for u in updates if u is not None]):
                     updates = [global_step.assign_add(1)]
-        return _grouped(updates, name or self._name)
+        from .variables import group
+        return group(*[u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")], name=name or self._name)
 
     def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
                  colocate_gradients_with_ops=False, name=None, grad_loss=None):

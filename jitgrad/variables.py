@@ -184,10 +184,16 @@ def global_variables_initializer():
 
 
 def variables_initializer(var_list, name="init"):
-    graph = context.get_default_graph()
-    inits = [v.initializer for v in var_list]
-    with graph.control_dependencies(inits):
-        return apply_op("NoOp", [], {}, name=name)
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def group(*inputs, name=None):
+    """``tf.group``: one op that runs all of ``inputs`` (ops or tensors); None when
+    executing eagerly, where they have already run."""
+    if context.executing_eagerly():
+        return None
+    with context.get_default_graph().control_dependencies([i for i in inputs if i is not None]):
+        return apply_op("NoOp", [], {}, name=name or "group_deps")
 
 
 def global_variables():

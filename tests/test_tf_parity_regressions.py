@@ -156,3 +156,18 @@ def test_eager_argument_errors_are_invalid_argument_but_graph_ones_value_errors(
     with tf.Graph().as_default():
         with pytest.raises(ValueError):
             bad()                               # graph construction: ValueError, as in TF
+
+
+@graph_modes
+def test_group_runs_all_its_inputs():
+    g = tf.Graph()
+    with g.as_default():
+        a, b = tf.Variable(1.0), tf.Variable(2.0)
+        both = tf.group(a.assign(10.0), b.assign_add(5.0).op, name="both")
+        assert isinstance(both, tf.Operation) and both.name == "both"
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(init)
+        assert s.run(both) is None
+        assert s.run([a, b]) == [10.0, 7.0]
+    assert tf.group(tf.constant(1.0)) is None          # eager: already ran, as in TF
