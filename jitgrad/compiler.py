@@ -713,5 +713,5 @@ def explain(session, elements, fed):
         k.report = {"groups": kb.groups, "buffers": kb.buffer_report}
     asm = backend.assembly(k.opt_ir)
     return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings,
-                         groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"], ir=k.opt_ir,
-                         unoptimised_ir=k.ir_text, asm=asm, **common)
+                         groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"],
+                         ir=k.opt_ir, unoptimised_ir=k.ir_text, asm=asm, **common)
