@@ -85,7 +85,7 @@ def build_loop_ir(name, dtype, arity=None, vector=None):
     b.store(res, oaddr, align=np.dtype(dtype).itemsize)
     nxt = b.add(i, ir.Constant(i64, step))
     i.add_incoming(ir.Constant(i64, 0), entry)
-    i.add_incoming(nxt, loop)
+    i.add_incoming(nxt, b.block)  # vecmath may have split the body into blocks
     b.cbranch(b.icmp_signed("<", nxt, n), loop, done)
     b.position_at_end(done)
     b.ret_void()

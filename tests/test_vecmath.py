@@ -165,6 +165,43 @@ def test_deterministic_and_vector_types(dtype):
         assert v.tobytes() == a[:m].tobytes(), name
 
 
+@pytest.mark.parametrize("width", [8, 16])
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("name", ["exp", "expm1", "tanh"])
+def test_in_range_fast_path_gives_the_same_bits(name, dtype, width):
+    """exp and expm1 branch to a shorter path when every lane of a vector is
+    in range (vecmath._EXP_NORMAL); tanh never needs expm1's overflow cap.
+    A value must get the same bits whichever path its vector takes: compare
+    vectors that are all in range, vectors with one out-of-range lane, and
+    the straight-line scalar loop, around each boundary."""
+    normal = vecmath._EXP_NORMAL[dtype == F64]
+    lo = vecmath._EXPM1_LO[dtype == F64]
+    edges = [normal, -normal, lo, 0.0, 1e-30, 20.0, 10.0, 88.0, -87.0, 709.0, -708.0]
+    vals = []
+    for edge in edges:
+        v = dtype(edge)
+        vals += [v, -v]
+        for direction in (np.inf, -np.inf):
+            w = v
+            for _ in range(3):
+                w = np.nextafter(w, dtype(direction))
+                vals.append(w)
+    rng = np.random.default_rng(3)
+    inside = np.concatenate([np.array([v for v in vals if abs(v) <= normal and v >= lo], dtype),
+                             rng.uniform(lo, normal, 200).astype(dtype)])
+    inside = np.resize(inside, (len(inside) + width - 1) // width * width)
+    mixed = inside.reshape(-1, width).copy()
+    mixed[np.arange(len(mixed)), rng.integers(0, width, len(mixed))] = dtype(np.inf)  # full path
+    outside = np.resize(np.array(vals, dtype), (len(vals) + width - 1) // width * width)
+    scalar = H.compiled(name, dtype)
+    vector = H.compiled(name, dtype, vector=width)
+    for x in (inside, mixed.ravel(), outside):
+        assert vector(x).tobytes() == scalar(x).tobytes()
+    keep = mixed.ravel() != np.inf
+    assert vector(mixed.ravel())[keep].tobytes() == vector(inside)[keep].tobytes()
+    assert "vm.fast" in vector.ir or name == "tanh"
+
+
 def _loop_body(asm):
     """Assembly of function f (up to its end)."""
     start = re.search(r"^f:", asm, re.M).start()

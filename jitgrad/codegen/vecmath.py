@@ -1,11 +1,18 @@
-"""Branch-free, vectorisable transcendental functions emitted as LLVM IR.
+"""Vectorisable transcendental functions emitted as LLVM IR.
 
 LLVM's loop vectoriser widens a loop that calls ``llvm.exp.*`` or libm, but
 the backend then scalarises the vector call back into libm calls.  The
 functions here are emitted as plain straight-line IR (range reduction +
 polynomial, in the style of Cephes / fdlibm / SLEEF) using only intrinsics
 that lower to single instructions (fma, fabs, floor, rint, copysign, sqrt), so
-a fused loop vectorises to AVX2 code.
+a fused loop vectorises to AVX2 code.  Scalars get straight-line code; on
+vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
+shorter path when every lane is in the normal range, which gives the same
+bits as the full path (tested), so no result depends on its neighbours.
+
+Caller's contract: emit() may end the builder in a new basic block, so a
+loop that emits into its body takes the latch's predecessor from
+``builder.block`` after the call, not from the block it started in.
 
 API::
 
@@ -33,13 +40,13 @@ in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
     ========  ===========================  =====  =====  =========
     function  main range f32 / f64          f32    f64   bound
     ========  ===========================  =====  =====  =========
-    exp       [-104, 89] / [-746, 710]     1.00   0.81   1.5 / 1.25
-    expm1     [-30, 89] / [-60, 710]       1.41   1.74   2.0 / 2.25
+    exp       [-104, 89] / [-746, 710]     1.02   0.81   1.5 / 1.25
+    expm1     [-30, 89] / [-60, 710]       1.68   1.83   2.0 / 2.25
     log       (0, 4]                       0.82   0.79   1.0
     log1p     [-1, 4]                      0.80   0.81   1.0
-    tanh      [-10, 10] / [-20, 20]        2.29   2.50   3.0
+    tanh      [-10, 10] / [-20, 20]        2.46   2.50   3.0
     sigmoid   [-110, 40] / [-750, 60]      2.24   2.21   2.75
-    softplus  [-110, 40] / [-750, 60]      1.55   1.55   2.0
+    softplus  [-110, 40] / [-750, 60]      1.61   1.55   2.0
     sin       |x| <= 2**19 / 2**45         1.05   0.77   1.5 / 1.0
     cos       |x| <= 2**19 / 2**45         0.78   0.77   1.0
     tan       |x| <= 2**19 / 2**45         2.19   2.15   2.75
@@ -233,14 +240,33 @@ class _Em:
             acc = self.fma(acc, x, k)
         return acc
 
-    def pow2(self, n):
-        """2**n for integer-valued float n with exponent of 2**n normal.
+    def poly_estrin(self, x, coeffs):
+        """Estrin's scheme: the same polynomial as `poly` in about log2(n)
+        dependent FMAs instead of n.  Used where the polynomial sits on a
+        hot loop's critical path (the exp family: W2 value+gradient -3.5%);
+        the rounding differs slightly from Horner's, so the accuracy table
+        is measured with it."""
+        cv = [k if isinstance(k, ir.Value) else self.c(k) for k in coeffs]
+        pw = x
+        while len(cv) > 1:
+            nxt = [self.fma(cv[i + 1], pw, cv[i]) for i in range(0, len(cv) - 1, 2)]
+            if len(cv) % 2:
+                nxt.append(cv[-1])
+            cv = nxt
+            if len(cv) > 1:
+                pw = self.mul(pw, pw)
+        return cv[0]
 
-        Adding 1.5 * 2**mant puts n in the low mantissa bits; this avoids
-        float->int64 conversions, which AVX2 lacks."""
-        magic = 1.5 * 2.0 ** self.mant
-        i = self.to_int(self.add(n, self.c(magic)))
-        i = self.b.add(i, self.ci(self.bias))
+    MAGIC = {False: 1.5 * 2.0 ** 23, True: 1.5 * 2.0 ** 52}
+
+    def pow2(self, n):
+        """2**n for integer-valued float n with exponent of 2**n normal."""
+        return self.pow2_biased(self.add(n, self.c(self.MAGIC[self.f64])))
+
+    def pow2_biased(self, nm):
+        """2**n from nm = n + 1.5 * 2**mant, which holds n in its low
+        mantissa bits: no float->int64 conversion, which AVX2 lacks."""
+        i = self.b.add(self.to_int(nm), self.ci(self.bias))
         return self.to_float(self.b.shl(i, self.ci(self.mant)))
 
     def scale(self, p, n):
@@ -248,6 +274,36 @@ class _Em:
         n1 = self.floor(self.mul(n, self.c(0.5)))
         n2 = self.sub(n, n1)
         return self.mul(self.mul(p, self.pow2(n1)), self.pow2(n2))
+
+    def if_all(self, ok, fast, slow):
+        """fast() if every lane of the i1 (vector) `ok` is true, else slow().
+
+        For vector types this is a branch: the common in-range vector skips
+        the clamps and special-case arithmetic its out-of-range neighbours
+        need.  Both paths must give the same bits wherever `ok` holds, so
+        results never depend on which lanes share a vector.  Scalars stay
+        straight-line (slow() only)."""
+        if not self.count:
+            return slow()
+        b = self.b
+        mask_ty = ir.IntType(self.count)
+        all_ok = b.icmp_unsigned("==", b.bitcast(ok, mask_ty),
+                                 ir.Constant(mask_ty, (1 << self.count) - 1))
+        fast_bb = b.append_basic_block("vm.fast")
+        slow_bb = b.append_basic_block("vm.slow")
+        join_bb = b.append_basic_block("vm.join")
+        b.cbranch(all_ok, fast_bb, slow_bb).set_weights([255, 1])
+        results = []
+        for bb, path in ((fast_bb, fast), (slow_bb, slow)):
+            b.position_at_end(bb)
+            value = path()
+            results.append((value, b.block))
+            b.branch(join_bb)
+        b.position_at_end(join_bb)
+        phi = b.phi(self.ty)
+        for value, bb in results:
+            phi.add_incoming(value, bb)
+        return phi
 
     def exponent_of(self, ibits):
         """Biased exponent field of a non-negative float's bits, as float."""
@@ -280,18 +336,24 @@ class _Em:
 _LN2_SPLIT = {False: _split(_LN2, np.float32, 2), True: _split(_LN2, np.float64, 2)}
 
 # exp(r) = 1 + r + r^2 * P(r) on |r| <= ln2/2.
+#
+# float32 P (here and expm1's): weighted least-squares fits iterated towards
+# minimax (Lawson) at Chebyshev nodes on |r| <= 1.002 ln2/2, weight r^2/exp(r)
+# (exp: absolute error of p) or r^2/|expm1 r| (expm1: relative error),
+# coefficients rounded to float32 one at a time from the highest degree with
+# a refit of the rest.  Approximation error 0.07 / 0.29 ulp: one and two
+# terms shorter than the Cephes / Taylor series used before (W2 -4%).
 _EXP_P = {
-    # Cephes expf
-    False: [5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
-            1.3981999507e-3, 1.9875691500e-4],
+    False: [0.4999999403953552, 0.1666651964187622, 0.041668400168418884,
+            0.008368857204914093, 0.0013814306585118175],
     # Taylor to r^13; truncation r^14/14! <= 5e-18 relative
     True: [1.0 / float(np.prod(np.arange(1, k + 1), dtype=np.float64))
            for k in range(2, 14)],
 }
-# expm1(r) = r + r^2 * P(r); Taylor so the error is relative to r near 0.
+# expm1(r) = r + r^2 * P(r): the error is relative to r near 0.
 _EXPM1_P = {
-    False: [1.0 / float(np.prod(np.arange(1, k + 1), dtype=np.float64))
-            for k in range(2, 9)],
+    False: [0.4999999701976776, 0.16666541993618011, 0.04166720435023308,
+            0.008366651833057404, 0.0013882493367418647],
     True: _EXP_P[True],
 }
 # exp(x) is inf above hi and rounds to 0 below lo; clamping to [lo, hi]
@@ -300,24 +362,34 @@ _EXP_LIM = {False: (-104.0, 89.0), True: (-746.0, 710.0)}
 
 
 def _reduce_ln2(e, x):
-    """x = n*ln2 + r, |r| <= ln2/2 (+rounding).
+    """x = n*ln2 + r, |r| <= ln2/2 (+rounding); returns n, r, n*ln2_lo and
+    nm = n + 1.5 * 2**mant (for `pow2_biased`).
 
-    With FMA, x - n*ln2_hi is exact even with ln2_hi at the type's full
-    precision (the result fits in the format), so a 2-part split suffices;
-    the lo product is returned separately for callers that keep a tail."""
+    One FMA adding the magic constant rounds x*log2(e) to the integer n
+    (the product is exact inside the FMA) and leaves n in nm's low bits,
+    which 2**n is built from.  With FMA, x - n*ln2_hi is exact even with
+    ln2_hi at the type's full precision (the result fits in the format), so
+    a 2-part split suffices; the lo product is returned separately for
+    callers that keep a tail.  Needs |x| < 2**(mant-2)."""
     hi, lo = _LN2_SPLIT[e.f64]
-    n = e.rint(e.mul(x, e.c(float(_LOG2E))))
+    magic = e.c(e.MAGIC[e.f64])
+    nm = e.fma(x, e.c(float(_LOG2E)), magic)
+    n = e.sub(nm, magic)
     r = e.fma(e.neg(n), e.c(hi), x)
-    return n, r, e.mul(n, e.c(lo))
+    return n, r, e.mul(n, e.c(lo)), nm
 
 
-def _exp_core(e, x, xlo=None):
-    """exp(x + xlo) for x already clamped to _EXP_LIM (or NaN)."""
-    n, r1, nlo = _reduce_ln2(e, x)
+def _exp_core(e, x, xlo=None, normal=False):
+    """exp(x + xlo) for x already clamped to _EXP_LIM (or NaN).
+
+    normal: |x| <= _EXP_NORMAL, so 2**n and the result are normal numbers
+    and one exact scaling replaces `scale`'s two (same bits)."""
+    n, r1, nlo, nm = _reduce_ln2(e, x)
+    scale = (lambda p, n: e.mul(p, e.pow2_biased(nm))) if normal else e.scale
     if not e.f64:
         r = e.sub(r1, nlo)
-        p = e.add(e.fma(e.mul(r, r), e.poly(r, _EXP_P[False]), r), e.c(1.0))
-        return e.scale(p, n)
+        p = e.add(e.fma(e.mul(r, r), e.poly_estrin(r, _EXP_P[False]), r), e.c(1.0))
+        return scale(p, n)
     # f64: keep r as a double-double so only the final 1 + (...) rounds at
     # full weight.
     t = e.neg(nlo) if xlo is None else e.sub(xlo, nlo)
@@ -326,22 +398,35 @@ def _exp_core(e, x, xlo=None):
     # the neglected rl rh^2 / 2 is < 2^-58.
     q = e.fma(e.mul(rh, rh), e.poly(rh, _EXP_P[True]), e.fma(rl, rh, rl))
     p = e.add(e.c(1.0), e.add(rh, q))
-    return e.scale(p, n)
+    return scale(p, n)
+
+
+# Below this |x|, exp's 2**n (|n| <= 124 / 1020) and result (p in
+# [0.7, 1.42]) are normal: no clamp, one scaling.
+_EXP_NORMAL = {False: 86.0, True: 707.0}
 
 
 def _exp(e, x):
     lo, hi = _EXP_LIM[e.f64]
-    return _exp_core(e, e.max_c(e.min_c(x, hi), lo))
+    return e.if_all(e.cmp("<=", e.abs(x), e.c(_EXP_NORMAL[e.f64])),
+                    lambda: _exp_core(e, x, normal=True),
+                    lambda: _exp_core(e, e.max_c(e.min_c(x, hi), lo)))
 
 
-def _expm1_core(e, x):
-    """expm1(x) for x in [lo, hi] (or NaN), accurate relative to the result."""
-    n, r1, nlo = _reduce_ln2(e, x)
+def _expm1_core(e, x, capped=True):
+    """expm1(x) for x in [lo, hi] (or NaN), accurate relative to the result.
+
+    capped=False: the caller guarantees n <= bias (x below ~88 / ~709), so
+    2**n cannot overflow and the cap below is an exact no-op."""
+    n, r1, nlo, nm = _reduce_ln2(e, x)
     r = e.sub(r1, nlo)
-    em = e.fma(e.mul(r, r), e.poly(r, _EXPM1_P[e.f64]), r)
+    em = e.fma(e.mul(r, r), e.poly_estrin(r, _EXPM1_P[e.f64]), r)
     # expm1(x) = 2^n * em + (2^n - 1); 2^n - 1 is exact while it matters.
     # 2^n itself overflows for the largest n, so cap it and apply the excess
     # (0..2) as a final exact scaling.
+    if not capped:
+        t = e.pow2_biased(nm)
+        return e.fma(t, em, e.sub(t, e.c(1.0)))
     nc = e.min_c(n, float(e.bias))
     t = e.pow2(nc)
     res = e.fma(t, em, e.sub(t, e.c(1.0)))
@@ -352,8 +437,10 @@ _EXPM1_LO = {False: -30.0, True: -60.0}  # expm1 rounds to -1 below
 
 
 def _expm1(e, x):
-    xc = e.max_c(e.min_c(x, _EXP_LIM[e.f64][1]), _EXPM1_LO[e.f64])
-    res = _expm1_core(e, xc)
+    lo = _EXPM1_LO[e.f64]
+    in_range = e.and_(e.cmp(">=", x, e.c(lo)), e.cmp("<=", x, e.c(_EXP_NORMAL[e.f64])))
+    res = e.if_all(in_range, lambda: _expm1_core(e, x, capped=False),
+                   lambda: _expm1_core(e, e.max_c(e.min_c(x, _EXP_LIM[e.f64][1]), lo)))
     return e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # keep the sign of -0
 
 
@@ -363,7 +450,7 @@ _TANH_SAT = {False: 10.0, True: 20.0}  # tanh rounds to +-1 beyond
 def _tanh(e, x):
     # tanh|x| = em / (em + 2), em = expm1(2|x|): no cancellation near 0.
     a = e.min_c(e.abs(x), _TANH_SAT[e.f64])
-    em = _expm1_core(e, e.add(a, a))
+    em = _expm1_core(e, e.add(a, a), capped=False)  # 2a <= 40: n <= 58
     t = e.div(em, e.add(em, e.c(2.0)))
     return e.copysign(t, x)
 
@@ -608,10 +695,10 @@ def _pow(e, x, y):
         t = d.mul(e.b.fpext(y, dty),
                   _log_core(d, e.b.fpext(ax, dty), denormals=False, lg=lg))
         lo, hi = _EXP_LIM[False]
-        n, r1, nlo = _reduce_ln2(d, d.max_c(d.min_c(t, hi), lo))
+        n, r1, nlo, nm = _reduce_ln2(d, d.max_c(d.min_c(t, hi), lo))
         r = d.sub(r1, nlo)
         p = d.add(d.fma(d.mul(r, r), d.poly(r, _EXP_P[True][:8]), r), d.c(1.0))
-        z = e.b.fptrunc(d.mul(p, d.pow2(n)), e.ty)
+        z = e.b.fptrunc(d.mul(p, d.pow2_biased(nm)), e.ty)
 
     y_int = e.cmp("==", e.floor(y), y)
     hy = e.mul(y, e.c(0.5))
