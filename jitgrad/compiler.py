@@ -536,7 +536,7 @@ def _scalar_cases(i, dt):
                 f"elif t{i} is _np_i32: B{i}[0] = v{i}"]
     if dt == np.bool_:
         return [f"if t{i} is bool or t{i} is _np_bool: B{i}[0] = v{i}"]
-    return [f"if False: pass"]
+    return ["if False: pass"]
 
 
 def make_runner(session, plan, elements, fed, struct):

@@ -4,7 +4,7 @@ import itertools
 import re
 
 from . import context
-from .shapes import TensorShape, as_shape
+from .shapes import as_shape
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
 _graph_ids = itertools.count()

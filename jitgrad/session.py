@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from . import context, dtypes
+from . import context
 from .graph import Graph, Operation, Tensor
 from .ops.state_ops import VariableStore
 

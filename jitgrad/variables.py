@@ -2,11 +2,8 @@
 an initializer) and in eager mode (state lives in the object)."""
 import itertools
 
-import numpy as np
-
-from . import context, dtypes
+from . import context
 from .convert import convert_to_tensor, to_numpy
-from .graph import Tensor
 from .ops.registry import apply_op
 from .shapes import TensorShape
 

@@ -18,7 +18,7 @@ from jitgrad.cache import elf, native
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from test_disk_cache import EXPECTED, _check  # noqa: E402
+from test_disk_cache import _check  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not elf.supported(), reason="the ELF loader is for Linux x86-64")
 

@@ -632,7 +632,6 @@ class KernelBuilder:
             return True
         seen.add(key)
         n = self.p.nodes[v.node]
-        shape = n.outputs[v.index][0]
         if n.op == "Arg" or v in self.buffers_planned or n.op in ("Literal", "SizeRatio"):
             if n.op in ALIAS:
                 return False

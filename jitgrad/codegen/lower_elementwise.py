@@ -5,11 +5,9 @@ element index, as scalars (W == 1) or <W x T> vectors; None for shape-only
 inputs.  Semantics follow the numpy reference kernels, including NaN/inf
 propagation (no fast-math flags anywhere).
 """
-from llvmlite import ir
-
 from .. import dtypes
 from . import vecmath
-from .kernel import (ERR_INT_DIV_ZERO, ERR_NEG_POW, I1, I8, reg_type, Unsupported)
+from .kernel import ERR_INT_DIV_ZERO, ERR_NEG_POW, reg_type
 
 
 def _dt(node, k=0):

@@ -6,7 +6,7 @@ from .. import context, dtypes
 from ..convert import convert_all, convert_to_tensor, to_numpy
 from ..errors import InvalidArgumentError, shape_error
 from ..shapes import TensorShape, as_shape, broadcast_dims, normalize_axes
-from ._infer import ALL, check_same
+from ._infer import check_same
 from .math_ops import reduce_to
 from .registry import apply_op, register
 
