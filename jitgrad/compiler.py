@@ -143,7 +143,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-8"
+CODEGEN_VERSION = "codegen-9"
 
 
 def kernel_key(program):

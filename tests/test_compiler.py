@@ -190,6 +190,29 @@ def test_sum_accuracy_and_determinism():
     assert abs(float(r1) - float(v.sum())) / exact < 1e-6
 
 
+@pytest.mark.parametrize("dist", ["uniform", "normal", "lognormal_signed", "offset_odd_length"])
+def test_float32_sum_and_mean_at_least_as_accurate_as_numpy(dist):
+    """Fused float32 sums add runs of vectors in float32 lanes before widening
+    to float64 (kernel.NARROW_RUN): the result must still be no further from
+    the exact sum than numpy's pairwise float32 sum (or half an ulp of the
+    float32 result, where both are rounded the same)."""
+    rng = np.random.default_rng(11)
+    n = 4_000_000
+    v = {"uniform": lambda: rng.random(n, dtype=np.float32),
+         "normal": lambda: rng.standard_normal(n).astype(np.float32),
+         "lognormal_signed": lambda: (rng.lognormal(0, 3, n) * rng.choice([-1, 1], n)).astype(np.float32),
+         "offset_odd_length": lambda: rng.random(n + 3, dtype=np.float32) + 1000}[dist]()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, v.shape)
+        s, m = tf.reduce_sum(x), tf.reduce_mean(x)
+    got_s, got_m = S(g).run([s, m], {x: v})
+    exact = float(np.sum(v.astype(np.longdouble)))
+    for got, want, ref in ((got_s, exact, v.sum()), (got_m, exact / v.size, v.mean())):
+        floor = 0.5 * float(np.spacing(np.float32(abs(want))))
+        assert abs(float(got) - want) <= max(abs(float(ref) - want), floor) * (1 + 1e-6)
+
+
 def test_explain_contents_and_ymm():
     g = tf.Graph()
     with g.as_default():
