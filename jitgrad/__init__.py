@@ -150,6 +150,16 @@ optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt
 keras = _module("keras", optimizers=optimizers)
 
 
+# ---- tf.random (values from numpy's generator, TF's seeding rules: ops/random_ops.py)
+from .ops import random_ops as _rand  # noqa: E402
+random = _module("random", uniform=_rand.uniform, normal=_rand.normal, truncated_normal=_rand.truncated_normal,
+                 set_seed=_rand.set_seed)
+v1.set_random_seed = _rand.set_seed
+v1.random_uniform, v1.random_normal, v1.truncated_normal = _rand.uniform, _rand.normal, _rand.truncated_normal
+v1.random = _module("compat.v1.random", uniform=_rand.uniform, normal=_rand.normal,
+                    truncated_normal=_rand.truncated_normal, set_random_seed=_rand.set_seed)
+
+
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""

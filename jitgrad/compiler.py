@@ -31,6 +31,7 @@ import numpy as np
 
 from . import buffers as _buffers, interpreter
 from .errors import InvalidArgumentError
+from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
@@ -285,7 +286,8 @@ def get_kernel(program, pre_key=None):
 
 # ---------------------------------------------------------------- plans
 class Plan:
-    __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "out_specs",
+    __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
+                 "out_specs",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
                  "runners", "__weakref__")
 
@@ -398,10 +400,12 @@ def make_plan(session, elements, fed, run_passes=False):
     meta = kernel.meta
     n_args = meta["n_args"]
     ptrs = np.zeros(meta["n_slots"], np.uint64)
-    plan.feed_slots, plan.var_slots = [], []
+    plan.feed_slots, plan.var_slots, plan.rand_slots = [], [], []
     for i, a in enumerate(program.args):
         if a.kind == "feed":
             plan.feed_slots.append((i, a.key))
+        elif a.kind == "rand":
+            plan.rand_slots.append((i, _drawer(*a.key)))
         elif a.kind == "var":
             name = next((n.name for n in program.nodes if n.op == "Arg" and n.attrs["arg"] == i), a.key)
             plan.var_slots.append((i, a.key, name, tuple(a.shape), a.dtype.np))
@@ -430,6 +434,12 @@ def make_plan(session, elements, fed, run_passes=False):
     return plan
 
 
+def _drawer(op_type, attrs):
+    """A function drawing the random op's next array (see ops/random_ops.py)."""
+    kernel = REGISTRY[op_type].kernel
+    return lambda: kernel(attrs)
+
+
 def _interpret(session, elements, fed):
     return interpreter.run(elements, {id(t): a for t, a in fed}, session._store)
 
@@ -451,9 +461,13 @@ def run_plan(session, plan, fed, elements):
         ptrs = plan.ptrs
         for slot, pos in plan.feed_slots:
             ptrs[slot] = _addr(fed[pos][1])
+        held = []
+        for slot, draw in plan.rand_slots:
+            v = draw()
+            held.append(v)
+            ptrs[slot] = _addr(v)
         if plan.var_slots:
             store = session._store
-            held = []
             for slot, key, name, shape, dt in plan.var_slots:
                 v = store.read(key, name)
                 if type(v) is not np.ndarray or v.dtype != dt or not v.flags.c_contiguous:
@@ -588,6 +602,10 @@ def make_runner(session, plan, elements, fed, struct):
             body.append(f"if type(w{j}) is not _ND or w{j}.dtype is not VD{j} or w{j}.shape != VS{j} "
                         f"or not w{j}.flags.c_contiguous: return MISS")
             body.append(f"P[{slot}] = _addr(w{j})")
+    for j, (slot, draw) in enumerate(plan.rand_slots):
+        ns[f"DRAW{j}"] = draw
+        body.append(f"d{j} = DRAW{j}()")    # a local: alive until the call returns
+        body.append(f"P[{slot}] = _addr(d{j})")
     write_slots = {s for _, s in plan.write_slots}
     fixed = set()
     for j, (shape, dt) in enumerate(plan.out_specs):

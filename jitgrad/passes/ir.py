@@ -8,6 +8,8 @@ Runtime arguments (``Program.args``) are what changes from call to call
 without changing the machine code:
   * ``feed``   a fed tensor (value from feed_dict),
   * ``var``    a variable's current value (read from the Session's store),
+  * ``rand``   a random op's output (ops/random_ops.py): the runner draws a
+               fresh array before every call; its op's attrs are the key.
   * ``const``  a Const node's value. Constants are arguments, not baked in,
                so that graphs differing only in constant *values* share a
                kernel (the seeds rebuild a graph with a new constant 40 times).
@@ -42,10 +44,10 @@ class Node:
 
 @dataclass
 class Arg:
-    kind: str               # "feed" | "var" | "const"
+    kind: str               # "feed" | "var" | "rand" | "const"
     shape: tuple
     dtype: object           # DType
-    key: object = None      # feed: position in the feed list; var: variable key; const: None
+    key: object = None      # feed: position in the feed list; var: variable key; rand: (op type, attrs)
     value: object = None    # const: the ndarray
     value_class: object = None  # const: see value_class()
 
@@ -159,6 +161,10 @@ def from_graph(ops, elements, fed, var_reader):
                     if k == key:
                         ref[id(op.outputs[0])] = w
                         break
+            continue
+        if REGISTRY[op.type].kind == "random":
+            ref[id(op.outputs[0])] = add_arg("rand", op.attrs["shape"], op.attrs["dtype"],
+                                             key=(op.type, op.attrs), name=op.name)
             continue
         if op.type == "Placeholder":
             from ..errors import InvalidArgumentError

@@ -1,0 +1,171 @@
+"""tf.random: uniform, normal, truncated_normal, set_seed.
+
+Each random op owns a ``Sampler`` (numpy's PCG64 generator) in its attrs; the
+op draws a fresh array every time it runs, in eager mode, in the interpreter
+and in compiled code alike.  The compiler does not generate random numbers
+natively: a random op becomes a runtime argument of the fused kernel (kind
+``"rand"``, see passes/ir.py) that the runner fills with a fresh draw before
+each call, so graphs differing only in their random ops share one kernel.
+
+Seeds follow TF's rules (``tf.random.set_seed`` + op ``seed``): with a
+global seed, a program makes the same sequence of draws in every process.
+The numbers themselves differ from TF's (TF uses Philox); distributions,
+shapes, dtypes and seeding semantics are TF's.  Random ops have no gradient.
+"""
+import itertools
+
+import numpy as np
+
+from .. import context, dtypes
+from ..convert import convert_to_tensor
+from .registry import apply_op, register
+
+DEFAULT_GRAPH_SEED = 87654321   # TF's op-seed-only default (random_seed.py)
+_global = {"seed": None}
+_op_counter = itertools.count()
+# Eager ops with the same seeds continue one sequence, as TF's cached eager
+# kernels do (tf.random.uniform([1], seed=1) twice gives two different values).
+_eager_samplers = {}
+
+
+def set_seed(seed):
+    """tf.random.set_seed: a global seed; also restarts the sequence of op seeds
+    derived from it, so re-running a program after set_seed repeats its draws."""
+    global _op_counter
+    _global["seed"] = None if seed is None else int(seed)
+    _op_counter = itertools.count()
+    _eager_samplers.clear()
+
+
+def _seeds(op_seed):
+    """TF's get_seed: (global, op) seeds, or None for fresh entropy."""
+    g = _global["seed"]
+    if g is not None:
+        return (g, next(_op_counter) if op_seed is None else int(op_seed))
+    if op_seed is not None:
+        return (DEFAULT_GRAPH_SEED, int(op_seed))
+    return None
+
+
+class Sampler:
+    """One random op's generator state."""
+
+    __slots__ = ("rng",)
+
+    def __init__(self, seeds):
+        self.rng = np.random.default_rng(None if seeds is None else list(seeds))
+
+    def draw(self, kind, shape, dtype, attrs):
+        rng = self.rng
+        if kind == "RandomUniform":
+            return rng.random(shape, dtype=np.float64).astype(dtype)
+        if kind == "RandomUniformInt":
+            return rng.integers(attrs["minval"], attrs["maxval"], size=shape, dtype=dtype)
+        z = rng.standard_normal(shape)
+        if kind == "TruncatedNormal":   # redraw beyond two standard deviations
+            bad = np.abs(z) > 2.0
+            while bad.any():
+                z[bad] = rng.standard_normal(int(bad.sum()))
+                bad = np.abs(z) > 2.0
+        return z.astype(dtype)
+
+
+def _infer(shapes, dts, attrs):
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+def _kernel(kind):
+    return lambda attrs: np.asarray(
+        attrs["sampler"].draw(kind, attrs["shape"], attrs["dtype"].np, attrs), dtype=attrs["dtype"].np, order="C")
+
+
+RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal")
+for _kind in RANDOM_OPS:
+    register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random")
+
+
+def _static_shape(shape):
+    """A fully known shape as a tuple of ints (jitgrad specialises kernels to shapes)."""
+    if hasattr(shape, "as_list"):     # TensorShape
+        shape = shape.as_list()
+    if hasattr(shape, "numpy"):       # an eager tensor
+        shape = shape.numpy()
+    elif hasattr(shape, "op"):        # a graph tensor: only a constant is static
+        if shape.op.type != "Const":
+            raise ValueError("jitgrad's random ops need a static shape; got the tensor "
+                             f"{shape.name} computed at run time.")
+        shape = shape.op.attrs["value"]
+    dims = np.asarray(shape)
+    if dims.ndim > 1 or (dims.size and dims.dtype.kind not in "iu"):
+        raise ValueError(f"Shape must be a 1-D list of integers, got {shape!r}")
+    dims = tuple(int(d) for d in dims.reshape(-1))
+    if any(d < 0 for d in dims):
+        raise ValueError(f"Dimensions must be non-negative, got {list(dims)}")
+    return dims
+
+
+def _random(kind, shape, dtype, seed, name, **extra):
+    seeds = _seeds(seed)
+    if seeds is not None and context.executing_eagerly():
+        sampler = _eager_samplers.setdefault(seeds, Sampler(seeds))
+    else:
+        sampler = Sampler(seeds)
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed, "sampler": sampler, **extra}
+    return apply_op(kind, [], attrs, name=name or kind)
+
+
+def _float_dtype(dtype, api):
+    dtype = dtypes.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise ValueError(f"Invalid dtype {dtype.name} for {api}: a floating dtype is required.")
+    return dtype
+
+
+def _scaled(raw, scale, shift, dtype):
+    scale = convert_to_tensor(scale, dtype=dtype)
+    shift = convert_to_tensor(shift, dtype=dtype)
+    return raw * scale + shift
+
+
+def uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None, name=None):
+    """tf.random.uniform: floats in [minval, maxval) (maxval defaults to 1), or
+    integers in [minval, maxval) for an integer dtype (maxval required)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype.is_integer:
+        if maxval is None:
+            raise ValueError(f"Must specify maxval for integer dtype {dtype.name}")
+        lo, hi = (int(np.asarray(getattr(v, "numpy", lambda: v)())) for v in (minval, maxval))
+        if lo >= hi:
+            raise ValueError(f"Need minval < maxval, got {lo} >= {hi}")
+        return _random("RandomUniformInt", shape, dtype, seed, name, minval=lo, maxval=hi)
+    dtype = _float_dtype(dtype, "tf.random.uniform")
+    raw = _random("RandomUniform", shape, dtype, seed, name)
+    if maxval is None:
+        maxval = 1
+    if _is_number(minval, 0) and _is_number(maxval, 1):
+        return raw
+    lo = convert_to_tensor(minval, dtype=dtype)
+    return _scaled(raw, convert_to_tensor(maxval, dtype=dtype) - lo, lo, dtype)
+
+
+def normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
+    """tf.random.normal."""
+    dtype = _float_dtype(dtype, "tf.random.normal")
+    raw = _random("RandomStandardNormal", shape, dtype, seed, name)
+    if _is_number(mean, 0) and _is_number(stddev, 1):
+        return raw
+    return _scaled(raw, stddev, mean, dtype)
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
+    """tf.random.truncated_normal: normal draws beyond two standard deviations are redrawn."""
+    dtype = _float_dtype(dtype, "tf.random.truncated_normal")
+    raw = _random("TruncatedNormal", shape, dtype, seed, name)
+    if _is_number(mean, 0) and _is_number(stddev, 1):
+        return raw
+    return _scaled(raw, stddev, mean, dtype)
+
+
+def _is_number(v, want):
+    return isinstance(v, (int, float, np.integer, np.floating)) and v == want
+
