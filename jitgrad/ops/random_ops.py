@@ -148,22 +148,22 @@ def uniform(shape, minval=0, maxval=None, dtype=dtypes.float32, seed=None, name=
     return _scaled(raw, convert_to_tensor(maxval, dtype=dtype) - lo, lo, dtype)
 
 
-def normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
-    """tf.random.normal."""
-    dtype = _float_dtype(dtype, "tf.random.normal")
-    raw = _random("RandomStandardNormal", shape, dtype, seed, name)
+def _gaussian(kind, api, shape, mean, stddev, dtype, seed, name):
+    dtype = _float_dtype(dtype, api)
+    raw = _random(kind, shape, dtype, seed, name)
     if _is_number(mean, 0) and _is_number(stddev, 1):
         return raw
     return _scaled(raw, stddev, mean, dtype)
+
+
+def normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
+    """tf.random.normal."""
+    return _gaussian("RandomStandardNormal", "tf.random.normal", shape, mean, stddev, dtype, seed, name)
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dtypes.float32, seed=None, name=None):
     """tf.random.truncated_normal: normal draws beyond two standard deviations are redrawn."""
-    dtype = _float_dtype(dtype, "tf.random.truncated_normal")
-    raw = _random("TruncatedNormal", shape, dtype, seed, name)
-    if _is_number(mean, 0) and _is_number(stddev, 1):
-        return raw
-    return _scaled(raw, stddev, mean, dtype)
+    return _gaussian("TruncatedNormal", "tf.random.truncated_normal", shape, mean, stddev, dtype, seed, name)
 
 
 def _is_number(v, want):
