@@ -142,6 +142,15 @@ for _name in ("argmax", "argmin", "floor", "ceil", "round", "is_nan", "is_inf", 
     setattr(math, _name, globals()[_name])
 
 
+# ---- composites: norm, variance/std, l2_normalize, pad, reverse, eye, linspace
+from .ops.linalg_ops import norm, eye  # noqa: E402,F401
+from .ops.array_ops import pad, reverse, linspace  # noqa: E402,F401
+math.reduce_variance, math.reduce_std = _r.reduce_variance, _r.reduce_std
+math.l2_normalize = nn.l2_normalize = linalg.l2_normalize = _n.l2_normalize
+linalg.norm, linalg.eye = norm, eye
+v1.lin_space = linspace   # TF 1's name (tf.compat.v1.lin_space)
+
+
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
 from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,

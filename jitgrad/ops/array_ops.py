@@ -808,3 +808,173 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         outs.append(strided_slice_getitem(x, lead + (slice(begin, begin + sz),)))
         begin += sz
     return outs
+
+
+# ---------------------------------------------------------------- pad / reverse / linspace (composites)
+def _static_value(v, what):
+    if hasattr(v, "dtype") and not isinstance(v, (np.ndarray, np.generic)):
+        sv = get_static_value(v)
+        if sv is None:
+            raise NotImplementedError(f"jitgrad needs {what} known when the graph is built.")
+        return np.asarray(sv)
+    return np.asarray(v)
+
+
+def _axis_slice(axis, sl):
+    return (slice(None),) * axis + (sl,)
+
+
+def _constant_block(r, axis, n, value):
+    """A block shaped like ``r`` but ``n`` long along ``axis``, filled with the scalar
+    tensor ``value``: a Fill when r's other dimensions are known, else built from
+    r's shape (a sum of zeros_like(r) along axis keeps that dimension at 1 even
+    when it is 0) and tiled."""
+    from .math_ops import add, zeros_like
+    from .reduction_ops import reduce_sum
+    dims = r.shape.as_list()
+    others = [d for i, d in enumerate(dims) if i != axis]
+    if all(d is not None for d in others):
+        dims[axis] = n
+        return fill(dims, value)
+    row = add(reduce_sum(zeros_like(r), axis, keepdims=True), value)
+    multiples = [1] * len(dims)
+    multiples[axis] = n
+    return tile(row, multiples)
+
+
+def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
+    """``tf.pad``, composed of concat (CONSTANT: with constant blocks; REFLECT /
+    SYMMETRIC: with reversed slices of the input), so gradients, the interpreter
+    and the compiler need nothing new. ``paddings`` must be known when the graph
+    is built; no gradient reaches ``constant_values`` (TF's PadV2 gives None)."""
+    from ..convert import graph_of
+    from .math_ops import identity, stop_gradient
+    mode = mode.upper() if isinstance(mode, str) else mode
+    if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
+        raise ValueError('Value of argument `mode` expected to be one of "CONSTANT", "REFLECT", or "SYMMETRIC". '
+                         f"Received `mode` = {mode}")
+    (x,) = convert_all([tensor])
+    pads = _static_value(paddings, "the paddings of tf.pad")
+    if pads.dtype.kind not in "iu":
+        raise TypeError(f"paddings must be int32 or int64, got {pads.dtype}")
+    rank = x.shape.rank
+    if rank is None:
+        raise NotImplementedError("jitgrad's tf.pad needs an input of known rank.")
+    if pads.ndim != 2 or pads.shape[1] != 2:
+        raise shape_error(f"paddings must be a matrix with 2 columns: {list(pads.shape)}")
+    if pads.shape[0] != rank:
+        raise shape_error(f"The first dimension of paddings must be the rank of inputs{list(pads.shape)} "
+                          f"{x.shape}")
+    if np.any(pads < 0):
+        bad = pads[np.any(pads < 0, axis=1)][0]
+        raise shape_error(f"Paddings must be non-negative: {bad[0]} {bad[1]}")
+    if mode == "CONSTANT":
+        g = graph_of([x, constant_values])
+        value = convert_to_tensor(constant_values, dtype=x.dtype, graph=g)
+        if value.shape.rank not in (None, 0):
+            raise shape_error(f"constant_values must be a scalar. Found: {value.shape.as_list()}")
+        value = stop_gradient(value)
+    result = x
+    for axis, (before, after) in enumerate(pads.tolist()):
+        if not before and not after:
+            continue
+        dim = x.shape.dims[axis]
+        parts = []
+        if mode == "CONSTANT":
+            if before:
+                parts.append(_constant_block(result, axis, before, value))
+            parts.append(result)
+            if after:
+                parts.append(_constant_block(result, axis, after, value))
+        else:
+            if dim is None:
+                raise NotImplementedError(f"jitgrad's tf.pad in {mode} mode needs the size of dimension {axis} "
+                                          "known when the graph is built.")
+            shift = 1 if mode == "REFLECT" else 0
+            limit = dim - shift
+            if before > limit or after > limit:
+                # TF's MirrorPad kernel raises this when it runs; jitgrad finds it now.
+                raise InvalidArgumentError(
+                    f"paddings must be less than the dimension size: {before}, {after} not less than {dim}"
+                    if mode == "REFLECT" else
+                    f"paddings must be no greater than the dimension size: {before}, {after} greater than {dim}")
+            if before:   # REFLECT: x[before], ..., x[1]; SYMMETRIC: x[before-1], ..., x[0]
+                stop = None if shift == 0 else 0
+                parts.append(strided_slice_getitem(result, _axis_slice(axis,
+                                                                       slice(before - 1 + shift, stop, -1))))
+            parts.append(result)
+            if after:    # REFLECT: x[d-2], ..., x[d-1-after]; SYMMETRIC: x[d-1], ..., x[d-after]
+                start = dim - 1 - shift
+                stop = start - after if start - after >= 0 else None
+                parts.append(strided_slice_getitem(result, _axis_slice(axis, slice(start, stop, -1))))
+        result = concat(parts, axis)
+    return identity(result, name=name or "Pad")
+
+
+def reverse(tensor, axis, name=None):
+    """``tf.reverse``: a strided slice with step -1 along each axis in ``axis``
+    (a list of ints, negative allowed)."""
+    (x,) = convert_all([tensor])
+    axes = _static_value(axis, "the axis of tf.reverse")
+    if axes.ndim != 1:
+        raise shape_error(f"'dims' must be 1-dimension, not {axes.ndim}")
+    if axes.size and axes.dtype.kind not in "iu":
+        raise TypeError(f"axis must be int32 or int64, got {axes.dtype}")
+    rank = x.shape.rank
+    if rank is None:
+        raise NotImplementedError("jitgrad's tf.reverse needs an input of known rank.")
+    seen = set()
+    for i, a in enumerate(axes.tolist()):
+        if not -rank <= a < rank:
+            raise shape_error(f"'axis'[{i}] = {a} is out of valid range [0, {rank - 1}")
+        if a % rank in seen:
+            raise shape_error(f"axis {a % rank} specified more than once.")
+        seen.add(a % rank)
+    from .math_ops import identity
+    if not seen:
+        return identity(x, name=name or "ReverseV2")
+    key = tuple(slice(None, None, -1) if i in seen else slice(None) for i in range(rank))
+    return identity(strided_slice_getitem(x, key), name=name or "ReverseV2")
+
+
+def linspace(start, stop, num, name=None, axis=0):
+    """``tf.linspace`` (TF's linspace_nd): ``num`` values from start to stop along
+    a new axis ``axis``; value i is start + i * delta, delta = (stop - start) /
+    max(num - 1, 1), and the last is stop exactly. An integer start gives
+    float64 (TF divides with truediv). ``num`` must be known when the graph is
+    built; start/stop may be tensors (differentiable), broadcast together."""
+    from ..convert import graph_of
+    from .math_ops import add, cast, identity, multiply, subtract, truediv
+    g = graph_of([start, stop])
+    s = convert_to_tensor(start, graph=g)
+    e = convert_to_tensor(stop, dtype=s.dtype, graph=g)
+    n = _static_value(num, "num of tf.linspace")
+    if n.ndim != 0 or n.dtype.kind not in "iu":
+        raise TypeError(f"Argument `tensor` (name: num) must be of type integer. Received `tensor` = {num}")
+    n = int(n)
+    if n < 0:
+        raise shape_error("Requires start <= limit when delta > 0: 1/-1")
+    if s.shape.rank is None or e.shape.rank is None:
+        raise NotImplementedError("jitgrad's tf.linspace needs start and stop of known rank.")
+    if s.shape != e.shape:
+        dims = broadcast_dims(s.shape.dims, e.shape.dims, "linspace")
+        if any(d is None for d in dims):
+            raise NotImplementedError("jitgrad's tf.linspace needs start and stop of known shapes to broadcast.")
+        s, e = broadcast_to(s, dims), broadcast_to(e, dims)
+    rank = s.shape.rank + 1
+    if not -rank <= axis < rank:
+        raise shape_error(f"axis {axis} is out of range for linspace of rank-{rank - 1} start/stop")
+    axis %= rank
+    s, e = expand_dims(s, axis), expand_dims(e, axis)
+    delta = truediv(subtract(e, s), convert_to_tensor(np.array(max(n - 1, 1), s.dtype.np), graph=g))
+    s, e = cast(s, delta.dtype), cast(e, delta.dtype)
+    parts = [s]
+    if n > 2:   # (no empty middle block: the compiler is happier without 0-sized tensors)
+        shape_r = [1] * rank
+        shape_r[axis] = n - 2
+        steps = np.arange(1, n - 1, dtype=np.int64).astype(delta.dtype.np).reshape(shape_r)
+        parts.append(add(s, multiply(delta, convert_to_tensor(steps, graph=g))))
+    full = concat(parts + [e], axis)
+    if n < 2:   # TF slices [start, stop] too (so stop gets a zero gradient, not None)
+        full = strided_slice_getitem(full, _axis_slice(axis, slice(0, n)))
+    return identity(full, name=name or "linspace")

@@ -1,6 +1,8 @@
-"""Matrix multiplication (2-D and batched with broadcasting batch dims)."""
+"""Matrix multiplication (2-D and batched with broadcasting batch dims); tf.norm
+and tf.eye as composites / constants."""
 import numpy as np
 
+from .. import dtypes
 from ..convert import convert_all
 from ..errors import shape_error
 from ..shapes import broadcast_dims
@@ -96,3 +98,96 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if ra == 2 and rb == 2:
         return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb}, name=name or "MatMul")
     return _batch_matmul(a, b, ta, tb, name)
+
+
+# ---------------------------------------------------------------- norm / eye (composites)
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa: A002
+    """``tf.norm`` / ``tf.linalg.norm``, composed as TF's linalg_ops.norm:
+    'euclidean' (and 2, 'fro') is sqrt(reduce_sum(x * x)) -- so its gradient at
+    0 is NaN, as TF's -- 1 / inf / p > 0 via abs, sums, maxima and pow. Matrix
+    norms (axis a pair of ints) are 'euclidean' / 'fro', 1 and inf; the matrix
+    2-norm needs an SVD, which jitgrad does not have (NotImplementedError)."""
+    from .array_ops import squeeze
+    from .math_ops import abs as abs_, multiply, pow as pow_, sqrt
+    from .reduction_ops import reduce_max, reduce_sum
+    keepdims = bool(keepdims)
+    is_matrix = isinstance(axis, (tuple, list)) and len(axis) == 2
+    if is_matrix:
+        axis = tuple(axis)
+        if not all(isinstance(a, (int, np.integer)) for a in axis) or axis[0] == axis[1]:
+            raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique integers, got {axis}")
+        axis = tuple(int(a) for a in axis)
+        supported = ["euclidean", "fro", 1, 2, np.inf]
+        if not any(_same_ord(ord, s) for s in supported):
+            raise ValueError(f"'ord' must be a supported matrix norm in ['euclidean', 'fro', 1, 2, inf], "
+                             f"got {ord}")
+    else:
+        if not (axis is None or isinstance(axis, (int, np.integer))):
+            raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique integers, got {axis}")
+        if not any(_same_ord(ord, s) for s in ("euclidean", 1, 2, np.inf)) and \
+                (isinstance(ord, (str, bool)) or not np.isreal(ord) or not ord > 0):
+            raise ValueError(f"'ord' must be a supported vector norm, got {ord}")
+        if axis is not None:
+            axis = (int(axis),)
+    (x,) = convert_all([tensor])
+    if axis is not None and x.shape.rank is not None:
+        from ..shapes import normalize_axes
+        normalize_axes(axis, x.shape.rank)   # TF: "Invalid reduction dimension"
+    if any(_same_ord(ord, s) for s in ("fro", "euclidean", 2)):
+        if is_matrix and _same_ord(ord, 2):
+            raise NotImplementedError("jitgrad's tf.norm has no matrix 2-norm (it needs an SVD).")
+        result = sqrt(reduce_sum(multiply(x, x), axis, keepdims=True))
+    else:
+        result = abs_(x)
+        if _same_ord(ord, 1):
+            if is_matrix:
+                result = reduce_max(reduce_sum(result, axis[0], keepdims=True), axis[1], keepdims=True)
+            else:
+                result = reduce_sum(result, axis, keepdims=True)
+        elif _same_ord(ord, np.inf):
+            if is_matrix:
+                result = reduce_max(reduce_sum(result, axis[1], keepdims=True), axis[0], keepdims=True)
+            else:
+                result = reduce_max(result, axis, keepdims=True)
+        else:   # a general vector p-norm, p > 0
+            result = pow_(reduce_sum(pow_(result, ord), axis, keepdims=True), 1.0 / ord)
+    if not keepdims:
+        result = squeeze(result, axis)
+    from .math_ops import identity
+    return identity(result, name=name or "norm")
+
+
+def _same_ord(ord, ref):  # noqa: A002
+    """``ord == ref`` without comparing strings with numbers (or arrays)."""
+    if isinstance(ref, str) or isinstance(ord, str):
+        return isinstance(ord, str) and isinstance(ref, str) and ord == ref
+    if isinstance(ord, bool):
+        return False
+    try:
+        return bool(ord == ref)
+    except (TypeError, ValueError):
+        return False
+
+
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name=None):
+    """``tf.eye``: a constant (the sizes must be known when the graph is built)."""
+    from .array_ops import _static_value, constant
+
+    def static(v, what):
+        return _static_value(v, f"{what} of tf.eye")
+
+    rows = static(num_rows, "num_rows")
+    cols = rows if num_columns is None else static(num_columns, "num_columns")
+    for v in (rows, cols):
+        if isinstance(v, (bool, np.bool_)) or np.asarray(v).dtype.kind not in "iu" or np.ndim(v) != 0:
+            raise TypeError(f"Arguments `num_rows` and `num_columns` must be positive integer values. "
+                            f"Received: num_rows={num_rows}, num_columns={num_columns}")
+    rows, cols = int(rows), int(cols)
+    batch = [] if batch_shape is None else static(batch_shape, "batch_shape")
+    batch = [int(d) for d in np.asarray(batch).reshape(-1)]
+    for d in batch + [rows, cols]:
+        if d < 0:
+            raise shape_error(f"Dimension {d} must be >= 0")
+    dtype = dtypes.as_dtype(dtype)
+    value = np.broadcast_to(np.eye(rows, cols, dtype=dtype.np), tuple(batch) + (rows, cols))
+    return constant(np.ascontiguousarray(value), dtype=dtype, name=name or "eye")

@@ -5,8 +5,8 @@ import numpy as np
 
 from ..convert import convert_all
 from .array_ops import expand_dims
-from .math_ops import (add, exp, greater_equal, identity, is_finite, log, log1p, multiply, negative, realdiv, sigmoid,
-                       softplus, square, stop_gradient, subtract, where, zeros_like)
+from .math_ops import (add, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative, realdiv,
+                       rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import _static_int, reduce_max, reduce_sum
 from .registry import apply_op, register
 
@@ -137,3 +137,17 @@ def log_sigmoid(x, name=None):
 def silu(features, beta=1.0, name=None):
     (x,) = convert_all([features])
     return multiply(x, sigmoid(multiply(x, beta) if beta != 1.0 else x), name=name or "silu")
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """``tf.math.l2_normalize`` / ``tf.nn.l2_normalize``, as TF's nn_impl:
+    x * rsqrt(maximum(reduce_sum(square(x), axis, keepdims=True), epsilon)).
+    ``dim`` is TF's deprecated alias of ``axis``."""
+    if dim is not None:
+        if axis is not None:
+            raise ValueError("Cannot specify both 'axis' and 'dim'")
+        axis = dim
+    (x,) = convert_all([x])
+    square_sum = reduce_sum(square(x), axis, keepdims=True)
+    x_inv_norm = rsqrt(maximum(square_sum, epsilon))
+    return multiply(x, x_inv_norm, name=name or "l2_normalize")

@@ -344,3 +344,34 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     axis = _static_int(axis, "the axis of cumsum")
     return apply_op("Cumsum", [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
                     name=name or "Cumsum")
+
+
+# ---------------------------------------------------------------- variance / std (composites)
+def _moment_input(input_tensor, name):
+    (x,) = convert_all([input_tensor])
+    if x.dtype.is_integer:
+        raise TypeError(f"Input must be either real or complex. Received integer type {x.dtype!r}.")
+    if not x.dtype.is_floating:
+        raise TypeError(f"{name} needs a floating-point input, got {x.dtype.name}")
+    return x
+
+
+def _variance(x, axis, keepdims, name):
+    """TF's math_ops.reduce_variance: mean(square(abs(x - mean(x, keepdims=True))))."""
+    from .math_ops import abs as abs_, square, subtract
+    means = reduce_mean(x, axis, keepdims=True)
+    return reduce_mean(square(abs_(subtract(x, means))), axis, keepdims=keepdims, name=name)
+
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
+    """``tf.math.reduce_variance`` (population variance), composed as TF does."""
+    x = _moment_input(input_tensor, "reduce_variance")
+    return _variance(x, axis, keepdims, name or "reduce_variance")
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """``tf.math.reduce_std``: sqrt(reduce_variance(...)) (so its gradient is NaN
+    where the variance is 0, as TF's)."""
+    from .math_ops import sqrt
+    x = _moment_input(input_tensor, "reduce_std")
+    return sqrt(_variance(x, axis, keepdims, None), name=name or "reduce_std")
