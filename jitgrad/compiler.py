@@ -144,7 +144,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-9"
+CODEGEN_VERSION = "codegen-10"
 
 
 def kernel_key(program):

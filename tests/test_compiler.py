@@ -243,3 +243,22 @@ def test_interpret_mode_selection(monkeypatch):
     assert tf.cache_info()["compiles"] == 0
     assert tf.compat.v1.Session(graph=g).run(y) == 6.0
     assert tf.cache_info()["compiles"] + tf.cache_info()["fallbacks"] >= 1
+
+
+def test_concat_gradient_with_an_empty_computed_part():
+    """The concat gradient splits into one part per input; a 0-sized part is its
+    own loop nest, which took output 0's value and crashed the code generator."""
+    outs = {}
+    for mode in ("compiled", "interpret"):
+        g = tf.Graph()
+        with g.as_default():
+            a = tf.compat.v1.placeholder(tf.float32, [])
+            b = tf.compat.v1.placeholder(tf.float32, [])
+            s, e = tf.expand_dims(a, 0), tf.expand_dims(b, 0)
+            mid = s + (e - s) * tf.constant(np.zeros([0], np.float32))
+            y = tf.concat([s, mid, e], 0)
+            gr = tf.gradients(tf.reduce_sum(y * y), [a, b])
+        outs[mode] = S(g, mode).run([y, gr], {a: 1.5, b: -2.0})
+    for got in outs.values():
+        np.testing.assert_array_equal(got[0], [1.5, -2.0])
+        np.testing.assert_array_equal(got[1], [3.0, -4.0])   # d/da a^2, d/db b^2

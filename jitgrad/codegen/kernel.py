@@ -580,7 +580,9 @@ class KernelBuilder:
             if not FUSE_NESTS and kind != "node":
                 kind = kind if kind == "store" else "reduce"
             ri, ro = self._unit_reads(kind, i, payload if kind == "store" else None)
-            unit = {"kind": kind, "pos": i, "val": payload if kind == "store" else _val(i, 0),
+            # a "node" unit of an empty output (payload) carries that output, not output 0
+            own = kind == "store" or (kind == "node" and payload is not None)
+            unit = {"kind": kind, "pos": i, "val": payload if own else _val(i, 0),
                     "rkind": payload if kind == "reduce" else None, "ri": ri, "ro": ro}
             g = nests[-1] if nests else None
             if (kind != "node" and FUSE_NESTS and g is not None and g["shape"] == shape and not (ro & g["produced"])

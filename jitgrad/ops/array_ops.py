@@ -969,7 +969,7 @@ def linspace(start, stop, num, name=None, axis=0):
     delta = truediv(subtract(e, s), convert_to_tensor(np.array(max(n - 1, 1), s.dtype.np), graph=g))
     s, e = cast(s, delta.dtype), cast(e, delta.dtype)
     parts = [s]
-    if n > 2:   # (no empty middle block: the compiler is happier without 0-sized tensors)
+    if n > 2:   # no empty middle block
         shape_r = [1] * rank
         shape_r[axis] = n - 2
         steps = np.arange(1, n - 1, dtype=np.int64).astype(delta.dtype.np).reshape(shape_r)
