@@ -144,7 +144,7 @@ def _run_passes(program):
         return program
 
 
-CODEGEN_VERSION = "codegen-10"
+CODEGEN_VERSION = "codegen-11"
 
 
 def kernel_key(program):
