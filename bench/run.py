@@ -102,6 +102,8 @@ def run_child(args):
     sys.path.insert(0, os.path.dirname(HERE))  # a source checkout works without installing
     import numpy as np
     env_threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    extra = machine_facts(np, quick=args.quick, threads=env_threads)
+    copy_bw = next(v for k, v in extra.items() if k.startswith("memory_bandwidth"))
     rows = []
     for name, kw in cases(args.quick):
         if args.only and name not in args.only:
@@ -138,6 +140,7 @@ def run_child(args):
                    "reps": reps, "first_call_s": first}
             if name == "W2":
                 row["GB/s"] = 2 * 4 * kw["n"] / med / 1e9
+                row["%copy"] = 100 * row["GB/s"] / copy_bw
             if name == "W3":
                 flops = 3 * 2 * 256 * (784 * 512 + 512 * 10)
                 row["GFLOP/s"] = flops / med / 1e9
@@ -147,19 +150,25 @@ def run_child(args):
         for r in rows:
             if r["case"] == label and "median_s" in r and base:
                 r["ratio_to_jitgrad"] = r["median_s"] / base
-    extra = machine_facts(np, quick=args.quick)
     return {"threads": env_threads, "rows": rows, "machine": extra}
 
 
-def machine_facts(np, quick):
+def machine_facts(np, quick, threads):
+    """Copy bandwidth with as many threads as the backends get (a one-core
+    copy understates what two cores can stream), and numpy's W3 matmul rate."""
+    from concurrent.futures import ThreadPoolExecutor
     a = np.ones(50_000_000 if not quick else 10_000_000, np.float32)
     b = np.empty_like(a)
-    med, *_ = timeit(lambda: np.copyto(b, a), budget=0.5)
+    cuts = [i * a.size // threads for i in range(threads + 1)]
+    parts = [(b[lo:hi], a[lo:hi]) for lo, hi in zip(cuts, cuts[1:])]
+    with ThreadPoolExecutor(threads) as pool:  # np.copyto releases the GIL
+        med, *_ = timeit(lambda: list(pool.map(lambda p: np.copyto(*p), parts)), budget=0.5)
     bw = 2 * a.nbytes / med / 1e9
     x = np.random.default_rng(0).standard_normal((256, 784)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((784, 512)).astype(np.float32)
     mm, *_ = timeit(lambda: x @ w, budget=0.3)
-    return {"memory_bandwidth_GBs(copy)": bw, "numpy_matmul_GFLOPs(256x784x512)": 2 * 256 * 784 * 512 / mm / 1e9}
+    return {f"memory_bandwidth_GBs(copy, {threads} thread{'s' * (threads > 1)})": bw,
+            "numpy_matmul_GFLOPs(256x784x512)": 2 * 256 * 784 * 512 / mm / 1e9}
 
 
 W6_CODE = {
@@ -216,7 +225,7 @@ def report(result):
         if "skipped" in r:
             print(f"  {r['case']:<14} {r['backend']:<16} skipped: {r['skipped']}")
             continue
-        extra = "  ".join(f"{k}={r[k]:.1f}" for k in ("GB/s", "GFLOP/s") if k in r)
+        extra = "  ".join(f"{k}={r[k]:.1f}" for k in ("GB/s", "%copy", "GFLOP/s") if k in r)
         ratio = f"{r['ratio_to_jitgrad']:10.2f}" if "ratio_to_jitgrad" in r else " " * 10
         mn = fmt_time(r["min_s"]) if "min_s" in r else ""
         mx = fmt_time(r["max_s"]) if "max_s" in r else ""
