@@ -3,19 +3,28 @@
 Tolerances (documented): float32 rtol 2e-4 / atol 1e-5 (transcendentals are
 a few ulp apart, reductions accumulate in a different order, and errors
 compound through chains of ~10 ops and their gradients); float64 rtol 1e-9.
+An element that fails these is still accepted when the random-graph tests find it
+ill-conditioned: ``rounding_spread`` (Monte Carlo arithmetic on the reference kernels)
+measures how far rounding alone moves it, and ``check_close`` allows SPREAD_FACTOR times
+that.  A well-conditioned element's spread is a few ulp, far inside rtol, so only
+cancellation (x - y with both large) or amplification (cos of 2.7e7) widens a bound.
 NaN/inf must appear at the same positions.  Cumsum, ProdExcept (reduce_prod's
 gradient), ArgMax/ArgMin (TF's NaN rule) and Any/All replay the reference kernels'
 sequential order, so their results must be bit-identical.  Every graph is compiled once and
 holds many fetches (values and gradients), to keep compile time bounded.
 """
+import sys
+
 import numpy as np
 import pytest
 
 import jitgrad as tf
 from jitgrad.cache import set_enabled
-from jitgrad.ops.registry import apply_op
+from jitgrad.ops.registry import REGISTRY, apply_op, run_kernel
+from jitgrad.passes.prune import prune
 
 TOL = {np.float32: dict(rtol=2e-4, atol=1e-5), np.float64: dict(rtol=1e-9, atol=1e-12)}
+SPREAD_FACTOR = 4
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +46,99 @@ def run_both(g, fetches, feed):
     return outs
 
 
-def check_close(a, b, dt, what=""):
+# Ops that round nothing: their outputs are not perturbed.
+_EXACT = {"Abs", "Neg", "Relu", "Relu6", "Maximum", "Minimum", "Max", "Min", "Sign", "SelectV2", "Identity",
+          "StopGradient", "BroadcastTo", "BroadcastToShapeOf", "Unreduce", "ZerosLike", "OnesLike", "Fill",
+          "Floor", "Ceil", "Round", "GatherV2", "PlaceholderWithDefault", "StridedSliceGrad"}
+# Library functions: a few ulp (vecmath's documented bounds reach 3 ulp, numpy's are alike).
+_LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu",
+         "Rsqrt", "Erf", "SoftmaxXentLoss"}
+# Sums of n terms per output element; products of n factors.
+_SUMS = {"Sum", "Mean", "SumToShape", "TileGrad", "GatherGrad", "AddN", "MatMul", "BatchMatMulV2", "Cumsum",
+         "SoftmaxXentLoss"}
+_PRODS = {"Prod", "ProdExcept"}
+
+
+def rounding_spread(g, fetches, feed, dt, runs=8):
+    """How far rounding alone moves each element of each float fetch (Monte Carlo arithmetic).
+
+    Runs the reference kernels in long double, unperturbed and `runs` times with every
+    rounding modelled as random relative noise of dt's unit roundoff u: u on each rounding
+    op's output (6u for libm functions, 3 ulp), and a sum of n terms per output element also
+    perturbs its inputs by u*sqrt(n) (recursive summation's probabilistic error bound), a
+    product each factor by u.  Returns per fetch the largest deviation from the unperturbed
+    run (zeros for non-float fetches), or None for a graph it cannot replay.
+    """
+    u = float(np.finfo(dt).eps) / 2
+    rng = np.random.default_rng(0)
+
+    def noisy(a, scale):
+        return a * (1 + rng.uniform(-scale, scale, a.shape)) if a.dtype.kind == "f" else a
+
+    def replay(noise):
+        vals = {id(t): np.asarray(v).astype(np.longdouble) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+                for t, v in feed.items()}
+        for op in prune(fetches, vals.keys()):
+            if op.outputs and all(id(t) in vals for t in op.outputs):
+                continue
+            opdef = REGISTRY[op.type]
+            if opdef.stateful or opdef.kind in ("random", "state"):
+                return None
+            args = [vals[id(t)] for t in op.inputs]
+            with np.errstate(all="ignore"):
+                if noise and op.type in _SUMS:
+                    if op.type in ("MatMul", "BatchMatMulV2"):
+                        n = args[0].shape[-2 if op.attrs.get("transpose_a", op.attrs.get("adj_x")) else -1]
+                    else:
+                        size = np.asarray(run_kernel(opdef, args, op.attrs)[0]).size
+                        n = sum(a.size for a in args if a.dtype.kind == "f") // max(size, 1)
+                    args = [noisy(a, u * np.sqrt(max(n, 1))) for a in args]
+                elif noise and op.type in _PRODS:
+                    args = [noisy(a, u) for a in args]
+                outs = run_kernel(opdef, args, op.attrs)
+                for t, v in zip(op.outputs, outs):
+                    if not t.dtype.is_floating:
+                        vals[id(t)] = np.asarray(v).astype(t.dtype.np)
+                        continue
+                    v = np.asarray(v).astype(np.longdouble)
+                    if noise and op.type not in _EXACT and opdef.kind not in ("layout", "source"):
+                        v = noisy(v, u * (6 if op.type in _LIBM else 1))
+                    vals[id(t)] = v
+        return [vals[id(t)] for t in fetches]
+
+    try:
+        ref = replay(False)
+        if ref is None:
+            return None
+        spread = [np.zeros(np.shape(r)) for r in ref]
+        for _ in range(runs):
+            for s, r, m in zip(spread, ref, replay(True)):
+                if r.dtype.kind == "f":
+                    with np.errstate(all="ignore"):
+                        np.fmax(s, np.abs(m - r).astype(np.float64), out=s)
+    except Exception:    # a kernel that does not take long double: no allowance beyond TOL
+        return None
+    return spread
+
+
+class Spreads:
+    """rounding_spread of one graph, computed on first use (only when TOL rejects something).
+    spreads[i] is the callable check_close takes for fetch i."""
+
+    def __init__(self, g, fetches, feed, dt):
+        self.args, self.done, self.value = (g, fetches, feed, dt), False, None
+
+    def get(self, i):
+        if not self.done:
+            self.value, self.done = rounding_spread(*self.args), True
+        return None if self.value is None else self.value[i]
+
+    def __getitem__(self, i):
+        return lambda: self.get(i)
+
+
+def check_close(a, b, dt, what="", spread=None):
+    """spread: None, or a callable giving the fetch's rounding_spread (for ill-conditioned elements)."""
     a, b = np.asarray(a), np.asarray(b)
     assert a.shape == b.shape, what
     assert a.dtype == b.dtype, what
@@ -45,6 +146,12 @@ def check_close(a, b, dt, what=""):
         assert np.array_equal(np.isnan(a), np.isnan(b)), what
         assert np.array_equal(np.isinf(a) & (a > 0), np.isinf(b) & (b > 0)), what
         m = np.isfinite(a) & np.isfinite(b)
+        with np.errstate(all="ignore"):
+            d = np.abs(b.astype(np.float64) - a)
+        if spread is not None and not (d[m] <= TOL[dt]["atol"] + TOL[dt]["rtol"] * np.abs(a[m])).all():
+            s = spread()
+            if s is not None:
+                m &= ~(d <= SPREAD_FACTOR * s)
         np.testing.assert_allclose(b[m], a[m], err_msg=what, **TOL[dt])
     else:
         np.testing.assert_array_equal(b, a, err_msg=what)
@@ -114,8 +221,9 @@ def test_random_elementwise_dags(seed, dt):
         picks = [pool[i] for i in sorted(set(rng.integers(0, len(pool), size=4)))]
         fetches = picks + [loss] + grads
     a, b = run_both(g, fetches, feed)
+    spreads = Spreads(g, fetches, feed, dt)
     for i, (x, y) in enumerate(zip(a, b)):
-        check_close(x, y, dt, f"fetch {i}")
+        check_close(x, y, dt, f"fetch {i}", spreads[i])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -138,8 +246,9 @@ def test_random_reductions(seed):
         fetches += tf.gradients(loss, [x])
     feed = {x: rng.standard_normal(shape).astype(np.float32), xi: rng.integers(-50, 50, shape).astype(np.int32)}
     a, b = run_both(g, fetches, feed)
+    spreads = Spreads(g, fetches, feed, np.float32)
     for i, (p, q) in enumerate(zip(a, b)):
-        check_close(p, q, np.float32, f"fetch {i}")
+        check_close(p, q, np.float32, f"fetch {i}", spreads[i])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -165,8 +274,9 @@ def test_random_matmul(seed):
         fetches.append(tf.matmul(ai, bi))
     feed = {a: rng.standard_normal(ash).astype(dt), b: rng.standard_normal(bsh).astype(dt)}
     out = run_both(g, fetches, feed)
+    spreads = Spreads(g, fetches, feed, dt)
     for i, (p, q) in enumerate(zip(*out)):
-        check_close(p, q, dt if i < 4 else np.int32, f"fetch {i}")
+        check_close(p, q, dt if i < 4 else np.int32, f"fetch {i}", spreads[i])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -197,8 +307,58 @@ def test_random_layout(seed):
         fetches = outs + [loss] + tf.gradients(loss, [x, y])
     feed = {x: rng.standard_normal(shape).astype(np.float32), y: rng.standard_normal(shape).astype(np.float32)}
     a, b = run_both(g, fetches, feed)
+    spreads = Spreads(g, fetches, feed, np.float32)
     for i, (p, q) in enumerate(zip(a, b)):
-        check_close(p, q, np.float32, f"fetch {i}")
+        check_close(p, q, np.float32, f"fetch {i}", spreads[i])
+
+
+# Found by a sweep over seeds 100-159 (0-159 adds layout seeds 7 and 36, alike), each an
+# element TOL alone rejects.  A long-double evaluation of the same graph puts both paths
+# within rounding of the exact value (the compiled one the closer in the float32 three):
+# each element is a cancellation or an amplification, not a wrong op.
+ILL_CONDITIONED = [
+    # cos(Prod of 17 factors = 2.7e7): |x tan x| = 7e6 turns the 2 ulp by which the two
+    # products differ (multiplication order) into 2e-9 relative in the loss
+    (test_random_elementwise_dags, (145, np.float64), 3, ()),
+    # dL/dy = -1.42 - 1.71 + 3.11 = -0.0175 (terms from sums of up to 53 in magnitude)
+    (test_random_layout, (105,), 14, (1, 6, 1)),
+    # dL/dy = -1.00 - 1.20 + 2.20 = 0.0022
+    (test_random_layout, (127,), 14, (3, 3, 2)),
+    # dL/dx = 10.80 - 21.69 + 10.80 = -0.085, where 10.80 = 6 cos(x) * (a 512-term sum,
+    # 2.13 from terms totalling 904)
+    (test_random_reductions, (145,), 10, (7, 7, 1)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ILL_CONDITIONED)))
+def test_ill_conditioned_elements_get_only_their_rounding_spread(case, monkeypatch):
+    fn, args, i, idx = ILL_CONDITIONED[case]
+    dt = args[1] if len(args) > 1 else np.float32
+    seen, real_run_both = [], run_both
+
+    def recording(g, fetches, feed):
+        seen.append((g, fetches, feed, real_run_both(g, fetches, feed)))
+        return seen[-1][-1]
+    monkeypatch.setattr(sys.modules[__name__], "run_both", recording)
+    fn(*args)                                    # passes, with the spread allowance
+    g, fetches, feed, (aa, bb) = seen[0]
+    spreads = Spreads(g, fetches, feed, dt)
+    a, b = np.asarray(aa[i]), np.asarray(bb[i])
+    tol = TOL[dt]
+    assert abs(float(b[idx]) - float(a[idx])) > tol["atol"] + tol["rtol"] * abs(float(a[idx]))
+    assert spreads.get(i)[idx] > 0
+    check_close(a, b, dt, spread=spreads[i])
+    # ... but no more than that: 3x the allowance at that element fails, and so does a
+    # small relative error everywhere (an op 4 rtol off)
+    off = b.copy()
+    off[idx] = a[idx] + 3 * SPREAD_FACTOR * spreads.get(i)[idx]
+    with pytest.raises(AssertionError):
+        check_close(a, off, dt, spread=spreads[i])
+    with pytest.raises(AssertionError):
+        for k, (p, q) in enumerate(zip(aa, bb)):
+            q = np.asarray(q)
+            if q.dtype.kind == "f":
+                check_close(p, (q * (1 + 4 * tol["rtol"])).astype(q.dtype), dt, spread=spreads[k])
 
 
 def test_random_fetch_subsets_share_graph():
