@@ -151,6 +151,27 @@ linalg.norm, linalg.eye = norm, eye
 v1.lin_space = linspace   # TF 1's name (tf.compat.v1.lin_space)
 
 
+# ---- training composites: clipping, dropout, moments / batch norm, embedding lookup, tensordot, ...
+from .ops import clip_ops as _clip  # noqa: E402
+from .ops.clip_ops import clip_by_norm, clip_by_global_norm  # noqa: E402,F401
+from .ops.linalg_ops import tensordot  # noqa: E402,F401
+linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
+v1.global_norm = _clip.global_norm   # TF 1's name (tf.compat.v1.global_norm)
+for _name in ("dropout", "moments", "batch_normalization", "embedding_lookup", "selu", "softsign", "gelu"):
+    setattr(nn, _name, getattr(_n, _name))
+math.log_softmax = _n.log_softmax
+math.divide_no_nan = _m.divide_no_nan
+math.reduce_euclidean_norm = _r.reduce_euclidean_norm
+math.softsign = _n.softsign   # TF exports softsign under tf.math too
+
+
+def is_tensor(x):
+    """``tf.is_tensor``: a graph or eager tensor, or a variable (TF counts those);
+    Python and numpy values are not."""
+    from .convert import _is_tensorlike
+    return _is_tensorlike(x)
+
+
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
 from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
@@ -176,6 +197,9 @@ def _fill_compat_v1():
     for key, value in list(globals().items()):
         if not key.startswith("_") and key not in ("compat", "v1") and key not in v1.__dict__:
             setattr(v1, key, value)
+    # tf.compat.v1.nn: tf.nn with TF 1's dropout (keep_prob)
+    v1.nn = _module("compat.v1.nn", **{k: v for k, v in nn.__dict__.items() if not k.startswith("__")})
+    v1.nn.dropout = _n.dropout_v1
     v1.Session = Session  # the v1 names win over anything of the same name above
     sys.modules[__name__ + ".compat"] = compat
     sys.modules[__name__ + ".compat.v1"] = v1

@@ -191,3 +191,71 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name
     dtype = dtypes.as_dtype(dtype)
     value = np.broadcast_to(np.eye(rows, cols, dtype=dtype.np), tuple(batch) + (rows, cols))
     return constant(np.ascontiguousarray(value), dtype=dtype, name=name or "eye")
+
+
+# ---------------------------------------------------------------- tensordot (composite)
+def _tensordot_axes(a_rank, axes):
+    """TF's _tensordot_axes for static axes: an int n (the last n axes of a with
+    the first n of b) or a pair of ints / int lists."""
+    from .array_ops import _static_value
+    if not isinstance(axes, (int, np.integer, list, tuple)):
+        axes = _static_value(axes, "the axes of tensordot")
+        axes = int(axes) if axes.ndim == 0 else axes.tolist()
+    if isinstance(axes, (int, np.integer)):
+        if isinstance(axes, bool):
+            raise ValueError(f"`axes` must be an integer or have length 2. Received {axes}.")
+        if axes < 0:
+            raise ValueError(f"`axes` must be at least 0. Received: axes={axes}.")
+        if axes > a_rank:
+            raise ValueError(f"`axes` must not be larger than the number of dimensions of tensor a. "
+                             f"Received {axes}, vs tensor dimensions {a_rank}.")
+        return list(range(a_rank - axes, a_rank)), list(range(axes))
+    if len(axes) != 2:
+        raise ValueError(f"`axes` must be an integer or have length 2. Received {axes}.")
+    a_axes, b_axes = axes
+    if isinstance(a_axes, (int, np.integer)) and isinstance(b_axes, (int, np.integer)):
+        a_axes, b_axes = [a_axes], [b_axes]
+    a_axes, b_axes = list(np.asarray(a_axes).reshape(-1)), list(np.asarray(b_axes).reshape(-1))
+    if len(a_axes) != len(b_axes):
+        raise ValueError(f"Different number of contraction axes `a` and `b`, {len(a_axes)} != {len(b_axes)}.")
+    return [int(i) for i in a_axes], [int(i) for i in b_axes]
+
+
+def _tensordot_reshape(t, axes, flipped):
+    """TF's _tensordot_reshape: t transposed to (free, contracted) -- (contracted,
+    free) when flipped -- and reshaped to a matrix; also returns the free dims."""
+    from .array_ops import reshape, transpose
+    dims = t.shape.as_list()
+    rank = len(dims)
+    for i in axes:
+        if not -rank <= i < rank:
+            raise ValueError(f"axis {i} is out of range for a tensor of rank {rank} in tensordot")
+    axes = [i % rank for i in axes]
+    free = [i for i in range(rank) if i not in axes]
+    free_dims = [dims[i] for i in free]
+    prod_free = int(np.prod(free_dims, dtype=np.int64))
+    prod_axes = int(np.prod([dims[i] for i in axes], dtype=np.int64))
+    perm = axes + free if flipped else free + axes
+    new_shape = [prod_axes, prod_free] if flipped else [prod_free, prod_axes]
+    if perm != list(range(rank)):
+        t = transpose(t, perm)
+    if t.shape.as_list() != new_shape:
+        t = reshape(t, new_shape)
+    return t, free_dims
+
+
+def tensordot(a, b, axes, name=None):
+    """``tf.tensordot`` / ``tf.linalg.tensordot``, as TF composes it: transposes and
+    reshapes a and b into matrices, one matmul, and a reshape to a's free dims
+    followed by b's. Needs static axes and inputs of fully known shapes."""
+    from .array_ops import reshape
+    a, b = convert_all([a, b])
+    for t in (a, b):
+        if t.shape.rank is None or not t.shape.is_fully_defined():
+            raise NotImplementedError("jitgrad's tensordot needs inputs whose shapes are known when the graph "
+                                      "is built.")
+    a_axes, b_axes = _tensordot_axes(a.shape.rank, axes)
+    a_mat, a_free = _tensordot_reshape(a, a_axes, False)
+    b_mat, b_free = _tensordot_reshape(b, b_axes, True)
+    ab = matmul(a_mat, b_mat)
+    return reshape(ab, a_free + b_free, name=name or "Tensordot")

@@ -594,3 +594,21 @@ def is_inf(x, name=None):
 
 def is_finite(x, name=None):
     return _u("IsFinite", x, name)
+
+
+# ---------------------------------------------------------------- divide_no_nan (composite)
+def divide_no_nan(x, y, name=None):
+    """``tf.math.divide_no_nan``: 0 where y == 0 (even if x is inf or NaN), else x / y.
+    Integers are divided as truediv does (float64). The double where gives TF's
+    DivNoNan gradients: div_no_nan(g, y) for x and -g x / y^2 for y, 0 where y == 0."""
+    x, y = convert_all([x, y])
+    if x.dtype != y.dtype:
+        raise TypeError(f"x and y must have the same dtype, got {x.dtype!r} != {y.dtype!r}.")
+    if x.dtype.is_integer:
+        x, y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+    elif not x.dtype.is_floating:
+        raise TypeError(f"Value passed to parameter 'x' has DataType {x.dtype.name} not in list of allowed values: "
+                        "float16, float32, float64")
+    zero = equal(y, 0.0)
+    safe_y = where(zero, ones_like(y), y)
+    return where(zero, 0.0, realdiv(x, safe_y), name=name or "div_no_nan")

@@ -3,10 +3,10 @@ fuses them and their gradients come from the primitives' rules (except
 softmax_cross_entropy_with_logits, whose gradient is TF's: SoftmaxXentLoss)."""
 import numpy as np
 
-from ..convert import convert_all
+from ..convert import _is_tensorlike, convert_all
 from .array_ops import expand_dims
-from .math_ops import (add, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative, realdiv,
-                       rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
+from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
+                       realdiv, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import _static_int, reduce_max, reduce_sum
 from .registry import apply_op, register
 
@@ -151,3 +151,159 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     square_sum = reduce_sum(square(x), axis, keepdims=True)
     x_inv_norm = rsqrt(maximum(square_sum, epsilon))
     return multiply(x, x_inv_norm, name=name or "l2_normalize")
+
+
+# ---------------------------------------------------------------- training composites
+def _noise_shape(x, noise_shape):
+    """TF's _get_noise_shape, but static (jitgrad's random ops need static
+    shapes): x's shape, or noise_shape with its unknown dimensions taken from x."""
+    from ..shapes import as_shape
+    dims = x.shape.as_list() if noise_shape is None else None
+    if noise_shape is not None:
+        from .array_ops import _static_value
+        if _is_tensorlike(noise_shape):
+            noise_shape = _static_value(noise_shape, "the noise_shape of dropout")
+        ns = as_shape(noise_shape).as_list()
+        if x.shape.rank is not None and x.shape.rank == len(ns):
+            ns = [d if d is not None else xd for d, xd in zip(ns, x.shape.as_list())]
+        dims = ns
+    if dims is None or any(d is None for d in dims):
+        raise NotImplementedError("jitgrad's dropout needs the shape of x (or noise_shape) known when the graph "
+                                  "is built (its random ops have static shapes).")
+    return dims
+
+
+def dropout(x, rate, noise_shape=None, seed=None, name=None):
+    """``tf.nn.dropout`` (TF 2's dropout_v2): where(uniform >= rate, x / (1 - rate), 0).
+    A Python rate scales by 1 / (1 - rate) computed in Python, as TF; a tensor rate
+    divides by (1 - rate). rate 0 returns x (still consuming an op seed, as TF, so
+    the draws of later random ops do not change)."""
+    import numbers
+    from . import random_ops
+    from ..convert import convert_to_tensor, graph_of
+    is_rate_number = isinstance(rate, numbers.Real) and not isinstance(rate, bool)
+    if is_rate_number and (rate < 0 or rate >= 1):
+        raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: rate={rate}")
+    (x,) = convert_all([x])
+    if not x.dtype.is_floating:
+        raise ValueError("`x.dtype` must be a floating point tensor as `x` will be scaled. "
+                         f"Received: x_dtype={x.dtype.name}")
+    if is_rate_number and rate == 0:
+        random_ops._seeds(seed)   # TF's dummy_rng_step: the op-seed sequence advances anyway
+        return x
+    g = graph_of([x, rate])
+    if is_rate_number:
+        scale = convert_to_tensor(np.array(1 / (1 - rate), x.dtype.np), graph=g)
+        ret = multiply(x, scale)
+    elif _is_tensorlike(rate):
+        (rate,) = convert_all([rate], graph=g)
+        if rate.shape.rank is not None and rate.shape.rank != 0:
+            raise ValueError(f"Shape {rate.shape} must have rank 0")
+        if rate.dtype != x.dtype:
+            if not rate.dtype.is_floating:
+                raise ValueError(f"`x.dtype` ({x.dtype.name}) and `rate.dtype` ({rate.dtype.name}) must be "
+                                 "compatible.")
+            rate = cast(rate, x.dtype)
+        ret = realdiv(x, subtract(convert_to_tensor(np.array(1, x.dtype.np), graph=g), rate))
+    else:
+        raise ValueError(f"`rate` must be a scalar or scalar tensor. Received: rate={rate}")
+    random_tensor = random_ops.uniform(_noise_shape(x, noise_shape), dtype=x.dtype, seed=seed)
+    keep_mask = greater_equal(random_tensor, rate)
+    return where(keep_mask, ret, convert_to_tensor(np.array(0, x.dtype.np), graph=g), name=name or "dropout")
+
+
+def dropout_v1(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """``tf.compat.v1.nn.dropout``: keep_prob (deprecated) or rate."""
+    if keep_prob is not None:
+        if rate is not None:
+            raise ValueError("Cannot specify both 'keep_prob' and 'rate'.")
+        rate = 1 - keep_prob   # as TF: dropout then validates the rate (keep_prob 0 -> rate 1: ValueError)
+    elif rate is None:
+        raise ValueError(f"`rate` must be provided. Received: rate={rate}")
+    return dropout(x, rate, noise_shape=noise_shape, seed=seed, name=name)
+
+
+def moments(x, axes, shift=None, keepdims=False, name=None):
+    """``tf.nn.moments``: (mean, population variance) over ``axes``, as TF's
+    nn_impl.moments: the variance is mean(squared_difference(x, stop_gradient(mean)))
+    (stop_gradient changes nothing: that gradient is zero). ``shift`` is unused, as in TF."""
+    from .array_ops import squeeze
+    from .math_ops import squared_difference
+    from .reduction_ops import reduce_mean
+    (x,) = convert_all([x])
+    mean = reduce_mean(x, axes, keepdims=True)
+    variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True)
+    if not keepdims:
+        mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+    prefix = name or "moments"
+    return identity(mean, name=prefix + "_mean"), identity(variance, name=prefix + "_variance")
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """``tf.nn.batch_normalization``, composed as TF's nn_impl (same order of ops):
+    inv = rsqrt(variance + eps) * scale; x * inv + (offset - mean * inv)."""
+    (x,) = convert_all([x])
+    inv = rsqrt(add(variance, variance_epsilon))
+    if scale is not None:
+        inv = multiply(inv, scale)
+    shift = subtract(offset, multiply(mean, inv)) if offset is not None else negative(multiply(mean, inv))
+    return add(multiply(x, cast(inv, x.dtype)), cast(shift, x.dtype), name=name or "batchnorm")
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """``tf.nn.embedding_lookup`` for one params tensor (or a list of one): a
+    gather along axis 0; ``max_norm`` clips each looked-up embedding with
+    clip_by_norm, as TF's _clip. Sharded params (a longer list) are not supported."""
+    from .array_ops import gather
+    if isinstance(params, (list, tuple)):
+        if not params:
+            raise ValueError("Need at least one param")
+        if len(params) > 1:
+            raise NotImplementedError("jitgrad's embedding_lookup supports a single params tensor, "
+                                      "not sharded params.")
+        params = params[0]
+    result = gather(params, ids)
+    if max_norm is not None:
+        from .clip_ops import clip_by_norm
+        ids_rank, rank = convert_all([ids])[0].shape.rank, result.shape.rank
+        if ids_rank is None or rank is None:
+            raise NotImplementedError("jitgrad's embedding_lookup with max_norm needs ids and params of known rank.")
+        result = clip_by_norm(result, max_norm, axes=list(range(ids_rank, rank)))
+    return identity(result, name=name or "embedding_lookup")
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(features, name=None):
+    """``tf.nn.selu``: scale * where(x < 0, alpha * elu(x), x), selecting on x < 0 as
+    TF's kernel does, so the gradient is TF's SeluGrad: scale * alpha * exp(x)
+    where x < 0, else scale (also at 0)."""
+    from .math_ops import elu, less
+    (x,) = convert_all([features])
+    return multiply(where(less(x, 0.0), multiply(elu(x), _SELU_ALPHA), x), _SELU_SCALE, name=name or "Selu")
+
+
+def softsign(features, name=None):
+    """``tf.nn.softsign``: x / (1 + |x|); its gradient 1 / (1 + |x|)^2 follows from abs's."""
+    from .math_ops import abs as abs_
+    (x,) = convert_all([features])
+    return realdiv(x, add(abs_(x), 1.0), name=name or "Softsign")
+
+
+def gelu(features, approximate=False, name=None):
+    """``tf.nn.gelu``. Only the tanh approximation (approximate=True), composed as
+    TF's: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The exact form needs
+    erf, which jitgrad has no op for."""
+    from .math_ops import pow as pow_, tanh
+    (x,) = convert_all([features])
+    if not x.dtype.is_floating:
+        raise ValueError(f"`features.dtype` must be a floating point tensor.Received:features.dtype={x.dtype.name}")
+    if not approximate:
+        raise NotImplementedError("jitgrad's tf.nn.gelu supports only approximate=True: the exact form needs "
+                                  "erf, which jitgrad has no op for.")
+    # TF's coeff is cast(0.044715, dtype): a float32 constant first, so float64 gets float32's 0.044715 too.
+    coeff = float(np.float32(0.044715))
+    inner = multiply(add(x, multiply(pow_(x, 3.0), coeff)), 0.7978845608028654)
+    return multiply(multiply(x, 0.5), add(tanh(inner), 1.0), name=name or "Gelu")

@@ -375,3 +375,22 @@ def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
     from .math_ops import sqrt
     x = _moment_input(input_tensor, "reduce_std")
     return sqrt(_variance(x, axis, keepdims, None), name=name or "reduce_std")
+
+
+# ---------------------------------------------------------------- euclidean norm (composite)
+def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
+    """``tf.math.reduce_euclidean_norm``: sqrt(reduce_sum(x * x)), so its gradient is
+    x / norm (NaN where the norm is 0, as TF's EuclideanNorm gradient). Integer
+    inputs give integers, as TF's kernel: the float64 root truncated (no gradient)."""
+    from .math_ops import cast, multiply, sqrt
+    (x,) = convert_all([input_tensor])
+    if x.dtype.is_integer:
+        f = cast(x, dtypes.float64)
+        return cast(sqrt(reduce_sum(multiply(f, f), axis, keepdims=keepdims)), x.dtype,
+                    name=name or "EuclideanNorm")
+    if not x.dtype.is_floating:   # TF: the EuclideanNorm op rejects its dtype attr
+        from .. import context
+        from ..errors import InvalidArgumentError
+        msg = f"Value for attr 'T' of {x.dtype.name} is not in the list of allowed values for EuclideanNorm"
+        raise InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
+    return sqrt(reduce_sum(multiply(x, x), axis, keepdims=keepdims), name=name or "EuclideanNorm")
