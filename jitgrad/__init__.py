@@ -163,6 +163,7 @@ math.log_softmax = _n.log_softmax
 math.divide_no_nan = _m.divide_no_nan
 math.reduce_euclidean_norm = _r.reduce_euclidean_norm
 math.softsign = _n.softsign   # TF exports softsign under tf.math too
+math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
 
 
 def is_tensor(x):

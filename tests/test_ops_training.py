@@ -1,7 +1,8 @@
 """Training composites: tf.clip_by_norm / clip_by_global_norm / linalg.global_norm,
 tf.nn.dropout (and compat.v1's keep_prob form), tf.nn.moments / batch_normalization,
 tf.nn.embedding_lookup, tf.math.divide_no_nan / reduce_euclidean_norm / log_softmax,
-tf.tensordot, tf.nn.selu / softsign / gelu (tanh form) and tf.is_tensor.
+tf.tensordot, tf.nn.selu / softsign / gelu (tanh form), tf.is_tensor and tf.math.erf (an op:
+its compiled form is vecmath's erf, checked here against a long-double series).
 
 Values against independent numpy formulas in graph mode (both Session modes) and
 eagerly, gradients against central finite differences (float64) or numpy
@@ -13,6 +14,7 @@ import pytest
 
 import jitgrad as tf
 from _graph_testing import check_op, session
+from _jit_harness import LD, _erf_ref
 
 R = np.random.default_rng(11)
 graph_modes = pytest.mark.usefixtures("graph_mode")
@@ -510,3 +512,41 @@ def test_is_tensor():
     with tf.Graph().as_default():
         p = tf.compat.v1.placeholder(tf.float32, [2])
         assert tf.is_tensor(p) and tf.is_tensor(p * 2) and tf.is_tensor(tf.Variable(1.0))
+
+
+# ---------------------------------------------------------------- erf
+def _erf_ld(x):
+    return _erf_ref(np.asarray(x).astype(LD))
+
+
+@graph_modes
+@pytest.mark.parametrize("dt,rtol", [(np.float64, 4e-16), (np.float32, 2.5e-7)])
+def test_erf_values_and_gradient(dt, rtol):
+    # both sides of the |x| = 1 switch in vecmath's erf, the tails, and tiny values (erf(x) ~ 2x/sqrt(pi))
+    x = np.concatenate([R.normal(scale=2.0, size=40), [0.999, 1.0, 1.001, -4.5, 5.9, 3e-8, -1e-20]]).astype(dt)
+    want = _erf_ld(x)
+    y, _ = check_op(tf.math.erf, x, grad=False)
+    np.testing.assert_allclose(np.asarray(y, LD), want, rtol=rtol, atol=0)
+    assert np.asarray(y).dtype == dt
+    if dt == np.float64:    # gradient 2/sqrt(pi) exp(-x^2), by finite differences
+        check_op(tf.math.erf, x[:20], value_rtol=1e-15)
+
+
+@graph_modes
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_erf_special_values(dt):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 40.0, -40.0], dt)
+    y, _ = check_op(tf.math.erf, x, grad=False)
+    y = np.asarray(y)
+    np.testing.assert_array_equal(y, [0.0, -0.0, 1.0, -1.0, np.nan, 1.0, -1.0])
+    assert np.signbit(y[1]) and not np.signbit(y[0])
+
+
+def test_erf_eager_gradient_and_names():
+    x = np.array([-1.5, 0.0, 0.3, 2.0])
+    y, (g,) = _tape_grads(tf.math.erf, x)
+    np.testing.assert_allclose(y, np.asarray(_erf_ld(x), np.float64), rtol=4e-16)
+    np.testing.assert_allclose(g, 2 / np.sqrt(np.pi) * np.exp(-x * x), rtol=1e-15)
+    assert tf.compat.v1.erf is tf.math.erf and not hasattr(tf, "erf")   # TF 2 has no top-level tf.erf
+    with pytest.raises(tf.errors.InvalidArgumentError):    # as TF's eager erf of an int32 tensor
+        tf.math.erf(tf.constant([1, 2]))

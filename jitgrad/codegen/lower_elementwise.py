@@ -358,6 +358,7 @@ ELEMENTWISE = {
     "Cos": _unary_vm("cos"),
     "Tan": _unary_vm("tan"),
     "Tanh": _unary_vm("tanh"),
+    "Erf": _unary_vm("erf"),
     "Sigmoid": _unary_vm("sigmoid"),
     "Softplus": _unary_vm("softplus"),
     "Relu": _relu,

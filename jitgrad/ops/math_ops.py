@@ -1,6 +1,8 @@
 """Elementwise math: unary and broadcasting binary ops, their public
 functions, and their gradient rules (TensorFlow's formulas, operand order
 kept so float32 results match TF bit for bit)."""
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -224,6 +226,11 @@ _unary_op("Tanh", np.tanh,
 _unary_op("Sigmoid", _sigmoid,
           lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))])
 _unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))])
+# numpy has no erf: the reference is libm's (math.erf) in float64, rounded to the input's type.
+_erf_double = np.frompyfunc(math.erf, 1, 1)
+_unary_op("Erf", lambda x: np.asarray(_erf_double(x.astype(np.float64)), np.float64).astype(x.dtype),
+          lambda op, g: [multiply(multiply(g, 2 / math.sqrt(math.pi)),
+                                  exp(negative(square(op.inputs[0]))))])
 _unary_op("Relu", lambda x: np.maximum(x, x.dtype.type(0)),
           lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
 _unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)),
@@ -468,6 +475,10 @@ def tan(x, name=None):
 
 def tanh(x, name=None):
     return _u("Tanh", x, name)
+
+
+def erf(x, name=None):
+    return _u("Erf", x, name)
 
 
 def sigmoid(x, name=None):
