@@ -34,6 +34,7 @@ NUMPY = {
     "sqrt": lambda x, o: np.sqrt(x, out=o),
     "rsqrt": lambda x, o: np.divide(1, np.sqrt(x, out=o), out=o),
     "erf": None,
+    "erfc": None,
     "pow": lambda x, y, o: np.power(x, y, out=o),
 }
 
@@ -42,6 +43,7 @@ BENCH_RANGE = {
     "tanh": (-5, 5), "sigmoid": (-20, 20), "softplus": (-20, 20),
     "sin": (-100, 100), "cos": (-100, 100), "tan": (-100, 100),
     "sqrt": (0, 100), "rsqrt": (1e-3, 100), "erf": (-4, 4),
+    "erfc": (-4, 10),
 }
 
 

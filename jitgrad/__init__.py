@@ -164,6 +164,7 @@ math.divide_no_nan = _m.divide_no_nan
 math.reduce_euclidean_norm = _r.reduce_euclidean_norm
 math.softsign = _n.softsign   # TF exports softsign under tf.math too
 math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
+math.erfc = v1.erfc = _m.erfc  # likewise
 
 
 def is_tensor(x):

@@ -1,8 +1,8 @@
 """Training composites: tf.clip_by_norm / clip_by_global_norm / linalg.global_norm,
 tf.nn.dropout (and compat.v1's keep_prob form), tf.nn.moments / batch_normalization,
 tf.nn.embedding_lookup, tf.math.divide_no_nan / reduce_euclidean_norm / log_softmax,
-tf.tensordot, tf.nn.selu / softsign / gelu (tanh form), tf.is_tensor and tf.math.erf (an op:
-its compiled form is vecmath's erf, checked here against a long-double series).
+tf.tensordot, tf.nn.selu / softsign / gelu (both forms), tf.is_tensor and tf.math.erf / erfc (ops:
+their compiled forms are vecmath's erf / erfc, checked here against long-double references).
 
 Values against independent numpy formulas in graph mode (both Session modes) and
 eagerly, gradients against central finite differences (float64) or numpy
@@ -14,7 +14,7 @@ import pytest
 
 import jitgrad as tf
 from _graph_testing import check_op, session
-from _jit_harness import LD, _erf_ref
+from _jit_harness import LD, _erf_ref, _erfc_ref
 
 R = np.random.default_rng(11)
 graph_modes = pytest.mark.usefixtures("graph_mode")
@@ -490,11 +490,10 @@ def test_selu_softsign_gelu_eager_gradients_at_zero():
     assert tf.nn.selu(tf.constant([1.0])).dtype == tf.float32
 
 
-def test_gelu_exact_and_bad_arguments():
-    with pytest.raises(NotImplementedError, match="erf"):
-        tf.nn.gelu(tf.constant([1.0]))
-    with pytest.raises(ValueError):
-        tf.nn.gelu(tf.constant([1, 2]), approximate=True)
+def test_gelu_bad_arguments():
+    for approximate in (False, True):
+        with pytest.raises(ValueError):
+            tf.nn.gelu(tf.constant([1, 2]), approximate=approximate)
 
 
 @graph_modes
@@ -550,3 +549,89 @@ def test_erf_eager_gradient_and_names():
     assert tf.compat.v1.erf is tf.math.erf and not hasattr(tf, "erf")   # TF 2 has no top-level tf.erf
     with pytest.raises(tf.errors.InvalidArgumentError):    # as TF's eager erf of an int32 tensor
         tf.math.erf(tf.constant([1, 2]))
+
+
+# ---------------------------------------------------------------- erfc / exact gelu
+def _erfc_ld(x):
+    return _erfc_ref(np.asarray(x).astype(LD))
+
+
+# both sides of vecmath erfc's switches (|x| = 0.5, piece starts 1 / 1.75 / 2.75 / 4 / 5.75, the
+# asymptotic form from 8), the negative side (2 - erfc(-x)), and the tail down to erfc ~ 1e-36 (float32,
+# still normal) / 1e-295 (float64)
+_ERFC_X = [0.4999, 0.5, 0.5001, 1.0, 1.75, 2.75, 4.0, 5.75, 7.999, 8.0, 9.0, -0.5, -0.7, -3.0, -6.0, 1e-9, -2e-17]
+
+
+@graph_modes
+@pytest.mark.parametrize("dt,rtol", [(np.float64, 1e-15), (np.float32, 1.2e-7)])
+def test_erfc_values_and_gradient(dt, rtol):
+    # rtol: vecmath's erfc is within 1.5 / 0.75 ulp (tests/test_vecmath.py); the interpreter uses libm's
+    # erfc in float64 (within ~1e-15 relative in glibc, rounded to float32 for float32)
+    far = [15.0, 21.5, 26.0] if dt == np.float64 else []
+    x = np.concatenate([R.normal(scale=3.0, size=40), _ERFC_X, far]).astype(dt)
+    want = _erfc_ld(x)
+    y, _ = check_op(tf.math.erfc, x, grad=False)
+    np.testing.assert_allclose(np.asarray(y, LD), want, rtol=rtol, atol=0)
+    assert np.asarray(y).dtype == dt
+    if dt == np.float64:    # gradient -2/sqrt(pi) exp(-x^2), by finite differences
+        check_op(tf.math.erfc, x[:20], value_rtol=1e-14)
+
+
+@graph_modes
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_erfc_special_values(dt):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 40.0, -40.0, 30.0, -12.0], dt)
+    y, _ = check_op(tf.math.erfc, x, grad=False)
+    np.testing.assert_array_equal(np.asarray(y), [1.0, 1.0, 0.0, 2.0, np.nan, 0.0, 2.0, 0.0, 2.0])
+
+
+def test_erfc_eager_gradient_and_names():
+    x = np.array([-1.5, 0.0, 0.3, 2.0, 9.0])
+    y, (g,) = _tape_grads(tf.math.erfc, x)
+    np.testing.assert_allclose(y, np.asarray(_erfc_ld(x), np.float64), rtol=1e-15)
+    np.testing.assert_allclose(g, -2 / np.sqrt(np.pi) * np.exp(-x * x), rtol=1e-15)
+    assert tf.compat.v1.erfc is tf.math.erfc and not hasattr(tf, "erfc")   # TF 2 has no top-level tf.erfc
+    with pytest.raises(tf.errors.InvalidArgumentError):    # as TF's eager erfc of an int32 tensor
+        tf.math.erfc(tf.constant([1, 2]))
+
+
+# TF: 0.5 * x * erfc(-x * cast(0.7071067811865476, dtype)); the cast is of a float32 constant, so
+# float64 multiplies by float32's 1/sqrt(2) too.
+_GELU_C = float(np.float32(0.7071067811865476))
+
+
+def _gelu_ld(x):
+    """Exact gelu as TF composes it, in long double after the one rounding that matters: -x * c in
+    x's type (erfc's argument; in float32 its rounding moves gelu(-5) by ~1e-6 relative)."""
+    x = np.asarray(x)
+    z = (-x * x.dtype.type(_GELU_C)).astype(LD)
+    return LD(0.5) * x.astype(LD) * _erfc_ref(z)
+
+
+@graph_modes
+@pytest.mark.parametrize("dt,rtol", [(np.float64, 1.5e-15), (np.float32, 2.5e-7)])
+def test_gelu_exact_values_and_gradient(dt, rtol):
+    # incl. the negative tail, where 0.5 x (1 + erf(x / sqrt(2))) would cancel: gelu(-5) ~ -1.4e-6,
+    # gelu(-12) ~ -1.07e-32 must be accurate relative to themselves
+    x = np.concatenate([R.normal(scale=2.0, size=30), [-5.0, -8.0, -12.0, -0.3, 0.0, 1e-6, 3.0, 9.0]]).astype(dt)
+    want = _gelu_ld(x)
+    y, _ = check_op(tf.nn.gelu, x, grad=False)
+    assert np.asarray(y).dtype == dt
+    np.testing.assert_allclose(np.asarray(y, LD), want, rtol=rtol, atol=0)
+    # independently of TF's composition: the true gelu(-5) = -5 Phi(-5) = -1.43326e-6
+    np.testing.assert_allclose(np.asarray(y)[-8], -1.4332579e-06, rtol=2e-6)
+    if dt == np.float64:    # gradients by finite differences
+        check_op(tf.nn.gelu, x[:16], value_rtol=1e-14)
+        check_op(lambda p: tf.nn.gelu(p, approximate=False), x[-8:], value_rtol=1e-14)
+
+
+def test_gelu_exact_eager():
+    x = np.array([-5.0, -1.2, 0.0, 0.7, 3.0])
+    y, (g,) = _tape_grads(tf.nn.gelu, x)
+    np.testing.assert_allclose(y, np.asarray(_gelu_ld(x), np.float64), rtol=1.5e-15)
+    c = _GELU_C    # d/dx 0.5 x erfc(-c x) = 0.5 erfc(-c x) + x c exp(-(c x)^2) / sqrt(pi)
+    want = 0.5 * np.asarray(_erfc_ld(-c * x), np.float64) + x * c * np.exp(-(c * x) ** 2) / np.sqrt(np.pi)
+    np.testing.assert_allclose(g, want, rtol=1e-14)
+    y32 = tf.nn.gelu(tf.constant([-5.0, 1.0])).numpy()
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, np.asarray(_gelu_ld(np.float32([-5.0, 1.0])), np.float64), rtol=2.5e-7)

@@ -26,7 +26,7 @@ ULP_BOUND = {
     "log1p": (1.0, 1.0), "tanh": (3.0, 3.0), "sigmoid": (2.75, 2.75),
     "softplus": (2.0, 2.0), "sin": (1.5, 1.0), "cos": (1.0, 1.0),
     "tan": (2.75, 2.75), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.5),
-    "erf": (1.25, 1.25), "pow": (0.75, 1.5),
+    "erf": (1.25, 1.25), "erfc": (0.75, 1.5), "pow": (0.75, 1.5),
 }
 SWEEP_N = 1 << 17
 
@@ -76,12 +76,17 @@ def _erf_np(x):
     return np.array([math.erf(v) for v in x.astype(float)]).astype(x.dtype)
 
 
+def _erfc_np(x):
+    import math
+    return np.array([math.erfc(v) for v in x.astype(float)]).astype(x.dtype)
+
+
 NUMPY = {
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
     "tanh": np.tanh, "sigmoid": _sigmoid_np,
     "softplus": lambda x: np.logaddexp(x, x.dtype.type(0)),
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_np,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_np, "erfc": _erfc_np,
 }
 
 

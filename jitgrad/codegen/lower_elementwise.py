@@ -359,6 +359,7 @@ ELEMENTWISE = {
     "Tan": _unary_vm("tan"),
     "Tanh": _unary_vm("tanh"),
     "Erf": _unary_vm("erf"),
+    "Erfc": _unary_vm("erfc"),
     "Sigmoid": _unary_vm("sigmoid"),
     "Softplus": _unary_vm("softplus"),
     "Relu": _relu,

@@ -24,7 +24,7 @@ same type); the result has that type.  Special values are handled with
 pow as C99/np.power, ...).  No fast-math flags are used.
 
 Functions (``FUNCTIONS``): exp expm1 log log1p tanh sigmoid softplus sin
-cos tan pow (2 args) sqrt rsqrt erf.
+cos tan pow (2 args) sqrt rsqrt erf erfc.
 
 Measured worst-case error, in ulp of the exact result (long-double
 reference; 0.5 = correctly rounded), from ``bench/bench_vecmath.py --ulp``
@@ -54,10 +54,13 @@ in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
     sqrt      [0, 10]                      0.50   0.50   0.5
     rsqrt     [0, 10]                      1.49   1.49   1.5
     erf       [-6, 6] / [-7, 7]            0.96   0.97   1.25
+    erfc      [-4, 10.1] / [-6, 27.3]      0.50   1.22   0.75 / 1.5
     ========  ===========================  =====  =====  =========
 
 expm1, log1p, tanh, sin, tan and erf are accurate relative to the result
 near 0 (no cancellation): the small-magnitude sweep is part of the table.
+erfc is accurate relative to the result in its tail, down to where it
+underflows (~10.05 / ~27.2; the main range reaches into the denormals).
 
 Notes:
 * sin/cos/tan use Cody-Waite reduction by pi/2 split into three parts of the
@@ -74,6 +77,12 @@ Notes:
   the result); float64 pow carries log|x| and y log|x| as double-doubles.
 * erf: |x| < 1 odd polynomial; otherwise 1 - exp(-x^2) B(x), B piecewise
   polynomial (f64: 2 pieces, coefficients chosen per lane with select).
+* erfc is computed in float64 for both types (float32: one final rounding,
+  so it is within 0.5 ulp plus double rounding).  |x| < 0.5: 1 - x - x A(x^2)
+  with erf's A and 1 - x as a double-word; |x| >= 0.5: exp(-x^2) R(|x|) with
+  x^2 = z + zlo exact (FMA), exp(-z - zlo) and R kept as double-words, so
+  only the final product rounds at full weight; R piecewise polynomial (6
+  pieces, by select) below 8, G(1/x^2) / x above; x <= -0.5: 2 - erfc(-x).
 * tanh = expm1(2|x|) / (expm1(2|x|) + 2) with the sign copied back;
   sigmoid uses exp(-|x|) so it never overflows; softplus(x) =
   max(x, 0) + log1p(exp(-|x|)).
@@ -783,6 +792,115 @@ def _erf(e, x):
     return e.copysign(res, x)
 
 
+# erfc.  Evaluated in float64 for both types (float32: one final rounding).
+# erfc(x) = exp(-x^2) * R(x - x0) for 0.5 <= x < 8, R piecewise polynomial
+# (x0, coefficients) fitted for relative error by weighted least squares at
+# Chebyshev nodes in 40-digit arithmetic, coefficients rounded to float64
+# from the lowest degree with a refit of the rest; for x >= 8,
+# erfc(x) = exp(-x^2) / x * G(1/x^2), G fitted the same way on [0, 1/64]
+# (G(0) = 1/sqrt(pi): the asymptotic series, fitted rather than truncated).
+_ERFC_R = [
+    (0.5, [
+        0.6156903441929259, -0.512688822902593, 0.35934593274213994, -0.22201057104028174,
+        0.12417032402204947, -0.06397016910499091, 0.030728461966395698, -0.013887709213486287,
+        0.005947424916641247, -0.0024291111589324448, 0.0009541339057341399,
+        -0.00036418440187528797, 0.00013322409067863226, -4.14028170601856e-05,
+        7.580098723863281e-06]),
+    (1.0, [
+        0.427583576155807, -0.2732120147838974, 0.15437156137183078, -0.07922696893890226,
+        0.03757229617193639, -0.016661868596072167, 0.006970138537075892, -0.002769043611566441,
+        0.0010501841833214412, -0.00038169968609419366, 0.00013309189956440428,
+        -4.41833703429458e-05, 1.354673648260849e-05, -3.5573712194121077e-06,
+        6.880684780065692e-07, -7.04563143126727e-08]),
+    (1.75, [
+        0.2849722347374364, -0.13097634551448376, 0.05576363008701297, -0.022259995239599626,
+        0.008404319182626973, -0.003020974433668341, 0.0010392032141769692,
+        -0.0003435277649957382, 0.00010948783900548098, -3.371483268745864e-05,
+        1.0016038438759051e-05, -2.8352556494087693e-06, 7.359734234475774e-07,
+        -1.6116727710999652e-07, 2.551985281893347e-08, -2.104543680868181e-09]),
+    (2.75, [
+        0.1936620962790687, -0.06323763756063629, 0.01975859298737434, -0.005934337897849157,
+        0.0017195818931797998, -0.0004821951301794783, 0.0001311819685704962,
+        -3.4699019136404546e-05, 8.9407764371878e-06, -2.2477948902564123e-06,
+        5.515696162053297e-07, -1.31186712931675e-07, 2.9310660244461184e-08,
+        -5.666186520131684e-09, 8.057207271173318e-10, -5.999811817126255e-11]),
+    (4.0, [
+        0.13699945762506138, -0.03238350609502071, 0.007465433244952686, -0.001681182076413762,
+        0.0003703524662340615, -7.990886569500846e-05, 1.6905596685712827e-05,
+        -3.5102323762670924e-06, 7.157952694881759e-07, -1.4324931183276825e-07,
+        2.79705249354381e-08, -5.2195679738156666e-09, 8.852771603070629e-10,
+        -1.2425335215957325e-10, 1.232631569587388e-11, -6.242072235580375e-13]),
+    (5.75, [
+        0.09669877816971392, -0.016343218143802574, 0.0027252738428506277,
+        -0.0004485956982777687, 7.292428880735719e-05, -1.1712414374058118e-05,
+        1.8592989922941153e-06, -2.91832982515284e-07, 4.529881120742029e-08,
+        -6.948437491437427e-09, 1.0479747439650808e-09, -1.5251636223470297e-10,
+        2.0401294079081316e-11, -2.281896555516002e-12, 1.8168793760276326e-13,
+        -7.409444583279023e-15]),
+]
+# G(s), s = 1/x^2 in [0, 1/64]; fitted in v = 64 s: the coefficients
+# below are G's in s divided by 64**k (so multiplied back, exactly).
+_ERFC_G = [c * 64.0 ** k for k, c in enumerate([
+    0.5641895835477563, -0.00440773112146605, 0.0001033061981348898,
+    -4.0353980162674896e-06, 2.2068305748127524e-07, -1.5503192174177292e-08,
+    1.2890263917682281e-09, -3.901343427783651e-11, -1.2573484858914377e-10,
+    1.368352224760056e-10, -8.691563165090849e-11, 3.163336792938809e-11,
+    -5.057805071391785e-12])]
+_ERFC_ZERO = 27.25  # erfc rounds to 0 in float64 beyond (float32: ~10.05)
+
+
+def _erfc_core(d, x):
+    """erfc(x) in float64 (d is a float64 _Em)."""
+    a = d.abs(x)
+    # |x| < 0.5: 1 - x - x A(x^2), 1 - x carried as a double-word.
+    hi, lo = d.two_sum(d.c(1.0), d.neg(x))
+    small = d.add(hi, d.fma(d.neg(x), d.poly(d.mul(x, x), _ERF_A[True]), lo))
+    # |x| >= 0.5: erfc(|x|) = exp(-a^2) R with a^2 = z + zlo exactly, and
+    # exp(-a^2) = (ph + pl) 2^n and R = rh + rl kept as double-words so that
+    # only the final product rounds at full weight.
+    ac = d.min_c(a, _ERFC_ZERO)    # also keeps inf out of fma(a, a, -z)
+    z = d.mul(ac, ac)
+    zlo = d.fma(ac, ac, d.neg(z))
+    n, r1, nlo, _ = _reduce_ln2(d, d.neg(z))
+    rh, rl = d.fast_two_sum(r1, d.sub(d.neg(zlo), nlo))
+    q = d.fma(d.mul(rh, rh), d.poly(rh, _EXP_P[True]), d.fma(rl, rh, rl))
+    sh, sl = d.fast_two_sum(rh, q)
+    ph, pl = d.fast_two_sum(d.c(1.0), sh)
+    pl = d.add(pl, sl)
+    # R: piecewise polynomial, c0 + u P1(u) with the sum kept exact
+    x0, coeffs = d.c(_ERFC_R[0][0]), [d.c(k) for k in _ERFC_R[0][1]]
+    for start, cs in _ERFC_R[1:]:
+        up = d.cmp(">=", ac, d.c(start))
+        x0 = d.sel(up, d.c(start), x0)
+        cs = cs + [0.0] * (len(coeffs) - len(cs))
+        coeffs = coeffs + [d.c(0.0)] * (len(cs) - len(coeffs))
+        coeffs = [d.sel(up, d.c(k), c) for k, c in zip(cs, coeffs)]
+    u = d.sub(ac, x0)
+    t = d.mul(u, d.poly(u, coeffs[1:]))
+    ph_, pl_ = d.fast_two_sum(coeffs[0], t)
+    # x >= 8: G(1/x^2) / x with the division's remainder kept
+    r = d.div(d.c(1.0), ac)
+    s2 = d.mul(r, r)
+    gh, gl = d.fast_two_sum(d.c(_ERFC_G[0]), d.mul(s2, d.poly(s2, _ERFC_G[1:])))
+    gq = d.div(gh, ac)
+    gql = d.div(d.add(d.fma(d.neg(gq), ac, gh), gl), ac)
+    asym = d.cmp(">=", ac, d.c(8.0))
+    Rh = d.sel(asym, gq, ph_)
+    Rl = d.sel(asym, gql, pl_)
+    tail = d.scale(d.fma(ph, Rh, d.fma(ph, Rl, d.mul(pl, Rh))), n)
+    big = d.sel(d.signbit(x), d.sub(d.c(2.0), tail), tail)
+    return d.sel(d.cmp("<", a, d.c(0.5)), small, big)
+
+
+def _erfc(e, x):
+    if e.f64:
+        return _erfc_core(e, x)
+    dty = ir.DoubleType()
+    if e.count:
+        dty = ir.VectorType(dty, e.count)
+    return e.b.fptrunc(_erfc_core(_Em(e.b, dty), e.b.fpext(x, dty)), e.ty)
+
+
 # ---------------------------------------------------------------------------
 # sqrt, rsqrt
 
@@ -802,6 +920,7 @@ _UNARY = {
     "sin": lambda e, x: _sin_cos(e, x, False),
     "cos": lambda e, x: _sin_cos(e, x, True),
     "tan": _tan, "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,
+    "erfc": _erfc,
 }
 _BINARY = {"pow": _pow}
 FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))

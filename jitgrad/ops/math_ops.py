@@ -231,6 +231,11 @@ _erf_double = np.frompyfunc(math.erf, 1, 1)
 _unary_op("Erf", lambda x: np.asarray(_erf_double(x.astype(np.float64)), np.float64).astype(x.dtype),
           lambda op, g: [multiply(multiply(g, 2 / math.sqrt(math.pi)),
                                   exp(negative(square(op.inputs[0]))))])
+# erfc likewise from libm; gradient as TF's _ErfcGrad: grad * (-2/sqrt(pi)) * exp(-square(x)).
+_erfc_double = np.frompyfunc(math.erfc, 1, 1)
+_unary_op("Erfc", lambda x: np.asarray(_erfc_double(x.astype(np.float64)), np.float64).astype(x.dtype),
+          lambda op, g: [multiply(multiply(g, -2 / math.sqrt(math.pi)),
+                                  exp(negative(square(op.inputs[0]))))])
 _unary_op("Relu", lambda x: np.maximum(x, x.dtype.type(0)),
           lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
 _unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)),
@@ -479,6 +484,10 @@ def tanh(x, name=None):
 
 def erf(x, name=None):
     return _u("Erf", x, name)
+
+
+def erfc(x, name=None):
+    return _u("Erfc", x, name)
 
 
 def sigmoid(x, name=None):

@@ -293,17 +293,19 @@ def softsign(features, name=None):
 
 
 def gelu(features, approximate=False, name=None):
-    """``tf.nn.gelu``. Only the tanh approximation (approximate=True), composed as
-    TF's: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). TF computes the exact
-    form as 0.5 x erfc(-x / sqrt(2)); jitgrad has erf but no erfc, and 1 + erf(z)
-    would lose the negative tail (gelu(-5) = -1.4e-6 would become 0 in float32)."""
-    from .math_ops import pow as pow_, tanh
+    """``tf.nn.gelu``, both forms composed as TF's: exact (the default)
+    0.5 x erfc(-x / sqrt(2)), which keeps the negative tail accurate
+    (gelu(-5) = -1.4e-6 relative to itself, where 1 + erf would round it to 0
+    in float32); approximate=True 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    from .math_ops import erfc, pow as pow_, tanh
     (x,) = convert_all([features])
     if not x.dtype.is_floating:
         raise ValueError(f"`features.dtype` must be a floating point tensor.Received:features.dtype={x.dtype.name}")
     if not approximate:
-        raise NotImplementedError("jitgrad's tf.nn.gelu supports only approximate=True: the exact form needs "
-                                  "erfc, which jitgrad has no op for.")
+        # TF: 0.5 * features * erfc(-features * cast(0.7071067811865476, dtype)); the cast is of a
+        # float32 constant, so float64 gets float32's 1/sqrt(2) too (as with coeff below).
+        c = float(np.float32(0.7071067811865476))
+        return multiply(multiply(0.5, x), erfc(multiply(negative(x), c)), name=name or "Gelu")
     # TF's coeff is cast(0.044715, dtype): a float32 constant first, so float64 gets float32's 0.044715 too.
     coeff = float(np.float32(0.044715))
     inner = multiply(add(x, multiply(pow_(x, 3.0), coeff)), 0.7978845608028654)
