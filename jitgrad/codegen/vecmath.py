@@ -137,6 +137,12 @@ class _Em:
         self.sfx = ("v%d" % self.count if self.count else "") + (
             "f64" if self.f64 else "f32")
 
+    def as_f64(self):
+        """The float64 emitter of the same width (float32 functions that are
+        evaluated in float64 and rounded once at the end)."""
+        dty = ir.DoubleType()
+        return _Em(self.b, ir.VectorType(dty, self.count) if self.count else dty)
+
     # constants -----------------------------------------------------------
     def c(self, v):
         v = float(self.np(v))
@@ -696,10 +702,8 @@ def _pow(e, x, y):
         # s^13; exp through r^9.  With t clamped to float32's exp range 2^n
         # is a normal double, and the final fptrunc rounds once (denormal
         # and overflowing results included).
-        dty = ir.DoubleType()
-        if e.count:
-            dty = ir.VectorType(dty, e.count)
-        d = _Em(e.b, dty)
+        d = e.as_f64()
+        dty = d.ty
         lg = [2.0 / k for k in range(3, 14, 2)]
         t = d.mul(e.b.fpext(y, dty),
                   _log_core(d, e.b.fpext(ax, dty), denormals=False, lg=lg))
@@ -895,10 +899,8 @@ def _erfc_core(d, x):
 def _erfc(e, x):
     if e.f64:
         return _erfc_core(e, x)
-    dty = ir.DoubleType()
-    if e.count:
-        dty = ir.VectorType(dty, e.count)
-    return e.b.fptrunc(_erfc_core(_Em(e.b, dty), e.b.fpext(x, dty)), e.ty)
+    d = e.as_f64()
+    return e.b.fptrunc(_erfc_core(d, e.b.fpext(x, d.ty)), e.ty)
 
 
 # ---------------------------------------------------------------------------

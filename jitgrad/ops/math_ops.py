@@ -226,16 +226,23 @@ _unary_op("Tanh", np.tanh,
 _unary_op("Sigmoid", _sigmoid,
           lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))])
 _unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))])
-# numpy has no erf: the reference is libm's (math.erf) in float64, rounded to the input's type.
-_erf_double = np.frompyfunc(math.erf, 1, 1)
-_unary_op("Erf", lambda x: np.asarray(_erf_double(x.astype(np.float64)), np.float64).astype(x.dtype),
-          lambda op, g: [multiply(multiply(g, 2 / math.sqrt(math.pi)),
-                                  exp(negative(square(op.inputs[0]))))])
-# erfc likewise from libm; gradient as TF's _ErfcGrad: grad * (-2/sqrt(pi)) * exp(-square(x)).
-_erfc_double = np.frompyfunc(math.erfc, 1, 1)
-_unary_op("Erfc", lambda x: np.asarray(_erfc_double(x.astype(np.float64)), np.float64).astype(x.dtype),
-          lambda op, g: [multiply(multiply(g, -2 / math.sqrt(math.pi)),
-                                  exp(negative(square(op.inputs[0]))))])
+
+
+def _libm_in_double(fn):
+    """numpy has no erf/erfc: the reference kernel is libm's (math.*) in float64,
+    rounded to the input's type."""
+    elementwise = np.frompyfunc(fn, 1, 1)
+    return lambda x: np.asarray(elementwise(x.astype(np.float64)), np.float64).astype(x.dtype)
+
+
+def _erf_family_grad(sign):
+    """TF's _ErfGrad / _ErfcGrad: grad * (+-2/sqrt(pi)) * exp(-square(x)), in that order."""
+    c = sign * 2 / math.sqrt(math.pi)
+    return lambda op, g: [multiply(multiply(g, c), exp(negative(square(op.inputs[0]))))]
+
+
+_unary_op("Erf", _libm_in_double(math.erf), _erf_family_grad(1))
+_unary_op("Erfc", _libm_in_double(math.erfc), _erf_family_grad(-1))
 _unary_op("Relu", lambda x: np.maximum(x, x.dtype.type(0)),
           lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
 _unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)),
