@@ -6,7 +6,7 @@ import types as _types
 
 __version__ = "0.1.0"
 
-from . import dtypes, errors  # noqa: E402
+from . import dtypes, errors, nest  # noqa: E402
 from .dtypes import DType, as_dtype, float32, float64, int32, int64, bool_  # noqa: E402
 from .dtypes import bool_ as bool  # noqa: E402,A001
 from .context import executing_eagerly, init_scope  # noqa: E402
