@@ -396,6 +396,9 @@ def make_plan(session, elements, fed, run_passes=False):
         except Unsupported as e:
             plan.fallback, plan.reason = True, f"unsupported: {e}"
             return plan
+        except Exception as e:   # a code generator bug: the interpreter's answer, never an internal error
+            plan.fallback, plan.reason = True, f"code generator error: {e!r}"
+            return plan
     plan.kernel, plan.source = kernel, source
     meta = kernel.meta
     n_args = meta["n_args"]

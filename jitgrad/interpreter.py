@@ -4,6 +4,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .ops.registry import REGISTRY, run_kernel
+from .passes.ir import concrete_specs
 from .passes.prune import prune
 
 
@@ -23,6 +24,8 @@ def run(targets, feeds, state):
                 outs = opdef.kernel(op.attrs, state, *args)
                 outs = outs if isinstance(outs, tuple) else (outs,)
             else:
+                # the shape checks the compiler makes (passes/ir.py), so both engines reject the same runs
+                concrete_specs(op, opdef, [a.shape for a in args], [t.dtype for t in op.inputs])
                 try:
                     outs = run_kernel(opdef, args, op.attrs)
                 except InvalidArgumentError as e:

@@ -127,6 +127,55 @@ def broadcast_dims(a, b, what="operands"):
     return tuple(out)
 
 
+INT64_MAX = 2 ** 63 - 1
+
+
+def check_num_elements(dims):
+    """Raises TF's error for a shape whose known dims multiply past int64 (no
+    buffer or loop bound could hold its element count); returns the product
+    of the known dims."""
+    n = 1
+    for d in dims:
+        if d is not None:
+            n *= d
+    if n > INT64_MAX:
+        from .errors import shape_error
+        raise shape_error(f"Shape {list(dims)} would have more than 2**63 - 1 elements")
+    return n
+
+
+class InputShapeError(ValueError):
+    """Input ``index`` of an op has a shape the op cannot take (an op's shape
+    rule raises it when one input's shape is fixed by the others: a gradient
+    against the forward output, the reference of a *Like op ...). The graph
+    builder and the compiler name the tensor from the index."""
+
+    def __init__(self, index, actual, expected):
+        self.index, self.actual, self.expected = index, actual, expected
+        super().__init__(f"input {index} has shape {_fmt(actual)}, but the op needs {_fmt(expected)}")
+
+    def naming(self, op_type, op_name, tensor_name):
+        """The same error, its message naming the op and the tensor."""
+        e = InputShapeError(self.index, self.actual, self.expected)
+        e.args = (f"{op_type} '{op_name}': input {tensor_name} has shape {_fmt(self.actual)}, but the op needs "
+                  f"{_fmt(self.expected)} there",)
+        return e
+
+
+def _fmt(dims):
+    return "<unknown>" if dims is None else str(list(dims))
+
+
+def require_shape(index, actual, expected):
+    """Raises InputShapeError unless input ``index``'s (partial) shape can be
+    ``expected`` (a partial shape); unknown dims or ranks pass."""
+    if actual is None or expected is None:
+        return
+    if len(actual) != len(expected) or any(a is not None and e is not None and a != e
+                                           for a, e in zip(actual, expected)):
+        raise InputShapeError(index, actual, expected)
+
+
 def num_elements(dims):
     n = 1
     for d in dims:
@@ -134,8 +183,10 @@ def num_elements(dims):
     return n
 
 
-def normalize_axes(axis, rank, allow_none=True):
-    """Axis attr (None, int or sequence; negative allowed) -> sorted tuple."""
+def normalize_axes(axis, rank, allow_none=True, allow_duplicates=False):
+    """Axis attr (None, int or sequence; negative allowed) -> sorted tuple.
+    A reduction's axes may not name a dimension twice (TF's kernels raise
+    InvalidArgumentError, in graph mode as when executing eagerly)."""
     if axis is None:
         if not allow_none:
             raise ValueError("axis must be given")
@@ -149,5 +200,9 @@ def normalize_axes(axis, rank, allow_none=True):
         if not -rank <= a < max(rank, 1):
             from .errors import shape_error
             raise shape_error(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
-        out.add(a % rank if rank else 0)
+        a = a % rank if rank else 0
+        if a in out and not allow_duplicates:
+            from .errors import InvalidArgumentError
+            raise InvalidArgumentError(f"Invalid reduction arguments: Axes contains duplicate dimension: {a}")
+        out.add(a)
     return tuple(sorted(out))

@@ -158,6 +158,8 @@ def _concat(kb, node, j, idx, W):
             else:
                 val = b.select(b.icmp_signed(">=", i, c64(off)), v, val)
             off += n
+        if val is None:   # every input is empty along the axis: so is the output, never read
+            val = kb.const(node.outputs[0][1], 0, W_)
         return val
     if W > 1 and idx[axis][1] != 0:
         return kb.scalarise(f, idx, W)

@@ -5,7 +5,7 @@ import numpy as np
 from .. import context, dtypes
 from ..convert import convert_all, convert_to_tensor, to_numpy
 from ..errors import InvalidArgumentError, shape_error
-from ..shapes import TensorShape, as_shape, broadcast_dims, normalize_axes
+from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
 from ._infer import check_same
 from .math_ops import reduce_to
 from .registry import apply_op, register
@@ -60,6 +60,8 @@ def placeholder(dtype, shape=None, name=None):
         raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
     dtype = dtypes.as_dtype(dtype)
     dims = as_shape(shape).dims
+    if dims is not None:
+        check_num_elements(dims)   # TF checks a placeholder's shape when it is made (ValueError)
     return apply_op("Placeholder", [], {"dtype": dtype, "shape": dims}, name=name or "Placeholder")
 
 
@@ -71,7 +73,12 @@ def placeholder_with_default(input, shape, name=None):  # noqa: A002
                     name=name or "PlaceholderWithDefault")
 
 
-register("PlaceholderWithDefault", infer=lambda shapes, dts, attrs: [(attrs["shape"], dts[0])],
+def _with_default_infer(shapes, dts, attrs):
+    require_shape(0, shapes[0], attrs["shape"])
+    return [(attrs["shape"], dts[0])]
+
+
+register("PlaceholderWithDefault", infer=_with_default_infer,
          kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise")
 
 
@@ -138,7 +145,14 @@ def _reshape_dims(src, target):
 register("Reshape", infer=lambda shapes, dts, attrs: [(_reshape_dims(shapes[0], attrs["shape"]), dts[0])],
          kernel=lambda attrs, x: np.reshape(x, _reshape_dims(x.shape, attrs["shape"])),
          grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
-register("ReshapeLike", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+def _reshape_like_infer(shapes, dts, attrs):
+    x, ref = shapes
+    if x is not None and ref is not None and None not in x and None not in ref:
+        _reshape_dims(x, ref)   # raises unless the element counts agree
+    return [(ref, dts[0])]
+
+
+register("ReshapeLike", infer=_reshape_like_infer,
          kernel=lambda attrs, x, ref: np.reshape(x, ref.shape),
          grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,))
 
@@ -210,7 +224,7 @@ def expand_dims(input, axis, name=None):  # noqa: A002
 def _squeeze_axes(s, axis):
     if axis is None:
         return tuple(i for i, d in enumerate(s) if d == 1)
-    axes = normalize_axes(axis, len(s))
+    axes = normalize_axes(axis, len(s), allow_duplicates=True)   # TF's Squeeze takes a dim twice
     for a in axes:
         if s[a] is not None and s[a] != 1:
             raise ValueError(f"Can not squeeze dim[{a}], expected a dimension of 1, got {s[a]}")
@@ -276,6 +290,8 @@ def _concat_grad(op, g):
 
 
 def _split_infer(shapes, dts, attrs):
+    """The parts have the shapes of inputs 1..n, which input 0 must be the concat of."""
+    require_shape(0, shapes[0], _concat_infer(shapes[1:], dts[:1] * (len(shapes) - 1), attrs)[0][0])
     return [(s, dts[0]) for s in shapes[1:]]
 
 
@@ -475,7 +491,13 @@ def _strided_grad_kernel(attrs, g, ref):
     return out
 
 
-register("StridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_strided_grad_kernel,
+def _strided_grad_infer(shapes, dts, attrs):
+    """The gradient of x[spec], shaped as x (input 1): input 0 is shaped as x[spec]."""
+    require_shape(0, shapes[0], _strided_infer(shapes[1:], dts[1:], attrs)[0][0])
+    return [(shapes[1], dts[0])]
+
+
+register("StridedSliceGrad", infer=_strided_grad_infer, kernel=_strided_grad_kernel,
          grad=lambda op, g: [apply_op("StridedSlice", [g], {"spec": op.get_attr("spec")}), None],
          kind="layout", shape_only=(1,))
 
@@ -499,18 +521,27 @@ def _gather_infer(shapes, dts, attrs):
     return [(p[:axis] + tuple(i) + p[axis + 1:], dts[0])]
 
 
-def _gather_kernel(attrs, p, i):
-    axis = attrs["axis"] % p.ndim
-    n = p.shape[axis]
+def _check_indices(i, n, size):
+    """TF's gather kernel checks indices only when it copies something: an
+    empty output (size 0) takes any indices."""
     bad = (i < 0) | (i >= n)
-    if np.any(bad):
+    if size and np.any(bad):
         j = int(np.asarray(i)[bad].ravel()[0])
         raise InvalidArgumentError(f"indices = {j} is not in [0, {n})")
-    return np.take(p, i, axis=axis)
+
+
+def _gather_kernel(attrs, p, i):
+    axis = attrs["axis"] % p.ndim
+    out = np.take(p, np.clip(i, 0, max(p.shape[axis] - 1, 0)), axis=axis) if p.shape[axis] else \
+        np.zeros(p.shape[:axis] + i.shape + p.shape[axis + 1:], p.dtype)
+    _check_indices(i, p.shape[axis], out.size)
+    return out
 
 
 def _gather_grad_kernel(attrs, g, i, ref):
     axis = attrs["axis"] % ref.ndim
+    # the forward gather checked its indices, unless its output was fed: never wrap -1
+    _check_indices(i, ref.shape[axis], g.size)
     out = np.zeros(ref.shape, g.dtype)
     moved = np.moveaxis(out, axis, 0)
     gm = g.reshape(ref.shape[:axis] + (i.size,) + ref.shape[axis + 1:])
@@ -521,7 +552,14 @@ def _gather_grad_kernel(attrs, g, i, ref):
 register("GatherV2", infer=_gather_infer, kernel=_gather_kernel,
          grad=lambda op, g: [apply_op("GatherGrad", [g, op.inputs[1], op.inputs[0]], {"axis": op.get_attr("axis")}),
                              None], kind="other")
-register("GatherGrad", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])], kernel=_gather_grad_kernel,
+def _gather_grad_infer(shapes, dts, attrs):
+    """The gradient of gather(params=input 2, indices=input 1), shaped as params:
+    input 0 is shaped as the gather's output."""
+    require_shape(0, shapes[0], _gather_infer([shapes[2], shapes[1]], [dts[0], dts[1]], attrs)[0][0])
+    return [(shapes[2], dts[0])]
+
+
+register("GatherGrad", infer=_gather_grad_infer, kernel=_gather_grad_kernel,
          grad=lambda op, g: [gather(g, op.inputs[1], axis=op.get_attr("axis")), None, None], kind="other",
          shape_only=(2,))
 
@@ -559,7 +597,13 @@ def _tile_grad_kernel(attrs, g, ref):
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),
          grad=lambda op, g: [apply_op("TileGrad", [g, op.inputs[0]], {"multiples": op.get_attr("multiples")})],
          kind="layout")
-register("TileGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_tile_grad_kernel,
+def _tile_grad_infer(shapes, dts, attrs):
+    """The gradient of tile(input 1), shaped as input 1: input 0 is shaped as the tile."""
+    require_shape(0, shapes[0], _tile_infer(shapes[1:], dts[1:], attrs)[0][0])
+    return [(shapes[1], dts[0])]
+
+
+register("TileGrad", infer=_tile_grad_infer, kernel=_tile_grad_kernel,
          grad=lambda op, g: [tile(g, op.get_attr("multiples")), None], kind="reduction", shape_only=(1,))
 
 

@@ -3,7 +3,7 @@ their gradients and broadcasting gradients use."""
 import numpy as np
 
 from ..convert import convert_all
-from ..shapes import normalize_axes, num_elements
+from ..shapes import InputShapeError, broadcast_dims, normalize_axes, num_elements, require_shape
 from .. import dtypes
 from ._infer import NUMBERS, check_dtype
 from .math_ops import cast, divide, equal, multiply
@@ -152,14 +152,45 @@ def _unreduce_kernel(attrs, g, ref):
     return np.asarray(np.broadcast_to(g, ref.shape), order="C")
 
 
-register("SumToShape", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_sum_to_shape,
+def _sum_to_shape_infer(shapes, dts, attrs):
+    """Input 0 summed down to input 1's shape: input 1 must broadcast to input 0."""
+    g, ref = shapes
+    _require_broadcasts(1, ref, g)
+    return [(ref, dts[0])]
+
+
+def _broadcast_to_shape_of_infer(shapes, dts, attrs):
+    """Input 0 broadcast to input 1's shape: input 0 must broadcast to it."""
+    _require_broadcasts(0, shapes[0], shapes[1])
+    return [(shapes[1], dts[0])]
+
+
+def _require_broadcasts(index, src, target):
+    if src is None or target is None:
+        return
+    try:
+        out = broadcast_dims(src, target)
+    except ValueError:
+        out = None
+    if out is None or len(out) != len(target) or \
+            any(o is not None and t is not None and o != t for o, t in zip(out, target)):
+        raise InputShapeError(index, src, target)
+
+
+def _unreduce_infer(shapes, dts, attrs):
+    """A reduction's output gradient (input 0) broadcast back over its input (input 1)."""
+    require_shape(0, shapes[0], _reduced_shape(shapes[1], attrs["axis"], attrs["keepdims"]))
+    return [(shapes[1], dts[0])]
+
+
+register("SumToShape", infer=_sum_to_shape_infer, kernel=_sum_to_shape,
          grad=lambda op, g: [apply_op("BroadcastToShapeOf", [g, op.inputs[0]]), None],
          kind="reduction", shape_only=(1,))
-register("BroadcastToShapeOf", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+register("BroadcastToShapeOf", infer=_broadcast_to_shape_of_infer,
          kernel=lambda attrs, x, ref: np.asarray(np.broadcast_to(x, ref.shape), order="C"),
          grad=lambda op, g: [apply_op("SumToShape", [g, op.inputs[0]]), None],
          kind="elementwise", shape_only=(1,))
-register("Unreduce", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_unreduce_kernel,
+register("Unreduce", infer=_unreduce_infer, kernel=_unreduce_kernel,
          grad=lambda op, g: [reduce_sum(g, op.get_attr("axis"), op.get_attr("keepdims")), None],
          kind="elementwise", shape_only=(1,))
 register("SizeRatio", infer=lambda shapes, dts, attrs: [((), dtypes.int32)],

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ops.registry import REGISTRY
+from ..ops.registry import REGISTRY, infer_named
+from ..shapes import INT64_MAX, check_num_elements
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,29 @@ def value_class(arr):
     return "other"
 
 
+def concrete_specs(op, opdef, in_shapes, in_dtypes):
+    """The op's output (shape, dtype)s for concrete input shapes.  This is
+    where a run's shapes are checked against everything the machine code
+    will assume: the op's shape rule rejects inputs it cannot take (a
+    gradient shaped unlike the forward output it belongs to, ...), every
+    output must fit the shape the graph promised, and no tensor may hold
+    more elements or bytes than int64 counts (loop bounds and buffer sizes
+    are int64)."""
+    from ..errors import InvalidArgumentError
+    try:
+        specs = infer_named(opdef, op.name, [t.name for t in op.inputs], in_shapes, in_dtypes, op.attrs)
+        for (s, d), t in zip(specs, op.outputs):
+            n = check_num_elements(s)
+            if n * d.np.itemsize > INT64_MAX:
+                raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
+            if not t.shape.is_compatible_with(s):
+                raise ValueError(f"{t.name} has shape {list(s)} at run time, which is incompatible "
+                                 f"with its static shape {t.shape}")
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+    return tuple((tuple(s), d) for s, d in specs)
+
+
 BAKE_LIMIT = 64  # Const arrays with more elements than this are still args, never folded
 
 
@@ -175,12 +199,7 @@ def from_graph(ops, elements, fed, var_reader):
         ins = tuple(ref[id(t)] for t in op.inputs)
         in_shapes = [nodes[v.node].outputs[v.index][0] for v in ins]
         in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
-        try:
-            specs = opdef.infer(in_shapes, in_dtypes, op.attrs)
-        except (ValueError, TypeError) as e:
-            from ..errors import InvalidArgumentError
-            raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
-        specs = tuple((tuple(s), d) for s, d in specs)
+        specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if op.type in ("Assign", "AssignAdd", "AssignSub"):
             # State updates: the new value is computed in the program; the
             # Session writes it back after the call. Later reads in the same
