@@ -239,3 +239,80 @@ def test_warm_process_never_loads_llvm(tmp_path):
     assert warm["info"]["compiles"] == 0 and warm["info"]["disk_hits"] == 1
     assert not warm["llvm_loaded"]
     assert warm["y"] == cold["y"] and warm["dx"] == cold["dx"]
+
+
+def _headers(obj):
+    """(offset of each section header, [(type, flags, offset, size)])."""
+    shoff = int.from_bytes(obj[40:48], "little")
+    shnum = int.from_bytes(obj[60:62], "little")
+    offs = [shoff + 64 * i for i in range(shnum)]
+    return offs, [(int.from_bytes(obj[o + 4:o + 8], "little"), int.from_bytes(obj[o + 8:o + 16], "little"),
+                   int.from_bytes(obj[o + 24:o + 32], "little"), int.from_bytes(obj[o + 32:o + 40], "little"))
+                  for o in offs]
+
+
+def test_null_typed_allocated_section_outside_the_object_is_refused():
+    """The bounds check skipped SHT_NULL, but an ALLOC section of that type is copied into
+    the mapping: a large size read past the object."""
+    obj = build_object()
+    offs, secs = _headers(obj)
+    k = next(i for i, (t, flags, _o, size) in enumerate(secs) if flags & 2 and size and t != 8)
+    b = bytearray(obj)
+    b[offs[k] + 4:offs[k] + 8] = (0).to_bytes(4, "little")                   # sh_type = SHT_NULL
+    b[offs[k] + 32:offs[k] + 40] = (len(obj) * 64).to_bytes(8, "little")     # sh_size past the end
+    with pytest.raises(elf.ElfError):
+        elf.ElfImage(bytes(b))
+
+
+_FUZZ_CHILD = """
+import json, random, sys
+sys.path.insert(0, {tests!r})
+from jitgrad.cache import elf
+from test_elf_loader import _headers
+obj = open({path!r}, "rb").read()
+offs, _ = _headers(obj)
+rng = random.Random({seed})
+# type (twice: a section changing kind is the classic confusion), flags, offset, size, link, info, align, entsize
+FIELDS = [(4, 4), (4, 4), (8, 8), (24, 8), (32, 8), (32, 8), (40, 4), (44, 4), (48, 8), (56, 8)]
+VALUES = [0, 1, 2, 3, 4, 8, 9, 0x7FFFFFFF, 2 ** 32 - 1, 2 ** 63, 2 ** 64 - 1, len(obj), len(obj) - 1, len(obj) * 8]
+out = {{"refused": 0, "loaded": 0, "violations": []}}
+for n in range({n}):
+    b = bytearray(obj)
+    sec = rng.choice(offs)              # fields of one section header, so that they combine
+    for _ in range(rng.randint(1, 3)):
+        if rng.random() < 0.8:
+            at, width = rng.choice(FIELDS)
+            v = rng.choice(VALUES) if rng.random() < 0.7 else rng.getrandbits(8 * width)
+            b[sec + at:sec + at + width] = (v % (1 << (8 * width))).to_bytes(width, "little")
+        else:                           # any byte (symbols, relocations, code)
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    try:
+        img = elf.ElfImage(bytes(b))
+    except (elf.ElfError, elf.ElfUnsupported):
+        out["refused"] += 1
+        continue
+    img.close()
+    out["loaded"] += 1
+    # what was loaded must have come from inside the object
+    _, secs = _headers(bytes(b))
+    for i, (t, flags, off, size) in enumerate(secs):
+        if flags & 2 and size and t != 8 and off + size > len(b):
+            out["violations"].append((n, i))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_loader_fuzzed_with_mutated_section_headers(tmp_path, seed):
+    """Mutated objects (section header fields set to boundary values, random bytes) are
+    refused or load from inside the object; run in a child process so that an over-read
+    that crashes fails the test."""
+    path = tmp_path / "obj.o"
+    path.write_bytes(build_object())
+    code = _FUZZ_CHILD.format(tests=os.path.join(ROOT, "tests"), path=str(path), seed=seed, n=600)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["violations"] == [], out
+    assert out["refused"] > 100 and out["loaded"] > 0, out

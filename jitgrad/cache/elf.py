@@ -30,6 +30,7 @@ _R_GOTPCRELX, _R_REX_GOTPCRELX, _R_PC64 = 41, 42, 24
 _R_NONE = 0
 
 _PAGE = 4096
+_MAX_NOBITS = 1 << 30     # a kernel's zero-initialised data is a few KiB; this bounds the mapping
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_ANONYMOUS, _MAP_32BIT = 0x02, 0x20, 0x40
 _STUB = b"\xff\x25\x00\x00\x00\x00"   # jmp *0(%rip); the 8-byte target follows
@@ -122,8 +123,12 @@ def _parse(data):
         raise ElfError("bad section header table")
     secs = [_Section(i, _unpack("<IIQQQQIIQQ", data, e_shoff + 64 * i)) for i in range(e_shnum)]
     for s in secs:
-        if s.type != _SHT_NOBITS and s.type != 0 and s.offset + s.size > len(data):
+        # every type but NOBITS has its bytes in the file -- SHT_NULL too: a null-typed
+        # section flagged ALLOC is still copied into the mapping
+        if s.type != _SHT_NOBITS and s.size and s.offset + s.size > len(data):
             raise ElfError(f"section {s.index} lies outside the object")
+        if s.flags & _SHF_ALLOC and s.size > _MAX_NOBITS:   # (a .bss is not in the file: bound it)
+            raise ElfError(f"section {s.index} of {s.size} bytes is too large")
         if s.align > _PAGE or (s.align & (s.align - 1)):
             raise ElfUnsupported(f"section {s.index} alignment {s.align}")
     return secs
@@ -229,7 +234,10 @@ class ElfImage:
             buf = (ctypes.c_char * size).from_address(base)
             for s in alloc:
                 if s.type != _SHT_NOBITS:
-                    ctypes.memmove(base + s.at, data[s.offset:s.offset + s.size], s.size)
+                    chunk = data[s.offset:s.offset + s.size]
+                    if len(chunk) != s.size:    # (_parse checked it; memmove must never read past data)
+                        raise ElfError(f"section {s.index} lies outside the object")
+                    ctypes.memmove(base + s.at, chunk, s.size)
 
             def sym_addr(sym):
                 name, _bind, shndx, value = syms[sym]
