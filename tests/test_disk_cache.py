@@ -618,3 +618,99 @@ def test_no_host_facts_written_when_disabled(tmp_path, monkeypatch):
     monkeypatch.setattr(disk, "_FP", None)
     assert disk.environment_fingerprint()["cpu"]
     assert not (tmp_path / "cache").exists()
+
+
+# ----------------------------------------------------------------------------- hostile files (issue 16)
+
+@posix_only
+def test_fifo_in_place_of_an_entry_never_blocks(tmp_path):
+    """open() of a FIFO for reading blocks until a writer comes: a FIFO planted where an
+    entry belongs hung Session.run.  It is refused without being opened."""
+    import threading
+    c = cache(tmp_path)
+    k = key()
+    c.store(key(9), b"other", {})                    # creates the directory tree
+    os.makedirs(os.path.dirname(c.path_for(k)), mode=0o700, exist_ok=True)
+    os.mkfifo(c.path_for(k), 0o600)
+    result = []
+    t = threading.Thread(target=lambda: result.append(c.load(k)), daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():                                 # release it before failing
+        os.close(os.open(c.path_for(k), os.O_WRONLY | os.O_NONBLOCK))
+        t.join(10)
+        pytest.fail("load() blocked on a FIFO")
+    assert result == [None] and c.info()["rejects"] == 1
+    os.unlink(c.path_for(k))
+    assert c.store(k, b"code", {}) and c.load(k) == (b"code", {})
+
+
+def test_oversized_entry_is_refused_unread(tmp_path, monkeypatch):
+    """An 8 GiB file (sparse here) was read whole before being rejected."""
+    c = cache(tmp_path)
+    k = key()
+    assert c.store(k, b"code", {})
+    with open(c.path_for(k), "r+b") as f:
+        f.truncate(8 << 30)
+    reads = []
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: reads.append(n) or real_read(fd, n))
+    assert c.load(k) is None and c.info()["rejects"] == 1
+    assert sum(reads) == 0
+
+
+def test_entry_limit_bounds_what_is_stored_and_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(disk, "MAX_ENTRY_BYTES", 4096)
+    c = cache(tmp_path)
+    assert c.store(key(1), b"x" * 1000, {})
+    assert not c.store(key(2), b"x" * 5000, {})      # (kept in memory instead)
+    monkeypatch.setattr(disk, "MAX_ENTRY_BYTES", 512)
+    assert cache(tmp_path).load(key(1)) is None
+
+
+def test_directory_removed_by_another_process_is_made_again(tmp_path, caplog):
+    """A concurrent `jitgrad cache clear` (or rm -r) must not turn this process's cache
+    memory-only for the rest of its life."""
+    import shutil
+    c = cache(tmp_path)
+    assert c.store(key(1), b"one", {})
+    caplog.set_level(logging.WARNING, logger="jitgrad.cache")
+    assert cli_main(["clear"]) == 0                  # (same directory): two-letter directories removed
+    assert os.listdir(tmp_path / "cache") == []
+    assert c.store(key(2), b"two", {}) and os.path.exists(c.path_for(key(2)))
+    shutil.rmtree(tmp_path / "cache")                # the root too
+    assert c.store(key(3), b"three", {}) and os.path.exists(c.path_for(key(3)))
+    assert stat.S_IMODE(os.stat(tmp_path / "cache").st_mode) == 0o700
+    assert c.info()["mode"] == "disk" and warnings_of(caplog) == []
+    assert cache(tmp_path).load(key(3)) == (b"three", {})
+
+
+@posix_only
+@pytest.mark.parametrize("problem", ["symlink", "group_writable", "other_writable", "file"]
+                         + (["foreign_owner"] if IS_ROOT else []))   # (only root can give a directory away)
+def test_two_letter_directories_get_the_roots_checks(tmp_path, monkeypatch, problem):
+    c = cache(tmp_path)
+    k = key()
+    assert c.store(key(7), b"x", {})                 # the root exists and is vetted
+    sub = os.path.dirname(c.path_for(k))
+    if problem == "symlink":                         # to a directory holding a valid entry
+        elsewhere = DiskCache(str(tmp_path / "elsewhere"), fingerprint=FP)
+        assert elsewhere.store(k, b"planted", {})
+        os.symlink(os.path.dirname(elsewhere.path_for(k)), sub)
+    elif problem == "file":
+        open(sub, "w").close()
+    else:
+        assert c.store(k, b"planted", {})
+        if problem == "group_writable":
+            os.chmod(sub, 0o770)
+        elif problem == "other_writable":
+            os.chmod(sub, 0o707)
+        else:
+            os.chown(sub, 4321, 4321)                # the entry inside is still ours
+    c2 = cache(tmp_path)
+    assert c2.load(k) is None
+    assert c2.info()["rejects"] == (0 if problem == "file" else 1)   # (a file there: no entry, a miss)
+    assert c2.store(k, b"fresh", {}) is False        # never written there ...
+    assert c2.load(k) == (b"fresh", {})              # ... kept in memory
+    assert c2.info()["mode"] == "disk"               # and the rest of the cache is still used
+    assert c2.store(key(8), b"y", {}) and c2.load(key(8)) == (b"y", {})

@@ -47,9 +47,15 @@ readers see either the old complete entry or the new complete one.
 
 Security: entries are native code that will be executed.  The cache directory must
 be owned by the current user and not writable by group/others (it is created 0700);
-otherwise it is refused and the cache works in memory only (one warning).  Entries
-are opened without following symlinks and refused unless they are regular files
-owned by the current user and not writable by group/others.  A directory that cannot
+otherwise it is refused and the cache works in memory only (one warning).  The
+two-letter subdirectories get the same checks (a real directory, not a symlink, ours,
+private) before an entry in them is read or written.  Entries are opened without
+following symlinks, never opened at all unless lstat says they are regular files (a
+FIFO would block open()), and refused unless owned by the current user and not
+writable by group/others; a file larger than any entry this cache writes
+(`MAX_ENTRY_BYTES`, or the size limit if lower) is refused unread.  A directory removed
+meanwhile (`jitgrad cache clear`, `rm -r` in another process) is made again on the next
+store.  A directory that cannot
 be created or written (read-only, permission denied) degrades to memory-only stores
 with one warning; valid entries already there are still loaded.  No error from the
 file system ever reaches the caller.
@@ -74,6 +80,7 @@ SUFFIX = ".jgk"
 DEFAULT_MAX_BYTES = 1 << 30          # 1 GiB
 EVICT_TO_FRACTION = 0.9              # automatic eviction target (fraction of the limit)
 STALE_TMP_SECONDS = 3600             # prune() removes abandoned temp files older than this
+MAX_ENTRY_BYTES = 256 << 20          # a kernel's object code is KiBs to a few MiB: larger files are not read
 
 _HEAD = struct.Struct("<8sIIQ")
 _DIGEST = 32
@@ -81,6 +88,7 @@ _POSIX = os.name == "posix"
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _FALSY = ("0", "false", "off", "no", "disable", "disabled")
 
 
@@ -377,6 +385,9 @@ class DiskCache:
     def path_for(self, key):
         return os.path.join(self.directory, key[:2], key + SUFFIX)
 
+    def _entry_limit(self):
+        return min(self.max_bytes, MAX_ENTRY_BYTES)
+
     def _warn_once(self, tag, msg, *args):
         with self._lock:
             if tag in self._warned or self._quiet:
@@ -427,6 +438,22 @@ class DiskCache:
                 self._state = "ok"
             return self._state
 
+    def _subdir_problem(self, sub):
+        """Why the two-letter directory ``sub`` may not hold entries (the root's
+        checks: a real directory, not a symlink, ours, private), or None."""
+        try:
+            st = os.lstat(sub)
+        except OSError as e:
+            return f"cannot stat ({e.strerror or e})"
+        uid = _current_uid()
+        if not stat.S_ISDIR(st.st_mode):
+            return "not a directory (a symbolic link?)"
+        if _POSIX and uid is not None and st.st_uid != uid:
+            return f"owned by uid {st.st_uid}, not by us (uid {uid}); not loading native code from it"
+        if _POSIX and st.st_mode & 0o022:
+            return f"writable by group/others (mode {stat.S_IMODE(st.st_mode):o}); not loading native code from it"
+        return None
+
     # ---------------------------------------------------------------- load
     def load(self, key):
         """-> (payload bytes, meta dict) or None.  Never raises for a bad/missing entry."""
@@ -459,7 +486,18 @@ class DiskCache:
     def _load_file(self, key, touch):
         path = self.path_for(key)
         try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC)
+            st = os.lstat(path)
+        except OSError:
+            return None         # (missing, or its directory is: a miss)
+        if not stat.S_ISREG(st.st_mode):    # never open a FIFO, socket or device: open() may block
+            self._reject(path, "is a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file")
+            return None
+        problem = self._subdir_problem(os.path.dirname(path))
+        if problem:
+            self._reject(os.path.dirname(path), problem)
+            return None
+        try:   # O_NONBLOCK: should a FIFO replace the file after lstat, open() returns at once
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC | _O_NONBLOCK)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -480,6 +518,9 @@ class DiskCache:
             if _POSIX and st.st_mode & 0o022:
                 self._reject(path, f"writable by group/others (mode {stat.S_IMODE(st.st_mode):o}); "
                              "not loading native code")
+                return None
+            if st.st_size > self._entry_limit():
+                self._reject(path, f"{st.st_size} bytes, more than any entry this cache writes")
                 return None
             chunks, remaining = [], st.st_size + 1
             while remaining > 0:
@@ -524,7 +565,7 @@ class DiskCache:
             blob = encode_entry(key, bytes(payload), meta, self.fingerprint)
         except ValueError as e:     # NaN/inf or circular in meta
             raise TypeError(f"meta is not JSON-serialisable: {e}") from None
-        if len(blob) > self.max_bytes:
+        if len(blob) > self._entry_limit():
             log.debug("jitgrad cache: entry %s (%d bytes) exceeds the limit %d; not stored",
                       key, len(blob), self.max_bytes)
             return False
@@ -554,6 +595,19 @@ class DiskCache:
                 self.evictions += 1
 
     def _write_file(self, key, blob):
+        """Writes an entry; a directory removed meanwhile (`jitgrad cache clear` or
+        `rm -r` in another process) is made again, not a reason for memory-only."""
+        for attempt in range(3):
+            try:
+                return self._write_file_once(key, blob)
+            except FileNotFoundError:
+                with self._lock:
+                    self._state = None
+                if self._check_directory() != "ok":
+                    return False
+        return False
+
+    def _write_file_once(self, key, blob):
         final = self.path_for(key)
         sub = os.path.dirname(final)
         tmp = None
@@ -562,6 +616,10 @@ class DiskCache:
                 os.mkdir(sub, 0o700)
             except FileExistsError:
                 pass
+            problem = self._subdir_problem(sub)
+            if problem:
+                self._warn_once(("subdir", sub), "jitgrad cache: not writing to %s: %s", sub, problem)
+                return False
             tmp = os.path.join(sub, ".%s.%d.%s.tmp" % (key[:16], os.getpid(), os.urandom(4).hex()))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC, 0o600)
             try:
@@ -576,6 +634,8 @@ class DiskCache:
             tmp = None
             _fsync_dir(sub)
             return True
+        except FileNotFoundError:
+            raise                   # the directory went away: _write_file makes it again
         except OSError as e:
             if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
                 self._warn_once("nospace", "jitgrad cache: no space left in %s (%s); entry not stored",
