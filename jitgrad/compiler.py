@@ -279,9 +279,38 @@ def get_kernel(program, pre_key=None):
             _remember([key, pre_key], k)
             _store(pre_key, k.obj, k.meta)   # so that a later process finds it without the passes
             return k, "memory"
-    k = compile_program(program, pre_key or key)
-    _remember([key, pre_key], k)
-    return k, "compile"
+    return _compile_once(program, key, pre_key)
+
+
+_compiling = {}   # compile key -> Lock held by the thread compiling it
+
+
+def _compile_once(program, key, pre_key):
+    """Compiles under the key ``pre_key or key`` unless another thread already is:
+    then waits for it and takes its kernel from memory (threads tracing one
+    jitgrad.function compiled the same kernel each)."""
+    ckey = pre_key or key
+    while True:
+        with _klock:
+            k = _kernels.get(ckey)
+            if k is not None:
+                _stats["memory_hits"] += 1
+                return k, "memory"
+            busy = _compiling.get(ckey)
+            if busy is None:
+                busy = _compiling[ckey] = threading.Lock()
+                busy.acquire()
+                break
+        with busy:    # wait for the compiling thread; then look again (it may have failed)
+            pass
+    try:
+        k = compile_program(program, ckey)
+        _remember([key, pre_key], k)
+        return k, "compile"
+    finally:
+        with _klock:
+            del _compiling[ckey]
+        busy.release()
 
 
 # ---------------------------------------------------------------- plans

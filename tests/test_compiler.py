@@ -262,3 +262,87 @@ def test_concat_gradient_with_an_empty_computed_part():
     for got in outs.values():
         np.testing.assert_array_equal(got[0], [1.5, -2.0])
         np.testing.assert_array_equal(got[1], [3.0, -4.0])   # d/da a^2, d/db b^2
+
+
+def _eight_threads(fn):
+    import threading
+    barrier = threading.Barrier(8)
+    out, errs = [None] * 8, []
+
+    def work(i):
+        try:
+            barrier.wait()
+            out[i] = fn(i)
+        except Exception as e:   # reported below
+            errs.append(e)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    assert not errs, errs
+    return out
+
+
+def test_eight_threads_compile_one_kernel_once(monkeypatch):
+    """Threads that need the same kernel at once: one compiles, the others wait for it."""
+    from jitgrad import compiler
+    real = compiler.compile_program
+
+    def slow_compile(program, key):     # widen the window in which the others arrive
+        import time
+        time.sleep(0.2)
+        return real(program, key)
+    monkeypatch.setattr(compiler, "compile_program", slow_compile)
+
+    def run(i):
+        g = tf.Graph()                  # a graph per thread: equal programs, one kernel key
+        with g.as_default():
+            x = tf.compat.v1.placeholder(tf.float64, [5])
+            y = tf.reduce_sum(tf.sin(x) * x)
+            (dx,) = tf.gradients(y, x)
+        return S(g).run(dx, {x: np.arange(5.0) + i})
+    out = _eight_threads(run)
+    assert tf.cache_info()["compiles"] == 1
+    for i, d in enumerate(out):
+        xv = np.arange(5.0) + i
+        np.testing.assert_allclose(d, np.cos(xv) * xv + np.sin(xv), rtol=1e-12)
+
+
+def test_eight_threads_tracing_one_function_compile_once():
+    tf.set_default_mode("compiled")   # restored by conftest
+
+    @tf.function
+    def f(x):
+        return tf.reduce_sum(tf.tanh(x) * 3.0)
+    out = _eight_threads(lambda i: float(f(tf.constant(np.full(7, 0.1 * i, np.float32)))))
+    assert tf.cache_info()["compiles"] == 1
+    np.testing.assert_allclose(out, [21 * np.tanh(np.float32(0.1 * i)) for i in range(8)], rtol=1e-5)
+
+
+def test_a_failed_compile_lets_a_waiting_thread_compile(monkeypatch):
+    from jitgrad import compiler
+    real = compiler.compile_program
+    calls = []
+
+    def flaky(program, key):
+        import time
+        calls.append(key)
+        time.sleep(0.2)
+        if len(calls) == 1:
+            raise MemoryError("first compile fails")
+        return real(program, key)
+    monkeypatch.setattr(compiler, "compile_program", flaky)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        y = x * 2.0 + 1.0
+
+    def run(i):
+        try:
+            return S(g).run(y, {x: np.ones(3, np.float32)}).tolist()
+        except MemoryError:
+            return "failed"
+    out = _eight_threads(run)
+    assert out.count("failed") <= 1 and out.count([3.0, 3.0, 3.0]) >= 7
+    assert len(calls) == 2 and tf.cache_info()["compiles"] == 1
