@@ -23,6 +23,18 @@ def _contains_tensor(v):
     return _is_tensorlike(v)
 
 
+def _unconvertible(x):
+    """TF's error for a value no tensor can hold: None is a ValueError; other objects
+    are a ValueError when executing eagerly and a TypeError while building a graph
+    (strings, which TF converts to string tensors, fail later with a TypeError)."""
+    if x is None:
+        return ValueError("None values not supported.")
+    if context.executing_eagerly() and not isinstance(x, (str, bytes)):
+        return ValueError(f"Attempt to convert a value ({x!r}) with an unsupported type ({type(x)}) to a Tensor.")
+    return TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a Tensor; "
+                     "supported are bool, int, float and nested lists of them.")
+
+
 def _infer_python_dtype(value):
     """TF's dtype for a Python scalar / nested list (no tensors inside)."""
     flat = np.asarray(value, dtype=object).ravel() if isinstance(value, (list, tuple)) else [value]
@@ -35,8 +47,7 @@ def _infer_python_dtype(value):
         elif isinstance(x, (float, np.floating)):
             kinds.add("f")
         else:
-            raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a Tensor; "
-                            "supported are bool, int, float and nested lists of them.")
+            raise _unconvertible(x)
     if not kinds:
         return dtypes.float32
     if "f" in kinds:

@@ -116,8 +116,9 @@ class EagerVariable(Variable):
     def _convert_value(self, value):
         t = convert_to_tensor(value, dtype=self._dtype) if not isinstance(value, EagerTensor) else value
         if t.dtype != self._dtype:
-            raise InvalidArgumentError(f"Cannot assign a {t.dtype.name} value to variable '{self._name}' of "
-                                       f"dtype {self._dtype.name}")
+            # TF converts the value to the variable's dtype first: a tensor of another dtype fails there
+            raise ValueError(f"Tensor conversion requested dtype {self._dtype.name} for Tensor with dtype "
+                             f"{t.dtype.name}: cannot assign it to variable '{self._name}'")
         return t
 
     def _check_shape(self, shape, what):

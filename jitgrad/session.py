@@ -109,7 +109,10 @@ def _feed_array(t, value):
         value = value._value
     src = np.asarray(value)
     want = t.dtype
-    if src.dtype == object or src.dtype.kind in "USVc":
+    if src.dtype == object:   # TF: numpy's float()/int() of the element raises TypeError
+        raise TypeError(f"Cannot feed value of type {type(value).__name__} (an array of Python objects) for "
+                        f"Tensor {t.name}, which has dtype {want.name}")
+    if src.dtype.kind in "USVc":
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
                          f"{want.name}")
     lossy = ((src.dtype.kind == "f" and want.is_integer and not np.all(np.mod(src, 1) == 0))
@@ -249,6 +252,9 @@ class BaseSession:
         """[(tensor, ndarray)] in feed_dict order, validated as TF does."""
         if not feed_dict:
             return []
+        if not isinstance(feed_dict, collections.abc.Mapping):
+            raise TypeError(f"feed_dict must be a dictionary mapping tensors to values, got "
+                            f"{type(feed_dict).__name__}")
         fed = []
         checked = self._feed_checked
         for key, value in feed_dict.items():

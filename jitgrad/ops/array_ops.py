@@ -97,14 +97,25 @@ def reduce_sum_all(g):
     return reduce_sum(g)
 
 
-def _static_shape_arg(shape):
+def _static_shape_arg(shape, what="shape"):
     value = get_static_value(shape) if not isinstance(shape, (list, tuple, int, TensorShape)) else shape
     if value is None:
         raise ValueError("jitgrad needs shape arguments whose value is known when the graph is built.")
     if isinstance(value, TensorShape):
         value = value.as_list()
     value = np.asarray(value).reshape(-1).tolist() if not isinstance(value, (list, tuple)) else value
-    return tuple(int(d) for d in value)
+    return tuple(_int_arg(d, what) for d in value)
+
+
+def _int_arg(value, what):
+    """An integer argument known when the graph is built; TF's TypeError for a
+    float, string or bool (its op takes an int32/int64 tensor there)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    dt = np.asarray(value).dtype
+    name = "float32" if dt.kind == "f" else "string" if dt.kind in "USO" else dt.name
+    raise TypeError(f"Value passed to parameter '{what}' has DataType {name} not in list of allowed values: "
+                    "int32, int64")
 
 
 def fill(dims, value, name=None):
@@ -126,10 +137,11 @@ def ones(shape, dtype=dtypes.float32, name=None):
 # ---------------------------------------------------------------- shapes
 def _reshape_dims(src, target):
     target = list(target)
+    if src is None or any(d is None for d in src):
+        # TF's shape function lets two -1s through while the input is partly unknown; the run raises
+        return tuple(None if d == -1 else d for d in target)
     if target.count(-1) > 1:
         raise ValueError(f"Only one dimension of a reshape target may be -1, got {target}")
-    if src is None or any(d is None for d in src):
-        return tuple(None if d == -1 else d for d in target)
     n = int(np.prod(src, dtype=np.int64))
     known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
     if -1 in target:
@@ -218,7 +230,7 @@ register("ExpandDims", infer=_expand_infer, kernel=lambda attrs, x: np.expand_di
 
 def expand_dims(input, axis, name=None):  # noqa: A002
     (x,) = convert_all([input])
-    return apply_op("ExpandDims", [x], {"axis": int(axis)}, name=name or "ExpandDims")
+    return apply_op("ExpandDims", [x], {"axis": _int_arg(axis, "dim")}, name=name or "ExpandDims")
 
 
 def _squeeze_axes(s, axis):
@@ -386,6 +398,10 @@ def stack(values, axis=0, name="stack"):
 
 def unstack(value, num=None, axis=0, name="unstack"):
     (x,) = convert_all([value])
+    axis = _int_arg(axis, "axis")
+    rank = x.shape.rank
+    if rank is not None and not -rank <= axis < rank:
+        raise ValueError(f"Argument `axis` = {axis} not in range [{-rank}, {rank})")
     if num is None:
         if x.shape.rank is None or x.shape[axis] is None:
             raise ValueError(f"Cannot infer argument `num` from shape {x.shape}")
@@ -609,7 +625,7 @@ register("TileGrad", infer=_tile_grad_infer, kernel=_tile_grad_kernel,
 
 def tile(input, multiples, name=None):  # noqa: A002
     (x,) = convert_all([input])
-    return apply_op("Tile", [x], {"multiples": _static_shape_arg(multiples)}, name=name or "Tile")
+    return apply_op("Tile", [x], {"multiples": _static_shape_arg(multiples, "multiples")}, name=name or "Tile")
 
 
 def _broadcast_to_infer(shapes, dts, attrs):
@@ -782,11 +798,11 @@ def range_(start, limit=None, delta=1, dtype=None, name="range"):
     t = dtype.np.type
     s, l, d = t(vals[0]), t(vals[1]), t(vals[2])
     if d == 0:
-        raise InvalidArgumentError(f"Requires delta != 0: {d}")
+        raise shape_error(f"Requires delta != 0: {d}")
     if d > 0 and s > l:
-        raise InvalidArgumentError(f"Requires start <= limit when delta > 0: {s}/{l}")
+        raise shape_error(f"Requires start <= limit when delta > 0: {s}/{l}")
     if d < 0 and s < l:
-        raise InvalidArgumentError(f"Requires start >= limit when delta < 0: {s}/{l}")
+        raise shape_error(f"Requires start >= limit when delta < 0: {s}/{l}")
     if dtype.is_integer:
         size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
     else:

@@ -216,9 +216,10 @@ def _axis_attr(axis):
         axis = np.asarray(value)
     if isinstance(axis, np.ndarray):
         axis = axis.tolist()
+    from .array_ops import _int_arg
     if isinstance(axis, (list, tuple)):
-        return tuple(int(a) for a in axis)
-    return (int(axis),)
+        return tuple(_int_arg(a, "reduction_indices") for a in axis)
+    return (_int_arg(axis, "reduction_indices"),)
 
 
 def _reduce(op_type, x, axis, keepdims, name, default_name):
