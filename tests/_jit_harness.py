@@ -40,6 +40,15 @@ def target_machine():
     return _TM
 
 
+def host_vector_register():
+    """'z' (zmm) on an AVX-512 host, 'y' (ymm) on AVX2, 'x' otherwise: the
+    width LLVM vectorises float loops at for the host TargetMachine."""
+    feats = llvm.get_host_cpu_features()
+    if feats.get("avx512f") and not feats.get("prefer-256-bit"):
+        return "z"
+    return "y" if feats.get("avx2") else "x"
+
+
 def _irtype(dtype):
     return ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
 
