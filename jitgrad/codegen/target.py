@@ -67,8 +67,9 @@ class Target:
     """A CPU to generate code for.  `cpu` is an LLVM CPU name, `features` an LLVM
     feature string added to that CPU's own features; `is_host` for the host."""
 
-    def __init__(self, cpu, features, level, is_host):
+    def __init__(self, cpu, features, level, is_host, uses=()):
         self.cpu, self.features, self.level, self.is_host = cpu, features, level, is_host
+        self.uses = tuple(uses)   # extensions the probe saw used besides the level's (e.g. AVX, FMA)
         self.vector_bits = VECTOR_BITS[level]
         if level == "avx512" and _split_features(features).get("prefer-256-bit"):
             self.vector_bits = 256
@@ -98,7 +99,7 @@ class Target:
         if self.is_host:
             return []
         host = _split_features(_host_facts()["features"])
-        wanted = list(LEVEL_FEATURES[self.level])
+        wanted = list(LEVEL_FEATURES[self.level]) + [f for f in self.uses if f not in LEVEL_FEATURES[self.level]]
         wanted += [f for f, on in _split_features(self.features).items()
                    if on and f in host and f not in wanted]   # tuning flags are not in the host's list
         return [f for f in wanted if not host.get(f)]
@@ -172,7 +173,8 @@ sys.stdout.write(tm.emit_assembly(llvm.parse_assembly(ir)))
 
 
 def _probe_level(cpu, features):
-    """LLVM's ISA level for a named CPU + features, read off the assembly of a probe.
+    """(ISA level, extensions seen used) for a named CPU + features, read off the
+    assembly of a probe.
     The probe runs in a child process: LLVM aborts the whole process on some unknown
     CPU names ("64-bit code requested on a subtarget that doesn't support it")."""
     import subprocess
@@ -189,11 +191,16 @@ def _probe_level(cpu, features):
     if proc.returncode:
         raise RuntimeError(f"jitgrad target: probing CPU {cpu!r} failed: {err.strip()[-500:]}")
     asm = proc.stdout
-    if re.search(r"vfmadd\w*\s+%zmm", asm):
-        return "avx512"
-    if re.search(r"vfmadd\w*\s+%ymm", asm) and re.search(r"vpaddd\s+%ymm", asm):
-        return "avx2"
-    return "x86-64"
+    uses = [f for f, pattern in (("avx", r"%ymm|^\s+v[a-z]"), ("fma", r"\bvfmadd"),
+                                 ("avx2", r"vpaddd\s+%ymm"), ("avx512f", r"%zmm"))
+            if re.search(pattern, asm, re.M)]
+    if "avx512f" in uses and "fma" in uses:
+        level = "avx512"
+    elif "avx2" in uses and "fma" in uses:
+        level = "avx2"
+    else:
+        level = "x86-64"
+    return level, uses
 
 
 _lock = threading.Lock()
@@ -217,7 +224,8 @@ def get(cpu=None, features=None):
                                _level_from_features(_split_features(facts["features"])), True)
                 else:
                     name = _host_facts()["cpu"] if cpu == "host" else cpu
-                    t = Target(name, features, _probe_level(name, features), False)
+                    level, uses = _probe_level(name, features)
+                    t = Target(name, features, level, False, uses)
                 _targets[k] = t
     return t
 
