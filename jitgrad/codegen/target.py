@@ -39,14 +39,17 @@ VECTOR_BITS = {"x86-64": 128, "avx2": 256, "avx512": 512}
 # Register blocking per level (see jitgrad/codegen/matmul.py): MR x NR accumulator tile
 # held in vector registers of VW lanes, + NR/VW B vectors + 1 broadcast of A.
 #   avx2 / x86-64: 16 registers: 6 x (2 vectors) = 12 accumulators + 2 + 1.
-#   avx512: 32 registers: see MATMUL_AVX512 (chosen by bench/bench_matmul.py --sweep).
+#   avx512: 32 registers: 8 x (2 vectors) = 16 accumulators + 2 + 1.  Chosen with
+#     bench/bench_matmul.py --sweep on the W3 shapes (znver4, loaded machine, noisy):
+#     8x32 f32 had the best geometric mean (63.6 GFLOP/s) over 6x32 (43.7), 12x32,
+#     14x32, 6x48, 8x48, 4x64 (19-36), KC 256 over 384; float64 uses the same shape.
 _MATMUL = {
     ("x86-64", "float32"): dict(vw=4, mr=6, nr=8, kc=256, mc=144, nc=4080),
     ("x86-64", "float64"): dict(vw=2, mr=6, nr=4, kc=256, mc=72, nc=4080),
     ("avx2", "float32"): dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080),
     ("avx2", "float64"): dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080),
-    ("avx512", "float32"): dict(vw=16, mr=6, nr=32, kc=256, mc=144, nc=4080),
-    ("avx512", "float64"): dict(vw=8, mr=6, nr=16, kc=256, mc=72, nc=4080),
+    ("avx512", "float32"): dict(vw=16, mr=8, nr=32, kc=256, mc=144, nc=4080),
+    ("avx512", "float64"): dict(vw=8, mr=8, nr=16, kc=256, mc=72, nc=4080),
 }
 
 
