@@ -147,14 +147,13 @@ class _NumpyServer:
 
 # ------------------------------------------------------------------ our side
 
-def _jit(mm, dtype, M, N, K, ta, tb, config):
+def _jit(mm, dtype, M, N, K, ta, tb, config, target=None):
     import llvmlite.binding as llvm
     from llvmlite import ir
+    from jitgrad.codegen import target as tg
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    tm = llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(), opt=3)
+    tm = tg.get(target).target_machine(opt=3)
     module = ir.Module()
     module.triple = llvm.get_default_triple()
     module.data_layout = str(tm.target_data)
@@ -174,13 +173,13 @@ def _jit(mm, dtype, M, N, K, ta, tb, config):
     return fn, (ee, mod), P
 
 
-def _ours_setup(dtype, config):
+def _ours_setup(dtype, config, target=None, shapes=None):
     """Compile every shape once; return (callable, calls per sample) pairs."""
     mm = _load_matmul()
     kw = {"config": config} if config else {}
     calls = []
-    for _, M, N, K, ta, tb in SHAPES:
-        fn, keep, P = _jit(mm, dtype, M, N, K, ta, tb, config)
+    for _, M, N, K, ta, tb in shapes or SHAPES:
+        fn, keep, P = _jit(mm, dtype, M, N, K, ta, tb, config, target)
         A, B = _operands(M, N, K, ta, tb, dtype)
         C = np.empty((M, N), dtype)
         ws = mm.workspace_elems(dtype, 1, M, N, K, ta, tb, **kw)
@@ -199,6 +198,24 @@ def _ours_setup(dtype, config):
     return calls
 
 
+def _sweep(dtype, target, repeats):
+    vw = 16 if dtype == "float32" else 8
+    cands = [dict(mr=mr, nr=k * vw, kc=kc) for mr, k in ((6, 2), (8, 2), (12, 2), (14, 2), (6, 3), (8, 3), (4, 4))
+             for kc in (256, 384)]
+    print("sweep %s %s: GFLOP/s (median of %d), shapes: %s" % (
+        dtype, target or "host", repeats, [s[0].split()[1] for s in SHAPES]))
+    for c in cands:
+        cfg = dict(vw=vw, mc=max(c["mr"], 144 // c["mr"] * c["mr"]), nc=4080, **c)
+        calls = _ours_setup(dtype, cfg, target)
+        res = []
+        for (label, M, N, K, ta, tb), (call, inner) in zip(SHAPES, calls):
+            t = np.median([_sample(call, inner) for _ in range(repeats)])
+            res.append(2.0 * M * N * K / 1e9 / t)
+        print("mr=%2d nr=%2d kc=%d: %s  geo-mean %.1f" % (
+            c["mr"], c["nr"], c["kc"], " ".join("%6.1f" % r for r in res),
+            float(np.exp(np.mean(np.log(res))))), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float32")
@@ -206,13 +223,23 @@ def main():
                     help="interleaved ours/numpy samples per shape (median)")
     ap.add_argument("--config", default=None,
                     help="tile-size overrides (JSON)")
+    ap.add_argument("--target", default=None,
+                    help="LLVM CPU to compile for (default: the host); its blocking "
+                         "(jitgrad/codegen/target.py) is the default config")
+    ap.add_argument("--sweep", action="store_true",
+                    help="ours only: GFLOP/s of candidate AVX-512 blockings per shape")
     ap.add_argument("--numpy-child", action="store_true")
     args = ap.parse_args()
     if args.numpy_child:
         _numpy_child(args.dtype)
         return
-    config = json.loads(args.config) if args.config else None
-    calls = _ours_setup(args.dtype, config)
+    from jitgrad.codegen import target as tg
+    config = tg.get(args.target).matmul_config(args.dtype)
+    config.update(json.loads(args.config) if args.config else {})
+    if args.sweep:
+        _sweep(args.dtype, args.target, args.repeats)
+        return
+    calls = _ours_setup(args.dtype, config, args.target)
     server = _NumpyServer(args.dtype)
     rows = []
     try:
@@ -228,9 +255,8 @@ def main():
     finally:
         server.close()
     print("dtype=%s: GFLOP/s from the median of %d samples (~50 ms each), "
-          "ours and numpy interleaved; single thread%s" % (
-              args.dtype, args.repeats,
-              ", config=%s" % config if config else ""))
+          "ours and numpy interleaved; single thread; target %s, config=%s" % (
+              args.dtype, args.repeats, tg.get(args.target).describe(), config))
     print("numpy: %s" % server.info)
     print("numpy subprocess env: *_NUM_THREADS=1; unset %s" % (
         ", ".join(server.removed) if server.removed

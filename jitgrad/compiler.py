@@ -113,11 +113,16 @@ class Kernel:
         self.timings = timings or {}
         self.report = report or {}
         self.source = source
-        self.loaded = load(obj)
-        self.cfunc = _ENTRY(self.loaded.address(meta["name"]))
-        # [threads hook] parallel kernels also export <name>_mt(slots, tid, n) (codegen/parallel.py)
-        from .codegen import parallel as _par
-        self.mt_addr = _par.entry_mt_address(self.loaded, meta)
+        from .codegen.target import foreign_code
+        foreign = foreign_code(meta)   # compiled for a CPU this host lacks: never mapped, calls raise
+        if foreign is not None:
+            self.loaded, self.cfunc, self.mt_addr = foreign, foreign, 0
+        else:
+            self.loaded = load(obj)
+            self.cfunc = _ENTRY(self.loaded.address(meta["name"]))
+            # [threads hook] parallel kernels also export <name>_mt(slots, tid, n) (codegen/parallel.py)
+            from .codegen import parallel as _par
+            self.mt_addr = _par.entry_mt_address(self.loaded, meta)
         nb = int(meta["arena_bytes"])
         self._arena = np.empty(nb + 64, np.uint8)
         base = _addr(self._arena)
@@ -716,6 +721,8 @@ class ExplainReport:
         out = ["== jitgrad explain =="]
         out.append(f"kernel source: {self.source}" + (f"  (key {self.key[:16]}..., loaded by {self.loader})"
                                                       if self.key else ""))
+        if getattr(self, "target", None):
+            out.append(f"target: {self.target}")
         if self.fallback:
             out.append(f"FALLBACK to the interpreter: {self.reason}")
         out.append("-- passes (node counts)")
@@ -753,15 +760,17 @@ def explain(session, elements, fed):
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)
     k = plan.kernel
+    from .codegen.target import from_key
+    tgt = from_key(k.meta.get("target"))
     if k.opt_ir is None or not k.report:  # loaded from disk: rebuild the texts (not cached)
         from .codegen.kernel import KernelBuilder
         kb = KernelBuilder(p, k.meta["name"], str(backend.target_machine().target_data),
                            backend.target_machine().triple)
         ir_text = str(kb.build())
-        _, k.opt_ir, _ = backend.optimise_to_object(ir_text)
+        _, k.opt_ir, _ = backend.optimise_to_object(ir_text, tgt)
         k.ir_text = ir_text
         k.report = {"groups": kb.groups, "buffers": kb.buffer_report}
-    asm = backend.assembly(k.opt_ir)
-    return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings,
+    asm = backend.assembly(k.opt_ir, tgt)
+    return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings, target=tgt.describe(),
                          groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"],
                          ir=k.opt_ir, unoptimised_ir=k.ir_text, asm=asm, **common)

@@ -28,11 +28,31 @@ def get_default_mode():
 
 class ConfigProto:
     """Accepts TF's ConfigProto fields (ignored: there are no devices to place
-    ops on) plus ``jitgrad_mode`` = 'compiled' | 'interpret'."""
+    ops on) plus ``jitgrad_mode`` = 'compiled' | 'interpret' and
+    ``jitgrad_target_cpu`` / ``jitgrad_target_features``: the LLVM CPU name and
+    feature string to generate code for (default: the host; see
+    jitgrad/codegen/target.py)."""
 
-    def __init__(self, jitgrad_mode=None, **kwargs):
+    def __init__(self, jitgrad_mode=None, jitgrad_target_cpu=None, jitgrad_target_features=None, **kwargs):
         self.jitgrad_mode = jitgrad_mode
+        self.jitgrad_target_cpu = jitgrad_target_cpu
+        self.jitgrad_target_features = jitgrad_target_features
         self.__dict__.update(kwargs)
+
+
+def _target_from_config(config):
+    """(cpu, features) a Session generates code for, or None (the environment's choice).
+    An unknown CPU or malformed feature string raises ValueError here."""
+    if isinstance(config, dict):
+        cpu, feats = config.get("jitgrad_target_cpu"), config.get("jitgrad_target_features")
+    else:
+        cpu = getattr(config, "jitgrad_target_cpu", None)
+        feats = getattr(config, "jitgrad_target_features", None)
+    if cpu is None and feats is None:
+        return None
+    from .codegen import target
+    target.get(cpu, feats)          # validates now rather than at the first run
+    return (cpu or "", feats or "")
 
 
 def _mode_from_config(config):
@@ -133,6 +153,7 @@ class BaseSession:
         if not isinstance(self.graph, Graph):
             raise TypeError(f"graph must be a tf.Graph, but got {type(self.graph)}")
         self.mode = _mode_from_config(config)
+        self._target = _target_from_config(config)
         self._closed = False
         self._store = VariableStore()
         self._ctx = []
@@ -194,7 +215,12 @@ class BaseSession:
             from . import interpreter
             values = interpreter.run(plan.elements, {id(t): v for t, v in fed}, self._store)
         else:
-            values = _compiled_executor[0](self, plan.elements, fed)
+            if self._target is None:
+                values = _compiled_executor[0](self, plan.elements, fed)
+            else:
+                from .codegen.target import using
+                with using(self._target):
+                    values = _compiled_executor[0](self, plan.elements, fed)
             if fk is not None and _runner_factory[0] is not None:
                 self._install_runner(fk, t, fetches, plan.elements, fed, feed_dict)
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
@@ -219,8 +245,10 @@ class BaseSession:
         fused loop nests, buffers, LLVM IR, assembly, compile time, and
         whether the kernel came from memory, disk or a fresh compile."""
         from . import compiler
+        from .codegen.target import using
         plan = self._fetch_plan(fetches)
-        return compiler.explain(self, plan.elements, self._fed_list(feed_dict))
+        with using(self._target):
+            return compiler.explain(self, plan.elements, self._fed_list(feed_dict))
 
     def _fetch_plan(self, fetches):
         t = type(fetches)
@@ -288,7 +316,11 @@ class BaseSession:
         if self.mode == "interpret" or _compiled_executor[0] is None:
             from . import interpreter
             return interpreter.run(elements, {k: v for k, (t, v) in feeds.items()}, self._store)
-        return _compiled_executor[0](self, elements, list(feeds.values()))
+        if self._target is None:
+            return _compiled_executor[0](self, elements, list(feeds.values()))
+        from .codegen.target import using
+        with using(self._target):
+            return _compiled_executor[0](self, elements, list(feeds.values()))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])

@@ -25,26 +25,40 @@ def load_vecmath():
 
 vecmath = load_vecmath()
 
-_TM = None
+_TMS = {}
 
 
-def target_machine():
-    global _TM
-    if _TM is None:
+def _target(target):
+    from jitgrad.codegen import target as tg
+    return tg.get() if target is None else (tg.get(target) if isinstance(target, str) else target)
+
+
+def target_machine(target=None):
+    """A shared TargetMachine for IR, optimisation and assembly (host by default;
+    `target`: an LLVM CPU name or a jitgrad Target).  Never given to MCJIT."""
+    t = _target(target)
+    if t.key() not in _TMS:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        _TM = target.create_target_machine(
-            cpu=llvm.get_host_cpu_name(),
-            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    return _TM
+        _TMS[t.key()] = t.target_machine(opt=3)
+    return _TMS[t.key()]
+
+
+def host_vector_register():
+    """'z' (zmm), 'y' (ymm) or 'x' (xmm): the vector width jitgrad's target for
+    this host chose (codegen/target.py; 512 bits on AVX-512, 256 on AVX2)."""
+    return vector_register(None)
+
+
+def vector_register(target):
+    return {512: "z", 256: "y", 128: "x"}[_target(target).vector_bits]
 
 
 def _irtype(dtype):
     return ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
 
 
-def build_loop_ir(name, dtype, arity=None, vector=None):
+def build_loop_ir(name, dtype, arity=None, vector=None, target=None):
     """IR module with `void f(T* in0[, T* in1], T* out, i64 n)`.
 
     vector=None: scalar loop (left to the loop vectoriser).  vector=W: the
@@ -54,7 +68,7 @@ def build_loop_ir(name, dtype, arity=None, vector=None):
     ety = _irtype(dtype)
     vty = ir.VectorType(ety, vector) if vector else ety
     mod = ir.Module(name="vm_" + name)
-    tm = target_machine()
+    tm = target_machine(target)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     ptr = ir.PointerType(ety)
@@ -92,8 +106,8 @@ def build_loop_ir(name, dtype, arity=None, vector=None):
     return mod
 
 
-def optimise(llmod):
-    tm = target_machine()
+def optimise(llmod, target=None):
+    tm = target_machine(target)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
@@ -105,15 +119,20 @@ def optimise(llmod):
 class Compiled:
     """A JIT-compiled elementwise kernel callable on numpy arrays."""
 
-    def __init__(self, name, dtype, vector=None):
+    def __init__(self, name, dtype, vector=None, target=None):
         self.name, self.dtype = name, np.dtype(dtype)
         self.arity = 2 if name == "pow" else 1
         self.vector = vector
-        self.ir = str(build_loop_ir(name, dtype, self.arity, vector))
-        self.mod = optimise(llvm.parse_assembly(self.ir))
+        self.target = _target(target)
+        self.ir = str(build_loop_ir(name, dtype, self.arity, vector, self.target))
+        self.mod = optimise(llvm.parse_assembly(self.ir), self.target)
         self.mod.verify()
-        self.asm = target_machine().emit_assembly(self.mod)
-        self.engine = llvm.create_mcjit_compiler(self.mod, target_machine())
+        self.asm = target_machine(self.target).emit_assembly(self.mod)
+        self.runnable = not self.target.missing_on_host()
+        if not self.runnable:
+            return      # inspect the assembly only: this host cannot execute it
+        # MCJIT takes ownership of the TargetMachine it gets: a fresh one
+        self.engine = llvm.create_mcjit_compiler(self.mod, self.target.target_machine(opt=3))
         self.engine.finalize_object()
         addr = self.engine.get_function_address("f")
         cptr = ctypes.c_void_p
@@ -133,10 +152,10 @@ class Compiled:
 _CACHE = {}
 
 
-def compiled(name, dtype, vector=None):
-    key = (name, np.dtype(dtype).name, vector)
+def compiled(name, dtype, vector=None, target=None):
+    key = (name, np.dtype(dtype).name, vector, _target(target).key())
     if key not in _CACHE:
-        _CACHE[key] = Compiled(name, dtype, vector)
+        _CACHE[key] = Compiled(name, dtype, vector, target)
     return _CACHE[key]
 
 

@@ -27,10 +27,12 @@ except ImportError:  # package __init__ files not written yet
 
 # ------------------------------------------------------------------ harness
 
-def _target_machine():
+def _target_machine(target=None):
     # A fresh one per engine: MCJIT takes ownership of (and frees) it.
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    if target is not None:
+        return target.target_machine(opt=3)
     return llvm.Target.from_default_triple().create_target_machine(
         cpu=llvm.get_host_cpu_name(),
         features=llvm.get_host_cpu_features().flatten(), opt=3)
@@ -110,10 +112,12 @@ class Case:
         return A @ B, bound
 
 
-def compile_cases(cases):
+def compile_cases(cases, target=None, asm=None):
+    """Compiles the cases into one engine (for `target`, default the host);
+    with a list `asm`, appends the module's assembly to it."""
     module = ir.Module(name="matmul_tests")
     module.triple = llvm.get_default_triple()
-    tm = _target_machine()
+    tm = _target_machine(target)
     module.data_layout = str(tm.target_data)
     for i, c in enumerate(cases):
         c.emit(module, "mm_%d" % i)
@@ -122,6 +126,8 @@ def compile_cases(cases):
     pb = llvm.create_pass_builder(
         tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(mod, pb)
+    if asm is not None:
+        asm.append(tm.emit_assembly(mod))
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     for c in cases:
@@ -443,3 +449,97 @@ def test_prepack_supported_limits():
     assert not mm.prepack_supported("float32", 1, 10, 10, 0, False)
     assert not mm.prepack_supported("float32", 1, 10, 5000, 10, False)   # several NC blocks
     assert mm.prepack_supported("float32", 1, 256, 512, 784, False)
+
+
+# ------------------------------------------------- per-target code generation
+# The code generator picks the blocking from its target (codegen/target.py).
+# Each target's kernels are compiled whatever the host; they run where the host
+# can execute them, and their assembly is inspected everywhere.
+
+TARGETS = {"avx512": "skylake-avx512", "avx2": "haswell", "x86-64": "x86-64"}
+# the packed FMA / multiply of the micro-kernel, per level
+MICROKERNEL_ASM = {"avx512": r"vfmadd\d+p[sd]\s+[^\n]*%zmm",
+                   "avx2": r"vfmadd\d+p[sd]\s+[^\n]*%ymm",
+                   "x86-64": r"\bmulp[sd]\s+%xmm"}
+
+
+def _target_cases(level):
+    from jitgrad.codegen import target as tg
+    t = tg.get(TARGETS[level])
+    assert t.level == level
+    rng = np.random.default_rng(hash(level) % 1000)
+    cases = []
+    for dt in ("float32", "float64"):
+        cfg = t.matmul_config(dt)
+        for ta in (False, True):
+            for tb in (False, True):
+                # W3-like shapes (narrow N too), small edge shapes, batched
+                cases.append(Case(dt, 1, 67, 90, 130, ta, tb, False, False, rng, config=cfg))
+                cases.append(Case(dt, 1, 33, 10, 70, ta, tb, False, False, rng, config=cfg))
+        cases.append(Case(dt, 3, 21, 37, 19, False, True, False, True, rng, config=cfg))
+        cases.append(Case(dt, 2, 5, 3, 300, True, False, True, False, rng, config=cfg))
+        cases.append(Case(dt, 1, 1, 1, 1, False, False, False, False, rng, config=cfg))
+    return t, cases
+
+
+@pytest.mark.parametrize("level", sorted(TARGETS))
+def test_target_blocking_compiles_runs_and_uses_its_registers(level):
+    t, cases = _target_cases(level)
+    assert cases[0].config["vw"] * (4 if cases[0].dtype == "float32" else 8) * 8 == t.vector_bits
+    asm = []
+    engine = compile_cases(cases, t, asm)
+    import re
+    assert re.search(MICROKERNEL_ASM[level], asm[0]), "micro-kernel not at the target's width"
+    if level == "x86-64":
+        # SSE2 only, and multiply + add rather than a libm fma call per lane
+        assert not re.search(r"%[yz]mm", asm[0]) and not re.search(r"\bfmaf?\b", asm[0])
+    if level == "avx2":
+        assert not re.search(r"%zmm", asm[0])
+    if t.missing_on_host():
+        return      # inspected, not run: the host cannot execute this target's code
+    rng = np.random.default_rng(5)
+    for case in cases:
+        full = case.run()
+        check(case, full)
+        C = case.new_out()
+        for lo, hi in _split_points(case.M, rng):
+            case.run(C=C, rows=(lo, hi))
+        assert np.array_equal(full, C), case
+    del engine
+
+
+def test_host_blocking_prepacked_matches_emit_matmul():
+    """The shared-B (threaded) path with the host target's blocking (AVX-512 on
+    an AVX-512 host) gives the same bits as the single-call kernel."""
+    from jitgrad.codegen import target as tg
+    t = tg.get()
+    rng = np.random.default_rng(11)
+    cases = []
+    for dt in ("float32", "float64"):
+        cfg = t.matmul_config(dt)
+        for (M, N, K, ta, tb) in ((256, 512, 784, False, False), (130, 45, 77, True, False),
+                                  (64, 100, 33, False, True)):
+            cases.append(Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=cfg))
+    module = ir.Module(name="pre")
+    module.triple = llvm.get_default_triple()
+    tm = _target_machine(t)
+    module.data_layout = str(tm.target_data)
+    for i, c in enumerate(cases):
+        c.emit(module, "mm_%d" % i)
+        mm.emit_matmul_prepacked(module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config)
+    mod = llvm.parse_assembly(str(module))
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    for i, c in enumerate(cases):
+        c.bind(engine)
+        c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d_pack" % i))
+        c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d" % i))
+        full = c.run()
+        check(c, full)
+        got = _run_prepacked(c, rng)
+        assert np.array_equal(got, full), c
+    del engine

@@ -1,49 +1,70 @@
-"""LLVM side: host target machine, optimisation, object code.
+"""LLVM side: target machine, optimisation, object code.
 
 A compiled kernel's artefact is (object code bytes, JSON-able meta), so the
 disk cache can store it and a later process can load it (jitgrad.cache.native)
 without LLVM's optimiser or code generator.
+
+Code is generated for `jitgrad.codegen.target.current()`: the host unless
+JITGRAD_TARGET_CPU / a Session's jitgrad_target_cpu names another CPU.
 """
 import threading
 import time
 
 import llvmlite.binding as llvm
 
+from . import target as _target
+
 _lock = threading.Lock()
-_tm = [None]
+_tms = {}     # Target.key() -> TargetMachine used for optimising and emitting (never given to MCJIT)
 
 
-def target_machine():
-    """The host TargetMachine, from LLVM's own view of the host (which the disk cache's
-    fingerprint must agree with: `confirm_host_facts`)."""
-    if _tm[0] is None:
+def target_machine(target=None):
+    """The TargetMachine for `target` (default: the current one).  For the host it is
+    built from LLVM's own view of the host, which the disk cache's fingerprint must
+    agree with (`confirm_host_facts`)."""
+    target = target or _target.current()
+    tm = _tms.get(target.key())
+    if tm is None:
         with _lock:
-            if _tm[0] is None:
-                from ..cache.disk import ask_llvm, confirm_host_facts
-                from ..cache.native import host_target_machine
-                confirm_host_facts(ask_llvm())
-                _tm[0] = host_target_machine(opt=3)
-    return _tm[0]
+            tm = _tms.get(target.key())
+            if tm is None:
+                if target.is_host:
+                    from ..cache.disk import ask_llvm, confirm_host_facts
+                    confirm_host_facts(ask_llvm())
+                tm = _tms[target.key()] = target.target_machine(opt=3)
+    return tm
 
 
-def optimise_to_object(ir_text):
-    """Parses, verifies, optimises (O3, host CPU) and emits object code.
-    Returns (object bytes, optimised IR text, {phase: seconds})."""
-    tm = target_machine()
+def optimise_to_object(ir_text, target=None):
+    """Parses, verifies, optimises (O3) and emits object code for `target` (default:
+    the current one).  Returns (object bytes, optimised IR text, {phase: seconds})."""
+    tm = target_machine(target)
     t0 = time.perf_counter()
     mod = llvm.parse_assembly(ir_text)
-    mod.verify()
-    t1 = time.perf_counter()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    t2 = time.perf_counter()
-    obj = tm.emit_object(mod)
-    t3 = time.perf_counter()
-    return obj, str(mod), {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
+    try:
+        mod.verify()
+        t1 = time.perf_counter()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        mpm.run(mod, pb)
+        mpm.close()
+        pb.close()
+        pto.close()
+        t2 = time.perf_counter()
+        obj = tm.emit_object(mod)
+        t3 = time.perf_counter()
+        opt_ir = str(mod)
+    finally:
+        mod.close()
+    return obj, opt_ir, {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
 
 
-def assembly(opt_ir_text):
-    return target_machine().emit_assembly(llvm.parse_assembly(opt_ir_text))
+def assembly(opt_ir_text, target=None):
+    mod = llvm.parse_assembly(opt_ir_text)
+    try:
+        return target_machine(target).emit_assembly(mod)
+    finally:
+        mod.close()

@@ -173,6 +173,8 @@ class KernelBuilder:
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
+        from .target import current
+        self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
 
     # ------------------------------------------------------------ small IR helpers
     def shape(self, v):
@@ -1290,6 +1292,7 @@ class KernelBuilder:
             "parallel": bool(self.parallel),
             "threads": self.par_slots,
             "parallel_nests": n_par,
+            "target": self.target.key(),   # jitgrad.codegen.target: refused where the host cannot run it
         }
         return self.module
 

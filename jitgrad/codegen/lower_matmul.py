@@ -51,26 +51,27 @@ def _matmul(kb, node, outs, dry):
     if dt.is_floating:
         try:
             from . import matmul as mm
+            cfg = kb.target.matmul_config(dt.name)
             # parallel: B packed once into a shared buffer, then threads take
             # row chunks from an atomic counter (dynamic schedule; every C
             # element's summation order is independent of the chunking)
-            dyn = par and mm.prepack_supported(dt.name, batch, M, N, K, ta)
+            dyn = par and mm.prepack_supported(dt.name, batch, M, N, K, ta, cfg)
             if dyn:
-                bel = mm.packed_b_elems(dt.name, M, N, K, ta)
-                wel = mm.compute_workspace_elems(dt.name, M, N, K, ta)
+                bel = mm.packed_b_elems(dt.name, M, N, K, ta, cfg)
+                wel = mm.compute_workspace_elems(dt.name, M, N, K, ta, cfg)
                 bpk = kb.scratch_buffer((bel,), dt, "matmul packed B (shared)")
             else:
-                wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb)
+                wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb, cfg)
             work = kb.scratch_buffer((wel * (kb.par_slots if par else 1),), dt,
                                      "matmul workspace" + (f" x{kb.par_slots} threads" if par else ""))
             if not dry:
                 kb._fn_counter += 1
                 if dyn:
                     fn = mm.emit_matmul_prepacked(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name,
-                                                  M, N, K, ta, tb)
+                                                  M, N, K, ta, tb, cfg)
                 else:
                     fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
-                                        ta, tb, sa, sb)
+                                        ta, tb, sa, sb, cfg)
         except Exception:
             if dry:
                 raise
@@ -83,13 +84,13 @@ def _matmul(kb, node, outs, dry):
             pack_fn, comp_fn = fn
             b = kb.b
             wp = b.gep(work.ptr, [b.mul(kb.tid, c64(wel))])
-            ntask = mm.pack_tasks(dt.name, M, N, K, ta)
+            ntask = mm.pack_tasks(dt.name, M, N, K, ta, cfg)
             tchunk = max(1, -(-ntask // 16))
             with kb.loop_grab(kb.par_counter, -(-ntask // tchunk)) as blk:
                 t0 = b.mul(blk, c64(tchunk))
                 b.call(pack_fn, [B.ptr, bpk.ptr, t0, b.add(t0, c64(tchunk))])
             kb.barrier()     # B fully packed before any thread reads it
-            rc = mm.chunk_rows(dt.name, M, N, K, ta)
+            rc = mm.chunk_rows(dt.name, M, N, K, ta, cfg)
             with kb.loop_grab(kb.par_counter + 64, -(-M // rc)) as blk:
                 r0 = b.mul(blk, c64(rc))
                 b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])

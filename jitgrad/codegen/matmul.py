@@ -24,7 +24,7 @@ width is baked into the IR.  Structure (outer to inner), following Goto/BLIS::
 A is packed when N spans enough B panels to amortise the pass; for narrow N
 (e.g. N=10) op(A) is read in place by the micro-kernel instead.
 
-The micro-kernel is emitted as explicit vector IR (``<VW x T>`` + ``llvm.fma``)
+The micro-kernel is emitted as explicit vector IR (``<VW x T>`` + ``llvm.fmuladd``)
 instead of trusting the loop vectoriser; the rest are plain loops that LLVM
 optimises well on its own.
 
@@ -45,8 +45,10 @@ __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_p
 
 _I64 = ir.IntType(64)
 
-# Register blocking for AVX2/FMA (16 ymm registers): MR*NR/VW accumulators
-# (12) + NR/VW B vectors (2) + 1 broadcast register = 15 live ymm registers.
+# Default register blocking, for AVX2/FMA (16 ymm registers): MR*NR/VW
+# accumulators (12) + NR/VW B vectors (2) + 1 broadcast register = 15 live ymm
+# registers.  The code generator passes its target's blocking as ``config``
+# (jitgrad/codegen/target.py: AVX-512, AVX2, SSE2 baseline).
 # Cache blocking: A block MC*KC (~144 KiB) lives in the 512 KiB L2, a B
 # micro-panel KC*NR (16 KiB) lives in the 32 KiB L1; values as in BLIS zen3.
 _DEFAULTS = {
@@ -260,9 +262,12 @@ def _gep(b, ptr, idx):
 
 
 def _declare_vector_fma(module, vty, vw, dtype):
-    # llvmlite's declare_intrinsic cannot mangle vector types; do it here.
-    # Reuse an existing declaration when several kernels share a module.
-    name = "llvm.fma.v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
+    # llvm.fmuladd, not llvm.fma: one FMA instruction where the target has FMA
+    # (AVX2, AVX-512), a multiply and an add on the SSE2 baseline, where llvm.fma
+    # would become a libm call per lane.  llvmlite's declare_intrinsic cannot
+    # mangle vector types; do it here.  Reuse an existing declaration when
+    # several kernels share a module.
+    name = "llvm.fmuladd.v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
     fn = module.globals.get(name)
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), name)
@@ -281,6 +286,9 @@ class _Gen:
         self.zero = ir.Constant(self.T, 0.0)
         self.vzero = ir.Constant(self.V, [0.0] * plan.vw)
         self.fma = _declare_vector_fma(module, self.V, plan.vw, dtype)
+        # alignment promised for "aligned" vector accesses: packed panels and the
+        # edge tile are 64-byte aligned, their vectors sit at multiples of VW
+        self.valign = min(32, plan.vw * self.esz)
 
     # -- memory access -----------------------------------------------------
 
@@ -288,11 +296,11 @@ class _Gen:
         p = self.b.bitcast(ptr, self.V.as_pointer())
         # Explicit alignment: without it LLVM assumes the vector's ABI
         # alignment (32 B), which C rows in general do not have.
-        return self.b.load(p, align=32 if aligned else self.esz)
+        return self.b.load(p, align=self.valign if aligned else self.esz)
 
     def vstore(self, val, ptr, aligned=False):
         p = self.b.bitcast(ptr, self.V.as_pointer())
-        self.b.store(val, p, align=32 if aligned else self.esz)
+        self.b.store(val, p, align=self.valign if aligned else self.esz)
 
     def sload(self, ptr):
         return self.b.load(ptr, align=self.esz)

@@ -1,0 +1,151 @@
+"""Compiling for a named CPU (jitgrad/codegen/target.py): the Session option and
+environment variables, the cache key, explain, and refusing to run code the host
+cannot execute.  Kernel-level code generation per target is tested in
+test_vecmath.py and test_matmul_kernel.py."""
+import re
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad import compiler
+from jitgrad.codegen import target as tg
+from jitgrad.errors import FailedPreconditionError
+
+
+def _mlp_graph():
+    rng = np.random.default_rng(0)
+    W1 = rng.standard_normal((37, 50)).astype(np.float32) * 0.1
+    W2 = rng.standard_normal((50, 10)).astype(np.float32) * 0.1
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (64, 37))
+        w1 = tf.constant(W1)
+        h = tf.nn.relu(tf.matmul(x, w1))
+        y = tf.reduce_sum(tf.tanh(tf.matmul(h, tf.constant(W2))))
+        gw = tf.gradients(y, w1)[0]
+    X = rng.standard_normal((64, 37)).astype(np.float32)
+    # numpy in float64: value and gradient
+    H = np.maximum(X.astype(np.float64) @ W1, 0)
+    Z = H @ W2
+    dZ = 1 - np.tanh(Z) ** 2
+    dW1 = X.T.astype(np.float64) @ ((dZ @ W2.T) * (H > 0))
+    return g, x, y, gw, X, (np.tanh(Z).sum(), dW1)
+
+
+def _session(g, cpu=None, features=None):
+    cfg = tf.compat.v1.ConfigProto(jitgrad_target_cpu=cpu, jitgrad_target_features=features)
+    return tf.compat.v1.Session(graph=g, config=cfg)
+
+
+def _host_lacking_feature():
+    """A feature LLVM knows that this host lacks (None if it has them all)."""
+    host = tg._split_features(tg._host_facts()["features"])
+    for f in ("avx512fp16", "amx-tile", "avx512vp2intersect", "avx512f", "avx2"):
+        if f in host and not host[f]:
+            return f
+    return None
+
+
+@pytest.mark.parametrize("cpu, level, widest", [
+    ("x86-64", "x86-64", "xmm"), ("haswell", "avx2", "ymm"), ("skylake-avx512", "avx512", "zmm")])
+def test_session_target_compiles_for_that_cpu(cpu, level, widest):
+    g, x, y, gw, X, (want_y, want_g) = _mlp_graph()
+    with _session(g, cpu) as s:
+        rep = s.explain([y, gw], {x: X})
+        assert f"cpu {cpu}: level {level}" in rep.target
+        assert f"target: cpu {cpu}" in str(rep)
+        used = set(re.findall(r"%([xyz]mm)\d", rep.asm))
+        assert max(used, key=lambda r: "xyz".index(r[0])) == widest, used
+        if tg.get(cpu).missing_on_host():
+            return
+        got_y, got_g = s.run([y, gw], {x: X})
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-4)
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-4, atol=1e-4 * np.abs(want_g).max())
+
+
+def test_target_is_part_of_the_cache_key():
+    g, x, y, gw, X, _ = _mlp_graph()
+    compiler.clear_cache()
+    keys = set()
+    for cpu in (None, "haswell", "x86-64", "haswell"):
+        with _session(g, cpu) as s:
+            s.run([y, gw], {x: X})
+            keys.add(s.explain([y, gw], {x: X}).key)
+    assert len(keys) == 3
+    info = compiler.cache_info()
+    # one kernel per target (from a compile, or the disk cache of an earlier test);
+    # the second haswell session reuses the first one's
+    assert info.compiles + info.disk_hits == 3 and info.kernels == 3, info
+
+
+def test_environment_variables_choose_the_target(monkeypatch):
+    g, x, y, gw, X, (want_y, _) = _mlp_graph()
+    monkeypatch.setenv(tg.ENV_CPU, "haswell")
+    monkeypatch.setenv(tg.ENV_FEATURES, "-avx2")   # haswell without AVX2: LLVM drops to SSE/AVX1
+    assert tg.current().level == "x86-64"
+    with tf.compat.v1.Session(graph=g) as s:
+        rep = s.explain(y, {x: X})
+        assert "cpu haswell features -avx2" in rep.target
+        assert not re.search(r"%zmm|vpaddd\s+%ymm", rep.asm)
+        # LLVM still uses AVX and FMA there: running it needs them on the host
+        assert {"avx", "fma"} <= set(tg.current().uses)
+        if not tg.current().missing_on_host():
+            np.testing.assert_allclose(s.run(y, {x: X}), want_y, rtol=1e-4)
+    monkeypatch.delenv(tg.ENV_FEATURES)
+    assert tg.current().level == "avx2"
+    # a Session's own option wins over the environment
+    with _session(g, "x86-64") as s:
+        assert "cpu x86-64:" in s.explain(y, {x: X}).target
+
+
+def test_bad_target_names_raise_value_error():
+    g = _mlp_graph()[0]
+    with pytest.raises(ValueError, match="does not know the CPU"):
+        _session(g, "no-such-cpu-9000")
+    with pytest.raises(ValueError, match="must start with"):
+        _session(g, "haswell", "avx2")
+    with pytest.raises(ValueError, match="does not know a feature"):
+        tg.get("haswell", "+no-such-feature")
+
+
+def test_code_for_a_cpu_the_host_lacks_is_refused_not_run():
+    lacking = _host_lacking_feature()
+    assert lacking is not None, "host has every probed feature"
+    g, x, y, gw, X, _ = _mlp_graph()
+    with _session(g, "x86-64", "+" + lacking) as s:
+        rep = s.explain(y, {x: X})           # compiling and inspecting is fine
+        assert "not loaded" in str(rep) and rep.asm
+        for _ in range(2):                   # the general path, then the fast runner's
+            with pytest.raises(FailedPreconditionError, match=lacking):
+                s.run(y, {x: X})
+
+
+def test_missing_features_against_an_avx2_only_host(monkeypatch):
+    facts = dict(tg._host_facts())
+    feats = tg._split_features(facts["features"])
+    feats.update({f: False for f in feats if f.startswith("avx512")})
+    feats.update({"avx": True, "avx2": True, "fma": True, "f16c": True, "bmi": True, "bmi2": True,
+                  "lzcnt": True, "movbe": True})
+    facts["features"] = ",".join(("+" if on else "-") + f for f, on in feats.items())
+    monkeypatch.setattr(tg, "_host_facts", lambda: facts)
+    assert "avx512f" in tg.get("skylake-avx512").missing_on_host()
+    assert tg.get("haswell").missing_on_host() == []
+    assert tg.get("x86-64").missing_on_host() == []
+    with pytest.raises(FailedPreconditionError, match="skylake-avx512"):
+        tg.check_runnable(tg.get("skylake-avx512"))
+    assert tg.foreign_code({"target": "skylake-avx512|"}) is not None
+    assert tg.foreign_code({"target": "haswell|"}) is None
+
+
+@pytest.mark.parametrize("level, vw32, vw64", [("avx512", 16, 8), ("avx2", 8, 4), ("x86-64", 4, 2)])
+def test_matmul_blocking_follows_the_level(level, vw32, vw64):
+    t = tg.Target("cpu", "", level, False)
+    c32, c64 = t.matmul_config("float32"), t.matmul_config("float64")
+    assert (c32["vw"], c64["vw"]) == (vw32, vw64)
+    regs = {"avx512": 32, "avx2": 16, "x86-64": 16}[level]
+    for c in (c32, c64):
+        assert c["nr"] % c["vw"] == 0
+        # accumulators + one row of B vectors + the broadcast of A fit the register file
+        assert c["mr"] * c["nr"] // c["vw"] + c["nr"] // c["vw"] + 1 <= regs
+    assert tg.Target("cpu", "+prefer-256-bit", "avx512", False).matmul_config("float32")["vw"] == 8
