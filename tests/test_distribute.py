@@ -225,6 +225,45 @@ def test_kernel_for_another_cpu_is_declined_and_compiled_here(caplog):
     np.testing.assert_allclose(got[1], np.full((3, 2), 5 * (1 - np.tanh(3.0) ** 2)), rtol=1e-5)
 
 
+def test_worker_tasks_are_safe_to_run_again():
+    """What a worker does when Dask runs one of its tasks again: an update finds it done."""
+    v = tf.Variable(np.float32([1.0, 2.0]), name="v")
+
+    @tf.function
+    def add(d):
+        v.assign_add(d)
+
+    @tf.function
+    def read(x):
+        return v * x
+
+    d, one = np.float32([0.5, 0.25]), np.float32([1.0, 1.0])
+    bundles = []
+    for fn, arg in ((add, d), (read, one)):
+        c = fn.get_concrete_function(arg)
+        shipped = kernel_export.export_kernel(c._session, c._targets, {c.inputs[0]: arg})
+        bundles.append(dworker.Bundle.make(c.graph, c.inputs, c._targets, len(c._fetches), [shipped]))
+    upd, rd = bundles
+    sid = "unit-test-strategy"
+    try:
+        with pytest.raises(dworker.StaleMirror):          # a worker without the variables
+            dworker.run_update(sid, upd, 0, [d])
+        dworker.seed(sid, 0, {v._key: v.numpy()})
+        assert dworker.run_update(sid, upd, 0, [d])[0] == "applied"
+        assert dworker.run_update(sid, upd, 0, [d])[0] == "already applied"     # not applied twice
+        version, values = dworker.mirror_state(sid)
+        assert version == 1 and values[v._key].tolist() == [1.5, 2.25]
+        with pytest.raises(dworker.StaleMirror, match="version 1, the task needs 0"):
+            dworker.run_replica(sid, rd, 0, [one])
+        with pytest.raises(dworker.StaleMirror):          # an update it has not seen the one before
+            dworker.run_update(sid, upd, 2, [d])
+        out, notes = dworker.run_replica(sid, rd, 1, [np.float32([2.0, 4.0])])
+        assert out[0].tolist() == [3.0, 9.0] and notes == []
+        assert v.numpy().tolist() == [1.0, 2.0]           # the worker's copy is its own
+    finally:
+        dworker.forget(sid)
+
+
 # ------------------------------------------------------------------ on the cluster
 def test_mlp_training_matches_single_process(cluster):
     data = batches(20)
@@ -293,6 +332,23 @@ def test_variable_assigned_outside_a_run_reaches_the_workers(cluster):
         assert [v.numpy() for v in s.run(value_times, args=(xs,)).values] == [3.0, 30.0]
         w.assign(np.float32([5.0, 7.0]))          # eagerly, on the client's copy
         assert [v.numpy() for v in s.run(value_times, args=(xs,)).values] == [12.0, 120.0]
+
+
+def test_worker_that_lost_its_mirror_is_sent_the_variables(cluster):
+    data = batches(3)
+    with strategy_on(cluster) as s:
+        params, grad_step, apply_step = make_mlp(s.scope())
+        for step, (X, Y) in enumerate(data):
+            if step == 1:     # as a restarted worker: no mirror
+                s.client.run(dworker.forget, s._id, workers=s._workers()[:1])
+            (batch,) = s.experimental_distribute_dataset([(X, Y)])
+            loss, grads = s.reduce("SUM", s.run(grad_step, args=(batch[0], batch[1], np.float32(len(X)))))
+            s.run(apply_step, args=(grads,))
+        assert s.stats["reseeds"] == 1
+        got = values_of(params)
+        assert_mirrors_equal(s, params, version=3)
+    for a, b in zip(got, reference_training(data, 2)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_graph_mode_split_run(cluster):

@@ -26,10 +26,11 @@ Faults.  Dask re-runs the task of a worker that dies; every task names the versi
 the variables it needs, so a re-run computes the same bits and an update is never
 applied twice; a worker that lost its mirror (or is new) is sent the client's copy.
 """
+import collections
 import contextlib
 import itertools
 import logging
-import pickle
+import time
 import uuid
 
 import numpy as np
@@ -44,6 +45,7 @@ from .values import PerReplica, local_results, reduce_value, split_batch
 log = logging.getLogger("jitgrad.distribute")
 
 _MAX_ATTEMPTS = 5     # a task that keeps finding stale mirrors (workers dying over and over)
+_WORKER_LIST_AGE = 5.0   # seconds
 
 
 def _distributed():
@@ -78,7 +80,7 @@ class DaskStrategy:
                       dashboard_address=":0", env=env)
             kw.update(cluster_kwargs)
             self._cluster = distributed.LocalCluster(**kw)
-            client = distributed.Client(self._cluster)
+            client = distributed.Client(self._cluster, direct_to_workers=True)
             self._owns_client = True
         elif isinstance(client, str):
             try:
@@ -90,6 +92,8 @@ class DaskStrategy:
         elif not isinstance(client, distributed.Client):
             raise TypeError(f"client must be None, a scheduler address or a distributed.Client, got {client!r}")
         self.client = client
+        self._worker_list, self._worker_time = None, 0.0
+        self._pending = {}           # worker address -> the last update sent to it (a future)
         try:
             client.wait_for_workers(1, timeout=timeout)
         except (OSError, TimeoutError) as e:
@@ -107,6 +111,9 @@ class DaskStrategy:
         self._sessions = {}          # id(graph) -> (graph, Session) for graph-mode exports
         self._steps = itertools.count()
         self.kernel_notes = []       # what workers said about kernels (e.g. compiled their own)
+        # reseeds: workers sent the client's copy (new, restarted, or having missed an update);
+        # already_applied: update tasks that found their update done (Dask re-ran them)
+        self.stats = collections.Counter()
 
     # ---------------------------------------------------------------- lifecycle
     def close(self):
@@ -114,6 +121,7 @@ class DaskStrategy:
         c = self.client if hasattr(self, "client") else None
         if c is not None and c.status == "running":
             with contextlib.suppress(Exception):
+                self._flush()
                 c.run(worker.forget, self._id)
         if self._owns_client and c is not None:
             c.close()
@@ -156,12 +164,14 @@ class DaskStrategy:
 
     def _seed(self, addresses):
         master = self._master()
-        if addresses:
-            self.client.run(worker.seed, self._id, self._version, master, workers=list(addresses))
+        if addresses:   # a worker that is gone by now raises StaleMirror when it is back
+            self.client.run(worker.seed, self._id, self._version, master, workers=list(addresses),
+                            on_error="return")
         self._synced = master
 
     def mirror_states(self):
         """{worker address: (version, {variable key: array})}: the workers' mirrors (tests)."""
+        self._flush()
         return self.client.run(worker.mirror_state, self._id)
 
     def worker_cache_info(self):
@@ -215,8 +225,7 @@ class DaskStrategy:
                                  "assign its own value. Reduce the per-replica values with strategy.reduce, then "
                                  "assign them in a run whose arguments are the same for every replica.")
             calls.append((concrete, _flat_tensors((a, kw), [])))
-        outs = self._submit_replicas(
-            [(self._bundle_for(c, arrays), arrays) for c, arrays in calls], self._version, "replica")
+        outs = self._submit_replicas([(self._bundle_for(c, arrays), arrays) for c, arrays in calls], self._version)
         structures = [c._build([EagerTensor(o) for o in out]) for (c, _), out in zip(calls, outs)]
         return nest.map_structure(lambda *xs: PerReplica(xs), *structures)
 
@@ -249,9 +258,8 @@ class DaskStrategy:
         if entry is None or entry[0] is not concrete:
             feed = dict(zip(concrete.inputs, arrays))
             shipped = _export(concrete._session, concrete._targets, feed)
-            bundle = worker.Bundle(uuid.uuid4().hex, pickle.dumps(concrete.graph),
-                                   tuple(t.name for t in concrete.inputs),
-                                   tuple(t.name for t in concrete._targets), len(concrete._fetches), (shipped,))
+            bundle = worker.Bundle.make(concrete.graph, concrete.inputs, concrete._targets, len(concrete._fetches),
+                                        [shipped])
             entry = self._bundles[id(concrete)] = (concrete, self._scatter(bundle))
         return entry[1]
 
@@ -290,7 +298,7 @@ class DaskStrategy:
             for i in range(n):
                 shards[i][j] = np.ascontiguousarray(parts[i])
         calls = [(self._graph_bundle(graph, graph_session, flat, feeds, s), s) for s in shards]
-        outs = self._submit_replicas(calls, None, "replica")
+        outs = self._submit_replicas(calls, None)
         reduced = [reduce_value(reduce, PerReplica([o[j] for o in outs]), None, n) for j in range(len(flat))]
         return nest.pack_sequence_as(fetches, [r[()] if r.ndim == 0 else r for r in reduced])
 
@@ -307,35 +315,53 @@ class DaskStrategy:
         entry = self._bundles.get(key)
         if entry is None or entry[0] is not graph:
             shipped = _export(session, fetches, dict(zip(feeds, arrays)))
-            bundle = worker.Bundle(uuid.uuid4().hex, pickle.dumps(graph), tuple(k.name for k in feeds),
-                                   tuple(f.name for f in fetches), len(fetches), (shipped,))
+            bundle = worker.Bundle.make(graph, feeds, fetches, len(fetches), [shipped])
             entry = self._bundles[key] = (graph, self._scatter(bundle))
         return entry[1]
 
     # ---------------------------------------------------------------- tasks
-    def _submit_replicas(self, calls, version, kind):
-        """calls: [(bundle future, arrays)] per replica -> [outputs] per replica."""
-        step = next(self._steps)
+    def _workers(self, refresh=False):
+        """The workers' addresses, asked of the scheduler at most every few seconds (a
+        stale list costs nothing but a rerouted task: tasks name a worker loosely)."""
+        now = time.monotonic()
+        if refresh or self._worker_list is None or now - self._worker_time > _WORKER_LIST_AGE:
+            self._worker_list = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+            self._worker_time = now
+        return self._worker_list
+
+    def _submit(self, fn, kind, i, attempt, where, *args):
+        key = f"jitgrad-{kind}-{self._id[:8]}-{next(self._steps)}-{i}-{attempt}"
+        return self.client.submit(fn, self._id, *args, key=key, workers=[where], allow_other_workers=True, pure=False)
+
+    def _submit_replicas(self, calls, version):
+        """calls: [(bundle future, arrays)] per replica -> [outputs] per replica.  A
+        replica's task runs after the updates sent to its worker (it depends on them), so
+        a step costs one round trip."""
         workers = self._workers()
-        submit = lambda i, attempt, where: self.client.submit(   # noqa: E731
-            worker.run_replica, self._id, calls[i][0], version, calls[i][1],
-            key=f"jitgrad-{kind}-{self._id[:8]}-{step}-{i}-{attempt}", workers=[where],
-            allow_other_workers=True, pure=False)
-        futures = {i: submit(i, 0, workers[i % len(workers)]) for i in range(len(calls))}
-        results = self._collect(futures, lambda i, attempt, where: submit(i, attempt, where))
+
+        def submit(i, attempt, where, after=None):
+            bundle, arrays = calls[i]
+            return self._submit(worker.run_replica, "replica", i, attempt, where, bundle, version, arrays, after)
+        futures = {}
+        for i in range(len(calls)):
+            where = workers[i % len(workers)]
+            futures[i] = submit(i, 0, where, self._pending.get(where) if version is not None else None)
+        results = self._collect(futures, submit)
         return [results[i][0] for i in range(len(calls))]
 
     def _submit_updates(self, bundle, version, arrays):
-        """The update version -> version + 1 on every worker's mirror."""
-        step = next(self._steps)
-        workers = self._workers()
-        submit = lambda i, attempt, where: self.client.submit(   # noqa: E731
-            worker.run_update, self._id, bundle, version, arrays,
-            key=f"jitgrad-update-{self._id[:8]}-{step}-{i}-{attempt}", workers=[where],
-            allow_other_workers=True, pure=False)
-        futures = {i: submit(i, 0, w) for i, w in enumerate(workers)}
-        # A worker without the mirror (new, or restarted) is sent the updated copy instead.
-        self._collect(futures, None)
+        """Sends the update version -> version + 1 to every worker's mirror, without
+        waiting: each worker's next task depends on it (``_pending``)."""
+        for i, where in enumerate(self._workers()):
+            after = self._pending.get(where)
+            self._pending[where] = self._submit(worker.run_update, "update", i, 0, where, bundle, version, arrays,
+                                                after)
+
+    def _flush(self):
+        """Waits for the updates sent and not yet followed by a task."""
+        pending, self._pending = self._pending, {}
+        if pending:
+            self._collect(dict(enumerate(pending.values())), None)
 
     def _collect(self, futures, resubmit):
         """Waits for the futures {i: future}; a StaleMirror sends that worker the current
@@ -344,7 +370,11 @@ class DaskStrategy:
         distributed = _distributed()
         results, attempt = {}, 0
         while futures:
-            distributed.wait(list(futures.values()))
+            try:
+                results.update(zip(futures, self.client.gather(list(futures.values()))))
+                break
+            except Exception:     # look at each: stale mirrors are repaired, anything else raised
+                distributed.wait(list(futures.values()))
             retry = {}
             for i, fut in futures.items():
                 if fut.status == "finished":
@@ -357,13 +387,17 @@ class DaskStrategy:
                 if attempt > _MAX_ATTEMPTS * max(1, len(futures)):
                     raise RuntimeError(f"jitgrad.distribute: giving up after repeated stale mirrors ({exc})")
                 log.info("jitgrad.distribute: %s; sending it the current variables", exc)
-                alive = self._workers()
+                self.stats["reseeds"] += 1
+                alive = self._workers(refresh=True)
                 where = exc.worker if exc.worker in alive else alive[0]
+                self._pending.pop(where, None)
                 self._seed([where])
                 if resubmit is not None:
                     retry[i] = resubmit(i, attempt, where)
             futures = retry
         for out, notes in results.values():
+            if out == "already applied":
+                self.stats["already_applied"] += 1
             for note in notes:
                 if note not in self.kernel_notes:
                     log.warning("jitgrad.distribute: %s", note)

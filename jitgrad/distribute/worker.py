@@ -11,7 +11,8 @@ Every task names the version it expects, which makes the tasks safe to run again
 (Dask re-runs the tasks of a worker that died):
   * a read task (``update=False``) runs only on a mirror at exactly that version;
   * an update task (version v -> v + 1) runs on a mirror at v, and is a no-op on a mirror
-    already at v + 1 (the same update, applied by an earlier run of the task).
+    already past v (the same update, applied by an earlier run of the task or included
+    in a copy the client sent since).
 Anything else (a worker that has just been started, or one that missed an update)
 raises StaleMirror; the client then sends that worker its current copy (``seed``).
 Nothing here imports Dask except ``_address``.
@@ -48,6 +49,13 @@ class Bundle:
     targets: tuple           # names of the fetched tensors, then of the ops that must run
     n_fetches: int
     kernels: tuple           # ShippedKernel
+
+    @classmethod
+    def make(cls, graph, inputs, targets, n_fetches, kernels):
+        import pickle
+        import uuid
+        return cls(uuid.uuid4().hex, pickle.dumps(graph), tuple(t.name for t in inputs),
+                   tuple(t.name for t in targets), n_fetches, tuple(kernels))
 
 
 class Mirror:
@@ -112,9 +120,10 @@ def _program(bundle):
         return p
 
 
-def run_replica(strategy_id, bundle, version, arrays):
+def run_replica(strategy_id, bundle, version, arrays, after=None):
     """One replica's shard: the program's fetches on this worker's mirror at ``version``
-    (None: a program without variables).  -> (list of arrays, kernel notes)."""
+    (None: a program without variables).  ``after``: the result of the update task this
+    one was made to wait for.  -> (list of arrays, kernel notes)."""
     prog = _program(bundle)
     if version is None:
         store = _NoVariables()
@@ -125,17 +134,18 @@ def run_replica(strategy_id, bundle, version, arrays):
             raise StaleMirror(_address(), have, version)
     with _lock:     # one program's Session (and the mirror) is used by one task at a time
         out = prog.run(store, arrays)
-    return out, _notes(prog)
+    return out, _notes(prog) + (list(after[1]) if after else [])
 
 
-def run_update(strategy_id, bundle, version, arrays):
+def run_update(strategy_id, bundle, version, arrays, after=None):
     """The update ``version -> version + 1`` on this worker's mirror (idempotent, see the
-    module docstring).  -> ("applied" | "already applied", kernel notes)."""
+    module docstring; ``after``: the previous update's result, waited for).
+    -> ("applied" | "already applied", kernel notes)."""
     prog = _program(bundle)
     with _lock:
         mirror = _mirrors.get(strategy_id)
         have = None if mirror is None else mirror.version
-        if have == version + 1:
+        if have is not None and have > version:    # done before: by this task, or in a copy sent since
             return "already applied", _notes(prog)
         if have != version:
             raise StaleMirror(_address(), have, version)
