@@ -208,3 +208,11 @@ def _fill_compat_v1():
 
 
 _fill_compat_v1()
+
+
+def __getattr__(name):
+    # tf.distribute without importing it (and Dask) with jitgrad.
+    if name == "distribute":
+        import importlib
+        return importlib.import_module(".distribute", __name__)
+    raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")

@@ -46,3 +46,7 @@ class InternalError(OpError):
 
 class ResourceExhaustedError(OpError):
     pass
+
+
+class UnavailableError(OpError):
+    """TF's error for a cluster, worker or service that cannot be reached."""

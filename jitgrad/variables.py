@@ -8,6 +8,8 @@ from .ops.registry import apply_op
 from .shapes import TensorShape
 
 _var_ids = itertools.count()
+# Called with each eager tf.Variable created (jitgrad.distribute's strategy.scope() mirrors them).
+creation_observers = []
 
 
 class _VariableMeta(type):
@@ -33,7 +35,10 @@ class Variable(metaclass=_VariableMeta):
             raise ValueError("The initial value must be specified.")
         if context.executing_eagerly():
             from .eager_variable import EagerVariable
-            return EagerVariable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+            var = EagerVariable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+            for observe in creation_observers:
+                observe(var)
+            return var
         from .function import _current_trace, create_variable_in_trace
         trace = _current_trace()
         if trace is not None:
