@@ -192,6 +192,12 @@ v1.random = _module("compat.v1.random", uniform=_rand.uniform, normal=_rand.norm
                     truncated_normal=_rand.truncated_normal, set_random_seed=_rand.set_seed)
 
 
+# ---- issue 17 part A: TF 2 tensor equality switches, tf.Module, custom_gradient, tf.print, Keras core
+v1.enable_tensor_equality, v1.disable_tensor_equality = _ctx.enable_tensor_equality, _ctx.disable_tensor_equality
+v1.enable_v2_behavior, v1.disable_v2_behavior = _ctx.enable_v2_behavior, _ctx.disable_v2_behavior
+v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_functions
+
+
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""

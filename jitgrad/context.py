@@ -11,6 +11,9 @@ import threading
 _state = threading.local()
 _eager_enabled = [True]
 _global_graph = [None]
+# TF's Tensor._USE_EQUALITY: `==` on tensors is elementwise (TF 2) unless
+# compat.v1.disable_tensor_equality() / disable_v2_behavior() turned it off.
+_tensor_equality = [True]
 
 
 def _stack():
@@ -65,6 +68,42 @@ def init_scope():
 
 def executing_eagerly():
     return _eager_enabled[0] and not _stack()
+
+
+def executing_eagerly_outside_functions():
+    """TF's: would ops run eagerly once every function being traced is left
+    (what ``init_scope`` reaches)? False inside a plain ``Graph.as_default()``
+    and after ``disable_eager_execution()``."""
+    return _eager_enabled[0] and all(g.building_function for g in _stack())
+
+
+def elementwise_equality(graph):
+    """TF 2's rule for a tensor of ``graph`` (None: eager tensor or variable):
+    ``==``/``!=`` are elementwise and the tensor is unhashable when tensor
+    equality is on, ops outside functions run eagerly and the tensor is eager or
+    belongs to a function being traced; otherwise (TF1-style graphs) they compare
+    and hash by identity."""
+    return (_tensor_equality[0] and (graph is None or graph.building_function)
+            and executing_eagerly_outside_functions())
+
+
+def enable_tensor_equality():
+    _tensor_equality[0] = True
+
+
+def disable_tensor_equality():
+    _tensor_equality[0] = False
+
+
+def enable_v2_behavior():
+    enable_tensor_equality()
+    enable_eager_execution()
+
+
+def disable_v2_behavior():
+    """``tf.compat.v1.disable_v2_behavior``: graph mode and identity equality (the parts jitgrad has)."""
+    disable_tensor_equality()
+    disable_eager_execution()
 
 
 def enable_eager_execution(*args, **kwargs):

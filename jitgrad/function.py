@@ -247,6 +247,7 @@ class ConcreteFunction:
         from .session import Session
         self.graph = graph
         self.inputs = inputs
+        self._feed_keys = [t.ref() for t in inputs]   # function tensors are unhashable (TF 2)
         self._fetches = fetches
         self._build = build
         self.name = name
@@ -257,7 +258,7 @@ class ConcreteFunction:
         self.created_variables = tuple(ctx.created_variables)
 
     def _call_flat(self, arrays):
-        feed = dict(zip(self.inputs, arrays))
+        feed = dict(zip(self._feed_keys, arrays))
         vals = self._session.run(self._targets, feed) if self._targets else []
         outs = []
         for t, v in zip(self._fetches, vals):
@@ -379,6 +380,7 @@ class Function:
     def _trace_once(self, args, kwargs, key, specs, may_create_variables):
         from .ops import array_ops
         g = Graph()
+        g.building_function = True   # TF 2 semantics inside: `==` elementwise, tensors unhashable
         ctx = _TraceContext(g)
         placeholders = []
         spec_iter = iter(specs) if specs is not None else None
