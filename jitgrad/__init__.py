@@ -107,8 +107,7 @@ expm1, log1p = _m.expm1, _m.log1p
 control_dependencies = lambda control_inputs: get_default_graph().control_dependencies(control_inputs)  # noqa: E731
 
 
-def name_scope(name):
-    return get_default_graph().name_scope(name)
+name_scope = _ctx.name_scope
 
 
 group = _v.group
@@ -196,6 +195,7 @@ v1.random = _module("compat.v1.random", uniform=_rand.uniform, normal=_rand.norm
 v1.enable_tensor_equality, v1.disable_tensor_equality = _ctx.enable_tensor_equality, _ctx.disable_tensor_equality
 v1.enable_v2_behavior, v1.disable_v2_behavior = _ctx.enable_v2_behavior, _ctx.disable_v2_behavior
 v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_functions
+from .module import Module  # noqa: E402
 
 
 def _fill_compat_v1():

@@ -112,3 +112,41 @@ def enable_eager_execution(*args, **kwargs):
 
 def disable_eager_execution():
     _eager_enabled[0] = False
+
+
+def eager_scope_name():
+    """The eager name scope ("outer/inner/" or ""): prefixes eager variables' names."""
+    return getattr(_state, "scope", "")
+
+
+class name_scope:  # noqa: N801 (TF's name)
+    """``tf.name_scope`` (TF 2): a reusable context manager whose ``__enter__``
+    returns the scope name. Eager scopes nest without being made unique, as in
+    TF; in a graph the graph's own (uniquifying) scopes are used. A name
+    ending in "/" re-enters that absolute scope."""
+
+    def __init__(self, name):
+        if not isinstance(name, str):
+            raise ValueError("name for name_scope must be a string.")
+        self._name = name
+        self._exits = []
+
+    @property
+    def name(self):
+        return self._name
+
+    def __enter__(self):
+        if executing_eagerly():
+            old = eager_scope_name()
+            name = self._name
+            _state.scope = "" if not name else name if name.endswith("/") else old + name + "/"
+            self._exits.append(lambda: setattr(_state, "scope", old))
+            return _state.scope
+        scope = get_default_graph().name_scope(self._name)
+        entered = scope.__enter__()
+        self._exits.append(lambda: scope.__exit__(None, None, None))
+        return entered
+
+    def __exit__(self, *exc):
+        self._exits.pop()()
+        return False

@@ -42,8 +42,8 @@ class EagerVariable(Variable):
             raise ValueError(f"The initial value's shape ({TensorShape(self._value.shape)}) is not compatible "
                              f"with the explicitly supplied `shape` argument ({self._shape}).")
         self.trainable = True if trainable is None else bool(trainable)
-        # TF 2 eager does not uniquify variable names.
-        self._name = (name or "Variable") + ":0"
+        # TF 2 eager does not uniquify variable names; they carry the eager name scope.
+        self._name = context.eager_scope_name() + (name or "Variable") + ":0"
         self._handle_id = next(_ids)
         self._key = f"__eager_var_{self._handle_id}"
 

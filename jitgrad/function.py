@@ -152,7 +152,8 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
             initial_value = initial_value()
     if isinstance(initial_value, Tensor):
         initial_value = _lift(ctx, initial_value)
-    with context.init_scope():
+    scope = ctx.graph.get_name_scope()   # `with self.name_scope:` in a traced method names it
+    with context.init_scope(), (context.name_scope(scope + "/") if scope else contextlib.nullcontext()):
         var = EagerVariable(initial_value, **kwargs)
     ctx.created_variables.append(var)
     return var
