@@ -196,6 +196,7 @@ v1.enable_tensor_equality, v1.disable_tensor_equality = _ctx.enable_tensor_equal
 v1.enable_v2_behavior, v1.disable_v2_behavior = _ctx.enable_v2_behavior, _ctx.disable_v2_behavior
 v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_functions
 from .module import Module  # noqa: E402
+from .custom_gradient import custom_gradient  # noqa: E402
 
 
 def _fill_compat_v1():

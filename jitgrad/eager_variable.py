@@ -95,7 +95,7 @@ class EagerVariable(Variable):
     def _eager_read(self):
         t = EagerTensor(self._value)
         from . import tape
-        if tape._stack:
+        if tape._stack or tape._variable_watchers:
             tape._variable_read(self, t)
         return t
 
