@@ -183,6 +183,9 @@ class _EagerVariableStore:
         return self.variables[key]._value
 
     def write(self, key, value):
+        if type(key) is not str:   # a compiled tf.print's tensor (print_ops.PrintTarget)
+            key.write(value)
+            return
         var = self.variables[key]
         var._value = np.array(value, dtype=var._value.dtype, copy=True)
 
