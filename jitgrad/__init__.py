@@ -107,8 +107,7 @@ expm1, log1p = _m.expm1, _m.log1p
 control_dependencies = lambda control_inputs: get_default_graph().control_dependencies(control_inputs)  # noqa: E731
 
 
-def name_scope(name):
-    return get_default_graph().name_scope(name)
+name_scope = _ctx.name_scope
 
 
 group = _v.group
@@ -190,6 +189,15 @@ v1.set_random_seed = _rand.set_seed
 v1.random_uniform, v1.random_normal, v1.truncated_normal = _rand.uniform, _rand.normal, _rand.truncated_normal
 v1.random = _module("compat.v1.random", uniform=_rand.uniform, normal=_rand.normal,
                     truncated_normal=_rand.truncated_normal, set_random_seed=_rand.set_seed)
+
+
+# ---- issue 17 part A: TF 2 tensor equality switches, tf.Module, custom_gradient, tf.print, Keras core
+v1.enable_tensor_equality, v1.disable_tensor_equality = _ctx.enable_tensor_equality, _ctx.disable_tensor_equality
+v1.enable_v2_behavior, v1.disable_v2_behavior = _ctx.enable_v2_behavior, _ctx.disable_v2_behavior
+v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_functions
+from .module import Module  # noqa: E402
+from .custom_gradient import custom_gradient  # noqa: E402
+from .print_ops import print_v2 as print  # noqa: E402,A001
 
 
 def _fill_compat_v1():

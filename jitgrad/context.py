@@ -11,6 +11,9 @@ import threading
 _state = threading.local()
 _eager_enabled = [True]
 _global_graph = [None]
+# TF's Tensor._USE_EQUALITY: `==` on tensors is elementwise (TF 2) unless
+# compat.v1.disable_tensor_equality() / disable_v2_behavior() turned it off.
+_tensor_equality = [True]
 
 
 def _stack():
@@ -67,9 +70,83 @@ def executing_eagerly():
     return _eager_enabled[0] and not _stack()
 
 
+def executing_eagerly_outside_functions():
+    """TF's: would ops run eagerly once every function being traced is left
+    (what ``init_scope`` reaches)? False inside a plain ``Graph.as_default()``
+    and after ``disable_eager_execution()``."""
+    return _eager_enabled[0] and all(g.building_function for g in _stack())
+
+
+def elementwise_equality(graph):
+    """TF 2's rule for a tensor of ``graph`` (None: eager tensor or variable):
+    ``==``/``!=`` are elementwise and the tensor is unhashable when tensor
+    equality is on, ops outside functions run eagerly and the tensor is eager or
+    belongs to a function being traced; otherwise (TF1-style graphs) they compare
+    and hash by identity."""
+    return (_tensor_equality[0] and (graph is None or graph.building_function)
+            and executing_eagerly_outside_functions())
+
+
+def enable_tensor_equality():
+    _tensor_equality[0] = True
+
+
+def disable_tensor_equality():
+    _tensor_equality[0] = False
+
+
+def enable_v2_behavior():
+    enable_tensor_equality()
+    enable_eager_execution()
+
+
+def disable_v2_behavior():
+    """``tf.compat.v1.disable_v2_behavior``: graph mode and identity equality (the parts jitgrad has)."""
+    disable_tensor_equality()
+    disable_eager_execution()
+
+
 def enable_eager_execution(*args, **kwargs):
     _eager_enabled[0] = True
 
 
 def disable_eager_execution():
     _eager_enabled[0] = False
+
+
+def eager_scope_name():
+    """The eager name scope ("outer/inner/" or ""): prefixes eager variables' names."""
+    return getattr(_state, "scope", "")
+
+
+class name_scope:  # noqa: N801 (TF's name)
+    """``tf.name_scope`` (TF 2): a reusable context manager whose ``__enter__``
+    returns the scope name. Eager scopes nest without being made unique, as in
+    TF; in a graph the graph's own (uniquifying) scopes are used. A name
+    ending in "/" re-enters that absolute scope."""
+
+    def __init__(self, name):
+        if not isinstance(name, str):
+            raise ValueError("name for name_scope must be a string.")
+        self._name = name
+        self._exits = []
+
+    @property
+    def name(self):
+        return self._name
+
+    def __enter__(self):
+        if executing_eagerly():
+            old = eager_scope_name()
+            name = self._name
+            _state.scope = "" if not name else name if name.endswith("/") else old + name + "/"
+            self._exits.append(lambda: setattr(_state, "scope", old))
+            return _state.scope
+        scope = get_default_graph().name_scope(self._name)
+        entered = scope.__enter__()
+        self._exits.append(lambda: scope.__exit__(None, None, None))
+        return entered
+
+    def __exit__(self, *exc):
+        self._exits.pop()()
+        return False

@@ -42,8 +42,8 @@ class EagerVariable(Variable):
             raise ValueError(f"The initial value's shape ({TensorShape(self._value.shape)}) is not compatible "
                              f"with the explicitly supplied `shape` argument ({self._shape}).")
         self.trainable = True if trainable is None else bool(trainable)
-        # TF 2 eager does not uniquify variable names.
-        self._name = (name or "Variable") + ":0"
+        # TF 2 eager does not uniquify variable names; they carry the eager name scope.
+        self._name = context.eager_scope_name() + (name or "Variable") + ":0"
         self._handle_id = next(_ids)
         self._key = f"__eager_var_{self._handle_id}"
 
@@ -95,7 +95,7 @@ class EagerVariable(Variable):
     def _eager_read(self):
         t = EagerTensor(self._value)
         from . import tape
-        if tape._stack:
+        if tape._stack or tape._variable_watchers:
             tape._variable_read(self, t)
         return t
 
@@ -170,6 +170,8 @@ class EagerVariable(Variable):
         return format(self._eager_read(), spec) if spec else repr(self)
 
     def __hash__(self):
+        if not context.elementwise_equality(None):
+            return id(self)  # after compat.v1.disable_tensor_equality()
         raise TypeError("Variable is unhashable. Instead, use variable.ref() as the key. "
                         f"(Variable: {self!r})")
 

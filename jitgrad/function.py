@@ -152,7 +152,8 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
             initial_value = initial_value()
     if isinstance(initial_value, Tensor):
         initial_value = _lift(ctx, initial_value)
-    with context.init_scope():
+    scope = ctx.graph.get_name_scope()   # `with self.name_scope:` in a traced method names it
+    with context.init_scope(), (context.name_scope(scope + "/") if scope else contextlib.nullcontext()):
         var = EagerVariable(initial_value, **kwargs)
     ctx.created_variables.append(var)
     return var
@@ -182,6 +183,9 @@ class _EagerVariableStore:
         return self.variables[key]._value
 
     def write(self, key, value):
+        if type(key) is not str:   # a compiled tf.print's tensor (print_ops.PrintTarget)
+            key.write(value)
+            return
         var = self.variables[key]
         var._value = np.array(value, dtype=var._value.dtype, copy=True)
 
@@ -247,6 +251,7 @@ class ConcreteFunction:
         from .session import Session
         self.graph = graph
         self.inputs = inputs
+        self._feed_keys = [t.ref() for t in inputs]   # function tensors are unhashable (TF 2)
         self._fetches = fetches
         self._build = build
         self.name = name
@@ -257,7 +262,7 @@ class ConcreteFunction:
         self.created_variables = tuple(ctx.created_variables)
 
     def _call_flat(self, arrays):
-        feed = dict(zip(self.inputs, arrays))
+        feed = dict(zip(self._feed_keys, arrays))
         vals = self._session.run(self._targets, feed) if self._targets else []
         outs = []
         for t, v in zip(self._fetches, vals):
@@ -379,6 +384,7 @@ class Function:
     def _trace_once(self, args, kwargs, key, specs, may_create_variables):
         from .ops import array_ops
         g = Graph()
+        g.building_function = True   # TF 2 semantics inside: `==` elementwise, tensors unhashable
         ctx = _TraceContext(g)
         placeholders = []
         spec_iter = iter(specs) if specs is not None else None

@@ -220,7 +220,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                         g.set_shape(t_in.shape)
                     except ValueError:
                         raise ValueError(f"Incompatible shapes between op input and calculated input gradient. "
-                                         f"Forward operation: {op.name}. Input index: {list(op.inputs).index(t_in)}."
+                                         f"Forward operation: {op.name}. Input index: {[i for i, t in enumerate(op.inputs) if t is t_in][0]}."
                                          f" Original input shape: {t_in.shape}. Calculated input gradient "
                                          f"shape: {g.shape}") from None
                     grads.setdefault(t_in.op, [[] for _ in t_in.op.outputs])[t_in.value_index].append(g)

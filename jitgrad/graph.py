@@ -100,6 +100,8 @@ class Graph:
             raise RuntimeError("Graph is finalized and cannot be modified.")
         for t in inputs:
             if t.graph is not self:
+                if t.graph.building_function:
+                    raise out_of_scope_error(t)
                 raise ValueError(f"Tensor {t.name} must be from the same graph as the op being created "
                                  f"(its graph is not the one this op is built in).")
         if not exact_name:
@@ -247,10 +249,10 @@ class Tensor:
         return self.ref()
 
     def __hash__(self):
-        # As in TF 2: tensors of a plain Graph compare and hash by identity (so
-        # feed_dict={x: ...} works); inside a traced function they are unhashable
-        # and `==` is elementwise.
-        if self.op.graph.building_function:
+        # TF 2: tensors of a plain Graph (TF1 style) hash by identity, so
+        # feed_dict={x: ...} works; eager tensors and tensors of a traced function
+        # compare elementwise and are therefore unhashable.
+        if context.elementwise_equality(self.op.graph):
             raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
         return id(self)
 
@@ -293,6 +295,12 @@ class _Reference:
 
     def __repr__(self):
         return f"<Reference wrapping {self._obj!r}>"
+
+
+def out_of_scope_error(tensor):
+    """TF's error for a tensor of a traced function used outside that trace."""
+    return TypeError(f"{tensor!r} is out of scope and cannot be used here. Use return values, explicit "
+                     "Python locals or TensorFlow collections to access it.")
 
 
 def get_default_graph():

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from . import context
-from .graph import Graph, Operation, Tensor
+from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 
 MODES = ("compiled", "interpret")
@@ -226,7 +226,8 @@ class BaseSession:
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
 
     def _install_runner(self, fk, t, fetches, elements, fed, feed_dict):
-        if not elements or (feed_dict and any(type(k) is not Tensor for k in feed_dict)):
+        if not elements or (feed_dict and any(type(k) is not Tensor and type(k) is not _Reference
+                                              for k in feed_dict)):
             return
         if t is list or t is tuple:
             if any(type(e) is not Tensor and type(e) is not Operation for e in fetches):
@@ -286,6 +287,8 @@ class BaseSession:
         fed = []
         checked = self._feed_checked
         for key, value in feed_dict.items():
+            if type(key) is _Reference:   # tensors of traced functions are unhashable: fed by ref()
+                key = key._obj
             tv = type(value)
             if type(key) is Tensor:
                 if tv is float or tv is int:

@@ -161,6 +161,8 @@ def _record_eager_op(opdef, inputs, outputs, attrs):
 
 def _variable_read(var, t):
     """A read of ``var`` producing ``t``: watch it where asked, record it where watched."""
+    for w in _variable_watchers:
+        w._add(var)
     for gt in _stack:
         tape = gt._tape
         if tape is None:
@@ -169,6 +171,41 @@ def _variable_read(var, t):
             tape.watch_variable(var)
         if var._handle_id in tape.tensor_tape:
             tape.record("ReadVariableOp", None, [var], [var._handle_id], [t], {})
+
+
+_variable_watchers = []
+
+
+class VariableWatcher:
+    """TF's record.VariableWatcher: collects the trainable variables read eagerly
+    while it is active (tf.custom_gradient's ``variables``), in first-read order."""
+
+    def __init__(self):
+        self._vars = {}
+
+    def _add(self, var):
+        if var.trainable:
+            self._vars.setdefault(var._handle_id, var)
+
+    def __enter__(self):
+        _variable_watchers.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _variable_watchers.remove(self)
+        return False
+
+    def watched_variables(self):
+        return list(self._vars.values())
+
+
+def record_custom_op(op_type, backward, inputs, outputs):
+    """Records on every tape watching one of ``inputs`` an op whose gradient is
+    ``backward.grad(op, *output_grads)`` (tf.custom_gradient in eager mode)."""
+    for gt in _stack:
+        tape = gt._tape
+        if tape is not None and tape.should_record(inputs):
+            tape.record(op_type, backward, list(inputs), [t._id for t in inputs], list(outputs), {})
 
 
 def _push(gt):

@@ -86,6 +86,7 @@ def _reset():
     context._stack().clear()
     _session._stack().clear()
     context.enable_eager_execution()
+    context.enable_tensor_equality()
     context.reset_global_default_graph()
 
 

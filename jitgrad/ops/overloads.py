@@ -1,7 +1,23 @@
 """Python operators on graph and eager tensors, with TensorFlow's rules: the
 other operand is converted to the tensor's dtype, ``/`` is true division
-(integers become float64), ``==`` is elementwise."""
+(integers become float64), ``==`` is elementwise in TF 2 code (eager tensors and
+tensors of traced functions) and identity in TF1-style graphs."""
+from .. import context
+from ..convert import convert_all
+from ..shapes import broadcast_dims
 from . import array_ops, linalg_ops, math_ops
+
+
+def _compare(fn, x, y, if_incompatible):
+    """TF's ``equal(x, y, incompatible_shape_error=False)``: elementwise where the
+    shapes broadcast, else the scalar ``if_incompatible`` (a bool tensor). Operands
+    that do not convert to x's dtype raise, as in TF."""
+    x, y = convert_all([x, y])
+    try:
+        broadcast_dims(x.shape.dims, y.shape.dims)
+    except ValueError:
+        return array_ops.constant(if_incompatible)
+    return fn(x, y)
 
 
 def _binary(fn, name):
@@ -30,29 +46,19 @@ def install(cls):
                     ("ge", math_ops.greater_equal)]:
         setattr(cls, f"__{key}__", _binary(fn, None)[0])
 
-    def _identity_semantics(self):
-        graph = getattr(self, "_graph_if_symbolic", None)
-        return graph is not None and not graph.building_function
-
     def __eq__(self, other):
-        if _identity_semantics(self):
-            return self is other
         if other is None:
             return False
-        try:
-            return math_ops.equal(self, other)
-        except (TypeError, ValueError):
-            return False
+        if not context.elementwise_equality(getattr(self, "_graph_if_symbolic", None)):
+            return self is other  # TF1-style graph: identity, so tensors key dicts and sit in lists
+        return _compare(math_ops.equal, self, other, False)
 
     def __ne__(self, other):
-        if _identity_semantics(self):
-            return self is not other
         if other is None:
             return True
-        try:
-            return math_ops.not_equal(self, other)
-        except (TypeError, ValueError):
-            return True
+        if not context.elementwise_equality(getattr(self, "_graph_if_symbolic", None)):
+            return self is not other
+        return _compare(math_ops.not_equal, self, other, True)
 
     cls.__eq__ = __eq__
     cls.__ne__ = __ne__

@@ -224,6 +224,11 @@ def from_graph(ops, elements, fed, var_reader):
             continue
         if op.type == "NoOp":
             continue
+        if op.type == "PrintV2":
+            # printed after the kernel returns: each input leaves as an output the store hands on
+            from ..print_ops import PrintTarget
+            var_writes.extend(zip(PrintTarget.for_op(op), ins))
+            continue
         nodes.append(Node(op.type, ins, dict(op.attrs), specs, op.name))
         for i, t in enumerate(op.outputs):
             ref[id(t)] = Value(len(nodes) - 1, i)

@@ -1,6 +1,6 @@
 """Stop-gradient / identity elimination.
 
-StopGradient, Identity and SoftmaxXentLoss only matter while building
+StopGradient, Identity, IdentityN and SoftmaxXentLoss only matter while building
 gradients; at run time they copy their (first) input. PlaceholderWithDefault that reaches the Program is
 never fed (a fed one became an Arg in ir.from_graph), so it too is a copy of
 its input. All three vanish: their uses are rewired to their input.
@@ -15,12 +15,16 @@ IDENTITY_OPS = ("StopGradient", "Identity", "PlaceholderWithDefault", "SoftmaxXe
 
 def stop_gradient(program):
     replace = {}
-    removed = {op: 0 for op in IDENTITY_OPS}
+    removed = {op: 0 for op in IDENTITY_OPS + ("IdentityN",)}
     order = []
     for i, n in enumerate(program.nodes):
         if n.op in IDENTITY_OPS:
             replace[Value(i, 0)] = n.inputs[0]
             removed[n.op] += 1
+        elif n.op == "IdentityN":     # tf.custom_gradient's: output k is input k
+            for k in range(len(n.outputs)):
+                replace[Value(i, k)] = n.inputs[k]
+            removed["IdentityN"] += 1
         else:
             order.append(i)
     stats = {"nodes_before": len(program.nodes), "nodes_after": len(order),
