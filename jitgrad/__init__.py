@@ -123,7 +123,7 @@ def explain(fetches, feed_dict=None, session=None):
     """``jitgrad.explain``: how the default (or given) Session compiles a run."""
     sess = session or _s.get_default_session()
     if sess is None:
-        g = fetches[0].graph if isinstance(fetches, (list, tuple)) else fetches.graph
+        g = nest.flatten(fetches)[0].graph
         sess = Session(graph=g)
     return sess.explain(fetches, feed_dict)
 

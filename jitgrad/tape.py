@@ -40,7 +40,7 @@ import logging
 
 import numpy as np
 
-from . import context, eager
+from . import context, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .gradients import UnconnectedGradients, _NOT_DIFFERENTIABLE
@@ -55,48 +55,6 @@ _stack = []
 
 _NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to compute one set of gradients "
                        "(or jacobians)")
-
-
-# ============================================================ nest helpers
-def _flatten(x):
-    out = []
-    _flatten_into(x, out)
-    return out
-
-
-def _is_leaf(x):
-    return not isinstance(x, (list, tuple, dict)) or hasattr(x, "_jitgrad_to_tensor")
-
-
-def _flatten_into(x, out):
-    if _is_leaf(x):
-        out.append(x)
-    elif isinstance(x, dict):
-        for k in sorted(x, key=_sort_key):
-            _flatten_into(x[k], out)
-    else:
-        for v in x:
-            _flatten_into(v, out)
-
-
-def _sort_key(k):
-    return (str(type(k)), k) if not isinstance(k, (int, float, str)) else (type(k).__name__, k)
-
-
-def _pack_as(structure, flat):
-    it = iter(flat)
-
-    def build(x):
-        if _is_leaf(x):
-            return next(it)
-        if isinstance(x, dict):
-            vals = {k: build(x[k]) for k in sorted(x, key=_sort_key)}
-            return type(x)((k, vals[k]) for k in x) if type(x) is not dict else {k: vals[k] for k in x}
-        items = [build(v) for v in x]
-        if hasattr(x, "_fields"):
-            return type(x)(*items)
-        return type(x)(items) if isinstance(x, tuple) else items
-    return build(structure)
 
 
 # ============================================================ recording
@@ -439,7 +397,7 @@ class GradientTape:
         """Ensures that ``tensor`` (a tensor, variable or nest of them) is traced by this tape."""
         if self._tape is None:
             self._tape = _Tape(self._persistent)
-        for t in _flatten(tensor):
+        for t in nest.flatten(tensor):
             if _is_variable(t):
                 self._tape.watch_variable(t)
                 if self._graph_state is not None:
@@ -483,10 +441,10 @@ class GradientTape:
         """
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
-        flat_targets = _flatten(target)
-        flat_sources = _flatten(sources)
+        flat_targets = nest.flatten(target)
+        flat_sources = nest.flatten(sources)
         if output_gradients is not None:
-            output_gradients = _flatten(output_gradients)
+            output_gradients = nest.flatten(output_gradients)
             if len(output_gradients) != len(flat_targets):
                 raise ValueError(f"Mismatch: {len(output_gradients)} output_gradients for "
                                  f"{len(flat_targets)} targets")
@@ -500,7 +458,7 @@ class GradientTape:
                 or not context.executing_eagerly():
             result = self._graph_gradient(flat_targets, flat_sources, output_gradients, unconnected_gradients)
             self._finish_compute()
-            return _pack_as(sources, result)
+            return nest.pack_sequence_as(sources, result)
         tids, tshapes = [], []
         for t in flat_targets:
             tid, shape, dt = _target_id(t)
@@ -530,7 +488,7 @@ class GradientTape:
             if flat_grad[i] is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 flat_grad[i] = _zeros(s[1], s[2])
         self._finish_compute()
-        return _pack_as(sources, flat_grad)
+        return nest.pack_sequence_as(sources, flat_grad)
 
     # ---------------------------------------------------------------- jacobians
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
@@ -538,11 +496,11 @@ class GradientTape:
         """The jacobian of ``target`` w.r.t. each source: shape target.shape + source.shape."""
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
-        flat_sources = _flatten(sources)
+        flat_sources = nest.flatten(sources)
         if isinstance(target, Tensor) or not context.executing_eagerly():
             out = self._graph_jacobian(target, flat_sources, unconnected_gradients)
             self._finish_compute()
-            return _pack_as(sources, out)
+            return nest.pack_sequence_as(sources, out)
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError("GradientTape must be created with persistent=True to compute the jacobian "
                                "with eager execution enabled and with experimental_use_pfor set to False.")
@@ -559,7 +517,7 @@ class GradientTape:
             else:
                 out.append(_reshape(g, tuple(yshape) + tuple(xshape)))
         self._finish_compute()
-        return _pack_as(sources, out)
+        return nest.pack_sequence_as(sources, out)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):

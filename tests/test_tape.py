@@ -266,3 +266,18 @@ def test_target_list_sums_and_target_is_source():
         y = x * x
     assert float(t.gradient([y, y], x)) == 12.0
     assert float(t.gradient(x, x)) == 1.0
+
+
+def test_dict_sources_and_targets_in_any_key_order():
+    """Sources come back as a dict with their own key order, each gradient under its key;
+    output_gradients pair with targets in nest's (sorted-key) order, as in TF."""
+    a, b = tf.constant(2.0), tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([a, b])
+        ya, yb = a * a, a * b
+        y = ya + yb
+    g = t.gradient(y, {"z": a, "m": b})
+    assert list(g) == ["z", "m"] and float(g["z"]) == 2 * 2.0 + 3.0 and float(g["m"]) == 2.0
+    # targets {"q": ya, "p": yb} flatten as [yb, ya]: weights 10 on yb, 1 on ya
+    g = t.gradient({"q": ya, "p": yb}, a, output_gradients={"p": 10.0, "q": 1.0})
+    assert float(g) == 10 * 3.0 + 1 * 4.0
