@@ -9,8 +9,8 @@ Two caches:
   * global, a *kernel* cache keyed by sha256(canonical program signature
     *before* the passes, toolchain + host fingerprint): the passes are pure
     functions of everything that signature covers (structure, attrs incl.
-    private ones, shapes, dtypes, constants' value classes, the graph's
-    aggregation methods), so a memory or disk hit needs no pass pipeline, no
+    private ones such as AddN's _aggregation, shapes, dtypes, constants' value
+    classes; never names), so a memory or disk hit needs no pass pipeline, no
     lowering tables and no code generator.  On a miss the passes run and the
     kernel is also filed under its post-pass key, so programs that only
     become equal after the passes still share one kernel in a process.  LRU of KERNEL_LIMIT kernels; a placeholder
@@ -159,14 +159,13 @@ PREPASS_VERSION = "prepass-1"
 
 def _pass_inputs(program):
     """What the passes read that Program.signature() leaves out: private attrs
-    (names starting with '_', e.g. AddN's _aggregation) and the graph's
-    gradient aggregation methods."""
+    (names starting with '_', e.g. AddN's _aggregation)."""
     extra = []
     for i, n in enumerate(program.nodes):
         priv = {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
         if priv:
             extra.append((i, pir.freeze(priv)))
-    return repr((extra, sorted(program.aggregation.items(), key=repr)))
+    return repr(extra)
 
 
 def prepass_key(program):
@@ -339,7 +338,7 @@ def canonicalise(program):
     def m(v):
         return None if v is None else pir.Value(new_index[v.node], v.index)
     return pir.Program(new_nodes, args, [m(v) for v in program.outputs],
-                       [(k, m(v)) for k, v in program.var_writes], dict(program.aggregation), list(program.stats))
+                       [(k, m(v)) for k, v in program.var_writes], list(program.stats))
 
 
 def build_pre_program(session, elements, fed):

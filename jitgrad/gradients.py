@@ -156,8 +156,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
 
     with graph.as_default() if context._stack()[-1:] != [graph] else _nullcontext(), \
-            graph.name_scope(name or "gradients") as scope:
-        graph.gradient_aggregation[scope] = _METHOD_NAMES[aggregation_method]
+            graph.name_scope(name or "gradients"):
         converted = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:

@@ -58,7 +58,6 @@ class Program:
     args: list
     outputs: list           # Value per fetched tensor, None per fetched Operation
     var_writes: list = field(default_factory=list)   # (var key, Value), in execution order
-    aggregation: dict = field(default_factory=dict)  # the graph's gradient aggregation methods
     stats: list = field(default_factory=list)        # (pass name, {stat: number}) appended by passes
 
     def shape(self, v):
@@ -211,8 +210,7 @@ def from_graph(ops, elements, fed, var_reader):
 
     for el in elements:
         outputs.append(ref[id(el)] if hasattr(el, "value_index") else None)
-    graph = ops[0].graph if ops else None
-    return Program(nodes, args, outputs, var_writes, dict(getattr(graph, "gradient_aggregation", {}) or {}))
+    return Program(nodes, args, outputs, var_writes)
 
 
 
