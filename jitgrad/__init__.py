@@ -17,6 +17,7 @@ from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_op
 from .ops import overloads as _overloads  # noqa: E402
 from .convert import convert_to_tensor  # noqa: E402
 from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessians  # noqa: E402
+from .gradients import gradients_v1 as _gradients_v1, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s  # noqa: E402
@@ -99,7 +100,7 @@ v1 = _module(
     initialize_all_variables=_v.global_variables_initializer, variables_initializer=_v.variables_initializer,
     global_variables=_v.global_variables, trainable_variables=_v.trainable_variables,
     disable_eager_execution=_ctx.disable_eager_execution, enable_eager_execution=_ctx.enable_eager_execution,
-    executing_eagerly=executing_eagerly, gradients=gradients, hessians=hessians, Variable=Variable,
+    executing_eagerly=executing_eagerly, gradients=_gradients_v1, hessians=_hessians_v1, Variable=Variable,
     AggregationMethod=AggregationMethod, constant=constant, Graph=Graph)
 compat = _module("compat", v1=v1)
 softmax = _n.softmax

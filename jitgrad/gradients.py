@@ -125,10 +125,10 @@ def _zeros_like(t):
     return math_ops.zeros_like(t)
 
 
-def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
-              gate_gradients=False, aggregation_method=None, stop_gradients=None,
-              unconnected_gradients=UnconnectedGradients.NONE):
-    """Symbolic derivatives of sum(ys) with respect to each x in xs (a list, len(xs))."""
+def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
+              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+    """``tf.gradients`` (TF 2's argument order): symbolic derivatives of sum(ys) with respect
+    to each x in xs (a list, len(xs))."""
     if context.executing_eagerly():
         raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
                            "Use tf.GradientTape instead.")
@@ -264,9 +264,22 @@ class _nullcontext:
         return False
 
 
-def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-             aggregation_method=None):
-    """``tf.hessians``: for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
+def gradients_v1(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+                 gate_gradients=False, aggregation_method=None, stop_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+    """``tf.compat.v1.gradients``: TF 1's order, with the (ignored: one device) colocate flag 5th."""
+    return gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
+                     unconnected_gradients)
+
+
+def hessians_v1(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
+                aggregation_method=None):
+    """``tf.compat.v1.hessians``: TF 1's order."""
+    return hessians(ys, xs, gate_gradients, aggregation_method, name)
+
+
+def hessians(ys, xs, gate_gradients=False, aggregation_method=None, name="hessians"):
+    """``tf.hessians`` (TF 2's argument order): for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
 
     One batched backward pass over the gradient graph per x (batched_gradients.py);
     the per-row loop below (one gradient graph per element of x) is the fallback
@@ -280,14 +293,12 @@ def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gr
         return _bg.batched_hessians(ys, xs, name=name, aggregation_method=aggregation_method)
     except _bg.Unsupported:
         pass
-    return _hessians_per_row(ys, xs, name, colocate_gradients_with_ops, gate_gradients, aggregation_method)
+    return _hessians_per_row(ys, xs, name, gate_gradients, aggregation_method)
 
 
-def _hessians_per_row(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-                      aggregation_method=None):
+def _hessians_per_row(ys, xs, name="hessians", gate_gradients=False, aggregation_method=None):
     xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
-    kwargs = dict(colocate_gradients_with_ops=colocate_gradients_with_ops, gate_gradients=gate_gradients,
-                  aggregation_method=aggregation_method)
+    kwargs = dict(gate_gradients=gate_gradients, aggregation_method=aggregation_method)
     grads = gradients(ys, xs, **kwargs)
     hessians_out = []
     for g, x in zip(grads, xs):

@@ -369,9 +369,10 @@ class GradientTape:
 
     @contextlib.contextmanager
     def stop_recording(self):
-        """Temporarily stops recording operations on this tape."""
-        if not self._recording:
-            raise ValueError("Tape is not recording.")
+        """Temporarily stops recording operations on this tape.  As TF: RuntimeError without
+        a tape (never entered, or used up), ValueError when left (_pop_tape)."""
+        if self._tape is None:
+            raise RuntimeError("Trying to stop recording a tape which is not recording.")
         gs = self._graph_state
         start = len(gs.graph._ops) if gs is not None else None
         self._pop_tape()
@@ -383,14 +384,13 @@ class GradientTape:
             self._push_tape()
 
     def reset(self):
-        """Clears all information stored in this tape."""
+        """Clears all information stored in this tape: as exiting and re-entering it, so
+        (as TF) only inside its context; outside, _pop_tape raises ValueError."""
+        self._pop_tape()
         self._tape = None
         if self._graph_state is not None:
             self._graph_state = _GraphTapeState(self._graph_state.graph)
-        if self._recording:
-            _pop(self)
-            self._recording = False
-            self._push_tape()
+        self._push_tape()
 
     # ---------------------------------------------------------------- watching
     def watch(self, tensor):
@@ -547,7 +547,9 @@ class GradientTape:
         (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows, experimental_use_pfor)
         full = tuple(yshape) + tuple(xshape[1:])
         if g is None or src[2].kind != "f":
-            out = _zeros(full, src[2]) if unconnected_gradients == UnconnectedGradients.ZERO else None
+            # zeros even for UnconnectedGradients.NONE, in the target's dtype: TF's batch_jacobian
+            # (unlike jacobian) fills an unconnected result with zeros
+            out = _zeros(full, src[2] if unconnected_gradients == UnconnectedGradients.ZERO else ydt)
         else:
             from .ops.array_ops import transpose
             g = _reshape(g, (m, b) + tuple(xshape[1:]))
@@ -703,10 +705,8 @@ class GradientTape:
                 eye = array_ops.reshape(eye, [m, 1, m])
                 rows = array_ops.reshape(array_ops.broadcast_to(eye, [m, b, m]), [m] + ys)
             (g,) = bg.batched_gradients([y], [x], [rows], name="batch_jacobian")
-        if g is None:
-            if unconnected == UnconnectedGradients.ZERO or (watched and x.dtype.is_floating and m * b == 0):
-                return array_ops.zeros(full, x.dtype)
-            return None
+        if g is None:   # zeros whatever `unconnected` says, as TF's batch_jacobian (see batch_jacobian)
+            return array_ops.zeros(full, x.dtype if unconnected == UnconnectedGradients.ZERO else y.dtype)
         g = array_ops.reshape(g, [m, b] + xs_[1:])
         perm = [1, 0] + list(range(2, len(xs_) + 1))
         return array_ops.reshape(array_ops.transpose(g, perm), full)
