@@ -120,13 +120,24 @@ def no_op(name=None):
     return apply_op("NoOp", [], {}, name=name or "NoOp")
 
 
+def _session_for(fetches, session):
+    sess = session or _s.get_default_session()
+    return sess if sess is not None else Session(graph=nest.flatten(fetches)[0].graph)
+
+
 def explain(fetches, feed_dict=None, session=None):
     """``jitgrad.explain``: how the default (or given) Session compiles a run."""
-    sess = session or _s.get_default_session()
-    if sess is None:
-        g = nest.flatten(fetches)[0].graph
-        sess = Session(graph=g)
-    return sess.explain(fetches, feed_dict)
+    return _session_for(fetches, session).explain(fetches, feed_dict)
+
+
+def explain_recompile(fetches, feed_dict=None, session=None):
+    """Why ``run(fetches, feed_dict)`` would compile: whether its kernel is in memory or on
+    disk and, if neither, which cache-key components differ from the closest kernel this
+    process has used (``JITGRAD_LOG_RECOMPILES=1`` logs the same on every compile)."""
+    from . import compiler
+    sess = _session_for(fetches, session)
+    plan = sess._fetch_plan(fetches)
+    return compiler.explain_recompile(sess, plan.elements, sess._fed_list(feed_dict))
 
 # ---- eager mode: tf.GradientTape, tf.function, eager tf.Variable
 from .tape import GradientTape  # noqa: E402

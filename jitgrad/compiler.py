@@ -24,6 +24,7 @@ counts such runs.
 """
 import collections
 import ctypes
+import os
 import threading
 import time
 
@@ -34,6 +35,7 @@ from .errors import InvalidArgumentError
 from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
+from .cache import key as cache_key
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
@@ -70,6 +72,7 @@ def clear_cache():
     with _klock:
         _kernels.clear()
         _stats.clear()
+    cache_key.forget_all()
     _buffers.release()
     _epoch[0] += 1
 
@@ -142,45 +145,6 @@ def _run_passes(program):
     except Exception as e:  # a pass bug must not break execution: use the unoptimised program
         program.stats.append(("pipeline-error", {"error": repr(e)}))
         return program
-
-
-CODEGEN_VERSION = "codegen-11"
-
-
-def kernel_key(program):
-    """sha256 over the (post-pass) program signature, the code generator
-    version and the toolchain/host fingerprint (jitgrad.cache.make_key adds
-    jitgrad/llvmlite/LLVM versions, triple, CPU name and features)."""
-    return _make_key(program.signature() + "\0" + CODEGEN_VERSION)
-
-
-PREPASS_VERSION = "prepass-1"
-
-
-def _pass_inputs(program):
-    """What the passes read that Program.signature() leaves out: private attrs
-    (names starting with '_', e.g. AddN's _aggregation)."""
-    extra = []
-    for i, n in enumerate(program.nodes):
-        priv = {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
-        if priv:
-            extra.append((i, pir.freeze(priv)))
-    return repr(extra)
-
-
-def prepass_key(program):
-    """Key of a canonical *pre-pass* Program.  The passes are deterministic
-    functions of the program's signature (structure, attrs, shapes, dtypes,
-    constants' value classes; never constant values) plus ``_pass_inputs``,
-    and their code is covered by the fingerprint (the disk cache's includes a
-    stamp of jitgrad's sources), so this key determines the machine code
-    without running them."""
-    return _make_key("\0".join((PREPASS_VERSION, program.signature(), _pass_inputs(program), CODEGEN_VERSION)))
-
-
-def _make_key(sig):
-    from .cache import make_key     # adds the toolchain/host fingerprint
-    return make_key(sig)
 
 
 def _disk():
@@ -263,9 +227,9 @@ def lookup_kernel(key):
 
 def get_kernel(program, pre_key=None):
     """(Kernel, source) for a post-pass Program: memory, disk or compile.
-    With ``pre_key`` (the pre-pass key, already looked up) the kernel is
+    With ``pre_key`` (the pre-pass key's hex, already looked up) the kernel is
     compiled and stored under it, and filed in memory under both keys."""
-    key = kernel_key(program)
+    key = cache_key.post_pass_key(program).hex
     if pre_key is None:
         k, src = lookup_kernel(key)
         if k is not None:
@@ -286,7 +250,7 @@ def get_kernel(program, pre_key=None):
 # ---------------------------------------------------------------- plans
 class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
-                 "out_specs",
+                 "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
                  "runners", "__weakref__")
 
@@ -373,10 +337,12 @@ def make_plan(session, elements, fed, run_passes=False):
     pre = build_pre_program(session, elements, fed)
     plan = Plan()
     plan.fallback = False
+    plan.key = None
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
-    key = prepass_key(pre)
+    pre_key = cache_key.pre_pass_key(pre)
+    key = pre_key.hex
     kernel, source = lookup_kernel(key)
     program = pre
     if kernel is None or run_passes:
@@ -395,7 +361,10 @@ def make_plan(session, elements, fed, run_passes=False):
         except Unsupported as e:
             plan.fallback, plan.reason = True, f"unsupported: {e}"
             return plan
-    plan.kernel, plan.source = kernel, source
+        if source == "compile":
+            cache_key.note_compile(pre_key)
+    cache_key.remember(pre_key)
+    plan.kernel, plan.source, plan.key = kernel, source, pre_key
     meta = kernel.meta
     n_args = meta["n_args"]
     ptrs = np.zeros(meta["n_slots"], np.uint64)
@@ -685,6 +654,9 @@ class ExplainReport:
                                                       if self.key else ""))
         if self.fallback:
             out.append(f"FALLBACK to the interpreter: {self.reason}")
+        if self.key_components:
+            out.append("-- cache key components (jitgrad/cache/key.py)")
+            out.append(self.key_components)
         out.append("-- passes (node counts)")
         for name, st in self.stats:
             out.append(f"  {name}: {st}")
@@ -715,7 +687,7 @@ def explain(session, elements, fed):
     plan = make_plan(session, elements, fed, run_passes=True)
     p = plan.program
     common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
-                  reason=plan.reason)
+                  reason=plan.reason, key_components=plan.key.describe() if plan.key is not None else "")
     if plan.fallback:
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)
@@ -732,3 +704,20 @@ def explain(session, elements, fed):
     return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings,
                          groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"],
                          ir=k.opt_ir, unoptimised_ir=k.ir_text, asm=asm, **common)
+
+
+def explain_recompile(session, elements, fed):
+    """Whether this run's kernel is compiled already and, if not, what differs from the
+    closest kernel this process has used (jitgrad.explain_recompile)."""
+    pre = build_pre_program(session, elements, fed)
+    key = cache_key.pre_pass_key(pre)
+    with _klock:
+        in_memory = key.hex in _kernels
+    if in_memory:
+        head = f"kernel {key.hex[:16]} is in memory: this run does not compile"
+    else:
+        d = _disk()
+        on_disk = d is not None and d.enabled and os.path.exists(d.path_for(key.hex))
+        head = (f"kernel {key.hex[:16]} is on disk: this run loads it, it does not compile" if on_disk
+                else cache_key.why_recompiled(key))
+    return head + "\n" + key.describe()

@@ -67,17 +67,10 @@ class Program:
         return self.nodes[v.node].outputs[v.index][1]
 
     def signature(self):
-        """A digest of everything that determines the machine code."""
-        h = hashlib.sha256()
-        for a in self.args:
-            h.update(repr((a.kind, a.shape, a.dtype.name, a.key if a.kind == "var" else None,
-                           a.value_class)).encode())
-        for n in self.nodes:
-            h.update(repr((n.op, tuple((i.node, i.index) for i in n.inputs), freeze(n.attrs),
-                           tuple((s, d.name) for s, d in n.outputs))).encode())
-        h.update(repr([None if v is None else (v.node, v.index) for v in self.outputs]).encode())
-        h.update(repr([(k, v.node, v.index) for k, v in self.var_writes]).encode())
-        return h.hexdigest()
+        """A digest of what the program itself contributes to its kernel's machine code
+        (jitgrad/cache/key.py lists it: structure, shapes, dtypes, constants' value classes)."""
+        from ..cache.key import program_digest
+        return program_digest(self)
 
 
 def freeze(x):
