@@ -12,7 +12,7 @@ from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
 from .ops import array_ops, math_ops
-from .ops.registry import REGISTRY, GradOp, apply_op
+from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
 
 
 class AggregationMethod:
@@ -199,7 +199,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
             if has_out and op not in stop_ops:
                 opdef = REGISTRY[op.type]
                 grad_fn = opdef.grad
-                if grad_fn is None and op.type not in _NOT_DIFFERENTIABLE and any(
+                if grad_fn is None and opdef.no_gradient != NOT_DIFFERENTIABLE and any(
                         is_trainable(t) for t in op.inputs):
                     raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}).")
             if grad_fn is not None and has_out:
@@ -243,17 +243,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                 g = _zeros_like(x)
             result.append(g)
     return result
-
-
-_NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqual", "Greater", "GreaterEqual",
-                       "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "FloorDiv", "Sign",
-                       "Shape", "SizeRatio", "ZerosLike", "OnesLike"}
-# Ops TF gives no gradient (argmax/argmin, rounding, float classification, any/all).
-_NOT_DIFFERENTIABLE.update({"ArgMax", "ArgMin", "Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite",
-                            "Any", "All"})
-# (ProdExcept, the helper of reduce_prod's gradient, is deliberately not listed:
-# it has no gradient rule, so a second derivative through reduce_prod raises
-# LookupError instead of silently treating it as a constant.)
 
 
 class _nullcontext:

@@ -270,15 +270,6 @@ class BaseSession:
             fed.append((t, arr))
         return fed
 
-    def _feeds(self, feed_dict):
-        return {id(t): (t, a) for t, a in self._fed_list(feed_dict)}
-
-    def _execute(self, elements, feeds):
-        if self.mode == "interpret" or _compiled_executor[0] is None:
-            from . import interpreter
-            return interpreter.run(elements, {k: v for k, (t, v) in feeds.items()}, self._store)
-        return _compiled_executor[0](self, elements, list(feeds.values()))
-
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])
         n = len(feed_list)
@@ -307,12 +298,6 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
-
-
-def _to_result(v):
-    if v is None:
-        return None
-    return v[()] if v.ndim == 0 else v
 
 
 # Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.

@@ -43,9 +43,9 @@ import numpy as np
 from . import context, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
-from .gradients import UnconnectedGradients, _NOT_DIFFERENTIABLE
+from .gradients import UnconnectedGradients
 from .graph import Tensor
-from .ops.registry import GradOp, run_kernel
+from .ops.registry import NOT_DIFFERENTIABLE, GradOp, run_kernel
 from .shapes import TensorShape, normalize_axes
 
 _log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def _call_backward(rec, out_grads):
     opdef = rec.grad_fn
     fn = opdef.grad
     if fn is None:
-        if rec.op_type not in _NOT_DIFFERENTIABLE and any(
+        if opdef.no_gradient != NOT_DIFFERENTIABLE and any(
                 isinstance(t, EagerTensor) and t._value.dtype.kind == "f" for t in rec.inputs):
             raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
         return [None] * len(rec.inputs)
@@ -826,7 +826,6 @@ _RULES = {
     "Unreduce": _rule_unreduce, "Reshape": _rule_reshape, "ReshapeLike": _rule_reshape,
     "MatMul": _rule_matmul, "Transpose": _rule_transpose,
 }
-_NOT_ELEMENTWISE = {"Fill", "BroadcastToShapeOf", "Unreduce", "PlaceholderWithDefault"}
 
 
 def _rule_per_row(opdef, inputs, flags, attrs, B):
@@ -849,7 +848,7 @@ def _batch_execute(opdef, inputs, attrs):
     with np.errstate(all="ignore"):
         if rule is not None:
             outs = rule(opdef, inputs, flags, attrs, specs, B)
-        elif opdef.kind == "elementwise" and opdef.name not in _NOT_ELEMENTWISE and len(specs) == 1:
+        elif opdef.pointwise and len(specs) == 1:
             try:
                 same = tuple(np.broadcast_shapes(*[_row_shape(t) for t in inputs])) == tuple(specs[0][0])
             except ValueError:

@@ -8,7 +8,7 @@ from ..errors import InvalidArgumentError, shape_error
 from ..shapes import TensorShape, as_shape, broadcast_dims, normalize_axes
 from ._infer import check_same
 from .math_ops import reduce_to
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
 def _same(shapes, dts, attrs):
@@ -22,9 +22,9 @@ def _placeholder_kernel(attrs):
 
 
 register("Const", infer=lambda shapes, dts, attrs: [(attrs["value"].shape, attrs["dtype"])],
-         kernel=lambda attrs: attrs["value"], kind="source")
+         kernel=lambda attrs: attrs["value"], kind="source", grad=NOT_DIFFERENTIABLE, lowering="argument")
 register("Placeholder", infer=lambda shapes, dts, attrs: [(attrs["shape"], attrs["dtype"])],
-         kernel=_placeholder_kernel, kind="source")
+         kernel=_placeholder_kernel, kind="source", grad=NOT_DIFFERENTIABLE, lowering="argument")
 
 
 def constant(value, dtype=None, shape=None, name="Const"):
@@ -72,7 +72,7 @@ def placeholder_with_default(input, shape, name=None):  # noqa: A002
 
 
 register("PlaceholderWithDefault", infer=lambda shapes, dts, attrs: [(attrs["shape"], dts[0])],
-         kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise")
+         kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise", pointwise=False, identity=True)
 
 
 def _fill_infer(shapes, dts, attrs):
@@ -82,7 +82,7 @@ def _fill_infer(shapes, dts, attrs):
 
 
 register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
-         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise")
+         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise", pointwise=False)
 
 
 def reduce_sum_all(g):
@@ -137,10 +137,10 @@ def _reshape_dims(src, target):
 
 register("Reshape", infer=lambda shapes, dts, attrs: [(_reshape_dims(shapes[0], attrs["shape"]), dts[0])],
          kernel=lambda attrs, x: np.reshape(x, _reshape_dims(x.shape, attrs["shape"])),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 register("ReshapeLike", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
          kernel=lambda attrs, x, ref: np.reshape(x, ref.shape),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,))
+         grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,), reshape=True)
 
 
 def reshape_like(x, ref):
@@ -175,7 +175,7 @@ def _transpose_grad(op, g):
 
 register("Transpose", infer=_transpose_infer,
          kernel=lambda attrs, x: np.asarray(np.transpose(x, attrs["perm"]), order="C"),
-         grad=_transpose_grad, kind="layout")
+         grad=_transpose_grad, kind="layout", keeps_uniform=True)
 
 
 def transpose(a, perm=None, name="transpose", conjugate=False):
@@ -199,7 +199,7 @@ def _expand_infer(shapes, dts, attrs):
 
 
 register("ExpandDims", infer=_expand_infer, kernel=lambda attrs, x: np.expand_dims(x, attrs["axis"]),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002
@@ -227,7 +227,7 @@ def _squeeze_infer(shapes, dts, attrs):
 
 register("Squeeze", infer=_squeeze_infer,
          kernel=lambda attrs, x: np.squeeze(x, _squeeze_axes(x.shape, attrs["axis"])),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
 def squeeze(input, axis=None, name=None):  # noqa: A002
@@ -558,7 +558,7 @@ def _tile_grad_kernel(attrs, g, ref):
 
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),
          grad=lambda op, g: [apply_op("TileGrad", [g, op.inputs[0]], {"multiples": op.get_attr("multiples")})],
-         kind="layout")
+         kind="layout", identity_if_same_shape=True, keeps_uniform=True)
 register("TileGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])], kernel=_tile_grad_kernel,
          grad=lambda op, g: [tile(g, op.get_attr("multiples")), None], kind="reduction", shape_only=(1,))
 
@@ -578,7 +578,7 @@ def _broadcast_to_infer(shapes, dts, attrs):
 
 register("BroadcastTo", infer=_broadcast_to_infer,
          kernel=lambda attrs, x: np.asarray(np.broadcast_to(x, attrs["shape"]), order="C"),
-         grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise")
+         grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise", pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -588,7 +588,7 @@ def broadcast_to(input, shape, name=None):  # noqa: A002
 
 # ---------------------------------------------------------------- shape queries
 register("Shape", infer=lambda shapes, dts, attrs: [((None if shapes[0] is None else len(shapes[0]),), attrs["out_type"])],
-         kernel=lambda attrs, x: np.array(x.shape, attrs["out_type"].np), kind="source", shape_only=(0,))
+         kernel=lambda attrs, x: np.array(x.shape, attrs["out_type"].np), kind="source", shape_only=(0,), cheap=True, grad=NOT_DIFFERENTIABLE)
 
 
 def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002

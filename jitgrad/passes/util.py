@@ -11,7 +11,7 @@
 import numpy as np
 
 from .. import dtypes
-from ..ops.registry import REGISTRY, register
+from ..ops.registry import NOT_DIFFERENTIABLE, REGISTRY, register
 from .ir import Node, Program, Value
 
 
@@ -23,7 +23,7 @@ def _literal_infer(shapes, dts, attrs):
 
 if "Literal" not in REGISTRY:
     # kind="source": no inputs; codegen lowers it to an inline constant.
-    register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source")
+    register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source", cheap=True, grad=NOT_DIFFERENTIABLE)
 
 
 def literal_attrs(value):
