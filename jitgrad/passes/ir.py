@@ -173,7 +173,7 @@ def from_graph(ops, elements, fed, var_reader):
             from ..errors import InvalidArgumentError
             raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
         specs = tuple((tuple(s), d) for s, d in specs)
-        if op.type in ("Assign", "AssignAdd", "AssignSub"):
+        if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
             # Session writes it back after the call. Later reads in the same
             # run see the old value, as the interpreter does.
