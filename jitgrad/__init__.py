@@ -17,6 +17,7 @@ from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_op
 from .ops import overloads as _overloads  # noqa: E402
 from .convert import convert_to_tensor  # noqa: E402
 from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessians  # noqa: E402
+from .gradients import gradients_v1 as _gradients_v1, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s  # noqa: E402
@@ -99,7 +100,7 @@ v1 = _module(
     initialize_all_variables=_v.global_variables_initializer, variables_initializer=_v.variables_initializer,
     global_variables=_v.global_variables, trainable_variables=_v.trainable_variables,
     disable_eager_execution=_ctx.disable_eager_execution, enable_eager_execution=_ctx.enable_eager_execution,
-    executing_eagerly=executing_eagerly, gradients=gradients, hessians=hessians, Variable=Variable,
+    executing_eagerly=executing_eagerly, gradients=_gradients_v1, hessians=_hessians_v1, Variable=Variable,
     AggregationMethod=AggregationMethod, constant=constant, Graph=Graph)
 compat = _module("compat", v1=v1)
 softmax = _n.softmax
@@ -118,13 +119,24 @@ def no_op(name=None):
     return apply_op("NoOp", [], {}, name=name or "NoOp")
 
 
+def _session_for(fetches, session):
+    sess = session or _s.get_default_session()
+    return sess if sess is not None else Session(graph=nest.flatten(fetches)[0].graph)
+
+
 def explain(fetches, feed_dict=None, session=None):
     """``jitgrad.explain``: how the default (or given) Session compiles a run."""
-    sess = session or _s.get_default_session()
-    if sess is None:
-        g = fetches[0].graph if isinstance(fetches, (list, tuple)) else fetches.graph
-        sess = Session(graph=g)
-    return sess.explain(fetches, feed_dict)
+    return _session_for(fetches, session).explain(fetches, feed_dict)
+
+
+def explain_recompile(fetches, feed_dict=None, session=None):
+    """Why ``run(fetches, feed_dict)`` would compile: whether its kernel is in memory or on
+    disk and, if neither, which cache-key components differ from the closest kernel this
+    process has used (``JITGRAD_LOG_RECOMPILES=1`` logs the same on every compile)."""
+    from . import compiler
+    sess = _session_for(fetches, session)
+    plan = sess._fetch_plan(fetches)
+    return compiler.explain_recompile(sess, plan.elements, sess._fed_list(feed_dict))
 
 # ---- eager mode: tf.GradientTape, tf.function, eager tf.Variable
 from .tape import GradientTape  # noqa: E402

@@ -319,9 +319,6 @@ _RULES = {
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
 }
-# kind="elementwise" ops that are not pointwise-broadcasting over their inputs.
-_NOT_POINTWISE = {"Fill", "BroadcastTo", "BroadcastToShapeOf", "Unreduce", "PlaceholderWithDefault", "AddN",
-                  "ZerosLike", "OnesLike"}
 
 
 def _rule_per_row(ctx, op, ins, flags):
@@ -473,7 +470,7 @@ def batching_rule(op_type):
     rule = _RULES.get(op_type)
     if rule is None:
         opdef = REGISTRY.get(op_type)
-        if opdef is not None and opdef.kind == "elementwise" and op_type not in _NOT_POINTWISE:
+        if opdef is not None and opdef.pointwise:
             rule = _rule_elementwise
     return rule
 

@@ -9,8 +9,8 @@ Two caches:
   * global, a *kernel* cache keyed by sha256(canonical program signature
     *before* the passes, toolchain + host fingerprint): the passes are pure
     functions of everything that signature covers (structure, attrs incl.
-    private ones, shapes, dtypes, constants' value classes, the graph's
-    aggregation methods), so a memory or disk hit needs no pass pipeline, no
+    private ones such as AddN's _aggregation, shapes, dtypes, constants' value
+    classes; never names), so a memory or disk hit needs no pass pipeline, no
     lowering tables and no code generator.  On a miss the passes run and the
     kernel is also filed under its post-pass key, so programs that only
     become equal after the passes still share one kernel in a process.  LRU of KERNEL_LIMIT kernels; a placeholder
@@ -24,6 +24,7 @@ counts such runs.
 """
 import collections
 import ctypes
+import os
 import threading
 import time
 
@@ -34,9 +35,13 @@ from .errors import InvalidArgumentError
 from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
+from .cache import key as cache_key
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
+# JITGRAD_STRICT_PASSES=1: an exception inside a pass propagates instead of falling back to the
+# unoptimised program (the test suite sets it, so a pass bug fails the test that hits it).
+STRICT_PASSES = os.environ.get("JITGRAD_STRICT_PASSES", "") not in ("", "0")
 PLAN_LIMIT = 256
 
 _stats = collections.Counter()
@@ -70,6 +75,7 @@ def clear_cache():
     with _klock:
         _kernels.clear()
         _stats.clear()
+    cache_key.forget_all()
     _buffers.release()
     _epoch[0] += 1
 
@@ -145,48 +151,10 @@ def _run_passes(program):
     try:
         return pipeline.run(program)
     except Exception as e:  # a pass bug must not break execution: use the unoptimised program
+        if STRICT_PASSES:   # ... but must fail the test that found it (tests/conftest.py sets this)
+            raise
         program.stats.append(("pipeline-error", {"error": repr(e)}))
         return program
-
-
-CODEGEN_VERSION = "codegen-11"
-
-
-def kernel_key(program):
-    """sha256 over the (post-pass) program signature, the code generator
-    version and the toolchain/host fingerprint (jitgrad.cache.make_key adds
-    jitgrad/llvmlite/LLVM versions, triple, CPU name and features)."""
-    return _make_key(program.signature() + "\0" + CODEGEN_VERSION)
-
-
-PREPASS_VERSION = "prepass-1"
-
-
-def _pass_inputs(program):
-    """What the passes read that Program.signature() leaves out: private attrs
-    (names starting with '_', e.g. AddN's _aggregation) and the graph's
-    gradient aggregation methods."""
-    extra = []
-    for i, n in enumerate(program.nodes):
-        priv = {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
-        if priv:
-            extra.append((i, pir.freeze(priv)))
-    return repr((extra, sorted(program.aggregation.items(), key=repr)))
-
-
-def prepass_key(program):
-    """Key of a canonical *pre-pass* Program.  The passes are deterministic
-    functions of the program's signature (structure, attrs, shapes, dtypes,
-    constants' value classes; never constant values) plus ``_pass_inputs``,
-    and their code is covered by the fingerprint (the disk cache's includes a
-    stamp of jitgrad's sources), so this key determines the machine code
-    without running them."""
-    return _make_key("\0".join((PREPASS_VERSION, program.signature(), _pass_inputs(program), CODEGEN_VERSION)))
-
-
-def _make_key(sig):
-    from .cache import make_key     # adds the toolchain/host fingerprint
-    return make_key(sig)
 
 
 def _disk():
@@ -269,9 +237,9 @@ def lookup_kernel(key):
 
 def get_kernel(program, pre_key=None):
     """(Kernel, source) for a post-pass Program: memory, disk or compile.
-    With ``pre_key`` (the pre-pass key, already looked up) the kernel is
+    With ``pre_key`` (the pre-pass key's hex, already looked up) the kernel is
     compiled and stored under it, and filed in memory under both keys."""
-    key = kernel_key(program)
+    key = cache_key.post_pass_key(program).hex
     if pre_key is None:
         k, src = lookup_kernel(key)
         if k is not None:
@@ -321,7 +289,7 @@ def _compile_once(program, key, pre_key):
 # ---------------------------------------------------------------- plans
 class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
-                 "out_specs",
+                 "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
                  "runners", "__weakref__")
 
@@ -373,7 +341,7 @@ def canonicalise(program):
     def m(v):
         return None if v is None else pir.Value(new_index[v.node], v.index)
     return pir.Program(new_nodes, args, [m(v) for v in program.outputs],
-                       [(k, m(v)) for k, v in program.var_writes], dict(program.aggregation), list(program.stats))
+                       [(k, m(v)) for k, v in program.var_writes], list(program.stats))
 
 
 def build_pre_program(session, elements, fed):
@@ -390,11 +358,6 @@ def optimise(program):
     return program
 
 
-def build_program(session, elements, fed):
-    """The post-pass Program of a run."""
-    return optimise(build_pre_program(session, elements, fed))
-
-
 def _layout(program):
     """What a plan reads from its Program besides args (which passes never renumber)."""
     return ([v is None for v in program.outputs], [k for k, _ in program.var_writes], len(program.args))
@@ -408,10 +371,12 @@ def make_plan(session, elements, fed, run_passes=False):
     pre = build_pre_program(session, elements, fed)
     plan = Plan()
     plan.fallback = False
+    plan.key = None
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
-    key = prepass_key(pre)
+    pre_key = cache_key.pre_pass_key(pre)
+    key = pre_key.hex
     kernel, source = lookup_kernel(key)
     program = pre
     if kernel is None or run_passes:
@@ -430,10 +395,15 @@ def make_plan(session, elements, fed, run_passes=False):
         except Unsupported as e:
             plan.fallback, plan.reason = True, f"unsupported: {e}"
             return plan
-        except Exception as e:   # a code generator bug: the interpreter's answer, never an internal error
+        except Exception as e:   # a code generator bug: the interpreter's answer, never an internal error ...
+            if STRICT_PASSES:    # ... but the test that found it fails (tests/conftest.py sets this)
+                raise
             plan.fallback, plan.reason = True, f"code generator error: {e!r}"
             return plan
-    plan.kernel, plan.source = kernel, source
+        if source == "compile":
+            cache_key.note_compile(pre_key)
+    cache_key.remember(pre_key)
+    plan.kernel, plan.source, plan.key = kernel, source, pre_key
     meta = kernel.meta
     n_args = meta["n_args"]
     ptrs = np.zeros(meta["n_slots"], np.uint64)
@@ -725,6 +695,9 @@ class ExplainReport:
             out.append(f"target: {self.target}")
         if self.fallback:
             out.append(f"FALLBACK to the interpreter: {self.reason}")
+        if self.key_components:
+            out.append("-- cache key components (jitgrad/cache/key.py)")
+            out.append(self.key_components)
         out.append("-- passes (node counts)")
         for name, st in self.stats:
             out.append(f"  {name}: {st}")
@@ -755,7 +728,7 @@ def explain(session, elements, fed):
     plan = make_plan(session, elements, fed, run_passes=True)
     p = plan.program
     common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
-                  reason=plan.reason)
+                  reason=plan.reason, key_components=plan.key.describe() if plan.key is not None else "")
     if plan.fallback:
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)
@@ -774,3 +747,20 @@ def explain(session, elements, fed):
     return ExplainReport(source=plan.source, key=k.key, loader=k.loaded.loader, timings=k.timings, target=tgt.describe(),
                          groups=k.report["groups"], buffers=k.report["buffers"], arena_bytes=k.meta["arena_bytes"],
                          ir=k.opt_ir, unoptimised_ir=k.ir_text, asm=asm, **common)
+
+
+def explain_recompile(session, elements, fed):
+    """Whether this run's kernel is compiled already and, if not, what differs from the
+    closest kernel this process has used (jitgrad.explain_recompile)."""
+    pre = build_pre_program(session, elements, fed)
+    key = cache_key.pre_pass_key(pre)
+    with _klock:
+        in_memory = key.hex in _kernels
+    if in_memory:
+        head = f"kernel {key.hex[:16]} is in memory: this run does not compile"
+    else:
+        d = _disk()
+        on_disk = d is not None and d.enabled and os.path.exists(d.path_for(key.hex))
+        head = (f"kernel {key.hex[:16]} is on disk: this run loads it, it does not compile" if on_disk
+                else cache_key.why_recompiled(key))
+    return head + "\n" + key.describe()

@@ -15,10 +15,11 @@ compiled path.
 """
 import contextlib
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 
-from . import context, dtypes
+from . import context, dtypes, nest
 from .convert import _in_graph, convert_to_tensor
 from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor
@@ -196,17 +197,13 @@ def _is_variable(x):
     return isinstance(x, EagerVariable)
 
 
-def _key_of(x):
+def _leaf_key(x):
     if isinstance(x, EagerTensor):
         return ("T", x._value.shape, x._value.dtype.str)
     if isinstance(x, np.ndarray):
         return ("T", x.shape, dtypes.as_dtype(x.dtype).np.str)
     if _is_variable(x):
         return ("V", x._handle_id)
-    if isinstance(x, (list, tuple)):
-        return (type(x).__name__, tuple(_key_of(v) for v in x))
-    if isinstance(x, dict):
-        return ("dict", tuple((k, _key_of(x[k])) for k in sorted(x, key=repr)))
     if isinstance(x, Tensor):
         raise TypeError("A symbolic graph Tensor cannot be passed to a jitgrad.function called eagerly.")
     try:
@@ -216,30 +213,30 @@ def _key_of(x):
         return ("O", id(x))
 
 
-def _map_structure(fn, x):
-    if isinstance(x, (EagerTensor, np.ndarray)) or _is_variable(x):
-        return fn(x)
-    if isinstance(x, list):
-        return [_map_structure(fn, v) for v in x]
-    if isinstance(x, tuple):
-        items = [_map_structure(fn, v) for v in x]
-        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
-    if isinstance(x, dict):
-        return type(x)((k, _map_structure(fn, v)) for k, v in x.items())
-    return fn(x)
+def _structure_key(x):
+    """The nesting of ``x`` (container types, dict keys) as a hashable value; leaves are None."""
+    if not nest.is_nested(x):
+        return None
+    if isinstance(x, Mapping):
+        keys = tuple(sorted(x))
+        return (type(x), keys, tuple(_structure_key(x[k]) for k in keys))
+    return (type(x), tuple(_structure_key(v) for v in x))
 
 
-def _flat_tensors(x, out):
-    if isinstance(x, EagerTensor):
-        out.append(x._value)
-    elif isinstance(x, np.ndarray):
-        out.append(np.asarray(x, dtype=dtypes.as_dtype(x.dtype).np))
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _flat_tensors(v, out)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _flat_tensors(v, out)
+def _key_of(x):
+    """The trace key of a call's (args, kwargs): its nesting and, leaf by leaf in nest's
+    order (the order the trace's placeholders and every call's feeds use), each leaf's key."""
+    return (_structure_key(x), tuple(_leaf_key(v) for v in nest.flatten(x)))
+
+
+def _flat_tensors(x):
+    """The arrays a call feeds: its tensor leaves in nest's order (variables are captured)."""
+    out = []
+    for v in nest.flatten(x):
+        if isinstance(v, EagerTensor):
+            out.append(v._value)
+        elif isinstance(v, np.ndarray):
+            out.append(np.asarray(v, dtype=dtypes.as_dtype(v.dtype).np))
     return out
 
 
@@ -270,7 +267,7 @@ class ConcreteFunction:
         return self._build(outs)
 
     def __call__(self, *args, **kwargs):
-        return self._call_flat(_flat_tensors((args, kwargs), []))
+        return self._call_flat(_flat_tensors((args, kwargs)))
 
     @property
     def structured_outputs(self):
@@ -316,11 +313,10 @@ class Function:
     def _signature_args(self, args, kwargs):
         if kwargs:
             raise TypeError("A jitgrad.function with an input_signature takes positional arguments only.")
-        flat = []
         if len(args) == len(self._input_signature) and all(isinstance(s, TensorSpec) for s in self._input_signature):
             flat = list(args)       # one spec per argument: a list argument is one tensor, as in TF
         else:
-            _flatten_any(args, flat)
+            flat = nest.flatten(args)
         if len(flat) != len(self._input_signature):
             raise TypeError(f"{self._name}: expected {len(self._input_signature)} arguments for the input "
                             f"signature, got {len(flat)}.")
@@ -342,7 +338,7 @@ class Function:
             # A GradientTape outside the function must see its ops. Running the
             # Python function eagerly records exactly the ops the trace would
             # contain, so the value and the gradient are those of the traced call.
-            return _map_structure(_python_value_to_tensor, self._python_function(*args, **kwargs))
+            return nest.map_structure(_python_value_to_tensor, self._python_function(*args, **kwargs))
         if self._input_signature is not None:
             flat = self._signature_args(args, kwargs)
             key = ("sig",)
@@ -354,7 +350,7 @@ class Function:
         concrete = self._cache.get(key)
         if concrete is None:
             concrete = self._trace(args, kwargs, key)
-        return concrete._call_flat(_flat_tensors((args, kwargs), []))
+        return concrete._call_flat(_flat_tensors((args, kwargs)))
 
     def get_concrete_function(self, *args, **kwargs):
         if args and not kwargs and all(isinstance(a, TensorSpec) for a in args):
@@ -406,8 +402,8 @@ class Function:
         _traces.append(ctx)
         try:
             with g.as_default():
-                targs = _map_structure(to_placeholder, args)
-                tkwargs = _map_structure(to_placeholder, kwargs)
+                targs = nest.map_structure(to_placeholder, args)
+                tkwargs = nest.map_structure(to_placeholder, kwargs)
                 result = self._python_function(*targs, **tkwargs)
                 fetches = []
                 build = _output_builder(result, fetches, ctx)
@@ -422,40 +418,27 @@ class Function:
         return f"<jitgrad.function {self._name} traced {self._tracing_count} time(s)>"
 
 
-def _flatten_any(x, out):
-    if isinstance(x, (list, tuple)):
-        for v in x:
-            _flatten_any(v, out)
-    elif isinstance(x, dict):
-        for k in sorted(x, key=repr):
-            _flatten_any(x[k], out)
-    else:
-        out.append(x)
-
-
 def _output_builder(result, fetches, ctx):
     """Registers the graph tensors of ``result`` as fetches; returns vals -> structure."""
-    if isinstance(result, Tensor):
-        i = len(fetches)
-        fetches.append(result)
-        return lambda vals: vals[i]
-    if _is_variable(result):
-        return _output_builder(_read_in_trace(result, ctx.graph), fetches, ctx)
-    if isinstance(result, Operation):
-        ctx.stateful.append(result)
-        return lambda vals: None
-    if isinstance(result, (list, tuple)):
-        subs = [_output_builder(v, fetches, ctx) for v in result]
-        if hasattr(result, "_fields"):
-            return lambda vals, t=type(result): t(*[s(vals) for s in subs])
-        if isinstance(result, tuple):
-            return lambda vals: tuple(s(vals) for s in subs)
-        return lambda vals: [s(vals) for s in subs]
-    if isinstance(result, dict):
-        items = [(k, _output_builder(v, fetches, ctx)) for k, v in result.items()]
-        return lambda vals, t=type(result): t((k, s(vals)) for k, s in items)
-    constant = _python_value_to_tensor(result)
-    return lambda vals: constant
+    leaves = []
+    for x in nest.flatten(result):
+        if _is_variable(x):
+            x = _read_in_trace(x, ctx.graph)
+        if isinstance(x, Tensor):
+            leaves.append(len(fetches))
+            fetches.append(x)
+        elif isinstance(x, Operation):
+            ctx.stateful.append(x)
+            leaves.append(_NONE)
+        else:
+            leaves.append((_python_value_to_tensor(x),))
+    if not nest.is_nested(result):
+        (leaf,) = leaves
+        return (lambda vals: vals[leaf]) if type(leaf) is int else (lambda vals: leaf[0])
+    return lambda vals: nest.pack_sequence_as(result, [vals[i] if type(i) is int else i[0] for i in leaves])
+
+
+_NONE = (None,)   # an Operation's place in the outputs: None, as in TF
 
 
 def _python_value_to_tensor(x):

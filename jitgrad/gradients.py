@@ -12,7 +12,7 @@ from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
 from .ops import array_ops, math_ops
-from .ops.registry import REGISTRY, GradOp, apply_op
+from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
 
 
 class AggregationMethod:
@@ -125,10 +125,10 @@ def _zeros_like(t):
     return math_ops.zeros_like(t)
 
 
-def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
-              gate_gradients=False, aggregation_method=None, stop_gradients=None,
-              unconnected_gradients=UnconnectedGradients.NONE):
-    """Symbolic derivatives of sum(ys) with respect to each x in xs (a list, len(xs))."""
+def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
+              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+    """``tf.gradients`` (TF 2's argument order): symbolic derivatives of sum(ys) with respect
+    to each x in xs (a list, len(xs))."""
     if context.executing_eagerly():
         raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
                            "Use tf.GradientTape instead.")
@@ -156,8 +156,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
 
     with graph.as_default() if context._stack()[-1:] != [graph] else _nullcontext(), \
-            graph.name_scope(name or "gradients") as scope:
-        graph.gradient_aggregation[scope] = _METHOD_NAMES[aggregation_method]
+            graph.name_scope(name or "gradients"):
         converted = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
@@ -200,7 +199,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
             if has_out and op not in stop_ops:
                 opdef = REGISTRY[op.type]
                 grad_fn = opdef.grad
-                if grad_fn is None and op.type not in _NOT_DIFFERENTIABLE and any(
+                if grad_fn is None and opdef.no_gradient != NOT_DIFFERENTIABLE and any(
                         is_trainable(t) for t in op.inputs):
                     raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}).")
             if grad_fn is not None and has_out:
@@ -246,17 +245,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     return result
 
 
-_NOT_DIFFERENTIABLE = {"StopGradient", "Const", "Placeholder", "Less", "LessEqual", "Greater", "GreaterEqual",
-                       "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "FloorDiv", "Sign",
-                       "Shape", "SizeRatio", "ZerosLike", "OnesLike"}
-# Ops TF gives no gradient (argmax/argmin, rounding, float classification, any/all).
-_NOT_DIFFERENTIABLE.update({"ArgMax", "ArgMin", "Floor", "Ceil", "Round", "IsNan", "IsInf", "IsFinite",
-                            "Any", "All"})
-# (ProdExcept, the helper of reduce_prod's gradient, is deliberately not listed:
-# it has no gradient rule, so a second derivative through reduce_prod raises
-# LookupError instead of silently treating it as a constant.)
-
-
 class _nullcontext:
     def __enter__(self):
         return None
@@ -265,9 +253,22 @@ class _nullcontext:
         return False
 
 
-def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-             aggregation_method=None):
-    """``tf.hessians``: for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
+def gradients_v1(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
+                 gate_gradients=False, aggregation_method=None, stop_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+    """``tf.compat.v1.gradients``: TF 1's order, with the (ignored: one device) colocate flag 5th."""
+    return gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
+                     unconnected_gradients)
+
+
+def hessians_v1(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
+                aggregation_method=None):
+    """``tf.compat.v1.hessians``: TF 1's order."""
+    return hessians(ys, xs, gate_gradients, aggregation_method, name)
+
+
+def hessians(ys, xs, gate_gradients=False, aggregation_method=None, name="hessians"):
+    """``tf.hessians`` (TF 2's argument order): for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
 
     One batched backward pass over the gradient graph per x (batched_gradients.py);
     the per-row loop below (one gradient graph per element of x) is the fallback
@@ -281,14 +282,12 @@ def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gr
         return _bg.batched_hessians(ys, xs, name=name, aggregation_method=aggregation_method)
     except _bg.Unsupported:
         pass
-    return _hessians_per_row(ys, xs, name, colocate_gradients_with_ops, gate_gradients, aggregation_method)
+    return _hessians_per_row(ys, xs, name, gate_gradients, aggregation_method)
 
 
-def _hessians_per_row(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-                      aggregation_method=None):
+def _hessians_per_row(ys, xs, name="hessians", gate_gradients=False, aggregation_method=None):
     xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
-    kwargs = dict(colocate_gradients_with_ops=colocate_gradients_with_ops, gate_gradients=gate_gradients,
-                  aggregation_method=aggregation_method)
+    kwargs = dict(gate_gradients=gate_gradients, aggregation_method=aggregation_method)
     grads = gradients(ys, xs, **kwargs)
     hessians_out = []
     for g, x in zip(grads, xs):

@@ -22,9 +22,6 @@ class Graph:
         self._variables = []
         self._collections = {}
         self._id = next(_graph_ids)
-        # Aggregation method used by each tf.gradients call, keyed by name scope;
-        # the compiler's memory planner reads it (see passes/aggregation.py).
-        self.gradient_aggregation = {}
         self.finalized = False
         self.building_function = False  # True for graphs traced by jitgrad.function
 

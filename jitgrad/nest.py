@@ -13,7 +13,7 @@ import collections
 import collections.abc as _abc
 
 __all__ = ["flatten", "pack_sequence_as", "map_structure", "assert_same_structure", "is_nested",
-           "is_sequence", "flatten_up_to"]
+           "is_sequence", "flatten_up_to", "flatten_dict_items"]
 
 
 def is_nested(x):
@@ -174,3 +174,22 @@ def flatten_up_to(shallow_tree, input_tree, check_types=True, expand_composites=
     walk(shallow_tree, input_tree)
     return out
 
+
+
+def flatten_dict_items(dictionary):
+    """``{(a, (b, c)): (1, (2, 3)), d: 4}`` -> ``{a: 1, b: 2, c: 3, d: 4}``: nested keys paired
+    with the leaves of their values (TF's Session feeds a nested tuple of tensors this way)."""
+    if not isinstance(dictionary, _abc.Mapping):
+        raise TypeError("input must be a dictionary")
+    flat = {}
+    for key, value in dictionary.items():
+        if is_nested(key):
+            assert_same_structure(key, value, check_types=False)
+            pairs = zip(flatten(key), flatten(value))
+        else:
+            pairs = [(key, value)]
+        for k, v in pairs:
+            if k in flat:
+                raise ValueError(f"Could not flatten dictionary: key {k!r} is not unique.")
+            flat[k] = v
+    return flat

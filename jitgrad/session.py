@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from . import context
+from . import context, nest
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 
@@ -69,30 +69,22 @@ def _mode_from_config(config):
 
 # ---------------------------------------------------------------- fetch structure
 class _FetchPlan:
-    """Flattens a nested fetch structure to graph elements and rebuilds it."""
+    """The graph elements of a fetch structure (nest's order) and how to rebuild it from
+    their values: TF's fetch structures are nest's (lists, tuples, namedtuples, dicts)."""
 
     def __init__(self, graph, fetches):
-        self.elements = []
-        self.build = self._plan(graph, fetches)
+        flat = nest.flatten(fetches)
+        self.elements = [_as_element(graph, f, "Fetch") for f in flat]
+        if not nest.is_nested(fetches):
+            self.build = _first
+        elif (type(fetches) is list or type(fetches) is tuple) and not any(map(nest.is_nested, fetches)):
+            self.build = type(fetches)     # a flat list or tuple (the common case) needs no walk
+        else:
+            self.build = lambda vals: nest.pack_sequence_as(fetches, vals)
 
-    def _plan(self, graph, f):
-        if isinstance(f, (list, tuple)) and not hasattr(f, "_jitgrad_to_tensor"):
-            subs = [self._plan(graph, x) for x in f]
-            if hasattr(f, "_fields"):  # namedtuple
-                return lambda vals, t=type(f): t(*[s(vals) for s in subs])
-            if isinstance(f, tuple):
-                return lambda vals: tuple(s(vals) for s in subs)
-            return lambda vals: [s(vals) for s in subs]
-        if isinstance(f, collections.abc.Mapping):
-            keys = list(f.keys())
-            subs = [self._plan(graph, f[k]) for k in keys]
-            t = type(f)
-            return lambda vals: t(zip(keys, [s(vals) for s in subs])) if t is not dict else \
-                {k: s(vals) for k, s in zip(keys, subs)}
-        el = _as_element(graph, f, "Fetch")
-        i = len(self.elements)
-        self.elements.append(el)
-        return lambda vals: vals[i]
+
+def _first(vals):
+    return vals[0]
 
 
 def _as_element(graph, f, what):
@@ -302,6 +294,9 @@ class BaseSession:
                     if (id(key), value.shape) in checked:
                         fed.append((key, value))
                         continue
+            if nest.is_nested(key):
+                # TF: a nested tuple of tensors as key feeds the value of the same structure
+                return self._fed_list(nest.flatten_dict_items(feed_dict))
             t = _as_element(self.graph, key, "Feed")
             if isinstance(t, Operation):
                 raise TypeError(f"Cannot feed an Operation ({t.name}); feed one of its output tensors.")
@@ -311,19 +306,6 @@ class BaseSession:
             checked[(id(t), arr.shape)] = t
             fed.append((t, arr))
         return fed
-
-    def _feeds(self, feed_dict):
-        return {id(t): (t, a) for t, a in self._fed_list(feed_dict)}
-
-    def _execute(self, elements, feeds):
-        if self.mode == "interpret" or _compiled_executor[0] is None:
-            from . import interpreter
-            return interpreter.run(elements, {k: v for k, (t, v) in feeds.items()}, self._store)
-        if self._target is None:
-            return _compiled_executor[0](self, elements, list(feeds.values()))
-        from .codegen.target import using
-        with using(self._target):
-            return _compiled_executor[0](self, elements, list(feeds.values()))
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         feed_list = list(feed_list or [])
@@ -353,12 +335,6 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
-
-
-def _to_result(v):
-    if v is None:
-        return None
-    return v[()] if v.ndim == 0 else v
 
 
 # Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.

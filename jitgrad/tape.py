@@ -40,12 +40,12 @@ import logging
 
 import numpy as np
 
-from . import context, eager
+from . import context, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
-from .gradients import UnconnectedGradients, _NOT_DIFFERENTIABLE
+from .gradients import UnconnectedGradients
 from .graph import Tensor
-from .ops.registry import GradOp, run_kernel
+from .ops.registry import NOT_DIFFERENTIABLE, GradOp, run_kernel
 from .shapes import TensorShape, normalize_axes
 
 _log = logging.getLogger(__name__)
@@ -55,48 +55,6 @@ _stack = []
 
 _NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to compute one set of gradients "
                        "(or jacobians)")
-
-
-# ============================================================ nest helpers
-def _flatten(x):
-    out = []
-    _flatten_into(x, out)
-    return out
-
-
-def _is_leaf(x):
-    return not isinstance(x, (list, tuple, dict)) or hasattr(x, "_jitgrad_to_tensor")
-
-
-def _flatten_into(x, out):
-    if _is_leaf(x):
-        out.append(x)
-    elif isinstance(x, dict):
-        for k in sorted(x, key=_sort_key):
-            _flatten_into(x[k], out)
-    else:
-        for v in x:
-            _flatten_into(v, out)
-
-
-def _sort_key(k):
-    return (str(type(k)), k) if not isinstance(k, (int, float, str)) else (type(k).__name__, k)
-
-
-def _pack_as(structure, flat):
-    it = iter(flat)
-
-    def build(x):
-        if _is_leaf(x):
-            return next(it)
-        if isinstance(x, dict):
-            vals = {k: build(x[k]) for k in sorted(x, key=_sort_key)}
-            return type(x)((k, vals[k]) for k in x) if type(x) is not dict else {k: vals[k] for k in x}
-        items = [build(v) for v in x]
-        if hasattr(x, "_fields"):
-            return type(x)(*items)
-        return type(x)(items) if isinstance(x, tuple) else items
-    return build(structure)
 
 
 # ============================================================ recording
@@ -241,7 +199,7 @@ def _call_backward(rec, out_grads):
     opdef = rec.grad_fn
     fn = opdef.grad
     if fn is None:
-        if rec.op_type not in _NOT_DIFFERENTIABLE and any(
+        if opdef.no_gradient != NOT_DIFFERENTIABLE and any(
                 isinstance(t, EagerTensor) and t._value.dtype.kind == "f" for t in rec.inputs):
             raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
         return [None] * len(rec.inputs)
@@ -448,9 +406,10 @@ class GradientTape:
 
     @contextlib.contextmanager
     def stop_recording(self):
-        """Temporarily stops recording operations on this tape."""
-        if not self._recording:
-            raise ValueError("Tape is not recording.")
+        """Temporarily stops recording operations on this tape.  As TF: RuntimeError without
+        a tape (never entered, or used up), ValueError when left (_pop_tape)."""
+        if self._tape is None:
+            raise RuntimeError("Trying to stop recording a tape which is not recording.")
         gs = self._graph_state
         start = len(gs.graph._ops) if gs is not None else None
         self._pop_tape()
@@ -462,21 +421,20 @@ class GradientTape:
             self._push_tape()
 
     def reset(self):
-        """Clears all information stored in this tape."""
+        """Clears all information stored in this tape: as exiting and re-entering it, so
+        (as TF) only inside its context; outside, _pop_tape raises ValueError."""
+        self._pop_tape()
         self._tape = None
         if self._graph_state is not None:
             self._graph_state = _GraphTapeState(self._graph_state.graph)
-        if self._recording:
-            _pop(self)
-            self._recording = False
-            self._push_tape()
+        self._push_tape()
 
     # ---------------------------------------------------------------- watching
     def watch(self, tensor):
         """Ensures that ``tensor`` (a tensor, variable or nest of them) is traced by this tape."""
         if self._tape is None:
             self._tape = _Tape(self._persistent)
-        for t in _flatten(tensor):
+        for t in nest.flatten(tensor):
             if _is_variable(t):
                 self._tape.watch_variable(t)
                 if self._graph_state is not None:
@@ -520,10 +478,10 @@ class GradientTape:
         """
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
-        flat_targets = _flatten(target)
-        flat_sources = _flatten(sources)
+        flat_targets = nest.flatten(target)
+        flat_sources = nest.flatten(sources)
         if output_gradients is not None:
-            output_gradients = _flatten(output_gradients)
+            output_gradients = nest.flatten(output_gradients)
             if len(output_gradients) != len(flat_targets):
                 raise ValueError(f"Mismatch: {len(output_gradients)} output_gradients for "
                                  f"{len(flat_targets)} targets")
@@ -537,7 +495,7 @@ class GradientTape:
                 or not context.executing_eagerly():
             result = self._graph_gradient(flat_targets, flat_sources, output_gradients, unconnected_gradients)
             self._finish_compute()
-            return _pack_as(sources, result)
+            return nest.pack_sequence_as(sources, result)
         tids, tshapes = [], []
         for t in flat_targets:
             tid, shape, dt = _target_id(t)
@@ -567,7 +525,7 @@ class GradientTape:
             if flat_grad[i] is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 flat_grad[i] = _zeros(s[1], s[2])
         self._finish_compute()
-        return _pack_as(sources, flat_grad)
+        return nest.pack_sequence_as(sources, flat_grad)
 
     # ---------------------------------------------------------------- jacobians
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
@@ -575,11 +533,11 @@ class GradientTape:
         """The jacobian of ``target`` w.r.t. each source: shape target.shape + source.shape."""
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
-        flat_sources = _flatten(sources)
+        flat_sources = nest.flatten(sources)
         if isinstance(target, Tensor) or not context.executing_eagerly():
             out = self._graph_jacobian(target, flat_sources, unconnected_gradients)
             self._finish_compute()
-            return _pack_as(sources, out)
+            return nest.pack_sequence_as(sources, out)
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError("GradientTape must be created with persistent=True to compute the jacobian "
                                "with eager execution enabled and with experimental_use_pfor set to False.")
@@ -596,7 +554,7 @@ class GradientTape:
             else:
                 out.append(_reshape(g, tuple(yshape) + tuple(xshape)))
         self._finish_compute()
-        return _pack_as(sources, out)
+        return nest.pack_sequence_as(sources, out)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
@@ -626,7 +584,9 @@ class GradientTape:
         (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows, experimental_use_pfor)
         full = tuple(yshape) + tuple(xshape[1:])
         if g is None or src[2].kind != "f":
-            out = _zeros(full, src[2]) if unconnected_gradients == UnconnectedGradients.ZERO else None
+            # zeros even for UnconnectedGradients.NONE, in the target's dtype: TF's batch_jacobian
+            # (unlike jacobian) fills an unconnected result with zeros
+            out = _zeros(full, src[2] if unconnected_gradients == UnconnectedGradients.ZERO else ydt)
         else:
             from .ops.array_ops import transpose
             g = _reshape(g, (m, b) + tuple(xshape[1:]))
@@ -782,10 +742,8 @@ class GradientTape:
                 eye = array_ops.reshape(eye, [m, 1, m])
                 rows = array_ops.reshape(array_ops.broadcast_to(eye, [m, b, m]), [m] + ys)
             (g,) = bg.batched_gradients([y], [x], [rows], name="batch_jacobian")
-        if g is None:
-            if unconnected == UnconnectedGradients.ZERO or (watched and x.dtype.is_floating and m * b == 0):
-                return array_ops.zeros(full, x.dtype)
-            return None
+        if g is None:   # zeros whatever `unconnected` says, as TF's batch_jacobian (see batch_jacobian)
+            return array_ops.zeros(full, x.dtype if unconnected == UnconnectedGradients.ZERO else y.dtype)
         g = array_ops.reshape(g, [m, b] + xs_[1:])
         perm = [1, 0] + list(range(2, len(xs_) + 1))
         return array_ops.reshape(array_ops.transpose(g, perm), full)
@@ -905,7 +863,6 @@ _RULES = {
     "Unreduce": _rule_unreduce, "Reshape": _rule_reshape, "ReshapeLike": _rule_reshape,
     "MatMul": _rule_matmul, "Transpose": _rule_transpose,
 }
-_NOT_ELEMENTWISE = {"Fill", "BroadcastToShapeOf", "Unreduce", "PlaceholderWithDefault"}
 
 
 def _rule_per_row(opdef, inputs, flags, attrs, B):
@@ -928,7 +885,7 @@ def _batch_execute(opdef, inputs, attrs):
     with np.errstate(all="ignore"):
         if rule is not None:
             outs = rule(opdef, inputs, flags, attrs, specs, B)
-        elif opdef.kind == "elementwise" and opdef.name not in _NOT_ELEMENTWISE and len(specs) == 1:
+        elif opdef.pointwise and len(specs) == 1:
             try:
                 same = tuple(np.broadcast_shapes(*[_row_shape(t) for t in inputs])) == tuple(specs[0][0])
             except ValueError:

@@ -21,6 +21,10 @@ from jitgrad import context, session as _session
 
 ALL_MODES = ("interpret", "compiled")
 
+# A pass that raises fails the test instead of silently using the unoptimised program
+# (jitgrad.compiler.STRICT_PASSES reads this when the compiler is first imported).
+os.environ["JITGRAD_STRICT_PASSES"] = "1"
+
 # Tests never read or write the user's kernel cache: counters such as
 # "compiles == 1" must not depend on what an earlier run left on disk.
 if "JITGRAD_TEST_USE_USER_CACHE" not in os.environ:

@@ -356,3 +356,22 @@ def test_init_scope_runs_eagerly_inside_a_trace():
 
     assert f(tf.constant(1.0)).numpy() == 2.0
     assert seen == [True, False]
+
+
+def test_dict_arguments_in_either_key_order_feed_the_right_placeholders():
+    """Regression: the trace key sorted dict keys but the call fed values in insertion
+    order, so the second call reused the first trace with a and b swapped (9.0, then -9.0)."""
+    @tf.function
+    def f(d):
+        return d["a"] - d["b"]
+
+    a, b = tf.constant(5.0), tf.constant(-4.0)
+    assert float(f({"b": b, "a": a})) == 9.0
+    assert float(f({"a": a, "b": b})) == 9.0
+    assert f.experimental_get_tracing_count() == 1      # TF: key order is not part of the signature
+    # nested, keyword and returned structures too; a returned dict keeps its own key order
+    g = tf.function(lambda x, opts: {"z": opts["p"][1] * x, "y": opts["q"] - x})
+    out = g(tf.constant(2.0), opts={"q": tf.constant(10.0), "p": (tf.constant(0.0), tf.constant(3.0))})
+    assert list(out) == ["z", "y"] and float(out["z"]) == 6.0 and float(out["y"]) == 8.0
+    out = g(tf.constant(2.0), opts={"p": (tf.constant(0.0), tf.constant(3.0)), "q": tf.constant(10.0)})
+    assert float(out["z"]) == 6.0 and float(out["y"]) == 8.0

@@ -155,9 +155,33 @@ def test_gate_gradients_and_colocate_accepted():
     with g.as_default():
         x = tf.constant(1.0)
         y = tf.matmul(tf.reshape(x, [1, 1]), tf.reshape(x * 3, [1, 1]))
-        a = tf.gradients(y, x, gate_gradients=True, colocate_gradients_with_ops=True)
-        b = tf.gradients(y, x, gate_gradients=False, colocate_gradients_with_ops=False)
+        a = tf.compat.v1.gradients(y, x, gate_gradients=True, colocate_gradients_with_ops=True)
+        b = tf.gradients(y, x, gate_gradients=False)
     assert session(g).run([a, b]) == [[6.0], [6.0]]
+
+
+def test_positional_argument_orders_of_tf2_and_compat_v1():
+    """TF 2: gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
+    unconnected_gradients) and hessians(ys, xs, gate_gradients, aggregation_method, name);
+    compat.v1 keeps colocate_gradients_with_ops 5th and hessians' name 3rd."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(2.0)
+        a = 3.0 * x
+        y = a * x                                   # 3x^2: dy/dx = 6x = 12, with a held: a = 6
+        z = tf.constant(5.0)
+        tree = tf.AggregationMethod.EXPERIMENTAL_TREE
+        (gx,) = tf.gradients(y, x, None, "g2", False, tree, [a])
+        (gz,) = tf.gradients(y, z, None, "g3", False, None, None, tf.UnconnectedGradients.ZERO)
+        (gv1,) = tf.compat.v1.gradients(y, x, [2.0], "g4", True, False, tree, [a])
+        (h,) = tf.hessians(y, x, False, None, "h2")
+        (h1,) = tf.compat.v1.hessians(y, x, "h1")
+        with pytest.raises(TypeError):
+            tf.gradients(y, x, colocate_gradients_with_ops=True)
+    names = [op.name for op in g.get_operations()]
+    assert gx.op.name.startswith("g2/") and any(n.startswith("h2/") for n in names) and \
+        any(n.startswith("h1/") for n in names)
+    assert session(g).run([gx, gz, gv1, h, h1]) == [6.0, 0.0, 12.0, 6.0, 6.0]
 
 
 def _contributions_graph(method):
@@ -186,8 +210,9 @@ def test_aggregation_schedules_differ_and_are_recorded():
         g, gx = _contributions_graph(method)
         addns = [op for op in g.get_operations() if op.type == "AddN"]
         structures[method] = [len(op.inputs) for op in addns]
-        assert g.gradient_aggregation == {"grads/": {0: "ADD_N", 1: "EXPERIMENTAL_TREE",
-                                                     2: "EXPERIMENTAL_ACCUMULATE_N"}[method]}
+        # the method reaches the compiler on the sums themselves (and nowhere else)
+        want = {0: "ADD_N", 1: "EXPERIMENTAL_TREE", 2: "EXPERIMENTAL_ACCUMULATE_N"}[method]
+        assert {op.attrs["_aggregation"] for op in addns} == {want}
         if method in (tf.AggregationMethod.EXPERIMENTAL_TREE, tf.AggregationMethod.EXPERIMENTAL_ACCUMULATE_N):
             # a left-to-right chain: each AddN adds the running sum and the next contribution
             assert all(op.name.startswith("grads/Const_gradient_sum/AddN") for op in addns)

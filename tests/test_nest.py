@@ -65,3 +65,14 @@ def test_tensors_and_variables_are_leaves():
     flat = nest.flatten({"v": v, "t": [t]})
     assert flat[0] is t and flat[1] is v
     assert tf.nest.flatten is nest.flatten
+
+
+def test_flatten_dict_items():
+    assert nest.flatten_dict_items({(4, 5, (6, 8)): ("a", "b", ("c", "d")), 9: "e"}) == \
+        {4: "a", 5: "b", 6: "c", 8: "d", 9: "e"}
+    with pytest.raises(ValueError):
+        nest.flatten_dict_items({(1, 2): ("a",)})
+    with pytest.raises(ValueError):
+        nest.flatten_dict_items({(1, 2): ("a", "b"), 1: "c"})
+    with pytest.raises(TypeError):
+        nest.flatten_dict_items([(1, "a")])

@@ -196,3 +196,22 @@ def test_fetching_a_fed_tensor_returns_a_copy():
         r, ry = sess.run([p, y], {p: a})
         assert not np.shares_memory(r, a)
         np.testing.assert_array_equal(ry, [2.0, 2.0])
+
+
+def test_dict_fetches_keep_their_key_order_and_nested_tuple_feed_keys(graph):
+    """Fetch dicts come back with their own key order whatever nest visits first; a feed
+    key may be a nested tuple of tensors fed with a value of the same structure (TF flattens
+    feed_dict with nest.flatten_dict_items)."""
+    g, x, c, y, z, n = graph
+    sess = tf.compat.v1.Session(graph=g)
+    xv = np.array([[1.0, 2.0]], np.float32)
+    r = sess.run({"z": z, "b": [c, y.op], "a": n}, {x: xv})
+    assert list(r) == ["z", "b", "a"] and r["b"][1] is None and r["b"][0] == 3.0
+    np.testing.assert_array_equal(r["z"], xv * 2)
+    np.testing.assert_array_equal(r["a"], [1, 2])
+    # (x, (c,)) fed with (xv, (1.0,)): sum(x * c) = 3.0
+    assert sess.run(y, {(x, (c,)): (xv, (1.0,))}) == 3.0
+    with pytest.raises(ValueError):
+        sess.run(y, {(x, c): (xv,)})
+    with pytest.raises(ValueError):
+        sess.run(y, {(x, c): (xv, 1.0), x: xv})     # x fed twice

@@ -106,6 +106,33 @@ def test_stop_recording_and_reset():
     assert t.gradient(z, x) is None
 
 
+def test_stop_recording_and_reset_outside_recording_raise_as_tf():
+    """TF's GradientTape: stop_recording() on a tape that has no tape yet (never entered, or
+    a non-persistent one used up) is a RuntimeError; on a tape left (not recording) it and
+    reset() fail in _pop_tape with ValueError('Tape is not recording.')."""
+    x = tf.constant(5.0)
+    fresh = tf.GradientTape()
+    with pytest.raises(RuntimeError):
+        with fresh.stop_recording():
+            pass
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = x * x
+    with pytest.raises(ValueError, match="not recording"):
+        with t.stop_recording():
+            pass
+    with pytest.raises(ValueError, match="not recording"):
+        t.reset()
+    assert float(t.gradient(y, x)) == 10.0           # the failed reset cleared nothing
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        y = x * x
+    t2.gradient(y, x)
+    with pytest.raises(RuntimeError):
+        with t2.stop_recording():
+            pass
+
+
 def test_variables_watch_and_trainable():
     v = tf.Variable(3.0)
     w = tf.Variable(2.0, trainable=False)
@@ -266,3 +293,42 @@ def test_target_list_sums_and_target_is_source():
         y = x * x
     assert float(t.gradient([y, y], x)) == 12.0
     assert float(t.gradient(x, x)) == 1.0
+
+
+def test_dict_sources_and_targets_in_any_key_order():
+    """Sources come back as a dict with their own key order, each gradient under its key;
+    output_gradients pair with targets in nest's (sorted-key) order, as in TF."""
+    a, b = tf.constant(2.0), tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([a, b])
+        ya, yb = a * a, a * b
+        y = ya + yb
+    g = t.gradient(y, {"z": a, "m": b})
+    assert list(g) == ["z", "m"] and float(g["z"]) == 2 * 2.0 + 3.0 and float(g["m"]) == 2.0
+    # targets {"q": ya, "p": yb} flatten as [yb, ya]: weights 10 on yb, 1 on ya
+    g = t.gradient({"q": ya, "p": yb}, a, output_gradients={"p": 10.0, "q": 1.0})
+    assert float(g) == 10 * 3.0 + 1 * 4.0
+
+
+def test_batch_jacobian_of_an_unconnected_target_is_zeros_as_tf():
+    """TF's batch_jacobian returns zeros of shape [batch, target dims..., source dims...] when the
+    target does not depend on the source, even with the default unconnected_gradients (NONE);
+    jacobian returns None then.  Eagerly and inside jitgrad.function alike."""
+    x = tf.constant(np.ones((3, 2), np.float32))
+    w = tf.constant(np.ones((3, 4, 5), np.float32))
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, w])
+        y = w * 2.0
+    bj = t.batch_jacobian(y, x)
+    assert bj.dtype == tf.float32 and bj.shape == (3, 4, 5, 2)
+    assert not np.any(bj.numpy())
+    assert t.jacobian(y, x) is None
+
+    @tf.function
+    def traced(x, w):
+        with tf.GradientTape() as t:
+            t.watch([x, w])
+            y = w * 2.0
+        return t.batch_jacobian(y, x)
+    out = traced(x, w)
+    assert out.shape == (3, 4, 5, 2) and not np.any(out.numpy())

@@ -34,7 +34,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
-from ..ops.registry import REGISTRY
+from ..ops.registry import REGISTRY, has_fact
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VW = 8            # lanes of the explicitly vectorised inner loops
@@ -56,11 +56,6 @@ BLOCK_ELEMS = 1 << 14
 # float32 part shorter than numpy's pairwise sum's 16-element runs.
 NARROW_RUN = 8
 FUSE_NESTS = True   # False: one loop nest per materialised value (debugging)
-FULL_REDUCE = {"Sum": "sum", "Mean": "mean", "Max": "max", "Min": "min", "Prod": "prod", "SumToShape": "sum"}
-OP_WEIGHT = {o: 12 for o in ("Exp", "Expm1", "Log", "Log1p", "Sin", "Cos", "Tan", "Tanh", "Sigmoid",
-                             "Softplus", "Pow", "Elu")}
-OP_WEIGHT.update({o: 4 for o in ("Sqrt", "Rsqrt", "RealDiv", "Reciprocal", "SqrtGrad", "FloorDiv",
-                                 "FloorMod")})
 
 ERR_INT_DIV_ZERO = 1
 ERR_GATHER_RANGE = 2
@@ -535,7 +530,7 @@ class KernelBuilder:
 
     def _full_reduce_kind(self, n):
         """kind when node n reduces its (non-empty) input to a single element."""
-        kind = FULL_REDUCE.get(n.op)
+        kind = REGISTRY[n.op].full_reduce if n.op in REGISTRY else None
         if kind is None:
             return None
         in_shape = self.shape(n.inputs[0])
@@ -713,7 +708,7 @@ class KernelBuilder:
             else:
                 ops.append("Sum")
                 self._fused_ops(v, ops, seen)
-        w = sum(OP_WEIGHT.get(o, 1) for o in ops) + len(g["units"])
+        w = sum(REGISTRY[o].cost for o in ops) + len(g["units"])
         return int(np.prod(g["shape"], dtype=np.int64)) * w
 
     # ------------------------------------------------------------ threads
@@ -1316,8 +1311,5 @@ def _val(i, j):
     return Value(i, j)
 
 
-_CHEAP = {"ZerosLike", "OnesLike", "Shape", "SizeRatio", "Literal"}
-
-
 def _cheap(n):
-    return n.op in _CHEAP
+    return has_fact(n.op, "cheap")

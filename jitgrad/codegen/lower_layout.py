@@ -5,14 +5,16 @@ element index to input element(s).  Affine maps (transpose, slice, unstack,
 split, unreduce) keep the vector lanes; non-affine ones (tile, gather,
 concat, stack, strided-slice gradient) scalarise and read materialised inputs
 (NEEDS_BUFFER) so that code size stays linear.
-ALIAS: reshape-like ops, free views of their (materialised) input's buffer.
+ALIAS: the ops marked reshape=True (ops/registry.py), free views of their
+(materialised) input's buffer.
 """
 from llvmlite import ir
 
+from ..ops.registry import ops_with
 from ..shapes import normalize_axes
 from .kernel import ERR_GATHER_RANGE, I64, c64
 
-ALIAS = {"Reshape", "ReshapeLike", "ExpandDims", "Squeeze"}
+ALIAS = ops_with("reshape")
 
 
 def _in_shape(kb, node, k=0):

@@ -8,7 +8,7 @@ from ..errors import InvalidArgumentError, shape_error
 from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
 from ._infer import check_same
 from .math_ops import reduce_to
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
 def _same(shapes, dts, attrs):
@@ -22,9 +22,9 @@ def _placeholder_kernel(attrs):
 
 
 register("Const", infer=lambda shapes, dts, attrs: [(attrs["value"].shape, attrs["dtype"])],
-         kernel=lambda attrs: attrs["value"], kind="source")
+         kernel=lambda attrs: attrs["value"], kind="source", grad=NOT_DIFFERENTIABLE, lowering="argument")
 register("Placeholder", infer=lambda shapes, dts, attrs: [(attrs["shape"], attrs["dtype"])],
-         kernel=_placeholder_kernel, kind="source")
+         kernel=_placeholder_kernel, kind="source", grad=NOT_DIFFERENTIABLE, lowering="argument")
 
 
 def constant(value, dtype=None, shape=None, name="Const"):
@@ -79,7 +79,7 @@ def _with_default_infer(shapes, dts, attrs):
 
 
 register("PlaceholderWithDefault", infer=_with_default_infer,
-         kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise")
+         kernel=lambda attrs, x: x, grad=lambda op, g: [g], kind="elementwise", pointwise=False, identity=True)
 
 
 def _fill_infer(shapes, dts, attrs):
@@ -89,7 +89,7 @@ def _fill_infer(shapes, dts, attrs):
 
 
 register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
-         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise")
+         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise", pointwise=False)
 
 
 def reduce_sum_all(g):
@@ -156,7 +156,9 @@ def _reshape_dims(src, target):
 
 register("Reshape", infer=lambda shapes, dts, attrs: [(_reshape_dims(shapes[0], attrs["shape"]), dts[0])],
          kernel=lambda attrs, x: np.reshape(x, _reshape_dims(x.shape, attrs["shape"])),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
+
+
 def _reshape_like_infer(shapes, dts, attrs):
     x, ref = shapes
     if x is not None and ref is not None and None not in x and None not in ref:
@@ -166,7 +168,7 @@ def _reshape_like_infer(shapes, dts, attrs):
 
 register("ReshapeLike", infer=_reshape_like_infer,
          kernel=lambda attrs, x, ref: np.reshape(x, ref.shape),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,))
+         grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], kind="layout", shape_only=(1,), reshape=True)
 
 
 def reshape_like(x, ref):
@@ -201,7 +203,7 @@ def _transpose_grad(op, g):
 
 register("Transpose", infer=_transpose_infer,
          kernel=lambda attrs, x: np.asarray(np.transpose(x, attrs["perm"]), order="C"),
-         grad=_transpose_grad, kind="layout")
+         grad=_transpose_grad, kind="layout", keeps_uniform=True)
 
 
 def transpose(a, perm=None, name="transpose", conjugate=False):
@@ -225,7 +227,7 @@ def _expand_infer(shapes, dts, attrs):
 
 
 register("ExpandDims", infer=_expand_infer, kernel=lambda attrs, x: np.expand_dims(x, attrs["axis"]),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002
@@ -253,7 +255,7 @@ def _squeeze_infer(shapes, dts, attrs):
 
 register("Squeeze", infer=_squeeze_infer,
          kernel=lambda attrs, x: np.squeeze(x, _squeeze_axes(x.shape, attrs["axis"])),
-         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout")
+         grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
 def squeeze(input, axis=None, name=None):  # noqa: A002
@@ -612,7 +614,9 @@ def _tile_grad_kernel(attrs, g, ref):
 
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),
          grad=lambda op, g: [apply_op("TileGrad", [g, op.inputs[0]], {"multiples": op.get_attr("multiples")})],
-         kind="layout")
+         kind="layout", identity_if_same_shape=True, keeps_uniform=True)
+
+
 def _tile_grad_infer(shapes, dts, attrs):
     """The gradient of tile(input 1), shaped as input 1: input 0 is shaped as the tile."""
     require_shape(0, shapes[0], _tile_infer(shapes[1:], dts[1:], attrs)[0][0])
@@ -638,7 +642,7 @@ def _broadcast_to_infer(shapes, dts, attrs):
 
 register("BroadcastTo", infer=_broadcast_to_infer,
          kernel=lambda attrs, x: np.asarray(np.broadcast_to(x, attrs["shape"]), order="C"),
-         grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise")
+         grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise", pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
@@ -648,7 +652,7 @@ def broadcast_to(input, shape, name=None):  # noqa: A002
 
 # ---------------------------------------------------------------- shape queries
 register("Shape", infer=lambda shapes, dts, attrs: [((None if shapes[0] is None else len(shapes[0]),), attrs["out_type"])],
-         kernel=lambda attrs, x: np.array(x.shape, attrs["out_type"].np), kind="source", shape_only=(0,))
+         kernel=lambda attrs, x: np.array(x.shape, attrs["out_type"].np), kind="source", shape_only=(0,), cheap=True, grad=NOT_DIFFERENTIABLE)
 
 
 def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002

@@ -10,7 +10,7 @@ from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
 from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
 from . import registry as _registry
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 BOOL = (dtypes.bool_,)
 SIGNED = NUMBERS
@@ -108,11 +108,11 @@ _binary_op("MulNoNan", _mul_no_nan,
 _binary_op("RealDiv", np.divide,
            lambda op, g: _binary_grads(op, realdiv(g, op.inputs[1]),
                                        multiply(g, realdiv(realdiv(negative(op.inputs[0]), op.inputs[1]),
-                                                           op.inputs[1]))), FLOATS)
-_binary_op("FloorDiv", _floordiv, None, NUMBERS)
+                                                           op.inputs[1]))), FLOATS, cost=4)
+_binary_op("FloorDiv", _floordiv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
 _binary_op("FloorMod", _floormod,
            lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
-           NUMBERS)
+           NUMBERS, cost=4)
 
 
 def _pow_grad(op, g):
@@ -126,7 +126,7 @@ def _pow_grad(op, g):
     return _binary_grads(op, gx, gy)
 
 
-_binary_op("Pow", _pow, _pow_grad, NUMBERS)
+_binary_op("Pow", _pow, _pow_grad, NUMBERS, cost=12)
 
 
 def _minmax_grad(op, g, cmp):
@@ -149,14 +149,14 @@ def _sqdiff_grad(op, g):
 _binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, NUMBERS)
 _binary_op("SqrtGrad", _sqrt_grad,
            lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
-                          realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS)
+                          realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
 
 for _name, _fn in [("Less", np.less), ("LessEqual", np.less_equal), ("Greater", np.greater),
                    ("GreaterEqual", np.greater_equal), ("Equal", np.equal), ("NotEqual", np.not_equal)]:
-    _binary_op(_name, _fn, None, ALL, out_dtype=dtypes.bool_)
-_binary_op("LogicalAnd", np.logical_and, None, BOOL)
-_binary_op("LogicalOr", np.logical_or, None, BOOL)
-_unary_op("LogicalNot", np.logical_not, None, BOOL)
+    _binary_op(_name, _fn, NOT_DIFFERENTIABLE, ALL, out_dtype=dtypes.bool_)
+_binary_op("LogicalAnd", np.logical_and, NOT_DIFFERENTIABLE, BOOL)
+_binary_op("LogicalOr", np.logical_or, NOT_DIFFERENTIABLE, BOOL)
+_unary_op("LogicalNot", np.logical_not, NOT_DIFFERENTIABLE, BOOL)
 
 
 def _is_eager(t):
@@ -203,29 +203,29 @@ _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBER
 _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], NUMBERS)
-_unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)])
+_unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
 # RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
 # (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
 # scalar_inverse_gradient_op: (-dy * y) * y) so float32 results match TF.
 _unary_op("Rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
           lambda op, g: [multiply(multiply(-0.5, multiply(g, op.outputs[0])),
-                                  multiply(op.outputs[0], op.outputs[0]))])
+                                  multiply(op.outputs[0], op.outputs[0]))], cost=4)
 _unary_op("Reciprocal", _errstate(lambda x: 1 / x),
-          lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])])
-_unary_op("Exp", _errstate(np.exp), lambda op, g: [multiply(g, op.outputs[0])])
-_unary_op("Expm1", _errstate(np.expm1), lambda op, g: [multiply(g, exp(op.inputs[0]))])
-_unary_op("Log", _errstate(np.log), lambda op, g: [multiply(g, reciprocal(op.inputs[0]))])
+          lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])], cost=4)
+_unary_op("Exp", _errstate(np.exp), lambda op, g: [multiply(g, op.outputs[0])], cost=12)
+_unary_op("Expm1", _errstate(np.expm1), lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
+_unary_op("Log", _errstate(np.log), lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
 _unary_op("Log1p", _errstate(np.log1p),
-          lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))])
-_unary_op("Sin", _errstate(np.sin), lambda op, g: [multiply(g, cos(op.inputs[0]))])
-_unary_op("Cos", _errstate(np.cos), lambda op, g: [multiply(negative(g), sin(op.inputs[0]))])
+          lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))], cost=12)
+_unary_op("Sin", _errstate(np.sin), lambda op, g: [multiply(g, cos(op.inputs[0]))], cost=12)
+_unary_op("Cos", _errstate(np.cos), lambda op, g: [multiply(negative(g), sin(op.inputs[0]))], cost=12)
 _unary_op("Tan", _errstate(np.tan),
-          lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)])
+          lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)], cost=12)
 _unary_op("Tanh", np.tanh,
-          lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))])
+          lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))], cost=12)
 _unary_op("Sigmoid", _sigmoid,
-          lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))])
-_unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))])
+          lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))], cost=12)
+_unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))], cost=12)
 
 
 def _libm_in_double(fn):
@@ -249,14 +249,14 @@ _unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.
           lambda op, g: [where(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)), g,
                                zeros_like(g))], NUMBERS)
 _unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
-          lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)])
+          lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
 register("LeakyRelu", infer=unary(FLOATS),
          kernel=lambda attrs, x: np.where(x > 0, x, x * x.dtype.type(attrs["alpha"])),
          grad=lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, op.get_attr("alpha")))],
          kind="elementwise")
-_unary_op("Identity", lambda x: x, lambda op, g: [g], ALL)
+_unary_op("Identity", lambda x: x, lambda op, g: [g], ALL, identity=True)
 # No gradient flows through StopGradient: TF marks it not differentiable.
-_unary_op("StopGradient", lambda x: x, None, ALL)
+_unary_op("StopGradient", lambda x: x, NOT_DIFFERENTIABLE, ALL, identity=True)
 
 
 def _cast_infer(shapes, dts, attrs):
@@ -583,20 +583,20 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
 
 
 register("ZerosLike", infer=unary(ALL), kernel=lambda attrs, x: np.zeros_like(x), grad=lambda op, g: [None],
-         kind="elementwise", shape_only=(0,))
+         kind="elementwise", shape_only=(0,), cheap=True)
 register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
-         kind="elementwise", shape_only=(0,))
+         kind="elementwise", shape_only=(0,), cheap=True)
 
 
 # ---------------------------------------------------------------- rounding and float classification
 # TF defines no gradient for these (tf.GradientTape gives None), nor for IsNan & co.
-_unary_op("Floor", np.floor, None)
-_unary_op("Ceil", np.ceil, None)
+_unary_op("Floor", np.floor, NOT_DIFFERENTIABLE)
+_unary_op("Ceil", np.ceil, NOT_DIFFERENTIABLE)
 # TF's Round is round-half-to-even (banker's rounding), like np.rint; integers pass through.
-_unary_op("Round", lambda x: np.rint(x) if x.dtype.kind == "f" else x.copy(), None, NUMBERS)
+_unary_op("Round", lambda x: np.rint(x) if x.dtype.kind == "f" else x.copy(), NOT_DIFFERENTIABLE, NUMBERS)
 for _name, _fn in [("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)]:
     register(_name, infer=unary(FLOATS, out_dtype=dtypes.bool_), kernel=lambda attrs, x, _fn=_fn: _fn(x),
-             grad=None, kind="elementwise")
+             grad=NOT_DIFFERENTIABLE, kind="elementwise")
 
 
 def floor(x, name=None):

@@ -52,7 +52,7 @@ def _xent_grad(op, g):
 # primitives), so at run time it is an identity (passes/stop_gradient.py removes
 # it); the gradient is TF's (_xent_grad), never the primitives'.
 register("SoftmaxXentLoss", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
-         kernel=lambda attrs, loss, logits, labels: loss, grad=_xent_grad, kind="other")
+         kernel=lambda attrs, loss, logits, labels: loss, grad=_xent_grad, kind="other", identity=True, lowering="none")
 
 
 def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=None):

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_to_tensor
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 DEFAULT_GRAPH_SEED = 87654321   # TF's op-seed-only default (random_seed.py)
 _global = {"seed": None}
@@ -81,7 +81,8 @@ def _kernel(kind):
 
 RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal")
 for _kind in RANDOM_OPS:
-    register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random")
+    register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random", grad=NOT_DIFFERENTIABLE,
+             lowering="argument")
 
 
 def _static_shape(shape):

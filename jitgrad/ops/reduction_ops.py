@@ -7,7 +7,7 @@ from ..shapes import InputShapeError, broadcast_dims, normalize_axes, num_elemen
 from .. import dtypes
 from ._infer import NUMBERS, check_dtype
 from .math_ops import cast, divide, equal, multiply
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, apply_op, register
 
 
 def _reduced_shape(shape, axis, keepdims):
@@ -102,13 +102,13 @@ def _min_kernel(attrs, x):
     return np.min(x, axis=axes, keepdims=attrs["keepdims"])
 
 
-register("Sum", infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad, kind="reduction")
-register("Mean", infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad, kind="reduction")
-register("Max", infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad, kind="reduction")
-register("Min", infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad, kind="reduction")
+register("Sum", infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad, kind="reduction", full_reduce="sum")
+register("Mean", infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad, kind="reduction", full_reduce="mean")
+register("Max", infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad, kind="reduction", full_reduce="max")
+register("Min", infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad, kind="reduction", full_reduce="min")
 register("Prod", infer=_reduce_infer(NUMBERS),
          kernel=lambda attrs, x: np.prod(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=x.dtype),
-         grad=_prod_grad, kind="reduction")
+         grad=_prod_grad, kind="reduction", full_reduce="prod")
 
 
 def _prod_except_kernel(attrs, x):
@@ -131,7 +131,7 @@ def _prod_except_kernel(attrs, x):
 
 
 register("ProdExcept", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=_prod_except_kernel,
-         kind="other")
+         kind="other", grad=NO_GRADIENT_RULE)
 
 
 # -- shape-directed helpers: second input is used only for its shape -----------
@@ -185,17 +185,17 @@ def _unreduce_infer(shapes, dts, attrs):
 
 register("SumToShape", infer=_sum_to_shape_infer, kernel=_sum_to_shape,
          grad=lambda op, g: [apply_op("BroadcastToShapeOf", [g, op.inputs[0]]), None],
-         kind="reduction", shape_only=(1,))
+         kind="reduction", shape_only=(1,), identity_if_same_shape=True, full_reduce="sum")
 register("BroadcastToShapeOf", infer=_broadcast_to_shape_of_infer,
          kernel=lambda attrs, x, ref: np.asarray(np.broadcast_to(x, ref.shape), order="C"),
          grad=lambda op, g: [apply_op("SumToShape", [g, op.inputs[0]]), None],
-         kind="elementwise", shape_only=(1,))
+         kind="elementwise", shape_only=(1,), pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 register("Unreduce", infer=_unreduce_infer, kernel=_unreduce_kernel,
          grad=lambda op, g: [reduce_sum(g, op.get_attr("axis"), op.get_attr("keepdims")), None],
-         kind="elementwise", shape_only=(1,))
+         kind="elementwise", shape_only=(1,), pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 register("SizeRatio", infer=lambda shapes, dts, attrs: [((), dtypes.int32)],
          kernel=lambda attrs, x, y: np.array(max(x.size, 1) // max(y.size, 1), np.int32),
-         kind="source", shape_only=(0, 1))
+         kind="source", shape_only=(0, 1), cheap=True, grad=NOT_DIFFERENTIABLE)
 
 
 def unreduce(g, x, axis, keepdims):
@@ -295,8 +295,8 @@ def _arg_kernel(fn):
     return kernel
 
 
-register("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax), grad=None, kind="other")
-register("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin), grad=None, kind="other")
+register("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax), grad=NOT_DIFFERENTIABLE, kind="other")
+register("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin), grad=NOT_DIFFERENTIABLE, kind="other")
 
 
 def _arg(op_type, input, axis, output_type, name):  # noqa: A002
@@ -319,10 +319,10 @@ def argmin(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
 
 register("Any", infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.any(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
-         grad=None, kind="other")
+         grad=NOT_DIFFERENTIABLE, kind="other")
 register("All", infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.all(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
-         grad=None, kind="other")
+         grad=NOT_DIFFERENTIABLE, kind="other")
 
 
 def _bool_reduce(op_type, x, axis, keepdims, name):

@@ -11,41 +11,97 @@ from ..errors import InvalidArgumentError
 REGISTRY = {}
 
 
+NOT_DIFFERENTIABLE = "not differentiable"   # grad=: TF's ops.NotDifferentiable, a constant to gradients
+NO_GRADIENT_RULE = "no gradient rule"       # grad=: differentiating through it raises LookupError (as TF)
+LOWERINGS = ("codegen", "argument", "state", "none", "interpreter")
+
+
 class OpDef:
-    """One op type.
+    """One op type: everything any part of jitgrad knows about it, in one place.
 
     infer(shapes, dtypes, attrs) -> [(shape, dtype), ...]
         shapes are tuples of int/None, or None for unknown rank. Raises
         ValueError for incompatible shapes and TypeError for bad dtypes.
     kernel(attrs, *arrays) -> array or tuple of arrays (numpy reference).
     grad(op, *output_grads) -> list of input grads (None where there is none);
-        ``op`` has ``inputs``, ``outputs``, ``attrs``/``get_attr``.
-    kind: compiler hint: 'elementwise' (same-shape or broadcast pointwise),
-        'reduction', 'matmul', 'layout' (data movement), 'source', 'state', 'other'.
-    shape_only: indices of inputs whose *shape* alone is used (never their value).
+        ``op`` has ``inputs``, ``outputs``, ``attrs``/``get_attr``. Registered as
+        ``grad=NOT_DIFFERENTIABLE`` (gradients stop here, as for a constant) or
+        ``grad=NO_GRADIENT_RULE`` (a LookupError if a gradient must pass), kept in
+        ``no_gradient``; tests/test_op_registry.py requires one of the three.
+    kind: 'elementwise' (same-shape or broadcast pointwise), 'reduction', 'matmul',
+        'layout' (data movement), 'source', 'state', 'random', 'other'.
+    stateful: has effects or reads state (never folded, merged or reordered).
+    shape_only: indices of inputs whose *shape* alone is used (never their value);
+        "rest" = every input after the first (ops with a variable input count).
+    lowering: how the compiler handles it: 'codegen' (codegen/lower_*.py emits it),
+        'argument' (passes/ir.from_graph turns it into a runtime argument: constants,
+        placeholders, variables, random draws), 'state' (from_graph turns it into a
+        variable write), 'none' (dropped before codegen: NoOp by from_graph, identity
+        ops by the stop_gradient pass), 'interpreter' (no lowering yet: a program holding
+        it runs in the reference interpreter; cache_info() counts it as a fallback).
+    cost: weight of one element of it in the code generator's work estimate (which
+        decides when a loop nest is split across threads): transcendentals ~12,
+        divisions and roots ~4, the rest 1.
+    pointwise: output element i depends only on element i of the inputs broadcast
+        together, and the output shape is their broadcast shape (vectorised batching
+        rules in tape.py and batched_gradients.py rely on it). Defaults to
+        kind == 'elementwise'.
+    identity: at run time a copy of its first input (the stop_gradient pass removes it).
+    reshape: its first input's elements in the same order under a new shape (a free
+        view in codegen; the simplify pass merges chains of them).
+    identity_if_same_shape: a copy of its first input when the output has that input's
+        shape (the simplify pass removes it then).
+    keeps_uniform: a uniform (all-equal) first input gives a uniform output of that
+        value (constant folding).
+    full_reduce: 'sum' / 'mean' / 'max' / 'min' / 'prod' for ops that reduce with that
+        combiner (codegen fuses a reduction to one element into its producer's loop).
+    cheap: recomputing it at each use costs less than a buffer (codegen never
+        materialises it for sharing).
     """
 
-    __slots__ = ("name", "infer", "kernel", "grad", "kind", "stateful", "shape_only",
-                 "lower", "doc", "extra")
+    __slots__ = ("name", "infer", "kernel", "grad", "no_gradient", "kind", "stateful", "shape_only", "lowering",
+                 "cost", "pointwise", "identity", "reshape", "identity_if_same_shape", "keeps_uniform",
+                 "full_reduce", "cheap")
 
-    def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False,
-                 shape_only=(), lower=None, **extra):
+    def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False, shape_only=(),
+                 lowering="codegen", cost=1, pointwise=None, identity=False, reshape=False,
+                 identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False):
+        if lowering not in LOWERINGS:
+            raise ValueError(f"op {name}: lowering must be one of {LOWERINGS}, got {lowering!r}")
         self.name = name
         self.infer = infer
         self.kernel = kernel
-        self.grad = grad
+        self.no_gradient = grad if grad in (NOT_DIFFERENTIABLE, NO_GRADIENT_RULE) else None
+        self.grad = None if self.no_gradient else grad
         self.kind = kind
         self.stateful = stateful
-        # "rest" = every input after the first (ops with a variable input count).
         self.shape_only = shape_only if shape_only == "rest" else tuple(shape_only)
-        self.lower = lower
-        self.extra = extra
+        self.lowering = lowering
+        self.cost = cost
+        self.pointwise = kind == "elementwise" if pointwise is None else pointwise
+        self.identity = identity
+        self.reshape = reshape
+        self.identity_if_same_shape = identity_if_same_shape or reshape
+        self.keeps_uniform = keeps_uniform or identity or reshape
+        self.full_reduce = full_reduce
+        self.cheap = cheap
 
     def is_shape_only(self, index):
         return index > 0 if self.shape_only == "rest" else index in self.shape_only
 
     def __repr__(self):
         return f"<OpDef {self.name}>"
+
+
+def has_fact(op_type, fact):
+    """``fact`` (an OpDef attribute) of ``op_type``; False for non-ops such as the IR's "Arg"."""
+    opdef = REGISTRY.get(op_type)
+    return opdef is not None and bool(getattr(opdef, fact))
+
+
+def ops_with(fact):
+    """The names of the registered ops for which ``fact`` (an OpDef attribute) is true."""
+    return frozenset(name for name, opdef in REGISTRY.items() if getattr(opdef, fact))
 
 
 class GradOp:

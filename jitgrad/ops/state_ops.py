@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..shapes import TensorShape
-from .registry import register
+from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, register
 
 
 def _var_infer(shapes, dts, attrs):
@@ -55,14 +55,14 @@ def _read_or_initial(attrs, state, initial):
         return initial
 
 
-register("VariableV2", infer=_var_infer, kernel=_read, kind="state", stateful=True)
+register("VariableV2", infer=_var_infer, kernel=_read, kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="argument")
 # A variable's value if it is initialized, else its initial value: what another
 # variable's initial value reads (variables.py), so initializers work in any order.
-register("VariableOrInitial", infer=_var_infer, kernel=_read_or_initial, kind="state", stateful=True)
-register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True)
-register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True)
-register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True)
-register("NoOp", infer=lambda shapes, dts, attrs: [], kernel=lambda attrs, *xs: (), kind="state", stateful=True)
+register("VariableOrInitial", infer=_var_infer, kernel=_read_or_initial, kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="interpreter")
+register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
+register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
+register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
+register("NoOp", infer=lambda shapes, dts, attrs: [], kernel=lambda attrs, *xs: (), kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="none")
 
 
 class VariableStore:

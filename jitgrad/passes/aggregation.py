@@ -1,8 +1,8 @@
 """Aggregation scheduling, honouring each gradient call's AggregationMethod.
 
 Gradient contributions to one tensor are summed by AddN nodes whose attr
-"_aggregation" says how the user asked for them (program.aggregation holds
-the per-gradients-scope methods):
+"_aggregation" says how the user asked for them (gradients.py sets it on
+each sum it builds; nothing else about the call reaches the compiler):
   ADD_N                       one n-ary AddN after every contribution: left
                               as is (one pass over all inputs, but every
                               contribution stays live until the end).

@@ -31,8 +31,6 @@ from .util import Builder, size, uniform_scalar
 
 FOLD_EVAL_LIMIT = 1 << 14  # elements: above this a fold is only tried on a sample
 _SAMPLE = 64
-_UNIFORM_LAYOUT = {"BroadcastTo", "BroadcastToShapeOf", "Unreduce", "Reshape", "ReshapeLike", "ExpandDims",
-                   "Squeeze", "Tile", "Transpose", "Identity", "StopGradient", "PlaceholderWithDefault"}
 _NO_FOLD = {"Arg", "Literal"}
 
 
@@ -104,7 +102,7 @@ def _fold_large(node, opdef, known_ins, vals):
     shape, dt = node.outputs[0]
     if node.op in ("ZerosLike", "OnesLike"):
         return [_Known(shape, dt, scalar=np.asarray(0 if node.op == "ZerosLike" else 1, dt.np))]
-    if node.op == "Fill" or node.op in _UNIFORM_LAYOUT:
+    if node.op == "Fill" or opdef.keeps_uniform:
         return [_Known(shape, dt, scalar=vals[0].scalar.astype(dt.np))] if vals else None
     if opdef.kind != "elementwise":
         return None  # (elementwise attrs are never shape-dependent: DstT, alpha, _aggregation)

@@ -71,7 +71,7 @@ def dce(program):
             ins = list(n.inputs)
             ins[j] = sub
             new_nodes[i] = Node(n.op, tuple(ins), n.attrs, n.outputs, n.name)
-        program = Program(new_nodes, program.args, program.outputs, program.var_writes, program.aggregation,
+        program = Program(new_nodes, program.args, program.outputs, program.var_writes,
                           program.stats)
     order = sorted(live)
     stats = {"nodes_before": len(nodes), "nodes_after": len(order), "removed": len(nodes) - len(order),

@@ -59,7 +59,6 @@ class Program:
     args: list
     outputs: list           # Value per fetched tensor, None per fetched Operation
     var_writes: list = field(default_factory=list)   # (var key, Value), in execution order
-    aggregation: dict = field(default_factory=dict)  # the graph's gradient aggregation methods
     stats: list = field(default_factory=list)        # (pass name, {stat: number}) appended by passes
 
     def shape(self, v):
@@ -69,17 +68,10 @@ class Program:
         return self.nodes[v.node].outputs[v.index][1]
 
     def signature(self):
-        """A digest of everything that determines the machine code."""
-        h = hashlib.sha256()
-        for a in self.args:
-            h.update(repr((a.kind, a.shape, a.dtype.name, a.key if a.kind == "var" else None,
-                           a.value_class)).encode())
-        for n in self.nodes:
-            h.update(repr((n.op, tuple((i.node, i.index) for i in n.inputs), freeze(n.attrs),
-                           tuple((s, d.name) for s, d in n.outputs))).encode())
-        h.update(repr([None if v is None else (v.node, v.index) for v in self.outputs]).encode())
-        h.update(repr([(k, v.node, v.index) for k, v in self.var_writes]).encode())
-        return h.hexdigest()
+        """A digest of what the program itself contributes to its kernel's machine code
+        (jitgrad/cache/key.py lists it: structure, shapes, dtypes, constants' value classes)."""
+        from ..cache.key import program_digest
+        return program_digest(self)
 
 
 def freeze(x):
@@ -200,7 +192,7 @@ def from_graph(ops, elements, fed, var_reader):
         in_shapes = [nodes[v.node].outputs[v.index][0] for v in ins]
         in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
-        if op.type in ("Assign", "AssignAdd", "AssignSub"):
+        if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
             # Session writes it back after the call. Later reads in the same
             # run see the old value, as the interpreter does.
@@ -235,8 +227,7 @@ def from_graph(ops, elements, fed, var_reader):
 
     for el in elements:
         outputs.append(ref[id(el)] if hasattr(el, "value_index") else None)
-    graph = ops[0].graph if ops else None
-    return Program(nodes, args, outputs, var_writes, dict(getattr(graph, "gradient_aggregation", {}) or {}))
+    return Program(nodes, args, outputs, var_writes)
 
 
 

@@ -41,12 +41,10 @@ from collections import Counter
 
 import numpy as np
 
+from ..ops.registry import has_fact
 from .ir import Value
 from .util import Builder, known_scalar, size
 
-_SAME_SHAPE_IDENTITY = {"Reshape", "ReshapeLike", "BroadcastTo", "BroadcastToShapeOf", "SumToShape", "Unreduce",
-                        "Squeeze", "Tile"}
-_RESHAPES = {"Reshape", "ReshapeLike", "ExpandDims", "Squeeze"}
 _MAX_DEPTH = 8  # a rewrite's result is simplified again, at most this deep
 
 
@@ -158,9 +156,9 @@ def _rule(op, ins, attrs, out, ctx):
             return "select_known", y
         if x == y and same(x) and size(sh(c)) <= size(shape):
             return "select_same", x
-    if op in _SAME_SHAPE_IDENTITY and same(ins[0]):
+    if has_fact(op, "identity_if_same_shape") and same(ins[0]):
         return "layout_identity", ins[0]
-    if op in _RESHAPES and ctx.op(ins[0]) in _RESHAPES:
+    if has_fact(op, "reshape") and has_fact(ctx.op(ins[0]), "reshape"):
         return "reshape_chain", ("Reshape", (ctx.input0(ins[0]),), {"shape": tuple(shape)})
     return None
 

@@ -5,20 +5,23 @@ gradients; at run time they copy their (first) input. PlaceholderWithDefault tha
 never fed (a fed one became an Arg in ir.from_graph), so it too is a copy of
 its input. All three vanish: their uses are rewired to their input.
 """
+from collections import Counter
+
+from ..ops.registry import has_fact
 from .ir import Value
 from .util import clean, reinfer
 
-# SoftmaxXentLoss (ops/nn_ops.py) is its first input with TF's cross-entropy
-# gradient attached; its other inputs (logits, labels) serve only that gradient.
-IDENTITY_OPS = ("StopGradient", "Identity", "PlaceholderWithDefault", "SoftmaxXentLoss")
+# The ops marked identity=True (ops/registry.py). SoftmaxXentLoss (ops/nn_ops.py) is
+# its first input with TF's cross-entropy gradient attached; its other inputs (logits,
+# labels) serve only that gradient.
 
 
 def stop_gradient(program):
     replace = {}
-    removed = {op: 0 for op in IDENTITY_OPS + ("IdentityN",)}
+    removed = Counter()
     order = []
     for i, n in enumerate(program.nodes):
-        if n.op in IDENTITY_OPS:
+        if has_fact(n.op, "identity"):
             replace[Value(i, 0)] = n.inputs[0]
             removed[n.op] += 1
         elif n.op == "IdentityN":     # tf.custom_gradient's: output k is input k

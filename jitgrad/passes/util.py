@@ -11,7 +11,7 @@
 import numpy as np
 
 from .. import dtypes
-from ..ops.registry import REGISTRY, register
+from ..ops.registry import NOT_DIFFERENTIABLE, REGISTRY, register
 from .ir import Node, Program, Value
 
 
@@ -23,7 +23,7 @@ def _literal_infer(shapes, dts, attrs):
 
 if "Literal" not in REGISTRY:
     # kind="source": no inputs; codegen lowers it to an inline constant.
-    register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source")
+    register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source", cheap=True, grad=NOT_DIFFERENTIABLE)
 
 
 def literal_attrs(value):
@@ -80,7 +80,7 @@ class Builder:
     def finish(self, pass_name, stats):
         p = self.src
         return Program(self.nodes, list(p.args), [None if v is None else self.map[v] for v in p.outputs],
-                       [(k, self.map[v]) for k, v in p.var_writes], dict(p.aggregation),
+                       [(k, self.map[v]) for k, v in p.var_writes],
                        list(p.stats) + [(pass_name, stats)])
 
 
@@ -125,7 +125,7 @@ def clean(program, order=None, replace=None, pass_name=None, stats=None):
     if pass_name is not None:
         st.append((pass_name, stats or {}))
     return Program(nodes, list(program.args), [None if v is None else remap(v) for v in program.outputs],
-                   [(k, remap(v)) for k, v in program.var_writes], dict(program.aggregation), st)
+                   [(k, remap(v)) for k, v in program.var_writes], st)
 
 
 # ---------------------------------------------------------------- facts about values
@@ -232,5 +232,5 @@ def reinfer(program):
         dts = [nodes[v.node].outputs[v.index][1] for v in n.inputs]
         specs = REGISTRY[n.op].infer(shapes, dts, n.attrs)
         nodes.append(Node(n.op, n.inputs, n.attrs, tuple((tuple(s), d) for s, d in specs), n.name))
-    return Program(nodes, program.args, program.outputs, program.var_writes, program.aggregation,
+    return Program(nodes, program.args, program.outputs, program.var_writes,
                    program.stats)

@@ -1,0 +1,213 @@
+"""The kernel cache key: the one place that says what a kernel's machine code depends on.
+
+A kernel is filed, in memory and on disk, under a sha256 over named components. Each
+component is a digest of its own, so two keys compare component by component and a
+recompile can be explained ("shapes changed") rather than only detected:
+
+  structure  the ops, their edges and attrs, the argument kinds and variable keys, which
+             values are fetched (and which fetches are operations) and which variables are
+             written. A pre-pass key also covers private attrs (``_aggregation``: the passes
+             read it). Never names: renaming a ``tf.gradients`` call is the same kernel.
+  shapes     every argument's and value's concrete shape: loops are specialised on them.
+  dtypes     every argument's and value's dtype: they choose the instructions.
+  constants  each constant argument's value class (``passes.ir.value_class``: 0, 1, -1, 2,
+             0.5, ... or "other"). The passes fold those special values; any other value is a
+             runtime argument, so a new learning rate does not recompile.
+  codegen    the hand-bumped versions below. Bump CODEGEN_VERSION when the code generator
+             makes different code for the same program, PREPASS_VERSION when what the
+             pre-pass key covers changes (in development the source stamp in ``toolchain``
+             already separates edited sources).
+  toolchain  jitgrad's version and a stamp of its sources, llvmlite, LLVM, Python, the disk
+             format (``cache.disk.environment_fingerprint``): another compiler, other code.
+  host       the process triple, LLVM's host CPU name and feature string: code is tuned for,
+             and may only run on, this CPU.
+
+The toolchain and host components come from the environment fingerprint, which the disk
+cache also writes into every entry and checks on load; ``HOST_FACTS`` says which of its
+fields are the host's. (A separate "target CPU / features" choice belongs in ``host``:
+add its fields to ``HOST_FACTS`` and the fingerprint.)
+
+Recompile reports: every key a run uses is remembered (the last ``REMEMBER`` of them); when
+a run compiles, ``why_recompiled`` names the components in which it differs from the closest
+remembered key. ``JITGRAD_LOG_RECOMPILES=1`` logs that on every compile (logger
+``jitgrad.recompiles``, as JAX's explain_cache_misses / PyTorch's TORCH_LOGS=recompiles);
+``jitgrad.explain_recompile(fetches, feed_dict)`` reports it for one run on demand.
+"""
+import collections
+import hashlib
+import logging
+import os
+import threading
+
+from ..passes.ir import freeze
+
+CODEGEN_VERSION = "codegen-11"
+PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
+
+PROGRAM_COMPONENTS = ("structure", "shapes", "dtypes", "constants")
+COMPONENTS = PROGRAM_COMPONENTS + ("codegen", "toolchain", "host")
+HOST_FACTS = ("triple", "cpu", "features")
+REMEMBER = 512
+
+log = logging.getLogger("jitgrad.recompiles")
+
+
+class KernelKey:
+    """``hex`` (what caches file kernels under) and, per component, a digest and a short
+    summary a person can read."""
+    __slots__ = ("hex", "kind", "digests", "summaries")
+
+    def __init__(self, kind, digests, summaries, hex_):
+        self.kind, self.digests, self.summaries, self.hex = kind, digests, summaries, hex_
+
+    def changed_from(self, other):
+        """The components in which this key differs from ``other``."""
+        return [c for c in COMPONENTS if self.digests[c] != other.digests[c]]
+
+    def describe(self):
+        return "\n".join(f"  {c:<10} {self.digests[c][:12]}  {self.summaries[c]}" for c in COMPONENTS)
+
+    def __repr__(self):
+        return f"KernelKey({self.kind}, {self.hex[:16]}...)"
+
+
+def _digest(parts):
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _short(items, limit=6):
+    items = list(items)
+    text = ", ".join(map(str, items[:limit]))
+    return f"[{text}{', ...' if len(items) > limit else ''}] ({len(items)})"
+
+
+def _program_parts(program, private_attrs):
+    """{component: what its digest covers} for the four components the program decides."""
+    args, nodes = program.args, program.nodes
+    structure = [(a.kind, a.key if a.kind == "var" else None) for a in args]
+    for n in nodes:
+        attrs = freeze(n.attrs)               # leaves out private attrs
+        private = private_attrs and {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
+        if private:
+            attrs = (attrs, freeze(private))
+        structure.append((n.op, tuple((i.node, i.index) for i in n.inputs), attrs, len(n.outputs)))
+    structure.append([None if v is None else (v.node, v.index) for v in program.outputs])
+    structure.append([(k, v.node, v.index) for k, v in program.var_writes])
+    return {
+        "structure": structure,
+        "shapes": [a.shape for a in args] + [[s for s, _ in n.outputs] for n in nodes],
+        "dtypes": [a.dtype.name for a in args] + [[d.name for _, d in n.outputs] for n in nodes],
+        "constants": [a.value_class for a in args],
+    }
+
+
+def _program_summaries(program):
+    args = program.args
+    ops = collections.Counter(n.op for n in program.nodes if n.op != "Arg")
+    return {
+        "structure": f"{len(program.nodes)} nodes: " + ", ".join(
+            f"{op} x{c}" if c > 1 else op for op, c in sorted(ops.items())),
+        "shapes": "args " + _short(a.shape for a in args),
+        "dtypes": "args " + _short(a.dtype.name for a in args),
+        "constants": "value classes " + _short(a.value_class for a in args if a.kind == "const"),
+    }
+
+
+def program_digest(program):
+    """One digest of the program's own components (Program.signature: the passes' fixed point)."""
+    parts = _program_parts(program, False)
+    return _digest([_digest(parts[c]) for c in PROGRAM_COMPONENTS])
+
+
+def _environment_components(fingerprint):
+    host = {k: fingerprint.get(k) for k in HOST_FACTS}
+    tool = {k: v for k, v in fingerprint.items() if k not in HOST_FACTS}
+    feats = str(host.get("features") or "")
+    return {
+        "toolchain": (_digest(sorted(tool.items())),
+                      ", ".join(f"{k} {tool[k]}" for k in ("jitgrad", "llvmlite", "llvm", "python") if k in tool)
+                      + (f", sources {str(tool['jitgrad_source'])[:8]}" if "jitgrad_source" in tool else "")),
+        "host": (_digest(sorted(host.items())),
+                 f"{host.get('triple')} {host.get('cpu')} ({len(feats.split(',')) if feats else 0} features)"),
+    }
+
+
+def _build(kind, program, private_attrs, version, fingerprint):
+    from .disk import environment_fingerprint, make_key
+    fp = environment_fingerprint() if fingerprint is None else fingerprint
+    parts, summaries = _program_parts(program, private_attrs), _program_summaries(program)
+    comps = {c: (_digest(parts[c]), summaries[c]) for c in PROGRAM_COMPONENTS}
+    comps["codegen"] = (_digest([version, CODEGEN_VERSION]), f"{version}, {CODEGEN_VERSION}")
+    comps.update(_environment_components(fp))
+    digests = {c: comps[c][0] for c in COMPONENTS}
+    inner = "\0".join(f"{c}={digests[c]}" for c in PROGRAM_COMPONENTS + ("codegen",))
+    return KernelKey(kind, digests, {c: comps[c][1] for c in COMPONENTS}, make_key(inner, fp))
+
+
+def pre_pass_key(program, fingerprint=None):
+    """Key of a canonical program *before* the passes. The passes are deterministic functions
+    of what it covers (private attrs included) and their code is in ``toolchain``, so this
+    key alone decides the machine code: a hit needs no passes and no code generator."""
+    return _build("pre-pass", program, True, PREPASS_VERSION, fingerprint)
+
+
+def post_pass_key(program, fingerprint=None):
+    """Key of an optimised program: programs that only become equal after the passes share
+    one kernel within a process."""
+    return _build("post-pass", program, False, "post-pass", fingerprint)
+
+
+# ---------------------------------------------------------------- recompile reports
+_seen = collections.OrderedDict()     # hex -> KernelKey, the keys runs used, most recent last
+_seen_lock = threading.Lock()
+
+
+def remember(key):
+    with _seen_lock:
+        _seen[key.hex] = key
+        _seen.move_to_end(key.hex)
+        while len(_seen) > REMEMBER:
+            _seen.popitem(last=False)
+
+
+def forget_all():
+    with _seen_lock:
+        _seen.clear()
+
+
+def closest(key):
+    """(remembered key of the same kind with the fewest differing components, those
+    components), or (None, None) when none is remembered."""
+    with _seen_lock:
+        others = [k for h, k in _seen.items() if h != key.hex and k.kind == key.kind]
+    best, best_changed = None, None
+    for other in reversed(others):                 # the most recent wins a tie
+        changed = key.changed_from(other)
+        if best is None or len(changed) < len(best_changed):
+            best, best_changed = other, changed
+    return best, best_changed
+
+
+def why_recompiled(key):
+    """A few lines naming what differs from the closest kernel this process has used."""
+    other, changed = closest(key)
+    if other is None:
+        return f"kernel {key.hex[:16]}: first kernel of its kind in this process (nothing to compare with)"
+    lines = [f"kernel {key.hex[:16]} differs from kernel {other.hex[:16]} in: {', '.join(changed)}"]
+    for c in changed:
+        lines.append(f"  {c}: {other.summaries[c]}  ->  {key.summaries[c]}")
+    return "\n".join(lines)
+
+
+def log_recompiles():
+    return os.environ.get("JITGRAD_LOG_RECOMPILES", "").strip().lower() not in ("", "0", "false", "off", "no")
+
+
+def note_compile(key):
+    """Called when a run compiles: logs the reason when JITGRAD_LOG_RECOMPILES is set."""
+    if log_recompiles():
+        log.warning("jitgrad recompile: %s", why_recompiled(key))

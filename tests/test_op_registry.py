@@ -1,0 +1,69 @@
+"""Every op states its facts on its OpDef (ops/registry.py): this walks the registry and fails
+for an op the compiler cannot lower, or one that neither has a gradient rule nor says it has
+none. Adding an op is one register(...) call plus its lowering and tests."""
+import pytest
+
+import jitgrad  # noqa: F401  (registers the ops)
+from jitgrad.codegen import kernel
+from jitgrad.ops import registry
+from jitgrad.ops.registry import LOWERINGS, NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, REGISTRY, OpDef
+from jitgrad.passes import pipeline  # noqa: F401  (registers the passes' "Literal" op)
+
+
+def problems(opdef, lowered):
+    """What is missing from ``opdef``; ``lowered``: the op types codegen has an emitter for."""
+    out = []
+    if opdef.grad is None and opdef.no_gradient not in (NOT_DIFFERENTIABLE, NO_GRADIENT_RULE):
+        out.append("no gradient rule and no grad=NOT_DIFFERENTIABLE / NO_GRADIENT_RULE mark")
+    if opdef.grad is not None and opdef.no_gradient is not None:
+        out.append("both a gradient rule and a no-gradient mark")
+    if opdef.lowering == "codegen" and opdef.name not in lowered:
+        out.append("lowering='codegen' but codegen/lower_*.py has no emitter for it")
+    if opdef.lowering != "codegen" and opdef.name in lowered:
+        out.append(f"lowering={opdef.lowering!r} but codegen has an emitter for it")
+    if opdef.lowering == "none" and not (opdef.identity or opdef.name == "NoOp"):
+        out.append("lowering='none' but nothing removes it before codegen (identity=True or NoOp)")
+    if opdef.reshape and opdef.lowering != "codegen":
+        out.append("reshape=True ops are aliased by codegen")
+    if opdef.full_reduce not in (None, "sum", "mean", "max", "min", "prod"):
+        out.append(f"unknown full_reduce {opdef.full_reduce!r}")
+    if not (isinstance(opdef.cost, int) and opdef.cost >= 1):
+        out.append(f"cost must be a positive int, got {opdef.cost!r}")
+    return out
+
+
+def _lowered():
+    elementwise, layout, materialise, alias, _ = kernel.tables()
+    return set(elementwise) | set(layout) | set(materialise) | set(alias)
+
+
+def test_every_op_has_a_lowering_and_a_gradient_rule_or_a_mark():
+    lowered = _lowered()
+    bad = {name: problems(opdef, lowered) for name, opdef in REGISTRY.items()}
+    bad = {name: p for name, p in bad.items() if p}
+    assert not bad, "\n".join(f"{name}: {'; '.join(p)}" for name, p in sorted(bad.items()))
+    # codegen's aliasing is exactly the ops that say reshape=True
+    assert set(kernel.tables()[3]) == registry.ops_with("reshape")
+
+
+def test_the_walk_can_fail():
+    """The checks above catch an op registered without its facts."""
+    bare = OpDef("Bare", infer=None, kernel=None)
+    assert len(problems(bare, set())) == 2          # no gradient story, no emitter
+    assert problems(OpDef("Bare", None, None, grad=NOT_DIFFERENTIABLE, lowering="argument"), set()) == []
+    with pytest.raises(ValueError):
+        OpDef("Bare", None, None, lowering="somewhere")
+    assert "interpreter" in LOWERINGS
+
+
+def test_not_differentiable_and_no_gradient_rule_behave_as_tf():
+    """NOT_DIFFERENTIABLE: gradients stop (None); NO_GRADIENT_RULE: LookupError, as TF for an op
+    with no registered gradient (reduce_prod's helper: a second derivative through it)."""
+    import jitgrad as tf
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.5, 2.0])
+        assert tf.gradients(tf.reduce_sum(tf.floor(x)), x) == [None]
+        (gp,) = tf.gradients(tf.reduce_prod(x), x)
+        with pytest.raises(LookupError):
+            tf.gradients(gp, x)
