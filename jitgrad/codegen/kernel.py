@@ -65,10 +65,14 @@ OP_WEIGHT.update({o: 4 for o in ("Sqrt", "Rsqrt", "RealDiv", "Reciprocal", "Sqrt
 ERR_INT_DIV_ZERO = 1
 ERR_GATHER_RANGE = 2
 ERR_NEG_POW = 3
+ERR_STACK_ALLOC = 4
+ERR_STACK_ROWS = 5
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
     ERR_NEG_POW: "Integers to negative integer powers are not allowed",
+    ERR_STACK_ALLOC: "out of memory for a while_loop's per-iteration stack",
+    ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
 }
 
 
@@ -102,7 +106,7 @@ def strides_of(shape):
     st, acc = [], 1
     for d in reversed(shape):
         st.append(acc)
-        acc *= max(d, 1)
+        acc *= max(d or 1, 1)   # None: a dynamic stack (lower_control.py), never indexed
     return tuple(reversed(st))
 
 
@@ -115,15 +119,16 @@ class Buffer:
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan
+    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
     mat.update(lower_reduction.MATERIALISE)
     mat.update(lower_matmul.MATERIALISE)
     mat.update(lower_scan.MATERIALISE)
+    mat.update(lower_control.MATERIALISE)
     needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan):
+    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))
     return elem, layout, mat, lower_layout.ALIAS, needs
 
@@ -173,6 +178,7 @@ class KernelBuilder:
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
+        self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
 
     # ------------------------------------------------------------ small IR helpers
     def shape(self, v):
@@ -978,7 +984,10 @@ class KernelBuilder:
     # ------------------------------------------------------------ build
     def build(self):
         tables()
-        self._build(allow_parallel=True)
+        from .lower_control import check
+        check(self.p)
+        # control-flow regions run on one thread (their bodies are called in a loop)
+        self._build(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
             # runtime checks write the status word: keep such kernels single-threaded
             self.__init__(self.p, self.name, self._dl, self._triple)
@@ -1084,7 +1093,9 @@ class KernelBuilder:
         intervals = []
         for v in scratch_vals:
             shape, dt = nodes[v.node].outputs[v.index]
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.size
+            nbytes = _value_bytes(shape, dt)
+            if nbytes is None:   # a dynamic stack's descriptor: freed when the kernel returns
+                nbytes, last_use[v] = 24, N
             intervals.append((born[v], last_use[v], nbytes, ("val", v)))
         for pos, sizes in self._temps_needed.items():
             for k, nb in enumerate(sizes):
@@ -1177,7 +1188,7 @@ class KernelBuilder:
             off = offsets[("val", v)]
             ptr = b.bitcast(b.gep(self.arena, [c64(off)]), mem_type(dt).as_pointer())
             self.buffer_report.append((f"node {v.node} ({nodes[v.node].op}) {list(shape)} {dt.name}",
-                                       int(np.prod(shape, dtype=np.int64)) * dt.size,
+                                       _value_bytes(shape, dt) or 24,
                                        f"scratch+{off} live [{born[v]},{last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
@@ -1267,6 +1278,8 @@ class KernelBuilder:
                     ops = []
                     self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
                     self.emit_nest(out_bufs[s], self.input_gen(v))
+        for hook in self.finish_hooks:
+            hook()
         b.ret_void()
         self.entry_b.branch(body)
         if self.parallel:
@@ -1306,6 +1319,13 @@ class KernelBuilder:
 @contextmanager
 def _nullctx():
     yield
+
+
+def _value_bytes(shape, dt):
+    """Bytes of a value's buffer; None for a dynamic stack (a None dim)."""
+    if any(d is None for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * dt.size
 
 
 def _val(i, j):

@@ -1,0 +1,176 @@
+"""Control-flow regions in the compiler IR.
+
+``region_node`` (called by ir.from_graph) specialises an If / While op of the
+graph to the run's concrete shapes: each branch / cond / body Func becomes a
+sub-Program (its inputs are the sub-Program's args, in order; constants inside
+are baked in as Literals). A region that cannot have static shapes (a loop
+variable whose shape changes between iterations, a branch whose output shape
+depends on the branch taken, a variable or random op inside) keeps its graph
+Funcs: the interpreter runs it and the code generator declines it.
+
+``regions`` is the pass that makes the pipeline understand them:
+  * an If whose predicate is known at compile time is replaced by the taken
+    branch, inlined;
+  * every sub-Program is optimised by the whole pipeline (DCE, CSE, folding
+    inside bodies; each iteration is one call of the body, so CSE never merges
+    values across iterations);
+  * stacked per-iteration outputs of a While that nothing reads are dropped
+    from its body (a forward loop whose gradient was built but is not fetched
+    saves nothing).
+"""
+import numpy as np
+
+from .ir import Node, Program, Value, from_graph
+from .util import Builder, known_scalar, literal_attrs
+
+
+class _Dynamic(Exception):
+    """The region cannot be specialised to static shapes."""
+
+
+def _stub(shape, dtype):
+    return np.broadcast_to(np.zeros((), dtype.np), tuple(shape))
+
+
+def sub_program(func, shapes):
+    """The Program of a graph Func for concrete input shapes."""
+    from .prune import prune
+    from ..func_graph import Func
+    if not isinstance(func, Func):
+        raise _Dynamic("region already specialised")
+    if any(s is None or any(d is None for d in s) for s in shapes):
+        raise _Dynamic("an input of the region has no static shape")
+    fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
+    ops = prune(list(func.outputs), {id(ph) for ph in func.inputs})
+
+    def no_vars(attrs):
+        raise _Dynamic("a variable inside a region")
+    prog = from_graph(ops, list(func.outputs), fed, no_vars)
+    n_in = len(func.inputs)
+    nodes = []
+    for n in prog.nodes:
+        if n.op == "Arg" and n.attrs["arg"] >= n_in:
+            a = prog.args[n.attrs["arg"]]
+            if a.kind != "const":
+                raise _Dynamic(f"a {a.kind} value inside a region")
+            n = Node("Literal", (), literal_attrs(a.value), n.outputs, n.name)
+        nodes.append(n)
+    return Program(nodes, prog.args[:n_in], prog.outputs)
+
+
+def _out_shapes(prog):
+    return [prog.shape(v) for v in prog.outputs]
+
+
+def region_node(op, in_shapes, in_dtypes):
+    """(attrs, output specs) of an If / While node for concrete input shapes."""
+    from ..ops.registry import REGISTRY
+    a = op.attrs
+    try:
+        if op.type == "If":
+            caps = in_shapes[1:]
+            then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
+            st, se = _out_shapes(then), _out_shapes(els)
+            if st != se:
+                raise _Dynamic("the branches' output shapes differ")
+            attrs = dict(a, then_branch=then, else_branch=els,
+                         out_specs=[(tuple(s), t.dtype) for s, t in zip(st, op.outputs)])
+        else:
+            n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
+            vs, cs = in_shapes[:n], in_shapes[n:n + c]
+            xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
+            body = sub_program(a["body"], vs + cs + xs)
+            outs = _out_shapes(body)
+            if [tuple(s) for s in outs[:n]] != [tuple(s) for s in vs]:
+                raise _Dynamic("a loop variable changes shape")
+            cond = sub_program(a["cond"], vs + cs) if a["cond"] is not None else None
+            count = a.get("static_count")
+            if a["limit"] == "count" and count is None:
+                # a counted loop runs once per row of its sliced inputs (checked at run time)
+                count = next((s[0] for s in in_shapes[n + c:n + c + nx] if s and s[0] is not None), None)
+            attrs = dict(a, body=body, cond=cond, static_count=count,
+                         var_specs=[(tuple(s), dt) for s, dt in zip(vs, in_dtypes[:n])],
+                         y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
+    except _Dynamic:
+        attrs = dict(a)
+    try:
+        specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
+    except (ValueError, TypeError) as e:
+        from ..errors import InvalidArgumentError
+        raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+    return attrs, tuple((None if s is None else tuple(s), d) for s, d in specs)
+
+
+# ---------------------------------------------------------------- the pass
+def _inline(b, sub, inputs):
+    """Emits sub-Program ``sub`` into Builder ``b`` on ``inputs``; its outputs."""
+    m = {}
+    for j, sn in enumerate(sub.nodes):
+        if sn.op == "Arg":
+            m[(j, 0)] = inputs[sn.attrs["arg"]]
+            continue
+        k = b.emit(sn.op, [m[(v.node, v.index)] for v in sn.inputs], dict(sn.attrs), sn.outputs, sn.name)
+        for o in range(len(sn.outputs)):
+            m[(j, o)] = Value(k, o)
+    return [m[(v.node, v.index)] for v in sub.outputs]
+
+
+def _optimised(sub):
+    if sub is None or not isinstance(sub, Program):
+        return sub
+    if getattr(sub, "_optimised", False):
+        return sub
+    from .pipeline import run
+    out = run(Program(sub.nodes, sub.args, sub.outputs))
+    out.stats = []
+    out._optimised = True
+    return out
+
+
+def _used(program):
+    used = set()
+    for n in program.nodes:
+        used.update(n.inputs)
+    used.update(v for v in program.outputs if v is not None)
+    used.update(v for _, v in program.var_writes)
+    return used
+
+
+def regions(program):
+    if not any(n.op in ("If", "While") for n in program.nodes):
+        return program
+    b = Builder(program)
+    used = _used(program)
+    stats = {"inlined": 0, "dropped_stacks": 0}
+    for i, n in enumerate(program.nodes):
+        a = n.attrs
+        if n.op == "If" and isinstance(a["then_branch"], Program):
+            pred = known_scalar(b.nodes, program.args, b.get(n.inputs[0]))
+            if pred is not None:
+                outs = _inline(b, a["then_branch"] if bool(pred) else a["else_branch"],
+                               [b.get(v) for v in n.inputs[1:]])
+                for k, v in enumerate(outs):
+                    b.map[Value(i, k)] = v
+                stats["inlined"] += 1
+                continue
+            attrs = dict(a, then_branch=_optimised(a["then_branch"]), else_branch=_optimised(a["else_branch"]))
+            outputs = n.outputs
+            keep = list(range(len(n.outputs)))
+        elif n.op == "While" and isinstance(a["body"], Program):
+            nv, ny = a["n_vars"], a["n_ys"]
+            keep_y = [j for j in range(ny) if Value(i, nv + 1 + j) in used]
+            body = a["body"]
+            if len(keep_y) < ny:
+                body = Program(body.nodes, body.args, body.outputs[:nv] + [body.outputs[nv + j] for j in keep_y])
+                stats["dropped_stacks"] += ny - len(keep_y)
+            attrs = dict(a, body=_optimised(body), cond=_optimised(a["cond"]), n_ys=len(keep_y),
+                         y_specs=[a["y_specs"][j] for j in keep_y])
+            keep = list(range(nv + 1)) + [nv + 1 + j for j in keep_y]
+            outputs = tuple(n.outputs[k] for k in keep)
+        else:
+            b.copy(i)
+            continue
+        j = b.emit(n.op, [b.get(v) for v in n.inputs], attrs, outputs, n.name)
+        for new, old in enumerate(keep):
+            b.map[Value(i, old)] = Value(j, new)
+    return b.finish("regions", stats)
