@@ -179,6 +179,8 @@ class KernelBuilder:
         self.tid, self.nthreads = c64(0), c64(1)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
+        self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
+        self.is_region = False     # a branch / loop body compiled into its parent kernel
 
     # ------------------------------------------------------------ small IR helpers
     def shape(self, v):
@@ -1127,6 +1129,9 @@ class KernelBuilder:
                 n_ctr += 1 if g["shape"] is not None else 2
         self._counters = (arena, n_ctr)
         arena += 64 * n_ctr
+        # words that keep their value from call to call (loop stacks' memory, lower_control.py)
+        self.persistent_base = arena
+        arena += 8 * self.persistent_words
         self.arena_bytes = arena
         self._temp_offsets = {}
         for key, off in offsets.items():
@@ -1303,6 +1308,7 @@ class KernelBuilder:
             "parallel": bool(self.parallel),
             "threads": self.par_slots,
             "parallel_nests": n_par,
+            "persistent": [self.persistent_base, self.persistent_words],
         }
         return self.module
 

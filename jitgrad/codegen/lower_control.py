@@ -52,6 +52,7 @@ class Region:
             raise Unsupported("a control-flow region without static shapes")
         sub = KernelBuilder(program, f"{kb.name}_{tag}", kb._dl, kb._triple)
         sub.module = kb.module
+        sub.is_region = True
         sub._build(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
@@ -154,11 +155,33 @@ def _field(kb, d, k):
     return kb.b.gep(d, [c64(k)])
 
 
-def _stack_init(kb, d):
+def _stack_init(kb, d, keep):
+    """An empty stack. keep: None (memory freed when the kernel returns) or
+    the arena word index of the kernel's persistent {pointer, capacity} pair
+    (codegen/persistent.py) it starts from and hands back (``_stack_keep``)."""
     b = kb.b
-    for k in range(DESC_WORDS):
-        b.store(c64(0), _field(kb, d, k))
-    kb.finish_hooks.append(lambda: _stack_free(kb, d))
+    b.store(c64(0), _field(kb, d, 1))
+    if keep is None:
+        b.store(c64(0), _field(kb, d, 0))
+        b.store(c64(0), _field(kb, d, 2))
+        kb.finish_hooks.append(lambda: _stack_free(kb, d))
+        return
+    pk = _persistent(kb, keep)
+    b.store(b.load(pk), _field(kb, d, 0))
+    b.store(b.load(b.gep(pk, [c64(1)])), _field(kb, d, 2))
+
+
+def _persistent(kb, word):
+    b = kb.b
+    return b.bitcast(b.gep(kb.arena, [c64(kb.persistent_base + 8 * word)]), I64.as_pointer())
+
+
+def _stack_keep(kb, d, keep):
+    if keep is not None:
+        b = kb.b
+        pk = _persistent(kb, keep)
+        b.store(b.load(_field(kb, d, 0)), pk)
+        b.store(b.load(_field(kb, d, 2)), b.gep(pk, [c64(1)]))
 
 
 def _stack_free(kb, d):
@@ -198,6 +221,19 @@ def _row_ptr(kb, base, k, row_bytes):
 
 
 # ---------------------------------------------------------------- While
+def _keep_words(kb, node):
+    """Per stacked output: the persistent word pair its memory is kept in
+    (top-level kernels; a region's stacks are freed when it returns)."""
+    keep = []
+    for shape, _ in node.outputs[node.attrs["n_vars"] + 1:]:
+        if is_dynamic(shape) and not kb.is_region:
+            keep.append(kb.persistent_words)
+            kb.persistent_words += 2
+        else:
+            keep.append(None)
+    return keep
+
+
 def _fail_if(kb, bad, failed):
     """A sliced input / stacked output without one row per iteration: error, no iterations."""
     kb.set_error(bad, ERR_STACK_ROWS)
@@ -211,9 +247,10 @@ def lower_while(kb, node, outs, dry):
     var_specs = [node.outputs[k] for k in range(n)]
     if any(is_dynamic(s) for s, _ in var_specs):
         raise Unsupported("a loop variable of unknown shape")
-    body, cond = _regions_of(kb, pos, lambda: (
+    body, cond, keep = _regions_of(kb, pos, lambda: (
         Region(kb, a["body"], f"r{pos}_body"),
-        Region(kb, a["cond"], f"r{pos}_cond") if a["cond"] is not None else None))
+        Region(kb, a["cond"], f"r{pos}_cond") if a["cond"] is not None else None,
+        _keep_words(kb, node)))
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, dt in var_specs]
     nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, dt in var_specs]
     arena, status = _region_temps(kb, (body, cond))
@@ -224,6 +261,13 @@ def lower_while(kb, node, outs, dry):
     ins = node.inputs
     for k in range(n):
         _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
+    # the two buffers of each loop variable swap roles every iteration (no copy)
+    cur_p, nxt_p = [], []
+    for k in range(n):
+        for bufs, acc in ((cur, cur_p), (nxt, nxt_p)):
+            slot = kb.alloca(I8P)
+            b.store(b.bitcast(bufs[k].ptr, I8P), slot)
+            acc.append(slot)
     caps = [kb.buffers[v].ptr for v in ins[n:n + c]]
     xs = ins[n + c:n + c + nx]
     limit = _load_i64(kb, kb.buffers[ins[-1]]) if a["limit"] is not None else None
@@ -263,15 +307,15 @@ def lower_while(kb, node, outs, dry):
         row = _nbytes(row_shape, dt)
         if is_dynamic(shape):
             d = _desc(kb, ob)
-            _stack_init(kb, d)
+            _stack_init(kb, d, keep[j])
             if counted:   # every row is written: reserve them all now
                 with b.if_then(b.not_(b.load(failed))):
                     b.store(b.or_(b.load(failed), _stack_reserve(kb, d, limit, row)), failed)
-            y_info.append(("dyn", d, row))
+            y_info.append(("dyn", d, row, keep[j]))
         else:
             if counted and shape[0] is not None:
                 _fail_if(kb, b.icmp_signed("!=", c64(shape[0]), limit), failed)
-            y_info.append(("static", ob.ptr, row))
+            y_info.append(("static", ob.ptr, row, None))
 
     head = kb.fn.append_basic_block("while.head")
     step = kb.fn.append_basic_block("while.body")
@@ -286,7 +330,7 @@ def lower_while(kb, node, outs, dry):
     b.cbranch(go, check, done)
     b.position_at_end(check)
     if cond is not None:
-        cond.call(kb, [p.ptr for p in cur] + caps, [pred.ptr], arena.ptr, status.ptr)
+        cond.call(kb, [b.load(p) for p in cur_p] + caps, [pred.ptr], arena.ptr, status.ptr)
         bad = _propagate_status(kb, status)
         p = b.load(b.bitcast(pred.ptr, I8P))
         b.cbranch(b.and_(b.not_(bad), b.icmp_unsigned("!=", p, ir.Constant(I8, 0))), step, done)
@@ -297,7 +341,7 @@ def lower_while(kb, node, outs, dry):
     slices = [_row_ptr(kb, base, k, row) for base, row in zip(x_base, x_row)]
     y_ptrs = []
     stop = ir.Constant(I1, 0)
-    for kind, ref, row in y_info:
+    for kind, ref, row, _ in y_info:
         if kind == "static":
             y_ptrs.append(_row_ptr(kb, ref, k, row))
             continue
@@ -307,24 +351,28 @@ def lower_while(kb, node, outs, dry):
     grow_ok = kb.fn.append_basic_block("while.call")
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
-    body.call(kb, [p.ptr for p in cur] + caps + slices, [p.ptr for p in nxt] + y_ptrs, arena.ptr, status.ptr)
+    body.call(kb, [b.load(p) for p in cur_p] + caps + slices, [b.load(p) for p in nxt_p] + y_ptrs, arena.ptr,
+              status.ptr)
     bad = _propagate_status(kb, status)
     latch = kb.fn.append_basic_block("while.latch")
     b.cbranch(bad, done, latch)
     b.position_at_end(latch)
-    for k_ in range(n):
-        _copy(kb, cur[k_].ptr, nxt[k_].ptr, *var_specs[k_])
+    for cp, np_ in zip(cur_p, nxt_p):
+        c_, n_ = b.load(cp), b.load(np_)
+        b.store(n_, cp)
+        b.store(c_, np_)
     b.store(b.add(i, c64(1)), i_ptr)
     b.branch(head)
     b.position_at_end(done)
 
     trips = b.load(i_ptr)
     for k_ in range(n):
-        _copy(kb, outs[k_].ptr, cur[k_].ptr, *var_specs[k_])
+        _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
-    for kind, ref, row in y_info:
+    for kind, ref, row, kw in y_info:
         if kind == "dyn":
             b.store(limit if counted else trips, _field(kb, ref, 1))
+            _stack_keep(kb, ref, kw)
 
 
 MATERIALISE = {"If": lower_if, "While": lower_while}
