@@ -91,12 +91,15 @@ def as_output(fg, x, dtype=None):
         return convert_to_tensor(x, dtype=dtype)
 
 
-def replay(func, inputs):
+def replay(func, inputs, substitute=None):
     """Re-creates ``func``'s computation in the default graph on ``inputs``;
     returns its outputs there. Outer tensors it captured are captured again
-    by the graph being built (or used directly when it is their graph)."""
+    by the graph being built (or used directly when it is their graph).
+    substitute: {id(tensor of func's graph): tensor to use instead} -- what
+    only computes a substituted tensor is not re-created."""
     from .passes.prune import prune
-    mapping = {id(ph): t for ph, t in zip(func.inputs, inputs)}
+    mapping = dict(substitute or {})
+    mapping.update({id(ph): t for ph, t in zip(func.inputs, inputs)})
     for op in prune(func.outputs, set(mapping)):
         if op.outputs and all(id(t) in mapping for t in op.outputs):
             continue

@@ -106,7 +106,7 @@ def test_dce_inside_bodies_and_unread_stacks_are_dropped():
     # with the gradient fetched, the forward loop saves its variables
     p = _final_program(sess, [loss, gW], feed)
     fwd = [nd for nd in p.nodes if nd.op == "While" and nd.attrs["cond"] is not None]
-    assert fwd and fwd[0].attrs["n_ys"] == 2
+    assert fwd and fwd[0].attrs["n_ys"] == 2   # h at the start and at the end of each iteration (not t)
     np.testing.assert_allclose(sess.run(z, feed), np.full((8, 1), 16.0))
 
 

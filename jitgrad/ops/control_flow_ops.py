@@ -188,20 +188,23 @@ def _while_kernel(attrs, *ins):
 
 
 def _ensure_saved(op):
-    """Gives a forward While op its loop variables at the start of every
-    iteration as extra stacked outputs (once), as while_v2 adds accumulators."""
+    """Gives a forward While op, once, extra stacked outputs: its loop
+    variables at the start and at the end of every iteration, as while_v2
+    adds accumulators. The backward body recomputes the forward body from the
+    first; the second replace what the body outputs (a tanh's result, say),
+    so that what only computes them is not recomputed."""
     a = op.attrs
     if "saved_at" in a:
         return
     n = a["n_vars"]
     body = a["body"]
     at = a["n_ys"]
-    y_specs = list(a["y_specs"]) + list(a["var_specs"][:n])
-    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n]), n_ys=at + n, y_specs=y_specs,
-                    saved_at=at)
+    specs = list(a["var_specs"][:n])
+    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n] + body.outputs[:n]), n_ys=at + 2 * n,
+                    y_specs=list(a["y_specs"]) + specs + specs, saved_at=at)
     count = a.get("static_count")
     extra = []
-    for k, (dims, dt) in enumerate(a["var_specs"][:n]):
+    for k, (dims, dt) in enumerate(specs + specs):
         extra.append(Tensor(op, len(op.outputs) + k, dt, None if dims is None else (count,) + tuple(dims)))
     op.outputs = op.outputs + tuple(extra)
 
@@ -226,28 +229,44 @@ def _while_grad(op, *grads):
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
         return res
+    nv, ncap, ngy = len(fv), len(fc), len(gy)
     init = [g_final[k] if g_final[k] is not None else zeros_like(outs[k]) for k in fv]
     init += [zeros_like(caps[k]) for k in fc]
     var_specs = [a["var_specs"][k] for k in fv] + [(caps[k].shape.dims, caps[k].dtype) for k in fc]
     at = a["saved_at"]
-    saved = list(ys_out[at:at + n])
-    bwd_xs = saved + [g_ys[j] for j in gy] + list(xs)
-    x_specs = list(a["var_specs"][:n]) + [a["y_specs"][j] for j in gy]
-    x_specs += [(None if x.shape.dims is None else x.shape.dims[1:], x.dtype) for x in xs]
+    saved_in, saved_out = list(ys_out[at:at + n]), list(ys_out[at + n:at + 2 * n])
+    x_row_specs = [(None if x.shape.dims is None else x.shape.dims[1:], x.dtype) for x in xs]
+    gy_specs = [a["y_specs"][j] for j in gy]
     body = a["body"]
 
-    def bwd_body(gvars, sl):
+    # The gradient of one iteration, traced once on placeholders: (v_i, gradients
+    # of the body's outputs, x rows) -> (gradients of v_i, of the captures, of the rows).
+    def one_step(*p):
         fg = context.get_default_graph()
-        v_i, gy_i, x_i = sl[:n], sl[n:n + len(gy)], sl[n + len(gy):]
+        v_i, g_v, g_c, gy_i, x_i = (p[:n], p[n:n + nv], p[n + nv:n + nv + ncap],
+                                    p[n + nv + ncap:n + nv + ncap + ngy], p[n + nv + ncap + ngy:])
         cap_in = [fg.capture(t) for t in caps]
         r = replay(body, list(v_i) + cap_in + list(x_i))
         new_v, y = r[:n], r[n:]
         srcs = [v_i[k] for k in fv] + [cap_in[k] for k in fc] + [x_i[k] for k in fx]
         gs = gradients([new_v[k] for k in fv] + [y[j] for j in gy], srcs,
-                       grad_ys=list(gvars[:len(fv)]) + list(gy_i), unconnected_gradients="zero")
-        nv, ncap = len(fv), len(fc)
-        acc = [s + g for s, g in zip(gvars[nv:], gs[nv:nv + ncap])]
-        return list(gs[:nv]) + acc, list(gs[nv + ncap:])
+                       grad_ys=list(g_v) + list(gy_i), unconnected_gradients="zero")
+        acc = [s + g for s, g in zip(g_c, gs[nv:nv + ncap])]
+        return list(gs[:nv]) + acc + list(gs[nv + ncap:]), new_v
+
+    step_specs = list(a["var_specs"][:n]) + var_specs + gy_specs + x_row_specs
+    fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
+    step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
+    step_caps = [outer for outer, _ in fg1.captures]
+    bwd_xs = saved_in + saved_out + [g_ys[j] for j in gy] + list(xs)
+    x_specs = list(a["var_specs"][:n]) * 2 + gy_specs + x_row_specs
+
+    def bwd_body(gvars, sl):
+        v_i, v_next, gy_i, x_i = sl[:n], sl[n:2 * n], sl[2 * n:2 * n + ngy], sl[2 * n + ngy:]
+        # the body's outputs come from the forward loop's stacks, not recomputed
+        sub = {id(t): s for t, s in zip(new_v, v_next) if t.op.type != "Placeholder"}
+        r = replay(step, list(v_i) + list(gvars) + list(gy_i) + list(x_i) + step_caps, substitute=sub)
+        return r[:nv + ncap], r[nv + ncap:]
 
     out = _make_while(init, var_specs, None, bwd_body, bwd_xs, x_specs, "count", outs[n],
                       reverse=not a["reverse"], static_count=a.get("static_count"), name="While_grad")
@@ -255,7 +274,7 @@ def _while_grad(op, *grads):
     for i, k in enumerate(fv):
         res[k] = final[i]
     for i, k in enumerate(fc):
-        res[n + k] = final[len(fv) + i]
+        res[n + k] = final[nv + i]
     for i, k in enumerate(fx):
         res[n + c + k] = stacks[i]
     return res

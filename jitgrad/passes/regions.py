@@ -16,12 +16,13 @@ Funcs: the interpreter runs it and the code generator declines it.
     values across iterations);
   * stacked per-iteration outputs of a While that nothing reads are dropped
     from its body (a forward loop whose gradient was built but is not fetched
-    saves nothing).
+    saves nothing), and inputs a region no longer reads are dropped from it
+    (so the stacks that fed them are unread in the next round).
 """
 import numpy as np
 
 from .ir import Node, Program, Value, from_graph
-from .util import Builder, known_scalar, literal_attrs
+from .util import Builder, clean, known_scalar, literal_attrs
 
 
 class _Dynamic(Exception):
@@ -136,12 +137,62 @@ def _used(program):
     return used
 
 
+def _args_read(sub):
+    read = set()
+    for nd in sub.nodes:
+        for v in nd.inputs:
+            if sub.nodes[v.node].op == "Arg":
+                read.add(sub.nodes[v.node].attrs["arg"])
+    for v in sub.outputs:
+        if sub.nodes[v.node].op == "Arg":
+            read.add(sub.nodes[v.node].attrs["arg"])
+    return read
+
+
+def _keep_args(sub, keep):
+    """sub with only the args in ``keep`` (old indices, in order), renumbered."""
+    if sub is None:
+        return None
+    new_index = {old: i for i, old in enumerate(keep)}
+    order = [i for i, nd in enumerate(sub.nodes) if nd.op != "Arg" or nd.attrs["arg"] in new_index]
+    p = clean(sub, order)
+    nodes = [Node("Arg", (), {"arg": new_index[nd.attrs["arg"]]}, nd.outputs, nd.name) if nd.op == "Arg" else nd
+             for nd in p.nodes]
+    out = Program(nodes, [sub.args[k] for k in keep], p.outputs)
+    out._optimised = True
+    return out
+
+
+def _drop_unread_inputs(n, attrs, stats):
+    """(attrs, kept input positions) of a region node without the inputs
+    none of its sub-Programs reads."""
+    if n.op == "If":
+        read = _args_read(attrs["then_branch"]) | _args_read(attrs["else_branch"])
+        keep = [k for k in range(len(n.inputs) - 1) if k in read]
+        if len(keep) == len(n.inputs) - 1:
+            return attrs, list(range(len(n.inputs)))
+        stats["dropped_inputs"] += len(n.inputs) - 1 - len(keep)
+        return (dict(attrs, then_branch=_keep_args(attrs["then_branch"], keep),
+                     else_branch=_keep_args(attrs["else_branch"], keep)), [0] + [k + 1 for k in keep])
+    nv, c, nx = attrs["n_vars"], attrs["n_caps"], attrs["n_xs"]
+    read = _args_read(attrs["body"]) | (_args_read(attrs["cond"]) if attrs["cond"] is not None else set())
+    caps = [k for k in range(nv, nv + c) if k in read]
+    xs = [k for k in range(nv + c, nv + c + nx) if k in read]
+    if len(caps) == c and len(xs) == nx:
+        return attrs, list(range(len(n.inputs)))
+    stats["dropped_inputs"] += c + nx - len(caps) - len(xs)
+    keep = list(range(nv)) + caps + xs
+    attrs = dict(attrs, body=_keep_args(attrs["body"], keep), cond=_keep_args(attrs["cond"], list(range(nv)) + caps),
+                 n_caps=len(caps), n_xs=len(xs))
+    return attrs, keep + list(range(nv + c + nx, len(n.inputs)))
+
+
 def regions(program):
     if not any(n.op in ("If", "While") for n in program.nodes):
         return program
     b = Builder(program)
     used = _used(program)
-    stats = {"inlined": 0, "dropped_stacks": 0}
+    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_inputs": 0}
     for i, n in enumerate(program.nodes):
         a = n.attrs
         if n.op == "If" and isinstance(a["then_branch"], Program):
@@ -170,7 +221,8 @@ def regions(program):
         else:
             b.copy(i)
             continue
-        j = b.emit(n.op, [b.get(v) for v in n.inputs], attrs, outputs, n.name)
+        attrs, inputs = _drop_unread_inputs(n, attrs, stats)
+        j = b.emit(n.op, [b.get(n.inputs[k]) for k in inputs], attrs, outputs, n.name)
         for new, old in enumerate(keep):
             b.map[Value(i, old)] = Value(j, new)
     return b.finish("regions", stats)
