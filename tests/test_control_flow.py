@@ -307,3 +307,9 @@ def test_loop_reads_a_variable(graph):
     sess = tf.compat.v1.Session(graph=graph)
     sess.run(tf.compat.v1.global_variables_initializer())
     np.testing.assert_allclose(sess.run([y, g]), [8.0, 12.0])
+
+
+def test_assigning_a_variable_inside_a_body_is_refused(graph):
+    v = tf.Variable(1.0)
+    with pytest.raises(NotImplementedError):
+        tf.while_loop(lambda k: k < 3, lambda k: (v.assign_add(1.0), k + 1)[1], [0])

@@ -66,3 +66,18 @@ def test_function_traces_loops_into_the_graph_and_differentiates():
     with tf.GradientTape() as t:
         r = f(a, tf.constant(8))
     np.testing.assert_allclose(float(t.gradient(r, a)), 8 * 2.0 ** 7 / 100.0, rtol=1e-6)
+
+
+def test_function_reads_an_eager_variable_inside_a_loop_body():
+    v = tf.Variable(2.0)
+
+    @tf.function
+    def f(n):
+        _, r = tf.while_loop(lambda k, r: k < n, lambda k, r: (k + 1, r * v), [0, 1.0])
+        return r
+    assert float(f(tf.constant(3))) == 8.0
+    with tf.GradientTape() as t:
+        r = f(tf.constant(3))
+    assert float(t.gradient(r, v)) == 12.0     # 3 v^2
+    v.assign(3.0)
+    assert float(f(tf.constant(2))) == 9.0     # the variable is read at run time, not baked in

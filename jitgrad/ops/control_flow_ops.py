@@ -116,8 +116,13 @@ def _trace_branch(name, fn):
 
 
 def _union_captures(graphs):
+    """The outer tensors the traced graphs use, in first-use order."""
     caps, seen = [], set()
     for fg in graphs:
+        for op in fg.get_operations():
+            if op.type in ("Assign", "AssignAdd", "AssignSub"):
+                raise NotImplementedError(f"{op.type} ({op.name}) inside tf.cond / tf.while_loop: assigning a "
+                                          f"variable in a branch or loop body is not supported in graph mode")
         for outer, _ in fg.captures:
             if id(outer) not in seen:
                 seen.add(id(outer))
