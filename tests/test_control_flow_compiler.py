@@ -141,3 +141,24 @@ def test_identical_bodies_in_different_graphs_share_a_kernel():
         outs.append(_session(g).run(y, {x: [0.5, 1.0], n: 3}))
     assert tf.cache_info()["compiles"] - before == 1
     np.testing.assert_allclose(outs[0], np.sin(np.sin(np.sin(np.array([0.5, 1.0], np.float32)))), rtol=1e-6)
+
+
+def test_outer_product_matmul_is_elementwise_and_bit_identical_to_numpy():
+    # the gradient of a matvec wrt its matrix is an outer product (inner dimension 1):
+    # simplify makes it an elementwise col * row + 0.0 that fuses with its consumer
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [5, 1])
+        c = tf.compat.v1.placeholder(tf.float32, [4, 1])
+        y = tf.matmul(a, c, transpose_b=True)
+        y2 = tf.matmul(tf.transpose(a), tf.transpose(c), transpose_a=True) + 1.0
+    av = np.array([[0.0], [-0.0], [np.inf], [np.nan], [1e-30]], np.float32)
+    cv = np.array([[-1.0], [0.0], [2.5], [-1e-20]], np.float32)
+    sess = _session(g)
+    p = _final_program(sess, [y, y2], {a: av, c: cv})
+    assert not any(nd.op == "MatMul" for nd in p.nodes)
+    out, out2 = sess.run([y, y2], {a: av, c: cv})
+    with np.errstate(all="ignore"):
+        exp = av @ cv.T
+    assert out.tobytes() == exp.tobytes()     # -0.0 products come out +0.0, as numpy's
+    np.testing.assert_array_equal(out2, exp + np.float32(1.0))
