@@ -110,6 +110,29 @@ def test_dce_inside_bodies_and_unread_stacks_are_dropped():
     np.testing.assert_allclose(sess.run(z, feed), np.full((8, 1), 16.0))
 
 
+def test_loop_variables_nothing_needs_are_dropped():
+    g = tf.Graph()
+    with g.as_default():
+        W = tf.compat.v1.placeholder(tf.float32, [4, 4])
+        b = tf.compat.v1.placeholder(tf.float32, [4, 1])
+        x0 = tf.compat.v1.placeholder(tf.float32, [4, 1])
+        _, xT = tf.while_loop(lambda t, h: t < 3, lambda t, h: (t + 1, tf.tanh(tf.matmul(W, h) + b)), [0, x0])
+        gW, gb = tf.gradients(tf.reduce_sum(xT), [W, b])
+    sess = _session(g)
+    feed = {W: np.eye(4, dtype=np.float32) * 0.5, b: np.ones((4, 1), np.float32), x0: np.ones((4, 1), np.float32)}
+    # the backward loop carries d/dh, d/dW and d/db; fetching only d/dW drops d/db's accumulator
+    p = _final_program(sess, [gW], feed)
+    bwd = [nd for nd in p.nodes if nd.op == "While" and nd.attrs["cond"] is None]
+    assert len(bwd) == 1 and bwd[0].attrs["n_vars"] == 2
+    assert any(st.get("dropped_vars") for name, st in p.stats if name == "regions")
+    ref = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode="interpret"))
+    np.testing.assert_allclose(sess.run(gW, feed), ref.run(gW, feed), rtol=1e-6)
+    got = sess.run([gW, gb], feed)
+    exp = ref.run([gW, gb], feed)
+    np.testing.assert_allclose(got[0], exp[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], exp[1], rtol=1e-6)
+
+
 def test_dead_code_in_a_body_is_removed():
     g = tf.Graph()
     with g.as_default():

@@ -22,6 +22,7 @@ Funcs: the interpreter runs it and the code generator declines it.
 import numpy as np
 
 from .ir import Node, Program, Value, from_graph
+from .dce import dce
 from .util import Builder, clean, known_scalar, literal_attrs
 
 
@@ -159,7 +160,7 @@ def _keep_args(sub, keep):
     nodes = [Node("Arg", (), {"arg": new_index[nd.attrs["arg"]]}, nd.outputs, nd.name) if nd.op == "Arg" else nd
              for nd in p.nodes]
     out = Program(nodes, [sub.args[k] for k in keep], p.outputs)
-    out._optimised = True
+    out._optimised = getattr(sub, "_optimised", False)
     return out
 
 
@@ -187,12 +188,44 @@ def _drop_unread_inputs(n, attrs, stats):
     return attrs, keep + list(range(nv + c + nx, len(n.inputs)))
 
 
+def _arg_deps(sub):
+    """Per output of sub: the set of arg indices it depends on."""
+    deps = []
+    for nd in sub.nodes:
+        if nd.op == "Arg":
+            deps.append({nd.attrs["arg"]})
+        else:
+            d = set()
+            for v in nd.inputs:
+                d |= deps[v.node]
+            deps.append(d)
+    return [deps[v.node] for v in sub.outputs]
+
+
+def _needed_vars(body, cond, nv, keep_y, used_vars):
+    """Loop variables that a used output, a kept stack or the condition depends on."""
+    deps = _arg_deps(body)
+    need = set(used_vars)
+    for j in keep_y:
+        need |= {k for k in deps[nv + j] if k < nv}
+    if cond is not None:
+        need |= {k for k in _arg_deps(cond)[0] if k < nv}
+    todo = list(need)
+    while todo:
+        k = todo.pop()
+        for d in deps[k]:
+            if d < nv and d not in need:
+                need.add(d)
+                todo.append(d)
+    return sorted(need)
+
+
 def regions(program):
     if not any(n.op in ("If", "While") for n in program.nodes):
         return program
     b = Builder(program)
     used = _used(program)
-    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_inputs": 0}
+    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0}
     for i, n in enumerate(program.nodes):
         a = n.attrs
         if n.op == "If" and isinstance(a["then_branch"], Program):
@@ -210,14 +243,27 @@ def regions(program):
         elif n.op == "While" and isinstance(a["body"], Program):
             nv, ny = a["n_vars"], a["n_ys"]
             keep_y = [j for j in range(ny) if Value(i, nv + 1 + j) in used]
-            body = a["body"]
-            if len(keep_y) < ny:
-                body = Program(body.nodes, body.args, body.outputs[:nv] + [body.outputs[nv + j] for j in keep_y])
+            body, cond = a["body"], a["cond"]
+            keep_v = _needed_vars(body, cond, nv, keep_y, [k for k in range(nv) if Value(i, k) in used])
+            if len(keep_y) < ny or len(keep_v) < nv:
+                body = Program(body.nodes, body.args,
+                               [body.outputs[k] for k in keep_v] + [body.outputs[nv + j] for j in keep_y])
                 stats["dropped_stacks"] += ny - len(keep_y)
-            attrs = dict(a, body=_optimised(body), cond=_optimised(a["cond"]), n_ys=len(keep_y),
-                         y_specs=[a["y_specs"][j] for j in keep_y])
-            keep = list(range(nv + 1)) + [nv + 1 + j for j in keep_y]
+            n_in = len(n.inputs)
+            inputs = list(range(n_in))
+            if len(keep_v) < nv:
+                # loop variables nothing needs (an accumulated gradient not fetched)
+                stats["dropped_vars"] += nv - len(keep_v)
+                rest = list(range(nv, len(body.args)))
+                body = _keep_args(dce(body), keep_v + rest)
+                if cond is not None:
+                    cond = _keep_args(dce(cond), keep_v + list(range(nv, len(cond.args))))
+                inputs = keep_v + list(range(nv, n_in))
+            attrs = dict(a, body=_optimised(body), cond=_optimised(cond), n_ys=len(keep_y), n_vars=len(keep_v),
+                         y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
+            keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]
             outputs = tuple(n.outputs[k] for k in keep)
+            n = Node(n.op, tuple(n.inputs[k] for k in inputs), n.attrs, n.outputs, n.name)
         else:
             b.copy(i)
             continue
