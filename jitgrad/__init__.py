@@ -185,6 +185,13 @@ def is_tensor(x):
     return _is_tensorlike(x)
 
 
+# ---- control flow: tf.cond, tf.while_loop and what is built on them (control_flow.py)
+from . import control_flow as _cf  # noqa: E402
+from .control_flow import cond, case, switch_case, while_loop, map_fn, scan, foldl, foldr  # noqa: E402,F401
+v1.cond = _cf.cond_v1
+v1.while_loop = _cf.while_loop_v1
+
+
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
 from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,

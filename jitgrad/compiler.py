@@ -136,6 +136,8 @@ class Kernel:
         self.status = np.zeros(4, np.int32)
         self.status_addr = _addr(self.status)
         self.lock = threading.Lock()
+        from .codegen.persistent import init_persistent
+        init_persistent(self)   # loop stacks' memory, kept from call to call and freed with the kernel
 
 
 def _raise_status(code):

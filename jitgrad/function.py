@@ -76,9 +76,11 @@ class _TraceContext:
 
 def _current_trace(graph=None):
     g = graph if graph is not None else context.get_default_graph()
-    for ctx in reversed(_traces):
-        if ctx.graph is g:
-            return ctx
+    while g is not None:
+        for ctx in reversed(_traces):
+            if ctx.graph is g:
+                return ctx
+        g = getattr(g, "outer_graph", None)   # a cond branch / loop body traced inside the function
     return None
 
 

@@ -34,7 +34,7 @@ def run(targets, feeds, state):
             if id(t) in feeds:
                 continue
             v = np.asarray(v)
-            if v.dtype != t.dtype.np:
+            if v.dtype != t.dtype.np and v.dtype != object:   # object: a ragged While stack
                 v = v.astype(t.dtype.np)
             values[id(t)] = v
     # A fetched tensor that was fed comes back as a fresh array (as in TF), not

@@ -44,6 +44,11 @@ except ImportError:  # pragma: no cover
     pass
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "may_fall_back: a compiled-mode control-flow test whose runs may "
+                                       "use the interpreter (tests/test_control_flow.py)")
+
+
 def pytest_addoption(parser):
     parser.addoption("--jitgrad-modes", action="store", default=None,
                      help="comma-separated Session modes for graph-mode tests (default: interpret,compiled)")

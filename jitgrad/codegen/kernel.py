@@ -60,10 +60,14 @@ FUSE_NESTS = True   # False: one loop nest per materialised value (debugging)
 ERR_INT_DIV_ZERO = 1
 ERR_GATHER_RANGE = 2
 ERR_NEG_POW = 3
+ERR_STACK_ALLOC = 4
+ERR_STACK_ROWS = 5
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
     ERR_NEG_POW: "Integers to negative integer powers are not allowed",
+    ERR_STACK_ALLOC: "out of memory for a while_loop's per-iteration stack",
+    ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
 }
 
 
@@ -97,7 +101,7 @@ def strides_of(shape):
     st, acc = [], 1
     for d in reversed(shape):
         st.append(acc)
-        acc *= max(d, 1)
+        acc *= max(d or 1, 1)   # None: a dynamic stack (lower_control.py), never indexed
     return tuple(reversed(st))
 
 
@@ -110,15 +114,16 @@ class Buffer:
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan
+    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
     mat.update(lower_reduction.MATERIALISE)
     mat.update(lower_matmul.MATERIALISE)
     mat.update(lower_scan.MATERIALISE)
+    mat.update(lower_control.MATERIALISE)
     needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan):
+    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))
     return elem, layout, mat, lower_layout.ALIAS, needs
 
@@ -170,6 +175,9 @@ class KernelBuilder:
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
         from .target import current
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
+        self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
+        self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
+        self.is_region = False     # a branch / loop body compiled into its parent kernel
 
     # ------------------------------------------------------------ small IR helpers
     def shape(self, v):
@@ -975,7 +983,10 @@ class KernelBuilder:
     # ------------------------------------------------------------ build
     def build(self):
         tables()
-        self._build(allow_parallel=True)
+        from .lower_control import check
+        check(self.p)
+        # control-flow regions run on one thread (their bodies are called in a loop)
+        self._build(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
             # runtime checks write the status word: keep such kernels single-threaded
             self.__init__(self.p, self.name, self._dl, self._triple)
@@ -1081,7 +1092,9 @@ class KernelBuilder:
         intervals = []
         for v in scratch_vals:
             shape, dt = nodes[v.node].outputs[v.index]
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.size
+            nbytes = _value_bytes(shape, dt)
+            if nbytes is None:   # a dynamic stack's descriptor: freed when the kernel returns
+                nbytes, last_use[v] = 24, N
             intervals.append((born[v], last_use[v], nbytes, ("val", v)))
         for pos, sizes in self._temps_needed.items():
             for k, nb in enumerate(sizes):
@@ -1113,6 +1126,9 @@ class KernelBuilder:
                 n_ctr += 1 if g["shape"] is not None else 2
         self._counters = (arena, n_ctr)
         arena += 64 * n_ctr
+        # words that keep their value from call to call (loop stacks' memory, lower_control.py)
+        self.persistent_base = arena
+        arena += 8 * self.persistent_words
         self.arena_bytes = arena
         self._temp_offsets = {}
         for key, off in offsets.items():
@@ -1174,7 +1190,7 @@ class KernelBuilder:
             off = offsets[("val", v)]
             ptr = b.bitcast(b.gep(self.arena, [c64(off)]), mem_type(dt).as_pointer())
             self.buffer_report.append((f"node {v.node} ({nodes[v.node].op}) {list(shape)} {dt.name}",
-                                       int(np.prod(shape, dtype=np.int64)) * dt.size,
+                                       _value_bytes(shape, dt) or 24,
                                        f"scratch+{off} live [{born[v]},{last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
@@ -1264,6 +1280,8 @@ class KernelBuilder:
                     ops = []
                     self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
                     self.emit_nest(out_bufs[s], self.input_gen(v))
+        for hook in self.finish_hooks:
+            hook()
         b.ret_void()
         self.entry_b.branch(body)
         if self.parallel:
@@ -1288,6 +1306,7 @@ class KernelBuilder:
             "threads": self.par_slots,
             "parallel_nests": n_par,
             "target": self.target.key(),   # jitgrad.codegen.target: refused where the host cannot run it
+            "persistent": [self.persistent_base, self.persistent_words],
         }
         return self.module
 
@@ -1304,6 +1323,13 @@ class KernelBuilder:
 @contextmanager
 def _nullctx():
     yield
+
+
+def _value_bytes(shape, dt):
+    """Bytes of a value's buffer; None for a dynamic stack (a None dim)."""
+    if any(d is None for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * dt.size
 
 
 def _val(i, j):

@@ -169,6 +169,12 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
         from ..graph import Tensor as _T
         _Tensor.append(_T)
     Tensor = _Tensor[0]
+    stack = getattr(context._state, "graphs", None)
+    capture = getattr(stack[-1], "capture", None) if stack else None
+    if capture is not None:
+        # building a function graph (a cond branch, a loop body): outer tensors
+        # become its inputs (func_graph.FuncGraph.capture)
+        inputs = [capture(t) if isinstance(t, Tensor) and t.graph is not stack[-1] else t for t in inputs]
     graph = None
     for t in inputs:
         if isinstance(t, Tensor):

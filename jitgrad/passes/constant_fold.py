@@ -71,7 +71,7 @@ def _fold(node, known_ins, program):
     """Known outputs of ``node`` or None. known_ins: per input a _Known, or
     "shape" for a shape-only input, or None when unknown."""
     opdef = REGISTRY.get(node.op)
-    if opdef is None or opdef.stateful or opdef.kind == "state" or node.op in _NO_FOLD:
+    if opdef is None or opdef.stateful or opdef.kind in ("state", "control") or node.op in _NO_FOLD:
         return None
     if any(k is None for k in known_ins):
         return None

@@ -76,6 +76,8 @@ class Program:
 
 def freeze(x):
     """A hashable, repr-stable form of an attr value."""
+    if isinstance(x, Program):   # a control-flow region (passes/regions.py)
+        return ("program", x.signature())
     if isinstance(x, dict):
         return tuple(sorted((k, freeze(v)) for k, v in x.items() if not k.startswith("_")))
     if isinstance(x, (list, tuple)):
@@ -191,6 +193,13 @@ def from_graph(ops, elements, fed, var_reader):
         ins = tuple(ref[id(t)] for t in op.inputs)
         in_shapes = [nodes[v.node].outputs[v.index][0] for v in ins]
         in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
+        if opdef.kind == "control":   # If / While: sub-graphs become sub-Programs (passes/regions.py)
+            from .regions import region_node
+            attrs, specs = region_node(op, in_shapes, in_dtypes)
+            nodes.append(Node(op.type, ins, attrs, specs, op.name))
+            for i, t in enumerate(op.outputs):
+                ref[id(t)] = Value(len(nodes) - 1, i)
+            continue
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
@@ -248,7 +257,8 @@ def evaluate(program, arg_values):
         with np.errstate(all="ignore"):
             outs = run_kernel(REGISTRY[n.op], ins, n.attrs)
         for j, (o, (shape, dt)) in enumerate(zip(outs, n.outputs)):
-            vals[(i, j)] = np.asarray(o).astype(dt.np, copy=False)
+            o = np.asarray(o)
+            vals[(i, j)] = o if o.dtype == object else o.astype(dt.np, copy=False)   # object: a ragged stack
     outputs = [None if v is None else vals[(v.node, v.index)] for v in program.outputs]
     writes = [(k, vals[(v.node, v.index)]) for k, v in program.var_writes]
     return outputs, writes

@@ -5,6 +5,9 @@ Order, and why:
                      sees through them (x * Identity(1) is x * 1).
   2. repeat until the signature stops changing (at most MAX_ROUNDS):
        constant_fold  fold shape-only / constant subgraphs into Literals;
+       regions        inline an If whose predicate is now known, optimise
+                      branch / loop bodies with this same pipeline, drop
+                      loop stacks nothing reads;
        simplify       algebra on the now-visible constants (x*1, pow(x,2),
                       MulNoNan(x, 1), same-shape reshapes, ...); rewrites can
                       expose new folds (pow(x, 0) -> ones) and new duplicates;
@@ -19,6 +22,7 @@ from .aggregation import aggregation
 from .constant_fold import constant_fold
 from .cse import cse
 from .dce import dce
+from .regions import regions
 from .simplify import simplify
 from .stop_gradient import stop_gradient
 
@@ -29,7 +33,7 @@ def run(program):
     p = stop_gradient(program)
     for _ in range(MAX_ROUNDS):
         before = p.signature()
-        for step in (constant_fold, simplify, cse, dce):
+        for step in (constant_fold, regions, simplify, cse, dce):
             p = step(p)
         if p.signature() == before:
             break

@@ -33,6 +33,8 @@ Fill of a Literal, or a const Arg whose value_class says it is uniform):
   a chain of reshapes (Reshape/ReshapeLike/ExpandDims/Squeeze) -> one Reshape
   Transpose with the identity permutation -> input
   AddN of one input, Cast to the same dtype -> input
+  MatMul with an inner dimension of 1 (an outer product) -> col * row + 0.0
+    (one product per element, as in numpy, whose BLAS sum turns -0.0 into +0.0)
   SelectV2 with a known condition, or with both branches the same value -> that branch
 Never done: x*0 -> 0 (NaN*0 and inf*0 are NaN), x-x -> 0 (inf-inf is NaN),
 x/x -> 1.
@@ -137,6 +139,17 @@ def _rule(op, ins, attrs, out, ctx):
                 return "mulnonan_zero", ("uniform", np.zeros((), dt.np))
             if np.isfinite(c):
                 return "mulnonan_mul", ("Mul", (x, y), {})
+    elif op == "MatMul" and dt.is_floating and len(shape) == 2:
+        a, c = ins
+        k = sh(a)[0] if attrs["transpose_a"] else sh(a)[1]
+        if k == 1 and size(shape) > 1:
+            # an outer product (gradients of matvecs): elementwise, so it fuses with what
+            # consumes it; + 0.0 turns a -0.0 product into +0.0, as numpy's (BLAS's) sum does
+            M, N = shape
+            col = Value(ctx.b.emit("Reshape", (a,), {"shape": (M, 1)}, (((M, 1), dt),)))
+            row = Value(ctx.b.emit("Reshape", (c,), {"shape": (1, N)}, (((1, N), dt),)))
+            prod = Value(ctx.b.emit("Mul", (col, row), {}, ((tuple(shape), dt),)))
+            return "matmul_k1", ("AddV2", (prod, ctx.b.literal(np.zeros((), dt.np))), {})
     elif op == "Transpose":
         perm, rank = attrs["perm"], len(sh(ins[0]))
         if (perm is None and rank <= 1) or (perm is not None and tuple(perm) == tuple(range(rank))):

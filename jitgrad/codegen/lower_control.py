@@ -1,0 +1,397 @@
+"""If and While: native branches and loops in the kernel's entry function.
+
+Each branch / loop condition / loop body (a sub-Program, see
+passes/regions.py) is compiled by its own KernelBuilder into an internal,
+always-inlined function of the same module, with the kernel's calling
+convention (one pointer block: args, outputs, scratch arena, status word).
+The If becomes a conditional branch around the two calls; the While a loop:
+
+    cur <- initial loop variables            (scratch buffers)
+    i = 0
+    loop: if limit and i >= limit: exit;  if cond(cur, caps) is false: exit
+          k = reverse ? T-1-i : i
+          body(cur, caps, xs[k]) -> next, ys[k];  cur <- next;  i += 1
+    outputs <- cur, i, ys
+
+Loop-carried values live in two scratch buffers per variable. The stacks of
+per-iteration values (``ys``) are either ordinary outputs (the trip count is
+known when the graph is built: map_fn, scan over a static length) or, when it
+is only known at run time, *dynamic stacks*: a 3-word descriptor {data, rows,
+capacity} in the arena whose rows grow by doubling (realloc) and are freed
+when the kernel returns. Only While ops read dynamic stacks (the gradient
+loop reads the forward loop's), so their size never reaches a shape.
+
+The trip count is a runtime value: it is not part of any cache key.
+"""
+from llvmlite import ir
+
+from .. import dtypes
+from ..passes.ir import Program
+from .kernel import I1, I8, I32, I64, ERR_STACK_ALLOC, ERR_STACK_ROWS, KernelBuilder, Unsupported, c64, mem_type
+
+I8P = I8.as_pointer()
+DESC_WORDS = 3   # data pointer, rows, capacity (rows)
+
+
+def is_dynamic(shape):
+    return shape is None or any(d is None for d in shape)
+
+
+def _nbytes(shape, dt):
+    n = 1
+    for d in shape:
+        n *= d
+    return n * dt.size
+
+
+class Region:
+    """A sub-Program compiled into an internal function of the parent's module."""
+
+    def __init__(self, kb, program, tag):
+        if not isinstance(program, Program):
+            raise Unsupported("a control-flow region without static shapes")
+        sub = KernelBuilder(program, f"{kb.name}_{tag}", kb._dl, kb._triple)
+        sub.module = kb.module
+        sub.is_region = True
+        sub._build(allow_parallel=False)
+        fn = sub.fn
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        self.fn = fn
+        self.n_args = sub.meta["n_args"]
+        self.n_out = len(sub.meta["outputs"])
+        self.arena_bytes = int(sub.meta["arena_bytes"])
+        kb.groups.extend((f"  {tag}: {head}", ops) for head, ops in sub.groups)
+
+    def call(self, kb, args, outs, arena, status):
+        if len(args) != self.n_args or len(outs) != self.n_out:
+            raise Unsupported("region signature mismatch")
+        b = kb.b
+        ptrs = list(args) + list(outs) + [arena, status]
+        block = kb.alloca(ir.ArrayType(I8P, len(ptrs)))
+        for k, p in enumerate(ptrs):
+            b.store(b.bitcast(p, I8P), b.gep(block, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
+        b.call(self.fn, [b.bitcast(block, I8P.as_pointer())])
+
+
+def _region_temps(kb, regions):
+    """Scratch for the regions' own arenas (one, shared: they never run at
+    once) and their status word."""
+    nbytes = max([r.arena_bytes for r in regions if r is not None] + [8])
+    arena = kb.scratch_buffer((-(-nbytes // 8),), dtypes.int64, "region arena")
+    status = kb.scratch_buffer((1,), dtypes.int32, "region status")
+    return arena, status
+
+
+def _propagate_status(kb, status_buf):
+    """The region's error code (if any) becomes the kernel's; returns i1 'failed'."""
+    b = kb.b
+    kb.has_checks = True
+    code = b.load(b.bitcast(status_buf.ptr, I32.as_pointer()))
+    bad = b.icmp_signed("!=", code, ir.Constant(I32, 0))
+    old = b.load(kb.status)
+    b.store(b.select(bad, code, old), kb.status)
+    return bad
+
+
+def _copy(kb, dst_ptr, src_ptr, shape, dt):
+    n = 1
+    for d in shape:
+        n *= d
+    if n == 0:
+        return
+    b = kb.b
+    ty = mem_type(dt).as_pointer()
+    d, s = b.bitcast(dst_ptr, ty), b.bitcast(src_ptr, ty)
+    if n == 1:
+        b.store(b.load(s), d)
+        return
+    with kb.loop(n) as i:
+        b.store(b.load(b.gep(s, [i])), b.gep(d, [i]))
+
+
+def _load_i64(kb, buf):
+    b = kb.b
+    v = b.load(b.bitcast(buf.ptr, mem_type(buf.dtype).as_pointer()))
+    return b.sext(v, I64) if v.type.width < 64 else v
+
+
+def _regions_of(kb, key, build):
+    cache = kb.__dict__.setdefault("_control_regions", {})
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+# ---------------------------------------------------------------- If
+def lower_if(kb, node, outs, dry):
+    a = node.attrs
+    pos = kb._cur_pos
+    if any(is_dynamic(s) for s, _ in node.outputs):
+        raise Unsupported("an If with outputs of unknown shape")
+    then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then"),
+                                              Region(kb, a["else_branch"], f"r{pos}_else")))
+    arena, status = _region_temps(kb, (then, els))
+    if dry:
+        return
+    b = kb.b
+    ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
+    out_ptrs = [o.ptr for o in outs]
+    pred = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
+    with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
+        with on_then:
+            then.call(kb, ins, out_ptrs, arena.ptr, status.ptr)
+        with on_else:
+            els.call(kb, ins, out_ptrs, arena.ptr, status.ptr)
+    _propagate_status(kb, status)
+
+
+# ---------------------------------------------------------------- dynamic stacks
+def _desc(kb, buf):
+    return kb.b.bitcast(buf.ptr, I64.as_pointer())
+
+
+def _field(kb, d, k):
+    return kb.b.gep(d, [c64(k)])
+
+
+def _stack_init(kb, d, keep):
+    """An empty stack. keep: None (memory freed when the kernel returns) or
+    the arena word index of the kernel's persistent {pointer, capacity} pair
+    (codegen/persistent.py) it starts from and hands back (``_stack_keep``)."""
+    b = kb.b
+    b.store(c64(0), _field(kb, d, 1))
+    if keep is None:
+        b.store(c64(0), _field(kb, d, 0))
+        b.store(c64(0), _field(kb, d, 2))
+        kb.finish_hooks.append(lambda: _stack_free(kb, d))
+        return
+    pk = _persistent(kb, keep)
+    b.store(b.load(pk), _field(kb, d, 0))
+    b.store(b.load(b.gep(pk, [c64(1)])), _field(kb, d, 2))
+
+
+def _persistent(kb, word):
+    b = kb.b
+    return b.bitcast(b.gep(kb.arena, [c64(kb.persistent_base + 8 * word)]), I64.as_pointer())
+
+
+def _stack_keep(kb, d, keep):
+    if keep is not None:
+        b = kb.b
+        pk = _persistent(kb, keep)
+        b.store(b.load(_field(kb, d, 0)), pk)
+        b.store(b.load(_field(kb, d, 2)), b.gep(pk, [c64(1)]))
+
+
+def _stack_free(kb, d):
+    b = kb.b
+    p = b.load(_field(kb, d, 0))
+    kb.intrinsic("free", ir.VoidType(), [b.inttoptr(p, I8P)])
+
+
+def _stack_reserve(kb, d, rows, row_bytes):
+    """Capacity for at least ``rows`` rows (i64), doubling; sets an error and
+    returns i1 'failed' when memory is exhausted."""
+    b = kb.b
+    cap = b.load(_field(kb, d, 2))
+    grow = b.icmp_signed("<", cap, rows)
+    failed = kb.alloca(I1)
+    b.store(ir.Constant(I1, 0), failed)
+    with b.if_then(grow):
+        twice = b.mul(cap, c64(2))
+        new = b.select(b.icmp_signed(">", twice, rows), twice, rows)
+        new = b.select(b.icmp_signed(">", new, c64(16)), new, c64(16))
+        old = b.inttoptr(b.load(_field(kb, d, 0)), I8P)
+        p = kb.intrinsic("realloc", I8P, [old, b.mul(new, c64(max(row_bytes, 1)))])
+        ok = b.icmp_unsigned("!=", b.ptrtoint(p, I64), c64(0))
+        with b.if_else(ok) as (then, otherwise):
+            with then:
+                b.store(b.ptrtoint(p, I64), _field(kb, d, 0))
+                b.store(new, _field(kb, d, 2))
+            with otherwise:
+                kb.set_error(ir.Constant(I1, 1), ERR_STACK_ALLOC)
+                b.store(ir.Constant(I1, 1), failed)
+    return b.load(failed)
+
+
+def _row_ptr(kb, base, k, row_bytes):
+    b = kb.b
+    return b.gep(b.bitcast(base, I8P), [b.mul(k, c64(row_bytes))])
+
+
+# ---------------------------------------------------------------- While
+def _keep_words(kb, node):
+    """Per stacked output: the persistent word pair its memory is kept in
+    (top-level kernels; a region's stacks are freed when it returns)."""
+    keep = []
+    for shape, _ in node.outputs[node.attrs["n_vars"] + 1:]:
+        if is_dynamic(shape) and not kb.is_region:
+            keep.append(kb.persistent_words)
+            kb.persistent_words += 2
+        else:
+            keep.append(None)
+    return keep
+
+
+def _fail_if(kb, bad, failed):
+    """A sliced input / stacked output without one row per iteration: error, no iterations."""
+    kb.set_error(bad, ERR_STACK_ROWS)
+    kb.b.store(kb.b.or_(kb.b.load(failed), bad), failed)
+
+
+def lower_while(kb, node, outs, dry):
+    a = node.attrs
+    pos = kb._cur_pos
+    n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
+    var_specs = [node.outputs[k] for k in range(n)]
+    if any(is_dynamic(s) for s, _ in var_specs):
+        raise Unsupported("a loop variable of unknown shape")
+    body, cond, keep = _regions_of(kb, pos, lambda: (
+        Region(kb, a["body"], f"r{pos}_body"),
+        Region(kb, a["cond"], f"r{pos}_cond") if a["cond"] is not None else None,
+        _keep_words(kb, node)))
+    cur = [kb.scratch_buffer(s, dt, "loop variable") for s, dt in var_specs]
+    nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, dt in var_specs]
+    arena, status = _region_temps(kb, (body, cond))
+    pred = kb.scratch_buffer((1,), dtypes.bool_, "loop predicate") if cond is not None else None
+    if dry:
+        return
+    b = kb.b
+    ins = node.inputs
+    for k in range(n):
+        _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
+    # the two buffers of each loop variable swap roles every iteration (no copy)
+    cur_p, nxt_p = [], []
+    for k in range(n):
+        for bufs, acc in ((cur, cur_p), (nxt, nxt_p)):
+            slot = kb.alloca(I8P)
+            b.store(b.bitcast(bufs[k].ptr, I8P), slot)
+            acc.append(slot)
+    caps = [kb.buffers[v].ptr for v in ins[n:n + c]]
+    xs = ins[n + c:n + c + nx]
+    limit = _load_i64(kb, kb.buffers[ins[-1]]) if a["limit"] is not None else None
+    counted = a["limit"] == "count"
+    rev = a["reverse"]
+    i_ptr = kb.alloca(I64)
+    b.store(c64(0), i_ptr)
+    failed = kb.alloca(I1)
+    b.store(ir.Constant(I1, 0), failed)
+
+    # sliced inputs: their row count must be the trip count
+    x_base, x_row = [], []
+    for v in xs:
+        shape, dt = kb.shape(v), kb.dtype(v)
+        row = _nbytes(shape[1:], dt) if shape is not None and not is_dynamic(shape[1:]) else None
+        if row is None:
+            raise Unsupported("a sliced loop input of unknown row shape")
+        buf = kb.buffers[v]
+        if is_dynamic(shape):
+            d = _desc(kb, buf)
+            rows = b.load(_field(kb, d, 1))
+            base = b.inttoptr(b.load(_field(kb, d, 0)), I8P)
+        else:
+            rows, base = c64(shape[0]), b.bitcast(buf.ptr, I8P)
+        if counted:
+            _fail_if(kb, b.icmp_signed("!=", rows, limit), failed)
+        x_base.append(base)
+        x_row.append(row)
+
+    # stacked outputs
+    y_outs = outs[n + 1:n + 1 + ny]
+    y_info = []
+    for j, (ob, (shape, dt)) in enumerate(zip(y_outs, node.outputs[n + 1:])):
+        row_shape = a["y_specs"][j][0]
+        if row_shape is None or is_dynamic(row_shape):
+            raise Unsupported("a stacked loop output of unknown row shape")
+        row = _nbytes(row_shape, dt)
+        if is_dynamic(shape):
+            d = _desc(kb, ob)
+            _stack_init(kb, d, keep[j])
+            if counted:   # every row is written: reserve them all now
+                with b.if_then(b.not_(b.load(failed))):
+                    b.store(b.or_(b.load(failed), _stack_reserve(kb, d, limit, row)), failed)
+            y_info.append(("dyn", d, row, keep[j]))
+        else:
+            if counted and shape[0] is not None:
+                _fail_if(kb, b.icmp_signed("!=", c64(shape[0]), limit), failed)
+            y_info.append(("static", ob.ptr, row, None))
+
+    head = kb.fn.append_basic_block("while.head")
+    step = kb.fn.append_basic_block("while.body")
+    done = kb.fn.append_basic_block("while.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.load(i_ptr)
+    go = b.not_(b.load(failed))
+    if limit is not None:
+        go = b.and_(go, b.icmp_signed("<", i, limit))
+    check = kb.fn.append_basic_block("while.cond")
+    b.cbranch(go, check, done)
+    b.position_at_end(check)
+    if cond is not None:
+        cond.call(kb, [b.load(p) for p in cur_p] + caps, [pred.ptr], arena.ptr, status.ptr)
+        bad = _propagate_status(kb, status)
+        p = b.load(b.bitcast(pred.ptr, I8P))
+        b.cbranch(b.and_(b.not_(bad), b.icmp_unsigned("!=", p, ir.Constant(I8, 0))), step, done)
+    else:
+        b.branch(step)
+    b.position_at_end(step)
+    k = b.sub(b.sub(limit, c64(1)), i) if rev else i
+    slices = [_row_ptr(kb, base, k, row) for base, row in zip(x_base, x_row)]
+    y_ptrs = []
+    stop = ir.Constant(I1, 0)
+    for kind, ref, row, _ in y_info:
+        if kind == "static":
+            y_ptrs.append(_row_ptr(kb, ref, k, row))
+            continue
+        if not counted:
+            stop = b.or_(stop, _stack_reserve(kb, ref, b.add(k, c64(1)), row))
+        y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
+    grow_ok = kb.fn.append_basic_block("while.call")
+    b.cbranch(stop, done, grow_ok)
+    b.position_at_end(grow_ok)
+    body.call(kb, [b.load(p) for p in cur_p] + caps + slices, [b.load(p) for p in nxt_p] + y_ptrs, arena.ptr,
+              status.ptr)
+    bad = _propagate_status(kb, status)
+    latch = kb.fn.append_basic_block("while.latch")
+    b.cbranch(bad, done, latch)
+    b.position_at_end(latch)
+    for cp, np_ in zip(cur_p, nxt_p):
+        c_, n_ = b.load(cp), b.load(np_)
+        b.store(n_, cp)
+        b.store(c_, np_)
+    b.store(b.add(i, c64(1)), i_ptr)
+    b.branch(head)
+    b.position_at_end(done)
+
+    trips = b.load(i_ptr)
+    for k_ in range(n):
+        _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
+    b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
+    for kind, ref, row, kw in y_info:
+        if kind == "dyn":
+            b.store(limit if counted else trips, _field(kb, ref, 1))
+            _stack_keep(kb, ref, kw)
+
+
+MATERIALISE = {"If": lower_if, "While": lower_while}
+NEEDS_BUFFER = {"If": "all", "While": "all"}
+
+
+def check(program):
+    """Dynamic stacks may only flow between While ops, never into an output
+    or another op (their size is not a shape the rest of the kernel knows)."""
+    dyn = set()
+    for i, n in enumerate(program.nodes):
+        for k, (s, _) in enumerate(n.outputs):
+            if is_dynamic(s):
+                dyn.add((i, k))
+    if not dyn:
+        return
+    for n in program.nodes:
+        if n.op != "While" and any((v.node, v.index) in dyn for v in n.inputs):
+            raise Unsupported(f"{n.op} reads a value of unknown shape")
+    for v in list(program.outputs) + [v for _, v in program.var_writes]:
+        if v is not None and (v.node, v.index) in dyn:
+            raise Unsupported("a fetched value of unknown shape")

@@ -1,0 +1,452 @@
+"""``tf.cond``, ``tf.while_loop`` and what TF builds on them: ``tf.case``,
+``tf.switch_case``, ``tf.map_fn``, ``tf.scan``, ``tf.foldl``, ``tf.foldr``.
+
+Eagerly they run the Python functions (a GradientTape records the ops inside
+as usual); while a graph is built they trace the functions into the ``If`` /
+``While`` ops of ops/control_flow_ops.py. Nested structures follow tf.nest.
+"""
+import numpy as np
+
+from . import context, dtypes, nest
+from .convert import convert_to_tensor
+from .graph import Tensor
+from .ops import array_ops, math_ops
+from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
+from .shapes import TensorShape, as_shape
+
+_COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
+                  "structure of return values.")
+
+
+def _to_tensor(x, dtype=None):
+    conv = getattr(x, "_graph_tensor", None)
+    if conv is not None and not context.executing_eagerly():
+        x = conv()
+    return convert_to_tensor(x, dtype=dtype)
+
+
+def _unpack_singleton(x):
+    if isinstance(x, (list, tuple)) and len(x) == 1:
+        return x[0]
+    return x
+
+
+def _eager_bool(p, what):
+    v = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
+    if v.dtype != np.bool_:
+        raise TypeError(f"{what} must be a bool tensor, got {v.dtype}")
+    if v.shape != ():
+        raise ValueError(f"{what} must be a scalar, got shape {list(v.shape)}")
+    return bool(v)
+
+
+# ---------------------------------------------------------------- cond
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``tf.cond`` (TF 2: a singleton list result stays a list)."""
+    return _cond(pred, true_fn, false_fn, True, name)
+
+
+def cond_v1(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
+    """``tf.compat.v1.cond``: without ``strict`` a singleton list result is unpacked."""
+    true_fn = true_fn if true_fn is not None else fn1
+    false_fn = false_fn if false_fn is not None else fn2
+    return _cond(pred, true_fn, false_fn, strict, name)
+
+
+def _cond(pred, true_fn, false_fn, strict, name):
+    if not callable(true_fn):
+        raise TypeError("'true_fn' must be callable.")
+    if not callable(false_fn):
+        raise TypeError("'false_fn' must be callable.")
+    if context.executing_eagerly():
+        taken = _eager_bool(_to_tensor(pred), "The predicate of tf.cond")
+        result = true_fn() if taken else false_fn()
+        return result if strict else _unpack_singleton(result)
+    pred = _to_tensor(pred)
+    if pred.dtype is not dtypes.bool_:
+        raise TypeError(f"The predicate of tf.cond must be a bool tensor, got {pred.dtype.name}")
+    if pred.shape.rank not in (None, 0):
+        raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {pred.shape}")
+    g = context.get_default_graph()
+    with g.name_scope(name or "cond"):
+        fg_t, _, r_t = trace("true_fn", lambda: true_fn(), [])
+        fg_f, _, r_f = trace("false_fn", lambda: false_fn(), [])
+        try:
+            nest.assert_same_structure(r_t, r_f, check_types=False)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"{_COND_MISMATCH}\n{e}") from None
+        flat_t = [as_output(fg_t, x) for x in nest.flatten(r_t)]
+        flat_f = [as_output(fg_f, x) for x in nest.flatten(r_f)]
+        for a, b in zip(flat_t, flat_f):
+            if a.dtype != b.dtype:
+                raise TypeError(f"{_COND_MISMATCH} true_fn returns {a.dtype.name} where false_fn returns "
+                                f"{b.dtype.name}.")
+        if not flat_t:
+            return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
+        out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
+    out = [out] if isinstance(out, Tensor) else list(out)
+    result = nest.pack_sequence_as(r_t, out)
+    return result if strict else _unpack_singleton(result)
+
+
+def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
+    """``tf.switch_case``: ``branch_fns[branch_index]()``, or ``default()`` (the
+    last branch when None) for an index out of range. Built as nested conds."""
+    if isinstance(branch_fns, dict):
+        pairs = sorted(branch_fns.items())
+    else:
+        branch_fns = list(branch_fns)
+        pairs = [p if isinstance(p, tuple) else (i, p) for i, p in enumerate(branch_fns)]
+    if not pairs:
+        raise ValueError("Must provide at least one item in branch_fns")
+    for k, fn in pairs:
+        if not isinstance(k, int):
+            raise TypeError(f"branch_fns keys must be integers, got {k!r}")
+        if not callable(fn):
+            raise TypeError(f"fn for branch {k} must be callable.")
+    if default is None:
+        default = pairs[-1][1]
+    idx = _to_tensor(branch_index)
+    if not idx.dtype.is_integer:
+        raise TypeError(f"branch_index must be an integer tensor, got {idx.dtype.name}")
+    if context.executing_eagerly():
+        i = int(np.asarray(idx.numpy()))
+        return dict(pairs).get(i, default)()
+    return _chain([(math_ops.equal(idx, np.asarray(k, idx.dtype.np)), fn) for k, fn in pairs], default, name)
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """``tf.case``: the fn of the first true predicate, else ``default`` (the
+    last pair's fn when None). ``exclusive`` is not checked at run time."""
+    if isinstance(pred_fn_pairs, dict):
+        pred_fn_pairs = list(pred_fn_pairs.items())
+    pairs = list(pred_fn_pairs)
+    if not pairs:
+        raise ValueError("Must provide at least one item in pred_fn_pairs")
+    for p in pairs:
+        if not isinstance(p, tuple) or len(p) != 2:
+            raise TypeError("Each entry in pred_fn_pairs must be a 2-tuple")
+        if not callable(p[1]):
+            raise TypeError("fn for pred %s must be callable." % (p[0],))
+    if default is None:
+        pairs, default = pairs[:-1], pairs[-1][1]
+    if context.executing_eagerly():
+        for p, fn in pairs:
+            if _eager_bool(_to_tensor(p), "A tf.case predicate"):
+                return _unpack(fn(), strict)
+        return _unpack(default(), strict)
+    return _unpack(_chain([(_to_tensor(p), fn) for p, fn in pairs], default, name), strict)
+
+
+def _unpack(x, strict):
+    return x if strict else _unpack_singleton(x)
+
+
+def _chain(pairs, default, name):
+    g = context.get_default_graph()
+    with g.name_scope(name):
+        def build(k):
+            if k == len(pairs):
+                return default()
+            return cond(pairs[k][0], pairs[k][1], lambda: build(k + 1))
+        return build(0)
+
+
+# ---------------------------------------------------------------- while_loop
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+               swap_memory=False, maximum_iterations=None, name=None):
+    """``tf.while_loop`` (TF 2: the result has the structure of ``loop_vars``)."""
+    if not callable(cond):
+        raise TypeError("'cond' must be callable.")
+    if not callable(body):
+        raise TypeError("'body' must be callable.")
+    if parallel_iterations < 1:
+        raise TypeError("'parallel_iterations' must be a positive integer.")
+    single = not isinstance(loop_vars, (list, tuple))
+    packed = [loop_vars] if single else loop_vars
+    if not nest.flatten(packed):
+        raise ValueError("loop_vars must be a non-empty structure of tensors")
+
+    def call(fn, vals):
+        return fn(*vals)
+
+    def body_result(vals):
+        out = call(body, vals)
+        if single or not nest.is_nested(out):
+            out = [out] if single or len(packed) == 1 else out
+        try:
+            nest.assert_same_structure(packed, out, check_types=False)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"The body of tf.while_loop must return the structure of loop_vars.\n{e}") from None
+        return out
+
+    if context.executing_eagerly():
+        vals = nest.map_structure(_to_tensor, packed)
+        limit = None if maximum_iterations is None else int(np.asarray(_to_tensor(maximum_iterations).numpy()))
+        i = 0
+        while (limit is None or i < limit) and _eager_bool(_to_tensor(call(cond, vals)), "The loop condition"):
+            out = body_result(vals)
+            flat_old = nest.flatten(vals)
+            flat = [_to_tensor(x, dtype=o.dtype) if not _is_tensorish(x) else _to_tensor(x)
+                    for x, o in zip(nest.flatten(out), flat_old)]
+            for o, x in zip(flat_old, flat):
+                if x.dtype != o.dtype:
+                    raise TypeError(f"Loop var enters the loop with type {o.dtype!r} but has type {x.dtype!r} "
+                                    f"after 1 iteration.")
+            vals = nest.pack_sequence_as(packed, flat)
+            i += 1
+        return vals[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(vals))
+
+    g = context.get_default_graph()
+    with g.name_scope(name or "while"):
+        flat = [_to_tensor(v) for v in nest.flatten(packed)]
+        specs = _loop_specs(packed, flat, shape_invariants, single)
+        n = len(flat)
+
+        def cond_fn(phs):
+            return call(cond, nest.pack_sequence_as(packed, phs))
+
+        def body_fn(phs, _):
+            out = body_result(nest.pack_sequence_as(packed, phs))
+            res = []
+            for x, ph, v, (dims, dt) in zip(nest.flatten(out), phs, flat, specs):
+                t = _to_tensor(x) if _is_tensorish(x) else _to_tensor(x, dtype=dt)
+                if isinstance(t, Tensor) and t.graph is not ph.graph:
+                    t = as_output(ph.graph, t)
+                if t.dtype != dt:
+                    raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type "
+                                    f"{t.dtype!r} after 1 iteration. {v.name} type should remain constant.")
+                if not t.shape.is_compatible_with(as_shape(dims)):
+                    raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
+                                     f"shape {t.shape} after one iteration. To allow the shape to vary across "
+                                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
+                                     f"specify a less-specific shape.")
+                res.append(t)
+            return res, []
+
+        limit = None
+        if maximum_iterations is not None:
+            limit = _to_tensor(maximum_iterations)
+            if not limit.dtype.is_integer:
+                raise TypeError(f"maximum_iterations must be an integer, got {limit.dtype.name}")
+            if limit.shape.rank not in (None, 0):
+                raise ValueError(f"maximum_iterations must be a scalar, got shape {limit.shape}")
+        outs = _make_while(flat, specs, cond_fn, body_fn, [], [], "max" if limit is not None else None, limit,
+                           name="While")[:n]
+        if not back_prop:
+            outs = [math_ops.stop_gradient(t) if t.dtype.is_floating else t for t in outs]
+    if single:
+        return outs[0]
+    return nest.pack_sequence_as(loop_vars, outs)
+
+
+def _is_tensorish(x):
+    from .eager import EagerTensor
+    return isinstance(x, (Tensor, EagerTensor)) or hasattr(x, "_jitgrad_to_tensor")
+
+
+def _loop_specs(packed, flat, shape_invariants, single):
+    if shape_invariants is None:
+        return [(t.shape.dims, t.dtype) for t in flat]
+    inv = [shape_invariants] if single else shape_invariants
+    try:
+        nest.assert_same_structure(packed, inv, check_types=False)
+    except (ValueError, TypeError):
+        # a TensorShape given as a list of dims is a leaf for this purpose
+        inv = nest.flatten_up_to(packed, inv, check_types=False)
+    flat_inv = [as_shape(s) if s is not None else TensorShape(None)
+                for s in (inv if isinstance(inv, list) and len(inv) == len(flat) else
+                          nest.flatten_up_to(packed, inv, check_types=False))]
+    specs = []
+    for t, s in zip(flat, flat_inv):
+        if not t.shape.is_compatible_with(s):
+            raise ValueError(f"The shape invariant specified for {t.name} is not compatible with the initial shape "
+                             f"of the loop variable. It enters the loop with shape {t.shape}, but the specified "
+                             f"shape invariant is {s}.")
+        specs.append((s.dims, t.dtype))
+    return specs
+
+
+# ---------------------------------------------------------------- map_fn, scan, foldl, foldr
+def _leading_count(flat_elems):
+    """(count tensor, static count or None) of the sliced inputs."""
+    dims = [e.shape.dims[0] for e in flat_elems if e.shape.rank]
+    static = next((d for d in dims if d is not None), None)
+    for e in flat_elems:
+        if e.shape.rank == 0:
+            raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
+    if static is not None:
+        if any(d is not None and d != static for d in dims):
+            raise ValueError("Tensors in elems must have the same size in the first dimension, got "
+                             f"{[e.shape for e in flat_elems]}")
+        return convert_to_tensor(np.int32(static)), static
+    return array_ops.shape(flat_elems[0], out_type=dtypes.int32)[0], None
+
+
+def _slice_specs(flat_elems):
+    return [(None if e.shape.dims is None else e.shape.dims[1:], e.dtype) for e in flat_elems]
+
+
+def _scan_loop(fn_step, init, elems, reverse, name):
+    """Counted loop over the rows of ``elems``: fn_step(vars, x row) -> (new vars, ys)."""
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    count, static = _leading_count(flat_e)
+    flat_init = [_to_tensor(v) for v in nest.flatten(init)]
+    specs = [(t.shape.dims, t.dtype) for t in flat_init]
+    n = len(flat_init)
+
+    def body_fn(phs, rows):
+        new, ys = fn_step(phs, rows)
+        return new, ys
+    outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
+                       reverse=reverse, static_count=static, name=name)
+    return outs[:n], outs[n + 1:]
+
+
+def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
+           name=None, fn_output_signature=None):
+    """``tf.map_fn``: ``fn`` applied to the rows of ``elems`` (nested), results stacked."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable. Received: {fn!r}")
+    sig = fn_output_signature if fn_output_signature is not None else dtype
+    if context.executing_eagerly():
+        flat = [_to_tensor(e) for e in nest.flatten(elems)]
+        n = _eager_rows(flat)
+        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
+        if n == 0:
+            raise ValueError("map_fn over 0 rows needs graph mode (the result's shape is unknown)")
+        out_struct = results[0]
+        flat_r = [nest.flatten(r) for r in results]
+        stacked = [array_ops.stack([_to_tensor(r[k]) for r in flat_r]) for k in range(len(flat_r[0]))]
+        _check_signature(sig, stacked)
+        return nest.pack_sequence_as(out_struct, stacked)
+    g = context.get_default_graph()
+    with g.name_scope(name or "map"):
+        box = []
+
+        def step(_, rows):
+            r = fn(nest.pack_sequence_as(elems, rows))
+            box.append(r)
+            return [], [_to_tensor(x) for x in nest.flatten(r)]
+        _, ys = _scan_loop(step, [], elems, False, "map")
+        _check_signature(sig, ys)
+        out = nest.pack_sequence_as(box[0], ys)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
+
+
+def _check_signature(sig, flat_out):
+    if sig is None:
+        return
+    want = nest.flatten(sig)
+    if len(want) != len(flat_out):
+        raise ValueError(f"The structure of fn's output does not match fn_output_signature {sig!r}")
+    for w, t in zip(want, flat_out):
+        dt = getattr(w, "dtype", w)
+        if dtypes.as_dtype(dt) != t.dtype:
+            raise TypeError(f"fn's output has dtype {t.dtype.name}, fn_output_signature says "
+                            f"{dtypes.as_dtype(dt).name}")
+
+
+def _eager_rows(flat):
+    if any(e.shape.rank == 0 for e in flat):
+        raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
+    n = flat[0].shape.dims[0]
+    if any(e.shape.dims[0] != n for e in flat):
+        raise ValueError("Tensors in elems must have the same size in the first dimension")
+    return n
+
+
+def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
+         reverse=False, name=None):
+    """``tf.scan``: the running ``a = fn(a, x)`` over the rows of ``elems``, every ``a`` stacked."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable. Received: {fn!r}")
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    rest = elems
+    first = None
+    if initializer is None:
+        # the first row (the last one when reverse) is the initial value and the first result
+        k = -1 if reverse else 0
+        first = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
+        initializer = first
+    if context.executing_eagerly():
+        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
+        n = _eager_rows(flat_r)
+        a = initializer
+        outs = []
+        order = range(n - 1, -1, -1) if reverse else range(n)
+        for i in order:
+            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
+            outs.append([_to_tensor(x) for x in nest.flatten(a)])
+        if first is not None:
+            outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
+        if reverse:
+            outs.reverse()
+        if not outs:
+            raise ValueError("scan over 0 rows needs graph mode (the result's shape is unknown)")
+        stacked = [array_ops.stack([o[k] for o in outs]) for k in range(len(outs[0]))]
+        return nest.pack_sequence_as(initializer, stacked)
+    g = context.get_default_graph()
+    with g.name_scope(name or "scan"):
+        def step(phs, rows):
+            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
+            flat = [_to_tensor(x) for x in nest.flatten(a)]
+            return flat, flat
+        _, ys = _scan_loop(step, initializer, rest, reverse, "scan")
+        if first is not None:
+            heads = [array_ops.expand_dims(_to_tensor(x), 0) for x in nest.flatten(first)]
+            ys = [array_ops.concat([y, h] if reverse else [h, y], 0) for h, y in zip(heads, ys)]
+        out = nest.pack_sequence_as(initializer, ys)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
+
+
+def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """``tf.foldl``: ``a = fn(a, x)`` over the rows of ``elems`` from the first; returns the last ``a``."""
+    return _fold(fn, elems, initializer, back_prop, False, name or "foldl")
+
+
+def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """``tf.foldr``: as foldl, from the last row."""
+    return _fold(fn, elems, initializer, back_prop, True, name or "foldr")
+
+
+def _fold(fn, elems, initializer, back_prop, reverse, name):
+    if not callable(fn):
+        raise TypeError(f"{fn!r} is not callable. Please provide a callable function.")
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    rest = elems
+    if initializer is None:
+        k = -1 if reverse else 0
+        initializer = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
+    if context.executing_eagerly():
+        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
+        n = _eager_rows(flat_r)
+        a = initializer
+        for i in (range(n - 1, -1, -1) if reverse else range(n)):
+            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
+        return a
+    g = context.get_default_graph()
+    with g.name_scope(name):
+        def step(phs, rows):
+            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
+            return [_to_tensor(x) for x in nest.flatten(a)], []
+        final, _ = _scan_loop(step, initializer, rest, reverse, name)
+        out = nest.pack_sequence_as(initializer, final)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
+
+
+def while_loop_v1(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+                  swap_memory=False, name=None, maximum_iterations=None, return_same_structure=False):
+    """``tf.compat.v1.while_loop``: without ``return_same_structure`` a single
+    loop variable comes back unwrapped."""
+    out = while_loop(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop, swap_memory,
+                     maximum_iterations, name)
+    return out if return_same_structure else _unpack_singleton(out)

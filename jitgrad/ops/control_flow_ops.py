@@ -1,0 +1,325 @@
+"""Structured control flow: the ``If`` and ``While`` ops and ``tf.cond`` /
+``tf.while_loop`` (TF 2's functional cond_v2 / while_v2, not TF 1's
+Switch/Merge/Enter/Exit).
+
+If(pred, *captures)
+    attrs then_branch / else_branch: Funcs (func_graph.py) taking the
+    captures; out_specs: the outputs' (dims, dtype).
+While(*vars, *captures, *xs[, limit])
+    attrs cond (a Func of vars + captures -> bool scalar, or None for a
+    counted loop), body (a Func of vars + captures + one slice of each x ->
+    new vars + ys), limit: None | "max" (stop after ``limit`` iterations, as
+    TF's maximum_iterations) | "count" (exactly ``limit`` iterations; the
+    loop reads xs[k] and writes ys[k] at k = i, or T-1-i when ``reverse``).
+    Outputs: final vars, the trip count (int32), and each y stacked over the
+    iterations ([T] + y's shape).
+
+Gradients are written with these same ops, so they nest and differentiate
+again: If's gradient is an If over the branches' gradient functions; While's
+is a counted While running backwards over per-iteration values that the
+forward loop saves (its loop variables at the start of each iteration: the
+forward op is given them as extra stacked outputs, as TF's while_v2 adds
+accumulators; the backward body recomputes the body's forward part from them).
+"""
+import numpy as np
+
+from .. import context, dtypes, nest
+from ..func_graph import Func, as_output, replay, run as run_func, trace
+from ..graph import Tensor
+from ..shapes import as_shape
+from .registry import apply_op, register
+
+# ---------------------------------------------------------------- running a region
+
+
+def run_region(region, arrays):
+    """Runs a branch / cond / body: a graph Func, or (in the compiler) a sub-Program."""
+    if isinstance(region, Func):
+        return run_func(region, arrays)
+    from ..passes import ir
+    outs, _ = ir.evaluate(region, list(arrays))
+    return outs
+
+
+def _merge_dims(a, b):
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------- If
+def _if_infer(shapes, dts, attrs):
+    if dts[0] is not dtypes.bool_:
+        raise TypeError(f"The predicate of tf.cond must be a bool tensor, got {dts[0].name}")
+    if shapes[0] is not None and len(shapes[0]) != 0:
+        raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {list(shapes[0])}")
+    return list(attrs["out_specs"])
+
+
+def _if_kernel(attrs, pred, *ins):
+    pred = np.asarray(pred)
+    if pred.shape != ():
+        raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {list(pred.shape)}")
+    return tuple(run_region(attrs["then_branch"] if bool(pred) else attrs["else_branch"], ins))
+
+
+def _is_zeros_of(g, t):
+    """gradients() fills missing output gradients with ZerosLike(output)."""
+    return isinstance(g, Tensor) and g.op.type == "ZerosLike" and g.op.inputs[0] is t
+
+
+def _if_grad(op, *grads):
+    from ..gradients import gradients
+    caps = op.inputs[1:]
+    wanted = [k for k, g in enumerate(grads)
+              if g is not None and op.outputs[k].dtype.is_floating and not _is_zeros_of(g, op.outputs[k])]
+    fcaps = [j for j, t in enumerate(caps) if t.dtype.is_floating]
+    if not wanted or not fcaps:
+        return [None] * len(op.inputs)
+
+    def branch_grad(func):
+        def fn():
+            fg = context.get_default_graph()
+            ins = [fg.capture(t) for t in caps]
+            outs = replay(func, ins)
+            return gradients([outs[k] for k in wanted], [ins[j] for j in fcaps],
+                             grad_ys=[fg.capture(grads[k]) for k in wanted])
+        return fn
+
+    traced = [_trace_branch("then_grad", branch_grad(op.attrs["then_branch"])),
+              _trace_branch("else_grad", branch_grad(op.attrs["else_branch"]))]
+    # an input only one branch uses: zeros from the other (as cond_v2); neither: None
+    keep = [i for i in range(len(fcaps)) if any(outs[i] is not None for _, outs in traced)]
+    for fg, outs in traced:
+        with fg.as_default():
+            for i in keep:
+                if outs[i] is None:
+                    from .math_ops import zeros_like
+                    outs[i] = zeros_like(fg.capture(caps[fcaps[i]]))
+    res = [None] * len(op.inputs)
+    if not keep:
+        return res
+    out = _make_if(op.inputs[0], [(fg, [as_output(fg, outs[i]) for i in keep]) for fg, outs in traced],
+                   name="If_grad")
+    out = [out] if isinstance(out, Tensor) else list(out)
+    for i, t in zip(keep, out):
+        res[1 + fcaps[i]] = t
+    return res
+
+
+register("If", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
+
+
+def _trace_branch(name, fn):
+    fg, _, result = trace(name, lambda: fn(), [])
+    return fg, list(result) if isinstance(result, list) else result
+
+
+def _union_captures(graphs):
+    """The outer tensors the traced graphs use, in first-use order."""
+    caps, seen = [], set()
+    for fg in graphs:
+        for op in fg.get_operations():
+            if op.type in ("Assign", "AssignAdd", "AssignSub"):
+                raise NotImplementedError(f"{op.type} ({op.name}) inside tf.cond / tf.while_loop: assigning a "
+                                          f"variable in a branch or loop body is not supported in graph mode")
+        for outer, _ in fg.captures:
+            if id(outer) not in seen:
+                seen.add(id(outer))
+                caps.append(outer)
+    return caps
+
+
+def _make_if(pred, traced, name):
+    """traced: [(then graph, flat output tensors), (else graph, ...)]."""
+    caps = _union_captures([fg for fg, _ in traced])
+    funcs = [Func(fg, [fg.capture(t) for t in caps], outs) for fg, outs in traced]
+    specs = [(_merge_dims(a.shape.dims, b.shape.dims), a.dtype) for a, b in zip(*(f.outputs for f in funcs))]
+    return apply_op("If", [pred] + caps, {"then_branch": funcs[0], "else_branch": funcs[1], "out_specs": specs},
+                    name=name)
+
+
+# ---------------------------------------------------------------- While
+def _while_infer(shapes, dts, attrs):
+    n = attrs["n_vars"]
+    if attrs["limit"] is not None and not dts[-1].is_integer:
+        raise TypeError(f"maximum_iterations must be an integer, got {dts[-1].name}")
+    count = attrs.get("static_count")
+    ys = [(None if d is None else (count,) + tuple(d), dt) for d, dt in attrs["y_specs"]]
+    return list(attrs["var_specs"][:n]) + [((), dtypes.int32)] + ys
+
+
+def _while_kernel(attrs, *ins):
+    n, c, nx = attrs["n_vars"], attrs["n_caps"], attrs["n_xs"]
+    vals, caps, xs = list(ins[:n]), list(ins[n:n + c]), ins[n + c:n + c + nx]
+    limit = attrs["limit"]
+    lim = None
+    if limit is not None:
+        lim = np.asarray(ins[-1])
+        if lim.shape != ():
+            raise ValueError(f"maximum_iterations must be a scalar, got shape {list(lim.shape)}")
+        lim = int(lim)
+    if limit == "count":
+        for x in xs:
+            if x.ndim == 0 or x.shape[0] != lim:
+                raise ValueError(f"a sliced input has shape {list(x.shape)}, expected {lim} rows")
+    cond, body, rev = attrs["cond"], attrs["body"], attrs["reverse"]
+    ys = [[] for _ in attrs["y_specs"]]
+    i = 0
+    while lim is None or i < lim:
+        if cond is not None and not bool(np.asarray(run_region(cond, vals + caps)[0])):
+            break
+        k = lim - 1 - i if rev else i
+        outs = run_region(body, vals + caps + [x[k] for x in xs])
+        vals = [np.asarray(o) for o in outs[:n]]
+        for acc, y in zip(ys, outs[n:]):
+            acc.append(np.asarray(y))
+        i += 1
+    stacks = []
+    for acc, (dims, dt) in zip(ys, attrs["y_specs"]):
+        if rev:
+            acc.reverse()
+        if acc and all(a.shape == acc[0].shape for a in acc):
+            stacks.append(np.stack(acc).astype(dt.np, copy=False))
+        elif acc:
+            # rows of different shapes (a shape invariant with None dims): a
+            # ragged stack, as TF's TensorList; only While ops read it
+            ragged = np.empty(len(acc), object)
+            ragged[:] = [a.astype(dt.np, copy=False) for a in acc]
+            stacks.append(ragged)
+        else:
+            stacks.append(np.zeros((0,) + tuple(d or 0 for d in (dims or ())), dt.np))
+    return tuple(vals) + (np.int32(i),) + tuple(stacks)
+
+
+def _ensure_saved(op):
+    """Gives a forward While op, once, extra stacked outputs: its loop
+    variables at the start and at the end of every iteration, as while_v2
+    adds accumulators. The backward body recomputes the forward body from the
+    first; the second replace what the body outputs (a tanh's result, say),
+    so that what only computes them is not recomputed."""
+    a = op.attrs
+    if "saved_at" in a:
+        return
+    n = a["n_vars"]
+    body = a["body"]
+    at = a["n_ys"]
+    specs = list(a["var_specs"][:n])
+    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n] + body.outputs[:n]), n_ys=at + 2 * n,
+                    y_specs=list(a["y_specs"]) + specs + specs, saved_at=at)
+    count = a.get("static_count")
+    extra = []
+    for k, (dims, dt) in enumerate(specs + specs):
+        extra.append(Tensor(op, len(op.outputs) + k, dt, None if dims is None else (count,) + tuple(dims)))
+    op.outputs = op.outputs + tuple(extra)
+
+
+def _while_grad(op, *grads):
+    from ..gradients import gradients
+    from .math_ops import zeros_like
+    real = op.outputs[0].op
+    _ensure_saved(real)
+    a = real.attrs
+    n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
+    ins, outs = real.inputs, real.outputs
+    vars0, caps, xs = ins[:n], ins[n:n + c], ins[n + c:n + c + nx]
+    grads = list(grads) + [None] * (len(outs) - len(grads))
+    g_final = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[:n], outs[:n])]
+    ys_out = outs[n + 1:]
+    g_ys = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[n + 1:], ys_out)]
+    fv = [k for k in range(n) if vars0[k].dtype.is_floating]
+    fc = [k for k in range(c) if caps[k].dtype.is_floating]
+    fx = [k for k in range(nx) if xs[k].dtype.is_floating]
+    gy = [j for j in range(ny) if g_ys[j] is not None and ys_out[j].dtype.is_floating]
+    res = [None] * len(ins)
+    if all(g_final[k] is None for k in fv) and not gy:
+        return res
+    nv, ncap, ngy = len(fv), len(fc), len(gy)
+    init = [g_final[k] if g_final[k] is not None else zeros_like(outs[k]) for k in fv]
+    init += [zeros_like(caps[k]) for k in fc]
+    var_specs = [a["var_specs"][k] for k in fv] + [(caps[k].shape.dims, caps[k].dtype) for k in fc]
+    at = a["saved_at"]
+    saved_in, saved_out = list(ys_out[at:at + n]), list(ys_out[at + n:at + 2 * n])
+    x_row_specs = [(None if x.shape.dims is None else x.shape.dims[1:], x.dtype) for x in xs]
+    gy_specs = [a["y_specs"][j] for j in gy]
+    body = a["body"]
+
+    # The gradient of one iteration, traced once on placeholders: (v_i, gradients
+    # of the body's outputs, x rows) -> (gradients of v_i, of the captures, of the rows).
+    def one_step(*p):
+        fg = context.get_default_graph()
+        v_i, g_v, g_c, gy_i, x_i = (p[:n], p[n:n + nv], p[n + nv:n + nv + ncap],
+                                    p[n + nv + ncap:n + nv + ncap + ngy], p[n + nv + ncap + ngy:])
+        cap_in = [fg.capture(t) for t in caps]
+        r = replay(body, list(v_i) + cap_in + list(x_i))
+        new_v, y = r[:n], r[n:]
+        srcs = [v_i[k] for k in fv] + [cap_in[k] for k in fc] + [x_i[k] for k in fx]
+        gs = gradients([new_v[k] for k in fv] + [y[j] for j in gy], srcs,
+                       grad_ys=list(g_v) + list(gy_i), unconnected_gradients="zero")
+        acc = [s + g for s, g in zip(g_c, gs[nv:nv + ncap])]
+        return list(gs[:nv]) + acc + list(gs[nv + ncap:]), new_v
+
+    step_specs = list(a["var_specs"][:n]) + var_specs + gy_specs + x_row_specs
+    fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
+    step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
+    step_caps = [outer for outer, _ in fg1.captures]
+    bwd_xs = saved_in + saved_out + [g_ys[j] for j in gy] + list(xs)
+    x_specs = list(a["var_specs"][:n]) * 2 + gy_specs + x_row_specs
+
+    def bwd_body(gvars, sl):
+        v_i, v_next, gy_i, x_i = sl[:n], sl[n:2 * n], sl[2 * n:2 * n + ngy], sl[2 * n + ngy:]
+        # the body's outputs come from the forward loop's stacks, not recomputed
+        sub = {id(t): s for t, s in zip(new_v, v_next) if t.op.type != "Placeholder"}
+        r = replay(step, list(v_i) + list(gvars) + list(gy_i) + list(x_i) + step_caps, substitute=sub)
+        return r[:nv + ncap], r[nv + ncap:]
+
+    out = _make_while(init, var_specs, None, bwd_body, bwd_xs, x_specs, "count", outs[n],
+                      reverse=not a["reverse"], static_count=a.get("static_count"), name="While_grad")
+    final, stacks = out[:len(init)], out[len(init) + 1:]
+    for i, k in enumerate(fv):
+        res[k] = final[i]
+    for i, k in enumerate(fc):
+        res[n + k] = final[nv + i]
+    for i, k in enumerate(fx):
+        res[n + c + k] = stacks[i]
+    return res
+
+
+register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+
+
+def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_tensor, reverse=False,
+                static_count=None, name="while"):
+    """Builds a While op. init: flat tensors; var_specs: [(dims, dtype)] (the
+    loop-invariant shapes); cond_fn(var placeholders) -> bool tensor or None;
+    body_fn(var placeholders, x slices) -> (new vars, ys). Returns the op's outputs."""
+    n = len(init)
+    graphs = []
+    cfunc_parts = None
+    if cond_fn is not None:
+        fgc, phc, pred = trace("cond", lambda *p: cond_fn(list(p)), var_specs)
+        pred = as_output(fgc, pred)
+        if pred.dtype is not dtypes.bool_:
+            raise TypeError(f"The loop condition must return a bool tensor, got {pred.dtype.name}")
+        if pred.shape.rank not in (None, 0):
+            raise ValueError(f"The loop condition must return a scalar, got shape {pred.shape}")
+        graphs.append(fgc)
+        cfunc_parts = (fgc, phc, pred)
+    fgb, phb, (new_vars, ys) = trace("body", lambda *p: body_fn(list(p[:n]), list(p[n:])),
+                                     list(var_specs) + list(x_specs))
+    new_vars = [as_output(fgb, v, dtype=dt) if not isinstance(v, Tensor) else as_output(fgb, v)
+                for v, (_, dt) in zip(new_vars, var_specs)]
+    ys = [as_output(fgb, y) for y in ys]
+    graphs.append(fgb)
+    caps = _union_captures(graphs)
+    cfunc = None
+    if cfunc_parts is not None:
+        fgc, phc, pred = cfunc_parts
+        cfunc = Func(fgc, list(phc) + [fgc.capture(t) for t in caps], [pred])
+    bfunc = Func(fgb, list(phb[:n]) + [fgb.capture(t) for t in caps] + list(phb[n:]), new_vars + ys)
+    attrs = {"cond": cfunc, "body": bfunc, "n_vars": n, "n_caps": len(caps), "n_xs": len(xs), "n_ys": len(ys),
+             "limit": limit, "reverse": bool(reverse), "var_specs": list(var_specs),
+             "y_specs": [(y.shape.dims, y.dtype) for y in ys], "static_count": static_count}
+    inputs = list(init) + caps + list(xs) + ([limit_tensor] if limit is not None else [])
+    out = apply_op("While", inputs, attrs, name=name)
+    return [out] if isinstance(out, Tensor) else list(out)

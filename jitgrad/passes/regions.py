@@ -1,0 +1,274 @@
+"""Control-flow regions in the compiler IR.
+
+``region_node`` (called by ir.from_graph) specialises an If / While op of the
+graph to the run's concrete shapes: each branch / cond / body Func becomes a
+sub-Program (its inputs are the sub-Program's args, in order; constants inside
+are baked in as Literals). A region that cannot have static shapes (a loop
+variable whose shape changes between iterations, a branch whose output shape
+depends on the branch taken, a variable or random op inside) keeps its graph
+Funcs: the interpreter runs it and the code generator declines it.
+
+``regions`` is the pass that makes the pipeline understand them:
+  * an If whose predicate is known at compile time is replaced by the taken
+    branch, inlined;
+  * every sub-Program is optimised by the whole pipeline (DCE, CSE, folding
+    inside bodies; each iteration is one call of the body, so CSE never merges
+    values across iterations);
+  * stacked per-iteration outputs of a While that nothing reads are dropped
+    from its body (a forward loop whose gradient was built but is not fetched
+    saves nothing), and inputs a region no longer reads are dropped from it
+    (so the stacks that fed them are unread in the next round).
+"""
+import numpy as np
+
+from .ir import Node, Program, Value, from_graph
+from .dce import dce
+from .util import Builder, clean, known_scalar, literal_attrs
+
+
+class _Dynamic(Exception):
+    """The region cannot be specialised to static shapes."""
+
+
+def _stub(shape, dtype):
+    return np.broadcast_to(np.zeros((), dtype.np), tuple(shape))
+
+
+def sub_program(func, shapes):
+    """The Program of a graph Func for concrete input shapes."""
+    from .prune import prune
+    from ..func_graph import Func
+    if not isinstance(func, Func):
+        raise _Dynamic("region already specialised")
+    if any(s is None or any(d is None for d in s) for s in shapes):
+        raise _Dynamic("an input of the region has no static shape")
+    fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
+    ops = prune(list(func.outputs), {id(ph) for ph in func.inputs})
+
+    def no_vars(attrs):
+        raise _Dynamic("a variable inside a region")
+    prog = from_graph(ops, list(func.outputs), fed, no_vars)
+    n_in = len(func.inputs)
+    nodes = []
+    for n in prog.nodes:
+        if n.op == "Arg" and n.attrs["arg"] >= n_in:
+            a = prog.args[n.attrs["arg"]]
+            if a.kind != "const":
+                raise _Dynamic(f"a {a.kind} value inside a region")
+            n = Node("Literal", (), literal_attrs(a.value), n.outputs, n.name)
+        nodes.append(n)
+    return Program(nodes, prog.args[:n_in], prog.outputs)
+
+
+def _out_shapes(prog):
+    return [prog.shape(v) for v in prog.outputs]
+
+
+def region_node(op, in_shapes, in_dtypes):
+    """(attrs, output specs) of an If / While node for concrete input shapes."""
+    from ..ops.registry import REGISTRY
+    a = op.attrs
+    try:
+        if op.type == "If":
+            caps = in_shapes[1:]
+            then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
+            st, se = _out_shapes(then), _out_shapes(els)
+            if st != se:
+                raise _Dynamic("the branches' output shapes differ")
+            attrs = dict(a, then_branch=then, else_branch=els,
+                         out_specs=[(tuple(s), t.dtype) for s, t in zip(st, op.outputs)])
+        else:
+            n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
+            vs, cs = in_shapes[:n], in_shapes[n:n + c]
+            xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
+            body = sub_program(a["body"], vs + cs + xs)
+            outs = _out_shapes(body)
+            if [tuple(s) for s in outs[:n]] != [tuple(s) for s in vs]:
+                raise _Dynamic("a loop variable changes shape")
+            cond = sub_program(a["cond"], vs + cs) if a["cond"] is not None else None
+            count = a.get("static_count")
+            if a["limit"] == "count" and count is None:
+                # a counted loop runs once per row of its sliced inputs (checked at run time)
+                count = next((s[0] for s in in_shapes[n + c:n + c + nx] if s and s[0] is not None), None)
+            attrs = dict(a, body=body, cond=cond, static_count=count,
+                         var_specs=[(tuple(s), dt) for s, dt in zip(vs, in_dtypes[:n])],
+                         y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
+    except _Dynamic:
+        attrs = dict(a)
+    try:
+        specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
+    except (ValueError, TypeError) as e:
+        from ..errors import InvalidArgumentError
+        raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+    return attrs, tuple((None if s is None else tuple(s), d) for s, d in specs)
+
+
+# ---------------------------------------------------------------- the pass
+def _inline(b, sub, inputs):
+    """Emits sub-Program ``sub`` into Builder ``b`` on ``inputs``; its outputs."""
+    m = {}
+    for j, sn in enumerate(sub.nodes):
+        if sn.op == "Arg":
+            m[(j, 0)] = inputs[sn.attrs["arg"]]
+            continue
+        k = b.emit(sn.op, [m[(v.node, v.index)] for v in sn.inputs], dict(sn.attrs), sn.outputs, sn.name)
+        for o in range(len(sn.outputs)):
+            m[(j, o)] = Value(k, o)
+    return [m[(v.node, v.index)] for v in sub.outputs]
+
+
+def _optimised(sub):
+    if sub is None or not isinstance(sub, Program):
+        return sub
+    if getattr(sub, "_optimised", False):
+        return sub
+    from .pipeline import run
+    out = run(Program(sub.nodes, sub.args, sub.outputs))
+    out.stats = []
+    out._optimised = True
+    return out
+
+
+def _used(program):
+    used = set()
+    for n in program.nodes:
+        used.update(n.inputs)
+    used.update(v for v in program.outputs if v is not None)
+    used.update(v for _, v in program.var_writes)
+    return used
+
+
+def _args_read(sub):
+    read = set()
+    for nd in sub.nodes:
+        for v in nd.inputs:
+            if sub.nodes[v.node].op == "Arg":
+                read.add(sub.nodes[v.node].attrs["arg"])
+    for v in sub.outputs:
+        if sub.nodes[v.node].op == "Arg":
+            read.add(sub.nodes[v.node].attrs["arg"])
+    return read
+
+
+def _keep_args(sub, keep):
+    """sub with only the args in ``keep`` (old indices, in order), renumbered."""
+    if sub is None:
+        return None
+    new_index = {old: i for i, old in enumerate(keep)}
+    order = [i for i, nd in enumerate(sub.nodes) if nd.op != "Arg" or nd.attrs["arg"] in new_index]
+    p = clean(sub, order)
+    nodes = [Node("Arg", (), {"arg": new_index[nd.attrs["arg"]]}, nd.outputs, nd.name) if nd.op == "Arg" else nd
+             for nd in p.nodes]
+    out = Program(nodes, [sub.args[k] for k in keep], p.outputs)
+    out._optimised = getattr(sub, "_optimised", False)
+    return out
+
+
+def _drop_unread_inputs(n, attrs, stats):
+    """(attrs, kept input positions) of a region node without the inputs
+    none of its sub-Programs reads."""
+    if n.op == "If":
+        read = _args_read(attrs["then_branch"]) | _args_read(attrs["else_branch"])
+        keep = [k for k in range(len(n.inputs) - 1) if k in read]
+        if len(keep) == len(n.inputs) - 1:
+            return attrs, list(range(len(n.inputs)))
+        stats["dropped_inputs"] += len(n.inputs) - 1 - len(keep)
+        return (dict(attrs, then_branch=_keep_args(attrs["then_branch"], keep),
+                     else_branch=_keep_args(attrs["else_branch"], keep)), [0] + [k + 1 for k in keep])
+    nv, c, nx = attrs["n_vars"], attrs["n_caps"], attrs["n_xs"]
+    read = _args_read(attrs["body"]) | (_args_read(attrs["cond"]) if attrs["cond"] is not None else set())
+    caps = [k for k in range(nv, nv + c) if k in read]
+    xs = [k for k in range(nv + c, nv + c + nx) if k in read]
+    if len(caps) == c and len(xs) == nx:
+        return attrs, list(range(len(n.inputs)))
+    stats["dropped_inputs"] += c + nx - len(caps) - len(xs)
+    keep = list(range(nv)) + caps + xs
+    attrs = dict(attrs, body=_keep_args(attrs["body"], keep), cond=_keep_args(attrs["cond"], list(range(nv)) + caps),
+                 n_caps=len(caps), n_xs=len(xs))
+    return attrs, keep + list(range(nv + c + nx, len(n.inputs)))
+
+
+def _arg_deps(sub):
+    """Per output of sub: the set of arg indices it depends on."""
+    deps = []
+    for nd in sub.nodes:
+        if nd.op == "Arg":
+            deps.append({nd.attrs["arg"]})
+        else:
+            d = set()
+            for v in nd.inputs:
+                d |= deps[v.node]
+            deps.append(d)
+    return [deps[v.node] for v in sub.outputs]
+
+
+def _needed_vars(body, cond, nv, keep_y, used_vars):
+    """Loop variables that a used output, a kept stack or the condition depends on."""
+    deps = _arg_deps(body)
+    need = set(used_vars)
+    for j in keep_y:
+        need |= {k for k in deps[nv + j] if k < nv}
+    if cond is not None:
+        need |= {k for k in _arg_deps(cond)[0] if k < nv}
+    todo = list(need)
+    while todo:
+        k = todo.pop()
+        for d in deps[k]:
+            if d < nv and d not in need:
+                need.add(d)
+                todo.append(d)
+    return sorted(need)
+
+
+def regions(program):
+    if not any(n.op in ("If", "While") for n in program.nodes):
+        return program
+    b = Builder(program)
+    used = _used(program)
+    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0}
+    for i, n in enumerate(program.nodes):
+        a = n.attrs
+        if n.op == "If" and isinstance(a["then_branch"], Program):
+            pred = known_scalar(b.nodes, program.args, b.get(n.inputs[0]))
+            if pred is not None:
+                outs = _inline(b, a["then_branch"] if bool(pred) else a["else_branch"],
+                               [b.get(v) for v in n.inputs[1:]])
+                for k, v in enumerate(outs):
+                    b.map[Value(i, k)] = v
+                stats["inlined"] += 1
+                continue
+            attrs = dict(a, then_branch=_optimised(a["then_branch"]), else_branch=_optimised(a["else_branch"]))
+            outputs = n.outputs
+            keep = list(range(len(n.outputs)))
+        elif n.op == "While" and isinstance(a["body"], Program):
+            nv, ny = a["n_vars"], a["n_ys"]
+            keep_y = [j for j in range(ny) if Value(i, nv + 1 + j) in used]
+            body, cond = a["body"], a["cond"]
+            keep_v = _needed_vars(body, cond, nv, keep_y, [k for k in range(nv) if Value(i, k) in used])
+            if len(keep_y) < ny or len(keep_v) < nv:
+                body = Program(body.nodes, body.args,
+                               [body.outputs[k] for k in keep_v] + [body.outputs[nv + j] for j in keep_y])
+                stats["dropped_stacks"] += ny - len(keep_y)
+            n_in = len(n.inputs)
+            inputs = list(range(n_in))
+            if len(keep_v) < nv:
+                # loop variables nothing needs (an accumulated gradient not fetched)
+                stats["dropped_vars"] += nv - len(keep_v)
+                rest = list(range(nv, len(body.args)))
+                body = _keep_args(dce(body), keep_v + rest)
+                if cond is not None:
+                    cond = _keep_args(dce(cond), keep_v + list(range(nv, len(cond.args))))
+                inputs = keep_v + list(range(nv, n_in))
+            attrs = dict(a, body=_optimised(body), cond=_optimised(cond), n_ys=len(keep_y), n_vars=len(keep_v),
+                         y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
+            keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]
+            outputs = tuple(n.outputs[k] for k in keep)
+            n = Node(n.op, tuple(n.inputs[k] for k in inputs), n.attrs, n.outputs, n.name)
+        else:
+            b.copy(i)
+            continue
+        attrs, inputs = _drop_unread_inputs(n, attrs, stats)
+        j = b.emit(n.op, [b.get(n.inputs[k]) for k in inputs], attrs, outputs, n.name)
+        for new, old in enumerate(keep):
+            b.map[Value(i, old)] = Value(j, new)
+    return b.finish("regions", stats)

@@ -1,0 +1,85 @@
+"""Differential tests for control flow: seeded random graphs whose conds and
+while_loops hold random elementwise / matmul / reduction bodies, run compiled
+(native branches and loops, no interpreter fallback: run_both checks) vs the
+reference interpreter, values and gradients, with the tolerances of
+tests/test_differential.py."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from test_differential import BINARY, UNARY, check_close, run_both, _no_disk  # noqa: F401
+
+
+def _expr(rng, pool, steps):
+    pool = list(pool)
+    for _ in range(steps):
+        if rng.random() < 0.4:
+            pool.append(UNARY[rng.integers(0, len(UNARY))](pool[rng.integers(0, len(pool))]))
+        else:
+            a, b = pool[rng.integers(0, len(pool))], pool[rng.integers(0, len(pool))]
+            pool.append(BINARY[rng.integers(0, len(BINARY))](a, b))
+    return pool[-1]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_conds_and_loops(seed, dt):
+    rng = np.random.default_rng(1000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8, 9], size=int(rng.integers(0, 3))))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dt, shape)
+        w = tf.compat.v1.placeholder(dt, shape)
+        sel = tf.compat.v1.placeholder(tf.int32, [])
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        k1, k2, k3 = (int(v) for v in rng.integers(2, 5, size=3))
+        # a cond on a runtime predicate, branches of random expressions
+        c = tf.cond(sel > 0, lambda: _expr(rng, [x, w], k1), lambda: _expr(rng, [w, x * 0.5], k2))
+
+        # a loop with a fed trip count whose body holds a random expression and a cond
+        def body(i, h, acc):
+            u = tf.tanh(_expr(rng, [h, w], k3)) * 0.9
+            u = tf.cond(tf.equal(i % 2, 0), lambda: u, lambda: u * 0.5 + h * 0.25)
+            return i + 1, u, acc + tf.reduce_sum(u * u)
+        _, hT, acc = tf.while_loop(lambda i, h, acc: i < n, body, [0, x, tf.constant(0.0, dt)])
+        loss = tf.reduce_sum(c * tf.cos(hT)) + acc
+        grads = tf.gradients(loss, [x, w])
+        fetches = [c, hT, acc, loss] + [gr for gr in grads if gr is not None]
+    sess_feed = {x: (rng.standard_normal(shape)).astype(dt), w: (rng.standard_normal(shape) * 0.5).astype(dt)}
+    for sv, nv in ((1, 0), (0, 3), (1, 5)):
+        a, b = run_both(g, fetches, {**sess_feed, sel: sv, n: nv})
+        for i, (p, q) in enumerate(zip(a, b)):
+            check_close(p, q, dt, f"fetch {i} sel={sv} n={nv}")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rnn_with_matmul_and_second_order(seed):
+    rng = np.random.default_rng(seed)
+    g = tf.Graph()
+    with g.as_default():
+        W = tf.compat.v1.placeholder(tf.float64, [5, 5])
+        x0 = tf.compat.v1.placeholder(tf.float64, [5, 1])
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        _, xT = tf.while_loop(lambda t, h: t < n, lambda t, h: (t + 1, tf.tanh(tf.matmul(W, h))), [0, x0])
+        loss = tf.reduce_sum(xT)
+        (gW,) = tf.gradients(loss, W)
+        (gx,) = tf.gradients(loss, x0)
+        (hx,) = tf.gradients(tf.reduce_sum(gx * gx), x0)     # a second derivative through the loop
+    feed = {W: rng.standard_normal((5, 5)) * 0.6, x0: rng.standard_normal((5, 1)), n: 6}
+    a, b = run_both(g, [xT, loss, gW, gx, hx], feed)
+    for i, (p, q) in enumerate(zip(a, b)):
+        check_close(p, q, np.float64, f"fetch {i}")
+
+
+def test_map_fn_scan_compile_with_static_and_fed_lengths():
+    g = tf.Graph()
+    with g.as_default():
+        xs = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        m = tf.map_fn(lambda r: tf.reduce_sum(r * r), xs)
+        s = tf.scan(lambda a, r: a * 0.5 + r, xs)
+        (gm,) = tf.gradients(tf.reduce_sum(m) + tf.reduce_sum(s * s), xs)
+    for rows in (1, 4, 7):
+        xv = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        a, b = run_both(g, [m, s, gm], {xs: xv})
+        for i, (p, q) in enumerate(zip(a, b)):
+            check_close(p, q, np.float32, f"fetch {i} rows={rows}")
