@@ -219,8 +219,15 @@ def _convert_all_eager(values):
 
 
 def convert_all(values, dtype=None, graph=None):
-    """Converts op inputs together: Python values adopt the dtype of the
-    first tensor among them (TF's binary-op rule) and live in its graph."""
+    """Converts the inputs of an op whose inputs share one dtype, by TF's rule
+    (``args_to_matching_eager``): Python values adopt the dtype of the first
+    tensor among them; with no tensor, the first value's own dtype is used for
+    the rest (``tf.maximum(0., [1, -1])`` is float32, ``tf.maximum([1, -1], 0.)``
+    a TypeError). All results live in the inputs' graph.
+
+    TF's graph mode is stricter (it converts strictly left to right, so
+    ``tf.maximum(0, x_float)`` is a TypeError there); jitgrad accepts it as
+    TF's eager mode does (README, Known differences)."""
     if dtype is None and graph is None and context._eager_enabled[0] \
             and not getattr(context._state, "graphs", None):
         out = _convert_all_eager(values)
@@ -236,7 +243,10 @@ def convert_all(values, dtype=None, graph=None):
     for v in values:
         if _is_tensorlike(v):
             out.append(convert_to_tensor(v, graph=g))
+        elif dtype is not None:
+            out.append(convert_to_tensor(v, dtype=dtype, graph=g))
         else:
-            out.append(convert_to_tensor(v, dtype=dtype, graph=g) if dtype is not None
-                       else convert_to_tensor(v, graph=g))
+            t = convert_to_tensor(v, graph=g)
+            dtype = t.dtype
+            out.append(t)
     return out
