@@ -208,3 +208,17 @@ def _fill_compat_v1():
 
 
 _fill_compat_v1()
+
+
+# ---- issue 17b: runtime utilities (config.py), linalg, ... (one block, to keep merges simple)
+from . import config as _config  # noqa: E402
+from .ops import host_ops as _host  # noqa: E402
+config = _config._modules(_module)
+device = _config.device
+timestamp = _host.timestamp
+broadcast_static_shape, broadcast_dynamic_shape = _config.broadcast_static_shape, _config.broadcast_dynamic_shape
+linalg.inv, linalg.det, linalg.slogdet = _l.matrix_inverse, _l.matrix_determinant, _l.log_matrix_determinant
+linalg.solve, linalg.cholesky = _l.matrix_solve, _l.cholesky
+v1.matrix_inverse, v1.matrix_determinant, v1.matrix_solve, v1.cholesky = (
+    _l.matrix_inverse, _l.matrix_determinant, _l.matrix_solve, _l.cholesky)
+_fill_compat_v1()

@@ -11,6 +11,7 @@ import threading
 _state = threading.local()
 _eager_enabled = [True]
 _global_graph = [None]
+functions_run_eagerly = [False]   # tf.config.run_functions_eagerly (config.py)
 
 
 def _stack():

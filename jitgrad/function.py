@@ -333,8 +333,9 @@ class Function:
     def __call__(self, *args, **kwargs):
         if not context.executing_eagerly():
             return self._python_function(*args, **kwargs)
-        if _tape_is_recording():
-            # A GradientTape outside the function must see its ops. Running the
+        if _tape_is_recording() or context.functions_run_eagerly[0]:
+            # A GradientTape outside the function must see its ops (and
+            # tf.config.run_functions_eagerly asks for it). Running the
             # Python function eagerly records exactly the ops the trace would
             # contain, so the value and the gradient are those of the traced call.
             return _map_structure(_python_value_to_tensor, self._python_function(*args, **kwargs))
