@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from . import buffers as _buffers, interpreter
+from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 from .ops.registry import REGISTRY
 from .passes import ir as pir
@@ -371,12 +372,20 @@ def make_plan(session, elements, fed, run_passes=False):
     pre-pass key is used as it is (no passes, no lowering tables, no code
     generator); otherwise the passes run and the kernel is compiled.
     run_passes=True always runs them (explain reports their stats)."""
-    pre = build_pre_program(session, elements, fed)
     plan = Plan()
     plan.fallback = False
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
+    try:
+        pre = build_pre_program(session, elements, fed)
+    except pir.DataDependentShape as e:
+        plan.fallback, plan.reason, plan.program = True, str(e), None
+        return plan
+    other = sorted({d.name for n in pre.nodes for _, d in n.outputs if d not in NATIVE_DTYPES})
+    if other:   # float16, int8, complex64, ...: the numpy reference kernels compute them
+        plan.fallback, plan.reason, plan.program = True, f"dtypes without a lowering: {', '.join(other)}", pre
+        return plan
     key = prepass_key(pre)
     kernel, source = lookup_kernel(key)
     program = pre
@@ -715,8 +724,8 @@ def explain(session, elements, fed):
     from .codegen import backend
     plan = make_plan(session, elements, fed, run_passes=True)
     p = plan.program
-    common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
-                  reason=plan.reason)
+    common = dict(stats=list(p.stats) if p else [], n_nodes=len(p.nodes) if p else 0, n_args=len(p.args) if p else 0,
+                  fallback=plan.fallback, reason=plan.reason)
     if plan.fallback:
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)

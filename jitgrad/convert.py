@@ -34,11 +34,17 @@ def _infer_python_dtype(value):
             kinds.add("i64" if not (_INT32.min <= int(x) <= _INT32.max) else "i")
         elif isinstance(x, (float, np.floating)):
             kinds.add("f")
+        elif isinstance(x, (complex, np.complexfloating)):
+            kinds.add("c")
         else:
             raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a Tensor; "
-                            "supported are bool, int, float and nested lists of them.")
+                            "supported are bool, int, float, complex and nested lists of them.")
     if not kinds:
         return dtypes.float32
+    if "c" in kinds:
+        if "b" in kinds:
+            raise TypeError(f"Can't convert a mix of bool and complex to a Tensor: {value!r}")
+        return dtypes.complex128
     if "f" in kinds:
         if "b" in kinds:
             raise TypeError(f"Can't convert a mix of bool and float to a Tensor: {value!r}")
@@ -63,7 +69,7 @@ def to_numpy(value, dtype=None):
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
         if arr.dtype.kind == "f" and want.is_integer and not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
-        if (arr.dtype.kind == "b") != want.is_bool:
+        if (arr.dtype.kind == "b") != want.is_bool or (arr.dtype.kind == "c" and not want.is_complex):
             raise TypeError(f"Cannot convert an array of dtype {arr.dtype} to a tensor of dtype {want.name}.")
         return np.asarray(arr.astype(want.np), order="C")
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
@@ -73,12 +79,16 @@ def to_numpy(value, dtype=None):
     inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred
-    elif inferred.is_floating and not want.is_floating:
+    elif (inferred.is_floating and not (want.is_floating or want.is_complex)) or \
+            (inferred.is_complex and not want.is_complex):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
     elif inferred.is_bool != want.is_bool and not (isinstance(value, (list, tuple)) and len(value) == 0):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
-    with np.errstate(over="ignore"):
-        arr = np.array(value, dtype=want.np)
+    try:
+        with np.errstate(over="ignore"):
+            arr = np.array(value, dtype=want.np)
+    except OverflowError:
+        raise ValueError(f"Can't convert Python int {value!r} to {want.name}: out of range.") from None
     if want.is_integer and inferred.is_integer:
         check = np.array(value, dtype=np.int64)
         if not np.array_equal(check, arr):
@@ -177,7 +187,7 @@ def _fast_scalar(v, want):
         if kind == "f" and (want is not dtypes.float32 or -_F32_MAX <= v <= _F32_MAX):
             return np.array(v, dtype=want.np)
     elif tv is int:
-        if kind in "fi" and -2147483648 <= v <= 2147483647:
+        if (kind == "f" or want.np.itemsize >= 4 and kind == "i") and -2147483648 <= v <= 2147483647:
             return np.array(v, dtype=want.np)
     elif tv is bool:
         if kind == "b":

@@ -485,6 +485,27 @@ def strided_slice_getitem(tensor, key):
     return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
 
 
+def slice_(input_, begin, size, name=None):
+    """``tf.slice``: ``size[i]`` elements from ``begin[i]`` along each axis
+    (-1: to the end), as a strided slice. begin and size must be known when the
+    graph is built."""
+    (x,) = convert_all([input_])
+    b = [int(v) for v in _static_value(begin, "the begin of tf.slice").reshape(-1)]
+    s = [int(v) for v in _static_value(size, "the size of tf.slice").reshape(-1)]
+    rank = x.shape.rank
+    if len(b) != len(s) or (rank is not None and len(b) != rank):
+        raise shape_error(f"Expected begin and size arguments to be 1-D tensors of size {rank}, but got "
+                          f"shapes [{len(b)}] and [{len(s)}] instead.")
+    dims = x.shape.as_list() if rank is not None else [None] * len(b)
+    for i, (bi, si) in enumerate(zip(b, s)):
+        d = dims[i]
+        end = d if si == -1 else bi + si
+        if bi < 0 or si < -1 or (d is not None and end is not None and end > d):
+            raise shape_error(f"Expected size[{i}] in [0, {None if d is None else d - bi}], but got {si}")
+    key = tuple(slice(bi, None if si == -1 else bi + si) for bi, si in zip(b, s))
+    return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name=name or "Slice")
+
+
 # ---------------------------------------------------------------- gather / tile / broadcast
 def _gather_infer(shapes, dts, attrs):
     if not dts[1].is_integer:
@@ -734,7 +755,7 @@ def _range_infer(shapes, dts, attrs):
 # Only built when an argument is known only at run time (else tf.range is a
 # constant). Its length depends on the values: no native lowering, a compiled
 # run that needs one is a counted interpreter fallback. Not differentiable (TF).
-register("Range", infer=_range_infer, kernel=_range_kernel)
+register("Range", infer=_range_infer, kernel=_range_kernel, data_dependent_shape=True)
 
 
 def range_(start, limit=None, delta=1, dtype=None, name="range"):

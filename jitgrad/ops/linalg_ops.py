@@ -409,3 +409,41 @@ def cholesky(input, name=None):  # noqa: A002
     """``tf.linalg.cholesky``: the lower-triangular factor."""
     (x,) = convert_all([input])
     return apply_op("Cholesky", [x], name=name or "Cholesky")
+
+
+# ---------------------------------------------------------------- diag / diag_part (composites)
+def _static_dims(x, what):
+    if x.shape.rank is None or not x.shape.is_fully_defined():
+        raise NotImplementedError(f"jitgrad's {what} needs the input's shape known when the graph is built.")
+    return x.shape.as_list()
+
+
+def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """``tf.linalg.diag`` (main diagonal only): [..., n] -> [..., n, n], the
+    values placed by a select (never multiplied by 0, so inf/NaN stay put)."""
+    from .array_ops import constant, expand_dims
+    from .math_ops import where, zeros_like
+    if k != 0 or num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise NotImplementedError("jitgrad's tf.linalg.diag supports the main diagonal only (k=0, no padding).")
+    (v,) = convert_all([diagonal])
+    dims = _static_dims(v, "tf.linalg.diag")
+    if not dims:
+        raise ValueError("diagonal must be at least 1-dimensional")
+    n = dims[-1]
+    column = expand_dims(v, -1)                      # [..., n, 1]: row i holds v[i]
+    return where(constant(np.eye(n, dtype=bool)), column, zeros_like(column), name=name)
+
+
+def diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):  # noqa: A002
+    """``tf.linalg.diag_part`` (main diagonal only): [..., m, n] -> [..., min(m, n)],
+    a gather of the flattened matrices (exact, differentiable)."""
+    from .array_ops import gather, reshape
+    if k != 0:
+        raise NotImplementedError("jitgrad's tf.linalg.diag_part supports the main diagonal only (k=0).")
+    (x,) = convert_all([input])
+    dims = _static_dims(x, "tf.linalg.diag_part")
+    if len(dims) < 2:
+        raise ValueError(f"input must be at least 2-dimensional, got shape {dims}")
+    m, n = dims[-2:]
+    flat = reshape(x, dims[:-2] + [m * n])
+    return gather(flat, np.arange(min(m, n), dtype=np.int32) * (n + 1), axis=len(dims) - 2, name=name)

@@ -26,6 +26,13 @@ import numpy as np
 from ..ops.registry import REGISTRY
 
 
+class DataDependentShape(Exception):
+    """A program with an op registered with data_dependent_shape=True (tf.boolean_mask,
+    a run-time tf.range, tf.py_function): its output shape is known only when it
+    runs and kernels are specialised to static shapes, so the compiler runs such a
+    program in the interpreter (counted in cache_info()['fallbacks'])."""
+
+
 @dataclass(frozen=True)
 class Value:
     """Output ``index`` of node ``node`` (an index into Program.nodes)."""
@@ -180,6 +187,8 @@ def from_graph(ops, elements, fed, var_reader):
         except (ValueError, TypeError) as e:
             from ..errors import InvalidArgumentError
             raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+        if opdef.extra.get("data_dependent_shape"):
+            raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = tuple((tuple(s), d) for s, d in specs)
         if op.type in ("Assign", "AssignAdd", "AssignSub"):
             # State updates: the new value is computed in the program; the
