@@ -238,6 +238,12 @@ double = float64
 complex = _cx.complex  # noqa: A001
 math.real, math.imag, math.conj, math.complex = _cx.real, _cx.imag, _cx.conj, _cx.complex
 real, imag, conj = _cx.real, _cx.imag, _cx.conj
+from .ops import string_ops as _str  # noqa: E402
+from .dtypes import string  # noqa: E402,F401
+strings = _module("strings", join=_str.join, length=_str.length, upper=_str.upper, lower=_str.lower,
+                  format=_str.format, as_string=_str.as_string, to_number=_str.to_number,
+                  reduce_join=_str.reduce_join)
+as_string = _str.as_string
 types = _module("types", experimental=_module(
     "types.experimental", ConcreteFunction=_ConcreteFunction, GenericFunction=_Function,
     PolymorphicFunction=_Function,

@@ -36,11 +36,17 @@ def _infer_python_dtype(value):
             kinds.add("f")
         elif isinstance(x, (complex, np.complexfloating)):
             kinds.add("c")
+        elif isinstance(x, (str, bytes, np.str_, np.bytes_)):
+            kinds.add("s")
         else:
             raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a Tensor; "
                             "supported are bool, int, float, complex and nested lists of them.")
     if not kinds:
         return dtypes.float32
+    if "s" in kinds:
+        if len(kinds) > 1:
+            raise TypeError(f"Can't convert a mix of strings and numbers to a Tensor: {value!r}")
+        return dtypes.string
     if "c" in kinds:
         if "b" in kinds:
             raise TypeError(f"Can't convert a mix of bool and complex to a Tensor: {value!r}")
@@ -58,12 +64,42 @@ def _infer_python_dtype(value):
     return dtypes.bool_
 
 
+def _as_bytes(x):
+    if isinstance(x, (bytes, np.bytes_)):
+        return bytes(x)
+    if isinstance(x, (str, np.str_)):
+        return str(x).encode("utf-8")
+    raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a string Tensor.")
+
+
+def string_array(value):
+    """str / bytes (nested lists, numpy U/S/object arrays) as an object array of bytes (tf.string)."""
+    arr = np.asarray(value, dtype=object)
+    out = np.empty(arr.shape, object)
+    for idx in np.ndindex(*arr.shape):
+        out[idx] = _as_bytes(arr[idx])
+    return out
+
+
+def _infer_python_dtype_or_none(value):
+    try:
+        return _infer_python_dtype(value)
+    except TypeError:
+        return None
+
+
 def to_numpy(value, dtype=None):
     """A constant value as a numpy array of a supported dtype (TF's rules)."""
     want = None if dtype is None else dtypes.as_dtype(dtype)
-    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+    is_array = isinstance(value, (np.ndarray, np.generic))
+    if (is_array and np.asarray(value).dtype.kind in "USO") or (want is not None and want.is_string) or \
+            (not is_array and _infer_python_dtype_or_none(value) is dtypes.string):
+        if want is not None and not want.is_string:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
+        return string_array(value)
+    if is_array:
         arr = np.asarray(value)
-        if arr.dtype == object or arr.dtype.kind in "USV":
+        if arr.dtype.kind == "V" and arr.dtype not in dtypes._BY_NP:
             raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.")
         if want is None:
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")

@@ -9,6 +9,7 @@ the interpreter, counted in cache_info()['fallbacks']):
   * int8, int16, uint8, uint16, uint32, uint64: integer arithmetic.
   * complex64, complex128: constants, arithmetic, real/imag/abs/conj/complex;
     complex tensors are not differentiated (no gradient flows through them).
+  * string: numpy object arrays of bytes, never compiled or differentiated.
 """
 import numpy as np
 
@@ -60,6 +61,10 @@ class DType:
         return True
 
     @property
+    def is_string(self):
+        return self._kind == "S"
+
+    @property
     def real_dtype(self):
         return {"complex64": float32, "complex128": float64}.get(self.name, self)
 
@@ -68,7 +73,7 @@ class DType:
         return self.np.itemsize
 
     def _info(self):
-        if self.is_bool or self.is_complex:
+        if self.is_bool or self.is_complex or self.is_string:
             raise TypeError(f"Cannot find minimum/maximum value of {self.name}.")
         if self.is_floating:
             return _ml_dtypes.finfo(self.np) if self._kind != self.np.kind else np.finfo(self.np)
@@ -138,8 +143,11 @@ class _MissingDType:
 bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, 14, kind="f") if _ml_dtypes is not None else \
     _MissingDType("bfloat16", "bfloat16 needs the ml_dtypes package (pip install ml_dtypes): numpy has no bfloat16.")
 
+# Byte strings, held as numpy object arrays of ``bytes`` (ops/string_ops.py).
+string = DType("string", object, 7, kind="S")
+
 NATIVE = (float32, float64, int32, int64, bool_)      # what the compiler lowers
-ALL = NATIVE + (float16, int8, int16, uint8, uint16, uint32, uint64, complex64, complex128) + \
+ALL = NATIVE + (float16, int8, int16, uint8, uint16, uint32, uint64, complex64, complex128, string) + \
     ((bfloat16,) if _ml_dtypes is not None else ())
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_})
@@ -166,6 +174,8 @@ def as_dtype(value):
         return bool_
     if value is complex:
         return complex128
+    if value is str or value is bytes:
+        return string
     try:
         key = np.dtype(value)
     except TypeError:

@@ -107,9 +107,16 @@ def _feed_array(t, value):
                         "Python scalars, strings, lists, numpy ndarrays, or TensorHandles.")
     if isinstance(value, EagerTensor):
         value = value._value
-    src = np.asarray(value)
     want = t.dtype
-    if src.dtype == object or src.dtype.kind in "USVc":
+    if want.is_string:
+        from .convert import string_array
+        arr = string_array(value)
+        if not t.shape.is_compatible_with(arr.shape):
+            raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")
+        return arr
+    src = np.asarray(value)
+    if src.dtype == object or src.dtype.kind in "US" or (src.dtype.kind == "c" and not want.is_complex) or \
+            (src.dtype.kind == "V" and src.dtype != want.np):
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
                          f"{want.name}")
     lossy = ((src.dtype.kind == "f" and want.is_integer and not np.all(np.mod(src, 1) == 0))

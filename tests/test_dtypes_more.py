@@ -140,3 +140,15 @@ def test_dtype_objects():
     assert tf.bfloat16.is_floating and tf.uint8.is_unsigned and not tf.int8.is_unsigned
     assert tf.float16.max == 65504.0
     assert tf.as_dtype(np.uint8) == tf.uint8 and tf.as_dtype(complex) == tf.complex128
+
+
+def test_non_native_constants_in_graphs(graph_mode):
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant([1 + 2j]) * 2
+        h = tf.constant([1.5], tf.bfloat16) * 2
+        i = tf.constant([100], tf.int8) + 100      # wraps as int8 arithmetic does
+    got = tf.compat.v1.Session(graph=g).run([c, h, i])
+    np.testing.assert_array_equal(got[0], [2 + 4j])
+    assert got[1].dtype == np.dtype(BF16) and float(got[1][0]) == 3.0
+    np.testing.assert_array_equal(got[2], np.array([100], np.int8) + np.int8(100))

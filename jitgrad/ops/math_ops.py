@@ -99,7 +99,7 @@ def _softplus(x):
     return np.logaddexp(x.dtype.type(0), x)
 
 
-_binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), ARITH)
+_binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), ARITH + (dtypes.string,))   # strings concatenate
 _binary_op("Sub", np.subtract, lambda op, g: _binary_grads(op, g, negative(g)), ARITH)
 _binary_op("Mul", np.multiply,
            lambda op, g: _binary_grads(op, multiply(g, op.inputs[1]), multiply(g, op.inputs[0])), ARITH)
@@ -589,7 +589,9 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
     return out if dtype is None else cast(out, dtype)
 
 
-register("ZerosLike", infer=unary(ALL), kernel=lambda attrs, x: np.zeros_like(x), grad=lambda op, g: [None],
+register("ZerosLike", infer=unary(ALL),
+         kernel=lambda attrs, x: np.full(x.shape, b"", object) if x.dtype == object else np.zeros_like(x),
+         grad=lambda op, g: [None],
          kind="elementwise", shape_only=(0,))
 register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
          kind="elementwise", shape_only=(0,))
