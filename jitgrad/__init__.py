@@ -244,6 +244,8 @@ strings = _module("strings", join=_str.join, length=_str.length, upper=_str.uppe
                   format=_str.format, as_string=_str.as_string, to_number=_str.to_number,
                   reduce_join=_str.reduce_join)
 as_string = _str.as_string
+from . import data as _data  # noqa: E402
+data = _data._module(_module)
 types = _module("types", experimental=_module(
     "types.experimental", ConcreteFunction=_ConcreteFunction, GenericFunction=_Function,
     PolymorphicFunction=_Function,
