@@ -152,6 +152,8 @@ ALL = NATIVE + (float16, int8, int16, uint8, uint16, uint32, uint64, complex64, 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_})
 _BY_NP = {d.np: d for d in ALL}
+# numpy dtypes of floating tensors: float16/32/64 and bfloat16 (whose numpy kind is "V", not "f")
+FLOAT_NP = frozenset(d.np for d in ALL if d.is_floating)
 
 
 def as_dtype(value):

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from . import context
+from . import context, dtypes
 from .graph import Graph, Operation, Tensor
 from .ops.state_ops import VariableStore
 
@@ -119,7 +119,7 @@ def _feed_array(t, value):
             (src.dtype.kind == "V" and src.dtype != want.np):
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
                          f"{want.name}")
-    lossy = ((src.dtype.kind == "f" and want.is_integer and not np.all(np.mod(src, 1) == 0))
+    lossy = ((src.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(src, 1) == 0))
              or ((src.dtype.kind == "b") != want.is_bool and src.size > 0))
     if lossy:
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "

@@ -152,3 +152,16 @@ def test_non_native_constants_in_graphs(graph_mode):
     np.testing.assert_array_equal(got[0], [2 + 4j])
     assert got[1].dtype == np.dtype(BF16) and float(got[1][0]) == 3.0
     np.testing.assert_array_equal(got[2], np.array([100], np.int8) + np.int8(100))
+
+
+def test_bfloat16_is_floating_everywhere():
+    # bfloat16's numpy kind is "V": the tape, Round, argmax and float->int checks must still see a float
+    x = tf.Variable(np.array([1.0, 2.0], BF16))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(x * x)
+    g = tape.gradient(y, x)
+    assert g.dtype == tf.bfloat16 and g.numpy().astype(np.float32).tolist() == [2.0, 4.0]
+    assert tf.round(tf.constant([1.4, 2.6], tf.bfloat16)).numpy().astype(np.float32).tolist() == [1.0, 3.0]
+    assert int(tf.argmax(tf.constant([1.0, 3.0, 2.0], tf.bfloat16))) == 1
+    with pytest.raises(TypeError):
+        tf.constant(np.array([1.5], BF16), tf.int32)     # a fraction cannot become an int

@@ -65,7 +65,7 @@ def _int_div_check(y):
 
 def _floordiv(x, y):
     _int_div_check(y)
-    if x.dtype.kind == "f":
+    if x.dtype in dtypes.FLOAT_NP:
         return np.floor(x / y)
     return np.floor_divide(x, y)
 
@@ -602,7 +602,7 @@ register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), 
 _unary_op("Floor", np.floor, None)
 _unary_op("Ceil", np.ceil, None)
 # TF's Round is round-half-to-even (banker's rounding), like np.rint; integers pass through.
-_unary_op("Round", lambda x: np.rint(x) if x.dtype.kind == "f" else x.copy(), None, NUMBERS)
+_unary_op("Round", lambda x: np.rint(x) if x.dtype in dtypes.FLOAT_NP else x.copy(), None, NUMBERS)
 for _name, _fn in [("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)]:
     register(_name, infer=unary(FLOATS, out_dtype=dtypes.bool_), kernel=lambda attrs, x, _fn=_fn: _fn(x),
              grad=None, kind="elementwise")

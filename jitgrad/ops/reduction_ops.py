@@ -89,7 +89,7 @@ def _mean_kernel(attrs, x):
 def _max_kernel(attrs, x):
     axes = _np_axes(x, attrs)
     if x.size == 0 or any(x.shape[a] == 0 for a in axes):
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        fill = -np.inf if x.dtype in dtypes.FLOAT_NP else np.iinfo(x.dtype).min
         return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
     return np.max(x, axis=axes, keepdims=attrs["keepdims"])
 
@@ -97,7 +97,7 @@ def _max_kernel(attrs, x):
 def _min_kernel(attrs, x):
     axes = _np_axes(x, attrs)
     if x.size == 0 or any(x.shape[a] == 0 for a in axes):
-        fill = np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+        fill = np.inf if x.dtype in dtypes.FLOAT_NP else np.iinfo(x.dtype).max
         return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
     return np.min(x, axis=axes, keepdims=attrs["keepdims"])
 
@@ -256,8 +256,8 @@ def _arg_kernel(fn):
         axis = attrs["axis"]
         if x.shape[axis] == 0:
             raise ValueError(f"Reduction axis {axis} is empty in shape {list(x.shape)}")
-        if x.dtype.kind == "f":
-            info = np.finfo(x.dtype)
+        if x.dtype in dtypes.FLOAT_NP:
+            info = dtypes.as_dtype(x.dtype)
             x = np.where(x > info.min, x, info.min) if fn is np.argmax else np.where(x < info.max, x, info.max)
         return np.asarray(fn(x, axis=axis)).astype(attrs["output_type"].np)
     return kernel
