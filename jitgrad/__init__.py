@@ -237,6 +237,49 @@ def _fill_compat_v1():
 _fill_compat_v1()
 
 
+
+# ---- issue 17b: conversion rules, runtime utilities, introspection, more ops (one block, for merges)
+from . import config as _config  # noqa: E402
+from .ops import host_ops as _host, mask_ops as _mask, py_func_ops as _pyf  # noqa: E402
+from .tensor_array import TensorArray  # noqa: E402,F401
+from .function import ConcreteFunction as _ConcreteFunction, Function as _Function  # noqa: E402
+import builtins as _builtins, typing as _typing  # noqa: E402
+import numpy as _np  # noqa: E402
+config = _config._modules(_module)
+device = _config.device
+timestamp = _host.timestamp
+broadcast_static_shape, broadcast_dynamic_shape = _config.broadcast_static_shape, _config.broadcast_dynamic_shape
+linalg.inv, linalg.det, linalg.slogdet = _l.matrix_inverse, _l.matrix_determinant, _l.log_matrix_determinant
+linalg.solve, linalg.cholesky, linalg.diag, linalg.diag_part = _l.matrix_solve, _l.cholesky, _l.diag, _l.diag_part
+v1.matrix_inverse, v1.matrix_determinant, v1.matrix_solve, v1.cholesky = (
+    _l.matrix_inverse, _l.matrix_determinant, _l.matrix_solve, _l.cholesky)
+v1.diag, v1.diag_part, v1.py_func = _l.diag, _l.diag_part, _pyf.numpy_function
+boolean_mask = _mask.boolean_mask
+slice = _a.slice_  # noqa: A001
+py_function, numpy_function = _pyf.py_function, _pyf.numpy_function
+math.cumprod = cumprod = _r.cumprod
+from .ops import complex_ops as _cx  # noqa: E402
+from .dtypes import (float16, half, bfloat16, int8, int16, uint8, uint16, uint32, uint64,  # noqa: E402,F401
+                     complex64, complex128)
+double = float64
+complex = _cx.complex  # noqa: A001
+math.real, math.imag, math.conj, math.complex = _cx.real, _cx.imag, _cx.conj, _cx.complex
+real, imag, conj = _cx.real, _cx.imag, _cx.conj
+from .ops import string_ops as _str  # noqa: E402
+from .dtypes import string  # noqa: E402,F401
+strings = _module("strings", join=_str.join, length=_str.length, upper=_str.upper, lower=_str.lower,
+                  format=_str.format, as_string=_str.as_string, to_number=_str.to_number,
+                  reduce_join=_str.reduce_join)
+as_string = _str.as_string
+from . import data as _data  # noqa: E402
+data = _data._module(_module)
+types = _module("types", experimental=_module(
+    "types.experimental", ConcreteFunction=_ConcreteFunction, GenericFunction=_Function,
+    PolymorphicFunction=_Function,
+    TensorLike=_typing.Union[Tensor, EagerTensor, Variable, _np.ndarray, int, float, _builtins.bool, list, tuple]))
+_fill_compat_v1()
+
+
 def __getattr__(name):
     # tf.distribute without importing it (and Dask) with jitgrad.
     if name == "distribute":

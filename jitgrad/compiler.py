@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from . import buffers as _buffers, interpreter
+from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 from .ops.registry import REGISTRY
 from .passes import ir as pir
@@ -370,13 +371,21 @@ def make_plan(session, elements, fed, run_passes=False):
     pre-pass key is used as it is (no passes, no lowering tables, no code
     generator); otherwise the passes run and the kernel is compiled.
     run_passes=True always runs them (explain reports their stats)."""
-    pre = build_pre_program(session, elements, fed)
     plan = Plan()
     plan.fallback = False
     plan.key = None
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
+    try:
+        pre = build_pre_program(session, elements, fed)
+    except pir.DataDependentShape as e:
+        plan.fallback, plan.reason, plan.program = True, str(e), None
+        return plan
+    other = sorted({d.name for n in pre.nodes for _, d in n.outputs if d not in NATIVE_DTYPES})
+    if other:   # float16, int8, complex64, ...: the numpy reference kernels compute them
+        plan.fallback, plan.reason, plan.program = True, f"dtypes without a lowering: {', '.join(other)}", pre
+        return plan
     pre_key = cache_key.pre_pass_key(pre)
     key = pre_key.hex
     kernel, source = lookup_kernel(key)
@@ -729,8 +738,9 @@ def explain(session, elements, fed):
     from .codegen import backend
     plan = make_plan(session, elements, fed, run_passes=True)
     p = plan.program
-    common = dict(stats=list(p.stats), n_nodes=len(p.nodes), n_args=len(p.args), fallback=plan.fallback,
-                  reason=plan.reason, key_components=plan.key.describe() if plan.key is not None else "")
+    common = dict(stats=list(p.stats) if p else [], n_nodes=len(p.nodes) if p else 0, n_args=len(p.args) if p else 0,
+                  fallback=plan.fallback, reason=plan.reason,
+                  key_components=plan.key.describe() if plan.key is not None else "")
     if plan.fallback:
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)

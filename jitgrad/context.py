@@ -14,6 +14,7 @@ _global_graph = [None]
 # TF's Tensor._USE_EQUALITY: `==` on tensors is elementwise (TF 2) unless
 # compat.v1.disable_tensor_equality() / disable_v2_behavior() turned it off.
 _tensor_equality = [True]
+functions_run_eagerly = [False]   # tf.config.run_functions_eagerly (config.py)
 
 
 def _stack():

@@ -46,10 +46,22 @@ def _infer_python_dtype(value):
             kinds.add("i64" if not (_INT32.min <= int(x) <= _INT32.max) else "i")
         elif isinstance(x, (float, np.floating)):
             kinds.add("f")
+        elif isinstance(x, (complex, np.complexfloating)):
+            kinds.add("c")
+        elif isinstance(x, (str, bytes, np.str_, np.bytes_)):
+            kinds.add("s")
         else:
             raise _unconvertible(x)
     if not kinds:
         return dtypes.float32
+    if "s" in kinds:
+        if len(kinds) > 1:
+            raise TypeError(f"Can't convert a mix of strings and numbers to a Tensor: {value!r}")
+        return dtypes.string
+    if "c" in kinds:
+        if "b" in kinds:
+            raise TypeError(f"Can't convert a mix of bool and complex to a Tensor: {value!r}")
+        return dtypes.complex128
     if "f" in kinds:
         if "b" in kinds:
             raise TypeError(f"Can't convert a mix of bool and float to a Tensor: {value!r}")
@@ -63,18 +75,48 @@ def _infer_python_dtype(value):
     return dtypes.bool_
 
 
+def _as_bytes(x):
+    if isinstance(x, (bytes, np.bytes_)):
+        return bytes(x)
+    if isinstance(x, (str, np.str_)):
+        return str(x).encode("utf-8")
+    raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a string Tensor.")
+
+
+def string_array(value):
+    """str / bytes (nested lists, numpy U/S/object arrays) as an object array of bytes (tf.string)."""
+    arr = np.asarray(value, dtype=object)
+    out = np.empty(arr.shape, object)
+    for idx in np.ndindex(*arr.shape):
+        out[idx] = _as_bytes(arr[idx])
+    return out
+
+
+def _infer_python_dtype_or_none(value):
+    try:
+        return _infer_python_dtype(value)
+    except TypeError:
+        return None
+
+
 def to_numpy(value, dtype=None):
     """A constant value as a numpy array of a supported dtype (TF's rules)."""
     want = None if dtype is None else dtypes.as_dtype(dtype)
-    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+    is_array = isinstance(value, (np.ndarray, np.generic))
+    if (is_array and np.asarray(value).dtype.kind in "USO") or (want is not None and want.is_string) or \
+            (not is_array and _infer_python_dtype_or_none(value) is dtypes.string):
+        if want is not None and not want.is_string:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
+        return string_array(value)
+    if is_array:
         arr = np.asarray(value)
-        if arr.dtype == object or arr.dtype.kind in "USV":
+        if arr.dtype.kind == "V" and arr.dtype not in dtypes._BY_NP:
             raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.")
         if want is None:
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
-        if arr.dtype.kind == "f" and want.is_integer and not np.all(np.mod(arr, 1) == 0):
+        if arr.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
-        if (arr.dtype.kind == "b") != want.is_bool:
+        if (arr.dtype.kind == "b") != want.is_bool or (arr.dtype.kind == "c" and not want.is_complex):
             raise TypeError(f"Cannot convert an array of dtype {arr.dtype} to a tensor of dtype {want.name}.")
         return np.asarray(arr.astype(want.np), order="C")
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
@@ -84,12 +126,16 @@ def to_numpy(value, dtype=None):
     inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred
-    elif inferred.is_floating and not want.is_floating:
+    elif (inferred.is_floating and not (want.is_floating or want.is_complex)) or \
+            (inferred.is_complex and not want.is_complex):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
     elif inferred.is_bool != want.is_bool and not (isinstance(value, (list, tuple)) and len(value) == 0):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
-    with np.errstate(over="ignore"):
-        arr = np.array(value, dtype=want.np)
+    try:
+        with np.errstate(over="ignore"):
+            arr = np.array(value, dtype=want.np)
+    except OverflowError:
+        raise ValueError(f"Can't convert Python int {value!r} to {want.name}: out of range.") from None
     if want.is_integer and inferred.is_integer:
         check = np.array(value, dtype=np.int64)
         if not np.array_equal(check, arr):
@@ -188,7 +234,7 @@ def _fast_scalar(v, want):
         if kind == "f" and (want is not dtypes.float32 or -_F32_MAX <= v <= _F32_MAX):
             return np.array(v, dtype=want.np)
     elif tv is int:
-        if kind in "fi" and -2147483648 <= v <= 2147483647:
+        if (kind == "f" or want.np.itemsize >= 4 and kind == "i") and -2147483648 <= v <= 2147483647:
             return np.array(v, dtype=want.np)
     elif tv is bool:
         if kind == "b":
@@ -230,8 +276,15 @@ def _convert_all_eager(values):
 
 
 def convert_all(values, dtype=None, graph=None):
-    """Converts op inputs together: Python values adopt the dtype of the
-    first tensor among them (TF's binary-op rule) and live in its graph."""
+    """Converts the inputs of an op whose inputs share one dtype, by TF's rule
+    (``args_to_matching_eager``): Python values adopt the dtype of the first
+    tensor among them; with no tensor, the first value's own dtype is used for
+    the rest (``tf.maximum(0., [1, -1])`` is float32, ``tf.maximum([1, -1], 0.)``
+    a TypeError). All results live in the inputs' graph.
+
+    TF's graph mode is stricter (it converts strictly left to right, so
+    ``tf.maximum(0, x_float)`` is a TypeError there); jitgrad accepts it as
+    TF's eager mode does (README, Known differences)."""
     if dtype is None and graph is None and context._eager_enabled[0] \
             and not getattr(context._state, "graphs", None):
         out = _convert_all_eager(values)
@@ -247,7 +300,10 @@ def convert_all(values, dtype=None, graph=None):
     for v in values:
         if _is_tensorlike(v):
             out.append(convert_to_tensor(v, graph=g))
+        elif dtype is not None:
+            out.append(convert_to_tensor(v, dtype=dtype, graph=g))
         else:
-            out.append(convert_to_tensor(v, dtype=dtype, graph=g) if dtype is not None
-                       else convert_to_tensor(v, graph=g))
+            t = convert_to_tensor(v, graph=g)
+            dtype = t.dtype
+            out.append(t)
     return out

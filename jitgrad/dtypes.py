@@ -1,14 +1,32 @@
-"""The five dtypes jitgrad supports, with TensorFlow's names and rules."""
+"""jitgrad's dtypes, with TensorFlow's names and rules.
+
+float32/float64/int32/int64/bool compile natively. The others are computed by
+the numpy reference kernels (a compiled Session.run that touches one runs in
+the interpreter, counted in cache_info()['fallbacks']):
+  * float16 and bfloat16 are storage types: numpy (and ml_dtypes for bfloat16)
+    compute each op in float32 and round the result, as TF's CPU kernels do.
+    bfloat16 needs the optional ml_dtypes package (numpy has no bfloat16).
+  * int8, int16, uint8, uint16, uint32, uint64: integer arithmetic.
+  * complex64, complex128: constants, arithmetic, real/imag/abs/conj/complex;
+    complex tensors are not differentiated (no gradient flows through them).
+  * string: numpy object arrays of bytes, never compiled or differentiated.
+"""
 import numpy as np
+
+try:   # optional: numpy has no bfloat16 of its own
+    import ml_dtypes as _ml_dtypes
+except ImportError:   # pragma: no cover - depends on the environment
+    _ml_dtypes = None
 
 
 class DType:
-    __slots__ = ("name", "np", "_enum")
+    __slots__ = ("name", "np", "_enum", "_kind")
 
-    def __init__(self, name, np_dtype, enum):
+    def __init__(self, name, np_dtype, enum, kind=None):
         self.name = name
         self.np = np.dtype(np_dtype)
         self._enum = enum
+        self._kind = kind or self.np.kind   # "f", "i", "u", "b", "c" (bfloat16's numpy kind is "V")
 
     @property
     def as_numpy_dtype(self):
@@ -20,31 +38,54 @@ class DType:
 
     @property
     def is_floating(self):
-        return self.np.kind == "f"
+        return self._kind == "f"
 
     @property
     def is_integer(self):
-        return self.np.kind in "iu"
+        return self._kind in "iu"
+
+    @property
+    def is_unsigned(self):
+        return self._kind == "u"
 
     @property
     def is_bool(self):
-        return self.np.kind == "b"
+        return self._kind == "b"
 
     @property
     def is_complex(self):
-        return False
+        return self._kind == "c"
+
+    @property
+    def is_numpy_compatible(self):
+        return True
+
+    @property
+    def is_string(self):
+        return self._kind == "S"
+
+    @property
+    def real_dtype(self):
+        return {"complex64": float32, "complex128": float64}.get(self.name, self)
 
     @property
     def size(self):
         return self.np.itemsize
 
+    def _info(self):
+        if self.is_bool or self.is_complex or self.is_string:
+            raise TypeError(f"Cannot find minimum/maximum value of {self.name}.")
+        if self.is_floating:
+            return _ml_dtypes.finfo(self.np) if self._kind != self.np.kind else np.finfo(self.np)
+        return np.iinfo(self.np)
+
     @property
     def min(self):
-        return np.finfo(self.np).min if self.is_floating else np.iinfo(self.np).min
+        return self._info().min
 
     @property
     def max(self):
-        return np.finfo(self.np).max if self.is_floating else np.iinfo(self.np).max
+        return self._info().max
 
     def __repr__(self):
         return f"tf.{self.name}"
@@ -73,23 +114,59 @@ class DType:
 float32 = DType("float32", np.float32, 1)
 float64 = DType("float64", np.float64, 2)
 int32 = DType("int32", np.int32, 3)
+uint8 = DType("uint8", np.uint8, 4)
+int16 = DType("int16", np.int16, 5)
+int8 = DType("int8", np.int8, 6)
+complex64 = DType("complex64", np.complex64, 8)
 int64 = DType("int64", np.int64, 9)
 bool_ = DType("bool", np.bool_, 10)
-float16 = None  # not supported; kept as a name so `tf.float16` gives a clear error below
+uint16 = DType("uint16", np.uint16, 17)
+complex128 = DType("complex128", np.complex128, 18)
+float16 = half = DType("float16", np.float16, 19)
+uint32 = DType("uint32", np.uint32, 22)
+uint64 = DType("uint64", np.uint64, 23)
 
-ALL = (float32, float64, int32, int64, bool_)
+
+class _MissingDType:
+    """``tf.bfloat16`` without ml_dtypes: any use raises a TypeError saying why."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def __getattr__(self, attr):
+        raise TypeError(self.why)
+
+    def __repr__(self):
+        return f"tf.{self.name}"
+
+
+bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, 14, kind="f") if _ml_dtypes is not None else \
+    _MissingDType("bfloat16", "bfloat16 needs the ml_dtypes package (pip install ml_dtypes): numpy has no bfloat16.")
+
+# Byte strings, held as numpy object arrays of ``bytes`` (ops/string_ops.py).
+string = DType("string", object, 7, kind="S")
+
+NATIVE = (float32, float64, int32, int64, bool_)      # what the compiler lowers
+ALL = NATIVE + (float16, int8, int16, uint8, uint16, uint32, uint64, complex64, complex128, string) + \
+    ((bfloat16,) if _ml_dtypes is not None else ())
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "bool_": bool_})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_})
 _BY_NP = {d.np: d for d in ALL}
+# numpy dtypes of floating tensors: float16/32/64 and bfloat16 (whose numpy kind is "V", not "f")
+FLOAT_NP = frozenset(d.np for d in ALL if d.is_floating)
 
 
 def as_dtype(value):
     """Converts a DType, numpy dtype/type or name to one of jitgrad's DTypes."""
     if isinstance(value, DType):
         return value
+    if isinstance(value, _MissingDType):
+        raise TypeError(value.why)
     if isinstance(value, str):
         if value in _BY_NAME:
             return _BY_NAME[value]
+        if value == "bfloat16":
+            raise TypeError(bfloat16.why)
         raise TypeError(f"Cannot convert value {value!r} to a jitgrad DType.")
     if value is float:
         return float32
@@ -97,6 +174,10 @@ def as_dtype(value):
         return int32
     if value is bool:
         return bool_
+    if value is complex:
+        return complex128
+    if value is str or value is bytes:
+        return string
     try:
         key = np.dtype(value)
     except TypeError:

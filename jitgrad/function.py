@@ -275,6 +275,33 @@ class ConcreteFunction:
     def structured_outputs(self):
         return self._build(self._fetches)
 
+    @property
+    def outputs(self):
+        return list(self._fetches)
+
+    @property
+    def structured_input_signature(self):
+        phs = iter(self.inputs)
+
+        def spec(x):
+            if isinstance(x, (EagerTensor, np.ndarray)):
+                ph = next(phs)
+                return TensorSpec(ph.shape, ph.dtype, self._spec_names.get(ph.name))
+            return x
+        _, args, kwargs = self._traced_call
+        return nest.map_structure(spec, tuple(args)), nest.map_structure(spec, dict(kwargs))
+
+    def pretty_printed_signature(self, verbose=True):
+        from .function_signature import pretty_signature
+        return pretty_signature(self, verbose)
+
+    def __str__(self):
+        return "ConcreteFunction " + self.pretty_printed_signature()
+
+    def __repr__(self):
+        from .function_signature import short_signature
+        return short_signature(self)
+
 
 class Function:
     """The callable that ``jitgrad.function`` returns."""
@@ -284,6 +311,8 @@ class Function:
         self._python_function = python_function
         self._input_signature = None if input_signature is None else tuple(input_signature)
         self._jit_compile = jit_compile
+        self._reduce_retracing = bool(reduce_retracing)
+        self._relaxed = {}   # reduce_retracing: shape-free key -> [(relaxed shapes, concrete)]
         self._cache = {}
         self._tracing_count = 0
         self._bound = {}
@@ -307,7 +336,7 @@ class Function:
         b = self._bound.get(id(instance))
         if b is None or b[0] is not instance:
             fn = Function(functools.partial(self._python_function, instance), self._input_signature,
-                          jit_compile=self._jit_compile, name=self._name)
+                          jit_compile=self._jit_compile, reduce_retracing=self._reduce_retracing, name=self._name)
             self._bound[id(instance)] = b = (instance, fn)
         return b[1]
 
@@ -336,8 +365,9 @@ class Function:
     def __call__(self, *args, **kwargs):
         if not context.executing_eagerly():
             return self._python_function(*args, **kwargs)
-        if _tape_is_recording():
-            # A GradientTape outside the function must see its ops. Running the
+        if _tape_is_recording() or context.functions_run_eagerly[0]:
+            # A GradientTape outside the function must see its ops (and
+            # tf.config.run_functions_eagerly asks for it). Running the
             # Python function eagerly records exactly the ops the trace would
             # contain, so the value and the gradient are those of the traced call.
             return nest.map_structure(_python_value_to_tensor, self._python_function(*args, **kwargs))
@@ -350,9 +380,40 @@ class Function:
             return concrete._call_flat([t._value for t in flat])
         key = _key_of((args, kwargs))
         concrete = self._cache.get(key)
+        flat = _flat_tensors((args, kwargs))
         if concrete is None:
-            concrete = self._trace(args, kwargs, key)
-        return concrete._call_flat(_flat_tensors((args, kwargs)))
+            concrete = self._relaxed_trace(args, kwargs, key, flat) if self._reduce_retracing else \
+                self._trace(args, kwargs, key)
+        return concrete._call_flat(flat)
+
+    def _relaxed_trace(self, args, kwargs, key, flat):
+        """reduce_retracing=True: a trace that accepts these shapes, else a new
+        one with TF's relaxed shapes (function_signature.generalise)."""
+        from . import function_signature as fs
+        shapes = [a.shape for a in flat]
+        traces = self._relaxed.setdefault(fs.shape_free_key(key), [])
+        fits = [(fs.specificity(r), i) for i, (r, _) in enumerate(traces) if fs.accepts(shapes, r)]
+        if fits:
+            concrete = traces[min(fits)[1]][1]
+        else:
+            relaxed = fs.generalise(shapes, [r for r, _ in traces])
+            specs = [TensorSpec(r, dtypes.as_dtype(a.dtype)) for r, a in zip(relaxed, flat)]
+            concrete = self._trace(args, kwargs, ("relaxed", key, tuple(map(tuple, [r or () for r in relaxed]))),
+                                   specs=specs)
+            traces.append((relaxed, concrete))
+        self._cache[key] = concrete
+        return concrete
+
+    def pretty_printed_concrete_signatures(self, verbose=True):
+        """TF's text for every trace so far, in tracing order (a function with an
+        input_signature shows its one trace even before the first call)."""
+        if self._input_signature is not None and not self._cache:
+            self.get_concrete_function()
+        seen = []
+        for c in self._cache.values():
+            if all(c is not s for s in seen):
+                seen.append(c)
+        return "\n\n".join(c.pretty_printed_signature(verbose) for c in seen)
 
     def get_concrete_function(self, *args, **kwargs):
         if args and not kwargs and all(isinstance(a, TensorSpec) for a in args):
@@ -387,31 +448,42 @@ class Function:
         placeholders = []
         spec_iter = iter(specs) if specs is not None else None
 
-        def to_placeholder(x):
+        spec_names = {}
+
+        def to_placeholder(x, base):
             if isinstance(x, (EagerTensor, np.ndarray)):
                 arr = x._value if isinstance(x, EagerTensor) else x
+                spec_name = None
                 if spec_iter is not None:
                     spec = next(spec_iter)
-                    dtype, shape = spec.dtype, spec.shape.dims
+                    dtype, shape, spec_name = spec.dtype, spec.shape.dims, spec.name
                 else:
                     dtype, shape = dtypes.as_dtype(arr.dtype), arr.shape
-                ph = array_ops.placeholder(dtype, shape, name=f"args_{len(placeholders)}")
+                ph = array_ops.placeholder(dtype, shape, name=spec_name or base)
+                spec_names[ph.name] = spec_name
                 placeholders.append(ph)
                 return ph
             return x
 
+        from .function_signature import placeholder_names
+        arg_names, kwarg_names = placeholder_names(self._python_function, args, kwargs)
         ctx.may_create_variables = may_create_variables
         _traces.append(ctx)
         try:
             with g.as_default():
-                targs = nest.map_structure(to_placeholder, args)
-                tkwargs = nest.map_structure(to_placeholder, kwargs)
+                targs = tuple(nest.map_structure(lambda x, n=n: to_placeholder(x, n), a)
+                              for a, n in zip(args, arg_names))
+                # placeholders are made in nest's order (keys sorted), the order calls flatten in
+                tkwargs = {k: nest.map_structure(lambda x, n=kwarg_names[k]: to_placeholder(x, n), kwargs[k])
+                           for k in sorted(kwargs)}
                 result = self._python_function(*targs, **tkwargs)
                 fetches = []
                 build = _output_builder(result, fetches, ctx)
         finally:
             _traces.remove(ctx)
         concrete = ConcreteFunction(g, placeholders, fetches, build, ctx, self._name)
+        concrete._traced_call = (self._python_function, args, kwargs)   # for its printed signature
+        concrete._spec_names = spec_names
         self._tracing_count += 1
         self._cache[key] = concrete
         return concrete

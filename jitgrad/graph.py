@@ -153,6 +153,11 @@ class Graph:
     def finalize(self):
         self.finalized = True
 
+    def as_graph_def(self, from_version=None, add_shapes=False):
+        """A GraphDef-like view: ``.node`` entries with name, op, input (graph_def.py)."""
+        from .graph_def import graph_def
+        return graph_def(self)
+
     def __repr__(self):
         return f"<jitgrad.Graph {self._id} with {len(self._ops)} ops>"
 
@@ -271,7 +276,8 @@ class Tensor:
     def __repr__(self):
         return f"<tf.Tensor '{self.name}' shape={self._shape} dtype={self.dtype.name}>"
 
-    __str__ = __repr__
+    def __str__(self):   # TF's print(graph_tensor)
+        return f'Tensor("{self.name}", shape={self._shape}, dtype={self.dtype.name})'
 
 
 class _Reference:

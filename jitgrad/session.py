@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from . import context, nest
+from . import context, dtypes, nest
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 
@@ -119,15 +119,22 @@ def _feed_array(t, value):
                         "Python scalars, strings, lists, numpy ndarrays, or TensorHandles.")
     if isinstance(value, EagerTensor):
         value = value._value
-    src = np.asarray(value)
     want = t.dtype
+    if want.is_string:
+        from .convert import string_array
+        arr = string_array(value)
+        if not t.shape.is_compatible_with(arr.shape):
+            raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")
+        return arr
+    src = np.asarray(value)
     if src.dtype == object:   # TF: numpy's float()/int() of the element raises TypeError
         raise TypeError(f"Cannot feed value of type {type(value).__name__} (an array of Python objects) for "
                         f"Tensor {t.name}, which has dtype {want.name}")
-    if src.dtype.kind in "USVc":
+    if src.dtype.kind in "US" or (src.dtype.kind == "c" and not want.is_complex) or \
+            (src.dtype.kind == "V" and src.dtype != want.np):
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
                          f"{want.name}")
-    lossy = ((src.dtype.kind == "f" and want.is_integer and not np.all(np.mod(src, 1) == 0))
+    lossy = ((src.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(src, 1) == 0))
              or ((src.dtype.kind == "b") != want.is_bool and src.size > 0))
     if lossy:
         raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "

@@ -40,13 +40,15 @@ import logging
 
 import numpy as np
 
-from . import context, eager, nest
+from . import context, dtypes, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .gradients import UnconnectedGradients
 from .graph import Tensor
 from .ops.registry import NOT_DIFFERENTIABLE, GradOp, run_kernel
 from .shapes import TensorShape, normalize_axes
+
+_FLOAT_NP = dtypes.FLOAT_NP   # floating numpy dtypes (bfloat16 has kind "V")
 
 _log = logging.getLogger(__name__)
 
@@ -96,7 +98,7 @@ class _Tape:
     def should_record(self, inputs):
         tt = self.tensor_tape
         for t in inputs:
-            if t._id in tt and t._value.dtype.kind == "f":
+            if t._id in tt and t._value.dtype in _FLOAT_NP:
                 return True
         return False
 
@@ -200,7 +202,7 @@ def _call_backward(rec, out_grads):
     fn = opdef.grad
     if fn is None:
         if opdef.no_gradient != NOT_DIFFERENTIABLE and any(
-                isinstance(t, EagerTensor) and t._value.dtype.kind == "f" for t in rec.inputs):
+                isinstance(t, EagerTensor) and t._value.dtype in _FLOAT_NP for t in rec.inputs):
             raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
         return [None] * len(rec.inputs)
     in_grads = list(fn(GradOp(rec.inputs, rec.outputs, rec.attrs, rec.op_type, rec.op_type), *out_grads))
@@ -440,7 +442,7 @@ class GradientTape:
                 if self._graph_state is not None:
                     self._graph_state.watched.add(t._handle_id)
             elif isinstance(t, EagerTensor):
-                if t._value.dtype.kind != "f":
+                if t._value.dtype not in _FLOAT_NP:
                     _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r",
                                  t.dtype)
                 self._tape.watch(t._id)
@@ -520,7 +522,7 @@ class GradientTape:
                     ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
         flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs)
         for i, s in enumerate(srcs):
-            if s[2].kind != "f" and flat_grad[i] is not None:
+            if s[2] not in _FLOAT_NP and flat_grad[i] is not None:
                 flat_grad[i] = None  # integer sources are not differentiable
             if flat_grad[i] is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 flat_grad[i] = _zeros(s[1], s[2])
@@ -548,7 +550,7 @@ class GradientTape:
         grads = self._batched_backward(tid, (yshape, ydt), srcs, rows, experimental_use_pfor)
         out = []
         for g, (sid, xshape, xdt) in zip(grads, srcs):
-            if g is None or xdt.kind != "f":
+            if g is None or xdt not in _FLOAT_NP:
                 out.append(_zeros(tuple(yshape) + tuple(xshape), xdt)
                            if unconnected_gradients == UnconnectedGradients.ZERO else None)
             else:
@@ -583,7 +585,7 @@ class GradientTape:
         rows = np.ascontiguousarray(np.broadcast_to(eye, (m,) + tuple(yshape)))
         (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows, experimental_use_pfor)
         full = tuple(yshape) + tuple(xshape[1:])
-        if g is None or src[2].kind != "f":
+        if g is None or src[2] not in _FLOAT_NP:
             # zeros even for UnconnectedGradients.NONE, in the target's dtype: TF's batch_jacobian
             # (unlike jacobian) fills an unconnected result with zeros
             out = _zeros(full, src[2] if unconnected_gradients == UnconnectedGradients.ZERO else ydt)

@@ -1,4 +1,4 @@
-"""Scans along axes: Cumsum and ProdExcept (reduce_prod's gradient helper).
+"""Scans along axes: Cumsum, Cumprod and ProdExcept (reduce_prod's gradient helper).
 
 MATERIALISE {op type: fn(kb, node, outs, dry)}.  Both are scalar loops (W=1)
 that walk the scanned elements in a fixed order on one thread, reproducing
@@ -37,43 +37,45 @@ def _scanned(kb, node, dry):
     return x, shape
 
 
-def _cumsum(kb, node, outs, dry):
-    """out[k] = x[0] + ... + x[k] along the axis (exclusive: up to k-1;
-    reverse: from the end), accumulated sequentially in the input dtype
-    like np.cumsum(..., dtype=x.dtype)."""
-    x, shape = _scanned(kb, node, dry)
-    if x is None:
-        return
-    R = len(shape)
-    axis = node.attrs["axis"] % R
-    n = shape[axis]
-    rev, excl = node.attrs["reverse"], node.attrs["exclusive"]
-    out = outs[0]
-    dt = out.dtype
-    b = kb.b
-    f = dt.is_floating
-    # -0.0 is the exact identity of fadd (-0.0 + x == x for every x, -0.0
-    # included), so the first partial sum is x[0] itself, as in numpy.
-    zero = kb.const(dt, -0.0 if f else 0)
+def _scan(is_product):
+    def emit(kb, node, outs, dry):
+        """out[k] = x[0] + ... + x[k] along the axis (Cumprod: x[0] * ... * x[k];
+        exclusive: up to k-1; reverse: from the end), accumulated sequentially
+        in the input dtype like np.cumsum / np.cumprod(..., dtype=x.dtype)."""
+        x, shape = _scanned(kb, node, dry)
+        if x is None:
+            return
+        R = len(shape)
+        axis = node.attrs["axis"] % R
+        n = shape[axis]
+        rev, excl = node.attrs["reverse"], node.attrs["exclusive"]
+        out = outs[0]
+        dt = out.dtype
+        b = kb.b
+        f = dt.is_floating
+        # -0.0 (fadd) and 1 (fmul) are exact identities (-0.0 + x == x and
+        # 1.0 * x == x for every x), so the first partial result is x[0] itself, as in numpy.
+        start = kb.const(dt, 1 if is_product else (-0.0 if f else 0))
+        # the first exclusive element is a literal identity (+0.0 or 1), as the reference's
+        first = kb.const(dt, 1 if is_product else 0)
+        if is_product:
+            combine = b.fmul if f else b.mul
+        else:
+            combine = b.fadd if f else b.add
 
-    def row(idx):
-        acc = kb.alloca(reg_type(dt))
-        b.store(zero, acc)
-        with kb.loop(n) as i:
-            k = b.sub(c64(n - 1), i) if rev else i
-            full = [idx[d] if d != axis else (k, 0) for d in range(R)]
-            s = b.load(acc)
-            v = kb.gen(x, full, 1)
-            new = b.fadd(s, v) if f else b.add(s, v)
-            if excl:
-                # the first exclusive element is a literal zero (+0.0), as the
-                # reference's zeros_like
-                val = b.select(b.icmp_signed("==", i, c64(0)), kb.const(dt, 0), s)
-            else:
-                val = new
-            kb.store_buf(out, full, val, 1)
-            b.store(new, acc)
-    _walk(kb, shape, [d for d in range(R) if d != axis], {}, row)
+        def row(idx):
+            acc = kb.alloca(reg_type(dt))
+            b.store(start, acc)
+            with kb.loop(n) as i:
+                k = b.sub(c64(n - 1), i) if rev else i
+                full = [idx[d] if d != axis else (k, 0) for d in range(R)]
+                s = b.load(acc)
+                new = combine(s, kb.gen(x, full, 1))
+                val = b.select(b.icmp_signed("==", i, c64(0)), first, s) if excl else new
+                kb.store_buf(out, full, val, 1)
+                b.store(new, acc)
+        _walk(kb, shape, [d for d in range(R) if d != axis], {}, row)
+    return emit
 
 
 def _prod_except(kb, node, outs, dry):
@@ -120,6 +122,7 @@ def _prod_except(kb, node, outs, dry):
 
 
 MATERIALISE = {
-    "Cumsum": _cumsum,
+    "Cumsum": _scan(False),
+    "Cumprod": _scan(True),
     "ProdExcept": _prod_except,
 }

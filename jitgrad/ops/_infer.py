@@ -2,8 +2,10 @@
 from .. import dtypes
 from ..shapes import broadcast_dims
 
-FLOATS = (dtypes.float32, dtypes.float64)
-NUMBERS = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
+FLOATS = tuple(d for d in dtypes.ALL if d.is_floating)           # float16/bfloat16 too (computed in float32)
+NUMBERS = FLOATS + tuple(d for d in dtypes.ALL if d.is_integer)
+COMPLEX = (dtypes.complex64, dtypes.complex128)
+ARITH = NUMBERS + COMPLEX    # + - * / and negation also take complex numbers
 ALL = dtypes.ALL
 
 

@@ -525,6 +525,27 @@ def strided_slice_getitem(tensor, key):
     return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
 
 
+def slice_(input_, begin, size, name=None):
+    """``tf.slice``: ``size[i]`` elements from ``begin[i]`` along each axis
+    (-1: to the end), as a strided slice. begin and size must be known when the
+    graph is built."""
+    (x,) = convert_all([input_])
+    b = [int(v) for v in _static_value(begin, "the begin of tf.slice").reshape(-1)]
+    s = [int(v) for v in _static_value(size, "the size of tf.slice").reshape(-1)]
+    rank = x.shape.rank
+    if len(b) != len(s) or (rank is not None and len(b) != rank):
+        raise shape_error(f"Expected begin and size arguments to be 1-D tensors of size {rank}, but got "
+                          f"shapes [{len(b)}] and [{len(s)}] instead.")
+    dims = x.shape.as_list() if rank is not None else [None] * len(b)
+    for i, (bi, si) in enumerate(zip(b, s)):
+        d = dims[i]
+        end = d if si == -1 else bi + si
+        if bi < 0 or si < -1 or (d is not None and end is not None and end > d):
+            raise shape_error(f"Expected size[{i}] in [0, {None if d is None else d - bi}], but got {si}")
+    key = tuple(slice(bi, None if si == -1 else bi + si) for bi, si in zip(b, s))
+    return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name=name or "Slice")
+
+
 # ---------------------------------------------------------------- gather / tile / broadcast
 def _gather_infer(shapes, dts, attrs):
     if not dts[1].is_integer:
@@ -770,37 +791,11 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
 _RANGE_ORDER = (dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64)
 
 
-def range_(start, limit=None, delta=1, dtype=None, name="range"):
-    """``tf.range``: a constant built here (every argument must be known when
-    the graph is built). Dtypes are inferred as TF does: the widest of the
-    arguments' (Python int -> int32, float -> float32), unless ``dtype`` is given."""
-    if limit is None:
-        start, limit = 0, start
-    vals, dts = [], []
-    for v in (start, limit, delta):
-        if hasattr(v, "dtype") and not isinstance(v, (np.ndarray, np.generic)):
-            sv = get_static_value(v)
-            if sv is None:
-                raise NotImplementedError("jitgrad's tf.range needs start/limit/delta known when the graph is built.")
-            dt = dtypes.as_dtype(v.dtype)
-            v = sv
-        else:
-            dt = dtypes.as_dtype(to_numpy(v, None).dtype)
-        if np.ndim(v) != 0:
-            raise ValueError(f"range arguments must be scalars, got shape {np.shape(v)}")
-        vals.append(np.asarray(v).item())
-        dts.append(dt)
-    if dtype is None:
-        for dt in dts:
-            if dt not in _RANGE_ORDER:
-                raise TypeError(f"Value for attr 'Tidx' of {dt.name} is not in the list of allowed values "
-                                f"for Range")
-        dtype = max(dts, key=_RANGE_ORDER.index)
-    dtype = dtypes.as_dtype(dtype)
-    if dtype not in _RANGE_ORDER:
-        raise TypeError(f"Value for attr 'Tidx' of {dtype.name} is not in the list of allowed values for Range")
+def _range_kernel(attrs, s, l, d):
+    """TF's Range kernel: value i is start + i * delta, computed in the output dtype."""
+    dtype = attrs["Tidx"]
     t = dtype.np.type
-    s, l, d = t(vals[0]), t(vals[1]), t(vals[2])
+    s, l, d = t(s), t(l), t(d)
     if d == 0:
         raise shape_error(f"Requires delta != 0: {d}")
     if d > 0 and s > l:
@@ -811,9 +806,62 @@ def range_(start, limit=None, delta=1, dtype=None, name="range"):
         size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
     else:
         size = int(np.ceil(np.abs((l - s) / d)))
-    # TF's kernel: value i is start + i * delta, computed in the output dtype.
-    arr = (s + np.arange(size).astype(dtype.np) * d).astype(dtype.np)
-    return constant(arr, dtype=dtype, name=name)
+    return (s + np.arange(size).astype(dtype.np) * d).astype(dtype.np)
+
+
+def _range_infer(shapes, dts, attrs):
+    for sh in shapes:
+        if sh is not None and len(sh) != 0:
+            raise ValueError(f"Shape must be rank 0 but is rank {len(sh)} for 'Range'")
+    return [((None,), attrs["Tidx"])]
+
+
+# Only built when an argument is known only at run time (else tf.range is a
+# constant). Its length depends on the values: no native lowering, a compiled
+# run that needs one is a counted interpreter fallback. Not differentiable (TF).
+register("Range", infer=_range_infer, kernel=_range_kernel, data_dependent_shape=True)
+
+
+def range_(start, limit=None, delta=1, dtype=None, name="range"):
+    """``tf.range``. Dtypes are inferred as TF does: the widest of the
+    arguments' (Python int -> int32, float -> float32), unless ``dtype`` is
+    given. A constant when every argument is known when the graph is built,
+    else a Range op (its length known only when it runs)."""
+    if limit is None:
+        start, limit = 0, start
+    vals, dts = [], []
+    for v in (start, limit, delta):
+        if hasattr(v, "dtype") and not isinstance(v, (np.ndarray, np.generic)):
+            (v,) = convert_all([v])          # a variable is read (in a graph: a read op)
+            dts.append(v.dtype)
+            sv = get_static_value(v)
+            if sv is None:                   # known only at run time
+                if v.shape.rank not in (0, None):
+                    raise ValueError(f"range arguments must be scalars, got shape {v.shape}")
+                vals.append(v)
+                continue
+            v = sv
+        else:
+            dts.append(dtypes.as_dtype(to_numpy(v, None).dtype))
+        if np.ndim(v) != 0:
+            raise ValueError(f"range arguments must be scalars, got shape {np.shape(v)}")
+        vals.append(np.asarray(v).item())
+    if dtype is None:
+        for dt in dts:
+            if dt not in _RANGE_ORDER:
+                raise TypeError(f"Value for attr 'Tidx' of {dt.name} is not in the list of allowed values "
+                                f"for Range")
+        dtype = max(dts, key=_RANGE_ORDER.index)
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _RANGE_ORDER:
+        raise TypeError(f"Value for attr 'Tidx' of {dtype.name} is not in the list of allowed values for Range")
+    if any(hasattr(v, "op") for v in vals):
+        from .math_ops import cast
+        g = next(v.graph for v in vals if hasattr(v, "op"))
+        ins = [cast(v, dtype) if hasattr(v, "op") else convert_to_tensor(np.array(v, dtype.np), graph=g)
+               for v in vals]
+        return apply_op("Range", ins, {"Tidx": dtype}, name=name)
+    return constant(_range_kernel({"Tidx": dtype}, *vals), dtype=dtype, name=name)
 
 
 def split(value, num_or_size_splits, axis=0, num=None, name="split"):

@@ -6,7 +6,7 @@ from .. import dtypes
 from ..convert import convert_all
 from ..errors import shape_error
 from ..shapes import broadcast_dims
-from ._infer import NUMBERS, check_dtype, check_same
+from ._infer import FLOATS, NUMBERS, check_dtype, check_same
 from .math_ops import reduce_to
 from .registry import apply_op, register
 
@@ -259,3 +259,191 @@ def tensordot(a, b, axes, name=None):
     b_mat, b_free = _tensordot_reshape(b, b_axes, True)
     ab = matmul(a_mat, b_mat)
     return reshape(ab, a_free + b_free, name=name or "Tensordot")
+
+
+# ---------------------------------------------------------------- inv, det, slogdet, solve, cholesky
+# numpy (LAPACK) reference kernels; no native lowering: a compiled Session.run of
+# a graph that contains one runs in the interpreter and is counted in
+# cache_info()['fallbacks']. Gradients are TF's (linalg_grad.py), written with
+# these ops and matmul, so they are differentiable again.
+def _square_infer(op_name, out=lambda s: s, n_out=1):
+    def infer(shapes, dts, attrs):
+        check_same(op_name, dts)
+        check_dtype(op_name, dts[0], FLOATS, "input")
+        s = shapes[0]
+        if s is not None:
+            if len(s) < 2:
+                raise ValueError(f"Shape must be at least rank 2 but is rank {len(s)} for '{op_name}'")
+            if s[-1] is not None and s[-2] is not None and s[-1] != s[-2]:
+                raise ValueError(f"Dimensions must be equal, but are {s[-2]} and {s[-1]} for '{op_name}' "
+                                 f"with input shapes: {list(s)}.")
+        o = None if s is None else out(tuple(s))
+        return [(o, dts[0])] * n_out
+    return infer
+
+
+def _adj(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _linalg_kernel(fn, message):
+    def kernel(attrs, *xs):
+        try:
+            return fn(attrs, *xs)
+        except np.linalg.LinAlgError:
+            from ..errors import InvalidArgumentError
+            raise InvalidArgumentError(message) from None
+    return kernel
+
+
+def _inverse_grad(op, g):
+    ainv, adjoint = op.outputs[0], op.get_attr("adjoint")
+    return [-matmul(ainv, matmul(g, ainv, adjoint_a=adjoint, adjoint_b=not adjoint), adjoint_a=not adjoint)]
+
+
+def _det_grad(op, g):
+    from .array_ops import expand_dims
+    a, c = op.inputs[0], op.outputs[0]
+    a_adj_inv = matrix_inverse(a, adjoint=True)
+    return [expand_dims(expand_dims(g * c, -1), -1) * a_adj_inv]
+
+
+def _slogdet_grad(op, g_sign, g_logdet):
+    from .array_ops import expand_dims
+    if g_logdet is None:
+        return [None]
+    a_adj_inv = matrix_inverse(op.inputs[0], adjoint=True)
+    return [expand_dims(expand_dims(g_logdet, -1), -1) * a_adj_inv]
+
+
+def _solve_infer(shapes, dts, attrs):
+    _square_infer("MatrixSolve")(shapes[:1], dts, attrs)
+    a, b = shapes
+    if a is None or b is None:
+        return [(b, dts[0])]
+    if len(b) != len(a) or (a[-1] is not None and b[-2] is not None and a[-1] != b[-2]):
+        raise ValueError(f"Shapes {list(a)} and {list(b)} are incompatible for 'MatrixSolve' (matrix and rhs "
+                         f"need the same batch dimensions and matching rows).")
+    return [(b, dts[0])]
+
+
+def _solve_grad(op, g):
+    a, c = op.inputs[0], op.outputs[0]
+    adjoint = op.get_attr("adjoint")
+    grad_b = matrix_solve(a, g, adjoint=not adjoint)
+    grad_a = -matmul(c, grad_b, adjoint_b=True) if adjoint else -matmul(grad_b, c, adjoint_b=True)
+    return [grad_a, grad_b]
+
+
+def _cholesky_grad(op, g):
+    """TF's _CholeskyGrad: with L the factor and M = L^H g, phi(M) its lower triangle
+    with the diagonal halved, grad = sym(L^-H phi(M) L^-1), sym(X) = (X + X^H) / 2."""
+    from .array_ops import constant
+    l_ = op.outputs[0]
+    n = l_.shape[-1]
+    if n is None:
+        raise NotImplementedError("jitgrad's Cholesky gradient needs the matrix size known when the graph is built.")
+    l_inv = matrix_inverse(l_)
+    mask = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    middle = matmul(l_, g, adjoint_a=True) * constant(mask.astype(l_.dtype.np))
+    grad_a = matmul(matmul(l_inv, middle, adjoint_a=True), l_inv)
+    from .array_ops import transpose
+    rank = l_.shape.rank
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return [(grad_a + transpose(grad_a, perm)) * constant(np.array(0.5, l_.dtype.np))]
+
+
+def _slogdet(attrs, a):
+    sign, logdet = np.linalg.slogdet(a)
+    return np.asarray(sign, a.dtype), np.asarray(logdet, a.dtype)
+
+
+def _cholesky(attrs, a):
+    # TF reads only the lower triangle; numpy's cholesky does too
+    return np.linalg.cholesky(a)
+
+
+register("MatrixInverse", infer=_square_infer("MatrixInverse"),
+         kernel=_linalg_kernel(lambda attrs, a: np.linalg.inv(_adj(a) if attrs["adjoint"] else a),
+                               "Input is not invertible."),
+         grad=_inverse_grad)
+register("MatrixDeterminant", infer=_square_infer("MatrixDeterminant", out=lambda s: s[:-2]),
+         kernel=lambda attrs, a: np.asarray(np.linalg.det(a), a.dtype), grad=_det_grad)
+register("LogMatrixDeterminant", infer=_square_infer("LogMatrixDeterminant", out=lambda s: s[:-2], n_out=2),
+         kernel=_slogdet, grad=_slogdet_grad)
+register("MatrixSolve", infer=_solve_infer,
+         kernel=_linalg_kernel(lambda attrs, a, b: np.linalg.solve(_adj(a) if attrs["adjoint"] else a, b),
+                               "Input matrix is not invertible."),
+         grad=_solve_grad)
+register("Cholesky", infer=_square_infer("Cholesky"),
+         kernel=_linalg_kernel(_cholesky, "Cholesky decomposition was not successful. The input might not "
+                                          "be valid."),
+         grad=_cholesky_grad)
+
+
+def matrix_inverse(input, adjoint=False, name=None):  # noqa: A002
+    """``tf.linalg.inv``."""
+    (x,) = convert_all([input])
+    return apply_op("MatrixInverse", [x], {"adjoint": bool(adjoint)}, name=name or "MatrixInverse")
+
+
+def matrix_determinant(input, name=None):  # noqa: A002
+    """``tf.linalg.det``."""
+    (x,) = convert_all([input])
+    return apply_op("MatrixDeterminant", [x], name=name or "MatrixDeterminant")
+
+
+def log_matrix_determinant(input, name=None):  # noqa: A002
+    """``tf.linalg.slogdet``: (sign, log|det|)."""
+    (x,) = convert_all([input])
+    return apply_op("LogMatrixDeterminant", [x], name=name or "LogMatrixDeterminant")
+
+
+def matrix_solve(matrix, rhs, adjoint=False, name=None):
+    """``tf.linalg.solve``: X with matrix @ X = rhs (adjoint: matrix^H @ X = rhs)."""
+    a, b = convert_all([matrix, rhs])
+    return apply_op("MatrixSolve", [a, b], {"adjoint": bool(adjoint)}, name=name or "MatrixSolve")
+
+
+def cholesky(input, name=None):  # noqa: A002
+    """``tf.linalg.cholesky``: the lower-triangular factor."""
+    (x,) = convert_all([input])
+    return apply_op("Cholesky", [x], name=name or "Cholesky")
+
+
+# ---------------------------------------------------------------- diag / diag_part (composites)
+def _static_dims(x, what):
+    if x.shape.rank is None or not x.shape.is_fully_defined():
+        raise NotImplementedError(f"jitgrad's {what} needs the input's shape known when the graph is built.")
+    return x.shape.as_list()
+
+
+def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """``tf.linalg.diag`` (main diagonal only): [..., n] -> [..., n, n], the
+    values placed by a select (never multiplied by 0, so inf/NaN stay put)."""
+    from .array_ops import constant, expand_dims
+    from .math_ops import where, zeros_like
+    if k != 0 or num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise NotImplementedError("jitgrad's tf.linalg.diag supports the main diagonal only (k=0, no padding).")
+    (v,) = convert_all([diagonal])
+    dims = _static_dims(v, "tf.linalg.diag")
+    if not dims:
+        raise ValueError("diagonal must be at least 1-dimensional")
+    n = dims[-1]
+    column = expand_dims(v, -1)                      # [..., n, 1]: row i holds v[i]
+    return where(constant(np.eye(n, dtype=bool)), column, zeros_like(column), name=name)
+
+
+def diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):  # noqa: A002
+    """``tf.linalg.diag_part`` (main diagonal only): [..., m, n] -> [..., min(m, n)],
+    a gather of the flattened matrices (exact, differentiable)."""
+    from .array_ops import gather, reshape
+    if k != 0:
+        raise NotImplementedError("jitgrad's tf.linalg.diag_part supports the main diagonal only (k=0).")
+    (x,) = convert_all([input])
+    dims = _static_dims(x, "tf.linalg.diag_part")
+    if len(dims) < 2:
+        raise ValueError(f"input must be at least 2-dimensional, got shape {dims}")
+    m, n = dims[-2:]
+    flat = reshape(x, dims[:-2] + [m * n])
+    return gather(flat, np.arange(min(m, n), dtype=np.int32) * (n + 1), axis=len(dims) - 2, name=name)

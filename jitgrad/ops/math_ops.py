@@ -8,7 +8,7 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
-from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
+from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, unary
 from . import registry as _registry
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
@@ -65,7 +65,7 @@ def _int_div_check(y):
 
 def _floordiv(x, y):
     _int_div_check(y)
-    if x.dtype.kind == "f":
+    if x.dtype in dtypes.FLOAT_NP:
         return np.floor(x / y)
     return np.floor_divide(x, y)
 
@@ -99,16 +99,16 @@ def _softplus(x):
     return np.logaddexp(x.dtype.type(0), x)
 
 
-_binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), NUMBERS)
-_binary_op("Sub", np.subtract, lambda op, g: _binary_grads(op, g, negative(g)), NUMBERS)
+_binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), ARITH + (dtypes.string,))   # strings concatenate
+_binary_op("Sub", np.subtract, lambda op, g: _binary_grads(op, g, negative(g)), ARITH)
 _binary_op("Mul", np.multiply,
-           lambda op, g: _binary_grads(op, multiply(g, op.inputs[1]), multiply(g, op.inputs[0])), NUMBERS)
+           lambda op, g: _binary_grads(op, multiply(g, op.inputs[1]), multiply(g, op.inputs[0])), ARITH)
 _binary_op("MulNoNan", _mul_no_nan,
            lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)), FLOATS)
 _binary_op("RealDiv", np.divide,
            lambda op, g: _binary_grads(op, realdiv(g, op.inputs[1]),
                                        multiply(g, realdiv(realdiv(negative(op.inputs[0]), op.inputs[1]),
-                                                           op.inputs[1]))), FLOATS, cost=4)
+                                                           op.inputs[1]))), FLOATS + COMPLEX, cost=4)
 _binary_op("FloorDiv", _floordiv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
 _binary_op("FloorMod", _floormod,
            lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
@@ -198,11 +198,11 @@ def _errstate(fn):
     return k
 
 
-_unary_op("Neg", np.negative, lambda op, g: [negative(g)], NUMBERS)
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH)
 _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS)
 _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
 _unary_op("Square", np.square,
-          lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], NUMBERS)
+          lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
 _unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
 # RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
 # (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
@@ -299,7 +299,7 @@ def _addn_infer(shapes, dts, attrs):
     from ._infer import check_same, check_dtype
     from ..shapes import as_shape
     check_same("AddN", dts)
-    check_dtype("AddN", dts[0], NUMBERS)
+    check_dtype("AddN", dts[0], ARITH)
     s = as_shape(shapes[0])
     for o in shapes[1:]:
         if not s.is_compatible_with(o):
@@ -345,8 +345,9 @@ def truediv(x, y, name=None):
     x, y = convert_all([x, y])
     if x.dtype != y.dtype:
         raise TypeError(f"x and y must have the same dtype, got {x.dtype!r} != {y.dtype!r}.")
-    if x.dtype.is_integer:
-        x, y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+    if x.dtype.is_integer:   # TF's _TRUEDIV_TABLE: 8/16-bit ints divide in float32, wider ones in float64
+        to = dtypes.float32 if x.dtype.size <= 2 else dtypes.float64
+        x, y = cast(x, to), cast(y, to)
     elif x.dtype.is_bool:
         raise TypeError("Invalid dtype bool in __truediv__")
     return apply_op("RealDiv", [x, y], name=name or "truediv")
@@ -434,6 +435,9 @@ def negative(x, name=None):
 
 
 def abs(x, name=None):  # noqa: A001
+    if getattr(x, "dtype", None) in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs)
+        from .complex_ops import complex_abs
+        return complex_abs(x, name)
     return _u("Abs", x, name)
 
 
@@ -539,8 +543,11 @@ def cast(x, dtype, name=None):
 
 
 def where(condition, x=None, y=None, name=None):
+    if x is None and y is None:
+        from .mask_ops import where_indices
+        return where_indices(condition, name)
     if x is None or y is None:
-        raise ValueError("jitgrad.where needs both x and y (the one-argument form is not supported).")
+        raise ValueError("x and y must both be non-None or both be None.")
     g = graph_of([condition, x, y])
     (c,) = convert_all([condition], dtype=dtypes.bool_, graph=g)
     x, y = convert_all([x, y], graph=g)
@@ -582,8 +589,9 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
     return out if dtype is None else cast(out, dtype)
 
 
-register("ZerosLike", infer=unary(ALL), kernel=lambda attrs, x: np.zeros_like(x), grad=lambda op, g: [None],
-         kind="elementwise", shape_only=(0,), cheap=True)
+register("ZerosLike", infer=unary(ALL),
+         kernel=lambda attrs, x: np.full(x.shape, b"", object) if x.dtype == object else np.zeros_like(x),
+         grad=lambda op, g: [None], kind="elementwise", shape_only=(0,), cheap=True)
 register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
          kind="elementwise", shape_only=(0,), cheap=True)
 
@@ -593,7 +601,7 @@ register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), 
 _unary_op("Floor", np.floor, NOT_DIFFERENTIABLE)
 _unary_op("Ceil", np.ceil, NOT_DIFFERENTIABLE)
 # TF's Round is round-half-to-even (banker's rounding), like np.rint; integers pass through.
-_unary_op("Round", lambda x: np.rint(x) if x.dtype.kind == "f" else x.copy(), NOT_DIFFERENTIABLE, NUMBERS)
+_unary_op("Round", lambda x: np.rint(x) if x.dtype in dtypes.FLOAT_NP else x.copy(), NOT_DIFFERENTIABLE, NUMBERS)
 for _name, _fn in [("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite)]:
     register(_name, infer=unary(FLOATS, out_dtype=dtypes.bool_), kernel=lambda attrs, x, _fn=_fn: _fn(x),
              grad=NOT_DIFFERENTIABLE, kind="elementwise")
@@ -631,8 +639,9 @@ def divide_no_nan(x, y, name=None):
     x, y = convert_all([x, y])
     if x.dtype != y.dtype:
         raise TypeError(f"x and y must have the same dtype, got {x.dtype!r} != {y.dtype!r}.")
-    if x.dtype.is_integer:
-        x, y = cast(x, dtypes.float64), cast(y, dtypes.float64)
+    if x.dtype.is_integer:   # TF's _TRUEDIV_TABLE: 8/16-bit ints divide in float32, wider ones in float64
+        to = dtypes.float32 if x.dtype.size <= 2 else dtypes.float64
+        x, y = cast(x, to), cast(y, to)
     elif not x.dtype.is_floating:
         raise TypeError(f"Value passed to parameter 'x' has DataType {x.dtype.name} not in list of allowed values: "
                         "float16, float32, float64")

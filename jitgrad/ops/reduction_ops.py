@@ -89,7 +89,7 @@ def _mean_kernel(attrs, x):
 def _max_kernel(attrs, x):
     axes = _np_axes(x, attrs)
     if x.size == 0 or any(x.shape[a] == 0 for a in axes):
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        fill = -np.inf if x.dtype in dtypes.FLOAT_NP else np.iinfo(x.dtype).min
         return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
     return np.max(x, axis=axes, keepdims=attrs["keepdims"])
 
@@ -97,7 +97,7 @@ def _max_kernel(attrs, x):
 def _min_kernel(attrs, x):
     axes = _np_axes(x, attrs)
     if x.size == 0 or any(x.shape[a] == 0 for a in axes):
-        fill = np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).max
+        fill = np.inf if x.dtype in dtypes.FLOAT_NP else np.iinfo(x.dtype).max
         return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), fill, x.dtype)
     return np.min(x, axis=axes, keepdims=attrs["keepdims"])
 
@@ -288,8 +288,8 @@ def _arg_kernel(fn):
         axis = attrs["axis"]
         if x.shape[axis] == 0:
             raise ValueError(f"Reduction axis {axis} is empty in shape {list(x.shape)}")
-        if x.dtype.kind == "f":
-            info = np.finfo(x.dtype)
+        if x.dtype in dtypes.FLOAT_NP:
+            info = dtypes.as_dtype(x.dtype)
             x = np.where(x > info.min, x, info.min) if fn is np.argmax else np.where(x < info.max, x, info.max)
         return np.asarray(fn(x, axis=axis)).astype(attrs["output_type"].np)
     return kernel
@@ -338,44 +338,75 @@ def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
     return _bool_reduce("All", input_tensor, axis, keepdims, name)
 
 
-def _cumsum_infer(shapes, dts, attrs):
-    check_dtype("Cumsum", dts[0], NUMBERS)
-    s = shapes[0]
-    if s is not None and not -len(s) <= attrs["axis"] < len(s):
-        raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
-    return [(s, dts[0])]
+def _scan_infer(op_name):
+    def infer(shapes, dts, attrs):
+        check_dtype(op_name, dts[0], NUMBERS)
+        s = shapes[0]
+        if s is not None and not -len(s) <= attrs["axis"] < len(s):
+            raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
+        return [(s, dts[0])]
+    return infer
 
 
-def _cumsum_kernel(attrs, x):
-    axis = attrs["axis"]
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"axis {axis} out of range for a tensor of rank {x.ndim}")
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    out = np.cumsum(x, axis=axis, dtype=x.dtype)
-    if attrs["exclusive"]:
-        out = np.concatenate([np.zeros_like(np.take(out, [0], axis=axis)),
-                              np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis) \
-            if x.shape[axis] else out
-    if attrs["reverse"]:
-        out = np.flip(out, axis)
-    return np.ascontiguousarray(out)
+def _scan_kernel(np_scan, identity):
+    """Cumsum / Cumprod: numpy's sequential scan in the input dtype; exclusive
+    shifts it by one, starting with the identity (0 or 1)."""
+    def kernel(attrs, x):
+        axis = attrs["axis"]
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"axis {axis} out of range for a tensor of rank {x.ndim}")
+        if attrs["reverse"]:
+            x = np.flip(x, axis)
+        out = np_scan(x, axis=axis, dtype=x.dtype)
+        if attrs["exclusive"]:
+            out = np.concatenate([np.full_like(np.take(out, [0], axis=axis), identity),
+                                  np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis) \
+                if x.shape[axis] else out
+        if attrs["reverse"]:
+            out = np.flip(out, axis)
+        return np.ascontiguousarray(out)
+    return kernel
+
+
+def _scan_attrs(op, reverse):
+    return {"axis": op.get_attr("axis"), "exclusive": op.get_attr("exclusive"), "reverse": reverse}
 
 
 def _cumsum_grad(op, g):
-    return [apply_op("Cumsum", [g], {"axis": op.get_attr("axis"), "exclusive": op.get_attr("exclusive"),
-                                     "reverse": not op.get_attr("reverse")})]
+    return [apply_op("Cumsum", [g], _scan_attrs(op, not op.get_attr("reverse")))]
 
 
-register("Cumsum", infer=_cumsum_infer, kernel=_cumsum_kernel, grad=_cumsum_grad, kind="other")
+def _cumprod_grad(op, g):
+    """TF's _CumprodGrad: cumsum(cumprod(x) * g, the other way) / x, with
+    divide_no_nan (so an element equal to 0 gets gradient 0, as in TF)."""
+    from .math_ops import divide_no_nan
+    x = op.inputs[0]
+    prod = apply_op("Cumprod", [x], _scan_attrs(op, op.get_attr("reverse")))
+    out = apply_op("Cumsum", [prod * g], _scan_attrs(op, not op.get_attr("reverse")))
+    return [divide_no_nan(out, x)]
+
+
+register("Cumsum", infer=_scan_infer("Cumsum"), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
+         kind="other")
+register("Cumprod", infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
+         kind="other")
+
+
+def _scan(op_type, x, axis, exclusive, reverse, name):
+    (x,) = convert_all([x])
+    axis = _static_int(axis, f"the axis of {op_type.lower()}")
+    return apply_op(op_type, [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
+                    name=name or op_type)
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     """``tf.math.cumsum``; the gradient is the cumsum of the gradient the other way."""
-    (x,) = convert_all([x])
-    axis = _static_int(axis, "the axis of cumsum")
-    return apply_op("Cumsum", [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
-                    name=name or "Cumsum")
+    return _scan("Cumsum", x, axis, exclusive, reverse, name)
+
+
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumprod``."""
+    return _scan("Cumprod", x, axis, exclusive, reverse, name)
 
 
 # ---------------------------------------------------------------- variance / std (composites)

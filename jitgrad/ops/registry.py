@@ -57,15 +57,19 @@ class OpDef:
         combiner (codegen fuses a reduction to one element into its producer's loop).
     cheap: recomputing it at each use costs less than a buffer (codegen never
         materialises it for sharing).
+    data_dependent_shape: its output shape is known only when it runs (boolean_mask,
+        a run-time range, py_function); kernels are specialised to static shapes, so a
+        compiled run holding it goes to the interpreter (counted as a fallback).
     """
 
     __slots__ = ("name", "infer", "kernel", "grad", "no_gradient", "kind", "stateful", "shape_only", "lowering",
                  "cost", "pointwise", "identity", "reshape", "identity_if_same_shape", "keeps_uniform",
-                 "full_reduce", "cheap")
+                 "full_reduce", "cheap", "data_dependent_shape")
 
     def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False, shape_only=(),
                  lowering="codegen", cost=1, pointwise=None, identity=False, reshape=False,
-                 identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False):
+                 identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False,
+                 data_dependent_shape=False):
         if lowering not in LOWERINGS:
             raise ValueError(f"op {name}: lowering must be one of {LOWERINGS}, got {lowering!r}")
         self.name = name
@@ -85,6 +89,7 @@ class OpDef:
         self.keeps_uniform = keeps_uniform or identity or reshape
         self.full_reduce = full_reduce
         self.cheap = cheap
+        self.data_dependent_shape = data_dependent_shape
 
     def is_shape_only(self, index):
         return index > 0 if self.shape_only == "rest" else index in self.shape_only

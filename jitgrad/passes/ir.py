@@ -27,6 +27,13 @@ from ..ops.registry import REGISTRY, infer_named
 from ..shapes import INT64_MAX, check_num_elements
 
 
+class DataDependentShape(Exception):
+    """A program with an op registered with data_dependent_shape=True (tf.boolean_mask,
+    a run-time tf.range, tf.py_function): its output shape is known only when it
+    runs and kernels are specialised to static shapes, so the compiler runs such a
+    program in the interpreter (counted in cache_info()['fallbacks'])."""
+
+
 @dataclass(frozen=True)
 class Value:
     """Output ``index`` of node ``node`` (an index into Program.nodes)."""
@@ -98,6 +105,8 @@ def value_class(arr):
     integer-valued scalar exponent; otherwise just 'other'."""
     if arr.size == 0:
         return "empty"
+    if arr.dtype.kind not in "fiub":   # strings, complex, bfloat16: nothing a pass relies on
+        return "other"
     flat = arr.reshape(-1)
     first = flat[0]
     if arr.size > 1 and not np.all(flat == first):
@@ -200,6 +209,8 @@ def from_graph(ops, elements, fed, var_reader):
             for i, t in enumerate(op.outputs):
                 ref[id(t)] = Value(len(nodes) - 1, i)
             continue
+        if opdef.data_dependent_shape:
+            raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the

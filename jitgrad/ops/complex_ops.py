@@ -1,0 +1,80 @@
+"""Complex numbers: tf.complex, tf.math.real / imag / conj and |z| (ComplexAbs).
+
+numpy reference kernels only (a compiled run that needs them is a counted
+interpreter fallback). Complex tensors are not differentiated: gradients
+stop at them (README, Known differences).
+"""
+import numpy as np
+
+from .. import dtypes
+from ..convert import convert_all
+from ._infer import COMPLEX, FLOATS, check_dtype, check_same
+from ..shapes import broadcast_dims
+from .registry import apply_op, register
+
+_REAL_OF = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}
+_COMPLEX_OF = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}
+
+
+def _to_real_infer(op_name):
+    def infer(shapes, dts, attrs):
+        check_dtype(op_name, dts[0], COMPLEX + FLOATS, "input")
+        return [(shapes[0], _REAL_OF.get(dts[0], dts[0]))]
+    return infer
+
+
+def _complex_infer(shapes, dts, attrs):
+    check_same("Complex", dts)
+    if dts[0] not in _COMPLEX_OF:
+        raise TypeError(f"Value for attr 'T' of {dts[0].name} is not in the list of allowed values for Complex "
+                        f"(float32, float64)")
+    return [(broadcast_dims(shapes[0], shapes[1], "'Complex'"), _COMPLEX_OF[dts[0]])]
+
+
+register("Real", infer=_to_real_infer("Real"), kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
+register("Imag", infer=_to_real_infer("Imag"), kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
+register("ComplexAbs", infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
+register("Conj", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=lambda attrs, x: np.conj(x))
+def _complex_kernel(attrs, re, im):
+    # parts set directly: re + 1j * im would turn an infinite im into nan + inf j
+    re, im = np.broadcast_arrays(re, im)
+    out = np.empty(re.shape, np.complex64 if re.dtype == np.float32 else np.complex128)
+    out.real, out.imag = re, im
+    return out
+
+
+register("Complex", infer=_complex_infer, kernel=_complex_kernel)
+
+
+def real(input, name=None):  # noqa: A002
+    """``tf.math.real``: the real part (a real tensor is returned as it is)."""
+    (x,) = convert_all([input])
+    return apply_op("Real", [x], name=name or "Real") if x.dtype in COMPLEX else x
+
+
+def imag(input, name=None):  # noqa: A002
+    """``tf.math.imag``: the imaginary part (zeros for a real tensor)."""
+    (x,) = convert_all([input])
+    if x.dtype in COMPLEX:
+        return apply_op("Imag", [x], name=name or "Imag")
+    from .math_ops import zeros_like
+    return zeros_like(x)
+
+
+def conj(x, name=None):
+    """``tf.math.conj``: the complex conjugate (a real tensor is returned as it is)."""
+    (x,) = convert_all([x])
+    return apply_op("Conj", [x], name=name or "Conj") if x.dtype in COMPLEX else x
+
+
+def complex_abs(x, name=None):
+    (x,) = convert_all([x])
+    return apply_op("ComplexAbs", [x], name=name or "ComplexAbs")
+
+
+def complex(real, imag, name=None):  # noqa: A001
+    """``tf.complex(real, imag)``: float32 parts -> complex64, float64 -> complex128."""
+    re, im = convert_all([real, imag])
+    if re.dtype != im.dtype:
+        raise TypeError(f"The `real` and `imag` components have different types: {re.dtype.name} {im.dtype.name}")
+    return apply_op("Complex", [re, im], name=name or "Complex")

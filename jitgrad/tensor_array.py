@@ -1,0 +1,138 @@
+"""``tf.TensorArray``: a list of same-dtype tensors, written and read by index.
+
+A Python list of tensors, in eager mode and in graphs alike (TF's eager
+TensorArray works the same way): ``write`` stores the tensor and returns the
+array (use ``ta = ta.write(i, x)`` as in TF), ``stack``/``concat``/``gather``
+build ops from the stored tensors, so gradients flow through them. Indices
+must be known when the graph is built (Python ints, eager tensors or
+constants): jitgrad has no ``tf.while_loop`` that would index it at run time.
+"""
+import numpy as np
+
+from . import dtypes
+from .convert import _is_tensorlike, convert_all, convert_to_tensor
+from .errors import InvalidArgumentError
+from .shapes import TensorShape
+
+
+def _index(i, what):
+    from .ops.array_ops import get_static_value
+    v = get_static_value(i) if _is_tensorlike(i) else i
+    if v is None:
+        raise NotImplementedError(f"jitgrad's TensorArray needs the {what} index known when the graph is built.")
+    v = np.asarray(v)
+    if v.ndim != 0 or v.dtype.kind not in "iu":
+        raise TypeError(f"TensorArray {what} index must be an integer scalar, got {i!r}")
+    return int(v)
+
+
+class TensorArray:
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
+                 handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
+                 name=None):
+        self._dtype = dtypes.as_dtype(dtype)
+        self._size = 0 if size is None else _index(size, "size")
+        self._dynamic = bool(dynamic_size)
+        self._items = [None] * self._size
+        self._element_shape = TensorShape(None) if element_shape is None else TensorShape(element_shape)
+        self._infer_shape = infer_shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def element_shape(self):
+        return self._element_shape
+
+    @property
+    def dynamic_size(self):
+        return self._dynamic
+
+    def size(self, name=None):
+        from .ops.array_ops import constant
+        return constant(len(self._items), dtype=dtypes.int32)
+
+    def _convert(self, value):
+        t = convert_to_tensor(value, dtype=self._dtype) if not _is_tensorlike(value) else convert_all([value])[0]
+        if t.dtype != self._dtype:
+            raise InvalidArgumentError(f"TensorArray dtype is {self._dtype.name} but Op is trying to write "
+                                       f"dtype {t.dtype.name}")
+        if self._infer_shape:
+            if not self._element_shape.is_compatible_with(t.shape):
+                raise ValueError(f"Inconsistent shapes: saw {t.shape} but expected {self._element_shape}")
+            self._element_shape = self._element_shape.merge_with(t.shape)
+        return t
+
+    def write(self, index, value, name=None):
+        i = _index(index, "write")
+        if i < 0:
+            raise InvalidArgumentError(f"Tried to write to index {i} but array index must be non-negative")
+        if i >= len(self._items):
+            if not self._dynamic:
+                raise InvalidArgumentError(f"Tried to write to index {i} but array is not resizeable and size "
+                                           f"is: {len(self._items)}")
+            self._items += [None] * (i + 1 - len(self._items))
+        self._items[i] = self._convert(value)
+        return self
+
+    def _item(self, i):
+        t = self._items[i]
+        if t is not None:
+            return t
+        if not self._element_shape.is_fully_defined():
+            raise InvalidArgumentError(f"Could not read from TensorArray index {i}: it has not been written and "
+                                       f"its element shape is not fully defined ({self._element_shape}).")
+        from .ops.array_ops import zeros
+        return zeros(self._element_shape.as_list(), self._dtype)
+
+    def read(self, index, name=None):
+        i = _index(index, "read")
+        if not 0 <= i < len(self._items):
+            raise InvalidArgumentError(f"Tried to read from index {i} but array size is: {len(self._items)}")
+        return self._item(i)
+
+    def stack(self, name=None):
+        from .ops.array_ops import stack, zeros
+        if not self._items:
+            if not self._element_shape.is_fully_defined():
+                raise InvalidArgumentError("TensorArray has size zero, but element shape is not fully defined. "
+                                           "Cannot stack an empty TensorArray with an unknown element shape.")
+            return zeros([0] + self._element_shape.as_list(), self._dtype)
+        return stack([self._item(i) for i in range(len(self._items))], name=name or "stack")
+
+    def gather(self, indices, name=None):
+        from .ops.array_ops import stack
+        idx = [_index(i, "gather") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
+        return stack([self.read(i) for i in idx], name=name or "gather")
+
+    def concat(self, name=None):
+        from .ops.array_ops import concat
+        return concat([self._item(i) for i in range(len(self._items))], 0, name=name or "concat")
+
+    def unstack(self, value, name=None):
+        from .ops.array_ops import unstack
+        (t,) = convert_all([value])
+        parts = unstack(t)
+        if not self._dynamic and self._size and len(parts) > self._size:
+            raise InvalidArgumentError(f"Tried to unstack {len(parts)} elements into a TensorArray of size "
+                                       f"{self._size}")
+        self._items = [None] * max(len(parts), 0 if self._dynamic else self._size)
+        for i, p in enumerate(parts):
+            self._items[i] = self._convert(p)
+        return self
+
+    def scatter(self, indices, value, name=None):
+        from .ops.array_ops import unstack
+        (t,) = convert_all([value])
+        idx = [_index(i, "scatter") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
+        for i, p in zip(idx, unstack(t)):
+            self.write(i, p)
+        return self
+
+    def close(self, name=None):
+        from . import no_op
+        return no_op(name=name)
+
+    def __repr__(self):
+        return f"<TensorArray dtype={self._dtype.name} size={len(self._items)}>"

@@ -1,0 +1,56 @@
+"""TF's conversion of Python literals and lists mixed into ops whose inputs
+share one dtype (issue 17, item 1): the first tensor's dtype wins; with no
+tensor, the first value's own dtype is used for the rest."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+
+def test_literal_adopts_tensor_dtype_eager():
+    x = tf.constant([1.5, -2.0])
+    for got in (tf.maximum(x, 0), tf.maximum(0, x), tf.minimum(x, 0), tf.add(x, 1)):
+        assert got.dtype == tf.float32
+    np.testing.assert_array_equal(tf.maximum(x, 0).numpy(), np.maximum([1.5, -2.0], 0).astype(np.float32))
+    x64 = tf.constant([1.5, -2.0], tf.float64)
+    assert tf.maximum(0, x64).dtype == tf.float64
+
+
+def test_no_tensor_first_value_decides():
+    got = tf.maximum(0., [1, -1])
+    assert got.dtype == tf.float32
+    np.testing.assert_array_equal(got.numpy(), np.array([1., 0.], np.float32))
+    assert tf.maximum(0, [1, -1]).dtype == tf.int32
+    # the list's int32 comes first: the float literal cannot become int32 (TF: TypeError)
+    with pytest.raises(TypeError):
+        tf.maximum([1, -1], 0.)
+
+
+def test_variable_counts_as_tensor():
+    v = tf.Variable([1.0, -3.0])
+    np.testing.assert_array_equal(tf.maximum(0, v).numpy(), [1.0, 0.0])
+
+
+def test_numpy_values_keep_their_dtype():
+    got = tf.maximum(np.array([1., 2.]), 0)
+    assert got.dtype == tf.float64
+
+
+def test_graph_and_function_modes(graph_mode):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2])
+        a = tf.maximum(x, 0)
+        b = tf.maximum(0., [1, -1])
+        assert a.dtype == tf.float32 and b.dtype == tf.float32
+        with pytest.raises(TypeError):
+            tf.maximum([1, -1], 0.)
+    with tf.compat.v1.Session(graph=g) as sess:
+        ra, rb = sess.run([a, b], {x: [3.0, -1.0]})
+    np.testing.assert_array_equal(ra, [3.0, 0.0])
+    np.testing.assert_array_equal(rb, [1.0, 0.0])
+
+    @tf.function
+    def f(x):
+        return tf.maximum(x, 0) + tf.maximum(0., [1, -1])
+    np.testing.assert_array_equal(f(tf.constant([3.0, -1.0])).numpy(), [4.0, 0.0])
