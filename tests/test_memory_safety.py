@@ -244,3 +244,30 @@ def test_duplicate_reduction_axes_eagerly_and_squeeze_allows_them():
     with pytest.raises(InvalidArgumentError):
         tf.reduce_sum(tf.ones([2, 3]), [0, 0])
     assert tf.squeeze(tf.ones([1, 3]), [0, 0]).shape == (3,)   # TF's Squeeze takes a dim twice
+
+
+def test_unaligned_feeds():
+    """Feeds that are C-contiguous but not aligned to their element size (views into a
+    byte buffer) give the same results as aligned copies (no aligned-load fault)."""
+    out = child(PRELUDE + """
+g = tf.Graph()
+with g.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [1000])
+    y = tf.compat.v1.placeholder(tf.float64, [1000, 8])
+    z = tf.reduce_sum(tf.tanh(x) * 2.0) + tf.cast(tf.reduce_sum(tf.matmul(y, y, transpose_b=True)), tf.float32)
+    grads = tf.gradients(z, [x, y])
+buf = bytearray(8 * 9000 + 16)
+xa = np.frombuffer(buf, np.float32, count=1000, offset=1)
+ya = np.frombuffer(buf, np.float64, count=8000, offset=4003).reshape(1000, 8)
+rng = np.random.default_rng(0)
+xa[:] = rng.standard_normal(1000)
+ya[:] = rng.standard_normal((1000, 8))
+s = tf.compat.v1.Session(graph=g)
+same = []
+for _ in range(3):
+    a = s.run([z] + grads, {x: xa, y: ya})
+    b = s.run([z] + grads, {x: np.ascontiguousarray(xa), y: np.ascontiguousarray(ya)})
+    same.append(all(np.array_equal(p, q) for p, q in zip(a, b)))
+print(json.dumps({"unaligned": [bool(xa.flags.aligned), bool(ya.flags.aligned)], "same": same}))
+""")
+    assert out == {"unaligned": [False, False], "same": [True] * 3}
