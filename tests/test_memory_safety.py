@@ -271,3 +271,24 @@ for _ in range(3):
 print(json.dumps({"unaligned": [bool(xa.flags.aligned), bool(ya.flags.aligned)], "same": same}))
 """)
     assert out == {"unaligned": [False, False], "same": [True] * 3}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_assign_add_of_another_shape_to_a_partly_shaped_variable(mode):
+    """A variable declared [None] takes any value's shape by assign; assign_add must then
+    match its current shape (TF's error), not compile a program with an unknown dim."""
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(np.zeros(3, np.float32), shape=tf.TensorShape([None]), validate_shape=False)
+        p = tf.compat.v1.placeholder(tf.float32, [None])
+        grow = v.assign(p)
+        add = v.assign_add(p)
+        init = tf.compat.v1.global_variables_initializer()
+    before = tf.cache_info()["fallbacks"]
+    sess = tf.compat.v1.Session(graph=g, config={"jitgrad_mode": mode})
+    sess.run(init)
+    sess.run(grow, {p: np.arange(5, dtype=np.float32)})
+    with pytest.raises(InvalidArgumentError, match="shapes must be equal"):
+        sess.run(add, {p: np.ones(2, np.float32)})
+    np.testing.assert_array_equal(sess.run(add, {p: np.ones(5, np.float32)}), [1, 2, 3, 4, 5])
+    assert tf.cache_info()["fallbacks"] == before

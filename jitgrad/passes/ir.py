@@ -216,6 +216,13 @@ def from_graph(ops, elements, fed, var_reader):
                     if k == key:
                         base = w
                         break
+                have = nodes[base.node].outputs[base.index][0]
+                if tuple(in_shapes[0]) != tuple(have):   # (the variable's declared shape may be partial)
+                    from ..errors import InvalidArgumentError
+                    raise InvalidArgumentError(None, op, f"Cannot update variable with shape {list(have)} using a "
+                                                         f"Tensor with shape {list(in_shapes[0])}, shapes must be "
+                                                         f"equal. [[node {op.name}]]")
+                specs = ((have, specs[0][1]),)
                 nodes.append(Node("AddV2" if op.type == "AssignAdd" else "Sub", (base, ins[0]), {},
                                   specs, op.name))
                 new = Value(len(nodes) - 1)
