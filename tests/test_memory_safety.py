@@ -166,14 +166,16 @@ with g.as_default():
     x = tf.compat.v1.placeholder(tf.float32, [])
     y = tf.reduce_sum(tf.broadcast_to(x, [2**33, 2**33]))   # 2**66 elements
     z = tf.reduce_sum(tf.broadcast_to(x, [2**31, 2**31]))   # 2**62 float32: 2**64 bytes
-res = {m: [attempt(tf.compat.v1.Session(graph=g, config={"jitgrad_mode": m}), f, {x: 1.0}) for f in (y, z)]
+    w = tf.reduce_sum(tf.broadcast_to(x, [2**30, 2**30]))   # 2**62 bytes: fits int64, no address space
+res = {m: [attempt(tf.compat.v1.Session(graph=g, config={"jitgrad_mode": m}), f, {x: 1.0}) for f in (y, z, w)]
        for m in ("interpret", "compiled")}
 print(json.dumps(res))
 """, timeout=60)
     for mode in MODES:
-        (t1, m1), (t2, _) = out[mode]
+        (t1, m1), (t2, _), (t3, m3) = out[mode]
         assert t1 == t2 == "InvalidArgumentError", out[mode]
         assert "2**63 - 1 elements" in m1        # TF's message
+        assert t3 == "ResourceExhaustedError" and "OOM when allocating" in m3, out[mode]   # TF's OOM
 
 
 @pytest.mark.parametrize("mode", MODES)

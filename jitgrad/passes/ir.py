@@ -118,6 +118,9 @@ def value_class(arr):
     return "other"
 
 
+ADDRESS_SPACE_BYTES = 1 << 47   # x86-64 and AArch64 user space: 128 TiB
+
+
 def concrete_specs(op, opdef, in_shapes, in_dtypes):
     """The op's output (shape, dtype)s for concrete input shapes.  This is
     where a run's shapes are checked against everything the machine code
@@ -125,7 +128,7 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
     gradient shaped unlike the forward output it belongs to, ...), every
     output must fit the shape the graph promised, and no tensor may hold
     more elements or bytes than int64 counts (loop bounds and buffer sizes
-    are int64)."""
+    are int64), nor more bytes than an address space holds (TF's OOM)."""
     from ..errors import InvalidArgumentError
     try:
         specs = infer_named(opdef, op.name, [t.name for t in op.inputs], in_shapes, in_dtypes, op.attrs)
@@ -133,6 +136,10 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
             n = check_num_elements(s)
             if n * d.np.itemsize > INT64_MAX:
                 raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
+            if n * d.np.itemsize > ADDRESS_SPACE_BYTES:   # no engine can hold it; a fused loop would run for ever
+                from ..errors import ResourceExhaustedError
+                raise ResourceExhaustedError(None, op, f"OOM when allocating tensor with shape{list(s)} and type "
+                                                       f"{d.name} [[node {op.name}]]")
             if not t.shape.is_compatible_with(s):
                 raise ValueError(f"{t.name} has shape {list(s)} at run time, which is incompatible "
                                  f"with its static shape {t.shape}")
