@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named
 from ..shapes import INT64_MAX, check_num_elements
 
@@ -129,18 +130,19 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
     output must fit the shape the graph promised, and no tensor may hold
     more elements or bytes than int64 counts (loop bounds and buffer sizes
     are int64), nor more bytes than an address space holds (TF's OOM)."""
-    from ..errors import InvalidArgumentError
     try:
-        specs = infer_named(opdef, op.name, [t.name for t in op.inputs], in_shapes, in_dtypes, op.attrs)
+        specs = infer_named(opdef, op.name, op.inputs, in_shapes, in_dtypes, op.attrs)
         for (s, d), t in zip(specs, op.outputs):
-            n = check_num_elements(s)
-            if n * d.np.itemsize > INT64_MAX:
-                raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
-            if n * d.np.itemsize > ADDRESS_SPACE_BYTES:   # no engine can hold it; a fused loop would run for ever
-                from ..errors import ResourceExhaustedError
+            nbytes = check_num_elements(s) * d.np.itemsize
+            if nbytes > ADDRESS_SPACE_BYTES:
+                if nbytes > INT64_MAX:
+                    raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
+                # no engine can hold it (TF: OOM), and a fused loop over it would run for ever
                 raise ResourceExhaustedError(None, op, f"OOM when allocating tensor with shape{list(s)} and type "
                                                        f"{d.name} [[node {op.name}]]")
-            if not t.shape.is_compatible_with(s):
+            static = t.shape.dims
+            if static is not None and (len(static) != len(s) or
+                                       any(a is not None and a != b for a, b in zip(static, s))):
                 raise ValueError(f"{t.name} has shape {list(s)} at run time, which is incompatible "
                                  f"with its static shape {t.shape}")
     except (ValueError, TypeError) as e:
