@@ -280,7 +280,7 @@ class BaseSession:
         """[(tensor, ndarray)] in feed_dict order, validated as TF does."""
         if not feed_dict:
             return []
-        if not isinstance(feed_dict, collections.abc.Mapping):
+        if type(feed_dict) is not dict and not isinstance(feed_dict, collections.abc.Mapping):
             raise TypeError(f"feed_dict must be a dictionary mapping tensors to values, got "
                             f"{type(feed_dict).__name__}")
         fed = []

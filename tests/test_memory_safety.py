@@ -166,14 +166,16 @@ with g.as_default():
     x = tf.compat.v1.placeholder(tf.float32, [])
     y = tf.reduce_sum(tf.broadcast_to(x, [2**33, 2**33]))   # 2**66 elements
     z = tf.reduce_sum(tf.broadcast_to(x, [2**31, 2**31]))   # 2**62 float32: 2**64 bytes
-res = {m: [attempt(tf.compat.v1.Session(graph=g, config={"jitgrad_mode": m}), f, {x: 1.0}) for f in (y, z)]
+    w = tf.reduce_sum(tf.broadcast_to(x, [2**30, 2**30]))   # 2**62 bytes: fits int64, no address space
+res = {m: [attempt(tf.compat.v1.Session(graph=g, config={"jitgrad_mode": m}), f, {x: 1.0}) for f in (y, z, w)]
        for m in ("interpret", "compiled")}
 print(json.dumps(res))
 """, timeout=60)
     for mode in MODES:
-        (t1, m1), (t2, _) = out[mode]
+        (t1, m1), (t2, _), (t3, m3) = out[mode]
         assert t1 == t2 == "InvalidArgumentError", out[mode]
         assert "2**63 - 1 elements" in m1        # TF's message
+        assert t3 == "ResourceExhaustedError" and "OOM when allocating" in m3, out[mode]   # TF's OOM
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -244,3 +246,51 @@ def test_duplicate_reduction_axes_eagerly_and_squeeze_allows_them():
     with pytest.raises(InvalidArgumentError):
         tf.reduce_sum(tf.ones([2, 3]), [0, 0])
     assert tf.squeeze(tf.ones([1, 3]), [0, 0]).shape == (3,)   # TF's Squeeze takes a dim twice
+
+
+def test_unaligned_feeds():
+    """Feeds that are C-contiguous but not aligned to their element size (views into a
+    byte buffer) give the same results as aligned copies (no aligned-load fault)."""
+    out = child(PRELUDE + """
+g = tf.Graph()
+with g.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [1000])
+    y = tf.compat.v1.placeholder(tf.float64, [1000, 8])
+    z = tf.reduce_sum(tf.tanh(x) * 2.0) + tf.cast(tf.reduce_sum(tf.matmul(y, y, transpose_b=True)), tf.float32)
+    grads = tf.gradients(z, [x, y])
+buf = bytearray(8 * 9000 + 16)
+xa = np.frombuffer(buf, np.float32, count=1000, offset=1)
+ya = np.frombuffer(buf, np.float64, count=8000, offset=4003).reshape(1000, 8)
+rng = np.random.default_rng(0)
+xa[:] = rng.standard_normal(1000)
+ya[:] = rng.standard_normal((1000, 8))
+s = tf.compat.v1.Session(graph=g)
+same = []
+for _ in range(3):
+    a = s.run([z] + grads, {x: xa, y: ya})
+    b = s.run([z] + grads, {x: np.ascontiguousarray(xa), y: np.ascontiguousarray(ya)})
+    same.append(all(np.array_equal(p, q) for p, q in zip(a, b)))
+print(json.dumps({"unaligned": [bool(xa.flags.aligned), bool(ya.flags.aligned)], "same": same}))
+""")
+    assert out == {"unaligned": [False, False], "same": [True] * 3}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_assign_add_of_another_shape_to_a_partly_shaped_variable(mode):
+    """A variable declared [None] takes any value's shape by assign; assign_add must then
+    match its current shape (TF's error), not compile a program with an unknown dim."""
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(np.zeros(3, np.float32), shape=tf.TensorShape([None]), validate_shape=False)
+        p = tf.compat.v1.placeholder(tf.float32, [None])
+        grow = v.assign(p)
+        add = v.assign_add(p)
+        init = tf.compat.v1.global_variables_initializer()
+    before = tf.cache_info()["fallbacks"]
+    sess = tf.compat.v1.Session(graph=g, config={"jitgrad_mode": mode})
+    sess.run(init)
+    sess.run(grow, {p: np.arange(5, dtype=np.float32)})
+    with pytest.raises(InvalidArgumentError, match="shapes must be equal"):
+        sess.run(add, {p: np.ones(2, np.float32)})
+    np.testing.assert_array_equal(sess.run(add, {p: np.ones(5, np.float32)}), [1, 2, 3, 4, 5])
+    assert tf.cache_info()["fallbacks"] == before

@@ -21,7 +21,7 @@ import jitgrad as tf
 from jitgrad.errors import InvalidArgumentError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-N_GRAPHS = 24
+N_GRAPHS = 32
 MUTATIONS = 6
 
 
@@ -77,6 +77,14 @@ def build(seed):
             tf.reduce_mean(h * h),                              # ()
             tf.broadcast_to(tf.reduce_sum(v), [2, 2]),          # (2, 2)
             tf.expand_dims(tf.reduce_min(h, axis=1), 0),        # (1, n)
+            tf.math.cumsum(h, axis=1),                          # (n, m)
+            tf.where(h > 0.1, h, tf.sin(x)),                    # (n, m)
+            tf.stack([h, tf.cos(x)], axis=1),                   # (n, 2, m)
+            tf.unstack(h, num=n, axis=0)[0] if rng.random() < 0.5 else tf.reduce_prod(h, axis=0),   # (m,)
+            tf.matmul(w, h, transpose_a=True, transpose_b=True),  # (3, n)
+            tf.squeeze(tf.reduce_sum(h, axis=0, keepdims=True), axis=0),   # (m,)
+            tf.nn.softmax_cross_entropy_with_logits(labels=tf.nn.softmax(x), logits=h),   # (n,)
+            tf.clip_by_value(h, -0.3, 0.4) * tf.reduce_mean(x, axis=0),   # (n, m)
         ]
         ys = [cands[i] for i in sorted(set(rng.integers(0, len(cands), size=3)))]
         fetches, gys = list(ys), []

@@ -7,6 +7,7 @@ op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
 from .. import context
 from ..errors import InvalidArgumentError
+from ..shapes import InputShapeError
 
 REGISTRY = {}
 
@@ -198,8 +199,8 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
         if default is not graph and not context.executing_eagerly() and context._stack():
             raise ValueError(f"Tensor {inputs[0].name} must be from the same graph as the op "
                              f"{op_type} being created.")
-    specs = infer_named(opdef, name or op_type, [t.name for t in inputs], [t.shape.dims for t in inputs],
-                        [t.dtype for t in inputs], attrs)
+    specs = infer_named(opdef, name or op_type, inputs, [t.shape.dims for t in inputs], [t.dtype for t in inputs],
+                        attrs)
     op = graph.create_op(op_type, inputs, attrs, name, specs, exact_name)
     outs = op.outputs
     if not outs:
@@ -207,14 +208,13 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
     return outs[0] if len(outs) == 1 else outs
 
 
-def infer_named(opdef, op_name, input_names, shapes, dts, attrs):
-    """``opdef.infer``; an input whose shape the others rule out is named in the
-    error (shapes.InputShapeError, a ValueError)."""
-    from ..shapes import InputShapeError
+def infer_named(opdef, op_name, inputs, shapes, dts, attrs):
+    """``opdef.infer``; an input (of ``inputs``, tensors) whose shape the others rule
+    out is named in the error (shapes.InputShapeError, a ValueError)."""
     try:
         return opdef.infer(shapes, dts, attrs)
     except InputShapeError as e:
-        raise e.naming(opdef.name, op_name, input_names[e.index]) from None
+        raise e.naming(opdef.name, op_name, inputs[e.index].name) from None
 
 
 def run_kernel(opdef, arrays, attrs):

@@ -32,6 +32,9 @@ def _assign_update(sign):
     def kernel(attrs, state, value):
         old = state.read(attrs["var"], attrs.get("name", attrs["var"]))
         _check_shape(attrs, value)
+        if old.shape != np.shape(value):
+            raise InvalidArgumentError(f"Cannot update variable with shape {list(old.shape)} using a Tensor with "
+                                       f"shape {list(np.shape(value))}, shapes must be equal.")
         new = (old + value) if sign > 0 else (old - value)
         new = new.astype(old.dtype, copy=False)
         state.write(attrs["var"], new)

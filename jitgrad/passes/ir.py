@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named
 from ..shapes import INT64_MAX, check_num_elements
 
@@ -121,6 +122,9 @@ def value_class(arr):
     return "other"
 
 
+ADDRESS_SPACE_BYTES = 1 << 47   # x86-64 and AArch64 user space: 128 TiB
+
+
 def concrete_specs(op, opdef, in_shapes, in_dtypes):
     """The op's output (shape, dtype)s for concrete input shapes.  This is
     where a run's shapes are checked against everything the machine code
@@ -128,15 +132,20 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
     gradient shaped unlike the forward output it belongs to, ...), every
     output must fit the shape the graph promised, and no tensor may hold
     more elements or bytes than int64 counts (loop bounds and buffer sizes
-    are int64)."""
-    from ..errors import InvalidArgumentError
+    are int64), nor more bytes than an address space holds (TF's OOM)."""
     try:
-        specs = infer_named(opdef, op.name, [t.name for t in op.inputs], in_shapes, in_dtypes, op.attrs)
+        specs = infer_named(opdef, op.name, op.inputs, in_shapes, in_dtypes, op.attrs)
         for (s, d), t in zip(specs, op.outputs):
-            n = check_num_elements(s)
-            if n * d.np.itemsize > INT64_MAX:
-                raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
-            if not t.shape.is_compatible_with(s):
+            nbytes = check_num_elements(s) * d.np.itemsize
+            if nbytes > ADDRESS_SPACE_BYTES:
+                if nbytes > INT64_MAX:
+                    raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
+                # no engine can hold it (TF: OOM), and a fused loop over it would run for ever
+                raise ResourceExhaustedError(None, op, f"OOM when allocating tensor with shape{list(s)} and type "
+                                                       f"{d.name} [[node {op.name}]]")
+            static = t.shape.dims
+            if static is not None and (len(static) != len(s) or
+                                       any(a is not None and a != b for a, b in zip(static, s))):
                 raise ValueError(f"{t.name} has shape {list(s)} at run time, which is incompatible "
                                  f"with its static shape {t.shape}")
     except (ValueError, TypeError) as e:
@@ -228,6 +237,13 @@ def from_graph(ops, elements, fed, var_reader):
                     if k == key:
                         base = w
                         break
+                have = nodes[base.node].outputs[base.index][0]
+                if tuple(in_shapes[0]) != tuple(have):   # (the variable's declared shape may be partial)
+                    from ..errors import InvalidArgumentError
+                    raise InvalidArgumentError(None, op, f"Cannot update variable with shape {list(have)} using a "
+                                                         f"Tensor with shape {list(in_shapes[0])}, shapes must be "
+                                                         f"equal. [[node {op.name}]]")
+                specs = ((have, specs[0][1]),)
                 nodes.append(Node("AddV2" if op.type == "AssignAdd" else "Sub", (base, ins[0]), {},
                                   specs, op.name))
                 new = Value(len(nodes) - 1)
