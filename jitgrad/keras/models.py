@@ -46,7 +46,8 @@ def _batch_size(x):
     """The batch size of a (traced) batch: static when known, else a tensor."""
     from ..ops import array_ops
     t = nest.flatten(x)[0]
-    n = t.shape.as_list()[0] if hasattr(t, "shape") and t.shape.rank else None
+    dims = list(t.shape)            # numpy shape or TensorShape
+    n = dims[0] if dims else 1
     return n if n is not None else array_ops.shape(t)[0]
 
 
@@ -69,6 +70,7 @@ class Model(Layer):
             self.built = True
         self.optimizer = self.loss = None
         self.compiled = False
+        self.run_eagerly = False
         self._train_fn = self._test_fn = self._predict_fn = None
 
     # ---------------------------------------------------------------- calling
