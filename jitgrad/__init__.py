@@ -197,7 +197,6 @@ from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
                    MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer)
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam)
-keras = _module("keras", optimizers=optimizers)
 
 
 # ---- tf.random (values from numpy's generator, TF's seeding rules: ops/random_ops.py)
@@ -217,6 +216,8 @@ v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_function
 from .module import Module  # noqa: E402
 from .custom_gradient import custom_gradient  # noqa: E402
 from .print_ops import print_v2 as print  # noqa: E402,A001
+from . import keras  # noqa: E402  (the package replaces the module that held only the optimizers)
+keras.optimizers = optimizers
 
 
 def _fill_compat_v1():

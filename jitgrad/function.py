@@ -103,10 +103,10 @@ def _read_in_trace(var, graph):
     if t is None:
         g = ctx.graph
         ctx.variables[var._key] = var
-        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var.name[:-2]}
+        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var._name[:-2]}
         w = ctx.var_writes.get(h)
         with _in_graph(g), (g.control_dependencies([w]) if w is not None else contextlib.nullcontext()):
-            t = apply_op("VariableV2", [], attrs, name=var.name[:-2])
+            t = apply_op("VariableV2", [], attrs, name=var._name[:-2])
         ctx.reads[h] = t
         ctx.var_ops.setdefault(h, []).append(t.op)
     return t
@@ -124,7 +124,7 @@ def _update_in_trace(var, op_type, value, name, read_value):
         if v.dtype != var.dtype:
             raise TypeError(f"Cannot assign a {v.dtype.name} value to variable {var.name} of dtype "
                             f"{var.dtype.name}")
-        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var.name[:-2],
+        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var._name[:-2],
                  "validate_shape": True}
         prev = ctx.var_writes.get(h)
         if prev is not None and op_type != "Assign":

@@ -1,0 +1,18 @@
+"""``tf.keras`` core: layers, Sequential / Model (compile, fit, evaluate, predict),
+losses, metrics, activations, initializers, callbacks; ``tf.keras.optimizers``
+(jitgrad/optimizers.py) is attached by jitgrad/__init__.py."""
+import types as _types
+
+from . import activations, callbacks, initializers, layers, losses, metrics  # noqa: F401
+from .functional import Input, KerasTensor  # noqa: F401
+from .layers import Layer, clear_session  # noqa: F401
+from .models import Model, Sequential
+
+models = _types.ModuleType("jitgrad.keras.models")
+models.Model, models.Sequential = Model, Sequential
+backend = _types.ModuleType("jitgrad.keras.backend")
+backend.clear_session = clear_session
+utils = _types.ModuleType("jitgrad.keras.utils")
+utils.Progbar = callbacks.Progbar
+__all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",
+           "initializers", "callbacks", "backend"]

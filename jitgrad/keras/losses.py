@@ -1,0 +1,158 @@
+"""``tf.keras.losses`` (Keras 3's formulas, TF backend): per-sample losses
+reduced by "sum_over_batch_size" (sum / number of loss values) by default."""
+from .. import dtypes
+from ..convert import convert_to_tensor
+from ..ops import array_ops, math_ops, nn_ops, reduction_ops
+
+EPSILON = 1e-7   # keras.config.epsilon()
+
+
+def _tensors(y_true, y_pred):
+    y_pred = convert_to_tensor(y_pred)
+    if not y_pred.dtype.is_floating:
+        y_pred = math_ops.cast(y_pred, dtypes.float32)
+    y_true = convert_to_tensor(y_true)
+    if y_true.dtype != y_pred.dtype:
+        y_true = math_ops.cast(y_true, y_pred.dtype)
+    return y_true, y_pred
+
+
+def mean_squared_error(y_true, y_pred):
+    y_true, y_pred = _tensors(y_true, y_pred)
+    return reduction_ops.reduce_mean(math_ops.square(y_true - y_pred), axis=-1)
+
+
+def mean_absolute_error(y_true, y_pred):
+    y_true, y_pred = _tensors(y_true, y_pred)
+    return reduction_ops.reduce_mean(math_ops.abs(y_true - y_pred), axis=-1)
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_true, y_pred = _tensors(y_true, y_pred)
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    if from_logits:
+        bce = nn_ops.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
+    else:
+        p = math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
+        bce = -(y_true * math_ops.log(p) + (1.0 - y_true) * math_ops.log(1.0 - p))
+    return reduction_ops.reduce_mean(bce, axis=axis)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_true, y_pred = _tensors(y_true, y_pred)
+    if label_smoothing:
+        n = y_pred.shape.as_list()[axis]
+        y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
+    if from_logits:
+        return nn_ops.softmax_cross_entropy_with_logits(labels=y_true, logits=y_pred, axis=axis)
+    p = y_pred / reduction_ops.reduce_sum(y_pred, axis=axis, keepdims=True)
+    p = math_ops.clip_by_value(p, EPSILON, 1.0 - EPSILON)
+    return -reduction_ops.reduce_sum(y_true * math_ops.log(p), axis=axis)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
+    y_pred = convert_to_tensor(y_pred)
+    y_true = convert_to_tensor(y_true)
+    if y_true.shape.rank is not None and y_true.shape.rank == y_pred.shape.rank and y_true.shape.as_list()[-1] == 1:
+        y_true = array_ops.squeeze(y_true, [-1])
+    if not y_true.dtype.is_integer:
+        y_true = math_ops.cast(y_true, dtypes.int32)
+    logits = y_pred if from_logits else math_ops.log(math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON))
+    return nn_ops.sparse_softmax_cross_entropy_with_logits(labels=y_true, logits=logits)
+
+
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+
+
+def reduce_values(values, reduction):
+    if reduction in (None, "none"):
+        return values
+    total = reduction_ops.reduce_sum(values)
+    if reduction == "sum":
+        return total
+    if reduction == "sum_over_batch_size":
+        return total / math_ops.cast(array_ops.size(values), total.dtype)
+    raise ValueError(f"Invalid value for argument `reduction`: {reduction}")
+
+
+class Loss:
+    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
+        if reduction not in (None, "none", "sum", "sum_over_batch_size"):
+            raise ValueError(f"Invalid value for argument `reduction`. Expected one of 'sum', "
+                             f"'sum_over_batch_size', None or 'none'. Received: reduction={reduction}")
+        self.name = name or type(self).__name__
+        self.reduction = reduction
+
+    def call(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        values = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            values = values * math_ops.cast(convert_to_tensor(sample_weight), values.dtype)
+        return reduce_values(values, self.reduction)
+
+
+class LossFunctionWrapper(Loss):
+    def __init__(self, fn, name=None, reduction="sum_over_batch_size", **kwargs):
+        super().__init__(name=name, reduction=reduction)
+        self.fn, self.kwargs = fn, kwargs
+
+    def call(self, y_true, y_pred):
+        return self.fn(y_true, y_pred, **self.kwargs)
+
+
+class MeanSquaredError(LossFunctionWrapper):
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error"):
+        super().__init__(mean_squared_error, name, reduction)
+
+
+class MeanAbsoluteError(LossFunctionWrapper):
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error"):
+        super().__init__(mean_absolute_error, name, reduction)
+
+
+class BinaryCrossentropy(LossFunctionWrapper):
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
+                 name="binary_crossentropy"):
+        super().__init__(binary_crossentropy, name, reduction, from_logits=from_logits,
+                         label_smoothing=label_smoothing, axis=axis)
+        self.from_logits = from_logits
+
+
+class CategoricalCrossentropy(LossFunctionWrapper):
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
+                 name="categorical_crossentropy"):
+        super().__init__(categorical_crossentropy, name, reduction, from_logits=from_logits,
+                         label_smoothing=label_smoothing, axis=axis)
+        self.from_logits = from_logits
+
+
+class SparseCategoricalCrossentropy(LossFunctionWrapper):
+    def __init__(self, from_logits=False, reduction="sum_over_batch_size", name="sparse_categorical_crossentropy"):
+        super().__init__(sparse_categorical_crossentropy, name, reduction, from_logits=from_logits)
+        self.from_logits = from_logits
+
+
+_BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError, "MSE": MeanSquaredError,
+            "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError, "MAE": MeanAbsoluteError,
+            "binary_crossentropy": BinaryCrossentropy, "categorical_crossentropy": CategoricalCrossentropy,
+            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy}
+
+
+def get(identifier):
+    """A Loss for a name, a Loss instance, or a function (y_true, y_pred) -> per-sample losses."""
+    if identifier is None or isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str):
+        cls = _BY_NAME.get(identifier)
+        if cls is None:
+            raise ValueError(f"Could not interpret loss identifier: {identifier}")
+        return cls()
+    if isinstance(identifier, type) and issubclass(identifier, Loss):
+        return identifier()
+    if callable(identifier):
+        return LossFunctionWrapper(identifier, name=getattr(identifier, "__name__", None))
+    raise ValueError(f"Could not interpret loss identifier: {identifier}")

@@ -1,0 +1,190 @@
+"""``tf.keras.metrics``: stateful metrics over non-trainable variables (so they
+update inside a compiled train step): Mean, Sum, and the mean-of-values
+metrics Accuracy, BinaryAccuracy, CategoricalAccuracy,
+SparseCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError."""
+import numpy as np
+
+from .. import dtypes
+from ..convert import convert_to_tensor
+from ..ops import array_ops, math_ops, reduction_ops
+from ..variables import Variable
+from . import losses
+
+
+class Metric:
+    def __init__(self, name=None, dtype=None):
+        self.name = name or type(self).__name__.lower()
+        self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
+        self._variables = []
+
+    def add_variable(self, shape=(), initializer="zeros", dtype=None, name=None):
+        dt = dtypes.as_dtype(dtype or self.dtype)
+        v = Variable(lambda: np.zeros(shape, dt.np), trainable=False, name=name, dtype=dt)
+        self._variables.append(v)
+        return v
+
+    @property
+    def variables(self):
+        return list(self._variables)
+
+    def reset_state(self):
+        for v in self._variables:
+            v.assign(np.zeros(v.shape.as_list(), v.dtype.np))
+
+    def update_state(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def result(self):
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):
+        self.update_state(*args, **kwargs)
+        return self.result()
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name}>"
+
+
+class Sum(Metric):
+    def __init__(self, name="sum", dtype=None):
+        super().__init__(name, dtype)
+        self.total = self.add_variable(name="total")
+
+    def update_state(self, values, sample_weight=None):
+        values = math_ops.cast(convert_to_tensor(values), self.dtype)
+        if sample_weight is not None:
+            values = values * math_ops.cast(convert_to_tensor(sample_weight), self.dtype)
+        self.total.assign_add(reduction_ops.reduce_sum(values))
+
+    def result(self):
+        return math_ops.identity(self.total)
+
+
+class Mean(Metric):
+    """Keras 3's Mean: values are reduced to one per sample (mean over the other axes);
+    total += sum(values * sample_weight), count += sum(sample_weight) (else the number of
+    samples); result = total / count (0 when empty)."""
+
+    def __init__(self, name="mean", dtype=None):
+        super().__init__(name, dtype)
+        self.total = self.add_variable(name="total")
+        self.count = self.add_variable(name="count")
+
+    def update_state(self, values, sample_weight=None):
+        values = math_ops.cast(convert_to_tensor(values), self.dtype)
+        rank = values.shape.rank
+        if sample_weight is not None:
+            w = math_ops.cast(convert_to_tensor(sample_weight), self.dtype)
+            if rank > w.shape.rank:
+                values = reduction_ops.reduce_mean(values, axis=list(range(w.shape.rank, rank)))
+                rank = w.shape.rank
+            w = w * math_ops.ones_like(values)
+            values = values * w
+            n = reduction_ops.reduce_sum(w) if rank <= 1 else \
+                reduction_ops.reduce_sum(reduction_ops.reduce_mean(w, axis=list(range(1, rank))))
+        else:
+            batch = values.shape.as_list()[0] if rank else 1
+            n = math_ops.cast(array_ops.shape(values)[0] if batch is None else batch, self.dtype)
+        if rank > 1:
+            values = reduction_ops.reduce_mean(values, axis=list(range(1, rank)))
+        self.total.assign_add(reduction_ops.reduce_sum(values))
+        self.count.assign_add(n)
+
+    def result(self):
+        return math_ops.divide_no_nan(self.total, self.count)
+
+
+class MeanMetricWrapper(Mean):
+    def __init__(self, fn, name=None, dtype=None, **kwargs):
+        super().__init__(name=name or getattr(fn, "__name__", "mean"), dtype=dtype)
+        self._fn, self._fn_kwargs = fn, kwargs
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(self._fn(y_true, y_pred, **self._fn_kwargs), sample_weight)
+
+
+def accuracy(y_true, y_pred):
+    y_pred = convert_to_tensor(y_pred)
+    y_true = math_ops.cast(convert_to_tensor(y_true), y_pred.dtype)
+    return math_ops.cast(math_ops.equal(y_true, y_pred), dtypes.float32)
+
+
+def binary_accuracy(y_true, y_pred, threshold=0.5):
+    y_pred = convert_to_tensor(y_pred)
+    y_true = math_ops.cast(convert_to_tensor(y_true), y_pred.dtype)
+    hit = math_ops.cast(math_ops.greater(y_pred, math_ops.cast(threshold, y_pred.dtype)), y_pred.dtype)
+    return reduction_ops.reduce_mean(math_ops.cast(math_ops.equal(y_true, hit), dtypes.float32), axis=-1)
+
+
+def categorical_accuracy(y_true, y_pred):
+    return math_ops.cast(math_ops.equal(reduction_ops.argmax(y_true, -1), reduction_ops.argmax(y_pred, -1)),
+                         dtypes.float32)
+
+
+def sparse_categorical_accuracy(y_true, y_pred):
+    y_pred = convert_to_tensor(y_pred)
+    y_true = convert_to_tensor(y_true)
+    if y_true.shape.rank is not None and y_true.shape.rank == y_pred.shape.rank and y_true.shape.as_list()[-1] == 1:
+        y_true = array_ops.squeeze(y_true, [-1])
+    pred = reduction_ops.argmax(y_pred, -1)
+    return math_ops.cast(math_ops.equal(math_ops.cast(y_true, pred.dtype), pred), dtypes.float32)
+
+
+class Accuracy(MeanMetricWrapper):
+    def __init__(self, name="accuracy", dtype=None):
+        super().__init__(accuracy, name, dtype)
+
+
+class BinaryAccuracy(MeanMetricWrapper):
+    def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
+        super().__init__(binary_accuracy, name, dtype, threshold=threshold)
+
+
+class CategoricalAccuracy(MeanMetricWrapper):
+    def __init__(self, name="categorical_accuracy", dtype=None):
+        super().__init__(categorical_accuracy, name, dtype)
+
+
+class SparseCategoricalAccuracy(MeanMetricWrapper):
+    def __init__(self, name="sparse_categorical_accuracy", dtype=None):
+        super().__init__(sparse_categorical_accuracy, name, dtype)
+
+
+class MeanSquaredError(MeanMetricWrapper):
+    def __init__(self, name="mean_squared_error", dtype=None):
+        super().__init__(losses.mean_squared_error, name, dtype)
+
+
+class MeanAbsoluteError(MeanMetricWrapper):
+    def __init__(self, name="mean_absolute_error", dtype=None):
+        super().__init__(losses.mean_absolute_error, name, dtype)
+
+
+_BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "binary_accuracy": BinaryAccuracy,
+            "categorical_accuracy": CategoricalAccuracy, "sparse_categorical_accuracy": SparseCategoricalAccuracy,
+            "mse": MeanSquaredError, "mean_squared_error": MeanSquaredError, "mae": MeanAbsoluteError,
+            "mean_absolute_error": MeanAbsoluteError}
+
+
+def get(identifier, y_true_shape=None, y_pred_shape=None):
+    """A Metric for ``identifier``. "accuracy"/"acc" picks, as Keras does from the shapes,
+    binary (one output unit), sparse categorical (labels one rank lower or last dim 1) or
+    categorical accuracy, keeping the name given."""
+    if isinstance(identifier, Metric):
+        return identifier
+    if isinstance(identifier, str):
+        if identifier in ("accuracy", "acc") and y_pred_shape is not None:
+            if y_pred_shape[-1] == 1:
+                return BinaryAccuracy(name=identifier)
+            if len(y_true_shape) == len(y_pred_shape) - 1 or y_true_shape[-1] == 1:
+                return SparseCategoricalAccuracy(name=identifier)
+            return CategoricalAccuracy(name=identifier)
+        cls = _BY_NAME.get(identifier)
+        if cls is None:
+            raise ValueError(f"Could not interpret metric identifier: {identifier}")
+        return cls(name=identifier) if identifier in ("mse", "mae") else cls()
+    if isinstance(identifier, type) and issubclass(identifier, Metric):
+        return identifier()
+    if callable(identifier):
+        return MeanMetricWrapper(identifier)
+    raise ValueError(f"Could not interpret metric identifier: {identifier}")

@@ -1,0 +1,341 @@
+"""``tf.keras.Model`` (subclassing and functional), ``tf.keras.Sequential``:
+compile / fit / evaluate / predict on numpy arrays.
+
+``fit`` runs one train step per batch: forward pass, loss, ``GradientTape``
+gradients, ``optimizer.apply_gradients``, metric updates -- traced once per
+input signature by ``jitgrad.function`` and run compiled (``run_eagerly=True``
+runs it eagerly). Logs are Keras 3's: ``loss`` is the batch-size-weighted mean
+of the epoch's batch losses, metrics accumulate over the epoch, keys sorted."""
+import math
+
+import numpy as np
+
+from .. import context, nest
+from ..function import function
+from ..tape import GradientTape
+from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
+from .functional import KerasTensor, layers_of, run as run_functional
+from .layers import Layer
+
+
+def _optimizer(identifier):
+    from ..optimizers import SGD, Adam, KerasOptimizer
+    if isinstance(identifier, KerasOptimizer):
+        return identifier
+    table = {"sgd": SGD, "adam": Adam}
+    if isinstance(identifier, str) and identifier.lower() in table:
+        return table[identifier.lower()]()
+    raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has 'sgd' and 'adam', "
+                     "tf.keras.optimizers.SGD and Adam).")
+
+
+def _as_array(x):
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple, dict)):
+        return nest.map_structure(_as_array, x)
+    a = np.asarray(x)
+    return a.astype(np.float32) if a.dtype == np.float64 else a
+
+
+def _num_samples(x):
+    return len(nest.flatten(x)[0])
+
+
+def _batch_size(x):
+    """The batch size of a (traced) batch: static when known, else a tensor."""
+    from ..ops import array_ops
+    t = nest.flatten(x)[0]
+    dims = list(t.shape)            # numpy shape or TensorShape
+    n = dims[0] if dims else 1
+    return n if n is not None else array_ops.shape(t)[0]
+
+
+def _take(x, idx):
+    return None if x is None else nest.map_structure(lambda a: a[idx], x)
+
+
+class Model(Layer):
+    def __init__(self, *args, **kwargs):
+        inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
+        outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        super().__init__(**kwargs)
+        self._functional = inputs is not None and outputs is not None
+        if self._functional:
+            self._inputs = list(nest.flatten(inputs))
+            if not all(isinstance(t, KerasTensor) for t in self._inputs):
+                raise ValueError("A functional Model's inputs must come from tf.keras.Input.")
+            self._input_struct, self._outputs = inputs, outputs
+            self._layers = layers_of(outputs)
+            self.built = True
+        self.optimizer = self.loss = None
+        self.compiled = False
+        self.run_eagerly = False
+        self._train_fn = self._test_fn = self._predict_fn = None
+
+    # ---------------------------------------------------------------- calling
+    def call(self, inputs, training=None):
+        if not self._functional:
+            raise NotImplementedError("A subclassed Model must implement call().")
+        return run_functional(self._inputs, self._outputs, nest.flatten(inputs), training)
+
+    @property
+    def layers(self):
+        return list(self._sublayers)
+
+    def build(self, input_shape=None):
+        """Builds the weights by running the model once on a batch of zeros of ``input_shape``."""
+        if input_shape is not None and not (self._functional and self.built):
+            dims = [1 if d is None else d for d in input_shape]
+            with context.name_scope(self.name):
+                self._call(_as_array(np.zeros(dims, np.float32)), (), {"training": False})
+        self.built = True
+
+    def _maybe_build(self, inputs):
+        self.built = True     # the sublayers build themselves during this first call
+
+    def _ensure_built(self, x):
+        if not self.built or not all(layer.built for layer in self._sublayers):
+            self(_take(x, slice(0, 1)), training=False)
+
+    # ---------------------------------------------------------------- compile
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
+                run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
+        if loss_weights is not None or weighted_metrics is not None:
+            raise NotImplementedError("jitgrad's Keras has no loss_weights or weighted_metrics.")
+        self.optimizer = _optimizer(optimizer)
+        self.loss = loss
+        self._loss_fn = losses_module.get(loss)
+        self._metric_ids = list(metrics or [])
+        self._metrics = None   # made on the first batch, when the shapes that pick "accuracy" are known
+        self._loss_tracker = metrics_module.Mean(name="loss")
+        self.run_eagerly = run_eagerly
+        self.compiled = True
+        self._train_fn = self._test_fn = None
+
+    def _compile_metrics(self, y, y_pred):
+        if self._metrics is None:
+            ys = tuple(np.shape(nest.flatten(y)[0]))
+            ps = tuple(y_pred.shape.as_list())
+            self._metrics = [metrics_module.get(m, ys, ps) for m in self._metric_ids]
+        return self._metrics
+
+    @property
+    def metrics(self):
+        return ([self._loss_tracker] if self.compiled else []) + list(self._metrics or [])
+
+    @property
+    def metrics_names(self):
+        return [m.name for m in self.metrics]
+
+    def reset_metrics(self):
+        for m in self.metrics:
+            m.reset_state()
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+        if self._loss_fn is None:
+            raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
+        return self._loss_fn(y, y_pred, sample_weight)
+
+    def _logs(self):
+        return {m.name: m.result() for m in self.metrics}
+
+    # ---------------------------------------------------------------- steps
+    def train_step(self, data):
+        x, y = data
+        with GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x, y, y_pred)
+        variables = self.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return self._update_metrics(x, y, y_pred, loss)
+
+    def test_step(self, data):
+        x, y = data
+        y_pred = self(x, training=False)
+        return self._update_metrics(x, y, y_pred, self.compute_loss(x, y, y_pred))
+
+    def predict_step(self, data):
+        return self(data, training=False)
+
+    def _update_metrics(self, x, y, y_pred, loss):
+        self._loss_tracker.update_state(loss, sample_weight=_batch_size(x))
+        for m in self._compile_metrics(y, y_pred):
+            m.update_state(y, y_pred)
+        return self._logs()
+
+    def _step_function(self, step):
+        return step if self.run_eagerly else function(step)
+
+    def make_train_function(self):
+        if self._train_fn is None:
+            self._train_fn = self._step_function(lambda x, y: self.train_step((x, y)))
+        return self._train_fn
+
+    def make_test_function(self):
+        if self._test_fn is None:
+            self._test_fn = self._step_function(lambda x, y: self.test_step((x, y)))
+        return self._test_fn
+
+    def make_predict_function(self):
+        if self._predict_fn is None:
+            self._predict_fn = self._step_function(lambda x: self.predict_step(x))
+        return self._predict_fn
+
+    # ---------------------------------------------------------------- loops
+    def _check_compiled(self):
+        if not self.compiled:
+            raise RuntimeError("You must call `compile()` before using the model.")
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
+        """Trains for ``epochs`` epochs of ``ceil(n / batch_size)`` steps; returns a History."""
+        self._check_compiled()
+        if class_weight is not None or sample_weight is not None or steps_per_epoch is not None:
+            raise NotImplementedError("jitgrad's fit has no class_weight, sample_weight or steps_per_epoch.")
+        x, y = _as_array(x), _as_array(y)
+        n = _num_samples(x)
+        if validation_split and validation_data is None:
+            split = int(n * (1.0 - validation_split))    # Keras holds out the last samples, before shuffling
+            validation_data = (_take(x, slice(split, None)), _take(y, slice(split, None)))
+            x, y, n = _take(x, slice(0, split)), _take(y, slice(0, split)), split
+        batch_size = batch_size or 32
+        steps = math.ceil(n / batch_size)
+        self._ensure_built(x)
+        history = callbacks_module.History()
+        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else []) + [history]
+        params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+        cb = callbacks_module.CallbackList(cbs, self, params)
+        train = self.make_train_function()
+        self.stop_training = False
+        cb.on_train_begin()
+        logs = {}
+        for epoch in range(initial_epoch, epochs):
+            self.reset_metrics()
+            cb.on_epoch_begin(epoch)
+            order = np.random.permutation(n) if shuffle else None
+            for step in range(steps):
+                sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
+                idx = order[sl] if order is not None else sl
+                cb.on_train_batch_begin(step)
+                logs = _python_logs(train(_take(x, idx), _take(y, idx)))
+                cb.on_train_batch_end(step, logs)
+            epoch_logs = dict(logs)
+            if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                vx, vy = validation_data[0], validation_data[1]
+                val = self.evaluate(vx, vy, batch_size=validation_batch_size or batch_size, verbose=0,
+                                    return_dict=True, _in_fit=True)
+                epoch_logs.update({"val_" + k: v for k, v in val.items()})
+            cb.on_epoch_end(epoch, epoch_logs)
+            if self.stop_training:
+                break
+        cb.on_train_end(logs)
+        history.model = self
+        history.params = params
+        return history
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, _in_fit=False):
+        self._check_compiled()
+        x, y = _as_array(x), _as_array(y)
+        n = _num_samples(x)
+        batch_size = batch_size or 32
+        nsteps = math.ceil(n / batch_size)
+        self._ensure_built(x)
+        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
+        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": nsteps})
+        test = self.make_test_function()
+        self.reset_metrics()
+        cb.on_test_begin()
+        logs = {}
+        for step in range(nsteps):
+            sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
+            cb.on_test_batch_begin(step)
+            logs = _python_logs(test(_take(x, sl), _take(y, sl)))
+            cb.on_test_batch_end(step, logs)
+        cb.on_test_end(logs)
+        if return_dict:
+            return logs
+        values = [logs[m.name] for m in self.metrics]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        x = _as_array(x)
+        n = _num_samples(x)
+        batch_size = batch_size or 32
+        nsteps = math.ceil(n / batch_size)
+        self._ensure_built(x)
+        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else [])
+        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": nsteps})
+        pred = self.make_predict_function()
+        outs = []
+        cb.on_predict_begin()
+        for step in range(nsteps):
+            sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
+            cb.on_predict_batch_begin(step)
+            outs.append(nest.map_structure(lambda t: np.asarray(t), pred(_take(x, sl))))
+            cb.on_predict_batch_end(step)
+        cb.on_predict_end()
+        return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
+
+    def train_on_batch(self, x, y, return_dict=False):
+        self._check_compiled()
+        x, y = _as_array(x), _as_array(y)
+        self._ensure_built(x)
+        self.reset_metrics()
+        logs = _python_logs(self.make_train_function()(x, y))
+        return logs if return_dict else [logs[m.name] for m in self.metrics]
+
+    def predict_on_batch(self, x):
+        x = _as_array(x)
+        self._ensure_built(x)
+        return nest.map_structure(np.asarray, self.make_predict_function()(x))
+
+
+def _python_logs(logs):
+    return {k: float(logs[k]) for k in sorted(logs)}
+
+
+class Sequential(Model):
+    """A stack of layers. ``Sequential([Input(shape), ...])`` or a first layer with
+    ``input_shape=`` builds it at once; otherwise on the first call."""
+
+    def __init__(self, layers=None, name=None, trainable=True):
+        super().__init__(name=name, trainable=trainable)
+        self._stack = []
+        self._input_spec = None
+        for layer in layers or []:
+            self.add(layer)
+
+    def add(self, layer):
+        if isinstance(layer, KerasTensor):
+            if layer._node is not None or self._stack:
+                raise ValueError("Only an Input may be added as the first element of a Sequential model.")
+            self._input_spec = tuple(layer.shape.as_list())
+            return
+        if not isinstance(layer, Layer):
+            raise ValueError(f"Only instances of `keras.Layer` can be added to a Sequential model. Received: "
+                             f"{layer!r}")
+        self._stack.append(layer)
+        self._sublayers.append(layer)
+        if self._input_spec is None and len(self._stack) == 1 and layer._input_shape_arg is not None:
+            self._input_spec = (None,) + layer._input_shape_arg
+        if self._input_spec is not None:
+            self.built = False
+            self.build(self._input_spec)
+
+    def pop(self):
+        layer = self._stack.pop()
+        self._sublayers.remove(layer)
+        return layer
+
+    @property
+    def layers(self):
+        return list(self._stack)
+
+    def call(self, inputs, training=None):
+        x = inputs
+        for layer in self._stack:
+            x = layer(x, training=training)
+        return x

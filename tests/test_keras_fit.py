@@ -1,0 +1,137 @@
+"""Model.fit / evaluate / predict: the loss curve of fit is bit for bit the one of the
+same model trained by hand (GradientTape + optimizer, the same seeds), the train step
+compiles once and runs from the cache every step; Keras 3's progress text and History."""
+import re
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+keras = tf.keras
+
+
+@pytest.fixture(autouse=True)
+def _fresh_names():
+    keras.backend.clear_session()
+
+
+def _data(n=64, d=5, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = (x[:, 0] * 2 + x[:, 1] > 0).astype(np.int32) + (x[:, 2] > 1).astype(np.int32)
+    return x, np.minimum(y, classes - 1)
+
+
+def _model():
+    tf.random.set_seed(7)
+    return keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+
+
+def _epoch_mean(batch_losses, batch_size):
+    """Keras's loss log: Mean(total += loss * batch, count += batch) in float32."""
+    total = count = np.float32(0)
+    for loss in batch_losses:
+        total = np.float32(total + np.float32(loss) * np.float32(batch_size))
+        count = np.float32(count + np.float32(batch_size))
+    return float(total / count)
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_fit_matches_hand_written_training_bit_for_bit(run_eagerly):
+    x, y = _data()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    fitted = _model()
+    fitted.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss_fn, run_eagerly=run_eagerly)
+    before = tf.cache_info()
+    history = fitted.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+    after = tf.cache_info()
+
+    by_hand = _model()
+    opt = keras.optimizers.Adam(0.01)
+
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, by_hand(xb, training=True))
+        grads = tape.gradient(loss, by_hand.trainable_variables)
+        opt.apply_gradients(zip(grads, by_hand.trainable_variables))
+        return loss
+    step = step if run_eagerly else tf.function(step)
+    curve = []
+    for _ in range(3):
+        curve.append(_epoch_mean([step(x[i:i + 16], y[i:i + 16]).numpy() for i in range(0, 64, 16)], 16))
+    assert history.history["loss"] == curve
+    for a, b in zip(fitted.get_weights(), by_hand.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert curve[-1] < curve[0]
+    if not run_eagerly:
+        assert after["compiles"] - before["compiles"] == 1           # one train-step kernel
+        assert after["plan_hits"] - before["plan_hits"] >= 11         # 12 steps: every later step a cache hit
+        assert after["fallbacks"] == before["fallbacks"]
+
+
+def test_history_logs_and_progress_text(capsys):
+    x, y = _data()
+    model = _model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    out = model(x[:1])  # noqa: F841  (built before fit: fit does not rebuild)
+    capsys.readouterr()
+    history = model.fit(x, y, batch_size=32, epochs=2, validation_data=(x, y))
+    text = capsys.readouterr().out
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert history.epoch == [0, 1] and history.params == {"verbose": "auto", "epochs": 2, "steps": 2}
+    assert text.startswith("Epoch 1/2\n") and "\nEpoch 2/2\n" in text
+    final = text.split("\r")[-1]
+    bar = "\x1b[1m2/2\x1b[0m \x1b[32m" + "━" * 20 + "\x1b[0m\x1b[37m\x1b[0m"
+    pattern = (re.escape(bar) + r" \x1b\[1m\d+s\x1b\[0m \d+(us|ms|s)/step - accuracy: (\d\.\d{4}) - loss: (\d\.\d{4})"
+               r" - val_accuracy: (\d\.\d{4}) - val_loss: (\d\.\d{4})\n$")
+    m = re.search(pattern, final)
+    assert m, repr(final)
+    assert float(m.group(3)) == round(history.history["loss"][-1], 4)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=2)
+    line = capsys.readouterr().out
+    assert re.fullmatch(r"2/2 - \d+s - \d+(us|ms|s)/step - accuracy: \d\.\d{4} - loss: \d\.\d{4}\n", line), line
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    assert capsys.readouterr().out == ""
+
+
+def test_evaluate_and_predict_agree_with_numpy():
+    x, y = _data(n=40)
+    model = _model()
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    w1, b1, w2, b2 = model.get_weights()
+    logits = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(model.predict(x, batch_size=16, verbose=0), logits, rtol=1e-5, atol=1e-6)
+    z = logits - logits.max(-1, keepdims=True)
+    per_sample = -(z[np.arange(40), y] - np.log(np.exp(z).sum(-1)))
+    loss, acc = model.evaluate(x, y, batch_size=40, verbose=0)
+    np.testing.assert_allclose(loss, per_sample.mean(), rtol=1e-5)
+    assert acc == pytest.approx(np.mean(np.argmax(logits, -1) == y))
+    logs = model.evaluate(x, y, batch_size=40, verbose=0, return_dict=True)
+    assert list(logs) == ["accuracy", "loss"] and logs["loss"] == loss
+
+
+def test_validation_split_and_errors():
+    x, y = _data(n=50)
+    model = _model()
+    with pytest.raises(RuntimeError, match="compile"):
+        model.fit(x, y, verbose=0)
+    with pytest.raises(ValueError, match="no optimizer 'rmsprop'"):
+        model.compile(loss="mse")
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    h = model.fit(x, y, epochs=1, validation_split=0.2, batch_size=10, verbose=0)
+    assert h.params["steps"] == 4 and sorted(h.history) == ["loss", "val_loss"]
+
+
+def test_mse_regression_with_functional_model_learns_a_line():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (128, 1)).astype(np.float32)
+    y = 3.0 * x - 0.5
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    h = model.fit(x, y, batch_size=32, epochs=40, verbose=0)
+    w, b = model.get_weights()
+    assert abs(w[0, 0] - 3.0) < 0.05 and abs(b[0] + 0.5) < 0.05 and h.history["loss"][-1] < 1e-3

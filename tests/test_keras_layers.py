@@ -1,0 +1,151 @@
+"""tf.keras layers, models and initializers: outputs against numpy, weight
+tracking and naming as Keras 3, eager and inside jitgrad.function."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+keras = tf.keras
+
+
+@pytest.fixture(autouse=True)
+def _fresh_names():
+    keras.backend.clear_session()
+
+
+def _relu(x):
+    return np.maximum(x, 0)
+
+
+def test_dense_forward_names_and_weights():
+    layer = keras.layers.Dense(3, activation="relu")
+    x = np.array([[1.0, -2.0], [0.5, 4.0]], np.float32)
+    w = np.array([[1.0, -1.0, 0.5], [0.25, 2.0, -3.0]], np.float32)
+    b = np.array([0.1, -0.2, 0.3], np.float32)
+    layer(x)                                  # builds
+    assert layer.built and layer.kernel.shape == (2, 3) and layer.bias.shape == (3,)
+    layer.set_weights([w, b])
+    np.testing.assert_allclose(layer(x).numpy(), _relu(x @ w + b), rtol=1e-6)
+    assert [v.name for v in layer.trainable_weights] == ["kernel", "bias"]
+    assert [v.path for v in layer.weights] == ["dense/kernel", "dense/bias"]
+    assert layer.count_params() == 9 and layer.name == "dense"
+    assert keras.layers.Dense(2).name == "dense_1"
+    with pytest.raises(ValueError, match="positive integer"):
+        keras.layers.Dense(0)
+
+
+def test_glorot_uniform_default_bounds_and_seeding():
+    tf.random.set_seed(3)
+    a = keras.layers.Dense(300)
+    a(np.zeros((1, 200), np.float32))
+    k = a.kernel.numpy()
+    limit = np.sqrt(6.0 / (200 + 300))
+    assert np.all(np.abs(k) <= limit) and np.all(a.bias.numpy() == 0)
+    # uniform on [-limit, limit]: variance limit^2 / 3 (60000 draws: within 3%)
+    assert abs(k.var() / (limit ** 2 / 3) - 1) < 0.03 and abs(k.mean()) < 0.01 * limit
+    tf.random.set_seed(3)
+    b = keras.layers.Dense(300)
+    b(np.zeros((1, 200), np.float32))
+    np.testing.assert_array_equal(b.kernel.numpy(), k)          # same seed, same weights
+    init = keras.initializers.get("he_normal")
+    v = init((400, 100)).numpy()
+    # truncated normal with stddev sqrt(2 / fan_in) / .8796 before truncation -> std sqrt(2/400)
+    assert abs(v.std() / np.sqrt(2 / 400) - 1) < 0.05 and np.abs(v).max() <= 2 * np.sqrt(2 / 400) / .87962566 + 1e-6
+    np.testing.assert_array_equal(keras.initializers.Constant(2.5)((2, 2)).numpy(), np.full((2, 2), 2.5))
+
+
+def test_flatten_activation_dropout_embedding():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 10
+    np.testing.assert_array_equal(keras.layers.Flatten()(x).numpy(), x.reshape(2, 12))
+    np.testing.assert_allclose(keras.layers.Activation("sigmoid")(x).numpy(), 1 / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_allclose(keras.activations.get("softmax")(tf.constant(x)).numpy(),
+                               np.exp(x) / np.exp(x).sum(-1, keepdims=True), rtol=1e-5)
+    assert keras.activations.get(None)(3.0) == 3.0
+    drop = keras.layers.Dropout(0.25, seed=1)
+    big = np.ones((200, 100), np.float32)
+    np.testing.assert_array_equal(drop(big).numpy(), big)              # inference: identity
+    out = drop(big, training=True).numpy()
+    kept = out != 0
+    assert abs(kept.mean() - 0.75) < 0.02
+    np.testing.assert_allclose(out[kept], 1 / 0.75, rtol=1e-6)
+    emb = keras.layers.Embedding(5, 3)
+    ids = np.array([[0, 4], [2, 2]])
+    out = emb(ids).numpy()
+    table = emb.embeddings.numpy()
+    np.testing.assert_array_equal(out, table[ids])
+    assert np.all(np.abs(table) <= 0.05) and out.shape == (2, 2, 3)   # RandomUniform(-0.05, 0.05)
+
+
+def test_custom_layer_build_call_and_freezing():
+    class Scale(keras.layers.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+            self.c = self.add_weight(shape=(), initializer="zeros", trainable=False, name="c")
+
+        def call(self, x):
+            return x * self.w + self.c
+
+    s = Scale()
+    x = np.array([[1.0, 2.0]], np.float32)
+    np.testing.assert_array_equal(s(x).numpy(), x)
+    assert [v.name for v in s.trainable_weights] == ["w"] and [v.name for v in s.non_trainable_weights] == ["c"]
+    s.set_weights([np.array([2.0, 3.0]), np.array(1.0)])
+    np.testing.assert_array_equal(s(x).numpy(), [[3.0, 7.0]])
+    s.trainable = False
+    assert s.trainable_weights == [] and len(s.non_trainable_weights) == 2
+    with pytest.raises(ValueError, match="weight list of length 1"):
+        s.set_weights([np.zeros(2)])
+
+
+def _mlp_weights():
+    w1 = np.array([[0.5, -1.0, 0.25], [1.5, 0.5, -0.5]], np.float32)
+    b1 = np.array([0.0, 0.1, -0.1], np.float32)
+    w2 = np.array([[1.0], [-2.0], [0.5]], np.float32)
+    b2 = np.array([0.3], np.float32)
+    return [w1, b1, w2, b2]
+
+
+def _mlp_np(x, w1, b1, w2, b2):
+    return _relu(x @ w1 + b1) @ w2 + b2
+
+
+def test_functional_sequential_and_subclassed_models_agree_with_numpy():
+    x = np.array([[1.0, 2.0], [-1.0, 0.5], [3.0, -2.0]], np.float32)
+    weights = _mlp_weights()
+    inputs = keras.Input(shape=(2,))
+    h = keras.layers.Dense(3, activation="relu")(inputs)
+    functional = keras.Model(inputs, keras.layers.Dense(1)(h))
+    sequential = keras.Sequential([keras.layers.Dense(3, activation="relu", input_shape=(2,)), keras.layers.Dense(1)])
+
+    class MLP(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = keras.layers.Dense(3, activation="relu")
+            self.drop = keras.layers.Dropout(0.5)
+            self.out = keras.layers.Dense(1)
+
+        def call(self, x, training=False):
+            return self.out(self.drop(self.hidden(x), training=training))
+
+    sub = MLP()
+    sub(x)
+    for model in (functional, sequential, sub):
+        model.set_weights(weights)
+        np.testing.assert_allclose(model(x).numpy(), _mlp_np(x, *weights), rtol=1e-6)
+        np.testing.assert_allclose(model.predict(x, verbose=0), _mlp_np(x, *weights), rtol=1e-6)
+        assert [tuple(v.shape.as_list()) for v in model.trainable_weights] == [(2, 3), (3,), (3, 1), (1,)]
+    assert [v.path for v in sequential.weights][0] == "sequential/dense_2/kernel"
+    assert [v.path for v in sub.weights][:2] == ["mlp/dense_4/kernel", "mlp/dense_4/bias"]
+    assert len(functional.layers) == 2 and len(sequential.layers) == 2 and len(sub.layers) == 3
+
+
+def test_layers_inside_function_match_eager(graph_mode):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(1)])
+    weights = _mlp_weights()
+    model.set_weights(weights)
+    x = np.array([[1.0, 2.0], [-1.0, 0.5]], np.float32)
+
+    @tf.function
+    def f(x):
+        return model(x)
+    np.testing.assert_allclose(f(x).numpy(), _mlp_np(x, *weights), rtol=1e-6)

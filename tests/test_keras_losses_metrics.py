@@ -1,0 +1,88 @@
+"""tf.keras losses and metrics against numpy (Keras 3's formulas), eager and in a function."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+keras = tf.keras
+EPS = 1e-7
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+Z = np.array([[2.0, -1.0, 0.5], [0.1, 0.2, 3.0], [-1.0, -1.0, -1.0], [4.0, 0.0, -4.0]])
+LABELS = np.array([0, 2, 1, 1])
+ONE_HOT = np.eye(3)[LABELS]
+P = _softmax(Z)
+
+
+@pytest.mark.parametrize("loss, y_true, y_pred, expect", [
+    (keras.losses.MeanSquaredError(), np.array([[1.0, 2.0], [0.0, -1.0]]), np.array([[1.5, 0.0], [0.0, 1.0]]),
+     np.mean([(0.25 + 4) / 2, 4 / 2])),
+    (keras.losses.MeanAbsoluteError(), np.array([[1.0, 2.0]]), np.array([[1.5, 0.0]]), 1.25),
+    (keras.losses.CategoricalCrossentropy(from_logits=True), ONE_HOT, Z, -np.mean(np.log(P[range(4), LABELS]))),
+    (keras.losses.CategoricalCrossentropy(), ONE_HOT, P, -np.mean(np.log(np.clip(P, EPS, 1 - EPS)[range(4), LABELS]))),
+    (keras.losses.SparseCategoricalCrossentropy(from_logits=True), LABELS, Z, -np.mean(np.log(P[range(4), LABELS]))),
+    (keras.losses.SparseCategoricalCrossentropy(), LABELS[:, None], P, -np.mean(np.log(P[range(4), LABELS]))),
+    (keras.losses.BinaryCrossentropy(from_logits=True), np.array([[1.0], [0.0]]), np.array([[0.3], [-2.0]]),
+     np.mean([np.log1p(np.exp(-0.3)), np.log1p(np.exp(-2.0))])),
+    (keras.losses.BinaryCrossentropy(), np.array([[1.0, 0.0]]), np.array([[0.8, 0.0]]),
+     np.mean([-np.log(0.8), -np.log(1 - EPS)])),
+])
+def test_losses_match_numpy(loss, y_true, y_pred, expect):
+    out = loss(y_true.astype(np.float32) if y_true.dtype.kind == "f" else y_true, y_pred.astype(np.float32))
+    assert out.shape == () and out.dtype == tf.float32
+    np.testing.assert_allclose(float(out), expect, rtol=2e-6, atol=1e-7)
+
+
+def test_loss_reductions_and_functions():
+    y, p = np.array([[1.0], [3.0]], np.float32), np.array([[2.0], [1.0]], np.float32)
+    np.testing.assert_allclose(keras.losses.MeanSquaredError(reduction="sum")(y, p).numpy(), 5.0)
+    np.testing.assert_allclose(keras.losses.MeanSquaredError(reduction=None)(y, p).numpy(), [1.0, 4.0])
+    np.testing.assert_allclose(keras.losses.mean_squared_error(y, p).numpy(), [1.0, 4.0])
+    np.testing.assert_allclose(keras.losses.get("mse")(y, p, sample_weight=np.array([1.0, 0.5])).numpy(), 1.5)
+    with pytest.raises(ValueError, match="Could not interpret loss"):
+        keras.losses.get("nope")
+
+
+def test_mean_and_accuracy_metrics_accumulate():
+    m = keras.metrics.Mean()
+    m.update_state([1.0, 2.0, 3.0])
+    m.update_state(10.0, sample_weight=2.0)          # a scalar weighted value counts its weight
+    np.testing.assert_allclose(float(m.result()), (6.0 + 20.0) / 5.0, rtol=1e-7)
+    m.reset_state()
+    assert float(m.result()) == 0.0                  # divide_no_nan of an empty mean
+    acc = keras.metrics.SparseCategoricalAccuracy()
+    acc.update_state(LABELS, Z)
+    acc.update_state([[2]], [[0.0, 0.0, 1.0]])
+    hits = list(np.argmax(Z, -1) == LABELS) + [True]
+    np.testing.assert_allclose(float(acc.result()), np.mean(hits), rtol=1e-7)
+    cat = keras.metrics.CategoricalAccuracy()
+    np.testing.assert_allclose(float(cat(ONE_HOT, P)), np.mean(np.argmax(P, -1) == LABELS))
+    b = keras.metrics.BinaryAccuracy()
+    np.testing.assert_allclose(float(b([[1.0], [0.0], [1.0]], [[0.7], [0.6], [0.2]])), 1 / 3, rtol=1e-6)
+    a = keras.metrics.Accuracy()
+    np.testing.assert_allclose(float(a([1, 2, 3, 4], [1, 2, 0, 4])), 0.75)
+    assert keras.metrics.get("accuracy", (4,), (4, 3)).__class__ is keras.metrics.SparseCategoricalAccuracy
+    assert keras.metrics.get("acc", (4, 3), (4, 3)).__class__ is keras.metrics.CategoricalAccuracy
+    assert keras.metrics.get("accuracy", (4, 1), (4, 1)).__class__ is keras.metrics.BinaryAccuracy
+    assert keras.metrics.get("accuracy", (4,), (4, 3)).name == "accuracy"
+
+
+def test_metric_updates_inside_function(graph_mode):
+    acc = keras.metrics.SparseCategoricalAccuracy()
+    mean = keras.metrics.Mean(name="loss")
+
+    @tf.function
+    def step(y, z):
+        acc.update_state(y, z)
+        mean.update_state(keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True))
+        return acc.result()
+
+    step(LABELS.astype(np.int32), Z.astype(np.float32))
+    r = step(LABELS.astype(np.int32), Z.astype(np.float32))
+    np.testing.assert_allclose(float(r), np.mean(np.argmax(Z, -1) == LABELS))
+    np.testing.assert_allclose(float(mean.result()), -np.mean(np.log(P[range(4), LABELS])), rtol=1e-6)
