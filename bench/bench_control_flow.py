@@ -34,13 +34,14 @@ N = 64
 
 
 def median_time(fn, repeat):
+    """(median, min) seconds per call; on a loaded machine the min is the steadier figure."""
     fn()
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return statistics.median(ts), min(ts)
 
 
 def data(seed=0):
@@ -201,12 +202,13 @@ def main():
             continue
         check(name, out, steps)
         times[name] = median_time(fn, repeat)
-        print(f"  {name:26s} {times[name] * 1e3:9.3f} ms   (first call {first:.2f} s)")
+        med, low = times[name]
+        print(f"  {name:26s} {med * 1e3:9.3f} ms median {low * 1e3:9.3f} ms min   (first call {first:.2f} s)")
     base = times.get(SYSTEMS[0][0])
     if base:
-        print("ratios (time / jitgrad's; > 1: jitgrad is faster):")
-        for name, t in times.items():
-            print(f"  {name:26s} {t / base:8.2f}x")
+        print("ratios (time / jitgrad's; > 1: jitgrad is faster):      of medians   of minima")
+        for name, (med, low) in times.items():
+            print(f"  {name:26s} {med / base[0]:8.2f}x {low / base[1]:10.2f}x")
     print("compile (first call) time against the trip count:")
     compile_times(steps)
 
