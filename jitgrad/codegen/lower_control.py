@@ -371,7 +371,9 @@ def lower_while(kb, node, outs, dry):
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
     for kind, ref, row, kw in y_info:
         if kind == "dyn":
-            b.store(limit if counted else trips, _field(kb, ref, 1))
+            # a counted loop fills every row it reserved (none for a negative count)
+            rows = b.select(b.icmp_signed("<", limit, c64(0)), c64(0), limit) if counted else trips
+            b.store(rows, _field(kb, ref, 1))
             _stack_keep(kb, ref, kw)
 
 
