@@ -53,6 +53,7 @@ class Region:
         sub = KernelBuilder(program, f"{kb.name}_{tag}", kb._dl, kb._triple)
         sub.module = kb.module
         sub.is_region = True
+        check(program)
         sub._build(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
