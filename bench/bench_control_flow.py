@@ -34,13 +34,14 @@ N = 64
 
 
 def median_time(fn, repeat):
+    """(median, min) seconds per call; on a loaded machine the min is the steadier figure."""
     fn()
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return statistics.median(ts), min(ts)
 
 
 def data(seed=0):
@@ -68,39 +69,32 @@ def reference(W, b, x0, steps):
 
 
 # ---------------------------------------------------------------- systems
-def jitgrad_graph(steps):
-    import jitgrad as tf
-    g = tf.Graph()
+def _graph_mode(tfm, steps):
+    """The W7 graph built with ``tfm`` (jitgrad or TensorFlow: the same API), run by a Session."""
+    g = tfm.Graph()
     with g.as_default():
-        W = tf.compat.v1.placeholder(tf.float32, [N, N])
-        b = tf.compat.v1.placeholder(tf.float32, [N, 1])
-        x0 = tf.compat.v1.placeholder(tf.float32, [N, 1])
-        T = tf.compat.v1.placeholder(tf.int32, [])
-        _, xT = tf.while_loop(lambda t, x: t < T, lambda t, x: (t + 1, tf.tanh(tf.matmul(W, x) + b)), [0, x0])
-        loss = tf.reduce_sum(xT)
-        (gW,) = tf.gradients(loss, W)
-    sess = tf.compat.v1.Session(graph=g)
+        W = tfm.compat.v1.placeholder(tfm.float32, [N, N])
+        b = tfm.compat.v1.placeholder(tfm.float32, [N, 1])
+        x0 = tfm.compat.v1.placeholder(tfm.float32, [N, 1])
+        T = tfm.compat.v1.placeholder(tfm.int32, [])
+        _, xT = tfm.while_loop(lambda t, x: t < T, lambda t, x: (t + 1, tfm.tanh(tfm.matmul(W, x) + b)), [0, x0])
+        loss = tfm.reduce_sum(xT)
+        (gW,) = tfm.gradients(loss, W)
+    sess = tfm.compat.v1.Session(graph=g)
     Wv, bv, xv = data()
     feed = {W: Wv, b: bv, x0: xv, T: steps}
     fetches = [loss, gW]
     return lambda: sess.run(fetches, feed)
 
 
+def jitgrad_graph(steps):
+    import jitgrad
+    return _graph_mode(jitgrad, steps)
+
+
 def tf_graph(steps):
-    import tensorflow as rtf
-    g = rtf.Graph()
-    with g.as_default():
-        W = rtf.compat.v1.placeholder(rtf.float32, [N, N])
-        b = rtf.compat.v1.placeholder(rtf.float32, [N, 1])
-        x0 = rtf.compat.v1.placeholder(rtf.float32, [N, 1])
-        T = rtf.compat.v1.placeholder(rtf.int32, [])
-        _, xT = rtf.while_loop(lambda t, x: t < T, lambda t, x: (t + 1, rtf.tanh(rtf.matmul(W, x) + b)), [0, x0])
-        loss = rtf.reduce_sum(xT)
-        (gW,) = rtf.gradients(loss, W)
-    sess = rtf.compat.v1.Session(graph=g)
-    Wv, bv, xv = data()
-    feed = {W: Wv, b: bv, x0: xv, T: steps}
-    return lambda: sess.run([loss, gW], feed)
+    import tensorflow
+    return _graph_mode(tensorflow, steps)
 
 
 def tf_function_xla(steps):
@@ -201,12 +195,13 @@ def main():
             continue
         check(name, out, steps)
         times[name] = median_time(fn, repeat)
-        print(f"  {name:26s} {times[name] * 1e3:9.3f} ms   (first call {first:.2f} s)")
+        med, low = times[name]
+        print(f"  {name:26s} {med * 1e3:9.3f} ms median {low * 1e3:9.3f} ms min   (first call {first:.2f} s)")
     base = times.get(SYSTEMS[0][0])
     if base:
-        print("ratios (time / jitgrad's; > 1: jitgrad is faster):")
-        for name, t in times.items():
-            print(f"  {name:26s} {t / base:8.2f}x")
+        print("ratios (time / jitgrad's; > 1: jitgrad is faster):      of medians   of minima")
+        for name, (med, low) in times.items():
+            print(f"  {name:26s} {med / base[0]:8.2f}x {low / base[1]:10.2f}x")
     print("compile (first call) time against the trip count:")
     compile_times(steps)
 

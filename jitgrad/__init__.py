@@ -187,7 +187,8 @@ def is_tensor(x):
 
 # ---- control flow: tf.cond, tf.while_loop and what is built on them (control_flow.py)
 from . import control_flow as _cf  # noqa: E402
-from .control_flow import cond, case, switch_case, while_loop, map_fn, scan, foldl, foldr  # noqa: E402,F401
+from .control_flow import cond, case, switch_case, while_loop  # noqa: E402,F401
+from .functional_ops import map_fn, scan, foldl, foldr  # noqa: E402,F401
 v1.cond = _cf.cond_v1
 v1.while_loop = _cf.while_loop_v1
 

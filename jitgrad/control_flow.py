@@ -1,5 +1,5 @@
-"""``tf.cond``, ``tf.while_loop`` and what TF builds on them: ``tf.case``,
-``tf.switch_case``, ``tf.map_fn``, ``tf.scan``, ``tf.foldl``, ``tf.foldr``.
+"""``tf.cond``, ``tf.while_loop``, ``tf.case``, ``tf.switch_case`` (map_fn, scan,
+foldl, foldr: functional_ops.py), and ``tf.hessians``' loop for inputs of unknown size.
 
 Eagerly they run the Python functions (a GradientTape records the ops inside
 as usual); while a graph is built they trace the functions into the ``If`` /
@@ -10,7 +10,7 @@ import numpy as np
 from . import context, dtypes, nest
 from .convert import convert_to_tensor
 from .graph import Tensor
-from .ops import array_ops, math_ops
+from .ops import array_ops, math_ops, reduction_ops
 from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
 from .shapes import TensorShape, as_shape
 
@@ -267,182 +267,6 @@ def _loop_specs(packed, flat, shape_invariants, single):
     return specs
 
 
-# ---------------------------------------------------------------- map_fn, scan, foldl, foldr
-def _leading_count(flat_elems):
-    """(count tensor, static count or None) of the sliced inputs."""
-    dims = [e.shape.dims[0] for e in flat_elems if e.shape.rank]
-    static = next((d for d in dims if d is not None), None)
-    for e in flat_elems:
-        if e.shape.rank == 0:
-            raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
-    if static is not None:
-        if any(d is not None and d != static for d in dims):
-            raise ValueError("Tensors in elems must have the same size in the first dimension, got "
-                             f"{[e.shape for e in flat_elems]}")
-        return convert_to_tensor(np.int32(static)), static
-    return array_ops.shape(flat_elems[0], out_type=dtypes.int32)[0], None
-
-
-def _slice_specs(flat_elems):
-    return [(None if e.shape.dims is None else e.shape.dims[1:], e.dtype) for e in flat_elems]
-
-
-def _scan_loop(fn_step, init, elems, reverse, name):
-    """Counted loop over the rows of ``elems``: fn_step(vars, x row) -> (new vars, ys)."""
-    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
-    count, static = _leading_count(flat_e)
-    flat_init = [_to_tensor(v) for v in nest.flatten(init)]
-    specs = [(t.shape.dims, t.dtype) for t in flat_init]
-    n = len(flat_init)
-
-    def body_fn(phs, rows):
-        new, ys = fn_step(phs, rows)
-        return new, ys
-    outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
-                       reverse=reverse, static_count=static, name=name)
-    return outs[:n], outs[n + 1:]
-
-
-def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
-           name=None, fn_output_signature=None):
-    """``tf.map_fn``: ``fn`` applied to the rows of ``elems`` (nested), results stacked."""
-    if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn!r}")
-    sig = fn_output_signature if fn_output_signature is not None else dtype
-    if context.executing_eagerly():
-        flat = [_to_tensor(e) for e in nest.flatten(elems)]
-        n = _eager_rows(flat)
-        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
-        if n == 0:
-            raise ValueError("map_fn over 0 rows needs graph mode (the result's shape is unknown)")
-        out_struct = results[0]
-        flat_r = [nest.flatten(r) for r in results]
-        stacked = [array_ops.stack([_to_tensor(r[k]) for r in flat_r]) for k in range(len(flat_r[0]))]
-        _check_signature(sig, stacked)
-        return nest.pack_sequence_as(out_struct, stacked)
-    g = context.get_default_graph()
-    with g.name_scope(name or "map"):
-        box = []
-
-        def step(_, rows):
-            r = fn(nest.pack_sequence_as(elems, rows))
-            box.append(r)
-            return [], [_to_tensor(x) for x in nest.flatten(r)]
-        _, ys = _scan_loop(step, [], elems, False, "map")
-        _check_signature(sig, ys)
-        out = nest.pack_sequence_as(box[0], ys)
-        if not back_prop:
-            out = nest.map_structure(math_ops.stop_gradient, out)
-        return out
-
-
-def _check_signature(sig, flat_out):
-    if sig is None:
-        return
-    want = nest.flatten(sig)
-    if len(want) != len(flat_out):
-        raise ValueError(f"The structure of fn's output does not match fn_output_signature {sig!r}")
-    for w, t in zip(want, flat_out):
-        dt = getattr(w, "dtype", w)
-        if dtypes.as_dtype(dt) != t.dtype:
-            raise TypeError(f"fn's output has dtype {t.dtype.name}, fn_output_signature says "
-                            f"{dtypes.as_dtype(dt).name}")
-
-
-def _eager_rows(flat):
-    if any(e.shape.rank == 0 for e in flat):
-        raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
-    n = flat[0].shape.dims[0]
-    if any(e.shape.dims[0] != n for e in flat):
-        raise ValueError("Tensors in elems must have the same size in the first dimension")
-    return n
-
-
-def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
-         reverse=False, name=None):
-    """``tf.scan``: the running ``a = fn(a, x)`` over the rows of ``elems``, every ``a`` stacked."""
-    if not callable(fn):
-        raise TypeError(f"fn must be callable. Received: {fn!r}")
-    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
-    rest = elems
-    first = None
-    if initializer is None:
-        # the first row (the last one when reverse) is the initial value and the first result
-        k = -1 if reverse else 0
-        first = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
-        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
-        initializer = first
-    if context.executing_eagerly():
-        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
-        n = _eager_rows(flat_r)
-        a = initializer
-        outs = []
-        order = range(n - 1, -1, -1) if reverse else range(n)
-        for i in order:
-            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
-            outs.append([_to_tensor(x) for x in nest.flatten(a)])
-        if first is not None:
-            outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
-        if reverse:
-            outs.reverse()
-        if not outs:
-            raise ValueError("scan over 0 rows needs graph mode (the result's shape is unknown)")
-        stacked = [array_ops.stack([o[k] for o in outs]) for k in range(len(outs[0]))]
-        return nest.pack_sequence_as(initializer, stacked)
-    g = context.get_default_graph()
-    with g.name_scope(name or "scan"):
-        def step(phs, rows):
-            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
-            flat = [_to_tensor(x) for x in nest.flatten(a)]
-            return flat, flat
-        _, ys = _scan_loop(step, initializer, rest, reverse, "scan")
-        if first is not None:
-            heads = [array_ops.expand_dims(_to_tensor(x), 0) for x in nest.flatten(first)]
-            ys = [array_ops.concat([y, h] if reverse else [h, y], 0) for h, y in zip(heads, ys)]
-        out = nest.pack_sequence_as(initializer, ys)
-        if not back_prop:
-            out = nest.map_structure(math_ops.stop_gradient, out)
-        return out
-
-
-def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
-    """``tf.foldl``: ``a = fn(a, x)`` over the rows of ``elems`` from the first; returns the last ``a``."""
-    return _fold(fn, elems, initializer, back_prop, False, name or "foldl")
-
-
-def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
-    """``tf.foldr``: as foldl, from the last row."""
-    return _fold(fn, elems, initializer, back_prop, True, name or "foldr")
-
-
-def _fold(fn, elems, initializer, back_prop, reverse, name):
-    if not callable(fn):
-        raise TypeError(f"{fn!r} is not callable. Please provide a callable function.")
-    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
-    rest = elems
-    if initializer is None:
-        k = -1 if reverse else 0
-        initializer = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
-        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
-    if context.executing_eagerly():
-        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
-        n = _eager_rows(flat_r)
-        a = initializer
-        for i in (range(n - 1, -1, -1) if reverse else range(n)):
-            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
-        return a
-    g = context.get_default_graph()
-    with g.name_scope(name):
-        def step(phs, rows):
-            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
-            return [_to_tensor(x) for x in nest.flatten(a)], []
-        final, _ = _scan_loop(step, initializer, rest, reverse, name)
-        out = nest.pack_sequence_as(initializer, final)
-        if not back_prop:
-            out = nest.map_structure(math_ops.stop_gradient, out)
-        return out
-
-
 def while_loop_v1(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
                   swap_memory=False, name=None, maximum_iterations=None, return_same_structure=False):
     """``tf.compat.v1.while_loop``: without ``return_same_structure`` a single
@@ -450,3 +274,63 @@ def while_loop_v1(cond, body, loop_vars, shape_invariants=None, parallel_iterati
     out = while_loop(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop, swap_memory,
                      maximum_iterations, name)
     return out if return_same_structure else _unpack_singleton(out)
+
+
+# ---------------------------------------------------------------- Hessians of unknown size
+def _replay_between(x, y, x_new):
+    """y recomputed from ``x_new`` in the default graph: the ops on paths from
+    x to y are re-created there, every other tensor they read is used as it is
+    (captured when the default graph is a branch / body)."""
+    from .ops.registry import apply_op
+    from .passes.prune import prune
+    ops = prune([y], set())
+    on_path = {id(x)}
+    mapping = {id(x): x_new}
+    for op in ops:
+        if not any(id(t) in on_path for t in op.inputs):
+            continue
+        out = apply_op(op.type, [mapping.get(id(t), t) for t in op.inputs], dict(op.attrs),
+                       name=op.name.rsplit("/", 1)[-1])
+        outs = (out,) if len(op.outputs) == 1 else tuple(out)
+        for t, o in zip(op.outputs, outs):
+            on_path.add(id(t))
+            mapping[id(t)] = o
+    return mapping.get(id(y), y)
+
+
+def loop_hessian(g, x, name, kwargs):
+    """d g / d x for an x whose shape is only known at run time (``tf.hessians``):
+    one row per element of x, ``gradients(g, x, grad_ys=e_i)``, by a map_fn over
+    x's size; shaped x.shape + x.shape."""
+    from .gradients import gradients
+    n = array_ops.size(x, out_type=dtypes.int32)
+
+    def body(v, _):
+        i = v[0]
+        fg = context.get_default_graph()
+        xc = fg.capture(x)
+        gc = _replay_between(x, g, xc)
+        # e_i, x-shaped (one_hot needs a static depth): positions from a cumsum of ones
+        flat = array_ops.reshape(xc, [-1])
+        pos = reduction_ops.cumsum(math_ops.ones_like(flat, dtype=dtypes.int32), exclusive=True)
+        e = array_ops.reshape_like(math_ops.cast(math_ops.equal(pos, i), x.dtype), xc)
+        (r,) = gradients(gc, xc, grad_ys=e, **kwargs)
+        if r is None:
+            raise ValueError(f"None values not supported. (tf.hessians: the gradient with respect to {x.name} "
+                             f"does not depend on {x.name})")
+        return [i + 1], [array_ops.reshape(r, [-1])]
+    with context.get_default_graph().name_scope(name):
+        out = _make_while([convert_to_tensor(np.int32(0))], [((), dtypes.int32)], None, body, [], [], "count", n,
+                          name="While")
+        rows = out[2]
+        r = x.shape.rank
+        if r == 1:
+            return rows
+        if r is None:
+            raise ValueError(f"tf.hessians needs the rank of {x.name} known when the graph is built")
+        # a reference of shape x.shape + x.shape (Reshape needs static shapes)
+        z = math_ops.zeros_like(x)
+        lead, trail = z, z
+        for _ in range(r):
+            lead, trail = array_ops.expand_dims(lead, -1), array_ops.expand_dims(trail, 0)
+        return array_ops.reshape_like(rows, lead + trail)

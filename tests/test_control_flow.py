@@ -313,3 +313,22 @@ def test_assigning_a_variable_inside_a_body_is_refused(graph):
     v = tf.Variable(1.0)
     with pytest.raises(NotImplementedError):
         tf.while_loop(lambda k: k < 3, lambda k: (v.assign_add(1.0), k + 1)[1], [0])
+
+
+def test_hessians_of_inputs_whose_size_is_known_only_at_run_time(graph):
+    x = ph(tf.float64, [None])
+    y = tf.reduce_sum(x * x * x) + tf.reduce_sum(x) ** 2
+    (h,) = tf.hessians(y, x)
+    assert h.shape.as_list() == [None, None]
+    for xv in ([1.0, 2.0, 3.0], [0.5], [-1.0, 4.0]):
+        xv = np.array(xv)
+        np.testing.assert_allclose(run(h, {x: xv}), np.diag(6 * xv) + 2.0, rtol=1e-12)
+    x2 = ph(tf.float64, [None, 2])
+    (h2,) = tf.hessians(tf.reduce_sum(tf.sin(x2) * x2[:, :1]), x2)
+    xv = np.array([[0.3, -0.7], [1.1, 0.4], [0.2, 0.9]])
+
+    def f(flat):
+        a = flat.reshape(3, 2)
+        return np.sum(np.sin(a) * a[:, :1])
+    fd_h = np.array([fd(lambda v, i=i: fd(f, v, 1e-4)[i], xv.reshape(-1), 1e-4) for i in range(6)])
+    np.testing.assert_allclose(run(h2, {x2: xv}).reshape(6, 6), fd_h, rtol=1e-5, atol=1e-7)

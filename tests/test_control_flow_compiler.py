@@ -185,3 +185,19 @@ def test_outer_product_matmul_is_elementwise_and_bit_identical_to_numpy():
         exp = av @ cv.T
     assert out.tobytes() == exp.tobytes()     # -0.0 products come out +0.0, as numpy's
     np.testing.assert_array_equal(out2, exp + np.float32(1.0))
+
+
+def test_cse_does_not_merge_a_body_value_with_the_same_expression_outside():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        outside = tf.sin(x) * 2.0                    # the body computes the same expression of h
+        _, h = tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.sin(h) * 2.0), [0, x])
+        inside_once = tf.while_loop(lambda i, h: i < 1, lambda i, h: (i + 1, tf.sin(h) * 2.0), [0, x])[1]
+    xv = np.array([0.1, 0.5, -1.0], np.float32)
+    f = lambda v: np.sin(v) * np.float32(2.0)  # noqa: E731
+    a, b, c = _session(g).run([outside, h, inside_once], {x: xv})
+    np.testing.assert_allclose(a, f(xv), rtol=1e-6)
+    np.testing.assert_allclose(b, f(f(f(xv))), rtol=1e-5)
+    np.testing.assert_allclose(c, f(xv), rtol=1e-6)
+    assert tf.cache_info()["fallbacks"] == 0

@@ -53,6 +53,7 @@ class Region:
         sub = KernelBuilder(program, f"{kb.name}_{tag}", kb._dl, kb._triple)
         sub.module = kb.module
         sub.is_region = True
+        check(program)
         sub._build(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
@@ -371,7 +372,9 @@ def lower_while(kb, node, outs, dry):
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
     for kind, ref, row, kw in y_info:
         if kind == "dyn":
-            b.store(limit if counted else trips, _field(kb, ref, 1))
+            # a counted loop fills every row it reserved (none for a negative count)
+            rows = b.select(b.icmp_signed("<", limit, c64(0)), c64(0), limit) if counted else trips
+            b.store(rows, _field(kb, ref, 1))
             _stack_keep(kb, ref, kw)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .ir import Node, Program, Value, from_graph
 from .dce import dce
-from .util import Builder, clean, known_scalar, literal_attrs
+from .util import Builder, clean, known_scalar, literal_attrs, reinfer
 
 
 class _Dynamic(Exception):
@@ -225,7 +225,7 @@ def regions(program):
         return program
     b = Builder(program)
     used = _used(program)
-    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0}
+    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0, "static_counts": 0}
     for i, n in enumerate(program.nodes):
         a = n.attrs
         if n.op == "If" and isinstance(a["then_branch"], Program):
@@ -242,6 +242,12 @@ def regions(program):
             keep = list(range(len(n.outputs)))
         elif n.op == "While" and isinstance(a["body"], Program):
             nv, ny = a["n_vars"], a["n_ys"]
+            if a["limit"] == "count" and a.get("static_count") is None:
+                count = known_scalar(b.nodes, program.args, b.get(n.inputs[-1]))
+                if count is not None and int(count) >= 0:
+                    # the trip count is known now: the stacks get static shapes
+                    a = dict(a, static_count=int(count))
+                    stats["static_counts"] += 1
             keep_y = [j for j in range(ny) if Value(i, nv + 1 + j) in used]
             body, cond = a["body"], a["cond"]
             keep_v = _needed_vars(body, cond, nv, keep_y, [k for k in range(nv) if Value(i, k) in used])
@@ -271,4 +277,5 @@ def regions(program):
         j = b.emit(n.op, [b.get(n.inputs[k]) for k in inputs], attrs, outputs, n.name)
         for new, old in enumerate(keep):
             b.map[Value(i, old)] = Value(j, new)
-    return b.finish("regions", stats)
+    out = b.finish("regions", stats)
+    return reinfer(out) if stats["static_counts"] else out

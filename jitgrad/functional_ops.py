@@ -1,0 +1,187 @@
+"""``tf.map_fn``, ``tf.scan``, ``tf.foldl``, ``tf.foldr``: counted loops over
+the rows of (nested) ``elems``, built on the While op of
+ops/control_flow_ops.py (a counted While slices its inputs row by row and
+stacks per-iteration results). Eagerly they run Python loops.
+"""
+import numpy as np
+
+from . import context, dtypes, nest
+from .control_flow import _to_tensor
+from .convert import convert_to_tensor
+from .ops import array_ops, math_ops
+from .ops.control_flow_ops import _make_while
+
+
+def _leading_count(flat_elems):
+    """(count tensor, static count or None) of the sliced inputs."""
+    dims = [e.shape.dims[0] for e in flat_elems if e.shape.rank]
+    static = next((d for d in dims if d is not None), None)
+    for e in flat_elems:
+        if e.shape.rank == 0:
+            raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
+    if static is not None:
+        if any(d is not None and d != static for d in dims):
+            raise ValueError("Tensors in elems must have the same size in the first dimension, got "
+                             f"{[e.shape for e in flat_elems]}")
+        return convert_to_tensor(np.int32(static)), static
+    return array_ops.shape(flat_elems[0], out_type=dtypes.int32)[0], None
+
+
+def _slice_specs(flat_elems):
+    return [(None if e.shape.dims is None else e.shape.dims[1:], e.dtype) for e in flat_elems]
+
+
+def _scan_loop(fn_step, init, elems, reverse, name):
+    """Counted loop over the rows of ``elems``: fn_step(vars, x row) -> (new vars, ys)."""
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    count, static = _leading_count(flat_e)
+    flat_init = [_to_tensor(v) for v in nest.flatten(init)]
+    specs = [(t.shape.dims, t.dtype) for t in flat_init]
+    n = len(flat_init)
+
+    def body_fn(phs, rows):
+        new, ys = fn_step(phs, rows)
+        return new, ys
+    outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
+                       reverse=reverse, static_count=static, name=name)
+    return outs[:n], outs[n + 1:]
+
+
+def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
+           name=None, fn_output_signature=None):
+    """``tf.map_fn``: ``fn`` applied to the rows of ``elems`` (nested), results stacked."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable. Received: {fn!r}")
+    sig = fn_output_signature if fn_output_signature is not None else dtype
+    if context.executing_eagerly():
+        flat = [_to_tensor(e) for e in nest.flatten(elems)]
+        n = _eager_rows(flat)
+        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
+        if n == 0:
+            raise ValueError("map_fn over 0 rows needs graph mode (the result's shape is unknown)")
+        out_struct = results[0]
+        flat_r = [nest.flatten(r) for r in results]
+        stacked = [array_ops.stack([_to_tensor(r[k]) for r in flat_r]) for k in range(len(flat_r[0]))]
+        _check_signature(sig, stacked)
+        return nest.pack_sequence_as(out_struct, stacked)
+    g = context.get_default_graph()
+    with g.name_scope(name or "map"):
+        box = []
+
+        def step(_, rows):
+            r = fn(nest.pack_sequence_as(elems, rows))
+            box.append(r)
+            return [], [_to_tensor(x) for x in nest.flatten(r)]
+        _, ys = _scan_loop(step, [], elems, False, "map")
+        _check_signature(sig, ys)
+        out = nest.pack_sequence_as(box[0], ys)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
+
+
+def _check_signature(sig, flat_out):
+    if sig is None:
+        return
+    want = nest.flatten(sig)
+    if len(want) != len(flat_out):
+        raise ValueError(f"The structure of fn's output does not match fn_output_signature {sig!r}")
+    for w, t in zip(want, flat_out):
+        dt = getattr(w, "dtype", w)
+        if dtypes.as_dtype(dt) != t.dtype:
+            raise TypeError(f"fn's output has dtype {t.dtype.name}, fn_output_signature says "
+                            f"{dtypes.as_dtype(dt).name}")
+
+
+def _eager_rows(flat):
+    if any(e.shape.rank == 0 for e in flat):
+        raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
+    n = flat[0].shape.dims[0]
+    if any(e.shape.dims[0] != n for e in flat):
+        raise ValueError("Tensors in elems must have the same size in the first dimension")
+    return n
+
+
+def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
+         reverse=False, name=None):
+    """``tf.scan``: the running ``a = fn(a, x)`` over the rows of ``elems``, every ``a`` stacked."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable. Received: {fn!r}")
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    rest = elems
+    first = None
+    if initializer is None:
+        # the first row (the last one when reverse) is the initial value and the first result
+        k = -1 if reverse else 0
+        first = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
+        initializer = first
+    if context.executing_eagerly():
+        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
+        n = _eager_rows(flat_r)
+        a = initializer
+        outs = []
+        order = range(n - 1, -1, -1) if reverse else range(n)
+        for i in order:
+            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
+            outs.append([_to_tensor(x) for x in nest.flatten(a)])
+        if first is not None:
+            outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
+        if reverse:
+            outs.reverse()
+        if not outs:
+            raise ValueError("scan over 0 rows needs graph mode (the result's shape is unknown)")
+        stacked = [array_ops.stack([o[k] for o in outs]) for k in range(len(outs[0]))]
+        return nest.pack_sequence_as(initializer, stacked)
+    g = context.get_default_graph()
+    with g.name_scope(name or "scan"):
+        def step(phs, rows):
+            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
+            flat = [_to_tensor(x) for x in nest.flatten(a)]
+            return flat, flat
+        _, ys = _scan_loop(step, initializer, rest, reverse, "scan")
+        if first is not None:
+            heads = [array_ops.expand_dims(_to_tensor(x), 0) for x in nest.flatten(first)]
+            ys = [array_ops.concat([y, h] if reverse else [h, y], 0) for h, y in zip(heads, ys)]
+        out = nest.pack_sequence_as(initializer, ys)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
+
+
+def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """``tf.foldl``: ``a = fn(a, x)`` over the rows of ``elems`` from the first; returns the last ``a``."""
+    return _fold(fn, elems, initializer, back_prop, False, name or "foldl")
+
+
+def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """``tf.foldr``: as foldl, from the last row."""
+    return _fold(fn, elems, initializer, back_prop, True, name or "foldr")
+
+
+def _fold(fn, elems, initializer, back_prop, reverse, name):
+    if not callable(fn):
+        raise TypeError(f"{fn!r} is not callable. Please provide a callable function.")
+    flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
+    rest = elems
+    if initializer is None:
+        k = -1 if reverse else 0
+        initializer = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
+    if context.executing_eagerly():
+        flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
+        n = _eager_rows(flat_r)
+        a = initializer
+        for i in (range(n - 1, -1, -1) if reverse else range(n)):
+            a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
+        return a
+    g = context.get_default_graph()
+    with g.name_scope(name):
+        def step(phs, rows):
+            a = fn(nest.pack_sequence_as(initializer, phs), nest.pack_sequence_as(elems, rows))
+            return [_to_tensor(x) for x in nest.flatten(a)], []
+        final, _ = _scan_loop(step, initializer, rest, reverse, name)
+        out = nest.pack_sequence_as(initializer, final)
+        if not back_prop:
+            out = nest.map_structure(math_ops.stop_gradient, out)
+        return out
