@@ -265,7 +265,15 @@ class ConcreteFunction:
         return self._build(outs)
 
     def __call__(self, *args, **kwargs):
-        return self._call_flat(_flat_tensors((args, kwargs), []))
+        from .errors import InvalidArgumentError
+        flat = _flat_tensors((args, kwargs), [])
+        if len(flat) != len(self.inputs):
+            raise TypeError(f"{self.name}: expected {len(self.inputs)} tensor arguments, got {len(flat)}.")
+        for arr, ph in zip(flat, self.inputs):
+            if dtypes.as_dtype(arr.dtype) != ph.dtype or not ph.shape.is_compatible_with(arr.shape):
+                raise InvalidArgumentError(f"{self.name}: a tensor of dtype {dtypes.as_dtype(arr.dtype).name} and "
+                                           f"shape {arr.shape} does not match the traced input {ph!r}.")
+        return self._call_flat(flat)
 
     @property
     def structured_outputs(self):
@@ -281,8 +289,8 @@ class ConcreteFunction:
 
         def spec(x):
             if isinstance(x, (EagerTensor, np.ndarray)):
-                ph = next(phs)
-                return TensorSpec(ph.shape, ph.dtype, self._spec_names.get(ph.name))
+                ph = next(phs)   # TF names these specs after the placeholders (the parameters)
+                return TensorSpec(ph.shape, ph.dtype, self._spec_names.get(ph.name) or ph.op.name)
             return x
         _, args, kwargs = self._traced_call
         return _map_structure(spec, tuple(args)), _map_structure(spec, dict(kwargs))

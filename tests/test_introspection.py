@@ -220,3 +220,16 @@ def test_experimental_relax_shapes_is_reduce_retracing():
     for n in (1, 2, 3, 4):
         r(tf.zeros([n]))
     assert r.experimental_get_tracing_count() == 2
+
+
+def test_concrete_function_call_checks_and_unknown_rank_text():
+    @tf.function
+    def double(a):
+        return a + a
+    c = double.get_concrete_function(tf.constant("a"))
+    assert c.structured_input_signature == ((tf.TensorSpec([], tf.string, name="a"),), {})
+    assert double(tf.constant("a")).numpy() == b"aa" and c(a=tf.constant("b")).numpy() == b"bb"
+    with pytest.raises(tf.errors.InvalidArgumentError):   # TF 2.21 raises this too
+        c(tf.constant(1))
+    u = double.get_concrete_function(tf.TensorSpec(shape=None, dtype=tf.string))
+    assert str(u.inputs[0]) == 'Tensor("a:0", dtype=string)'    # TF omits an unknown shape
