@@ -241,3 +241,16 @@ def test_types_experimental():
         return x
     assert isinstance(f, tf.types.experimental.GenericFunction)
     assert isinstance(f.get_concrete_function(tf.constant(1.0)), tf.types.experimental.ConcreteFunction)
+
+
+def test_py_function_side_effect_runs_in_function():
+    seen = []
+
+    @tf.function
+    def f(x):
+        tf.py_function(lambda a: seen.append(float(a)), [x], [])      # no outputs, result unused
+        unused = tf.py_function(lambda a: seen.append(-float(a)) or a, [x], tf.float32)  # noqa: F841
+        return x + 1
+    assert float(f(tf.constant(1.0))) == 2.0
+    assert float(f(tf.constant(5.0))) == 6.0
+    assert sorted(seen) == [-5.0, -1.0, 1.0, 5.0]     # both ran on each call, as TF's automatic control deps
