@@ -46,3 +46,7 @@ class InternalError(OpError):
 
 class ResourceExhaustedError(OpError):
     pass
+
+
+class OutOfRangeError(OpError):
+    pass
