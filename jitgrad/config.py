@@ -89,7 +89,7 @@ def device(device_name):
 
 
 # ---------------------------------------------------------------- threads
-_threading = {"intra": 0, "inter": 0}
+_settings = {"intra": 0, "inter": 0, "soft_placement": True}   # what tf.config was told
 
 
 def set_intra_op_parallelism_threads(num_threads):
@@ -97,20 +97,33 @@ def set_intra_op_parallelism_threads(num_threads):
     from .codegen import parallel
     num_threads = int(num_threads)
     parallel.set_num_threads(num_threads or None)
-    _threading["intra"] = num_threads
+    _settings["intra"] = num_threads
 
 
 def get_intra_op_parallelism_threads():
-    return _threading["intra"]
+    return _settings["intra"]
 
 
 def set_inter_op_parallelism_threads(num_threads):
     """Recorded only: jitgrad runs a Session's kernel as one call (no concurrent ops)."""
-    _threading["inter"] = int(num_threads)
+    _settings["inter"] = int(num_threads)
 
 
 def get_inter_op_parallelism_threads():
-    return _threading["inter"]
+    return _settings["inter"]
+
+
+def set_soft_device_placement(enabled):
+    """Recorded only: jitgrad places everything on the CPU either way."""
+    _settings["soft_placement"] = bool(enabled)
+
+
+def get_soft_device_placement():
+    return _settings["soft_placement"]
+
+
+def enable_op_determinism():
+    """A no-op: jitgrad's results are already bit-identical run to run (README, Numerics)."""
 
 
 # ---------------------------------------------------------------- functions
@@ -166,9 +179,11 @@ def _modules(make):
     experimental = make("config.experimental", list_physical_devices=list_physical_devices,
                         list_logical_devices=list_logical_devices, set_memory_growth=set_memory_growth,
                         get_memory_growth=get_memory_growth, get_visible_devices=get_visible_devices,
-                        set_visible_devices=set_visible_devices)
+                        set_visible_devices=set_visible_devices, enable_op_determinism=enable_op_determinism)
     return make("config", list_physical_devices=list_physical_devices, list_logical_devices=list_logical_devices,
                 get_visible_devices=get_visible_devices, set_visible_devices=set_visible_devices,
                 threading=threading_, experimental=experimental, run_functions_eagerly=run_functions_eagerly,
                 functions_run_eagerly=functions_run_eagerly, PhysicalDevice=PhysicalDevice,
+                set_soft_device_placement=set_soft_device_placement,
+                get_soft_device_placement=get_soft_device_placement,
                 LogicalDevice=LogicalDevice)

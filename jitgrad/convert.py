@@ -56,7 +56,7 @@ def _infer_python_dtype(value):
         return dtypes.float32
     if "s" in kinds:
         if len(kinds) > 1:
-            raise TypeError(f"Can't convert a mix of strings and numbers to a Tensor: {value!r}")
+            raise ValueError(f"Can't convert Python sequence with mixed types to Tensor: {value!r}")
         return dtypes.string
     if "c" in kinds:
         if "b" in kinds:

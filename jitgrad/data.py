@@ -1,5 +1,5 @@
 """``tf.data.Dataset`` basics, in eager mode: from_tensor_slices, from_tensors,
-range, batch, shuffle, map, filter, take, skip, repeat, enumerate, zip,
+from_generator, range, batch, shuffle, map, filter, take, skip, repeat, enumerate, zip,
 concatenate, prefetch / cache (no-ops), iteration and as_numpy_iterator.
 
 A Dataset is a recipe for a Python iterator; each element is a structure
@@ -43,6 +43,18 @@ def _map(fn, x):
         items = [_map(fn, v) for v in x]
         return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
     return fn(x)
+
+
+def _map_pair(fn, spec, value):
+    """fn(spec leaf, value leaf) over a spec structure and a value of the same structure."""
+    if isinstance(spec, dict):
+        return type(spec)((k, _map_pair(fn, v, value[k])) for k, v in spec.items())
+    if isinstance(spec, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(spec):
+            raise TypeError(f"`generator` yielded {value!r}, which does not match the structure {spec!r}")
+        items = [_map_pair(fn, s, v) for s, v in zip(spec, value)]
+        return type(spec)(*items) if hasattr(spec, "_fields") else tuple(items)
+    return fn(spec, value)
 
 
 def _leaves(x):
@@ -100,6 +112,31 @@ class Dataset:
         dt = dtypes.as_dtype(output_type)
         from .function import TensorSpec
         return Dataset(lambda: (_eager(np.array(i, dt.np)) for i in r), len(r), TensorSpec([], dt))
+
+    @staticmethod
+    def from_generator(generator, output_types=None, output_shapes=None, args=None, output_signature=None,
+                       name=None):
+        """Elements from calling ``generator(*args)`` afresh for each iteration, converted
+        to ``output_signature``'s (or ``output_types``') dtypes and checked against its shapes."""
+        from .function import TensorSpec
+        from .errors import InvalidArgumentError
+        if output_signature is None:
+            if output_types is None:
+                raise TypeError("from_generator needs `output_signature` (or `output_types`).")
+            shapes = output_shapes if output_shapes is not None else _map(lambda _: None, output_types)
+            output_signature = _map_pair(lambda dt, sh: TensorSpec(sh, dt), output_types, shapes)
+
+        def convert(spec, value):
+            t = convert_to_tensor(value, dtype=spec.dtype)
+            if not spec.shape.is_compatible_with(t.shape):
+                raise InvalidArgumentError(f"`generator` yielded an element of shape {t.shape} where an element "
+                                           f"of shape {spec.shape} was expected.")
+            return t
+
+        def make():
+            for value in generator(*(args or ())):
+                yield _map_pair(convert, output_signature, value)
+        return Dataset(make, UNKNOWN_CARDINALITY, output_signature)
 
     @staticmethod
     def zip(*datasets, name=None):
@@ -168,7 +205,8 @@ class Dataset:
         spec = None
         if self._spec is not None:
             from .function import TensorSpec
-            spec = _map(lambda s: TensorSpec([size if drop_remainder else None] + s.shape.as_list(), s.dtype),
+            spec = _map(lambda s: TensorSpec(None if s.shape.rank is None else
+                                             [size if drop_remainder else None] + s.shape.as_list(), s.dtype),
                         self._spec)
         return Dataset(make, card, spec)
 

@@ -269,7 +269,15 @@ class ConcreteFunction:
         return self._build(outs)
 
     def __call__(self, *args, **kwargs):
-        return self._call_flat(_flat_tensors((args, kwargs)))
+        from .errors import InvalidArgumentError
+        flat = _flat_tensors((args, kwargs))
+        if len(flat) != len(self.inputs):
+            raise TypeError(f"{self.name}: expected {len(self.inputs)} tensor arguments, got {len(flat)}.")
+        for arr, ph in zip(flat, self.inputs):
+            if dtypes.as_dtype(arr.dtype) != ph.dtype or not ph.shape.is_compatible_with(arr.shape):
+                raise InvalidArgumentError(f"{self.name}: a tensor of dtype {dtypes.as_dtype(arr.dtype).name} and "
+                                           f"shape {arr.shape} does not match the traced input {ph!r}.")
+        return self._call_flat(flat)
 
     @property
     def structured_outputs(self):
@@ -285,8 +293,8 @@ class ConcreteFunction:
 
         def spec(x):
             if isinstance(x, (EagerTensor, np.ndarray)):
-                ph = next(phs)
-                return TensorSpec(ph.shape, ph.dtype, self._spec_names.get(ph.name))
+                ph = next(phs)   # TF names these specs after the placeholders (the parameters)
+                return TensorSpec(ph.shape, ph.dtype, self._spec_names.get(ph.name) or ph.op.name)
             return x
         _, args, kwargs = self._traced_call
         return nest.map_structure(spec, tuple(args)), nest.map_structure(spec, dict(kwargs))
@@ -382,25 +390,29 @@ class Function:
         concrete = self._cache.get(key)
         flat = _flat_tensors((args, kwargs))
         if concrete is None:
-            concrete = self._relaxed_trace(args, kwargs, key, flat) if self._reduce_retracing else \
-                self._trace(args, kwargs, key)
+            concrete = self._dispatch(args, kwargs, key, flat)
         return concrete._call_flat(flat)
 
-    def _relaxed_trace(self, args, kwargs, key, flat):
-        """reduce_retracing=True: a trace that accepts these shapes, else a new
-        one with TF's relaxed shapes (function_signature.generalise)."""
+    def _dispatch(self, args, kwargs, key, flat):
+        """A call whose exact key has no trace yet. As TF's dispatch: an earlier trace
+        that accepts these shapes serves it (one made by get_concrete_function with
+        None dims, or by reduce_retracing), the most specific first; else a new trace,
+        with TF's relaxed shapes when reduce_retracing=True (function_signature.generalise)."""
         from . import function_signature as fs
         shapes = [a.shape for a in flat]
         traces = self._relaxed.setdefault(fs.shape_free_key(key), [])
         fits = [(fs.specificity(r), i) for i, (r, _) in enumerate(traces) if fs.accepts(shapes, r)]
         if fits:
             concrete = traces[min(fits)[1]][1]
-        else:
+        elif self._reduce_retracing:
             relaxed = fs.generalise(shapes, [r for r, _ in traces])
             specs = [TensorSpec(r, dtypes.as_dtype(a.dtype)) for r, a in zip(relaxed, flat)]
             concrete = self._trace(args, kwargs, ("relaxed", key, tuple(map(tuple, [r or () for r in relaxed]))),
                                    specs=specs)
             traces.append((relaxed, concrete))
+        else:
+            concrete = self._trace(args, kwargs, key)
+            traces.append((shapes, concrete))
         self._cache[key] = concrete
         return concrete
 
@@ -416,18 +428,35 @@ class Function:
         return "\n\n".join(c.pretty_printed_signature(verbose) for c in seen)
 
     def get_concrete_function(self, *args, **kwargs):
-        if args and not kwargs and all(isinstance(a, TensorSpec) for a in args):
-            specs = tuple(args)
-            zeros = tuple(EagerTensor(np.zeros([d or 0 for d in s.shape.dims or ()], s.dtype.np)) for s in specs)
-            key = ("spec", specs)
-            return self._cache.get(key) or self._trace(zeros, {}, key, specs=specs)
+        """The trace for these arguments; TensorSpecs (anywhere among them) stand for
+        tensors of that shape and dtype, None dims included, and the trace then also
+        serves later calls whose shapes it accepts (TF's dispatch)."""
         if self._input_signature is not None and not args and not kwargs:
             args = tuple(EagerTensor(np.zeros([d or 0 for d in s.shape.dims or ()], s.dtype.np))
                          for s in self._input_signature)
             key = ("sig",)
             return self._cache.get(key) or self._trace(args, {}, key, specs=self._input_signature)
         key = _key_of((args, kwargs))
-        return self._cache.get(key) or self._trace(args, kwargs, key)
+        concrete = self._cache.get(key)
+        if concrete is not None:
+            return concrete
+        specs = []
+
+        def stand_in(x):
+            if isinstance(x, TensorSpec):
+                specs.append(x)
+                return EagerTensor(np.zeros([d or 0 for d in x.shape.dims or ()], x.dtype.np))
+            if isinstance(x, (EagerTensor, np.ndarray)):
+                specs.append(TensorSpec(x.shape, dtypes.as_dtype(x.dtype)))
+            return x
+        targs, tkwargs = _map_structure(stand_in, args), _map_structure(stand_in, kwargs)
+        if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
+            return self._dispatch(args, kwargs, key, _flat_tensors((args, kwargs), []))
+        from .function_signature import shape_free_key
+        concrete = self._trace(targs, tkwargs, key, specs=specs)
+        relaxed = [None if sp.shape.rank is None else tuple(sp.shape.dims) for sp in specs]
+        self._relaxed.setdefault(shape_free_key(_key_of((targs, tkwargs))), []).append((relaxed, concrete))
+        return concrete
 
     # ---------------------------------------------------------------- tracing
     def _trace(self, args, kwargs, key, specs=None):
@@ -535,7 +564,7 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
     def wrap(f):
         return Function(f, input_signature=input_signature, autograph=autograph,
                         jit_compile=jit_compile if jit_compile is not None else experimental_compile,
-                        reduce_retracing=reduce_retracing, name=name)
+                        reduce_retracing=reduce_retracing or bool(experimental_relax_shapes), name=name)
     if func is None:
         return wrap
     return wrap(func)

@@ -276,8 +276,9 @@ class Tensor:
     def __repr__(self):
         return f"<tf.Tensor '{self.name}' shape={self._shape} dtype={self.dtype.name}>"
 
-    def __str__(self):   # TF's print(graph_tensor)
-        return f'Tensor("{self.name}", shape={self._shape}, dtype={self.dtype.name})'
+    def __str__(self):   # TF's print(graph_tensor); no shape when even the rank is unknown
+        shape = "" if self._shape.rank is None else f"shape={self._shape}, "
+        return f'Tensor("{self.name}", {shape}dtype={self.dtype.name})'
 
 
 class _Reference:

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import dtypes
 from .convert import _is_tensorlike, convert_all, convert_to_tensor
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
 
 
@@ -70,8 +70,8 @@ class TensorArray:
             raise InvalidArgumentError(f"Tried to write to index {i} but array index must be non-negative")
         if i >= len(self._items):
             if not self._dynamic:
-                raise InvalidArgumentError(f"Tried to write to index {i} but array is not resizeable and size "
-                                           f"is: {len(self._items)}")
+                raise OutOfRangeError(f"Tried to write to index {i} but array is not resizeable and size "
+                                      f"is: {len(self._items)}")
             self._items += [None] * (i + 1 - len(self._items))
         self._items[i] = self._convert(value)
         return self

@@ -18,6 +18,11 @@ def test_devices():
     assert [d.name for d in tf.config.list_logical_devices()] == ["/device:CPU:0"]
     with pytest.raises(ValueError):
         tf.config.experimental.set_memory_growth(cpus[0], True)
+    assert tf.config.get_soft_device_placement() is True
+    tf.config.set_soft_device_placement(False)
+    assert tf.config.get_soft_device_placement() is False
+    tf.config.set_soft_device_placement(True)
+    tf.config.experimental.enable_op_determinism()
 
 
 def test_threads_set_jitgrad_thread_count():

@@ -121,3 +121,25 @@ def test_iteration_needs_eager():
     with tf.Graph().as_default():
         with pytest.raises(RuntimeError):
             iter(ds)
+
+
+def test_from_generator():
+    def gen(n):
+        for i in range(n):
+            yield i, [float(i)] * 2
+
+    sig = (tf.TensorSpec([], tf.int64), tf.TensorSpec([2], tf.float32))
+    ds = tf.data.Dataset.from_generator(gen, args=(3,), output_signature=sig)
+    got = list(ds)
+    assert [int(a) for a, _ in got] == [0, 1, 2] and got[0][0].dtype == tf.int64
+    np.testing.assert_array_equal(got[2][1].numpy(), [2.0, 2.0])
+    assert len(list(ds)) == 3                                    # the generator is called again
+    assert ds.element_spec == sig
+    b = list(tf.data.Dataset.from_generator(lambda: iter([[1, 2], [3, 4]]), output_types=tf.int32).batch(2))
+    np.testing.assert_array_equal(b[0].numpy(), [[1, 2], [3, 4]])
+    bad = tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0, 3.0]]),
+                                         output_signature=tf.TensorSpec([2], tf.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        list(bad)
+    with pytest.raises(TypeError):
+        len(ds)    # unknown cardinality, as TF

@@ -195,3 +195,41 @@ def test_reduce_retracing_keeps_python_values_and_dtypes_apart():
     np.testing.assert_array_equal(r(tf.ones([2]), 3).numpy(), [3.0, 3.0])   # a new Python value: a new trace
     np.testing.assert_array_equal(r(tf.ones([2], tf.float64), 1).numpy(), [1.0, 1.0])
     assert r.experimental_get_tracing_count() == 4
+
+
+def test_concrete_function_from_specs_serves_later_calls():
+    @tf.function
+    def f(x, scale, *, bias):
+        return tf.reduce_sum(x) * scale + bias
+    c = f.get_concrete_function(tf.TensorSpec([None], tf.float32), 2.0, bias=tf.TensorSpec([], tf.float32))
+    assert [t.shape.as_list() for t in c.inputs] == [[None], []]
+    assert [t.name for t in c.inputs] == ["x:0", "bias:0"]
+    assert f.experimental_get_tracing_count() == 1
+    assert float(f(tf.ones([3]), 2.0, bias=tf.constant(1.0))) == 7.0     # TF's dispatch: the [None] trace serves
+    assert float(f(tf.ones([5]), 2.0, bias=tf.constant(0.0))) == 10.0
+    assert f.experimental_get_tracing_count() == 1
+    assert float(f(tf.ones([2]), 3.0, bias=tf.constant(0.0))) == 6.0      # another Python value: a new trace
+    assert f.experimental_get_tracing_count() == 2
+    assert f.get_concrete_function(tf.TensorSpec([None], tf.float32), 2.0, bias=tf.TensorSpec([], tf.float32)) is c
+
+
+def test_experimental_relax_shapes_is_reduce_retracing():
+    @tf.function(experimental_relax_shapes=True)
+    def r(x):
+        return x + 1
+    for n in (1, 2, 3, 4):
+        r(tf.zeros([n]))
+    assert r.experimental_get_tracing_count() == 2
+
+
+def test_concrete_function_call_checks_and_unknown_rank_text():
+    @tf.function
+    def double(a):
+        return a + a
+    c = double.get_concrete_function(tf.constant("a"))
+    assert c.structured_input_signature == ((tf.TensorSpec([], tf.string, name="a"),), {})
+    assert double(tf.constant("a")).numpy() == b"aa" and c(a=tf.constant("b")).numpy() == b"bb"
+    with pytest.raises(tf.errors.InvalidArgumentError):   # TF 2.21 raises this too
+        c(tf.constant(1))
+    u = double.get_concrete_function(tf.TensorSpec(shape=None, dtype=tf.string))
+    assert str(u.inputs[0]) == 'Tensor("a:0", dtype=string)'    # TF omits an unknown shape

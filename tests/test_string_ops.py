@@ -25,7 +25,7 @@ def test_constants_and_printing():
 
 
 def test_conversion_errors():
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         tf.constant(["a", 1])
     with pytest.raises(TypeError):
         tf.constant("a", tf.float32)

@@ -359,8 +359,20 @@ def _slogdet(attrs, a):
 
 
 def _cholesky(attrs, a):
-    # TF reads only the lower triangle; numpy's cholesky does too
-    return np.linalg.cholesky(a)
+    """numpy's factor (it reads the lower triangle only, as TF). A matrix that is not
+    positive definite gets NaN in its lower triangle and no error, as TF's kernel does."""
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        out = np.zeros_like(a)
+        flat_in, flat_out = a.reshape((-1,) + a.shape[-2:]), out.reshape((-1,) + a.shape[-2:])
+        lower = np.tril(np.ones(a.shape[-2:], bool))
+        for m, o in zip(flat_in, flat_out):
+            try:
+                o[...] = np.linalg.cholesky(m)
+            except np.linalg.LinAlgError:
+                o[lower] = np.nan
+        return out
 
 
 register("MatrixInverse", infer=_square_infer("MatrixInverse"),
@@ -375,10 +387,7 @@ register("MatrixSolve", infer=_solve_infer,
          kernel=_linalg_kernel(lambda attrs, a, b: np.linalg.solve(_adj(a) if attrs["adjoint"] else a, b),
                                "Input matrix is not invertible."),
          grad=_solve_grad)
-register("Cholesky", infer=_square_infer("Cholesky"),
-         kernel=_linalg_kernel(_cholesky, "Cholesky decomposition was not successful. The input might not "
-                                          "be valid."),
-         grad=_cholesky_grad)
+register("Cholesky", infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad)
 
 
 def matrix_inverse(input, adjoint=False, name=None):  # noqa: A002

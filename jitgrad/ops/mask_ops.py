@@ -80,6 +80,10 @@ def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
     axis = 0 if axis is None else int(axis)
     if x.shape.rank is not None and axis < 0:
         axis += x.shape.rank
+    if x.shape.rank is not None:   # TF checks the shapes in Python: a ValueError in eager mode too
+        part = x.shape.dims[axis:axis + m.shape.rank]
+        if len(part) != m.shape.rank or not m.shape.is_compatible_with(part):
+            raise ValueError(f"Shapes {list(part)} and {m.shape.as_list()} are incompatible")
     return apply_op("BooleanMask", [x, m], {"axis": axis}, name=name)
 
 

@@ -72,8 +72,11 @@ def _call(func, inp, Tout, name, numpy_args):
     else:
         outs = apply_op("PyFunction", xs, {"func": func, "Tout": tuple(touts), "numpy": numpy_args},
                         name=name or ("EagerPyFunc" if not numpy_args else "PyFunc"))
-        if not touts:
-            return None
+        from ..function import _current_trace
+        op = outs if not touts else (outs[0] if isinstance(outs, tuple) else outs).op
+        ctx = _current_trace(op.graph)
+        if ctx is not None:   # inside jitgrad.function it runs on every call, used or not (as in TF)
+            ctx.stateful.append(op)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
     if not touts:
         return None
