@@ -50,5 +50,7 @@ class ResourceExhaustedError(OpError):
 
 class UnavailableError(OpError):
     """TF's error for a cluster, worker or service that cannot be reached."""
+
+
 class OutOfRangeError(OpError):
     pass

@@ -451,7 +451,7 @@ class Function:
             return x
         targs, tkwargs = _map_structure(stand_in, args), _map_structure(stand_in, kwargs)
         if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
-            return self._dispatch(args, kwargs, key, _flat_tensors((args, kwargs), []))
+            return self._dispatch(args, kwargs, key, _flat_tensors((args, kwargs)))
         from .function_signature import shape_free_key
         concrete = self._trace(targs, tkwargs, key, specs=specs)
         relaxed = [None if sp.shape.rank is None else tuple(sp.shape.dims) for sp in specs]
