@@ -449,7 +449,7 @@ class Function:
             if isinstance(x, (EagerTensor, np.ndarray)):
                 specs.append(TensorSpec(x.shape, dtypes.as_dtype(x.dtype)))
             return x
-        targs, tkwargs = _map_structure(stand_in, args), _map_structure(stand_in, kwargs)
+        targs, tkwargs = nest.map_structure(stand_in, args), nest.map_structure(stand_in, kwargs)
         if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
             return self._dispatch(args, kwargs, key, _flat_tensors((args, kwargs)))
         from .function_signature import shape_free_key
