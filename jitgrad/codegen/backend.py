@@ -35,6 +35,20 @@ def target_machine(target=None):
     return tm
 
 
+def run_o3(mod, tm):
+    """LLVM's O3 pipeline (loop and SLP vectorisers on) over `mod`, in place; every
+    pass-manager object is closed afterwards."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(mod, pb)
+    mpm.close()
+    pb.close()
+    pto.close()
+
+
 def optimise_to_object(ir_text, target=None):
     """Parses, verifies, optimises (O3) and emits object code for `target` (default:
     the current one).  Returns (object bytes, optimised IR text, {phase: seconds})."""
@@ -44,15 +58,7 @@ def optimise_to_object(ir_text, target=None):
     try:
         mod.verify()
         t1 = time.perf_counter()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)
-        mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
-        mpm.close()
-        pb.close()
-        pto.close()
+        run_o3(mod, tm)
         t2 = time.perf_counter()
         obj = tm.emit_object(mod)
         t3 = time.perf_counter()
