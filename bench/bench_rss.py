@@ -54,7 +54,7 @@ def jitgrad_kernels(n, warm):
 
 def llvmlite_pipeline_only(n):
     import llvmlite.binding as llvm
-    from jitgrad.codegen import target
+    from jitgrad.codegen import backend, target
     tm = target.get().target_machine()
     # one counted loop: a straight-line function does not leak, a loop does
     ir = """define void @f(float* %p, i64 %n) {
@@ -75,13 +75,7 @@ e:
 
     def one():
         mod = llvm.parse_assembly(ir)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(tm, pto)
-        mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
-        mpm.close()
-        pb.close()
-        pto.close()
+        backend.run_o3(mod, tm)
         mod.close()
 
     for _ in range(50):

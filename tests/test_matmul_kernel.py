@@ -112,15 +112,18 @@ class Case:
         return A @ B, bound
 
 
-def compile_cases(cases, target=None, asm=None):
+def compile_cases(cases, target=None, asm=None, also=None):
     """Compiles the cases into one engine (for `target`, default the host);
-    with a list `asm`, appends the module's assembly to it."""
+    with a list `asm`, appends the module's assembly to it; `also(module, i,
+    case)` emits more functions per case."""
     module = ir.Module(name="matmul_tests")
     module.triple = llvm.get_default_triple()
     tm = _target_machine(target)
     module.data_layout = str(tm.target_data)
     for i, c in enumerate(cases):
         c.emit(module, "mm_%d" % i)
+        if also is not None:
+            also(module, i, c)
     mod = llvm.parse_assembly(str(module))
     mod.verify()
     pb = llvm.create_pass_builder(
@@ -520,20 +523,9 @@ def test_host_blocking_prepacked_matches_emit_matmul():
         for (M, N, K, ta, tb) in ((256, 512, 784, False, False), (130, 45, 77, True, False),
                                   (64, 100, 33, False, True)):
             cases.append(Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=cfg))
-    module = ir.Module(name="pre")
-    module.triple = llvm.get_default_triple()
-    tm = _target_machine(t)
-    module.data_layout = str(tm.target_data)
+    engine = compile_cases(cases, t, also=lambda module, i, c: mm.emit_matmul_prepacked(
+        module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config))
     for i, c in enumerate(cases):
-        c.emit(module, "mm_%d" % i)
-        mm.emit_matmul_prepacked(module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config)
-    mod = llvm.parse_assembly(str(module))
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    for i, c in enumerate(cases):
-        c.bind(engine)
         c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
             engine.get_function_address("pre_%d_pack" % i))
         c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(

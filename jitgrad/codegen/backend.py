@@ -7,6 +7,9 @@ without LLVM's optimiser or code generator.
 Code is generated for `jitgrad.codegen.target.current()`: the host unless
 JITGRAD_TARGET_CPU / a Session's jitgrad_target_cpu names another CPU.
 """
+import concurrent.futures
+import os
+import re
 import threading
 import time
 
@@ -35,24 +38,151 @@ def target_machine(target=None):
     return tm
 
 
+def _run_unlocked(mpm, mod, pb):
+    """The pass-manager run without llvmlite's global LLVM lock (which serialises
+    every LLVM call of the process), for a worker thread whose module, context,
+    pass builder and TargetMachine are its own: LLVM itself allows concurrent
+    compilation in separate contexts.  Falls back to the locked call."""
+    from llvmlite.binding import ffi
+    fn = getattr(ffi.lib.LLVMPY_RunNewModulePassManager, "_cfn", None)
+    if fn is None:
+        mpm.run(mod, pb)
+    else:
+        fn(mpm, mod, pb)
+
+
+def run_o3(mod, tm, unlocked=False):
+    """LLVM's O3 pipeline (loop and SLP vectorisers on) over `mod`, in place; every
+    pass-manager object is closed afterwards.  `unlocked`: see _run_unlocked."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    if unlocked:
+        _run_unlocked(mpm, mod, pb)
+    else:
+        mpm.run(mod, pb)
+    mpm.close()
+    pb.close()
+    pto.close()
+
+
+# ------------------------------------------------------------ parallel optimisation
+# A kernel's matmul functions (``<kernel>_mm<k>``, ``..._pack``: self-contained, they
+# call only intrinsics) are most of its IR.  They are split off into side modules and
+# optimised on worker threads (own LLVMContext and TargetMachine; llvmlite's ctypes
+# calls release the GIL) while this thread optimises the rest; the optimised side
+# modules are then linked in (as bitcode) and one object is emitted.  The workers run
+# the pass pipeline outside llvmlite's global lock (`_run_unlocked`).  Each function
+# gets the same O3 pipeline as before, so the code is the same; only the wall time of
+# the optimisation phase shrinks, by up to the number of cores.
+_SIDE_FN = re.compile(r"_mm\d+(_pack)?$")
+_DEFINE = re.compile(r'^define [^@]*@"?([^"(]+)"?\(')
+_pools = {}   # worker count -> ThreadPoolExecutor
+_worker_tms = threading.local()
+
+
+def _workers():
+    """The worker pool (None: optimise on this thread only).  JITGRAD_COMPILE_THREADS
+    caps the threads used per compile (default: the cores, at most 4)."""
+    try:
+        n = int(os.environ.get("JITGRAD_COMPILE_THREADS", "") or min(4, os.cpu_count() or 1)) - 1
+    except ValueError:
+        n = min(4, os.cpu_count() or 1) - 1
+    if n < 1:
+        return None
+    pool = _pools.get(n)
+    if pool is None:
+        with _lock:
+            pool = _pools.get(n)
+            if pool is None:
+                pool = _pools[n] = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="jitgrad-llvm")
+    return pool
+
+
+def split_side_functions(ir_text, n_bins):
+    """(main IR text, [side module IR texts]): matmul functions moved to up to
+    `n_bins` side modules, balanced by size against what stays in the main module
+    (declared there).  None when there is nothing worth splitting."""
+    lines = ir_text.split("\n")
+    header = [ln for ln in lines if ln.startswith(("target triple", "target datalayout"))]
+    decls = [ln for ln in lines if ln.startswith("declare ")]
+    main, funcs, i = [], [], 0
+    while i < len(lines):
+        m = _DEFINE.match(lines[i])
+        if m and _SIDE_FN.search(m.group(1)):
+            j = lines.index("}", i)
+            funcs.append(lines[i:j + 1])
+            main.append(len(funcs) - 1)       # placeholder: the function's slot
+            i = j + 1
+            continue
+        main.append(lines[i])
+        i += 1
+    if not funcs or any("!" in ln for f in funcs for ln in f if not ln.startswith("define")):
+        return None
+    # greedy by size: the main module's own code counts as bin 0's load
+    loads = [sum(1 for ln in main if isinstance(ln, str))] + [0] * n_bins
+    where = {}
+    for k in sorted(range(len(funcs)), key=lambda k: -len(funcs[k])):
+        b = min(range(len(loads)), key=loads.__getitem__)
+        where[k] = b
+        loads[b] += len(funcs[k])
+    if all(b == 0 for b in where.values()):
+        return None
+    out_main = []
+    for ln in main:
+        if isinstance(ln, int):
+            f = funcs[ln]
+            out_main += f if where[ln] == 0 else [re.sub(r"\s*\{$", "", "declare" + f[0][len("define"):])]
+        else:
+            out_main.append(ln)
+    sides = ["\n".join(header + decls + [ln for k in sorted(where) if where[k] == b for ln in funcs[k]])
+             for b in range(1, n_bins + 1) if any(v == b for v in where.values())]
+    return "\n".join(out_main), sides
+
+
+def _optimise_side(ir_text, target):
+    """On a worker thread: its own context and TargetMachine; returns bitcode."""
+    tms = getattr(_worker_tms, "tms", None)
+    if tms is None:
+        tms = _worker_tms.tms = {}
+    tm = tms.get(target.key())
+    if tm is None:
+        tm = tms[target.key()] = target.target_machine(opt=3)
+    ctx = llvm.create_context()
+    try:
+        mod = llvm.parse_assembly(ir_text, context=ctx)
+        try:
+            mod.verify()
+            run_o3(mod, tm, unlocked=True)
+            return mod.as_bitcode()
+        finally:
+            mod.close()
+    finally:
+        ctx.close()
+
+
 def optimise_to_object(ir_text, target=None):
     """Parses, verifies, optimises (O3) and emits object code for `target` (default:
     the current one).  Returns (object bytes, optimised IR text, {phase: seconds})."""
+    target = target or _target.current()
     tm = target_machine(target)
     t0 = time.perf_counter()
+    pool = _workers()
+    split = split_side_functions(ir_text, pool._max_workers) if pool is not None else None
+    futures = []
+    if split is not None:
+        ir_text, sides = split
+        futures = [pool.submit(_optimise_side, side, target) for side in sides]
     mod = llvm.parse_assembly(ir_text)
     try:
         mod.verify()
         t1 = time.perf_counter()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)
-        mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
-        mpm.close()
-        pb.close()
-        pto.close()
+        run_o3(mod, tm)
+        for fut in futures:
+            side = llvm.parse_bitcode(fut.result())
+            mod.link_in(side)         # takes `side` over
         t2 = time.perf_counter()
         obj = tm.emit_object(mod)
         t3 = time.perf_counter()
