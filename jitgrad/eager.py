@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from . import dtypes
+from . import dispatch, dtypes
 from .errors import InvalidArgumentError
 from .ops import registry
 from .shapes import TensorShape
@@ -29,9 +29,8 @@ def _dtype_of(np_dtype):
 op_recorders = []
 
 # Vectorised backward passes (GradientTape.jacobian): while _batching[0] is set,
-# ops with a BatchedTensor input go to _batch_execute[0] (installed by tape.py).
+# ops with a BatchedTensor input go to dispatch.batch_execute (installed by tape.py).
 _batching = [False]
-_batch_execute = [None]
 
 
 class EagerTensor:
@@ -200,7 +199,7 @@ def execute(opdef, inputs, attrs):
     if _batching[0]:
         for t in inputs:
             if type(t) is BatchedTensor:
-                return _batch_execute[0](opdef, inputs, attrs)
+                return dispatch.batch_execute(opdef, inputs, attrs)
     vals = [t._value for t in inputs]
     key = out_np = None
     if not opdef.stateful:
@@ -239,6 +238,6 @@ def execute(opdef, inputs, attrs):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-registry._eager_execute[0] = execute
-registry._eager_types = frozenset((EagerTensor, BatchedTensor))
-registry._eager_tensor = EagerTensor
+dispatch.eager_execute = execute
+dispatch.eager_types = frozenset((EagerTensor, BatchedTensor))
+dispatch.eager_tensor = EagerTensor

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from . import context, nest
+from . import context, dispatch, nest
 from .graph import Graph, Operation, Tensor
 from .ops.state_ops import VariableStore
 
@@ -179,12 +179,12 @@ class BaseSession:
                         return r
         plan = self._fetch_plan(fetches)
         fed = self._fed_list(feed_dict)
-        if self.mode == "interpret" or _compiled_executor[0] is None:
+        if self.mode == "interpret" or dispatch.compiled_execute is None:
             from . import interpreter
             values = interpreter.run(plan.elements, {id(t): v for t, v in fed}, self._store)
         else:
-            values = _compiled_executor[0](self, plan.elements, fed)
-            if fk is not None and _runner_factory[0] is not None:
+            values = dispatch.compiled_execute(self, plan.elements, fed)
+            if fk is not None and dispatch.make_runner is not None:
                 self._install_runner(fk, t, fetches, plan.elements, fed, feed_dict)
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
 
@@ -197,7 +197,7 @@ class BaseSession:
             struct = t
         else:
             struct = None
-        runner = _runner_factory[0](self, elements, fed, struct)
+        runner = dispatch.make_runner(self, elements, fed, struct)
         if runner is not None:
             if len(self._fast) >= 1024:
                 self._fast.clear()
@@ -298,12 +298,6 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
-
-
-# Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.
-_compiled_executor = [None]
-# Set with it (jitgrad.compiler.runner_for): fn(session, elements, fed, struct) -> runner or None.
-_runner_factory = [None]
 
 
 class _Miss:

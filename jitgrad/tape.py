@@ -40,7 +40,7 @@ import logging
 
 import numpy as np
 
-from . import context, eager, nest
+from . import context, dispatch, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .gradients import UnconnectedGradients
@@ -868,4 +868,4 @@ def _batch_execute(opdef, inputs, attrs):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-eager._batch_execute[0] = _batch_execute
+dispatch.batch_execute = _batch_execute

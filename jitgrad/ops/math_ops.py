@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dispatch, dtypes
 from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
 from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
@@ -17,16 +17,16 @@ SIGNED = NUMBERS
 
 
 def _u(op_type, x, name):
-    if x.__class__ in _registry._eager_types and _registry.eager_now():
-        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x], {})
+    if x.__class__ in dispatch.eager_types and _registry.eager_now():
+        return dispatch.eager_execute(_registry.REGISTRY[op_type], [x], {})
     (x,) = convert_all([x])
     return apply_op(op_type, [x], name=name or op_type)
 
 
 def _b(op_type, x, y, name):
-    et = _registry._eager_types
+    et = dispatch.eager_types
     if x.__class__ in et and y.__class__ in et and _registry.eager_now():
-        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x, y], {})
+        return dispatch.eager_execute(_registry.REGISTRY[op_type], [x, y], {})
     x, y = convert_all([x, y])
     return apply_op(op_type, [x, y], name=name or op_type)
 
