@@ -10,7 +10,8 @@ import numpy as np
 
 from . import dispatch, dtypes
 from .errors import InvalidArgumentError
-from .ops import registry
+from .graph import _Reference
+from .ops import array_ops, registry
 from .shapes import TensorShape
 
 _ids = itertools.count(1)
@@ -80,7 +81,6 @@ class EagerTensor:
         return v[()] if v.ndim == 0 else v.copy()
 
     def ref(self):
-        from .graph import _Reference
         return _Reference(self)
 
     experimental_ref = ref
@@ -100,7 +100,6 @@ class EagerTensor:
     def __iter__(self):
         if self._value.ndim == 0:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        from .ops import array_ops
         return iter(array_ops.unstack(self))
 
     def _scalar(self, kind):

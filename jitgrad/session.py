@@ -7,6 +7,7 @@ import threading
 import numpy as np
 
 from . import context, dispatch, nest
+from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor
 from .ops.state_ops import VariableStore
 
@@ -91,7 +92,6 @@ def _as_element(graph, f, what):
 
 def _feed_array(t, value):
     """A feed value as an ndarray of t's dtype, checked against t's static shape."""
-    from .eager import EagerTensor
     if value is None:
         raise TypeError(f"The value of a feed cannot be a tf.Tensor object or None (feed for {t.name}).")
     if isinstance(value, Tensor):

@@ -1,3 +1,5 @@
+
+from .errors import shape_error
 """Static shapes: TensorShape (possibly partial) and shape arithmetic.
 
 A dim is an int or None (unknown); a shape whose rank is unknown has
@@ -147,7 +149,6 @@ def normalize_axes(axis, rank, allow_none=True):
     for a in axes:
         a = int(a)
         if not -rank <= a < max(rank, 1):
-            from .errors import shape_error
             raise shape_error(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
         out.add(a % rank if rank else 0)
     return tuple(sorted(out))

@@ -8,7 +8,8 @@ import numpy as np
 from .. import dispatch, dtypes
 from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
-from ._infer import ALL, FLOATS, NUMBERS, broadcasting, unary
+from ..shapes import as_shape, broadcast_dims
+from ._infer import ALL, broadcasting, check_dtype, check_same, FLOATS, NUMBERS, unary
 from . import registry as _registry
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
@@ -280,7 +281,6 @@ def _select_infer(shapes, dts, attrs):
     if dts[1] != dts[2]:
         raise TypeError(f"Input 'e' of 'SelectV2' Op has type {dts[2].name} that does not match type "
                         f"{dts[1].name} of argument 't'.")
-    from ..shapes import broadcast_dims
     s = broadcast_dims(broadcast_dims(shapes[0], shapes[1], "'SelectV2'"), shapes[2], "'SelectV2'")
     return [(s, dts[1])]
 
@@ -296,8 +296,6 @@ register("SelectV2", infer=_select_infer, kernel=lambda attrs, c, x, y: np.where
 
 
 def _addn_infer(shapes, dts, attrs):
-    from ._infer import check_same, check_dtype
-    from ..shapes import as_shape
     check_same("AddN", dts)
     check_dtype("AddN", dts[0], NUMBERS)
     s = as_shape(shapes[0])

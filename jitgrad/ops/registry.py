@@ -7,6 +7,7 @@ op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
 from .. import context, dispatch
 from ..errors import InvalidArgumentError
+from ..graph import Tensor
 
 REGISTRY = {}
 
@@ -136,7 +137,6 @@ def get(name):
         raise LookupError(f"No op named {name!r} is registered.") from None
 
 
-_Tensor = []  # graph.Tensor, imported on first use (graph imports this module)
 
 
 def eager_now():
@@ -160,10 +160,6 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
                 break
         else:
             return dispatch.eager_execute(opdef, inputs, attrs)
-    if not _Tensor:
-        from ..graph import Tensor as _T
-        _Tensor.append(_T)
-    Tensor = _Tensor[0]
     graph = None
     for t in inputs:
         if isinstance(t, Tensor):

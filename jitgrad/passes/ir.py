@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ops.registry import REGISTRY
+from ..errors import InvalidArgumentError
+from ..ops.registry import REGISTRY, run_kernel
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,6 @@ def from_graph(ops, elements, fed, var_reader):
                                              key=(op.type, op.attrs), name=op.name)
             continue
         if op.type == "Placeholder":
-            from ..errors import InvalidArgumentError
             raise InvalidArgumentError(None, op, f"You must feed a value for placeholder tensor '{op.name}' "
                                                  f"with dtype {op.attrs['dtype'].name} and shape "
                                                  f"{op.outputs[0].shape}")
@@ -170,7 +170,6 @@ def from_graph(ops, elements, fed, var_reader):
         try:
             specs = opdef.infer(in_shapes, in_dtypes, op.attrs)
         except (ValueError, TypeError) as e:
-            from ..errors import InvalidArgumentError
             raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
         specs = tuple((tuple(s), d) for s, d in specs)
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
@@ -214,7 +213,6 @@ def evaluate(program, arg_values):
     where outputs has an ndarray (or None) per Program.outputs and var_writes
     is [(key, ndarray)]. Used to test passes: a pass must not change this.
     """
-    from ..ops.registry import run_kernel
     vals = {}
     for i, n in enumerate(program.nodes):
         if n.op == "Arg":
