@@ -20,15 +20,15 @@ from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessi
 from .gradients import gradients_v1 as _gradients_v1, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
-from . import variables as _v, context as _ctx, session as _s  # noqa: E402
+from . import variables as _v, context as _ctx, session as _s, dispatch as _dispatch  # noqa: E402
 
 
 # The compiler (and, through it, llvmlite) is imported on the first compiled
 # Session.run, not by `import jitgrad`.
 def _execute(session, elements, fed):
     from . import compiler
-    _s._runner_factory[0] = compiler.runner_for
-    _s._compiled_executor[0] = compiler.execute
+    _dispatch.make_runner = compiler.runner_for
+    _dispatch.compiled_execute = compiler.execute
     return compiler.execute(session, elements, fed)
 
 
@@ -44,7 +44,7 @@ def clear_cache():
     return clear()
 
 
-_s._compiled_executor[0] = _execute
+_dispatch.compiled_execute = _execute
 _overloads.install(Tensor)
 _overloads.install(EagerTensor)
 

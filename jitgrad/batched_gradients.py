@@ -46,7 +46,10 @@ then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
 import numpy as np
 
 from . import dtypes
+from .convert import convert_to_tensor
+from .gradients import _as_list, _to_graph_tensor, gradients
 from .graph import Tensor
+from .ops.array_ops import _spec_index
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
 
@@ -71,7 +74,6 @@ def _rank(t):
 
 
 def _const(value, graph):
-    from .convert import convert_to_tensor
     return convert_to_tensor(value, graph=graph)
 
 
@@ -418,7 +420,6 @@ def _oh_transpose(ctx, op, ins, flags):
 
 
 def _oh_strided_slice_grad(ctx, op, ins, flags):
-    from .ops.array_ops import _spec_index
     ref = _static(op.inputs[1].shape)
     pos = np.arange(int(np.prod(ref)), dtype=np.int64).reshape(ref)[_spec_index(op.attrs["spec"], ref)]
     pos = np.asarray(pos).reshape(-1)
@@ -563,8 +564,6 @@ def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradien
     Raises ``Unsupported`` where shapes are not static enough to batch (B, the
     ys' and the cotangents' shapes must be fully defined).
     """
-    from .gradients import _as_list, _to_graph_tensor, gradients
-    from .convert import convert_to_tensor
     ys = [_to_graph_tensor(y, "ys") for y in _as_list(ys)]
     xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
     cts = _as_list(cotangents)
@@ -614,7 +613,6 @@ def batched_jacobian(y, xs, name="jacobian", structured=True, **kwargs):
     batched backward pass with identity rows as cotangents (None where x is unconnected).
     ``structured``: propagate the identity rows as one-hot batches (``_OneHot``) where the
     ops allow it; False always uses dense [n] + y.shape cotangents."""
-    from .gradients import _to_graph_tensor
     y = _to_graph_tensor(y, "ys")
     yshape = _static(y.shape)
     n = int(np.prod(yshape, dtype=np.int64))
@@ -632,7 +630,6 @@ def batched_jacobian(y, xs, name="jacobian", structured=True, **kwargs):
 
 def batched_hessians(ys, xs, name="hessians", **kwargs):
     """``tf.hessians`` by one batched backward pass per x over the gradient graph."""
-    from .gradients import _as_list, _to_graph_tensor, gradients
     xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
     for x in xs:
         _static(x.shape)

@@ -6,7 +6,7 @@ and a (nested) list that contains tensors is packed with ``stack``.
 """
 import numpy as np
 
-from . import context, dtypes
+from . import context, dispatch, dtypes
 from .graph import Tensor
 
 _INT32 = np.iinfo(np.int32)
@@ -222,7 +222,6 @@ def graph_of(values):
 
 _F32_MAX = float(np.finfo(np.float32).max)
 _SCALAR_TYPES = (float, int, bool)
-_registry = [None]  # jitgrad.ops.registry, imported on first use
 
 
 def _fast_scalar(v, want):
@@ -245,11 +244,7 @@ def _fast_scalar(v, want):
 def _convert_all_eager(values):
     """convert_all's eager fast path: every value is an EagerTensor or a
     Python scalar, and at least one is a tensor. None when it does not apply."""
-    registry = _registry[0]
-    if registry is None:
-        from .ops import registry
-        _registry[0] = registry
-    et = registry._eager_types
+    et = dispatch.eager_types
     first = None
     for v in values:
         c = v.__class__
@@ -271,7 +266,7 @@ def _convert_all_eager(values):
         arr = _fast_scalar(v, want)
         if arr is None:
             return None
-        out.append(registry._eager_tensor(arr))
+        out.append(dispatch.eager_tensor(arr))
     return out
 
 

@@ -8,9 +8,10 @@ import itertools
 
 import numpy as np
 
-from . import context, dtypes
+from . import context, dispatch, dtypes
 from .errors import InvalidArgumentError
-from .ops import registry
+from .graph import _Reference
+from .ops import array_ops, registry
 from .shapes import TensorShape
 
 _ids = itertools.count(1)
@@ -29,9 +30,8 @@ def _dtype_of(np_dtype):
 op_recorders = []
 
 # Vectorised backward passes (GradientTape.jacobian): while _batching[0] is set,
-# ops with a BatchedTensor input go to _batch_execute[0] (installed by tape.py).
+# ops with a BatchedTensor input go to dispatch.batch_execute (installed by tape.py).
 _batching = [False]
-_batch_execute = [None]
 
 
 class EagerTensor:
@@ -81,7 +81,6 @@ class EagerTensor:
         return v[()] if v.ndim == 0 else v.copy()
 
     def ref(self):
-        from .graph import _Reference
         return _Reference(self)
 
     experimental_ref = ref
@@ -101,7 +100,6 @@ class EagerTensor:
     def __iter__(self):
         if self._value.ndim == 0:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        from .ops import array_ops
         return iter(array_ops.unstack(self))
 
     def _scalar(self, kind):
@@ -202,7 +200,7 @@ def execute(opdef, inputs, attrs):
     if _batching[0]:
         for t in inputs:
             if type(t) is BatchedTensor:
-                return _batch_execute[0](opdef, inputs, attrs)
+                return dispatch.batch_execute(opdef, inputs, attrs)
     vals = [t._value for t in inputs]
     key = out_np = None
     if not opdef.stateful:
@@ -241,6 +239,6 @@ def execute(opdef, inputs, attrs):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-registry._eager_execute[0] = execute
-registry._eager_types = frozenset((EagerTensor, BatchedTensor))
-registry._eager_tensor = EagerTensor
+dispatch.eager_execute = execute
+dispatch.eager_types = frozenset((EagerTensor, BatchedTensor))
+dispatch.eager_tensor = EagerTensor

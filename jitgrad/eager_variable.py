@@ -13,10 +13,13 @@ variable store reads and writes the eager variables (see function.py).
 """
 import numpy as np
 
-from . import context, dtypes
+from . import context, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
+from .function import _read_in_trace, _update_in_trace
+from .graph import _Reference
+from .ops import overloads
 from .shapes import TensorShape
 from .variables import Variable
 
@@ -76,7 +79,6 @@ class EagerVariable(Variable):
         return EagerTensor(self._value)
 
     def ref(self):
-        from .graph import _Reference
         return _Reference(self)
 
     experimental_ref = ref
@@ -84,17 +86,14 @@ class EagerVariable(Variable):
     # ---------------------------------------------------------------- reads
     def _jitgrad_to_tensor(self, graph=None):
         if graph is not None or not context.executing_eagerly():
-            from .function import _read_in_trace
             return _read_in_trace(self, graph)
         return self._eager_read()
 
     def _graph_tensor(self):
-        from .function import _read_in_trace
         return _read_in_trace(self, None)
 
     def _eager_read(self):
         t = EagerTensor(self._value)
-        from . import tape
         if tape._stack or tape._variable_watchers:
             tape._variable_read(self, t)
         return t
@@ -128,7 +127,6 @@ class EagerVariable(Variable):
 
     def _update(self, op_type, value, name, read_value):
         if not context.executing_eagerly():
-            from .function import _update_in_trace
             return _update_in_trace(self, op_type, value, name, read_value)
         t = self._convert_value(value)
         if op_type == "Assign":
@@ -200,7 +198,6 @@ class EagerVariable(Variable):
 
 
 def _install_operators():
-    from .ops import overloads
     overloads.install(EagerVariable)
     # TF Variables: == is elementwise on tensors but identity-based ops stay usable.
 

@@ -1,3 +1,5 @@
+
+from . import context
 """TensorFlow's runtime error classes (``tf.errors``).
 
 As in TensorFlow, these are raised when a *running* computation finds bad data
@@ -24,7 +26,6 @@ class InvalidArgumentError(OpError):
 def shape_error(message):
     """A bad shape or argument found before the op runs: TF raises ValueError while
     building a graph, InvalidArgumentError when executing eagerly (the kernel finds it)."""
-    from . import context
     return InvalidArgumentError(message) if context.executing_eagerly() else ValueError(message)
 
 

@@ -19,11 +19,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import context, dtypes, nest
-from .convert import _in_graph, convert_to_tensor
+from . import context, dtypes, nest, tape
+from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor
+from .ops import array_ops, math_ops
 from .ops.registry import apply_op
+from .session import ConfigProto, Session
 from .shapes import TensorShape
 
 
@@ -89,7 +91,6 @@ def _read_in_trace(var, graph):
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "
                         "(tf.function); create a graph-mode tf.Variable inside the graph instead.")
-    from . import tape
     for gt in tape._stack:
         if gt._tape is not None and gt._watch_accessed_variables and var.trainable:
             gt._tape.watch_variable(var)
@@ -129,7 +130,6 @@ def _update_in_trace(var, op_type, value, name, read_value):
         prev = ctx.var_writes.get(h)
         if prev is not None and op_type != "Assign":
             # Chain updates through dataflow (see _read_in_trace): v' = previous value +/- delta.
-            from .ops import math_ops
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(prev.outputs[0], v)
             op_type = "Assign"
         deps = list(ctx.var_ops.get(h, []))
@@ -166,7 +166,6 @@ def _lift(ctx, tensor):
     """The value of a traced tensor that must not depend on the function's arguments
     (a variable's initial value), computed now by the reference interpreter."""
     from .passes.prune import prune
-    from .session import ConfigProto, Session
     if any(op.type == "Placeholder" for op in prune([tensor], ())):
         raise ValueError(f"The initial value of a tf.Variable created inside jitgrad.function ({tensor.name}) "
                          "depends on the function's arguments; it must be computable when the function is "
@@ -247,7 +246,6 @@ class ConcreteFunction:
     """One traced graph and the Session that runs it."""
 
     def __init__(self, graph, inputs, fetches, build, ctx, name):
-        from .session import Session
         self.graph = graph
         self.inputs = inputs
         self._feed_keys = [t.ref() for t in inputs]   # function tensors are unhashable (TF 2)
@@ -470,7 +468,6 @@ class Function:
         return concrete
 
     def _trace_once(self, args, kwargs, key, specs, may_create_variables):
-        from .ops import array_ops
         g = Graph()
         g.building_function = True   # TF 2 semantics inside: `==` elementwise, tensors unhashable
         ctx = _TraceContext(g)
@@ -547,13 +544,11 @@ _NONE = (None,)   # an Operation's place in the outputs: None, as in TF
 def _python_value_to_tensor(x):
     """TF returns tensors for Python numbers a function returns; None stays None."""
     if isinstance(x, (bool, int, float, np.number, np.ndarray)):
-        from .convert import to_numpy
         return EagerTensor(to_numpy(x))
     return x
 
 
 def _tape_is_recording():
-    from . import tape
     return any(gt._tape is not None for gt in tape._stack)
 
 

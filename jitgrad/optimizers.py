@@ -9,9 +9,13 @@ operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
 ``compat.v1.train`` and Keras 3's ``update_step`` for ``keras.optimizers``.
 """
 from . import context, dtypes
+from .function import _current_trace
+from .gradients import gradients
 from .graph import Tensor
 from .ops import math_ops
 from .ops.array_ops import zeros
+from .tape import GradientTape
+from .variables import group, trainable_variables, Variable
 
 __all__ = ["GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "SGD", "Adam"]
 
@@ -21,7 +25,6 @@ def _new_variable(initial_value, name, dtype=None):
     a graph variable in graph mode, else an eager one (inside a trace: created on
     the first trace and captured, see function.create_variable_in_trace).
     ``initial_value`` is a callable, so inside a trace it runs eagerly (init_scope)."""
-    from .variables import Variable
     return Variable(initial_value, trainable=False, name=name, dtype=dtype)
 
 
@@ -71,7 +74,6 @@ class Optimizer:
     def compute_gradients(self, loss, var_list=None, gate_gradients=1, aggregation_method=None,
                           colocate_gradients_with_ops=False, grad_loss=None):
         if callable(loss):
-            from .tape import GradientTape
             with GradientTape() as tape:
                 value = loss()
             if var_list is None:
@@ -81,8 +83,6 @@ class Optimizer:
         if context.executing_eagerly():
             raise RuntimeError("`loss` passed to Optimizer.compute_gradients should be a function when eager "
                                "execution is enabled.")
-        from .gradients import gradients
-        from .variables import trainable_variables
         var_list = list(trainable_variables() if var_list is None else var_list)
         if not var_list:
             raise ValueError("No variables to optimize.")
@@ -108,7 +108,6 @@ class Optimizer:
             else:
                 with graph.control_dependencies([u for u in updates if u is not None]):
                     updates = [global_step.assign_add(1)]
-        from .variables import group
         return group(*[u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")], name=name or self._name)
 
     def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
@@ -269,7 +268,6 @@ class KerasOptimizer:
         return self.iterations
 
     def minimize(self, loss, var_list, tape=None):
-        from .tape import GradientTape
         if tape is None:
             if not callable(loss):
                 raise ValueError("`tape` is required when a `Tensor` loss is passed.")
@@ -282,7 +280,6 @@ class KerasOptimizer:
 
 
 def _in_trace():
-    from .function import _current_trace
     return _current_trace() is not None
 
 

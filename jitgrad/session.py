@@ -6,7 +6,8 @@ import threading
 
 import numpy as np
 
-from . import context, dtypes, nest
+from . import context, dispatch, dtypes, nest
+from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 
@@ -111,7 +112,6 @@ def _as_element(graph, f, what):
 
 def _feed_array(t, value):
     """A feed value as an ndarray of t's dtype, checked against t's static shape."""
-    from .eager import EagerTensor
     if value is None:
         raise TypeError(f"The value of a feed cannot be a tf.Tensor object or None (feed for {t.name}).")
     if isinstance(value, Tensor):
@@ -210,17 +210,17 @@ class BaseSession:
                         return r
         plan = self._fetch_plan(fetches)
         fed = self._fed_list(feed_dict)
-        if self.mode == "interpret" or _compiled_executor[0] is None:
+        if self.mode == "interpret" or dispatch.compiled_execute is None:
             from . import interpreter
             values = interpreter.run(plan.elements, {id(t): v for t, v in fed}, self._store)
         else:
             if self._target is None:
-                values = _compiled_executor[0](self, plan.elements, fed)
+                values = dispatch.compiled_execute(self, plan.elements, fed)
             else:
                 from .codegen.target import using
                 with using(self._target):
-                    values = _compiled_executor[0](self, plan.elements, fed)
-            if fk is not None and _runner_factory[0] is not None:
+                    values = dispatch.compiled_execute(self, plan.elements, fed)
+            if fk is not None and dispatch.make_runner is not None:
                 self._install_runner(fk, t, fetches, plan.elements, fed, feed_dict)
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
 
@@ -234,7 +234,7 @@ class BaseSession:
             struct = t
         else:
             struct = None
-        runner = _runner_factory[0](self, elements, fed, struct)
+        runner = dispatch.make_runner(self, elements, fed, struct)
         if runner is not None:
             if len(self._fast) >= 1024:
                 self._fast.clear()
@@ -342,12 +342,6 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
-
-
-# Set by jitgrad/__init__ (jitgrad.compiler.execute): fn(session, elements, [(tensor, ndarray)]) -> values.
-_compiled_executor = [None]
-# Set with it (jitgrad.compiler.runner_for): fn(session, elements, fed, struct) -> runner or None.
-_runner_factory = [None]
 
 
 class _Miss:

@@ -1,3 +1,5 @@
+
+from .errors import shape_error
 """Static shapes: TensorShape (possibly partial) and shape arithmetic.
 
 A dim is an int or None (unknown); a shape whose rank is unknown has
@@ -198,7 +200,6 @@ def normalize_axes(axis, rank, allow_none=True, allow_duplicates=False):
     for a in axes:
         a = int(a)
         if not -rank <= a < max(rank, 1):
-            from .errors import shape_error
             raise shape_error(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
         a = a % rank if rank else 0
         if a in out and not allow_duplicates:

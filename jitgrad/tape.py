@@ -40,11 +40,15 @@ import logging
 
 import numpy as np
 
-from . import context, dtypes, eager, nest
+from . import context, dispatch, dtypes, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
-from .gradients import UnconnectedGradients
+from .errors import InvalidArgumentError
+from .gradients import gradients, UnconnectedGradients
 from .graph import Tensor
+from .ops import array_ops, math_ops
+from .ops.array_ops import reshape, stack, transpose
+from .ops.math_ops import add_n, zeros_like
 from .ops.registry import NOT_DIFFERENTIABLE, GradOp, run_kernel
 from .shapes import TensorShape, normalize_axes
 
@@ -191,7 +195,6 @@ _MIN_AGGREGATE_BYTES = 128 * 1024 * 1024
 def _aggregate(grads):
     if len(grads) == 1:
         return grads[0]
-    from .ops.math_ops import add_n
     return add_n(grads)
 
 
@@ -590,7 +593,6 @@ class GradientTape:
             # (unlike jacobian) fills an unconnected result with zeros
             out = _zeros(full, src[2] if unconnected_gradients == UnconnectedGradients.ZERO else ydt)
         else:
-            from .ops.array_ops import transpose
             g = _reshape(g, (m, b) + tuple(xshape[1:]))
             perm = [1, 0] + list(range(2, g.shape.rank))
             out = _reshape(transpose(g, perm), full)
@@ -622,7 +624,6 @@ class GradientTape:
             return out
         # Per-row fallback, with public ops so that outer tapes record it (higher order), also
         # used for experimental_use_pfor=False.
-        from .ops.array_ops import stack
         per_row = []
         for i in range(n):
             per_row.append(compute_gradient(self._tape, [tid], sids, stt, [EagerTensor(rows[i])], keep_tape=True))
@@ -653,7 +654,6 @@ class GradientTape:
         return xs, watched
 
     def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
-        from .gradients import gradients
         xs, watched = self._graph_sources(flat_sources)
         ys = [convert_to_tensor(t) for t in flat_targets]
         stop = []
@@ -667,7 +667,6 @@ class GradientTape:
             for i, g in zip(use, gs):
                 result[i] = g
         if unconnected == UnconnectedGradients.ZERO:
-            from .ops.math_ops import zeros_like
             result = [zeros_like(x) if g is None else g for g, x in zip(result, xs)]
         return result
 
@@ -675,7 +674,6 @@ class GradientTape:
         """Jacobian in a trace: one batched backward pass (batched_gradients.py) with the
         identity rows as cotangents; the per-row loop is the fallback."""
         from . import batched_gradients as bg
-        from .ops import array_ops
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
         if not y.shape.is_fully_defined():
@@ -698,8 +696,6 @@ class GradientTape:
         return self._graph_jacobian_per_row(y, xs, watched, unconnected)
 
     def _graph_jacobian_per_row(self, y, xs, watched, unconnected):
-        from .gradients import gradients
-        from .ops import array_ops, math_ops
         n = y.shape.num_elements()
         flat = array_ops.reshape(y, [-1])
         out = []
@@ -720,7 +716,6 @@ class GradientTape:
         """batch_jacobian in a trace: cotangent row j is the one-hot at position j of every
         example ([m, b] + y.shape[1:]), so one batched backward pass gives all examples' rows."""
         from . import batched_gradients as bg
-        from .ops import array_ops
         (x,), (watched,) = self._graph_sources([source])
         y = convert_to_tensor(target)
         yshape, xshape = y.shape, x.shape
@@ -759,7 +754,6 @@ class _GraphTapeState:
 
 
 def _reshape(t, shape):
-    from .ops.array_ops import reshape
     return t if tuple(t._value.shape) == tuple(shape) else reshape(t, list(shape))
 
 
@@ -875,7 +869,6 @@ def _rule_per_row(opdef, inputs, flags, attrs, B):
 
 
 def _batch_execute(opdef, inputs, attrs):
-    from .errors import InvalidArgumentError
     flags = [type(t) is BatchedTensor for t in inputs]
     B = next(t._value.shape[0] for t, f in zip(inputs, flags) if f)
     try:
@@ -907,4 +900,4 @@ def _batch_execute(opdef, inputs, attrs):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-eager._batch_execute[0] = _batch_execute
+dispatch.batch_execute = _batch_execute

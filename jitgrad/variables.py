@@ -4,7 +4,10 @@ import itertools
 
 from . import context
 from .convert import convert_to_tensor, to_numpy
+from .function import _current_trace, create_variable_in_trace
+from .ops import overloads
 from .ops.registry import apply_op
+from .session import _default_session_for
 from .shapes import TensorShape
 
 _var_ids = itertools.count()
@@ -39,7 +42,6 @@ class Variable(metaclass=_VariableMeta):
             for observe in creation_observers:
                 observe(var)
             return var
-        from .function import _current_trace, create_variable_in_trace
         trace = _current_trace()
         if trace is not None:
             return create_variable_in_trace(trace, initial_value, trainable=trainable, name=name, dtype=dtype,
@@ -141,7 +143,6 @@ class GraphVariable(Variable):
         return self._value.eval(session=session)
 
     def load(self, value, session=None):
-        from .session import _default_session_for
         _default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
 
     def __repr__(self):
@@ -208,7 +209,6 @@ def trainable_variables():
 
 def _install_operators():
     # tf.Variable supports the Tensor operators (v * 2, -v, v[0], v ** 2, ...).
-    from .ops import overloads
     overloads.install(GraphVariable)
     GraphVariable.__hash__ = lambda self: id(self)
 

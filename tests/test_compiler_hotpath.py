@@ -250,6 +250,30 @@ def test_import_is_lazy():
     assert "HEAVY []" in r.stdout, r.stdout
 
 
+def test_dispatch_hooks_are_installed_and_the_compiler_only_on_first_use():
+    """jitgrad/dispatch.py: eager.py and tape.py install theirs on import; the compiled
+    executor is a stub until the first compiled run puts jitgrad.compiler's functions there."""
+    r = _subprocess("""
+        import sys
+        import jitgrad as tf
+        from jitgrad import dispatch, eager, tape
+        assert dispatch.eager_execute is eager.execute and dispatch.batch_execute is tape._batch_execute
+        assert dispatch.eager_types == {tf.EagerTensor, eager.BatchedTensor} and dispatch.eager_tensor is tf.EagerTensor
+        assert dispatch.make_runner is None and "jitgrad.compiler" not in sys.modules
+        stub = dispatch.compiled_execute
+        g = tf.Graph()
+        with g.as_default():
+            y = tf.constant(3.0) * 2.0
+        assert tf.compat.v1.Session(graph=g).run(y) == 6.0
+        from jitgrad import compiler
+        assert stub is not compiler.execute and dispatch.compiled_execute is compiler.execute
+        assert dispatch.make_runner is compiler.runner_for
+        print("OK")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "OK" in r.stdout
+
+
 WARM = """
 import sys, json
 import numpy as np

@@ -3,8 +3,9 @@ transpose, expand/squeeze, concat/stack, slicing, gather, tile, broadcast."""
 import numpy as np
 
 from .. import context, dtypes
-from ..convert import convert_all, convert_to_tensor, to_numpy
+from ..convert import convert_all, convert_to_tensor, graph_of, to_numpy
 from ..errors import InvalidArgumentError, shape_error
+from ..graph import Tensor
 from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
 from ._infer import check_same
 from .math_ops import reduce_to
@@ -30,7 +31,6 @@ register("Placeholder", infer=lambda shapes, dts, attrs: [(attrs["shape"], attrs
 def constant(value, dtype=None, shape=None, name="Const"):
     """``tf.constant``: eager tensor now, or a Const node while building a graph."""
     from ..eager import EagerTensor
-    from ..graph import Tensor
     if isinstance(value, (Tensor,)):
         raise TypeError("tf.constant does not accept a symbolic Tensor; use tf.identity.")
     if isinstance(value, EagerTensor):
@@ -700,7 +700,6 @@ def rank(input, name=None):  # noqa: A002
 def get_static_value(tensor, partial=False):
     """``tf.get_static_value``: the value if known without running anything."""
     from ..eager import EagerTensor
-    from ..graph import Tensor
     if isinstance(tensor, EagerTensor):
         return tensor.numpy()
     if not isinstance(tensor, Tensor):
@@ -731,7 +730,6 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     another dtype raise TypeError (array_ops.one_hot's rules, with its messages).
     Not differentiable (TF: NotDifferentiable("OneHot")): no gradient reaches
     on_value / off_value."""
-    from ..convert import graph_of
     from .math_ops import equal, stop_gradient, where
     g = graph_of([indices, on_value, off_value])
     (i,) = convert_all([indices], graph=g)
@@ -959,7 +957,6 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     SYMMETRIC: with reversed slices of the input), so gradients, the interpreter
     and the compiler need nothing new. ``paddings`` must be known when the graph
     is built; no gradient reaches ``constant_values`` (TF's PadV2 gives None)."""
-    from ..convert import graph_of
     from .math_ops import identity, stop_gradient
     mode = mode.upper() if isinstance(mode, str) else mode
     if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
@@ -1055,7 +1052,6 @@ def linspace(start, stop, num, name=None, axis=0):
     max(num - 1, 1), and the last is stop exactly. An integer start gives
     float64 (TF divides with truediv). ``num`` must be known when the graph is
     built; start/stop may be tensors (differentiable), broadcast together."""
-    from ..convert import graph_of
     from .math_ops import add, cast, identity, multiply, subtract, truediv
     g = graph_of([start, stop])
     s = convert_to_tensor(start, graph=g)

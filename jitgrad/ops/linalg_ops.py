@@ -5,7 +5,7 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all
 from ..errors import shape_error
-from ..shapes import broadcast_dims
+from ..shapes import broadcast_dims, normalize_axes
 from ._infer import FLOATS, NUMBERS, check_dtype, check_same
 from .math_ops import reduce_to
 from .registry import apply_op, register
@@ -131,7 +131,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa:
             axis = (int(axis),)
     (x,) = convert_all([tensor])
     if axis is not None and x.shape.rank is not None:
-        from ..shapes import normalize_axes
         normalize_axes(axis, x.shape.rank)   # TF: "Invalid reduction dimension"
     if any(_same_ord(ord, s) for s in ("fro", "euclidean", 2)):
         if is_matrix and _same_ord(ord, 2):

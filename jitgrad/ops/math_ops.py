@@ -5,10 +5,11 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dispatch, dtypes
 from ..convert import convert_all, graph_of
 from ..errors import InvalidArgumentError
-from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, unary
+from ..shapes import as_shape, broadcast_dims
+from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
@@ -17,16 +18,16 @@ SIGNED = NUMBERS
 
 
 def _u(op_type, x, name):
-    if x.__class__ in _registry._eager_types and _registry.eager_now():
-        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x], {})
+    if x.__class__ in dispatch.eager_types and _registry.eager_now():
+        return dispatch.eager_execute(_registry.REGISTRY[op_type], [x], {})
     (x,) = convert_all([x])
     return apply_op(op_type, [x], name=name or op_type)
 
 
 def _b(op_type, x, y, name):
-    et = _registry._eager_types
+    et = dispatch.eager_types
     if x.__class__ in et and y.__class__ in et and _registry.eager_now():
-        return _registry._eager_execute[0](_registry.REGISTRY[op_type], [x, y], {})
+        return dispatch.eager_execute(_registry.REGISTRY[op_type], [x, y], {})
     x, y = convert_all([x, y])
     return apply_op(op_type, [x, y], name=name or op_type)
 
@@ -280,7 +281,6 @@ def _select_infer(shapes, dts, attrs):
     if dts[1] != dts[2]:
         raise TypeError(f"Input 'e' of 'SelectV2' Op has type {dts[2].name} that does not match type "
                         f"{dts[1].name} of argument 't'.")
-    from ..shapes import broadcast_dims
     s = broadcast_dims(broadcast_dims(shapes[0], shapes[1], "'SelectV2'"), shapes[2], "'SelectV2'")
     return [(s, dts[1])]
 
@@ -296,8 +296,6 @@ register("SelectV2", infer=_select_infer, kernel=lambda attrs, c, x, y: np.where
 
 
 def _addn_infer(shapes, dts, attrs):
-    from ._infer import check_same, check_dtype
-    from ..shapes import as_shape
     check_same("AddN", dts)
     check_dtype("AddN", dts[0], ARITH)
     s = as_shape(shapes[0])

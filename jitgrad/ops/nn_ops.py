@@ -1,9 +1,11 @@
 """Softmax family, written as compositions of primitive ops so the compiler
 fuses them and their gradients come from the primitives' rules (except
 softmax_cross_entropy_with_logits, whose gradient is TF's: SoftmaxXentLoss)."""
+import numbers
 import numpy as np
 
-from ..convert import _is_tensorlike, convert_all
+from ..convert import _is_tensorlike, convert_all, convert_to_tensor, graph_of
+from ..shapes import as_shape
 from .array_ops import expand_dims
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
@@ -69,7 +71,6 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=No
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
     from .array_ops import gather
-    from ..convert import convert_to_tensor, graph_of
     (logits,) = convert_all([logits])
     n = logits.shape[-1] if logits.shape.rank else None
     if n is None:
@@ -157,7 +158,6 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
 def _noise_shape(x, noise_shape):
     """TF's _get_noise_shape, but static (jitgrad's random ops need static
     shapes): x's shape, or noise_shape with its unknown dimensions taken from x."""
-    from ..shapes import as_shape
     dims = x.shape.as_list() if noise_shape is None else None
     if noise_shape is not None:
         from .array_ops import _static_value
@@ -178,9 +178,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     A Python rate scales by 1 / (1 - rate) computed in Python, as TF; a tensor rate
     divides by (1 - rate). rate 0 returns x (still consuming an op seed, as TF, so
     the draws of later random ops do not change)."""
-    import numbers
     from . import random_ops
-    from ..convert import convert_to_tensor, graph_of
     is_rate_number = isinstance(rate, numbers.Real) and not isinstance(rate, bool)
     if is_rate_number and (rate < 0 or rate >= 1):
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: rate={rate}")

@@ -4,7 +4,9 @@ import numpy as np
 
 from ..convert import convert_all
 from ..shapes import InputShapeError, broadcast_dims, normalize_axes, num_elements, require_shape
-from .. import dtypes
+from .. import context, dtypes
+from ..errors import InvalidArgumentError
+from ..graph import Tensor
 from ._infer import NUMBERS, check_dtype
 from .math_ops import cast, divide, equal, multiply
 from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, apply_op, register
@@ -207,7 +209,6 @@ def unreduce(g, x, axis, keepdims):
 def _axis_attr(axis):
     if axis is None:
         return None
-    from ..graph import Tensor
     if isinstance(axis, Tensor) or hasattr(axis, "numpy"):
         from .array_ops import get_static_value
         value = get_static_value(axis)
@@ -452,8 +453,6 @@ def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
         return cast(sqrt(reduce_sum(multiply(f, f), axis, keepdims=keepdims)), x.dtype,
                     name=name or "EuclideanNorm")
     if not x.dtype.is_floating:   # TF: the EuclideanNorm op rejects its dtype attr
-        from .. import context
-        from ..errors import InvalidArgumentError
         msg = f"Value for attr 'T' of {x.dtype.name} is not in the list of allowed values for EuclideanNorm"
         raise InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
     return sqrt(reduce_sum(multiply(x, x), axis, keepdims=keepdims), name=name or "EuclideanNorm")

@@ -5,8 +5,9 @@ its gradient rule (written with public ops, so it works in graph and eager
 mode and can itself be differentiated) and hints for the compiler. Adding an
 op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
-from .. import context
+from .. import context, dispatch
 from ..errors import InvalidArgumentError
+from ..graph import Tensor
 from ..shapes import InputShapeError
 
 REGISTRY = {}
@@ -142,12 +143,6 @@ def get(name):
         raise LookupError(f"No op named {name!r} is registered.") from None
 
 
-# Eager execution is installed by jitgrad/eager.py to keep this module free of it.
-_eager_execute = [None]
-# Exact eager tensor classes (EagerTensor, BatchedTensor) and EagerTensor, set by eager.py.
-_eager_types = frozenset()
-_eager_tensor = None
-_Tensor = []  # graph.Tensor, imported on first use (graph imports this module)
 
 
 def eager_now():
@@ -165,16 +160,12 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
     attrs = attrs or {}
     if context._eager_enabled[0] and not getattr(context._state, "graphs", None):
         # Fast path: executing eagerly and every input is already an eager tensor.
-        et = _eager_types
+        et = dispatch.eager_types
         for t in inputs:
             if t.__class__ not in et:
                 break
         else:
-            return _eager_execute[0](opdef, inputs, attrs)
-    if not _Tensor:
-        from ..graph import Tensor as _T
-        _Tensor.append(_T)
-    Tensor = _Tensor[0]
+            return dispatch.eager_execute(opdef, inputs, attrs)
     stack = getattr(context._state, "graphs", None)
     capture = getattr(stack[-1], "capture", None) if stack else None
     if capture is not None:
@@ -187,7 +178,7 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
             graph = t.graph
             break
     if graph is None and context.executing_eagerly():
-        return _eager_execute[0](opdef, inputs, attrs)
+        return dispatch.eager_execute(opdef, inputs, attrs)
     if graph is None:
         graph = context.get_default_graph()
     else:

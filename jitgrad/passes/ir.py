@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError, ResourceExhaustedError
-from ..ops.registry import REGISTRY, infer_named
+from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
 
 
@@ -203,7 +203,6 @@ def from_graph(ops, elements, fed, var_reader):
                                              key=(op.type, op.attrs), name=op.name)
             continue
         if op.type == "Placeholder":
-            from ..errors import InvalidArgumentError
             raise InvalidArgumentError(None, op, f"You must feed a value for placeholder tensor '{op.name}' "
                                                  f"with dtype {op.attrs['dtype'].name} and shape "
                                                  f"{op.outputs[0].shape}")
@@ -274,7 +273,6 @@ def evaluate(program, arg_values):
     where outputs has an ndarray (or None) per Program.outputs and var_writes
     is [(key, ndarray)]. Used to test passes: a pass must not change this.
     """
-    from ..ops.registry import run_kernel
     vals = {}
     for i, n in enumerate(program.nodes):
         if n.op == "Arg":

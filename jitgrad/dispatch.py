@@ -1,0 +1,26 @@
+"""The calls the front end makes into parts that are installed later.
+
+Graph building, ``Session.run`` and the eager fast paths call through these names instead
+of importing what they call, so that imports stay one-way (ops/ never imports the eager
+executor, the session never imports the compiler) and ``import jitgrad`` loads neither
+llvmlite nor the code generator. Each is set once, by the module named, when it loads:
+
+  eager_execute(opdef, inputs, attrs)    eager.py: run one op now
+  eager_types, eager_tensor              eager.py: the exact eager tensor classes (a set)
+                                         and EagerTensor, for the fast paths' type tests
+  batch_execute(opdef, inputs, attrs)    tape.py: an op with a BatchedTensor input while a
+                                         vectorised jacobian runs (eager.batching)
+  compiled_execute(session, elements, fed) -> values
+                                         jitgrad/__init__.py: a stub that imports the
+                                         compiler on the first compiled run and puts
+                                         jitgrad.compiler.execute here
+  make_runner(session, elements, fed, struct) -> runner or None
+                                         jitgrad.compiler.runner_for, set with it (None
+                                         until the compiler is loaded)
+"""
+eager_execute = None
+eager_types = frozenset()
+eager_tensor = None
+batch_execute = None
+compiled_execute = None
+make_runner = None
