@@ -23,9 +23,12 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from workloads import w3_training  # noqa: E402
 
 BATCH = 256
-LR = np.float32(0.1)
+GLOBAL = np.float32(BATCH)
 
 
 def dataset(n_batches):
@@ -39,47 +42,23 @@ def dataset(n_batches):
     return out
 
 
-def mlp(scope):
-    import jitgrad as tf
-    from workloads import w3_inputs
-    inp = w3_inputs()
-    with scope:
-        params = [tf.Variable(inp[k], name=k) for k in ("W1", "b1", "W2", "b2")]
-    W1, b1, W2, b2 = params
-
-    @tf.function
-    def grad_step(X, Y):
-        with tf.GradientTape() as tape:
-            h = tf.nn.relu(tf.matmul(X, W1) + b1)
-            logits = tf.matmul(h, W2) + b2
-            loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=logits)) / float(BATCH)
-        return loss, tape.gradient(loss, params)
-
-    @tf.function
-    def apply_step(grads):
-        for p, g in zip(params, grads):
-            p.assign_sub(LR * g)
-
-    return params, grad_step, apply_step
-
-
 def single_process_epoch(data):
     import contextlib
-    _, grad_step, apply_step = mlp(contextlib.nullcontext())
+    _, grad_step, apply_step = w3_training(contextlib.nullcontext())
 
     def epoch():
         for X, Y in data:
-            _, grads = grad_step(X, Y)
+            _, grads = grad_step(X, Y, GLOBAL)
             apply_step(grads)
     return epoch
 
 
 def strategy_epoch(strategy, data):
-    _, grad_step, apply_step = mlp(strategy.scope())
+    _, grad_step, apply_step = w3_training(strategy.scope())
 
     def epoch():
-        for batch in strategy.experimental_distribute_dataset(data):
-            _, grads = strategy.reduce("SUM", strategy.run(grad_step, args=batch))
+        for X, Y in strategy.experimental_distribute_dataset(data):
+            _, grads = strategy.reduce("SUM", strategy.run(grad_step, args=(X, Y, GLOBAL)))
             strategy.run(apply_step, args=(grads,))
     return epoch
 

@@ -106,6 +106,37 @@ def w3_jitgrad(mode):
     return lambda: sess.run([loss] + grads, feed_dict=feed)
 
 
+def w3_training(scope, lr=0.1):
+    """The W3 MLP as a training loop's two steps (jitgrad.function), with its parameters
+    created as variables under ``scope`` (a strategy's scope(), or a null context):
+    grad_step(X, Y, global_batch) -> (loss, grads), the loss summed over the examples fed
+    and divided by the global batch size, so that the gradients of a batch's shards SUM to
+    the batch's mean-loss gradient; apply_step(grads) is plain SGD.  -> (params, grad_step,
+    apply_step)."""
+    import jitgrad as tf
+    inp = w3_inputs()
+    lr = np.float32(lr)
+    with scope:
+        params = [tf.Variable(inp[k], name=k) for k in ("W1", "b1", "W2", "b2")]
+    W1, b1, W2, b2 = params
+
+    @tf.function
+    def grad_step(X, Y, global_batch):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.matmul(X, W1) + b1)
+            logits = tf.matmul(h, W2) + b2
+            xent = tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=logits)
+            loss = tf.reduce_sum(xent) / global_batch
+        return loss, tape.gradient(loss, params)
+
+    @tf.function
+    def apply_step(grads):
+        for p, g in zip(params, grads):
+            p.assign_sub(lr * g)
+
+    return params, grad_step, apply_step
+
+
 # ------------------------------------------------------------------ W4
 def w4_inputs():
     return {"x": np.random.default_rng(4).uniform(-2, 2, 100).astype(np.float32)}

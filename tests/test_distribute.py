@@ -11,6 +11,7 @@ import importlib.util
 import os
 import socket
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -28,9 +29,6 @@ _spec = importlib.util.spec_from_file_location("_bench_workloads", os.path.join(
 workloads = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(workloads)
 
-LR = np.float32(0.1)
-
-
 # ------------------------------------------------------------------ fixtures and helpers
 @pytest.fixture(scope="module")
 def cluster():
@@ -44,38 +42,42 @@ def cluster():
 
 
 @contextlib.contextmanager
-def strategy_on(cluster, **kw):
-    s = DaskStrategy(cluster.client, timeout=180, **kw)
+def strategy_on(cluster, num_replicas=2):
+    s = DaskStrategy(cluster.client, num_replicas=num_replicas, timeout=180)
     try:
         yield s
     finally:
         s.close()
 
 
-def make_mlp(scope):
-    """The W3 MLP (784-512-10, relu, softmax cross-entropy) as a gradient step and an SGD
-    step.  The loss is the sum over the shard divided by the global batch, so that the
-    replicas' gradients SUM to the global batch's mean-loss gradient."""
-    inp = workloads.w3_inputs()
-    with scope:
-        params = [tf.Variable(inp[k], name=k) for k in ("W1", "b1", "W2", "b2")]
-    W1, b1, W2, b2 = params
+class MLP:
+    """The W3 MLP's gradient and SGD steps (bench/workloads.py), learning rate 0.1, with
+    its variables created under ``scope``.  One per module and role: the kernel cache key
+    includes the variables' identity, so new variables would mean new compiles."""
 
-    @tf.function
-    def grad_step(X, Y, global_batch):
-        with tf.GradientTape() as tape:
-            h = tf.nn.relu(tf.matmul(X, W1) + b1)
-            logits = tf.matmul(h, W2) + b2
-            xent = tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=logits)
-            loss = tf.reduce_sum(xent) / global_batch
-        return loss, tape.gradient(loss, params)
+    def __init__(self, scope):
+        self.params, self.grad_step, self.apply_step = workloads.w3_training(scope, lr=0.1)
+        self.initial = [p.numpy().copy() for p in self.params]
 
-    @tf.function
-    def apply_step(grads):
-        for p, g in zip(params, grads):
-            p.assign_sub(LR * g)
+    def reset(self):
+        for p, v in zip(self.params, self.initial):
+            p.assign(v)
 
-    return params, grad_step, apply_step
+    def values(self):
+        return [p.numpy().copy() for p in self.params]
+
+
+@pytest.fixture(scope="module")
+def trainer(cluster):
+    """A 2-replica strategy on the cluster and an MLP mirrored by it."""
+    with strategy_on(cluster) as s:
+        yield s, MLP(s.scope())
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The same MLP in this process only."""
+    return MLP(contextlib.nullcontext())
 
 
 def batches(n_steps, rows=64):
@@ -85,17 +87,13 @@ def batches(n_steps, rows=64):
     return [(X[(s % k) * rows:(s % k + 1) * rows], Y[(s % k) * rows:(s % k + 1) * rows]) for s in range(n_steps)]
 
 
-def values_of(params):
-    return [p.numpy().copy() for p in params]
-
-
-def reference_training(data, n_shards):
+def reference_training(mlp, data, n_shards):
     """Single process, same split: each shard's gradient, summed as the documented tree
     (written out here by hand for 1, 2 and 4 shards), then the SGD step."""
-    params, grad_step, apply_step = make_mlp(contextlib.nullcontext())
+    mlp.reset()
     for X, Y in data:
         gb = np.float32(len(X))
-        shards = [grad_step(x, y, gb) for x, y in zip(np.array_split(X, n_shards), np.array_split(Y, n_shards))]
+        shards = [mlp.grad_step(x, y, gb) for x, y in zip(np.array_split(X, n_shards), np.array_split(Y, n_shards))]
         g = [[s[1][j].numpy() for s in shards] for j in range(4)]
         if n_shards == 1:
             total = [gj[0] for gj in g]
@@ -105,21 +103,28 @@ def reference_training(data, n_shards):
             total = [(gj[0] + gj[1]) + (gj[2] + gj[3]) for gj in g]
         else:
             raise AssertionError(n_shards)
-        apply_step([tf.constant(t) for t in total])
-    return values_of(params)
+        mlp.apply_step([tf.constant(t) for t in total])
+    return mlp.values()
 
 
-def distributed_training(strategy, data):
-    params, grad_step, apply_step = make_mlp(strategy.scope())
-    losses = []
-    for X, Y in data:
-        gb = np.float32(len(X))
-        (batch,) = strategy.experimental_distribute_dataset([(X, Y)])
-        per_replica = strategy.run(grad_step, args=(batch[0], batch[1], gb))
+def distributed_training(strategy, mlp, data, before_step=lambda step: None, before_check=lambda: None):
+    """From the initial weights -> (each step's loss, the first step's gradients); checks
+    that the strategy counted one update per step and that every worker's copy is the
+    client's (bit for bit, at that version)."""
+    mlp.reset()
+    losses, first_grads, first_version = [], None, None
+    for step, batch in enumerate(strategy.experimental_distribute_dataset(data)):
+        before_step(step)
+        per_replica = strategy.run(mlp.grad_step, args=(batch[0], batch[1], np.float32(len(data[step][0]))))
+        first_version = strategy._version if first_version is None else first_version
         loss, grads = strategy.reduce("SUM", per_replica, axis=None)
-        strategy.run(apply_step, args=(grads,))
+        strategy.run(mlp.apply_step, args=(grads,))
         losses.append(float(loss.numpy()))
-    return params, losses
+        first_grads = first_grads or [g.numpy() for g in grads]
+    assert strategy._version == first_version + len(data)     # no update lost or counted twice
+    before_check()
+    assert_mirrors_equal(strategy, mlp.params, strategy._version)
+    return losses, first_grads
 
 
 def assert_mirrors_equal(strategy, params, version):
@@ -163,7 +168,9 @@ def test_split_batch_and_reduce():
     assert dvalues.reduce_value(ReduceOp.MEAN, parts["y"], 0, 2) == np.float32(6.0)
     pr = PerReplica([np.float32(1.5), np.float32(2.5)])
     assert dvalues.reduce_value("MEAN", pr, None, 2) == np.float32(2.0)
-    assert dvalues.reduce_value("SUM", np.float32(3), None, 2) == np.float32(6)   # same on both replicas
+    assert dvalues.reduce_value("MEAN", np.float32(3), None, 2) == np.float32(3)  # same on every replica
+    with pytest.raises(ValueError, match="non-PerReplica"):                       # TF: SUM undefined
+        dvalues.reduce_value("SUM", np.float32(3), None, 2)
     with pytest.raises(ValueError, match="reduce_op"):
         dvalues.reduce_value("PROD", pr, None, 2)
     with pytest.raises(ValueError, match="per-replica values"):
@@ -265,56 +272,46 @@ def test_worker_tasks_are_safe_to_run_again():
 
 
 # ------------------------------------------------------------------ on the cluster
-def test_mlp_training_matches_single_process(cluster):
+def test_mlp_training_matches_single_process(trainer, reference):
+    s, mlp = trainer
     data = batches(20)
-    before = worker_compiles(cluster)
-    tf.clear_cache()
-    with strategy_on(cluster) as s:
-        assert s.num_replicas_in_sync == 2
-        params, losses = distributed_training(s, data)
-        got = values_of(params)
-        assert_mirrors_equal(s, params, version=20)          # 20 updates, each applied once per worker
-        after = worker_compiles(s)
-    client_compiles = tf.cache_info()["compiles"]
+    before = worker_compiles(s)
+    client_before = tf.cache_info()
+    assert s.num_replicas_in_sync == 2
+    losses, first_grads = distributed_training(s, mlp, data)
+    got = mlp.values()
+    after = worker_compiles(s)
+    client = {k: tf.cache_info()[k] - client_before[k] for k in ("compiles", "disk_hits")}
     # same split in one process: bit-identical
-    for a, b in zip(got, reference_training(data, 2)):
+    for a, b in zip(got, reference_training(reference, data, 2)):
         np.testing.assert_array_equal(a, b)
     # the whole batch at once in one process: same up to float32 summation order
-    for a, b in zip(got, reference_training(data, 1)):
+    for a, b in zip(got, reference_training(reference, data, 1)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-    # the loss went down, and the first step's loss is the numpy reference's
+    # the first step's loss and gradients are the hand-written numpy reference's; the loss went down
     inp = workloads.w3_inputs()
     X, Y = data[0]
     want = workloads.w3_numpy(X, Y, inp["W1"], inp["b1"], inp["W2"], inp["b2"])
     np.testing.assert_allclose(losses[0], want[0], rtol=1e-5)
+    for g, w in zip(first_grads, want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
     assert losses[-1] < losses[0]
-    # compiled once for the whole cluster: on the client (grad step, SGD step), never on a worker
-    assert client_compiles == 2
+    # compiled once for the whole cluster: on the client (grad step, SGD step; or found in its
+    # disk cache), never on a worker
+    assert client["compiles"] + client["disk_hits"] == 2, client
     for addr, (compiles, installed) in after.items():
         assert compiles == before.get(addr, (0, 0))[0] == 0, (addr, after)
         assert installed > before.get(addr, (0, 0))[1], (addr, after)
 
 
-def test_gradients_match_numpy_reference(cluster):
-    inp = workloads.w3_inputs()
-    X, Y = inp["X"][:96], inp["Y"][:96]
-    with strategy_on(cluster) as s:
-        params, grad_step, _ = make_mlp(s.scope())
-        (batch,) = s.experimental_distribute_dataset([(X, Y)])
-        loss, grads = s.reduce(ReduceOp.SUM, s.run(grad_step, args=(batch[0], batch[1], np.float32(96))))
-    want = workloads.w3_numpy(X, Y, inp["W1"], inp["b1"], inp["W2"], inp["b2"])
-    np.testing.assert_allclose(loss.numpy(), want[0], rtol=1e-5)
-    for g, w in zip(grads, want[1:]):
-        np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-6)
-
-
-def test_four_replicas_on_two_workers_equal_four_shards_in_one_process(cluster):
-    data = batches(3)
+def test_four_replicas_on_two_workers_equal_four_shards_in_one_process(cluster, reference):
+    data = batches(2)
     with strategy_on(cluster, num_replicas=4) as s:
         assert s.num_replicas_in_sync == 4
-        params, _ = distributed_training(s, data)
-        got = values_of(params)
-    for a, b in zip(got, reference_training(data, 4)):
+        mlp = MLP(s.scope())
+        distributed_training(s, mlp, data)
+        got = mlp.values()
+    for a, b in zip(got, reference_training(reference, data, 4)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -334,20 +331,18 @@ def test_variable_assigned_outside_a_run_reaches_the_workers(cluster):
         assert [v.numpy() for v in s.run(value_times, args=(xs,)).values] == [12.0, 120.0]
 
 
-def test_worker_that_lost_its_mirror_is_sent_the_variables(cluster):
-    data = batches(3)
-    with strategy_on(cluster) as s:
-        params, grad_step, apply_step = make_mlp(s.scope())
-        for step, (X, Y) in enumerate(data):
-            if step == 1:     # as a restarted worker: no mirror
-                s.client.run(dworker.forget, s._id, workers=s._workers()[:1])
-            (batch,) = s.experimental_distribute_dataset([(X, Y)])
-            loss, grads = s.reduce("SUM", s.run(grad_step, args=(batch[0], batch[1], np.float32(len(X)))))
-            s.run(apply_step, args=(grads,))
-        assert s.stats["reseeds"] == 1
-        got = values_of(params)
-        assert_mirrors_equal(s, params, version=3)
-    for a, b in zip(got, reference_training(data, 2)):
+def test_worker_that_lost_its_mirror_is_sent_the_variables(trainer, reference):
+    s, mlp = trainer
+    data = batches(2)
+    reseeds = s.stats["reseeds"]
+
+    def forget_one(step):
+        if step == 1:     # as a restarted worker: no mirror
+            s.client.run(dworker.forget, s._id, workers=s._workers()[:1])
+    distributed_training(s, mlp, data, forget_one)
+    assert s.stats["reseeds"] == reseeds + 1
+    got = mlp.values()
+    for a, b in zip(got, reference_training(reference, data, 2)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -438,7 +433,7 @@ class _KillOnce(WorkerPlugin):
         self.prefix, self.marker = prefix, marker
 
     def setup(self, worker):
-        pass
+        self.worker = worker
 
     def teardown(self, worker):
         pass
@@ -451,32 +446,40 @@ class _KillOnce(WorkerPlugin):
                 fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 return
+            os.write(fd, self.worker.address.encode())
             os.close(fd)
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("phase", ["replica", "update"])
-def test_worker_killed_mid_step(cluster, tmp_path, phase):
+def test_worker_killed_mid_step(trainer, reference, tmp_path, phase):
     import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the plugin class, for the workers
-    data = batches(4)
+    data = batches(3)
     marker = str(tmp_path / "killed")
-    client = cluster.client
-    with strategy_on(cluster) as s:
-        params, grad_step, apply_step = make_mlp(s.scope())
-        for step, (X, Y) in enumerate(data):
-            if step == 2:
-                client.register_plugin(_KillOnce(f"jitgrad-{phase}-", marker), name=_KillOnce.name)
-            gb = np.float32(len(X))
-            (batch,) = s.experimental_distribute_dataset([(X, Y)])
-            loss, grads = s.reduce("SUM", s.run(grad_step, args=(batch[0], batch[1], gb)))
-            s.run(apply_step, args=(grads,))
-        client.unregister_worker_plugin(_KillOnce.name)
+    s, mlp = trainer
+    client = s.client
+    client.wait_for_workers(2, timeout=180)     # a worker killed by the previous case is back
+
+    def kill_during(step):
+        if step == 1:
+            client.register_plugin(_KillOnce(f"jitgrad-{phase}-", marker), name=_KillOnce.name)
+
+    def until_the_scheduler_saw_it():    # else asking every worker waits for the dead one
         assert os.path.exists(marker), "no worker was killed"
-        got = values_of(params)
-        client.wait_for_workers(2, timeout=180)
-        assert_mirrors_equal(s, params, version=4)
-    for a, b in zip(got, reference_training(data, 2)):
+        with open(marker) as f:
+            dead = f.read()
+        for _ in range(1200):
+            if dead not in client.scheduler_info(n_workers=-1)["workers"]:
+                break
+            time.sleep(0.1)
+    try:
+        distributed_training(s, mlp, data, kill_during, until_the_scheduler_saw_it)
+    finally:
+        client.unregister_worker_plugin(_KillOnce.name)
+    assert os.path.exists(marker), "no worker was killed"
+    got = mlp.values()
+    for a, b in zip(got, reference_training(reference, data, 2)):
         np.testing.assert_array_equal(a, b)
 
 

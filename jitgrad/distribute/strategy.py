@@ -79,7 +79,11 @@ class DaskStrategy:
             kw = dict(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                       dashboard_address=":0", env=env)
             kw.update(cluster_kwargs)
-            self._cluster = distributed.LocalCluster(**kw)
+            import dask
+            # Tasks are placed by the strategy (a replica's worker holds its mirror):
+            # work stealing would only move them away from it.
+            with dask.config.set({"distributed.scheduler.work-stealing": False}):
+                self._cluster = distributed.LocalCluster(**kw)
             client = distributed.Client(self._cluster, direct_to_workers=True)
             self._owns_client = True
         elif isinstance(client, str):
@@ -122,7 +126,7 @@ class DaskStrategy:
         if c is not None and c.status == "running":
             with contextlib.suppress(Exception):
                 self._flush()
-                c.run(worker.forget, self._id)
+                c.run(worker.forget, self._id, workers=self._workers(refresh=True), on_error="ignore")
         if self._owns_client and c is not None:
             c.close()
         if self._cluster is not None:
@@ -160,14 +164,17 @@ class DaskStrategy:
         if self._synced is None or any(self._synced.get(k) is not v._value for k, v in self._mirrored.items()):
             if self._synced is not None:
                 self._version += 1
-            self._seed(self._workers())
+            master = self._synced = self._master()
+            # As tasks, not client.run: a worker that has just died must not stall the client.
+            # Each worker's next task waits for its copy (_pending); one that never gets it
+            # raises StaleMirror and is sent it then.
+            for i, where in enumerate(self._workers()):
+                self._pending[where] = self._submit(worker.seed, "seed", i, 0, where, self._version, master)
 
-    def _seed(self, addresses):
-        master = self._master()
-        if addresses:   # a worker that is gone by now raises StaleMirror when it is back
-            self.client.run(worker.seed, self._id, self._version, master, workers=list(addresses),
-                            on_error="return")
-        self._synced = master
+    def _seed_now(self, address):
+        """Sends the client's copy to a worker that has just answered (so is alive)."""
+        master = self._synced = self._master()
+        self.client.run(worker.seed, self._id, self._version, master, workers=[address])
 
     def mirror_states(self):
         """{worker address: (version, {variable key: array})}: the workers' mirrors (tests)."""
@@ -345,7 +352,7 @@ class DaskStrategy:
         futures = {}
         for i in range(len(calls)):
             where = workers[i % len(workers)]
-            futures[i] = submit(i, 0, where, self._pending.get(where) if version is not None else None)
+            futures[i] = (submit(i, 0, where, self._pending.get(where) if version is not None else None), where)
         results = self._collect(futures, submit)
         return [results[i][0] for i in range(len(calls))]
 
@@ -358,42 +365,53 @@ class DaskStrategy:
                                                 after)
 
     def _flush(self):
-        """Waits for the updates sent and not yet followed by a task."""
+        """Waits for the updates (and copies) sent and not yet followed by a task; a worker
+        that missed one is sent the client's copy."""
         pending, self._pending = self._pending, {}
         if pending:
-            self._collect(dict(enumerate(pending.values())), None)
+            self._collect({w: (f, w) for w, f in pending.items()}, None)
 
     def _collect(self, futures, resubmit):
-        """Waits for the futures {i: future}; a StaleMirror sends that worker the current
-        copy, then runs the task again there (or, for updates, is done: the copy sent
-        already holds the update).  Other errors are raised."""
+        """Waits for the futures {i: (future, worker it was sent to)}.  A task that found a
+        stale mirror (StaleMirror), or lost what it waited for with a dead worker (Dask
+        cancels it), is repaired: the worker is sent the client's copy, then a replica task
+        runs again there; an update needs nothing more (the copy holds it).  Other errors
+        are raised.  -> {i: result}."""
         distributed = _distributed()
-        results, attempt = {}, 0
+        results, attempts = {}, 0
         while futures:
             try:
-                results.update(zip(futures, self.client.gather(list(futures.values()))))
+                results.update(zip(futures, self.client.gather([f for f, _ in futures.values()])))
                 break
             except Exception:     # look at each: stale mirrors are repaired, anything else raised
-                distributed.wait(list(futures.values()))
+                for fut, _ in futures.values():
+                    with contextlib.suppress(Exception):   # wait raises for a cancelled future
+                        distributed.wait([fut])
             retry = {}
-            for i, fut in futures.items():
+            for i, (fut, where) in futures.items():
                 if fut.status == "finished":
                     results[i] = fut.result()
                     continue
-                exc = fut.exception()
-                if not isinstance(exc, worker.StaleMirror):
-                    fut.result()     # raises the task's error, with its traceback
-                attempt += 1
-                if attempt > _MAX_ATTEMPTS * max(1, len(futures)):
-                    raise RuntimeError(f"jitgrad.distribute: giving up after repeated stale mirrors ({exc})")
-                log.info("jitgrad.distribute: %s; sending it the current variables", exc)
-                self.stats["reseeds"] += 1
+                if fut.status in ("cancelled", "lost"):
+                    # What it waited for was lost with its worker and cannot be recomputed
+                    # (its own dependencies are released).
+                    reason = f"a task lost its dependencies ({fut.key})"
+                else:
+                    exc = fut.exception()
+                    if not isinstance(exc, worker.StaleMirror):
+                        fut.result()     # raises the task's error, with its traceback
+                    reason, where = str(exc), exc.worker
+                attempts += 1
+                if attempts > _MAX_ATTEMPTS * len(futures):
+                    raise RuntimeError(f"jitgrad.distribute: giving up after {attempts} repairs ({reason})")
                 alive = self._workers(refresh=True)
-                where = exc.worker if exc.worker in alive else alive[0]
+                where = where if where in alive else alive[0]
+                log.info("jitgrad.distribute: %s; sending %s the current variables", reason, where)
+                self.stats["reseeds"] += 1
                 self._pending.pop(where, None)
-                self._seed([where])
+                self._seed_now(where)
                 if resubmit is not None:
-                    retry[i] = resubmit(i, attempt, where)
+                    retry[i] = (resubmit(i, attempts, where), where)
             futures = retry
         for out, notes in results.values():
             if out == "already applied":

@@ -72,9 +72,10 @@ def reduce_value(reduce_op, value, axis, num_replicas):
     vals = [np.asarray(v) for v in local_results(value)]
     if isinstance(value, PerReplica) and len(vals) != num_replicas:
         raise ValueError(f"Expected {num_replicas} per-replica values, got {len(vals)}.")
-    if not isinstance(value, PerReplica):
-        # A value that is the same on every replica (TF's Mirrored): SUM multiplies it.
-        vals = vals * num_replicas
+    if not isinstance(value, PerReplica) and op == "SUM" and num_replicas != 1:
+        # As TF: a value that is not per-replica is the same on every replica; its MEAN is
+        # itself, and its SUM is not defined.
+        raise ValueError(f"A non-PerReplica value {value!r} cannot be reduced with the given reduce op SUM.")
     if axis is None:
         total = tree_sum(vals)
         count = len(vals)

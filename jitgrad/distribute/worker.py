@@ -161,10 +161,15 @@ def _notes(prog):
 
 
 def seed(strategy_id, version, values):
-    """Replaces this worker's mirror of a strategy's variables."""
+    """Replaces this worker's mirror of a strategy's variables by the client's copy at
+    ``version``, unless the mirror is already past it (a copy that arrives late).
+    -> ("seeded" | "newer kept", no notes)."""
     with _lock:
+        m = _mirrors.get(strategy_id)
+        if m is not None and m.version > version:
+            return "newer kept", []
         _mirrors[strategy_id] = Mirror(version, values)
-    return _address()
+    return "seeded", []
 
 
 def forget(strategy_id):
