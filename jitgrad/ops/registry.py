@@ -24,6 +24,9 @@ class OpDef:
     kind: compiler hint: 'elementwise' (same-shape or broadcast pointwise),
         'reduction', 'matmul', 'layout' (data movement), 'source', 'state', 'other'.
     shape_only: indices of inputs whose *shape* alone is used (never their value).
+    run_check(shapes, attrs): optional; what TF's kernel rejects but its shape
+        function lets through (a repeated axis): run on a run's concrete shapes
+        only (passes/ir.py: concrete_specs), raising ValueError.
     """
 
     __slots__ = ("name", "infer", "kernel", "grad", "kind", "stateful", "shape_only",
