@@ -10,7 +10,8 @@ from .passes.ir import concrete_specs
 from .passes.prune import prune
 
 
-# per graph, the (op, input shapes) that passed concrete_specs (graphs are append-only)
+# per graph, the (op id, input shapes) that passed concrete_specs (graphs are append-only;
+# ids, not ops: the graph must stay collectable)
 _checked = weakref.WeakKeyDictionary()
 
 
@@ -34,11 +35,11 @@ def run(targets, feeds, state):
             else:
                 # the shape checks the compiler makes (passes/ir.py), so both engines reject the same runs
                 shapes = tuple([a.shape for a in args])
-                if (op, shapes) not in checked:
+                if (op._id, shapes) not in checked:
                     concrete_specs(op, opdef, shapes, [t.dtype for t in op.inputs])
                     if len(checked) > 100_000:
                         checked.clear()
-                    checked.add((op, shapes))
+                    checked.add((op._id, shapes))
                 try:
                     outs = run_kernel(opdef, args, op.attrs)
                 except InvalidArgumentError as e:

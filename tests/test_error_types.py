@@ -74,6 +74,9 @@ GRAPH = {
     "tile multiples of floats": (TypeError, lambda s, e: tf.tile(tf.ones([2]), [2.0])),
     "tile multiples of another length": (ValueError, lambda s, e: tf.tile(e["x"], [2])),
     "transpose perm of another length": (ValueError, lambda s, e: tf.transpose(e["x"], [0, 1, 2])),
+    "transpose with a repeated perm at run time": (IAE, lambda s, e: s.run(tf.transpose(tf.ones([2, 3]), [0, 0]))),
+    "repeated reduction axes of a known shape at run time": (IAE, lambda s, e: s.run(
+        tf.reduce_sum(tf.ones([2, 3]), [0, 0]))),
     # shapes and dtypes of operands
     "concat of another rank": (ValueError, lambda s, e: tf.concat([e["x"], tf.ones([3])], 0)),
     "concat of another dim": (ValueError, lambda s, e: tf.concat([tf.ones([2, 3]), tf.ones([2, 4])], 0)),

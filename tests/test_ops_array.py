@@ -126,7 +126,7 @@ def test_shape_errors_at_graph_construction():
         with pytest.raises(ValueError):
             tf.reshape(x, [4, 2])
         with pytest.raises(ValueError):
-            tf.transpose(x, [0, 0])
+            tf.transpose(x, [0, 2])       # (a repeated dim, [0, 0], is TF's run-time error)
         with pytest.raises(ValueError):
             tf.squeeze(x, [0])
         with pytest.raises(ValueError):

@@ -605,7 +605,7 @@ class DiskCache:
     def _write_file(self, key, blob):
         """Writes an entry; a directory removed meanwhile (`jitgrad cache clear` or
         `rm -r` in another process) is made again, not a reason for memory-only."""
-        for attempt in range(3):
+        for _ in range(3):
             try:
                 return self._write_file_once(key, blob)
             except FileNotFoundError:

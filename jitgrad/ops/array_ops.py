@@ -189,9 +189,16 @@ def _transpose_infer(shapes, dts, attrs):
         return [(None if perm is None else (None,) * len(perm), dts[0])]
     if perm is None:
         return [(tuple(reversed(s)), dts[0])]
-    if sorted(perm) != list(range(len(s))):
+    if len(perm) != len(s) or not all(0 <= p < len(s) for p in perm):
         raise ValueError(f"perm {list(perm)} is not a permutation of the dimensions of a rank-{len(s)} tensor")
-    return [(tuple(s[p] for p in perm), dts[0])]
+    return [(tuple(s[p] for p in perm), dts[0])]   # (a repeated dim passes, as in TF: _transpose_run_check)
+
+
+def _transpose_run_check(shapes, attrs):
+    perm = attrs["perm"]
+    if perm is not None and shapes[0] is not None and sorted(perm) != list(range(len(shapes[0]))):
+        raise ValueError(f"perm {list(perm)} is not a permutation of the dimensions of a rank-{len(shapes[0])} "
+                         "tensor")
 
 
 def _transpose_grad(op, g):
@@ -201,7 +208,7 @@ def _transpose_grad(op, g):
     return [transpose(g, tuple(int(i) for i in np.argsort(perm)))]
 
 
-register("Transpose", infer=_transpose_infer,
+register("Transpose", infer=_transpose_infer, run_check=_transpose_run_check,
          kernel=lambda attrs, x: np.asarray(np.transpose(x, attrs["perm"]), order="C"),
          grad=_transpose_grad, kind="layout", keeps_uniform=True)
 
@@ -211,7 +218,7 @@ def transpose(a, perm=None, name="transpose", conjugate=False):
     if perm is not None:
         perm = tuple(int(p) for p in (get_static_value(perm) if not isinstance(perm, (list, tuple)) else perm))
         if x.shape.rank is not None:
-            perm = tuple(p % x.shape.rank if x.shape.rank else p for p in perm)
+            perm = tuple(p + x.shape.rank if -x.shape.rank <= p < 0 else p for p in perm)   # (5 stays 5: an error)
     return apply_op("Transpose", [x], {"perm": perm}, name=name)
 
 

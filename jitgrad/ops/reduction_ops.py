@@ -16,7 +16,7 @@ def _reduced_shape(shape, axis, keepdims):
     if shape is None:
         # Reducing everything of an unknown-rank tensor still gives a scalar.
         return () if axis is None and not keepdims else None
-    axes = normalize_axes(axis, len(shape))
+    axes = normalize_axes(axis, len(shape), allow_duplicates=True)   # (_reduce_run_check rejects them)
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
@@ -28,6 +28,12 @@ def _reduce_infer(allowed):
         return [(_reduced_shape(shapes[0], attrs["axis"], attrs["keepdims"]), dts[0])]
     infer.op_name = "?"
     return infer
+
+
+def _reduce_run_check(shapes, attrs):
+    """TF's shape function lets a repeated reduction axis through; its kernel raises."""
+    if shapes[0] is not None:
+        normalize_axes(attrs["axis"], len(shapes[0]))
 
 
 def _np_axes(x, attrs):
@@ -104,11 +110,15 @@ def _min_kernel(attrs, x):
     return np.min(x, axis=axes, keepdims=attrs["keepdims"])
 
 
-register("Sum", infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad, kind="reduction", full_reduce="sum")
-register("Mean", infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad, kind="reduction", full_reduce="mean")
-register("Max", infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad, kind="reduction", full_reduce="max")
-register("Min", infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad, kind="reduction", full_reduce="min")
-register("Prod", infer=_reduce_infer(NUMBERS),
+register("Sum", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad,
+         kind="reduction", full_reduce="sum")
+register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad,
+         kind="reduction", full_reduce="mean")
+register("Max", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad,
+         kind="reduction", full_reduce="max")
+register("Min", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad,
+         kind="reduction", full_reduce="min")
+register("Prod", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS),
          kernel=lambda attrs, x: np.prod(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=x.dtype),
          grad=_prod_grad, kind="reduction", full_reduce="prod")
 
@@ -227,7 +237,7 @@ def _reduce(op_type, x, axis, keepdims, name, default_name):
     (x,) = convert_all([x])
     axis = _axis_attr(axis)
     if axis is not None and x.shape.rank is not None:
-        normalize_axes(axis, x.shape.rank)  # validates now, like TF's graph-time check
+        normalize_axes(axis, x.shape.rank, allow_duplicates=True)  # validates the range now, as TF does
     return apply_op(op_type, [x], {"axis": axis, "keepdims": bool(keepdims)}, name=name or default_name)
 
 
@@ -318,10 +328,10 @@ def argmin(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
     return _arg("ArgMin", input, axis, output_type, name)
 
 
-register("Any", infer=_reduce_infer((dtypes.bool_,)),
+register("Any", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.any(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
          grad=NOT_DIFFERENTIABLE, kind="other")
-register("All", infer=_reduce_infer((dtypes.bool_,)),
+register("All", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.all(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
          grad=NOT_DIFFERENTIABLE, kind="other")
 

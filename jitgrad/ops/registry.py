@@ -62,16 +62,19 @@ class OpDef:
     data_dependent_shape: its output shape is known only when it runs (boolean_mask,
         a run-time range, py_function); kernels are specialised to static shapes, so a
         compiled run holding it goes to the interpreter (counted as a fallback).
+    run_check(shapes, attrs): optional; what TF's kernel rejects but its shape
+        function lets through (a repeated axis): run on a run's concrete shapes
+        only (passes/ir.py: concrete_specs), raising ValueError.
     """
 
     __slots__ = ("name", "infer", "kernel", "grad", "no_gradient", "kind", "stateful", "shape_only", "lowering",
                  "cost", "pointwise", "identity", "reshape", "identity_if_same_shape", "keeps_uniform",
-                 "full_reduce", "cheap", "data_dependent_shape")
+                 "full_reduce", "cheap", "data_dependent_shape", "run_check")
 
     def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False, shape_only=(),
                  lowering="codegen", cost=1, pointwise=None, identity=False, reshape=False,
                  identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False,
-                 data_dependent_shape=False):
+                 data_dependent_shape=False, run_check=None):
         if lowering not in LOWERINGS:
             raise ValueError(f"op {name}: lowering must be one of {LOWERINGS}, got {lowering!r}")
         self.name = name
@@ -92,6 +95,7 @@ class OpDef:
         self.full_reduce = full_reduce
         self.cheap = cheap
         self.data_dependent_shape = data_dependent_shape
+        self.run_check = run_check
 
     def is_shape_only(self, index):
         return index > 0 if self.shape_only == "rest" else index in self.shape_only

@@ -135,6 +135,9 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
     are int64), nor more bytes than an address space holds (TF's OOM)."""
     try:
         specs = infer_named(opdef, op.name, op.inputs, in_shapes, in_dtypes, op.attrs)
+        check = opdef.run_check
+        if check is not None:
+            check(in_shapes, op.attrs)
         for (s, d), t in zip(specs, op.outputs):
             nbytes = check_num_elements(s) * d.np.itemsize
             if nbytes > ADDRESS_SPACE_BYTES:
