@@ -175,9 +175,13 @@ class Layer(Module):
             stack = _call_context.training = []
         stack.append(training)
         try:
-            return self.call(inputs, *rest, **kwargs)
+            out = self.call(inputs, *rest, **kwargs)
         finally:
             stack.pop()
+        shape = getattr(out, "shape", None)
+        if shape is not None and shape.rank:     # what summary() shows: (None, ...)
+            self._output_shape = (None,) + tuple(shape.as_list()[1:])
+        return out
 
     def _convert_input(self, x):
         if x is None or isinstance(x, (str, bool)):

@@ -15,7 +15,7 @@ from ..function import function
 from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .functional import KerasTensor, layers_of, run as run_functional
-from .layers import Layer
+from .layers import Layer, unique_name as _unique_name
 
 
 def _optimizer(identifier):
@@ -59,8 +59,11 @@ class Model(Layer):
     def __init__(self, *args, **kwargs):
         inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
         outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        functional = inputs is not None and outputs is not None
+        if functional and "name" not in kwargs:
+            kwargs["name"] = _unique_name("functional")
         super().__init__(**kwargs)
-        self._functional = inputs is not None and outputs is not None
+        self._functional = functional
         if self._functional:
             self._inputs = list(nest.flatten(inputs))
             if not all(isinstance(t, KerasTensor) for t in self._inputs):
@@ -278,6 +281,12 @@ class Model(Layer):
             cb.on_predict_batch_end(step)
         cb.on_predict_end()
         return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
+
+    def summary(self, print_fn=None):
+        """Keras 3's table of layers, output shapes and parameter counts."""
+        from .summary import summary_text
+        text = summary_text(self)
+        (print_fn or print)(text)
 
     def train_on_batch(self, x, y, return_dict=False):
         self._check_compiled()
