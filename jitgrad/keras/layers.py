@@ -72,7 +72,11 @@ class Layer(Module):
     # ---------------------------------------------------------------- tracking
     def __setattr__(self, name, value):
         if not name.startswith("_") or name == "_layers":
-            for leaf in nest.flatten(value) if isinstance(value, (list, tuple, dict)) else [value]:
+            try:
+                leaves = nest.flatten(value) if isinstance(value, (list, tuple, dict)) else [value]
+            except TypeError:      # a dict with keys that do not sort: not searched for layers
+                leaves = []
+            for leaf in leaves:
                 if isinstance(leaf, Layer) and leaf is not self and "_sublayers" in self.__dict__ \
                         and all(leaf is not s for s in self._sublayers):
                     self._sublayers.append(leaf)
