@@ -244,6 +244,16 @@ class KerasOptimizer:
     def _slot(self, var, slot_name):
         return _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}")
 
+    _slot_names = ()
+
+    def build(self, var_list):
+        """Keras 3's ``optimizer.build``: creates the step counter and the slots of each
+        variable now, so that a traced train step does not create variables."""
+        self.iterations  # noqa: B018 (created on first access)
+        for var in var_list:
+            for name in self._slot_names:
+                self._slot(var, name)
+
     def _lr(self, dtype):
         lr = self.learning_rate
         if callable(lr):
@@ -292,6 +302,7 @@ class SGD(KerasOptimizer):
         if not 0 <= momentum <= 1:
             raise ValueError("`momentum` must be a float between [0, 1].")
         self.momentum, self.nesterov = momentum, nesterov
+        self._slot_names = ("momentum",) if momentum else ()
 
     def _update_step(self, grad, var):
         lr = self._lr(var.dtype)
@@ -315,6 +326,7 @@ class Adam(KerasOptimizer):
         if amsgrad:
             raise ValueError("jitgrad's Adam does not support `amsgrad`.")
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self._slot_names = ("momentum", "velocity")
 
     def _update_step(self, grad, var):
         dt = var.dtype

@@ -66,6 +66,7 @@ def test_fit_matches_hand_written_training_bit_for_bit(run_eagerly):
     assert curve[-1] < curve[0]
     if not run_eagerly:
         assert after["compiles"] - before["compiles"] == 1           # one train-step kernel
+        assert fitted._train_fn.experimental_get_tracing_count() == 1  # variables were made before tracing
         assert after["plan_hits"] - before["plan_hits"] >= 11         # 12 steps: every later step a cache hit
         assert after["fallbacks"] == before["fallbacks"]
 
@@ -135,3 +136,14 @@ def test_mse_regression_with_functional_model_learns_a_line():
     h = model.fit(x, y, batch_size=32, epochs=40, verbose=0)
     w, b = model.get_weights()
     assert abs(w[0, 0] - 3.0) < 0.05 and abs(b[0] + 0.5) < 0.05 and h.history["loss"][-1] < 1e-3
+
+
+def test_optimizer_build_makes_the_slots_up_front():
+    v = [tf.Variable([1.0, 2.0]), tf.Variable(3.0)]
+    adam = keras.optimizers.Adam()
+    adam.build(v)
+    assert len(adam.variables) == 1 + 2 * len(v)            # iterations + momentum/velocity per variable
+    sgd = keras.optimizers.SGD(momentum=0.9)
+    sgd.build(v)
+    assert len(sgd.variables) == 1 + len(v)
+    assert len(keras.optimizers.SGD().variables) == 1        # plain SGD has no slots

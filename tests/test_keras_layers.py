@@ -149,3 +149,38 @@ def test_layers_inside_function_match_eager(graph_mode):
     def f(x):
         return model(x)
     np.testing.assert_allclose(f(x).numpy(), _mlp_np(x, *weights), rtol=1e-6)
+
+
+SEQUENTIAL_SUMMARY = """Model: "sequential"
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
+┃ Layer (type)                    ┃ Output Shape           ┃       Param # ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
+│ dense (Dense)                   │ (None, 300)            │       235,500 │
+├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ dropout (Dropout)               │ (None, 300)            │             0 │
+├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ dense_1 (Dense)                 │ (None, 2)              │           602 │
+└─────────────────────────────────┴────────────────────────┴───────────────┘
+ Total params: 236,102 (922.27 KB)
+ Trainable params: 236,102 (922.27 KB)
+ Non-trainable params: 0 (0.00 B)"""
+
+
+def test_summary_is_keras_table(capsys):
+    # the text TF 2.21 (Keras 3) prints for this model; 784*300+300 = 235,500 and 300*2+2 = 602
+    # parameters, 236,102 * 4 bytes = 922.27 KiB
+    model = keras.Sequential([keras.layers.Dense(300, activation="relu"), keras.layers.Dropout(0.1),
+                              keras.layers.Dense(2)])
+    model.summary()
+    assert "│ dense (Dense)                   │ ?                      │   0 (unbuilt) │" in capsys.readouterr().out
+    model.build((None, 784))
+    model.summary()
+    assert capsys.readouterr().out == SEQUENTIAL_SUMMARY + "\n"
+    inputs = keras.Input((3,))
+    functional = keras.Model(inputs, keras.layers.Dense(5)(inputs))
+    lines = []
+    functional.summary(print_fn=lines.append)
+    text = lines[0].splitlines()
+    assert text[0] == 'Model: "functional"'
+    assert text[4] == "│ input_layer (InputLayer)        │ (None, 3)              │             0 │"
+    assert text[-3] == " Total params: 20 (80.00 B)"

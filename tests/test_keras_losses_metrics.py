@@ -86,3 +86,16 @@ def test_metric_updates_inside_function(graph_mode):
     r = step(LABELS.astype(np.int32), Z.astype(np.float32))
     np.testing.assert_allclose(float(r), np.mean(np.argmax(Z, -1) == LABELS))
     np.testing.assert_allclose(float(mean.result()), -np.mean(np.log(P[range(4), LABELS])), rtol=1e-6)
+
+
+def test_labels_of_rank_one_meet_single_unit_outputs():
+    # Keras aligns y_true (n,) with y_pred (n, 1) instead of broadcasting to (n, n)
+    y = np.array([1.0, 0.0, 1.0], np.float32)
+    p = np.array([[0.9], [0.2], [0.4]], np.float32)
+    np.testing.assert_allclose(float(keras.losses.MeanSquaredError()(y, p)), np.mean((y - p[:, 0]) ** 2), rtol=1e-6)
+    bce = -np.mean(y * np.log(p[:, 0]) + (1 - y) * np.log(1 - p[:, 0]))
+    np.testing.assert_allclose(float(keras.losses.BinaryCrossentropy()(y, p)), bce, rtol=1e-6)
+    acc = keras.metrics.get("accuracy", (3,), (3, 1))
+    np.testing.assert_allclose(float(acc(y, p)), 2 / 3, rtol=1e-6)
+    np.testing.assert_allclose(float(keras.metrics.MeanSquaredError()(y, p)), np.mean((y - p[:, 0]) ** 2),
+                               rtol=1e-6)

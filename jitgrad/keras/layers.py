@@ -72,7 +72,11 @@ class Layer(Module):
     # ---------------------------------------------------------------- tracking
     def __setattr__(self, name, value):
         if not name.startswith("_") or name == "_layers":
-            for leaf in nest.flatten(value) if isinstance(value, (list, tuple, dict)) else [value]:
+            try:
+                leaves = nest.flatten(value) if isinstance(value, (list, tuple, dict)) else [value]
+            except TypeError:      # a dict with keys that do not sort: not searched for layers
+                leaves = []
+            for leaf in leaves:
                 if isinstance(leaf, Layer) and leaf is not self and "_sublayers" in self.__dict__ \
                         and all(leaf is not s for s in self._sublayers):
                     self._sublayers.append(leaf)
@@ -175,9 +179,13 @@ class Layer(Module):
             stack = _call_context.training = []
         stack.append(training)
         try:
-            return self.call(inputs, *rest, **kwargs)
+            out = self.call(inputs, *rest, **kwargs)
         finally:
             stack.pop()
+        shape = getattr(out, "shape", None)
+        if shape is not None and shape.rank:     # what summary() shows: (None, ...)
+            self._output_shape = (None,) + tuple(shape.as_list()[1:])
+        return out
 
     def _convert_input(self, x):
         if x is None or isinstance(x, (str, bool)):

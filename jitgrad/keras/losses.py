@@ -7,6 +7,23 @@ from ..ops import array_ops, math_ops, nn_ops, reduction_ops
 EPSILON = 1e-7   # keras.config.epsilon()
 
 
+def squeeze_or_expand_to_same_rank(x1, x2, expand_rank_1=True):
+    """Keras's: when the ranks differ by one and the larger ends in 1, labels of shape (n,)
+    meet predictions of shape (n, 1) as (n, 1) (else the size-1 axis is squeezed)."""
+    r1, r2 = x1.shape.rank, x2.shape.rank
+    if r1 is None or r2 is None or r1 == r2:
+        return x1, x2
+    if r1 == r2 + 1 and x1.shape.as_list()[-1] == 1:
+        if r2 == 1 and expand_rank_1:
+            return x1, array_ops.expand_dims(x2, -1)
+        return array_ops.squeeze(x1, [-1]), x2
+    if r2 == r1 + 1 and x2.shape.as_list()[-1] == 1:
+        if r1 == 1 and expand_rank_1:
+            return array_ops.expand_dims(x1, -1), x2
+        return x1, array_ops.squeeze(x2, [-1])
+    return x1, x2
+
+
 def _tensors(y_true, y_pred):
     y_pred = convert_to_tensor(y_pred)
     if not y_pred.dtype.is_floating:
@@ -14,7 +31,7 @@ def _tensors(y_true, y_pred):
     y_true = convert_to_tensor(y_true)
     if y_true.dtype != y_pred.dtype:
         y_true = math_ops.cast(y_true, y_pred.dtype)
-    return y_true, y_pred
+    return squeeze_or_expand_to_same_rank(y_true, y_pred)
 
 
 def mean_squared_error(y_true, y_pred):

@@ -103,15 +103,19 @@ class MeanMetricWrapper(Mean):
         return super().update_state(self._fn(y_true, y_pred, **self._fn_kwargs), sample_weight)
 
 
-def accuracy(y_true, y_pred):
+def _aligned(y_true, y_pred):
     y_pred = convert_to_tensor(y_pred)
     y_true = math_ops.cast(convert_to_tensor(y_true), y_pred.dtype)
+    return losses.squeeze_or_expand_to_same_rank(y_true, y_pred)
+
+
+def accuracy(y_true, y_pred):
+    y_true, y_pred = _aligned(y_true, y_pred)
     return math_ops.cast(math_ops.equal(y_true, y_pred), dtypes.float32)
 
 
 def binary_accuracy(y_true, y_pred, threshold=0.5):
-    y_pred = convert_to_tensor(y_pred)
-    y_true = math_ops.cast(convert_to_tensor(y_true), y_pred.dtype)
+    y_true, y_pred = _aligned(y_true, y_pred)
     hit = math_ops.cast(math_ops.greater(y_pred, math_ops.cast(threshold, y_pred.dtype)), y_pred.dtype)
     return reduction_ops.reduce_mean(math_ops.cast(math_ops.equal(y_true, hit), dtypes.float32), axis=-1)
 

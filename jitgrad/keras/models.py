@@ -15,7 +15,7 @@ from ..function import function
 from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .functional import KerasTensor, layers_of, run as run_functional
-from .layers import Layer
+from .layers import Layer, unique_name as _unique_name
 
 
 def _optimizer(identifier):
@@ -59,8 +59,11 @@ class Model(Layer):
     def __init__(self, *args, **kwargs):
         inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
         outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        functional = inputs is not None and outputs is not None
+        if functional and "name" not in kwargs:
+            kwargs["name"] = _unique_name("functional")
         super().__init__(**kwargs)
-        self._functional = inputs is not None and outputs is not None
+        self._functional = functional
         if self._functional:
             self._inputs = list(nest.flatten(inputs))
             if not all(isinstance(t, KerasTensor) for t in self._inputs):
@@ -94,9 +97,16 @@ class Model(Layer):
     def _maybe_build(self, inputs):
         self.built = True     # the sublayers build themselves during this first call
 
-    def _ensure_built(self, x):
-        if not self.built or not all(layer.built for layer in self._sublayers):
-            self(_take(x, slice(0, 1)), training=False)
+    def _ensure_built(self, x, y=None):
+        """Builds the model (one eager call on the first sample) and, for a compiled model, its
+        metrics and the optimizer's slots, so the traced steps create no variables (traced once)."""
+        if not self.built or not all(layer.built for layer in self._sublayers) or \
+                (y is not None and self.compiled and self._metrics is None):
+            out = self(_take(x, slice(0, 1)), training=False)
+            if y is not None and self.compiled:
+                self._compile_metrics(_take(y, slice(0, 1)), out)
+        if y is not None and self.compiled:
+            self.optimizer.build(self.trainable_variables)
 
     # ---------------------------------------------------------------- compile
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
@@ -202,7 +212,7 @@ class Model(Layer):
             x, y, n = _take(x, slice(0, split)), _take(y, slice(0, split)), split
         batch_size = batch_size or 32
         steps = math.ceil(n / batch_size)
-        self._ensure_built(x)
+        self._ensure_built(x, y)
         history = callbacks_module.History()
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else []) + [history]
         params = {"verbose": verbose, "epochs": epochs, "steps": steps}
@@ -242,7 +252,7 @@ class Model(Layer):
         n = _num_samples(x)
         batch_size = batch_size or 32
         nsteps = math.ceil(n / batch_size)
-        self._ensure_built(x)
+        self._ensure_built(x, y)
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
         cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": nsteps})
         test = self.make_test_function()
@@ -279,10 +289,16 @@ class Model(Layer):
         cb.on_predict_end()
         return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
 
+    def summary(self, print_fn=None):
+        """Keras 3's table of layers, output shapes and parameter counts."""
+        from .summary import summary_text
+        text = summary_text(self)
+        (print_fn or print)(text)
+
     def train_on_batch(self, x, y, return_dict=False):
         self._check_compiled()
         x, y = _as_array(x), _as_array(y)
-        self._ensure_built(x)
+        self._ensure_built(x, y)
         self.reset_metrics()
         logs = _python_logs(self.make_train_function()(x, y))
         return logs if return_dict else [logs[m.name] for m in self.metrics]
