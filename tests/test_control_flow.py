@@ -332,3 +332,15 @@ def test_hessians_of_inputs_whose_size_is_known_only_at_run_time(graph):
         return np.sum(np.sin(a) * a[:, :1])
     fd_h = np.array([fd(lambda v, i=i: fd(f, v, 1e-4)[i], xv.reshape(-1), 1e-4) for i in range(6)])
     np.testing.assert_allclose(run(h2, {x2: xv}).reshape(6, 6), fd_h, rtol=1e-5, atol=1e-7)
+
+
+def test_a_runtime_error_inside_a_loop_body_is_raised_not_crashed(graph):
+    table = ph(tf.float32, [4])
+    start = ph(tf.int32, [])
+    _, acc = tf.while_loop(lambda i, a: i < start + 3, lambda i, a: (i + 1, a + tf.gather(table, i)),
+                           [start, tf.constant(0.0)])
+    tv = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    assert run(acc, {table: tv, start: 1}) == 9.0
+    with pytest.raises(InvalidArgumentError):
+        run(acc, {table: tv, start: 2})          # reads table[4] in the third iteration
+    assert run(acc, {table: tv, start: 0}) == 6.0   # and the kernel still works afterwards

@@ -201,3 +201,40 @@ def test_cse_does_not_merge_a_body_value_with_the_same_expression_outside():
     np.testing.assert_allclose(b, f(f(f(xv))), rtol=1e-5)
     np.testing.assert_allclose(c, f(xv), rtol=1e-6)
     assert tf.cache_info()["fallbacks"] == 0
+
+
+_DISK_SCRIPT = """
+import sys
+import numpy as np
+import jitgrad as tf
+g = tf.Graph()
+with g.as_default():
+    W = tf.compat.v1.placeholder(tf.float32, [8, 8])
+    x0 = tf.compat.v1.placeholder(tf.float32, [8, 1])
+    n = tf.compat.v1.placeholder(tf.int32, [])
+    _, xT = tf.while_loop(lambda t, h: t < n, lambda t, h: (t + 1, tf.tanh(tf.matmul(W, h))), [0, x0])
+    loss = tf.reduce_sum(xT)
+    (gW,) = tf.gradients(loss, W)
+    y = tf.cond(n > 3, lambda: loss * 2.0, lambda: loss)
+rng = np.random.default_rng(0)
+feed = {W: (rng.standard_normal((8, 8)) * 0.4).astype(np.float32), x0: np.ones((8, 1), np.float32), n: 50}
+out = tf.compat.v1.Session(graph=g).run([y, gW], feed)
+info = tf.cache_info()
+print(out[0].tobytes().hex(), out[1].tobytes().hex(), info["disk_hits"], info["compiles"], info["fallbacks"],
+      "llvmlite.binding" in sys.modules)
+"""
+
+
+def test_a_kernel_with_loops_comes_back_from_the_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, JITGRAD_CACHE_DIR=str(tmp_path), JITGRAD_CACHE="1")
+    env.pop("JITGRAD_LOADER", None)
+    env.pop("JITGRAD_MODE", None)
+    runs = [subprocess.run([sys.executable, "-c", _DISK_SCRIPT], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    first, second = runs
+    assert first[2:5] == ["0", "1", "0"] and second[2:5] == ["1", "0", "0"]
+    assert first[:2] == second[:2]          # bit-identical results from the loaded kernel
+    assert second[5] == "False"             # served by jitgrad's ELF loader, LLVM never loaded
