@@ -241,7 +241,6 @@ def from_graph(ops, elements, fed, var_reader):
                         break
                 have = nodes[base.node].outputs[base.index][0]
                 if tuple(in_shapes[0]) != tuple(have):   # (the variable's declared shape may be partial)
-                    from ..errors import InvalidArgumentError
                     raise InvalidArgumentError(None, op, f"Cannot update variable with shape {list(have)} using a "
                                                          f"Tensor with shape {list(in_shapes[0])}, shapes must be "
                                                          f"equal. [[node {op.name}]]")
