@@ -9,7 +9,7 @@ OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which may be set on this machine and
 make OpenBLAS pick a slower kernel.
 
 Usage: python bench/bench_matmul.py [--dtype float32|float64] [--repeats N]
-       [--config '{"mc": 144, "kc": 256}']
+       [--config '{"mc": 144, "kc": 256}'] [--target CPU] [--threads N] [--sweep]
 """
 
 import argparse
@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 
-# Our kernel runs single-threaded in this process; keep this process's BLAS
-# (used only to check results) from leaving spinning threads on other cores.
+# Our kernel runs in this process; keep this process's BLAS (used only to
+# check results) from leaving spinning threads on other cores.
 for _k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_k] = "1"
 
@@ -122,13 +122,13 @@ def _numpy_child(dtype):
 class _NumpyServer:
     """numpy in a subprocess with BLAS pinned to one thread."""
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, threads=1):
         env = dict(os.environ)
         self.removed = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
                         if env.pop(k, None) is not None]
         for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                   "MKL_NUM_THREADS"):
-            env[k] = "1"
+            env[k] = str(threads)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--numpy-child",
              "--dtype", dtype],
@@ -198,6 +198,33 @@ def _ours_setup(dtype, config, target=None, shapes=None):
     return calls
 
 
+def _session_setup(dtype, threads, target=None):
+    """Each shape as a one-matmul graph run by jitgrad's compiled Session on
+    `threads` threads (what a user's graph gets: B packed once, dynamic row chunks)."""
+    import jitgrad as tf
+    from jitgrad.codegen import parallel
+    parallel.set_num_threads(threads)
+    calls = []
+    for _, M, N, K, ta, tb in SHAPES:
+        A, B = _operands(M, N, K, ta, tb, dtype)
+        g = tf.Graph()
+        with g.as_default():
+            a = tf.compat.v1.placeholder(dtype, A.shape)
+            b = tf.compat.v1.placeholder(dtype, B.shape)
+            c = tf.matmul(a, b, transpose_a=ta, transpose_b=tb)
+        cfg = tf.compat.v1.ConfigProto(jitgrad_target_cpu=target) if target else None
+        sess = tf.compat.v1.Session(graph=g, config=cfg)
+        run = sess.make_callable(c, [a, b])
+        got = run(A, B)
+        Aop = (A.T if ta else A).astype(np.float64)
+        Bop = (B.T if tb else B).astype(np.float64)
+        assert np.abs(got - Aop @ Bop).max() < 1e-2
+        call = (lambda run=run, A=A, B=B: run(A, B))
+        call.keep = sess
+        calls.append((call, _calibrate(call)))
+    return calls
+
+
 def _sweep(dtype, target, repeats):
     vw = 16 if dtype == "float32" else 8
     cands = [dict(mr=mr, nr=k * vw, kc=kc) for mr, k in ((6, 2), (8, 2), (12, 2), (14, 2), (6, 3), (8, 3), (4, 4))
@@ -228,6 +255,9 @@ def main():
                          "(jitgrad/codegen/target.py) is the default config")
     ap.add_argument("--sweep", action="store_true",
                     help="ours only: GFLOP/s of candidate AVX-512 blockings per shape")
+    ap.add_argument("--threads", type=int, default=1,
+                    help=">1: ours through jitgrad's compiled Session path (B packed once, "
+                         "row chunks over N threads), numpy with N BLAS threads")
     ap.add_argument("--numpy-child", action="store_true")
     args = ap.parse_args()
     if args.numpy_child:
@@ -239,8 +269,11 @@ def main():
     if args.sweep:
         _sweep(args.dtype, args.target, args.repeats)
         return
-    calls = _ours_setup(args.dtype, config, args.target)
-    server = _NumpyServer(args.dtype)
+    if args.threads > 1:
+        calls = _session_setup(args.dtype, args.threads, args.target)
+    else:
+        calls = _ours_setup(args.dtype, config, args.target)
+    server = _NumpyServer(args.dtype, args.threads)
     rows = []
     try:
         for i, (label, M, N, K, ta, tb) in enumerate(SHAPES):
@@ -255,10 +288,12 @@ def main():
     finally:
         server.close()
     print("dtype=%s: GFLOP/s from the median of %d samples (~50 ms each), "
-          "ours and numpy interleaved; single thread; target %s, config=%s" % (
-              args.dtype, args.repeats, tg.get(args.target).describe(), config))
+          "ours and numpy interleaved; %s; target %s, config=%s" % (
+              args.dtype, args.repeats,
+              "single thread" if args.threads == 1 else "%d threads (ours: Session.run)" % args.threads,
+              tg.get(args.target).describe(), config))
     print("numpy: %s" % server.info)
-    print("numpy subprocess env: *_NUM_THREADS=1; unset %s" % (
+    print("numpy subprocess env: *_NUM_THREADS=%d; unset %s" % (args.threads,
         ", ".join(server.removed) if server.removed
         else "OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (neither was set)"))
     w = max(len(s[0]) for s in SHAPES)

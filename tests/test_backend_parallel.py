@@ -3,6 +3,7 @@ threads (split off into side modules, linked back before code generation).  The
 results must not depend on it: same numbers as the single-threaded compile, and the
 same object code run after run."""
 import hashlib
+import os
 import re
 
 import numpy as np
@@ -69,3 +70,32 @@ def test_parallel_compile_same_numbers_and_deterministic(monkeypatch, no_disk_ca
         np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
     assert results["1"][0] == results["2"][0] == results["2"][1]   # bit-identical outputs
     assert len(objects["2"]) == 1                                  # same object code each time
+
+
+def test_compile_in_a_forked_child_after_the_parent_used_the_workers(monkeypatch, no_disk_cache):
+    """The parent's worker threads do not survive fork: the child must not wait for them."""
+    g, fetches, feed, want = _mlp()
+    monkeypatch.setenv("JITGRAD_COMPILE_THREADS", "2")
+    compiler.clear_cache()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(fetches, feed)                     # the parent's pool exists now
+    compiler.clear_cache()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                 # child: compile again, report, exit
+        ok = b"0"
+        try:
+            with tf.compat.v1.Session(graph=g) as s:
+                got = s.run(fetches, feed)
+            ok = b"1" if np.allclose(got[0], want[0], rtol=2e-4) else b"0"
+        finally:
+            os.write(w, ok)
+            os._exit(0)
+    os.close(w)
+    import select
+    import signal
+    ready, _, _ = select.select([r], [], [], 300)
+    if not ready:                                # hung waiting for workers that do not exist
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert ready and os.read(r, 1) == b"1" and status == 0

@@ -79,7 +79,7 @@ def run_o3(mod, tm, unlocked=False):
 # the optimisation phase shrinks, by up to the number of cores.
 _SIDE_FN = re.compile(r"_mm\d+(_pack)?$")
 _DEFINE = re.compile(r'^define [^@]*@"?([^"(]+)"?\(')
-_pools = {}   # worker count -> ThreadPoolExecutor
+_pools = {}   # (pid, worker count) -> ThreadPoolExecutor
 _worker_tms = threading.local()
 
 
@@ -92,12 +92,13 @@ def _workers():
         n = min(4, os.cpu_count() or 1) - 1
     if n < 1:
         return None
-    pool = _pools.get(n)
+    key = (os.getpid(), n)            # a forked child has none of its parent's threads
+    pool = _pools.get(key)
     if pool is None:
         with _lock:
-            pool = _pools.get(n)
+            pool = _pools.get(key)
             if pool is None:
-                pool = _pools[n] = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="jitgrad-llvm")
+                pool = _pools[key] = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="jitgrad-llvm")
     return pool
 
 
