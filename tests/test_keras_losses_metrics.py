@@ -99,3 +99,12 @@ def test_labels_of_rank_one_meet_single_unit_outputs():
     np.testing.assert_allclose(float(acc(y, p)), 2 / 3, rtol=1e-6)
     np.testing.assert_allclose(float(keras.metrics.MeanSquaredError()(y, p)), np.mean((y - p[:, 0]) ** 2),
                                rtol=1e-6)
+
+
+def test_losses_compute_in_float32_like_keras():
+    # Keras converts y_true and y_pred to float32 first: float64 numpy inputs give a float32 loss
+    out = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(np.array([1, 2]), Z[:2])
+    assert out.dtype == tf.float32
+    z = Z[:2].astype(np.float32).astype(np.float64)
+    expect = -np.mean(np.log(_softmax(z)[[0, 1], [1, 2]]))
+    np.testing.assert_allclose(float(out), expect, rtol=1e-6)

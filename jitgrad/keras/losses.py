@@ -94,6 +94,11 @@ def reduce_values(values, reduction):
     raise ValueError(f"Invalid value for argument `reduction`: {reduction}")
 
 
+def _as_float32(x):
+    t = convert_to_tensor(x)
+    return t if t.dtype == dtypes.float32 else math_ops.cast(t, dtypes.float32)
+
+
 class Loss:
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
         if reduction not in (None, "none", "sum", "sum_over_batch_size"):
@@ -106,6 +111,8 @@ class Loss:
         raise NotImplementedError
 
     def __call__(self, y_true, y_pred, sample_weight=None):
+        # Keras converts both to the loss dtype (float32) first: float64 numpy inputs compute in float32
+        y_true, y_pred = _as_float32(y_true), _as_float32(y_pred)
         values = self.call(y_true, y_pred)
         if sample_weight is not None:
             values = values * math_ops.cast(convert_to_tensor(sample_weight), values.dtype)
