@@ -271,7 +271,9 @@ from .ops import string_ops as _str  # noqa: E402
 from .dtypes import string  # noqa: E402,F401
 strings = _module("strings", join=_str.join, length=_str.length, upper=_str.upper, lower=_str.lower,
                   format=_str.format, as_string=_str.as_string, to_number=_str.to_number,
-                  reduce_join=_str.reduce_join)
+                  reduce_join=_str.reduce_join, strip=_str.strip, substr=_str.substr,
+                  regex_replace=_str.regex_replace, regex_full_match=_str.regex_full_match, split=_str.split,
+                  bytes_split=_str.bytes_split)
 as_string = _str.as_string
 from . import data as _data  # noqa: E402
 data = _data._module(_module)

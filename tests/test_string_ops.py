@@ -109,3 +109,32 @@ def test_strings_are_not_differentiated():
         y = tf.strings.to_number(s) * x
     # the string path carries no gradient; only the direct use of x does (d(c*x)/dx = c = 2.0)
     assert float(tape.gradient(y, x)) == 2.0
+
+
+def test_split_strip_substr_regex():
+    # expected values: TF 2.21's output for the same calls
+    assert tf.strings.split(tf.constant("Gray wolf"), sep=" ").numpy().tolist() == [b"Gray", b"wolf"]
+    assert tf.strings.split("a  b").numpy().tolist() == [b"a", b"b"]
+    assert tf.strings.split("a,,b", sep=",").numpy().tolist() == [b"a", b"", b"b"]
+    assert tf.strings.split("a b c", maxsplit=1).numpy().tolist() == [b"a", b"b c"]
+    assert tf.strings.bytes_split("abc").numpy().tolist() == [b"a", b"b", b"c"]
+    with pytest.raises(NotImplementedError):
+        tf.strings.split(["a b", "c"])          # TF returns a RaggedTensor
+    assert tf.strings.strip(["  a ", "b\n"]).numpy().tolist() == [b"a", b"b"]
+    assert tf.strings.substr("hello", 1, 3).numpy() == b"ell"
+    assert tf.strings.substr(["hello", "abc"], [0, 1], [2, 5]).numpy().tolist() == [b"he", b"bc"]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.strings.substr("abc", 5, 1)
+    assert tf.strings.regex_replace("a1b22", r"\d+", "#").numpy() == b"a#b#"
+    assert tf.strings.regex_replace("a1b22", r"\d", "#", replace_global=False).numpy() == b"a#b22"
+    np.testing.assert_array_equal(tf.strings.regex_full_match(["ab", "a1"], r"[a-z]+").numpy(), [True, False])
+
+
+def test_split_in_graph(graph_mode):
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.string, [])
+        parts = tf.strings.split(p)
+        n = tf.size(parts)
+    got, k = tf.compat.v1.Session(graph=g).run([parts, n], {p: "x yy zzz"})
+    assert got.tolist() == [b"x", b"yy", b"zzz"] and k == 3

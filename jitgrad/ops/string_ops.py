@@ -1,11 +1,14 @@
-"""``tf.strings`` basics: join, length, upper / lower, format, as_string,
-to_number, reduce_join.
+"""``tf.strings`` basics: join, length, upper / lower, strip, substr,
+regex_replace / regex_full_match, split / bytes_split of a scalar, format,
+as_string, to_number, reduce_join.
 
 String tensors are numpy object arrays of ``bytes`` (dtype ``tf.string``).
 These ops have numpy kernels only and no gradients: a compiled Session.run
 that fetches a string runs in the interpreter (dtypes other than the five
 native ones are counted in ``cache_info()['fallbacks']``).
 """
+import re
+
 import numpy as np
 
 from .. import dtypes
@@ -244,3 +247,108 @@ def reduce_join(inputs, axis=None, keepdims=False, separator="", name=None):
     axis = None if axis is None else tuple(np.asarray(axis).reshape(-1).tolist())
     return apply_op("ReduceJoin", [x], {"axis": axis, "keepdims": bool(keepdims),
                                         "separator": _bytes(separator)}, name=name or "ReduceJoin")
+
+
+# ---------------------------------------------------------------- strip / substr / regex
+register("StringStrip", infer=_unary_string_infer("StringStrip"),
+         kernel=lambda attrs, x: _elementwise(bytes.strip, x))
+
+
+def strip(input, name=None):  # noqa: A002
+    """``tf.strings.strip``: leading and trailing whitespace removed."""
+    (x,) = _string_args([input])
+    return apply_op("StringStrip", [x], name=name or "StringStrip")
+
+
+def _substr(attrs, x, pos, length):
+    def one(b, p, n):
+        if not -len(b) <= p <= len(b):
+            raise ValueError(f"pos {p} out of range for string b'{b.decode('utf-8', 'replace')}' at index 0")
+        p = p % len(b) if p < 0 else p
+        return b[p:p + n]
+    return _elementwise(one, x, pos, length)
+
+
+def _substr_infer(shapes, dts, attrs):
+    _strings("Substr", dts[:1])
+    for d in dts[1:]:
+        check_dtype("Substr", d, (dtypes.int32, dtypes.int64), "pos")
+    shape = shapes[0]
+    for sh in shapes[1:]:
+        shape = broadcast_dims(shape, sh, "'Substr'")
+    return [(shape, dtypes.string)]
+
+
+register("Substr", infer=_substr_infer, kernel=_substr)
+
+
+def substr(input, pos, len, unit="BYTE", name=None):  # noqa: A002
+    """``tf.strings.substr``: ``len`` bytes from ``pos`` (negative: from the end)."""
+    if unit != "BYTE":
+        raise NotImplementedError("jitgrad's tf.strings.substr counts bytes only (unit='BYTE').")
+    xs = _string_args([input, pos, len])
+    return apply_op("Substr", xs, name=name or "Substr")
+
+
+def _regex(pattern):
+    return re.compile(_bytes(pattern))
+
+
+register("RegexReplace", infer=_unary_string_infer("RegexReplace"),
+         kernel=lambda attrs, x: _elementwise(
+             lambda b: _regex(attrs["pattern"]).sub(attrs["rewrite"], b, count=0 if attrs["global"] else 1), x))
+register("RegexFullMatch", infer=_unary_string_infer("RegexFullMatch", dtypes.bool_),
+         kernel=lambda attrs, x: _elementwise(lambda b: _regex(attrs["pattern"]).fullmatch(b) is not None, x,
+                                              otype=bool))
+
+
+def regex_replace(input, pattern, rewrite, replace_global=True, name=None):  # noqa: A002
+    """``tf.strings.regex_replace`` (Python's ``re`` syntax, which agrees with TF's RE2 on common patterns)."""
+    (x,) = _string_args([input])
+    return apply_op("RegexReplace", [x], {"pattern": _bytes(pattern), "rewrite": _bytes(rewrite),
+                                          "global": bool(replace_global)}, name=name or "RegexReplace")
+
+
+def regex_full_match(input, pattern, name=None):  # noqa: A002
+    (x,) = _string_args([input])
+    return apply_op("RegexFullMatch", [x], {"pattern": _bytes(pattern)}, name=name or "RegexFullMatch")
+
+
+# ---------------------------------------------------------------- split of a scalar
+def _split_kernel(attrs, x):
+    b = x[()]
+    sep, maxsplit = attrs["sep"], attrs["maxsplit"]
+    if attrs["bytes"]:
+        parts = [b[i:i + 1] for i in range(len(b))]
+    else:
+        parts = b.split(sep, maxsplit) if sep is not None else b.split(None, maxsplit)
+    out = np.empty(len(parts), object)
+    out[:] = parts
+    return out
+
+
+register("StringSplitScalar", infer=lambda shapes, dts, attrs: [((None,), dtypes.string)], kernel=_split_kernel,
+         data_dependent_shape=True)
+
+
+def _split(input, sep, maxsplit, as_bytes, name):
+    (x,) = _string_args([input])
+    _strings("StringSplit", [x.dtype])
+    if x.shape.rank != 0:
+        raise NotImplementedError("tf.strings.split of a tensor of rank >= 1 returns a RaggedTensor, which jitgrad "
+                                  "does not have (a scalar gives a 1-D tensor).")
+    return apply_op("StringSplitScalar", [x], {"sep": None if sep is None else _bytes(sep),
+                                               "maxsplit": int(maxsplit), "bytes": as_bytes},
+                    name=name or "StringSplit")
+
+
+def split(input, sep=None, maxsplit=-1, name=None):  # noqa: A002
+    """``tf.strings.split`` of a scalar: a 1-D string tensor (whitespace runs when sep is None)."""
+    if sep == "":
+        raise ValueError("sep must not be empty")
+    return _split(input, sep, maxsplit, False, name)
+
+
+def bytes_split(input, name=None):  # noqa: A002
+    """``tf.strings.bytes_split`` of a scalar: its bytes, one per element."""
+    return _split(input, None, -1, True, name)
