@@ -148,14 +148,14 @@ def run_replica(strategy_id, token, version, arrays, after=None):
     (None: a program without variables).  ``after``: the result of the update task this
     one was made to wait for.  -> (list of arrays, kernel notes)."""
     prog = _program(token)
-    if version is None:
-        store = _NoVariables()
-    else:
-        store = _mirrors.get(strategy_id)
-        have = None if store is None else store.version
-        if have != version:
-            raise StaleMirror(_address(), have, version)
     with _lock:     # one program's Session (and the mirror) is used by one task at a time
+        if version is None:
+            store = _NoVariables()
+        else:
+            store = _mirrors.get(strategy_id)
+            have = None if store is None else store.version
+            if have != version:
+                raise StaleMirror(_address(), have, version)
         out = prog.run(store, arrays)
     return out, _notes(prog) + (list(after[1]) if after else [])
 
