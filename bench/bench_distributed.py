@@ -84,9 +84,9 @@ def tiny_step_overhead(strategy, calls):
             loss = tf.reduce_sum(w * x)
         return tape.gradient(loss, w)
 
+    from jitgrad.distribute import PerReplica
     x = np.float32([1, 1, 1, 1])
-    (xs,) = strategy.experimental_distribute_dataset([x[None, :].repeat(strategy.num_replicas_in_sync, 0)])
-    xs = type(xs)([v[0] for v in xs.values])
+    xs = PerReplica([x] * strategy.num_replicas_in_sync)
 
     def direct():
         for _ in range(calls):
@@ -126,13 +126,13 @@ def main():
     print(f"  jitgrad.function call              {direct * 1e6:10.1f} us")
     print(f"  strategy.run + reduce              {dist * 1e6:10.1f} us   ({dist / direct:6.0f}x)")
     print("""Notes: on this 2-core machine the client, the Dask scheduler and both workers share the two
-cores, so 2 workers can at best approach 2x the 1-worker rate when the step is compute bound,
-and the client's own work per step (splitting the batch, sending each shard, receiving each
-replica's 1.6 MB of W1 gradient, the tree sum, the SGD step on its master copy and sending
-the summed gradient back to every worker) is serial and does not shrink with more workers.
-Per step there are two Dask round trips (replica tasks, then the update on every mirror),
-whose milliseconds of scheduling and serialisation set the floor measured in part 2.""")
-
+cores, so 2 workers can at best approach 2x the 1-worker rate when the step is compute bound;
+the one-process run may use both cores for its large kernels (JITGRAD_NUM_THREADS), each worker
+uses one. The client's work per step (splitting the batch, sending each shard, receiving each
+replica's 1.6 MB of W1 gradient, the tree sum, the SGD step on its master copy and sending the
+summed gradient to every worker) is serial and does not shrink with more workers. A step is one
+Dask round trip (each worker's update travels with the next step's tasks, which wait for it);
+its milliseconds of scheduling and serialisation are the floor measured in part 2.""")
 
 if __name__ == "__main__":
     main()

@@ -11,8 +11,8 @@
 
 How a step travels.  The client traces the jitgrad.function for each replica's argument
 signature, compiles the kernel (or finds it in its caches) and ships the traced graph
-and the kernel's object code to the workers once (a Dask future, ``Bundle``); workers
-install the kernel (``jitgrad.kernel_export``) and never compile.  Per step only the
+and the kernel's object code to each worker once (``worker.Bundle``, sent when a worker
+first needs it); workers install the kernel (``jitgrad.kernel_export``) and never compile.  Per step only the
 shards, the per-replica results and the update's inputs travel.
 
 Variables.  The client's variables are the master copy; each worker process keeps a
@@ -111,7 +111,8 @@ class DaskStrategy:
         self._mirrored = {}          # variable key -> EagerVariable (the client's master copy)
         self._version = 0            # updates applied to the mirrored variables
         self._synced = None          # variable key -> the master array the workers were last given
-        self._bundles = {}           # (id(concrete) | graph key) -> (concrete/graph, Bundle future)
+        self._bundles = {}           # (id(concrete) | graph key) -> (concrete/graph, program token)
+        self._programs = {}          # program token -> worker.Bundle
         self._sessions = {}          # id(graph) -> (graph, Session) for graph-mode exports
         self._steps = itertools.count()
         self.kernel_notes = []       # what workers said about kernels (e.g. compiled their own)
@@ -267,11 +268,9 @@ class DaskStrategy:
             shipped = _export(concrete._session, concrete._targets, feed)
             bundle = worker.Bundle.make(concrete.graph, concrete.inputs, concrete._targets, len(concrete._fetches),
                                         [shipped])
-            entry = self._bundles[id(concrete)] = (concrete, self._scatter(bundle))
+            entry = self._bundles[id(concrete)] = (concrete, bundle.token)
+            self._programs[bundle.token] = bundle
         return entry[1]
-
-    def _scatter(self, bundle):
-        return self.client.scatter(bundle, broadcast=True, hash=False)
 
     # ---------------------------------------------------------------- graph mode
     def run_session(self, graph, fetches, feed_dict, split, reduce):
@@ -323,7 +322,8 @@ class DaskStrategy:
         if entry is None or entry[0] is not graph:
             shipped = _export(session, fetches, dict(zip(feeds, arrays)))
             bundle = worker.Bundle.make(graph, feeds, fetches, len(fetches), [shipped])
-            entry = self._bundles[key] = (graph, self._scatter(bundle))
+            entry = self._bundles[key] = (graph, bundle.token)
+            self._programs[bundle.token] = bundle
         return entry[1]
 
     # ---------------------------------------------------------------- tasks
@@ -341,7 +341,7 @@ class DaskStrategy:
         return self.client.submit(fn, self._id, *args, key=key, workers=[where], allow_other_workers=True, pure=False)
 
     def _submit_replicas(self, calls, version):
-        """calls: [(bundle future, arrays)] per replica -> [outputs] per replica.  A
+        """calls: [(program token, arrays)] per replica -> [outputs] per replica.  A
         replica's task runs after the updates sent to its worker (it depends on them), so
         a step costs one round trip."""
         workers = self._workers()
@@ -356,12 +356,12 @@ class DaskStrategy:
         results = self._collect(futures, submit)
         return [results[i][0] for i in range(len(calls))]
 
-    def _submit_updates(self, bundle, version, arrays):
+    def _submit_updates(self, token, version, arrays):
         """Sends the update version -> version + 1 to every worker's mirror, without
         waiting: each worker's next task depends on it (``_pending``)."""
         for i, where in enumerate(self._workers()):
             after = self._pending.get(where)
-            self._pending[where] = self._submit(worker.run_update, "update", i, 0, where, bundle, version, arrays,
+            self._pending[where] = self._submit(worker.run_update, "update", i, 0, where, token, version, arrays,
                                                 after)
 
     def _flush(self):
@@ -380,6 +380,7 @@ class DaskStrategy:
         distributed = _distributed()
         results, attempts = {}, 0
         while futures:
+            exc = None
             try:
                 results.update(zip(futures, self.client.gather([f for f, _ in futures.values()])))
                 break
@@ -398,7 +399,7 @@ class DaskStrategy:
                     reason = f"a task lost its dependencies ({fut.key})"
                 else:
                     exc = fut.exception()
-                    if not isinstance(exc, worker.StaleMirror):
+                    if not isinstance(exc, (worker.StaleMirror, worker.MissingProgram)):
                         fut.result()     # raises the task's error, with its traceback
                     reason, where = str(exc), exc.worker
                 attempts += 1
@@ -406,21 +407,30 @@ class DaskStrategy:
                     raise RuntimeError(f"jitgrad.distribute: giving up after {attempts} repairs ({reason})")
                 alive = self._workers(refresh=True)
                 where = where if where in alive else alive[0]
-                log.info("jitgrad.distribute: %s; sending %s the current variables", reason, where)
-                self.stats["reseeds"] += 1
-                self._pending.pop(where, None)
-                self._seed_now(where)
+                if resubmit is not None and isinstance(exc, worker.MissingProgram):
+                    log.info("jitgrad.distribute: %s; sending it", reason)
+                    self.stats["programs_sent"] += 1
+                    self._take_notes(self.client.run(worker.install, self._programs[exc.token],
+                                                     workers=[where])[where][1])
+                else:    # a worker without the copy (or an update it missed) gets the client's
+                    log.info("jitgrad.distribute: %s; sending %s the current variables", reason, where)
+                    self.stats["reseeds"] += 1
+                    self._pending.pop(where, None)
+                    self._seed_now(where)
                 if resubmit is not None:
                     retry[i] = (resubmit(i, attempts, where), where)
             futures = retry
         for out, notes in results.values():
             if out == "already applied":
                 self.stats["already_applied"] += 1
-            for note in notes:
-                if note not in self.kernel_notes:
-                    log.warning("jitgrad.distribute: %s", note)
-                    self.kernel_notes.append(note)
+            self._take_notes(notes)
         return results
+
+    def _take_notes(self, notes):
+        for note in notes:
+            if note not in self.kernel_notes:
+                log.warning("jitgrad.distribute: %s", note)
+                self.kernel_notes.append(note)
 
 
 def _export(session, targets, feed):

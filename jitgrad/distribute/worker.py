@@ -2,10 +2,13 @@
 
 A worker keeps, per strategy, a *mirror* of the strategy's variables (one copy per
 worker process) tagged with the number of updates applied to it (its version), and,
-per shipped program, a Session over the program's graph.  Kernels arrive compiled with
-the program (``Bundle.kernels``) and are installed into the process's memory cache
-before the first run, so the worker never compiles (``cache_info()['compiles'] == 0``)
-unless its host differs from the client's (``kernel_export.install`` says "foreign").
+per shipped program (``install``), a Session over the program's graph.  Kernels arrive
+compiled with the program (``Bundle.kernels``) and are installed into the process's
+memory cache before the first run, so the worker never compiles (``cache_info()
+['compiles'] == 0``) unless its host differs from the client's (``kernel_export.
+install`` says "foreign").  Tasks name a program by its token; a worker that does not
+have it raises MissingProgram and the client sends it (this process's state is all lost
+with it: nothing here depends on data Dask keeps).
 
 Every task names the version it expects, which makes the tasks safe to run again
 (Dask re-runs the tasks of a worker that died):
@@ -27,6 +30,17 @@ from .. import kernel_export
 _mirrors = {}      # strategy id -> Mirror
 _programs = {}     # bundle token -> _Program
 _lock = threading.Lock()
+
+
+class MissingProgram(Exception):
+    """This worker has not been sent the program a task runs (it is new, or restarted)."""
+
+    def __init__(self, worker, token):
+        super().__init__(worker, token)
+        self.worker, self.token = worker, token
+
+    def __str__(self):
+        return f"worker {self.worker} does not have program {self.token[:12]}"
 
 
 class StaleMirror(Exception):
@@ -112,36 +126,45 @@ def _address():
         return "local"
 
 
-def _program(bundle):
+def install(bundle):
+    """Keeps a shipped program (and installs its kernels) in this worker process.
+    -> ("installed", notes)."""
     with _lock:
         p = _programs.get(bundle.token)
         if p is None:
             p = _programs[bundle.token] = _Program(bundle)
-        return p
+    return "installed", _notes(p)
 
 
-def run_replica(strategy_id, bundle, version, arrays, after=None):
+def _program(token):
+    p = _programs.get(token)
+    if p is None:
+        raise MissingProgram(_address(), token)
+    return p
+
+
+def run_replica(strategy_id, token, version, arrays, after=None):
     """One replica's shard: the program's fetches on this worker's mirror at ``version``
     (None: a program without variables).  ``after``: the result of the update task this
     one was made to wait for.  -> (list of arrays, kernel notes)."""
-    prog = _program(bundle)
-    if version is None:
-        store = _NoVariables()
-    else:
-        store = _mirrors.get(strategy_id)
-        have = None if store is None else store.version
-        if have != version:
-            raise StaleMirror(_address(), have, version)
+    prog = _program(token)
     with _lock:     # one program's Session (and the mirror) is used by one task at a time
+        if version is None:
+            store = _NoVariables()
+        else:
+            store = _mirrors.get(strategy_id)
+            have = None if store is None else store.version
+            if have != version:
+                raise StaleMirror(_address(), have, version)
         out = prog.run(store, arrays)
     return out, _notes(prog) + (list(after[1]) if after else [])
 
 
-def run_update(strategy_id, bundle, version, arrays, after=None):
+def run_update(strategy_id, token, version, arrays, after=None):
     """The update ``version -> version + 1`` on this worker's mirror (idempotent, see the
     module docstring; ``after``: the previous update's result, waited for).
     -> ("applied" | "already applied", kernel notes)."""
-    prog = _program(bundle)
+    prog = _program(token)
     with _lock:
         mirror = _mirrors.get(strategy_id)
         have = None if mirror is None else mirror.version
