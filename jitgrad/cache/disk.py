@@ -241,21 +241,14 @@ def _llvm_host_facts():
 
 
 def make_key(signature, fingerprint=None):
-    """sha256 hex digest over the signature, the environment fingerprint and the
-    code generation target when it is not the host."""
+    """sha256 hex digest over the signature and the environment fingerprint (the code
+    generation target is a component of the signature: cache/key.py)."""
     if isinstance(signature, str):
         signature = signature.encode("utf-8")
     fp = environment_fingerprint() if fingerprint is None else fingerprint
     h = hashlib.sha256(b"jitgrad-kernel\0")
     h.update(json.dumps(fp, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     h.update(b"\0")
-    if fingerprint is None:
-        # The CPU code is generated for (jitgrad.codegen.target): the host facts above
-        # describe the host; a named target (env / Session option) is added here.
-        from ..codegen.target import current_key
-        tk = current_key()
-        if tk != "host":
-            h.update(b"target\0" + tk.encode("utf-8") + b"\0")
     h.update(signature)
     return h.hexdigest()
 

@@ -21,11 +21,13 @@ recompile can be explained ("shapes changed") rather than only detected:
              format (``cache.disk.environment_fingerprint``): another compiler, other code.
   host       the process triple, LLVM's host CPU name and feature string: code is tuned for,
              and may only run on, this CPU.
+  target     the CPU code is generated for when it is not the host (``JITGRAD_TARGET_CPU`` /
+             ``_FEATURES`` or a Session's ``jitgrad_target_cpu``, jitgrad.codegen.target):
+             it picks the vector width and the matmul blocking; "host" otherwise.
 
 The toolchain and host components come from the environment fingerprint, which the disk
 cache also writes into every entry and checks on load; ``HOST_FACTS`` says which of its
-fields are the host's. (A separate "target CPU / features" choice belongs in ``host``:
-add its fields to ``HOST_FACTS`` and the fingerprint.)
+fields are the host's.
 
 Recompile reports: every key a run uses is remembered (the last ``REMEMBER`` of them); when
 a run compiles, ``why_recompiled`` names the components in which it differs from the closest
@@ -45,7 +47,7 @@ CODEGEN_VERSION = "codegen-11"
 PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
 
 PROGRAM_COMPONENTS = ("structure", "shapes", "dtypes", "constants")
-COMPONENTS = PROGRAM_COMPONENTS + ("codegen", "toolchain", "host")
+COMPONENTS = PROGRAM_COMPONENTS + ("codegen", "toolchain", "host", "target")
 HOST_FACTS = ("triple", "cpu", "features")
 REMEMBER = 512
 
@@ -138,13 +140,17 @@ def _environment_components(fingerprint):
 
 def _build(kind, program, private_attrs, version, fingerprint):
     from .disk import environment_fingerprint, make_key
+    from ..codegen.target import current_key
     fp = environment_fingerprint() if fingerprint is None else fingerprint
     parts, summaries = _program_parts(program, private_attrs), _program_summaries(program)
     comps = {c: (_digest(parts[c]), summaries[c]) for c in PROGRAM_COMPONENTS}
     comps["codegen"] = (_digest([version, CODEGEN_VERSION]), f"{version}, {CODEGEN_VERSION}")
     comps.update(_environment_components(fp))
+    target = current_key()
+    comps["target"] = (_digest([target]), target)
     digests = {c: comps[c][0] for c in COMPONENTS}
-    inner = "\0".join(f"{c}={digests[c]}" for c in PROGRAM_COMPONENTS + ("codegen",))
+    inner = "\0".join(f"{c}={digests[c]}" for c in PROGRAM_COMPONENTS + ("codegen",)) + \
+        ("" if target == "host" else f"\0target={digests['target']}")   # host keys as before
     return KernelKey(kind, digests, {c: comps[c][1] for c in COMPONENTS}, make_key(inner, fp))
 
 
