@@ -33,7 +33,7 @@ def export_kernel(session, fetches, feed_dict):
     """The kernel that ``session.run(fetches, feed_dict)`` runs, compiled (or found in a
     cache) here, as a ShippedKernel.  Nothing is executed."""
     from . import compiler
-    from .cache import environment_fingerprint
+    from .cache import environment_fingerprint, key as cache_key
     elements = session._fetch_plan(fetches).elements
     fed = session._fed_list(feed_dict)
     plan = compiler.make_plan(session, elements, fed)
@@ -45,9 +45,9 @@ def export_kernel(session, fetches, feed_dict):
     # the post-pass key only, and a pre-pass hit would call it with the wrong layout).
     pre = compiler.build_pre_program(session, elements, fed)
     post = compiler.optimise(compiler.build_pre_program(session, elements, fed))
-    keys = [compiler.kernel_key(post)]
+    keys = [cache_key.post_pass_key(post).hex]
     if compiler._layout(post) == compiler._layout(pre):
-        keys.append(compiler.prepass_key(pre))
+        keys.append(cache_key.pre_pass_key(pre).hex)
     k = plan.kernel
     return ShippedKernel(tuple(keys), bytes(k.obj), dict(k.meta), fingerprint)
 

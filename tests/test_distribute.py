@@ -248,7 +248,7 @@ def test_worker_tasks_are_safe_to_run_again():
     bundles = []
     for fn, arg in ((add, d), (read, one)):
         c = fn.get_concrete_function(arg)
-        shipped = kernel_export.export_kernel(c._session, c._targets, {c.inputs[0]: arg})
+        shipped = kernel_export.export_kernel(c._session, c._targets, {c.inputs[0].ref(): arg})
         bundles.append(dworker.Bundle.make(c.graph, c.inputs, c._targets, len(c._fetches), [shipped]))
     upd, rd = bundles
     sid = "unit-test-strategy"

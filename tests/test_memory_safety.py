@@ -145,7 +145,9 @@ def test_sum_of_concat_of_empty_tensors(mode):
 
 
 def test_code_generator_failure_falls_back_to_the_interpreter(monkeypatch):
+    from jitgrad import compiler
     from jitgrad.codegen import kernel
+    monkeypatch.setattr(compiler, "STRICT_PASSES", False)   # the suite's setting; users get the fallback
     g = tf.Graph()
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float64, [3])

@@ -43,7 +43,7 @@ import threading
 
 from ..passes.ir import freeze
 
-CODEGEN_VERSION = "codegen-11"
+CODEGEN_VERSION = "codegen-12"   # 12: target-chosen matmul blocking, control-flow regions
 PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
 
 PROGRAM_COMPONENTS = ("structure", "shapes", "dtypes", "constants")

@@ -232,7 +232,7 @@ class DaskStrategy:
                 raise ValueError(f"{fn._name} assigns variables in a per-replica run, where each replica would "
                                  "assign its own value. Reduce the per-replica values with strategy.reduce, then "
                                  "assign them in a run whose arguments are the same for every replica.")
-            calls.append((concrete, _flat_tensors((a, kw), [])))
+            calls.append((concrete, _flat_tensors((a, kw))))
         outs = self._submit_replicas([(self._bundle_for(c, arrays), arrays) for c, arrays in calls], self._version)
         structures = [c._build([EagerTensor(o) for o in out]) for (c, _), out in zip(calls, outs)]
         return nest.map_structure(lambda *xs: PerReplica(xs), *structures)
@@ -242,7 +242,7 @@ class DaskStrategy:
         same update to every worker's mirror when fn assigns variables."""
         concrete = fn.get_concrete_function(*args, **kwargs)
         self._check_variables(concrete)
-        arrays = _flat_tensors((args, kwargs), [])
+        arrays = _flat_tensors((args, kwargs))
         updates = len(concrete._targets) > len(concrete._fetches)
         bundle = self._bundle_for(concrete, arrays) if updates else None
         result = concrete._call_flat(arrays)
@@ -264,7 +264,7 @@ class DaskStrategy:
     def _bundle_for(self, concrete, arrays):
         entry = self._bundles.get(id(concrete))
         if entry is None or entry[0] is not concrete:
-            feed = dict(zip(concrete.inputs, arrays))
+            feed = {t.ref(): a for t, a in zip(concrete.inputs, arrays)}   # traced tensors hash only by ref()
             shipped = _export(concrete._session, concrete._targets, feed)
             bundle = worker.Bundle.make(concrete.graph, concrete.inputs, concrete._targets, len(concrete._fetches),
                                         [shipped])
@@ -320,7 +320,7 @@ class DaskStrategy:
                tuple((a.shape, a.dtype.str) for a in arrays))
         entry = self._bundles.get(key)
         if entry is None or entry[0] is not graph:
-            shipped = _export(session, fetches, dict(zip(feeds, arrays)))
+            shipped = _export(session, fetches, {t.ref(): a for t, a in zip(feeds, arrays)})
             bundle = worker.Bundle.make(graph, feeds, fetches, len(fetches), [shipped])
             entry = self._bundles[key] = (graph, bundle.token)
             self._programs[bundle.token] = bundle

@@ -114,7 +114,7 @@ class _Program:
 
     def run(self, store, arrays):
         self.session._store = store
-        out = self.session.run(self.targets, dict(zip(self.inputs, arrays))) if self.targets else []
+        out = self.session.run(self.targets, {t.ref(): a for t, a in zip(self.inputs, arrays)}) if self.targets else []
         return [np.asarray(v) for v in out[:self.n_fetches]]
 
 
