@@ -148,7 +148,8 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
                                                        f"{d.name} [[node {op.name}]]")
             static = t.shape.dims
             if static is not None and (len(static) != len(s) or
-                                       any(a is not None and a != b for a, b in zip(static, s))):
+                                       any(a is not None and b is not None and a != b for a, b in zip(static, s))):
+                # (b is None: a loop variable whose shape changes, known only as it runs)
                 raise ValueError(f"{t.name} has shape {list(s)} at run time, which is incompatible "
                                  f"with its static shape {t.shape}")
     except (ValueError, TypeError) as e:
