@@ -34,7 +34,7 @@ def _identity_n_grad(op, *grads):
 
 # "_grad_fn" starts with "_": the compiler's signature leaves it out (passes/ir.freeze).
 register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), kernel=_identity_n_kernel,
-         grad=_identity_n_grad, kind="other")
+         grad=_identity_n_grad, kind="other", lowering="none", identity=True)
 
 
 def custom_gradient(f=None):

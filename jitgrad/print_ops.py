@@ -19,7 +19,7 @@ import numpy as np
 
 from . import context, nest
 from .convert import _is_tensorlike, convert_to_tensor
-from .ops.registry import apply_op, register
+from .ops.registry import NOT_DIFFERENTIABLE, apply_op, register
 
 _STREAMS = {"stdout", "stderr"}
 
@@ -109,7 +109,8 @@ def _print_kernel(attrs, *arrays):
     return ()
 
 
-register("PrintV2", infer=lambda shapes, dts, attrs: [], kernel=_print_kernel, kind="other")
+register("PrintV2", infer=lambda shapes, dts, attrs: [], kernel=_print_kernel, kind="other",
+         lowering="state", grad=NOT_DIFFERENTIABLE)   # passes/ir.from_graph makes it var-writes
 
 
 class PrintTarget:

@@ -824,7 +824,8 @@ def _range_infer(shapes, dts, attrs):
 # Only built when an argument is known only at run time (else tf.range is a
 # constant). Its length depends on the values: no native lowering, a compiled
 # run that needs one is a counted interpreter fallback. Not differentiable (TF).
-register("Range", infer=_range_infer, kernel=_range_kernel, data_dependent_shape=True)
+register("Range", infer=_range_infer, kernel=_range_kernel, data_dependent_shape=True, lowering="interpreter",
+         grad=NOT_DIFFERENTIABLE)
 
 
 def range_(start, limit=None, delta=1, dtype=None, name="range"):

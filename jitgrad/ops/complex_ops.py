@@ -10,7 +10,13 @@ from .. import dtypes
 from ..convert import convert_all
 from ._infer import COMPLEX, FLOATS, check_dtype, check_same
 from ..shapes import broadcast_dims
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register as _register_op
+
+
+def _register(name, **facts):
+    """Complex ops run in the interpreter only (a compiled run holding one is a counted fallback)
+    and stop gradients, as documented in the README."""
+    return _register_op(name, grad=NOT_DIFFERENTIABLE, lowering="interpreter", **facts)
 
 _REAL_OF = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}
 _COMPLEX_OF = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}
@@ -31,10 +37,10 @@ def _complex_infer(shapes, dts, attrs):
     return [(broadcast_dims(shapes[0], shapes[1], "'Complex'"), _COMPLEX_OF[dts[0]])]
 
 
-register("Real", infer=_to_real_infer("Real"), kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
-register("Imag", infer=_to_real_infer("Imag"), kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
-register("ComplexAbs", infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
-register("Conj", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=lambda attrs, x: np.conj(x))
+_register("Real", infer=_to_real_infer("Real"), kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
+_register("Imag", infer=_to_real_infer("Imag"), kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
+_register("ComplexAbs", infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
+_register("Conj", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=lambda attrs, x: np.conj(x))
 def _complex_kernel(attrs, re, im):
     # parts set directly: re + 1j * im would turn an infinite im into nan + inf j
     re, im = np.broadcast_arrays(re, im)
@@ -43,7 +49,7 @@ def _complex_kernel(attrs, re, im):
     return out
 
 
-register("Complex", infer=_complex_infer, kernel=_complex_kernel)
+_register("Complex", infer=_complex_infer, kernel=_complex_kernel)
 
 
 def real(input, name=None):  # noqa: A002

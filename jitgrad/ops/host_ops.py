@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from .. import dtypes
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
 def _timestamp_infer(shapes, dts, attrs):
@@ -16,7 +16,8 @@ def _timestamp_infer(shapes, dts, attrs):
 # TF's Timestamp: seconds since the epoch as float64, read when the op runs
 # (not differentiable: no gradient rule).
 register("Timestamp", infer=_timestamp_infer,
-         kernel=lambda attrs: np.array(time.time(), np.float64), kind="random")
+         kernel=lambda attrs: np.array(time.time(), np.float64), kind="random", lowering="argument",
+         grad=NOT_DIFFERENTIABLE)
 
 
 def timestamp(name=None):

@@ -377,16 +377,17 @@ def _cholesky(attrs, a):
 register("MatrixInverse", infer=_square_infer("MatrixInverse"),
          kernel=_linalg_kernel(lambda attrs, a: np.linalg.inv(_adj(a) if attrs["adjoint"] else a),
                                "Input is not invertible."),
-         grad=_inverse_grad)
+         grad=_inverse_grad, lowering="interpreter")
 register("MatrixDeterminant", infer=_square_infer("MatrixDeterminant", out=lambda s: s[:-2]),
-         kernel=lambda attrs, a: np.asarray(np.linalg.det(a), a.dtype), grad=_det_grad)
+         kernel=lambda attrs, a: np.asarray(np.linalg.det(a), a.dtype), grad=_det_grad,
+         lowering="interpreter")
 register("LogMatrixDeterminant", infer=_square_infer("LogMatrixDeterminant", out=lambda s: s[:-2], n_out=2),
-         kernel=_slogdet, grad=_slogdet_grad)
+         kernel=_slogdet, grad=_slogdet_grad, lowering="interpreter")
 register("MatrixSolve", infer=_solve_infer,
          kernel=_linalg_kernel(lambda attrs, a, b: np.linalg.solve(_adj(a) if attrs["adjoint"] else a, b),
                                "Input matrix is not invertible."),
-         grad=_solve_grad)
-register("Cholesky", infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad)
+         grad=_solve_grad, lowering="interpreter")
+register("Cholesky", infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad, lowering="interpreter")
 
 
 def matrix_inverse(input, adjoint=False, name=None):  # noqa: A002

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_all, graph_of
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
 def _mask_index(axis, mask):
@@ -58,12 +58,13 @@ def _boolean_mask_grad_kernel(attrs, g, mask, ref):
 
 
 register("BooleanMask", infer=_boolean_mask_infer, kernel=_boolean_mask_kernel, grad=_boolean_mask_grad,
-         data_dependent_shape=True)
+         data_dependent_shape=True, lowering="interpreter")
 # The gradient scatters g back into zeros shaped like the input (TF's is an
 # IndexedSlices of the same values; jitgrad's gradients are dense).
 register("BooleanMaskGrad", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])],
          kernel=_boolean_mask_grad_kernel,
-         grad=lambda op, g: [apply_op("BooleanMask", [g, op.inputs[1]], dict(op.attrs)), None, None])
+         grad=lambda op, g: [apply_op("BooleanMask", [g, op.inputs[1]], dict(op.attrs)), None, None],
+         lowering="interpreter")
 
 
 def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
@@ -93,7 +94,7 @@ def _where_kernel(attrs, c):
 
 register("Where", infer=lambda shapes, dts, attrs: [((None, None if shapes[0] is None else len(shapes[0])),
                                                       dtypes.int64)],
-         kernel=_where_kernel, data_dependent_shape=True)
+         kernel=_where_kernel, data_dependent_shape=True, lowering="interpreter", grad=NOT_DIFFERENTIABLE)
 
 
 def where_indices(condition, name=None):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_all
-from .registry import apply_op, register
+from .registry import NO_GRADIENT_RULE, apply_op, register
 
 
 def _as_list(tout):
@@ -46,7 +46,8 @@ def _kernel(attrs, state, *arrays):
 
 
 register("PyFunction", infer=lambda shapes, dts, attrs: [(None, dt) for dt in attrs["Tout"]],
-         kernel=_kernel, stateful=True, data_dependent_shape=True)
+         kernel=_kernel, stateful=True, data_dependent_shape=True, lowering="interpreter",
+         grad=NO_GRADIENT_RULE)   # in a graph (eagerly the tape sees the ops inside)
 
 
 def _call(func, inp, Tout, name, numpy_args):

@@ -48,7 +48,7 @@ class OpDef:
         together, and the output shape is their broadcast shape (vectorised batching
         rules in tape.py and batched_gradients.py rely on it). Defaults to
         kind == 'elementwise'.
-    identity: at run time a copy of its first input (the stop_gradient pass removes it).
+    identity: at run time output k is a copy of input k (the stop_gradient pass removes it).
     reshape: its first input's elements in the same order under a new shape (a free
         view in codegen; the simplify pass merges chains of them).
     identity_if_same_shape: a copy of its first input when the output has that input's

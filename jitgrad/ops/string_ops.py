@@ -15,7 +15,13 @@ from .. import dtypes
 from ..convert import convert_all, graph_of
 from ..shapes import broadcast_dims, normalize_axes
 from ._infer import NUMBERS, check_dtype
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register as _register_op
+
+
+def _register(name, **facts):
+    """String ops run in the interpreter only (a compiled run holding one is a counted fallback)
+    and stop gradients, as documented in the README."""
+    return _register_op(name, grad=NOT_DIFFERENTIABLE, lowering="interpreter", **facts)
 
 STRING = (dtypes.string,)
 
@@ -43,7 +49,7 @@ def _join_infer(shapes, dts, attrs):
     return [(shape, dtypes.string)]
 
 
-register("StringJoin", infer=_join_infer,
+_register("StringJoin", infer=_join_infer,
          kernel=lambda attrs, *xs: _elementwise(lambda *parts: attrs["separator"].join(parts), *xs))
 
 
@@ -60,11 +66,11 @@ def _length(attrs, x):
     return _elementwise(len, x, otype=np.int32)
 
 
-register("StringLength", infer=_unary_string_infer("StringLength", dtypes.int32), kernel=_length)
+_register("StringLength", infer=_unary_string_infer("StringLength", dtypes.int32), kernel=_length)
 # TF's StringUpper/Lower with encoding "" change ASCII letters only
-register("StringUpper", infer=_unary_string_infer("StringUpper"),
+_register("StringUpper", infer=_unary_string_infer("StringUpper"),
          kernel=lambda attrs, x: _elementwise(bytes.upper, x))
-register("StringLower", infer=_unary_string_infer("StringLower"),
+_register("StringLower", infer=_unary_string_infer("StringLower"),
          kernel=lambda attrs, x: _elementwise(bytes.lower, x))
 
 
@@ -150,7 +156,7 @@ def _format_kernel(attrs, *xs):
     return np.array(out.encode("utf-8"), dtype=object)
 
 
-register("StringFormat", infer=lambda shapes, dts, attrs: [((), dtypes.string)], kernel=_format_kernel)
+_register("StringFormat", infer=lambda shapes, dts, attrs: [((), dtypes.string)], kernel=_format_kernel)
 
 
 def format(template, inputs, placeholder="{}", summarize=3, name=None):  # noqa: A001
@@ -182,7 +188,7 @@ def _as_string_kernel(attrs, x):
     return _elementwise(lambda v: _as_string_text(v, attrs, dtype), x)
 
 
-register("AsString", infer=lambda shapes, dts, attrs: [(shapes[0], dtypes.string)], kernel=_as_string_kernel)
+_register("AsString", infer=lambda shapes, dts, attrs: [(shapes[0], dtypes.string)], kernel=_as_string_kernel)
 
 
 def as_string(input, precision=-1, scientific=False, shortest=False, width=-1, fill="", name=None):  # noqa: A002
@@ -205,7 +211,7 @@ def _to_number(attrs, x):
     return _elementwise(parse, x, otype=out_type.np)
 
 
-register("StringToNumber", infer=lambda shapes, dts, attrs: [(shapes[0], attrs["out_type"])], kernel=_to_number)
+_register("StringToNumber", infer=lambda shapes, dts, attrs: [(shapes[0], attrs["out_type"])], kernel=_to_number)
 
 
 def to_number(string_tensor, out_type=dtypes.float32, name=None):
@@ -239,7 +245,7 @@ def _reduce_join_kernel(attrs, x):
     return out
 
 
-register("ReduceJoin", infer=_reduce_join_infer, kernel=_reduce_join_kernel)
+_register("ReduceJoin", infer=_reduce_join_infer, kernel=_reduce_join_kernel)
 
 
 def reduce_join(inputs, axis=None, keepdims=False, separator="", name=None):
@@ -250,7 +256,7 @@ def reduce_join(inputs, axis=None, keepdims=False, separator="", name=None):
 
 
 # ---------------------------------------------------------------- strip / substr / regex
-register("StringStrip", infer=_unary_string_infer("StringStrip"),
+_register("StringStrip", infer=_unary_string_infer("StringStrip"),
          kernel=lambda attrs, x: _elementwise(bytes.strip, x))
 
 
@@ -279,7 +285,7 @@ def _substr_infer(shapes, dts, attrs):
     return [(shape, dtypes.string)]
 
 
-register("Substr", infer=_substr_infer, kernel=_substr)
+_register("Substr", infer=_substr_infer, kernel=_substr)
 
 
 def substr(input, pos, len, unit="BYTE", name=None):  # noqa: A002
@@ -294,10 +300,10 @@ def _regex(pattern):
     return re.compile(_bytes(pattern))
 
 
-register("RegexReplace", infer=_unary_string_infer("RegexReplace"),
+_register("RegexReplace", infer=_unary_string_infer("RegexReplace"),
          kernel=lambda attrs, x: _elementwise(
              lambda b: _regex(attrs["pattern"]).sub(attrs["rewrite"], b, count=0 if attrs["global"] else 1), x))
-register("RegexFullMatch", infer=_unary_string_infer("RegexFullMatch", dtypes.bool_),
+_register("RegexFullMatch", infer=_unary_string_infer("RegexFullMatch", dtypes.bool_),
          kernel=lambda attrs, x: _elementwise(lambda b: _regex(attrs["pattern"]).fullmatch(b) is not None, x,
                                               otype=bool))
 
@@ -327,7 +333,7 @@ def _split_kernel(attrs, x):
     return out
 
 
-register("StringSplitScalar", infer=lambda shapes, dts, attrs: [((None,), dtypes.string)], kernel=_split_kernel,
+_register("StringSplitScalar", infer=lambda shapes, dts, attrs: [((None,), dtypes.string)], kernel=_split_kernel,
          data_dependent_shape=True)
 
 

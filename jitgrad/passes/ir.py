@@ -224,6 +224,11 @@ def from_graph(ops, elements, fed, var_reader):
         if opdef.data_dependent_shape:
             raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
+        if op.type == "PrintV2":
+            # printed after the kernel returns: each input leaves as an output the store hands on
+            from ..print_ops import PrintTarget
+            var_writes.extend(zip(PrintTarget.for_op(op), ins))
+            continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
             # Session writes it back after the call. Later reads in the same
@@ -253,11 +258,6 @@ def from_graph(ops, elements, fed, var_reader):
             ref[id(op.outputs[0])] = new
             continue
         if op.type == "NoOp":
-            continue
-        if op.type == "PrintV2":
-            # printed after the kernel returns: each input leaves as an output the store hands on
-            from ..print_ops import PrintTarget
-            var_writes.extend(zip(PrintTarget.for_op(op), ins))
             continue
         nodes.append(Node(op.type, ins, dict(op.attrs), specs, op.name))
         for i, t in enumerate(op.outputs):

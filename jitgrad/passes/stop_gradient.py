@@ -21,13 +21,10 @@ def stop_gradient(program):
     removed = Counter()
     order = []
     for i, n in enumerate(program.nodes):
-        if has_fact(n.op, "identity"):
-            replace[Value(i, 0)] = n.inputs[0]
-            removed[n.op] += 1
-        elif n.op == "IdentityN":     # tf.custom_gradient's: output k is input k
+        if has_fact(n.op, "identity"):    # output k is input k (IdentityN has several)
             for k in range(len(n.outputs)):
                 replace[Value(i, k)] = n.inputs[k]
-            removed["IdentityN"] += 1
+            removed[n.op] += 1
         else:
             order.append(i)
     stats = {"nodes_before": len(program.nodes), "nodes_after": len(order),
