@@ -4,10 +4,11 @@ A kernel is filed, in memory and on disk, under a sha256 over named components. 
 component is a digest of its own, so two keys compare component by component and a
 recompile can be explained ("shapes changed") rather than only detected:
 
-  structure  the ops, their edges and attrs, the argument kinds and variable keys, which
-             values are fetched (and which fetches are operations) and which variables are
-             written. A pre-pass key also covers private attrs (``_aggregation``: the passes
-             read it). Never names: renaming a ``tf.gradients`` call is the same kernel.
+  structure  the ops, their edges and attrs, the argument kinds, which values are fetched
+             (and which fetches are operations) and which variables are written, variables
+             numbered by first appearance (not which variables: the plan binds those). A
+             pre-pass key also covers private attrs (``_aggregation``: the passes read it). Never
+             names: renaming a ``tf.gradients`` call is the same kernel.
   shapes     every argument's and value's concrete shape: loops are specialised on them.
   dtypes     every argument's and value's dtype: they choose the instructions.
   constants  each constant argument's value class (``passes.ir.value_class``: 0, 1, -1, 2,
@@ -90,7 +91,15 @@ def _short(items, limit=6):
 def _program_parts(program, private_attrs):
     """{component: what its digest covers} for the four components the program decides."""
     args, nodes = program.args, program.nodes
-    structure = [(a.kind, a.key if a.kind == "var" else None) for a in args]
+    # Which variable an argument or a write is matters only as "the same one as before":
+    # the plan binds each variable to its slot, the machine code never sees it. So variables
+    # enter the key by order of appearance, and a model built again over new variables (a
+    # second Keras model, a strategy's replica) shares its kernels.
+    order = {}
+
+    def var(k):
+        return order.setdefault(k, len(order))
+    structure = [(a.kind, var(a.key) if a.kind == "var" else None) for a in args]
     for n in nodes:
         attrs = freeze(n.attrs)               # leaves out private attrs
         private = private_attrs and {"p" + k: v for k, v in n.attrs.items() if k.startswith("_")}
@@ -98,7 +107,7 @@ def _program_parts(program, private_attrs):
             attrs = (attrs, freeze(private))
         structure.append((n.op, tuple((i.node, i.index) for i in n.inputs), attrs, len(n.outputs)))
     structure.append([None if v is None else (v.node, v.index) for v in program.outputs])
-    structure.append([(k, v.node, v.index) for k, v in program.var_writes])
+    structure.append([(var(k), v.node, v.index) for k, v in program.var_writes])
     return {
         "structure": structure,
         "shapes": [a.shape for a in args] + [[s for s, _ in n.outputs] for n in nodes],
