@@ -168,7 +168,7 @@ class DaskStrategy:
             master = self._synced = self._master()
             # As tasks, not client.run: a worker that has just died must not stall the client.
             # Each worker's next task waits for its copy (_pending); one that never gets it
-            # raises StaleMirror and is sent it then.
+            # answers Need and is sent it then.
             for i, where in enumerate(self._workers()):
                 self._pending[where] = self._submit(worker.seed, "seed", i, 0, where, self._version, master)
 
@@ -372,48 +372,44 @@ class DaskStrategy:
             self._collect({w: (f, w) for w, f in pending.items()}, None)
 
     def _collect(self, futures, resubmit):
-        """Waits for the futures {i: (future, worker it was sent to)}.  A task that found a
-        stale mirror (StaleMirror), or lost what it waited for with a dead worker (Dask
-        cancels it), is repaired: the worker is sent the client's copy, then a replica task
-        runs again there; an update needs nothing more (the copy holds it).  Other errors
-        are raised.  -> {i: result}."""
+        """Waits for the futures {i: (future, worker it was sent to)}.  A task that answers
+        worker.Need (its worker lacks the program, or the variables at the task's version),
+        or that lost what it waited for with a dead worker (Dask cancels it), is repaired:
+        the worker is sent what it lacks, then a replica task runs again there; an update
+        needs nothing more (the copy sent holds it).  Errors are raised.  -> {i: result}."""
         distributed = _distributed()
         results, attempts = {}, 0
         while futures:
-            exc = None
             try:
-                results.update(zip(futures, self.client.gather([f for f, _ in futures.values()])))
-                break
-            except Exception:     # look at each: stale mirrors are repaired, anything else raised
-                for fut, _ in futures.values():
+                got = dict(zip(futures, self.client.gather([f for f, _ in futures.values()])))
+            except Exception:
+                got = {}
+                for i, (fut, where) in futures.items():
                     with contextlib.suppress(Exception):   # wait raises for a cancelled future
                         distributed.wait([fut])
+                    if fut.status in ("cancelled", "lost"):
+                        # What it waited for was lost with a worker and cannot be recomputed
+                        # (its own dependencies are released).
+                        got[i] = worker.Need("variables", where, f"task {fut.key} lost what it waited for")
+                    else:
+                        got[i] = fut.result()      # raises the task's error, with its traceback
             retry = {}
-            for i, (fut, where) in futures.items():
-                if fut.status == "finished":
-                    results[i] = fut.result()
+            for i, r in got.items():
+                if not isinstance(r, worker.Need):
+                    results[i] = r
                     continue
-                if fut.status in ("cancelled", "lost"):
-                    # What it waited for was lost with its worker and cannot be recomputed
-                    # (its own dependencies are released).
-                    reason = f"a task lost its dependencies ({fut.key})"
-                else:
-                    exc = fut.exception()
-                    if not isinstance(exc, (worker.StaleMirror, worker.MissingProgram)):
-                        fut.result()     # raises the task's error, with its traceback
-                    reason, where = str(exc), exc.worker
                 attempts += 1
                 if attempts > _MAX_ATTEMPTS * len(futures):
-                    raise RuntimeError(f"jitgrad.distribute: giving up after {attempts} repairs ({reason})")
+                    raise RuntimeError(f"jitgrad.distribute: giving up after {attempts} repairs ({r})")
                 alive = self._workers(refresh=True)
-                where = where if where in alive else alive[0]
-                if resubmit is not None and isinstance(exc, worker.MissingProgram):
-                    log.info("jitgrad.distribute: %s; sending it", reason)
+                where = r.worker if r.worker in alive else futures[i][1] if futures[i][1] in alive else alive[0]
+                if r.what == "program" and resubmit is not None:
+                    log.info("jitgrad.distribute: sending worker %s program %s", where, r.token[:12])
                     self.stats["programs_sent"] += 1
-                    self._take_notes(self.client.run(worker.install, self._programs[exc.token],
-                                                     workers=[where])[where][1])
-                else:    # a worker without the copy (or an update it missed) gets the client's
-                    log.info("jitgrad.distribute: %s; sending %s the current variables", reason, where)
+                    answer = self.client.run(worker.install, self._programs[r.token], workers=[where])
+                    self._take_notes(answer[where][1])
+                else:    # variables missing or at another version (or an update it cannot run)
+                    log.info("jitgrad.distribute: worker %s: %s; sending it the current variables", where, r.detail)
                     self.stats["reseeds"] += 1
                     self._pending.pop(where, None)
                     self._seed_now(where)

@@ -7,7 +7,7 @@ compiled with the program (``Bundle.kernels``) and are installed into the proces
 memory cache before the first run, so the worker never compiles (``cache_info()
 ['compiles'] == 0``) unless its host differs from the client's (``kernel_export.
 install`` says "foreign").  Tasks name a program by its token; a worker that does not
-have it raises MissingProgram and the client sends it (this process's state is all lost
+have it answers Need("program") and the client sends it (this process's state is all lost
 with it: nothing here depends on data Dask keeps).
 
 Every task names the version it expects, which makes the tasks safe to run again
@@ -17,7 +17,7 @@ Every task names the version it expects, which makes the tasks safe to run again
     already past v (the same update, applied by an earlier run of the task or included
     in a copy the client sent since).
 Anything else (a worker that has just been started, or one that missed an update)
-raises StaleMirror; the client then sends that worker its current copy (``seed``).
+answers Need("variables"); the client then sends that worker its current copy (``seed``).
 Nothing here imports Dask except ``_address``.
 """
 import threading
@@ -32,26 +32,15 @@ _programs = {}     # bundle token -> _Program
 _lock = threading.Lock()
 
 
-class MissingProgram(Exception):
-    """This worker has not been sent the program a task runs (it is new, or restarted)."""
-
-    def __init__(self, worker, token):
-        super().__init__(worker, token)
-        self.worker, self.token = worker, token
-
-    def __str__(self):
-        return f"worker {self.worker} does not have program {self.token[:12]}"
-
-
-class StaleMirror(Exception):
-    """This worker's mirror is not at the version a task needs."""
-
-    def __init__(self, worker, have, want):
-        super().__init__(worker, have, want)
-        self.worker, self.have, self.want = worker, have, want
-
-    def __str__(self):
-        return f"worker {self.worker}: variables at version {self.have}, the task needs {self.want}"
+@dataclass
+class Need:
+    """What a task could not run without: "program" (this worker was not sent it: it is
+    new, or restarted) or "variables" (its mirror is missing or at another version).
+    Returned, not raised: Dask logs a raised exception as a failed computation."""
+    what: str
+    worker: str
+    detail: str
+    token: str = None
 
 
 @dataclass
@@ -136,18 +125,19 @@ def install(bundle):
     return "installed", _notes(p)
 
 
-def _program(token):
-    p = _programs.get(token)
-    if p is None:
-        raise MissingProgram(_address(), token)
-    return p
+def _stale(have, want):
+    return Need("variables", _address(), f"variables at version {have}, the task needs {want}")
 
 
 def run_replica(strategy_id, token, version, arrays, after=None):
     """One replica's shard: the program's fetches on this worker's mirror at ``version``
     (None: a program without variables).  ``after``: the result of the update task this
-    one was made to wait for.  -> (list of arrays, kernel notes)."""
-    prog = _program(token)
+    one was made to wait for.  -> (list of arrays, kernel notes), or a Need."""
+    if isinstance(after, Need):     # the update it waited for could not run here: that first
+        return after
+    prog = _programs.get(token)
+    if prog is None:
+        return Need("program", _address(), "the program was not sent here", token)
     with _lock:     # one program's Session (and the mirror) is used by one task at a time
         if version is None:
             store = _NoVariables()
@@ -155,23 +145,25 @@ def run_replica(strategy_id, token, version, arrays, after=None):
             store = _mirrors.get(strategy_id)
             have = None if store is None else store.version
             if have != version:
-                raise StaleMirror(_address(), have, version)
+                return _stale(have, version)
         out = prog.run(store, arrays)
-    return out, _notes(prog) + (list(after[1]) if after else [])
+    return out, _notes(prog) + (list(after[1]) if isinstance(after, tuple) else [])
 
 
 def run_update(strategy_id, token, version, arrays, after=None):
     """The update ``version -> version + 1`` on this worker's mirror (idempotent, see the
     module docstring; ``after``: the previous update's result, waited for).
-    -> ("applied" | "already applied", kernel notes)."""
-    prog = _program(token)
+    -> ("applied" | "already applied", kernel notes), or a Need."""
+    prog = _programs.get(token)
+    if prog is None:
+        return Need("program", _address(), "the program was not sent here", token)
     with _lock:
         mirror = _mirrors.get(strategy_id)
         have = None if mirror is None else mirror.version
         if have is not None and have > version:    # done before: by this task, or in a copy sent since
             return "already applied", _notes(prog)
         if have != version:
-            raise StaleMirror(_address(), have, version)
+            return _stale(have, version)
         prog.run(mirror, arrays)
         mirror.version = version + 1
     return "applied", _notes(prog)
