@@ -376,3 +376,28 @@ def test_conversion_is_cached():
     from jitgrad.autograph import conversion
     conv = conversion.convert(_helper_step)
     assert conversion.convert(_helper_step) is conv
+
+
+def test_tf_print_in_a_staged_branch_is_a_clear_not_implemented_error():
+    # jitgrad's If/While run only what their outputs need (no side effects yet)
+    @tf.function
+    def f(x):
+        if x > 0:
+            tf.print("positive")
+        return x
+    with pytest.raises(NotImplementedError, match="tf.print .* inside tf.cond / tf.while_loop"):
+        f(tf.constant(1.))
+
+
+def test_tf_print_under_python_condition_prints_each_call(capsys):
+    import sys
+
+    @tf.function
+    def f(x, verbose):
+        if verbose:               # Python: no cond; the print op runs on every call
+            tf.print("x =", x, output_stream=sys.stdout)
+        return x * 2
+    f(tf.constant(1.), True)
+    f(tf.constant(2.), True)
+    assert float(f(tf.constant(3.), False)) == 6.
+    assert capsys.readouterr().out == "x = 1\nx = 2\n"

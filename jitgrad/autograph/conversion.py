@@ -64,7 +64,8 @@ def converted_call(f):
 
 
 def _converted_or_none(f):
-    if getattr(f, "__ag_do_not_convert__", False) or _is_library(f) or f.__name__ == "<lambda>":
+    if getattr(f, "__ag_do_not_convert__", False) or _is_library(f) or f.__code__.co_name == "<lambda>" or \
+            hasattr(f, "__wrapped__"):   # a decorator's wrapper: its source is not its code
         return None
     try:
         return convert(f)
@@ -123,7 +124,7 @@ def _compile(f):
         tree = ast.parse(src)
     except SyntaxError as e:    # e.g. a lambda's line, not a whole statement
         raise Unconvertible(f"source of {f!r} does not parse alone: {e}") from None
-    fdef = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == f.__name__), None)
+    fdef = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == f.__code__.co_name), None)
     if fdef is None:
         raise Unconvertible(f"{f!r} is not a `def` statement")
     fdef = transform(fdef)
