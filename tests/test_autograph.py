@@ -401,3 +401,115 @@ def test_tf_print_under_python_condition_prints_each_call(capsys):
     f(tf.constant(2.), True)
     assert float(f(tf.constant(3.), False)) == 6.
     assert capsys.readouterr().out == "x = 1\nx = 2\n"
+
+
+@pytest.mark.parametrize("make_args", [
+    lambda: (collatz, tf.constant(27)),
+    lambda: (sum_even_squares, tf.constant(11)),
+    lambda: (fizzbuzz_codes, tf.constant(31)),
+    lambda: (sum_until_negative_skipping_big, tf.constant([1., 7., 2.5, -1., 4.])),
+    lambda: (first_big, tf.constant([1., 3., 5.]), tf.constant(2.)),
+    lambda: (abs_or_double, tf.constant(-4.5)),
+])
+def test_compiled_matches_reference_interpreter(make_args):
+    fn, *args = make_args()
+    results = {}
+    for mode in ("interpret", "compiled"):
+        tf.set_default_mode(mode)
+        fresh = tf.function(fn.python_function)     # a new trace (and Session) in this mode
+        results[mode] = fresh(*args).numpy()
+    np.testing.assert_array_equal(results["compiled"], results["interpret"])
+    assert results["compiled"].dtype == results["interpret"].dtype
+
+
+def test_range_and_len_of_tensors_become_tf_ops():
+    @tf.function
+    def f(x):
+        s = tf.constant(0.)
+        for i in range(len(x)):          # len of a tensor, range of a tensor -> tf.range
+            s += tf.gather(x, i) * tf.cast(i, tf.float32)
+        return s
+    x = np.array([1., 2., 3., 4.], np.float32)
+    assert float(f(tf.constant(x))) == float(np.dot(x, np.arange(4)))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def g(x):
+        s = tf.constant(0.)
+        for i in range(len(x)):          # length known only at run time: a While
+            s += tf.gather(x, i)
+        return s
+    assert float(g(tf.constant(x))) == 10.
+    assert "While" in _op_types(g)
+
+
+def test_loop_variable_read_before_defined_is_tf_error():
+    @tf.function
+    def f(x):
+        while x < 10:
+            y = y + 1
+            x += 1
+        return x
+    with pytest.raises((ValueError, UnboundLocalError), match="'y'"):
+        f(tf.constant(1.))
+
+
+def test_python_loop_over_list_of_tensors_is_unrolled():
+    @tf.function
+    def f(xs):
+        total = tf.constant(0.)
+        for x in xs:
+            if x > 1.:                   # a tensor condition inside a Python loop
+                total += x
+        return total
+    assert float(f([tf.constant(0.5), tf.constant(2.), tf.constant(3.)])) == 5.
+
+
+def test_nested_function_and_method_are_converted():
+    class Clip(tf.Module):
+        def __init__(self, limit):
+            super().__init__()
+            self.limit = limit
+
+        @tf.function
+        def __call__(self, x):
+            def clip(v):
+                if v > self.limit:
+                    v = self.limit
+                return v
+            return clip(x) + self._bonus(x)
+
+        def _bonus(self, x):
+            return 1. if x < 0 else 0.
+    m = Clip(tf.constant(2.))
+    assert float(m(tf.constant(5.))) == 2.
+    assert float(m(tf.constant(1.5))) == 1.5
+    assert float(m(tf.constant(-3.))) == -2.
+
+
+def test_while_with_else_and_break():
+    @tf.function
+    def f(n):
+        i = tf.constant(0)
+        found = tf.constant(False)
+        while i < n:
+            if i * i > 20:
+                break
+            i += 1
+        else:
+            found = tf.constant(True)    # runs only when the loop did not break
+        return i, found
+    i, found = f(tf.constant(3))
+    assert int(i) == 3 and bool(found)
+    i, found = f(tf.constant(10))
+    assert int(i) == 5 and not bool(found)
+
+
+def test_name_left_undefined_by_python_branch_is_unbound_local_error():
+    @tf.function
+    def f(x, flag):
+        if flag:                  # Python condition, not taken: y never assigned
+            y = x
+        return y
+    assert float(f(tf.constant(2.), True)) == 2.
+    with pytest.raises(UnboundLocalError, match="'y' is used before assignment"):
+        f(tf.constant(2.), False)

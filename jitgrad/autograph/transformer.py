@@ -110,7 +110,8 @@ def _expr(src):
 
 
 def _not(id_):
-    return ast.UnaryOp(op=ast.Not(), operand=_name(id_))
+    """``not flag`` as ``ag__.not_(flag)`` (the flag may become a tensor)."""
+    return ast.Call(func=_expr("ag__.not_"), args=[_name(id_)], keywords=[])
 
 
 def _and(*exprs):
@@ -312,6 +313,7 @@ class _ControlFlow:
     def __init__(self, global_names):
         self.globals = global_names
         self.counter = itertools.count()
+        self.undefined = set()    # names that may hold an ag__.Undefined: loaded through ag__.ld
 
     def block(self, stmts, defined, live_out):
         out = []
@@ -341,6 +343,7 @@ class _ControlFlow:
         return out
 
     def _undefined_inits(self, names, defined):
+        self.undefined |= names - defined
         return [_assign(n, _expr(f"ag__.Undefined({n!r})")) for n in sorted(names - defined)]
 
     def _state_fns(self, k, names):
@@ -444,6 +447,19 @@ class _ControlFlow:
         return stmts + self._after_loop(s, defined | modified, live)
 
 
+class _CheckedLoads(ast.NodeTransformer):
+    """Loads of names that may be ag__.Undefined go through ``ag__.ld``, which
+    raises Python's UnboundLocalError for them (as TF)."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.names:
+            return ast.Call(func=_expr("ag__.ld"), args=[node], keywords=[])
+        return node
+
+
 # ---------------------------------------------------------------- the whole function
 def _arg_names(args):
     names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
@@ -471,6 +487,8 @@ def transform(fdef):
     _lower_returns(fdef)
     _lower_jumps(fdef.body, itertools.count())
     fdef.body = [_Expressions().visit(s) for s in fdef.body]
-    fdef.body = _ControlFlow(global_names).block(fdef.body, _arg_names(fdef.args), set())
+    control_flow = _ControlFlow(global_names)
+    fdef.body = control_flow.block(fdef.body, _arg_names(fdef.args), set())
+    fdef.body = [_CheckedLoads(control_flow.undefined).visit(s) for s in fdef.body]
     fdef.name = "tf__" + fdef.name
     return fdef
