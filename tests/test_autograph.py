@@ -513,3 +513,39 @@ def test_name_left_undefined_by_python_branch_is_unbound_local_error():
     assert float(f(tf.constant(2.), True)) == 2.
     with pytest.raises(UnboundLocalError, match="'y' is used before assignment"):
         f(tf.constant(2.), False)
+
+
+def test_set_loop_options_shape_invariants():
+    @tf.function
+    def f(n):
+        v = tf.zeros([0])
+        i = tf.constant(0)
+        while i < n:
+            tf.autograph.experimental.set_loop_options(shape_invariants=[(v, tf.TensorShape([None]))])
+            v = tf.concat([v, [tf.cast(i, tf.float32)]], 0)
+            i += 1
+        return v
+    np.testing.assert_array_equal(f(tf.constant(4)).numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_shape_change_without_invariant_is_tf_error():
+    @tf.function
+    def f(n):
+        v = tf.zeros([0])
+        i = tf.constant(0)
+        while i < n:
+            v = tf.concat([v, [1.]], 0)
+            i += 1
+        return v
+    with pytest.raises(ValueError, match=r"'v' has shape \(0,\) before the loop, but shape \(1,\) after one"):
+        f(tf.constant(3))
+
+
+def test_return_in_one_tensor_branch_only_is_tf_error():
+    @tf.function
+    def f(x):
+        if x > 0:
+            return x
+        x = x * 2                  # code after: TF makes it the else branch, which does not return
+    with pytest.raises(ValueError, match="the else branch must also have a return statement"):
+        f(tf.constant(1.))

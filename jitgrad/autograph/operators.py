@@ -339,7 +339,8 @@ def _shape_invariants(opts, init_vars):
     if not pairs:
         return None
     by_id = {id(v): s for v, s in pairs}
-    return [None] + [by_id.get(id(v), nest.map_structure(lambda _: None, v)) for v in init_vars]
+    own = lambda v: convert_to_tensor(v).shape   # noqa: E731  (no invariant: the entry shape, as TF)
+    return [own(False)] + [by_id[id(v)] if id(v) in by_id else nest.map_structure(own, v) for v in init_vars]
 
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
