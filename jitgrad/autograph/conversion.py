@@ -3,7 +3,6 @@ code compiled once per code object, instantiated with the original function's
 globals, closure cells and defaults (as TF's transpiler does), and
 ``converted_call``, the run-time check of which callees are converted."""
 import ast
-import builtins
 import functools
 import inspect
 import itertools
@@ -151,4 +150,3 @@ _AG_MODULE = _AgModule(
     for_stmt=operators.for_stmt, if_exp=operators.if_exp, and_=operators.and_, or_=operators.or_,
     not_=operators.not_, ld=operators.ld, ldu=operators.ldu, retval=operators.retval,
     Undefined=operators.Undefined, UndefinedReturnValue=operators.UndefinedReturnValue)
-del builtins
