@@ -191,6 +191,7 @@ from .control_flow import cond, case, switch_case, while_loop  # noqa: E402,F401
 from .functional_ops import map_fn, scan, foldl, foldr  # noqa: E402,F401
 v1.cond = _cf.cond_v1
 v1.while_loop = _cf.while_loop_v1
+from . import autograph  # noqa: E402,F401  (tf.autograph; jitgrad.function converts with it)
 
 
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)

@@ -15,6 +15,7 @@ compiled path.
 """
 import contextlib
 import functools
+import types
 from collections.abc import Mapping
 
 import numpy as np
@@ -324,6 +325,18 @@ class Function:
         self._bound = {}
         functools.update_wrapper(self, python_function)
         self._name = name or getattr(python_function, "__name__", "function")
+        self._autograph = autograph
+        self._converted = None
+
+    def _traced_function(self):
+        """What a trace runs: with autograph (TF's default), the function with its
+        Python control flow on tensors converted (jitgrad/autograph/)."""
+        if not self._autograph:
+            return self._python_function
+        if self._converted is None:
+            from . import autograph
+            self._converted = autograph.converted_call(self._python_function)
+        return self._converted
 
     @property
     def python_function(self):
@@ -341,8 +354,9 @@ class Function:
             return self
         b = self._bound.get(id(instance))
         if b is None or b[0] is not instance:
-            fn = Function(functools.partial(self._python_function, instance), self._input_signature,
-                          jit_compile=self._jit_compile, reduce_retracing=self._reduce_retracing, name=self._name)
+            fn = Function(types.MethodType(self._python_function, instance), self._input_signature,
+                          autograph=self._autograph, jit_compile=self._jit_compile,
+                          reduce_retracing=self._reduce_retracing, name=self._name)
             self._bound[id(instance)] = b = (instance, fn)
         return b[1]
 
@@ -370,7 +384,7 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         if not context.executing_eagerly():
-            return self._python_function(*args, **kwargs)
+            return self._traced_function()(*args, **kwargs)
         if _tape_is_recording() or context.functions_run_eagerly[0]:
             # A GradientTape outside the function must see its ops (and
             # tf.config.run_functions_eagerly asks for it). Running the
@@ -502,7 +516,7 @@ class Function:
                 # placeholders are made in nest's order (keys sorted), the order calls flatten in
                 tkwargs = {k: nest.map_structure(lambda x, n=kwarg_names[k]: to_placeholder(x, n), kwargs[k])
                            for k in sorted(kwargs)}
-                result = self._python_function(*targs, **tkwargs)
+                result = self._traced_function()(*targs, **tkwargs)
                 fetches = []
                 build = _output_builder(result, fetches, ctx)
         finally:

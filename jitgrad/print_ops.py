@@ -186,5 +186,9 @@ def print_v2(*inputs, output_stream=None, summarize=3, sep=" ", end=os.linesep, 
     from .function import _current_trace
     trace = _current_trace()
     if trace is not None:
+        if op.graph is not trace.graph:
+            # a branch / loop body runs only what its outputs need: the print would be lost
+            raise NotImplementedError(f"tf.print ({op.name}) inside tf.cond / tf.while_loop (or an `if` / loop on "
+                                      f"a tensor converted by AutoGraph) is not supported in graph mode")
         trace.stateful.append(op)   # prints on every call, as TF's automatic control dependencies do
     return op
