@@ -3,8 +3,7 @@
 
 1. Hot path of a cached ``Session.run`` on W1 (``z = x**2 + y**3``,
    ``tf.gradients(z, [x, y])``, scalars fed as np.float32 and as Python
-   floats), ``Session.make_callable``, the reference interpreter, the bare
-   native call, and -- when importable -- TensorFlow's ``Session.run`` on the
+   floats), ``Session.make_callable``, the reference interpreter, and -- when importable -- TensorFlow's ``Session.run`` on the
    same graph and ``jax.jit(jax.grad(...))`` dispatch.  All backends are
    measured side by side in one process, interleaved round by round (a noisy
    machine slows them alike); medians over rounds of per-call times.
@@ -72,27 +71,11 @@ def builders():
         feed = {x: np.float32(1.0), y: np.float32(2.0)}
         return lambda: sess.run(grads, feed_dict=feed)
 
-    def native():
-        tf, np, sess, x, y, grads = _jitgrad_w1("compiled")
-        sess.run(grads, {x: 1.0, y: 2.0})
-        plan = [v for v in sess._plans.values()][0][0]
-        plan = getattr(plan, "plan", plan)
-        # own every buffer the pointer block names (feeds and outputs of the last run are gone)
-        keep = [np.array(1.0, np.float32), np.array(2.0, np.float32), np.empty((), np.float32),
-                np.empty((), np.float32)]
-        for (slot, _pos), a in zip(plan.feed_slots, keep[:2]):
-            plan.ptrs[slot] = a.ctypes.data
-        for j in range(plan.n_out):
-            plan.ptrs[plan.out_base + j] = keep[2 + j].ctypes.data
-        f, addr = plan.kernel.cfunc, plan.ptrs_addr
-        return lambda: (f(addr), keep)[1][2:]
-
     out["jitgrad run (np.float32 feeds)"] = np_scalars
     out["jitgrad run (python floats)"] = py_floats
     out["jitgrad run (0-d ndarrays)"] = ndarrays
     out["jitgrad make_callable"] = callable_
     out["jitgrad interpreter"] = interp
-    out["native call only"] = native
 
     def tf_session():
         import numpy as np
@@ -138,9 +121,8 @@ def section_hotpath(rounds, calls):
         except ImportError as e:
             print(f"  {name:<36} skipped (not importable: {e.name})")
             continue
-        if not name.startswith("native"):
-            got = [float(np.asarray(v)) for v in (r if isinstance(r, (list, tuple)) else [r])]
-            assert got == [2.0, 12.0], (name, got)
+        got = [float(np.asarray(v)) for v in (r if isinstance(r, (list, tuple)) else [r])]
+        assert got == [2.0, 12.0], (name, got)
         fns[name] = fn
     times = {k: [] for k in fns}
     for _ in range(rounds):
