@@ -3,8 +3,9 @@
 
 1. Hot path of a cached ``Session.run`` on W1 (``z = x**2 + y**3``,
    ``tf.gradients(z, [x, y])``, scalars fed as np.float32 and as Python
-   floats), ``Session.make_callable``, the reference interpreter, and -- when importable -- TensorFlow's ``Session.run`` on the
-   same graph and ``jax.jit(jax.grad(...))`` dispatch.  All backends are
+   floats), ``Session.make_callable``, the reference interpreter, and --
+   when importable -- TensorFlow's ``Session.run`` on the same graph and
+   ``jax.jit(jax.grad(...))`` dispatch.  All backends are
    measured side by side in one process, interleaved round by round (a noisy
    machine slows them alike); medians over rounds of per-call times.
 2. ``import`` time in fresh processes (numpy, jitgrad; tensorflow and jax when
