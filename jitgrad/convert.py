@@ -110,8 +110,11 @@ def to_numpy(value, dtype=None):
         return string_array(value)
     if is_array:
         arr = np.asarray(value)
-        if arr.dtype.kind == "V" and arr.dtype not in dtypes._BY_NP:
-            raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.")
+        if arr.dtype.kind == "V":     # bfloat16 (ml_dtypes) or a structured dtype
+            try:
+                dtypes.as_dtype(arr.dtype)
+            except TypeError:
+                raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.") from None
         if want is None:
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
         if arr.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(arr, 1) == 0):

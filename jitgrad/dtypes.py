@@ -11,12 +11,13 @@ the interpreter, counted in cache_info()['fallbacks']):
     complex tensors are not differentiated (no gradient flows through them).
   * string: numpy object arrays of bytes, never compiled or differentiated.
 """
+import importlib.util
+
 import numpy as np
 
-try:   # optional: numpy has no bfloat16 of its own
-    import ml_dtypes as _ml_dtypes
-except ImportError:   # pragma: no cover - depends on the environment
-    _ml_dtypes = None
+# Optional (numpy has no bfloat16 of its own), and imported on first use of bfloat16, not by
+# `import jitgrad`: importing ml_dtypes takes about a second.
+_HAVE_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 
 
 class DType:
@@ -76,7 +77,10 @@ class DType:
         if self.is_bool or self.is_complex or self.is_string:
             raise TypeError(f"Cannot find minimum/maximum value of {self.name}.")
         if self.is_floating:
-            return _ml_dtypes.finfo(self.np) if self._kind != self.np.kind else np.finfo(self.np)
+            if self._kind != self.np.kind:
+                import ml_dtypes
+                return ml_dtypes.finfo(self.np)
+            return np.finfo(self.np)
         return np.iinfo(self.np)
 
     @property
@@ -140,7 +144,31 @@ class _MissingDType:
         return f"tf.{self.name}"
 
 
-bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, 14, kind="f") if _ml_dtypes is not None else \
+_NP_SLOT = DType.__dict__["np"]
+
+
+class _BFloat16(DType):
+    """bfloat16: its numpy dtype comes from ml_dtypes, imported when it is first needed
+    (the first bfloat16 tensor); then the numpy-dtype tables learn it too."""
+    __slots__ = ()
+
+    def __init__(self):
+        self.name, self._enum, self._kind = "bfloat16", 14, "f"
+
+    @property
+    def np(self):
+        try:
+            return _NP_SLOT.__get__(self)
+        except AttributeError:
+            import ml_dtypes
+            d = np.dtype(ml_dtypes.bfloat16)
+            _NP_SLOT.__set__(self, d)
+            _BY_NP[d] = self
+            FLOAT_NP.add(d)
+            return d
+
+
+bfloat16 = _BFloat16() if _HAVE_ML_DTYPES else \
     _MissingDType("bfloat16", "bfloat16 needs the ml_dtypes package (pip install ml_dtypes): numpy has no bfloat16.")
 
 # Byte strings, held as numpy object arrays of ``bytes`` (ops/string_ops.py).
@@ -148,12 +176,12 @@ string = DType("string", object, 7, kind="S")
 
 NATIVE = (float32, float64, int32, int64, bool_)      # what the compiler lowers
 ALL = NATIVE + (float16, int8, int16, uint8, uint16, uint32, uint64, complex64, complex128, string) + \
-    ((bfloat16,) if _ml_dtypes is not None else ())
+    ((bfloat16,) if _HAVE_ML_DTYPES else ())
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_})
-_BY_NP = {d.np: d for d in ALL}
-# numpy dtypes of floating tensors: float16/32/64 and bfloat16 (whose numpy kind is "V", not "f")
-FLOAT_NP = frozenset(d.np for d in ALL if d.is_floating)
+_BY_NP = {d.np: d for d in ALL if d is not bfloat16}      # bfloat16's joins when it is loaded
+# numpy dtypes of floating tensors: float16/32/64 and, once loaded, bfloat16 (numpy kind "V")
+FLOAT_NP = {d.np for d in ALL if d.is_floating and d is not bfloat16}
 
 
 def as_dtype(value):
@@ -184,5 +212,8 @@ def as_dtype(value):
         raise TypeError(f"Cannot convert value {value!r} to a jitgrad DType.") from None
     if key in _BY_NP:
         return _BY_NP[key]
+    if _HAVE_ML_DTYPES and key.name == "bfloat16":   # an ml_dtypes array made before jitgrad's first bfloat16
+        if bfloat16.np == key:
+            return bfloat16
     raise TypeError(f"dtype {key} is not supported by jitgrad "
                     f"(supported: {', '.join(d.name for d in ALL)}).")

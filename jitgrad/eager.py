@@ -16,8 +16,9 @@ from .shapes import TensorShape
 
 _ids = itertools.count(1)
 
-# numpy dtype -> jitgrad DType, so reading ``.dtype`` is one dict lookup.
-_NP_TO_DT = {d.np: d for d in dtypes.ALL}
+# numpy dtype -> jitgrad DType, so reading ``.dtype`` is one dict lookup (dtypes' own table:
+# bfloat16 joins it when it is first used).
+_NP_TO_DT = dtypes._BY_NP
 
 
 def _dtype_of(np_dtype):
