@@ -191,7 +191,6 @@ from .control_flow import cond, case, switch_case, while_loop  # noqa: E402,F401
 from .functional_ops import map_fn, scan, foldl, foldr  # noqa: E402,F401
 v1.cond = _cf.cond_v1
 v1.while_loop = _cf.while_loop_v1
-from . import autograph  # noqa: E402,F401  (tf.autograph; jitgrad.function converts with it)
 
 
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
@@ -218,8 +217,6 @@ v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_function
 from .module import Module  # noqa: E402
 from .custom_gradient import custom_gradient  # noqa: E402
 from .print_ops import print_v2 as print  # noqa: E402,A001
-from . import keras  # noqa: E402  (the package replaces the module that held only the optimizers)
-keras.optimizers = optimizers
 
 
 def _fill_compat_v1():
@@ -285,9 +282,26 @@ types = _module("types", experimental=_module(
 _fill_compat_v1()
 
 
+# Sub-packages imported when first used, not by `import jitgrad` (each costs tens of ms, Dask
+# far more; a warm start is mostly import time): tf.keras, tf.autograph, tf.distribute.
+_LAZY = ("keras", "autograph", "distribute")
+
+
 def __getattr__(name):
-    # tf.distribute without importing it (and Dask) with jitgrad.
-    if name == "distribute":
-        import importlib
-        return importlib.import_module(".distribute", __name__)
-    raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module("." + name, __name__)
+    if name == "keras":
+        module.optimizers = optimizers
+    globals()[name] = module
+    return module
+
+
+def _v1_getattr(name):
+    if name in _LAZY:
+        return __getattr__(name)
+    raise AttributeError(f"module 'jitgrad.compat.v1' has no attribute {name!r}")
+
+
+v1.__getattr__ = _v1_getattr
