@@ -9,7 +9,6 @@ import textwrap
 import numpy as np
 import pytest
 
-import jitgrad as tf
 from jitgrad.codegen import compile_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
