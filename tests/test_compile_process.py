@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import jitgrad as tf
 from jitgrad.codegen import compile_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,3 +99,18 @@ def test_the_first_compiles_of_a_process_stay_in_it(monkeypatch):
     monkeypatch.setattr(compile_server, "_compiles", {})
     assert not any(compile_server.use_child() for _ in range(compile_server.IN_PROCESS))
     assert compile_server.use_child()
+
+
+def test_without_a_usable_child_compiles_stay_in_the_process(monkeypatch):
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(compile_server, "_unavailable", [])
+    monkeypatch.setattr(compile_server, "_server", {})
+    monkeypatch.setattr(compile_server.sys, "executable", "/nonexistent/python")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [7])
+        y = tf.reduce_sum(tf.sin(x) * 5.0)
+    before = tf.cache_info()["fallbacks"]
+    xv = np.linspace(0, 1, 7)
+    assert tf.compat.v1.Session(graph=g).run(y, {x: xv}) == pytest.approx(5 * np.sin(xv).sum(), rel=1e-12)
+    assert compile_server._unavailable and tf.cache_info()["fallbacks"] == before

@@ -33,12 +33,13 @@ _server = {}   # pid -> _Child (a forked process starts its own)
 
 
 _compiles = {}   # pid -> compiles this process has asked for
+_unavailable = []   # set when a child could not be started: compile in this process from then on
 
 
 def use_child():
     """Whether this compile goes to the child (counting it); starts the child early."""
     mode = os.environ.get("JITGRAD_COMPILE_PROCESS", "auto")
-    if mode == "0":
+    if mode == "0" or _unavailable:
         return False
     pid = os.getpid()
     n = _compiles[pid] = _compiles.get(pid, 0) + 1
@@ -99,7 +100,10 @@ def start():
     """Starts this process's compile child in the background (it imports jitgrad and
     llvmlite while this process goes on compiling)."""
     with _lock:
-        _child()
+        try:
+            _child()
+        except OSError as e:      # no usable Python executable (embedded interpreters, ...)
+            _unavailable.append(repr(e))
 
 
 def _child():
