@@ -192,11 +192,7 @@ def compile_program(program, key):
     ir_text = str(module)
     t1 = time.perf_counter()
     if compile_server.use_child():    # LLVM's optimiser keeps memory: many compiles go to a child
-        try:
-            obj, opt_ir, timings = compile_server.optimise_to_object(ir_text, current().key())
-        except OSError:               # the child could not be started: compile here
-            compile_server._unavailable.append("start failed")
-            obj, opt_ir, timings = backend.optimise_to_object(ir_text)
+        obj, opt_ir, timings = compile_server.optimise_to_object(ir_text, current().key())
     else:
         obj, opt_ir, timings = backend.optimise_to_object(ir_text)
     timings = dict(timings, emit_ir=t1 - t0)

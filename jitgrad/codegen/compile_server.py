@@ -114,9 +114,16 @@ def _child():
 
 
 def optimise_to_object(ir_text, target_key):
-    """backend.optimise_to_object(ir_text, target) done by the child."""
+    """backend.optimise_to_object(ir_text, target) done by the child (or here, when no child
+    can be started: no usable Python executable)."""
     with _lock:
-        child = _child()
+        try:
+            child = _child()
+        except OSError as e:
+            _unavailable.append(repr(e))
+            from . import backend
+            from .target import from_key
+            return backend.optimise_to_object(ir_text, from_key(target_key))
         try:
             _write(child.proc.stdin, (ir_text, target_key))
             reply = _read(child.proc.stdout)
