@@ -154,7 +154,7 @@ class Kernel:
 
 
 def _raise_status(code):
-    from .codegen.kernel import ERROR_MESSAGES
+    from .codegen.irutil import ERROR_MESSAGES
     raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
 
 
@@ -410,7 +410,8 @@ def make_plan(session, elements, fed, run_passes=False):
         program = optimise(pre)
     plan.program = program
     if kernel is None:
-        from .codegen.kernel import Unsupported, unsupported_ops
+        from .codegen.irutil import Unsupported
+        from .codegen.lowering_tables import unsupported_ops
         bad = unsupported_ops(program)
         if bad:
             plan.fallback, plan.reason = True, f"ops without a lowering: {', '.join(bad)}"

@@ -96,9 +96,9 @@ def test_variables_and_assign():
 
 
 def test_fallback_for_unlowered_op(monkeypatch):
-    from jitgrad.codegen import kernel
-    kernel.tables()
-    monkeypatch.delitem(kernel.ELEMENTWISE, "Sin")
+    from jitgrad.codegen import lowering_tables
+    lowering_tables.tables()
+    monkeypatch.delitem(lowering_tables.ELEMENTWISE, "Sin")
     g = tf.Graph()
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float32, (3,))

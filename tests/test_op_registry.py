@@ -4,7 +4,7 @@ none. Adding an op is one register(...) call plus its lowering and tests."""
 import pytest
 
 import jitgrad  # noqa: F401  (registers the ops)
-from jitgrad.codegen import kernel
+from jitgrad.codegen import lowering_tables
 from jitgrad.ops import registry
 from jitgrad.ops.registry import LOWERINGS, NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, REGISTRY, OpDef
 from jitgrad.passes import pipeline  # noqa: F401  (registers the passes' "Literal" op)
@@ -33,7 +33,7 @@ def problems(opdef, lowered):
 
 
 def _lowered():
-    elementwise, layout, materialise, alias, _ = kernel.tables()
+    elementwise, layout, materialise, alias, _ = lowering_tables.tables()
     return set(elementwise) | set(layout) | set(materialise) | set(alias)
 
 
@@ -43,7 +43,7 @@ def test_every_op_has_a_lowering_and_a_gradient_rule_or_a_mark():
     bad = {name: p for name, p in bad.items() if p}
     assert not bad, "\n".join(f"{name}: {'; '.join(p)}" for name, p in sorted(bad.items()))
     # codegen's aliasing is exactly the ops that say reshape=True
-    assert set(kernel.tables()[3]) == registry.ops_with("reshape")
+    assert set(lowering_tables.tables()[3]) == registry.ops_with("reshape")
 
 
 def test_the_walk_can_fail():

@@ -33,124 +33,63 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from .. import dtypes
-from ..ops.registry import REGISTRY, has_fact
+from ..ops.registry import REGISTRY
+from ..passes.ir import Value
+from . import irutil
+from .buffer_plan import plan_buffers
+from .fusion_plan import BLOCK_ELEMS, fused_ops, plan_fusion
+from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
+                     reg_type, store_buf, value_bytes)
+from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
+from .lowering_tables import tables
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-VW = 8            # lanes of the explicitly vectorised inner loops
-ALIGN = 64        # scratch buffer alignment (bytes)
-# Loop nests whose estimated work (elements x weighted fused ops) reaches
-# PAR_MIN_WORK are split across threads (see jitgrad/codegen/parallel.py);
-# below it the call overhead of waking a second thread (~20-50 us) wins.
-PAR_MIN_WORK = 1 << 21   # W2 at 1e5 (work ~5M) now splits: 143 -> 87 us on 2 cores; 3e4 still gains
-MAX_THREADS = 8
-PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across threads
 SPIN_LIMIT = 2000   # pause rounds before a barrier starts yielding the core
-# Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
-# elements (independent of the thread count); block partials are combined in
-# block order, so results are bit-identical for any number of threads.
-BLOCK_ELEMS = 1 << 14
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
 # lanes, then widens that partial into its float64 accumulator: converting
 # every vector cost ~10% of W2 (value + gradient); NARROW_RUN = 8 keeps the
 # float32 part shorter than numpy's pairwise sum's 16-element runs.
 NARROW_RUN = 8
-FUSE_NESTS = True   # False: one loop nest per materialised value (debugging)
-
-ERR_INT_DIV_ZERO = 1
-ERR_GATHER_RANGE = 2
-ERR_NEG_POW = 3
-ERR_STACK_ALLOC = 4
-ERR_STACK_ROWS = 5
-ERROR_MESSAGES = {
-    ERR_INT_DIV_ZERO: "Integer division by zero",
-    ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
-    ERR_NEG_POW: "Integers to negative integer powers are not allowed",
-    ERR_STACK_ALLOC: "out of memory for a while_loop's per-iteration stack",
-    ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
-}
 
 
-class Unsupported(Exception):
-    """The program contains something this code generator cannot lower."""
-
-
-def reg_type(dt):
-    if dt is dtypes.float32:
-        return ir.FloatType()
-    if dt is dtypes.float64:
-        return ir.DoubleType()
-    if dt is dtypes.int32:
-        return I32
-    if dt is dtypes.int64:
-        return I64
-    if dt is dtypes.bool_:
-        return I1
-    raise Unsupported(f"dtype {dt}")
-
-
-def mem_type(dt):
-    return I8 if dt is dtypes.bool_ else reg_type(dt)
-
-
-def c64(v):
-    return ir.Constant(I64, int(v))
-
-
-def strides_of(shape):
-    st, acc = [], 1
-    for d in reversed(shape):
-        st.append(acc)
-        acc *= max(d or 1, 1)   # None: a dynamic stack (lower_control.py), never indexed
-    return tuple(reversed(st))
-
-
-class Buffer:
-    __slots__ = ("ptr", "shape", "dtype", "strides", "name")
-
-    def __init__(self, ptr, shape, dtype, name=""):
-        self.ptr, self.shape, self.dtype, self.name = ptr, tuple(shape), dtype, name
-        self.strides = strides_of(self.shape)
-
-
-def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control
-    elem = dict(lower_elementwise.ELEMENTWISE)
-    layout = dict(lower_layout.LAYOUT)
-    mat = {}
-    mat.update(lower_reduction.MATERIALISE)
-    mat.update(lower_matmul.MATERIALISE)
-    mat.update(lower_scan.MATERIALISE)
-    mat.update(lower_control.MATERIALISE)
-    needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control):
-        needs.update(getattr(mod, "NEEDS_BUFFER", {}))
-    return elem, layout, mat, lower_layout.ALIAS, needs
-
-
-ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, None
-
-
-def tables():
-    global ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER
-    if ELEMENTWISE is None:
-        ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = _lowering_tables()
-    return ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER
-
-
-def lowerable_ops():
-    e, l, m, a, _ = tables()
-    return set(e) | set(l) | set(m) | set(a) | {"Arg"}
-
-
-def unsupported_ops(program):
-    ok = lowerable_ops()
-    return sorted({n.op for n in program.nodes if n.op not in ok})
+LOWERING_INTERFACE = frozenset({
+    "b", "fn", "module", "alloca", "unique_name",
+    "cur_pos", "shape", "dtype", "gen", "input_gen", "buffers", "scratch_buffer", "literal_buffer",
+    "loop", "emit_nest",
+    "set_error",
+    "par_node", "par_slots", "par_counter", "tid", "loop_grab", "thread_rows", "barrier", "on_thread0", "target",
+    "sub_builder", "region_cache", "groups", "arena", "persistent_words", "persistent_base", "finish_hooks",
+    "is_region",
+})
 
 
 class KernelBuilder:
     """Builds the module for one Program.  After ``build()``: ``module``,
-    ``meta`` (JSON-able) and ``report`` (fusion groups, buffers)."""
+    ``meta`` (JSON-able) and ``report`` (``groups``: fusion groups,
+    ``buffer_report``: buffers).
+
+    Planning is done by passes with typed results (fusion_plan.plan_fusion,
+    buffer_plan.plan_buffers); IR helpers that need no kernel state are free
+    functions in irutil.py.  What remains here is emission, and the builder is
+    the context a lowering (lower_*.py) receives as ``kb``; a lowering uses
+    only the names in LOWERING_INTERFACE (tests/test_codegen_structure.py
+    checks it):
+
+    IR position  ``b`` (the IRBuilder), ``fn``, ``module``, ``alloca(ty)``
+                 (an entry-block slot), ``unique_name(tag)`` (a module-level name)
+    values       ``cur_pos`` (index of the node being lowered), ``shape(v)``,
+                 ``dtype(v)``, ``gen(v, idx, W)`` / ``input_gen(v)`` (element
+                 generators), ``buffers[v]`` (materialised values),
+                 ``scratch_buffer(shape, dt, tag)`` (a node-lifetime temporary,
+                 also requested in the dry run), ``literal_buffer(...)``
+    loops        ``loop`` (constant bounds), ``emit_nest(buf, gen)``
+    errors       ``set_error(cond, code)``
+    threads      ``par_node`` (this node runs on all threads), ``par_slots``,
+                 ``par_counter``, ``tid``, ``loop_grab``, ``thread_rows``,
+                 ``barrier()``, ``on_thread0()``, ``target`` (codegen/target.py)
+    regions      (lower_control.py) ``sub_builder(program, tag)``,
+                 ``region_cache``, ``groups``, ``arena``, ``persistent_words``
+                 / ``persistent_base``, ``finish_hooks``, ``is_region``
+    """
 
     def __init__(self, program, name, target_data=None, triple=None):
         self.p = program
@@ -178,89 +117,45 @@ class KernelBuilder:
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
         self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
         self.is_region = False     # a branch / loop body compiled into its parent kernel
+        self.region_cache = {}     # lower_control.py: compiled regions of this kernel by body
 
-    # ------------------------------------------------------------ small IR helpers
+    # ------------------------------------------------------------ the context's small services
     def shape(self, v):
         return self.p.nodes[v.node].outputs[v.index][0]
 
     def dtype(self, v):
         return self.p.nodes[v.node].outputs[v.index][1]
 
-    def iadd(self, a, b):
-        if isinstance(b, int):
-            b = c64(b)
-        if isinstance(a, int):
-            a = c64(a)
-        if isinstance(b, ir.Constant) and b.constant == 0:
-            return a
-        if isinstance(a, ir.Constant) and a.constant == 0:
-            return b
-        if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
-            return c64(a.constant + b.constant)
-        return self.b.add(a, b)
+    def unique_name(self, tag):
+        """A fresh module-level name for a helper function (``<kernel>_<tag><k>``)."""
+        self._fn_counter += 1
+        return f"{self.name}_{tag}{self._fn_counter}"
 
-    def imul(self, a, k):
-        if k == 0:
-            return c64(0)
-        if k == 1:
-            return a
-        if isinstance(a, ir.Constant):
-            return c64(a.constant * k)
-        return self.b.mul(a, c64(k))
+    def literal_buffer(self, key, shape, dt, make_global):
+        """The Buffer of a module-level constant array, created once per key by
+        make_global(name) -> ir.GlobalVariable."""
+        buf = self.literals.get(key)
+        if buf is None:
+            g = make_global(f"{self.name}_lit{len(self.literals)}")
+            ptr = self.entry_b.gep(g, [c64(0), c64(0)])
+            buf = self.literals[key] = Buffer(ptr, shape, dt, "literal")
+        return buf
 
-    def const(self, dt, value, W=1):
-        ty = reg_type(dt)
-        if dt is dtypes.bool_:
-            value = int(bool(value))
-        elif dt.is_integer:
-            value = int(value)
-        else:
-            value = float(value)
-        c = ir.Constant(ty, value)
-        if W == 1:
-            return c
-        return ir.Constant(ir.VectorType(ty, W), [value] * W)
-
-    def vec_type(self, ty, W):
-        return ty if W == 1 else ir.VectorType(ty, W)
-
-    def splat(self, v, W):
-        if W == 1:
-            return v
-        if isinstance(v, ir.Constant):
-            return ir.Constant(ir.VectorType(v.type, W), [v.constant] * W)
-        vt = ir.VectorType(v.type, W)
-        u = ir.Constant(vt, ir.Undefined)
-        x = self.b.insert_element(u, v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(x, u, ir.Constant(ir.VectorType(I32, W), [0] * W))
-
-    def intrinsic(self, name, ret, args):
-        fnty = ir.FunctionType(ret, [a.type for a in args])
-        fn = self.module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(self.module, fnty, name=name)
-        return self.b.call(fn, args)
-
-    def ty_suffix(self, ty):
-        if isinstance(ty, ir.VectorType):
-            return f"v{ty.count}{self.ty_suffix(ty.element)}"
-        if isinstance(ty, ir.FloatType):
-            return "f32"
-        if isinstance(ty, ir.DoubleType):
-            return "f64"
-        return f"i{ty.width}"
-
-    def any_true(self, cond):
-        """i1 (scalar) true when any lane of cond is set."""
-        if isinstance(cond.type, ir.VectorType):
-            return self.intrinsic(f"llvm.vector.reduce.or.{self.ty_suffix(cond.type)}", I1, [cond])
-        return cond
+    def sub_builder(self, program, tag):
+        """A builder for a control-flow region emitted into this kernel's module."""
+        sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple)
+        sub.module = self.module
+        sub.is_region = True
+        return sub
 
     def set_error(self, cond, code):
+        """The status word becomes ``code`` (an ERR_* int or an i32 value) where
+        any lane of ``cond`` is set; the executor raises its message."""
         self.has_checks = True
-        bad = self.any_true(cond)
-        old = self.b.load(self.status)
-        self.b.store(self.b.select(bad, ir.Constant(I32, code), old), self.status)
+        b = self.b
+        bad = irutil.any_true(b, cond)
+        old = b.load(self.status)
+        b.store(b.select(bad, ir.Constant(I32, code) if isinstance(code, int) else code, old), self.status)
 
     def alloca(self, ty):
         return self.entry_b.alloca(ty)
@@ -284,74 +179,7 @@ class KernelBuilder:
         b.branch(cond)
         b.position_at_end(end)
 
-    def scalarise(self, fn, idx, W, ty=None):
-        """Vector of W lanes from a scalar generator fn(idx, 1)."""
-        if W == 1:
-            return fn(idx, 1)
-        lanes = []
-        for lane in range(W):
-            li = [(self.iadd(base, coeff * lane), 0) for base, coeff in idx]
-            lanes.append(fn(li, 1))
-        vt = ir.VectorType(lanes[0].type, W)
-        v = ir.Constant(vt, ir.Undefined)
-        for lane, x in enumerate(lanes):
-            v = self.b.insert_element(v, x, ir.Constant(I32, lane))
-        return v
-
-    # ------------------------------------------------------------ buffers
-    def _lin(self, buf, idx):
-        lin, lane = c64(0), 0
-        for (base, coeff), st, d in zip(idx, buf.strides, buf.shape):
-            if d == 1:
-                continue
-            lin = self.iadd(lin, self.imul(base, st))
-            lane += coeff * st
-        return lin, lane
-
-    def load_buf(self, buf, idx, W):
-        assert len(idx) == len(buf.shape), (idx, buf.shape)
-        b = self.b
-        lin, lane = self._lin(buf, idx)
-        mt = mem_type(buf.dtype)
-        if W == 1 or lane == 0:
-            v = b.load(b.gep(buf.ptr, [lin]))
-            if buf.dtype is dtypes.bool_:
-                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
-            return self.splat(v, W)
-        if lane == 1:
-            p = b.bitcast(b.gep(buf.ptr, [lin]), ir.VectorType(mt, W).as_pointer())
-            v = b.load(p, align=buf.dtype.size)
-        else:
-            v = ir.Constant(ir.VectorType(mt, W), ir.Undefined)
-            for l_ in range(W):
-                x = b.load(b.gep(buf.ptr, [self.iadd(lin, lane * l_)]))
-                v = b.insert_element(v, x, ir.Constant(I32, l_))
-        if buf.dtype is dtypes.bool_:
-            v = b.icmp_unsigned("!=", v, ir.Constant(ir.VectorType(I8, W), [0] * W))
-        return v
-
-    def store_buf(self, buf, idx, val, W):
-        b = self.b
-        lin, lane = self._lin(buf, idx)
-        mt = mem_type(buf.dtype)
-        if buf.dtype is dtypes.bool_:
-            val = b.zext(val, self.vec_type(I8, W))
-        if W == 1:
-            b.store(val, b.gep(buf.ptr, [lin]))
-        elif lane == 1:
-            p = b.bitcast(b.gep(buf.ptr, [lin]), ir.VectorType(mt, W).as_pointer())
-            b.store(val, p, align=buf.dtype.size)
-        else:
-            for l_ in range(W):
-                x = b.extract_element(val, ir.Constant(I32, l_))
-                b.store(x, b.gep(buf.ptr, [self.iadd(lin, lane * l_)]))
-
     # ------------------------------------------------------------ generators
-    @staticmethod
-    def bcast_idx(idx, out_shape, in_shape):
-        off = len(out_shape) - len(in_shape)
-        return [(c64(0), 0) if d == 1 else idx[k + off] for k, d in enumerate(in_shape)]
-
     def _memo_key(self, v, idx, W):
         return (v, W, tuple((("c", b.constant) if isinstance(b, ir.Constant) else id(b), c) for b, c in idx))
 
@@ -371,10 +199,11 @@ class KernelBuilder:
         if not top:
             buf = self.buffers.get(v)
             if buf is not None:
-                return self.load_buf(buf, idx, W)
+                return load_buf(self.b, buf, idx, W)
         node = self.p.nodes[v.node]
         op = node.op
-        if op in ELEMENTWISE:
+        elementwise, layout = tables()[:2]
+        if op in elementwise:
             out_shape = node.outputs[0][0]
             opdef = REGISTRY[op]
             xs = []
@@ -382,11 +211,11 @@ class KernelBuilder:
                 if opdef.is_shape_only(k):
                     xs.append(None)
                     continue
-                xs.append(self.gen(inp, self.bcast_idx(idx, out_shape, self.shape(inp)), W))
-            return ELEMENTWISE[op](self, node, xs, W)
-        if op in LAYOUT:
-            return LAYOUT[op](self, node, v.index, idx, W)
-        raise Unsupported(f"no generator for {op}")
+                xs.append(self.gen(inp, bcast_idx(idx, out_shape, self.shape(inp)), W))
+            return elementwise[op](self, node, xs, W)
+        if op in layout:
+            return layout[op](self, node, v.index, idx, W)
+        raise irutil.Unsupported(f"no generator for {op}")
 
     def input_gen(self, v):
         return lambda idx, W: self.gen(v, idx, W)
@@ -394,11 +223,12 @@ class KernelBuilder:
     def emit_nest(self, out_buf, gen):
         """out_buf[idx] = gen(idx, W) over out_buf.shape, inner dim vectorised."""
         shape = out_buf.shape
+        b = self.b
         if any(d == 0 for d in shape):
             return
         R = len(shape)
         if R == 0:
-            self.store_buf(out_buf, [], gen([], 1), 1)
+            store_buf(b, out_buf, [], gen([], 1), 1)
             return
 
         def rec(k, idx):
@@ -415,314 +245,33 @@ class KernelBuilder:
             if W > 1:
                 with self.loop(nv, 0, W) as i:
                     ix = idx + [(i, 1)]
-                    self.store_buf(out_buf, ix, gen(ix, W), W)
+                    store_buf(b, out_buf, ix, gen(ix, W), W)
             if nv < d:
                 if d - nv == 1:
                     ix = idx + [(c64(nv), 0)]
-                    self.store_buf(out_buf, ix, gen(ix, 1), 1)
+                    store_buf(b, out_buf, ix, gen(ix, 1), 1)
                 else:
                     with self.loop(d, nv) as i:
                         ix = idx + [(i, 0)]
-                        self.store_buf(out_buf, ix, gen(ix, 1), 1)
+                        store_buf(b, out_buf, ix, gen(ix, 1), 1)
         rec(0, [])
 
     def scratch_buffer(self, nbytes_or_shape, dtype, tag="tmp"):
         """A temporary buffer live only during the current node (matmul workspace, ...)."""
         shape = tuple(nbytes_or_shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.size
-        off = self._temp_offsets[self._cur_pos].pop(0) if self._emitting else None
+        off = self._temp_offsets[self.cur_pos].pop(0) if self._emitting else None
         if not self._emitting:
-            self._temps_needed.setdefault(self._cur_pos, []).append(nbytes)
+            self._temps_needed.setdefault(self.cur_pos, []).append(nbytes)
             return Buffer(ir.Constant(mem_type(dtype).as_pointer(), None), shape, dtype, tag)
         ptr = self.b.bitcast(self.b.gep(self.arena, [c64(off)]), mem_type(dtype).as_pointer())
-        self.buffer_report.append((f"{tag} (node {self._cur_pos})", nbytes, f"scratch+{off}"))
+        self.buffer_report.append((f"{tag} (node {self.cur_pos})", nbytes, f"scratch+{off}"))
         return Buffer(ptr, shape, dtype, tag)
-
-    # ------------------------------------------------------------ analysis
-    def _analyse(self):
-        p = self.p
-        nodes = p.nodes
-        uses = {}
-        need_buf = set()
-        for n in nodes:
-            if n.op == "Arg":
-                continue
-            if n.op not in ELEMENTWISE and n.op not in LAYOUT and n.op not in MATERIALISE and n.op not in ALIAS:
-                raise Unsupported(f"op {n.op} has no lowering")
-            opdef = REGISTRY[n.op]
-            nb = NEEDS_BUFFER.get(n.op, ())
-            for k, v in enumerate(n.inputs):
-                if opdef.is_shape_only(k):
-                    continue
-                uses[v] = uses.get(v, 0) + 1
-                if n.op in ALIAS or nb == "all" or k in nb:
-                    need_buf.add(v)
-        out_vals = [v for v in p.outputs if v is not None] + [v for _, v in p.var_writes]
-        mat = set()
-        for i, n in enumerate(nodes):
-            if n.op == "Arg" or n.op in ALIAS:
-                continue
-            for j in range(len(n.outputs)):
-                v = _val(i, j)
-                if n.op in MATERIALISE or v in need_buf or (uses.get(v, 0) > 1 and not _cheap(n)):
-                    mat.add(v)
-        self.mat = mat
-        roots = set(need_buf) | set(out_vals)
-        for i, n in enumerate(nodes):
-            if n.op in ALIAS:
-                roots.add(n.inputs[0])
-        for v in roots:
-            r = self._root(v)
-            if nodes[r.node].op != "Arg":
-                mat.add(r)
-        self.mat = mat
-        self.out_vals = out_vals
-        self.uses = uses
-        # values that must live in a buffer whatever the fusion decides
-        self.hard = {self._root(v) for v in roots} | set(need_buf)
-
-    def _root(self, v):
-        """The value whose buffer v lives in (through aliases)."""
-        while self.p.nodes[v.node].op in ALIAS:
-            v = self.p.nodes[v.node].inputs[0]
-        return v
-
-    def _fused_ops(self, v, acc, seen):
-        if v in seen:
-            return
-        seen.add(v)
-        n = self.p.nodes[v.node]
-        if n.op == "Arg" or v in self.mat or n.op in ALIAS:
-            return
-        acc.append(n.op)
-        opdef = REGISTRY[n.op]
-        for k, u in enumerate(n.inputs):
-            if not opdef.is_shape_only(k):
-                self._fused_ops(u, acc, seen)
-
-    # ------------------------------------------------------------ loop-nest groups
-    def _reads2(self, v, ident, acc_i, acc_o, seen):
-        """Buffers read when generating v, split by whether they are read at the
-        consumer's own element index (ident: a chain of same-shape elementwise
-        ops) or through a broadcast / layout map."""
-        key = (v, ident)
-        if key in seen:
-            return
-        seen.add(key)
-        n = self.p.nodes[v.node]
-        if n.op == "Arg" or v in self.mat or n.op in ALIAS:
-            (acc_i if ident and n.op not in ALIAS else acc_o).add(self._root(v))
-            return
-        self._reads_inputs(n, v, ident, acc_i, acc_o, seen)
-
-    def _reads_inputs(self, n, v, ident, acc_i, acc_o, seen):
-        opdef = REGISTRY[n.op]
-        out_shape = n.outputs[v.index][0]
-        for k, u in enumerate(n.inputs):
-            if not opdef.is_shape_only(k):
-                self._reads2(u, ident and n.op in ELEMENTWISE and self.shape(u) == out_shape, acc_i, acc_o, seen)
-
-    def _unit_reads(self, kind, i, payload):
-        acc_i, acc_o = set(), set()
-        n = self.p.nodes[i]
-        if kind == "store":
-            self._reads_inputs(n, payload, True, acc_i, acc_o, {(payload, True), (payload, False)})
-        elif kind == "reduce":
-            self._reads2(n.inputs[0], True, acc_i, acc_o, set())
-        else:
-            opdef = REGISTRY[n.op]
-            for k, u in enumerate(n.inputs):
-                if not opdef.is_shape_only(k):
-                    self._reads2(u, False, acc_i, acc_o, set())
-        return acc_i, acc_o
-
-    def _full_reduce_kind(self, n):
-        """kind when node n reduces its (non-empty) input to a single element."""
-        kind = REGISTRY[n.op].full_reduce if n.op in REGISTRY else None
-        if kind is None:
-            return None
-        in_shape = self.shape(n.inputs[0])
-        if int(np.prod(in_shape, dtype=np.int64)) == 0 or int(np.prod(n.outputs[0][0], dtype=np.int64)) != 1:
-            return None
-        if n.op != "SumToShape" and n.attrs.get("axis") is not None:
-            from ..shapes import normalize_axes
-            axes = set(normalize_axes(n.attrs["axis"], len(in_shape)))
-            if any(in_shape[d] != 1 for d in range(len(in_shape)) if d not in axes):
-                return None
-        return kind
-
-    def _plan_nests(self):
-        """Groups the loop nests (in node order) into multi-output nests over
-        one iteration shape; values read only inside their own nest, at the
-        element being computed, stop being materialised."""
-        nodes = self.p.nodes
-        node_vals = {}
-        for v in self.mat:
-            node_vals.setdefault(v.node, []).append(v)
-        units = []
-        for i, n in enumerate(nodes):
-            if n.op == "Arg" or n.op in ALIAS:
-                continue
-            vals = sorted(node_vals.get(i, ()), key=lambda x: x.index)
-            if not vals:
-                continue
-            if n.op in MATERIALISE:
-                kind = self._full_reduce_kind(n)
-                if kind is not None and len(vals) == 1:
-                    units.append(("reduce", i, kind, tuple(self.shape(n.inputs[0]))))
-                else:
-                    units.append(("node", i, None, None))
-                continue
-            for v in vals:
-                shape = tuple(self.shape(v))
-                if int(np.prod(shape, dtype=np.int64)) == 0:
-                    units.append(("node", i, v, None))
-                else:
-                    units.append(("store", i, v, shape))
-        nests = []
-        for u in units:
-            kind, i, payload, shape = u
-            if not FUSE_NESTS and kind != "node":
-                kind = kind if kind == "store" else "reduce"
-            ri, ro = self._unit_reads(kind, i, payload if kind == "store" else None)
-            # a "node" unit of an empty output (payload) carries that output, not output 0
-            own = kind == "store" or (kind == "node" and payload is not None)
-            unit = {"kind": kind, "pos": i, "val": payload if own else _val(i, 0),
-                    "rkind": payload if kind == "reduce" else None, "ri": ri, "ro": ro}
-            g = nests[-1] if nests else None
-            if (kind != "node" and FUSE_NESTS and g is not None and g["shape"] == shape and not (ro & g["produced"])
-                    and not (ri & g["reduced"])):
-                g["units"].append(unit)
-                g["end"] = i
-            else:
-                g = {"units": [unit], "shape": shape if kind != "node" else None, "start": i, "end": i,
-                     "produced": set(), "reduced": set()}
-                nests.append(g)
-            if kind == "reduce":
-                g["reduced"].add(unit["val"])
-            if kind != "node" or payload is None:
-                g["produced"].add(unit["val"])
-            else:
-                g["produced"].add(payload)
-        # values that need no buffer: multi-use intermediates read only at their
-        # own element index by units of their own nest
-        nest_of = {}
-        for gi, g in enumerate(nests):
-            for u in g["units"]:
-                nest_of[id(u)] = gi
-        readers = {}
-        for gi, g in enumerate(nests):
-            for u in g["units"]:
-                for r in u["ri"]:
-                    readers.setdefault(r, []).append((gi, True))
-                for r in u["ro"]:
-                    readers.setdefault(r, []).append((gi, False))
-        soft = set()
-        for gi, g in enumerate(nests):
-            if g["shape"] is None or not FUSE_NESTS:
-                continue
-            for u in g["units"]:
-                v = u["val"]
-                if u["kind"] != "store" or v in self.hard:
-                    continue
-                rs = readers.get(v, [])
-                if all(rg == gi and ident for rg, ident in rs):
-                    soft.add(v)
-        if soft:
-            self.mat -= soft
-            for g in nests:
-                g["units"] = [u for u in g["units"] if not (u["kind"] == "store" and u["val"] in soft)]
-            nests = [g for g in nests if g["units"]]
-        self.soft = soft
-        return nests
-
-    def _leaf_flags(self, v, flags, R, acc, seen):
-        """Collects, for every buffer read by the expression of v, which of the
-        R iteration dims it varies along; False when a layout map is involved."""
-        key = (v, flags)
-        if key in seen:
-            return True
-        seen.add(key)
-        n = self.p.nodes[v.node]
-        if n.op == "Arg" or v in self.buffers_planned or n.op in ("Literal", "SizeRatio"):
-            if n.op in ALIAS:
-                return False
-            acc.add(flags)
-            return True
-        if n.op in ALIAS or n.op not in ELEMENTWISE:
-            return False
-        opdef = REGISTRY[n.op]
-        for k, u in enumerate(n.inputs):
-            if opdef.is_shape_only(k):
-                continue
-            ush = self.shape(u)
-            off = R - len(ush)
-            f = tuple(flags[j] and j >= off and ush[j - off] != 1 for j in range(R))
-            if not self._leaf_flags(u, f, R, acc, seen):
-                return False
-        return True
-
-    def _merge_dims(self, g):
-        """Runs of iteration dims that every access walks contiguously (or not at
-        all) are merged: [(extent, last dim of the run)], size-1 dims dropped."""
-        shape = g["shape"]
-        R = len(shape)
-        keep = [j for j in range(R) if shape[j] != 1]
-        full = tuple(shape[j] != 1 for j in range(R))
-        acc, seen = {full}, set()
-        ok = True
-        for u in g["units"]:
-            if u["kind"] == "store":
-                n = self.p.nodes[u["val"].node]
-                if n.op not in ELEMENTWISE:
-                    ok = False
-                    break
-                opdef = REGISTRY[n.op]
-                for k, x in enumerate(n.inputs):
-                    if opdef.is_shape_only(k):
-                        continue
-                    xs = self.shape(x)
-                    off = R - len(xs)
-                    f = tuple(j >= off and xs[j - off] != 1 for j in range(R))
-                    if not self._leaf_flags(x, f, R, acc, seen):
-                        ok = False
-                        break
-            else:
-                if not self._leaf_flags(self.p.nodes[u["pos"]].inputs[0], full, R, acc, seen):
-                    ok = False
-            if not ok:
-                break
-        runs = []
-        for j in keep:
-            if ok and runs and all(f[runs[-1][1]] == f[j] for f in acc):
-                runs[-1] = (runs[-1][0] * shape[j], j)
-            else:
-                runs.append((shape[j], j))
-        return runs
-
-    def _work(self, g):
-        """Estimated cost of a nest in element-ops (transcendentals weigh more)."""
-        ops = []
-        seen = set()
-        for u in g["units"]:
-            v = u["val"] if u["kind"] == "store" else self.p.nodes[u["pos"]].inputs[0]
-            if u["kind"] == "store":
-                n = self.p.nodes[v.node]
-                ops.append(n.op)
-                opdef = REGISTRY[n.op]
-                for k, x in enumerate(n.inputs):
-                    if not opdef.is_shape_only(k):
-                        self._fused_ops(x, ops, seen)
-            else:
-                ops.append("Sum")
-                self._fused_ops(v, ops, seen)
-        w = sum(REGISTRY[o].cost for o in ops) + len(g["units"])
-        return int(np.prod(g["shape"], dtype=np.int64)) * w
 
     # ------------------------------------------------------------ threads
     def on_thread0(self):
         """Context: the enclosed code runs on thread 0 only (parallel kernels)."""
-        return self._guard(self.b.icmp_signed("==", self.tid, c64(0))) if self.parallel else _nullctx()
+        return self._guard(self.b.icmp_signed("==", self.tid, c64(0))) if self.parallel else nullctx()
 
     @contextmanager
     def _guard(self, cond):
@@ -776,12 +325,12 @@ class KernelBuilder:
         b.branch(loop)
         b.position_at_end(loop)
         if self.x86:
-            self.intrinsic("llvm.x86.sse2.pause", ir.VoidType(), [])
+            intrinsic(self.b, "llvm.x86.sse2.pause", ir.VoidType(), [])
         k = b.add(b.load(ctr), c64(1))
         b.store(k, ctr)
         b.cbranch(b.icmp_signed(">", k, c64(SPIN_LIMIT)), yld, chk)
         b.position_at_end(yld)
-        self.intrinsic("sched_yield", I32, [])
+        intrinsic(self.b, "sched_yield", I32, [])
         b.branch(chk)
         b.position_at_end(chk)
         g = b.load_atomic(genp, "acquire", 4)
@@ -827,24 +376,23 @@ class KernelBuilder:
         b.position_at_end(end)
 
     # ------------------------------------------------------------ nest emission
-    def emit_group(self, g, outs, partial_off):
+    def emit_group(self, g, outs, partial_off, counter):
         """One loop nest computing every unit of g: stores (elementwise values
         into their buffers) and full reductions (accumulated per fixed block;
         block partials combined in block order, so the result does not depend
         on the thread count)."""
-        from .lower_reduction import _acc_dtype, _init, _combine, _convert, _finalize, _hreduce
         b = self.b
-        shape = g["shape"]
+        shape = g.shape
         R = len(shape)
-        runs = g["runs"]
-        reds = [u for u in g["units"] if u["kind"] == "reduce"]
-        stores = [u for u in g["units"] if u["kind"] == "store"]
-        par = g["parallel"]
+        runs = g.runs
+        reds = [u for u in g.units if u.kind == "reduce"]
+        stores = [u for u in g.units if u.kind == "store"]
+        par = g.parallel
         # Two vectors per step for types of at most 4 bytes: the transcendental chains
         # are latency-bound, and LLVM interleaves the two halves of a <16 x float>
         # (W2 value+gradient at 1e7: -12%).  8-byte types already span two ymm registers.
-        NW = 2 * VW if all(self.dtype(v).size <= 4 for v in [u["val"] for u in stores] +
-                            [self.p.nodes[u["pos"]].inputs[0] for u in reds]) else VW
+        NW = 2 * VW if all(self.dtype(v).size <= 4 for v in [u.val for u in stores] +
+                            [self.p.nodes[u.pos].inputs[0] for u in reds]) else VW
         # blocks over the outermost merged dim
         if not runs:
             nb, rows = 1, 1
@@ -857,29 +405,29 @@ class KernelBuilder:
             nb = -(-runs[0][0] // rows)
         red_info = []
         for u in reds:
-            n = self.p.nodes[u["pos"]]
+            n = self.p.nodes[u.pos]
             dt = self.dtype(n.inputs[0])
-            acc_dt = _acc_dtype(u["rkind"], dt)
+            acc_dt = _acc_dtype(u.rkind, dt)
             red_info.append((u, n, dt, acc_dt))
         parts = []
         for (u, n, dt, acc_dt), off in zip(red_info, partial_off):
             ty = reg_type(acc_dt)
             parts.append(b.bitcast(b.gep(self.arena, [c64(off)]), ty.as_pointer()))
-        ctx = self._guard(b.icmp_signed("==", self.tid, c64(0))) if (self.parallel and not par) else _nullctx()
+        ctx = self._guard(b.icmp_signed("==", self.tid, c64(0))) if (self.parallel and not par) else nullctx()
         with ctx:
             lo, hi = c64(0), c64(nb)
 
-            narrow = [u["rkind"] in ("sum", "mean") and dt.is_floating and acc_dt is not dt
+            narrow = [u.rkind in ("sum", "mean") and dt.is_floating and acc_dt is not dt
                       for u, n, dt, acc_dt in red_info]
 
             def body(idx, W, accs, partials=None):
                 """partials: float32 vectors that the narrow sums add into instead."""
                 self.memo = {}
                 for u, ob in zip(stores, outs):
-                    v = u["val"]
+                    v = u.val
                     val = self._gen(v, idx, W, top=True)
                     self.memo[self._memo_key(v, idx, W)] = (val, idx)
-                    self.store_buf(ob, idx, val, W)
+                    store_buf(b, ob, idx, val, W)
                 for k, ((u, n, dt, acc_dt), (av, as_)) in enumerate(zip(red_info, accs)):
                     x = self.gen(n.inputs[0], idx, W)
                     if partials is not None and narrow[k]:
@@ -887,7 +435,7 @@ class KernelBuilder:
                     else:
                         p, t = (av if W > 1 else as_), acc_dt
                         x = _convert(self, x, dt, acc_dt, W)
-                    b.store(_combine(self, u["rkind"], t, b.load(p), x), p)
+                    b.store(_combine(self, u.rkind, t, b.load(p), x), p)
                 self.memo = None
 
             def narrow_runs(outer_vals, lo_i, span, accs):
@@ -900,13 +448,13 @@ class KernelBuilder:
                 with self.loop_dyn(lo_i, end, step) as c:
                     for pv, (u, n, dt, acc_dt) in zip(partials, red_info):
                         if pv is not None:
-                            b.store(self.const(dt, 0, NW), pv)
+                            b.store(const(dt, 0, NW), pv)
                     with self.loop(step, 0, NW) as k:
                         body(idx_for(outer_vals + [(b.add(c, k), 1)]), NW, accs, partials)
                     for pv, (u, n, dt, acc_dt), (av, as_) in zip(partials, red_info, accs):
                         if pv is not None:
                             wide = _convert(self, b.load(pv), dt, acc_dt, NW)
-                            b.store(_combine(self, u["rkind"], acc_dt, b.load(av), wide), av)
+                            b.store(_combine(self, u.rkind, acc_dt, b.load(av), wide), av)
                 return end
 
             def idx_for(vals):
@@ -915,13 +463,13 @@ class KernelBuilder:
                     idx[j] = v
                 return idx
 
-            with (self.loop_dyn(lo, hi) if not par else self.loop_grab(g["counter"], nb)) as blk:
+            with (self.loop_dyn(lo, hi) if not par else self.loop_grab(counter, nb)) as blk:
                 accs = []
                 for u, n, dt, acc_dt in red_info:
                     av = self.alloca(ir.VectorType(reg_type(acc_dt), NW))
                     as_ = self.alloca(reg_type(acc_dt))
-                    b.store(self.const(acc_dt, _init(u["rkind"], dt), NW), av)
-                    b.store(self.const(acc_dt, _init(u["rkind"], dt)), as_)
+                    b.store(const(acc_dt, _init(u.rkind, dt), NW), av)
+                    b.store(const(acc_dt, _init(u.rkind, dt)), as_)
                     accs.append((av, as_))
                 if not runs:
                     body(idx_for([]), 1, accs)
@@ -962,180 +510,78 @@ class KernelBuilder:
                                     rec(k + 1, vals + [(ik, 0)])
                             rec(1, [(i0, 0)])
                 for (u, n, dt, acc_dt), (av, as_), pp in zip(red_info, accs, parts):
-                    r = _combine(self, u["rkind"], acc_dt, _hreduce(self, u["rkind"], acc_dt, b.load(av), NW),
+                    r = _combine(self, u.rkind, acc_dt, _hreduce(self, u.rkind, acc_dt, b.load(av), NW),
                                  b.load(as_))
                     b.store(r, b.gep(pp, [blk]))
         if reds:
             if par:
                 self.barrier()
-            with (self._guard(b.icmp_signed("==", self.tid, c64(0))) if self.parallel else _nullctx()):
+            with (self._guard(b.icmp_signed("==", self.tid, c64(0))) if self.parallel else nullctx()):
                 for (u, n, dt, acc_dt), pp, ob in zip(red_info, parts, outs[len(stores):]):
                     count = int(np.prod(self.shape(n.inputs[0]), dtype=np.int64))
                     acc = self.alloca(reg_type(acc_dt))
                     b.store(b.load(b.gep(pp, [c64(0)])), acc)
                     if nb > 1:
                         with self.loop(nb, 1) as k:
-                            b.store(_combine(self, u["rkind"], acc_dt, b.load(acc), b.load(b.gep(pp, [k]))), acc)
-                    r = _finalize(self, u["rkind"], dt, acc_dt, b.load(acc), count, 1)
-                    self.store_buf(ob, [(c64(0), 0)] * len(ob.shape), r, 1)
+                            b.store(_combine(self, u.rkind, acc_dt, b.load(acc), b.load(b.gep(pp, [k]))), acc)
+                    r = _finalize(self, u.rkind, dt, acc_dt, b.load(acc), count, 1)
+                    store_buf(b, ob, [(c64(0), 0)] * len(ob.shape), r, 1)
         return nb
 
     # ------------------------------------------------------------ build
+
+    # ------------------------------------------------------------ build
     def build(self):
-        tables()
         from .lower_control import check
         check(self.p)
         # control-flow regions run on one thread (their bodies are called in a loop)
-        self._build(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
+        self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
             # runtime checks write the status word: keep such kernels single-threaded
             self.__init__(self.p, self.name, self._dl, self._triple)
-            tables()
-            self._build(allow_parallel=False)
+            self.build_body(allow_parallel=False)
         return self.module
 
-    def _build(self, allow_parallel):
-        p = self.p
-        self._analyse()
-        nodes = p.nodes
-        N = len(nodes)
-        n_args = len(p.args)
-        out_slot_vals = self.out_vals
-        nests = self._plan_nests()
-        slot_of_val = {}
-        copies = []
-        for s, v in enumerate(out_slot_vals):
-            if v in self.mat and v not in slot_of_val:
-                slot_of_val[v] = s
-            else:
-                copies.append((s, v))
-        self.buffers_planned = set(self.mat)
-        # nest properties: merged dims, parallelism
-        any_par = False
-        for g in nests:
-            if g["shape"] is None:
-                n0 = nodes[g["units"][0]["pos"]]
-                g["parallel"] = False
-                if allow_parallel and n0.op == "MatMul" and n0.outputs[0][1].is_floating:
-                    # GEMM rows split across threads (each with its own workspace)
-                    mM, mN = n0.outputs[0][0]
-                    a_sh = self.shape(n0.inputs[0])
-                    mK = a_sh[0] if n0.attrs["transpose_a"] else a_sh[1]
-                    g["work"] = 2 * mM * mN * mK
-                    g["parallel"] = bool(g["work"] >= PAR_MIN_FLOPS and mM >= 16)
-                any_par = any_par or g["parallel"]
-                continue
-            g["runs"] = self._merge_dims(g)
-            g["work"] = self._work(g)
-            g["parallel"] = bool(allow_parallel and g["runs"] and g["work"] >= PAR_MIN_WORK)
-            if g["parallel"]:
-                outer = g["runs"][0][0]
-                inner = int(np.prod([e for e, _ in g["runs"][1:]], dtype=np.int64)) if len(g["runs"]) > 1 else 1
-                nb = -(-outer // (BLOCK_ELEMS if len(g["runs"]) == 1 else max(1, BLOCK_ELEMS // inner)))
-                g["parallel"] = nb >= 2
-            any_par = any_par or g["parallel"]
-        self.parallel = any_par
-        work = max([g.get("work", 0) for g in nests if g.get("parallel")] or [0])
-        # threads a parallel kernel is built for (per-thread workspaces); runtime n <= this
-        self.par_slots = int(min(MAX_THREADS, max(2, work // PAR_MIN_WORK))) if any_par else 1
-        # liveness of scratch buffers (a nest reads everything at its end, writes at its start)
-        scratch_vals = [v for v in sorted(self.mat, key=lambda x: (x.node, x.index)) if v not in slot_of_val]
-        born = {v: v.node for v in scratch_vals}
-        last_use = {v: v.node for v in scratch_vals}
-        for g in nests:
-            reads = set()
-            for u in g["units"]:
-                ri, ro = self._unit_reads(u["kind"], u["pos"], u["val"] if u["kind"] == "store" else None)
-                reads |= ri | ro
-                if u["val"] in born:
-                    born[u["val"]] = min(born[u["val"]], g["start"])
-            if g["units"][0]["kind"] == "node":
-                for v in self.mat:
-                    if v.node == g["start"] and v in born:
-                        born[v] = g["start"]
-            for r in reads:
-                if r in last_use:
-                    last_use[r] = max(last_use[r], g["end"])
-        for s, v in copies:
-            r = self._root(v)
-            if r in last_use:
-                last_use[r] = N
-        # dry run to find per-node temporaries (matmul workspaces)
+    def _dry_run(self, nests):
+        """Asks each MATERIALISE lowering for the temporaries it will need
+        (matmul workspaces): node index -> byte sizes."""
+        materialise = tables()[2]
+        nodes = self.p.nodes
         self._emitting = False
         self._temps_needed = {}
         for g in nests:
-            u = g["units"][0]
-            if u["kind"] == "node" and nodes[u["pos"]].op in MATERIALISE:
-                self._cur_pos = u["pos"]
-                self.par_node = g["parallel"]
-                MATERIALISE[nodes[u["pos"]].op](self, nodes[u["pos"]], None, dry=True)
-        # reduction partials of grouped nests (one accumulator per fixed block)
-        for gi, g in enumerate(nests):
-            if g["shape"] is None:
-                continue
-            reds = [u for u in g["units"] if u["kind"] == "reduce"]
-            if not reds:
-                continue
-            runs = g["runs"]
-            if not runs:
-                nb = 1
-            elif len(runs) == 1:
-                nb = -(-runs[0][0] // BLOCK_ELEMS)
+            u = g.units[0]
+            if u.kind == "node" and nodes[u.pos].op in materialise:
+                self.cur_pos = u.pos
+                self.par_node = g.parallel
+                materialise[nodes[u.pos].op](self, nodes[u.pos], None, dry=True)
+        return self._temps_needed
+
+    def build_body(self, allow_parallel):
+        """Plans and emits the entry function (also a region's, lower_control.py)."""
+        p = self.p
+        _, _, MATERIALISE, ALIAS, _ = tables()
+        nodes = p.nodes
+        n_args = len(p.args)
+        plan = plan_fusion(p, allow_parallel)
+        self.mat = plan.mat
+        out_slot_vals = plan.out_vals
+        nests = plan.nests
+        slot_of_val = {}
+        copies = []
+        for s, v in enumerate(out_slot_vals):
+            if v in plan.mat and v not in slot_of_val:
+                slot_of_val[v] = s
             else:
-                inner = int(np.prod([e for e, _ in runs[1:]], dtype=np.int64))
-                nb = -(-runs[0][0] // max(1, BLOCK_ELEMS // inner))
-            g["partials"] = []
-            for u in reds:
-                dt = self.dtype(nodes[u["pos"]].inputs[0])
-                from .lower_reduction import _acc_dtype
-                g["partials"].append(nb * _acc_dtype(u["rkind"], dt).size)
-        intervals = []
-        for v in scratch_vals:
-            shape, dt = nodes[v.node].outputs[v.index]
-            nbytes = _value_bytes(shape, dt)
-            if nbytes is None:   # a dynamic stack's descriptor: freed when the kernel returns
-                nbytes, last_use[v] = 24, N
-            intervals.append((born[v], last_use[v], nbytes, ("val", v)))
-        for pos, sizes in self._temps_needed.items():
-            for k, nb in enumerate(sizes):
-                intervals.append((pos, pos, nb, ("tmp", pos, k)))
-        for gi, g in enumerate(nests):
-            for k, nb in enumerate(g.get("partials", ())):
-                intervals.append((g["start"], g["end"], nb, ("part", gi, k)))
-        intervals.sort(key=lambda t: (t[0], -t[2]))
-        live = []   # (offset, size, end)
-        offsets = {}
-        arena = 0
-        for start, end, nbytes, key in intervals:
-            live = [x for x in live if x[2] >= start]
-            size = max(-(-nbytes // ALIGN) * ALIGN, ALIGN)
-            off = 0
-            for lo, sz, _ in sorted(live):
-                if off + size <= lo:
-                    break
-                off = max(off, lo + sz)
-            offsets[key] = off
-            live.append((off, size, end))
-            arena = max(arena, off + size)
-        # one block counter (own cache line) per parallel nest, after the buffers
-        # (parallel GEMMs get two: B pack tasks, then row chunks)
-        n_ctr = 0
-        for g in nests:
-            if g.get("parallel"):
-                g["counter"] = arena + 64 * n_ctr
-                n_ctr += 1 if g["shape"] is not None else 2
-        self._counters = (arena, n_ctr)
-        arena += 64 * n_ctr
-        # words that keep their value from call to call (loop stacks' memory, lower_control.py)
-        self.persistent_base = arena
-        arena += 8 * self.persistent_words
-        self.arena_bytes = arena
-        self._temp_offsets = {}
-        for key, off in offsets.items():
-            if key[0] == "tmp":
-                self._temp_offsets.setdefault(key[1], []).append((key[2], off))
-        for pos in self._temp_offsets:
-            self._temp_offsets[pos] = [o for _, o in sorted(self._temp_offsets[pos])]
+                copies.append((s, v))
+        self.parallel = plan.parallel
+        self.par_slots = plan.par_slots
+        temps_needed = self._dry_run(nests)
+        bp = plan_buffers(p, plan, slot_of_val, copies, temps_needed, self.persistent_words)
+        offsets = bp.offsets
+        self.persistent_base = bp.persistent_base
+        self.arena_bytes = bp.arena_bytes
+        self._temp_offsets = bp.temp_offsets
 
         # ---- the function(s)
         slots_ty = I8.as_pointer().as_pointer()
@@ -1163,10 +609,10 @@ class KernelBuilder:
         if self.parallel:
             with self._guard(b.icmp_signed("==", self.tid, c64(0))):
                 b.store(ir.Constant(I32, 0), self.status)
-                c0, nc = self._counters
-                for k in range(nc):
-                    b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(c0 + 64 * k)]), I64.as_pointer()))
-            if self._counters[1]:
+                for k in range(bp.n_counters):
+                    b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(bp.counter_base + 64 * k)]),
+                                              I64.as_pointer()))
+            if bp.n_counters:
                 self.barrier()   # counters are zero before any thread takes a block
         else:
             b.store(ir.Constant(I32, 0), self.status)
@@ -1175,7 +621,7 @@ class KernelBuilder:
             if n.op == "Arg":
                 a = n.attrs["arg"]
                 shape, dt = n.outputs[0]
-                self.buffers[_val(i, 0)] = Buffer(slot_ptr(a, mem_type(dt)), shape, dt, f"arg{a}")
+                self.buffers[Value(i, 0)] = Buffer(slot_ptr(a, mem_type(dt)), shape, dt, f"arg{a}")
         out_bufs = []
         for s, v in enumerate(out_slot_vals):
             shape, dt = nodes[v.node].outputs[v.index]
@@ -1190,8 +636,8 @@ class KernelBuilder:
             off = offsets[("val", v)]
             ptr = b.bitcast(b.gep(self.arena, [c64(off)]), mem_type(dt).as_pointer())
             self.buffer_report.append((f"node {v.node} ({nodes[v.node].op}) {list(shape)} {dt.name}",
-                                       _value_bytes(shape, dt) or 24,
-                                       f"scratch+{off} live [{born[v]},{last_use[v]}]"))
+                                       value_bytes(shape, dt) or 24,
+                                       f"scratch+{off} live [{bp.born[v]},{bp.last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
         self._emitting = True
@@ -1199,25 +645,25 @@ class KernelBuilder:
         # nest per output shape at the same node: every one of them must be emitted.
         starts = {}
         for gi, g in enumerate(nests):
-            starts.setdefault(g["start"], []).append(gi)
+            starts.setdefault(g.start, []).append(gi)
         pending = {}
         first = True
         for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
-            self._cur_pos = i
+            self.cur_pos = i
             if n.op in ALIAS:
                 src = n.inputs[0]
                 sb = self.buffers.get(src)
                 if sb is None:
-                    continue   # only needed if someone reads it; _unit_reads ensures root is materialised
+                    continue   # only needed if someone reads it; fusion_plan makes sure the root has a buffer
                 shape, dt = n.outputs[0]
-                self.buffers[_val(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
+                self.buffers[Value(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
                 continue
             for gi in starts.get(i, ()):
                 g = nests[gi]
-                u0 = g["units"][0]
-                if u0["kind"] == "node":
+                u0 = g.units[0]
+                if u0.kind == "node":
                     if not first:
                         self.barrier()
                     first = False
@@ -1225,19 +671,19 @@ class KernelBuilder:
                     if n.op in MATERIALISE:
                         outs = [buffer_for(v) for v in vals]
                         self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}"
-                                            f"{' parallel' if g['parallel'] else ''}", self._group_ops(n)))
-                        self.par_node = g["parallel"]
-                        self.par_counter = g.get("counter")
-                        with (_nullctx() if g["parallel"] else self.on_thread0()):
+                                            f"{' parallel' if g.parallel else ''}", self._group_ops(n)))
+                        self.par_node = g.parallel
+                        self.par_counter = bp.counters.get(gi)
+                        with (nullctx() if g.parallel else self.on_thread0()):
                             MATERIALISE[n.op](self, n, outs, dry=False)
                         self.par_node = False
                         for v, ob in zip(vals, outs):
                             self.buffers[v] = ob
                     else:
-                        v = u0["val"]
+                        v = u0.val
                         ob = buffer_for(v)
                         ops = []
-                        self._fused_ops(v, ops, set())
+                        fused_ops(p, self.mat, v, ops, set())
                         self.groups.append((f"node {i} {n.op} {list(ob.shape)} {ob.dtype.name}", ops))
                         with self.on_thread0():
                             self.emit_nest(ob, self.input_gen(v))
@@ -1245,33 +691,33 @@ class KernelBuilder:
                     continue
                 # the nest's buffers exist from its first unit on (aliases inside
                 # it see them); the loop is emitted at its last unit
-                stores = [u for u in g["units"] if u["kind"] == "store"]
-                reds = [u for u in g["units"] if u["kind"] == "reduce"]
-                outs = [buffer_for(u["val"]) for u in stores] + [buffer_for(u["val"]) for u in reds]
+                stores = [u for u in g.units if u.kind == "store"]
+                reds = [u for u in g.units if u.kind == "reduce"]
+                outs = [buffer_for(u.val) for u in stores] + [buffer_for(u.val) for u in reds]
                 for u, ob in zip(stores + reds, outs):
-                    self.buffers[u["val"]] = ob
+                    self.buffers[u.val] = ob
                 poffs = [offsets[("part", gi, k)] for k in range(len(reds))]
                 ops = []
                 seen = set()
-                for u in g["units"]:
-                    nd = nodes[u["pos"]]
+                for u in g.units:
+                    nd = nodes[u.pos]
                     ops.append(nd.op)
                     opdef = REGISTRY[nd.op]
                     for k, x in enumerate(nd.inputs):
                         if not opdef.is_shape_only(k):
-                            self._fused_ops(x, ops, seen)
-                merged = [e for e, _ in g["runs"]]
-                st_s = ", ".join(f"node {u['val'].node}" for u in stores)
-                rd_s = ", ".join(f"node {u['pos']} {nodes[u['pos']].op}" for u in reds)
-                head = (f"nest {list(g['shape'])} loops {merged}{' parallel' if g['parallel'] else ''}: "
+                            fused_ops(p, self.mat, x, ops, seen)
+                merged = [e for e, _ in g.runs]
+                st_s = ", ".join(f"node {u.val.node}" for u in stores)
+                rd_s = ", ".join(f"node {u.pos} {nodes[u.pos].op}" for u in reds)
+                head = (f"nest {list(g.shape)} loops {merged}{' parallel' if g.parallel else ''}: "
                         f"stores [{st_s}] accumulates [{rd_s}]")
                 self.groups.append((head, ops))
-                pending.setdefault(g["end"], []).append((g, outs, poffs))
-            for g, outs, poffs in pending.pop(i, ()):
+                pending.setdefault(g.end, []).append((g, outs, poffs, bp.counters.get(gi)))
+            for g, outs, poffs, counter in pending.pop(i, ()):
                 if not first:
                     self.barrier()
                 first = False
-                self.emit_group(g, outs, poffs)
+                self.emit_group(g, outs, poffs, counter)
         if copies:
             if not first:
                 self.barrier()
@@ -1292,7 +738,7 @@ class KernelBuilder:
             wb.call(fn, [w.args[0], c64(0), c64(1)])
             wb.ret_void()
             fn.attributes.add("noinline")
-        n_par = sum(1 for g in nests if g.get("parallel"))
+        n_par = sum(1 for g in nests if g.parallel)
         self.meta = {
             "name": self.name,
             "n_args": n_args,
@@ -1310,32 +756,10 @@ class KernelBuilder:
         }
         return self.module
 
-
     def _group_ops(self, n):
         ops = [n.op]
         opdef = REGISTRY[n.op]
         for k, u in enumerate(n.inputs):
             if not opdef.is_shape_only(k):
-                self._fused_ops(u, ops, set())
+                fused_ops(self.p, self.mat, u, ops, set())
         return ops
-
-
-@contextmanager
-def _nullctx():
-    yield
-
-
-def _value_bytes(shape, dt):
-    """Bytes of a value's buffer; None for a dynamic stack (a None dim)."""
-    if any(d is None for d in shape):
-        return None
-    return int(np.prod(shape, dtype=np.int64)) * dt.size
-
-
-def _val(i, j):
-    from ..passes.ir import Value
-    return Value(i, j)
-
-
-def _cheap(n):
-    return has_fact(n.op, "cheap")

@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..passes.ir import Program
-from .kernel import I1, I8, I32, I64, ERR_STACK_ALLOC, ERR_STACK_ROWS, KernelBuilder, Unsupported, c64, mem_type
+from .irutil import I1, I8, I32, I64, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # data pointer, rows, capacity (rows)
@@ -50,11 +50,9 @@ class Region:
     def __init__(self, kb, program, tag):
         if not isinstance(program, Program):
             raise Unsupported("a control-flow region without static shapes")
-        sub = KernelBuilder(program, f"{kb.name}_{tag}", kb._dl, kb._triple)
-        sub.module = kb.module
-        sub.is_region = True
+        sub = kb.sub_builder(program, tag)
         check(program)
-        sub._build(allow_parallel=False)
+        sub.build_body(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
         fn.attributes.add("alwaysinline")
@@ -87,11 +85,9 @@ def _region_temps(kb, regions):
 def _propagate_status(kb, status_buf):
     """The region's error code (if any) becomes the kernel's; returns i1 'failed'."""
     b = kb.b
-    kb.has_checks = True
     code = b.load(b.bitcast(status_buf.ptr, I32.as_pointer()))
     bad = b.icmp_signed("!=", code, ir.Constant(I32, 0))
-    old = b.load(kb.status)
-    b.store(b.select(bad, code, old), kb.status)
+    kb.set_error(bad, code)
     return bad
 
 
@@ -118,7 +114,7 @@ def _load_i64(kb, buf):
 
 
 def _regions_of(kb, key, build):
-    cache = kb.__dict__.setdefault("_control_regions", {})
+    cache = kb.region_cache
     if key not in cache:
         cache[key] = build()
     return cache[key]
@@ -127,7 +123,7 @@ def _regions_of(kb, key, build):
 # ---------------------------------------------------------------- If
 def lower_if(kb, node, outs, dry):
     a = node.attrs
-    pos = kb._cur_pos
+    pos = kb.cur_pos
     if any(is_dynamic(s) for s, _ in node.outputs):
         raise Unsupported("an If with outputs of unknown shape")
     then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then"),
@@ -188,7 +184,7 @@ def _stack_keep(kb, d, keep):
 def _stack_free(kb, d):
     b = kb.b
     p = b.load(_field(kb, d, 0))
-    kb.intrinsic("free", ir.VoidType(), [b.inttoptr(p, I8P)])
+    intrinsic(kb.b, "free", ir.VoidType(), [b.inttoptr(p, I8P)])
 
 
 def _stack_reserve(kb, d, rows, row_bytes):
@@ -204,7 +200,7 @@ def _stack_reserve(kb, d, rows, row_bytes):
         new = b.select(b.icmp_signed(">", twice, rows), twice, rows)
         new = b.select(b.icmp_signed(">", new, c64(16)), new, c64(16))
         old = b.inttoptr(b.load(_field(kb, d, 0)), I8P)
-        p = kb.intrinsic("realloc", I8P, [old, b.mul(new, c64(max(row_bytes, 1)))])
+        p = intrinsic(kb.b, "realloc", I8P, [old, b.mul(new, c64(max(row_bytes, 1)))])
         ok = b.icmp_unsigned("!=", b.ptrtoint(p, I64), c64(0))
         with b.if_else(ok) as (then, otherwise):
             with then:
@@ -243,7 +239,7 @@ def _fail_if(kb, bad, failed):
 
 def lower_while(kb, node, outs, dry):
     a = node.attrs
-    pos = kb._cur_pos
+    pos = kb.cur_pos
     n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
     var_specs = [node.outputs[k] for k in range(n)]
     if any(is_dynamic(s) for s, _ in var_specs):

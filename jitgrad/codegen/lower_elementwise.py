@@ -7,7 +7,7 @@ propagation (no fast-math flags anywhere).
 """
 from .. import dtypes
 from . import vecmath
-from .kernel import ERR_INT_DIV_ZERO, ERR_NEG_POW, reg_type
+from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, const, intrinsic, reg_type, ty_suffix, vec_type
 
 
 def _dt(node, k=0):
@@ -42,7 +42,7 @@ def _binary_arith(fop, iop):
 def _safe_divisor(kb, y, W, dt):
     """y with 0 (error) and -1 (overflow INT_MIN / -1 is UB) replaced by 1."""
     b = kb.b
-    zero, one, mone = kb.const(dt, 0, W), kb.const(dt, 1, W), kb.const(dt, -1, W)
+    zero, one, mone = const(dt, 0, W), const(dt, 1, W), const(dt, -1, W)
     is0 = b.icmp_signed("==", y, zero)
     kb.set_error(is0, ERR_INT_DIV_ZERO)
     bad = b.or_(is0, b.icmp_signed("==", y, mone))
@@ -55,11 +55,11 @@ def _floordiv(kb, node, xs, W):
     dt = _dt(node)
     if _is_float(dt):
         q = b.fdiv(x, y)
-        return kb.intrinsic(f"llvm.floor.{kb.ty_suffix(q.type)}", q.type, [q])
+        return intrinsic(kb.b, f"llvm.floor.{ty_suffix(q.type)}", q.type, [q])
     ys, is_m1 = _safe_divisor(kb, y, W, dt)
     q = b.sdiv(x, ys)
     r = b.srem(x, ys)
-    zero = kb.const(dt, 0, W)
+    zero = const(dt, 0, W)
     adj = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, ys), zero))
     q = b.sub(q, b.zext(adj, q.type))
     return b.select(is_m1, b.sub(zero, x), q)
@@ -71,17 +71,17 @@ def _floormod(kb, node, xs, W):
     dt = _dt(node)
     if _is_float(dt):
         r = b.frem(x, y)
-        zero = kb.const(dt, 0, W)
+        zero = const(dt, 0, W)
         fix = b.and_(b.fcmp_ordered("!=", r, zero),
                      b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
         r2 = b.select(fix, b.fadd(r, y), r)
         # numpy: result takes the sign of y when it is zero
         is0 = b.fcmp_ordered("==", r2, zero)
-        signed0 = kb.intrinsic(f"llvm.copysign.{kb.ty_suffix(r.type)}", r.type, [zero, y])
+        signed0 = intrinsic(kb.b, f"llvm.copysign.{ty_suffix(r.type)}", r.type, [zero, y])
         return b.select(is0, signed0, r2)
     ys, is_m1 = _safe_divisor(kb, y, W, dt)
     r = b.srem(x, ys)
-    zero = kb.const(dt, 0, W)
+    zero = const(dt, 0, W)
     adj = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, ys), zero))
     r = b.select(adj, b.add(r, ys), r)
     return b.select(is_m1, zero, r)
@@ -93,7 +93,7 @@ def _pow(kb, node, xs, W):
     if _is_float(dt):
         return _vm(kb, "pow", [x, y])
     b = kb.b
-    zero, one = kb.const(dt, 0, W), kb.const(dt, 1, W)
+    zero, one = const(dt, 0, W), const(dt, 1, W)
     kb.set_error(b.icmp_signed("<", y, zero), ERR_NEG_POW)
     result = one
     base = x
@@ -123,22 +123,22 @@ def _minimum(kb, node, xs, W):
 
 
 def _where_zero(kb, node, cond_val, val, W):
-    zero = kb.const(_dt(node), 0, W)
+    zero = const(_dt(node), 0, W)
     return kb.b.select(cond_val, zero, val)
 
 
 def _mul_no_nan(kb, node, xs, W):
     x, y = xs
     b = kb.b
-    return _where_zero(kb, node, b.fcmp_ordered("==", y, kb.const(_dt(node), 0, W)), b.fmul(x, y), W)
+    return _where_zero(kb, node, b.fcmp_ordered("==", y, const(_dt(node), 0, W)), b.fmul(x, y), W)
 
 
 def _sqrt_grad(kb, node, xs, W):
     y, dy = xs
     b = kb.b
     dt = _dt(node)
-    v = b.fdiv(b.fmul(kb.const(dt, 0.5, W), dy), y)
-    return _where_zero(kb, node, b.fcmp_ordered("==", dy, kb.const(dt, 0, W)), v, W)
+    v = b.fdiv(b.fmul(const(dt, 0.5, W), dy), y)
+    return _where_zero(kb, node, b.fcmp_ordered("==", dy, const(dt, 0, W)), v, W)
 
 
 def _sqdiff(kb, node, xs, W):
@@ -175,22 +175,22 @@ def _neg(kb, node, xs, W):
     (x,) = xs
     if _is_float(_dt(node)):
         return kb.b.fneg(x)
-    return kb.b.sub(kb.const(_dt(node), 0, W), x)
+    return kb.b.sub(const(_dt(node), 0, W), x)
 
 
 def _abs(kb, node, xs, W):
     (x,) = xs
     if _is_float(_dt(node)):
-        return kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
+        return intrinsic(kb.b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
     b = kb.b
-    return b.select(b.icmp_signed("<", x, kb.const(_dt(node), 0, W)), b.sub(kb.const(_dt(node), 0, W), x), x)
+    return b.select(b.icmp_signed("<", x, const(_dt(node), 0, W)), b.sub(const(_dt(node), 0, W), x), x)
 
 
 def _sign(kb, node, xs, W):
     (x,) = xs
     b = kb.b
     dt = _dt(node)
-    zero, one, mone = kb.const(dt, 0, W), kb.const(dt, 1, W), kb.const(dt, -1, W)
+    zero, one, mone = const(dt, 0, W), const(dt, 1, W), const(dt, -1, W)
     if _is_float(dt):
         return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), mone, x))
     return b.select(b.icmp_signed(">", x, zero), one, b.select(b.icmp_signed("<", x, zero), mone, zero))
@@ -208,30 +208,30 @@ def _unary_vm(name):
 
 
 def _reciprocal(kb, node, xs, W):
-    return kb.b.fdiv(kb.const(_dt(node), 1, W), xs[0])
+    return kb.b.fdiv(const(_dt(node), 1, W), xs[0])
 
 
 def _relu(kb, node, xs, W):
-    return _maximum(kb, node, [xs[0], kb.const(_dt(node), 0, W)], W)
+    return _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
 
 
 def _relu6(kb, node, xs, W):
-    m = _maximum(kb, node, [xs[0], kb.const(_dt(node), 0, W)], W)
-    return _minimum(kb, node, [m, kb.const(_dt(node), 6, W)], W)
+    m = _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
+    return _minimum(kb, node, [m, const(_dt(node), 6, W)], W)
 
 
 def _elu(kb, node, xs, W):
     (x,) = xs
     b = kb.b
-    return b.select(b.fcmp_ordered("<", x, kb.const(_dt(node), 0, W)), _vm(kb, "expm1", [x]), x)
+    return b.select(b.fcmp_ordered("<", x, const(_dt(node), 0, W)), _vm(kb, "expm1", [x]), x)
 
 
 def _leaky_relu(kb, node, xs, W):
     (x,) = xs
     b = kb.b
     dt = _dt(node)
-    alpha = kb.const(dt, dt.np.type(node.attrs["alpha"]), W)
-    return b.select(b.fcmp_ordered(">", x, kb.const(dt, 0, W)), x, b.fmul(x, alpha))
+    alpha = const(dt, dt.np.type(node.attrs["alpha"]), W)
+    return b.select(b.fcmp_ordered(">", x, const(dt, 0, W)), x, b.fmul(x, alpha))
 
 
 def _identity(kb, node, xs, W):
@@ -244,11 +244,11 @@ def _cast(kb, node, xs, W):
     b = kb.b
     if src is dst:
         return x
-    ty = kb.vec_type(reg_type(dst), W)
+    ty = vec_type(reg_type(dst), W)
     if dst is dtypes.bool_:
         if _is_float(src):
-            return b.fcmp_unordered("!=", x, kb.const(src, 0, W))
-        return b.icmp_unsigned("!=", x, kb.const(src, 0, W))
+            return b.fcmp_unordered("!=", x, const(src, 0, W))
+        return b.icmp_unsigned("!=", x, const(src, 0, W))
     if src is dtypes.bool_:
         return b.uitofp(x, ty) if _is_float(dst) else b.zext(x, ty)
     if _is_float(src) and _is_float(dst):
@@ -267,10 +267,10 @@ def _fptosi_numpy(kb, x, src, dst, ty, W):
     value whose truncation does not fit (both directions)."""
     b = kb.b
     bits = dst.size * 8
-    sat = kb.intrinsic(f"llvm.fptosi.sat.{kb.ty_suffix(ty)}.{kb.ty_suffix(x.type)}", ty, [x])
-    hi = kb.const(src, float(2 ** (bits - 1)), W)           # exact in float32/float64
+    sat = intrinsic(kb.b, f"llvm.fptosi.sat.{ty_suffix(ty)}.{ty_suffix(x.type)}", ty, [x])
+    hi = const(src, float(2 ** (bits - 1)), W)           # exact in float32/float64
     ok = b.fcmp_ordered("<", x, hi)                           # false for NaN and too large
-    return b.select(ok, sat, kb.const(dst, -(2 ** (bits - 1)), W))
+    return b.select(ok, sat, const(dst, -(2 ** (bits - 1)), W))
 
 
 def _select(kb, node, xs, W):
@@ -288,14 +288,14 @@ def _addn(kb, node, xs, W):
 
 def _const_like(value):
     def f(kb, node, xs, W):
-        return kb.const(_dt(node), value, W)
+        return const(_dt(node), value, W)
     return f
 
 
 def _logical(op):
     def f(kb, node, xs, W):
         if op == "not":
-            return kb.b.xor(xs[0], kb.const(dtypes.bool_, 1, W))
+            return kb.b.xor(xs[0], const(dtypes.bool_, 1, W))
         return getattr(kb.b, op)(xs[0], xs[1])
     return f
 
@@ -311,20 +311,20 @@ def _fintrinsic(name):
         (x,) = xs
         if not _is_float(_dt(node)):
             return x
-        return kb.intrinsic(f"llvm.{name}.{kb.ty_suffix(x.type)}", x.type, [x])
+        return intrinsic(kb.b, f"llvm.{name}.{ty_suffix(x.type)}", x.type, [x])
     return f
 
 
 def _isinf(kb, node, xs, W):
     (x,) = xs
-    a = kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
-    return kb.b.fcmp_ordered("==", a, kb.const(_in_dt(kb, node, 0), float("inf"), W))
+    a = intrinsic(kb.b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
+    return kb.b.fcmp_ordered("==", a, const(_in_dt(kb, node, 0), float("inf"), W))
 
 
 def _isfinite(kb, node, xs, W):
     (x,) = xs
-    a = kb.intrinsic(f"llvm.fabs.{kb.ty_suffix(x.type)}", x.type, [x])
-    return kb.b.fcmp_ordered("<", a, kb.const(_in_dt(kb, node, 0), float("inf"), W))
+    a = intrinsic(kb.b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
+    return kb.b.fcmp_ordered("<", a, const(_in_dt(kb, node, 0), float("inf"), W))
 
 
 ELEMENTWISE = {

@@ -8,11 +8,12 @@ concat, stack, strided-slice gradient) scalarise and read materialised inputs
 ALIAS: the ops marked reshape=True (ops/registry.py), free views of their
 (materialised) input's buffer.
 """
+import numpy as np
 from llvmlite import ir
 
 from ..ops.registry import ops_with
 from ..shapes import normalize_axes
-from .kernel import ERR_GATHER_RANGE, I64, c64
+from .irutil import ERR_GATHER_RANGE, I64, bcast_idx, c64, const, iadd, imul, load_buf, mem_type, scalarise
 
 ALIAS = ops_with("reshape")
 
@@ -71,7 +72,7 @@ def _strided_slice(kb, node, j, idx, W):
         else:
             _, o, start, step = e
             base, coeff = idx[o]
-            in_idx.append((kb.iadd(c64(start), kb.imul(base, step)), coeff * step))
+            in_idx.append((iadd(kb.b, c64(start), imul(kb.b, base, step)), coeff * step))
     return kb.gen(node.inputs[0], in_idx, W)
 
 
@@ -104,11 +105,11 @@ def _strided_slice_grad(kb, node, j, idx, W):
             gidx[o] = (q, 0)
         gidx = [(b.select(ok, q, c64(0)), 0) for q, _ in gidx]
         if any(d == 0 for d in g_shape):
-            return kb.const(dt, 0)
+            return const(dt, 0)
         v = kb.gen(g, gidx, 1)
-        return b.select(ok, v, kb.const(dt, 0))
+        return b.select(ok, v, const(dt, 0))
     del dim_of
-    return kb.scalarise(scalar, idx, W)
+    return scalarise(kb.b, scalar, idx, W)
 
 
 def _tile(kb, node, j, idx, W):
@@ -129,7 +130,7 @@ def _tile(kb, node, j, idx, W):
                 in_idx.append((kb.b.urem(base, c64(d)), 0))
         return kb.gen(x, in_idx, W_)
     if lane_nonaffine:
-        return kb.scalarise(f, idx, W)
+        return scalarise(kb.b, f, idx, W)
     return f(idx, W)
 
 
@@ -146,7 +147,7 @@ def _concat(kb, node, j, idx, W):
             n = kb.shape(inp)[axis]
             if n == 0:
                 continue
-            rel = kb.iadd(i, -off) if off else i
+            rel = iadd(kb.b, i, -off) if off else i
             if not isinstance(rel, ir.Constant):
                 rel = b.select(b.icmp_signed("<", rel, c64(0)), c64(0), rel)
                 rel = b.select(b.icmp_signed(">", rel, c64(n - 1)), c64(n - 1), rel)
@@ -161,10 +162,10 @@ def _concat(kb, node, j, idx, W):
                 val = b.select(b.icmp_signed(">=", i, c64(off)), v, val)
             off += n
         if val is None:   # every input is empty along the axis: so is the output, never read
-            val = kb.const(node.outputs[0][1], 0, W_)
+            val = const(node.outputs[0][1], 0, W_)
         return val
     if W > 1 and idx[axis][1] != 0:
-        return kb.scalarise(f, idx, W)
+        return scalarise(kb.b, f, idx, W)
     return f(idx, W)
 
 
@@ -182,7 +183,7 @@ def _pack(kb, node, j, idx, W):
             val = v if val is None else b.select(b.icmp_signed("==", k, c64(n)), v, val)
         return val
     if W > 1 and idx[axis][1] != 0:
-        return kb.scalarise(f, idx, W)
+        return scalarise(kb.b, f, idx, W)
     return f(idx, W)
 
 
@@ -196,7 +197,7 @@ def _split(kb, node, j, idx, W):
     axis = node.attrs["axis"] % len(g_shape)
     off = sum(kb.shape(r)[axis] for r in node.inputs[1:1 + j])
     sub = list(idx)
-    sub[axis] = (kb.iadd(idx[axis][0], off), idx[axis][1])
+    sub[axis] = (iadd(kb.b, idx[axis][0], off), idx[axis][1])
     return kb.gen(node.inputs[0], sub, W)
 
 
@@ -205,10 +206,10 @@ def _unreduce(kb, node, j, idx, W):
     g_shape = _in_shape(kb, node)
     axes = normalize_axes(node.attrs["axis"], len(ref_shape))
     if node.attrs["keepdims"]:
-        return kb.gen(node.inputs[0], kb.bcast_idx(idx, ref_shape, g_shape), W)
+        return kb.gen(node.inputs[0], bcast_idx(idx, ref_shape, g_shape), W)
     sub = [ix for k, ix in enumerate(idx) if k not in axes]
     kept = tuple(d for k, d in enumerate(ref_shape) if k not in axes)
-    return kb.gen(node.inputs[0], kb.bcast_idx(sub, kept, g_shape), W)
+    return kb.gen(node.inputs[0], bcast_idx(sub, kept, g_shape), W)
 
 
 def _gather(kb, node, j, idx, W):
@@ -229,12 +230,12 @@ def _gather(kb, node, j, idx, W):
         bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
         kb.set_error(bad, ERR_GATHER_RANGE)
         if n == 0 or any(d == 0 for d in p_shape):
-            return kb.const(dt, 0, W_)
+            return const(dt, 0, W_)
         ii = b.select(bad, c64(0), ii)
         pidx = ix[:axis] + [(ii, 0)] + ix[axis + ri:]
         return kb.gen(p, pidx, W_)
     if W > 1 and any(c != 0 for _, c in iidx):
-        return kb.scalarise(f, idx, W)
+        return scalarise(kb.b, f, idx, W)
     return f(idx, W)
 
 
@@ -244,45 +245,41 @@ def _shape(kb, node, j, idx, W):
 
     def f(ix, W_):
         i = ix[0][0]
-        val = kb.const(dt, 0)
+        val = const(dt, 0)
         for k, d in enumerate(dims):
-            val = kb.b.select(kb.b.icmp_signed("==", i, c64(k)), kb.const(dt, d), val)
+            val = kb.b.select(kb.b.icmp_signed("==", i, c64(k)), const(dt, d), val)
         return val
-    return kb.scalarise(f, idx, W)
+    return scalarise(kb.b, f, idx, W)
 
 
 def _size_ratio(kb, node, j, idx, W):
-    import numpy as np
     x, y = (kb.shape(v) for v in node.inputs)
     r = max(int(np.prod(x, dtype=np.int64)), 1) // max(int(np.prod(y, dtype=np.int64)), 1)
-    return kb.const(node.outputs[0][1], r, W)
+    return const(node.outputs[0][1], r, W)
 
 
 def _literal(kb, node, j, idx, W):
     """A constant baked in by the passes: an inline constant when uniform,
     otherwise a private global array."""
-    import numpy as np
-    from .kernel import Buffer, mem_type
     val = node.attrs["value"]
     shape, dt = node.outputs[0]
     flat = np.asarray(val).reshape(-1)
     if flat.size == 0:
-        return kb.const(dt, 0, W)
+        return const(dt, 0, W)
     if np.all(flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)):
-        return kb.const(dt, flat[0], W)
-    key = id(node)
-    buf = kb.literals.get(key)
-    if buf is None:
+        return const(dt, flat[0], W)
+
+    def make_global(name):
         mt = mem_type(dt)
         aty = ir.ArrayType(mt, flat.size)
         items = [int(x) for x in flat.astype(np.int64)] if not dt.is_floating else [float(x) for x in flat]
-        g = ir.GlobalVariable(kb.module, aty, name=f"{kb.name}_lit{len(kb.literals)}")
+        g = ir.GlobalVariable(kb.module, aty, name=name)
         g.global_constant = True
         g.linkage = "private"
         g.initializer = ir.Constant(aty, [ir.Constant(mt, x) for x in items])
-        ptr = kb.entry_b.gep(g, [c64(0), c64(0)])
-        buf = kb.literals[key] = Buffer(ptr, shape, dt, "literal")
-    return kb.load_buf(buf, idx, W)
+        return g
+    buf = kb.literal_buffer(id(node), shape, dt, make_global)
+    return load_buf(kb.b, buf, idx, W)
 
 
 LAYOUT = {

@@ -2,7 +2,7 @@
 for integers (or if the GEMM generator refuses a shape)."""
 import numpy as np
 
-from .kernel import VW, c64, _nullctx as _null  # noqa: F401
+from .irutil import VW, bcast_idx, c64, const, load_buf, nullctx as _null  # noqa: F401
 
 
 def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
@@ -20,7 +20,7 @@ def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
     if not dry:
         src = kb.buffers[v]
         full = ob + tuple(mat_shape)
-        kb.emit_nest(tmp, lambda idx, W: kb.load_buf(src, kb.bcast_idx(idx, full, shp), W))
+        kb.emit_nest(tmp, lambda idx, W: load_buf(kb.b, src, bcast_idx(idx, full, shp), W))
     return tmp, msize
 
 
@@ -42,7 +42,7 @@ def _matmul(kb, node, outs, dry):
     if K == 0:
         if not dry:
             with kb.on_thread0():
-                kb.emit_nest(outs[0], lambda idx, W: kb.const(dt, 0, W))
+                kb.emit_nest(outs[0], lambda idx, W: const(dt, 0, W))
         return
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
@@ -65,12 +65,12 @@ def _matmul(kb, node, outs, dry):
             work = kb.scratch_buffer((wel * (kb.par_slots if par else 1),), dt,
                                      "matmul workspace" + (f" x{kb.par_slots} threads" if par else ""))
             if not dry:
-                kb._fn_counter += 1
+                name = kb.unique_name("mm")
                 if dyn:
-                    fn = mm.emit_matmul_prepacked(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name,
+                    fn = mm.emit_matmul_prepacked(kb.module, name, dt.name,
                                                   M, N, K, ta, tb, cfg)
                 else:
-                    fn = mm.emit_matmul(kb.module, f"{kb.name}_mm{kb._fn_counter}", dt.name, batch, M, N, K,
+                    fn = mm.emit_matmul(kb.module, name, dt.name, batch, M, N, K,
                                         ta, tb, sa, sb, cfg)
         except Exception:
             if dry:
@@ -112,7 +112,7 @@ def _simple(kb, A, B, C, dt, batch, M, N, K, ta, tb, sa, sb):
         with kb.loop(M) as i:
             with kb.loop(N) as j:
                 acc = kb.alloca(A.type.pointee)
-                b.store(kb.const(dt, 0), acc)
+                b.store(const(dt, 0), acc)
                 with kb.loop(K) as k:
                     ai = b.add(b.mul(bi, c64(sa)), b.add(b.mul(k, c64(M)), i) if ta else b.add(b.mul(i, c64(K)), k))
                     bj = b.add(b.mul(bi, c64(sb)), b.add(b.mul(j, c64(K)), k) if tb else b.add(b.mul(k, c64(N)), j))

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..shapes import normalize_axes
-from .kernel import ERR_GATHER_RANGE, I64, VW, Unsupported, c64
+from .irutil import ERR_GATHER_RANGE, I64, VW, Unsupported, c64, const, iadd, imul, load_buf, reg_type, store_buf, vec_type
 
 
 def _acc_dtype(kind, dt):
@@ -63,23 +63,23 @@ def _convert(kb, x, src, dst, W):
     if src is dst:
         return x
     if dst is dtypes.int64:
-        return kb.b.sext(x, kb.vec_type(ir.IntType(64), W))
-    return kb.b.fpext(x, kb.vec_type(ir.DoubleType(), W))
+        return kb.b.sext(x, vec_type(ir.IntType(64), W))
+    return kb.b.fpext(x, vec_type(ir.DoubleType(), W))
 
 
 def _finalize(kb, kind, dt, acc_dt, acc, count, W):
     b = kb.b
     if kind == "mean":
         if dt.is_floating:
-            acc = b.fdiv(acc, kb.const(acc_dt, float(count), W))
+            acc = b.fdiv(acc, const(acc_dt, float(count), W))
         else:
             # C integer division, as TF's Mean: the quotient rounds toward zero
-            acc = b.sdiv(acc, kb.const(acc_dt, max(count, 1), W))
+            acc = b.sdiv(acc, const(acc_dt, max(count, 1), W))
     if acc_dt is not dt:
         if dt.is_integer:
-            acc = b.trunc(acc, kb.vec_type(_reg(dt), W))
+            acc = b.trunc(acc, vec_type(_reg(dt), W))
         else:
-            acc = b.fptrunc(acc, kb.vec_type(ir.FloatType(), W))
+            acc = b.fptrunc(acc, vec_type(ir.FloatType(), W))
     return acc
 
 
@@ -133,8 +133,8 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         b.store(_combine(kb, kind, acc_dt, b.load(acc_ptr), x), acc_ptr)
 
     def new_acc(W):
-        p = kb.alloca(kb.vec_type(_reg(acc_dt), W))
-        b.store(kb.const(acc_dt, _init(kind, dt), W), p)
+        p = kb.alloca(vec_type(_reg(acc_dt), W))
+        b.store(const(acc_dt, _init(kind, dt), W), p)
         return p
 
     if R and last in red and in_shape[last] >= VW:
@@ -156,7 +156,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
                         accumulate(accs, i3, 1)
             _loops(kb, in_shape, redl[:-1], idx, inner)
             r = _combine(kb, kind, acc_dt, _hreduce(kb, kind, acc_dt, b.load(accv), VW), b.load(accs))
-            kb.store_buf(out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
+            store_buf(kb.b, out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
         _loops(kb, in_shape, kept, {}, body_kept)
     elif R and last not in red and in_shape[last] >= VW:
         n = in_shape[last]
@@ -167,7 +167,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
             idx2 = dict(idx)
             idx2[last] = (i, 1 if W > 1 else 0)
             _loops(kb, in_shape, redl, idx2, lambda i3: accumulate(acc, i3, W))
-            kb.store_buf(out, out_idx(idx2), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, W), W)
+            store_buf(kb.b, out, out_idx(idx2), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, W), W)
 
         def body_outer(idx):
             with kb.loop(nv, 0, VW) as i:
@@ -180,12 +180,11 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         def body(idx):
             acc = new_acc(1)
             _loops(kb, in_shape, redl, idx, lambda i3: accumulate(acc, i3, 1))
-            kb.store_buf(out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, 1), 1)
+            store_buf(kb.b, out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, 1), 1)
         _loops(kb, in_shape, kept, {}, body)
 
 
 def _reg(dt):
-    from .kernel import reg_type
     return reg_type(dt)
 
 
@@ -245,7 +244,7 @@ def _tile_grad(kb, node, outs, dry):
         gidx = []
         for k, d in enumerate(ref):
             (bm, cm), (bd, cd) = idx[2 * k], idx[2 * k + 1]
-            gidx.append((kb.iadd(kb.imul(bm, d), bd), cm * d + cd))
+            gidx.append((iadd(kb.b, imul(kb.b, bm, d), bd), cm * d + cd))
         return kb.gen(g, gidx, W)
     emit_reduce(kb, outs[0], tuple(in_shape), gen_in, red, out_map, "sum", kb.dtype(g))
 
@@ -262,7 +261,7 @@ def _gather_grad(kb, node, outs, dry):
     ri = len(ishape)
     n = ref[axis]
     b = kb.b
-    kb.emit_nest(out, lambda idx, W: kb.const(dt, 0, W))
+    kb.emit_nest(out, lambda idx, W: const(dt, 0, W))
     if any(d == 0 for d in gs):
         return
     R = len(gs)
@@ -278,9 +277,9 @@ def _gather_grad(kb, node, outs, dry):
             return
         ii = b.select(bad, c64(0), ii)
         oidx = idx[:axis] + [(ii, 0)] + idx[axis + ri:]
-        cur = kb.load_buf(out, oidx, W)
+        cur = load_buf(kb.b, out, oidx, W)
         v = kb.gen(g, idx, W)
-        kb.store_buf(out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), W)
+        store_buf(kb.b, out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), W)
 
     def rec(k, idx):
         d = gs[k]
@@ -361,7 +360,7 @@ def _arg_op(kind):
                 return kb.gen(x, [idx[d] if d != axis else (k, 0) for d in range(R)], 1)
             best = kb.alloca(_reg(dt))
             best_i = kb.alloca(I64)
-            b.store(kb.const(dt, _arg_lowest(dt, kind)), best)
+            b.store(const(dt, _arg_lowest(dt, kind)), best)
             b.store(c64(0), best_i)
             with kb.loop(n, 0) as k:
                 v = elem(k)
@@ -371,7 +370,7 @@ def _arg_op(kind):
             r = b.load(best_i)
             if out.dtype.size < 8:
                 r = b.trunc(r, _reg(out.dtype))
-            kb.store_buf(out, [idx[d] for d in kept], r, 1)
+            store_buf(kb.b, out, [idx[d] for d in kept], r, 1)
         _loops(kb, in_shape, kept, {}, body)
     return f
 

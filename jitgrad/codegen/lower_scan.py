@@ -7,7 +7,7 @@ np.cumprod) operation for operation, so results are bit-identical to the
 interpreter's and independent of the thread count.
 """
 from ..shapes import normalize_axes
-from .kernel import c64, reg_type
+from .irutil import c64, const, load_buf, reg_type, store_buf
 
 
 def _walk(kb, shape, dims, idx, body, reverse=False):
@@ -55,9 +55,9 @@ def _scan(is_product):
         f = dt.is_floating
         # -0.0 (fadd) and 1 (fmul) are exact identities (-0.0 + x == x and
         # 1.0 * x == x for every x), so the first partial result is x[0] itself, as in numpy.
-        start = kb.const(dt, 1 if is_product else (-0.0 if f else 0))
+        start = const(dt, 1 if is_product else (-0.0 if f else 0))
         # the first exclusive element is a literal identity (+0.0 or 1), as the reference's
-        first = kb.const(dt, 1 if is_product else 0)
+        first = const(dt, 1 if is_product else 0)
         if is_product:
             combine = b.fmul if f else b.mul
         else:
@@ -72,7 +72,7 @@ def _scan(is_product):
                 s = b.load(acc)
                 new = combine(s, kb.gen(x, full, 1))
                 val = b.select(b.icmp_signed("==", i, c64(0)), first, s) if excl else new
-                kb.store_buf(out, full, val, 1)
+                store_buf(kb.b, out, full, val, 1)
                 b.store(new, acc)
         _walk(kb, shape, [d for d in range(R) if d != axis], {}, row)
     return emit
@@ -105,18 +105,18 @@ def _prod_except(kb, node, outs, dry):
         def left(i2):
             full = [i2[d] for d in range(R)]
             s = b.load(acc)
-            kb.store_buf(out, full, s, 1)
+            store_buf(kb.b, out, full, s, 1)
             b.store(mul(s, kb.gen(x, full, 1)), acc)
 
         def right(i2):
             full = [i2[d] for d in range(R)]
             s = b.load(acc)
-            kb.store_buf(out, full, mul(kb.load_buf(out, full, 1), s), 1)
+            store_buf(kb.b, out, full, mul(load_buf(kb.b, out, full, 1), s), 1)
             b.store(mul(s, kb.gen(x, full, 1)), acc)
 
-        b.store(kb.const(dt, 1), acc)
+        b.store(const(dt, 1), acc)
         _walk(kb, shape, red, idx, left)
-        b.store(kb.const(dt, 1), acc)
+        b.store(const(dt, 1), acc)
         _walk(kb, shape, red, idx, right, reverse=True)
     _walk(kb, shape, kept, {}, row)
 

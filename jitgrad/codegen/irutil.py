@@ -1,0 +1,239 @@
+"""IR vocabulary shared by the kernel builder and the lowerings: LLVM types of
+jitgrad dtypes, buffers, runtime error codes, and small IR-building helpers as
+free functions of an ``ir.IRBuilder`` (they need no kernel state, so lowerings
+and helpers such as vecmath / matmul can use them without the builder)."""
+from contextlib import contextmanager
+
+import numpy as np
+from llvmlite import ir
+
+from .. import dtypes
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+VW = 8            # lanes of the explicitly vectorised inner loops
+ALIGN = 64        # scratch buffer alignment (bytes)
+
+# Runtime error codes a kernel writes to its status word; the executor raises
+# InvalidArgumentError with the message (jitgrad/compiler.py).
+ERR_INT_DIV_ZERO = 1
+ERR_GATHER_RANGE = 2
+ERR_NEG_POW = 3
+ERR_STACK_ALLOC = 4
+ERR_STACK_ROWS = 5
+ERROR_MESSAGES = {
+    ERR_INT_DIV_ZERO: "Integer division by zero",
+    ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
+    ERR_NEG_POW: "Integers to negative integer powers are not allowed",
+    ERR_STACK_ALLOC: "out of memory for a while_loop's per-iteration stack",
+    ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
+}
+
+
+class Unsupported(Exception):
+    """The program contains something this code generator cannot lower."""
+
+
+def reg_type(dt):
+    if dt is dtypes.float32:
+        return ir.FloatType()
+    if dt is dtypes.float64:
+        return ir.DoubleType()
+    if dt is dtypes.int32:
+        return I32
+    if dt is dtypes.int64:
+        return I64
+    if dt is dtypes.bool_:
+        return I1
+    raise Unsupported(f"dtype {dt}")
+
+
+def mem_type(dt):
+    return I8 if dt is dtypes.bool_ else reg_type(dt)
+
+
+def c64(v):
+    return ir.Constant(I64, int(v))
+
+
+def strides_of(shape):
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= max(d or 1, 1)   # None: a dynamic stack (lower_control.py), never indexed
+    return tuple(reversed(st))
+
+
+def value_bytes(shape, dt):
+    """Bytes of a value's buffer; None for a dynamic stack (a None dim)."""
+    if any(d is None for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * dt.size
+
+
+class Buffer:
+    __slots__ = ("ptr", "shape", "dtype", "strides", "name")
+
+    def __init__(self, ptr, shape, dtype, name=""):
+        self.ptr, self.shape, self.dtype, self.name = ptr, tuple(shape), dtype, name
+        self.strides = strides_of(self.shape)
+
+
+@contextmanager
+def nullctx():
+    yield
+
+
+# ------------------------------------------------------------ constants and types
+def const(dt, value, W=1):
+    """A constant of dtype dt (a <W x T> splat when W > 1)."""
+    ty = reg_type(dt)
+    if dt is dtypes.bool_:
+        value = int(bool(value))
+    elif dt.is_integer:
+        value = int(value)
+    else:
+        value = float(value)
+    c = ir.Constant(ty, value)
+    if W == 1:
+        return c
+    return ir.Constant(ir.VectorType(ty, W), [value] * W)
+
+
+def vec_type(ty, W):
+    return ty if W == 1 else ir.VectorType(ty, W)
+
+
+def ty_suffix(ty):
+    """The overload suffix of an LLVM intrinsic for ty (v8f32, f64, i32 ...)."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{ty_suffix(ty.element)}"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    return f"i{ty.width}"
+
+
+# ------------------------------------------------------------ i64 index arithmetic (folds constants)
+def iadd(b, x, y):
+    if isinstance(y, int):
+        y = c64(y)
+    if isinstance(x, int):
+        x = c64(x)
+    if isinstance(y, ir.Constant) and y.constant == 0:
+        return x
+    if isinstance(x, ir.Constant) and x.constant == 0:
+        return y
+    if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+        return c64(x.constant + y.constant)
+    return b.add(x, y)
+
+
+def imul(b, x, k):
+    if k == 0:
+        return c64(0)
+    if k == 1:
+        return x
+    if isinstance(x, ir.Constant):
+        return c64(x.constant * k)
+    return b.mul(x, c64(k))
+
+
+# ------------------------------------------------------------ vectors and calls
+def splat(b, v, W):
+    if W == 1:
+        return v
+    if isinstance(v, ir.Constant):
+        return ir.Constant(ir.VectorType(v.type, W), [v.constant] * W)
+    vt = ir.VectorType(v.type, W)
+    u = ir.Constant(vt, ir.Undefined)
+    x = b.insert_element(u, v, ir.Constant(I32, 0))
+    return b.shuffle_vector(x, u, ir.Constant(ir.VectorType(I32, W), [0] * W))
+
+
+def intrinsic(b, name, ret, args):
+    """Calls the function ``name`` (declared in b's module on first use)."""
+    fnty = ir.FunctionType(ret, [a.type for a in args])
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, fnty, name=name)
+    return b.call(fn, args)
+
+
+def any_true(b, cond):
+    """i1 (scalar) true when any lane of cond is set."""
+    if isinstance(cond.type, ir.VectorType):
+        return intrinsic(b, f"llvm.vector.reduce.or.{ty_suffix(cond.type)}", I1, [cond])
+    return cond
+
+
+# ------------------------------------------------------------ buffer access at an element index
+# An index has one entry per dimension: (base: i64 value, lane_coeff: int); lane l of a
+# W-wide access reads the element at base + l * lane_coeff.
+def bcast_idx(idx, out_shape, in_shape):
+    """The index into an input of shape in_shape broadcast to out_shape."""
+    off = len(out_shape) - len(in_shape)
+    return [(c64(0), 0) if d == 1 else idx[k + off] for k, d in enumerate(in_shape)]
+
+
+def _lin(b, buf, idx):
+    lin, lane = c64(0), 0
+    for (base, coeff), st, d in zip(idx, buf.strides, buf.shape):
+        if d == 1:
+            continue
+        lin = iadd(b, lin, imul(b, base, st))
+        lane += coeff * st
+    return lin, lane
+
+
+def load_buf(b, buf, idx, W):
+    assert len(idx) == len(buf.shape), (idx, buf.shape)
+    lin, lane = _lin(b, buf, idx)
+    mt = mem_type(buf.dtype)
+    if W == 1 or lane == 0:
+        v = b.load(b.gep(buf.ptr, [lin]))
+        if buf.dtype is dtypes.bool_:
+            v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return splat(b, v, W)
+    if lane == 1:
+        p = b.bitcast(b.gep(buf.ptr, [lin]), ir.VectorType(mt, W).as_pointer())
+        v = b.load(p, align=buf.dtype.size)
+    else:
+        v = ir.Constant(ir.VectorType(mt, W), ir.Undefined)
+        for l_ in range(W):
+            x = b.load(b.gep(buf.ptr, [iadd(b, lin, lane * l_)]))
+            v = b.insert_element(v, x, ir.Constant(I32, l_))
+    if buf.dtype is dtypes.bool_:
+        v = b.icmp_unsigned("!=", v, ir.Constant(ir.VectorType(I8, W), [0] * W))
+    return v
+
+
+def store_buf(b, buf, idx, val, W):
+    lin, lane = _lin(b, buf, idx)
+    mt = mem_type(buf.dtype)
+    if buf.dtype is dtypes.bool_:
+        val = b.zext(val, vec_type(I8, W))
+    if W == 1:
+        b.store(val, b.gep(buf.ptr, [lin]))
+    elif lane == 1:
+        p = b.bitcast(b.gep(buf.ptr, [lin]), ir.VectorType(mt, W).as_pointer())
+        b.store(val, p, align=buf.dtype.size)
+    else:
+        for l_ in range(W):
+            x = b.extract_element(val, ir.Constant(I32, l_))
+            b.store(x, b.gep(buf.ptr, [iadd(b, lin, lane * l_)]))
+
+
+def scalarise(b, fn, idx, W):
+    """Vector of W lanes from a scalar generator fn(idx, 1)."""
+    if W == 1:
+        return fn(idx, 1)
+    lanes = []
+    for lane in range(W):
+        li = [(iadd(b, base, coeff * lane), 0) for base, coeff in idx]
+        lanes.append(fn(li, 1))
+    vt = ir.VectorType(lanes[0].type, W)
+    v = ir.Constant(vt, ir.Undefined)
+    for lane, x in enumerate(lanes):
+        v = b.insert_element(v, x, ir.Constant(I32, lane))
+    return v
