@@ -26,8 +26,8 @@ from . import variables as _v, context as _ctx, session as _s, dispatch as _disp
 # The compiler (and, through it, llvmlite) is imported on the first compiled
 # Session.run, not by `import jitgrad`.
 def _execute(session, elements, fed):
-    from . import compiler
-    _dispatch.make_runner = compiler.runner_for
+    from . import compiler, fast_runner
+    _dispatch.make_runner = fast_runner.runner_for
     _dispatch.compiled_execute = compiler.execute
     return compiler.execute(session, elements, fed)
 
@@ -133,10 +133,10 @@ def explain_recompile(fetches, feed_dict=None, session=None):
     """Why ``run(fetches, feed_dict)`` would compile: whether its kernel is in memory or on
     disk and, if neither, which cache-key components differ from the closest kernel this
     process has used (``JITGRAD_LOG_RECOMPILES=1`` logs the same on every compile)."""
-    from . import compiler
+    from . import kernel_explain
     sess = _session_for(fetches, session)
     plan = sess._fetch_plan(fetches)
-    return compiler.explain_recompile(sess, plan.elements, sess._fed_list(feed_dict))
+    return kernel_explain.explain_recompile(sess, plan.elements, sess._fed_list(feed_dict))
 
 # ---- eager mode: tf.GradientTape, tf.function, eager tf.Variable
 from .tape import GradientTape  # noqa: E402

@@ -15,7 +15,7 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
                                          compiler on the first compiled run and puts
                                          jitgrad.compiler.execute here
   make_runner(session, elements, fed, struct) -> runner or None
-                                         jitgrad.compiler.runner_for, set with it (None
+                                         jitgrad.fast_runner.runner_for, set with it (None
                                          until the compiler is loaded)
 """
 eager_execute = None

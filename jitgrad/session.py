@@ -190,7 +190,7 @@ class BaseSession:
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         # Hot path: a runner generated for this (fetch structure, fetch ids,
-        # feed ids) once its plan has been used twice (jitgrad.compiler.make_runner).
+        # feed ids) once its plan has been used twice (jitgrad.fast_runner.make_runner).
         # The runner holds the fetched and fed tensors, so their ids cannot be reused.
         t = type(fetches)
         if t is list or t is tuple:
@@ -244,11 +244,11 @@ class BaseSession:
         """A report of how ``run(fetches, feed_dict)`` is compiled: pass stats,
         fused loop nests, buffers, LLVM IR, assembly, compile time, and
         whether the kernel came from memory, disk or a fresh compile."""
-        from . import compiler
+        from . import kernel_explain
         from .codegen.target import using
         plan = self._fetch_plan(fetches)
         with using(self._target):
-            return compiler.explain(self, plan.elements, self._fed_list(feed_dict))
+            return kernel_explain.explain(self, plan.elements, self._fed_list(feed_dict))
 
     def _fetch_plan(self, fetches):
         t = type(fetches)
