@@ -10,7 +10,8 @@ As TF does (custom_gradient.py):
 * graph (and ``jitgrad.function``): the results, arguments and variables go
   through one ``IdentityN`` op whose gradient is ``grad_fn``: none to the
   results (so nothing flows through ``f``'s own ops), ``grad_fn``'s to the
-  arguments and variables. The compiler removes ``IdentityN`` like Identity.
+  arguments and variables (the op: ops/array_ops.py). The compiler removes
+  ``IdentityN`` like Identity.
 
 ``grad_fn(*result_grads)`` returns one gradient per argument; when ``f`` uses
 variables, ``grad_fn(*result_grads, variables=[...])`` returns
@@ -21,20 +22,7 @@ import inspect
 
 from . import context, nest, tape
 from .convert import convert_to_tensor
-from .ops.registry import apply_op, register
-
-
-def _identity_n_kernel(attrs, *arrays):
-    return tuple(arrays)
-
-
-def _identity_n_grad(op, *grads):
-    return list(op.attrs["_grad_fn"](*grads))
-
-
-# "_grad_fn" starts with "_": the compiler's signature leaves it out (passes/ir.freeze).
-register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), kernel=_identity_n_kernel,
-         grad=_identity_n_grad, kind="other", lowering="none", identity=True)
+from .ops.registry import apply_op
 
 
 def custom_gradient(f=None):

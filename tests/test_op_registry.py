@@ -7,7 +7,6 @@ import jitgrad  # noqa: F401  (registers the ops)
 from jitgrad.codegen import lowering_tables
 from jitgrad.ops import registry
 from jitgrad.ops.registry import LOWERINGS, NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, REGISTRY, OpDef
-from jitgrad.passes import pipeline  # noqa: F401  (registers the passes' "Literal" op)
 
 
 def problems(opdef, lowered):
@@ -44,6 +43,21 @@ def test_every_op_has_a_lowering_and_a_gradient_rule_or_a_mark():
     assert not bad, "\n".join(f"{name}: {'; '.join(p)}" for name, p in sorted(bad.items()))
     # codegen's aliasing is exactly the ops that say reshape=True
     assert set(lowering_tables.tables()[3]) == registry.ops_with("reshape")
+
+
+def _defined_outside_ops(opdef):
+    """The modules outside jitgrad/ops/ that define part of ``opdef`` (shape rule, kernel, gradient)."""
+    fns = [getattr(opdef, attr) for attr in ("infer", "kernel", "grad")]
+    return sorted({f.__module__ for f in fns if callable(f) and not f.__module__.startswith("jitgrad.ops.")})
+
+
+def test_every_op_is_defined_in_jitgrad_ops():
+    """Adding an op is one file of jitgrad/ops/ (plus its lowering and tests): no op is
+    registered from the front end, the passes or the compiler."""
+    bad = {name: _defined_outside_ops(opdef) for name, opdef in REGISTRY.items()}
+    assert not {name: m for name, m in bad.items() if m}
+    assert {"PrintV2", "IdentityN", "Literal"} <= set(REGISTRY)   # the ones that used to live elsewhere
+    assert _defined_outside_ops(OpDef("Elsewhere", infer=problems, kernel=None)) == [__name__]
 
 
 def test_the_walk_can_fail():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
-from jitgrad.print_ops import tensor_text
+from jitgrad.ops.logging_ops import tensor_text
 
 
 def _out(capsys):

@@ -28,6 +28,18 @@ register("Placeholder", infer=lambda shapes, dts, attrs: [(attrs["shape"], attrs
          kernel=_placeholder_kernel, kind="source", grad=NOT_DIFFERENTIABLE, lowering="argument")
 
 
+def _literal_infer(shapes, dts, attrs):
+    v = attrs["value"]
+    return [(tuple(v.shape), dtypes.as_dtype(v.dtype))]
+
+
+# The compiler's constant baked into the code (passes/util.literal_attrs): its value IS
+# in the kernel signature, unlike a Const that becomes a runtime argument.
+# kind="source": no inputs; codegen lowers it to an inline constant.
+register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source", cheap=True,
+         grad=NOT_DIFFERENTIABLE)
+
+
 def constant(value, dtype=None, shape=None, name="Const"):
     """``tf.constant``: eager tensor now, or a Const node while building a graph."""
     from ..eager import EagerTensor
@@ -133,6 +145,20 @@ def ones(shape, dtype=dtypes.float32, name=None):
     dtype = dtypes.as_dtype(dtype)
     return fill(shape, convert_to_tensor(np.ones((), dtype.np)), name=name or "ones")
 
+
+
+def _identity_n_kernel(attrs, *arrays):
+    return tuple(arrays)
+
+
+def _identity_n_grad(op, *grads):
+    return list(op.attrs["_grad_fn"](*grads))
+
+
+# tf.custom_gradient's op in graphs (custom_gradient.py): its gradient is the user's grad_fn.
+# "_grad_fn" starts with "_": the compiler's signature leaves it out (passes/ir.freeze).
+register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), kernel=_identity_n_kernel,
+         grad=_identity_n_grad, kind="other", lowering="none", identity=True)
 
 # ---------------------------------------------------------------- shapes
 def _reshape_dims(src, target):

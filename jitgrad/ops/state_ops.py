@@ -82,7 +82,7 @@ class VariableStore:
                 f"Attempting to use uninitialized value {name}") from None
 
     def write(self, key, value):
-        if type(key) is not str:   # a compiled tf.print's tensor (print_ops.PrintTarget)
+        if type(key) is not str:   # a compiled tf.print's tensor (ops/logging_ops.PrintTarget)
             key.write(value)
             return
         self.values[key] = value

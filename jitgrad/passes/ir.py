@@ -226,7 +226,7 @@ def from_graph(ops, elements, fed, var_reader):
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if op.type == "PrintV2":
             # printed after the kernel returns: each input leaves as an output the store hands on
-            from ..print_ops import PrintTarget
+            from ..ops.logging_ops import PrintTarget
             var_writes.extend(zip(PrintTarget.for_op(op), ins))
             continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub

@@ -5,27 +5,17 @@
 * ``clean``    keeps/reorders a subset of nodes and rewires uses, renumbering
   Values, outputs and var_writes consistently.
 * ``known_scalar`` what a pass may assume about a value without running it.
-* The "Literal" op: a constant baked into the code (its value IS in the
-  signature, unlike a const Arg).
+* ``literal_attrs``: attrs of a "Literal" node (ops/array_ops.py), a constant
+  baked into the code (its value IS in the signature, unlike a const Arg).
 """
 import numpy as np
 
 from .. import dtypes
-from ..ops.registry import NOT_DIFFERENTIABLE, REGISTRY, register
+from ..ops.registry import REGISTRY
 from .ir import Node, Program, Value
 
 
-# ---------------------------------------------------------------- Literal op
-def _literal_infer(shapes, dts, attrs):
-    v = attrs["value"]
-    return [(tuple(v.shape), dtypes.as_dtype(v.dtype))]
-
-
-if "Literal" not in REGISTRY:
-    # kind="source": no inputs; codegen lowers it to an inline constant.
-    register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], kind="source", cheap=True, grad=NOT_DIFFERENTIABLE)
-
-
+# ---------------------------------------------------------------- Literal op (ops/array_ops.py)
 def literal_attrs(value):
     """attrs for a Literal node: a private, read-only, C-ordered copy."""
     arr = np.array(value, order="C", copy=True)
