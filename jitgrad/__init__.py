@@ -3,6 +3,8 @@
     import jitgrad as tf
 """
 import types as _types
+from .convert import _is_tensorlike
+from .ops.registry import apply_op
 
 __version__ = "0.1.0"
 
@@ -115,7 +117,6 @@ group = _v.group
 
 
 def no_op(name=None):
-    from .ops.registry import apply_op
     return apply_op("NoOp", [], {}, name=name or "NoOp")
 
 
@@ -181,7 +182,6 @@ math.erfc = v1.erfc = _m.erfc  # likewise
 def is_tensor(x):
     """``tf.is_tensor``: a graph or eager tensor, or a variable (TF counts those);
     Python and numpy values are not."""
-    from .convert import _is_tensorlike
     return _is_tensorlike(x)
 
 

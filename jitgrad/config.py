@@ -12,6 +12,10 @@ import contextlib
 import numpy as np
 
 from . import context
+from .convert import _is_tensorlike, to_numpy
+from .errors import shape_error
+from .ops.array_ops import constant, get_static_value
+from .shapes import TensorShape, as_shape, broadcast_dims
 
 PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"])
 LogicalDevice = collections.namedtuple("LogicalDevice", ["name", "device_type"])
@@ -139,7 +143,6 @@ def functions_run_eagerly():
 # ---------------------------------------------------------------- broadcasting shapes
 def broadcast_static_shape(shape_x, shape_y):
     """``tf.broadcast_static_shape``: TensorShapes in, TensorShape out; ValueError if incompatible."""
-    from .shapes import TensorShape, as_shape, broadcast_dims
     a, b = as_shape(shape_x), as_shape(shape_y)
     try:
         return TensorShape(broadcast_dims(a.dims, b.dims, "broadcasting"))
@@ -151,9 +154,6 @@ def broadcast_dynamic_shape(shape_x, shape_y):
     """``tf.broadcast_dynamic_shape``: two 1-D int shape tensors -> their broadcast shape.
     The shapes must be known without running the graph (eager values, constants,
     ``tf.shape`` of a fully defined tensor); NotImplementedError otherwise."""
-    from .errors import shape_error
-    from .ops.array_ops import constant, get_static_value
-    from .convert import _is_tensorlike, to_numpy
     vx, vy = [get_static_value(s) if _is_tensorlike(s) else to_numpy(s) for s in (shape_x, shape_y)]
     if vx is None or vy is None:
         raise NotImplementedError("jitgrad's broadcast_dynamic_shape needs shapes known when the graph is built.")

@@ -7,6 +7,7 @@ default graph the target everywhere, which is how TF1-style scripts run.
 """
 import contextlib
 import threading
+from .graph import Graph
 
 _state = threading.local()
 _eager_enabled = [True]
@@ -26,7 +27,6 @@ def _stack():
 
 def global_default_graph():
     if _global_graph[0] is None:
-        from .graph import Graph
         _global_graph[0] = Graph()
     return _global_graph[0]
 

@@ -13,6 +13,9 @@ from .graph import Tensor
 from .ops import array_ops, math_ops, reduction_ops
 from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
 from .shapes import TensorShape, as_shape
+from .eager import EagerTensor
+from .ops.registry import apply_op
+from .gradients import gradients
 
 _COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
                   "structure of return values.")
@@ -241,7 +244,6 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
 
 def _is_tensorish(x):
-    from .eager import EagerTensor
     return isinstance(x, (Tensor, EagerTensor)) or hasattr(x, "_jitgrad_to_tensor")
 
 
@@ -281,7 +283,6 @@ def _replay_between(x, y, x_new):
     """y recomputed from ``x_new`` in the default graph: the ops on paths from
     x to y are re-created there, every other tensor they read is used as it is
     (captured when the default graph is a branch / body)."""
-    from .ops.registry import apply_op
     from .passes.prune import prune
     ops = prune([y], set())
     on_path = {id(x)}
@@ -302,7 +303,6 @@ def loop_hessian(g, x, name, kwargs):
     """d g / d x for an x whose shape is only known at run time (``tf.hessians``):
     one row per element of x, ``gradients(g, x, grad_ys=e_i)``, by a map_fn over
     x's size; shaped x.shape + x.shape."""
-    from .gradients import gradients
     n = array_ops.size(x, out_type=dtypes.int32)
 
     def body(v, _):

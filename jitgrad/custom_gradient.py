@@ -23,6 +23,8 @@ import inspect
 from . import context, nest, tape
 from .convert import convert_to_tensor
 from .ops.registry import apply_op
+from .function import _current_trace
+from .ops.math_ops import identity
 
 
 def custom_gradient(f=None):
@@ -77,7 +79,6 @@ class _RecordedBackward:
 
 
 def _eager_mode(f, args, kwargs):
-    from .ops.math_ops import identity
     with tape.VariableWatcher() as watcher:
         result, grad_fn = f(*args, **kwargs)
     flat_args = nest.flatten((args, kwargs))
@@ -118,7 +119,6 @@ def _variables_between(flat_args, flat_result):
     if not flat_result:
         return []
     graph = flat_result[0].graph
-    from .function import _current_trace
     trace = _current_trace(graph)
     by_key = dict(trace.variables) if trace is not None else {v._attrs["var"]: v for v in graph._variables}
     stop = {id(a) for a in flat_args}

@@ -16,6 +16,11 @@ import numpy as np
 
 from . import context, dtypes, nest
 from .convert import convert_to_tensor
+from .eager import EagerTensor
+from .errors import InvalidArgumentError
+from .function import TensorSpec
+from .ops.array_ops import constant
+from .ops.random_ops import _seeds
 
 AUTOTUNE = -1
 INFINITE_CARDINALITY = -1
@@ -62,13 +67,11 @@ def _leaves(x):
 
 
 def _spec_of(element, batched=None):
-    from .function import TensorSpec
     return _map(lambda t: TensorSpec(t.shape if batched is None else [batched] + t.shape.as_list()[1:], t.dtype),
                 element)
 
 
 def _eager(t):
-    from .eager import EagerTensor
     return EagerTensor(np.array(t, order="C"))   # (ascontiguousarray would make a 0-d array 1-d)
 
 
@@ -97,7 +100,6 @@ class Dataset:
         def make():
             for i in range(n):
                 yield nest.pack_sequence_as(structure, [_eager(a[i, ...]) for a in arrays])
-        from .function import TensorSpec
         spec = _map(lambda t: TensorSpec(t.shape.as_list()[1:], t.dtype), structure)
         return Dataset(make, n, spec)
 
@@ -110,7 +112,6 @@ class Dataset:
     def range(*args, output_type=dtypes.int64, name=None):
         r = range(*[int(a) for a in args])
         dt = dtypes.as_dtype(output_type)
-        from .function import TensorSpec
         return Dataset(lambda: (_eager(np.array(i, dt.np)) for i in r), len(r), TensorSpec([], dt))
 
     @staticmethod
@@ -118,8 +119,6 @@ class Dataset:
                        name=None):
         """Elements from calling ``generator(*args)`` afresh for each iteration, converted
         to ``output_signature``'s (or ``output_types``') dtypes and checked against its shapes."""
-        from .function import TensorSpec
-        from .errors import InvalidArgumentError
         if output_signature is None:
             if output_types is None:
                 raise TypeError("from_generator needs `output_signature` (or `output_types`).")
@@ -165,7 +164,6 @@ class Dataset:
             yield _map(lambda t: t.numpy(), element)
 
     def cardinality(self):
-        from .ops.array_ops import constant
         return constant(self._cardinality, dtype=dtypes.int64)
 
     def __len__(self):
@@ -204,7 +202,6 @@ class Dataset:
         card = c if c < 0 else (c // size if drop_remainder else -(-c // size))
         spec = None
         if self._spec is not None:
-            from .function import TensorSpec
             spec = _map(lambda s: TensorSpec(None if s.shape.rank is None else
                                              [size if drop_remainder else None] + s.shape.as_list(), s.dtype),
                         self._spec)
@@ -278,7 +275,6 @@ class Dataset:
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None):
         """TF's buffered shuffle: keep ``buffer_size`` elements, yield a random
         one and refill its place from the input. Seeds follow tf.random's rules."""
-        from .ops.random_ops import _seeds
         size = int(buffer_size)
         if size <= 0:
             raise ValueError(f"buffer_size must be greater than zero, got {size}")

@@ -6,6 +6,7 @@ import sys
 from contextlib import redirect_stdout
 
 import numpy as np
+import jitgrad as tf
 
 
 def _show(value):
@@ -25,7 +26,6 @@ def _row(name, got, expected):
 
 
 def run_graph_examples():
-    import jitgrad as tf
     from jitgrad.seeds import graph_examples as G
     ok = True
     print("Document 004, graph mode (tf.Graph + tf.compat.v1.Session):")
@@ -71,7 +71,6 @@ def run_eager_examples():
 
 
 def main(argv=None):
-    import jitgrad as tf
     print(f"jitgrad {tf.__version__}, execution mode: {tf.get_default_mode()}")
     ok = run_graph_examples()
     ok &= run_eager_examples()
@@ -89,7 +88,6 @@ if __name__ == "__main__":
 def explain_main(argv=None):
     """`python -m jitgrad explain`: the compiler's report for the seed example
     z = x**2 + y**3, tf.gradients(z, [x, y]) (document 004, 多元求导)."""
-    import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
         x = tf.constant(1.0)

@@ -13,6 +13,7 @@ Funcs are never mutated.
 from . import context
 from .graph import Graph, Tensor
 from .ops.registry import apply_op
+from .convert import convert_to_tensor
 
 
 class FuncGraph(Graph):
@@ -81,7 +82,6 @@ def trace(name, fn, input_specs):
 
 def as_output(fg, x, dtype=None):
     """A leaf of a traced function's result as a tensor of ``fg``."""
-    from .convert import convert_to_tensor
     with fg.as_default():
         conv = getattr(x, "_graph_tensor", None)
         if conv is not None:

@@ -28,6 +28,7 @@ from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
 from .shapes import TensorShape
+from .errors import InvalidArgumentError
 
 
 # ============================================================ TensorSpec
@@ -268,7 +269,6 @@ class ConcreteFunction:
         return self._build(outs)
 
     def __call__(self, *args, **kwargs):
-        from .errors import InvalidArgumentError
         flat = _flat_tensors((args, kwargs))
         if len(flat) != len(self.inputs):
             raise TypeError(f"{self.name}: expected {len(self.inputs)} tensor arguments, got {len(flat)}.")

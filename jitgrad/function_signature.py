@@ -15,6 +15,9 @@ import inspect
 import numpy as np
 
 from .shapes import TensorShape
+from .convert import _is_tensorlike
+from .function import _is_variable
+from .nest import flatten
 
 _KINDS = {
     inspect.Parameter.POSITIONAL_ONLY: "POSITIONAL_ONLY",
@@ -78,7 +81,6 @@ def spec_text(shape, dtype, name=None):
 def value_text(value, tensor_text):
     """TF's text for one argument or output: tensors by ``tensor_text``,
     containers as List/Tuple/Dict, other Python values as Literal."""
-    from .convert import _is_tensorlike
     if isinstance(value, np.ndarray) or _is_tensorlike(value):
         return tensor_text(value)
     if isinstance(value, list):
@@ -95,7 +97,6 @@ def pretty_signature(concrete, verbose=True):
     placeholders = iter(concrete.inputs)
 
     def input_text(value):
-        from .function import _is_variable
         if _is_variable(value):
             return (f"VariableSpec(shape={value.shape}, dtype=tf.{value.dtype.name}, "
                     f"trainable={value.trainable}, alias_id=0)")
@@ -109,8 +110,6 @@ def pretty_signature(concrete, verbose=True):
     lines.append("Output Type:")
     lines.append("  " + value_text(concrete.structured_outputs, lambda t: spec_text(t.shape, t.dtype)))
     lines.append("Captures:")
-    from .function import _is_variable
-    from .nest import flatten
     passed = {id(v) for v in flatten((args, kwargs)) if _is_variable(v)}
     caps = [v for v in concrete.captured_variables if id(v) not in passed]   # arguments are not captures
     if not caps:

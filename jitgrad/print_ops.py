@@ -15,6 +15,7 @@ from . import context, nest
 from .convert import _is_tensorlike, convert_to_tensor
 from .ops import logging_ops  # noqa: F401  (registers PrintV2)
 from .ops.registry import apply_op
+from .function import _current_trace
 
 _STREAMS = {"stdout", "stderr"}
 
@@ -66,7 +67,6 @@ def print_v2(*inputs, output_stream=None, summarize=3, sep=" ", end=os.linesep, 
     op = apply_op("PrintV2", values, attrs, name=name or "PrintV2")
     if context.executing_eagerly():
         return None
-    from .function import _current_trace
     trace = _current_trace()
     if trace is not None:
         if op.graph is not trace.graph:

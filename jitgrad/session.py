@@ -10,6 +10,7 @@ from . import context, dispatch, dtypes, nest
 from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
+from .convert import string_array
 
 MODES = ("compiled", "interpret")
 _default_mode = [os.environ.get("JITGRAD_MODE", "compiled")]
@@ -121,7 +122,6 @@ def _feed_array(t, value):
         value = value._value
     want = t.dtype
     if want.is_string:
-        from .convert import string_array
         arr = string_array(value)
         if not t.shape.is_compatible_with(arr.shape):
             raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")

@@ -1,11 +1,10 @@
-
-from .errors import shape_error
 """Static shapes: TensorShape (possibly partial) and shape arithmetic.
 
 A dim is an int or None (unknown); a shape whose rank is unknown has
 ``dims is None``. Op shape functions work on these partial shapes at graph
 construction and on fully known ones when a graph is specialised for a call.
 """
+from .errors import InvalidArgumentError, shape_error
 
 
 class TensorShape:
@@ -141,7 +140,6 @@ def check_num_elements(dims):
         if d is not None:
             n *= d
     if n > INT64_MAX:
-        from .errors import shape_error
         raise shape_error(f"Shape {list(dims)} would have more than 2**63 - 1 elements")
     return n
 
@@ -203,7 +201,6 @@ def normalize_axes(axis, rank, allow_none=True, allow_duplicates=False):
             raise shape_error(f"Invalid reduction dimension {a} for input with {rank} dimensions.")
         a = a % rank if rank else 0
         if a in out and not allow_duplicates:
-            from .errors import InvalidArgumentError
             raise InvalidArgumentError(f"Invalid reduction arguments: Axes contains duplicate dimension: {a}")
         out.add(a)
     return tuple(sorted(out))

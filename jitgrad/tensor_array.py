@@ -9,14 +9,14 @@ constants): jitgrad has no ``tf.while_loop`` that would index it at run time.
 """
 import numpy as np
 
-from . import dtypes
+from . import dtypes, no_op
 from .convert import _is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
+from .ops.array_ops import concat, constant, get_static_value, stack, unstack, zeros
 
 
 def _index(i, what):
-    from .ops.array_ops import get_static_value
     v = get_static_value(i) if _is_tensorlike(i) else i
     if v is None:
         raise NotImplementedError(f"jitgrad's TensorArray needs the {what} index known when the graph is built.")
@@ -50,7 +50,6 @@ class TensorArray:
         return self._dynamic
 
     def size(self, name=None):
-        from .ops.array_ops import constant
         return constant(len(self._items), dtype=dtypes.int32)
 
     def _convert(self, value):
@@ -83,7 +82,6 @@ class TensorArray:
         if not self._element_shape.is_fully_defined():
             raise InvalidArgumentError(f"Could not read from TensorArray index {i}: it has not been written and "
                                        f"its element shape is not fully defined ({self._element_shape}).")
-        from .ops.array_ops import zeros
         return zeros(self._element_shape.as_list(), self._dtype)
 
     def read(self, index, name=None):
@@ -93,7 +91,6 @@ class TensorArray:
         return self._item(i)
 
     def stack(self, name=None):
-        from .ops.array_ops import stack, zeros
         if not self._items:
             if not self._element_shape.is_fully_defined():
                 raise InvalidArgumentError("TensorArray has size zero, but element shape is not fully defined. "
@@ -102,16 +99,13 @@ class TensorArray:
         return stack([self._item(i) for i in range(len(self._items))], name=name or "stack")
 
     def gather(self, indices, name=None):
-        from .ops.array_ops import stack
         idx = [_index(i, "gather") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
         return stack([self.read(i) for i in idx], name=name or "gather")
 
     def concat(self, name=None):
-        from .ops.array_ops import concat
         return concat([self._item(i) for i in range(len(self._items))], 0, name=name or "concat")
 
     def unstack(self, value, name=None):
-        from .ops.array_ops import unstack
         (t,) = convert_all([value])
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
@@ -123,7 +117,6 @@ class TensorArray:
         return self
 
     def scatter(self, indices, value, name=None):
-        from .ops.array_ops import unstack
         (t,) = convert_all([value])
         idx = [_index(i, "scatter") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
         for i, p in zip(idx, unstack(t)):
@@ -131,7 +124,6 @@ class TensorArray:
         return self
 
     def close(self, name=None):
-        from . import no_op
         return no_op(name=name)
 
     def __repr__(self):

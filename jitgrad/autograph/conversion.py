@@ -14,6 +14,7 @@ import weakref
 
 from . import operators
 from .transformer import Unconvertible, transform
+from ..function import Function
 
 # Library code is called as it is (TF: its allowlist of modules it never converts).
 _LIBRARY_PREFIXES = ("jitgrad", "numpy", "tensorflow", "keras", "jax", "torch", "scipy", "pandas", "llvmlite")
@@ -50,7 +51,6 @@ def converted_call(f):
         return overload
     if getattr(f, "__ag_do_not_convert__", False):
         return f
-    from ..function import Function
     if isinstance(f, Function):
         return f     # traced with its own autograph setting
     if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):

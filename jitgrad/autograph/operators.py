@@ -13,6 +13,7 @@ from ..convert import convert_to_tensor
 from ..func_graph import trace
 from ..graph import Tensor
 from ..ops import array_ops, math_ops
+from ..function import _current_trace
 
 _LEGAL_LOOP_TYPES = "Tensor, int, float, bool or a list, tuple or dict thereof"
 
@@ -258,7 +259,6 @@ def _dry(fn):
     what it returns is inspected, the ops it made never run."""
     if context.executing_eagerly():
         return fn()
-    from ..function import _current_trace
     ctx = _current_trace()
     n_stateful = len(ctx.stateful) if ctx is not None else 0
     try:

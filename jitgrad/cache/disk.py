@@ -71,6 +71,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from .. import __version__ as jv
 
 log = logging.getLogger("jitgrad.cache")
 
@@ -131,7 +132,6 @@ def environment_fingerprint():
         with _FP_LOCK:
             if _FP is None:
                 import llvmlite
-                from .. import __version__ as jv
                 _FP = dict(_llvm_host_facts(), **{
                     "format": FORMAT_VERSION,
                     "jitgrad": jv,

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ops.registry import REGISTRY, has_fact
 from ..passes.ir import Value
+from ..shapes import normalize_axes
 from .irutil import Unsupported
 from .lowering_tables import tables
 
@@ -236,7 +237,6 @@ class _Planner:
         if int(np.prod(in_shape, dtype=np.int64)) == 0 or int(np.prod(n.outputs[0][0], dtype=np.int64)) != 1:
             return None
         if n.op != "SumToShape" and n.attrs.get("axis") is not None:
-            from ..shapes import normalize_axes
             axes = set(normalize_axes(n.attrs["axis"], len(in_shape)))
             if any(in_shape[d] != 1 for d in range(len(in_shape)) if d not in axes):
                 return None

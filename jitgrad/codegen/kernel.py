@@ -40,8 +40,10 @@ from .buffer_plan import plan_buffers
 from .fusion_plan import BLOCK_ELEMS, fused_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
                      reg_type, store_buf, value_bytes)
+from .lower_control import check
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
 from .lowering_tables import tables
+from .target import current
 
 SPIN_LIMIT = 2000   # pause rounds before a barrier starts yielding the core
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
@@ -112,7 +114,6 @@ class KernelBuilder:
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
-        from .target import current
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
         self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
@@ -532,7 +533,6 @@ class KernelBuilder:
 
     # ------------------------------------------------------------ build
     def build(self):
-        from .lower_control import check
         check(self.p)
         # control-flow regions run on one thread (their bodies are called in a loop)
         self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))

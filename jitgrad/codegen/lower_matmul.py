@@ -2,6 +2,7 @@
 for integers (or if the GEMM generator refuses a shape)."""
 import numpy as np
 
+from . import matmul as mm
 from .irutil import VW, bcast_idx, c64, const, load_buf, nullctx as _null  # noqa: F401
 
 
@@ -50,7 +51,6 @@ def _matmul(kb, node, outs, dry):
     dyn = False
     if dt.is_floating:
         try:
-            from . import matmul as mm
             cfg = kb.target.matmul_config(dt.name)
             # parallel: B packed once into a shared buffer, then threads take
             # row chunks from an atomic counter (dynamic schedule; every C

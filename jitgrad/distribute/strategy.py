@@ -41,6 +41,8 @@ from ..errors import UnavailableError
 from ..function import Function, _flat_tensors
 from . import worker
 from .values import PerReplica, local_results, reduce_value, split_batch
+from ..passes.prune import prune
+from ..session import Session
 
 log = logging.getLogger("jitgrad.distribute")
 
@@ -280,7 +282,6 @@ class DaskStrategy:
         reduced over the replicas with ``reduce`` ("SUM" or "MEAN": the caller says which
         the graph's loss implies -- MEAN for a mean over the batch with equal shards, SUM
         for a sum).  The fetches' subgraph must not read variables (feed them)."""
-        from ..passes.prune import prune
         n = self.num_replicas_in_sync
         flat = nest.flatten(fetches)
         for f in flat:
@@ -309,7 +310,6 @@ class DaskStrategy:
         return nest.pack_sequence_as(fetches, [r[()] if r.ndim == 0 else r for r in reduced])
 
     def _graph_session(self, graph):
-        from ..session import Session
         entry = self._sessions.get(id(graph))
         if entry is None or entry[0] is not graph:
             entry = self._sessions[id(graph)] = (graph, Session(graph=graph))

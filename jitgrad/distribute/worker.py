@@ -26,6 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernel_export
+import jitgrad
+from ..errors import FailedPreconditionError
+from ..session import Session
 
 _mirrors = {}      # strategy id -> Mirror
 _programs = {}     # bundle token -> _Program
@@ -73,7 +76,6 @@ class Mirror:
         try:
             return self.values[key]
         except KeyError:
-            from ..errors import FailedPreconditionError
             raise FailedPreconditionError(f"Variable {name} is not mirrored on this worker") from None
 
     def write(self, key, value):
@@ -83,7 +85,6 @@ class Mirror:
 
 class _NoVariables:
     def read(self, key, name):
-        from ..errors import FailedPreconditionError
         raise FailedPreconditionError(f"Variable {name} is not available on a worker: feed its value instead")
 
     def write(self, key, value):   # pragma: no cover - graphs with variables are refused by the client
@@ -93,7 +94,6 @@ class _NoVariables:
 class _Program:
     def __init__(self, bundle):
         import pickle
-        from ..session import Session
         self.graph = pickle.loads(bundle.graph_bytes)
         self.inputs = [self.graph.as_graph_element(n) for n in bundle.inputs]
         self.targets = [self.graph.as_graph_element(n) for n in bundle.targets]
@@ -199,5 +199,4 @@ def mirror_state(strategy_id):
 
 
 def cache_info():
-    import jitgrad
     return dict(jitgrad.cache_info())

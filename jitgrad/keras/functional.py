@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import dtypes, nest
 from ..shapes import TensorShape
+from ..eager import EagerTensor
 
 
 class KerasTensor:
@@ -40,7 +41,6 @@ def _zeros_like_spec(kt):
 
 def symbolic_call(layer, inputs, rest, kwargs):
     """A layer called on KerasTensors: build it, find its output spec, record the call."""
-    from ..eager import EagerTensor
     sample = nest.map_structure(lambda t: EagerTensor(_zeros_like_spec(t)) if isinstance(t, KerasTensor) else t,
                                 inputs)
     out = layer(sample, *rest, **dict(kwargs, training=False) if layer._call_has_training else kwargs)

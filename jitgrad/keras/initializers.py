@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops import array_ops, random_ops
+from ..module import camel_to_snake
 
 
 class Initializer:
@@ -149,5 +150,4 @@ def get(identifier):
 
 
 def _snake(name):
-    from ..module import camel_to_snake
     return camel_to_snake(name)

@@ -16,10 +16,11 @@ from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .functional import KerasTensor, layers_of, run as run_functional
 from .layers import Layer, unique_name as _unique_name
+from ..ops import array_ops
+from ..optimizers import Adam, KerasOptimizer, SGD
 
 
 def _optimizer(identifier):
-    from ..optimizers import SGD, Adam, KerasOptimizer
     if isinstance(identifier, KerasOptimizer):
         return identifier
     table = {"sgd": SGD, "adam": Adam}
@@ -44,7 +45,6 @@ def _num_samples(x):
 
 def _batch_size(x):
     """The batch size of a (traced) batch: static when known, else a tensor."""
-    from ..ops import array_ops
     t = nest.flatten(x)[0]
     dims = list(t.shape)            # numpy shape or TensorShape
     n = dims[0] if dims else 1

@@ -8,8 +8,11 @@ from ..errors import InvalidArgumentError, shape_error
 from ..graph import Tensor
 from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
 from ._infer import check_same
-from .math_ops import reduce_to
+from .math_ops import (add, cast, equal, identity, multiply, reduce_to, stop_gradient, subtract, truediv, where,
+                       zeros_like)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from ..eager import EagerTensor
+from .reduction_ops import reduce_prod, reduce_sum
 
 
 def _same(shapes, dts, attrs):
@@ -42,7 +45,6 @@ register("Literal", infer=_literal_infer, kernel=lambda attrs: attrs["value"], k
 
 def constant(value, dtype=None, shape=None, name="Const"):
     """``tf.constant``: eager tensor now, or a Const node while building a graph."""
-    from ..eager import EagerTensor
     if isinstance(value, (Tensor,)):
         raise TypeError("tf.constant does not accept a symbolic Tensor; use tf.identity.")
     if isinstance(value, EagerTensor):
@@ -101,12 +103,7 @@ def _fill_infer(shapes, dts, attrs):
 
 
 register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
-         grad=lambda op, g: [reduce_sum_all(g)], kind="elementwise", pointwise=False)
-
-
-def reduce_sum_all(g):
-    from .reduction_ops import reduce_sum
-    return reduce_sum(g)
+         grad=lambda op, g: [reduce_sum(g)], kind="elementwise", pointwise=False)
 
 
 def _static_shape_arg(shape, what="shape"):
@@ -349,13 +346,8 @@ def _split_kernel(attrs, g, *refs):
 
 
 def _split_grad(op, *grads):
-    gs = [zeros_like_t(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    gs = [zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
     return [concat(gs, op.get_attr("axis"))] + [None] * (len(op.inputs) - 1)
-
-
-def zeros_like_t(t):
-    from .math_ops import zeros_like
-    return zeros_like(t)
 
 
 register("ConcatV2", infer=_concat_infer,
@@ -369,7 +361,6 @@ def concat(values, axis, name="concat"):
         raise ValueError("concat expects a non-empty list of tensors")
     xs = convert_all(list(values))
     if len(xs) == 1:
-        from .math_ops import identity
         return identity(xs[0], name=name)
     return apply_op("ConcatV2", xs, {"axis": int(axis)}, name=name)
 
@@ -414,7 +405,7 @@ def _unpack_infer(shapes, dts, attrs):
 
 
 def _unpack_grad(op, *grads):
-    gs = [zeros_like_t(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    gs = [zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
     return [stack(gs, axis=op.get_attr("axis"))]
 
 
@@ -645,7 +636,6 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
 
 
 def _eager(t):
-    from ..eager import EagerTensor
     return isinstance(t, EagerTensor)
 
 
@@ -719,7 +709,6 @@ def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002
 
 
 def size(input, out_type=dtypes.int32, name=None):  # noqa: A002
-    from .reduction_ops import reduce_prod
     return reduce_prod(shape(input, out_type), name=name or "Size")
 
 
@@ -732,7 +721,6 @@ def rank(input, name=None):  # noqa: A002
 
 def get_static_value(tensor, partial=False):
     """``tf.get_static_value``: the value if known without running anything."""
-    from ..eager import EagerTensor
     if isinstance(tensor, EagerTensor):
         return tensor.numpy()
     if not isinstance(tensor, Tensor):
@@ -763,7 +751,6 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     another dtype raise TypeError (array_ops.one_hot's rules, with its messages).
     Not differentiable (TF: NotDifferentiable("OneHot")): no gradient reaches
     on_value / off_value."""
-    from .math_ops import equal, stop_gradient, where
     g = graph_of([indices, on_value, off_value])
     (i,) = convert_all([indices], graph=g)
     if i.dtype not in (dtypes.int32, dtypes.int64):
@@ -888,7 +875,6 @@ def range_(start, limit=None, delta=1, dtype=None, name="range"):
     if dtype not in _RANGE_ORDER:
         raise TypeError(f"Value for attr 'Tidx' of {dtype.name} is not in the list of allowed values for Range")
     if any(hasattr(v, "op") for v in vals):
-        from .math_ops import cast
         g = next(v.graph for v in vals if hasattr(v, "op"))
         ins = [cast(v, dtype) if hasattr(v, "op") else convert_to_tensor(np.array(v, dtype.np), graph=g)
                for v in vals]
@@ -973,8 +959,6 @@ def _constant_block(r, axis, n, value):
     tensor ``value``: a Fill when r's other dimensions are known, else built from
     r's shape (a sum of zeros_like(r) along axis keeps that dimension at 1 even
     when it is 0) and tiled."""
-    from .math_ops import add, zeros_like
-    from .reduction_ops import reduce_sum
     dims = r.shape.as_list()
     others = [d for i, d in enumerate(dims) if i != axis]
     if all(d is not None for d in others):
@@ -991,7 +975,6 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     SYMMETRIC: with reversed slices of the input), so gradients, the interpreter
     and the compiler need nothing new. ``paddings`` must be known when the graph
     is built; no gradient reaches ``constant_values`` (TF's PadV2 gives None)."""
-    from .math_ops import identity, stop_gradient
     mode = mode.upper() if isinstance(mode, str) else mode
     if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
         raise ValueError('Value of argument `mode` expected to be one of "CONSTANT", "REFLECT", or "SYMMETRIC". '
@@ -1073,7 +1056,6 @@ def reverse(tensor, axis, name=None):
         if a % rank in seen:
             raise shape_error(f"axis {a % rank} specified more than once.")
         seen.add(a % rank)
-    from .math_ops import identity
     if not seen:
         return identity(x, name=name or "ReverseV2")
     key = tuple(slice(None, None, -1) if i in seen else slice(None) for i in range(rank))
@@ -1086,7 +1068,6 @@ def linspace(start, stop, num, name=None, axis=0):
     max(num - 1, 1), and the last is stop exactly. An integer start gives
     float64 (TF divides with truediv). ``num`` must be known when the graph is
     built; start/stop may be tensors (differentiable), broadcast together."""
-    from .math_ops import add, cast, identity, multiply, subtract, truediv
     g = graph_of([start, stop])
     s = convert_to_tensor(start, graph=g)
     e = convert_to_tensor(stop, dtype=s.dtype, graph=g)

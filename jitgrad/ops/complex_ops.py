@@ -11,6 +11,7 @@ from ..convert import convert_all
 from ._infer import COMPLEX, FLOATS, check_dtype, check_same
 from ..shapes import broadcast_dims
 from .registry import NOT_DIFFERENTIABLE, apply_op, register as _register_op
+from .math_ops import zeros_like
 
 
 def _register(name, **facts):
@@ -63,7 +64,6 @@ def imag(input, name=None):  # noqa: A002
     (x,) = convert_all([input])
     if x.dtype in COMPLEX:
         return apply_op("Imag", [x], name=name or "Imag")
-    from .math_ops import zeros_like
     return zeros_like(x)
 
 

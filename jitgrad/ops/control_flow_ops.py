@@ -28,6 +28,8 @@ from ..func_graph import Func, as_output, replay, run as run_func, trace
 from ..graph import Tensor
 from ..shapes import as_shape
 from .registry import apply_op, register
+from ..gradients import gradients
+from .math_ops import zeros_like
 
 # ---------------------------------------------------------------- running a region
 
@@ -69,7 +71,6 @@ def _is_zeros_of(g, t):
 
 
 def _if_grad(op, *grads):
-    from ..gradients import gradients
     caps = op.inputs[1:]
     wanted = [k for k, g in enumerate(grads)
               if g is not None and op.outputs[k].dtype.is_floating and not _is_zeros_of(g, op.outputs[k])]
@@ -94,7 +95,6 @@ def _if_grad(op, *grads):
         with fg.as_default():
             for i in keep:
                 if outs[i] is None:
-                    from .math_ops import zeros_like
                     outs[i] = zeros_like(fg.capture(caps[fcaps[i]]))
     res = [None] * len(op.inputs)
     if not keep:
@@ -215,8 +215,6 @@ def _ensure_saved(op):
 
 
 def _while_grad(op, *grads):
-    from ..gradients import gradients
-    from .math_ops import zeros_like
     real = op.outputs[0].op
     _ensure_saved(real)
     a = real.attrs

@@ -4,11 +4,14 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_all
-from ..errors import shape_error
+from ..errors import shape_error, InvalidArgumentError
 from ..shapes import broadcast_dims, normalize_axes
 from ._infer import FLOATS, NUMBERS, check_dtype, check_same
 from .math_ops import reduce_to
 from .registry import apply_op, register
+from .array_ops import _static_value, constant, expand_dims, gather, reshape, squeeze, transpose
+from .math_ops import abs as abs_, identity, multiply, pow as pow_, sqrt, where, zeros_like
+from .reduction_ops import reduce_max, reduce_sum
 
 
 def _matmul_dims(a, b, ta, tb, what):
@@ -107,9 +110,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa:
     0 is NaN, as TF's -- 1 / inf / p > 0 via abs, sums, maxima and pow. Matrix
     norms (axis a pair of ints) are 'euclidean' / 'fro', 1 and inf; the matrix
     2-norm needs an SVD, which jitgrad does not have (NotImplementedError)."""
-    from .array_ops import squeeze
-    from .math_ops import abs as abs_, multiply, pow as pow_, sqrt
-    from .reduction_ops import reduce_max, reduce_sum
     keepdims = bool(keepdims)
     is_matrix = isinstance(axis, (tuple, list)) and len(axis) == 2
     if is_matrix:
@@ -152,7 +152,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa:
             result = pow_(reduce_sum(pow_(result, ord), axis, keepdims=True), 1.0 / ord)
     if not keepdims:
         result = squeeze(result, axis)
-    from .math_ops import identity
     return identity(result, name=name or "norm")
 
 
@@ -170,7 +169,6 @@ def _same_ord(ord, ref):  # noqa: A002
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name=None):
     """``tf.eye``: a constant (the sizes must be known when the graph is built)."""
-    from .array_ops import _static_value, constant
 
     def static(v, what):
         return _static_value(v, f"{what} of tf.eye")
@@ -196,7 +194,6 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=dtypes.float32, name
 def _tensordot_axes(a_rank, axes):
     """TF's _tensordot_axes for static axes: an int n (the last n axes of a with
     the first n of b) or a pair of ints / int lists."""
-    from .array_ops import _static_value
     if not isinstance(axes, (int, np.integer, list, tuple)):
         axes = _static_value(axes, "the axes of tensordot")
         axes = int(axes) if axes.ndim == 0 else axes.tolist()
@@ -223,7 +220,6 @@ def _tensordot_axes(a_rank, axes):
 def _tensordot_reshape(t, axes, flipped):
     """TF's _tensordot_reshape: t transposed to (free, contracted) -- (contracted,
     free) when flipped -- and reshaped to a matrix; also returns the free dims."""
-    from .array_ops import reshape, transpose
     dims = t.shape.as_list()
     rank = len(dims)
     for i in axes:
@@ -247,7 +243,6 @@ def tensordot(a, b, axes, name=None):
     """``tf.tensordot`` / ``tf.linalg.tensordot``, as TF composes it: transposes and
     reshapes a and b into matrices, one matmul, and a reshape to a's free dims
     followed by b's. Needs static axes and inputs of fully known shapes."""
-    from .array_ops import reshape
     a, b = convert_all([a, b])
     for t in (a, b):
         if t.shape.rank is None or not t.shape.is_fully_defined():
@@ -290,7 +285,6 @@ def _linalg_kernel(fn, message):
         try:
             return fn(attrs, *xs)
         except np.linalg.LinAlgError:
-            from ..errors import InvalidArgumentError
             raise InvalidArgumentError(message) from None
     return kernel
 
@@ -301,14 +295,12 @@ def _inverse_grad(op, g):
 
 
 def _det_grad(op, g):
-    from .array_ops import expand_dims
     a, c = op.inputs[0], op.outputs[0]
     a_adj_inv = matrix_inverse(a, adjoint=True)
     return [expand_dims(expand_dims(g * c, -1), -1) * a_adj_inv]
 
 
 def _slogdet_grad(op, g_sign, g_logdet):
-    from .array_ops import expand_dims
     if g_logdet is None:
         return [None]
     a_adj_inv = matrix_inverse(op.inputs[0], adjoint=True)
@@ -337,7 +329,6 @@ def _solve_grad(op, g):
 def _cholesky_grad(op, g):
     """TF's _CholeskyGrad: with L the factor and M = L^H g, phi(M) its lower triangle
     with the diagonal halved, grad = sym(L^-H phi(M) L^-1), sym(X) = (X + X^H) / 2."""
-    from .array_ops import constant
     l_ = op.outputs[0]
     n = l_.shape[-1]
     if n is None:
@@ -346,7 +337,6 @@ def _cholesky_grad(op, g):
     mask = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
     middle = matmul(l_, g, adjoint_a=True) * constant(mask.astype(l_.dtype.np))
     grad_a = matmul(matmul(l_inv, middle, adjoint_a=True), l_inv)
-    from .array_ops import transpose
     rank = l_.shape.rank
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     return [(grad_a + transpose(grad_a, perm)) * constant(np.array(0.5, l_.dtype.np))]
@@ -430,8 +420,6 @@ def _static_dims(x, what):
 def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
     """``tf.linalg.diag`` (main diagonal only): [..., n] -> [..., n, n], the
     values placed by a select (never multiplied by 0, so inf/NaN stay put)."""
-    from .array_ops import constant, expand_dims
-    from .math_ops import where, zeros_like
     if k != 0 or num_rows != -1 or num_cols != -1 or padding_value != 0:
         raise NotImplementedError("jitgrad's tf.linalg.diag supports the main diagonal only (k=0, no padding).")
     (v,) = convert_all([diagonal])
@@ -446,7 +434,6 @@ def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, 
 def diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):  # noqa: A002
     """``tf.linalg.diag_part`` (main diagonal only): [..., m, n] -> [..., min(m, n)],
     a gather of the flattened matrices (exact, differentiable)."""
-    from .array_ops import gather, reshape
     if k != 0:
         raise NotImplementedError("jitgrad's tf.linalg.diag_part supports the main diagonal only (k=0).")
     (x,) = convert_all([input])

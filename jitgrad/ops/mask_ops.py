@@ -11,6 +11,7 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all, graph_of
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .math_ops import not_equal
 
 
 def _mask_index(axis, mask):
@@ -102,6 +103,5 @@ def where_indices(condition, name=None):
     (non-zero) elements, one row each, in row-major order."""
     (c,) = convert_all([condition])
     if c.dtype != dtypes.bool_:
-        from .math_ops import not_equal
         c = not_equal(c, 0)
     return apply_op("Where", [c], name=name or "Where")

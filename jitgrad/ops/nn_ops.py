@@ -6,11 +6,16 @@ import numpy as np
 
 from ..convert import _is_tensorlike, convert_all, convert_to_tensor, graph_of
 from ..shapes import as_shape
-from .array_ops import expand_dims
+from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
-from .reduction_ops import _static_int, reduce_max, reduce_sum
+from .reduction_ops import _static_int, reduce_max, reduce_sum, reduce_mean
 from .registry import apply_op, register
+from . import random_ops
+from .math_ops import squared_difference
+from .math_ops import elu, less
+from .math_ops import abs as abs_
+from .math_ops import erfc, pow as pow_, tanh
 
 
 def _shifted(logits, axis):
@@ -70,7 +75,6 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=No
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
-    from .array_ops import gather
     (logits,) = convert_all([logits])
     n = logits.shape[-1] if logits.shape.rank else None
     if n is None:
@@ -160,7 +164,6 @@ def _noise_shape(x, noise_shape):
     shapes): x's shape, or noise_shape with its unknown dimensions taken from x."""
     dims = x.shape.as_list() if noise_shape is None else None
     if noise_shape is not None:
-        from .array_ops import _static_value
         if _is_tensorlike(noise_shape):
             noise_shape = _static_value(noise_shape, "the noise_shape of dropout")
         ns = as_shape(noise_shape).as_list()
@@ -178,7 +181,6 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     A Python rate scales by 1 / (1 - rate) computed in Python, as TF; a tensor rate
     divides by (1 - rate). rate 0 returns x (still consuming an op seed, as TF, so
     the draws of later random ops do not change)."""
-    from . import random_ops
     is_rate_number = isinstance(rate, numbers.Real) and not isinstance(rate, bool)
     if is_rate_number and (rate < 0 or rate >= 1):
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: rate={rate}")
@@ -225,9 +227,6 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     """``tf.nn.moments``: (mean, population variance) over ``axes``, as TF's
     nn_impl.moments: the variance is mean(squared_difference(x, stop_gradient(mean)))
     (stop_gradient changes nothing: that gradient is zero). ``shift`` is unused, as in TF."""
-    from .array_ops import squeeze
-    from .math_ops import squared_difference
-    from .reduction_ops import reduce_mean
     (x,) = convert_all([x])
     mean = reduce_mean(x, axes, keepdims=True)
     variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True)
@@ -252,7 +251,6 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
     """``tf.nn.embedding_lookup`` for one params tensor (or a list of one): a
     gather along axis 0; ``max_norm`` clips each looked-up embedding with
     clip_by_norm, as TF's _clip. Sharded params (a longer list) are not supported."""
-    from .array_ops import gather
     if isinstance(params, (list, tuple)):
         if not params:
             raise ValueError("Need at least one param")
@@ -278,14 +276,12 @@ def selu(features, name=None):
     """``tf.nn.selu``: scale * where(x < 0, alpha * elu(x), x), selecting on x < 0 as
     TF's kernel does, so the gradient is TF's SeluGrad: scale * alpha * exp(x)
     where x < 0, else scale (also at 0)."""
-    from .math_ops import elu, less
     (x,) = convert_all([features])
     return multiply(where(less(x, 0.0), multiply(elu(x), _SELU_ALPHA), x), _SELU_SCALE, name=name or "Selu")
 
 
 def softsign(features, name=None):
     """``tf.nn.softsign``: x / (1 + |x|); its gradient 1 / (1 + |x|)^2 follows from abs's."""
-    from .math_ops import abs as abs_
     (x,) = convert_all([features])
     return realdiv(x, add(abs_(x), 1.0), name=name or "Softsign")
 
@@ -295,7 +291,6 @@ def gelu(features, approximate=False, name=None):
     0.5 x erfc(-x / sqrt(2)), which keeps the negative tail accurate
     (gelu(-5) = -1.4e-6 relative to itself, where 1 + erf would round it to 0
     in float32); approximate=True 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    from .math_ops import erfc, pow as pow_, tanh
     (x,) = convert_all([features])
     if not x.dtype.is_floating:
         raise ValueError(f"`features.dtype` must be a floating point tensor.Received:features.dtype={x.dtype.name}")

@@ -11,8 +11,11 @@ differentiate through a graph-mode py_function (its gradient is None).
 import numpy as np
 
 from .. import context, dtypes
-from ..convert import convert_all
+from ..convert import convert_all, to_numpy
 from .registry import NO_GRADIENT_RULE, apply_op, register
+from ..eager import EagerTensor
+from ..errors import InvalidArgumentError
+from ..function import _current_trace
 
 
 def _as_list(tout):
@@ -20,17 +23,14 @@ def _as_list(tout):
 
 
 def _outputs_to_arrays(result, touts, what):
-    from ..convert import to_numpy
     values = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(values) != len(touts):
-        from ..errors import InvalidArgumentError
         raise InvalidArgumentError(f"{what} returned {len(values)} values, expected {len(touts)}")
     return tuple(np.ascontiguousarray(to_numpy(np.asarray(v) if hasattr(v, "_value") else v, dt))
                  for v, dt in zip(values, touts))
 
 
 def _kernel(attrs, state, *arrays):
-    from ..eager import EagerTensor
     func, touts, numpy_args = attrs["func"], attrs["Tout"], attrs["numpy"]
     args = [a if numpy_args else EagerTensor(np.array(a)) for a in arrays]
     saved = context._eager_enabled[0]
@@ -60,20 +60,17 @@ def _call(func, inp, Tout, name, numpy_args):
         if Tout is None or not touts:
             return None
         arrays = _outputs_to_arrays(result, touts, "py_function")
-        from ..eager import EagerTensor
         direct = list(result) if isinstance(result, (list, tuple)) else [result]
         # keep the function's own eager tensors (a tape followed them), else wrap the arrays
         outs = [r if isinstance(r, EagerTensor) and r.dtype == dt else EagerTensor(a)
                 for r, a, dt in zip(direct, arrays, touts)]
         return outs if as_list else outs[0]
     if context.executing_eagerly():
-        from ..eager import EagerTensor
         result = func(*[x.numpy() for x in xs])
         outs = [EagerTensor(a) for a in _outputs_to_arrays(result, touts, "numpy_function")] if touts else []
     else:
         outs = apply_op("PyFunction", xs, {"func": func, "Tout": tuple(touts), "numpy": numpy_args},
                         name=name or ("EagerPyFunc" if not numpy_args else "PyFunc"))
-        from ..function import _current_trace
         op = outs if not touts else (outs[0] if isinstance(outs, tuple) else outs).op
         ctx = _current_trace(op.graph)
         if ctx is not None:   # inside jitgrad.function it runs on every call, used or not (as in TF)

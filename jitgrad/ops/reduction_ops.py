@@ -8,8 +8,9 @@ from .. import context, dtypes
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import NUMBERS, check_dtype
-from .math_ops import cast, divide, equal, multiply
+from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
 from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, apply_op, register
+from .math_ops import abs as abs_, square, subtract
 
 
 def _reduced_shape(shape, axis, keepdims):
@@ -390,7 +391,6 @@ def _cumsum_grad(op, g):
 def _cumprod_grad(op, g):
     """TF's _CumprodGrad: cumsum(cumprod(x) * g, the other way) / x, with
     divide_no_nan (so an element equal to 0 gets gradient 0, as in TF)."""
-    from .math_ops import divide_no_nan
     x = op.inputs[0]
     prod = apply_op("Cumprod", [x], _scan_attrs(op, op.get_attr("reverse")))
     out = apply_op("Cumsum", [prod * g], _scan_attrs(op, not op.get_attr("reverse")))
@@ -432,7 +432,6 @@ def _moment_input(input_tensor, name):
 
 def _variance(x, axis, keepdims, name):
     """TF's math_ops.reduce_variance: mean(square(abs(x - mean(x, keepdims=True))))."""
-    from .math_ops import abs as abs_, square, subtract
     means = reduce_mean(x, axis, keepdims=True)
     return reduce_mean(square(abs_(subtract(x, means))), axis, keepdims=keepdims, name=name)
 
@@ -446,7 +445,6 @@ def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
 def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
     """``tf.math.reduce_std``: sqrt(reduce_variance(...)) (so its gradient is NaN
     where the variance is 0, as TF's)."""
-    from .math_ops import sqrt
     x = _moment_input(input_tensor, "reduce_std")
     return sqrt(_variance(x, axis, keepdims, None), name=name or "reduce_std")
 
@@ -456,7 +454,6 @@ def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
     """``tf.math.reduce_euclidean_norm``: sqrt(reduce_sum(x * x)), so its gradient is
     x / norm (NaN where the norm is 0, as TF's EuclideanNorm gradient). Integer
     inputs give integers, as TF's kernel: the float64 root truncated (no gradient)."""
-    from .math_ops import cast, multiply, sqrt
     (x,) = convert_all([input_tensor])
     if x.dtype.is_integer:
         f = cast(x, dtypes.float64)

@@ -7,7 +7,7 @@ op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
 from .. import context, dispatch
 from ..errors import InvalidArgumentError
-from ..graph import Tensor
+from ..graph import Tensor, out_of_scope_error
 from ..shapes import InputShapeError
 
 REGISTRY = {}
@@ -189,7 +189,6 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
         default = context.get_default_graph()
         if default is not graph and graph.building_function:
             # a tensor leaked out of a traced function (a Python list, a global)
-            from ..graph import out_of_scope_error
             raise out_of_scope_error(next(t for t in inputs if isinstance(t, Tensor)))
         if default is not graph and not context.executing_eagerly() and context._stack():
             raise ValueError(f"Tensor {inputs[0].name} must be from the same graph as the op "

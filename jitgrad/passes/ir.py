@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
+from ..ops.logging_ops import PrintTarget
 
 
 class DataDependentShape(Exception):
@@ -226,7 +227,6 @@ def from_graph(ops, elements, fed, var_reader):
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if op.type == "PrintV2":
             # printed after the kernel returns: each input leaves as an output the store hands on
-            from ..ops.logging_ops import PrintTarget
             var_writes.extend(zip(PrintTarget.for_op(op), ins))
             continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub

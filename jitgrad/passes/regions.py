@@ -24,6 +24,10 @@ import numpy as np
 from .ir import Node, Program, Value, from_graph
 from .dce import dce
 from .util import Builder, clean, known_scalar, literal_attrs, reinfer
+from ..errors import InvalidArgumentError
+from ..func_graph import Func
+from ..ops.registry import REGISTRY
+from .prune import prune
 
 
 class _Dynamic(Exception):
@@ -36,8 +40,6 @@ def _stub(shape, dtype):
 
 def sub_program(func, shapes):
     """The Program of a graph Func for concrete input shapes."""
-    from .prune import prune
-    from ..func_graph import Func
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
     if any(s is None or any(d is None for d in s) for s in shapes):
@@ -66,7 +68,6 @@ def _out_shapes(prog):
 
 def region_node(op, in_shapes, in_dtypes):
     """(attrs, output specs) of an If / While node for concrete input shapes."""
-    from ..ops.registry import REGISTRY
     a = op.attrs
     try:
         if op.type == "If":
@@ -98,7 +99,6 @@ def region_node(op, in_shapes, in_dtypes):
     try:
         specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
     except (ValueError, TypeError) as e:
-        from ..errors import InvalidArgumentError
         raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
     return attrs, tuple((None if s is None else tuple(s), d) for s, d in specs)
 
