@@ -92,11 +92,22 @@ def fused_ops(program, mat, v, acc, seen):
     n = program.nodes[v.node]
     if n.op == "Arg" or v in mat or n.op in tables()[3]:
         return
+    node_ops(program, mat, n, acc, seen)
+
+
+def node_ops(program, mat, n, acc, seen=None):
+    """Appends to acc node n's op and the ops computed inline for its inputs;
+    seen=None walks each input on its own (a report lists an op per use)."""
     acc.append(n.op)
+    for u in data_inputs(n):
+        fused_ops(program, mat, u, acc, set() if seen is None else seen)
+    return acc
+
+
+def data_inputs(n):
+    """The inputs of node n whose values (not only their shapes) it reads."""
     opdef = REGISTRY[n.op]
-    for k, u in enumerate(n.inputs):
-        if not opdef.is_shape_only(k):
-            fused_ops(program, mat, u, acc, seen)
+    return [u for k, u in enumerate(n.inputs) if not opdef.is_shape_only(k)]
 
 
 def plan_fusion(program, allow_parallel):
@@ -206,12 +217,9 @@ class _Planner:
         self._reads_inputs(n, v, ident, acc_i, acc_o, seen)
 
     def _reads_inputs(self, n, v, ident, acc_i, acc_o, seen):
-        opdef = REGISTRY[n.op]
         out_shape = n.outputs[v.index][0]
-        for k, u in enumerate(n.inputs):
-            if not opdef.is_shape_only(k):
-                self._reads2(u, ident and n.op in self.ELEMENTWISE and self.shape(u) == out_shape,
-                             acc_i, acc_o, seen)
+        for u in data_inputs(n):
+            self._reads2(u, ident and n.op in self.ELEMENTWISE and self.shape(u) == out_shape, acc_i, acc_o, seen)
 
     def unit_reads(self, kind, i, payload):
         acc_i, acc_o = set(), set()
@@ -221,10 +229,8 @@ class _Planner:
         elif kind == "reduce":
             self._reads2(n.inputs[0], True, acc_i, acc_o, set())
         else:
-            opdef = REGISTRY[n.op]
-            for k, u in enumerate(n.inputs):
-                if not opdef.is_shape_only(k):
-                    self._reads2(u, False, acc_i, acc_o, set())
+            for u in data_inputs(n):
+                self._reads2(u, False, acc_i, acc_o, set())
         return acc_i, acc_o
 
     # ------------------------------------------------------------ nests
@@ -338,10 +344,7 @@ class _Planner:
             return True
         if n.op in self.ALIAS or n.op not in self.ELEMENTWISE:
             return False
-        opdef = REGISTRY[n.op]
-        for k, u in enumerate(n.inputs):
-            if opdef.is_shape_only(k):
-                continue
+        for u in data_inputs(n):
             ush = self.shape(u)
             off = R - len(ush)
             f = tuple(flags[j] and j >= off and ush[j - off] != 1 for j in range(R))
@@ -364,10 +367,7 @@ class _Planner:
                 if n.op not in self.ELEMENTWISE:
                     ok = False
                     break
-                opdef = REGISTRY[n.op]
-                for k, x in enumerate(n.inputs):
-                    if opdef.is_shape_only(k):
-                        continue
+                for x in data_inputs(n):
                     xs = self.shape(x)
                     off = R - len(xs)
                     f = tuple(j >= off and xs[j - off] != 1 for j in range(R))
@@ -394,12 +394,7 @@ class _Planner:
         for u in g.units:
             v = u.val if u.kind == "store" else self.p.nodes[u.pos].inputs[0]
             if u.kind == "store":
-                n = self.p.nodes[v.node]
-                ops.append(n.op)
-                opdef = REGISTRY[n.op]
-                for k, x in enumerate(n.inputs):
-                    if not opdef.is_shape_only(k):
-                        fused_ops(self.p, self.mat, x, ops, seen)
+                node_ops(self.p, self.mat, self.p.nodes[v.node], ops, seen)
             else:
                 ops.append("Sum")
                 fused_ops(self.p, self.mat, v, ops, seen)

@@ -37,7 +37,7 @@ from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from . import irutil
 from .buffer_plan import plan_buffers
-from .fusion_plan import BLOCK_ELEMS, fused_ops, plan_fusion
+from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
@@ -161,24 +161,9 @@ class KernelBuilder:
     def alloca(self, ty):
         return self.entry_b.alloca(ty)
 
-    @contextmanager
     def loop(self, stop, start=0, step=1):
         """for i in range(start, stop, step) with constant bounds; yields i (i64)."""
-        b = self.b
-        ctr = self.alloca(I64)
-        b.store(c64(start), ctr)
-        cond = self.fn.append_basic_block("for.cond")
-        body = self.fn.append_basic_block("for.body")
-        end = self.fn.append_basic_block("for.end")
-        b.branch(cond)
-        b.position_at_end(cond)
-        i = b.load(ctr)
-        b.cbranch(b.icmp_signed("<", i, c64(stop)), body, end)
-        b.position_at_end(body)
-        yield i
-        b.store(b.add(i, c64(step)), ctr)
-        b.branch(cond)
-        b.position_at_end(end)
+        return self.loop_dyn(c64(start), c64(stop), step)
 
     # ------------------------------------------------------------ generators
     def _memo_key(self, v, idx, W):
@@ -671,7 +656,7 @@ class KernelBuilder:
                     if n.op in MATERIALISE:
                         outs = [buffer_for(v) for v in vals]
                         self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}"
-                                            f"{' parallel' if g.parallel else ''}", self._group_ops(n)))
+                                            f"{' parallel' if g.parallel else ''}", node_ops(p, self.mat, n, [])))
                         self.par_node = g.parallel
                         self.par_counter = bp.counters.get(gi)
                         with (nullctx() if g.parallel else self.on_thread0()):
@@ -700,12 +685,7 @@ class KernelBuilder:
                 ops = []
                 seen = set()
                 for u in g.units:
-                    nd = nodes[u.pos]
-                    ops.append(nd.op)
-                    opdef = REGISTRY[nd.op]
-                    for k, x in enumerate(nd.inputs):
-                        if not opdef.is_shape_only(k):
-                            fused_ops(p, self.mat, x, ops, seen)
+                    node_ops(p, self.mat, nodes[u.pos], ops, seen)
                 merged = [e for e, _ in g.runs]
                 st_s = ", ".join(f"node {u.val.node}" for u in stores)
                 rd_s = ", ".join(f"node {u.pos} {nodes[u.pos].op}" for u in reds)
@@ -755,11 +735,3 @@ class KernelBuilder:
             "persistent": [self.persistent_base, self.persistent_words],
         }
         return self.module
-
-    def _group_ops(self, n):
-        ops = [n.op]
-        opdef = REGISTRY[n.op]
-        for k, u in enumerate(n.inputs):
-            if not opdef.is_shape_only(k):
-                fused_ops(self.p, self.mat, u, ops, set())
-        return ops
