@@ -22,6 +22,9 @@ Code generation model (XLA-style "element generators"):
 * reshape-like ops on a materialised value are free aliases;
 * scratch buffers are assigned by liveness (first fit in one arena).
 
+What is materialised and how nests are grouped is decided by fusion_plan.py,
+where buffers live by buffer_plan.py; this module emits what they planned.
+
 Runtime errors (integer division by zero, gather index out of range,
 integer ** negative) are detected in the kernel *before* the faulting
 access: the index / divisor is replaced by a safe one and a code is written
