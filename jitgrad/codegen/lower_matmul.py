@@ -46,6 +46,8 @@ def _matmul(kb, node, outs, dry):
         return
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
+    if _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
+        return
     fn = None
     dyn = False
     if dt.is_floating:
@@ -103,6 +105,23 @@ def _matmul(kb, node, outs, dry):
         return
     with kb.on_thread0() if par else _null():
         _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
+
+
+def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
+    """One side a vector (float): codegen/matvec.py, no packing.  True if emitted."""
+    from . import matvec as mv
+    plan = mv.matvec_plan(M, N, K, ta, tb, batch, sa, sb) if dt.name in ("float32", "float64") else None
+    if plan is None:
+        return False
+    if dry:
+        return True
+    vw = kb.target.matmul_config(dt.name)["vw"]
+    kb._fn_counter += 1
+    fn = mv.emit_matvec(kb.module, f"{kb.name}_mv{kb._fn_counter}", dt.name, plan, vw)
+    mat, vec = (A, B) if N == 1 else (B, A)
+    lo, hi = kb.thread_rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
+    kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
+    return True
 
 
 def _simple(kb, A, B, C, dt, batch, M, N, K, ta, tb, sa, sb):
