@@ -13,7 +13,7 @@ one of two forms, by which way the matrix is contiguous:
         accumulators into one vector of w row sums; the last K % w terms are
         added per row in k order.
   axpy  Mat(j, k) at ``k*L + j`` (rows of the K x L matrix contiguous in j),
-        e.g. W^T g: blocks of up to ``_AXPY_BLOCK`` vectors of outputs,
+        e.g. W^T g: blocks of (up to ``_AXPY_BLOCK``) vectors of outputs,
         y_block += v[k] * Mat[k, block], with S accumulator sets (set s takes
         k = s mod S) so that enough FMA chains are in flight; the sets are
         summed pairwise at the end.  The last L % VW outputs use the same
@@ -180,25 +180,25 @@ def _emit_dot(e, mat, vec, y, lo, hi, L, K):
 
 
 # ---------------------------------------------------------------- axpy form
-def _axpy_sets(L, vw):
-    """Accumulator sets (k mod S): a function of the shape only, so that every
-    output column, vector or scalar, sums in the same order."""
+def _axpy_shape(L, vw):
+    """(vectors per block, accumulator sets): functions of the shape only, so
+    that every output column, vector or scalar, sums in the same order."""
     nb = min(max(L // vw, 1), _AXPY_BLOCK)
-    return max(1, min(4, _MIN_CHAINS // nb))
+    return nb, max(1, min(4, _MIN_CHAINS // nb))
 
 
 def _emit_axpy(module, b, entry, T, mat, vec, y, lo, hi, L, K, vw):
     """y[j] = sum_k vec[k] * mat[k*L + j] for j in [lo, hi)."""
-    S = _axpy_sets(L, vw)
+    nb, S = _axpy_shape(L, vw)
     Lv = L - L % vw                      # vector columns; the rest are scalar
     vend = _smin(b, hi, Lv)
-    full = _AXPY_BLOCK * vw
-    # blocks of _AXPY_BLOCK vectors, then single vectors, then scalar columns
+    full = nb * vw
+    # blocks of nb vectors (each row of mat read once per block), then single vectors, then scalar columns
     nblk = b.sdiv(b.sub(vend, _smin(b, lo, vend)), _c(full))
     bend = b.add(lo, b.mul(nblk, _c(full)))
     e = _Emit(module, b, entry, T, vw)
     with _for_range(b, lo, bend, full, name="jb") as j0:
-        _axpy_block(e, mat, vec, y, j0, L, K, _AXPY_BLOCK, S)
+        _axpy_block(e, mat, vec, y, j0, L, K, nb, S)
     with _for_range(b, _smin(b, bend, vend), vend, vw, name="jv") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, 1, S)
     if Lv < L:
