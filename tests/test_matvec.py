@@ -11,6 +11,7 @@ test_differential.py's harness), for every transpose combination, batches with
 broadcasting, inside a while_loop, and the kernel really takes this path.
 """
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ import jitgrad as tf
 from jitgrad.codegen import matvec as mv
 from jitgrad.codegen.target import get as get_target
 from test_differential import check_close, run_both, _no_disk  # noqa: F401
-from test_matmul_kernel import Case as MatMulCase, compile_cases
+from test_matmul_kernel import MICROKERNEL_ASM, TARGETS, Case as MatMulCase, compile_cases
 
 
 def _vw(dtype):
@@ -30,8 +31,9 @@ class Case(MatMulCase):
     """C = op(A) @ op(B) with M == 1 or N == 1 (operands and float64 reference as
     test_matmul_kernel's), run by emit_matvec's function on outputs [lo, hi)."""
 
-    def __init__(self, dtype, batch, M, N, K, ta, tb, rng, bcast_a=False, bcast_b=False):
+    def __init__(self, dtype, batch, M, N, K, ta, tb, rng, bcast_a=False, bcast_b=False, vw=None):
         super().__init__(dtype, batch, M, N, K, ta, tb, bcast_a, bcast_b, rng)
+        self.vw = vw or _vw(dtype)
         self.plan = mv.matvec_plan(M, N, K, ta, tb, batch, self.sa, self.sb)
         assert self.plan is not None
 
@@ -41,7 +43,7 @@ class Case(MatMulCase):
 
     def emit(self, module, name):
         self.name = name
-        mv.emit_matvec(module, name, self.dtype, self.plan, _vw(self.dtype))
+        mv.emit_matvec(module, name, self.dtype, self.plan, self.vw)
 
     def bind(self, engine):
         P = ctypes.c_void_p
@@ -129,7 +131,7 @@ def test_bit_identical_reruns(cases):
 def test_split_outputs_bit_identical_and_only_own_range(cases):
     for c in cases:
         whole = c.run()
-        vw = _vw(c.dtype)
+        vw = c.vw
         cuts = sorted({0, c.L} | {k * vw for k in (1, 2, 3, 5) if k * vw < c.L})
         parts = np.full_like(whole, np.nan)
         for lo, hi in zip(cuts, cuts[1:]):
@@ -158,6 +160,39 @@ def test_nan_and_inf_propagate_as_numpy(cases):
         np.testing.assert_array_equal(got[inf], ref[inf], err_msg=repr(c))
         fin = np.isfinite(ref)
         assert np.isfinite(got[fin]).all(), c
+
+
+@pytest.mark.parametrize("level", sorted(TARGETS))
+def test_each_target_width_compiles_runs_and_splits_bit_identically(level):
+    """AVX-512 (16 / 8 lanes), AVX2 (8 / 4) and the SSE2 baseline (4 / 2): the row-sum
+    tree, blocks and tails at every width, with the target's own vector registers."""
+    from jitgrad.codegen import target as tg
+    t = tg.get(TARGETS[level])
+    rng = np.random.default_rng(4)
+    cases = []
+    for dt in ("float32", "float64"):
+        vw = t.matmul_config(dt)["vw"]
+        for L, K in ((64, 64), (5, 3), (9, 17), (70, 1), (1, 70), (33, 9)):
+            for ta in (False, True):
+                cases.append(Case(dt, 2, L, 1, K, ta, False, rng, vw=vw))
+                cases.append(Case(dt, 1, 1, L, K, False, ta, rng, vw=vw))
+    asm = []
+    engine = compile_cases(cases, t, asm)
+    assert re.search(MICROKERNEL_ASM[level], asm[0]), "not at the target's vector width"
+    if level == "x86-64":
+        assert not re.search(r"%[yz]mm", asm[0]) and not re.search(r"\bfmaf?\b", asm[0])
+    if level == "avx2":
+        assert not re.search(r"%zmm", asm[0])
+    if t.missing_on_host():
+        return      # inspected, not run: the host cannot execute this target's code
+    for c in cases:
+        whole = c.run()
+        _check(c, whole)
+        parts = c.new_out()
+        for lo in range(0, c.L, c.vw):
+            c.run(out=parts, lo=lo, hi=lo + c.vw)
+        assert parts.tobytes() == whole.tobytes(), c
+    del engine
 
 
 # ---------------------------------------------------------------- graph level
