@@ -1,8 +1,10 @@
-"""MatMul / BatchMatMulV2 via matmul.emit_matmul (float types), plain loops
-for integers (or if the GEMM generator refuses a shape)."""
+"""MatMul / BatchMatMulV2 via matvec.emit_matvec when one side is a vector,
+else matmul.emit_matmul (float types), plain loops for integers (or if the
+GEMM generator refuses a shape)."""
 import numpy as np
 
 from .kernel import VW, c64, _nullctx as _null  # noqa: F401
+from .matvec import emit_matvec, matvec_plan
 
 
 def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
@@ -109,15 +111,15 @@ def _matmul(kb, node, outs, dry):
 
 def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
     """One side a vector (float): codegen/matvec.py, no packing.  True if emitted."""
-    from . import matvec as mv
-    plan = mv.matvec_plan(M, N, K, ta, tb, batch, sa, sb) if dt.name in ("float32", "float64") else None
+    plan = matvec_plan(M, N, K, ta, tb, batch, sa, sb) if dt.name in ("float32", "float64") else None
     if plan is None:
         return False
     if dry:
         return True
     vw = kb.target.matmul_config(dt.name)["vw"]
     kb._fn_counter += 1
-    fn = mv.emit_matvec(kb.module, f"{kb.name}_mv{kb._fn_counter}", dt.name, plan, vw)
+    fn = emit_matvec(kb.module, f"{kb.name}_mv{kb._fn_counter}", dt.name, plan, vw)
+    fn.linkage = "internal"    # one call site: inlined into the kernel, no symbol left
     mat, vec = (A, B) if N == 1 else (B, A)
     lo, hi = kb.thread_rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
     kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
