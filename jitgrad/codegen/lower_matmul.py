@@ -1,9 +1,11 @@
-"""MatMul / BatchMatMulV2 via matmul.emit_matmul (float types), plain loops
-for integers (or if the GEMM generator refuses a shape)."""
+"""MatMul / BatchMatMulV2 via matvec.emit_matvec when one side is a vector,
+else matmul.emit_matmul (float types), plain loops for integers (or if the
+GEMM generator refuses a shape)."""
 import numpy as np
 
 from . import matmul as mm
 from .irutil import VW, bcast_idx, c64, const, load_buf, nullctx as _null  # noqa: F401
+from .matvec import emit_matvec, matvec_plan
 
 
 def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
@@ -47,6 +49,8 @@ def _matmul(kb, node, outs, dry):
         return
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
+    if _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
+        return
     fn = None
     dyn = False
     if dt.is_floating:
@@ -103,6 +107,22 @@ def _matmul(kb, node, outs, dry):
         return
     with kb.on_thread0() if par else _null():
         _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
+
+
+def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
+    """One side a vector (float): codegen/matvec.py, no packing.  True if emitted."""
+    plan = matvec_plan(M, N, K, ta, tb, batch, sa, sb) if dt.name in ("float32", "float64") else None
+    if plan is None:
+        return False
+    if dry:
+        return True
+    vw = kb.target.matmul_config(dt.name)["vw"]
+    fn = emit_matvec(kb.module, kb.unique_name("mv"), dt.name, plan, vw)
+    fn.linkage = "internal"    # one call site: inlined into the kernel, no symbol left
+    mat, vec = (A, B) if N == 1 else (B, A)
+    lo, hi = kb.thread_rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
+    kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
+    return True
 
 
 def _simple(kb, A, B, C, dt, batch, M, N, K, ta, tb, sa, sb):
