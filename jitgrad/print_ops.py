@@ -6,7 +6,8 @@ dimension, floats in the shortest of %.6g / %.9g that round-trips, doubles
 
 Eager: prints at once. In a graph the ``PrintV2`` op prints each time it runs;
 inside ``jitgrad.function`` it always runs (TF's automatic control
-dependencies). The interpreter runs its kernel; the compiler turns it into
+dependencies), and inside a tf.cond branch / tf.while_loop body each time that
+branch / iteration runs (func_graph.FuncGraph.side_effects). The interpreter runs its kernel; the compiler turns it into
 one output per printed tensor that the Session hands to a ``PrintTarget``
 after the kernel returns (passes/ir.from_graph), so compiled runs print too.
 """
@@ -183,12 +184,8 @@ def print_v2(*inputs, output_stream=None, summarize=3, sep=" ", end=os.linesep, 
     op = apply_op("PrintV2", values, attrs, name=name or "PrintV2")
     if context.executing_eagerly():
         return None
-    from .function import _current_trace
-    trace = _current_trace()
-    if trace is not None:
-        if op.graph is not trace.graph:
-            # a branch / loop body runs only what its outputs need: the print would be lost
-            raise NotImplementedError(f"tf.print ({op.name}) inside tf.cond / tf.while_loop (or an `if` / loop on "
-                                      f"a tensor converted by AutoGraph) is not supported in graph mode")
-        trace.stateful.append(op)   # prints on every call, as TF's automatic control dependencies do
+    # runs whenever the branch / body it is in runs, or on every call of a jitgrad.function
+    # (TF's automatic control dependencies)
+    from .ops.control_flow_ops import register_stateful
+    register_stateful(op)
     return op

@@ -139,6 +139,8 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
         if check is not None:
             check(in_shapes, op.attrs)
         for (s, d), t in zip(specs, op.outputs):
+            if s is None:   # an If whose branches give different shapes: known when it has run
+                continue
             nbytes = check_num_elements(s) * d.np.itemsize
             if nbytes > ADDRESS_SPACE_BYTES:
                 if nbytes > INT64_MAX:
@@ -154,7 +156,25 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
                                  f"with its static shape {t.shape}")
     except (ValueError, TypeError) as e:
         raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
-    return tuple((tuple(s), d) for s, d in specs)
+    return tuple((None if s is None else tuple(s), d) for s, d in specs)
+
+
+class _Effects:
+    """The key of a var_write that only keeps a region which prints alive (the store ignores it)."""
+    __slots__ = ()
+
+    def write(self, value):
+        pass
+
+    def __repr__(self):
+        return "RegionEffects"
+
+
+EFFECTS = _Effects()
+
+
+def _has_side_effects(attrs):
+    return any(getattr(attrs.get(k), "side_effects", None) for k in ("then_branch", "else_branch", "cond", "body"))
 
 
 BAKE_LIMIT = 64  # Const arrays with more elements than this are still args, never folded
@@ -217,9 +237,15 @@ def from_graph(ops, elements, fed, var_reader):
         if opdef.kind == "control":   # If / While: sub-graphs become sub-Programs (passes/regions.py)
             from .regions import region_node
             attrs, specs = region_node(op, in_shapes, in_dtypes)
+            a = op.attrs
             nodes.append(Node(op.type, ins, attrs, specs, op.name))
             for i, t in enumerate(op.outputs):
                 ref[id(t)] = Value(len(nodes) - 1, i)
+            # variables assigned inside its branches / body (ops/control_flow_ops.py)
+            var_writes.extend((key, Value(len(nodes) - 1, k)) for k, key in a.get("var_writes", ()))
+            if _has_side_effects(a) and op.outputs:
+                # it prints inside: it runs whether or not anything reads its outputs
+                var_writes.append((EFFECTS, Value(len(nodes) - 1, len(op.outputs) - 1)))
             continue
         if opdef.data_dependent_shape:
             raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")

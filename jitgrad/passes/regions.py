@@ -42,6 +42,8 @@ def sub_program(func, shapes):
         raise _Dynamic("region already specialised")
     if any(s is None or any(d is None for d in s) for s in shapes):
         raise _Dynamic("an input of the region has no static shape")
+    if func.side_effects:
+        raise _Dynamic("a region that prints (tf.print inside)")
     fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
     ops = prune(list(func.outputs), {id(ph) for ph in func.inputs})
 
