@@ -73,20 +73,34 @@ def _print_dim(flat, shape, dim, at_ends, base, kind, out):
     out.append("]")
 
 
-def tensor_text(value, summarize=3):
-    """TF's Tensor::SummarizeValue(summarize, print_v2=true) of an ndarray."""
-    arr = np.asarray(value)
+def _kind(arr):
     kind = {"f": "f64" if arr.dtype == np.float64 else "f32", "b": "b"}.get(arr.dtype.kind, "i")
     if kind == "f32" and arr.dtype != np.float32:
         arr = arr.astype(np.float32)      # float16/bfloat16 print as float, as TF does
-    n = arr.size
-    limit = min(n if summarize is None or summarize < 0 else summarize, n)
+    return arr, kind
+
+
+def _limit(n, summarize):
+    return min(n if summarize is None or summarize < 0 else summarize, n)
+
+
+def flat_tensor_text(value, summarize=3):
+    """TF's Tensor::SummarizeValue without print_v2 (what tf.Assert shows, and
+    print_v2 for a scalar): the first ``summarize`` elements in order, space
+    separated, ``...`` if there are more."""
+    arr, kind = _kind(np.asarray(value))
     flat = arr.reshape(-1)
+    limit = _limit(flat.size, summarize)
+    return " ".join(_element_text(flat[i], kind) for i in range(limit)) + ("..." if flat.size > limit else "")
+
+
+def tensor_text(value, summarize=3):
+    """TF's Tensor::SummarizeValue(summarize, print_v2=true) of an ndarray."""
+    arr, kind = _kind(np.asarray(value))
     if arr.ndim == 0:
-        text = " ".join(_element_text(flat[i], kind) for i in range(limit))
-        return text + ("..." if n > limit else "")
+        return flat_tensor_text(arr, summarize)
     out = []
-    _print_dim(flat, arr.shape, 0, limit, 0, kind, out)
+    _print_dim(arr.reshape(-1), arr.shape, 0, _limit(arr.size, summarize), 0, kind, out)
     return "".join(out)
 
 

@@ -351,3 +351,37 @@ def test_case_without_default_asserts_the_last_predicate(no_fallback):
     assert sess.run(out, {x: 1}) == 2
     with pytest.raises(InvalidArgumentError, match="Input error: None of conditions evaluated as True"):
         sess.run(out, {x: 4})
+
+
+def test_case_exclusive_in_a_function_and_eagerly(no_fallback):
+    @tf.function
+    def f(x):
+        return tf.case([(x < 5, lambda: x * 10), (x > 2, lambda: x * 100)], default=lambda: -x, exclusive=True)
+    assert int(f(tf.constant(1))) == 10 and int(f(tf.constant(9))) == 900
+    with pytest.raises(InvalidArgumentError, match="exclusive=True"):
+        f(tf.constant(3))
+    with tf.compat.v1.Graph().as_default():
+        pass
+    # eagerly (the predicates are computed first, as TF's eager tf.case)
+    x = tf.constant(4)
+    with pytest.raises(InvalidArgumentError, match=r"more than 1 conditions .* evaluated as True:\] \[1 1\]"):
+        tf.case([(x < 5, lambda: x), (x > 2, lambda: x)], default=lambda: x, exclusive=True)
+    assert int(tf.case([(x < 5, lambda: x), (x > 2, lambda: x * 2)], default=lambda: x)) == 4
+    with pytest.raises(InvalidArgumentError, match="None of conditions evaluated as True"):
+        tf.case([(x > 5, lambda: x)])
+
+
+def test_assert_fails_the_run_with_its_message_and_values(no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        x = ph(tf.float32, [3])
+        v = tf.Variable(0.0)
+        a = tf.Assert(tf.reduce_all(x > 0), ["x must be positive:", x, "sum", tf.reduce_sum(x)])
+        with tf.control_dependencies([a]):
+            w = v.assign_add(1.0)
+    sess = _session(g)
+    assert sess.run(w, {x: [1.0, 2.0, 3.0]}) == 1.0
+    with pytest.raises(InvalidArgumentError, match=r"assertion failed: \[x must be positive:\] \[1 -2 3\] "
+                                                   r"\[sum\] \[2\]"):
+        sess.run(w, {x: [1.0, -2.0, 3.0]})
+    assert sess.run(v) == 1.0     # the failed run wrote nothing

@@ -250,10 +250,11 @@ def from_graph(ops, elements, fed, var_reader):
         if opdef.data_dependent_shape:
             raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
-        if op.type == "PrintV2":
-            # printed after the kernel returns: each input leaves as an output the store hands on
+        if op.type in ("PrintV2", "Assert"):
+            # printed / checked after the kernel returns: each input leaves as an output the store hands on
+            from ..assert_ops import AssertTarget
             from ..print_ops import PrintTarget
-            var_writes.extend(zip(PrintTarget.for_op(op), ins))
+            var_writes.extend(zip((PrintTarget if op.type == "PrintV2" else AssertTarget).for_op(op), ins))
             continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
