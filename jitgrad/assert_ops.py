@@ -4,8 +4,8 @@ condition is false. tf.case(exclusive=True) and tf.case without a default use
 it, as TF's do.
 
 The interpreter runs its kernel. The compiler, as for tf.print, turns it into
-one output per input that the Session hands to an ``AssertTarget`` after the
-kernel returns (passes/ir.from_graph); the last one checks, so a failed
+one output per input that the Session hands to a ``print_ops.HostTarget``
+after the kernel returns; the last one checks, so a failed
 assertion stops the run's later variable writes.
 """
 import numpy as np
@@ -16,7 +16,7 @@ from .errors import InvalidArgumentError
 from .ops.registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
-def _check(attrs, arrays):
+def check(attrs, arrays):
     cond = np.asarray(arrays[0])
     if cond.shape != ():
         raise InvalidArgumentError(f"In[0] (the condition of Assert) must be a scalar, got shape {list(cond.shape)}")
@@ -29,7 +29,7 @@ def _check(attrs, arrays):
 
 
 def _assert_kernel(attrs, *arrays):
-    _check(attrs, arrays)
+    check(attrs, arrays)
     return ()
 
 
@@ -43,28 +43,6 @@ def _assert_infer(shapes, dts, attrs):
 
 register("Assert", infer=_assert_infer, kernel=_assert_kernel, kind="other", lowering="state",
          grad=NOT_DIFFERENTIABLE)   # passes/ir.from_graph makes it var-writes
-
-
-class AssertTarget:
-    """One input of a compiled Assert (the store hands it its value after the
-    kernel ran); the last one checks. Its repr (the compile signature) is structure only."""
-    __slots__ = ("_attrs", "_index", "_values")
-
-    def __init__(self, attrs, index, values):
-        self._attrs, self._index, self._values = attrs, index, values
-
-    @staticmethod
-    def for_op(op):
-        values = [None] * len(op.inputs)
-        return [AssertTarget(op.attrs, i, values) for i in range(len(op.inputs))]
-
-    def write(self, value):
-        self._values[self._index] = value
-        if self._index == len(self._values) - 1:
-            _check(self._attrs, list(self._values))
-
-    def __repr__(self):
-        return f"Assert[{self._index}/{len(self._values)}]"
 
 
 def Assert(condition, data, summarize=None, name=None):   # noqa: N802 (TF's name)

@@ -211,7 +211,7 @@ class _EagerVariableStore:
         return self.variables[key]._value
 
     def write(self, key, value):
-        if type(key) is not str:   # a compiled tf.print's tensor (print_ops.PrintTarget)
+        if type(key) is not str:   # a compiled tf.print's / tf.Assert's input (print_ops.HostTarget)
             key.write(value)
             return
         var = self.variables[key]

@@ -8,7 +8,7 @@ Eager: prints at once. In a graph the ``PrintV2`` op prints each time it runs;
 inside ``jitgrad.function`` it always runs (TF's automatic control
 dependencies), and inside a tf.cond branch / tf.while_loop body each time that
 branch / iteration runs (func_graph.FuncGraph.side_effects). The interpreter runs its kernel; the compiler turns it into
-one output per printed tensor that the Session hands to a ``PrintTarget``
+one output per printed tensor that the Session hands to a ``HostTarget``
 after the kernel returns (passes/ir.from_graph), so compiled runs print too.
 """
 import collections
@@ -128,27 +128,33 @@ register("PrintV2", infer=lambda shapes, dts, attrs: [], kernel=_print_kernel, k
          lowering="state", grad=NOT_DIFFERENTIABLE)   # passes/ir.from_graph makes it var-writes
 
 
-class PrintTarget:
-    """One printed tensor of a compiled PrintV2: the Session's variable store hands
-    it the value after the kernel ran (see passes/ir.from_graph); the last one
-    of an op prints the line. Its repr (the compile signature) is structure only."""
-    __slots__ = ("_attrs", "_index", "_values")
+class HostTarget:
+    """One input of an op the Session completes after the kernel returns
+    (tf.print prints, tf.Assert checks): the variable store hands it the value
+    (see passes/ir.from_graph); the op's last one calls ``finish(attrs, values)``.
+    Its repr (the compile signature) is structure only."""
+    __slots__ = ("_finish", "_tag", "_attrs", "_index", "_values")
 
-    def __init__(self, attrs, index, values):
-        self._attrs, self._index, self._values = attrs, index, values
-
-    @staticmethod
-    def for_op(op):
-        values = [None] * len(op.inputs)
-        return [PrintTarget(op.attrs, i, values) for i in range(len(op.inputs))]
+    def __init__(self, finish, tag, attrs, index, values):
+        self._finish, self._tag, self._attrs, self._index, self._values = finish, tag, attrs, index, values
 
     def write(self, value):
         self._values[self._index] = value
         if self._index == len(self._values) - 1:
-            _emit(self._attrs, list(self._values))
+            self._finish(self._attrs, list(self._values))
 
     def __repr__(self):
-        return f"PrintV2[{self._index}/{len(self._values)}]"
+        return f"{self._tag}[{self._index}/{len(self._values)}]"
+
+
+def host_targets(op):
+    """One HostTarget per input of a PrintV2 / Assert op."""
+    if op.type == "PrintV2":
+        finish = _emit
+    else:
+        from .assert_ops import check as finish
+    values = [None] * len(op.inputs)
+    return [HostTarget(finish, op.type, op.attrs, i, values) for i in range(len(op.inputs))]
 
 
 # ---------------------------------------------------------------- tf.print

@@ -92,7 +92,7 @@ class VariableStore:
                 f"Attempting to use uninitialized value {name}") from None
 
     def write(self, key, value):
-        if type(key) is not str:   # a compiled tf.print's tensor (print_ops.PrintTarget)
+        if type(key) is not str:   # a compiled tf.print's / tf.Assert's input (print_ops.HostTarget)
             key.write(value)
             return
         self.values[key] = value

@@ -252,9 +252,8 @@ def from_graph(ops, elements, fed, var_reader):
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if op.type in ("PrintV2", "Assert"):
             # printed / checked after the kernel returns: each input leaves as an output the store hands on
-            from ..assert_ops import AssertTarget
-            from ..print_ops import PrintTarget
-            var_writes.extend(zip((PrintTarget if op.type == "PrintV2" else AssertTarget).for_op(op), ins))
+            from ..print_ops import host_targets
+            var_writes.extend(zip(host_targets(op), ins))
             continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the
