@@ -166,6 +166,14 @@ def in_region(graph=None):
     return g if isinstance(g, FuncGraph) else None
 
 
+def outermost(graph=None):
+    """The graph around every FuncGraph being built (``graph`` or the default graph)."""
+    g = graph if graph is not None else context.get_default_graph()
+    while isinstance(g, FuncGraph):
+        g = g.outer_graph
+    return g
+
+
 def add_side_effect(op):
     """Registers ``op`` (tf.print, a region that prints) to run whenever the
     region being built runs; False when no region is being built."""

@@ -155,6 +155,41 @@ def test_training_loop_in_one_graph_matches_numpy_gradient_descent(no_fallback):
     assert sess.run(b) == pytest.approx(bn, rel=1e-4)
 
 
+def test_momentum_optimizer_in_a_loop_creates_its_slots_outside_and_matches_numpy(no_fallback):
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((12, 3)).astype(np.float32)
+    y = (X @ np.array([[1.0], [-2.0], [0.5]], np.float32)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        W = tf.Variable(np.zeros((3, 1), np.float32))
+        opt = tf.compat.v1.train.MomentumOptimizer(0.05, 0.9)
+
+        def body(i, last):
+            loss = tf.reduce_mean(tf.square(tf.matmul(X, W) - y))
+            with tf.control_dependencies([opt.minimize(loss, var_list=[W])]):
+                return i + 1, loss
+        out = tf.while_loop(lambda i, last: i < 20, body, [0, 0.0])
+        assert len(tf.compat.v1.global_variables()) == 2      # W and its momentum slot, in g
+    sess = _session(g)
+    _, last = sess.run(out)
+    Wn, acc = np.zeros((3, 1)), np.zeros((3, 1))
+    for _ in range(20):
+        r = X @ Wn - y
+        loss = np.mean(r * r)
+        acc = acc * 0.9 + 2 * X.T @ r / len(X)
+        Wn = Wn - 0.05 * acc
+    assert last == pytest.approx(loss, rel=1e-4)
+    np.testing.assert_allclose(sess.run(W), Wn, rtol=1e-4, atol=1e-6)
+
+
+def test_creating_a_variable_inside_a_branch_is_refused():
+    g = tf.Graph()
+    with g.as_default():
+        p = ph(tf.bool, [])
+        with pytest.raises(NotImplementedError, match="creating a variable inside"):
+            tf.cond(p, lambda: tf.Variable(1.0) * 2.0, lambda: tf.constant(0.0))
+
+
 def test_gradient_through_a_read_in_a_branch_that_assigns(no_fallback):
     g = tf.Graph()
     with g.as_default():
@@ -255,6 +290,39 @@ def test_function_training_loop_with_gradient_tape_in_a_for(no_fallback):
         wn = wn - 0.05 * (2 * X.T @ r / len(X))
     assert loss == pytest.approx(last, rel=1e-4)
     np.testing.assert_allclose(w.numpy(), wn, rtol=1e-4, atol=1e-6)
+
+
+def test_keras_adam_steps_in_a_function_loop_match_the_same_steps_eagerly(no_fallback):
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((10, 3)).astype(np.float32)
+    y = (X @ np.array([[0.5], [1.0], [-1.5]], np.float32)).astype(np.float32)
+
+    def make():
+        w = tf.Variable(np.zeros((3, 1), np.float32))
+        opt = tf.keras.optimizers.Adam(0.1)
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(X, w) - y))
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+            return loss
+        return w, opt, step
+
+    w, opt, step = make()
+
+    @tf.function
+    def train(n):
+        loss = tf.constant(0.0)
+        for _ in tf.range(n):
+            loss = step()
+        return loss
+    loss = float(train(tf.constant(10)))
+    w_e, opt_e, step_e = make()
+    for _ in range(10):
+        loss_e = float(step_e())
+    assert int(opt.iterations.numpy()) == 10 == int(opt_e.iterations.numpy())
+    assert loss == pytest.approx(loss_e, rel=1e-5)
+    np.testing.assert_allclose(w.numpy(), w_e.numpy(), rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- tf.print inside staged control flow

@@ -127,10 +127,17 @@ def _union_captures(graphs):
 
 
 # ---------------------------------------------------------------- variables and side effects in regions
+_MADE_OUTSIDE = ("VariableV2", "Assign", "AssignAdd", "AssignSub", "VariableOrInitial")   # (a variable's own ops)
+
+
 def _region_variables(graphs):
     """({key: variable} the graphs read or write, {key: variable} they write), first use first."""
     used, written = {}, {}
     for fg in graphs:
+        for op in fg.get_operations():
+            if op.type in _MADE_OUTSIDE:
+                raise NotImplementedError(f"{op.type} ({op.name}): creating a variable inside tf.cond / "
+                                          f"tf.while_loop is not supported; create it before")
         for k, (var, _) in fg.var_entry.items():
             used.setdefault(k, var)
         for k, var in fg.var_written.items():
