@@ -72,6 +72,8 @@ def _cond(pred, true_fn, false_fn, strict, name):
     with g.name_scope(name or "cond"):
         fg_t, _, r_t = trace("true_fn", lambda: true_fn(), [])
         fg_f, _, r_f = trace("false_fn", lambda: false_fn(), [])
+        if r_t is None and r_f is None:   # branches run for their effects (tf.print, assignments)
+            return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
         try:
             nest.assert_same_structure(r_t, r_f, check_types=False)
         except (ValueError, TypeError) as e:

@@ -7,7 +7,7 @@ dimension, floats in the shortest of %.6g / %.9g that round-trips, doubles
 Eager: prints at once. In a graph the ``PrintV2`` op prints each time it runs;
 inside ``jitgrad.function`` it always runs (TF's automatic control
 dependencies), and inside a tf.cond branch / tf.while_loop body each time that
-branch / iteration runs (func_graph.FuncGraph.side_effects). The interpreter runs its kernel; the compiler turns it into
+branch / iteration runs (func_graph.FuncGraph.side_effects; compiled: RegionPrint below). The interpreter runs its kernel; the compiler turns it into
 one output per printed tensor that the Session hands to a ``HostTarget``
 after the kernel returns (passes/ir.from_graph), so compiled runs print too.
 """
@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from . import context, nest
+from . import context, dtypes, nest
 from .convert import _is_tensorlike, convert_to_tensor
 from .ops.registry import NOT_DIFFERENTIABLE, apply_op, register
 
@@ -155,6 +155,82 @@ def host_targets(op):
         from .assert_ops import check as finish
     values = [None] * len(op.inputs)
     return [HostTarget(finish, op.type, op.attrs, i, values) for i in range(len(op.inputs))]
+
+
+# ---------------------------------------------------------------- compiled prints inside control flow
+# A tf.print in a compiled branch / loop body is a ``RegionPrint`` node: the native
+# code calls ``jitgrad_region_print(tag, site, pointers to the printed tensors)``
+# each time it runs; the call copies the values into ``_PENDING``. After the kernel
+# returns, the Session hands each region that prints its ``RegionEffects`` marker
+# (passes/ir.from_graph) in program order with the top-level prints, which prints
+# that region's lines: so lines come out in the order TF prints them.
+HOOK_SYMBOL = "jitgrad_region_print"
+_SITES = {}      # site id -> (print attrs, [(shape, dtype)] of the printed tensors)
+_PENDING = []    # (region tag, attrs, arrays), in the order the kernel printed them
+_HOOK = []       # the ctypes callback (kept alive for the process)
+
+
+def _on_region_print(tag, site, ptrs):
+    import ctypes
+    attrs, specs = _SITES[site]
+    arrays = []
+    for k, (shape, dt) in enumerate(specs):
+        n = int(np.prod(shape, dtype=np.int64))
+        buf = (ctypes.c_char * max(n * dt.np.itemsize, 1)).from_address(ptrs[k])
+        arrays.append(np.frombuffer(buf, dt.np, count=n).reshape(shape).copy())
+    _PENDING.append((tag, attrs, arrays))
+
+
+def _register_hook():
+    if _HOOK:
+        return
+    import ctypes
+    hook = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_on_region_print)
+    addr = ctypes.cast(hook, ctypes.c_void_p).value
+    from .cache import elf
+    elf.EXTRA_SYMBOLS[HOOK_SYMBOL] = addr   # both loaders resolve it (cache/elf.py, cache/native.py)
+    _HOOK.append(hook)
+
+
+def region_print_site(attrs, shapes, dtypes):
+    """The id of a print inside a compiled region: a digest of what it prints and how
+    (the same in every process, so a kernel from the disk cache finds it)."""
+    import hashlib
+    what = repr(([(k, attrs[k]) for k in ("template", "placeholder", "summarize", "end", "output_stream")],
+                 [tuple(s) for s in shapes], [d.name for d in dtypes]))
+    site = int.from_bytes(hashlib.sha256(what.encode()).digest()[:7], "little")
+    _SITES[site] = (dict(attrs), [(tuple(s), d) for s, d in zip(shapes, dtypes)])
+    _register_hook()
+    return site
+
+
+class RegionEffects:
+    """The var_write key that keeps a region which prints alive and, after the kernel
+    ran, prints what region ``tag`` (-1: none, a nested region) logged."""
+    __slots__ = ("tag",)
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def write(self, value):
+        if self.tag < 0 or not _PENDING:
+            return
+        mine = [e for e in _PENDING if e[0] == self.tag]
+        _PENDING[:] = [e for e in _PENDING if e[0] != self.tag]
+        for _, attrs, arrays in mine:
+            _emit(attrs, arrays)
+
+    def __repr__(self):
+        return f"RegionEffects[{self.tag}]"
+
+
+def _region_print_kernel(attrs, *arrays):
+    _emit(attrs, arrays)          # (ir.evaluate of a region: prints at once)
+    return np.int32(0)
+
+
+register("RegionPrint", infer=lambda shapes, dts, attrs: [((), dtypes.int32)], kernel=_region_print_kernel,
+         kind="state", lowering="codegen", grad=NOT_DIFFERENTIABLE)   # never folded or merged (kind "state")
 
 
 # ---------------------------------------------------------------- tf.print

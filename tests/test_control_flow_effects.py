@@ -326,7 +326,7 @@ def test_keras_adam_steps_in_a_function_loop_match_the_same_steps_eagerly(no_fal
 
 
 # ---------------------------------------------------------------- tf.print inside staged control flow
-def test_fizzbuzz_from_the_tf_guide_prints_what_tf_prints(capfd):
+def test_fizzbuzz_from_the_tf_guide_prints_what_tf_prints(capfd, no_fallback):
     # TF guide "Better performance with tf.function", AutoGraph conditionals; output as documented there
     @tf.function
     def fizzbuzz(n):
@@ -354,7 +354,7 @@ def test_fizzbuzz_from_the_tf_guide_prints_what_tf_prints(capfd):
                            "fizz 19 buzz").split()
 
 
-def test_print_in_graph_mode_branch_and_loop_runs_when_they_run(capfd):
+def test_print_in_graph_mode_branch_and_loop_runs_when_they_run(capfd, no_fallback):
     g = tf.Graph()
     with g.as_default():
         p = ph(tf.bool, [])
@@ -376,7 +376,21 @@ def test_print_in_graph_mode_branch_and_loop_runs_when_they_run(capfd):
     assert out == "then [1 2.5]\niteration 0 s = 0\niteration 1 s = 1.5\niteration 2 s = 3\n"
 
 
-def test_prints_keep_program_order_around_and_inside_a_loop(capfd):
+def test_cond_whose_branches_only_print_is_an_op_that_prints_the_taken_one(capfd, no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        p = ph(tf.bool, [])
+        c = tf.cond(p, lambda: tf.print("yes", output_stream=sys.stdout) and None,
+                    lambda: tf.print("no", output_stream=sys.stdout) and None)
+    assert isinstance(c, tf.Operation)
+    sess = tf.compat.v1.Session(graph=g)
+    sess.run(c, {p: True})
+    sess.run(c, {p: False})
+    sess.run(c, {p: False})
+    assert capfd.readouterr().out == "yes\nno\nno\n"
+
+
+def test_prints_keep_program_order_around_and_inside_a_loop(capfd, no_fallback):
     @tf.function
     def f(n):
         tf.print("before", output_stream=sys.stdout)
@@ -392,6 +406,78 @@ def test_prints_keep_program_order_around_and_inside_a_loop(capfd):
     assert int(f(tf.constant(3))) == 3
     out, _ = capfd.readouterr()
     assert out == "before\na 0\nb 0\na 1\nodd\nb 1\na 2\nb 2\nafter 3\n"
+
+
+def test_prints_in_nested_loops_a_loop_condition_and_two_regions_in_order(capfd, no_fallback):
+    @tf.function
+    def f(n):
+        tf.print("start", output_stream=sys.stdout)
+        for i in tf.range(n):
+            j = tf.constant(0)
+            while j < i:
+                tf.print("  inner", i, j, output_stream=sys.stdout)
+                j += 1
+            tf.print("outer", i, output_stream=sys.stdout)
+        tf.print("between", output_stream=sys.stdout)
+
+        def cond(k):
+            tf.print("test", k, output_stream=sys.stdout)
+            return k < 2
+        k = tf.while_loop(cond, lambda k: k + 1, [0])
+        tf.print("end", output_stream=sys.stdout)
+        return k
+    assert int(f(tf.constant(3))[0]) == 2
+    out, _ = capfd.readouterr()
+    assert out == ("start\nouter 0\n  inner 1 0\nouter 1\n  inner 2 0\n  inner 2 1\nouter 2\nbetween\n"
+                   "test 0\ntest 1\ntest 2\nend\n")
+
+
+def test_two_identical_prints_in_a_body_both_print(capfd, no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+
+        def body(i):
+            tf.print("tick", output_stream=sys.stdout)
+            tf.print("tick", output_stream=sys.stdout)
+            for _ in range(2):    # two identical conds that print
+                tf.cond(i > 0, lambda: tf.print("tock", output_stream=sys.stdout) and None, lambda: None)
+            return i + 1
+        loop = tf.while_loop(lambda i: i < n, body, [0])
+    tf.compat.v1.Session(graph=g).run(loop, {n: 2})
+    assert capfd.readouterr().out == "tick\ntick\ntick\ntick\ntock\ntock\n"
+
+
+_DISK_SCRIPT = """
+import sys
+import jitgrad as tf
+@tf.function
+def f(n):
+    for i in tf.range(n):
+        if i % 2 == 0:
+            tf.print("even", i, output_stream=sys.stdout)
+    return n
+f(tf.constant(5))
+info = tf.cache_info()
+print(info["disk_hits"], info["compiles"], info["fallbacks"])
+"""
+
+
+@pytest.mark.parametrize("loader", ["elf", "mcjit"])
+def test_a_kernel_that_prints_comes_back_from_the_disk_cache(tmp_path, loader, graph_mode):
+    import os
+    import subprocess
+    env = dict(os.environ, JITGRAD_CACHE_DIR=str(tmp_path / "cache"), JITGRAD_CACHE="1", JITGRAD_LOADER=loader,
+               JITGRAD_MODE=graph_mode)
+    script = tmp_path / "prints.py"      # (AutoGraph reads the function's source)
+    script.write_text(_DISK_SCRIPT)
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           check=True).stdout.split("\n") for _ in range(2)]
+    assert runs[0][:3] == runs[1][:3] == ["even 0", "even 2", "even 4"]
+    if graph_mode == "compiled":
+        assert runs[0][3].split() == ["0", "1", "0"] and runs[1][3].split() == ["1", "0", "0"]
+    else:     # the interpreter prints the same, compiling nothing
+        assert runs[0][3].split() == runs[1][3].split() == ["0", "0", "0"]
 
 
 # ---------------------------------------------------------------- tf.case(exclusive=True)

@@ -217,10 +217,13 @@ def _make_if(pred, traced, name):
             fg.entry_value(var)
     caps = _union_captures(graphs)
     var_in = [current_value(var) for var in used.values()]
+    n_out = len(traced[0][1])
+    if not n_out and not written and any(fg.side_effects for fg in graphs):
+        # an output for the compiled program to keep the op by (passes/ir.from_graph)
+        traced = [(fg, [as_output(fg, False)]) for fg, _ in traced]
     funcs = [Func(fg, [fg.capture(t) for t in caps] + [fg.entry_value(v) for v in used.values()],
                   list(outs) + [fg.read_variable(v) for v in written.values()]) for fg, outs in traced]
     specs = [(_merge_dims(a.shape.dims, b.shape.dims), a.dtype) for a, b in zip(*(f.outputs for f in funcs))]
-    n_out = len(traced[0][1])
     op = _region_op("If", [pred] + caps + var_in, {"then_branch": funcs[0], "else_branch": funcs[1],
                                                    "out_specs": specs}, n_out, written, graphs, name)
     outs = op.outputs[:n_out]
