@@ -15,6 +15,7 @@ import collections
 import os
 import pprint
 import sys
+import threading
 
 import numpy as np
 
@@ -160,13 +161,16 @@ def host_targets(op):
 # ---------------------------------------------------------------- compiled prints inside control flow
 # A tf.print in a compiled branch / loop body is a ``RegionPrint`` node: the native
 # code calls ``jitgrad_region_print(tag, site, pointers to the printed tensors)``
-# each time it runs; the call copies the values into ``_PENDING``. After the kernel
+# each time it runs (on whatever thread runs that code); the call copies the values
+# into ``_PENDING`` (one log for the process: kernels printing in two Python threads
+# at once may print each other's lines at their flush). After the kernel
 # returns, the Session hands each region that prints its ``RegionEffects`` marker
 # (passes/ir.from_graph) in program order with the top-level prints, which prints
 # that region's lines: so lines come out in the order TF prints them.
 HOOK_SYMBOL = "jitgrad_region_print"
 _SITES = {}      # site id -> (print attrs, [(shape, dtype)] of the printed tensors)
-_PENDING = []    # (region tag, attrs, arrays), in the order the kernel printed them
+_PENDING = []    # (region tag, attrs, arrays), in the order the kernels printed them
+_PENDING_LOCK = threading.Lock()
 _HOOK = []       # the ctypes callback (kept alive for the process)
 
 
@@ -178,7 +182,8 @@ def _on_region_print(tag, site, ptrs):
         n = int(np.prod(shape, dtype=np.int64))
         buf = (ctypes.c_char * max(n * dt.np.itemsize, 1)).from_address(ptrs[k])
         arrays.append(np.frombuffer(buf, dt.np, count=n).reshape(shape).copy())
-    _PENDING.append((tag, attrs, arrays))
+    with _PENDING_LOCK:
+        _PENDING.append((tag, attrs, arrays))
 
 
 def _register_hook():
@@ -215,8 +220,9 @@ class RegionEffects:
     def write(self, value):
         if self.tag < 0 or not _PENDING:
             return
-        mine = [e for e in _PENDING if e[0] == self.tag]
-        _PENDING[:] = [e for e in _PENDING if e[0] != self.tag]
+        with _PENDING_LOCK:
+            mine = [e for e in _PENDING if e[0] == self.tag]
+            _PENDING[:] = [e for e in _PENDING if e[0] != self.tag]
         for _, attrs, arrays in mine:
             _emit(attrs, arrays)
 
