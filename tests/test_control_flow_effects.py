@@ -539,3 +539,28 @@ def test_assert_fails_the_run_with_its_message_and_values(no_fallback):
                                                    r"\[sum\] \[2\]"):
         sess.run(w, {x: [1.0, -2.0, 3.0]})
     assert sess.run(v) == 1.0     # the failed run wrote nothing
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.bool_])
+def test_printed_text_of_a_loop_is_the_same_compiled_and_interpreted(capfd, dt):
+    """Tensors of each dtype and rank printed in a loop body and a branch: the compiled
+    run (values handed over by the native code) prints exactly what the interpreter prints."""
+    g = tf.Graph()
+    with g.as_default():
+        x = ph(dt, [2, 3])
+        n = ph(tf.int32, [])
+
+        def body(i, y):
+            tf.print("i", i, "y", y, "row", y[0], summarize=2, output_stream=sys.stdout)
+            tf.cond(i > 0, lambda: tf.print("again", y[:, 1], output_stream=sys.stdout) and None, lambda: None)
+            return i + 1, tf.logical_not(y) if dt == np.bool_ else y * 2 + tf.cast(i, y.dtype)
+        loop = tf.while_loop(lambda i, y: i < n, body, [0, x])
+    xv = (np.arange(6).reshape(2, 3) % 2 == 0) if dt == np.bool_ else (np.arange(6).reshape(2, 3) * 1.25 - 3)
+    texts = []
+    for mode in ("interpret", "compiled"):
+        before = tf.cache_info()["fallbacks"]
+        sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+        sess.run(loop, {x: xv.astype(dt), n: 3})
+        assert tf.cache_info()["fallbacks"] == before
+        texts.append(capfd.readouterr().out)
+    assert texts[0] == texts[1] and texts[0].count("again") == 2 and texts[0].count("\n") == 8   # (y: 2 lines)
