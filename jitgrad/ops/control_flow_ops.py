@@ -382,7 +382,7 @@ register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, ki
 
 
 def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_tensor, reverse=False,
-                 static_count=None, name="while"):
+                static_count=None, name="while"):
     """Builds a While op. init: flat tensors; var_specs: [(dims, dtype)] (the
     loop-invariant shapes); cond_fn(var placeholders) -> bool tensor or None;
     body_fn(var placeholders, x slices) -> (new vars, ys). Returns the op's
