@@ -217,6 +217,7 @@ v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_function
 from .module import Module  # noqa: E402
 from .custom_gradient import custom_gradient  # noqa: E402
 from .print_ops import print_v2 as print  # noqa: E402,A001
+from .assert_ops import Assert  # noqa: E402
 
 
 def _fill_compat_v1():

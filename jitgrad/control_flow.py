@@ -8,6 +8,7 @@ as usual); while a graph is built they trace the functions into the ``If`` /
 import numpy as np
 
 from . import context, dtypes, nest
+from .assert_ops import Assert
 from .convert import convert_to_tensor
 from .graph import Tensor
 from .ops import array_ops, math_ops, reduction_ops
@@ -74,6 +75,8 @@ def _cond(pred, true_fn, false_fn, strict, name):
     with g.name_scope(name or "cond"):
         fg_t, _, r_t = trace("true_fn", lambda: true_fn(), [])
         fg_f, _, r_f = trace("false_fn", lambda: false_fn(), [])
+        if r_t is None and r_f is None:   # branches run for their effects (tf.print, assignments)
+            return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
         try:
             nest.assert_same_structure(r_t, r_f, check_types=False)
         except (ValueError, TypeError) as e:
@@ -119,8 +122,10 @@ def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
 
 
 def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
-    """``tf.case``: the fn of the first true predicate, else ``default`` (the
-    last pair's fn when None). ``exclusive`` is not checked at run time."""
+    """``tf.case``: the fn of the first true predicate, else ``default``. As TF's:
+    without a default the last pair's fn is it, and no predicate being true is an
+    InvalidArgumentError; ``exclusive`` checks at run time that at most one of
+    the (other) predicates is true."""
     if isinstance(pred_fn_pairs, dict):
         pred_fn_pairs = list(pred_fn_pairs.items())
     pairs = list(pred_fn_pairs)
@@ -131,14 +136,31 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
             raise TypeError("Each entry in pred_fn_pairs must be a 2-tuple")
         if not callable(p[1]):
             raise TypeError("fn for pred %s must be callable." % (p[0],))
+    preds = [_to_tensor(p) for p, _ in pairs]
+    fns = [fn for _, fn in pairs]
+    checks = []
     if default is None:
-        pairs, default = pairs[:-1], pairs[-1][1]
+        checks.append((reduction_ops.reduce_any(array_ops.stack(preds)), ["Input error: None of conditions evaluated as "
+                                                                     "True:", array_ops.stack(preds)]))
+        preds, default, fns = preds[:-1], fns[-1], fns[:-1]
+    if exclusive and preds:
+        stacked = array_ops.stack(preds)
+        names = ", ".join(getattr(p, "name", "?") for p in preds)
+        checks.insert(0, (math_ops.less_equal(reduction_ops.reduce_sum(math_ops.cast(stacked, dtypes.int32)), 1),
+                          [f"Input error: exclusive=True: more than 1 conditions ({names}) evaluated as True:",
+                           stacked]))
     if context.executing_eagerly():
-        for p, fn in pairs:
-            if _eager_bool(_to_tensor(p), "A tf.case predicate"):
+        for ok, data in checks:
+            Assert(ok, data, summarize=len(pairs))
+        for p, fn in zip(preds, fns):
+            if _eager_bool(p, "A tf.case predicate"):
                 return _unpack(fn(), strict)
         return _unpack(default(), strict)
-    return _unpack(_chain([(_to_tensor(p), fn) for p, fn in pairs], default, name), strict)
+    g = context.get_default_graph()
+    with g.name_scope(name):
+        asserts = [Assert(ok, data, summarize=len(pairs)) for ok, data in checks]
+    with g.control_dependencies(asserts):
+        return _unpack(_chain(list(zip(preds, fns)), default, name), strict)
 
 
 def _unpack(x, strict):

@@ -17,7 +17,7 @@ from . import context, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
-from .function import _read_in_trace, _update_in_trace
+from .function import _commit_region_write_in_trace, _read_in_trace, _update_in_trace
 from .graph import _Reference
 from .ops import overloads
 from .shapes import TensorShape
@@ -91,6 +91,15 @@ class EagerVariable(Variable):
 
     def _graph_tensor(self):
         return _read_in_trace(self, None)
+
+    # ---------------------------------------------------------------- inside control flow (ops/control_flow_ops.py)
+    _region_key = property(lambda self: self._key)
+
+    def _top_read(self):
+        return _read_in_trace(self, None)
+
+    def _commit_region_write(self, op, value):
+        _commit_region_write_in_trace(self, op, value)
 
     def _eager_read(self):
         t = EagerTensor(self._value)

@@ -5,6 +5,18 @@ its own small ``FuncGraph`` whose inputs are placeholders; an outer tensor it
 uses is *captured*: replaced by a placeholder of the function graph, and the
 outer tensor becomes an explicit input of the control-flow op.
 
+Variables read or assigned in a function graph are made dataflow (as TF's
+cond_v2 / while_v2 turn resource reads and writes into captured handles, but
+explicit): a read is a placeholder standing for the variable's value on entry
+(``read_variable``), an assignment only records the variable's new value in
+this graph (``write_variable``). The control-flow op that holds the graph takes
+the entry values as inputs and gives the values it wrote as outputs (a While
+carries them as loop variables); ops/control_flow_ops.py then writes them in
+the enclosing graph, or, at the top, the If / While op writes the variables
+itself when it runs (its ``var_writes`` attr). Side-effecting ops that no
+output needs (``tf.print``) are the graph's ``side_effects``: a Func runs them
+too, in program order, each time it runs.
+
 A ``Func`` is a view of a function graph: which placeholders are its inputs
 and which tensors its outputs. Several Funcs may share one graph (a loop body
 and the same body also returning its inputs, for the gradient's stacks);
@@ -25,6 +37,10 @@ class FuncGraph(Graph):
         self.captures = []       # (outer tensor, inner placeholder), in capture order
         self._capture_of = {}    # id(outer tensor) -> inner placeholder
         self._keep = []
+        self.var_entry = {}      # var key -> (variable, placeholder: its value on entry)
+        self.var_values = {}     # var key -> its value so far in this graph
+        self.var_written = {}    # var key -> variable, in first-write order
+        self.side_effects = []   # ops run for their effect (PrintV2, regions holding one), in program order
 
     def capture(self, t):
         """The tensor of this graph standing for ``t`` (a tensor of an enclosing graph)."""
@@ -46,20 +62,42 @@ class FuncGraph(Graph):
         self._keep.append(t)   # ids stay unique while this graph lives
         return ph
 
+    # -- variables (see the module docstring)
+    def entry_value(self, var):
+        """The placeholder standing for ``var``'s value when this graph is entered."""
+        key = var._region_key
+        if key not in self.var_entry:
+            with self.as_default():
+                ph = apply_op("Placeholder", [], {"dtype": var.dtype, "shape": var.shape.dims}, name="read")
+            self.var_entry[key] = (var, ph)
+        return self.var_entry[key][1]
+
+    def read_variable(self, var):
+        t = self.var_values.get(var._region_key)
+        if t is None:
+            t = self.var_values[var._region_key] = self.entry_value(var)
+        return t
+
+    def write_variable(self, var, value):
+        self.var_values[var._region_key] = value
+        self.var_written.setdefault(var._region_key, var)
+
     def placeholder_for(self, outer):
         """Adds (after tracing) a capture of ``outer`` even if nothing uses it."""
         return self.capture(outer)
 
 
 class Func:
-    """inputs: placeholders of ``graph``; outputs: tensors of ``graph``."""
-    __slots__ = ("graph", "inputs", "outputs")
+    """inputs: placeholders of ``graph``; outputs: tensors of ``graph``;
+    side_effects: ops of ``graph`` that run whenever the Func runs."""
+    __slots__ = ("graph", "inputs", "outputs", "side_effects")
 
-    def __init__(self, graph, inputs, outputs):
+    def __init__(self, graph, inputs, outputs, side_effects=None):
         self.graph, self.inputs, self.outputs = graph, tuple(inputs), tuple(outputs)
+        self.side_effects = tuple(getattr(graph, "side_effects", ()) if side_effects is None else side_effects)
 
     def with_outputs(self, outputs):
-        return Func(self.graph, self.inputs, outputs)
+        return Func(self.graph, self.inputs, outputs, self.side_effects)
 
     def __repr__(self):
         return f"<Func {self.graph.name}: {len(self.inputs)} inputs, {len(self.outputs)} outputs>"
@@ -114,6 +152,33 @@ def replay(func, inputs, substitute=None):
 
 
 def run(func, arrays):
-    """Runs a Func with the reference interpreter: one ndarray per output."""
+    """Runs a Func with the reference interpreter: one ndarray per output
+    (its side effects run too, in program order)."""
     from . import interpreter
-    return interpreter.run(list(func.outputs), {id(ph): a for ph, a in zip(func.inputs, arrays)}, None)
+    outs = interpreter.run(list(func.outputs) + list(func.side_effects),
+                           {id(ph): a for ph, a in zip(func.inputs, arrays)}, None)
+    return outs[:len(func.outputs)]
+
+
+def in_region(graph=None):
+    """The innermost FuncGraph being built (``graph`` or the default graph), or None."""
+    g = graph if graph is not None else context.get_default_graph()
+    return g if isinstance(g, FuncGraph) else None
+
+
+def outermost(graph=None):
+    """The graph around every FuncGraph being built (``graph`` or the default graph)."""
+    g = graph if graph is not None else context.get_default_graph()
+    while isinstance(g, FuncGraph):
+        g = g.outer_graph
+    return g
+
+
+def add_side_effect(op):
+    """Registers ``op`` (tf.print, a region that prints) to run whenever the
+    region being built runs; False when no region is being built."""
+    fg = in_region(op.graph)
+    if fg is None:
+        return False
+    fg.side_effects.append(op)
+    return True

@@ -23,6 +23,7 @@ import numpy as np
 from . import context, dtypes, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
+from .func_graph import in_region
 from .graph import Graph, Operation, Tensor
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
@@ -72,7 +73,8 @@ class _TraceContext:
         self.variables = {}   # key -> EagerVariable
         self.reads = {}       # handle id -> current graph read tensor
         self.var_ops = {}     # handle id -> ops the next write of the variable must follow
-        self.var_writes = {}  # handle id -> last write op
+        self.var_writes = {}  # handle id -> last write op (an Assign, or an If / While assigning it inside)
+        self.var_values = {}  # handle id -> the value that last write gave it
         self.stateful = []    # Assign ops, always run
         self.may_create_variables = False   # only the function's first trace may (as in TF)
         self.created_variables = []
@@ -96,13 +98,16 @@ def _read_in_trace(var, graph):
     for gt in tape._stack:
         if gt._tape is not None and gt._watch_accessed_variables and var.trainable:
             gt._tape.watch_variable(var)
+    fg = in_region(graph)
+    if fg is not None:   # inside a tf.cond branch / tf.while_loop body of the trace
+        return fg.read_variable(var)
     h = var._handle_id
     t = ctx.reads.get(h)
     if t is None and h in ctx.var_writes:
         # A read after a write in the same trace is the write's output (the new value): plain
         # dataflow, so it holds whether the executor orders state ops (interpreter) or reads all
         # variables on entry and writes them on exit (compiled path).
-        t = ctx.reads[h] = ctx.var_writes[h].outputs[0]
+        t = ctx.reads[h] = ctx.var_values[h]
     if t is None:
         g = ctx.graph
         ctx.variables[var._key] = var
@@ -119,6 +124,10 @@ def _update_in_trace(var, op_type, value, name, read_value):
     ctx = _current_trace(None)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
+    fg = in_region()
+    if fg is not None:   # inside a tf.cond branch / tf.while_loop body of the trace
+        from .ops.control_flow_ops import assign_in_region
+        return assign_in_region(fg, var, op_type, value, read_value)
     g = ctx.graph
     h = var._handle_id
     ctx.variables[var._key] = var
@@ -132,16 +141,32 @@ def _update_in_trace(var, op_type, value, name, read_value):
         prev = ctx.var_writes.get(h)
         if prev is not None and op_type != "Assign":
             # Chain updates through dataflow (see _read_in_trace): v' = previous value +/- delta.
-            v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(prev.outputs[0], v)
+            v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(ctx.var_values[h], v)
             op_type = "Assign"
         deps = list(ctx.var_ops.get(h, []))
         with (g.control_dependencies(deps) if deps else contextlib.nullcontext()):
             out = apply_op(op_type, [v], attrs, name=name or op_type)
     ctx.var_writes[h] = out.op
+    ctx.var_values[h] = out
     ctx.var_ops[h] = [out.op]
     ctx.reads.pop(h, None)
     ctx.stateful.append(out.op)
     return out if read_value else out.op
+
+
+def _commit_region_write_in_trace(var, op, value):
+    """An If / While op of the trace assigned ``var`` (inside a branch / body) and
+    writes it when it runs: a write like an Assign (it reads the variable's value
+    so far as an input, later reads see ``value``), run on every call."""
+    ctx = _current_trace(op.graph)
+    h = var._handle_id
+    ctx.variables[var._key] = var
+    ctx.var_writes[h] = op
+    ctx.var_values[h] = value
+    ctx.var_ops[h] = [op]
+    ctx.reads.pop(h, None)
+    if op not in ctx.stateful:
+        ctx.stateful.append(op)
 
 
 def create_variable_in_trace(ctx, initial_value, **kwargs):
@@ -187,7 +212,7 @@ class _EagerVariableStore:
         return self.variables[key]._value
 
     def write(self, key, value):
-        if type(key) is not str:   # a compiled tf.print's tensor (ops/logging_ops.PrintTarget)
+        if type(key) is not str:   # a compiled tf.print's / tf.Assert's input (ops/logging_ops.HostTarget)
             key.write(value)
             return
         var = self.variables[key]

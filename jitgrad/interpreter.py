@@ -51,6 +51,8 @@ def run(targets, feeds, state):
             if v.dtype != t.dtype.np and v.dtype != object:   # object: a ragged While stack
                 v = v.astype(t.dtype.np)
             values[id(t)] = v
+        for k, key in op.attrs.get("var_writes", ()):   # an If / While that assigns variables inside
+            state.write(key, values[id(op.outputs[k])])
     # A fetched tensor that was fed comes back as a fresh array (as in TF), not
     # the caller's own feed array.
     return [None if not hasattr(t, "value_index") else

@@ -24,8 +24,15 @@ def _new_variable(initial_value, name, dtype=None):
     """A non-trainable state variable (slot, step counter) next to the user's ones:
     a graph variable in graph mode, else an eager one (inside a trace: created on
     the first trace and captured, see function.create_variable_in_trace).
-    ``initial_value`` is a callable, so inside a trace it runs eagerly (init_scope)."""
-    return Variable(initial_value, trainable=False, name=name, dtype=dtype)
+    ``initial_value`` is a callable, so inside a trace it runs eagerly (init_scope).
+    Made in a tf.cond branch / tf.while_loop body (an optimizer step in a loop), it is
+    made in the graph around them, as TF's optimizers create slots under init_scope."""
+    from .func_graph import in_region, outermost
+    fg = in_region()
+    if fg is None:
+        return Variable(initial_value, trainable=False, name=name, dtype=dtype)
+    with outermost(fg).as_default():
+        return Variable(initial_value, trainable=False, name=name, dtype=dtype)
 
 
 def _key(var):

@@ -4,7 +4,9 @@ formats tensors as TF's C++ kernel does (ops/logging_ops.py).
 
 Eager: prints at once. In a graph the ``PrintV2`` op (ops/logging_ops.py)
 prints each time it runs; inside ``jitgrad.function`` it always runs (TF's
-automatic control dependencies).
+automatic control dependencies), and inside a tf.cond branch / tf.while_loop
+body each time that branch / iteration runs (func_graph.FuncGraph.side_effects;
+compiled: the RegionPrint node in ops/logging_ops.py).
 """
 import collections
 import os
@@ -15,7 +17,7 @@ from . import context, nest
 from .convert import _is_tensorlike, convert_to_tensor
 from .ops import logging_ops  # noqa: F401  (registers PrintV2)
 from .ops.registry import apply_op
-from .function import _current_trace
+from .ops.control_flow_ops import register_stateful
 
 _STREAMS = {"stdout", "stderr"}
 
@@ -67,11 +69,7 @@ def print_v2(*inputs, output_stream=None, summarize=3, sep=" ", end=os.linesep, 
     op = apply_op("PrintV2", values, attrs, name=name or "PrintV2")
     if context.executing_eagerly():
         return None
-    trace = _current_trace()
-    if trace is not None:
-        if op.graph is not trace.graph:
-            # a branch / loop body runs only what its outputs need: the print would be lost
-            raise NotImplementedError(f"tf.print ({op.name}) inside tf.cond / tf.while_loop (or an `if` / loop on "
-                                      f"a tensor converted by AutoGraph) is not supported in graph mode")
-        trace.stateful.append(op)   # prints on every call, as TF's automatic control dependencies do
+    # runs whenever the branch / body it is in runs, or on every call of a jitgrad.function
+    # (TF's automatic control dependencies)
+    register_stateful(op)
     return op

@@ -4,7 +4,9 @@ import itertools
 
 from . import context
 from .convert import convert_to_tensor, to_numpy
+from .func_graph import in_region
 from .function import _current_trace, create_variable_in_trace
+from .ops.control_flow_ops import assign_in_region
 from .ops import overloads
 from .ops.registry import apply_op
 from .session import _default_session_for
@@ -76,7 +78,11 @@ class GraphVariable(Variable):
     def _read(self):
         """The variable's value where it is used.  Under ``tf.control_dependencies`` a
         fresh read op that runs after them (TF's ReadVariableOp), so it sees their
-        assignments; elsewhere the variable's one read node."""
+        assignments; inside a tf.cond branch / tf.while_loop body its value there
+        (func_graph.FuncGraph.read_variable); elsewhere the variable's one read node."""
+        fg = in_region()
+        if fg is not None:
+            return fg.read_variable(self)
         if not self.graph._control_deps or context.get_default_graph() is not self.graph:
             return self._value
         return apply_op("VariableV2", [], self._attrs, name=self._attrs["name"] + "/read")
@@ -85,7 +91,17 @@ class GraphVariable(Variable):
         return self._read()
 
     def _graph_tensor(self):
-        return self._value
+        fg = in_region()
+        return self._value if fg is None else fg.read_variable(self)
+
+    # -- inside control flow (ops/control_flow_ops.py)
+    _region_key = property(lambda self: self._attrs["var"])
+
+    def _top_read(self):
+        return self._read()
+
+    def _commit_region_write(self, op, value):
+        pass   # the If / While op writes the variable itself when it runs (its var_writes attr)
 
     _graph_for_conversion = property(lambda self: self.graph)
     # Like graph tensors: identity ==/hash in a plain Graph (ops/overloads.py),
@@ -122,18 +138,21 @@ class GraphVariable(Variable):
     def initial_value(self):
         return self._initial_value
 
-    def _update(self, op_type, value, name):
+    def _update(self, op_type, value, name, read_value=True):
+        fg = in_region()
+        if fg is not None:
+            return assign_in_region(fg, self, op_type, value, read_value)
         v = convert_to_tensor(value, dtype=self.dtype, graph=self.graph)
         return apply_op(op_type, [v], self._attrs, name=name or op_type)
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
-        return self._update("Assign", value, name)
+        return self._update("Assign", value, name, read_value)
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        return self._update("AssignAdd", delta, name)
+        return self._update("AssignAdd", delta, name, read_value)
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        return self._update("AssignSub", delta, name)
+        return self._update("AssignSub", delta, name, read_value)
 
     def initialized_value(self):
         """TF 1: the value if initialized, else the initial value (no initializer runs)."""

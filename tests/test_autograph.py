@@ -378,15 +378,18 @@ def test_conversion_is_cached():
     assert conversion.convert(_helper_step) is conv
 
 
-def test_tf_print_in_a_staged_branch_is_a_clear_not_implemented_error():
-    # jitgrad's If/While run only what their outputs need (no side effects yet)
+def test_tf_print_in_a_staged_branch_prints_when_the_branch_runs(capsys):
+    import sys
+
     @tf.function
     def f(x):
         if x > 0:
-            tf.print("positive")
+            tf.print("positive", x, output_stream=sys.stdout)
         return x
-    with pytest.raises(NotImplementedError, match="tf.print .* inside tf.cond / tf.while_loop"):
-        f(tf.constant(1.))
+    f(tf.constant(1.))
+    f(tf.constant(-1.))
+    f(tf.constant(2.))
+    assert capsys.readouterr().out == "positive 1\npositive 2\n"
 
 
 def test_tf_print_under_python_condition_prints_each_call(capsys):

@@ -309,10 +309,13 @@ def test_loop_reads_a_variable(graph):
     np.testing.assert_allclose(sess.run([y, g]), [8.0, 12.0])
 
 
-def test_assigning_a_variable_inside_a_body_is_refused(graph):
+def test_assigning_a_variable_inside_a_body_happens_every_iteration(graph):
+    # (more in tests/test_control_flow_effects.py)
     v = tf.Variable(1.0)
-    with pytest.raises(NotImplementedError):
-        tf.while_loop(lambda k: k < 3, lambda k: (v.assign_add(1.0), k + 1)[1], [0])
+    k = tf.while_loop(lambda k: k < 3, lambda k: (v.assign_add(1.0), k + 1)[1], [0])
+    sess = tf.compat.v1.Session(graph=graph)
+    sess.run(tf.compat.v1.global_variables_initializer())
+    assert sess.run(k) == [3] and sess.run(v) == 4.0
 
 
 def test_hessians_of_inputs_whose_size_is_known_only_at_run_time(graph):

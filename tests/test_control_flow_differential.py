@@ -83,3 +83,50 @@ def test_map_fn_scan_compile_with_static_and_fed_lengths():
         a, b = run_both(g, [m, s, gm], {xs: xv})
         for i, (p, q) in enumerate(zip(a, b)):
             check_close(p, q, np.float32, f"fetch {i} rows={rows}")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_variable_assignments_in_conds_and_loops(seed, dt):
+    """Variables assigned (assign / assign_add / assign_sub) in random branches and
+    loop bodies, read before and after: compiled (native, no fallback) vs interpreter,
+    the fetched values and the variables after each of several runs."""
+    rng = np.random.default_rng(2000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(0, 3))))
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(rng.standard_normal(shape).astype(dt) * 0.5)
+        u = tf.Variable(rng.standard_normal(shape).astype(dt) * 0.5)
+        x = tf.compat.v1.placeholder(dt, shape)
+        sel = tf.compat.v1.placeholder(tf.int32, [])
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        k1, k2, k3 = (int(c) for c in rng.integers(2, 4, size=3))
+        update = [lambda var, e: var.assign(e), lambda var, e: var.assign_add(e), lambda var, e: var.assign_sub(e)]
+        a1, a2, a3 = (update[int(i)] for i in rng.integers(0, 3, size=3))
+
+        def then():
+            r = a1(v, tf.tanh(_expr(rng, [v * 1.0, x], k1)))
+            return r + u
+        c = tf.cond(sel > 0, then, lambda: (a2(u, tf.tanh(_expr(rng, [u * 1.0, x], k2)) * 0.5), v * 2.0)[1])
+
+        def body(i, acc):
+            before = v * 1.0
+            a3(v, tf.tanh(_expr(rng, [v * 1.0, u * 1.0, x], k3)) * 0.9)
+            tf.cond(tf.equal(i % 2, 0), lambda: u.assign_add(v * 0.25), lambda: u * 1.0)
+            return i + 1, acc + tf.reduce_sum(v * before) + tf.reduce_sum(u)
+        _, acc = tf.while_loop(lambda i, acc: i < n, body, [0, tf.constant(0.0, dt)])
+        init = tf.compat.v1.global_variables_initializer()
+    feed = {x: rng.standard_normal(shape).astype(dt)}
+    results = []
+    for mode in ("interpret", "compiled"):
+        sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+        sess.run(init)
+        before = tf.cache_info()["fallbacks"]
+        outs = []
+        for sv, nv in ((1, 0), (0, 3), (1, 4), (0, 1)):
+            outs.append(sess.run([c, acc], {**feed, sel: sv, n: nv}) + sess.run([v, u]))
+        assert tf.cache_info()["fallbacks"] == before, "compiled run fell back to the interpreter"
+        results.append(outs)
+    for r, (p, q) in enumerate(zip(*results)):
+        for i, (a, b) in enumerate(zip(p, q)):
+            check_close(a, b, dt, f"run {r} fetch {i}")

@@ -68,9 +68,14 @@ def _c():
     return _libc
 
 
+EXTRA_SYMBOLS = {}   # name -> address: functions jitgrad itself gives kernels (ops/logging_ops.py's region print hook)
+
+
 def _dlsym(name):
-    """Address of an external symbol in this process (libc, libm), or 0."""
+    """Address of an external symbol in this process (jitgrad's, libc, libm), or 0."""
     global _libm
+    if name in EXTRA_SYMBOLS:
+        return EXTRA_SYMBOLS[name]
     for lib in (_c(), _libm):
         if lib is None:
             continue

@@ -45,12 +45,17 @@ def _nbytes(shape, dt):
 
 
 class Region:
-    """A sub-Program compiled into an internal function of the parent's module."""
+    """A sub-Program compiled into an internal function of the parent's module.
+    Its var_writes (the tf.prints in it and in regions nested in it) are extra
+    outputs the caller gives scratch for; its prints carry ``effects_tag``: the
+    top-level region they belong to (ops/logging_ops.RegionEffects)."""
 
-    def __init__(self, kb, program, tag):
+    def __init__(self, kb, program, tag, effects_tag=-1):
         if not isinstance(program, Program):
             raise Unsupported("a control-flow region without static shapes")
         sub = kb.sub_builder(program, tag)
+        sub.effects_tag = getattr(kb, "effects_tag", -1) if kb.is_region else effects_tag
+        self.effect_specs = [(program.shape(v), program.dtype(v)) for _, v in program.var_writes]
         check(program)
         sub.build_body(allow_parallel=False)
         fn = sub.fn
@@ -62,7 +67,12 @@ class Region:
         self.arena_bytes = int(sub.meta["arena_bytes"])
         kb.groups.extend((f"  {tag}: {head}", ops) for head, ops in sub.groups)
 
-    def call(self, kb, args, outs, arena, status):
+    def effect_outputs(self, kb):
+        """Scratch for the extra outputs (call it in the dry pass too, as scratch_buffer wants)."""
+        return [kb.scratch_buffer(s if s else (1,), dt, "region effect") for s, dt in self.effect_specs]
+
+    def call(self, kb, args, outs, arena, status, effects=()):
+        outs = list(outs) + [e.ptr for e in effects]
         if len(args) != self.n_args or len(outs) != self.n_out:
             raise Unsupported("region signature mismatch")
         b = kb.b
@@ -126,9 +136,11 @@ def lower_if(kb, node, outs, dry):
     pos = kb.cur_pos
     if any(is_dynamic(s) for s, _ in node.outputs):
         raise Unsupported("an If with outputs of unknown shape")
-    then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then"),
-                                              Region(kb, a["else_branch"], f"r{pos}_else")))
+    tag = a.get("effects_tag", -1)
+    then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
+                                              Region(kb, a["else_branch"], f"r{pos}_else", tag)))
     arena, status = _region_temps(kb, (then, els))
+    then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
         return
     b = kb.b
@@ -137,9 +149,9 @@ def lower_if(kb, node, outs, dry):
     pred = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
     with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
         with on_then:
-            then.call(kb, ins, out_ptrs, arena.ptr, status.ptr)
+            then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
         with on_else:
-            els.call(kb, ins, out_ptrs, arena.ptr, status.ptr)
+            els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
     _propagate_status(kb, status)
 
 
@@ -244,14 +256,17 @@ def lower_while(kb, node, outs, dry):
     var_specs = [node.outputs[k] for k in range(n)]
     if any(is_dynamic(s) for s, _ in var_specs):
         raise Unsupported("a loop variable of unknown shape")
+    tag = a.get("effects_tag", -1)
     body, cond, keep = _regions_of(kb, pos, lambda: (
-        Region(kb, a["body"], f"r{pos}_body"),
-        Region(kb, a["cond"], f"r{pos}_cond") if a["cond"] is not None else None,
+        Region(kb, a["body"], f"r{pos}_body", tag),
+        Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node)))
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, dt in var_specs]
     nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, dt in var_specs]
     arena, status = _region_temps(kb, (body, cond))
     pred = kb.scratch_buffer((1,), dtypes.bool_, "loop predicate") if cond is not None else None
+    body_fx = body.effect_outputs(kb)
+    cond_fx = cond.effect_outputs(kb) if cond is not None else []
     if dry:
         return
     b = kb.b
@@ -327,7 +342,7 @@ def lower_while(kb, node, outs, dry):
     b.cbranch(go, check, done)
     b.position_at_end(check)
     if cond is not None:
-        cond.call(kb, [b.load(p) for p in cur_p] + caps, [pred.ptr], arena.ptr, status.ptr)
+        cond.call(kb, [b.load(p) for p in cur_p] + caps, [pred.ptr], arena.ptr, status.ptr, cond_fx)
         bad = _propagate_status(kb, status)
         p = b.load(b.bitcast(pred.ptr, I8P))
         b.cbranch(b.and_(b.not_(bad), b.icmp_unsigned("!=", p, ir.Constant(I8, 0))), step, done)
@@ -349,7 +364,7 @@ def lower_while(kb, node, outs, dry):
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
     body.call(kb, [b.load(p) for p in cur_p] + caps + slices, [b.load(p) for p in nxt_p] + y_ptrs, arena.ptr,
-              status.ptr)
+              status.ptr, body_fx)
     bad = _propagate_status(kb, status)
     latch = kb.fn.append_basic_block("while.latch")
     b.cbranch(bad, done, latch)
@@ -374,8 +389,27 @@ def lower_while(kb, node, outs, dry):
             _stack_keep(kb, ref, kw)
 
 
-MATERIALISE = {"If": lower_if, "While": lower_while}
-NEEDS_BUFFER = {"If": "all", "While": "all"}
+# ---------------------------------------------------------------- tf.print inside a region
+def lower_region_print(kb, node, outs, dry):
+    """ops/logging_ops.py's hook, called with (the top-level region's tag, the print's site id,
+    pointers to the printed tensors); the node's output is a token (0)."""
+    if dry:
+        return
+    from ..ops.logging_ops import HOOK_SYMBOL
+    b = kb.b
+    ptrs = [kb.buffers[v].ptr for v in node.inputs]
+    block = kb.alloca(ir.ArrayType(I8P, max(len(ptrs), 1)))
+    for k, p in enumerate(ptrs):
+        b.store(b.bitcast(p, I8P), b.gep(block, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
+    fn = kb.module.globals.get(HOOK_SYMBOL)
+    if fn is None:
+        fn = ir.Function(kb.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
+    b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
+    b.store(ir.Constant(I32, 0), b.bitcast(outs[0].ptr, I32.as_pointer()))
+
+
+MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region_print}
+NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all"}
 
 
 def check(program):

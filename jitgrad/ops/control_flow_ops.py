@@ -24,7 +24,7 @@ accumulators; the backward body recomputes the body's forward part from them).
 import numpy as np
 
 from .. import context, dtypes, nest
-from ..func_graph import Func, as_output, replay, run as run_func, trace
+from ..func_graph import Func, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
 from ..shapes import as_shape
 from .registry import apply_op, register
@@ -119,10 +119,6 @@ def _union_captures(graphs):
     """The outer tensors the traced graphs use, in first-use order."""
     caps, seen = [], set()
     for fg in graphs:
-        for op in fg.get_operations():
-            if op.type in ("Assign", "AssignAdd", "AssignSub"):
-                raise NotImplementedError(f"{op.type} ({op.name}) inside tf.cond / tf.while_loop: assigning a "
-                                          f"variable in a branch or loop body is not supported in graph mode")
         for outer, _ in fg.captures:
             if id(outer) not in seen:
                 seen.add(id(outer))
@@ -130,13 +126,110 @@ def _union_captures(graphs):
     return caps
 
 
+# ---------------------------------------------------------------- variables and side effects in regions
+_MADE_OUTSIDE = ("VariableV2", "Assign", "AssignAdd", "AssignSub", "VariableOrInitial")   # (a variable's own ops)
+
+
+def _region_variables(graphs):
+    """({key: variable} the graphs read or write, {key: variable} they write), first use first."""
+    used, written = {}, {}
+    for fg in graphs:
+        for op in fg.get_operations():
+            if op.type in _MADE_OUTSIDE:
+                raise NotImplementedError(f"{op.type} ({op.name}): creating a variable inside tf.cond / "
+                                          f"tf.while_loop is not supported; create it before")
+        for k, (var, _) in fg.var_entry.items():
+            used.setdefault(k, var)
+        for k, var in fg.var_written.items():
+            used.setdefault(k, var)
+            written.setdefault(k, var)
+    return used, written
+
+
+def current_value(var, graph=None):
+    """``var``'s value at this point of ``graph`` (default: the graph being built)."""
+    fg = in_region(graph)
+    if fg is not None:
+        return fg.read_variable(var)
+    return var._top_read()
+
+
+def assign_in_region(fg, var, op_type, value, read_value=True):
+    """``var.assign`` / ``assign_add`` / ``assign_sub`` while branch or body ``fg``
+    is traced: the new value becomes the variable's value in ``fg`` (dataflow;
+    the region op writes it when it runs)."""
+    from ..convert import convert_to_tensor
+    from . import math_ops
+    from .state_ops import check_assigned_value
+    with fg.as_default():
+        v = convert_to_tensor(value, dtype=var.dtype)
+        check_assigned_value(v, var, op_type)
+        if op_type != "Assign":
+            v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(fg.read_variable(var), v)
+        fg.write_variable(var, v)
+        return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+
+
+def _commit_writes(op, outs, written):
+    """The region op ``op`` wrote ``written`` (values ``outs``): the enclosing
+    region records them, or at the top the variables learn it (op writes them itself)."""
+    fg = in_region(op.graph)
+    for var, t in zip(written.values(), outs):
+        if fg is not None:
+            fg.write_variable(var, t)
+        else:
+            var._commit_region_write(op, t)
+
+
+def register_stateful(op):
+    """``op`` has effects beyond its outputs: it runs whenever the region being
+    built runs (a FuncGraph's side effects), or, at the top of a jitgrad.function,
+    on every call (TF's automatic control dependencies)."""
+    from ..func_graph import add_side_effect
+    if add_side_effect(op):
+        return
+    from ..function import _current_trace
+    trace = _current_trace(op.graph)
+    if trace is not None and op not in trace.stateful:
+        trace.stateful.append(op)
+
+
+def _region_op(op_type, inputs, attrs, var_at, written, graphs, name):
+    """Creates a region op whose outputs ``var_at:var_at + len(written)`` are the
+    variables it wrote; returns the op."""
+    top = in_region() is None
+    if written and top:
+        attrs = dict(attrs, var_writes=[(var_at + j, k) for j, k in enumerate(written)])
+    res = apply_op(op_type, inputs, attrs, name=name)
+    op = res if not isinstance(res, (Tensor, tuple)) else (res.op if isinstance(res, Tensor) else res[0].op)
+    _commit_writes(op, op.outputs[var_at:var_at + len(written)], written)
+    if (written and top) or any(fg.side_effects for fg in graphs):
+        register_stateful(op)
+    return op
+
+
 def _make_if(pred, traced, name):
     """traced: [(then graph, flat output tensors), (else graph, ...)]."""
-    caps = _union_captures([fg for fg, _ in traced])
-    funcs = [Func(fg, [fg.capture(t) for t in caps], outs) for fg, outs in traced]
+    graphs = [fg for fg, _ in traced]
+    used, written = _region_variables(graphs)
+    for fg in graphs:
+        for var in used.values():
+            fg.entry_value(var)
+    caps = _union_captures(graphs)
+    var_in = [current_value(var) for var in used.values()]
+    n_out = len(traced[0][1])
+    if not n_out and not written and any(fg.side_effects for fg in graphs):
+        # an output for the compiled program to keep the op by (passes/ir.from_graph)
+        traced = [(fg, [as_output(fg, False)]) for fg, _ in traced]
+    funcs = [Func(fg, [fg.capture(t) for t in caps] + [fg.entry_value(v) for v in used.values()],
+                  list(outs) + [fg.read_variable(v) for v in written.values()]) for fg, outs in traced]
     specs = [(_merge_dims(a.shape.dims, b.shape.dims), a.dtype) for a, b in zip(*(f.outputs for f in funcs))]
-    return apply_op("If", [pred] + caps, {"then_branch": funcs[0], "else_branch": funcs[1], "out_specs": specs},
-                    name=name)
+    op = _region_op("If", [pred] + caps + var_in, {"then_branch": funcs[0], "else_branch": funcs[1],
+                                                   "out_specs": specs}, n_out, written, graphs, name)
+    outs = op.outputs[:n_out]
+    if not outs:
+        return op
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 # ---------------------------------------------------------------- While
@@ -290,7 +383,9 @@ def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_ten
                 static_count=None, name="while"):
     """Builds a While op. init: flat tensors; var_specs: [(dims, dtype)] (the
     loop-invariant shapes); cond_fn(var placeholders) -> bool tensor or None;
-    body_fn(var placeholders, x slices) -> (new vars, ys). Returns the op's outputs."""
+    body_fn(var placeholders, x slices) -> (new vars, ys). Returns the op's
+    outputs (final vars, trip count, stacks); variables the body assigns are
+    extra loop variables of the op, not among them."""
     n = len(init)
     graphs = []
     cfunc_parts = None
@@ -301,6 +396,9 @@ def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_ten
             raise TypeError(f"The loop condition must return a bool tensor, got {pred.dtype.name}")
         if pred.shape.rank not in (None, 0):
             raise ValueError(f"The loop condition must return a scalar, got shape {pred.shape}")
+        if fgc.var_written:
+            raise NotImplementedError("assigning a variable in the condition of tf.while_loop is not supported; "
+                                      "assign it in the body")
         graphs.append(fgc)
         cfunc_parts = (fgc, phc, pred)
     fgb, phb, (new_vars, ys) = trace("body", lambda *p: body_fn(list(p[:n]), list(p[n:])),
@@ -309,15 +407,30 @@ def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_ten
                 for v, (_, dt) in zip(new_vars, var_specs)]
     ys = [as_output(fgb, y) for y in ys]
     graphs.append(fgb)
+    used, written = _region_variables(graphs)
+    # a variable the body assigns is carried from iteration to iteration; one only read is a capture
+    carried = list(written.values())
+    read_only = [v for k, v in used.items() if k not in written]
+    for fg in graphs:
+        for var in used.values():
+            fg.entry_value(var)
     caps = _union_captures(graphs)
+    var_init = [current_value(v) for v in carried]
+    var_caps = [current_value(v) for v in read_only]
+    carried_specs = [(v.shape.dims, v.dtype) for v in carried]
     cfunc = None
     if cfunc_parts is not None:
         fgc, phc, pred = cfunc_parts
-        cfunc = Func(fgc, list(phc) + [fgc.capture(t) for t in caps], [pred])
-    bfunc = Func(fgb, list(phb[:n]) + [fgb.capture(t) for t in caps] + list(phb[n:]), new_vars + ys)
-    attrs = {"cond": cfunc, "body": bfunc, "n_vars": n, "n_caps": len(caps), "n_xs": len(xs), "n_ys": len(ys),
-             "limit": limit, "reverse": bool(reverse), "var_specs": list(var_specs),
+        cfunc = Func(fgc, list(phc) + [fgc.entry_value(v) for v in carried] + [fgc.capture(t) for t in caps] +
+                     [fgc.entry_value(v) for v in read_only], [pred])
+    bfunc = Func(fgb, list(phb[:n]) + [fgb.entry_value(v) for v in carried] + [fgb.capture(t) for t in caps] +
+                 [fgb.entry_value(v) for v in read_only] + list(phb[n:]),
+                 new_vars + [fgb.read_variable(v) for v in carried] + ys)
+    nv = n + len(carried)
+    attrs = {"cond": cfunc, "body": bfunc, "n_vars": nv, "n_caps": len(caps) + len(read_only), "n_xs": len(xs),
+             "n_ys": len(ys), "limit": limit, "reverse": bool(reverse),
+             "var_specs": list(var_specs) + carried_specs,
              "y_specs": [(y.shape.dims, y.dtype) for y in ys], "static_count": static_count}
-    inputs = list(init) + caps + list(xs) + ([limit_tensor] if limit is not None else [])
-    out = apply_op("While", inputs, attrs, name=name)
-    return [out] if isinstance(out, Tensor) else list(out)
+    inputs = list(init) + var_init + caps + var_caps + list(xs) + ([limit_tensor] if limit is not None else [])
+    op = _region_op("While", inputs, attrs, n, written, graphs, name)
+    return list(op.outputs[:n]) + list(op.outputs[nv:])

@@ -51,6 +51,16 @@ def _value_infer(shapes, dts, attrs):
     return [(attrs["shape"], attrs["dtype"])]
 
 
+def check_assigned_value(value, var, op_type):
+    """What the Assign op's shape rule checks, for an assignment traced as dataflow
+    (a variable assigned inside a tf.cond branch / tf.while_loop body)."""
+    attrs = {"shape": var.shape.dims, "dtype": var.dtype, "validate_shape": True}
+    _value_infer([value.shape.dims], [value.dtype], attrs)
+    if op_type != "Assign" and value.shape.dims is not None and var.shape.dims is not None and \
+            len(value.shape.dims) != len(var.shape.dims):
+        raise ValueError(f"Shapes {var.shape} and {value.shape} are incompatible")
+
+
 def _read_or_initial(attrs, state, initial):
     try:
         return state.read(attrs["var"], attrs.get("name", attrs["var"]))
@@ -82,7 +92,7 @@ class VariableStore:
                 f"Attempting to use uninitialized value {name}") from None
 
     def write(self, key, value):
-        if type(key) is not str:   # a compiled tf.print's tensor (ops/logging_ops.PrintTarget)
+        if type(key) is not str:   # a compiled tf.print's / tf.Assert's input (ops/logging_ops.HostTarget)
             key.write(value)
             return
         self.values[key] = value

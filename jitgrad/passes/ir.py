@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dtypes import int32
 from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
-from ..ops.logging_ops import PrintTarget
+from ..ops.logging_ops import RegionEffects, host_targets, region_print_site
 
 
 class DataDependentShape(Exception):
@@ -140,6 +141,8 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
         if check is not None:
             check(in_shapes, op.attrs)
         for (s, d), t in zip(specs, op.outputs):
+            if s is None:   # an If whose branches give different shapes: known when it has run
+                continue
             nbytes = check_num_elements(s) * d.np.itemsize
             if nbytes > ADDRESS_SPACE_BYTES:
                 if nbytes > INT64_MAX:
@@ -155,14 +158,19 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
                                  f"with its static shape {t.shape}")
     except (ValueError, TypeError) as e:
         raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
-    return tuple((tuple(s), d) for s, d in specs)
+    return tuple((None if s is None else tuple(s), d) for s, d in specs)
+
+
+def _has_side_effects(attrs):
+    return any(getattr(attrs.get(k), "side_effects", None) for k in ("then_branch", "else_branch", "cond", "body"))
 
 
 BAKE_LIMIT = 64  # Const arrays with more elements than this are still args, never folded
 
 
-def from_graph(ops, elements, fed, var_reader):
-    """Builds a Program from pruned ``ops`` (creation order).
+def from_graph(ops, elements, fed, var_reader, in_region=False):
+    """Builds a Program from pruned ``ops`` (creation order); ``in_region``: of a
+    branch / loop body (passes/regions.sub_program).
 
     fed: list of (tensor, ndarray) in a fixed order; var_reader(attrs) -> ndarray
     gives the current value of a variable (for its shape/dtype only).
@@ -170,6 +178,7 @@ def from_graph(ops, elements, fed, var_reader):
     concrete input shapes.
     """
     nodes, args, outputs, var_writes = [], [], [], []
+    n_effects = 0   # regions that print, so far
     ref = {}  # id(tensor) -> Value
     var_arg = {}  # var key -> Value of its Arg node
 
@@ -218,16 +227,36 @@ def from_graph(ops, elements, fed, var_reader):
         if opdef.kind == "control":   # If / While: sub-graphs become sub-Programs (passes/regions.py)
             from .regions import region_node
             attrs, specs = region_node(op, in_shapes, in_dtypes)
+            a = op.attrs
+            marker = None
+            if _has_side_effects(a):
+                # it prints inside: it runs whether or not anything reads its outputs, and
+                # (at the top) its lines are printed in order with the others (ops/logging_ops.py);
+                # its tag also keeps CSE from merging it with an identical one
+                marker = RegionEffects(-1 if in_region else n_effects)
+                attrs, n_effects = dict(attrs, effects_tag=n_effects), n_effects + 1
             nodes.append(Node(op.type, ins, attrs, specs, op.name))
             for i, t in enumerate(op.outputs):
                 ref[id(t)] = Value(len(nodes) - 1, i)
+            # variables assigned inside its branches / body (ops/control_flow_ops.py)
+            var_writes.extend((key, Value(len(nodes) - 1, k)) for k, key in a.get("var_writes", ()))
+            if marker is not None:
+                # on one output: an If's last (one that prints has one), a While's trip count
+                k = a["n_vars"] if op.type == "While" else len(op.outputs) - 1
+                var_writes.append((marker, Value(len(nodes) - 1, k)))
             continue
         if opdef.data_dependent_shape:
             raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
-        if op.type == "PrintV2":
-            # printed after the kernel returns: each input leaves as an output the store hands on
-            var_writes.extend(zip(PrintTarget.for_op(op), ins))
+        if op.type == "PrintV2" and in_region:
+            # inside a branch / loop body: printed by the native code as it runs (ops/logging_ops.py)
+            site = region_print_site(op.attrs, in_shapes, in_dtypes)
+            nodes.append(Node("RegionPrint", ins, dict(op.attrs, site=site), (((), int32),), op.name))
+            var_writes.append((RegionEffects(-1), Value(len(nodes) - 1)))
+            continue
+        if op.type in ("PrintV2", "Assert"):
+            # printed / checked after the kernel returns: each input leaves as an output the store hands on
+            var_writes.extend(zip(host_targets(op), ins))
             continue
         if opdef.lowering == "state":       # Assign, AssignAdd, AssignSub
             # State updates: the new value is computed in the program; the

@@ -3,9 +3,10 @@
 ``region_node`` (called by ir.from_graph) specialises an If / While op of the
 graph to the run's concrete shapes: each branch / cond / body Func becomes a
 sub-Program (its inputs are the sub-Program's args, in order; constants inside
-are baked in as Literals). A region that cannot have static shapes (a loop
+are baked in as Literals; its tf.prints are RegionPrint nodes, kept alive as
+var_writes, see ops/logging_ops.py). A region that cannot have static shapes (a loop
 variable whose shape changes between iterations, a branch whose output shape
-depends on the branch taken, a variable or random op inside) keeps its graph
+depends on the branch taken, a random op or a tf.Assert inside) keeps its graph
 Funcs: the interpreter runs it and the code generator declines it.
 
 ``regions`` is the pass that makes the pipeline understand them:
@@ -44,12 +45,14 @@ def sub_program(func, shapes):
         raise _Dynamic("region already specialised")
     if any(s is None or any(d is None for d in s) for s in shapes):
         raise _Dynamic("an input of the region has no static shape")
+    if any(op.type not in ("PrintV2", "If", "While") for op in func.side_effects):
+        raise _Dynamic("a region with a side effect other than tf.print (tf.Assert)")
     fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
-    ops = prune(list(func.outputs), {id(ph) for ph in func.inputs})
+    ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
 
     def no_vars(attrs):
         raise _Dynamic("a variable inside a region")
-    prog = from_graph(ops, list(func.outputs), fed, no_vars)
+    prog = from_graph(ops, list(func.outputs), fed, no_vars, in_region=True)
     n_in = len(func.inputs)
     nodes = []
     for n in prog.nodes:
@@ -59,7 +62,7 @@ def sub_program(func, shapes):
                 raise _Dynamic(f"a {a.kind} value inside a region")
             n = Node("Literal", (), literal_attrs(a.value), n.outputs, n.name)
         nodes.append(n)
-    return Program(nodes, prog.args[:n_in], prog.outputs)
+    return Program(nodes, prog.args[:n_in], prog.outputs, prog.var_writes)   # var_writes: its prints
 
 
 def _out_shapes(prog):
@@ -123,7 +126,7 @@ def _optimised(sub):
     if getattr(sub, "_optimised", False):
         return sub
     from .pipeline import run
-    out = run(Program(sub.nodes, sub.args, sub.outputs))
+    out = run(Program(sub.nodes, sub.args, sub.outputs, sub.var_writes))
     out.stats = []
     out._optimised = True
     return out
@@ -159,7 +162,7 @@ def _keep_args(sub, keep):
     p = clean(sub, order)
     nodes = [Node("Arg", (), {"arg": new_index[nd.attrs["arg"]]}, nd.outputs, nd.name) if nd.op == "Arg" else nd
              for nd in p.nodes]
-    out = Program(nodes, [sub.args[k] for k in keep], p.outputs)
+    out = Program(nodes, [sub.args[k] for k in keep], p.outputs, p.var_writes)
     out._optimised = getattr(sub, "_optimised", False)
     return out
 
@@ -189,7 +192,7 @@ def _drop_unread_inputs(n, attrs, stats):
 
 
 def _arg_deps(sub):
-    """Per output of sub: the set of arg indices it depends on."""
+    """Per output of sub, then per var_write (a print): the set of arg indices it depends on."""
     deps = []
     for nd in sub.nodes:
         if nd.op == "Arg":
@@ -199,14 +202,14 @@ def _arg_deps(sub):
             for v in nd.inputs:
                 d |= deps[v.node]
             deps.append(d)
-    return [deps[v.node] for v in sub.outputs]
+    return [deps[v.node] for v in list(sub.outputs) + [w for _, w in sub.var_writes]]
 
 
 def _needed_vars(body, cond, nv, keep_y, used_vars):
     """Loop variables that a used output, a kept stack or the condition depends on."""
     deps = _arg_deps(body)
     need = set(used_vars)
-    for j in keep_y:
+    for j in list(keep_y) + list(range(len(body.outputs) - nv, len(deps) - nv)):   # (and what it prints)
         need |= {k for k in deps[nv + j] if k < nv}
     if cond is not None:
         need |= {k for k in _arg_deps(cond)[0] if k < nv}
@@ -230,7 +233,7 @@ def regions(program):
         a = n.attrs
         if n.op == "If" and isinstance(a["then_branch"], Program):
             pred = known_scalar(b.nodes, program.args, b.get(n.inputs[0]))
-            if pred is not None:
+            if pred is not None and not a["then_branch"].var_writes and not a["else_branch"].var_writes:
                 outs = _inline(b, a["then_branch"] if bool(pred) else a["else_branch"],
                                [b.get(v) for v in n.inputs[1:]])
                 for k, v in enumerate(outs):
@@ -253,7 +256,8 @@ def regions(program):
             keep_v = _needed_vars(body, cond, nv, keep_y, [k for k in range(nv) if Value(i, k) in used])
             if len(keep_y) < ny or len(keep_v) < nv:
                 body = Program(body.nodes, body.args,
-                               [body.outputs[k] for k in keep_v] + [body.outputs[nv + j] for j in keep_y])
+                               [body.outputs[k] for k in keep_v] + [body.outputs[nv + j] for j in keep_y],
+                               body.var_writes)
                 stats["dropped_stacks"] += ny - len(keep_y)
             n_in = len(n.inputs)
             inputs = list(range(n_in))
