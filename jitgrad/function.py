@@ -23,7 +23,7 @@ import numpy as np
 from . import context, dtypes, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
-from .graph import Graph, Operation, Tensor
+from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
@@ -75,6 +75,7 @@ class _TraceContext:
         self.stateful = []    # Assign ops, always run
         self.may_create_variables = False   # only the function's first trace may (as in TF)
         self.created_variables = []
+        self.autograph = True     # whether code called in this trace (Keras `call`) is converted
 
 
 def _current_trace(graph=None):
@@ -508,6 +509,7 @@ class Function:
         from .function_signature import placeholder_names
         arg_names, kwarg_names = placeholder_names(self._python_function, args, kwargs)
         ctx.may_create_variables = may_create_variables
+        ctx.autograph = bool(self._autograph)
         _traces.append(ctx)
         try:
             with g.as_default():
@@ -539,6 +541,8 @@ def _output_builder(result, fetches, ctx):
         if _is_variable(x):
             x = _read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
+            if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
+                raise out_of_scope_error(x)
             leaves.append(len(fetches))
             fetches.append(x)
         elif isinstance(x, Operation):
