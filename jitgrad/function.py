@@ -191,7 +191,15 @@ class _EagerVariableStore:
             key.write(value)
             return
         var = self.variables[key]
-        var._value = np.array(value, dtype=var._value.dtype, copy=True)
+        if type(value) is np.ndarray and value.dtype == var._value.dtype and value.flags.c_contiguous:
+            # A compiled run's output is a fresh array (buffers.py hands a pooled block out again only
+            # once nothing refers to it), and a variable's value is replaced, never changed in place:
+            # the variable takes it over instead of copying every variable on every step (Keras fit).
+            # Read-only, so a caller holding the same array (a fetched assign) cannot change the variable.
+            value.flags.writeable = False
+            var._value = value
+        else:
+            var._value = np.array(value, dtype=var._value.dtype, copy=True)
 
 
 # ============================================================ signature keys
