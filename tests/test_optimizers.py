@@ -123,6 +123,12 @@ KERAS_CASES = [
 @pytest.mark.parametrize("name,make,ref", KERAS_CASES, ids=[c[0] for c in KERAS_CASES])
 @pytest.mark.parametrize("how", ["eager", "function", "minimize"])
 def test_keras_optimizer(name, make, ref, how):
+    check_keras_optimizer(make, ref, how)
+
+
+def check_keras_optimizer(make, ref, how):
+    """Runs STEPS updates of tf_loss with the optimizer ``make()`` (eagerly, in a
+    jitgrad.function, or by minimize) and checks each step against ``ref()``."""
     w = tf.Variable(W0)
     opt = make()
 

@@ -19,14 +19,15 @@ from .layers import Layer, unique_name as _unique_name
 
 
 def _optimizer(identifier):
+    from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
     from ..optimizers import SGD, Adam, KerasOptimizer
     if isinstance(identifier, KerasOptimizer):
         return identifier
-    table = {"sgd": SGD, "adam": Adam}
+    table = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad, "adamax": Adamax, "nadam": Nadam,
+             "adamw": AdamW}
     if isinstance(identifier, str) and identifier.lower() in table:
         return table[identifier.lower()]()
-    raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has 'sgd' and 'adam', "
-                     "tf.keras.optimizers.SGD and Adam).")
+    raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has {', '.join(map(repr, table))}).")
 
 
 def _as_array(x):
