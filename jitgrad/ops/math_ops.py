@@ -68,7 +68,8 @@ def _floordiv(x, y):
     _int_div_check(y)
     if x.dtype in dtypes.FLOAT_NP:
         return np.floor(x / y)
-    return np.floor_divide(x, y)
+    with np.errstate(over="ignore"):    # MIN // -1 wraps to MIN, as TF's kernel and numpy give
+        return np.floor_divide(x, y)
 
 
 def _floormod(x, y):
