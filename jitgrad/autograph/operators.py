@@ -13,6 +13,7 @@ from ..convert import convert_to_tensor
 from ..func_graph import trace
 from ..graph import Tensor
 from ..ops import array_ops, math_ops
+from .staged_tensor_array import with_tensor_arrays
 
 _LEGAL_LOOP_TYPES = "Tensor, int, float, bool or a list, tuple or dict thereof"
 
@@ -304,6 +305,9 @@ def _try_handling_undefineds(body, get_state, set_state, init_vars, nulls, symbo
 
 
 def _tf_while_stmt(test, body, get_state, set_state, symbol_names, opts):
+    carried = with_tensor_arrays(body, get_state, set_state, _dry)
+    if carried is not None:      # TensorArrays in the state travel as dense loop tensors
+        get_state, set_state = carried
     init_vars = get_state()
     nulls = tuple(_is_none_or_undef(v) for v in init_vars)
     require_one_iteration = any(nulls)
