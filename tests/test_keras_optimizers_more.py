@@ -75,6 +75,30 @@ def ref_adamw(lr=0.001, wd=0.004, b1=0.9, b2=0.999, eps=1e-7):
     return _run_ref(update, {})
 
 
+def ref_adam_amsgrad(lr, b1=0.9, b2=0.999, eps=1e-7):
+    def update(w, g, t, s):
+        s["m"] = s.get("m", 0) + (g - s.get("m", 0)) * (1 - b1)
+        s["v"] = s.get("v", 0) + (g * g - s.get("v", 0)) * (1 - b2)
+        s["vhat"] = np.maximum(s.get("vhat", 0), s["v"])
+        alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        return w - s["m"] * alpha / (np.sqrt(s["vhat"]) + eps)
+    return _run_ref(update, {})
+
+
+def ref_sgd_clipped(lr, clipnorm=None, global_clipnorm=None, clipvalue=None):
+    """Keras 3's clipping before the step: by each gradient's norm, by the global norm
+    (one variable here, so the same as its own norm), or by value."""
+    def update(w, g, t, s):
+        if clipnorm is not None:
+            g = g * clipnorm / max(np.sqrt(np.sum(g * g)), clipnorm)
+        if global_clipnorm is not None:
+            g = g * global_clipnorm * min(1 / np.sqrt(np.sum(g * g)), 1 / global_clipnorm)
+        if clipvalue is not None:
+            g = np.clip(g, -clipvalue, clipvalue)
+        return w - lr * g
+    return _run_ref(update, {})
+
+
 def ref_sgd_weight_decay(lr, wd):
     return _run_ref(lambda w, g, t, s: (w - w * wd * lr) - g * lr, {})
 
@@ -91,6 +115,11 @@ CASES = [
     ("adamw_defaults", lambda: O().AdamW(), lambda: ref_adamw()),
     ("adamw", lambda: O().AdamW(0.1, weight_decay=0.5), lambda: ref_adamw(0.1, 0.5)),
     ("sgd_weight_decay", lambda: O().SGD(0.05, weight_decay=0.1), lambda: ref_sgd_weight_decay(0.05, 0.1)),
+    ("adam_amsgrad", lambda: O().Adam(0.1, amsgrad=True), lambda: ref_adam_amsgrad(0.1)),
+    ("sgd_clipnorm", lambda: O().SGD(0.05, clipnorm=2.0), lambda: ref_sgd_clipped(0.05, clipnorm=2.0)),
+    ("sgd_global_clipnorm", lambda: O().SGD(0.05, global_clipnorm=3.0),
+     lambda: ref_sgd_clipped(0.05, global_clipnorm=3.0)),
+    ("sgd_clipvalue", lambda: O().SGD(0.05, clipvalue=1.5), lambda: ref_sgd_clipped(0.05, clipvalue=1.5)),
 ]
 
 
@@ -134,3 +163,11 @@ def test_compile_by_name_trains_with_fit(name):
     hist = model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
     losses = hist.history["loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_global_clipnorm_scales_all_gradients_by_their_joint_norm():
+    a, b = tf.Variable([0.0, 0.0]), tf.Variable([0.0])
+    opt = tf.keras.optimizers.SGD(1.0, global_clipnorm=1.0)
+    opt.apply_gradients([(tf.constant([3.0, 0.0]), a), (tf.constant([4.0]), b)])   # joint norm 5
+    np.testing.assert_allclose(a.numpy(), [-0.6, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), [-0.8], rtol=1e-6)

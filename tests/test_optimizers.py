@@ -159,8 +159,10 @@ def test_tf_optimizers_alias_and_errors():
         opt.apply_gradients([(None, w)])
     with pytest.raises(ValueError, match="does not match"):
         opt.apply_gradients([(tf.constant([1.0, 2.0, 3.0]), w)])
-    with pytest.raises(ValueError, match="clipnorm"):
-        tf.keras.optimizers.Adam(clipnorm=1.0)
+    with pytest.raises(ValueError, match="use_ema"):
+        tf.keras.optimizers.Adam(use_ema=True)
+    with pytest.raises(ValueError, match="Only one of `clipnorm`, `clipvalue` and `global_clipnorm`"):
+        tf.keras.optimizers.SGD(clipnorm=1.0, clipvalue=0.5)
     with pytest.raises(TypeError, match="unexpected keyword"):
         tf.keras.optimizers.SGD(lr_typo=0.1)
     with pytest.raises(ValueError, match="momentum"):
