@@ -550,7 +550,7 @@ def _output_builder(result, fetches, ctx):
             x = _read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
-                raise out_of_scope_error(x)
+                raise out_of_scope_error(x, ctx.graph)
             leaves.append(len(fetches))
             fetches.append(x)
         elif isinstance(x, Operation):
