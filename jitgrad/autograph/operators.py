@@ -45,10 +45,11 @@ def ld(v):
 
 
 def ldu(load_v, name):
-    """``load_v()``, or Undefined(name) when the symbol has no value yet."""
+    """``load_v()``, or Undefined(name) when the symbol has no value yet (as TF's: a missing
+    attribute or key of a composite symbol such as ``c.v`` / ``d['k']`` too)."""
     try:
         return load_v()
-    except (NameError, UnboundLocalError):
+    except (NameError, UnboundLocalError, AttributeError, KeyError):
         return Undefined(name)
 
 
@@ -291,6 +292,7 @@ def _try_handling_undefineds(body, get_state, set_state, init_vars, nulls, symbo
     first_iter_vars, failure = None, None
     try:
         def one_iteration():
+            set_state(init_vars)   # as TF: undefined symbols (c.v included) hold an Undefined in the dry run
             body()
             return get_state()
         first_iter_vars = _dry(one_iteration)
