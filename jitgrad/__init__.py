@@ -197,7 +197,10 @@ v1.while_loop = _cf.while_loop_v1
 from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
                    MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer)
-optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam)
+from . import keras_optimizers as _kopt  # noqa: E402
+optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,
+                     RMSprop=_kopt.RMSprop, Adagrad=_kopt.Adagrad, Adamax=_kopt.Adamax, Nadam=_kopt.Nadam,
+                     AdamW=_kopt.AdamW)
 
 
 # ---- tf.random (values from numpy's generator, TF's seeding rules: ops/random_ops.py)

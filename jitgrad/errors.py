@@ -55,3 +55,8 @@ class UnavailableError(OpError):
 
 class OutOfRangeError(OpError):
     pass
+
+
+class InaccessibleTensorError(ValueError):
+    """TF's errors_impl.InaccessibleTensorError: a tensor made inside a nested graph (a loop
+    body or branch) used outside it, e.g. appended to a Python list in a staged loop."""

@@ -24,7 +24,7 @@ from . import context, dtypes, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import in_region
-from .graph import Graph, Operation, Tensor
+from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
@@ -78,6 +78,7 @@ class _TraceContext:
         self.stateful = []    # Assign ops, always run
         self.may_create_variables = False   # only the function's first trace may (as in TF)
         self.created_variables = []
+        self.autograph = True     # whether code called in this trace (Keras `call`) is converted
 
 
 def _current_trace(graph=None):
@@ -216,7 +217,15 @@ class _EagerVariableStore:
             key.write(value)
             return
         var = self.variables[key]
-        var._value = np.array(value, dtype=var._value.dtype, copy=True)
+        if type(value) is np.ndarray and value.dtype == var._value.dtype and value.flags.c_contiguous:
+            # A compiled run's output is a fresh array (buffers.py hands a pooled block out again only
+            # once nothing refers to it), and a variable's value is replaced, never changed in place:
+            # the variable takes it over instead of copying every variable on every step (Keras fit).
+            # Read-only, so a caller holding the same array (a fetched assign) cannot change the variable.
+            value.flags.writeable = False
+            var._value = value
+        else:
+            var._value = np.array(value, dtype=var._value.dtype, copy=True)
 
 
 # ============================================================ signature keys
@@ -533,6 +542,7 @@ class Function:
         from .function_signature import placeholder_names
         arg_names, kwarg_names = placeholder_names(self._python_function, args, kwargs)
         ctx.may_create_variables = may_create_variables
+        ctx.autograph = bool(self._autograph)
         _traces.append(ctx)
         try:
             with g.as_default():
@@ -564,6 +574,8 @@ def _output_builder(result, fetches, ctx):
         if _is_variable(x):
             x = _read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
+            if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
+                raise out_of_scope_error(x, ctx.graph)
             leaves.append(len(fetches))
             fetches.append(x)
         elif isinstance(x, Operation):

@@ -38,7 +38,8 @@ class UnconnectedGradients(enum.Enum):
 
 
 def is_trainable(t):
-    return t.dtype.is_floating
+    """TF's backprop_util.IsTrainable: floating and complex tensors carry gradients."""
+    return t.dtype.is_floating or t.dtype.is_complex
 
 
 def _as_list(x):

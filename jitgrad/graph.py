@@ -4,6 +4,7 @@ import itertools
 import re
 
 from . import context
+from .errors import InaccessibleTensorError
 from .shapes import as_shape
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
@@ -98,7 +99,7 @@ class Graph:
         for t in inputs:
             if t.graph is not self:
                 if t.graph.building_function:
-                    raise out_of_scope_error(t)
+                    raise out_of_scope_error(t, self)
                 raise ValueError(f"Tensor {t.name} must be from the same graph as the op being created "
                                  f"(its graph is not the one this op is built in).")
         if not exact_name:
@@ -301,10 +302,18 @@ class _Reference:
         return f"<Reference wrapping {self._obj!r}>"
 
 
-def out_of_scope_error(tensor):
-    """TF's error for a tensor of a traced function used outside that trace."""
-    return TypeError(f"{tensor!r} is out of scope and cannot be used here. Use return values, explicit "
-                     "Python locals or TensorFlow collections to access it.")
+def out_of_scope_error(tensor, consumer=None):
+    """TF's error for a tensor used outside the graph that made it: an InaccessibleTensorError
+    (a ValueError) when that graph is nested in the ``consumer`` graph (a staged loop body or
+    branch, TF's FuncGraph.capture), else a TypeError (a tensor of another traced function)."""
+    text = (f"{tensor!r} is out of scope and cannot be used here. Use return values, explicit Python locals "
+            "or TensorFlow collections to access it.")
+    inner = getattr(tensor.graph, "outer_graph", None)
+    while consumer is not None and inner is not None:
+        if inner is consumer:
+            return InaccessibleTensorError(text)
+        inner = getattr(inner, "outer_graph", None)
+    return TypeError(text)
 
 
 def get_default_graph():

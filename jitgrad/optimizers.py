@@ -8,12 +8,14 @@ variables are created on the first trace, as TF allows).  The formulas and their
 operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
 ``compat.v1.train`` and Keras 3's ``update_step`` for ``keras.optimizers``.
 """
+import contextlib
+
 from . import context, dtypes
 from .function import _current_trace
 from .gradients import gradients
 from .graph import Tensor
-from .ops import math_ops
-from .ops.array_ops import zeros
+from .ops import clip_ops, math_ops
+from .ops.array_ops import fill, zeros
 from .tape import GradientTape
 from .variables import group, trainable_variables, Variable
 
@@ -43,13 +45,17 @@ def _var_name(var):
     return var.name.split(":")[0]
 
 
-def _slot(slots, var, slot_name, name):
-    """The zero-initialised state variable ``slot_name`` of ``var``, created on first use."""
+def _slot(slots, var, slot_name, name, initial=0.0):
+    """The state variable ``slot_name`` of ``var`` (filled with ``initial``), created on first use."""
     key = (slot_name, _key(var))
     slot = slots.get(key)
     if slot is None:
         shape = _check_shape(var)
-        slot = slots[key] = _new_variable(lambda: zeros(shape, var.dtype), name)
+        if initial == 0.0:
+            init = lambda: zeros(shape, var.dtype)   # noqa: E731
+        else:
+            init = lambda: fill(shape, math_ops.cast(initial, var.dtype))   # noqa: E731
+        slot = slots[key] = _new_variable(init, name)
     return slot
 
 
@@ -223,10 +229,14 @@ class KerasOptimizer:
     """Base of the Keras optimizers: apply_gradients(zip(grads, vars)), minimize(loss, var_list,
     tape=None); ``iterations`` counts the applied steps."""
 
-    _unsupported = ("clipnorm", "clipvalue", "global_clipnorm", "use_ema", "weight_decay", "loss_scale_factor",
-                    "gradient_accumulation_steps")
+    _unsupported = ("use_ema", "loss_scale_factor", "gradient_accumulation_steps")
 
-    def __init__(self, learning_rate, name, **kwargs):
+    def __init__(self, learning_rate, name, weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
+                 **kwargs):
+        if sum(c is not None for c in (clipnorm, clipvalue, global_clipnorm)) > 1:
+            raise ValueError(f"Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set. Received: "
+                             f"clipnorm={clipnorm}, clipvalue={clipvalue}, global_clipnorm={global_clipnorm}")
+        self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
         for k in self._unsupported:
             if kwargs.get(k) not in (None, False, 0):
                 raise ValueError(f"jitgrad's {type(self).__name__} does not support `{k}`.")
@@ -235,6 +245,7 @@ class KerasOptimizer:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected keyword arguments {sorted(unknown)}")
         self.learning_rate = learning_rate
         self.name = name
+        self.weight_decay = weight_decay
         self._iterations = None
         self._slots = {}
 
@@ -249,9 +260,10 @@ class KerasOptimizer:
         return [self.iterations] + list(self._slots.values())
 
     def _slot(self, var, slot_name):
-        return _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}")
+        return _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}", self._slot_initial)
 
     _slot_names = ()
+    _slot_initial = 0.0
 
     def build(self, var_list):
         """Keras 3's ``optimizer.build``: creates the step counter and the slots of each
@@ -275,14 +287,39 @@ class KerasOptimizer:
         for g, v in present:
             if g.shape.is_fully_defined() and v.shape.is_fully_defined() and g.shape.as_list() != v.shape.as_list():
                 raise ValueError(f"Gradient of shape {g.shape} does not match variable {v.name} of shape {v.shape}.")
-        updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
-                   for g, v in present]
+        present = list(zip(self._clip_gradients([g for g, _ in present]), [v for _, v in present]))
         graph = None if context.executing_eagerly() else context.get_default_graph()
-        if graph is not None and not _in_trace():
+        session_graph = graph is not None and not _in_trace()   # else Python order is run order
+        before = self._apply_weight_decay([v for _, v in present]) + self._before_updates(present[0][1].dtype)
+        with graph.control_dependencies(before) if session_graph and before else contextlib.nullcontext():
+            updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
+                       for g, v in present]
+        if session_graph:
             with graph.control_dependencies([u for u in updates if u is not None]):
                 return self.iterations.assign_add(1)
         self.iterations.assign_add(1)
         return self.iterations
+
+    def _clip_gradients(self, grads):
+        """Keras 3's: each gradient by its own norm (clipnorm), all by their global norm
+        (global_clipnorm), or each value into [-clipvalue, clipvalue]."""
+        if self.clipnorm and self.clipnorm > 0:
+            return [clip_ops.clip_by_norm(g, self.clipnorm) for g in grads]
+        if self.global_clipnorm and self.global_clipnorm > 0:
+            return clip_ops.clip_by_global_norm(grads, self.global_clipnorm)[0]
+        if self.clipvalue and self.clipvalue > 0:
+            return [math_ops.clip_by_value(g, -self.clipvalue, self.clipvalue) for g in grads]
+        return grads
+
+    def _apply_weight_decay(self, variables):
+        """Keras 3's decoupled weight decay, before the update step: var -= var * wd * lr."""
+        if not self.weight_decay:
+            return []
+        return [v.assign(v - v * math_ops.cast(self.weight_decay, v.dtype) * self._lr(v.dtype)) for v in variables]
+
+    def _before_updates(self, dtype):
+        """State updated once per step before the variables' updates (Nadam's momentum product)."""
+        return []
 
     def minimize(self, loss, var_list, tape=None):
         if tape is None:
@@ -325,15 +362,14 @@ class SGD(KerasOptimizer):
 
 class Adam(KerasOptimizer):
     """Keras 3: alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) with t = iterations + 1;
-    m += (g - m) * (1 - beta_1); v += (g^2 - v) * (1 - beta_2); var -= m * alpha / (sqrt(v) + eps)."""
+    m += (g - m) * (1 - beta_1); v += (g^2 - v) * (1 - beta_2); var -= m * alpha / (sqrt(v) + eps)
+    (amsgrad: v_hat = max(v_hat, v) in place of v)."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False, name="adam",
                  **kwargs):
         super().__init__(learning_rate, name, **kwargs)
-        if amsgrad:
-            raise ValueError("jitgrad's Adam does not support `amsgrad`.")
-        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
-        self._slot_names = ("momentum", "velocity")
+        self.beta_1, self.beta_2, self.epsilon, self.amsgrad = beta_1, beta_2, epsilon, amsgrad
+        self._slot_names = ("momentum", "velocity") + (("velocity_hat",) if amsgrad else ())
 
     def _update_step(self, grad, var):
         dt = var.dtype
@@ -346,4 +382,7 @@ class Adam(KerasOptimizer):
         # 1 - beta in Python (float64), then to the variable's dtype, as Keras does
         m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
         v_t = v.assign_add((math_ops.square(grad) - v) * math_ops.cast(1 - self.beta_2, dt))
+        if self.amsgrad:     # the running maximum of v is used in its place
+            v_hat = self._slot(var, "velocity_hat")
+            v_t = v_hat.assign(math_ops.maximum(v_hat, v_t))
         return var.assign_sub(m_t * alpha / (math_ops.sqrt(v_t) + math_ops.cast(self.epsilon, dt)))

@@ -54,6 +54,17 @@ from .shapes import TensorShape, normalize_axes
 
 _FLOAT_NP = dtypes.FLOAT_NP   # floating numpy dtypes (bfloat16 has kind "V")
 
+
+class _TrainableNumpyDtypes:
+    """``dt in _TRAINABLE_NP``: what carries gradients (TF's IsTrainable), floating and complex.
+    A view, not a copy: dtypes.FLOAT_NP gains bfloat16 after this module is imported."""
+
+    def __contains__(self, dt):
+        return dt in _FLOAT_NP or getattr(dt, "kind", None) == "c"
+
+
+_TRAINABLE_NP = _TrainableNumpyDtypes()
+
 _log = logging.getLogger(__name__)
 
 # Tapes currently recording, innermost last.
@@ -102,7 +113,7 @@ class _Tape:
     def should_record(self, inputs):
         tt = self.tensor_tape
         for t in inputs:
-            if t._id in tt and t._value.dtype in _FLOAT_NP:
+            if t._id in tt and t._value.dtype in _TRAINABLE_NP:
                 return True
         return False
 
@@ -205,7 +216,7 @@ def _call_backward(rec, out_grads):
     fn = opdef.grad
     if fn is None:
         if opdef.no_gradient != NOT_DIFFERENTIABLE and any(
-                isinstance(t, EagerTensor) and t._value.dtype in _FLOAT_NP for t in rec.inputs):
+                isinstance(t, EagerTensor) and t._value.dtype in _TRAINABLE_NP for t in rec.inputs):
             raise LookupError(f"No gradient defined for operation '{rec.op_type}' (op type: {rec.op_type}).")
         return [None] * len(rec.inputs)
     in_grads = list(fn(GradOp(rec.inputs, rec.outputs, rec.attrs, rec.op_type, rec.op_type), *out_grads))
@@ -445,7 +456,7 @@ class GradientTape:
                 if self._graph_state is not None:
                     self._graph_state.watched.add(t._handle_id)
             elif isinstance(t, EagerTensor):
-                if t._value.dtype not in _FLOAT_NP:
+                if t._value.dtype not in _TRAINABLE_NP:
                     _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r",
                                  t.dtype)
                 self._tape.watch(t._id)
@@ -525,7 +536,7 @@ class GradientTape:
                     ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
         flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs)
         for i, s in enumerate(srcs):
-            if s[2] not in _FLOAT_NP and flat_grad[i] is not None:
+            if s[2] not in _TRAINABLE_NP and flat_grad[i] is not None:
                 flat_grad[i] = None  # integer sources are not differentiable
             if flat_grad[i] is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 flat_grad[i] = _zeros(s[1], s[2])
@@ -553,7 +564,7 @@ class GradientTape:
         grads = self._batched_backward(tid, (yshape, ydt), srcs, rows, experimental_use_pfor)
         out = []
         for g, (sid, xshape, xdt) in zip(grads, srcs):
-            if g is None or xdt not in _FLOAT_NP:
+            if g is None or xdt not in _FLOAT_NP:   # jacobians: real sources only (README)
                 out.append(_zeros(tuple(yshape) + tuple(xshape), xdt)
                            if unconnected_gradients == UnconnectedGradients.ZERO else None)
             else:
@@ -659,7 +670,7 @@ class GradientTape:
         stop = []
         if self._graph_state is not None:
             stop = [o for op in self._graph_state.stopped_ops for o in op.outputs]
-        use = [i for i, w in enumerate(watched) if w and xs[i].dtype.is_floating]
+        use = [i for i, w in enumerate(watched) if w and (xs[i].dtype.is_floating or xs[i].dtype.is_complex)]
         result = [None] * len(xs)
         if use:
             gs = gradients(ys, [xs[i] for i in use], grad_ys=output_gradients, stop_gradients=stop or None,

@@ -119,8 +119,10 @@ def test_validation_split_and_errors():
     model = _model()
     with pytest.raises(RuntimeError, match="compile"):
         model.fit(x, y, verbose=0)
-    with pytest.raises(ValueError, match="no optimizer 'rmsprop'"):
-        model.compile(loss="mse")
+    with pytest.raises(ValueError, match="no optimizer 'adadelta'"):
+        model.compile(optimizer="adadelta", loss="mse")
+    model.compile(loss="mse")                      # Keras's default optimizer
+    assert type(model.optimizer).__name__ == "RMSprop"
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     h = model.fit(x, y, epochs=1, validation_split=0.2, batch_size=10, verbose=0)
     assert h.params["steps"] == 4 and sorted(h.history) == ["loss", "val_loss"]

@@ -14,6 +14,7 @@ from ..func_graph import trace
 from ..graph import Tensor
 from ..ops import array_ops, math_ops
 from ..function import _current_trace
+from .staged_tensor_array import with_tensor_arrays
 
 _LEGAL_LOOP_TYPES = "Tensor, int, float, bool or a list, tuple or dict thereof"
 
@@ -45,10 +46,11 @@ def ld(v):
 
 
 def ldu(load_v, name):
-    """``load_v()``, or Undefined(name) when the symbol has no value yet."""
+    """``load_v()``, or Undefined(name) when the symbol has no value yet (as TF's: a missing
+    attribute or key of a composite symbol such as ``c.v`` / ``d['k']`` too)."""
     try:
         return load_v()
-    except (NameError, UnboundLocalError):
+    except (NameError, UnboundLocalError, AttributeError, KeyError):
         return Undefined(name)
 
 
@@ -290,6 +292,7 @@ def _try_handling_undefineds(body, get_state, set_state, init_vars, nulls, symbo
     first_iter_vars, failure = None, None
     try:
         def one_iteration():
+            set_state(init_vars)   # as TF: undefined symbols (c.v included) hold an Undefined in the dry run
             body()
             return get_state()
         first_iter_vars = _dry(one_iteration)
@@ -304,6 +307,9 @@ def _try_handling_undefineds(body, get_state, set_state, init_vars, nulls, symbo
 
 
 def _tf_while_stmt(test, body, get_state, set_state, symbol_names, opts):
+    carried = with_tensor_arrays(body, get_state, set_state, _dry)
+    if carried is not None:      # TensorArrays in the state travel as dense loop tensors
+        get_state, set_state = carried
     init_vars = get_state()
     nulls = tuple(_is_none_or_undef(v) for v in init_vars)
     require_one_iteration = any(nulls)

@@ -8,8 +8,9 @@ do. Passes, in order (each a small function over the function's AST):
   expressions  ``and``/``or``/``not``/``x if c else y``/calls -> ag__ operators
   control flow ``if``/``while``/``for``       -> functional forms over get/set_state
 
-Nested ``def``s and lambdas are left as they are: calls to them go through
+Nested ``def``s are left as they are: calls to them go through
 ``ag__.converted_call``, which converts user functions when they are called.
+Lambdas written in the function are converted with it (their body's expressions).
 """
 import ast
 import itertools
@@ -38,13 +39,35 @@ def _walk_scope(node):
             todo.extend(ast.iter_child_nodes(n))
 
 
+def composite_symbol(node):
+    """``a.b.c`` or ``a['k']`` / ``a[0]`` (constant keys) as the text AutoGraph tracks
+    it by (TF's composite symbols: an object's attributes and a fixed collection's
+    items modified in a loop or branch become its state too), else None."""
+    base = node
+    while isinstance(base, (ast.Attribute, ast.Subscript)):
+        if isinstance(base, ast.Subscript) and not isinstance(base.slice, ast.Constant):
+            return None
+        base = base.value
+    if base is node or not isinstance(base, ast.Name):
+        return None
+    return ast.unparse(node)
+
+
+def is_composite(symbol):
+    return not symbol.isidentifier()
+
+
 def assigned(stmts):
-    """Names a block binds in its own scope."""
+    """Names (and composite symbols) a block binds in its own scope."""
     out = set()
     for s in stmts:
         for n in _walk_scope(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
+            elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store):
+                sym = composite_symbol(n)
+                if sym is not None:
+                    out.add(sym)
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 out.add(n.name)
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -62,8 +85,14 @@ def reads(node):
         for n in ast.walk(top):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 out.add(n.id)
-            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                out.add(n.target.id)
+            elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Load):
+                sym = composite_symbol(n)
+                if sym is not None:
+                    out.add(sym)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, (ast.Name, ast.Attribute, ast.Subscript)):
+                sym = n.target.id if isinstance(n.target, ast.Name) else composite_symbol(n.target)
+                if sym is not None:
+                    out.add(sym)
     return out
 
 
@@ -260,7 +289,13 @@ class _Expressions(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         return node   # nested functions are converted when called
 
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        """A lambda's body is an expression of this function's source: converted in
+        place (TF converts lambdas too; a ``def`` is converted when it is called)."""
+        self.generic_visit(node)
+        return node
 
     def visit_For(self, node):
         self.generic_visit(node)
@@ -343,6 +378,7 @@ class _ControlFlow:
         return out
 
     def _undefined_inits(self, names, defined):
+        names = {n for n in names if not is_composite(n)}   # an attribute/item has no binding to make
         self.undefined |= names - defined
         return [_assign(n, _expr(f"ag__.Undefined({n!r})")) for n in sorted(names - defined)]
 
@@ -350,8 +386,9 @@ class _ControlFlow:
         names = list(names)
         tup = "(" + "".join(f"ag__.ldu(lambda: {n}, {n!r}), " for n in names) + ")"
         src = f"def get_state_{k}():\n    return {tup}\n"
+        plain = [n for n in names if not is_composite(n)]
         if names:
-            src += (f"def set_state_{k}(vars_):\n    nonlocal {', '.join(names)}\n"
+            src += (f"def set_state_{k}(vars_):\n" + (f"    nonlocal {', '.join(plain)}\n" if plain else "") +
                     f"    ({', '.join(names)},) = vars_\n")
         else:
             src += f"def set_state_{k}(vars_):\n    pass\n"
@@ -360,7 +397,7 @@ class _ControlFlow:
     def _fn(self, name, args, modified, body):
         fn = _stmts(f"def {name}({args}):\n    pass\n")[0]
         decl = []
-        local = sorted(modified - self.globals)
+        local = sorted(n for n in modified - self.globals if not is_composite(n))
         if local:
             decl.append(ast.Nonlocal(names=local))
         glob = sorted(modified & self.globals)

@@ -6,41 +6,28 @@ gradients, ``optimizer.apply_gradients``, metric updates -- traced once per
 input signature by ``jitgrad.function`` and run compiled (``run_eagerly=True``
 runs it eagerly). Logs are Keras 3's: ``loss`` is the batch-size-weighted mean
 of the epoch's batch losses, metrics accumulate over the epoch, keys sorted."""
-import math
-
 import numpy as np
 
 from .. import context, nest
 from ..function import function
 from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
+from .data_adapter import ArrayBatches, as_array as _as_array, batches as _batches, take as _take
 from .functional import KerasTensor, layers_of, run as run_functional
 from .layers import Layer, unique_name as _unique_name
 from ..ops import array_ops
+from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
 from ..optimizers import Adam, KerasOptimizer, SGD
 
 
 def _optimizer(identifier):
     if isinstance(identifier, KerasOptimizer):
         return identifier
-    table = {"sgd": SGD, "adam": Adam}
+    table = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad, "adamax": Adamax, "nadam": Nadam,
+             "adamw": AdamW}
     if isinstance(identifier, str) and identifier.lower() in table:
         return table[identifier.lower()]()
-    raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has 'sgd' and 'adam', "
-                     "tf.keras.optimizers.SGD and Adam).")
-
-
-def _as_array(x):
-    if x is None:
-        return None
-    if isinstance(x, (list, tuple, dict)):
-        return nest.map_structure(_as_array, x)
-    a = np.asarray(x)
-    return a.astype(np.float32) if a.dtype == np.float64 else a
-
-
-def _num_samples(x):
-    return len(nest.flatten(x)[0])
+    raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has {', '.join(map(repr, table))}).")
 
 
 def _batch_size(x):
@@ -49,10 +36,6 @@ def _batch_size(x):
     dims = list(t.shape)            # numpy shape or TensorShape
     n = dims[0] if dims else 1
     return n if n is not None else array_ops.shape(t)[0]
-
-
-def _take(x, idx):
-    return None if x is None else nest.map_structure(lambda a: a[idx], x)
 
 
 class Model(Layer):
@@ -97,14 +80,15 @@ class Model(Layer):
     def _maybe_build(self, inputs):
         self.built = True     # the sublayers build themselves during this first call
 
-    def _ensure_built(self, x, y=None):
+    def _ensure_built(self, first_x, first_y=None):
         """Builds the model (one eager call on the first sample) and, for a compiled model, its
         metrics and the optimizer's slots, so the traced steps create no variables (traced once)."""
+        y = first_y
         if not self.built or not all(layer.built for layer in self._sublayers) or \
                 (y is not None and self.compiled and self._metrics is None):
-            out = self(_take(x, slice(0, 1)), training=False)
+            out = self(first_x, training=False)
             if y is not None and self.compiled:
-                self._compile_metrics(_take(y, slice(0, 1)), out)
+                self._compile_metrics(y, out)
         if y is not None and self.compiled:
             self.optimizer.build(self.trainable_variables)
 
@@ -200,22 +184,21 @@ class Model(Layer):
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
-        """Trains for ``epochs`` epochs of ``ceil(n / batch_size)`` steps; returns a History."""
+        """Trains for ``epochs`` epochs over numpy arrays (``ceil(n / batch_size)`` steps) or a
+        batched ``tf.data.Dataset`` of ``(x, y)``; returns a History."""
         self._check_compiled()
         if class_weight is not None or sample_weight is not None or steps_per_epoch is not None:
             raise NotImplementedError("jitgrad's fit has no class_weight, sample_weight or steps_per_epoch.")
-        x, y = _as_array(x), _as_array(y)
-        n = _num_samples(x)
+        data = _batches(x, y, batch_size, shuffle)
         if validation_split and validation_data is None:
-            split = int(n * (1.0 - validation_split))    # Keras holds out the last samples, before shuffling
-            validation_data = (_take(x, slice(split, None)), _take(y, slice(split, None)))
-            x, y, n = _take(x, slice(0, split)), _take(y, slice(0, split)), split
-        batch_size = batch_size or 32
-        steps = math.ceil(n / batch_size)
-        self._ensure_built(x, y)
+            if not isinstance(data, ArrayBatches):
+                raise ValueError("`validation_split` is only supported for Tensors or NumPy arrays, not for a "
+                                 "tf.data.Dataset.")
+            data, validation_data = data.split(validation_split)
+        self._ensure_built(*data.first())
         history = callbacks_module.History()
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else []) + [history]
-        params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+        params = {"verbose": verbose, "epochs": epochs, "steps": data.steps}
         cb = callbacks_module.CallbackList(cbs, self, params)
         train = self.make_train_function()
         self.stop_training = False
@@ -224,17 +207,14 @@ class Model(Layer):
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
             cb.on_epoch_begin(epoch)
-            order = np.random.permutation(n) if shuffle else None
-            for step in range(steps):
-                sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
-                idx = order[sl] if order is not None else sl
+            for step, (bx, by) in enumerate(data.epoch()):
                 cb.on_train_batch_begin(step)
-                logs = _python_logs(train(_take(x, idx), _take(y, idx)))
+                logs = _python_logs(train(bx, by))
                 cb.on_train_batch_end(step, logs)
             epoch_logs = dict(logs)
             if validation_data is not None and (epoch + 1) % validation_freq == 0:
-                vx, vy = validation_data[0], validation_data[1]
-                val = self.evaluate(vx, vy, batch_size=validation_batch_size or batch_size, verbose=0,
+                val = self.evaluate(*_validation_args(validation_data), batch_size=validation_batch_size or
+                                    (batch_size if isinstance(data, ArrayBatches) else None), verbose=0,
                                     return_dict=True, _in_fit=True)
                 epoch_logs.update({"val_" + k: v for k, v in val.items()})
             cb.on_epoch_end(epoch, epoch_logs)
@@ -248,21 +228,17 @@ class Model(Layer):
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, _in_fit=False):
         self._check_compiled()
-        x, y = _as_array(x), _as_array(y)
-        n = _num_samples(x)
-        batch_size = batch_size or 32
-        nsteps = math.ceil(n / batch_size)
-        self._ensure_built(x, y)
+        data = _batches(x, y, batch_size)
+        self._ensure_built(*data.first())
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": nsteps})
+        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
         test = self.make_test_function()
         self.reset_metrics()
         cb.on_test_begin()
         logs = {}
-        for step in range(nsteps):
-            sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
+        for step, (bx, by) in enumerate(data.epoch()):
             cb.on_test_batch_begin(step)
-            logs = _python_logs(test(_take(x, sl), _take(y, sl)))
+            logs = _python_logs(test(bx, by))
             cb.on_test_batch_end(step, logs)
         cb.on_test_end(logs)
         if return_dict:
@@ -271,20 +247,16 @@ class Model(Layer):
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        x = _as_array(x)
-        n = _num_samples(x)
-        batch_size = batch_size or 32
-        nsteps = math.ceil(n / batch_size)
-        self._ensure_built(x)
+        data = _batches(x, None, batch_size)
+        self._ensure_built(data.first()[0])
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": nsteps})
+        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
         pred = self.make_predict_function()
         outs = []
         cb.on_predict_begin()
-        for step in range(nsteps):
-            sl = slice(step * batch_size, min(n, (step + 1) * batch_size))
+        for step, (bx, _) in enumerate(data.epoch()):
             cb.on_predict_batch_begin(step)
-            outs.append(nest.map_structure(lambda t: np.asarray(t), pred(_take(x, sl))))
+            outs.append(nest.map_structure(lambda t: np.asarray(t), pred(bx)))
             cb.on_predict_batch_end(step)
         cb.on_predict_end()
         return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
@@ -298,15 +270,25 @@ class Model(Layer):
     def train_on_batch(self, x, y, return_dict=False):
         self._check_compiled()
         x, y = _as_array(x), _as_array(y)
-        self._ensure_built(x, y)
+        self._ensure_built(_take(x, slice(0, 1)), _take(y, slice(0, 1)))
         self.reset_metrics()
         logs = _python_logs(self.make_train_function()(x, y))
         return logs if return_dict else [logs[m.name] for m in self.metrics]
 
     def predict_on_batch(self, x):
         x = _as_array(x)
-        self._ensure_built(x)
+        self._ensure_built(_take(x, slice(0, 1)))
         return nest.map_structure(np.asarray, self.make_predict_function()(x))
+
+
+def _validation_args(validation_data):
+    """``validation_data`` as evaluate's (x, y): a Dataset, or an (x, y) tuple (Keras 3 also takes
+    (x, y, sample_weight), which jitgrad does not support)."""
+    if isinstance(validation_data, tuple):
+        if len(validation_data) != 2:
+            raise NotImplementedError("jitgrad's fit takes validation_data as (x, y) or a tf.data.Dataset.")
+        return validation_data
+    return validation_data, None
 
 
 def _python_logs(logs):

@@ -8,8 +8,8 @@ from ..errors import InvalidArgumentError, shape_error
 from ..graph import Tensor
 from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
 from ._infer import check_same
-from .math_ops import (add, cast, equal, identity, multiply, reduce_to, stop_gradient, subtract, truediv, where,
-                       zeros_like)
+from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, stop_gradient, subtract, truediv,
+                       where, zeros_like)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from ..eager import EagerTensor
 from .reduction_ops import reduce_prod, reduce_sum
@@ -546,7 +546,43 @@ register("StridedSliceGrad", infer=_strided_grad_infer, kernel=_strided_grad_ker
 
 def strided_slice_getitem(tensor, key):
     (x,) = convert_all([tensor])
+    if _has_runtime_index(key):
+        return _getitem_by_gathers(x, key if isinstance(key, tuple) else (key,))
     return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
+
+
+def _is_runtime_index(k):
+    return (hasattr(k, "dtype") and getattr(k.dtype, "is_integer", False) and k.shape.rank == 0
+            and get_static_value(k) is None)
+
+
+def _has_runtime_index(key):
+    return any(_is_runtime_index(k) for k in (key if isinstance(key, tuple) else (key,)))
+
+
+def _getitem_by_gathers(x, key):
+    """``x[i]`` / ``x[:, i, 2]`` with scalar integer tensors known only at run time (e.g. a
+    staged loop's counter): one gather per indexed axis, negative indices counting from the
+    end as TF's strided slice does; an index out of range fails at run time (gather's check)."""
+    axis = 0
+    for k in key:
+        if isinstance(k, slice) and k == slice(None):
+            axis += 1
+            continue
+        if not (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))) and \
+                not _is_runtime_index(k) and not (hasattr(k, "dtype") and get_static_value(k) is not None
+                                                  and np.ndim(get_static_value(k)) == 0):
+            raise NotImplementedError("jitgrad indexes with a run-time scalar only together with other integers "
+                                      f"and full slices (`:`), got {key!r}.")
+        i = cast(convert_all([k])[0], dtypes.int32) if hasattr(k, "dtype") else int(k)
+        dim = x.shape.dims[axis] if x.shape.rank is not None else None
+        n = dim if dim is not None else shape(x)[axis]
+        if hasattr(i, "dtype"):
+            i = where(less(i, 0), add(i, n), i)
+        elif i < 0:
+            i += n
+        x = gather(x, i, axis=axis)
+    return x
 
 
 def slice_(input_, begin, size, name=None):

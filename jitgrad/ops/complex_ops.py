@@ -1,8 +1,10 @@
-"""Complex numbers: tf.complex, tf.math.real / imag / conj and |z| (ComplexAbs).
+"""Complex numbers: tf.complex, tf.math.real / imag / conj and |z| (ComplexAbs), with
+TF's gradient rules.
 
 numpy reference kernels only (a compiled run that needs them is a counted
-interpreter fallback). Complex tensors are not differentiated: gradients
-stop at them (README, Known differences).
+interpreter fallback). Gradients follow TF's convention: for a real loss L of a
+complex z the gradient is dL/dRe(z) + i dL/dIm(z) (twice the Wirtinger derivative
+dL/dconj(z)); a holomorphic op passes grad * conj(f'(z)) back.
 """
 import numpy as np
 
@@ -10,14 +12,14 @@ from .. import dtypes
 from ..convert import convert_all
 from ._infer import COMPLEX, FLOATS, check_dtype, check_same
 from ..shapes import broadcast_dims
-from .registry import NOT_DIFFERENTIABLE, apply_op, register as _register_op
-from .math_ops import zeros_like
+from .math_ops import divide_no_nan, multiply, reduce_to, zeros_like
+from .registry import apply_op, register as _register_op
 
 
-def _register(name, **facts):
-    """Complex ops run in the interpreter only (a compiled run holding one is a counted fallback)
-    and stop gradients, as documented in the README."""
-    return _register_op(name, grad=NOT_DIFFERENTIABLE, lowering="interpreter", **facts)
+def _register(name, grad, **facts):
+    """Complex ops run in the interpreter only (a compiled run holding one is a counted fallback)."""
+    return _register_op(name, grad=grad, lowering="interpreter", **facts)
+
 
 _REAL_OF = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}
 _COMPLEX_OF = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}
@@ -38,10 +40,21 @@ def _complex_infer(shapes, dts, attrs):
     return [(broadcast_dims(shapes[0], shapes[1], "'Complex'"), _COMPLEX_OF[dts[0]])]
 
 
-_register("Real", infer=_to_real_infer("Real"), kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
-_register("Imag", infer=_to_real_infer("Imag"), kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
-_register("ComplexAbs", infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
-_register("Conj", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=lambda attrs, x: np.conj(x))
+def _complex_abs_grad(op, g):
+    """TF's: grad * z / |z|, 0 where z = 0 (div_no_nan)."""
+    z, r = op.inputs[0], op.outputs[0]
+    return [multiply(z, complex(divide_no_nan(g, r), zeros_like(g)))]
+
+
+_register("Real", lambda op, g: [complex(g, zeros_like(g))], infer=_to_real_infer("Real"),
+          kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
+_register("Imag", lambda op, g: [complex(zeros_like(g), g)], infer=_to_real_infer("Imag"),
+          kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
+_register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
+_register("Conj", lambda op, g: [conj(g)], infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
+          kernel=lambda attrs, x: np.conj(x))
+
+
 def _complex_kernel(attrs, re, im):
     # parts set directly: re + 1j * im would turn an infinite im into nan + inf j
     re, im = np.broadcast_arrays(re, im)
@@ -50,7 +63,8 @@ def _complex_kernel(attrs, re, im):
     return out
 
 
-_register("Complex", infer=_complex_infer, kernel=_complex_kernel)
+_register("Complex", lambda op, g: [reduce_to(real(g), op.inputs[0]), reduce_to(imag(g), op.inputs[1])],
+          infer=_complex_infer, kernel=_complex_kernel)
 
 
 def real(input, name=None):  # noqa: A002

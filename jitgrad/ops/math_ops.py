@@ -68,7 +68,8 @@ def _floordiv(x, y):
     _int_div_check(y)
     if x.dtype in dtypes.FLOAT_NP:
         return np.floor(x / y)
-    return np.floor_divide(x, y)
+    with np.errstate(over="ignore"):    # MIN // -1 wraps to MIN, as TF's kernel and numpy give
+        return np.floor_divide(x, y)
 
 
 def _floormod(x, y):
@@ -102,14 +103,22 @@ def _softplus(x):
 
 _binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), ARITH + (dtypes.string,))   # strings concatenate
 _binary_op("Sub", np.subtract, lambda op, g: _binary_grads(op, g, negative(g)), ARITH)
+def _conj(x):
+    """conj(x) for a complex tensor (ops/complex_ops.py's Conj), x itself for a real one: TF's
+    gradients of complex products and quotients use the conjugated other operand."""
+    return apply_op("Conj", [x]) if x.dtype in COMPLEX else x
+
+
 _binary_op("Mul", np.multiply,
-           lambda op, g: _binary_grads(op, multiply(g, op.inputs[1]), multiply(g, op.inputs[0])), ARITH)
+           lambda op, g: _binary_grads(op, multiply(g, _conj(op.inputs[1])), multiply(g, _conj(op.inputs[0]))),
+           ARITH)
 _binary_op("MulNoNan", _mul_no_nan,
            lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)), FLOATS)
 _binary_op("RealDiv", np.divide,
-           lambda op, g: _binary_grads(op, realdiv(g, op.inputs[1]),
-                                       multiply(g, realdiv(realdiv(negative(op.inputs[0]), op.inputs[1]),
-                                                           op.inputs[1]))), FLOATS + COMPLEX, cost=4)
+           lambda op, g: _binary_grads(op, realdiv(g, _conj(op.inputs[1])),
+                                       multiply(g, realdiv(realdiv(negative(_conj(op.inputs[0])),
+                                                                   _conj(op.inputs[1])), _conj(op.inputs[1])))),
+           FLOATS + COMPLEX, cost=4)
 _binary_op("FloorDiv", _floordiv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
 _binary_op("FloorMod", _floormod,
            lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
@@ -265,13 +274,22 @@ def _cast_infer(shapes, dts, attrs):
 
 
 def _cast_grad(op, g):
-    src = op.inputs[0].dtype
-    if src.is_floating and op.outputs[0].dtype.is_floating:
+    """TF's: between floating and complex types the gradient is cast back (complex -> real keeps
+    the real part), else there is none."""
+    src, dst = op.inputs[0].dtype, op.outputs[0].dtype
+    if (src.is_floating or src.is_complex) and (dst.is_floating or dst.is_complex):
         return [cast(g, src)]
     return [None]
 
 
-register("Cast", infer=_cast_infer, kernel=lambda attrs, x: x.astype(attrs["DstT"].np), grad=_cast_grad,
+def _cast_kernel(attrs, x):
+    dst = attrs["DstT"]
+    if x.dtype.kind == "c" and not dst.is_complex:   # TF keeps the real part (numpy would warn)
+        x = x.real
+    return x.astype(dst.np)
+
+
+register("Cast", infer=_cast_infer, kernel=_cast_kernel, grad=_cast_grad,
          kind="elementwise")
 
 

@@ -7,7 +7,7 @@ from ..shapes import InputShapeError, broadcast_dims, normalize_axes, num_elemen
 from .. import context, dtypes
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
-from ._infer import NUMBERS, check_dtype
+from ._infer import COMPLEX, NUMBERS, check_dtype
 from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
 from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, apply_op, register
 from .math_ops import abs as abs_, square, subtract
@@ -111,7 +111,7 @@ def _min_kernel(attrs, x):
     return np.min(x, axis=axes, keepdims=attrs["keepdims"])
 
 
-register("Sum", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_sum_kernel, grad=_sum_grad,
+register("Sum", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX), kernel=_sum_kernel, grad=_sum_grad,
          kind="reduction", full_reduce="sum")
 register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad,
          kind="reduction", full_reduce="mean")

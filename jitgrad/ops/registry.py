@@ -189,7 +189,7 @@ def apply_op(op_type, inputs, attrs=None, name=None, exact_name=False):
         default = context.get_default_graph()
         if default is not graph and graph.building_function:
             # a tensor leaked out of a traced function (a Python list, a global)
-            raise out_of_scope_error(next(t for t in inputs if isinstance(t, Tensor)))
+            raise out_of_scope_error(next(t for t in inputs if isinstance(t, Tensor)), default)
         if default is not graph and not context.executing_eagerly() and context._stack():
             raise ValueError(f"Tensor {inputs[0].name} must be from the same graph as the op "
                              f"{op_type} being created.")

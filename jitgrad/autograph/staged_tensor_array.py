@@ -1,0 +1,162 @@
+"""``tf.TensorArray`` as the state of a staged (tf.while_loop) AutoGraph loop.
+
+jitgrad's TensorArray is a Python list of tensors indexed by Python ints; a loop
+staged into a tf.while_loop writes it at an index known only at run time (the
+tf.function guide's ``for i in tf.range(n): ta = ta.write(i, x)``). For such a loop
+the array is carried as one dense loop tensor of shape ``[size, *element_shape]``:
+``write`` replaces row ``i`` (a select against ``range(size) == i``; an index out of
+range fails at run time, as TF's does), ``read``/``gather`` are gathers, ``stack`` is
+the tensor itself. The size must be fixed (``dynamic_size=True`` would need a loop
+tensor whose shape grows); an element shape not given is learned from a dry run of
+one iteration, as TF's AutoGraph does for variables first defined in the loop.
+"""
+from .. import dtypes
+from ..convert import convert_to_tensor
+from ..errors import InvalidArgumentError
+from ..ops import array_ops, math_ops
+from ..shapes import TensorShape
+from ..tensor_array import TensorArray
+
+
+class LoopTensorArray(TensorArray):
+    """A fixed-size TensorArray backed by one ``[size, *element_shape]`` tensor (None
+    until the element shape is known). Writes update it in place and return it."""
+
+    def __init__(self, dtype, size, element_shape, buffer, infer_shape=True):
+        self._dtype, self._size, self._dynamic = dtype, size, False
+        self._element_shape = element_shape
+        self._infer_shape = infer_shape
+        self._buffer = buffer
+
+    def _like(self, buffer):
+        return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape)
+
+    def size(self, name=None):
+        return array_ops.constant(self._size, dtype=dtypes.int32)
+
+    def _rows(self):
+        return array_ops.range_(self._size)
+
+    def _checked_index(self, index):
+        """``index`` as an int32 tensor that makes the run fail when it is out of range."""
+        return array_ops.gather(self._rows(), math_ops.cast(index, dtypes.int32))
+
+    def write(self, index, value, name=None):
+        t = self._convert(value)
+        if self._buffer is None:
+            if not t.shape.is_fully_defined():
+                raise ValueError(f"A TensorArray written in a staged loop needs elements of a known shape, got "
+                                 f"{t.shape}.")
+            self._element_shape = TensorShape(t.shape.as_list())
+            self._buffer = array_ops.zeros([self._size] + t.shape.as_list(), self._dtype)
+        rank = len(self._element_shape.as_list())
+        hit = math_ops.equal(self._rows(), self._checked_index(index))
+        mask = array_ops.reshape(hit, [self._size] + [1] * rank)
+        self._buffer = math_ops.where(mask, array_ops.expand_dims(t, 0), self._buffer, name=name)
+        return self
+
+    def _stacked(self):
+        if self._buffer is None:
+            if not self._element_shape.is_fully_defined():
+                raise InvalidArgumentError("TensorArray has not been written and its element shape is not fully "
+                                           f"defined ({self._element_shape}).")
+            self._buffer = array_ops.zeros([self._size] + self._element_shape.as_list(), self._dtype)
+        return self._buffer
+
+    def read(self, index, name=None):
+        return array_ops.gather(self._stacked(), self._checked_index(index), name=name)
+
+    def stack(self, name=None):
+        return self._stacked()
+
+    def gather(self, indices, name=None):
+        return array_ops.gather(self._stacked(), indices, name=name)
+
+    def concat(self, name=None):
+        buf = self._stacked()
+        dims = buf.shape.as_list()
+        return array_ops.reshape(buf, [dims[0] * dims[1]] + dims[2:] if len(dims) > 1 else [-1], name=name)
+
+    def unstack(self, value, name=None):
+        t = convert_to_tensor(value)
+        if t.shape.rank is None or t.shape.dims[0] != self._size:
+            raise InvalidArgumentError(f"Tried to unstack a tensor of shape {t.shape} into a TensorArray of size "
+                                       f"{self._size}")
+        self._element_shape = self._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
+        self._buffer = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
+        return self
+
+    def scatter(self, indices, value, name=None):
+        parts = array_ops.unstack(convert_to_tensor(value))
+        for i, p in zip(indices, parts):
+            self.write(i, p)
+        return self
+
+    def __repr__(self):
+        return f"<TensorArray dtype={self._dtype.name} size={self._size} (staged)>"
+
+
+def as_loop_tensor_array(ta):
+    """A LoopTensorArray holding what ``ta`` holds (a fresh object each call)."""
+    if isinstance(ta, LoopTensorArray):
+        return ta._like(ta._buffer)
+    if ta.dynamic_size:
+        raise NotImplementedError("jitgrad's TensorArray in a loop staged as a tf.while_loop needs a fixed size "
+                                  "(dynamic_size=True would grow the loop tensor): give it size=<number of "
+                                  "iterations> and dynamic_size=False.")
+    n = len(ta._items)
+    buffer = None
+    if any(t is not None for t in ta._items) or (ta.element_shape.is_fully_defined() and n):
+        buffer = array_ops.stack([ta._item(i) for i in range(n)]) if n else None
+    return LoopTensorArray(ta.dtype, n, ta.element_shape, buffer, ta._infer_shape)
+
+
+def with_tensor_arrays(body, get_state, set_state, dry):
+    """(get_state, set_state) for a staged loop whose state holds TensorArrays: each is
+    carried as its dense tensor, and set back as a LoopTensorArray (so after the loop the
+    user's variable is one). None when the state holds no TensorArray."""
+    init = tuple(get_state())
+    slots = [k for k, v in enumerate(init) if isinstance(v, TensorArray)]
+    if not slots:
+        return None
+    arrays = {k: as_loop_tensor_array(init[k]) for k in slots}
+
+    def fresh():
+        return tuple(arrays[k]._like(arrays[k]._buffer) if k in arrays else v for k, v in enumerate(init))
+
+    if any(arrays[k]._buffer is None for k in slots):    # element shapes from one dry iteration
+        set_state(fresh())
+
+        def one_iteration():
+            body()
+            return tuple(get_state())
+        try:
+            first = dry(one_iteration)
+        finally:
+            set_state(init)
+        for k in slots:
+            if arrays[k]._buffer is None:
+                seen = first[k]
+                if not isinstance(seen, LoopTensorArray) or seen._buffer is None:
+                    raise ValueError("A TensorArray carried by a staged loop must be written in the loop (or "
+                                     "have a fully defined element_shape).")
+                arrays[k] = LoopTensorArray(arrays[k]._dtype, arrays[k]._size, seen._element_shape,
+                                            array_ops.zeros(seen._buffer.shape.as_list(), arrays[k]._dtype),
+                                            arrays[k]._infer_shape)
+    set_state(fresh())
+
+    def get():
+        vals = tuple(get_state())
+        out = []
+        for k, v in enumerate(vals):
+            if k in arrays:
+                if not isinstance(v, LoopTensorArray):
+                    raise TypeError(f"A TensorArray carried by a staged loop became {type(v).__name__}.")
+                v = v._stacked()
+            out.append(v)
+        return tuple(out)
+
+    def wrap(vals):
+        return tuple(arrays[k]._like(v) if k in arrays else v for k, v in enumerate(vals))
+
+    return get, lambda vals: set_state(wrap(vals))

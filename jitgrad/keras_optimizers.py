@@ -1,0 +1,142 @@
+"""``tf.keras.optimizers`` beyond SGD and Adam: RMSprop, Adagrad, Adamax, Nadam, AdamW.
+
+Each ``_update_step`` is Keras 3's (TF 2.16+) ``update_step`` with its defaults and
+its operation order, written with public ops over the base class of optimizers.py
+(slots, iterations, learning-rate schedules, decoupled ``weight_decay``), so it runs
+eagerly, in graph mode and inside a traced train step alike."""
+from . import dtypes
+from .ops import math_ops
+from .optimizers import Adam, KerasOptimizer, _new_variable
+
+__all__ = ["RMSprop", "Adagrad", "Adamax", "Nadam", "AdamW"]
+
+
+class RMSprop(KerasOptimizer):
+    """v = rho * v + (1 - rho) * g^2;  (centered: a = rho * a + (1 - rho) * g, v - a^2)
+    inc = lr * g / sqrt(v + eps);  momentum: m = momentum * m + inc, var -= m; else var -= inc."""
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False, name="rmsprop",
+                 **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        self.rho, self.momentum, self.epsilon, self.centered = rho, momentum, epsilon, centered
+        self._slot_names = ("velocity",) + (("momentum",) if momentum > 0 else ()) + \
+            (("average_gradient",) if centered else ())
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        lr = self._lr(dt)
+        rho = math_ops.cast(self.rho, dt)
+        one_minus_rho = math_ops.cast(1 - self.rho, dt)     # 1 - rho in Python, as Keras
+        eps = math_ops.cast(self.epsilon, dt)
+        velocity = self._slot(var, "velocity")
+        v_t = velocity.assign(rho * velocity + one_minus_rho * math_ops.square(grad))
+        if self.centered:
+            avg = self._slot(var, "average_gradient")
+            a_t = avg.assign(rho * avg + one_minus_rho * grad)
+            denominator = v_t - math_ops.square(a_t) + eps
+        else:
+            denominator = v_t + eps
+        increment = lr * grad / math_ops.sqrt(denominator)
+        if self.momentum > 0:
+            m = self._slot(var, "momentum")
+            m_t = m.assign(math_ops.cast(self.momentum, dt) * m + increment)
+            return var.assign_sub(m_t)
+        return var.assign_sub(increment)
+
+
+class Adagrad(KerasOptimizer):
+    """acc += g^2 (acc starts at initial_accumulator_value); var -= lr * g / sqrt(acc + eps)."""
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7, name="adagrad", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        self.initial_accumulator_value, self.epsilon = initial_accumulator_value, epsilon
+        self._slot_names = ("accumulator",)
+        self._slot_initial = initial_accumulator_value
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        acc = self._slot(var, "accumulator")
+        acc_t = acc.assign_add(math_ops.square(grad))
+        return var.assign_sub(self._lr(dt) * grad / math_ops.sqrt(acc_t + math_ops.cast(self.epsilon, dt)))
+
+
+class Adamax(KerasOptimizer):
+    """m += (g - m) * (1 - beta_1); u = max(beta_2 * u, |g|);
+    var -= lr * m / ((1 - beta_1^t) * (u + eps)), t = iterations + 1."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="adamax", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self._slot_names = ("momentum", "norm")
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        step = math_ops.cast(self.iterations + 1, dt)
+        b1p = math_ops.pow(math_ops.cast(self.beta_1, dt), step)
+        m, u = self._slot(var, "momentum"), self._slot(var, "norm")
+        m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
+        u_t = u.assign(math_ops.maximum(math_ops.cast(self.beta_2, dt) * u, math_ops.abs(grad)))
+        return var.assign_sub(self._lr(dt) * m_t / ((1 - b1p) * (u_t + math_ops.cast(self.epsilon, dt))))
+
+
+class Nadam(KerasOptimizer):
+    """Keras 3's Nadam: u_t = beta_1 * (1 - 0.5 * 0.96^t), u_{t+1} likewise with t + 1;
+    the running product of the u's is updated once per step before the variables;
+    m_hat = u_{t+1} m / (1 - prod * u_{t+1}) + (1 - u_t) g / (1 - prod); v_hat = v / (1 - beta_2^t);
+    var -= m_hat * lr / (sqrt(v_hat) + eps)."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="nadam", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self._slot_names = ("momentum", "velocity")
+        self._u_product = None
+
+    def build(self, var_list):
+        super().build(var_list)
+        self._product_variable(var_list[0].dtype if var_list else dtypes.float32)
+
+    def _product_variable(self, dtype):
+        if self._u_product is None:
+            self._u_product = _new_variable(lambda: math_ops.cast(1.0, dtype), "u_product")
+        return self._u_product
+
+    @property
+    def variables(self):
+        return super().variables + ([self._u_product] if self._u_product is not None else [])
+
+    def _before_updates(self, dtype):
+        prod = self._product_variable(dtype)
+        step = math_ops.cast(self.iterations + 1, prod.dtype)
+        factor = math_ops.cast(self.beta_1, prod.dtype) * (1.0 - 0.5 * math_ops.pow(math_ops.cast(0.96, prod.dtype),
+                                                                                     step))
+        return [prod.assign(prod * factor)]
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        lr = self._lr(dt)
+        local_step = math_ops.cast(self.iterations + 1, dt)
+        next_step = math_ops.cast(self.iterations + 2, dt)
+        decay = math_ops.cast(0.96, dt)
+        beta_1, beta_2 = math_ops.cast(self.beta_1, dt), math_ops.cast(self.beta_2, dt)
+        u_t = beta_1 * (1.0 - 0.5 * math_ops.pow(decay, local_step))
+        u_t_1 = beta_1 * (1.0 - 0.5 * math_ops.pow(decay, next_step))
+        u_product_t = math_ops.cast(self._u_product, dt)
+        u_product_t_1 = u_product_t * u_t_1
+        beta_2_power = math_ops.pow(beta_2, local_step)
+        m, v = self._slot(var, "momentum"), self._slot(var, "velocity")
+        m_t = m.assign_add((grad - m) * (1 - beta_1))
+        v_t = v.assign_add((math_ops.square(grad) - v) * (1 - beta_2))
+        m_hat = u_t_1 * m_t / (1 - u_product_t_1) + (1 - u_t) * grad / (1 - u_product_t)
+        v_hat = v_t / (1 - beta_2_power)
+        return var.assign_sub(m_hat * lr / (math_ops.sqrt(v_hat) + math_ops.cast(self.epsilon, dt)))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 0.004): var -= var * wd * lr, then Adam's step."""
+
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 amsgrad=False, name="adamw", **kwargs):
+        if weight_decay is None:
+            raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
+        super().__init__(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                         amsgrad=amsgrad, name=name, weight_decay=weight_decay, **kwargs)

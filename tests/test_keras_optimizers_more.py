@@ -1,0 +1,173 @@
+"""Keras 3's RMSprop, Adagrad, Adamax, Nadam, AdamW and weight_decay
+(jitgrad/keras_optimizers.py) checked step by step against numpy implementations of
+Keras 3's update_step formulas with its defaults (float64 references, float32
+variables), eagerly, inside jitgrad.function and through minimize."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+from test_optimizers import STEPS, W0, check_keras_optimizer, loss_and_grad
+
+pytestmark = pytest.mark.usefixtures("graph_mode")
+
+
+def _run_ref(update, state):
+    w, out = W0.astype(np.float64), []
+    for t in range(1, STEPS + 1):
+        _, g = loss_and_grad(w)
+        w = update(w, g, t, state)
+        out.append(w)
+    return out
+
+
+def ref_rmsprop(lr=0.001, rho=0.9, momentum=0.0, eps=1e-7, centered=False):
+    def update(w, g, t, s):
+        s["v"] = rho * s.get("v", 0) + (1 - rho) * g * g
+        if centered:
+            s["a"] = rho * s.get("a", 0) + (1 - rho) * g
+            denom = s["v"] - s["a"] ** 2 + eps
+        else:
+            denom = s["v"] + eps
+        inc = lr * g / np.sqrt(denom)
+        if momentum > 0:
+            s["m"] = momentum * s.get("m", 0) + inc
+            return w - s["m"]
+        return w - inc
+    return _run_ref(update, {})
+
+
+def ref_adagrad(lr=0.001, init=0.1, eps=1e-7):
+    def update(w, g, t, s):
+        s["acc"] = s.get("acc", init) + g * g
+        return w - lr * g / np.sqrt(s["acc"] + eps)
+    return _run_ref(update, {})
+
+
+def ref_adamax(lr=0.001, b1=0.9, b2=0.999, eps=1e-7):
+    def update(w, g, t, s):
+        s["m"] = s.get("m", 0) + (g - s.get("m", 0)) * (1 - b1)
+        s["u"] = np.maximum(b2 * s.get("u", 0), np.abs(g))
+        return w - lr * s["m"] / ((1 - b1 ** t) * (s["u"] + eps))
+    return _run_ref(update, {})
+
+
+def ref_nadam(lr=0.001, b1=0.9, b2=0.999, eps=1e-7):
+    def update(w, g, t, s):
+        u_t = b1 * (1 - 0.5 * 0.96 ** t)
+        u_t1 = b1 * (1 - 0.5 * 0.96 ** (t + 1))
+        s["prod"] = s.get("prod", 1.0) * u_t          # updated before the variables, once per step
+        s["m"] = s.get("m", 0) + (g - s.get("m", 0)) * (1 - b1)
+        s["v"] = s.get("v", 0) + (g * g - s.get("v", 0)) * (1 - b2)
+        m_hat = u_t1 * s["m"] / (1 - s["prod"] * u_t1) + (1 - u_t) * g / (1 - s["prod"])
+        v_hat = s["v"] / (1 - b2 ** t)
+        return w - m_hat * lr / (np.sqrt(v_hat) + eps)
+    return _run_ref(update, {})
+
+
+def ref_adamw(lr=0.001, wd=0.004, b1=0.9, b2=0.999, eps=1e-7):
+    def update(w, g, t, s):
+        w = w - w * wd * lr                          # decoupled decay first, gradient taken before it
+        s["m"] = s.get("m", 0) + (g - s.get("m", 0)) * (1 - b1)
+        s["v"] = s.get("v", 0) + (g * g - s.get("v", 0)) * (1 - b2)
+        alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        return w - s["m"] * alpha / (np.sqrt(s["v"]) + eps)
+    return _run_ref(update, {})
+
+
+def ref_adam_amsgrad(lr, b1=0.9, b2=0.999, eps=1e-7):
+    def update(w, g, t, s):
+        s["m"] = s.get("m", 0) + (g - s.get("m", 0)) * (1 - b1)
+        s["v"] = s.get("v", 0) + (g * g - s.get("v", 0)) * (1 - b2)
+        s["vhat"] = np.maximum(s.get("vhat", 0), s["v"])
+        alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        return w - s["m"] * alpha / (np.sqrt(s["vhat"]) + eps)
+    return _run_ref(update, {})
+
+
+def ref_sgd_clipped(lr, clipnorm=None, global_clipnorm=None, clipvalue=None):
+    """Keras 3's clipping before the step: by each gradient's norm, by the global norm
+    (one variable here, so the same as its own norm), or by value."""
+    def update(w, g, t, s):
+        if clipnorm is not None:
+            g = g * clipnorm / max(np.sqrt(np.sum(g * g)), clipnorm)
+        if global_clipnorm is not None:
+            g = g * global_clipnorm * min(1 / np.sqrt(np.sum(g * g)), 1 / global_clipnorm)
+        if clipvalue is not None:
+            g = np.clip(g, -clipvalue, clipvalue)
+        return w - lr * g
+    return _run_ref(update, {})
+
+
+def ref_sgd_weight_decay(lr, wd):
+    return _run_ref(lambda w, g, t, s: (w - w * wd * lr) - g * lr, {})
+
+
+O = lambda: tf.keras.optimizers   # noqa: E731
+CASES = [
+    ("rmsprop_defaults", lambda: O().RMSprop(), lambda: ref_rmsprop()),
+    ("rmsprop_momentum_centered", lambda: O().RMSprop(0.01, rho=0.8, momentum=0.5, centered=True),
+     lambda: ref_rmsprop(0.01, 0.8, 0.5, centered=True)),
+    ("adagrad_defaults", lambda: O().Adagrad(), lambda: ref_adagrad()),
+    ("adagrad", lambda: O().Adagrad(0.2, initial_accumulator_value=0.5), lambda: ref_adagrad(0.2, 0.5)),
+    ("adamax", lambda: O().Adamax(0.05), lambda: ref_adamax(0.05)),
+    ("nadam", lambda: O().Nadam(0.05), lambda: ref_nadam(0.05)),
+    ("adamw_defaults", lambda: O().AdamW(), lambda: ref_adamw()),
+    ("adamw", lambda: O().AdamW(0.1, weight_decay=0.5), lambda: ref_adamw(0.1, 0.5)),
+    ("sgd_weight_decay", lambda: O().SGD(0.05, weight_decay=0.1), lambda: ref_sgd_weight_decay(0.05, 0.1)),
+    ("adam_amsgrad", lambda: O().Adam(0.1, amsgrad=True), lambda: ref_adam_amsgrad(0.1)),
+    ("sgd_clipnorm", lambda: O().SGD(0.05, clipnorm=2.0), lambda: ref_sgd_clipped(0.05, clipnorm=2.0)),
+    ("sgd_global_clipnorm", lambda: O().SGD(0.05, global_clipnorm=3.0),
+     lambda: ref_sgd_clipped(0.05, global_clipnorm=3.0)),
+    ("sgd_clipvalue", lambda: O().SGD(0.05, clipvalue=1.5), lambda: ref_sgd_clipped(0.05, clipvalue=1.5)),
+]
+
+
+@pytest.mark.parametrize("name,make,ref", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("how", ["eager", "function", "minimize"])
+def test_keras_optimizer_matches_keras3_formulas(name, make, ref, how):
+    check_keras_optimizer(make, ref, how)
+
+
+def test_defaults_are_keras3s():
+    o = tf.keras.optimizers
+    r = o.RMSprop()
+    assert (r.learning_rate, r.rho, r.momentum, r.epsilon, r.centered, r.name) == (0.001, 0.9, 0.0, 1e-7, False,
+                                                                                    "rmsprop")
+    a = o.Adagrad()
+    assert (a.learning_rate, a.initial_accumulator_value, a.epsilon, a.name) == (0.001, 0.1, 1e-7, "adagrad")
+    assert (o.Adamax().beta_2, o.Adamax().name) == (0.999, "adamax")
+    assert (o.Nadam().beta_1, o.Nadam().name) == (0.9, "nadam")
+    w = o.AdamW()
+    assert (w.weight_decay, w.learning_rate, w.epsilon, w.name) == (0.004, 0.001, 1e-7, "adamw")
+    with pytest.raises(ValueError, match="weight_decay"):
+        o.AdamW(weight_decay=None)
+
+
+def test_adagrad_slot_starts_at_initial_accumulator_value():
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.keras.optimizers.Adagrad(initial_accumulator_value=0.25)
+    opt.apply_gradients([(tf.constant([1.0, -2.0]), w)])
+    acc = [v for v in opt.variables if v.name.startswith("Variable_accumulator") or "accumulator" in v.name]
+    np.testing.assert_allclose(acc[0].numpy(), [0.25 + 1.0, 0.25 + 4.0])
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "adagrad", "adamax", "nadam", "adamw"])
+def test_compile_by_name_trains_with_fit(name):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 3)).astype(np.float32)
+    y = (x @ np.array([[1.], [-2.], [0.5]], np.float32)).astype(np.float32)
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=name, loss="mse")
+    assert type(model.optimizer).__name__.lower() == name
+    hist = model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    losses = hist.history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_global_clipnorm_scales_all_gradients_by_their_joint_norm():
+    a, b = tf.Variable([0.0, 0.0]), tf.Variable([0.0])
+    opt = tf.keras.optimizers.SGD(1.0, global_clipnorm=1.0)
+    opt.apply_gradients([(tf.constant([3.0, 0.0]), a), (tf.constant([4.0]), b)])   # joint norm 5
+    np.testing.assert_allclose(a.numpy(), [-0.6, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), [-0.8], rtol=1e-6)
