@@ -275,3 +275,26 @@ def test_matmul_threads_bit_identical(threads):
     dh = (2 * (h @ W2)) @ W2.T * (hp > 0)
     np.testing.assert_allclose(ref[1], X.T @ dh, rtol=2e-4, atol=2e-4 * np.abs(X.T @ dh).max())
     np.testing.assert_allclose(ref[3], h.T @ (2 * (h @ W2)), rtol=2e-4, atol=1e-3)
+
+
+def test_serial_segments_share_no_barriers(threads):
+    # The MLP gradient kernel: two parallel GEMMs with a chain of small serial
+    # nests (bias, relu, the small matmuls, sums) between and after them.
+    # Serial segments all run on thread 0 in order, so barriers are needed only
+    # into and out of a parallel segment (plus the GEMM's "B is packed" one):
+    # at most 3 per parallel segment, however many serial segments there are.
+    g, fetches, feed, inp = _mlp()
+    s = _sess(g)
+    plan = compiler.make_plan(s, fetches, list(feed.items()))
+    meta = plan.kernel.meta
+    rep = s.explain(fetches, feed)
+    n_barriers = len(re.findall(r"^bar\.last[\w.]*:", rep.unoptimised_ir, re.M))
+    serial = [h for h, _ in rep.groups if "parallel" not in h]
+    assert meta["parallel_nests"] == 2 and len(serial) >= 6, rep.groups
+    assert 0 < n_barriers <= 3 * meta["parallel_nests"], n_barriers
+    # and the results still do not depend on the thread count
+    res = []
+    for t in (1, 2):
+        threads(t)
+        res.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
+    assert res[0] == res[1]

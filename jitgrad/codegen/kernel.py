@@ -788,6 +788,17 @@ class KernelBuilder:
         b.cbranch(b.icmp_signed("==", g, gen0), loop, done)
         b.position_at_end(done)
 
+    def sync_before(self, parallel):
+        """Barrier before the next segment (a loop nest or materialised node) only
+        where threads hand data over: into a parallel segment (its inputs, and the
+        block counters zeroed at entry, come from thread 0) or out of one (its
+        results from every thread).  Serial segments all run on thread 0 in program
+        order: a barrier between two of them only made every thread wait (W3: 22
+        barriers, now 6)."""
+        if parallel or self._last_parallel:
+            self.barrier()
+        self._last_parallel = parallel
+
     @contextmanager
     def loop_dyn(self, start, stop, step=1):
         """for i in range(start, stop, step) with runtime (i64) bounds."""
@@ -1166,8 +1177,7 @@ class KernelBuilder:
                 c0, nc = self._counters
                 for k in range(nc):
                     b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(c0 + 64 * k)]), I64.as_pointer()))
-            if self._counters[1]:
-                self.barrier()   # counters are zero before any thread takes a block
+            # (the barrier before the first parallel segment publishes the zeroed counters)
         else:
             b.store(ir.Constant(I32, 0), self.status)
         self.buffers = {}
@@ -1201,7 +1211,7 @@ class KernelBuilder:
         for gi, g in enumerate(nests):
             starts.setdefault(g["start"], []).append(gi)
         pending = {}
-        first = True
+        self._last_parallel = False
         for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
@@ -1218,9 +1228,7 @@ class KernelBuilder:
                 g = nests[gi]
                 u0 = g["units"][0]
                 if u0["kind"] == "node":
-                    if not first:
-                        self.barrier()
-                    first = False
+                    self.sync_before(g["parallel"] and n.op in MATERIALISE)
                     vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
                     if n.op in MATERIALISE:
                         outs = [buffer_for(v) for v in vals]
@@ -1268,13 +1276,10 @@ class KernelBuilder:
                 self.groups.append((head, ops))
                 pending.setdefault(g["end"], []).append((g, outs, poffs))
             for g, outs, poffs in pending.pop(i, ()):
-                if not first:
-                    self.barrier()
-                first = False
+                self.sync_before(g["parallel"])
                 self.emit_group(g, outs, poffs)
         if copies:
-            if not first:
-                self.barrier()
+            self.sync_before(False)
             with self.on_thread0():
                 for s, v in copies:
                     ops = []
