@@ -298,3 +298,31 @@ def test_serial_segments_share_no_barriers(threads):
         threads(t)
         res.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
     assert res[0] == res[1]
+
+
+def test_barrier_sleepers_are_woken(threads):
+    # More threads than this host has cores, and serial stretches between the
+    # parallel GEMMs: waiters outlast their spin and sleep in futex
+    # (codegen/sync.py); every one must be woken, every run the same bits.
+    import threading
+    g, fetches, feed, inp = _mlp()
+    s = _sess(g)
+    rep = s.explain(fetches, feed)
+    assert re.search(r"declare.*@\"?syscall\"?\(", rep.unoptimised_ir) and "bar.futex" in rep.unoptimised_ir
+    threads(1)
+    want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
+    threads(5)
+    got, errors = [], []
+
+    def runs():
+        try:
+            for _ in range(40):
+                got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    t = threading.Thread(target=runs, daemon=True)
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), f"parallel kernel hung after {len(got)} runs"
+    assert not errors, errors
+    assert len(got) == 40 and all(r == want for r in got)

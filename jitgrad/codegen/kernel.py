@@ -45,7 +45,6 @@ ALIGN = 64        # scratch buffer alignment (bytes)
 PAR_MIN_WORK = 1 << 21   # W2 at 1e5 (work ~5M) now splits: 143 -> 87 us on 2 cores; 3e4 still gains
 MAX_THREADS = 8
 PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across threads
-SPIN_LIMIT = 2000   # pause rounds before a barrier starts yielding the core
 # Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
 # elements (independent of the thread count); block partials are combined in
 # block order, so results are bit-identical for any number of threads.
@@ -746,47 +745,10 @@ class KernelBuilder:
         return r0, r1
 
     def barrier(self):
-        """Spin barrier over the runtime thread count on two words of the status
-        block (count, generation): the last thread to arrive resets the count
-        and bumps the generation; the others spin (pause) until it changes."""
-        if not self.parallel:
-            return
-        b = self.b
-        st = self.status
-        cnt = b.gep(st, [ir.Constant(I32, 2)])
-        genp = b.gep(st, [ir.Constant(I32, 3)])
-        gen0 = b.load_atomic(genp, "acquire", 4)
-        old = b.atomic_rmw("add", cnt, ir.Constant(I32, 1), "acq_rel")
-        last = b.icmp_signed("==", b.sext(old, I64), b.sub(self.nthreads, c64(1)))
-        lastb = self.fn.append_basic_block("bar.last")
-        spin = self.fn.append_basic_block("bar.spin")
-        done = self.fn.append_basic_block("bar.done")
-        b.cbranch(last, lastb, spin)
-        b.position_at_end(lastb)
-        b.store_atomic(ir.Constant(I32, 0), cnt, "monotonic", 4)
-        b.atomic_rmw("add", genp, ir.Constant(I32, 1), "release")
-        b.branch(done)
-        b.position_at_end(spin)
-        # spin with pause; after SPIN_LIMIT rounds yield the core (oversubscribed hosts)
-        ctr = self.alloca(I64)
-        b.store(c64(0), ctr)
-        loop = self.fn.append_basic_block("bar.loop")
-        yld = self.fn.append_basic_block("bar.yield")
-        chk = self.fn.append_basic_block("bar.check")
-        b.branch(loop)
-        b.position_at_end(loop)
-        if self.x86:
-            self.intrinsic("llvm.x86.sse2.pause", ir.VoidType(), [])
-        k = b.add(b.load(ctr), c64(1))
-        b.store(k, ctr)
-        b.cbranch(b.icmp_signed(">", k, c64(SPIN_LIMIT)), yld, chk)
-        b.position_at_end(yld)
-        self.intrinsic("sched_yield", I32, [])
-        b.branch(chk)
-        b.position_at_end(chk)
-        g = b.load_atomic(genp, "acquire", 4)
-        b.cbranch(b.icmp_signed("==", g, gen0), loop, done)
-        b.position_at_end(done)
+        """All threads wait here for each other (jitgrad/codegen/sync.py)."""
+        if self.parallel:
+            from .sync import emit_barrier
+            emit_barrier(self)
 
     def sync_before(self, parallel):
         """Barrier before the next segment (a loop nest or materialised node) only
