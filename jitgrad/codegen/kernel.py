@@ -45,11 +45,6 @@ ALIGN = 64        # scratch buffer alignment (bytes)
 PAR_MIN_WORK = 1 << 21   # W2 at 1e5 (work ~5M) now splits: 143 -> 87 us on 2 cores; 3e4 still gains
 MAX_THREADS = 8
 PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across threads
-# ... and, in a kernel that has such a nest already (threads woken anyway), from
-# these (a [256, 512] elementwise pass, a 256x512x10 matmul; each split costs a barrier
-# or two of ~1 us when the threads are awake)
-PAR_JOIN_WORK = 1 << 17
-PAR_JOIN_FLOPS = 1 << 21
 # Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
 # elements (independent of the thread count); block partials are combined in
 # block order, so results are bit-identical for any number of threads.
@@ -761,7 +756,7 @@ class KernelBuilder:
         block counters zeroed at entry, come from thread 0) or out of one (its
         results from every thread).  Serial segments all run on thread 0 in program
         order: a barrier between two of them only made every thread wait (W3's
-        kernel had one between each two of its 19 segments: 24, now 15)."""
+        kernel: 22 barriers, now 6)."""
         if parallel or self._last_parallel:
             self.barrier()
         self._last_parallel = parallel
@@ -989,34 +984,29 @@ class KernelBuilder:
                 copies.append((s, v))
         self.buffers_planned = set(self.mat)
         # nest properties: merged dims, parallelism
+        any_par = False
         for g in nests:
-            g["parallel"] = False
             if g["shape"] is None:
                 n0 = nodes[g["units"][0]["pos"]]
+                g["parallel"] = False
                 if allow_parallel and n0.op == "MatMul" and n0.outputs[0][1].is_floating:
                     # GEMM rows split across threads (each with its own workspace)
                     mM, mN = n0.outputs[0][0]
                     a_sh = self.shape(n0.inputs[0])
                     mK = a_sh[0] if n0.attrs["transpose_a"] else a_sh[1]
-                    g["work"], g["blocks"] = 2 * mM * mN * mK, (2 if mM >= 16 else 1)
+                    g["work"] = 2 * mM * mN * mK
+                    g["parallel"] = bool(g["work"] >= PAR_MIN_FLOPS and mM >= 16)
+                any_par = any_par or g["parallel"]
                 continue
             g["runs"] = self._merge_dims(g)
             g["work"] = self._work(g)
-            if allow_parallel and g["runs"]:
+            g["parallel"] = bool(allow_parallel and g["runs"] and g["work"] >= PAR_MIN_WORK)
+            if g["parallel"]:
                 outer = g["runs"][0][0]
                 inner = int(np.prod([e for e, _ in g["runs"][1:]], dtype=np.int64)) if len(g["runs"]) > 1 else 1
-                g["blocks"] = -(-outer // (BLOCK_ELEMS if len(g["runs"]) == 1 else max(1, BLOCK_ELEMS // inner)))
-        any_par = False
-        # A kernel splits its big nests across threads; once it does (its threads are
-        # woken anyway), smaller nests split too instead of leaving the others waiting
-        # (W3: its bias/relu/select nests and 256x10-sized matmuls, most of its serial time).
-        for min_flops, min_work in ((PAR_MIN_FLOPS, PAR_MIN_WORK), (PAR_JOIN_FLOPS, PAR_JOIN_WORK)):
-            for g in nests:
-                if g.get("blocks", 0) >= 2 and not g["parallel"]:
-                    g["parallel"] = g["work"] >= (min_flops if g["shape"] is None else min_work)
-                    any_par = any_par or g["parallel"]
-            if not any_par:
-                break
+                nb = -(-outer // (BLOCK_ELEMS if len(g["runs"]) == 1 else max(1, BLOCK_ELEMS // inner)))
+                g["parallel"] = nb >= 2
+            any_par = any_par or g["parallel"]
         self.parallel = any_par
         work = max([g.get("work", 0) for g in nests if g.get("parallel")] or [0])
         # threads a parallel kernel is built for (per-thread workspaces); runtime n <= this
