@@ -22,9 +22,13 @@ import sys
 import time
 
 # Our kernel runs in this process; keep this process's BLAS (used only to
-# check results) from leaving spinning threads on other cores.
-for _k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_k] = "1"
+# check results) from leaving spinning threads on other cores.  Not in the
+# numpy child: this file is also its script, and BLAS reads these variables
+# once, when numpy is imported, so pinning here made the child single-threaded
+# whatever --threads said (_NumpyServer sets the child's own count).
+if "--numpy-child" not in sys.argv:
+    for _k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_k] = "1"
 
 import numpy as np  # noqa: E402
 
@@ -79,6 +83,24 @@ def _sample(fn, inner):
 
 # ---------------------------------------------------------------- numpy side
 
+def _openblas_threads():
+    """Threads OpenBLAS will use, asked of the library numpy loaded (None when
+    that is not a recognisable OpenBLAS)."""
+    import glob
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in glob.glob(os.path.join(libs, "*openblas*")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for sym in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                    "openblas_get_num_threads64_", "openblas_get_num_threads"):
+            fn = getattr(lib, sym, None)
+            if fn is not None:
+                return int(fn())
+    return None
+
+
 def _blas_info():
     info = ""
     try:
@@ -86,6 +108,9 @@ def _blas_info():
         info = "%s %s" % (blas.get("name"), blas.get("version"))
     except Exception:
         pass
+    n = _openblas_threads()
+    if n is not None:
+        info += " | OpenBLAS threads=%d" % n
     try:
         import threadpoolctl
         info += " | " + "; ".join(
@@ -113,14 +138,14 @@ def _numpy_child(dtype):
         C = np.empty((M, N), dtype)
         fn = (lambda Aop=Aop, Bop=Bop, C=C: np.matmul(Aop, Bop, out=C))
         calls.append((fn, _calibrate(fn)))
-    print(json.dumps({"info": _blas_info()}), flush=True)
+    print(json.dumps({"info": _blas_info(), "blas_threads": _openblas_threads()}), flush=True)
     for line in sys.stdin:
         fn, inner = calls[int(line)]
         print(repr(_sample(fn, inner)), flush=True)
 
 
 class _NumpyServer:
-    """numpy in a subprocess with BLAS pinned to one thread."""
+    """numpy in a subprocess with BLAS set to ``threads`` threads."""
 
     def __init__(self, dtype, threads=1):
         env = dict(os.environ)
@@ -133,7 +158,13 @@ class _NumpyServer:
             [sys.executable, os.path.abspath(__file__), "--numpy-child",
              "--dtype", dtype],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = json.loads(self.proc.stdout.readline())["info"]
+        hello = json.loads(self.proc.stdout.readline())
+        self.info = hello["info"]
+        got = hello.get("blas_threads")
+        if got is not None and got != threads:
+            self.close()
+            raise SystemExit("numpy child runs OpenBLAS on %d thread(s), not the %d asked for: "
+                             "the baseline would not be honest" % (got, threads))
 
     def sample(self, i):
         self.proc.stdin.write("%d\n" % i)

@@ -92,7 +92,7 @@ def build_loop_ir(name, dtype, arity=None, vector=None, target=None):
         if vector:
             addr = b.bitcast(addr, ir.PointerType(vty))
         vals.append(b.load(addr, align=np.dtype(dtype).itemsize))
-    res = vecmath.emit(b, name, vals)
+    res = vecmath.emit(b, name, vals, fma=_target(target).has_fma)
     oaddr = b.gep(out, [i])
     if vector:
         oaddr = b.bitcast(oaddr, ir.PointerType(vty))

@@ -275,3 +275,84 @@ def test_matmul_threads_bit_identical(threads):
     dh = (2 * (h @ W2)) @ W2.T * (hp > 0)
     np.testing.assert_allclose(ref[1], X.T @ dh, rtol=2e-4, atol=2e-4 * np.abs(X.T @ dh).max())
     np.testing.assert_allclose(ref[3], h.T @ (2 * (h @ W2)), rtol=2e-4, atol=1e-3)
+
+
+def _mlp_xent(batch=256, din=784, dh=512, dout=10, seed=4):
+    """The W3 benchmark's graph: softmax cross-entropy loss and all gradients."""
+    rng = np.random.default_rng(seed)
+    inp = {"X": rng.standard_normal((batch, din)).astype(np.float32),
+           "Y": np.eye(dout, dtype=np.float32)[rng.integers(0, dout, batch)],
+           "W1": (rng.standard_normal((din, dh)) * 0.05).astype(np.float32),
+           "b1": np.zeros(dh, np.float32),
+           "W2": (rng.standard_normal((dh, dout)) * 0.05).astype(np.float32),
+           "b2": np.zeros(dout, np.float32)}
+    g = tf.Graph()
+    with g.as_default():
+        ph = {k: tf.compat.v1.placeholder(tf.float32, v.shape) for k, v in inp.items()}
+        h = tf.nn.relu(tf.matmul(ph["X"], ph["W1"]) + ph["b1"])
+        logits = tf.matmul(h, ph["W2"]) + ph["b2"]
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=ph["Y"], logits=logits))
+        grads = tf.gradients(loss, [ph["W1"], ph["b1"], ph["W2"], ph["b2"]])
+    return g, [loss] + grads, {ph[k]: v for k, v in inp.items()}, inp
+
+
+def test_serial_segments_share_no_barriers(threads):
+    # W3's kernel: parallel GEMMs and nests with a chain of small serial nests
+    # (the softmax, its sums and maxima) between them.  Serial segments all run
+    # on thread 0 in order, so barriers are needed only into and out of a
+    # parallel segment (plus a parallel GEMM's "B is packed" one): at most 3
+    # per parallel segment, however many serial segments there are.
+    g, fetches, feed, inp = _mlp_xent()
+    s = _sess(g)
+    rep = s.explain(fetches, feed)
+    n_barriers = len(re.findall(r"^bar\.last[\w.]*:", rep.unoptimised_ir, re.M))
+    n_par = sum("parallel" in h for h, _ in rep.groups)
+    n_serial = len(rep.groups) - n_par
+    assert n_par >= 2 and n_serial >= 8, rep.groups
+    assert 0 < n_barriers <= 3 * n_par and n_barriers < len(rep.groups), (n_barriers, rep.groups)
+    # the results do not depend on the thread count, and are right
+    res = []
+    for t in (1, 2, 3):
+        threads(t)
+        res.append([np.asarray(r) for r in s.run(fetches, feed)])
+    for r in res[1:]:
+        assert [a.tobytes() for a in r] == [a.tobytes() for a in res[0]]
+    X, Y, W1, b1, W2, b2 = (inp[k].astype(np.float64) for k in ("X", "Y", "W1", "b1", "W2", "b2"))
+    hp = X @ W1 + b1
+    h = np.maximum(hp, 0)
+    z = h @ W2 + b2
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    dz = (p - Y) / len(X)
+    dhp = dz @ W2.T * (hp > 0)
+    want = [-np.mean(np.sum(Y * np.log(p), 1)), X.T @ dhp, dhp.sum(0), h.T @ dz, dz.sum(0)]
+    for got, w in zip(res[0], want):
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+
+
+def test_barrier_sleepers_are_woken(threads):
+    # More threads than this host has cores, and serial stretches between the
+    # parallel GEMMs: waiters outlast their spin and sleep in futex
+    # (codegen/sync.py); every one must be woken, every run the same bits.
+    import threading
+    g, fetches, feed, inp = _mlp()
+    s = _sess(g)
+    rep = s.explain(fetches, feed)
+    assert re.search(r"declare.*@\"?syscall\"?\(", rep.unoptimised_ir) and "bar.futex" in rep.unoptimised_ir
+    threads(1)
+    want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
+    threads(5)
+    got, errors = [], []
+
+    def runs():
+        try:
+            for _ in range(40):
+                got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    t = threading.Thread(target=runs, daemon=True)
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), f"parallel kernel hung after {len(got)} runs"
+    assert not errors, errors
+    assert len(got) == 40 and all(r == want for r in got)

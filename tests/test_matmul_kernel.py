@@ -535,3 +535,28 @@ def test_host_blocking_prepacked_matches_emit_matmul():
         got = _run_prepacked(c, rng)
         assert np.array_equal(got, full), c
     del engine
+
+
+def _busiest_rows(M, rc, threads):
+    """Rows of the busiest thread when chunk i of ``rc`` rows goes to thread i % threads."""
+    rows = [0] * threads
+    for i, lo in enumerate(range(0, M, rc)):
+        rows[i % threads] += min(rc, M - lo)
+    return max(rows)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("level", ["avx512", "avx2", "x86-64"])
+def test_chunk_rows_split_evenly_over_threads(dtype, level):
+    from jitgrad.codegen import target as tg
+    cfg = tg.Target("cpu", "", level, False).matmul_config(dtype)
+    plan = mm._plan(dtype, 784, 512, 256, True, cfg)
+    for M in range(1, 2049):
+        rc = mm.chunk_rows(dtype, M, 512, 256, True, config=cfg)
+        assert rc % plan.mr == 0 and min(M, 4 * plan.mr) <= rc <= plan.mc, (M, rc)
+        if M >= 256:   # chunks of whole MR panels cannot split small M finely
+            assert _busiest_rows(M, rc, 2) <= 1.10 * M / 2, (M, rc)
+    # W3's dW1 = X^T dH (784 rows): even on 2 and on 4 threads
+    rc = mm.chunk_rows(dtype, 784, 512, 256, True, config=cfg)
+    for t in (2, 4):
+        assert _busiest_rows(784, rc, t) <= 1.03 * 784 / t, (rc, t)

@@ -46,9 +46,9 @@ from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic,
 from .lower_control import check
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
 from .lowering_tables import tables
+from .sync import emit_barrier
 from .target import current
 
-SPIN_LIMIT = 2000   # pause rounds before a barrier starts yielding the core
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
 # lanes, then widens that partial into its float64 accumulator: converting
 # every vector cost ~10% of W2 (value + gradient); NARROW_RUN = 8 keeps the
@@ -284,47 +284,20 @@ class KernelBuilder:
         return r0, r1
 
     def barrier(self):
-        """Spin barrier over the runtime thread count on two words of the status
-        block (count, generation): the last thread to arrive resets the count
-        and bumps the generation; the others spin (pause) until it changes."""
-        if not self.parallel:
-            return
-        b = self.b
-        st = self.status
-        cnt = b.gep(st, [ir.Constant(I32, 2)])
-        genp = b.gep(st, [ir.Constant(I32, 3)])
-        gen0 = b.load_atomic(genp, "acquire", 4)
-        old = b.atomic_rmw("add", cnt, ir.Constant(I32, 1), "acq_rel")
-        last = b.icmp_signed("==", b.sext(old, I64), b.sub(self.nthreads, c64(1)))
-        lastb = self.fn.append_basic_block("bar.last")
-        spin = self.fn.append_basic_block("bar.spin")
-        done = self.fn.append_basic_block("bar.done")
-        b.cbranch(last, lastb, spin)
-        b.position_at_end(lastb)
-        b.store_atomic(ir.Constant(I32, 0), cnt, "monotonic", 4)
-        b.atomic_rmw("add", genp, ir.Constant(I32, 1), "release")
-        b.branch(done)
-        b.position_at_end(spin)
-        # spin with pause; after SPIN_LIMIT rounds yield the core (oversubscribed hosts)
-        ctr = self.alloca(I64)
-        b.store(c64(0), ctr)
-        loop = self.fn.append_basic_block("bar.loop")
-        yld = self.fn.append_basic_block("bar.yield")
-        chk = self.fn.append_basic_block("bar.check")
-        b.branch(loop)
-        b.position_at_end(loop)
-        if self.x86:
-            intrinsic(self.b, "llvm.x86.sse2.pause", ir.VoidType(), [])
-        k = b.add(b.load(ctr), c64(1))
-        b.store(k, ctr)
-        b.cbranch(b.icmp_signed(">", k, c64(SPIN_LIMIT)), yld, chk)
-        b.position_at_end(yld)
-        intrinsic(self.b, "sched_yield", I32, [])
-        b.branch(chk)
-        b.position_at_end(chk)
-        g = b.load_atomic(genp, "acquire", 4)
-        b.cbranch(b.icmp_signed("==", g, gen0), loop, done)
-        b.position_at_end(done)
+        """All threads wait here for each other (jitgrad/codegen/sync.py)."""
+        if self.parallel:
+            emit_barrier(self)
+
+    def sync_before(self, parallel):
+        """Barrier before the next segment (a loop nest or materialised node) only
+        where threads hand data over: into a parallel segment (its inputs, and the
+        block counters zeroed at entry, come from thread 0) or out of one (its
+        results from every thread).  Serial segments all run on thread 0 in program
+        order: a barrier between two of them only made every thread wait (W3's
+        kernel: 22 barriers, now 6)."""
+        if parallel or self._last_parallel:
+            self.barrier()
+        self._last_parallel = parallel
 
     @contextmanager
     def loop_dyn(self, start, stop, step=1):
@@ -600,8 +573,7 @@ class KernelBuilder:
                 for k in range(bp.n_counters):
                     b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(bp.counter_base + 64 * k)]),
                                               I64.as_pointer()))
-            if bp.n_counters:
-                self.barrier()   # counters are zero before any thread takes a block
+            # (the barrier before the first parallel segment publishes the zeroed counters)
         else:
             b.store(ir.Constant(I32, 0), self.status)
         self.buffers = {}
@@ -635,7 +607,7 @@ class KernelBuilder:
         for gi, g in enumerate(nests):
             starts.setdefault(g.start, []).append(gi)
         pending = {}
-        first = True
+        self._last_parallel = False
         for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
@@ -652,9 +624,7 @@ class KernelBuilder:
                 g = nests[gi]
                 u0 = g.units[0]
                 if u0.kind == "node":
-                    if not first:
-                        self.barrier()
-                    first = False
+                    self.sync_before(g.parallel and n.op in MATERIALISE)
                     vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
                     if n.op in MATERIALISE:
                         outs = [buffer_for(v) for v in vals]
@@ -697,13 +667,10 @@ class KernelBuilder:
                 self.groups.append((head, ops))
                 pending.setdefault(g.end, []).append((g, outs, poffs, bp.counters.get(gi)))
             for g, outs, poffs, counter in pending.pop(i, ()):
-                if not first:
-                    self.barrier()
-                first = False
+                self.sync_before(g.parallel)
                 self.emit_group(g, outs, poffs, counter)
         if copies:
-            if not first:
-                self.barrier()
+            self.sync_before(False)
             with self.on_thread0():
                 for s, v in copies:
                     ops = []

@@ -23,7 +23,7 @@ def _in_dt(kb, node, k):
 
 
 def _vm(kb, name, args):
-    return vecmath.emit(kb.b, name, args)
+    return vecmath.emit(kb.b, name, args, fma=kb.target.has_fma)
 
 
 def _isnan(kb, x):

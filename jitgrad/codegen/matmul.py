@@ -157,12 +157,34 @@ def pack_tasks(dtype, M, N, K, trans_a, config=None):
     return plan.nkb * _ceil_div(N, plan.nr)
 
 
-def chunk_rows(dtype, M, N, K, trans_a, config=None, target=8):
-    """Rows per dynamically scheduled chunk: a multiple of MR, at most MC,
-    about ``target`` chunks (fewer for small M: >= 4 MR rows per chunk)."""
+def chunk_rows(dtype, M, N, K, trans_a, config=None, target=8, threads=(2, 4)):
+    """Rows per dynamically scheduled chunk: a multiple of MR, at most MC, at
+    least 4 MR rows (or all of M), about ``target`` chunks, chosen so the chunks
+    split evenly over ``threads`` threads: the busiest thread's rows (whole
+    chunks, the last one short) decide a parallel GEMM's time.  W3's dW1
+    (M = 784): 104-row chunks gave 2 threads 416 and 368 rows, 56-row ones
+    give 392 each."""
     plan = _plan(dtype, M, N, K, trans_a, config)
-    n = max(_ceil_div(M, plan.mc), min(target, M // (4 * plan.mr)), 1)
-    return min(plan.mc, _round_up(_ceil_div(M, n), plan.mr))
+    mr = plan.mr
+    lo = min(plan.mc, _round_up(min(M, 4 * mr), mr))
+    cands = range(lo, plan.mc + 1, mr)
+
+    def busiest(rc, t):
+        n_full, tail = divmod(M, rc)
+        # dynamic schedule, equal-speed threads: chunk i goes to thread i % t
+        rows = [0] * t
+        for i in range(n_full):
+            rows[i % t] += rc
+        if tail:
+            rows[n_full % t] += tail
+        return max(rows)
+
+    def cost(rc):
+        n = _ceil_div(M, rc)
+        excess = sum(busiest(rc, t) / (M / t) for t in threads)
+        return (round(excess, 6), abs(n - target), -rc)
+
+    return min(cands, key=cost)
 
 
 def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,

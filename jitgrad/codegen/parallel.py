@@ -3,10 +3,11 @@
 A kernel built with parallel loop nests (kernel meta ``parallel``) exports
 ``<name>_mt(i8** slots, i64 tid, i64 n_threads)`` next to the usual
 ``<name>(slots)`` (== ``<name>_mt(slots, 0, 1)``).  Every thread runs the whole
-function: each parallel nest processes a static slice of its fixed blocks,
-serial nests run on thread 0, and nests are separated by a spin barrier on
-two words of the kernel's status block.  Results do not depend on the thread
-count (reductions combine fixed blocks in a fixed order).
+function: each parallel nest hands out its fixed blocks dynamically (an atomic
+counter), serial nests run on thread 0, and a barrier (jitgrad/codegen/sync.py:
+spin, then futex sleep) stands wherever data passes into or out of a parallel
+nest -- not between serial nests.  Results do not depend on the thread count
+(reductions combine fixed blocks in a fixed order).
 
 ``call_parallel(fn_addr, slots_addr, n_threads)`` runs threads 1..n-1 on a
 persistent pool of Python threads (ctypes releases the GIL during the call)

@@ -86,6 +86,13 @@ class Target:
         feats = f" features {self.features}" if self.features and not self.is_host else ""
         return f"{who}cpu {self.cpu}{feats}: level {self.level}, {self.vector_bits}-bit vectors"
 
+    @property
+    def has_fma(self):
+        """Whether the code may use FMA instructions (vecmath emulates them otherwise)."""
+        if self.is_host:
+            return bool(_split_features(self.features).get("fma"))
+        return self.level != "x86-64" or "fma" in self.uses
+
     def lanes(self, itemsize):
         return self.vector_bits // (8 * itemsize)
 

@@ -5,7 +5,11 @@ the backend then scalarises the vector call back into libm calls.  The
 functions here are emitted as plain straight-line IR (range reduction +
 polynomial, in the style of Cephes / fdlibm / SLEEF) using only intrinsics
 that lower to single instructions (fma, fabs, floor, rint, copysign, sqrt), so
-a fused loop vectorises to AVX2 code.  Scalars get straight-line code; on
+a fused loop vectorises to AVX2 / AVX-512 code.  For a target without FMA (the
+SSE2 baseline, `emit(..., fma=False)`) fma is emulated with an exact product
+and floor / rint with the 2**mant rounding trick (the baseline has no round
+instruction either): no libm call in the loop, and the same ulp bounds
+(tested), though not always the FMA code's bits.  Scalars get straight-line code; on
 vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
 shorter path when every lane is in the normal range, which gives the same
 bits as the full path (tested), so no result depends on its neighbours.
@@ -120,9 +124,10 @@ def _split(value, dt, parts):
 class _Em:
     """Builder helpers for one floating type (scalar or vector)."""
 
-    def __init__(self, builder, ty):
+    def __init__(self, builder, ty, has_fma=True):
         self.b = builder
         self.ty = ty
+        self.has_fma = has_fma
         el = ty.element if isinstance(ty, ir.VectorType) else ty
         self.count = ty.count if isinstance(ty, ir.VectorType) else None
         if isinstance(el, ir.DoubleType):
@@ -141,7 +146,7 @@ class _Em:
         """The float64 emitter of the same width (float32 functions that are
         evaluated in float64 and rounded once at the end)."""
         dty = ir.DoubleType()
-        return _Em(self.b, ir.VectorType(dty, self.count) if self.count else dty)
+        return _Em(self.b, ir.VectorType(dty, self.count) if self.count else dty, self.has_fma)
 
     # constants -----------------------------------------------------------
     def c(self, v):
@@ -174,16 +179,59 @@ class _Em:
         return self.b.call(fn, list(args))
 
     def fma(self, a, b, c):
-        return self.intr("fma", a, b, c)
+        if self.has_fma:
+            return self.intr("fma", a, b, c)
+        return self._fma_without_fma(a, b, c)
+
+    def _fma_without_fma(self, a, b, c):
+        """a*b + c on a target without an FMA instruction (the SSE2 baseline),
+        where llvm.fma would become a libm call per lane.  The product is exact
+        -- float32: in float64, which holds a product of two floats; float64:
+        Dekker's two-product -- so the error-free steps (two_prod, Cody-Waite
+        reductions, double-word residuals) stay exact; only the sum rounds (at
+        most twice: within an ulp of the fused result, not always its bits)."""
+        if not self.f64:
+            d = self.as_f64()
+            wide = [self.b.fpext(v, d.ty) for v in (a, b, c)]
+            return self.b.fptrunc(d.add(d.mul(wide[0], wide[1]), wide[2]), self.ty)
+        p = self.mul(a, b)
+        ah, al = self._veltkamp(a)
+        bh, bl = self._veltkamp(b)
+        e = self.add(self.add(self.add(self.sub(self.mul(ah, bh), p), self.mul(ah, bl)),
+                              self.mul(al, bh)), self.mul(al, bl))       # a*b - p, exactly
+        s, t = self.two_sum(p, c)
+        low = self.add(t, e)
+        r = self.add(s, low)
+        # low == 0: s is exact and carries IEEE's sign of zero; NaN: the split overflowed
+        # (|a| or |b| above ~1e299) or an input was inf/NaN -- the unfused p + c is what is left
+        r = self.sel(self.cmp("==", low, self.c(0.0)), s, r)
+        return self.sel(self.isnan(r), s, r)
+
+    def _veltkamp(self, a):
+        """a = hi + lo exactly, each with at most 26 significant bits (float64)."""
+        t = self.mul(self.c(134217729.0), a)    # 2**27 + 1
+        hi = self.sub(t, self.sub(t, a))
+        return hi, self.sub(a, hi)
 
     def abs(self, x):
         return self.intr("fabs", x)
 
     def floor(self, x):
-        return self.intr("floor", x)
+        if self.has_fma:
+            return self.intr("floor", x)
+        r = self.rint(x)
+        return self.sel(self.cmp(">", r, x), self.sub(r, self.c(1.0)), r)
 
     def rint(self, x):
-        return self.intr("rint", x)
+        if self.has_fma:
+            return self.intr("rint", x)
+        # Without SSE4.1's round instruction (the baseline lacks it: llvm.rint / floor
+        # become libm calls), round to nearest even by adding and subtracting
+        # 2**mant; from that magnitude on (and for inf / NaN) x is its own rint.
+        big = self.c(2.0 ** self.mant)
+        a = self.abs(x)
+        r = self.copysign(self.sub(self.add(a, big), big), x)
+        return self.sel(self.cmp("<", a, big), r, x)
 
     def copysign(self, a, b):
         return self.intr("copysign", a, b)
@@ -928,11 +976,14 @@ _BINARY = {"pow": _pow}
 FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))
 
 
-def emit(builder, name, args):
+def emit(builder, name, args, fma=True):
     """Emit `name`(*args) at the builder's position; returns the result value.
 
     args: list of ir.Values, all of one type: float, double, or a vector of
-    either.  Intrinsics are declared in builder.module as needed."""
+    either.  Intrinsics are declared in builder.module as needed.  fma: whether
+    the target has an FMA instruction (codegen/target.py `Target.has_fma`);
+    without one, fused multiply-adds are emulated with exact products instead of
+    becoming libm calls."""
     args = list(args)
     table = _BINARY if name in _BINARY else _UNARY
     if name not in table:
@@ -943,4 +994,4 @@ def emit(builder, name, args):
     ty = args[0].type
     if any(a.type != ty for a in args):
         raise TypeError("vecmath.%s: arguments must share one type" % name)
-    return table[name](_Em(builder, ty), *args)
+    return table[name](_Em(builder, ty, fma), *args)
