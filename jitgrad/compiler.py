@@ -38,6 +38,7 @@ import numpy as np
 from . import buffers as _buffers, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
+from .ops.logging_ops import flush_region_prints
 from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
@@ -159,6 +160,7 @@ class Kernel:
 
 def _raise_status(code):
     from .codegen.irutil import ERROR_MESSAGES
+    flush_region_prints()
     raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
 
 

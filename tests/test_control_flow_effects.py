@@ -564,3 +564,27 @@ def test_printed_text_of_a_loop_is_the_same_compiled_and_interpreted(capfd, dt):
         assert tf.cache_info()["fallbacks"] == before
         texts.append(capfd.readouterr().out)
     assert texts[0] == texts[1] and texts[0].count("again") == 2 and texts[0].count("\n") == 8   # (y: 2 lines)
+
+
+def test_a_loop_that_fails_midway_prints_its_lines_once_and_before_the_error(capfd, no_fallback):
+    # Each iteration prints the row it gathered; the fourth gather is out of range. TF prints
+    # the three lines before the error (a print that needs the failing gather cannot run), and
+    # a later run prints only its own lines: none left over from the failed one.
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+        params = tf.constant([10.0, 20.0, 30.0])
+
+        def body(i, s):
+            v = tf.gather(params, i)
+            tf.print("got", v, output_stream=sys.stdout)
+            return i + 1, s + v
+        loop = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])
+    sess = tf.compat.v1.Session(graph=g)
+    with pytest.raises(InvalidArgumentError):
+        sess.run(loop, {n: 5})
+    out, _ = capfd.readouterr()
+    assert out == "got 10\ngot 20\ngot 30\n"
+    assert sess.run(loop, {n: 2})[1] == 30.0
+    out, _ = capfd.readouterr()
+    assert out == "got 10\ngot 20\n"

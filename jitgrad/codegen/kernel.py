@@ -60,7 +60,7 @@ LOWERING_INTERFACE = frozenset({
     "b", "fn", "module", "alloca", "unique_name",
     "cur_pos", "shape", "dtype", "gen", "input_gen", "buffers", "scratch_buffer", "literal_buffer",
     "loop", "emit_nest",
-    "set_error",
+    "set_error", "no_error_yet",
     "par_node", "par_slots", "par_counter", "tid", "loop_grab", "thread_rows", "barrier", "on_thread0", "target",
     "sub_builder", "region_cache", "groups", "arena", "persistent_words", "persistent_base", "finish_hooks",
     "is_region",
@@ -87,7 +87,7 @@ class KernelBuilder:
                  ``scratch_buffer(shape, dt, tag)`` (a node-lifetime temporary,
                  also requested in the dry run), ``literal_buffer(...)``
     loops        ``loop`` (constant bounds), ``emit_nest(buf, gen)``
-    errors       ``set_error(cond, code)``
+    errors       ``set_error(cond, code)``, ``no_error_yet()``
     threads      ``par_node`` (this node runs on all threads), ``par_slots``,
                  ``par_counter``, ``tid``, ``loop_grab``, ``thread_rows``,
                  ``barrier()``, ``on_thread0()``, ``target`` (codegen/target.py)
@@ -160,6 +160,11 @@ class KernelBuilder:
         bad = irutil.any_true(b, cond)
         old = b.load(self.status)
         b.store(b.select(bad, ir.Constant(I32, code) if isinstance(code, int) else code, old), self.status)
+
+    def no_error_yet(self):
+        """i1: nothing emitted before this point has set the status word (code
+        after a failed op computes from garbage; effects there must not run)."""
+        return self.b.icmp_signed("==", self.b.load(self.status), ir.Constant(I32, 0))
 
     def alloca(self, ty):
         return self.entry_b.alloca(ty)

@@ -147,12 +147,15 @@ def lower_if(kb, node, outs, dry):
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
     out_ptrs = [o.ptr for o in outs]
     pred = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
-    with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
-        with on_then:
-            then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
-        with on_else:
-            els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
-    _propagate_status(kb, status)
+    # An op before this one already failed: its values are garbage and the run raises,
+    # so neither branch runs (a tf.print in it would print what TF never computes).
+    with b.if_then(kb.no_error_yet()):
+        with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
+            with on_then:
+                then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
+            with on_else:
+                els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
+        _propagate_status(kb, status)
 
 
 # ---------------------------------------------------------------- dynamic stacks
@@ -335,7 +338,7 @@ def lower_while(kb, node, outs, dry):
     b.branch(head)
     b.position_at_end(head)
     i = b.load(i_ptr)
-    go = b.not_(b.load(failed))
+    go = b.and_(b.not_(b.load(failed)), kb.no_error_yet())   # (as lower_if: after a failed op, no iteration runs)
     if limit is not None:
         go = b.and_(go, b.icmp_signed("<", i, limit))
     check = kb.fn.append_basic_block("while.cond")
@@ -404,7 +407,8 @@ def lower_region_print(kb, node, outs, dry):
     fn = kb.module.globals.get(HOOK_SYMBOL)
     if fn is None:
         fn = ir.Function(kb.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
-    b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
+    with b.if_then(kb.no_error_yet()):   # a printed value from a failed op is garbage: TF never prints it
+        b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
     b.store(ir.Constant(I32, 0), b.bitcast(outs[0].ptr, I32.as_pointer()))
 
 

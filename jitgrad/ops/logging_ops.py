@@ -252,6 +252,19 @@ class RegionEffects:
         return f"RegionEffects[{self.tag}]"
 
 
+def flush_region_prints():
+    """A kernel stopped with an error: print what its regions logged so far, as TF
+    printed those lines live before the failing op, instead of leaving them for the
+    next run's RegionEffects to print as if that run had made them."""
+    if not _PENDING:
+        return
+    with _PENDING_LOCK:
+        logged = list(_PENDING)
+        _PENDING.clear()
+    for _, attrs, arrays in logged:
+        _emit(attrs, arrays)
+
+
 def _region_print_kernel(attrs, *arrays):
     _emit(attrs, arrays)          # (ir.evaluate of a region: prints at once)
     return np.int32(0)
