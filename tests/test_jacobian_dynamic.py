@@ -281,3 +281,21 @@ def test_jacobian_of_a_variable_inside_a_function_with_run_time_batch(graph_mode
         xv = np.arange(2.0 * n).reshape(n, 2) - 1.0
         wv = w.numpy()
         np.testing.assert_allclose(jac(xv).numpy(), fd_jacobian(lambda m: (xv @ m) ** 2, wv), rtol=1e-6, atol=1e-8)
+
+
+def test_nested_sources_and_a_scalar_target_inside_a_function(graph_mode):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([2], tf.float32)])
+    def jac(x, w):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([x, w])
+            y = tf.reduce_sum(x * x) * w            # y_k = |x|^2 w_k
+            s = tf.reduce_sum(x ** 3)               # scalar target
+        return tape.jacobian(y, {"x": x, "w": w}), tape.jacobian(s, x)
+
+    xv = np.array([1.0, 2.0, 3.0], np.float32)
+    wv = np.array([2.0, -1.0], np.float32)
+    j, js = jac(xv, wv)
+    np.testing.assert_allclose(j["x"].numpy(), 2 * wv[:, None] * xv[None, :], rtol=1e-6)
+    np.testing.assert_allclose(j["w"].numpy(), np.sum(xv * xv) * np.eye(2), rtol=1e-6)
+    assert js.shape == (3,)
+    np.testing.assert_allclose(js.numpy(), 3 * xv ** 2, rtol=1e-6)
