@@ -1,5 +1,5 @@
 """``tf.cond``, ``tf.while_loop``, ``tf.case``, ``tf.switch_case`` (map_fn, scan,
-foldl, foldr: functional_ops.py), and ``tf.hessians``' loop for inputs of unknown size.
+foldl, foldr: functional_ops.py).
 
 Eagerly they run the Python functions (a GradientTape records the ops inside
 as usual); while a graph is built they trace the functions into the ``If`` /
@@ -15,8 +15,6 @@ from .ops import array_ops, math_ops, reduction_ops
 from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
 from .shapes import TensorShape, as_shape
 from .eager import EagerTensor
-from .ops.registry import apply_op
-from .gradients import gradients
 
 _COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
                   "structure of return values.")
@@ -299,60 +297,3 @@ def while_loop_v1(cond, body, loop_vars, shape_invariants=None, parallel_iterati
                      maximum_iterations, name)
     return out if return_same_structure else _unpack_singleton(out)
 
-
-# ---------------------------------------------------------------- Hessians of unknown size
-def _replay_between(x, y, x_new):
-    """y recomputed from ``x_new`` in the default graph: the ops on paths from
-    x to y are re-created there, every other tensor they read is used as it is
-    (captured when the default graph is a branch / body)."""
-    from .passes.prune import prune
-    ops = prune([y], set())
-    on_path = {id(x)}
-    mapping = {id(x): x_new}
-    for op in ops:
-        if not any(id(t) in on_path for t in op.inputs):
-            continue
-        out = apply_op(op.type, [mapping.get(id(t), t) for t in op.inputs], dict(op.attrs),
-                       name=op.name.rsplit("/", 1)[-1])
-        outs = (out,) if len(op.outputs) == 1 else tuple(out)
-        for t, o in zip(op.outputs, outs):
-            on_path.add(id(t))
-            mapping[id(t)] = o
-    return mapping.get(id(y), y)
-
-
-def loop_hessian(g, x, name, kwargs):
-    """d g / d x for an x whose shape is only known at run time (``tf.hessians``):
-    one row per element of x, ``gradients(g, x, grad_ys=e_i)``, by a map_fn over
-    x's size; shaped x.shape + x.shape."""
-    n = array_ops.size(x, out_type=dtypes.int32)
-
-    def body(v, _):
-        i = v[0]
-        fg = context.get_default_graph()
-        xc = fg.capture(x)
-        gc = _replay_between(x, g, xc)
-        # e_i, x-shaped (one_hot needs a static depth): positions from a cumsum of ones
-        flat = array_ops.reshape(xc, [-1])
-        pos = reduction_ops.cumsum(math_ops.ones_like(flat, dtype=dtypes.int32), exclusive=True)
-        e = array_ops.reshape_like(math_ops.cast(math_ops.equal(pos, i), x.dtype), xc)
-        (r,) = gradients(gc, xc, grad_ys=e, **kwargs)
-        if r is None:
-            raise ValueError(f"None values not supported. (tf.hessians: the gradient with respect to {x.name} "
-                             f"does not depend on {x.name})")
-        return [i + 1], [array_ops.reshape(r, [-1])]
-    with context.get_default_graph().name_scope(name):
-        out = _make_while([convert_to_tensor(np.int32(0))], [((), dtypes.int32)], None, body, [], [], "count", n,
-                          name="While")
-        rows = out[2]
-        r = x.shape.rank
-        if r == 1:
-            return rows
-        if r is None:
-            raise ValueError(f"tf.hessians needs the rank of {x.name} known when the graph is built")
-        # a reference of shape x.shape + x.shape (Reshape needs static shapes)
-        z = math_ops.zeros_like(x)
-        lead, trail = z, z
-        for _ in range(r):
-            lead, trail = array_ops.expand_dims(lead, -1), array_ops.expand_dims(trail, 0)
-        return array_ops.reshape_like(rows, lead + trail)

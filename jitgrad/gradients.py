@@ -296,7 +296,7 @@ def _hessians_per_row(ys, xs, name="hessians", gate_gradients=False, aggregation
             raise ValueError(f"Tried to convert 'tensor' to a tensor and failed. Error: None values not "
                              f"supported. (tf.hessians: the gradient with respect to {x.name} is None)")
         if not x.shape.is_fully_defined():
-            from .control_flow import loop_hessian   # rows by a while_loop over x's run-time size
+            from .loop_jacobians import loop_hessian   # rows by a while_loop over x's run-time size
             hessians_out.append(loop_hessian(g, x, name, kwargs))
             continue
         n = x.shape.num_elements()

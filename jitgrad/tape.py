@@ -46,6 +46,7 @@ from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
 from .gradients import gradients, UnconnectedGradients
 from .graph import Tensor
+from .loop_jacobians import loop_batch_jacobian, loop_jacobian, zeros_jacobian
 from .ops import array_ops, math_ops
 from .ops.array_ops import reshape, stack, transpose
 from .ops.math_ops import add_n, zeros_like
@@ -687,10 +688,10 @@ class GradientTape:
         from . import batched_gradients as bg
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
-        if not y.shape.is_fully_defined():
-            raise ValueError("jacobian inside jitgrad.function needs a target with a fully defined shape.")
         use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and x.dtype.is_floating]
-        if use and all(xs[i].shape.is_fully_defined() for i in use):
+        if not y.shape.is_fully_defined() or not all(xs[i].shape.is_fully_defined() for i in use):
+            return self._graph_jacobian_loop(y, xs, use, unconnected)
+        if use:
             try:
                 js = bg.batched_jacobian(y, [xs[i] for i in use])
             except bg.Unsupported:
@@ -705,6 +706,17 @@ class GradientTape:
                         out[i] = array_ops.zeros(y.shape.as_list() + x.shape.as_list(), x.dtype)
                 return out
         return self._graph_jacobian_per_row(y, xs, watched, unconnected)
+
+    @staticmethod
+    def _graph_jacobian_loop(y, xs, use, unconnected):
+        """Jacobian of sizes known only at run time: a While over y's elements (loop_jacobians.py)."""
+        out = []
+        for i, x in enumerate(xs):
+            j = loop_jacobian(y, x) if i in use else None
+            if j is None and unconnected == UnconnectedGradients.ZERO:
+                j = zeros_jacobian(y, x, x.dtype)
+            out.append(j)
+        return out
 
     def _graph_jacobian_per_row(self, y, xs, watched, unconnected):
         n = y.shape.num_elements()
@@ -732,9 +744,18 @@ class GradientTape:
         yshape, xshape = y.shape, x.shape
         if yshape.rank is not None and xshape.rank is not None and (yshape.rank < 2 or xshape.rank < 2):
             raise ValueError(f"Shape must be at least rank 2 (target shape {yshape}, source shape {xshape}).")
+        if yshape.rank is None or xshape.rank is None:
+            raise ValueError("batch_jacobian needs the ranks of its target and source known when the graph is "
+                             "built.")
+        if yshape[0] is not None and xshape[0] is not None and yshape[0] != xshape[0]:
+            raise ValueError(f"Need first dimension of target shape ({yshape}) and source shape ({xshape}) "
+                             "to match.")
         if not yshape.is_fully_defined() or not xshape.is_fully_defined():
-            raise ValueError("batch_jacobian inside jitgrad.function needs target and source shapes that are "
-                             "fully defined.")
+            # sizes known only at run time: a While over y's inner elements (loop_jacobians.py)
+            g = loop_batch_jacobian(y, x) if watched and x.dtype.is_floating else None
+            if g is None:   # zeros whatever `unconnected` says, as below
+                g = zeros_jacobian(y, x, x.dtype if unconnected == UnconnectedGradients.ZERO else y.dtype, skip=1)
+            return g
         ys, xs_ = yshape.as_list(), xshape.as_list()
         if ys[0] != xs_[0]:
             raise ValueError(f"Need first dimension of target shape ({yshape}) and source shape ({xshape}) "

@@ -36,11 +36,14 @@ def _mark(program, live, seeds):
                 stack.append(v.node)
 
 
-def dce(program):
+def dce(program, dropped_args=()):
+    """``dropped_args``: arg indices the caller is about to remove (regions.py drops
+    loop variables nothing needs): their Arg nodes are not substitutes for shapes."""
     nodes = program.nodes
     roots = [v.node for v in program.outputs if v is not None] + [v.node for _, v in program.var_writes]
     live = set()
-    _mark(program, live, roots + [i for i, n in enumerate(nodes) if n.op == "Arg"])
+    _mark(program, live, roots + [i for i, n in enumerate(nodes) if n.op == "Arg" and n.attrs["arg"] not in
+                                  dropped_args])
     rewired = {}  # (consumer, input index) -> Value
     while True:
         todo = []

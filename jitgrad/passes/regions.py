@@ -265,9 +265,10 @@ def regions(program):
                 # loop variables nothing needs (an accumulated gradient not fetched)
                 stats["dropped_vars"] += nv - len(keep_v)
                 rest = list(range(nv, len(body.args)))
-                body = _keep_args(dce(body), keep_v + rest)
+                dropped = set(range(nv)) - set(keep_v)
+                body = _keep_args(dce(body, dropped), keep_v + rest)
                 if cond is not None:
-                    cond = _keep_args(dce(cond), keep_v + list(range(nv, len(cond.args))))
+                    cond = _keep_args(dce(cond, dropped), keep_v + list(range(nv, len(cond.args))))
                 inputs = keep_v + list(range(nv, n_in))
             attrs = dict(a, body=_optimised(body), cond=_optimised(cond), n_ys=len(keep_y), n_vars=len(keep_v),
                          y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
