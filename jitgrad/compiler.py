@@ -77,6 +77,8 @@ def clear_cache():
     with _klock:
         _kernels.clear()
         _stats.clear()
+        if not _compiling:   # an emptied dict keeps its last table, which can pin a pymalloc arena
+            _compiling.clear()
     cache_key.forget_all()
     _buffers.release()
     _epoch[0] += 1

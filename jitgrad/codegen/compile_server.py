@@ -82,8 +82,11 @@ class _Child:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def rss(self):
+        # Binary mode: a text-mode open() looks up its decoder through a fresh attribute-name
+        # string, which CPython's type-attribute cache keeps alive; one such string per compile
+        # pinned otherwise-empty pymalloc arenas after clear_cache (~1 MB each).
         try:
-            with open(f"/proc/{self.proc.pid}/statm") as f:
+            with open(f"/proc/{self.proc.pid}/statm", "rb") as f:
                 return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             return 0
