@@ -104,3 +104,27 @@ def test_no_module_level_table_grows_with_the_graphs_compiled():
     after = _module_tables()
     grown = {k: (before.get(k, 0), v) for k, v in after.items() if v > before.get(k, 0)}
     assert not grown, grown
+
+
+def test_clear_cache_ends_the_compile_child_and_the_next_compile_starts_one(monkeypatch):
+    """The child holds what LLVM kept (up to compile_server.RECYCLE_BYTES); clear_cache gives it
+    back to the system, and the parent's objects for the child (made mid-run) go with it."""
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "1")
+    compile_server.start()
+    proc = compile_server._server[compile_server.os.getpid()].proc
+    compiler.clear_cache()
+    assert proc.wait(timeout=30) is not None
+    assert compile_server.os.getpid() not in compile_server._server
+    _graph_run((3, 11), scale=3.0)          # compiled by a new child, right numbers
+    assert compile_server._server[compile_server.os.getpid()].proc.poll() is None
+
+
+def test_the_compile_count_stops_at_the_switch_to_the_child(monkeypatch):
+    """Counting every compile stored a new int object each time, the last one made while the
+    kernel cache was full and alive after clear_cache; past the switch no count is needed."""
+    monkeypatch.delenv("JITGRAD_COMPILE_PROCESS", raising=False)
+    monkeypatch.setattr(compile_server, "_compiles", {})
+    monkeypatch.setattr(compile_server, "start", lambda: None)
+    decisions = [compile_server.use_child() for _ in range(compile_server.IN_PROCESS + 50)]
+    assert decisions == [False] * compile_server.IN_PROCESS + [True] * 50
+    assert compile_server._compiles == {compile_server.os.getpid(): compile_server.IN_PROCESS + 1}
