@@ -43,6 +43,7 @@ from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
 from .cache import key as cache_key
+from .codegen import compile_server as _compile_server
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
@@ -82,8 +83,11 @@ def clear_cache():
     with _klock:
         _kernels.clear()
         _stats.clear()
+        if not _compiling:   # an emptied dict keeps its last table, which can pin a pymalloc arena
+            _compiling.clear()
     cache_key.forget_all()
     _buffers.release()
+    _compile_server.stop()
     _epoch[0] += 1
     gc.collect()          # kernels in reference cycles unmap their code now
     _malloc_trim()

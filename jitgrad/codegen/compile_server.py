@@ -42,7 +42,10 @@ def use_child():
     if mode == "0" or _unavailable:
         return False
     pid = os.getpid()
-    n = _compiles[pid] = _compiles.get(pid, 0) + 1
+    n = _compiles.get(pid, 0) + 1
+    if n > IN_PROCESS + 1:
+        return True     # no count kept past the switch: a fresh int per compile outlived clear_cache
+    _compiles[pid] = n
     if mode == "1" or n > IN_PROCESS:
         return True
     if n > IN_PROCESS // 2:
@@ -82,8 +85,11 @@ class _Child:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def rss(self):
+        # Binary mode: a text-mode open() looks up its decoder through a fresh attribute-name
+        # string, which CPython's type-attribute cache keeps alive; one such string per compile
+        # pinned otherwise-empty pymalloc arenas after clear_cache (~1 MB each).
         try:
-            with open(f"/proc/{self.proc.pid}/statm") as f:
+            with open(f"/proc/{self.proc.pid}/statm", "rb") as f:
                 return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             return 0
@@ -111,6 +117,16 @@ def _child():
     if child is None or child.proc.poll() is not None:
         child = _server[os.getpid()] = _Child()
     return child
+
+
+def stop():
+    """Ends this process's compile child (clear_cache: it returns the memory LLVM kept in the
+    child, and the parent's objects for it, made while the kernel cache was full, go too).
+    The next compile starts a new one."""
+    with _lock:
+        child = _server.pop(os.getpid(), None)
+        if child is not None:
+            child.close()
 
 
 def optimise_to_object(ir_text, target_key):

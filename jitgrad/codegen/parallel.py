@@ -23,7 +23,6 @@ import os
 import threading
 
 _FNTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_fns = {}
 
 
 def _env_threads():
@@ -110,9 +109,7 @@ def _get_pool():
 
 def call_parallel(fn_addr, slots_addr, n_threads):
     """Runs the kernel entry ``fn_addr`` (``<name>_mt``) on ``n_threads`` threads."""
-    fn = _fns.get(fn_addr)
-    if fn is None:
-        fn = _fns[fn_addr] = _FNTYPE(fn_addr)
+    fn = _FNTYPE(fn_addr)    # not cached by address: a table of them grew with every kernel run
     if n_threads <= 1:
         fn(slots_addr, 0, 1)
         return
