@@ -38,7 +38,7 @@ import numpy as np
 from . import buffers as _buffers, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
-from .ops.logging_ops import flush_region_prints
+from .ops.logging_ops import failed_assert_message, flush_region_prints
 from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
@@ -163,8 +163,10 @@ class Kernel:
 
 
 def _raise_status(code):
-    from .codegen.irutil import ERROR_MESSAGES
+    from .codegen.irutil import ERR_ASSERT, ERROR_MESSAGES
     flush_region_prints()
+    if code == ERR_ASSERT:
+        raise InvalidArgumentError(None, None, failed_assert_message())
     raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
 
 

@@ -588,3 +588,56 @@ def test_a_loop_that_fails_midway_prints_its_lines_once_and_before_the_error(cap
     assert sess.run(loop, {n: 2})[1] == 30.0
     out, _ = capfd.readouterr()
     assert out == "got 10\ngot 20\n"
+
+
+def test_assert_in_a_loop_body_fails_at_its_iteration_with_tf_message(capfd, no_fallback):
+    # The loop halves s until it is small; the Assert requires s to stay above `floor`.
+    # Expected iteration, values and message worked out by hand: s = 40, 20, 10, 5 ... and with
+    # floor = 8 the check "s > floor" first fails at i = 3 (s = 5), after 3 printed lines.
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+        floor = ph(tf.float32, [])
+        v = tf.Variable(0.0)
+
+        def body(i, s):
+            tf.Assert(s > floor, ["s fell to", s, "at step", i])
+            tf.print("step", i, "s", s, output_stream=sys.stdout)
+            return i + 1, s / 2.0
+        loop = tf.while_loop(lambda i, s: i < n, body, [0, 40.0])
+        with tf.control_dependencies([loop[1]]):
+            w = v.assign_add(1.0)
+    sess = _session(g)
+    assert sess.run(loop, {n: 3, floor: 8.0})[1] == 5.0
+    out, _ = capfd.readouterr()
+    assert out == "step 0 s 40\nstep 1 s 20\nstep 2 s 10\n"
+    with pytest.raises(InvalidArgumentError, match=r"^assertion failed: \[s fell to\] \[5\] \[at step\] \[3\]"):
+        sess.run([loop, w], {n: 6, floor: 8.0})
+    out, _ = capfd.readouterr()
+    assert out == "step 0 s 40\nstep 1 s 20\nstep 2 s 10\n"   # nothing from the failing step or after it
+    assert sess.run(v) == 0.0                                # the failed run wrote nothing
+    assert sess.run(w, {n: 6, floor: 0.0}) == 1.0            # the same kernel passes when the check holds
+    capfd.readouterr()
+
+
+def test_case_exclusive_inside_a_loop_and_a_branch(no_fallback):
+    # tf.case(exclusive=True) in a loop body and in a cond branch: its Assert compiles with the
+    # region. Hand-computed: for x = 1 each of the 3 steps adds case(...) = 1 -> 3; x = 4 makes
+    # both predicates true, which exclusive=True rejects.
+    g = tf.Graph()
+    with g.as_default():
+        x = ph(tf.int32, [])
+        p = ph(tf.bool, [])
+
+        def pick():
+            return tf.case([(x < 5, lambda: tf.constant(1)), (x > 2, lambda: tf.constant(2))],
+                           default=lambda: tf.constant(3), exclusive=True)
+        loop = tf.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s + pick()), [0, 0])[1]
+        branch = tf.cond(p, pick, lambda: tf.constant(-1))
+    sess = tf.compat.v1.Session(graph=g)
+    assert sess.run(loop, {x: 1}) == 3 and sess.run(loop, {x: 9}) == 6
+    assert sess.run(branch, {x: 9, p: True}) == 2 and sess.run(branch, {x: 4, p: False}) == -1
+    with pytest.raises(InvalidArgumentError, match="Input error: exclusive=True: more than 1 conditions"):
+        sess.run(loop, {x: 4})
+    with pytest.raises(InvalidArgumentError, match="Input error: exclusive=True: more than 1 conditions"):
+        sess.run(branch, {x: 4, p: True})

@@ -20,6 +20,7 @@ ERR_GATHER_RANGE = 2
 ERR_NEG_POW = 3
 ERR_STACK_ALLOC = 4
 ERR_STACK_ROWS = 5
+ERR_ASSERT = 6        # a tf.Assert in a branch / loop body failed (message: ops/logging_ops.py)
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",

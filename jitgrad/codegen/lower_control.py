@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..passes.ir import Program
-from .irutil import I1, I8, I32, I64, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
+from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # data pointer, rows, capacity (rows)
@@ -393,11 +393,9 @@ def lower_while(kb, node, outs, dry):
 
 
 # ---------------------------------------------------------------- tf.print inside a region
-def lower_region_print(kb, node, outs, dry):
-    """ops/logging_ops.py's hook, called with (the top-level region's tag, the print's site id,
-    pointers to the printed tensors); the node's output is a token (0)."""
-    if dry:
-        return
+def _call_region_hook(kb, node):
+    """ops/logging_ops.py's hook, called with (the top-level region's tag, the node's
+    site id, pointers to its input tensors)."""
     from ..ops.logging_ops import HOOK_SYMBOL
     b = kb.b
     ptrs = [kb.buffers[v].ptr for v in node.inputs]
@@ -407,13 +405,36 @@ def lower_region_print(kb, node, outs, dry):
     fn = kb.module.globals.get(HOOK_SYMBOL)
     if fn is None:
         fn = ir.Function(kb.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
+    b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
+
+
+def lower_region_print(kb, node, outs, dry):
+    """A tf.print: the hook logs the values; the node's output is a token (0)."""
+    if dry:
+        return
+    b = kb.b
     with b.if_then(kb.no_error_yet()):   # a printed value from a failed op is garbage: TF never prints it
-        b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
+        _call_region_hook(kb, node)
     b.store(ir.Constant(I32, 0), b.bitcast(outs[0].ptr, I32.as_pointer()))
 
 
-MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region_print}
-NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all"}
+def lower_region_assert(kb, node, outs, dry):
+    """A tf.Assert: where its condition is false (and nothing failed before it) the hook
+    keeps TF's message and the run fails with ERR_ASSERT; the output is a token (0)."""
+    if dry:
+        return
+    b = kb.b
+    cond = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
+    failed = b.and_(kb.no_error_yet(), b.icmp_unsigned("==", cond, ir.Constant(I8, 0)))
+    with b.if_then(failed):
+        _call_region_hook(kb, node)
+    kb.set_error(failed, ERR_ASSERT)
+    b.store(ir.Constant(I32, 0), b.bitcast(outs[0].ptr, I32.as_pointer()))
+
+
+MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region_print,
+               "RegionAssert": lower_region_assert}
+NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all", "RegionAssert": "all"}
 
 
 def check(program):

@@ -190,22 +190,38 @@ def host_targets(op):
 # (passes/ir.from_graph) in program order with the top-level prints, which prints
 # that region's lines: so lines come out in the order TF prints them.
 HOOK_SYMBOL = "jitgrad_region_print"
-_SITES = {}      # site id -> (print attrs, [(shape, dtype)] of the printed tensors)
+_SITES = {}      # site id -> (op type, its attrs, [(shape, dtype)] of the tensors it prints / checks)
 _PENDING = []    # (region tag, attrs, arrays), in the order the kernels printed them
 _PENDING_LOCK = threading.Lock()
 _HOOK = []       # the ctypes callback (kept alive for the process)
+_FAILED_ASSERT = threading.local()   # .message: a compiled region's failed tf.Assert
 
 
 def _on_region_print(tag, site, ptrs):
     import ctypes
-    attrs, specs = _SITES[site]
+    kind, attrs, specs = _SITES[site]
     arrays = []
     for k, (shape, dt) in enumerate(specs):
         n = int(np.prod(shape, dtype=np.int64))
         buf = (ctypes.c_char * max(n * dt.np.itemsize, 1)).from_address(ptrs[k])
         arrays.append(np.frombuffer(buf, dt.np, count=n).reshape(shape).copy())
+    if kind == "Assert":
+        # the native code calls only when the condition is false, then sets ERR_ASSERT;
+        # the executor raises this message (same thread: control-flow kernels run on one)
+        try:
+            check(attrs, arrays)
+        except InvalidArgumentError as e:
+            _FAILED_ASSERT.message = e.message
+        return
     with _PENDING_LOCK:
         _PENDING.append((tag, attrs, arrays))
+
+
+def failed_assert_message():
+    """The message of the tf.Assert a compiled region failed on this thread (once)."""
+    msg = getattr(_FAILED_ASSERT, "message", None)
+    _FAILED_ASSERT.message = None
+    return msg or "assertion failed"
 
 
 def _register_hook():
@@ -219,14 +235,14 @@ def _register_hook():
     _HOOK.append(hook)
 
 
-def region_print_site(attrs, shapes, dtypes):
-    """The id of a print inside a compiled region: a digest of what it prints and how
-    (the same in every process, so a kernel from the disk cache finds it)."""
+def region_site(op_type, attrs, shapes, dtypes):
+    """The id of a tf.print / tf.Assert inside a compiled region: a digest of what it
+    prints or checks and how (the same in every process, so a kernel from the disk
+    cache finds it)."""
     import hashlib
-    what = repr(([(k, attrs[k]) for k in ("template", "placeholder", "summarize", "end", "output_stream")],
-                 [tuple(s) for s in shapes], [d.name for d in dtypes]))
+    what = repr((op_type, sorted(attrs.items()), [tuple(s) for s in shapes], [d.name for d in dtypes]))
     site = int.from_bytes(hashlib.sha256(what.encode()).digest()[:7], "little")
-    _SITES[site] = (dict(attrs), [(tuple(s), d) for s, d in zip(shapes, dtypes)])
+    _SITES[site] = (op_type, dict(attrs), [(tuple(s), d) for s, d in zip(shapes, dtypes)])
     _register_hook()
     return site
 
@@ -272,3 +288,15 @@ def _region_print_kernel(attrs, *arrays):
 
 register("RegionPrint", infer=lambda shapes, dts, attrs: [((), dtypes.int32)], kernel=_region_print_kernel,
          kind="state", lowering="codegen", grad=NOT_DIFFERENTIABLE)   # never folded or merged (kind "state")
+
+
+def _region_assert_kernel(attrs, *arrays):
+    check(attrs, arrays)          # (ir.evaluate of a region: fails at once)
+    return np.int32(0)
+
+
+# A tf.Assert inside a compiled branch / loop body: the native code checks the
+# condition and, where it is false, hands the values to the hook above (which keeps
+# TF's message) and sets ERR_ASSERT, so the run raises it.
+register("RegionAssert", infer=lambda shapes, dts, attrs: [((), dtypes.int32)], kernel=_region_assert_kernel,
+         kind="state", lowering="codegen", grad=NOT_DIFFERENTIABLE)

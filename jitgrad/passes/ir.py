@@ -27,7 +27,7 @@ from ..dtypes import int32
 from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
-from ..ops.logging_ops import RegionEffects, host_targets, region_print_site
+from ..ops.logging_ops import RegionEffects, host_targets, region_site
 
 
 class DataDependentShape(Exception):
@@ -248,10 +248,12 @@ def from_graph(ops, elements, fed, var_reader, in_region=False):
         if opdef.data_dependent_shape:
             raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
-        if op.type == "PrintV2" and in_region:
-            # inside a branch / loop body: printed by the native code as it runs (ops/logging_ops.py)
-            site = region_print_site(op.attrs, in_shapes, in_dtypes)
-            nodes.append(Node("RegionPrint", ins, dict(op.attrs, site=site), (((), int32),), op.name))
+        if op.type in ("PrintV2", "Assert") and in_region:
+            # inside a branch / loop body: printed / checked by the native code as it runs
+            # (ops/logging_ops.py)
+            site = region_site(op.type, op.attrs, in_shapes, in_dtypes)
+            region_op = "RegionPrint" if op.type == "PrintV2" else "RegionAssert"
+            nodes.append(Node(region_op, ins, dict(op.attrs, site=site), (((), int32),), op.name))
             var_writes.append((RegionEffects(-1), Value(len(nodes) - 1)))
             continue
         if op.type in ("PrintV2", "Assert"):

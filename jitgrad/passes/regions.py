@@ -3,10 +3,11 @@
 ``region_node`` (called by ir.from_graph) specialises an If / While op of the
 graph to the run's concrete shapes: each branch / cond / body Func becomes a
 sub-Program (its inputs are the sub-Program's args, in order; constants inside
-are baked in as Literals; its tf.prints are RegionPrint nodes, kept alive as
-var_writes, see ops/logging_ops.py). A region that cannot have static shapes (a loop
-variable whose shape changes between iterations, a branch whose output shape
-depends on the branch taken, a random op or a tf.Assert inside) keeps its graph
+are baked in as Literals; its tf.prints / tf.Asserts are RegionPrint /
+RegionAssert nodes, kept alive as var_writes, see ops/logging_ops.py). A region
+that cannot have static shapes (a loop variable whose shape changes between
+iterations, a branch whose output shape depends on the branch taken, a random op
+inside) keeps its graph
 Funcs: the interpreter runs it and the code generator declines it.
 
 ``regions`` is the pass that makes the pipeline understand them:
@@ -45,8 +46,8 @@ def sub_program(func, shapes):
         raise _Dynamic("region already specialised")
     if any(s is None or any(d is None for d in s) for s in shapes):
         raise _Dynamic("an input of the region has no static shape")
-    if any(op.type not in ("PrintV2", "If", "While") for op in func.side_effects):
-        raise _Dynamic("a region with a side effect other than tf.print (tf.Assert)")
+    if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
+        raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
     fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
     ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
 
