@@ -224,8 +224,9 @@ def test_explain_contents_and_vector_registers():
     rep = sess.explain([y, gr], feed)
     text = str(rep)
     assert rep.source == "compile"
-    from _jit_harness import host_vector_register
-    reg = host_vector_register() + "mm"    # the width the host's target chose (zmm on AVX-512, ymm on AVX2)
+    from _jit_harness import vector_register
+    from jitgrad.codegen import target as tg
+    reg = vector_register(tg.current()) + "mm"   # the width the session's target chose (zmm on AVX-512, ymm on AVX2)
     for needle in ("passes", "fused loop nests", "buffers", "define void", "compile time", "target:", reg):
         assert needle in text, needle
     sess.run([y, gr], feed)

@@ -229,6 +229,8 @@ def test_warm_process_never_loads_llvm(tmp_path):
     neither LLVM's optimiser nor llvmlite.binding at all (host facts come from the cache)."""
     env = dict(os.environ, PYTHONPATH=ROOT, JITGRAD_CACHE_DIR=str(tmp_path / "c"))
     env.pop("JITGRAD_LOADER", None)
+    for var in ("JITGRAD_TARGET_CPU", "JITGRAD_TARGET_FEATURES"):   # the host target: a named CPU
+        env.pop(var, None)                                          # needs LLVM to resolve its features
     runs = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True, timeout=120)

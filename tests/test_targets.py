@@ -64,7 +64,9 @@ def test_session_target_compiles_for_that_cpu(cpu, level, widest):
     np.testing.assert_allclose(got_g, want_g, rtol=1e-4, atol=1e-4 * np.abs(want_g).max())
 
 
-def test_target_is_part_of_the_cache_key():
+def test_target_is_part_of_the_cache_key(monkeypatch):
+    monkeypatch.delenv(tg.ENV_CPU, raising=False)        # None below means the host
+    monkeypatch.delenv(tg.ENV_FEATURES, raising=False)
     g, x, y, gw, X, _ = _mlp_graph()
     compiler.clear_cache()
     keys = set()
