@@ -43,7 +43,7 @@ from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
 from .cache import key as cache_key
-from .codegen import compile_server as _compile_server
+from .codegen import compile_server
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
@@ -87,7 +87,7 @@ def clear_cache():
             _compiling.clear()
     cache_key.forget_all()
     _buffers.release()
-    _compile_server.stop()
+    compile_server.stop()
     _epoch[0] += 1
     gc.collect()          # kernels in reference cycles unmap their code now
     _malloc_trim()
@@ -194,7 +194,7 @@ def _disk():
 
 def compile_program(program, key):
     """Builds a Kernel for a (post-pass) Program; raises kernel.Unsupported."""
-    from .codegen import backend, compile_server
+    from .codegen import backend
     from .codegen.kernel import KernelBuilder
     from .codegen.target import current
     t0 = time.perf_counter()
