@@ -40,6 +40,8 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from .irutil import c64 as _c
+
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
 
@@ -240,10 +242,6 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
 # --------------------------------------------------------------------------
 # Small IR helpers
 # --------------------------------------------------------------------------
-
-def _c(v):
-    return ir.Constant(_I64, v)
-
 
 @contextmanager
 def _for_range(b, start, stop, step=1, name="i"):

@@ -28,7 +28,8 @@ from collections import namedtuple
 
 from llvmlite import ir
 
-from .matmul import _c, _declare_vector_fma, _for_range, _gep, _smin
+from .irutil import c64
+from .matmul import _declare_vector_fma, _for_range, _gep, _smin
 
 __all__ = ["MatVec", "matvec_plan", "emit_matvec"]
 
@@ -97,7 +98,7 @@ def emit_matvec(module, name, dtype, plan, vw):
     """Emit the function for ``plan`` (a MatVec); ``vw``: the target's lanes for dtype."""
     T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     Tp = T.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, _c(0).type, _c(0).type]), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, c64(0).type, c64(0).type]), name=name)
     fn.attributes.add("nounwind")
     for arg, nm in zip(fn.args, ("mat", "vec", "out", "lo", "hi")):
         arg.name = nm
@@ -108,9 +109,9 @@ def emit_matvec(module, name, dtype, plan, vw):
     mat, vec, out, lo, hi = fn.args
     hi = _smin(b, hi, plan.L)
     with _for_range(b, 0, plan.batch, name="batch") as bi:
-        m = _gep(b, mat, b.mul(bi, _c(plan.mat_stride)))
-        v = _gep(b, vec, b.mul(bi, _c(plan.vec_stride)))
-        y = _gep(b, out, b.mul(bi, _c(plan.L)))
+        m = _gep(b, mat, b.mul(bi, c64(plan.mat_stride)))
+        v = _gep(b, vec, b.mul(bi, c64(plan.vec_stride)))
+        y = _gep(b, out, b.mul(bi, c64(plan.L)))
         if plan.form == "dot":
             _emit_dot(_Emit(module, b, entry, T, min(vw, _pow2_floor(plan.K))), m, v, y, lo, hi, plan.L, plan.K)
         else:
@@ -154,7 +155,7 @@ def _emit_dot(e, mat, vec, y, lo, hi, L, K):
     with _for_range(b, lo, hi, w, name="rb") as r0:
         valid = b.sub(hi, r0)
         # rows past the end of a short last block read the last valid row; their sums are not stored
-        rows = [_gep(b, mat, b.mul(b.add(r0, _smin(b, r, b.sub(valid, _c(1)))), _c(K))) for r in range(w)]
+        rows = [_gep(b, mat, b.mul(b.add(r0, _smin(b, r, b.sub(valid, c64(1)))), c64(K))) for r in range(w)]
         for a in accs:
             b.store(e.vzero, a)
         with _for_range(b, 0, kmain, w, name="k") as k0:
@@ -171,7 +172,7 @@ def _emit_dot(e, mat, vec, y, lo, hi, L, K):
         if w == 1:
             e.vstore(sums, dst)
         else:
-            with b.if_else(b.icmp_signed(">=", valid, _c(w))) as (full, part):
+            with b.if_else(b.icmp_signed(">=", valid, c64(w))) as (full, part):
                 with full:
                     e.vstore(sums, dst)
                 with part:
@@ -194,8 +195,8 @@ def _emit_axpy(module, b, entry, T, mat, vec, y, lo, hi, L, K, vw):
     vend = _smin(b, hi, Lv)
     full = nb * vw
     # blocks of nb vectors (each row of mat read once per block), then single vectors, then scalar columns
-    nblk = b.sdiv(b.sub(vend, _smin(b, lo, vend)), _c(full))
-    bend = b.add(lo, b.mul(nblk, _c(full)))
+    nblk = b.sdiv(b.sub(vend, _smin(b, lo, vend)), c64(full))
+    bend = b.add(lo, b.mul(nblk, c64(full)))
     e = _Emit(module, b, entry, T, vw)
     with _for_range(b, lo, bend, full, name="jb") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, nb, S)
@@ -203,7 +204,7 @@ def _emit_axpy(module, b, entry, T, mat, vec, y, lo, hi, L, K, vw):
         _axpy_block(e, mat, vec, y, j0, L, K, 1, S)
     if Lv < L:
         s = _Emit(module, b, entry, T, 1)
-        start = b.select(b.icmp_signed(">", lo, _c(Lv)), lo, _c(Lv))
+        start = b.select(b.icmp_signed(">", lo, c64(Lv)), lo, c64(Lv))
         with _for_range(b, start, hi, name="js") as j:
             _axpy_block(s, mat, vec, y, j, L, K, 1, S)
 
@@ -218,7 +219,7 @@ def _axpy_block(e, mat, vec, y, j0, L, K, nv, S):
 
     def terms(k, acc):
         x = e.splat(b.load(_gep(b, vec, k), align=e.esz))
-        row = _gep(b, col, b.mul(k, _c(L)))
+        row = _gep(b, col, b.mul(k, c64(L)))
         return [b.call(e.fma, [x, e.vload(_gep(b, row, v * w)), acc[v]]) for v in range(nv)]
 
     slots = [[e.alloca() for _ in range(nv)] for _ in range(S)]
@@ -227,13 +228,13 @@ def _axpy_block(e, mat, vec, y, j0, L, K, nv, S):
             b.store(e.vzero, a)
     with _for_range(b, 0, kmain, S, name="kk") as k0:
         for s in range(S):
-            new = terms(b.add(k0, _c(s)), [b.load(a) for a in slots[s]])
+            new = terms(b.add(k0, c64(s)), [b.load(a) for a in slots[s]])
             for a, val in zip(slots[s], new):
                 b.store(val, a)
     sets = [[b.load(a) for a in st] for st in slots]
     for s, k in enumerate(range(kmain, K)):
-        sets[s] = terms(_c(k), sets[s])
+        sets[s] = terms(c64(k), sets[s])
     while len(sets) > 1:
         sets = [[b.fadd(p, q) for p, q in zip(sets[i], sets[i + 1])] for i in range(0, len(sets), 2)]
     for v in range(nv):
-        e.vstore(sets[0][v], _gep(b, y, b.add(j0, _c(v * w))))
+        e.vstore(sets[0][v], _gep(b, y, b.add(j0, c64(v * w))))
