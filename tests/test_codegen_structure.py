@@ -1,7 +1,7 @@
 """The code generator's structure: fusion and buffer planning are passes with
 typed results, checked here on small programs whose plans are derived by hand;
-the lowerings use only the builder's documented interface and never import
-kernel.py (no import cycle)."""
+the lowerings use only lowering_context.py's small interface and never
+import kernel.py (no import cycle)."""
 import ast
 import glob
 import os
@@ -10,7 +10,7 @@ import numpy as np
 
 import jitgrad as tf
 from jitgrad import compiler
-from jitgrad.codegen import kernel
+from jitgrad.codegen import kernel, lowering_context
 from jitgrad.codegen.buffer_plan import plan_buffers
 from jitgrad.codegen.fusion_plan import plan_fusion
 from jitgrad.codegen.irutil import ALIGN
@@ -126,34 +126,53 @@ def test_buffer_plan_never_overlaps_live_buffers_of_a_training_step():
                 assert hi0 <= lo1 or hi1 <= lo0
 
 
-def _kb_attributes(path):
-    """Every ``kb.<name>`` a lowering module reads or writes."""
+def _kb_attributes(path, group=None):
+    """Every ``kb.<name>`` (or, with group, ``kb.<group>.<name>``) a lowering module reads or writes."""
     tree = ast.parse(open(path).read())
+    if group is None:
+        return {n.attr for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "kb"}
     return {n.attr for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "kb"}
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == group
+            and isinstance(n.value.value, ast.Name) and n.value.value.id == "kb"}
 
 
-def test_lowerings_use_only_the_documented_builder_interface():
-    used = set()
-    for path in LOWERINGS:
-        extra = _kb_attributes(path) - kernel.LOWERING_INTERFACE
-        assert not extra, f"{os.path.basename(path)} uses kb.{sorted(extra)} outside LOWERING_INTERFACE"
-        used |= _kb_attributes(path)
-    # the interface lists nothing that no lowering needs, and a built builder has all of it
-    assert used == kernel.LOWERING_INTERFACE
-    assert all(not name.startswith("_") for name in kernel.LOWERING_INTERFACE)
+def test_lowerings_use_only_the_lowering_context():
+    groups = {None: lowering_context.INTERFACE, "threads": lowering_context.THREADS,
+              "regions": lowering_context.REGIONS}
+    for group, allowed in groups.items():
+        used = set()
+        for path in LOWERINGS:
+            extra = _kb_attributes(path, group) - allowed
+            where = "kb." + (group + "." if group else "")
+            assert not extra, f"{os.path.basename(path)} uses {where}{sorted(extra)} outside lowering_context.py"
+            used |= _kb_attributes(path, group)
+        # the interface lists nothing that no lowering needs
+        assert used == allowed, (group, allowed - used)
+        assert all(not name.startswith("_") for name in allowed)
+    # small: a lowering learns a handful of names per job, not the builder's attributes
+    assert len(lowering_context.INTERFACE) <= 16 and max(len(lowering_context.THREADS),
+                                                          len(lowering_context.REGIONS)) <= 9
+    # a built builder implements all of it
     g = tf.Graph()
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [4, 4])
         y = tf.matmul(x, x) + 1.0
     kb = kernel.KernelBuilder(_program([y], [x]), "jg_structure_test")
     kb.build()
-    assert [name for name in sorted(kernel.LOWERING_INTERFACE) if not hasattr(kb, name)] == []
+    assert isinstance(kb, lowering_context.LoweringContext)
+    assert [name for name in sorted(lowering_context.INTERFACE) if not hasattr(kb, name)] == []
+    for group in ("threads", "regions"):
+        view = getattr(kb, group)
+        assert [name for name in sorted(groups[group]) if not hasattr(view, name)] == []
+    assert kb.threads.tid is kb.tid and kb.regions.arena is kb.arena and kb.regions.node_pos == kb.cur_pos
+    kb.regions.persistent_words += 2
+    assert kb.persistent_words == 2
 
 
 def test_lowerings_do_not_import_the_kernel_builder():
     for path in LOWERINGS + [os.path.join(CODEGEN, f) for f in ("irutil.py", "fusion_plan.py", "buffer_plan.py",
-                                                                 "lowering_tables.py")]:
+                                                                 "lowering_tables.py", "lowering_context.py")]:
         for n in ast.walk(ast.parse(open(path).read())):
             if isinstance(n, ast.ImportFrom):
                 assert n.module != "kernel" and not (n.module or "").endswith(".kernel"), path

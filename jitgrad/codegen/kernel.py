@@ -45,6 +45,7 @@ from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
+from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier
 from .target import current
@@ -56,18 +57,7 @@ from .target import current
 NARROW_RUN = 8
 
 
-LOWERING_INTERFACE = frozenset({
-    "b", "fn", "module", "alloca", "unique_name",
-    "cur_pos", "shape", "dtype", "gen", "input_gen", "buffers", "scratch_buffer", "literal_buffer",
-    "loop", "emit_nest",
-    "set_error", "no_error_yet",
-    "par_node", "par_slots", "par_counter", "tid", "loop_grab", "thread_rows", "barrier", "on_thread0", "target",
-    "sub_builder", "region_cache", "groups", "arena", "persistent_words", "persistent_base", "finish_hooks",
-    "is_region",
-})
-
-
-class KernelBuilder:
+class KernelBuilder(LoweringContext):
     """Builds the module for one Program.  After ``build()``: ``module``,
     ``meta`` (JSON-able) and ``report`` (``groups``: fusion groups,
     ``buffer_report``: buffers).
@@ -75,25 +65,8 @@ class KernelBuilder:
     Planning is done by passes with typed results (fusion_plan.plan_fusion,
     buffer_plan.plan_buffers); IR helpers that need no kernel state are free
     functions in irutil.py.  What remains here is emission, and the builder is
-    the context a lowering (lower_*.py) receives as ``kb``; a lowering uses
-    only the names in LOWERING_INTERFACE (tests/test_codegen_structure.py
-    checks it):
-
-    IR position  ``b`` (the IRBuilder), ``fn``, ``module``, ``alloca(ty)``
-                 (an entry-block slot), ``unique_name(tag)`` (a module-level name)
-    values       ``cur_pos`` (index of the node being lowered), ``shape(v)``,
-                 ``dtype(v)``, ``gen(v, idx, W)`` / ``input_gen(v)`` (element
-                 generators), ``buffers[v]`` (materialised values),
-                 ``scratch_buffer(shape, dt, tag)`` (a node-lifetime temporary,
-                 also requested in the dry run), ``literal_buffer(...)``
-    loops        ``loop`` (constant bounds), ``emit_nest(buf, gen)``
-    errors       ``set_error(cond, code)``, ``no_error_yet()``
-    threads      ``par_node`` (this node runs on all threads), ``par_slots``,
-                 ``par_counter``, ``tid``, ``loop_grab``, ``thread_rows``,
-                 ``barrier()``, ``on_thread0()``, ``target`` (codegen/target.py)
-    regions      (lower_control.py) ``sub_builder(program, tag)``,
-                 ``region_cache``, ``groups``, ``arena``, ``persistent_words``
-                 / ``persistent_base``, ``finish_hooks``, ``is_region``
+    the context a lowering (lower_*.py) receives as ``kb``: it implements
+    lowering_context.py's interface, which is all a lowering uses.
     """
 
     def __init__(self, program, name, target_data=None, triple=None):

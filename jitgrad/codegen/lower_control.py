@@ -53,8 +53,8 @@ class Region:
     def __init__(self, kb, program, tag, effects_tag=-1):
         if not isinstance(program, Program):
             raise Unsupported("a control-flow region without static shapes")
-        sub = kb.sub_builder(program, tag)
-        sub.effects_tag = getattr(kb, "effects_tag", -1) if kb.is_region else effects_tag
+        sub = kb.regions.sub_builder(program, tag)
+        sub.effects_tag = getattr(kb, "effects_tag", -1) if kb.regions.nested else effects_tag
         self.effect_specs = [(program.shape(v), program.dtype(v)) for _, v in program.var_writes]
         check(program)
         sub.build_body(allow_parallel=False)
@@ -65,7 +65,7 @@ class Region:
         self.n_args = sub.meta["n_args"]
         self.n_out = len(sub.meta["outputs"])
         self.arena_bytes = int(sub.meta["arena_bytes"])
-        kb.groups.extend((f"  {tag}: {head}", ops) for head, ops in sub.groups)
+        kb.regions.groups.extend((f"  {tag}: {head}", ops) for head, ops in sub.groups)
 
     def effect_outputs(self, kb):
         """Scratch for the extra outputs (call it in the dry pass too, as scratch_buffer wants)."""
@@ -124,7 +124,7 @@ def _load_i64(kb, buf):
 
 
 def _regions_of(kb, key, build):
-    cache = kb.region_cache
+    cache = kb.regions.cache
     if key not in cache:
         cache[key] = build()
     return cache[key]
@@ -133,7 +133,7 @@ def _regions_of(kb, key, build):
 # ---------------------------------------------------------------- If
 def lower_if(kb, node, outs, dry):
     a = node.attrs
-    pos = kb.cur_pos
+    pos = kb.regions.node_pos
     if any(is_dynamic(s) for s, _ in node.outputs):
         raise Unsupported("an If with outputs of unknown shape")
     tag = a.get("effects_tag", -1)
@@ -176,7 +176,7 @@ def _stack_init(kb, d, keep):
     if keep is None:
         b.store(c64(0), _field(kb, d, 0))
         b.store(c64(0), _field(kb, d, 2))
-        kb.finish_hooks.append(lambda: _stack_free(kb, d))
+        kb.regions.finish_hooks.append(lambda: _stack_free(kb, d))
         return
     pk = _persistent(kb, keep)
     b.store(b.load(pk), _field(kb, d, 0))
@@ -185,7 +185,7 @@ def _stack_init(kb, d, keep):
 
 def _persistent(kb, word):
     b = kb.b
-    return b.bitcast(b.gep(kb.arena, [c64(kb.persistent_base + 8 * word)]), I64.as_pointer())
+    return b.bitcast(b.gep(kb.regions.arena, [c64(kb.regions.persistent_base + 8 * word)]), I64.as_pointer())
 
 
 def _stack_keep(kb, d, keep):
@@ -238,9 +238,9 @@ def _keep_words(kb, node):
     (top-level kernels; a region's stacks are freed when it returns)."""
     keep = []
     for shape, _ in node.outputs[node.attrs["n_vars"] + 1:]:
-        if is_dynamic(shape) and not kb.is_region:
-            keep.append(kb.persistent_words)
-            kb.persistent_words += 2
+        if is_dynamic(shape) and not kb.regions.nested:
+            keep.append(kb.regions.persistent_words)
+            kb.regions.persistent_words += 2
         else:
             keep.append(None)
     return keep
@@ -254,7 +254,7 @@ def _fail_if(kb, bad, failed):
 
 def lower_while(kb, node, outs, dry):
     a = node.attrs
-    pos = kb.cur_pos
+    pos = kb.regions.node_pos
     n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
     var_specs = [node.outputs[k] for k in range(n)]
     if any(is_dynamic(s) for s, _ in var_specs):
@@ -332,16 +332,16 @@ def lower_while(kb, node, outs, dry):
                 _fail_if(kb, b.icmp_signed("!=", c64(shape[0]), limit), failed)
             y_info.append(("static", ob.ptr, row, None))
 
-    head = kb.fn.append_basic_block("while.head")
-    step = kb.fn.append_basic_block("while.body")
-    done = kb.fn.append_basic_block("while.end")
+    head = kb.b.function.append_basic_block("while.head")
+    step = kb.b.function.append_basic_block("while.body")
+    done = kb.b.function.append_basic_block("while.end")
     b.branch(head)
     b.position_at_end(head)
     i = b.load(i_ptr)
     go = b.and_(b.not_(b.load(failed)), kb.no_error_yet())   # (as lower_if: after a failed op, no iteration runs)
     if limit is not None:
         go = b.and_(go, b.icmp_signed("<", i, limit))
-    check = kb.fn.append_basic_block("while.cond")
+    check = kb.b.function.append_basic_block("while.cond")
     b.cbranch(go, check, done)
     b.position_at_end(check)
     if cond is not None:
@@ -363,13 +363,13 @@ def lower_while(kb, node, outs, dry):
         if not counted:
             stop = b.or_(stop, _stack_reserve(kb, ref, b.add(k, c64(1)), row))
         y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
-    grow_ok = kb.fn.append_basic_block("while.call")
+    grow_ok = kb.b.function.append_basic_block("while.call")
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
     body.call(kb, [b.load(p) for p in cur_p] + caps + slices, [b.load(p) for p in nxt_p] + y_ptrs, arena.ptr,
               status.ptr, body_fx)
     bad = _propagate_status(kb, status)
-    latch = kb.fn.append_basic_block("while.latch")
+    latch = kb.b.function.append_basic_block("while.latch")
     b.cbranch(bad, done, latch)
     b.position_at_end(latch)
     for cp, np_ in zip(cur_p, nxt_p):
@@ -402,9 +402,9 @@ def _call_region_hook(kb, node):
     block = kb.alloca(ir.ArrayType(I8P, max(len(ptrs), 1)))
     for k, p in enumerate(ptrs):
         b.store(b.bitcast(p, I8P), b.gep(block, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
-    fn = kb.module.globals.get(HOOK_SYMBOL)
+    fn = kb.b.module.globals.get(HOOK_SYMBOL)
     if fn is None:
-        fn = ir.Function(kb.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
+        fn = ir.Function(kb.b.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
     b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
 
 

@@ -273,7 +273,7 @@ def _literal(kb, node, j, idx, W):
         mt = mem_type(dt)
         aty = ir.ArrayType(mt, flat.size)
         items = [int(x) for x in flat.astype(np.int64)] if not dt.is_floating else [float(x) for x in flat]
-        g = ir.GlobalVariable(kb.module, aty, name=name)
+        g = ir.GlobalVariable(kb.b.module, aty, name=name)
         g.global_constant = True
         g.linkage = "private"
         g.initializer = ir.Constant(aty, [ir.Constant(mt, x) for x in items])

@@ -41,10 +41,10 @@ def _matmul(kb, node, outs, dry):
     batch = int(np.prod(out_batch, dtype=np.int64))
     if min(batch, M, N) == 0:
         return
-    par = kb.par_node   # this node's rows are split across the kernel's threads
+    par = kb.threads.active   # this node's rows are split across the kernel's threads
     if K == 0:
         if not dry:
-            with kb.on_thread0():
+            with kb.threads.on_thread0():
                 kb.emit_nest(outs[0], lambda idx, W: const(dt, 0, W))
         return
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
@@ -66,15 +66,15 @@ def _matmul(kb, node, outs, dry):
                 bpk = kb.scratch_buffer((bel,), dt, "matmul packed B (shared)")
             else:
                 wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb, cfg)
-            work = kb.scratch_buffer((wel * (kb.par_slots if par else 1),), dt,
-                                     "matmul workspace" + (f" x{kb.par_slots} threads" if par else ""))
+            work = kb.scratch_buffer((wel * (kb.threads.count if par else 1),), dt,
+                                     "matmul workspace" + (f" x{kb.threads.count} threads" if par else ""))
             if not dry:
                 name = kb.unique_name("mm")
                 if dyn:
-                    fn = mm.emit_matmul_prepacked(kb.module, name, dt.name,
+                    fn = mm.emit_matmul_prepacked(kb.b.module, name, dt.name,
                                                   M, N, K, ta, tb, cfg)
                 else:
-                    fn = mm.emit_matmul(kb.module, name, dt.name, batch, M, N, K,
+                    fn = mm.emit_matmul(kb.b.module, name, dt.name, batch, M, N, K,
                                         ta, tb, sa, sb, cfg)
         except Exception:
             if dry:
@@ -87,25 +87,25 @@ def _matmul(kb, node, outs, dry):
         if dyn:
             pack_fn, comp_fn = fn
             b = kb.b
-            wp = b.gep(work.ptr, [b.mul(kb.tid, c64(wel))])
+            wp = b.gep(work.ptr, [b.mul(kb.threads.tid, c64(wel))])
             ntask = mm.pack_tasks(dt.name, M, N, K, ta, cfg)
             tchunk = max(1, -(-ntask // 16))
-            with kb.loop_grab(kb.par_counter, -(-ntask // tchunk)) as blk:
+            with kb.threads.grab(kb.threads.counter, -(-ntask // tchunk)) as blk:
                 t0 = b.mul(blk, c64(tchunk))
                 b.call(pack_fn, [B.ptr, bpk.ptr, t0, b.add(t0, c64(tchunk))])
-            kb.barrier()     # B fully packed before any thread reads it
+            kb.threads.barrier()     # B fully packed before any thread reads it
             rc = mm.chunk_rows(dt.name, M, N, K, ta, cfg)
-            with kb.loop_grab(kb.par_counter + 64, -(-M // rc)) as blk:
+            with kb.threads.grab(kb.threads.counter + 64, -(-M // rc)) as blk:
                 r0 = b.mul(blk, c64(rc))
                 b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])
         elif par:
-            r0, r1 = kb.thread_rows(M)
-            wp = kb.b.gep(work.ptr, [kb.b.mul(kb.tid, c64(wel))])
+            r0, r1 = kb.threads.rows(M)
+            wp = kb.b.gep(work.ptr, [kb.b.mul(kb.threads.tid, c64(wel))])
             kb.b.call(fn, [A.ptr, B.ptr, C.ptr, wp, r0, r1])
         else:
             kb.b.call(fn, [A.ptr, B.ptr, C.ptr, work.ptr, c64(0), c64(M)])
         return
-    with kb.on_thread0() if par else _null():
+    with kb.threads.on_thread0() if par else _null():
         _simple(kb, A.ptr, B.ptr, C.ptr, dt, batch, M, N, K, ta, tb, sa, sb)
 
 
@@ -117,10 +117,10 @@ def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
     if dry:
         return True
     vw = kb.target.matmul_config(dt.name)["vw"]
-    fn = emit_matvec(kb.module, kb.unique_name("mv"), dt.name, plan, vw)
+    fn = emit_matvec(kb.b.module, kb.unique_name("mv"), dt.name, plan, vw)
     fn.linkage = "internal"    # one call site: inlined into the kernel, no symbol left
     mat, vec = (A, B) if N == 1 else (B, A)
-    lo, hi = kb.thread_rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
+    lo, hi = kb.threads.rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
     kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
     return True
 

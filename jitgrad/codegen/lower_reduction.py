@@ -12,6 +12,8 @@ When the innermost input dimension is reduced, VW lane accumulators run
 along it and are combined by a fixed tree at the end; when it is kept, the
 output row is vectorised and the reduced dimensions are walked outside it.
 """
+from functools import partial
+
 import numpy as np
 from llvmlite import ir
 
@@ -206,7 +208,7 @@ def _reduce_op(kind):
                 j += 1
             else:
                 out_map[d] = None
-        emit_reduce(kb, outs[0], in_shape, kb.input_gen(x), axes, out_map, kind, kb.dtype(x))
+        emit_reduce(kb, outs[0], in_shape, partial(kb.gen, x), axes, out_map, kind, kb.dtype(x))
     return f
 
 
@@ -224,7 +226,7 @@ def _sum_to_shape(kb, node, outs, dry):
             out_map[d] = None
         else:
             out_map[d] = d - extra
-    emit_reduce(kb, outs[0], gs, kb.input_gen(g), red, out_map, "sum", kb.dtype(g))
+    emit_reduce(kb, outs[0], gs, partial(kb.gen, g), red, out_map, "sum", kb.dtype(g))
 
 
 def _tile_grad(kb, node, outs, dry):

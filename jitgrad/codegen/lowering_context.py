@@ -1,0 +1,156 @@
+"""What a lowering (lower_*.py) may use of the kernel being built.
+
+Every lowering receives the kernel's builder as ``kb`` and uses only the names
+below (tests/test_codegen_structure.py checks each lower_*.py against them), so
+writing a new lowering means learning these, not the builder.  KernelBuilder
+(kernel.py) implements the interface; the two groups that only some lowerings
+need are small views onto it, reached as ``kb.threads`` and ``kb.regions``.
+
+IR emission  ``b``: the llvmlite IRBuilder at the current position (its
+             ``function`` / ``module`` are the entry function and the module);
+             ``alloca(ty)``: a slot in the entry block; ``loop(stop, start=0,
+             step=1)``: ``with kb.loop(n) as i`` over constant bounds (i: i64);
+             ``emit_nest(buf, gen)``: buf[idx] = gen(idx, W) over buf's shape;
+             ``unique_name(tag)``: a fresh module-level name for a helper function
+values       ``shape(v)``, ``dtype(v)``; ``gen(v, idx, W)``: v's element(s) at
+             idx for W lanes (see kernel.py's docstring); ``buffers[v]``: the
+             Buffer of a materialised value; ``scratch_buffer(shape, dt, tag)``:
+             a temporary live during the current node (also asked for in the dry
+             run); ``literal_buffer(key, shape, dt, make_global)``: a
+             module-level constant array
+errors       ``set_error(cond, code)``: the status word becomes code where cond;
+             ``no_error_yet()``: i1, nothing before this point failed
+target       ``target``: the CPU the code is for (codegen/target.py)
+threads      ``threads`` (Threads below): splitting one node across threads
+regions      ``regions`` (Regions below): control-flow regions (lower_control.py)
+"""
+from functools import cached_property
+
+INTERFACE = frozenset({
+    "b", "alloca", "loop", "emit_nest", "unique_name",
+    "shape", "dtype", "gen", "buffers", "scratch_buffer", "literal_buffer",
+    "set_error", "no_error_yet",
+    "target",
+    "threads", "regions",
+})
+
+
+def _public(cls):
+    return frozenset(name for name in vars(cls) if not name.startswith("_"))
+
+
+class Threads:
+    """A node split across the kernel's threads (lower_matmul.py):
+
+    ``active``        this node's work is split across the threads (else it runs on thread 0)
+    ``count``         how many threads the kernel plans for (per-thread workspaces)
+    ``counter``       arena offset of this node's block counters (for ``grab``)
+    ``tid``           i64: this thread's index
+    ``grab(counter, n)``  ``with ... as blk``: blocks 0..n-1 shared out by an atomic counter
+    ``rows(m, align=8)``  (r0, r1): this thread's share of m rows
+    ``barrier()``     all threads wait here for each other
+    ``on_thread0()``  context: the enclosed code runs on thread 0 only
+    """
+
+    def __init__(self, kb):
+        self._kb = kb
+
+    @property
+    def active(self):
+        return self._kb.par_node
+
+    @property
+    def count(self):
+        return self._kb.par_slots
+
+    @property
+    def counter(self):
+        return self._kb.par_counter
+
+    @property
+    def tid(self):
+        return self._kb.tid
+
+    def grab(self, counter, n):
+        return self._kb.loop_grab(counter, n)
+
+    def rows(self, m, align=8):
+        return self._kb.thread_rows(m, align)
+
+    def barrier(self):
+        self._kb.barrier()
+
+    def on_thread0(self):
+        return self._kb.on_thread0()
+
+
+class Regions:
+    """Branches and loop bodies compiled into this kernel (lower_control.py):
+
+    ``node_pos``          index of the node being lowered (names its regions)
+    ``sub_builder(program, tag)``  a builder for a region emitted into this module
+    ``cache``             this kernel's compiled regions, by the key the lowering picks
+    ``groups``            the kernel's fusion report (a region adds its own lines)
+    ``arena``             i8*: the kernel's scratch arena
+    ``persistent_base``   arena offset of the words kept from call to call
+    ``persistent_words``  how many such words are taken (a lowering takes more by adding)
+    ``finish_hooks``      callables emitting code just before the entry function returns
+    ``nested``            this kernel is itself a region
+    """
+
+    def __init__(self, kb):
+        self._kb = kb
+
+    @property
+    def node_pos(self):
+        return self._kb.cur_pos
+
+    def sub_builder(self, program, tag):
+        return self._kb.sub_builder(program, tag)
+
+    @property
+    def cache(self):
+        return self._kb.region_cache
+
+    @property
+    def groups(self):
+        return self._kb.groups
+
+    @property
+    def arena(self):
+        return self._kb.arena
+
+    @property
+    def persistent_base(self):
+        return self._kb.persistent_base
+
+    @property
+    def persistent_words(self):
+        return self._kb.persistent_words
+
+    @persistent_words.setter
+    def persistent_words(self, n):
+        self._kb.persistent_words = n
+
+    @property
+    def finish_hooks(self):
+        return self._kb.finish_hooks
+
+    @property
+    def nested(self):
+        return self._kb.is_region
+
+
+THREADS, REGIONS = _public(Threads), _public(Regions)
+
+
+class LoweringContext:
+    """The interface above; KernelBuilder implements everything but the two views."""
+
+    @cached_property
+    def threads(self):
+        return Threads(self)
+
+    @cached_property
+    def regions(self):
+        return Regions(self)
