@@ -238,3 +238,57 @@ def scalarise(b, fn, idx, W):
     for lane, x in enumerate(lanes):
         v = b.insert_element(v, x, ir.Constant(I32, lane))
     return v
+
+
+# ---- loops and helpers of the generated matmul / matvec functions (plain IR, no kernel state)
+@contextmanager
+def for_range(b, start, stop, step=1, name="i"):
+    """Counted loop ``for iv in range(start, stop, step)`` (step > 0).
+
+    ``start``/``stop`` may be Python ints or i64 values.  Loop-carried values
+    go through allocas; mem2reg/SROA turn them back into phis.
+    """
+    start = c64(start) if isinstance(start, int) else start
+    stop = c64(stop) if isinstance(stop, int) else stop
+    step = c64(step) if isinstance(step, int) else step
+    pre = b.block
+    hdr = b.append_basic_block(name + ".hdr")
+    body = b.append_basic_block(name + ".body")
+    done = b.append_basic_block(name + ".end")
+    b.branch(hdr)
+    b.position_at_end(hdr)
+    iv = b.phi(I64, name=name)
+    iv.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", iv, stop), body, done)
+    b.position_at_end(body)
+    yield iv
+    nxt = b.add(iv, step, name=name + ".next")
+    iv.add_incoming(nxt, b.block)
+    b.branch(hdr)
+    b.position_at_end(done)
+
+
+def smin(b, x, y):
+    """Signed min of two i64s (ints allowed)."""
+    x = c64(x) if isinstance(x, int) else x
+    y = c64(y) if isinstance(y, int) else y
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def gep_inbounds(b, ptr, idx):
+    """&ptr[idx], inbounds (idx: int or i64)."""
+    idx = c64(idx) if isinstance(idx, int) else idx
+    return b.gep(ptr, [idx], inbounds=True)
+
+
+def declare_vector_fma(module, vty, vw, dtype):
+    # llvm.fmuladd, not llvm.fma: one FMA instruction where the target has FMA
+    # (AVX2, AVX-512), a multiply and an add on the SSE2 baseline, where llvm.fma
+    # would become a libm call per lane.  llvmlite's declare_intrinsic cannot
+    # mangle vector types; do it here.  Reuse an existing declaration when
+    # several kernels share a module.
+    name = "llvm.fmuladd.v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), name)
+    return fn

@@ -40,7 +40,8 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from .irutil import c64 as _c
+from .irutil import c64 as _c, declare_vector_fma as _declare_vector_fma, for_range as _for_range
+from .irutil import gep_inbounds as _gep, smin as _smin
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
@@ -237,61 +238,6 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
         arg.add_attribute("noalias")
     _emit_gemm(fn, module, dtype, 1, M, N, K, trans_a, trans_b, 0, 0, plan, prepacked=True)
     return pf, fn
-
-
-# --------------------------------------------------------------------------
-# Small IR helpers
-# --------------------------------------------------------------------------
-
-@contextmanager
-def _for_range(b, start, stop, step=1, name="i"):
-    """Counted loop ``for iv in range(start, stop, step)`` (step > 0).
-
-    ``start``/``stop`` may be Python ints or i64 values.  Loop-carried values
-    go through allocas; mem2reg/SROA turn them back into phis.
-    """
-    start = _c(start) if isinstance(start, int) else start
-    stop = _c(stop) if isinstance(stop, int) else stop
-    step = _c(step) if isinstance(step, int) else step
-    pre = b.block
-    hdr = b.append_basic_block(name + ".hdr")
-    body = b.append_basic_block(name + ".body")
-    done = b.append_basic_block(name + ".end")
-    b.branch(hdr)
-    b.position_at_end(hdr)
-    iv = b.phi(_I64, name=name)
-    iv.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", iv, stop), body, done)
-    b.position_at_end(body)
-    yield iv
-    nxt = b.add(iv, step, name=name + ".next")
-    iv.add_incoming(nxt, b.block)
-    b.branch(hdr)
-    b.position_at_end(done)
-
-
-def _smin(b, x, y):
-    x = _c(x) if isinstance(x, int) else x
-    y = _c(y) if isinstance(y, int) else y
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def _gep(b, ptr, idx):
-    idx = _c(idx) if isinstance(idx, int) else idx
-    return b.gep(ptr, [idx], inbounds=True)
-
-
-def _declare_vector_fma(module, vty, vw, dtype):
-    # llvm.fmuladd, not llvm.fma: one FMA instruction where the target has FMA
-    # (AVX2, AVX-512), a multiply and an add on the SSE2 baseline, where llvm.fma
-    # would become a libm call per lane.  llvmlite's declare_intrinsic cannot
-    # mangle vector types; do it here.  Reuse an existing declaration when
-    # several kernels share a module.
-    name = "llvm.fmuladd.v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), name)
-    return fn
 
 
 class _Gen:

@@ -28,8 +28,7 @@ from collections import namedtuple
 
 from llvmlite import ir
 
-from .irutil import c64
-from .matmul import _declare_vector_fma, _for_range, _gep, _smin
+from .irutil import c64, declare_vector_fma, for_range, gep_inbounds, smin
 
 __all__ = ["MatVec", "matvec_plan", "emit_matvec"]
 
@@ -73,7 +72,7 @@ class _Emit:
         else:
             self.V = ir.VectorType(T, w)
             self.vzero = ir.Constant(self.V, [0.0] * w)
-            self.fma = _declare_vector_fma(module, self.V, w, "float32" if self.esz == 4 else "float64")
+            self.fma = declare_vector_fma(module, self.V, w, "float32" if self.esz == 4 else "float64")
 
     def alloca(self):
         """An accumulator slot in the entry block (mem2reg keeps it in a register)."""
@@ -107,11 +106,11 @@ def emit_matvec(module, name, dtype, plan, vw):
     entry = ir.IRBuilder(fn.append_basic_block("entry"))    # accumulator allocas only
     b = ir.IRBuilder(fn.append_basic_block("body"))
     mat, vec, out, lo, hi = fn.args
-    hi = _smin(b, hi, plan.L)
-    with _for_range(b, 0, plan.batch, name="batch") as bi:
-        m = _gep(b, mat, b.mul(bi, c64(plan.mat_stride)))
-        v = _gep(b, vec, b.mul(bi, c64(plan.vec_stride)))
-        y = _gep(b, out, b.mul(bi, c64(plan.L)))
+    hi = smin(b, hi, plan.L)
+    with for_range(b, 0, plan.batch, name="batch") as bi:
+        m = gep_inbounds(b, mat, b.mul(bi, c64(plan.mat_stride)))
+        v = gep_inbounds(b, vec, b.mul(bi, c64(plan.vec_stride)))
+        y = gep_inbounds(b, out, b.mul(bi, c64(plan.L)))
         if plan.form == "dot":
             _emit_dot(_Emit(module, b, entry, T, min(vw, _pow2_floor(plan.K))), m, v, y, lo, hi, plan.L, plan.K)
         else:
@@ -152,23 +151,23 @@ def _emit_dot(e, mat, vec, y, lo, hi, L, K):
     b, w = e.b, e.w
     kmain = K - K % w
     accs = [e.alloca() for _ in range(w)]
-    with _for_range(b, lo, hi, w, name="rb") as r0:
+    with for_range(b, lo, hi, w, name="rb") as r0:
         valid = b.sub(hi, r0)
         # rows past the end of a short last block read the last valid row; their sums are not stored
-        rows = [_gep(b, mat, b.mul(b.add(r0, _smin(b, r, b.sub(valid, c64(1)))), c64(K))) for r in range(w)]
+        rows = [gep_inbounds(b, mat, b.mul(b.add(r0, smin(b, r, b.sub(valid, c64(1)))), c64(K))) for r in range(w)]
         for a in accs:
             b.store(e.vzero, a)
-        with _for_range(b, 0, kmain, w, name="k") as k0:
-            x = e.vload(_gep(b, vec, k0))
+        with for_range(b, 0, kmain, w, name="k") as k0:
+            x = e.vload(gep_inbounds(b, vec, k0))
             for r in range(w):
-                b.store(b.call(e.fma, [e.vload(_gep(b, rows[r], k0)), x, b.load(accs[r])]), accs[r])
+                b.store(b.call(e.fma, [e.vload(gep_inbounds(b, rows[r], k0)), x, b.load(accs[r])]), accs[r])
         sums = _row_sums(e, [b.load(a) for a in accs]) if w > 1 else b.load(accs[0])
         for k in range(kmain, K):     # the last K % w terms, in k order, all w rows at once
             col = ir.Constant(e.V, ir.Undefined)
             for r in range(w):
-                col = b.insert_element(col, b.load(_gep(b, rows[r], k), align=e.esz), ir.Constant(_I32, r))
-            sums = b.call(e.fma, [col, e.splat(b.load(_gep(b, vec, k), align=e.esz)), sums])
-        dst = _gep(b, y, r0)
+                col = b.insert_element(col, b.load(gep_inbounds(b, rows[r], k), align=e.esz), ir.Constant(_I32, r))
+            sums = b.call(e.fma, [col, e.splat(b.load(gep_inbounds(b, vec, k), align=e.esz)), sums])
+        dst = gep_inbounds(b, y, r0)
         if w == 1:
             e.vstore(sums, dst)
         else:
@@ -176,8 +175,8 @@ def _emit_dot(e, mat, vec, y, lo, hi, L, K):
                 with full:
                     e.vstore(sums, dst)
                 with part:
-                    with _for_range(b, 0, valid, name="st") as t:
-                        b.store(b.extract_element(sums, b.trunc(t, _I32)), _gep(b, dst, t), align=e.esz)
+                    with for_range(b, 0, valid, name="st") as t:
+                        b.store(b.extract_element(sums, b.trunc(t, _I32)), gep_inbounds(b, dst, t), align=e.esz)
 
 
 # ---------------------------------------------------------------- axpy form
@@ -192,20 +191,20 @@ def _emit_axpy(module, b, entry, T, mat, vec, y, lo, hi, L, K, vw):
     """y[j] = sum_k vec[k] * mat[k*L + j] for j in [lo, hi)."""
     nb, S = _axpy_shape(L, vw)
     Lv = L - L % vw                      # vector columns; the rest are scalar
-    vend = _smin(b, hi, Lv)
+    vend = smin(b, hi, Lv)
     full = nb * vw
     # blocks of nb vectors (each row of mat read once per block), then single vectors, then scalar columns
-    nblk = b.sdiv(b.sub(vend, _smin(b, lo, vend)), c64(full))
+    nblk = b.sdiv(b.sub(vend, smin(b, lo, vend)), c64(full))
     bend = b.add(lo, b.mul(nblk, c64(full)))
     e = _Emit(module, b, entry, T, vw)
-    with _for_range(b, lo, bend, full, name="jb") as j0:
+    with for_range(b, lo, bend, full, name="jb") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, nb, S)
-    with _for_range(b, _smin(b, bend, vend), vend, vw, name="jv") as j0:
+    with for_range(b, smin(b, bend, vend), vend, vw, name="jv") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, 1, S)
     if Lv < L:
         s = _Emit(module, b, entry, T, 1)
         start = b.select(b.icmp_signed(">", lo, c64(Lv)), lo, c64(Lv))
-        with _for_range(b, start, hi, name="js") as j:
+        with for_range(b, start, hi, name="js") as j:
             _axpy_block(s, mat, vec, y, j, L, K, 1, S)
 
 
@@ -214,19 +213,19 @@ def _axpy_block(e, mat, vec, y, j0, L, K, nv, S):
     over k (set s takes k = s mod S, the last K % S k's go to sets 0, 1, ...),
     then ((s0 + s1) + (s2 + s3))."""
     b, w = e.b, e.w
-    col = _gep(b, mat, j0)
+    col = gep_inbounds(b, mat, j0)
     kmain = K - K % S
 
     def terms(k, acc):
-        x = e.splat(b.load(_gep(b, vec, k), align=e.esz))
-        row = _gep(b, col, b.mul(k, c64(L)))
-        return [b.call(e.fma, [x, e.vload(_gep(b, row, v * w)), acc[v]]) for v in range(nv)]
+        x = e.splat(b.load(gep_inbounds(b, vec, k), align=e.esz))
+        row = gep_inbounds(b, col, b.mul(k, c64(L)))
+        return [b.call(e.fma, [x, e.vload(gep_inbounds(b, row, v * w)), acc[v]]) for v in range(nv)]
 
     slots = [[e.alloca() for _ in range(nv)] for _ in range(S)]
     for st in slots:
         for a in st:
             b.store(e.vzero, a)
-    with _for_range(b, 0, kmain, S, name="kk") as k0:
+    with for_range(b, 0, kmain, S, name="kk") as k0:
         for s in range(S):
             new = terms(b.add(k0, c64(s)), [b.load(a) for a in slots[s]])
             for a, val in zip(slots[s], new):
@@ -237,4 +236,4 @@ def _axpy_block(e, mat, vec, y, j0, L, K, nv, S):
     while len(sets) > 1:
         sets = [[b.fadd(p, q) for p, q in zip(sets[i], sets[i + 1])] for i in range(0, len(sets), 2)]
     for v in range(nv):
-        e.vstore(sets[0][v], _gep(b, y, b.add(j0, c64(v * w))))
+        e.vstore(sets[0][v], gep_inbounds(b, y, b.add(j0, c64(v * w))))
