@@ -2,6 +2,8 @@
 
     import jitgrad as tf
 """
+import importlib as _importlib
+import sys as _sys
 import types as _types
 from .convert import _is_tensorlike
 from .ops.registry import apply_op
@@ -226,7 +228,6 @@ from .assert_ops import Assert  # noqa: E402
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""
-    import sys
     for key, value in list(globals().items()):
         if not key.startswith("_") and key not in ("compat", "v1") and key not in v1.__dict__:
             setattr(v1, key, value)
@@ -234,8 +235,8 @@ def _fill_compat_v1():
     v1.nn = _module("compat.v1.nn", **{k: v for k, v in nn.__dict__.items() if not k.startswith("__")})
     v1.nn.dropout = _n.dropout_v1
     v1.Session = Session  # the v1 names win over anything of the same name above
-    sys.modules[__name__ + ".compat"] = compat
-    sys.modules[__name__ + ".compat.v1"] = v1
+    _sys.modules[__name__ + ".compat"] = compat
+    _sys.modules[__name__ + ".compat.v1"] = v1
 
 
 _fill_compat_v1()
@@ -294,8 +295,7 @@ _LAZY = ("keras", "autograph", "distribute")
 def __getattr__(name):
     if name not in _LAZY:
         raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")
-    import importlib
-    module = importlib.import_module("." + name, __name__)
+    module = _importlib.import_module("." + name, __name__)
     if name == "keras":
         module.optimizers = optimizers
     globals()[name] = module

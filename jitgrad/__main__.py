@@ -1,5 +1,10 @@
 """Command line: `python -m jitgrad {demo,explain,cache,bench}` (also the `jitgrad` script)."""
+import os
+import runpy
 import sys
+
+from . import demo
+from .cache import cli as cache_cli
 
 USAGE = """usage: python -m jitgrad COMMAND [args]
 
@@ -18,14 +23,12 @@ def main(argv=None):
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "demo":
-        from .demo import main as run
+        run = demo.main
     elif cmd == "explain":
-        from .demo import explain_main as run
+        run = demo.explain_main
     elif cmd == "cache":
-        from .cache.cli import main as run
+        run = cache_cli.main
     elif cmd == "bench":
-        import os
-        import runpy
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
         if not os.path.exists(path):
             print("bench/run.py not found (the benchmark suite lives in the source checkout)", file=sys.stderr)

@@ -43,7 +43,11 @@ from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
 from .cache import key as cache_key
-from .codegen import compile_server
+from .cache import default_cache
+from .cache.native import load as load_native
+from .codegen import compile_server, parallel as _par
+from .codegen.persistent import init_persistent
+from .codegen.target import current, foreign_code
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
@@ -135,21 +139,18 @@ _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 class Kernel:
     def __init__(self, key, obj, meta, ir_text=None, opt_ir=None, timings=None, report=None, source="compile"):
-        from .cache.native import load
         self.key, self.obj, self.meta = key, obj, meta
         self.ir_text, self.opt_ir = ir_text, opt_ir
         self.timings = timings or {}
         self.report = report or {}
         self.source = source
-        from .codegen.target import foreign_code
         foreign = foreign_code(meta)   # compiled for a CPU this host lacks: never mapped, calls raise
         if foreign is not None:
             self.loaded, self.cfunc, self.mt_addr = foreign, foreign, 0
         else:
-            self.loaded = load(obj)
+            self.loaded = load_native(obj)
             self.cfunc = _ENTRY(self.loaded.address(meta["name"]))
             # [threads hook] parallel kernels also export <name>_mt(slots, tid, n) (codegen/parallel.py)
-            from .codegen import parallel as _par
             self.mt_addr = _par.entry_mt_address(self.loaded, meta)
         nb = int(meta["arena_bytes"])
         self._arena = np.empty(nb + 64, np.uint8)
@@ -158,7 +159,6 @@ class Kernel:
         self.status = np.zeros(4, np.int32)
         self.status_addr = _addr(self.status)
         self.lock = threading.Lock()
-        from .codegen.persistent import init_persistent
         init_persistent(self)   # loop stacks' memory, kept from call to call and freed with the kernel
 
 
@@ -171,10 +171,7 @@ def _raise_status(code):
 
 
 def _run_passes(program):
-    try:
-        from .passes import pipeline
-    except ImportError:
-        return program
+    from .passes import pipeline   # not on a warm run: the disk cache is looked up by the pre-pass key
     try:
         return pipeline.run(program)
     except Exception as e:  # a pass bug must not break execution: use the unoptimised program
@@ -186,7 +183,6 @@ def _run_passes(program):
 
 def _disk():
     try:
-        from .cache import default_cache
         return default_cache()
     except Exception:
         return None
@@ -196,7 +192,6 @@ def compile_program(program, key):
     """Builds a Kernel for a (post-pass) Program; raises kernel.Unsupported."""
     from .codegen import backend
     from .codegen.kernel import KernelBuilder
-    from .codegen.target import current
     t0 = time.perf_counter()
     kb = KernelBuilder(program, "jg_" + key[:24], str(backend.target_machine().target_data),
                        backend.target_machine().triple)

@@ -13,8 +13,7 @@ _INT32 = np.iinfo(np.int32)
 
 
 def _is_tensorlike(v):
-    from .eager import EagerTensor
-    return isinstance(v, (Tensor, EagerTensor)) or hasattr(v, "_jitgrad_to_tensor")
+    return isinstance(v, (Tensor, dispatch.eager_tensor)) or hasattr(v, "_jitgrad_to_tensor")
 
 
 def _contains_tensor(v):
@@ -148,7 +147,7 @@ def to_numpy(value, dtype=None):
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=None):
     """``tf.convert_to_tensor``: returns a graph Tensor or an EagerTensor."""
-    from .eager import EagerTensor
+    EagerTensor = dispatch.eager_tensor   # eager.py imports this module
     want = None if dtype is None else dtypes.as_dtype(dtype)
     if isinstance(value, Tensor):
         if want is not None and value.dtype != want:
@@ -187,7 +186,7 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
 
 
 def _graph_const(arr, graph, name):
-    from .ops import registry
+    from .ops import registry   # ops/ imports this module
     g = graph or context.get_default_graph()
     with _in_graph(g):
         return registry.apply_op("Const", [], {"value": arr, "dtype": dtypes.as_dtype(arr.dtype)}, name=name)

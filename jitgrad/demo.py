@@ -7,6 +7,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import jitgrad as tf
+from jitgrad.seeds import graph_examples as G
 
 
 def _show(value):
@@ -26,7 +27,6 @@ def _row(name, got, expected):
 
 
 def run_graph_examples():
-    from jitgrad.seeds import graph_examples as G
     ok = True
     print("Document 004, graph mode (tf.Graph + tf.compat.v1.Session):")
     for name, fn, expected in G.DOC_004:

@@ -24,6 +24,7 @@ from . import context, dtypes, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import in_region
+from .ops.control_flow_ops import assign_in_region
 from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
@@ -127,7 +128,6 @@ def _update_in_trace(var, op_type, value, name, read_value):
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
     fg = in_region()
     if fg is not None:   # inside a tf.cond branch / tf.while_loop body of the trace
-        from .ops.control_flow_ops import assign_in_region
         return assign_in_region(fg, var, op_type, value, read_value)
     g = ctx.graph
     h = var._handle_id

@@ -16,6 +16,9 @@ first runs the graph.  ``cache_info()['installed']`` counts kernels installed th
 import logging
 from dataclasses import dataclass
 
+from . import compiler
+from .cache import environment_fingerprint, key as cache_key
+
 log = logging.getLogger("jitgrad.cache")
 
 
@@ -32,8 +35,6 @@ class ShippedKernel:
 def export_kernel(session, fetches, feed_dict):
     """The kernel that ``session.run(fetches, feed_dict)`` runs, compiled (or found in a
     cache) here, as a ShippedKernel.  Nothing is executed."""
-    from . import compiler
-    from .cache import environment_fingerprint, key as cache_key
     elements = session._fetch_plan(fetches).elements
     fed = session._fed_list(feed_dict)
     plan = compiler.make_plan(session, elements, fed)
@@ -54,7 +55,6 @@ def export_kernel(session, fetches, feed_dict):
 
 def fingerprint_difference(fingerprint):
     """{field: (theirs, ours)} for the fingerprint fields that differ from this process's."""
-    from .cache import environment_fingerprint
     ours = environment_fingerprint()
     return {k: (fingerprint.get(k), ours.get(k)) for k in sorted(set(ours) | set(fingerprint))
             if fingerprint.get(k) != ours.get(k)}
@@ -65,7 +65,6 @@ def install(shipped):
     loader (jitgrad's ELF loader, or MCJIT).  Returns "installed", "foreign" (built for
     another host or toolchain: declined, this process will compile its own) or "none"
     (the run has no kernel)."""
-    from . import compiler
     if shipped.obj is None:
         return "none"
     diff = fingerprint_difference(shipped.fingerprint)

@@ -11,6 +11,7 @@ operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
 import contextlib
 
 from . import context, dtypes
+from .func_graph import in_region, outermost
 from .function import _current_trace
 from .gradients import gradients
 from .graph import Tensor
@@ -29,7 +30,6 @@ def _new_variable(initial_value, name, dtype=None):
     ``initial_value`` is a callable, so inside a trace it runs eagerly (init_scope).
     Made in a tf.cond branch / tf.while_loop body (an optimizer step in a loop), it is
     made in the graph around them, as TF's optimizers create slots under init_scope."""
-    from .func_graph import in_region, outermost
     fg = in_region()
     if fg is None:
         return Variable(initial_value, trainable=False, name=name, dtype=dtype)

@@ -22,7 +22,11 @@ import contextlib
 import contextvars
 import os
 import re
+import subprocess
+import sys
 import threading
+
+from ..errors import FailedPreconditionError
 
 ENV_CPU = "JITGRAD_TARGET_CPU"
 ENV_FEATURES = "JITGRAD_TARGET_FEATURES"
@@ -187,8 +191,6 @@ def _probe_level(cpu, features):
     assembly of a probe.
     The probe runs in a child process: LLVM aborts the whole process on some unknown
     CPU names ("64-bit code requested on a subtarget that doesn't support it")."""
-    import subprocess
-    import sys
     proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, _host_facts()["triple"], cpu,
                            _llvm_features("avx512", features), _PROBE_IR],
                           capture_output=True, text=True, timeout=120)
@@ -285,7 +287,6 @@ def check_runnable(target):
     """Raises FailedPreconditionError when this host cannot execute `target`'s code."""
     missing = target.missing_on_host()
     if missing:
-        from ..errors import FailedPreconditionError
         raise FailedPreconditionError(
             None, None,
             f"jitgrad: this kernel was compiled for {target.describe()}, which needs CPU features "

@@ -30,6 +30,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import os
 import time
 import uuid
 
@@ -38,6 +39,7 @@ import numpy as np
 from .. import nest, variables as _variables
 from ..eager import EagerTensor
 from ..errors import UnavailableError
+from ..kernel_export import export_kernel
 from ..function import Function, _flat_tensors
 from . import worker
 from .values import PerReplica, local_results, reduce_value, split_batch
@@ -76,7 +78,6 @@ class DaskStrategy:
         self._cluster = None
         self._owns_client = False
         if client is None:
-            import os
             env = dict({"JITGRAD_NUM_THREADS": "1"}, **cluster_kwargs.pop("env", {}))
             kw = dict(n_workers=n_workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                       dashboard_address=":0", env=env)
@@ -430,7 +431,6 @@ class DaskStrategy:
 
 
 def _export(session, targets, feed):
-    from ..kernel_export import export_kernel
     return export_kernel(session, list(targets), feed)
 
 

@@ -20,7 +20,9 @@ Anything else (a worker that has just been started, or one that missed an update
 answers Need("variables"); the client then sends that worker its current copy (``seed``).
 Nothing here imports Dask except ``_address``.
 """
+import pickle
 import threading
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,8 +60,6 @@ class Bundle:
 
     @classmethod
     def make(cls, graph, inputs, targets, n_fetches, kernels):
-        import pickle
-        import uuid
         return cls(uuid.uuid4().hex, pickle.dumps(graph), tuple(t.name for t in inputs),
                    tuple(t.name for t in targets), n_fetches, tuple(kernels))
 
@@ -93,7 +93,6 @@ class _NoVariables:
 
 class _Program:
     def __init__(self, bundle):
-        import pickle
         self.graph = pickle.loads(bundle.graph_bytes)
         self.inputs = [self.graph.as_graph_element(n) for n in bundle.inputs]
         self.targets = [self.graph.as_graph_element(n) for n in bundle.targets]

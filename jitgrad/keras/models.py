@@ -15,6 +15,7 @@ from . import callbacks as callbacks_module, losses as losses_module, metrics as
 from .data_adapter import ArrayBatches, as_array as _as_array, batches as _batches, take as _take
 from .functional import KerasTensor, layers_of, run as run_functional
 from .layers import Layer, unique_name as _unique_name
+from .summary import summary_text
 from ..ops import array_ops
 from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
 from ..optimizers import Adam, KerasOptimizer, SGD
@@ -263,7 +264,6 @@ class Model(Layer):
 
     def summary(self, print_fn=None):
         """Keras 3's table of layers, output shapes and parameter counts."""
-        from .summary import summary_text
         text = summary_text(self)
         (print_fn or print)(text)
 

@@ -2,6 +2,8 @@
 default width): one row per layer with "name (Type)", the output shape (batch
 None, "?" before the layer is built) and its parameter count, then the totals
 with their float32 sizes."""
+import numpy as np
+
 _WIDTHS = (31, 22, 13)
 
 
@@ -32,7 +34,6 @@ def _params_text(layer):
 
 
 def _count(weights):
-    import numpy as np
     return int(sum(np.prod(w.shape.as_list(), dtype=np.int64) for w in weights))
 
 

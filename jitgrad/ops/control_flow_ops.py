@@ -24,12 +24,15 @@ accumulators; the backward body recomputes the body's forward part from them).
 import numpy as np
 
 from .. import context, dtypes, nest
-from ..func_graph import Func, as_output, in_region, replay, run as run_func, trace
+from ..convert import convert_to_tensor
+from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
 from ..shapes import as_shape
 from .registry import apply_op, register
 from ..gradients import gradients
+from . import math_ops
 from .math_ops import zeros_like
+from .state_ops import check_assigned_value
 
 # ---------------------------------------------------------------- running a region
 
@@ -158,9 +161,6 @@ def assign_in_region(fg, var, op_type, value, read_value=True):
     """``var.assign`` / ``assign_add`` / ``assign_sub`` while branch or body ``fg``
     is traced: the new value becomes the variable's value in ``fg`` (dataflow;
     the region op writes it when it runs)."""
-    from ..convert import convert_to_tensor
-    from . import math_ops
-    from .state_ops import check_assigned_value
     with fg.as_default():
         v = convert_to_tensor(value, dtype=var.dtype)
         check_assigned_value(v, var, op_type)
@@ -185,7 +185,6 @@ def register_stateful(op):
     """``op`` has effects beyond its outputs: it runs whenever the region being
     built runs (a FuncGraph's side effects), or, at the top of a jitgrad.function,
     on every call (TF's automatic control dependencies)."""
-    from ..func_graph import add_side_effect
     if add_side_effect(op):
         return
     from ..function import _current_trace

@@ -11,6 +11,7 @@ Assert into one output per input that the Session hands to a ``HostTarget``
 after the kernel returns (passes/ir.from_graph), so compiled runs print and
 check too (an Assert before the run's later variable writes).
 """
+import ctypes
 import sys
 import threading
 
@@ -198,7 +199,6 @@ _FAILED_ASSERT = threading.local()   # .message: a compiled region's failed tf.A
 
 
 def _on_region_print(tag, site, ptrs):
-    import ctypes
     kind, attrs, specs = _SITES[site]
     arrays = []
     for k, (shape, dt) in enumerate(specs):
@@ -227,7 +227,6 @@ def failed_assert_message():
 def _register_hook():
     if _HOOK:
         return
-    import ctypes
     hook = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(_on_region_print)
     addr = ctypes.cast(hook, ctypes.c_void_p).value
     from ..cache import elf

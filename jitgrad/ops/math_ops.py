@@ -170,8 +170,7 @@ _unary_op("LogicalNot", np.logical_not, NOT_DIFFERENTIABLE, BOOL)
 
 
 def _is_eager(t):
-    from ..eager import EagerTensor
-    return isinstance(t, EagerTensor)
+    return isinstance(t, dispatch.eager_tensor)
 
 
 try:  # numpy >= 2: errstate is a context variable holding an "extobj"
