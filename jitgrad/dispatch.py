@@ -8,6 +8,8 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
   eager_execute(opdef, inputs, attrs)    eager.py: run one op now
   eager_types, eager_tensor              eager.py: the exact eager tensor classes (a set)
                                          and EagerTensor, for the fast paths' type tests
+  eager_variable                         eager_variable.py: EagerVariable (tf.Variable made
+                                         eagerly); () until then, so isinstance is False
   batch_execute(opdef, inputs, attrs)    tape.py: an op with a BatchedTensor input while a
                                          vectorised jacobian runs (eager.batching)
   compiled_execute(session, elements, fed) -> values
@@ -21,6 +23,7 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
 eager_execute = None
 eager_types = frozenset()
 eager_tensor = None
+eager_variable = ()
 batch_execute = None
 compiled_execute = None
 make_runner = None

@@ -13,7 +13,7 @@ variable store reads and writes the eager variables (see function.py).
 """
 import numpy as np
 
-from . import context, dtypes, tape
+from . import context, dispatch, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
@@ -212,3 +212,4 @@ def _install_operators():
 
 
 _install_operators()
+dispatch.eager_variable = EagerVariable

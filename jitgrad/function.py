@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import context, dtypes, nest, tape
+from . import context, dispatch, dtypes, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import in_region
@@ -177,7 +177,6 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
     if not ctx.may_create_variables:
         raise ValueError("tf.function only supports singleton tf.Variables created on the first call. Make "
                          "sure the tf.Variable is only created once or created outside tf.function.")
-    from .eager_variable import EagerVariable
     if callable(initial_value):
         with context.init_scope():
             initial_value = initial_value()
@@ -185,7 +184,7 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
         initial_value = _lift(ctx, initial_value)
     scope = ctx.graph.get_name_scope()   # `with self.name_scope:` in a traced method names it
     with context.init_scope(), (context.name_scope(scope + "/") if scope else contextlib.nullcontext()):
-        var = EagerVariable(initial_value, **kwargs)
+        var = dispatch.eager_variable(initial_value, **kwargs)
     ctx.created_variables.append(var)
     return var
 
@@ -230,8 +229,7 @@ class _EagerVariableStore:
 
 # ============================================================ signature keys
 def _is_variable(x):
-    from .eager_variable import EagerVariable
-    return isinstance(x, EagerVariable)
+    return isinstance(x, dispatch.eager_variable)
 
 
 def _leaf_key(x):

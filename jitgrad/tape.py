@@ -77,8 +77,7 @@ _NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to comput
 
 # ============================================================ recording
 def _is_variable(x):
-    from .eager_variable import EagerVariable
-    return isinstance(x, EagerVariable)
+    return isinstance(x, dispatch.eager_variable)
 
 
 class _OpRecord:

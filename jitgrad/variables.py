@@ -2,7 +2,7 @@
 an initializer) and in eager mode (state lives in the object)."""
 import itertools
 
-from . import context
+from . import context, dispatch
 from .convert import convert_to_tensor, to_numpy
 from .func_graph import in_region
 from .function import _current_trace, create_variable_in_trace
@@ -39,8 +39,7 @@ class Variable(metaclass=_VariableMeta):
         if initial_value is None:
             raise ValueError("The initial value must be specified.")
         if context.executing_eagerly():
-            from .eager_variable import EagerVariable
-            var = EagerVariable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+            var = dispatch.eager_variable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
             for observe in creation_observers:
                 observe(var)
             return var

@@ -42,7 +42,9 @@ import logging
 import os
 import threading
 
+from ..codegen.target import current_key
 from ..passes.ir import freeze
+from .disk import environment_fingerprint, make_key
 
 CODEGEN_VERSION = "codegen-12"   # 12: target-chosen matmul blocking, control-flow regions
 PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
@@ -148,8 +150,6 @@ def _environment_components(fingerprint):
 
 
 def _build(kind, program, private_attrs, version, fingerprint):
-    from .disk import environment_fingerprint, make_key
-    from ..codegen.target import current_key
     fp = environment_fingerprint() if fingerprint is None else fingerprint
     parts, summaries = _program_parts(program, private_attrs), _program_summaries(program)
     comps = {c: (_digest(parts[c]), summaries[c]) for c in PROGRAM_COMPONENTS}

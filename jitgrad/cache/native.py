@@ -69,8 +69,7 @@ def load_object(payload, symbol="entry"):
     lives as long as `engine` does.  Raises KeyError if the object does not define `symbol`,
     RuntimeError if LLVM refuses it."""
     llvm = _llvm()
-    from .elf import EXTRA_SYMBOLS
-    for name, addr in EXTRA_SYMBOLS.items():   # jitgrad's own functions a kernel calls (ops/logging_ops.py)
+    for name, addr in elf.EXTRA_SYMBOLS.items():   # jitgrad's own functions a kernel calls (ops/logging_ops.py)
         llvm.add_symbol(name, addr)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(opt=0))
     engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(payload)))

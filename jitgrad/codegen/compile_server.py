@@ -25,6 +25,8 @@ import subprocess
 import sys
 import threading
 
+from .target import from_key
+
 RECYCLE_BYTES = 512 << 20     # the child's RSS past which it is replaced
 IN_PROCESS = 32               # compiles a process does itself before it hands them to the child
 _HEADER = struct.Struct("<Q")
@@ -138,7 +140,6 @@ def optimise_to_object(ir_text, target_key):
         except OSError as e:
             _unavailable.append(repr(e))
             from . import backend
-            from .target import from_key
             return backend.optimise_to_object(ir_text, from_key(target_key))
         try:
             _write(child.proc.stdin, (ir_text, target_key))
@@ -160,7 +161,6 @@ def optimise_to_object(ir_text, target_key):
 
 def _serve():
     from . import backend
-    from .target import from_key
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr            # nothing else may write into the reply stream
     while True:
