@@ -24,6 +24,7 @@ Funcs are never mutated.
 """
 from . import context
 from .graph import Graph, Tensor
+from .passes.prune import prune
 from .ops.registry import apply_op
 from .convert import convert_to_tensor
 
@@ -135,7 +136,6 @@ def replay(func, inputs, substitute=None):
     by the graph being built (or used directly when it is their graph).
     substitute: {id(tensor of func's graph): tensor to use instead} -- what
     only computes a substituted tensor is not re-created."""
-    from .passes.prune import prune
     mapping = dict(substitute or {})
     mapping.update({id(ph): t for ph, t in zip(func.inputs, inputs)})
     for op in prune(func.outputs, set(mapping)):

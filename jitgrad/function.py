@@ -20,16 +20,18 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import context, dispatch, dtypes, nest, tape
+from . import context, dispatch, dtypes, function_signature as fs, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import in_region
+from .passes.prune import prune
 from .ops.control_flow_ops import assign_in_region
 from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
 from .shapes import TensorShape
+from .tape import _is_variable
 from .errors import InvalidArgumentError
 
 
@@ -192,7 +194,6 @@ def create_variable_in_trace(ctx, initial_value, **kwargs):
 def _lift(ctx, tensor):
     """The value of a traced tensor that must not depend on the function's arguments
     (a variable's initial value), computed now by the reference interpreter."""
-    from .passes.prune import prune
     if any(op.type == "Placeholder" for op in prune([tensor], ())):
         raise ValueError(f"The initial value of a tf.Variable created inside jitgrad.function ({tensor.name}) "
                          "depends on the function's arguments; it must be computable when the function is "
@@ -228,10 +229,6 @@ class _EagerVariableStore:
 
 
 # ============================================================ signature keys
-def _is_variable(x):
-    return isinstance(x, dispatch.eager_variable)
-
-
 def _leaf_key(x):
     if isinstance(x, EagerTensor):
         return ("T", x._value.shape, x._value.dtype.str)
@@ -331,15 +328,13 @@ class ConcreteFunction:
         return nest.map_structure(spec, tuple(args)), nest.map_structure(spec, dict(kwargs))
 
     def pretty_printed_signature(self, verbose=True):
-        from .function_signature import pretty_signature
-        return pretty_signature(self, verbose)
+        return fs.pretty_signature(self, verbose)
 
     def __str__(self):
         return "ConcreteFunction " + self.pretty_printed_signature()
 
     def __repr__(self):
-        from .function_signature import short_signature
-        return short_signature(self)
+        return fs.short_signature(self)
 
 
 class Function:
@@ -442,7 +437,6 @@ class Function:
         that accepts these shapes serves it (one made by get_concrete_function with
         None dims, or by reduce_retracing), the most specific first; else a new trace,
         with TF's relaxed shapes when reduce_retracing=True (function_signature.generalise)."""
-        from . import function_signature as fs
         shapes = [a.shape for a in flat]
         traces = self._relaxed.setdefault(fs.shape_free_key(key), [])
         fits = [(fs.specificity(r), i) for i, (r, _) in enumerate(traces) if fs.accepts(shapes, r)]
@@ -496,10 +490,9 @@ class Function:
         targs, tkwargs = nest.map_structure(stand_in, args), nest.map_structure(stand_in, kwargs)
         if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
             return self._dispatch(args, kwargs, key, _flat_tensors((args, kwargs)))
-        from .function_signature import shape_free_key
         concrete = self._trace(targs, tkwargs, key, specs=specs)
         relaxed = [None if sp.shape.rank is None else tuple(sp.shape.dims) for sp in specs]
-        self._relaxed.setdefault(shape_free_key(_key_of((targs, tkwargs))), []).append((relaxed, concrete))
+        self._relaxed.setdefault(fs.shape_free_key(_key_of((targs, tkwargs))), []).append((relaxed, concrete))
         return concrete
 
     # ---------------------------------------------------------------- tracing
@@ -537,8 +530,7 @@ class Function:
                 return ph
             return x
 
-        from .function_signature import placeholder_names
-        arg_names, kwarg_names = placeholder_names(self._python_function, args, kwargs)
+        arg_names, kwarg_names = fs.placeholder_names(self._python_function, args, kwargs)
         ctx.may_create_variables = may_create_variables
         ctx.autograph = bool(self._autograph)
         _traces.append(ctx)

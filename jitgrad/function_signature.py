@@ -16,7 +16,7 @@ import numpy as np
 
 from .shapes import TensorShape
 from .convert import _is_tensorlike
-from .function import _is_variable
+from .tape import _is_variable
 from .nest import flatten
 
 _KINDS = {

@@ -5,6 +5,7 @@ import re
 
 from . import context
 from .errors import InaccessibleTensorError
+from .graph_def import graph_def
 from .shapes import as_shape
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
@@ -156,7 +157,6 @@ class Graph:
 
     def as_graph_def(self, from_version=None, add_shapes=False):
         """A GraphDef-like view: ``.node`` entries with name, op, input (graph_def.py)."""
-        from .graph_def import graph_def
         return graph_def(self)
 
     def __repr__(self):

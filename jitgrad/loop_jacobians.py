@@ -15,6 +15,7 @@ import numpy as np
 from . import context, dtypes
 from .assert_ops import Assert
 from .convert import convert_to_tensor
+from .passes.prune import prune
 from .gradients import gradients
 from .ops import array_ops, math_ops, reduction_ops
 from .ops.control_flow_ops import _make_while
@@ -23,7 +24,6 @@ from .ops.registry import apply_op
 
 def _path_ops(x, y):
     """The ops of y's graph on a path from x to y, in order (empty: y does not depend on x)."""
-    from .passes.prune import prune
     on_path = {id(x)}
     ops = []
     for op in prune([y], set()):

@@ -9,6 +9,7 @@ from .function import _current_trace, create_variable_in_trace
 from .ops.control_flow_ops import assign_in_region
 from .ops import overloads
 from .ops.registry import apply_op
+from .passes.prune import prune
 from .session import _default_session_for
 from .shapes import TensorShape
 
@@ -179,7 +180,6 @@ def _guard_variable_reads(init, graph):
     value otherwise, so ``global_variables_initializer`` works in any order -- TF 2's
     _try_guard_against_uninitialized_dependencies.  The ops between those reads and
     ``init`` are copied onto the guarded reads."""
-    from .passes.prune import prune
     owner = {id(v._value.op): v for v in graph._variables}
     ancestors = prune([init], ())          # creation order, which is topological
     reads = [op for op in ancestors if id(op) in owner]
