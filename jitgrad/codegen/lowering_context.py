@@ -39,7 +39,29 @@ def _public(cls):
     return frozenset(name for name in vars(cls) if not name.startswith("_"))
 
 
-class Threads:
+def _builder(name, writable=False):
+    """A view's field: the builder's attribute ``name`` (read, or read and written)."""
+    def get(view):
+        return getattr(view._kb, name)
+
+    def put(view, value):
+        setattr(view._kb, name, value)
+    return property(get, put if writable else None)
+
+
+def _builder_call(name):
+    """A view's method: the builder's method ``name``."""
+    def call(view, *args, **kwargs):
+        return getattr(view._kb, name)(*args, **kwargs)
+    return call
+
+
+class _View:
+    def __init__(self, kb):
+        self._kb = kb
+
+
+class Threads(_View):
     """A node split across the kernel's threads (lower_matmul.py):
 
     ``active``        this node's work is split across the threads (else it runs on thread 0)
@@ -51,40 +73,17 @@ class Threads:
     ``barrier()``     all threads wait here for each other
     ``on_thread0()``  context: the enclosed code runs on thread 0 only
     """
-
-    def __init__(self, kb):
-        self._kb = kb
-
-    @property
-    def active(self):
-        return self._kb.par_node
-
-    @property
-    def count(self):
-        return self._kb.par_slots
-
-    @property
-    def counter(self):
-        return self._kb.par_counter
-
-    @property
-    def tid(self):
-        return self._kb.tid
-
-    def grab(self, counter, n):
-        return self._kb.loop_grab(counter, n)
-
-    def rows(self, m, align=8):
-        return self._kb.thread_rows(m, align)
-
-    def barrier(self):
-        self._kb.barrier()
-
-    def on_thread0(self):
-        return self._kb.on_thread0()
+    active = _builder("par_node")
+    count = _builder("par_slots")
+    counter = _builder("par_counter")
+    tid = _builder("tid")
+    grab = _builder_call("loop_grab")
+    rows = _builder_call("thread_rows")
+    barrier = _builder_call("barrier")
+    on_thread0 = _builder_call("on_thread0")
 
 
-class Regions:
+class Regions(_View):
     """Branches and loop bodies compiled into this kernel (lower_control.py):
 
     ``node_pos``          index of the node being lowered (names its regions)
@@ -97,48 +96,15 @@ class Regions:
     ``finish_hooks``      callables emitting code just before the entry function returns
     ``nested``            this kernel is itself a region
     """
-
-    def __init__(self, kb):
-        self._kb = kb
-
-    @property
-    def node_pos(self):
-        return self._kb.cur_pos
-
-    def sub_builder(self, program, tag):
-        return self._kb.sub_builder(program, tag)
-
-    @property
-    def cache(self):
-        return self._kb.region_cache
-
-    @property
-    def groups(self):
-        return self._kb.groups
-
-    @property
-    def arena(self):
-        return self._kb.arena
-
-    @property
-    def persistent_base(self):
-        return self._kb.persistent_base
-
-    @property
-    def persistent_words(self):
-        return self._kb.persistent_words
-
-    @persistent_words.setter
-    def persistent_words(self, n):
-        self._kb.persistent_words = n
-
-    @property
-    def finish_hooks(self):
-        return self._kb.finish_hooks
-
-    @property
-    def nested(self):
-        return self._kb.is_region
+    node_pos = _builder("cur_pos")
+    sub_builder = _builder_call("sub_builder")
+    cache = _builder("region_cache")
+    groups = _builder("groups")
+    arena = _builder("arena")
+    persistent_base = _builder("persistent_base")
+    persistent_words = _builder("persistent_words", writable=True)
+    finish_hooks = _builder("finish_hooks")
+    nested = _builder("is_region")
 
 
 THREADS, REGIONS = _public(Threads), _public(Regions)
