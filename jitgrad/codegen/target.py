@@ -93,6 +93,16 @@ class Target:
             return bool(_split_features(self.features).get("fma"))
         return self.level != "x86-64" or "fma" in self.uses
 
+    @property
+    def has_round(self):
+        """Whether the code may use SSE4.1's round instruction (vecmath rounds inline
+        otherwise).  A named CPU below AVX2 counts as the baseline unless its
+        features say +sse4.1: conservative, the inline code is only slower."""
+        feats = _split_features(self.features)
+        if self.is_host:
+            return bool(feats.get("sse4.1"))
+        return self.level != "x86-64" or bool(feats.get("sse4.1") or feats.get("sse4.2"))
+
     def lanes(self, itemsize):
         return self.vector_bits // (8 * itemsize)
 
