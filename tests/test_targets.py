@@ -204,3 +204,23 @@ def test_baseline_target_rounds_without_libm(dtype):
     with tf.compat.v1.Session(graph=g) as host:   # roundss/roundps on the host: the same bits
         for gv, hv in zip(got, host.run(outs, {x: X, y: Y})):
             _same_values(gv, hv)
+
+
+def test_named_cpu_level_is_kept_in_the_disk_cache(monkeypatch, tmp_path):
+    """A named CPU's level is LLVM's answer (a probe child process); it is stored with
+    the cache's facts, so another process (here: an empty table of targets) reads it
+    instead of probing again -- and a different feature string is probed afresh."""
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path / "cache"))     # an empty disk cache
+    monkeypatch.delenv("JITGRAD_CACHE", raising=False)
+    probed = []
+    real = tg._probe_level
+    monkeypatch.setattr(tg, "_probe_level", lambda cpu, f: probed.append((cpu, f)) or real(cpu, f))
+    monkeypatch.setattr(tg, "_targets", {})
+    first = tg.get("haswell", "+avx2")
+    monkeypatch.setattr(tg, "_targets", {})
+    again = tg.get("haswell", "+avx2")
+    assert (again.level, again.uses) == (first.level, first.uses) == ("avx2", first.uses)
+    assert probed == [("haswell", "+avx2")]
+    monkeypatch.setattr(tg, "_targets", {})
+    assert tg.get("haswell", "-fma").level == "x86-64"    # no FMA: not the AVX2 level
+    assert probed[-1] == ("haswell", "-fma")
