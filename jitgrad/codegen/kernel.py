@@ -46,7 +46,7 @@ from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic,
 from .lower_control import check
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
 from .lowering_tables import tables
-from .sync import emit_barrier
+from .sync import emit_barrier, emit_exit, emit_join
 from .target import current
 
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
@@ -61,7 +61,7 @@ LOWERING_INTERFACE = frozenset({
     "cur_pos", "shape", "dtype", "gen", "input_gen", "buffers", "scratch_buffer", "literal_buffer",
     "loop", "emit_nest",
     "set_error", "no_error_yet",
-    "par_node", "par_slots", "par_counter", "tid", "loop_grab", "thread_rows", "barrier", "on_thread0", "target",
+    "par_node", "par_slots", "par_counter", "tid", "loop_grab", "grab_rows", "barrier", "on_thread0", "target",
     "sub_builder", "region_cache", "groups", "arena", "persistent_words", "persistent_base", "finish_hooks",
     "is_region",
 })
@@ -89,7 +89,7 @@ class KernelBuilder:
     loops        ``loop`` (constant bounds), ``emit_nest(buf, gen)``
     errors       ``set_error(cond, code)``, ``no_error_yet()``
     threads      ``par_node`` (this node runs on all threads), ``par_slots``,
-                 ``par_counter``, ``tid``, ``loop_grab``, ``thread_rows``,
+                 ``par_counter``, ``tid``, ``loop_grab``, ``grab_rows``,
                  ``barrier()``, ``on_thread0()``, ``target`` (codegen/target.py)
     regions      (lower_control.py) ``sub_builder(program, tag)``,
                  ``region_cache``, ``groups``, ``arena``, ``persistent_words``
@@ -116,6 +116,7 @@ class KernelBuilder:
         self.par_slots = 1
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
+        self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
@@ -277,19 +278,24 @@ class KernelBuilder:
         self.b.branch(cont)
         self.b.position_at_end(cont)
 
-    def thread_rows(self, M, align=8):
-        """[r0, r1): this thread's share of M rows (chunks aligned to ``align``)."""
+    @contextmanager
+    def grab_rows(self, M, align=8, chunks=16):
+        """Yields [r0, r1): row chunks of M taken dynamically (``loop_grab`` on the
+        node's counter): ``chunks`` chunks of a multiple of ``align`` rows, however
+        many threads run, so no rows wait for a thread that joins late
+        (codegen/sync.py) and no chunk boundary depends on the thread count."""
         b = self.b
-        per = b.sdiv(b.add(c64(M - 1), self.nthreads), self.nthreads)        # ceil(M / n)
-        per = b.mul(b.sdiv(b.add(per, c64(align - 1)), c64(align)), c64(align))
-        r0 = b.mul(self.tid, per)
-        r0 = b.select(b.icmp_signed("<", r0, c64(M)), r0, c64(M))
-        r1 = b.add(r0, per)
-        r1 = b.select(b.icmp_signed("<", r1, c64(M)), r1, c64(M))
-        return r0, r1
+        chunk = -(-max(1, -(-M // chunks)) // align) * align
+        with self.loop_grab(self.par_counter, -(-M // chunk)) as blk:
+            r0 = b.mul(blk, c64(chunk))
+            r1 = b.add(r0, c64(chunk))
+            if M % chunk:
+                r1 = b.select(b.icmp_signed("<", r1, c64(M)), r1, c64(M))
+            yield r0, r1
 
     def barrier(self):
-        """All threads wait here for each other (jitgrad/codegen/sync.py)."""
+        """The threads that have joined the call wait here for each other (a thread
+        joining later skips it: jitgrad/codegen/sync.py)."""
         if self.parallel:
             emit_barrier(self)
 
@@ -579,6 +585,8 @@ class KernelBuilder:
                     b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(bp.counter_base + 64 * k)]),
                                               I64.as_pointer()))
             # (the barrier before the first parallel segment publishes the zeroed counters)
+            with self._guard(b.icmp_signed("!=", self.tid, c64(0))):
+                emit_join(self)
         else:
             b.store(ir.Constant(I32, 0), self.status)
         self.buffers = {}
@@ -683,6 +691,8 @@ class KernelBuilder:
                     self.emit_nest(out_bufs[s], self.input_gen(v))
         for hook in self.finish_hooks:
             hook()
+        if self.parallel:
+            emit_exit(self)
         b.ret_void()
         self.entry_b.branch(body)
         if self.parallel:
