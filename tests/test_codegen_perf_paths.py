@@ -334,7 +334,6 @@ def test_barrier_sleepers_are_woken(threads):
     # More threads than this host has cores, and serial stretches between the
     # parallel GEMMs: waiters outlast their spin and sleep in futex
     # (codegen/sync.py); every one must be woken, every run the same bits.
-    import threading
     g, fetches, feed, inp = _mlp()
     s = _sess(g)
     rep = s.explain(fetches, feed)
@@ -342,12 +341,25 @@ def test_barrier_sleepers_are_woken(threads):
     threads(1)
     want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
     threads(5)
+    got = _runs_watched(lambda: s.run(fetches, feed), 40)
+    assert all(r == want for r in got)
+
+
+def _runs_watched(run, n, first=None):
+    """The results (bytes) of ``n`` calls of ``run`` made on a watched thread (the
+    first n-1 inside the context ``first()`` when given): a hung parallel kernel
+    fails the test instead of hanging the suite."""
+    import contextlib
+    import threading
     got, errors = [], []
 
     def runs():
         try:
-            for _ in range(40):
-                got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
+            with (first or contextlib.nullcontext)():
+                for _ in range(n - (first is not None)):
+                    got.append([np.asarray(r).tobytes() for r in run()])
+            if first is not None:
+                got.append([np.asarray(r).tobytes() for r in run()])
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
     t = threading.Thread(target=runs, daemon=True)
@@ -355,7 +367,8 @@ def test_barrier_sleepers_are_woken(threads):
     t.join(timeout=300)
     assert not t.is_alive(), f"parallel kernel hung after {len(got)} runs"
     assert not errors, errors
-    assert len(got) == 40 and all(r == want for r in got)
+    assert len(got) == n
+    return got
 
 
 def _late_schedules(delay_s):
@@ -396,30 +409,21 @@ def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedul
     # part-way ('delayed'); they skip the barriers already passed and take what
     # blocks are left.  Same bits as one thread, and the next ordinary call works
     # (the last thread out resets the team word).
-    import threading
+    import contextlib
     g, fetches, feed, inp = _mlp_xent()
     s = _sess(g)
     threads(1)
     want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
     threads(3)
     late = _late_schedules(0.0005)[schedule]
-    got, errors = [], []
 
-    def runs():
-        try:
-            with monkeypatch.context() as m:
-                m.setattr(compiler, "_call_parallel", late)
-                for _ in range(10):
-                    got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
-            got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])   # the real pool again
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-    t = threading.Thread(target=runs, daemon=True)
-    t.start()
-    t.join(timeout=300)
-    assert not t.is_alive(), f"a late-joined kernel hung after {len(got)} runs"
-    assert not errors, errors
-    assert len(got) == 11 and all(r == want for r in got)
+    @contextlib.contextmanager
+    def late_pool():
+        with monkeypatch.context() as m:
+            m.setattr(compiler, "_call_parallel", late)
+            yield
+    got = _runs_watched(lambda: s.run(fetches, feed), 11, first=late_pool)   # the 11th: the real pool
+    assert all(r == want for r in got)
 
 
 def test_wide_gemm_row_chunks_bit_identical_over_threads(threads):
