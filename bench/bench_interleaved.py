@@ -60,8 +60,12 @@ def main():
             fn()
             times[k].append(time.perf_counter() - t0)
     base = statistics.median(times["jitgrad"])
+    from blas_info import blas_info
+    from jitgrad.codegen import parallel
     print(f"{args.case} threads={n}, {len(times['jitgrad'])} interleaved rounds "
           f"(load average {os.getloadavg()[0]:.1f}: noisy if above the core count)")
+    # the comparison is fair only if every backend had the same threads: say what they had
+    print(f"  jitgrad threads={parallel.num_threads()}; numpy: {blas_info()}")
     for k, ts in times.items():
         ts = sorted(ts)
         m = statistics.median(ts)

@@ -32,6 +32,9 @@ if "--numpy-child" not in sys.argv:
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_info import blas_info, openblas_threads  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (label, M, N, K, trans_a, trans_b)  -- C is M x N, reduction over K.
@@ -83,44 +86,6 @@ def _sample(fn, inner):
 
 # ---------------------------------------------------------------- numpy side
 
-def _openblas_threads():
-    """Threads OpenBLAS will use, asked of the library numpy loaded (None when
-    that is not a recognisable OpenBLAS)."""
-    import glob
-    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in glob.glob(os.path.join(libs, "*openblas*")):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for sym in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                    "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            fn = getattr(lib, sym, None)
-            if fn is not None:
-                return int(fn())
-    return None
-
-
-def _blas_info():
-    info = ""
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        info = "%s %s" % (blas.get("name"), blas.get("version"))
-    except Exception:
-        pass
-    n = _openblas_threads()
-    if n is not None:
-        info += " | OpenBLAS threads=%d" % n
-    try:
-        import threadpoolctl
-        info += " | " + "; ".join(
-            "%s threads=%s arch=%s" % (d.get("internal_api"),
-                                       d.get("num_threads"),
-                                       d.get("architecture"))
-            for d in threadpoolctl.threadpool_info())
-    except ImportError:
-        pass
-    return info
 
 
 def _numpy_child(dtype):
@@ -138,7 +103,7 @@ def _numpy_child(dtype):
         C = np.empty((M, N), dtype)
         fn = (lambda Aop=Aop, Bop=Bop, C=C: np.matmul(Aop, Bop, out=C))
         calls.append((fn, _calibrate(fn)))
-    print(json.dumps({"info": _blas_info(), "blas_threads": _openblas_threads()}), flush=True)
+    print(json.dumps({"info": blas_info(), "blas_threads": openblas_threads()}), flush=True)
     for line in sys.stdin:
         fn, inner = calls[int(line)]
         print(repr(_sample(fn, inner)), flush=True)

@@ -170,7 +170,14 @@ def machine_facts(np, quick, threads):
     x = np.random.default_rng(0).standard_normal((256, 784)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((784, 512)).astype(np.float32)
     mm, *_ = timeit(lambda: x @ w, budget=0.3)
-    return {COPY_BW: bw, "numpy_matmul_GFLOPs(256x784x512)": 2 * 256 * 784 * 512 / mm / 1e9}
+    facts = {COPY_BW: bw, "numpy_matmul_GFLOPs(256x784x512)": 2 * 256 * 784 * 512 / mm / 1e9}
+    # a like-for-like comparison needs the same threads on every side: as each library reports it
+    from blas_info import openblas_threads
+    from jitgrad.codegen import parallel
+    if openblas_threads() is not None:
+        facts["numpy_OpenBLAS_threads"] = float(openblas_threads())
+    facts["jitgrad_threads"] = float(parallel.num_threads())
+    return facts
 
 
 W6_CODE = {

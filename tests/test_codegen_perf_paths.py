@@ -334,7 +334,6 @@ def test_barrier_sleepers_are_woken(threads):
     # More threads than this host has cores, and serial stretches between the
     # parallel GEMMs: waiters outlast their spin and sleep in futex
     # (codegen/sync.py); every one must be woken, every run the same bits.
-    import threading
     g, fetches, feed, inp = _mlp()
     s = _sess(g)
     rep = s.explain(fetches, feed)
@@ -342,12 +341,25 @@ def test_barrier_sleepers_are_woken(threads):
     threads(1)
     want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
     threads(5)
+    got = _runs_watched(lambda: s.run(fetches, feed), 40)
+    assert all(r == want for r in got)
+
+
+def _runs_watched(run, n, first=None):
+    """The results (bytes) of ``n`` calls of ``run`` made on a watched thread (the
+    first n-1 inside the context ``first()`` when given): a hung parallel kernel
+    fails the test instead of hanging the suite."""
+    import contextlib
+    import threading
     got, errors = [], []
 
     def runs():
         try:
-            for _ in range(40):
-                got.append([np.asarray(r).tobytes() for r in s.run(fetches, feed)])
+            with (first or contextlib.nullcontext)():
+                for _ in range(n - (first is not None)):
+                    got.append([np.asarray(r).tobytes() for r in run()])
+            if first is not None:
+                got.append([np.asarray(r).tobytes() for r in run()])
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
     t = threading.Thread(target=runs, daemon=True)
@@ -355,4 +367,87 @@ def test_barrier_sleepers_are_woken(threads):
     t.join(timeout=300)
     assert not t.is_alive(), f"parallel kernel hung after {len(got)} runs"
     assert not errors, errors
-    assert len(got) == 40 and all(r == want for r in got)
+    assert len(got) == n
+    return got
+
+
+def _late_schedules(delay_s):
+    """call_parallel stand-ins (compiler._call_parallel) that start the workers late:
+    'after': thread 0 runs the whole kernel before any worker starts; 'delayed':
+    workers start ``delay_s`` into thread 0's run."""
+    import ctypes
+    import threading
+    import time
+    fntype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+    def after(fn_addr, slots, n):
+        fn = fntype(fn_addr)
+        fn(slots, 0, n)
+        for t in range(1, n):
+            fn(slots, t, n)
+
+    def delayed(fn_addr, slots, n):
+        fn = fntype(fn_addr)
+
+        def worker(t):
+            time.sleep(delay_s)
+            fn(slots, t, n)
+        ws = [threading.Thread(target=worker, args=(t,)) for t in range(1, n)]
+        for w in ws:
+            w.start()
+        fn(slots, 0, n)
+        for w in ws:
+            w.join()
+    return {"after": after, "delayed": delayed}
+
+
+@pytest.mark.parametrize("schedule", ["after", "delayed"])
+def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedule):
+    # codegen/sync.py: a barrier waits only for threads that have joined the call.
+    # Thread 0 runs W3's kernel to the end before the other threads even start
+    # ('after': the old barrier counted all n threads and hung here), or they start
+    # part-way ('delayed'); they skip the barriers already passed and take what
+    # blocks are left.  Same bits as one thread, and the next ordinary call works
+    # (the last thread out resets the team word).
+    import contextlib
+    g, fetches, feed, inp = _mlp_xent()
+    s = _sess(g)
+    threads(1)
+    want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
+    threads(3)
+    late = _late_schedules(0.0005)[schedule]
+
+    @contextlib.contextmanager
+    def late_pool():
+        with monkeypatch.context() as m:
+            m.setattr(compiler, "_call_parallel", late)
+            yield
+    got = _runs_watched(lambda: s.run(fetches, feed), 11, first=late_pool)   # the 11th: the real pool
+    assert all(r == want for r in got)
+
+
+def test_wide_gemm_row_chunks_bit_identical_over_threads(threads):
+    # A parallel GEMM the prepacked path does not take (N beyond one NC block of
+    # B) hands out row chunks dynamically (kernel.grab_rows, one per thread slot):
+    # any thread count gives the same bits, and numpy's values.
+    from jitgrad.codegen import matmul as mm
+    M, K, N = 70, 96, 4200
+    assert not mm.prepack_supported("float32", 1, M, N, K, False)
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, A.shape)
+        b = tf.compat.v1.placeholder(tf.float32, B.shape)
+        y = tf.matmul(a, b) + 1.0
+    s = _sess(g)
+    plan = compiler.make_plan(s, [y], [(a, A), (b, B)])
+    assert plan.kernel.meta["parallel"], plan.kernel.meta
+    res = set()
+    for t in (1, 2, 3, 1):
+        threads(t)
+        res.add(s.run(y, {a: A, b: B}).tobytes())
+    assert len(res) == 1
+    got = np.frombuffer(res.pop(), np.float32).reshape(M, N)
+    np.testing.assert_allclose(got, A.astype(np.float64) @ B + 1.0, rtol=1e-4, atol=1e-3)

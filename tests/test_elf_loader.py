@@ -209,7 +209,10 @@ def test_compiled_kernels_bit_identical_under_both_loaders(monkeypatch, threads)
 
 
 WARM = textwrap.dedent("""
-    import json, sys
+    import json, subprocess, sys
+    children = []
+    _run = subprocess.run
+    subprocess.run = lambda *a, **k: children.append(a[0]) or _run(*a, **k)   # e.g. a target probe
     import numpy as np
     import jitgrad as tf
     g = tf.Graph()
@@ -220,17 +223,20 @@ WARM = textwrap.dedent("""
     with tf.compat.v1.Session(graph=g) as s:
         out = s.run([y, dx], {x: np.linspace(-3, 3, 1000, dtype=np.float32)})
     print(json.dumps({"y": float(out[0]), "dx": out[1].tolist(), "info": dict(tf.cache_info()),
-                      "llvm_loaded": "llvmlite.binding" in sys.modules}))
+                      "llvm_loaded": "llvmlite.binding" in sys.modules, "children": len(children)}))
 """)
 
 
-def test_warm_process_never_loads_llvm(tmp_path):
+@pytest.mark.parametrize("cpu", ["", "x86-64"])
+def test_warm_process_never_loads_llvm(tmp_path, cpu):
     """Issue 5's warm start: a process whose kernels all come from the disk cache needs
-    neither LLVM's optimiser nor llvmlite.binding at all (host facts come from the cache)."""
-    env = dict(os.environ, PYTHONPATH=ROOT, JITGRAD_CACHE_DIR=str(tmp_path / "c"))
+    neither LLVM's optimiser nor llvmlite.binding at all (host facts come from the cache)
+    -- also with a named CPU (JITGRAD_TARGET_CPU; the SSE2 baseline runs on any x86-64),
+    whose level LLVM was asked once, by a probe child of the cold process, and which
+    the warm process reads from the cache too."""
+    env = dict(os.environ, PYTHONPATH=ROOT, JITGRAD_CACHE_DIR=str(tmp_path / "c"), JITGRAD_TARGET_CPU=cpu)
     env.pop("JITGRAD_LOADER", None)
-    for var in ("JITGRAD_TARGET_CPU", "JITGRAD_TARGET_FEATURES"):   # the host target: a named CPU
-        env.pop(var, None)                                          # needs LLVM to resolve its features
+    env.pop("JITGRAD_TARGET_FEATURES", None)
     runs = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True, timeout=120)
@@ -240,6 +246,7 @@ def test_warm_process_never_loads_llvm(tmp_path):
     assert cold["info"]["compiles"] == 1 and cold["llvm_loaded"]
     assert warm["info"]["compiles"] == 0 and warm["info"]["disk_hits"] == 1
     assert not warm["llvm_loaded"]
+    assert warm["children"] == 0 and cold["children"] >= (1 if cpu else 0)
     assert warm["y"] == cold["y"] and warm["dx"] == cold["dx"]
 
 

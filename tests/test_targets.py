@@ -151,3 +151,76 @@ def test_matmul_blocking_follows_the_level(level, vw32, vw64):
         # accumulators + one row of B vectors + the broadcast of A fit the register file
         assert c["mr"] * c["nr"] // c["vw"] + c["nr"] // c["vw"] + 1 <= regs
     assert tg.Target("cpu", "+prefer-256-bit", "avx512", False).matmul_config("float32")["vw"] == 8
+
+
+def _rounding_edge_values(dt):
+    """Where an inline rounding sequence goes wrong: signed zeros, halves (ties to
+    even), just below / at / above 2**mant (from there on x is its own integer),
+    the extremes, denormals, inf and NaN; then random values over many magnitudes."""
+    mant = np.finfo(dt).nmant
+    big = float(2.0 ** mant)
+    base = [0.0, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 3.5, 1e-30, 0.49999997, 0.50000006,
+            big - 1.5, big - 0.5, big, big + 1, 2 * big + 2, 1e30, np.finfo(dt).max,
+            np.finfo(dt).tiny, np.finfo(dt).smallest_subnormal, np.inf]
+    vals = np.array(base + [-v for v in base] + [np.nan], dt)
+    rng = np.random.default_rng(13)
+    rand = (rng.standard_normal(2000) * 10.0 ** rng.integers(-3, mant // 3 + 8, 2000)).astype(dt)
+    halves = (rng.integers(-2 ** 20, 2 ** 20, 500) + 0.5).astype(dt)
+    return np.concatenate([vals, rand, halves])
+
+
+def _same_values(got, want):
+    """Equal as numpy's results, NaN where numpy has NaN and the sign of zero kept."""
+    np.testing.assert_array_equal(got, want)
+    num = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_baseline_target_rounds_without_libm(dtype):
+    """The SSE2 baseline has no round instruction (SSE4.1): Floor, Ceil, Round and
+    float FloorDiv are inline code there -- no call in the kernel (libm's floorf
+    was called per element before) -- and give numpy's values (TF's Round is
+    half to even: np.rint; FloorDiv is floor(x / y), as the reference kernel)."""
+    assert tg.get("x86-64").has_round is False
+    assert tg.get("haswell").has_round and tg.get("skylake-avx512").has_round
+    X = _rounding_edge_values(dtype)
+    Y = np.resize(np.array([0.75, -0.75, 3.0, -0.0, 0.0, 1e-3, -7.0, np.inf, 2.0], dtype), X.shape)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dtype, X.shape)
+        y = tf.compat.v1.placeholder(dtype, X.shape)
+        outs = [tf.floor(x), tf.math.ceil(x), tf.round(x), tf.math.floordiv(x, y)]
+    with np.errstate(all="ignore"):
+        want = [np.floor(X), np.ceil(X), np.rint(X), np.floor(X / Y)]
+    with _session(g, "x86-64") as s:
+        asm = s.explain(outs, {x: X, y: Y}).asm
+        assert "roundp" not in asm and "rounds" not in asm
+        assert not re.search(r"\bcall", asm), re.findall(r"\bcall\w*\s+\S+", asm)[:4]
+        got = s.run(outs, {x: X, y: Y})
+    for op, gv, wv in zip(("Floor", "Ceil", "Round", "FloorDiv"), got, want):
+        assert gv.dtype == dtype, op
+        _same_values(gv, wv)
+    with tf.compat.v1.Session(graph=g) as host:   # roundss/roundps on the host: the same bits
+        for gv, hv in zip(got, host.run(outs, {x: X, y: Y})):
+            _same_values(gv, hv)
+
+
+def test_named_cpu_level_is_kept_in_the_disk_cache(monkeypatch, tmp_path):
+    """A named CPU's level is LLVM's answer (a probe child process); it is stored with
+    the cache's facts, so another process (here: an empty table of targets) reads it
+    instead of probing again -- and a different feature string is probed afresh."""
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path / "cache"))     # an empty disk cache
+    monkeypatch.delenv("JITGRAD_CACHE", raising=False)
+    probed = []
+    real = tg._probe_level
+    monkeypatch.setattr(tg, "_probe_level", lambda cpu, f: probed.append((cpu, f)) or real(cpu, f))
+    monkeypatch.setattr(tg, "_targets", {})
+    first = tg.get("haswell", "+avx2")
+    monkeypatch.setattr(tg, "_targets", {})
+    again = tg.get("haswell", "+avx2")
+    assert (again.level, again.uses) == (first.level, first.uses) == ("avx2", first.uses)
+    assert probed == [("haswell", "+avx2")]
+    monkeypatch.setattr(tg, "_targets", {})
+    assert tg.get("haswell", "-fma").level == "x86-64"    # no FMA: not the AVX2 level
+    assert probed[-1] == ("haswell", "-fma")

@@ -149,25 +149,41 @@ def confirm_host_facts(facts):
     identity), the entry is replaced and later keys use the real facts."""
     global _FP
     with _FP_LOCK:
-        if _FP is None or all(_FP.get(k) == facts[k] for k in _HOST_FACT_KEYS):
+        if _FP is None or all(_FP.get(k) == facts[k] for k in HOST_FACT_KEYS):
             return
         log.warning("jitgrad cache: cached host facts %s differ from LLVM's %s; replacing them",
-                    {k: _FP.get(k) for k in _HOST_FACT_KEYS}, facts)
+                    {k: _FP.get(k) for k in HOST_FACT_KEYS}, facts)
         _FP = dict(_FP, **facts)
-    _store_host_facts(*_host_facts_entry(), facts)
-
-
-def _host_facts_entry():
-    """(side cache, key) where this host's facts are kept; (None, None) when they
-    cannot be (no readable host identity, or the disk cache is disabled)."""
     identity = _host_identity()
-    cache = _host_facts_cache() if identity else None
-    return (cache, _host_facts_key(identity)) if cache is not None else (None, None)
+    if identity:
+        store_facts("host-facts", identity, facts)
 
 
-def _store_host_facts(cache, key, facts):
+def _facts_entry(kind, identity):
+    """(side cache, key) of a facts record; (None, None) when the disk cache is disabled."""
+    cache = _host_facts_cache()
+    return (cache, _facts_key(kind, identity)) if cache is not None else (None, None)
+
+
+def load_facts(kind, identity):
+    """A small JSON record (a dict) another process stored with `store_facts` under
+    (kind, identity) -- e.g. what LLVM answered about a named CPU -- or None.  Kept
+    beside the host facts: the kernel cache's directory, its own fingerprint."""
+    cache, key = _facts_entry(kind, identity)
+    got = cache.load(key) if cache is not None else None
+    if got is None:
+        return None
+    try:
+        facts = json.loads(got[0].decode("utf-8"))
+    except ValueError:
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+def store_facts(kind, identity, facts):
+    cache, key = _facts_entry(kind, identity)
     if cache is not None:
-        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": "host-facts"})
+        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": kind})
 
 
 def _host_facts_cache():
@@ -181,10 +197,14 @@ def _host_facts_cache():
 
 
 def _host_facts_key(identity):
-    return hashlib.sha256(b"jitgrad-host-facts\0" + identity.encode()).hexdigest()
+    return _facts_key("host-facts", identity)
 
 
-_HOST_FACT_KEYS = ("llvm", "triple", "cpu", "features")
+def _facts_key(kind, identity):
+    return hashlib.sha256(f"jitgrad-{kind}\0{identity}".encode()).hexdigest()
+
+
+HOST_FACT_KEYS = ("llvm", "triple", "cpu", "features")
 _HOST_FACTS_FINGERPRINT = {"host-facts": 1}
 
 
@@ -225,18 +245,13 @@ def _llvm_host_facts():
     disk cache does not otherwise need; so the answer is kept in the disk cache as an
     entry keyed by `_host_identity()` (checksummed and permission-checked like any
     entry).  Another CPU or llvmlite build has another identity, so it asks LLVM."""
-    cache, key = _host_facts_entry()
-    if cache is not None:
-        got = cache.load(key)
-        if got is not None:
-            try:
-                facts = json.loads(got[0].decode("utf-8"))
-                if set(facts) == set(_HOST_FACT_KEYS) and all(isinstance(v, str) for v in facts.values()):
-                    return facts
-            except ValueError:
-                pass
+    identity = _host_identity()
+    facts = load_facts("host-facts", identity) if identity else None
+    if facts and set(facts) == set(HOST_FACT_KEYS) and all(isinstance(v, str) for v in facts.values()):
+        return facts
     facts = ask_llvm()
-    _store_host_facts(cache, key, facts)
+    if identity:
+        store_facts("host-facts", identity, facts)
     return facts
 
 

@@ -47,7 +47,7 @@ from .lower_control import check
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
-from .sync import emit_barrier
+from .sync import emit_barrier, emit_exit, emit_join
 from .target import current
 
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
@@ -89,6 +89,7 @@ class KernelBuilder(LoweringContext):
         self.par_slots = 1
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
+        self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
@@ -250,19 +251,24 @@ class KernelBuilder(LoweringContext):
         self.b.branch(cont)
         self.b.position_at_end(cont)
 
-    def thread_rows(self, M, align=8):
-        """[r0, r1): this thread's share of M rows (chunks aligned to ``align``)."""
+    @contextmanager
+    def grab_rows(self, M, align=8, chunks=16):
+        """Yields [r0, r1): row chunks of M taken dynamically (``loop_grab`` on the
+        node's counter): ``chunks`` chunks of a multiple of ``align`` rows, however
+        many threads run, so no rows wait for a thread that joins late
+        (codegen/sync.py) and no chunk boundary depends on the thread count."""
         b = self.b
-        per = b.sdiv(b.add(c64(M - 1), self.nthreads), self.nthreads)        # ceil(M / n)
-        per = b.mul(b.sdiv(b.add(per, c64(align - 1)), c64(align)), c64(align))
-        r0 = b.mul(self.tid, per)
-        r0 = b.select(b.icmp_signed("<", r0, c64(M)), r0, c64(M))
-        r1 = b.add(r0, per)
-        r1 = b.select(b.icmp_signed("<", r1, c64(M)), r1, c64(M))
-        return r0, r1
+        chunk = -(-max(1, -(-M // chunks)) // align) * align
+        with self.loop_grab(self.par_counter, -(-M // chunk)) as blk:
+            r0 = b.mul(blk, c64(chunk))
+            r1 = b.add(r0, c64(chunk))
+            if M % chunk:
+                r1 = b.select(b.icmp_signed("<", r1, c64(M)), r1, c64(M))
+            yield r0, r1
 
     def barrier(self):
-        """All threads wait here for each other (jitgrad/codegen/sync.py)."""
+        """The threads that have joined the call wait here for each other (a thread
+        joining later skips it: jitgrad/codegen/sync.py)."""
         if self.parallel:
             emit_barrier(self)
 
@@ -552,6 +558,8 @@ class KernelBuilder(LoweringContext):
                     b.store(c64(0), b.bitcast(b.gep(self.arena, [c64(bp.counter_base + 64 * k)]),
                                               I64.as_pointer()))
             # (the barrier before the first parallel segment publishes the zeroed counters)
+            with self._guard(b.icmp_signed("!=", self.tid, c64(0))):
+                emit_join(self)
         else:
             b.store(ir.Constant(I32, 0), self.status)
         self.buffers = {}
@@ -656,6 +664,8 @@ class KernelBuilder(LoweringContext):
                     self.emit_nest(out_bufs[s], self.input_gen(v))
         for hook in self.finish_hooks:
             hook()
+        if self.parallel:
+            emit_exit(self)
         b.ret_void()
         self.entry_b.branch(body)
         if self.parallel:

@@ -54,8 +54,7 @@ def _floordiv(kb, node, xs, W):
     b = kb.b
     dt = _dt(node)
     if _is_float(dt):
-        q = b.fdiv(x, y)
-        return intrinsic(kb.b, f"llvm.floor.{ty_suffix(q.type)}", q.type, [q])
+        return vecmath.emit_rounding(b, "floor", b.fdiv(x, y), kb.target.has_round)
     ys, is_m1 = _safe_divisor(kb, y, W, dt)
     q = b.sdiv(x, ys)
     r = b.srem(x, ys)
@@ -304,14 +303,15 @@ def _realdiv(kb, node, xs, W):
     return kb.b.fdiv(xs[0], xs[1])
 
 
-def _fintrinsic(name):
-    """llvm.floor / llvm.ceil / llvm.rint (round half to even in the default
-    rounding mode, as TF's Round); integer inputs (Round only) pass through."""
+def _rounding(name):
+    """floor / ceil / rint (round half to even, as TF's Round): SSE4.1's instruction,
+    or inline code on the baseline (vecmath.emit_rounding); integer inputs (Round
+    only) pass through."""
     def f(kb, node, xs, W):
         (x,) = xs
         if not _is_float(_dt(node)):
             return x
-        return intrinsic(kb.b, f"llvm.{name}.{ty_suffix(x.type)}", x.type, [x])
+        return vecmath.emit_rounding(kb.b, name, x, kb.target.has_round)
     return f
 
 
@@ -377,9 +377,9 @@ ELEMENTWISE = {
     "Fill": _identity,
     "BroadcastTo": _identity,
     "BroadcastToShapeOf": _identity,
-    "Floor": _fintrinsic("floor"),
-    "Ceil": _fintrinsic("ceil"),
-    "Round": _fintrinsic("rint"),
+    "Floor": _rounding("floor"),
+    "Ceil": _rounding("ceil"),
+    "Round": _rounding("rint"),
     "IsNan": lambda kb, node, xs, W: _isnan(kb, xs[0]),
     "IsInf": _isinf,
     "IsFinite": _isfinite,

@@ -99,9 +99,10 @@ def _matmul(kb, node, outs, dry):
                 r0 = b.mul(blk, c64(rc))
                 b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])
         elif par:
-            r0, r1 = kb.threads.rows(M)
             wp = kb.b.gep(work.ptr, [kb.b.mul(kb.threads.tid, c64(wel))])
-            kb.b.call(fn, [A.ptr, B.ptr, C.ptr, wp, r0, r1])
+            # one chunk per thread slot, as the static split had: each call packs B again
+            with kb.threads.grab_rows(M, chunks=kb.threads.count) as (r0, r1):
+                kb.b.call(fn, [A.ptr, B.ptr, C.ptr, wp, r0, r1])
         else:
             kb.b.call(fn, [A.ptr, B.ptr, C.ptr, work.ptr, c64(0), c64(M)])
         return
@@ -120,8 +121,11 @@ def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
     fn = emit_matvec(kb.b.module, kb.unique_name("mv"), dt.name, plan, vw)
     fn.linkage = "internal"    # one call site: inlined into the kernel, no symbol left
     mat, vec = (A, B) if N == 1 else (B, A)
-    lo, hi = kb.threads.rows(plan.L, align=vw) if par else (c64(0), c64(plan.L))
-    kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
+    if par:
+        with kb.threads.grab_rows(plan.L, align=vw) as (lo, hi):
+            kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
+    else:
+        kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, c64(0), c64(plan.L)])
     return True
 
 

@@ -69,7 +69,8 @@ class Threads(_View):
     ``counter``       arena offset of this node's block counters (for ``grab``)
     ``tid``           i64: this thread's index
     ``grab(counter, n)``  ``with ... as blk``: blocks 0..n-1 shared out by an atomic counter
-    ``rows(m, align=8)``  (r0, r1): this thread's share of m rows
+    ``grab_rows(m, align=8, chunks=16)``  ``with ... as (r0, r1)``: row chunks of m shared out
+                      dynamically (a thread that joins late takes what is left)
     ``barrier()``     all threads wait here for each other
     ``on_thread0()``  context: the enclosed code runs on thread 0 only
     """
@@ -78,7 +79,7 @@ class Threads(_View):
     counter = _builder("par_counter")
     tid = _builder("tid")
     grab = _builder_call("loop_grab")
-    rows = _builder_call("thread_rows")
+    grab_rows = _builder_call("grab_rows")
     barrier = _builder_call("barrier")
     on_thread0 = _builder_call("on_thread0")
 

@@ -1,24 +1,38 @@
-"""The barrier of parallel kernels (threads: jitgrad/codegen/parallel.py).
+"""The barriers of parallel kernels (threads: jitgrad/codegen/parallel.py).
 
-Three words of the kernel's status block: [1] sleepers, [2] count, [3]
-generation.  A thread arriving increments the count; the last one resets it
-and bumps the generation, the others wait for the generation to change:
-first spinning with ``pause`` for SPIN_LIMIT rounds (a barrier after a
-balanced parallel segment is crossed within that), then asleep in
-futex(FUTEX_WAIT) on the generation word, so a waiter takes no core from the
-thread it waits for.  The last arriver makes the FUTEX_WAKE system call only
-when the sleepers word says someone sleeps (sequentially consistent order on
-both sides: either the waker sees the sleeper, or the sleeper sees the new
-generation, and futex re-checks it in the kernel).
+Thread 0 starts a kernel call at once; the other threads *join* it when they
+get going, which on a busy machine (or a thread just woken) may be late.  A
+barrier waits only for the threads that have joined: one that joins late
+skips the barriers the team has already passed (the parallel segments before
+them have had all their blocks taken) and takes what blocks are left -- so
+thread 0 never waits for a thread that has not started, and no result
+depends on who computed a block.  Serial segments run on thread 0; parallel
+ones hand out blocks dynamically (kernel.loop_grab / grab_rows): nothing is
+tied to a thread id.
 
-Why not sched_yield, as before: on a machine with more runnable threads than
-cores, a yielding waiter is rescheduled over and over and competes for the
-core its partner needs; and in a VM a long ``pause`` loop makes the host
-deschedule the virtual CPU.  A sleeper that is woken late costs little: the
-waker never waits for it, and parallel segments hand out their blocks
-dynamically, so the late thread takes whatever blocks are left.
+The team's state is one 32-bit word (status word 2), changed by
+compare-and-swap only, so a join, an arrival and a barrier's completion are
+ordered: bits 0-3 workers joined (thread 0 always counts), 4-7 threads
+arrived at the current barrier, 8-11 threads that have left the kernel,
+12-31 barriers passed in this call (barrier sites are numbered in program
+order: site k is passed when that count reaches k).  The last thread to leave
+resets the word to 0 for the next call (the pool waits for every thread
+before starting another call).
 
-Off Linux x86-64 (no futex number to call) waiters fall back to sched_yield.
+A waiter spins with ``pause`` for SPIN_LIMIT rounds (a barrier after a
+balanced parallel segment is crossed within that), then sleeps in
+futex(FUTEX_WAIT) on the team word, so it takes no core from the thread it
+waits for.  The thread completing a barrier makes the FUTEX_WAKE system call
+only when the sleepers word (status word 1) says someone sleeps (sequentially
+consistent on both sides: either the waker sees the sleeper, or the sleeper
+sees the new word, and futex re-checks it in the kernel).  A sleeper woken by
+another change of the word (a join, an arrival) checks and sleeps again.
+
+Why not sched_yield: on a machine with more runnable threads than cores, a
+yielding waiter is rescheduled over and over and competes for the core its
+partner needs; and in a VM a long ``pause`` loop makes the host deschedule the
+virtual CPU.  Off Linux x86-64 (no futex number to call) waiters fall back to
+sched_yield.
 """
 from llvmlite import ir
 
@@ -29,6 +43,9 @@ SYS_FUTEX = 202              # x86-64 Linux
 FUTEX_WAIT_PRIVATE = 128
 FUTEX_WAKE_PRIVATE = 129
 _WAKE_ALL = 0x7FFFFFFF
+
+JOINED, ARRIVED, EXITED, PHASE = 1, 1 << 4, 1 << 8, 1 << 12   # the team word's fields (units)
+FIELD = 0xF
 
 
 def _syscall(kb, args):
@@ -43,31 +60,94 @@ def _futex(kb, word, op, val):
     return _syscall(kb, [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(op), val, _c64(0)])
 
 
-def emit_barrier(kb):
-    """Emit a barrier over kb's runtime thread count at kb.b's position."""
+def _i32(v):
+    return ir.Constant(I32, v)
+
+
+def _words(kb):
+    b = kb.b
+    return b.gep(kb.status, [_i32(1)]), b.gep(kb.status, [_i32(2)])    # sleepers, team
+
+
+def _uses_futex(kb):
+    return kb.x86 and "linux" in (kb._triple or "x86_64-unknown-linux-gnu")
+
+
+def _field(b, w, unit):
+    return b.and_(b.lshr(w, _i32(unit.bit_length() - 1)), _i32(FIELD))
+
+
+def _swap(kb, team, new_of):
+    """CAS loop on the team word: w -> new_of(w) (emitted at b's position, which it
+    leaves after a successful swap).  Returns the w that was replaced."""
     b, fn = kb.b, kb.fn
-    futex = kb.x86 and "linux" in (kb._triple or "x86_64-unknown-linux-gnu")
-    st = kb.status
-    sleepers = b.gep(st, [ir.Constant(I32, 1)])
-    cnt = b.gep(st, [ir.Constant(I32, 2)])
-    genp = b.gep(st, [ir.Constant(I32, 3)])
-    gen0 = b.load_atomic(genp, "acquire", 4)
-    old = b.atomic_rmw("add", cnt, ir.Constant(I32, 1), "acq_rel")
-    last = b.icmp_signed("==", b.sext(old, I64), b.sub(kb.nthreads, _c64(1)))
+    retry = fn.append_basic_block("team.cas")
+    b.branch(retry)
+    b.position_at_end(retry)
+    w = b.load_atomic(team, "acquire", 4)
+    res = b.cmpxchg(team, w, new_of(w), "seq_cst", "acquire")
+    ok = fn.append_basic_block("team.ok")
+    b.cbranch(b.extract_value(res, 1), ok, retry)
+    b.position_at_end(ok)
+    return w
+
+
+def emit_join(kb):
+    """A worker (tid != 0) joins the call at kernel entry."""
+    _, team = _words(kb)
+    kb.b.atomic_rmw("add", team, _i32(JOINED), "seq_cst")
+
+
+def emit_exit(kb):
+    """Every thread on its way out; the last one (of the n started) resets the word."""
+    b = kb.b
+    _, team = _words(kb)
+    n = b.trunc(kb.nthreads, I32)
+    _swap(kb, team, lambda w: b.select(b.icmp_unsigned("==", b.add(_field(b, w, EXITED), _i32(1)), n),
+                                       _i32(0), b.add(w, _i32(EXITED))))
+
+
+def emit_barrier(kb):
+    """Emit the next barrier site (numbered in program order) at kb.b's position."""
+    b, fn = kb.b, kb.fn
+    kb.barriers += 1
+    site = _i32(kb.barriers)
+    futex = _uses_futex(kb)
+    sleepers, team = _words(kb)
+
+    def passed(w):
+        return b.icmp_unsigned(">=", b.lshr(w, _i32(12)), site)
+
+    def is_last(w):       # every joined thread but this one has arrived
+        return b.icmp_unsigned("==", _field(b, w, ARRIVED), _field(b, w, JOINED))
+
+    done = fn.append_basic_block("bar.done")
+    retry = fn.append_basic_block("bar.try")
+    b.branch(retry)
+    b.position_at_end(retry)
+    w = b.load_atomic(team, "acquire", 4)
+    arrive = fn.append_basic_block("bar.arrive")
+    b.cbranch(passed(w), done, arrive)     # a late joiner: the team is past this site
+
+    b.position_at_end(arrive)
+    last = is_last(w)
+    nxt = b.select(last, b.add(b.sub(w, b.mul(_field(b, w, ARRIVED), _i32(ARRIVED))), _i32(PHASE)),
+                   b.add(w, _i32(ARRIVED)))
+    res = b.cmpxchg(team, w, nxt, "seq_cst", "acquire")
+    swapped = fn.append_basic_block("bar.swapped")
+    b.cbranch(b.extract_value(res, 1), swapped, retry)
+    b.position_at_end(swapped)
     lastb = fn.append_basic_block("bar.last")
     spin = fn.append_basic_block("bar.spin")
-    done = fn.append_basic_block("bar.done")
     b.cbranch(last, lastb, spin)
 
     b.position_at_end(lastb)
-    b.store_atomic(ir.Constant(I32, 0), cnt, "monotonic", 4)
-    b.atomic_rmw("add", genp, ir.Constant(I32, 1), "seq_cst")
     if futex:
         wake = fn.append_basic_block("bar.wake")
         asleep = b.load_atomic(sleepers, "seq_cst", 4)
-        b.cbranch(b.icmp_signed("!=", asleep, ir.Constant(I32, 0)), wake, done)
+        b.cbranch(b.icmp_signed("!=", asleep, _i32(0)), wake, done)
         b.position_at_end(wake)
-        _futex(kb, genp, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
+        _futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
     b.branch(done)
 
     b.position_at_end(spin)
@@ -84,23 +164,21 @@ def emit_barrier(kb):
     b.store(k, ctr)
     b.cbranch(b.icmp_signed(">", k, _c64(SPIN_LIMIT)), slow, chk)
     b.position_at_end(chk)
-    g = b.load_atomic(genp, "acquire", 4)
-    b.cbranch(b.icmp_signed("==", g, gen0), loop, done)
+    b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, loop)
 
     b.position_at_end(slow)
     if futex:
-        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
-        g = b.load_atomic(genp, "seq_cst", 4)
+        b.atomic_rmw("add", sleepers, _i32(1), "seq_cst")
+        g = b.load_atomic(team, "seq_cst", 4)
         sleep = fn.append_basic_block("bar.futex")
         woke = fn.append_basic_block("bar.woke")
-        b.cbranch(b.icmp_signed("==", g, gen0), sleep, woke)
+        b.cbranch(passed(g), woke, sleep)
         b.position_at_end(sleep)
-        _futex(kb, genp, FUTEX_WAIT_PRIVATE, b.zext(gen0, I64))
+        _futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
         b.branch(woke)
         b.position_at_end(woke)
-        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+        b.atomic_rmw("sub", sleepers, _i32(1), "seq_cst")
     else:
         intrinsic(kb.b, "sched_yield", I32, [])
-    g = b.load_atomic(genp, "acquire", 4)
-    b.cbranch(b.icmp_signed("==", g, gen0), slow, done)   # spurious wake-up: sleep again
+    b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, slow)   # woken by another change: again
     b.position_at_end(done)

@@ -20,6 +20,7 @@ not caught -- jitgrad never emits code that uses those.
 """
 import contextlib
 import contextvars
+import json
 import os
 import re
 import subprocess
@@ -97,6 +98,16 @@ class Target:
             return bool(_split_features(self.features).get("fma"))
         return self.level != "x86-64" or "fma" in self.uses
 
+    @property
+    def has_round(self):
+        """Whether the code may use SSE4.1's round instruction (vecmath rounds inline
+        otherwise).  A named CPU below AVX2 counts as the baseline unless its
+        features say +sse4.1: conservative, the inline code is only slower."""
+        feats = _split_features(self.features)
+        if self.is_host:
+            return bool(feats.get("sse4.1"))
+        return self.level != "x86-64" or bool(feats.get("sse4.1") or feats.get("sse4.2"))
+
     def lanes(self, itemsize):
         return self.vector_bits // (8 * itemsize)
 
@@ -121,9 +132,9 @@ class Target:
     def target_machine(self, opt=3):
         """A fresh TargetMachine for this target (MCJIT takes ownership of the one it
         gets, so one is never shared with an engine)."""
-        from ..cache.native import _llvm
+        from ..cache.native import _llvm, llvm_host_facts
         llvm = _llvm()
-        facts = _host_facts()
+        facts = llvm_host_facts()      # LLVM's own answer: this builds code
         if self.is_host:
             cpu, features = facts["cpu"], facts["features"]
         else:
@@ -149,8 +160,11 @@ def _llvm_features(level, features):
 
 
 def _host_facts():
-    from ..cache.native import llvm_host_facts
-    return llvm_host_facts()
+    """The host's LLVM facts as the cache fingerprint holds them: kept on disk, so a
+    warm process resolving its target does not import llvmlite.binding."""
+    from ..cache import disk
+    fp = disk.environment_fingerprint()
+    return {k: fp[k] for k in disk.HOST_FACT_KEYS}
 
 
 def _level_from_features(feats):
@@ -215,6 +229,22 @@ def _probe_level(cpu, features):
     return level, uses
 
 
+def _resolved_level(cpu, features):
+    """`_probe_level`'s answer, kept in the disk cache under the CPU name, the features
+    and LLVM's version and triple: a warm process with JITGRAD_TARGET_CPU set then
+    neither starts the probe's child process nor imports llvmlite.binding."""
+    from ..cache import disk
+    facts = _host_facts()
+    identity = json.dumps([cpu, features, facts["llvm"], facts["triple"]])
+    got = disk.load_facts("target-facts", identity)
+    if (got and got.get("level") in VECTOR_BITS and isinstance(got.get("uses"), list)
+            and all(isinstance(u, str) for u in got["uses"])):
+        return got["level"], tuple(got["uses"])
+    level, uses = _probe_level(cpu, features)
+    disk.store_facts("target-facts", identity, {"level": level, "uses": list(uses)})
+    return level, uses
+
+
 _lock = threading.Lock()
 _targets = {}
 
@@ -236,7 +266,7 @@ def get(cpu=None, features=None):
                                _level_from_features(_split_features(facts["features"])), True)
                 else:
                     name = _host_facts()["cpu"] if cpu == "host" else cpu
-                    level, uses = _probe_level(name, features)
+                    level, uses = _resolved_level(name, features)
                     t = Target(name, features, level, False, uses)
                 _targets[k] = t
     return t

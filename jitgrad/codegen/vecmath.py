@@ -21,6 +21,7 @@ loop that emits into its body takes the latch's predecessor from
 API::
 
     emit(builder, name, args) -> ir.Value
+    emit_rounding(builder, 'floor' | 'ceil' | 'rint', x, native) -> ir.Value   (Floor, Ceil, Round)
 
 ``args`` are values of type float, double, or a vector of either (all the
 same type); the result has that type.  Special values are handled with
@@ -124,10 +125,12 @@ def _split(value, dt, parts):
 class _Em:
     """Builder helpers for one floating type (scalar or vector)."""
 
-    def __init__(self, builder, ty, has_fma=True):
+    def __init__(self, builder, ty, has_fma=True, has_round=None):
         self.b = builder
         self.ty = ty
         self.has_fma = has_fma
+        # SSE4.1's round instruction; every FMA target has it
+        self.has_round = has_fma if has_round is None else has_round
         el = ty.element if isinstance(ty, ir.VectorType) else ty
         self.count = ty.count if isinstance(ty, ir.VectorType) else None
         if isinstance(el, ir.DoubleType):
@@ -146,7 +149,7 @@ class _Em:
         """The float64 emitter of the same width (float32 functions that are
         evaluated in float64 and rounded once at the end)."""
         dty = ir.DoubleType()
-        return _Em(self.b, ir.VectorType(dty, self.count) if self.count else dty, self.has_fma)
+        return _Em(self.b, ir.VectorType(dty, self.count) if self.count else dty, self.has_fma, self.has_round)
 
     # constants -----------------------------------------------------------
     def c(self, v):
@@ -217,13 +220,20 @@ class _Em:
         return self.intr("fabs", x)
 
     def floor(self, x):
-        if self.has_fma:
+        if self.has_round:
             return self.intr("floor", x)
         r = self.rint(x)
         return self.sel(self.cmp(">", r, x), self.sub(r, self.c(1.0)), r)
 
+    def ceil(self, x):
+        if self.has_round:
+            return self.intr("ceil", x)
+        r = self.rint(x)
+        # copysign: ceil(-0.7) is -0.0 (r + 1 would give +0.0)
+        return self.copysign(self.sel(self.cmp("<", r, x), self.add(r, self.c(1.0)), r), x)
+
     def rint(self, x):
-        if self.has_fma:
+        if self.has_round:
             return self.intr("rint", x)
         # Without SSE4.1's round instruction (the baseline lacks it: llvm.rint / floor
         # become libm calls), round to nearest even by adding and subtracting
@@ -974,6 +984,20 @@ _UNARY = {
 }
 _BINARY = {"pow": _pow}
 FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))
+
+
+ROUNDING = ("floor", "ceil", "rint")
+
+
+def emit_rounding(builder, name, x, native):
+    """floor / ceil / rint (half to even) of x (float, double or a vector of either).
+    native: the target has SSE4.1's round instruction (codegen/target.py
+    `Target.has_round`), which llvm.floor etc. become; without it they would be a
+    libm call per lane, so the rounding is done inline with the 2**mant trick
+    (same values as numpy: -0.0, halves, |x| >= 2**mant, inf and NaN)."""
+    if name not in ROUNDING:
+        raise KeyError("vecmath: unknown rounding %r" % name)
+    return getattr(_Em(builder, x.type, has_round=native), name)(x)
 
 
 def emit(builder, name, args, fma=True):
