@@ -43,6 +43,7 @@ from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
 from .cache import key as cache_key
+from .shape_specialise import specialiser_for
 from .codegen import compile_server
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
@@ -322,7 +323,7 @@ class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
                  "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
-                 "runners", "__weakref__")
+                 "runners", "specialiser", "__weakref__")
 
 
 def _var_reader(session):
@@ -375,10 +376,11 @@ def canonicalise(program):
                        [(k, m(v)) for k, v in program.var_writes], list(program.stats))
 
 
-def build_pre_program(session, elements, fed):
-    """The canonical Program of a run, before the passes."""
+def build_pre_program(session, elements, fed, shape_values=None):
+    """The canonical Program of a run, before the passes (specialised on
+    ``shape_values``, see shape_specialise.py)."""
     ops = prune(elements, {id(t) for t, _ in fed})
-    return canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session)))
+    return canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session), shape_values=shape_values))
 
 
 def optimise(program):
@@ -394,7 +396,7 @@ def _layout(program):
     return ([v is None for v in program.outputs], [k for k, _ in program.var_writes], len(program.args))
 
 
-def make_plan(session, elements, fed, run_passes=False):
+def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     """A plan for one run.  A kernel found in memory or on disk under the
     pre-pass key is used as it is (no passes, no lowering tables, no code
     generator); otherwise the passes run and the kernel is compiled.
@@ -405,10 +407,13 @@ def make_plan(session, elements, fed, run_passes=False):
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
+    plan.specialiser = None
     try:
-        pre = build_pre_program(session, elements, fed)
+        pre = build_pre_program(session, elements, fed, shape_values)
     except pir.DataDependentShape as e:
         plan.fallback, plan.reason, plan.program = True, str(e), None
+        if shape_values is None:   # shapes set by values: compiled per value set instead
+            plan.specialiser = specialiser_for(elements, fed, make_plan, run_plan, interpreter.run)
         return plan
     other = sorted({d.name for n in pre.nodes for _, d in n.outputs if d not in NATIVE_DTYPES})
     if other:   # float16, int8, complex64, ...: the numpy reference kernels compute them
@@ -501,6 +506,8 @@ def _call(k, addr):
 def run_plan(session, plan, fed, elements):
     """Runs a plan; returns one ndarray (or None) per element."""
     if plan.fallback:
+        if plan.specialiser is not None:
+            return plan.specialiser.run(session, fed, elements)
         _stats["fallbacks"] += 1
         return _interpret(session, elements, fed)
     k = plan.kernel
