@@ -156,3 +156,14 @@ def test_explain_shows_the_specialised_values(graph_mode):
     with tf.compat.v1.Session(graph=g) as s:
         text = str(s.explain(r, {n: 3}))
     assert "specialised on shape values" in text and "stack:0 = [3]" in text   # the shape [n], stacked
+
+
+def test_shape_lists_holding_known_scalar_tensors_stay_static():
+    # eager scalars and graph constants in a shape list are values known now: the static ops
+    np.testing.assert_array_equal(tf.zeros([tf.constant(3)]).numpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(tf.reshape(tf.range(6), [tf.constant(2), -1]).numpy(),
+                                  np.arange(6).reshape(2, 3))
+    with tf.Graph().as_default():
+        assert tf.zeros([tf.constant(3), 2]).shape.as_list() == [3, 2]
+        with pytest.raises(TypeError):
+            tf.zeros([ph(tf.float32, [])])

@@ -113,6 +113,10 @@ def _static_shape_arg(shape, what="shape"):
     if isinstance(value, TensorShape):
         value = value.as_list()
     value = np.asarray(value).reshape(-1).tolist() if not isinstance(value, (list, tuple)) else value
+    # a list may hold scalar tensors whose value is known ([tf.constant(3), -1])
+    value = [d[()] if isinstance(d, np.ndarray) and d.ndim == 0 else d for d in
+             (get_static_value(d) if hasattr(d, "dtype") and not isinstance(d, (np.ndarray, np.generic)) else d
+              for d in value)]
     return tuple(_int_arg(d, what) for d in value)
 
 
