@@ -394,8 +394,6 @@ def modules(make_module):
     v2 = {n: here[n] for n in V2_NAMES}
     v1 = {n: here.get(n + "_v1", here[n]) for n in V2_NAMES}
     v1.update(V1_ONLY)
-    v1.pop("assert_shapes")   # TF 1's assert_shapes takes the v2 arguments too; keep one
-    v1["assert_shapes"] = assert_shapes
     debugging = make_module("debugging", Assert=Assert, **v2)
     debugging_v1 = make_module("compat.v1.debugging", Assert=Assert, **v1)
     top = {n: v2[n] for n in ("assert_equal", "assert_greater", "assert_less", "assert_rank")}
