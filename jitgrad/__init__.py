@@ -284,6 +284,11 @@ types = _module("types", experimental=_module(
     "types.experimental", ConcreteFunction=_ConcreteFunction, GenericFunction=_Function,
     PolymorphicFunction=_Function,
     TensorLike=_typing.Union[Tensor, EagerTensor, Variable, _np.ndarray, int, float, _builtins.bool, list, tuple]))
+# ---- issue 17c: tf.debugging and the tf.assert_* names (debugging.py)
+from . import debugging as _dbg  # noqa: E402
+debugging, v1.debugging, _dbg_top, _dbg_top_v1 = _dbg.modules(_module)
+globals().update(_dbg_top)
+v1.__dict__.update(_dbg_top_v1)
 _fill_compat_v1()
 
 

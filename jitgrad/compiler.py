@@ -48,6 +48,7 @@ from .cache.native import load as load_native
 from .codegen import compile_server, parallel as _par
 from .codegen.persistent import init_persistent
 from .codegen.target import current, foreign_code
+from .shape_specialise import specialiser_for
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
@@ -317,7 +318,7 @@ class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
                  "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
-                 "runners", "__weakref__")
+                 "runners", "specialiser", "__weakref__")
 
 
 def _var_reader(session):
@@ -370,10 +371,11 @@ def canonicalise(program):
                        [(k, m(v)) for k, v in program.var_writes], list(program.stats))
 
 
-def build_pre_program(session, elements, fed):
-    """The canonical Program of a run, before the passes."""
+def build_pre_program(session, elements, fed, shape_values=None):
+    """The canonical Program of a run, before the passes (specialised on
+    ``shape_values``, see shape_specialise.py)."""
     ops = prune(elements, {id(t) for t, _ in fed})
-    return canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session)))
+    return canonicalise(pir.from_graph(ops, elements, fed, _var_reader(session), shape_values=shape_values))
 
 
 def optimise(program):
@@ -389,7 +391,7 @@ def _layout(program):
     return ([v is None for v in program.outputs], [k for k, _ in program.var_writes], len(program.args))
 
 
-def make_plan(session, elements, fed, run_passes=False):
+def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     """A plan for one run.  A kernel found in memory or on disk under the
     pre-pass key is used as it is (no passes, no lowering tables, no code
     generator); otherwise the passes run and the kernel is compiled.
@@ -400,10 +402,13 @@ def make_plan(session, elements, fed, run_passes=False):
     plan.reason = None
     plan.hits = 0
     plan.runners = {}
+    plan.specialiser = None
     try:
-        pre = build_pre_program(session, elements, fed)
+        pre = build_pre_program(session, elements, fed, shape_values)
     except pir.DataDependentShape as e:
         plan.fallback, plan.reason, plan.program = True, str(e), None
+        if shape_values is None:   # shapes set by values: compiled per value set instead
+            plan.specialiser = specialiser_for(elements, fed, make_plan, run_plan, interpreter.run)
         return plan
     other = sorted({d.name for n in pre.nodes for _, d in n.outputs if d not in NATIVE_DTYPES})
     if other:   # float16, int8, complex64, ...: the numpy reference kernels compute them
@@ -496,6 +501,8 @@ def _call(k, addr):
 def run_plan(session, plan, fed, elements):
     """Runs a plan; returns one ndarray (or None) per element."""
     if plan.fallback:
+        if plan.specialiser is not None:
+            return plan.specialiser.run(session, fed, elements)
         _stats["fallbacks"] += 1
         return _interpret(session, elements, fed)
     k = plan.kernel

@@ -82,6 +82,7 @@ class _TraceContext:
         self.may_create_variables = False   # only the function's first trace may (as in TF)
         self.created_variables = []
         self.autograph = True     # whether code called in this trace (Keras `call`) is converted
+        self.assert_statements = False   # AutoGraph's Feature.ASSERT_STATEMENTS (autograph/asserts.py)
 
 
 def _current_trace(graph=None):
@@ -341,7 +342,7 @@ class Function:
     """The callable that ``jitgrad.function`` returns."""
 
     def __init__(self, python_function, input_signature=None, autograph=True, jit_compile=None,
-                 reduce_retracing=False, name=None, **_ignored):
+                 reduce_retracing=False, name=None, experimental_autograph_options=None, **_ignored):
         self._python_function = python_function
         self._input_signature = None if input_signature is None else tuple(input_signature)
         self._jit_compile = jit_compile
@@ -353,6 +354,7 @@ class Function:
         functools.update_wrapper(self, python_function)
         self._name = name or getattr(python_function, "__name__", "function")
         self._autograph = autograph
+        self._autograph_options = experimental_autograph_options
         self._converted = None
 
     def _traced_function(self):
@@ -383,7 +385,8 @@ class Function:
         if b is None or b[0] is not instance:
             fn = Function(types.MethodType(self._python_function, instance), self._input_signature,
                           autograph=self._autograph, jit_compile=self._jit_compile,
-                          reduce_retracing=self._reduce_retracing, name=self._name)
+                          reduce_retracing=self._reduce_retracing, name=self._name,
+                          experimental_autograph_options=self._autograph_options)
             self._bound[id(instance)] = b = (instance, fn)
         return b[1]
 
@@ -533,6 +536,8 @@ class Function:
         arg_names, kwarg_names = fs.placeholder_names(self._python_function, args, kwargs)
         ctx.may_create_variables = may_create_variables
         ctx.autograph = bool(self._autograph)
+        from .autograph.asserts import converts_asserts
+        ctx.assert_statements = bool(self._autograph) and converts_asserts(self._autograph_options)
         _traces.append(ctx)
         try:
             with g.as_default():
@@ -600,7 +605,8 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
     def wrap(f):
         return Function(f, input_signature=input_signature, autograph=autograph,
                         jit_compile=jit_compile if jit_compile is not None else experimental_compile,
-                        reduce_retracing=reduce_retracing or bool(experimental_relax_shapes), name=name)
+                        reduce_retracing=reduce_retracing or bool(experimental_relax_shapes), name=name,
+                        experimental_autograph_options=experimental_autograph_options)
     if func is None:
         return wrap
     return wrap(func)

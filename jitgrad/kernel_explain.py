@@ -18,6 +18,9 @@ class ExplainReport:
             out.append(f"target: {self.target}")
         if self.fallback:
             out.append(f"FALLBACK to the interpreter: {self.reason}")
+        if getattr(self, "specialised", None):
+            out.append("-- specialised on shape values (shape_specialise.py; in the key as the static ops' attrs)")
+            out.append(self.specialised)
         if self.key_components:
             out.append("-- cache key components (jitgrad/cache/key.py)")
             out.append(self.key_components)
@@ -49,10 +52,15 @@ class ExplainReport:
 def explain(session, elements, fed):
     from .codegen import backend   # llvmlite: only when explaining
     plan = make_plan(session, elements, fed, run_passes=True)
+    specialised = ""
+    if plan.specialiser is not None:   # shapes set by values: the kernel for this run's values
+        values = plan.specialiser.values(session, fed)
+        specialised = plan.specialiser.describe(values)
+        plan = make_plan(session, elements, fed, run_passes=True, shape_values=values)
     p = plan.program
     common = dict(stats=list(p.stats) if p else [], n_nodes=len(p.nodes) if p else 0, n_args=len(p.args) if p else 0,
                   fallback=plan.fallback, reason=plan.reason,
-                  key_components=plan.key.describe() if plan.key is not None else "")
+                  key_components=plan.key.describe() if plan.key is not None else "", specialised=specialised)
     if plan.fallback:
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)

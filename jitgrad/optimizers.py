@@ -32,7 +32,12 @@ def _new_variable(initial_value, name, dtype=None):
     made in the graph around them, as TF's optimizers create slots under init_scope."""
     fg = in_region()
     if fg is None:
-        return Variable(initial_value, trainable=False, name=name, dtype=dtype)
+        if context.executing_eagerly():
+            return Variable(initial_value, trainable=False, name=name, dtype=dtype)
+        # made lazily inside apply_gradients' control_dependencies: its initializer must not wait
+        # for this step's updates (TF's init_scope clears them), or initialising it runs them
+        with context.get_default_graph().control_dependencies(None):
+            return Variable(initial_value, trainable=False, name=name, dtype=dtype)
     with outermost(fg).as_default():
         return Variable(initial_value, trainable=False, name=name, dtype=dtype)
 
@@ -322,6 +327,12 @@ class KerasOptimizer:
         return []
 
     def minimize(self, loss, var_list, tape=None):
+        """Keras 2's ``minimize`` (Keras 3, TF 2.21's, has none). A graph-tensor loss
+        in a TF 1 graph is differentiated with tf.gradients, so the step is an op
+        Session.run runs (TF 2.21 cannot run a Keras optimizer in a Session at all)."""
+        if tape is None and isinstance(loss, Tensor) and not context.executing_eagerly() and not _in_trace():
+            var_list = list(var_list() if callable(var_list) else var_list)
+            return self.apply_gradients(zip(gradients(loss, var_list), var_list))
         if tape is None:
             if not callable(loss):
                 raise ValueError("`tape` is required when a `Tensor` loss is passed.")

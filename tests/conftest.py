@@ -77,6 +77,15 @@ def graph_mode(request):
     return mode
 
 
+@pytest.fixture
+def no_fallback(graph_mode):
+    """Fails a compiled-mode test whose runs fell back to the interpreter."""
+    before = jitgrad.cache_info()["fallbacks"]
+    yield
+    if graph_mode == "compiled":
+        assert jitgrad.cache_info()["fallbacks"] == before, "a run fell back to the interpreter"
+
+
 @pytest.fixture(autouse=True)
 def reset_jitgrad_state():
     saved_mode = jitgrad.get_default_mode()

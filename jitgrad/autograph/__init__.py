@@ -3,6 +3,7 @@ becomes ``tf.cond`` / ``tf.while_loop`` (transformer.py rewrites the source,
 operators.py decides at run time, conversion.py compiles and caches)."""
 import types as _types
 
+from .asserts import Feature
 from .conversion import convert, converted_call, do_not_convert, to_code_of
 
 
@@ -25,6 +26,7 @@ def set_loop_options(parallel_iterations=None, swap_memory=None, maximum_iterati
     where it is the loop body's statement; a no-op when it runs."""
 
 
-experimental = _types.SimpleNamespace(do_not_convert=do_not_convert, set_loop_options=set_loop_options)
+experimental = _types.SimpleNamespace(do_not_convert=do_not_convert, set_loop_options=set_loop_options,
+                                      Feature=Feature)
 
 __all__ = ["convert", "converted_call", "do_not_convert", "experimental", "set_loop_options", "to_code", "to_graph"]

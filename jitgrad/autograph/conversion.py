@@ -12,7 +12,7 @@ import textwrap
 import types
 import weakref
 
-from . import operators
+from . import asserts, operators
 from .transformer import Unconvertible, transform
 from ..function import Function
 
@@ -149,4 +149,5 @@ _AG_MODULE = _AgModule(
     converted_call=converted_call, if_stmt=operators.if_stmt, while_stmt=operators.while_stmt,
     for_stmt=operators.for_stmt, if_exp=operators.if_exp, and_=operators.and_, or_=operators.or_,
     not_=operators.not_, ld=operators.ld, ldu=operators.ldu, retval=operators.retval,
-    Undefined=operators.Undefined, UndefinedReturnValue=operators.UndefinedReturnValue)
+    Undefined=operators.Undefined, UndefinedReturnValue=operators.UndefinedReturnValue,
+    assert_stmt=asserts.assert_stmt)

@@ -323,6 +323,16 @@ class _Expressions(ast.NodeTransformer):
         return ast.Call(func=_expr("ag__.if_exp"), args=[node.test, _thunk(node.body), _thunk(node.orelse),
                                                          ast.Constant(text)], keywords=[])
 
+    def visit_Assert(self, node):
+        """``assert test, "msg"`` -> ``ag__.assert_stmt(test, lambda: "msg")`` (autograph/asserts.py);
+        as TF, only a string message (or none) is converted: other asserts stay Python's."""
+        self.generic_visit(node)
+        if node.msg is not None and not (isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str)):
+            return node
+        msg = node.msg if node.msg is not None else ast.Constant(None)
+        call = ast.Call(func=_expr("ag__.assert_stmt"), args=[node.test, _thunk(msg)], keywords=[])
+        return ast.copy_location(ast.Expr(call), node)
+
     def visit_Call(self, node):
         self.generic_visit(node)
         f = node.func

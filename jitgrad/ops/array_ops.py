@@ -113,6 +113,10 @@ def _static_shape_arg(shape, what="shape"):
     if isinstance(value, TensorShape):
         value = value.as_list()
     value = np.asarray(value).reshape(-1).tolist() if not isinstance(value, (list, tuple)) else value
+    # a list may hold scalar tensors whose value is known ([tf.constant(3), -1])
+    value = [d[()] if isinstance(d, np.ndarray) and d.ndim == 0 else d for d in
+             (get_static_value(d) if hasattr(d, "dtype") and not isinstance(d, (np.ndarray, np.generic)) else d
+              for d in value)]
     return tuple(_int_arg(d, what) for d in value)
 
 
@@ -127,7 +131,19 @@ def _int_arg(value, what):
                     "int32, int64")
 
 
+def _runtime_shape(shape):
+    """A shape argument known only at run time: a tensor (or a list holding one)."""
+    if isinstance(shape, (int, TensorShape)) or (not isinstance(shape, (list, tuple)) and not hasattr(shape, "dtype")):
+        return False
+    if isinstance(shape, (list, tuple)):
+        return any(hasattr(d, "dtype") and not isinstance(d, (np.ndarray, np.generic)) and get_static_value(d) is None
+                   for d in shape)
+    return not isinstance(shape, (np.ndarray, np.generic)) and get_static_value(shape) is None
+
+
 def fill(dims, value, name=None):
+    if _runtime_shape(dims):
+        return _dyn.fill(dims, value, name=name)
     dims = _static_shape_arg(dims)
     (v,) = convert_all([value])
     return apply_op("Fill", [v], {"dims": dims}, name=name or "Fill")
@@ -202,6 +218,8 @@ def reshape_like(x, ref):
 
 def reshape(tensor, shape, name=None):
     (x,) = convert_all([tensor])
+    if _runtime_shape(shape):
+        return _dyn.reshape(x, shape, name=name)
     return apply_op("Reshape", [x], {"shape": _static_shape_arg(shape)}, name=name or "Reshape")
 
 
@@ -548,12 +566,20 @@ def strided_slice_getitem(tensor, key):
     (x,) = convert_all([tensor])
     if _has_runtime_index(key):
         return _getitem_by_gathers(x, key if isinstance(key, tuple) else (key,))
+    if _has_runtime_bound(key):
+        return _dyn.strided_slice(x, key)
     return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
 
 
 def _is_runtime_index(k):
     return (hasattr(k, "dtype") and getattr(k.dtype, "is_integer", False) and k.shape.rank == 0
             and get_static_value(k) is None)
+
+
+def _has_runtime_bound(key):
+    return any(isinstance(k, slice) and any(v is not None and not isinstance(v, (int, np.integer))
+                                            and get_static_value(v) is None for v in (k.start, k.stop, k.step))
+               for k in (key if isinstance(key, tuple) else (key,)))
 
 
 def _has_runtime_index(key):
@@ -873,8 +899,20 @@ def _range_infer(shapes, dts, attrs):
 # Only built when an argument is known only at run time (else tf.range is a
 # constant). Its length depends on the values: no native lowering, a compiled
 # run that needs one is a counted interpreter fallback. Not differentiable (TF).
-register("Range", infer=_range_infer, kernel=_range_kernel, data_dependent_shape=True, lowering="interpreter",
-         grad=NOT_DIFFERENTIABLE)
+def _range_run_kernel(attrs, start, limit, delta):
+    """The Range op when it runs: bad arguments are TF's run-time InvalidArgumentError."""
+    try:
+        return _range_kernel(attrs, start, limit, delta)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+
+
+def _range_specialise(attrs, start, limit, delta):
+    return "Const", _range_run_kernel(attrs, start, limit, delta)   # (a compiled run: a constant of that length)
+
+
+register("Range", infer=_range_infer, kernel=_range_run_kernel, data_dependent_shape=True, lowering="interpreter",
+         grad=NOT_DIFFERENTIABLE, specialise=_range_specialise)
 
 
 def range_(start, limit=None, delta=1, dtype=None, name="range"):
@@ -1137,3 +1175,15 @@ def linspace(start, stop, num, name=None, axis=0):
     if n < 2:   # TF slices [start, stop] too (so stop gets a zero gradient, not None)
         full = strided_slice_getitem(full, _axis_slice(axis, slice(0, n)))
     return identity(full, name=name or "linspace")
+
+
+def _dyn_shape(shape):
+    """A run-time shape argument as one int tensor (a list mixing ints and scalar tensors is stacked)."""
+    if isinstance(shape, (list, tuple)):
+        parts = [convert_to_tensor(d) if hasattr(d, "dtype") else d for d in shape]
+        dt = next((p.dtype for p in parts if hasattr(p, "dtype")), dtypes.int32)
+        return stack([p if hasattr(p, "dtype") else convert_to_tensor(p, dtype=dt) for p in parts])
+    return shape
+
+
+from . import array_ops_dynamic as _dyn  # noqa: E402  (its ops build on the ones above)

@@ -132,6 +132,10 @@ def check(attrs, arrays):
         raise InvalidArgumentError(f"In[0] (the condition of Assert) must be a scalar, got shape {list(cond.shape)}")
     if bool(cond):
         return
+    if attrs.get("numerics") is not None:   # check_numerics: the values are has-NaN, has-Inf
+        has_nan, has_inf = bool(arrays[1]), bool(arrays[2])
+        found = "Inf and NaN" if has_nan and has_inf else "NaN" if has_nan else "Inf"
+        raise InvalidArgumentError(f"{attrs['numerics']} : Tensor had {found} values")
     texts = iter([flat_tensor_text(a, attrs["summarize"]) for a in arrays[1:]])
     parts = [m if m is not None else next(texts) for m in attrs["data"]]
     raise InvalidArgumentError("assertion failed: " + " ".join(f"[{p}]" for p in parts))

@@ -62,6 +62,12 @@ class OpDef:
     data_dependent_shape: its output shape is known only when it runs (boolean_mask,
         a run-time range, py_function); kernels are specialised to static shapes, so a
         compiled run holding it goes to the interpreter (counted as a fallback).
+    specialise(attrs, *values): for a data_dependent_shape op whose shape comes from the
+        values of its inputs from index ``shape_from`` on (tf.range(n), tf.zeros([n]),
+        x[i:j]): given those values (ndarrays, evaluated on the host before a compiled
+        run; shape_specialise.py), ``(op type, attrs)`` of the static op that takes the
+        inputs before them, or ``("Const", value)``; the compiled run is then
+        specialised on them.
     run_check(shapes, attrs): optional; what TF's kernel rejects but its shape
         function lets through (a repeated axis): run on a run's concrete shapes
         only (passes/ir.py: concrete_specs), raising ValueError.
@@ -69,12 +75,12 @@ class OpDef:
 
     __slots__ = ("name", "infer", "kernel", "grad", "no_gradient", "kind", "stateful", "shape_only", "lowering",
                  "cost", "pointwise", "identity", "reshape", "identity_if_same_shape", "keeps_uniform",
-                 "full_reduce", "cheap", "data_dependent_shape", "run_check")
+                 "full_reduce", "cheap", "data_dependent_shape", "run_check", "specialise", "shape_from")
 
     def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False, shape_only=(),
                  lowering="codegen", cost=1, pointwise=None, identity=False, reshape=False,
                  identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False,
-                 data_dependent_shape=False, run_check=None):
+                 data_dependent_shape=False, run_check=None, specialise=None, shape_from=0):
         if lowering not in LOWERINGS:
             raise ValueError(f"op {name}: lowering must be one of {LOWERINGS}, got {lowering!r}")
         self.name = name
@@ -96,6 +102,8 @@ class OpDef:
         self.cheap = cheap
         self.data_dependent_shape = data_dependent_shape
         self.run_check = run_check
+        self.specialise = specialise
+        self.shape_from = shape_from
 
     def is_shape_only(self, index):
         return index > 0 if self.shape_only == "rest" else index in self.shape_only

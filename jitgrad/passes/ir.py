@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
 from ..ops.logging_ops import RegionEffects, host_targets, region_site
+from ..shape_specialise import static_form
 
 
 class DataDependentShape(Exception):
@@ -168,12 +169,14 @@ def _has_side_effects(attrs):
 BAKE_LIMIT = 64  # Const arrays with more elements than this are still args, never folded
 
 
-def from_graph(ops, elements, fed, var_reader, in_region=False):
+def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=None):
     """Builds a Program from pruned ``ops`` (creation order); ``in_region``: of a
     branch / loop body (passes/regions.sub_program).
 
     fed: list of (tensor, ndarray) in a fixed order; var_reader(attrs) -> ndarray
     gives the current value of a variable (for its shape/dtype only).
+    shape_values: {id(tensor): ndarray} of the tensors that set data-dependent
+    shapes (shape_specialise.py): their ops are built in their static form.
     Shapes are made concrete by re-running each op's shape inference on the
     concrete input shapes.
     """
@@ -246,7 +249,16 @@ def from_graph(ops, elements, fed, var_reader, in_region=False):
                 var_writes.append((marker, Value(len(nodes) - 1, k)))
             continue
         if opdef.data_dependent_shape:
-            raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
+            static = static_form(op, shape_values)
+            if static is None:
+                raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")
+            if static[0] == "Const":   # a Range: its value is an argument, as any constant's
+                value = static[1]
+                ref[id(op.outputs[0])] = add_arg("const", value.shape, op.outputs[0].dtype, value=value, name=op.name)
+                continue
+            op, opdef = static[2], REGISTRY[static[0]]
+            ins = ins[:len(op.inputs)]
+            in_shapes, in_dtypes = in_shapes[:len(ins)], in_dtypes[:len(ins)]
         specs = concrete_specs(op, opdef, in_shapes, in_dtypes)
         if op.type in ("PrintV2", "Assert") and in_region:
             # inside a branch / loop body: printed / checked by the native code as it runs

@@ -1,0 +1,203 @@
+"""Ops whose output shape is a run-time value: ``tf.fill`` / ``tf.zeros`` /
+``tf.ones`` with a fed shape, ``tf.reshape`` to a fed shape and ``x[i:j:k]``
+with tensor bounds (tf.range with a run-time limit is ``Range``, in array_ops).
+
+Each is the static op (Fill, Reshape, StridedSlice) with the values that set its
+shape as extra, last inputs. The interpreter runs them as they are; a compiled
+run evaluates those inputs on the host first and compiles the static op
+specialised on their values (the OpDef's ``specialise`` fact,
+shape_specialise.py), as XLA specialises on shape-determining values.
+"""
+import numpy as np
+
+from .. import dtypes
+from ..errors import InvalidArgumentError
+from . import array_ops as _a
+from .registry import apply_op, register
+
+
+def _dims(value, what="shape"):
+    """A 1-D int32/int64 shape value -> tuple of ints (TF's checks on fill/reshape's shape)."""
+    arr = np.asarray(value)
+    if arr.ndim > 1:
+        raise InvalidArgumentError(f"{what} must be a vector, got shape {list(arr.shape)}")
+    return tuple(int(d) for d in arr.reshape(-1))
+
+
+def _shape_input_rank(shape, dtype, what):
+    """How many dims a shape tensor gives (its static length), checking TF's dtype rule."""
+    if dtype not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"Value passed to parameter '{what}' has DataType {dtype.name} not in list of allowed "
+                        "values: int32, int64")
+    if shape is None or len(shape) != 1 or shape[0] is None:
+        return None
+    return shape[0]
+
+
+# ---------------------------------------------------------------- Fill with a run-time shape
+def _fill_infer(shapes, dts, attrs):
+    if shapes[0] is not None and len(shapes[0]) != 0:
+        raise ValueError(f"Shape must be rank 0 but is rank {len(shapes[0])} for 'Fill' (value)")
+    rank = _shape_input_rank(shapes[1], dts[1], "dims")
+    return [(None if rank is None else attrs.get("known") or (None,) * rank, dts[0])]
+
+
+def _fill_specialise(attrs, dims):
+    d = _dims(dims, "dims")
+    if any(n < 0 for n in d):
+        raise InvalidArgumentError(f"Fill dims must be non-negative, got {list(d)}")
+    return "Fill", {"dims": d}
+
+
+register("DynamicFill", infer=_fill_infer,
+         kernel=lambda attrs, v, dims: np.full(_fill_specialise(attrs, dims)[1]["dims"], v, v.dtype),
+         grad=lambda op, g: [_a.reduce_sum(g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
+         lowering="interpreter", kind="other")
+
+
+def _known_dims(dims):
+    """The dims of a shape list that are known when the graph is built (None where not)."""
+    if not isinstance(dims, (list, tuple)):
+        return None
+    known = [d if isinstance(d, (int, np.integer)) else _a.get_static_value(d) for d in dims]
+    return tuple(None if k is None or int(k) < 0 else int(k) for k in known)
+
+
+def fill(dims, value, name=None):
+    """dims: a shape tensor, or a list of ints and scalar tensors."""
+    (v,) = _a.convert_all([value])
+    (d,) = _a.convert_all([_a._dyn_shape(dims)])
+    return apply_op("DynamicFill", [v, d], {"known": _known_dims(dims)}, name=name or "Fill")
+
+
+# ---------------------------------------------------------------- Reshape to a run-time shape
+def _reshape_infer(shapes, dts, attrs):
+    rank = _shape_input_rank(shapes[1], dts[1], "shape")
+    return [(None if rank is None else attrs.get("known") or (None,) * rank, dts[0])]
+
+
+def _reshape_specialise(attrs, shape):
+    return "Reshape", {"shape": _dims(shape)}
+
+
+def _reshape_kernel(attrs, x, shape):
+    try:
+        return np.reshape(x, _a._reshape_dims(x.shape, _dims(shape)))
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+
+
+register("DynamicReshape", infer=_reshape_infer, kernel=_reshape_kernel,
+         grad=lambda op, g: [_a.reshape_like(g, op.inputs[0]), None], data_dependent_shape=True,
+         shape_from=1, specialise=_reshape_specialise, lowering="interpreter", kind="other")
+
+
+def reshape(x, shape, name=None):
+    """shape: a shape tensor, or a list of ints and scalar tensors."""
+    (s,) = _a.convert_all([_a._dyn_shape(shape)])
+    return apply_op("DynamicReshape", [x, s], {"known": _known_dims(shape)}, name=name or "Reshape")
+
+
+# ---------------------------------------------------------------- x[i:j:k] with tensor bounds
+# The spec is StridedSlice's, with ("in", k) where a bound is the value of input k.
+def _resolve(spec, values):
+    out = []
+    for item in spec:
+        if item[0] != "slice":
+            out.append(item)
+            continue
+        parts = [int(np.asarray(values[p[1] - 1])) if isinstance(p, tuple) else p for p in item[1:]]
+        if parts[2] == 0:
+            raise InvalidArgumentError("slice step cannot be zero")
+        out.append(("slice", *parts))
+    return tuple(out)
+
+
+def _unknown_dims_shape(spec, shape):
+    """x's shape with the dims that run-time bounds slice made unknown (so the
+    static rule leaves them unknown in the result)."""
+    if shape is None:
+        return None
+    out, dim = list(shape), 0
+    consumed = sum(1 for t in spec if t[0] in ("int", "slice"))
+    for item in spec:
+        if item[0] == "...":
+            dim += len(shape) - consumed
+        elif item[0] == "int":
+            dim += 1
+        elif item[0] == "slice":
+            if any(isinstance(p, tuple) for p in item[1:]) and dim < len(out):
+                out[dim] = None
+            dim += 1
+    return tuple(out)
+
+
+def _static_spec(spec):
+    return tuple(("slice", *[None if isinstance(p, tuple) else p for p in t[1:]]) if t[0] == "slice" else t
+                 for t in spec)
+
+
+def _slice_infer(shapes, dts, attrs):
+    for k, (s, d) in enumerate(zip(shapes[1:], dts[1:])):
+        if d not in (dtypes.int32, dtypes.int64):
+            raise TypeError(f"slice indices must be int32 or int64 tensors, got {d.name}")
+        if s is not None and len(s) != 0:
+            raise ValueError(f"slice index {k} must be a scalar, got shape {list(s)}")
+    spec = attrs["spec"]
+    return _a._strided_infer([_unknown_dims_shape(spec, shapes[0])], dts[:1], {"spec": _static_spec(spec)})
+
+
+def _slice_specialise(attrs, *bounds):
+    return "StridedSlice", {"spec": _resolve(attrs["spec"], bounds)}
+
+
+def _slice_grad(op, g):
+    return [apply_op("DynamicStridedSliceGrad", [g, op.inputs[0], *op.inputs[1:]], {"spec": op.get_attr("spec")})] \
+        + [None] * (len(op.inputs) - 1)
+
+
+register("DynamicStridedSlice", infer=_slice_infer,
+         kernel=lambda attrs, x, *b: np.asarray(x[_a._spec_index(_resolve(attrs["spec"], b), x.shape)], order="C"),
+         grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, lowering="interpreter",
+         kind="other")
+
+
+def _slice_grad_specialise(attrs, *bounds):
+    return "StridedSliceGrad", {"spec": _resolve(attrs["spec"], bounds)}
+
+
+def _slice_grad_kernel(attrs, g, ref, *bounds):
+    return _a._strided_grad_kernel({"spec": _resolve(attrs["spec"], bounds)}, g, ref)
+
+
+# The gradient of x[i:j:k]: g scattered into zeros shaped as x (input 1). Its shape is
+# x's; it is "data dependent" only in that the compiled form needs the bounds' values.
+register("DynamicStridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+         kernel=_slice_grad_kernel, data_dependent_shape=True, shape_from=2, specialise=_slice_grad_specialise,
+         lowering="interpreter", kind="other", shape_only=(1,),
+         grad=lambda op, g: [apply_op("DynamicStridedSlice", [g, *op.inputs[2:]], {"spec": op.get_attr("spec")}),
+                             None] + [None] * (len(op.inputs) - 2))
+
+
+def strided_slice(x, key):
+    """``x[key]`` where some slice bounds are scalar integer tensors known only at run time."""
+    key = key if isinstance(key, tuple) else (key,)
+    bounds, spec = [], []
+    for k in key:
+        if not isinstance(k, slice):
+            spec.extend(_a._slice_spec((k,)))
+            continue
+        parts = []
+        for v in (k.start, k.stop, k.step):
+            if v is None or isinstance(v, (int, np.integer)) or _a.get_static_value(v) is not None:
+                parts.append(None if v is None else int(v if isinstance(v, (int, np.integer))
+                                                        else _a.get_static_value(v)))
+            else:
+                (t,) = _a.convert_all([v])
+                bounds.append(t)
+                parts.append(("in", len(bounds)))
+        if parts[2] == 0:
+            raise ValueError("slice step cannot be zero")
+        spec.append(("slice", *parts))
+    return apply_op("DynamicStridedSlice", [x, *bounds], {"spec": tuple(spec)}, name="strided_slice")
+
