@@ -96,16 +96,44 @@ def reads(node):
     return out
 
 
-def upward_exposed(stmts):
+def upward_exposed(stmts, done=None):
     """Names a block may read before it assigns them (its live-in, conservatively)."""
-    exposed, done = set(), set()
+    exposed, done = set(), set(done or ())
     for s in stmts:
+        if isinstance(s, ast.With):
+            # its body runs straight through, as TF's control-flow graph has it: so a
+            # name bound in it (a GradientTape's ``as t``, a value recorded under
+            # it) and read after it in a loop body is not carried by the loop
+            for item in s.items:
+                exposed |= reads(item.context_expr) - done
+                if item.optional_vars is not None:
+                    done |= assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))])
+            inner = upward_exposed(s.body, done)
+            exposed |= inner
+            done |= _definitely_assigned(s.body)
+            continue
         exposed |= reads(s) - done
         if isinstance(s, ast.If):
             done |= assigned(s.body) & assigned(s.orelse)
-        elif not isinstance(s, (ast.While, ast.For, ast.Try, ast.With)):
+        elif not isinstance(s, (ast.While, ast.For, ast.Try)):
             done |= assigned([s])
     return exposed
+
+
+def _definitely_assigned(stmts):
+    """Names a block binds on every path through it (as upward_exposed counts them)."""
+    done = set()
+    for s in stmts:
+        if isinstance(s, ast.If):
+            done |= _definitely_assigned(s.body) & _definitely_assigned(s.orelse)
+        elif isinstance(s, ast.With):
+            for item in s.items:
+                if item.optional_vars is not None:
+                    done |= assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))])
+            done |= _definitely_assigned(s.body)
+        elif not isinstance(s, (ast.While, ast.For, ast.Try)):
+            done |= assigned([s])
+    return done
 
 
 def _contains(stmts, kinds, stop=()):
@@ -368,9 +396,12 @@ class _ControlFlow:
                     defined.add(flag)
                 out += (self.while_stmt if isinstance(s, ast.While) else self.for_stmt)(s, defined, live)
             else:
+                # a with block runs straight through: what is live after it is live after
+                # its body; a try's blocks may be left midway, to a handler reading anything
+                inner_live = live if isinstance(s, ast.With) else live | reads(stmts)
                 for field in ("body", "orelse", "finalbody"):   # with / try: their blocks, in place
                     if not isinstance(s, _SCOPES) and isinstance(getattr(s, field, None), list):
-                        setattr(s, field, self.block(getattr(s, field), defined, live | reads(stmts)))
+                        setattr(s, field, self.block(getattr(s, field), defined, inner_live))
                 for h in getattr(s, "handlers", []):
                     h.body = self.block(h.body, defined, live | reads(stmts))
                 out.append(s)
