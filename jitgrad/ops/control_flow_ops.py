@@ -140,7 +140,7 @@ def _if_grad(op, *grads):
     if not wanted or not fcaps:
         return [None] * len(op.inputs)
 
-    saved = _ensure_if_draws_saved(op)
+    saved = _ensure_if_draws_saved(op.outputs[0].op)   # (op: the gradient's view of the If)
 
     def branch_grad(func):
         def fn():
