@@ -8,16 +8,9 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
+from test_control_flow_effects import no_fallback  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("graph_mode")
-
-
-@pytest.fixture
-def no_fallback(graph_mode):
-    before = tf.cache_info()["fallbacks"]
-    yield
-    if graph_mode == "compiled":
-        assert tf.cache_info()["fallbacks"] == before, "a run fell back to the interpreter"
 
 
 def test_gradient_of_a_watched_input_in_each_iteration(no_fallback):

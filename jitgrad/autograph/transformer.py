@@ -104,33 +104,29 @@ def upward_exposed(stmts, done=None):
             # its body runs straight through, as TF's control-flow graph has it: so a
             # name bound in it (a GradientTape's ``as t``, a value recorded under
             # it) and read after it in a loop body is not carried by the loop
-            for item in s.items:
-                exposed |= reads(item.context_expr) - done
-                if item.optional_vars is not None:
-                    done |= assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))])
-            inner = upward_exposed(s.body, done)
-            exposed |= inner
-            done |= _definitely_assigned(s.body)
-            continue
-        exposed |= reads(s) - done
-        if isinstance(s, ast.If):
-            done |= assigned(s.body) & assigned(s.orelse)
-        elif not isinstance(s, (ast.While, ast.For, ast.Try)):
-            done |= assigned([s])
+            exposed |= reads([item.context_expr for item in s.items]) - done
+            exposed |= upward_exposed(s.body, done | _with_targets(s))
+        else:
+            exposed |= reads(s) - done
+        done |= _bound_by([s])
     return exposed
 
 
-def _definitely_assigned(stmts):
-    """Names a block binds on every path through it (as upward_exposed counts them)."""
+def _with_targets(s):
+    """Names a with statement's ``as`` clauses bind."""
+    return assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))
+                     for item in s.items if item.optional_vars is not None])
+
+
+def _bound_by(stmts):
+    """Names a block surely binds, as upward_exposed counts them: not what a loop or
+    a try may skip, an if's only where both branches bind it."""
     done = set()
     for s in stmts:
         if isinstance(s, ast.If):
-            done |= _definitely_assigned(s.body) & _definitely_assigned(s.orelse)
+            done |= assigned(s.body) & assigned(s.orelse)
         elif isinstance(s, ast.With):
-            for item in s.items:
-                if item.optional_vars is not None:
-                    done |= assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))])
-            done |= _definitely_assigned(s.body)
+            done |= _with_targets(s) | _bound_by(s.body)
         elif not isinstance(s, (ast.While, ast.For, ast.Try)):
             done |= assigned([s])
     return done
