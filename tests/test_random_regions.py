@@ -368,3 +368,19 @@ def test_function_loop_from_the_issue_compiles_and_repeats_when_seeded(graph_mod
     assert b == pytest.approx([total(rows[:4]), total(rows[4:6])], rel=1e-6)
     if graph_mode == "compiled":
         assert tf.cache_info()["fallbacks"] == before
+
+
+def test_second_derivative_through_a_loop_reads_the_forward_draws(no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        tf.random.set_seed(14)
+        x = ph(tf.float32, [3])
+        xs = ph(tf.float32, [None])
+        rows = tf.scan(lambda a, _: x * x * tf.random.uniform([3], seed=8), xs, initializer=tf.zeros([3]))
+        (gx,) = tf.gradients(tf.reduce_sum(rows), x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+    for mode in ("interpret", "compiled"):
+        r, gv, hv = _session(g, mode).run([rows, gx, hx], {x: np.ones(3, np.float32), xs: np.zeros(4, np.float32)})
+        # rows_k = x^2 u_k: d/dx = 2x sum_k u_k, d2/dx2 = 2 sum_k u_k (x = 1: both 2 * rows.sum(0))
+        np.testing.assert_allclose(gv, 2 * r.sum(axis=0), rtol=1e-6)
+        np.testing.assert_allclose(hv, 2 * r.sum(axis=0), rtol=1e-6)
