@@ -39,6 +39,7 @@ from . import buffers as _buffers, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 from .ops.logging_ops import failed_assert_message, flush_region_prints
+from .ops.random_ops import region_draws, region_sites
 from .ops.registry import REGISTRY
 from .passes import ir as pir
 from .passes.prune import prune
@@ -318,7 +319,7 @@ class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
                  "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
-                 "runners", "specialiser", "__weakref__")
+                 "runners", "specialiser", "rng_slot", "region_sites", "__weakref__")
 
 
 def _var_reader(session):
@@ -403,6 +404,7 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     plan.hits = 0
     plan.runners = {}
     plan.specialiser = None
+    plan.rng_slot = plan.region_sites = None
     try:
         pre = build_pre_program(session, elements, fed, shape_values)
     except pir.DataDependentShape as e:
@@ -478,6 +480,9 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
             slot += 1
     plan.write_slots = [(k, slot + j) for j, (k, _) in enumerate(program.var_writes)]
     plan.has_checks = bool(meta.get("has_checks"))
+    # random ops inside regions draw through a handle opened around each call (ops/random_ops.py)
+    plan.rng_slot = meta.get("rng_slot")
+    plan.region_sites = region_sites(program) if plan.rng_slot is not None else None
     return plan
 
 
@@ -531,7 +536,8 @@ def run_plan(session, plan, fed, elements):
             o = _buffers.empty(shape, dt)
             outs.append(o)
             ptrs[base + j] = _addr(o)
-        _call(k, plan.ptrs_addr)
+        with region_draws(ptrs, plan.rng_slot, plan.region_sites):
+            _call(k, plan.ptrs_addr)
         if plan.has_checks:
             code = int(k.status[0])
             if code:

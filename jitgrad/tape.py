@@ -380,6 +380,20 @@ def _target_id(t):
     return t._id, t._value.shape, t._value.dtype
 
 
+def _as_seen_here(t):
+    """A tensor of an enclosing graph as the branch / loop body being built sees it
+    (its capture: a tape opened inside an AutoGraph loop body watching a function
+    input); any other tensor as it is."""
+    from .func_graph import in_region
+    fg = in_region()
+    if fg is None or t.graph is fg:
+        return t
+    g = fg
+    while g is not None and g is not t.graph:
+        g = getattr(g, "outer_graph", None)
+    return fg.capture(t) if g is not None else t
+
+
 class GradientTape:
     """Record operations for automatic differentiation (``tf.GradientTape``)."""
 
@@ -657,7 +671,7 @@ class GradientTape:
                 watched.append(gs is None or s._handle_id in gs.watched or
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):
-                xs.append(s)
+                xs.append(_as_seen_here(s))
                 watched.append(gs is not None and id(s) in gs.watched)
             else:
                 xs.append(convert_to_tensor(s))

@@ -259,19 +259,14 @@ def test_function_training_loop_with_gradient_tape_in_a_for(no_fallback):
     y = (X @ np.array([2.0, -1.0], np.float32)).astype(np.float32)
     w = tf.Variable(np.zeros(2, np.float32))
 
-    def step():
-        # (a helper: jitgrad's AutoGraph still makes a tape created in a loop body a loop variable)
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(tf.linalg.matvec(X, w) - y))
-        (gw,) = tape.gradient(loss, [w])
-        w.assign_sub(0.05 * gw)
-        return loss
-
     @tf.function
     def train(steps):
         loss = tf.constant(0.0)
         for _ in tf.range(steps):
-            loss = step()
+            with tf.GradientTape() as tape:   # (the tape is no loop variable: TF's liveness)
+                loss = tf.reduce_mean(tf.square(tf.linalg.matvec(X, w) - y))
+            (gw,) = tape.gradient(loss, [w])
+            w.assign_sub(0.05 * gw)
         return loss
 
     loss = float(train(tf.constant(30)))

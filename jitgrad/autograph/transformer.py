@@ -96,16 +96,40 @@ def reads(node):
     return out
 
 
-def upward_exposed(stmts):
+def upward_exposed(stmts, done=None):
     """Names a block may read before it assigns them (its live-in, conservatively)."""
-    exposed, done = set(), set()
+    exposed, done = set(), set(done or ())
     for s in stmts:
-        exposed |= reads(s) - done
+        if isinstance(s, ast.With):
+            # its body runs straight through, as TF's control-flow graph has it: so a
+            # name bound in it (a GradientTape's ``as t``, a value recorded under
+            # it) and read after it in a loop body is not carried by the loop
+            exposed |= reads([item.context_expr for item in s.items]) - done
+            exposed |= upward_exposed(s.body, done | _with_targets(s))
+        else:
+            exposed |= reads(s) - done
+        done |= _bound_by([s])
+    return exposed
+
+
+def _with_targets(s):
+    """Names a with statement's ``as`` clauses bind."""
+    return assigned([ast.Assign(targets=[item.optional_vars], value=ast.Constant(None))
+                     for item in s.items if item.optional_vars is not None])
+
+
+def _bound_by(stmts):
+    """Names a block surely binds, as upward_exposed counts them: not what a loop or
+    a try may skip, an if's only where both branches bind it."""
+    done = set()
+    for s in stmts:
         if isinstance(s, ast.If):
             done |= assigned(s.body) & assigned(s.orelse)
-        elif not isinstance(s, (ast.While, ast.For, ast.Try, ast.With)):
+        elif isinstance(s, ast.With):
+            done |= _with_targets(s) | _bound_by(s.body)
+        elif not isinstance(s, (ast.While, ast.For, ast.Try)):
             done |= assigned([s])
-    return exposed
+    return done
 
 
 def _contains(stmts, kinds, stop=()):
@@ -378,9 +402,12 @@ class _ControlFlow:
                     defined.add(flag)
                 out += (self.while_stmt if isinstance(s, ast.While) else self.for_stmt)(s, defined, live)
             else:
+                # a with block runs straight through: what is live after it is live after
+                # its body; a try's blocks may be left midway, to a handler reading anything
+                inner_live = live if isinstance(s, ast.With) else live | reads(stmts)
                 for field in ("body", "orelse", "finalbody"):   # with / try: their blocks, in place
                     if not isinstance(s, _SCOPES) and isinstance(getattr(s, field, None), list):
-                        setattr(s, field, self.block(getattr(s, field), defined, live | reads(stmts)))
+                        setattr(s, field, self.block(getattr(s, field), defined, inner_live))
                 for h in getattr(s, "handlers", []):
                     h.body = self.block(h.body, defined, live | reads(stmts))
                 out.append(s)

@@ -44,6 +44,7 @@ from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
+from .lower_random import uses_random
 from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
@@ -96,6 +97,7 @@ class KernelBuilder(LoweringContext):
         self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
         self.is_region = False     # a branch / loop body compiled into its parent kernel
         self.region_cache = {}     # lower_control.py: compiled regions of this kernel by body
+        self.rng = None            # the call's random handle, where a region draws (build_body)
 
     # ------------------------------------------------------------ the context's small services
     def shape(self, v):
@@ -551,6 +553,8 @@ class KernelBuilder(LoweringContext):
         n_out = len(out_slot_vals)
         self.arena = slot_ptr(n_args + n_out, I8)
         self.status = slot_ptr(n_args + n_out + 1, I32)
+        # a slot more where a region draws random numbers: the call's handle (lower_random.py)
+        self.rng = slot_ptr(n_args + n_out + 2, I8) if uses_random(p) else None
         if self.parallel:
             with self._guard(b.icmp_signed("==", self.tid, c64(0))):
                 b.store(ir.Constant(I32, 0), self.status)
@@ -680,7 +684,8 @@ class KernelBuilder(LoweringContext):
         self.meta = {
             "name": self.name,
             "n_args": n_args,
-            "n_slots": n_args + n_out + 2,
+            "n_slots": n_args + n_out + 2 + (self.rng is not None),
+            "rng_slot": n_args + n_out + 2 if self.rng is not None else None,
             "outputs": [(list(nodes[v.node].outputs[v.index][0]), nodes[v.node].outputs[v.index][1].name)
                         for v in out_slot_vals],
             "arena_bytes": int(self.arena_bytes),

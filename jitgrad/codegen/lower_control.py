@@ -62,6 +62,7 @@ class Region:
         fn.linkage = "internal"
         fn.attributes.add("alwaysinline")
         self.fn = fn
+        self.draws = sub.rng is not None   # its random ops need the call's handle (lower_random.py)
         self.n_args = sub.meta["n_args"]
         self.n_out = len(sub.meta["outputs"])
         self.arena_bytes = int(sub.meta["arena_bytes"])
@@ -76,7 +77,7 @@ class Region:
         if len(args) != self.n_args or len(outs) != self.n_out:
             raise Unsupported("region signature mismatch")
         b = kb.b
-        ptrs = list(args) + list(outs) + [arena, status]
+        ptrs = list(args) + list(outs) + [arena, status] + ([kb.regions.rng] if self.draws else [])
         block = kb.alloca(ir.ArrayType(I8P, len(ptrs)))
         for k, p in enumerate(ptrs):
             b.store(b.bitcast(p, I8P), b.gep(block, [ir.Constant(I32, 0), ir.Constant(I32, k)]))

@@ -96,6 +96,7 @@ class Regions(_View):
     ``persistent_words``  how many such words are taken (a lowering takes more by adding)
     ``finish_hooks``      callables emitting code just before the entry function returns
     ``nested``            this kernel is itself a region
+    ``rng``               i8*: the call's random handle where a region draws (lower_random.py), else None
     """
     node_pos = _builder("cur_pos")
     sub_builder = _builder_call("sub_builder")
@@ -106,6 +107,7 @@ class Regions(_View):
     persistent_words = _builder("persistent_words", writable=True)
     finish_hooks = _builder("finish_hooks")
     nested = _builder("is_region")
+    rng = _builder("rng")
 
 
 THREADS, REGIONS = _public(Threads), _public(Regions)

@@ -12,7 +12,7 @@ ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, 
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control
+    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
@@ -20,8 +20,9 @@ def _lowering_tables():
     mat.update(lower_matmul.MATERIALISE)
     mat.update(lower_scan.MATERIALISE)
     mat.update(lower_control.MATERIALISE)
+    mat.update(lower_random.MATERIALISE)
     needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control):
+    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))
     return elem, layout, mat, lower_layout.ALIAS, needs
 

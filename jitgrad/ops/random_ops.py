@@ -11,7 +11,22 @@ Seeds follow TF's rules (``tf.random.set_seed`` + op ``seed``): with a
 global seed, a program makes the same sequence of draws in every process.
 The numbers themselves differ from TF's (TF uses Philox); distributions,
 shapes, dtypes and seeding semantics are TF's.  Random ops have no gradient.
+
+Inside a compiled branch / loop body the number of draws is known only as the
+kernel runs, so nothing can be drawn beforehand: such an op is a
+``RegionRandom`` node (passes/ir.from_graph) whose lowering
+(codegen/lower_random.py) calls ``jitgrad_region_random(run, site, out)``
+each time it executes.  ``run`` is a per-call handle the executor opens
+around the native call (``region_draws``): it names the samplers of *this*
+run's graph, by site, and is closed when the call returns, so a kernel shared
+by two graphs (sites are numbered by structure, not by sampler) draws from
+each graph's own ops, and a stale handle finds nothing (the run fails with
+ERR_RANDOM instead of drawing from another run's samplers).  The draws are
+the op's sampler's next arrays, in execution order: the numbers the
+interpreter draws running the same region.
 """
+import contextlib
+import ctypes
 import itertools
 
 import numpy as np
@@ -74,15 +89,112 @@ def _infer(shapes, dts, attrs):
     return [(attrs["shape"], attrs["dtype"])]
 
 
+def _draw(kind, attrs):
+    """The op's next array (its sampler's next draw)."""
+    return np.asarray(attrs["sampler"].draw(kind, attrs["shape"], attrs["dtype"].np, attrs),
+                      dtype=attrs["dtype"].np, order="C")
+
+
 def _kernel(kind):
-    return lambda attrs: np.asarray(
-        attrs["sampler"].draw(kind, attrs["shape"], attrs["dtype"].np, attrs), dtype=attrs["dtype"].np, order="C")
+    return lambda attrs: _draw(kind, attrs)
 
 
 RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal")
 for _kind in RANDOM_OPS:
     register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random", grad=NOT_DIFFERENTIABLE,
              lowering="argument")
+
+
+# ---------------------------------------------------------------- random ops inside compiled regions
+HOOK_SYMBOL = "jitgrad_region_random"
+
+
+class RandomSite:
+    """A random op of the graph as a RegionRandom node knows it: draws its next
+    array. Its repr (what a compile signature sees) is the op type only, so the
+    samplers never reach a cache key."""
+    __slots__ = ("op_type", "attrs")
+
+    def __init__(self, op_type, attrs):
+        self.op_type, self.attrs = op_type, attrs
+
+    def draw(self):
+        return _draw(self.op_type, self.attrs)
+
+    def __repr__(self):
+        return f"RandomSite({self.op_type})"
+
+
+def region_random_node_attrs(op, site):
+    """The attrs of the RegionRandom node of random op ``op`` at site number ``site``."""
+    _register_hook()
+    extra = {k: op.attrs[k] for k in ("minval", "maxval") if k in op.attrs}
+    return {"site": site, "op_type": op.type, "shape": op.attrs["shape"], "dtype": op.attrs["dtype"],
+            "draws": RandomSite(op.type, op.attrs), **extra}
+
+
+register("RegionRandom", infer=_infer, kernel=lambda attrs: attrs["draws"].draw(), kind="state",
+         lowering="codegen", grad=NOT_DIFFERENTIABLE)   # kind "state": never folded or merged
+
+
+def region_sites(program):
+    """{site: RandomSite} of the RegionRandom nodes in a Program's regions, at any depth."""
+    sites = {}
+    todo = [program]
+    while todo:
+        p = todo.pop()
+        for n in p.nodes:
+            if n.op == "RegionRandom":
+                sites[n.attrs["site"]] = n.attrs["draws"]
+            for k in ("then_branch", "else_branch", "body", "cond"):
+                sub = n.attrs.get(k) if n.op in ("If", "While") else None
+                if sub is not None and hasattr(sub, "nodes"):
+                    todo.append(sub)
+    return sites
+
+
+_RUNS = {}                      # open handle -> {site: RandomSite}; only while its kernel runs
+_run_ids = itertools.count(1)   # never reused: a stale handle finds nothing
+_HOOK = []                      # the ctypes callback (kept alive for the process)
+
+
+@contextlib.contextmanager
+def region_draws(ptrs, slot, sites):
+    """Opens this call's handle in ``ptrs[slot]`` (the kernel's random slot) for
+    the duration of the native call; nothing to do without a slot."""
+    if slot is None:
+        yield
+        return
+    handle = next(_run_ids)
+    _RUNS[handle] = sites
+    ptrs[slot] = handle
+    try:
+        yield
+    finally:
+        del _RUNS[handle]
+        ptrs[slot] = 0
+
+
+def _on_region_random(handle, site, out):
+    try:
+        sites = _RUNS.get(handle or 0)
+        if sites is None or site not in sites:
+            return 1
+        arr = np.ascontiguousarray(sites[site].draw())
+        if arr.nbytes:
+            ctypes.memmove(out, arr.ctypes.data, arr.nbytes)
+        return 0
+    except Exception:   # (a callback cannot raise into native code: the run fails with ERR_RANDOM)
+        return 1
+
+
+def _register_hook():
+    if _HOOK:
+        return
+    hook = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(_on_region_random)
+    from ..cache import elf
+    elf.EXTRA_SYMBOLS[HOOK_SYMBOL] = ctypes.cast(hook, ctypes.c_void_p).value   # both loaders resolve it
+    _HOOK.append(hook)
 
 
 def _static_shape(shape):

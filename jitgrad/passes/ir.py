@@ -10,6 +10,8 @@ without changing the machine code:
   * ``var``    a variable's current value (read from the Session's store),
   * ``rand``   a random op's output (ops/random_ops.py): the runner draws a
                fresh array before every call; its op's attrs are the key.
+               (Inside a branch / loop body it is a ``RegionRandom`` node
+               instead, drawn as the kernel runs.)
   * ``const``  a Const node's value. Constants are arguments, not baked in,
                so that graphs differing only in constant *values* share a
                kernel (the seeds rebuild a graph with a new constant 40 times).
@@ -19,6 +21,7 @@ without changing the machine code:
 Each arg is referenced by an ``Arg`` node in ``nodes``.
 """
 import hashlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +32,11 @@ from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
 from ..ops.logging_ops import RegionEffects, host_targets, region_site
 from ..shape_specialise import static_form
+from ..ops.random_ops import region_random_node_attrs
+
+# .next: the site number of the next random op inside a region of the Program being
+# built; numbered from 0 per top-level from_graph, so it is structure (cache/key.py)
+_random_sites = threading.local()
 
 
 class DataDependentShape(Exception):
@@ -182,6 +190,8 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
     """
     nodes, args, outputs, var_writes = [], [], [], []
     n_effects = 0   # regions that print, so far
+    if not in_region:
+        _random_sites.next = 0
     ref = {}  # id(tensor) -> Value
     var_arg = {}  # var key -> Value of its Arg node
 
@@ -214,6 +224,14 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
                     if k == key:
                         ref[id(op.outputs[0])] = w
                         break
+            continue
+        if REGISTRY[op.type].kind == "random" and in_region:
+            # drawn as the native code runs, once per execution (ops/random_ops.py)
+            site = getattr(_random_sites, "next", 0)
+            _random_sites.next = site + 1
+            nodes.append(Node("RegionRandom", (), region_random_node_attrs(op, site),
+                              ((op.attrs["shape"], op.attrs["dtype"]),), op.name))
+            ref[id(op.outputs[0])] = Value(len(nodes) - 1)
             continue
         if REGISTRY[op.type].kind == "random":
             ref[id(op.outputs[0])] = add_arg("rand", op.attrs["shape"], op.attrs["dtype"],

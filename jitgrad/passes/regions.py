@@ -4,10 +4,10 @@
 graph to the run's concrete shapes: each branch / cond / body Func becomes a
 sub-Program (its inputs are the sub-Program's args, in order; constants inside
 are baked in as Literals; its tf.prints / tf.Asserts are RegionPrint /
-RegionAssert nodes, kept alive as var_writes, see ops/logging_ops.py). A region
-that cannot have static shapes (a loop variable whose shape changes between
-iterations, a branch whose output shape depends on the branch taken, a random op
-inside) keeps its graph
+RegionAssert nodes, kept alive as var_writes, see ops/logging_ops.py; its random
+ops are RegionRandom nodes, see ops/random_ops.py). A region that cannot have
+static shapes (a loop variable whose shape changes between iterations, a branch
+whose output shape depends on the branch taken) keeps its graph
 Funcs: the interpreter runs it and the code generator declines it.
 
 ``regions`` is the pass that makes the pipeline understand them:

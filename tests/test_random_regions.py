@@ -1,0 +1,386 @@
+"""Random ops inside tf.cond branches and tf.while_loop bodies (ops/random_ops.py's
+RegionRandom, codegen/lower_random.py): compiled natively (no interpreter fallback),
+one draw per executed iteration / taken branch from the op's own generator, so the
+numbers are the interpreter's bit for bit and numpy's PCG64 sequence for the op's
+seeds; gradients through such regions reuse the forward draws (TF's cond_v2 /
+while_v2 read the forward pass's intermediates: a dropout mask is not drawn again).
+
+Expected values come from numpy generators seeded as TF's seeding rules say
+(tf.random.set_seed(g) + op seed s -> default_rng([g, s])), from hand-derived
+gradients, or from the other execution mode (interpreter vs compiled)."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad.errors import InvalidArgumentError
+from jitgrad.ops import random_ops
+
+ph = tf.compat.v1.placeholder
+
+
+def _session(g, mode):
+    return tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+
+
+@pytest.fixture
+def no_fallback():
+    before = tf.cache_info()["fallbacks"]
+    yield
+    assert tf.cache_info()["fallbacks"] == before, "a run fell back to the interpreter"
+
+
+def _uniform_rows(seeds, n, shape, dtype=np.float32):
+    rng = np.random.default_rng(list(seeds))
+    return np.stack([rng.random(shape, dtype=np.float64).astype(dtype) for _ in range(n)]) if n else \
+        np.zeros((0,) + shape, dtype)
+
+
+def _scan_of_draws(make):
+    """A graph: a scan over a fed [None] input whose body returns make() each row."""
+    g = tf.Graph()
+    with g.as_default():
+        xs = ph(tf.float32, [None])
+        ys = tf.scan(lambda a, _: make(), xs, initializer=make_init(make))
+    return g, xs, ys
+
+
+def make_init(make):
+    t = make()
+    return tf.zeros(t.shape, t.dtype)
+
+
+# ---------------------------------------------------------------- the draws themselves
+def test_a_loop_draws_once_per_iteration_the_ops_numpy_sequence(no_fallback):
+    tf.random.set_seed(11)
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7))
+    sess = _session(g, "compiled")
+    first = sess.run(ys, {xs: np.zeros(4, np.float32)})
+    second = sess.run(ys, {xs: np.zeros(2, np.float32)})    # the same kernel, another trip count
+    expected = _uniform_rows((11, 7), 6, (3,))
+    np.testing.assert_array_equal(first, expected[:4])
+    np.testing.assert_array_equal(second, expected[4:])
+
+
+def test_zero_iterations_draw_nothing(no_fallback):
+    tf.random.set_seed(3)
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([2], seed=1))
+    sess = _session(g, "compiled")
+    assert sess.run(ys, {xs: np.zeros(0, np.float32)}).shape == (0, 2)
+    np.testing.assert_array_equal(sess.run(ys, {xs: np.zeros(1, np.float32)}), _uniform_rows((3, 1), 1, (2,)))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal", "truncated_normal", "uniform_int", "uniform_f64"])
+def test_every_random_op_in_a_loop_matches_the_interpreter_bit_for_bit(kind, no_fallback):
+    make = {
+        "uniform": lambda: tf.random.uniform([2, 3], minval=-1.0, maxval=2.0, seed=4),
+        "normal": lambda: tf.random.normal([5], mean=1.0, stddev=3.0, seed=4),
+        "truncated_normal": lambda: tf.random.truncated_normal([7], seed=4),
+        "uniform_int": lambda: tf.random.uniform([4], minval=-3, maxval=9, dtype=tf.int32, seed=4),
+        "uniform_f64": lambda: tf.random.uniform([3], dtype=tf.float64, seed=4),
+    }[kind]
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        tf.random.set_seed(5)      # the same program twice: the same seeds
+        g, xs, ys = _scan_of_draws(make)
+        sess = _session(g, mode)
+        runs[mode] = [sess.run(ys, {xs: np.zeros(n, np.float32)}) for n in (3, 1, 4)]
+    for a, b in zip(runs["interpret"], runs["compiled"]):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    if kind == "truncated_normal":
+        assert np.abs(np.concatenate(runs["compiled"])).max() <= 2.0
+
+
+def test_a_branch_draws_only_when_taken(no_fallback):
+    tf.random.set_seed(21)
+    g = tf.Graph()
+    with g.as_default():
+        p = ph(tf.bool, [])
+        y = tf.cond(p, lambda: tf.random.uniform([3], seed=2), lambda: tf.zeros([3]))
+    sess = _session(g, "compiled")
+    outs = [sess.run(y, {p: v}) for v in (True, False, True, False)]
+    rows = _uniform_rows((21, 2), 2, (3,))
+    np.testing.assert_array_equal(outs[0], rows[0])
+    np.testing.assert_array_equal(outs[1], np.zeros(3))
+    np.testing.assert_array_equal(outs[2], rows[1])     # the untaken branch did not advance the sequence
+    np.testing.assert_array_equal(outs[3], np.zeros(3))
+
+
+def test_loops_conds_and_nested_regions_with_several_ops_match_the_interpreter(no_fallback):
+    def build():
+        tf.random.set_seed(8)
+        g = tf.Graph()
+        with g.as_default():
+            n = ph(tf.int32, [])
+            x = ph(tf.float32, [4])
+
+            def body(i, s, last, inner):
+                u = tf.random.uniform([4], seed=1)
+                z = tf.random.normal([4])                  # op seed from the global counter
+                w = tf.cond(tf.equal(i % 2, 0), lambda: tf.random.uniform([4], seed=9) * x,
+                            lambda: z)
+                inner = tf.while_loop(lambda k, a: k < i, lambda k, a: (k + 1, a + tf.random.normal([4], seed=3)),
+                                      [0, tf.zeros([4])])[1]
+                return i + 1, s + tf.reduce_sum(u * w) + tf.reduce_sum(inner), w, inner
+            _, s, last, inner = tf.while_loop(lambda i, s, last, inner: i < n, body,
+                                              [0, 0.0, tf.zeros([4]), tf.zeros([4])])
+            top = tf.random.uniform([2], seed=6)           # a top-level op: a kernel argument
+        return g, [last, inner, top, s], n, x
+    outs = {}
+    for mode in ("interpret", "compiled"):
+        g, fetches, n, x = build()
+        sess = _session(g, mode)
+        outs[mode] = [sess.run(fetches, {n: k, x: np.arange(4, dtype=np.float32)}) for k in (3, 0, 5)]
+    for ra, rb in zip(outs["interpret"], outs["compiled"]):
+        for a, b in zip(ra[:3], rb[:3]):    # elementwise products / sums of draws: bit for bit
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(ra[3], rb[3], rtol=1e-6)   # (reductions: each engine's summation order)
+
+
+def test_a_seeded_program_repeats_its_draws_in_new_graphs_and_sessions(no_fallback):
+    def program():
+        tf.random.set_seed(99)
+        g, xs, ys = _scan_of_draws(lambda: tf.random.normal([2]))
+        sess = _session(g, "compiled")
+        return [sess.run(ys, {xs: np.zeros(3, np.float32)}) for _ in range(2)]
+    a, b = program(), program()
+    for p, q in zip(a, b):
+        np.testing.assert_array_equal(p, q)
+    assert not np.array_equal(a[0], a[1])     # successive runs continue the sequence
+
+
+def test_one_kernel_for_two_graphs_each_drawing_from_its_own_ops(no_fallback):
+    results, seeds = [], (1, 2)
+    for s in seeds:
+        tf.random.set_seed(s)
+        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=5))
+        results.append((g, xs, ys))
+    sessions = [_session(g, "compiled") for g, _, _ in results]
+    sessions[0].run(results[0][2], {results[0][1]: np.zeros(2, np.float32)})
+    compiled = tf.cache_info()["compiles"] + tf.cache_info()["disk_hits"]
+    # interleaved: a kernel never draws from the other graph's generator
+    a1 = sessions[1].run(results[1][2], {results[1][1]: np.zeros(2, np.float32)})
+    a0 = sessions[0].run(results[0][2], {results[0][1]: np.zeros(2, np.float32)})
+    assert tf.cache_info()["compiles"] + tf.cache_info()["disk_hits"] == compiled   # the second graph: a memory hit
+    np.testing.assert_array_equal(a1, _uniform_rows((2, 5), 2, (3,)))
+    np.testing.assert_array_equal(a0, _uniform_rows((1, 5), 4, (3,))[2:])
+
+
+def test_no_handle_outlives_its_run(no_fallback):
+    tf.random.set_seed(4)
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+
+        def body(i, s):
+            u = tf.random.uniform([2], seed=1)
+            check = tf.Assert(i < 2, [i])
+            with tf.control_dependencies([check]):
+                return i + 1, s + tf.reduce_sum(u)
+        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+    sess = _session(g, "compiled")
+    sess.run(s, {n: 2})
+    assert random_ops._RUNS == {}
+    with pytest.raises(InvalidArgumentError):
+        sess.run(s, {n: 5})       # fails in the third iteration
+    assert random_ops._RUNS == {}
+
+
+def test_the_hook_refuses_a_stale_or_unknown_handle():
+    random_ops._register_hook()
+    out = (ctypes.c_float * 2)(7.0, 7.0)
+    addr = ctypes.addressof(out)
+    assert random_ops._on_region_random(None, 0, addr) == 1
+    assert random_ops._on_region_random(123456789, 0, addr) == 1
+    site = random_ops.RandomSite("RandomUniform", {"shape": (2,), "dtype": tf.float32,
+                                                   "sampler": random_ops.Sampler((1, 2))})
+    ptrs = np.zeros(1, np.uint64)
+    with random_ops.region_draws(ptrs, 0, {0: site}):
+        handle = int(ptrs[0])
+        assert random_ops._on_region_random(handle, 1, addr) == 1     # no such site
+        assert random_ops._on_region_random(handle, 0, addr) == 0
+    np.testing.assert_array_equal(np.frombuffer(out, np.float32), _uniform_rows((1, 2), 1, (2,))[0])
+    assert random_ops._on_region_random(handle, 0, addr) == 1         # closed with its run
+    assert ptrs[0] == 0
+
+
+def test_explicit_placement_of_random_ops_is_kernel_structure_not_seeds():
+    """Two graphs differing only in their seeds have one pre-pass key (the samplers
+    never reach it)."""
+    from jitgrad import compiler
+    from jitgrad.cache import key as cache_key
+    keys = []
+    for s in (1, 2):
+        tf.random.set_seed(s)
+        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=s))
+        sess = _session(g, "compiled")
+        pre = compiler.build_pre_program(sess, [ys], [(xs, np.zeros(2, np.float32))])
+        keys.append(cache_key.pre_pass_key(pre).hex)
+    assert keys[0] == keys[1]
+
+
+# ---------------------------------------------------------------- gradients reuse the forward draws
+def test_gradient_through_a_loop_reads_the_forward_draws(no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        tf.random.set_seed(12)
+        x = ph(tf.float32, [4])
+        xs = ph(tf.float32, [None])
+        # each row: x * u_k with a fresh u_k; the rows and d(sum)/dx = sum_k u_k
+        rows = tf.scan(lambda a, _: x * tf.random.uniform([4], seed=3), xs, initializer=tf.zeros([4]))
+        (gx,) = tf.gradients(tf.reduce_sum(rows), x)
+    for mode in ("interpret", "compiled"):
+        sess = _session(g, mode)
+        r, gv = sess.run([rows, gx], {x: np.ones(4, np.float32), xs: np.zeros(5, np.float32)})
+        np.testing.assert_allclose(gv, r.sum(axis=0), rtol=1e-6)   # the very numbers of the forward rows
+
+
+def test_dropout_mask_in_a_loop_is_the_same_forward_and_backward_in_both_modes(no_fallback):
+    outs = {}
+    for mode in ("interpret", "compiled"):
+        tf.random.set_seed(0)
+        g = tf.Graph()
+        with g.as_default():
+            x = ph(tf.float32, [50])
+            n = ph(tf.int32, [])
+            s = tf.while_loop(lambda i, s: i < n,
+                              lambda i, s: (i + 1, s + tf.reduce_sum(tf.nn.dropout(x, 0.5))), [0, 0.0])[1]
+            (gx,) = tf.gradients(s, x)
+        outs[mode] = _session(g, mode).run([s, gx], {x: np.ones(50, np.float32), n: 4})
+        sv, gv = outs[mode]
+        # x = ones: s = 2 * (number of kept elements over the loop) = sum of the gradient (TF's values)
+        assert float(sv) == float(gv.sum())
+        assert set(np.unique(gv)) <= {0.0, 2.0, 4.0, 6.0, 8.0}
+    for a, b in zip(outs["interpret"], outs["compiled"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gradient_through_a_cond_reads_the_forward_draws(no_fallback):
+    tf.random.set_seed(2)
+    g = tf.Graph()
+    with g.as_default():
+        x = ph(tf.float32, [20])
+        p = ph(tf.bool, [])
+        y = tf.cond(p, lambda: tf.nn.dropout(x, 0.5), lambda: x * 2.0)
+        (gx,) = tf.gradients(tf.reduce_sum(y), x)
+    for mode in ("interpret", "compiled"):
+        sess = _session(g, mode)
+        yv, gv = sess.run([y, gx], {x: np.ones(20, np.float32), p: True})
+        np.testing.assert_array_equal(gv, yv)            # d(mask * 2 * x)/dx = mask * 2 = y at x = 1
+        yv, gv = sess.run([y, gx], {x: np.ones(20, np.float32), p: False})
+        np.testing.assert_array_equal(gv, np.full(20, 2.0, np.float32))
+
+
+def test_function_tape_through_a_loop_with_dropout_matches_tf(graph_mode):
+    before = tf.cache_info()["fallbacks"]
+    tf.random.set_seed(0)
+
+    @tf.function
+    def f(x, n):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            s = tf.constant(0.)
+            for _ in tf.range(n):
+                s += tf.reduce_sum(tf.nn.dropout(x, 0.5))
+        return s, t.gradient(s, x)
+    for _ in range(3):
+        s, gx = f(tf.ones([40]), tf.constant(3))
+        assert float(s) == float(tf.reduce_sum(gx))      # TF: 188.0 188.0 on its own draws
+    assert tf.cache_info()["fallbacks"] == before
+
+
+def test_gradient_through_a_random_op_in_a_nested_region_is_refused():
+    g = tf.Graph()
+    with g.as_default():
+        x = ph(tf.float32, [3])
+        n = ph(tf.int32, [])
+
+        def body(i, s):
+            y = tf.cond(i > 0, lambda: tf.nn.dropout(x, 0.5), lambda: x)
+            return i + 1, s + tf.reduce_sum(y)
+        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+        with pytest.raises(NotImplementedError, match="random op"):
+            tf.gradients(s, x)
+
+
+def test_a_random_op_in_a_cond_in_a_loop_compiles_without_a_gradient(no_fallback):
+    outs = {}
+    for mode in ("interpret", "compiled"):
+        tf.random.set_seed(31)
+        g = tf.Graph()
+        with g.as_default():
+            n = ph(tf.int32, [])
+
+            def body(i, s):
+                y = tf.cond(i % 3 > 0, lambda: tf.random.uniform([3], seed=1), lambda: tf.ones([3]))
+                return i + 1, s + y
+            s = tf.while_loop(lambda i, s: i < n, body, [0, tf.zeros([3])])[1]
+        sess = _session(g, mode)
+        outs[mode] = [sess.run(s, {n: k}) for k in (4, 7)]
+    for a, b in zip(outs["interpret"], outs["compiled"]):
+        np.testing.assert_array_equal(a, b)
+    # 4 iterations: i = 1, 2 draw; i = 0, 3 add ones
+    rows = _uniform_rows((31, 1), 2, (3,))
+    np.testing.assert_allclose(outs["compiled"][0], rows.sum(axis=0) + 2.0, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- eager and jitgrad.function
+def test_eager_loop_draws_fresh_values_each_iteration():
+    tf.random.set_seed(5)
+    rows = []
+    for _ in range(3):
+        rows.append(tf.random.uniform([2], seed=4).numpy())
+    i = tf.constant(0)
+    acc = []
+    tf.random.set_seed(5)
+    tf.while_loop(lambda i: i < 3, lambda i: (acc.append(tf.random.uniform([2], seed=4).numpy()), i + 1)[1], [i])
+    np.testing.assert_array_equal(np.stack(acc), np.stack(rows))
+    np.testing.assert_array_equal(np.stack(rows), _uniform_rows((5, 4), 3, (2,)))
+
+
+def test_function_loop_from_the_issue_compiles_and_repeats_when_seeded(graph_mode):
+    before = tf.cache_info()["fallbacks"]
+
+    def make():
+        @tf.function
+        def f(n):
+            s = tf.constant(0.)
+            for _ in tf.range(n):
+                s += tf.reduce_sum(tf.random.uniform([3], seed=2))
+            return s
+        return f
+    tf.random.set_seed(17)
+    a = [float(make()(tf.constant(k))) for k in (4, 2)]
+    tf.random.set_seed(17)
+    f = make()
+    b = [float(f(tf.constant(k))) for k in (4, 2)]
+    rows = _uniform_rows((17, 2), 6, (3,))
+
+    def total(rs):
+        s = np.float32(0.0)
+        for r in rs:
+            s = np.float32(s + np.float32(r.astype(np.float64).sum()))
+        return float(s)
+    # a new function is a fresh op with the same seeds; one function's op continues its sequence
+    assert a == pytest.approx([total(rows[:4]), total(rows[:2])], rel=1e-6)
+    assert b == pytest.approx([total(rows[:4]), total(rows[4:6])], rel=1e-6)
+    if graph_mode == "compiled":
+        assert tf.cache_info()["fallbacks"] == before
+
+
+def test_second_derivative_through_a_loop_reads_the_forward_draws(no_fallback):
+    g = tf.Graph()
+    with g.as_default():
+        tf.random.set_seed(14)
+        x = ph(tf.float32, [3])
+        xs = ph(tf.float32, [None])
+        rows = tf.scan(lambda a, _: x * x * tf.random.uniform([3], seed=8), xs, initializer=tf.zeros([3]))
+        (gx,) = tf.gradients(tf.reduce_sum(rows), x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+    for mode in ("interpret", "compiled"):
+        r, gv, hv = _session(g, mode).run([rows, gx, hx], {x: np.ones(3, np.float32), xs: np.zeros(4, np.float32)})
+        # rows_k = x^2 u_k: d/dx = 2x sum_k u_k, d2/dx2 = 2 sum_k u_k (x = 1: both 2 * rows.sum(0))
+        np.testing.assert_allclose(gv, 2 * r.sum(axis=0), rtol=1e-6)
+        np.testing.assert_allclose(hv, 2 * r.sum(axis=0), rtol=1e-6)
