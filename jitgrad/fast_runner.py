@@ -36,7 +36,7 @@ def _scalar_cases(i, dt):
 def make_runner(session, plan, elements, fed, struct):
     """A generated function running ``plan`` (see above). struct: list, tuple
     or None (one fetch).  Returns None when the plan cannot have one."""
-    if plan.fallback or not elements:
+    if plan.fallback or not elements or plan.growing:   # (growing outputs: compiler.run_plan reads them)
         return None
     k = plan.kernel
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
