@@ -462,7 +462,7 @@ def make_plan(session, elements, fed, run_passes=False):
             ptrs[i] = _addr(v)
     outs = meta["outputs"]
     plan.out_specs = [(tuple(s), np.dtype(d)) for s, d in outs]
-    plan.growing = [j for j, (s, _) in enumerate(plan.out_specs) if _dynamic_outputs.is_growing(s)]
+    plan.growing = [j for j, (s, _) in enumerate(plan.out_specs) if _dynamic_outputs.is_dynamic(s)]
     plan.out_base = n_args
     plan.n_out = len(outs)
     ptrs[n_args + len(outs)] = kernel.arena_addr
@@ -535,7 +535,7 @@ def run_plan(session, plan, fed, elements):
             code = int(k.status[0])
             if code:
                 _raise_status(code)
-        for j in plan.growing:   # rows a loop appended: copied out before the next call reuses them
+        for j in plan.growing:   # shapes known as it ran: copied out before the next call reuses the memory
             outs[j] = _dynamic_outputs.read(outs[j], *plan.out_specs[j])
     if plan.write_slots:
         store = session._store

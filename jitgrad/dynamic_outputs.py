@@ -1,22 +1,22 @@
-"""Kernel outputs whose first dimension is known only when the kernel has run:
-a loop variable that grew by rows inside a compiled while_loop
-(codegen/lower_growing.py).
+"""Kernel outputs whose shape is known only when the kernel has run: a loop
+variable that grew by rows inside a compiled while_loop, an If output whose
+branches give different shapes (codegen/lower_growing.py).
 
-For such an output the host passes a 3-word descriptor {data, rows, capacity}
-instead of an array; the kernel fills it with memory it keeps (freed with the
-kernel), and after the call ``read`` copies ``rows`` rows out into a fresh
-array. The copy happens under the kernel's lock, before the next call can
-reuse the memory; ``rows <= capacity`` always (the kernel never writes past
-its capacity), and an empty result never dereferences the pointer.
+For such an output the host passes a descriptor of DESC_WORDS int64 words
+instead of an array; the kernel fills it: word 0 points to memory the kernel
+keeps (freed with the kernel), the next words are the shape's unknown dims in
+order. ``read`` then copies the value into a fresh array, under the kernel's
+lock, before the next call can reuse that memory. An empty value never
+dereferences the pointer.
 """
 import ctypes
 
 import numpy as np
 
-DESC_WORDS = 3
+from .codegen.lower_growing import DESC_WORDS
 
 
-def is_growing(shape):
+def is_dynamic(shape):
     return any(d is None for d in shape)
 
 
@@ -25,12 +25,12 @@ def descriptor():
 
 
 def read(desc, shape, dt):
-    """The array a descriptor holds: ``rows`` rows of ``shape[1:]``."""
-    data, rows, cap = (int(w) for w in desc)
-    if rows < 0 or (rows and rows > cap):
-        raise RuntimeError(f"jitgrad: a growing output reports {rows} rows in a capacity of {cap}")
-    row_shape = tuple(shape[1:])
-    out = np.empty((rows,) + row_shape, dt)
+    """The array a descriptor holds, of ``shape`` with its None dims filled in."""
+    words = iter(int(w) for w in desc[1:])
+    full = tuple(next(words) if d is None else d for d in shape)
+    if any(d < 0 for d in full):
+        raise RuntimeError(f"jitgrad: a kernel returned the impossible shape {list(full)}")
+    out = np.empty(full, dt)
     if out.nbytes:
-        ctypes.memmove(out.ctypes.data, data, out.nbytes)
+        ctypes.memmove(out.ctypes.data, int(desc[0]), out.nbytes)
     return out

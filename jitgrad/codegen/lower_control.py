@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..passes.ir import Program
-from .lower_growing import GrowingVar, keep_words
+from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
@@ -135,28 +135,33 @@ def _regions_of(kb, key, build):
 def lower_if(kb, node, outs, dry):
     a = node.attrs
     pos = kb.cur_pos
-    if any(is_dynamic(s) for s, _ in node.outputs):
-        raise Unsupported("an If with outputs of unknown shape")
     tag = a.get("effects_tag", -1)
-    then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
-                                              Region(kb, a["else_branch"], f"r{pos}_else", tag)))
+    then, els, shaped = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
+                                                      Region(kb, a["else_branch"], f"r{pos}_else", tag),
+                                                      branch_shaped_outputs(kb, node)))
     arena, status = _region_temps(kb, (then, els))
     then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
         return
     b = kb.b
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
-    out_ptrs = [o.ptr for o in outs]
-    pred = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
+    pred = b.icmp_unsigned("!=", b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P)), ir.Constant(I8, 0))
     # An op before this one already failed: its values are garbage and the run raises,
     # so neither branch runs (a tf.print in it would print what TF never computes).
     with b.if_then(kb.no_error_yet()):
-        with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
-            with on_then:
-                then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
-            with on_else:
-                els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
-        _propagate_status(kb, status)
+        out_ptrs, ok = [o.ptr for o in outs], ir.Constant(I1, 1)
+        for k, out in shaped.items():   # branches of different shapes: lower_growing.py
+            out_ptrs[k], k_ok = out.start(kb, outs[k])
+            ok = b.and_(ok, k_ok)
+        with b.if_then(ok):
+            with b.if_else(pred) as (on_then, on_else):
+                with on_then:
+                    then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
+                with on_else:
+                    els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
+            _propagate_status(kb, status)
+        for k, out in shaped.items():
+            out.finish(kb, outs[k], pred)
 
 
 # ---------------------------------------------------------------- dynamic stacks
@@ -483,5 +488,8 @@ def check(program, outputs_may_grow=False):
 
 
 def _returns_growing(program, v):
+    """A growing loop variable or a branch-shaped If output (lower_growing.py)."""
     n = program.nodes[v[0]]
+    if n.op == "If":
+        return n.outputs[v[1]][0] is not None
     return n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) and not is_dynamic(n.outputs[v[1]][0][1:])

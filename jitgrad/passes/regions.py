@@ -28,6 +28,7 @@ from .dce import dce
 from .util import Builder, clean, known_scalar, literal_attrs, reinfer
 from ..errors import InvalidArgumentError
 from ..func_graph import Func
+from ..ops.control_flow_ops import _merge_dims
 from ..ops.registry import REGISTRY
 from .prune import prune
 from .growing_vars import appended_vars
@@ -80,10 +81,12 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             caps = in_shapes[1:]
             then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
             st, se = _out_shapes(then), _out_shapes(els)
-            if st != se:
-                raise _Dynamic("the branches' output shapes differ")
+            if any(len(x) != len(y) for x, y in zip(st, se)):
+                raise _Dynamic("the branches' outputs differ in rank")
+            # branches of different shapes: the output's differing dims are known when it has
+            # run (lower_control.lower_if hands the taken branch's shape to the host)
             attrs = dict(a, then_branch=then, else_branch=els,
-                         out_specs=[(tuple(s), t.dtype) for s, t in zip(st, op.outputs)])
+                         out_specs=[(_merge_dims(x, y), t.dtype) for x, y, t in zip(st, se, op.outputs)])
         else:
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
             vs, cs = in_shapes[:n], in_shapes[n:n + c]
@@ -253,6 +256,8 @@ def regions(program):
                 for k, v in enumerate(outs):
                     b.map[Value(i, k)] = v
                 stats["inlined"] += 1
+                if any(None in s for s, _ in n.outputs):   # (what reads it gets the taken branch's shapes)
+                    stats["inlined_unknown_shapes"] = stats.get("inlined_unknown_shapes", 0) + 1
                 continue
             attrs = dict(a, then_branch=_optimised(a["then_branch"]), else_branch=_optimised(a["else_branch"]))
             outputs = n.outputs
@@ -298,4 +303,4 @@ def regions(program):
         for new, old in enumerate(keep):
             b.map[Value(i, old)] = Value(j, new)
     out = b.finish("regions", stats)
-    return reinfer(out) if stats["static_counts"] else out
+    return reinfer(out) if stats["static_counts"] or stats.get("inlined_unknown_shapes") else out
