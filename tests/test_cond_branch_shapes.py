@@ -110,16 +110,35 @@ def test_branches_of_different_rank_still_run_correctly():
         np.testing.assert_array_equal(s.run(out, {p: False, x: X}), X.reshape(2, 2))
 
 
-def test_case_with_branches_of_different_shapes():
+def test_case_and_switch_case_with_branches_of_different_shapes_compile():
+    """Nested conds: an inner branch-shaped value is the outer branch's output."""
     g = tf.Graph()
     with g.as_default():
         k = tf1.placeholder(tf.int32, [])
         x = tf1.placeholder(tf.float64, [4])
-        out = tf.case([(tf.equal(k, 0), lambda: x[:1]), (tf.equal(k, 1), lambda: x[:2] + 1.0)],
-                      default=lambda: x * 2.0)
+        case = tf.case([(tf.equal(k, 0), lambda: x[:1]), (tf.equal(k, 1), lambda: x[:2] + 1.0)],
+                       default=lambda: x * 2.0)
+        switch = tf.switch_case(k, [lambda: tf.reshape(x, [2, 2]), lambda: tf.reshape(x[:3], [1, 3]),
+                                    lambda: tf.reshape(tf.concat([x, x[:2]], 0), [3, 2])])
+    for kv in (0, 1, 2, 7):
+        want_case = {0: X[:1], 1: X[:2] + 1.0}.get(kv, X * 2.0)
+        want_switch = {0: X.reshape(2, 2), 1: X[:3].reshape(1, 3)}.get(kv, np.concatenate([X, X[:2]]).reshape(3, 2))
+        compiled, interpreted = run_both(g, [case, switch], {k: kv, x: X})   # (asserts no fallback)
+        for got in (compiled, interpreted):
+            np.testing.assert_array_equal(got[0], want_case)
+            np.testing.assert_array_equal(got[1], want_switch)
+
+
+def test_an_inner_branch_shaped_value_read_inside_the_branch_falls_back_correctly():
+    g = tf.Graph()
+    with g.as_default():
+        p = tf1.placeholder(tf.bool, [])
+        q = tf1.placeholder(tf.bool, [])
+        x = tf1.placeholder(tf.float64, [4])
+        out = tf.cond(p, lambda: tf.reduce_sum(tf.cond(q, lambda: x[:1], lambda: x)), lambda: tf.reduce_sum(x) * 0.5)
     with tf1.Session(graph=g) as s:
-        for kv, want in ((0, X[:1]), (1, X[:2] + 1.0), (7, X * 2.0)):
-            np.testing.assert_array_equal(s.run(out, {k: kv, x: X}), want)
+        for pv, qv, want in ((True, True, X[0]), (True, False, X.sum()), (False, True, X.sum() * 0.5)):
+            np.testing.assert_allclose(s.run(out, {p: pv, q: qv, x: X}), want, rtol=1e-13)
 
 
 def test_non_bool_predicate_is_still_a_type_error():

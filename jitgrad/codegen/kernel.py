@@ -499,7 +499,7 @@ class KernelBuilder:
 
     # ------------------------------------------------------------ build
     def build(self):
-        check(self.p, outputs_may_grow=True)
+        check(self.p, top_level=True)
         # control-flow regions run on one thread (their bodies are called in a loop)
         self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:

@@ -149,16 +149,16 @@ def lower_if(kb, node, outs, dry):
     # An op before this one already failed: its values are garbage and the run raises,
     # so neither branch runs (a tf.print in it would print what TF never computes).
     with b.if_then(kb.no_error_yet()):
-        out_ptrs, ok = [o.ptr for o in outs], ir.Constant(I1, 1)
+        then_outs, else_outs, ok = [o.ptr for o in outs], [o.ptr for o in outs], ir.Constant(I1, 1)
         for k, out in shaped.items():   # branches of different shapes: lower_growing.py
-            out_ptrs[k], k_ok = out.start(kb, outs[k])
+            then_outs[k], else_outs[k], k_ok = out.start(kb, outs[k])
             ok = b.and_(ok, k_ok)
         with b.if_then(ok):
             with b.if_else(pred) as (on_then, on_else):
                 with on_then:
-                    then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
+                    then.call(kb, ins, then_outs, arena.ptr, status.ptr, then_fx)
                 with on_else:
-                    els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
+                    els.call(kb, ins, else_outs, arena.ptr, status.ptr, else_fx)
             _propagate_status(kb, status)
         for k, out in shaped.items():
             out.finish(kb, outs[k], pred)
@@ -463,11 +463,12 @@ MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region
 NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all", "RegionAssert": "all"}
 
 
-def check(program, outputs_may_grow=False):
+def check(program, top_level=False):
     """Dynamic stacks may only flow between While ops, never into another op
-    (their size is not a shape the rest of the kernel knows). A top-level kernel
-    (``outputs_may_grow``) may return a growing loop variable (lower_growing.py):
-    the host reads its rows after the call (dynamic_outputs.py)."""
+    (their size is not a shape the rest of the kernel knows). A kernel may return
+    a branch-shaped If output (a branch's to the enclosing If, the top level's to
+    the host); a top-level kernel also a growing loop variable (lower_growing.py;
+    the host reads them after the call: dynamic_outputs.py)."""
     dyn = set()
     for i, n in enumerate(program.nodes):
         for k, (s, _) in enumerate(n.outputs):
@@ -483,13 +484,14 @@ def check(program, outputs_may_grow=False):
             raise Unsupported("a variable assigned a value of unknown shape")
     fetched = [(v.node, v.index) for v in program.outputs if v is not None]
     for v in fetched:
-        if v in dyn and not (outputs_may_grow and _returns_growing(program, v) and fetched.count(v) == 1):
+        if v in dyn and not (_returns_shaped(program, v, top_level) and fetched.count(v) == 1):
             raise Unsupported("a fetched value of unknown shape")
 
 
-def _returns_growing(program, v):
-    """A growing loop variable or a branch-shaped If output (lower_growing.py)."""
+def _returns_shaped(program, v, top_level):
+    """A branch-shaped If output, or (top level) a growing loop variable (lower_growing.py)."""
     n = program.nodes[v[0]]
     if n.op == "If":
         return n.outputs[v[1]][0] is not None
-    return n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) and not is_dynamic(n.outputs[v[1]][0][1:])
+    return (top_level and n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) and
+            not is_dynamic(n.outputs[v[1]][0][1:]))

@@ -97,48 +97,105 @@ class GrowingVar:
 
 
 # ---------------------------------------------------------------- If outputs shaped by the branch taken
+def _static(shape):
+    return shape is not None and None not in shape
+
+
+def possible_shapes(program, v):
+    """The shapes value ``v`` of a branch can have: its own, or for a branch-shaped
+    If's output (a nested cond, tf.case), its branches' (recursively)."""
+    n = program.nodes[v.node]
+    shape = n.outputs[v.index][0]
+    if _static(shape):
+        return {tuple(shape)}
+    if n.op != "If" or shape is None:
+        raise Unsupported(f"a branch output of unknown shape from {n.op}")
+    a = n.attrs
+    return (possible_shapes(a["then_branch"], a["then_branch"].outputs[v.index]) |
+            possible_shapes(a["else_branch"], a["else_branch"].outputs[v.index]))
+
+
 def branch_shaped_outputs(kb, node):
     """{output index: BranchShapedOutput} for an If's outputs of unknown shape."""
     a = node.attrs
     out = {}
     for k, (shape, dt) in enumerate(node.outputs):
-        if shape is not None and None not in shape:
+        if _static(shape):
             continue
+        if shape is None or 1 + sum(d is None for d in shape) > DESC_WORDS:
+            raise Unsupported("an If output whose branches' shapes differ in rank or in more than two dims")
+        if kb.is_region and sum(1 for v in kb.p.outputs if (v.node, v.index) == (kb.cur_pos, k)) != 1:
+            # (a region's value of unknown shape must be one of its outputs: the caller gives it memory)
+            raise Unsupported("a value of unknown shape inside a branch that is not the branch's output")
         then, els = a["then_branch"], a["else_branch"]
-        st, se = then.shape(then.outputs[k]), els.shape(els.outputs[k])
-        if shape is None or 1 + sum(d is None for d in shape) > DESC_WORDS or None in st + se:
-            raise Unsupported("an If output whose branches' shapes differ in rank or in more than two dims, "
-                              "or are themselves unknown")
-        out[k] = BranchShapedOutput(shape, st, se, dt, _keep_pair(kb))
+        v_then, v_else = then.outputs[k], els.outputs[k]
+        nbytes = max(_nbytes(s, dt) for s in possible_shapes(then, v_then) | possible_shapes(els, v_else))
+        out[k] = BranchShapedOutput(shape, then.shape(v_then), els.shape(v_else), nbytes, kb)
     return out
 
 
 class BranchShapedOutput:
-    def __init__(self, shape, then_shape, else_shape, dt, keep):
+    """An If output whose shape depends on the branch taken. At the top level it
+    reserves room for the largest value it can have (persistent memory); inside a
+    branch (a nested cond) the enclosing If has put that room's address in word 0
+    of the descriptor it passes. A branch whose own value is branch-shaped gets a
+    descriptor too, pointing at the same room, and reports its dims there."""
+
+    def __init__(self, shape, then_shape, else_shape, nbytes, kb):
         self.shape, self.then_shape, self.else_shape = tuple(shape), tuple(then_shape), tuple(else_shape)
-        self.nbytes = max(_nbytes(then_shape, dt), _nbytes(else_shape, dt))
-        self.keep = keep
-        self._d = None
+        self.nbytes = nbytes
+        self.in_region = kb.is_region
+        self.keep = None if kb.is_region else _keep_pair(kb)
 
     def start(self, kb, out):
-        """Reserves the memory the taken branch writes to: (its pointer, i1 ok)."""
-        from .lower_control import _stack_init, _stack_reserve
+        """Room for the value: (the then branch's output pointer, the else branch's, i1 ok)."""
+        from .lower_control import _desc, _stack_init, _stack_reserve
         b = kb.b
-        self._d = d = b.bitcast(kb.alloca(ir.ArrayType(I64, 3)), I64.as_pointer())
-        _stack_init(kb, d, self.keep)
-        bad = _stack_reserve(kb, d, c64(1), self.nbytes)
-        return b.inttoptr(b.load(d), I8P), b.not_(bad)
+        if self.in_region:
+            data, ok = b.inttoptr(b.load(_desc(kb, out)), I8P), ir.Constant(ir.IntType(1), 1)
+        else:
+            self._d = d = b.bitcast(kb.alloca(ir.ArrayType(I64, 3)), I64.as_pointer())
+            _stack_init(kb, d, self.keep)
+            bad = _stack_reserve(kb, d, c64(1), self.nbytes)
+            data, ok = b.inttoptr(b.load(d), I8P), b.not_(bad)
+        self._data = data
+        self._branch_desc = []
+        ptrs = []
+        for shape in (self.then_shape, self.else_shape):
+            if _static(shape):
+                self._branch_desc.append(None)
+                ptrs.append(data)
+                continue
+            bd = b.bitcast(kb.alloca(ir.ArrayType(I64, DESC_WORDS)), I64.as_pointer())
+            b.store(b.ptrtoint(data, I64), bd)
+            self._branch_desc.append(bd)
+            ptrs.append(b.bitcast(bd, I8P))
+        return ptrs[0], ptrs[1], ok
+
+    def _dims(self, kb, shape, bd):
+        """The branch's value's dims at this output's unknown positions."""
+        b = kb.b
+        dims, word = {}, 1
+        for p, d in enumerate(shape):
+            if d is None:
+                dims[p] = b.load(b.gep(bd, [c64(word)]))
+                word += 1
+            else:
+                dims[p] = c64(d)
+        return dims
 
     def finish(self, kb, out, pred):
-        """The descriptor of ``out`` (the If's buffer for it): the data and the taken branch's differing dims."""
+        """The descriptor of ``out``: the data and the taken branch's dims where they differ."""
         from .lower_control import _desc, _stack_keep
         b = kb.b
         desc = _desc(kb, out)
-        b.store(b.load(self._d), desc)
+        b.store(b.ptrtoint(self._data, I64), desc)
+        dims_t = self._dims(kb, self.then_shape, self._branch_desc[0])
+        dims_e = self._dims(kb, self.else_shape, self._branch_desc[1])
         word = 1
         for p, d in enumerate(self.shape):
             if d is None:
-                dim = b.select(pred, c64(self.then_shape[p]), c64(self.else_shape[p]))
-                b.store(dim, b.gep(desc, [c64(word)]))
+                b.store(b.select(pred, dims_t[p], dims_e[p]), b.gep(desc, [c64(word)]))
                 word += 1
-        _stack_keep(kb, self._d, self.keep)
+        if not self.in_region:
+            _stack_keep(kb, self._d, self.keep)

@@ -81,7 +81,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             caps = in_shapes[1:]
             then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
             st, se = _out_shapes(then), _out_shapes(els)
-            if any(len(x) != len(y) for x, y in zip(st, se)):
+            if any(x is None or y is None or len(x) != len(y) for x, y in zip(st, se)):
                 raise _Dynamic("the branches' outputs differ in rank")
             # branches of different shapes: the output's differing dims are known when it has
             # run (lower_control.lower_if hands the taken branch's shape to the host)
