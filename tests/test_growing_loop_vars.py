@@ -155,3 +155,21 @@ def test_shape_change_without_an_invariant_is_tf_value_error():
     with g.as_default():
         with pytest.raises(ValueError, match="shape_invariants"):
             tf.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, tf.concat([x, [1.0]], 0)), [0, tf.constant([1.0])])
+
+
+def test_autograph_for_loop_accumulator_compiles():
+    """A Python for loop over tf.range in a traced function growing a tensor
+    (set_loop_options gives the None invariant, as TF requires)."""
+    @tf.function
+    def f(n):
+        x = tf.zeros([0])
+        for i in tf.range(n):
+            tf.autograph.experimental.set_loop_options(shape_invariants=[(x, tf.TensorShape([None]))])
+            x = tf.concat([x, [tf.cast(i, tf.float32) ** 2]], 0)
+        return x
+
+    for trips in (0, 5):
+        before = tf.cache_info()["fallbacks"]
+        got = f(tf.constant(trips)).numpy()
+        assert tf.cache_info()["fallbacks"] == before
+        np.testing.assert_array_equal(got, np.arange(trips, dtype=np.float32) ** 2)

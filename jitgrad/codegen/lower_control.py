@@ -486,6 +486,11 @@ def check(program, top_level=False):
     for v in fetched:
         if v in dyn and not (_returns_shaped(program, v, top_level) and fetched.count(v) == 1):
             raise Unsupported("a fetched value of unknown shape")
+    if not top_level:
+        # a branch-shaped If inside a region writes where its caller says: only its outputs have a caller
+        for i, n in enumerate(program.nodes):
+            if n.op == "If" and any((i, k) in dyn and (i, k) not in fetched for k in range(len(n.outputs))):
+                raise Unsupported("a value of unknown shape inside a branch that is not the branch's output")
 
 
 def _returns_shaped(program, v, top_level):

@@ -124,9 +124,6 @@ def branch_shaped_outputs(kb, node):
             continue
         if shape is None or 1 + sum(d is None for d in shape) > DESC_WORDS:
             raise Unsupported("an If output whose branches' shapes differ in rank or in more than two dims")
-        if kb.is_region and sum(1 for v in kb.p.outputs if (v.node, v.index) == (kb.cur_pos, k)) != 1:
-            # (a region's value of unknown shape must be one of its outputs: the caller gives it memory)
-            raise Unsupported("a value of unknown shape inside a branch that is not the branch's output")
         then, els = a["then_branch"], a["else_branch"]
         v_then, v_else = then.outputs[k], els.outputs[k]
         nbytes = max(_nbytes(s, dt) for s in possible_shapes(then, v_then) | possible_shapes(els, v_else))
