@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from . import buffers as _buffers, interpreter
+from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 from .ops.logging_ops import failed_assert_message, flush_region_prints
@@ -319,7 +319,7 @@ class Plan:
     __slots__ = ("fallback", "kernel", "source", "ptrs", "ptrs_addr", "feed_slots", "var_slots", "rand_slots",
                  "out_specs", "key",
                  "out_base", "elem_slots", "write_slots", "program", "n_out", "reason", "has_checks", "hits",
-                 "runners", "specialiser", "rng_slot", "region_sites", "__weakref__")
+                 "runners", "specialiser", "rng_slot", "region_sites", "growing", "__weakref__")
 
 
 def _var_reader(session):
@@ -405,6 +405,7 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     plan.runners = {}
     plan.specialiser = None
     plan.rng_slot = plan.region_sites = None
+    plan.growing = []
     try:
         pre = build_pre_program(session, elements, fed, shape_values)
     except pir.DataDependentShape as e:
@@ -464,6 +465,7 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
             ptrs[i] = _addr(v)
     outs = meta["outputs"]
     plan.out_specs = [(tuple(s), np.dtype(d)) for s, d in outs]
+    plan.growing = [j for j, (s, _) in enumerate(plan.out_specs) if _dynamic_outputs.is_dynamic(s)]
     plan.out_base = n_args
     plan.n_out = len(outs)
     ptrs[n_args + len(outs)] = kernel.arena_addr
@@ -533,7 +535,7 @@ def run_plan(session, plan, fed, elements):
         outs = []
         base = plan.out_base
         for j, (shape, dt) in enumerate(plan.out_specs):
-            o = _buffers.empty(shape, dt)
+            o = _dynamic_outputs.descriptor() if j in plan.growing else _buffers.empty(shape, dt)
             outs.append(o)
             ptrs[base + j] = _addr(o)
         with region_draws(ptrs, plan.rng_slot, plan.region_sites):
@@ -542,6 +544,8 @@ def run_plan(session, plan, fed, elements):
             code = int(k.status[0])
             if code:
                 _raise_status(code)
+        for j in plan.growing:   # shapes known as it ran: copied out before the next call reuses the memory
+            outs[j] = _dynamic_outputs.read(outs[j], *plan.out_specs[j])
     if plan.write_slots:
         store = session._store
         for key, s in plan.write_slots:

@@ -14,6 +14,7 @@ from .graph import Tensor
 from .ops import array_ops, math_ops, reduction_ops
 from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
 from .shapes import TensorShape, as_shape
+from .tensor_array import TensorArray
 from .eager import EagerTensor
 
 _COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
@@ -204,15 +205,19 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         return out
 
     if context.executing_eagerly():
-        vals = nest.map_structure(_to_tensor, packed)
+        vals = nest.map_structure(_to_loop_value, packed)
         limit = None if maximum_iterations is None else int(np.asarray(_to_tensor(maximum_iterations).numpy()))
         i = 0
         while (limit is None or i < limit) and _eager_bool(_to_tensor(call(cond, vals)), "The loop condition"):
             out = body_result(vals)
             flat_old = nest.flatten(vals)
-            flat = [_to_tensor(x, dtype=o.dtype) if not _is_tensorish(x) else _to_tensor(x)
+            flat = [x if isinstance(o, TensorArray) else
+                    _to_tensor(x, dtype=o.dtype) if not _is_tensorish(x) else _to_tensor(x)
                     for x, o in zip(nest.flatten(out), flat_old)]
             for o, x in zip(flat_old, flat):
+                if isinstance(o, TensorArray) is not isinstance(x, TensorArray):
+                    raise TypeError(f"Loop var enters the loop as {type(o).__name__} but is {type(x).__name__} "
+                                    f"after 1 iteration.")
                 if x.dtype != o.dtype:
                     raise TypeError(f"Loop var enters the loop with type {o.dtype!r} but has type {x.dtype!r} "
                                     f"after 1 iteration.")
@@ -220,6 +225,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             i += 1
         return vals[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(vals))
 
+    if any(isinstance(v, TensorArray) for v in nest.flatten(packed)):
+        return _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                                         maximum_iterations, name)
     g = context.get_default_graph()
     with g.name_scope(name or "while"):
         flat = [_to_tensor(v) for v in nest.flatten(packed)]
@@ -261,6 +269,64 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if single:
         return outs[0]
     return nest.pack_sequence_as(loop_vars, outs)
+
+
+def _to_loop_value(x):
+    return x if isinstance(x, TensorArray) else _to_tensor(x)
+
+
+def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                              maximum_iterations, name):
+    """A graph while_loop with TensorArrays among its loop variables: as TF 2 flattens
+    a TensorArray to its TensorList, each is carried as its dense ``[size, *element]``
+    tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
+    TensorArray over it; the loop returns TensorArrays over the final tensors."""
+    from .autograph.operators import _dry
+    from .autograph.staged_tensor_array import with_tensor_arrays
+    single = not isinstance(loop_vars, (list, tuple))
+    packed = [loop_vars] if single else loop_vars
+    state = list(nest.flatten(packed))
+
+    def get():
+        return tuple(state)
+
+    def put(vals):
+        state[:] = list(vals)
+
+    def call(fn):
+        return fn(*nest.pack_sequence_as(packed, state))
+
+    def one_iteration():
+        out = call(body)
+        out = [out] if single or (len(packed) == 1 and not nest.is_nested(out)) else out
+        try:
+            nest.assert_same_structure(packed, out, check_types=False)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"The body of tf.while_loop must return the structure of loop_vars.\n{e}") from None
+        put(nest.flatten(out))
+    get_dense, set_dense = with_tensor_arrays(one_iteration, get, put, _dry)
+    dense = list(get_dense())
+    is_ta = [isinstance(v, TensorArray) for v in state]
+    if shape_invariants is None:
+        inv = None
+    else:
+        user = nest.flatten_up_to(packed, [shape_invariants] if single else shape_invariants, check_types=False)
+        # (a TensorArray's invariant is its dense tensor's shape: TF ignores what is given for it)
+        inv = [d.shape if ta else u for d, u, ta in zip(dense, user, is_ta)]
+
+    def dense_cond(*vals):
+        set_dense(vals)
+        return call(cond)
+
+    def dense_body(*vals):
+        set_dense(vals)
+        one_iteration()
+        return list(get_dense())
+    out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
+                     maximum_iterations=maximum_iterations, name=name)
+    set_dense(out)
+    result = nest.pack_sequence_as(packed, state)
+    return result[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(result))
 
 
 def _is_tensorish(x):

@@ -36,8 +36,8 @@ def _scalar_cases(i, dt):
 def make_runner(session, plan, elements, fed, struct):
     """A generated function running ``plan`` (see above). struct: list, tuple
     or None (one fetch).  Returns None when the plan cannot have one."""
-    if plan.fallback or not elements or plan.rng_slot is not None:
-        return None   # (random ops in regions: run_plan opens the call's handle)
+    if plan.fallback or not elements or plan.rng_slot is not None or plan.growing:
+        return None   # (random ops in regions: run_plan opens the call's handle; growing outputs: run_plan reads them)
     k = plan.kernel
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
           "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,

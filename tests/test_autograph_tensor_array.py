@@ -86,18 +86,6 @@ def test_gradient_flows_through_the_staged_array():
     np.testing.assert_allclose(f(tf.constant(x)).numpy(), 2 * x * np.array([1., 2., 3.]), rtol=1e-6)
 
 
-def test_dynamic_size_in_a_staged_loop_is_a_clear_error():
-    @tf.function
-    def f(n):
-        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-        for i in tf.range(n):
-            ta = ta.write(i, 1.0)
-        return ta.stack()
-
-    with pytest.raises(NotImplementedError, match="fixed size"):
-        f(tf.constant(3))
-
-
 def test_python_loop_keeps_the_list_tensor_array():
     @tf.function
     def f(x):

@@ -6,9 +6,18 @@ tf.function guide's ``for i in tf.range(n): ta = ta.write(i, x)``). For such a l
 the array is carried as one dense loop tensor of shape ``[size, *element_shape]``:
 ``write`` replaces row ``i`` (a select against ``range(size) == i``; an index out of
 range fails at run time, as TF's does), ``read``/``gather`` are gathers, ``stack`` is
-the tensor itself. The size must be fixed (``dynamic_size=True`` would need a loop
-tensor whose shape grows); an element shape not given is learned from a dry run of
-one iteration, as TF's AutoGraph does for variables first defined in the loop.
+the tensor itself. An element shape not given is learned from a dry run of one
+iteration, as TF's AutoGraph does for variables first defined in the loop.
+
+With ``dynamic_size=True`` the loop tensor has an unknown first dimension (shape
+invariant ``[None, *element_shape]``): a write past the end grows it to ``index + 1``
+rows (new rows are zeros, as TF's unwritten elements), and ``size()`` is its row
+count at run time. Such a loop runs in the reference interpreter (its loop variable
+changes shape between iterations: ``explain`` gives the reason); a fixed-size one
+compiles.
+
+The same carrying serves a TensorArray passed directly as a ``tf.while_loop`` loop
+variable (control_flow.while_loop), as TF 2 flattens it to its TensorList.
 """
 from .. import dtypes
 from ..convert import convert_to_tensor
@@ -22,24 +31,44 @@ class LoopTensorArray(TensorArray):
     """A fixed-size TensorArray backed by one ``[size, *element_shape]`` tensor (None
     until the element shape is known). Writes update it in place and return it."""
 
-    def __init__(self, dtype, size, element_shape, buffer, infer_shape=True):
-        self._dtype, self._size, self._dynamic = dtype, size, False
+    def __init__(self, dtype, size, element_shape, buffer, infer_shape=True, dynamic=False):
+        self._dtype, self._size, self._dynamic = dtype, size, dynamic
         self._element_shape = element_shape
         self._infer_shape = infer_shape
         self._buffer = buffer
 
     def _like(self, buffer):
-        return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape)
+        return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
+                               self._dynamic)
 
     def size(self, name=None):
+        if self._dynamic:
+            return array_ops.shape(self._stacked(), name=name)[0]
         return array_ops.constant(self._size, dtype=dtypes.int32)
 
     def _rows(self):
-        return array_ops.range_(self._size)
+        return array_ops.range_(self.size()) if self._dynamic else array_ops.range_(self._size)
 
-    def _checked_index(self, index):
-        """``index`` as an int32 tensor that makes the run fail when it is out of range."""
-        return array_ops.gather(self._rows(), math_ops.cast(index, dtypes.int32))
+    def _checked_index(self, index, rows=None):
+        """``index`` as an int32 tensor that makes the run fail when it is out of ``rows``
+        (a range; the array's rows by default)."""
+        return array_ops.gather(self._rows() if rows is None else rows, math_ops.cast(index, dtypes.int32))
+
+    def _empty(self, shape):
+        """Zeros of shape ``[size, *shape]``; for a dynamic array with the unknown first
+        dimension its loop tensor keeps (it grows)."""
+        z = array_ops.zeros([self._size] + list(shape), self._dtype)
+        return array_ops.placeholder_with_default(z, [None] + list(shape)) if self._dynamic else z
+
+    def _grown(self, index):
+        """The dense tensor with at least ``index + 1`` rows (TF: a dynamic array grows on
+        a write past its end; the rows in between read as zeros)."""
+        buf = self._buffer
+        rows = array_ops.shape(buf)[0]
+        want = math_ops.maximum(rows, math_ops.cast(index, dtypes.int32) + 1)
+        zero_row = array_ops.zeros([1] + self._element_shape.as_list(), self._dtype)
+        padded = array_ops.concat([buf, zero_row], 0)
+        return array_ops.gather(padded, math_ops.minimum(array_ops.range_(want), rows))
 
     def write(self, index, value, name=None):
         t = self._convert(value)
@@ -48,10 +77,13 @@ class LoopTensorArray(TensorArray):
                 raise ValueError(f"A TensorArray written in a staged loop needs elements of a known shape, got "
                                  f"{t.shape}.")
             self._element_shape = TensorShape(t.shape.as_list())
-            self._buffer = array_ops.zeros([self._size] + t.shape.as_list(), self._dtype)
+            self._buffer = self._empty(t.shape.as_list())
         rank = len(self._element_shape.as_list())
-        hit = math_ops.equal(self._rows(), self._checked_index(index))
-        mask = array_ops.reshape(hit, [self._size] + [1] * rank)
+        if self._dynamic:
+            self._buffer = self._grown(index)
+        rows = self._rows()
+        hit = math_ops.equal(rows, self._checked_index(index, rows))
+        mask = array_ops.reshape(hit, [-1] + [1] * rank)
         self._buffer = math_ops.where(mask, array_ops.expand_dims(t, 0), self._buffer, name=name)
         return self
 
@@ -60,7 +92,7 @@ class LoopTensorArray(TensorArray):
             if not self._element_shape.is_fully_defined():
                 raise InvalidArgumentError("TensorArray has not been written and its element shape is not fully "
                                            f"defined ({self._element_shape}).")
-            self._buffer = array_ops.zeros([self._size] + self._element_shape.as_list(), self._dtype)
+            self._buffer = self._empty(self._element_shape.as_list())
         return self._buffer
 
     def read(self, index, name=None):
@@ -75,11 +107,13 @@ class LoopTensorArray(TensorArray):
     def concat(self, name=None):
         buf = self._stacked()
         dims = buf.shape.as_list()
-        return array_ops.reshape(buf, [dims[0] * dims[1]] + dims[2:] if len(dims) > 1 else [-1], name=name)
+        if len(dims) > 1 and dims[0] is not None and dims[1] is not None:
+            return array_ops.reshape(buf, [dims[0] * dims[1]] + dims[2:], name=name)
+        return array_ops.reshape(buf, [-1] + dims[2:], name=name)
 
     def unstack(self, value, name=None):
         t = convert_to_tensor(value)
-        if t.shape.rank is None or t.shape.dims[0] != self._size:
+        if t.shape.rank is None or (not self._dynamic and t.shape.dims[0] != self._size):
             raise InvalidArgumentError(f"Tried to unstack a tensor of shape {t.shape} into a TensorArray of size "
                                        f"{self._size}")
         self._element_shape = self._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
@@ -100,15 +134,15 @@ def as_loop_tensor_array(ta):
     """A LoopTensorArray holding what ``ta`` holds (a fresh object each call)."""
     if isinstance(ta, LoopTensorArray):
         return ta._like(ta._buffer)
-    if ta.dynamic_size:
-        raise NotImplementedError("jitgrad's TensorArray in a loop staged as a tf.while_loop needs a fixed size "
-                                  "(dynamic_size=True would grow the loop tensor): give it size=<number of "
-                                  "iterations> and dynamic_size=False.")
     n = len(ta._items)
-    buffer = None
+    out = LoopTensorArray(ta.dtype, n, ta.element_shape, None, ta._infer_shape, ta.dynamic_size)
     if any(t is not None for t in ta._items) or (ta.element_shape.is_fully_defined() and n):
-        buffer = array_ops.stack([ta._item(i) for i in range(n)]) if n else None
-    return LoopTensorArray(ta.dtype, n, ta.element_shape, buffer, ta._infer_shape)
+        out._buffer = array_ops.stack([ta._item(i) for i in range(n)]) if n else None
+        if ta.dynamic_size and out._buffer is not None:
+            out._buffer = array_ops.placeholder_with_default(out._buffer, [None] + out._buffer.shape.as_list()[1:])
+    elif ta.dynamic_size and ta.element_shape.is_fully_defined():
+        out._buffer = out._empty(ta.element_shape.as_list())
+    return out
 
 
 def with_tensor_arrays(body, get_state, set_state, dry):
@@ -137,12 +171,14 @@ def with_tensor_arrays(body, get_state, set_state, dry):
         for k in slots:
             if arrays[k]._buffer is None:
                 seen = first[k]
-                if not isinstance(seen, LoopTensorArray) or seen._buffer is None:
+                if not isinstance(seen, LoopTensorArray):
+                    raise TypeError(f"A TensorArray carried by a staged loop became {type(seen).__name__}.")
+                if seen._buffer is None:
                     raise ValueError("A TensorArray carried by a staged loop must be written in the loop (or "
                                      "have a fully defined element_shape).")
-                arrays[k] = LoopTensorArray(arrays[k]._dtype, arrays[k]._size, seen._element_shape,
-                                            array_ops.zeros(seen._buffer.shape.as_list(), arrays[k]._dtype),
-                                            arrays[k]._infer_shape)
+                arrays[k] = arrays[k]._like(None)
+                arrays[k]._element_shape = seen._element_shape
+                arrays[k]._buffer = arrays[k]._empty(seen._element_shape.as_list())
     set_state(fresh())
 
     def get():

@@ -480,7 +480,7 @@ class KernelBuilder(LoweringContext):
 
     # ------------------------------------------------------------ build
     def build(self):
-        check(self.p)
+        check(self.p, top_level=True)
         # control-flow regions run on one thread (their bodies are called in a loop)
         self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
@@ -577,7 +577,7 @@ class KernelBuilder(LoweringContext):
             shape, dt = nodes[v.node].outputs[v.index]
             out_bufs.append(Buffer(slot_ptr(n_args + s, mem_type(dt)), shape, dt, f"out{s}"))
             self.buffer_report.append((f"out{s} <- node {v.node} ({nodes[v.node].op})",
-                                       int(np.prod(shape, dtype=np.int64)) * dt.size, f"slot {n_args + s}"))
+                                       value_bytes(shape, dt) or 24, f"slot {n_args + s}"))
 
         def buffer_for(v):
             if v in slot_of_val:

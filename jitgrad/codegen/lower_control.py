@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..passes.ir import Program
+from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
@@ -135,28 +136,33 @@ def _regions_of(kb, key, build):
 def lower_if(kb, node, outs, dry):
     a = node.attrs
     pos = kb.regions.node_pos
-    if any(is_dynamic(s) for s, _ in node.outputs):
-        raise Unsupported("an If with outputs of unknown shape")
     tag = a.get("effects_tag", -1)
-    then, els = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
-                                              Region(kb, a["else_branch"], f"r{pos}_else", tag)))
+    then, els, shaped = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
+                                                      Region(kb, a["else_branch"], f"r{pos}_else", tag),
+                                                      branch_shaped_outputs(kb, node)))
     arena, status = _region_temps(kb, (then, els))
     then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
         return
     b = kb.b
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
-    out_ptrs = [o.ptr for o in outs]
-    pred = b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P))
+    pred = b.icmp_unsigned("!=", b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P)), ir.Constant(I8, 0))
     # An op before this one already failed: its values are garbage and the run raises,
     # so neither branch runs (a tf.print in it would print what TF never computes).
     with b.if_then(kb.no_error_yet()):
-        with b.if_else(b.icmp_unsigned("!=", pred, ir.Constant(I8, 0))) as (on_then, on_else):
-            with on_then:
-                then.call(kb, ins, out_ptrs, arena.ptr, status.ptr, then_fx)
-            with on_else:
-                els.call(kb, ins, out_ptrs, arena.ptr, status.ptr, else_fx)
-        _propagate_status(kb, status)
+        then_outs, else_outs, ok = [o.ptr for o in outs], [o.ptr for o in outs], ir.Constant(I1, 1)
+        for k, out in shaped.items():   # branches of different shapes: lower_growing.py
+            then_outs[k], else_outs[k], k_ok = out.start(kb, outs[k])
+            ok = b.and_(ok, k_ok)
+        with b.if_then(ok):
+            with b.if_else(pred) as (on_then, on_else):
+                with on_then:
+                    then.call(kb, ins, then_outs, arena.ptr, status.ptr, then_fx)
+                with on_else:
+                    els.call(kb, ins, else_outs, arena.ptr, status.ptr, else_fx)
+            _propagate_status(kb, status)
+        for k, out in shaped.items():
+            out.finish(kb, outs[k], pred)
 
 
 # ---------------------------------------------------------------- dynamic stacks
@@ -258,15 +264,19 @@ def lower_while(kb, node, outs, dry):
     pos = kb.regions.node_pos
     n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
     var_specs = [node.outputs[k] for k in range(n)]
-    if any(is_dynamic(s) for s, _ in var_specs):
+    grow = a.get("grow_vars", ())   # variables growing by rows: lower_growing.py
+    if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow):
         raise Unsupported("a loop variable of unknown shape")
+    if any(is_dynamic(kb.shape(node.inputs[k])) or is_dynamic(var_specs[k][0][1:]) for k in grow):
+        raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
-    body, cond, keep = _regions_of(kb, pos, lambda: (
+    body, cond, keep, grow_keep = _regions_of(kb, pos, lambda: (
         Region(kb, a["body"], f"r{pos}_body", tag),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
-        _keep_words(kb, node)))
-    cur = [kb.scratch_buffer(s, dt, "loop variable") for s, dt in var_specs]
-    nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, dt in var_specs]
+        _keep_words(kb, node), keep_words(kb, node)))
+    fixed = [(1,) if k in grow else s for k, (s, _) in enumerate(var_specs)]   # (a growing one: unused)
+    cur = [kb.scratch_buffer(s, dt, "loop variable") for s, (_, dt) in zip(fixed, var_specs)]
+    nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, (_, dt) in zip(fixed, var_specs)]
     arena, status = _region_temps(kb, (body, cond))
     pred = kb.scratch_buffer((1,), dtypes.bool_, "loop predicate") if cond is not None else None
     body_fx = body.effect_outputs(kb)
@@ -276,7 +286,8 @@ def lower_while(kb, node, outs, dry):
     b = kb.b
     ins = node.inputs
     for k in range(n):
-        _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
+        if k not in grow:
+            _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
     # the two buffers of each loop variable swap roles every iteration (no copy)
     cur_p, nxt_p = [], []
     for k in range(n):
@@ -293,6 +304,11 @@ def lower_while(kb, node, outs, dry):
     b.store(c64(0), i_ptr)
     failed = kb.alloca(I1)
     b.store(ir.Constant(I1, 0), failed)
+    added = {k: a["body"].shape(a["body"].outputs[k])[0] for k in grow}
+    growing = {k: GrowingVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
+               for k in grow}
+    for k, gv in growing.items():
+        gv.start(kb.buffers[ins[k]].ptr, kb.shape(ins[k]), failed)
 
     # sliced inputs: their row count must be the trip count
     x_base, x_row = [], []
@@ -364,6 +380,11 @@ def lower_while(kb, node, outs, dry):
         if not counted:
             stop = b.or_(stop, _stack_reserve(kb, ref, b.add(k, c64(1)), row))
         y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
+    for k_, gv in growing.items():   # the body reads the variable as empty and writes its new rows in place
+        bad, data, tail = gv.reserve(added[k_])
+        stop = b.or_(stop, bad)
+        b.store(data, cur_p[k_])
+        b.store(tail, nxt_p[k_])
     grow_ok = kb.b.function.append_basic_block("while.call")
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
@@ -377,13 +398,18 @@ def lower_while(kb, node, outs, dry):
         c_, n_ = b.load(cp), b.load(np_)
         b.store(n_, cp)
         b.store(c_, np_)
+    for k_, gv in growing.items():
+        gv.advance(added[k_])
     b.store(b.add(i, c64(1)), i_ptr)
     b.branch(head)
     b.position_at_end(done)
 
     trips = b.load(i_ptr)
     for k_ in range(n):
-        _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
+        if k_ not in grow:
+            _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
+    for gv in growing.values():
+        gv.finish()
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
     for kind, ref, row, kw in y_info:
         if kind == "dyn":
@@ -438,9 +464,12 @@ MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region
 NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all", "RegionAssert": "all"}
 
 
-def check(program):
-    """Dynamic stacks may only flow between While ops, never into an output
-    or another op (their size is not a shape the rest of the kernel knows)."""
+def check(program, top_level=False):
+    """Dynamic stacks may only flow between While ops, never into another op
+    (their size is not a shape the rest of the kernel knows). A kernel may return
+    a branch-shaped If output (a branch's to the enclosing If, the top level's to
+    the host); a top-level kernel also a growing loop variable (lower_growing.py;
+    the host reads them after the call: dynamic_outputs.py)."""
     dyn = set()
     for i, n in enumerate(program.nodes):
         for k, (s, _) in enumerate(n.outputs):
@@ -451,6 +480,24 @@ def check(program):
     for n in program.nodes:
         if n.op != "While" and any((v.node, v.index) in dyn for v in n.inputs):
             raise Unsupported(f"{n.op} reads a value of unknown shape")
-    for v in list(program.outputs) + [v for _, v in program.var_writes]:
-        if v is not None and (v.node, v.index) in dyn:
+    for _, v in program.var_writes:
+        if (v.node, v.index) in dyn:
+            raise Unsupported("a variable assigned a value of unknown shape")
+    fetched = [(v.node, v.index) for v in program.outputs if v is not None]
+    for v in fetched:
+        if v in dyn and not (_returns_shaped(program, v, top_level) and fetched.count(v) == 1):
             raise Unsupported("a fetched value of unknown shape")
+    if not top_level:
+        # a branch-shaped If inside a region writes where its caller says: only its outputs have a caller
+        for i, n in enumerate(program.nodes):
+            if n.op == "If" and any((i, k) in dyn and (i, k) not in fetched for k in range(len(n.outputs))):
+                raise Unsupported("a value of unknown shape inside a branch that is not the branch's output")
+
+
+def _returns_shaped(program, v, top_level):
+    """A branch-shaped If output, or (top level) a growing loop variable (lower_growing.py)."""
+    n = program.nodes[v[0]]
+    if n.op == "If":
+        return n.outputs[v[1]][0] is not None
+    return (top_level and n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) and
+            not is_dynamic(n.outputs[v[1]][0][1:]))

@@ -322,13 +322,18 @@ def _while_kernel(attrs, *ins):
                 raise ValueError(f"a sliced input has shape {list(x.shape)}, expected {lim} rows")
     cond, body, rev = attrs["cond"], attrs["body"], attrs["reverse"]
     ys = [[] for _ in attrs["y_specs"]]
+    # variables that only grow by rows (passes/growing_vars.py): a specialised body
+    # sees them empty and returns the rows to append
+    grow = attrs.get("grow_vars", ()) if not isinstance(body, Func) else ()
     i = 0
     while lim is None or i < lim:
-        if cond is not None and not bool(np.asarray(run_region(cond, vals + caps)[0])):
+        seen = [v[:0] if k in grow else v for k, v in enumerate(vals)]
+        if cond is not None and not bool(np.asarray(run_region(cond, seen + caps)[0])):
             break
         k = lim - 1 - i if rev else i
-        outs = run_region(body, vals + caps + [x[k] for x in xs])
-        vals = [np.asarray(o) for o in outs[:n]]
+        outs = run_region(body, seen + caps + [x[k] for x in xs])
+        vals = [np.concatenate([v, np.asarray(o)]) if j in grow else np.asarray(o)
+                for j, (v, o) in enumerate(zip(vals, outs[:n]))]
         for acc, y in zip(ys, outs[n:]):
             acc.append(np.asarray(y))
         i += 1

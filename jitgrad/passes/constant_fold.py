@@ -84,7 +84,10 @@ def _fold(node, known_ins, program):
     ins = []
     for v, k in zip(node.inputs, known_ins):
         if k == "shape":
-            ins.append(_shape_stub(program.shape(v), program.dtype(v)))
+            s = program.shape(v)
+            if s is None or None in s:   # a loop variable that grows: its shape is known as it runs
+                return None
+            ins.append(_shape_stub(s, program.dtype(v)))
         else:
             ins.append(k.full())
     try:

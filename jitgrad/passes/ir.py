@@ -203,6 +203,8 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
 
     for pos, (t, arr) in enumerate(fed):
         ref[id(t)] = add_arg("feed", arr.shape, t.dtype, key=pos, name=t.name)
+    # (a While's stacked outputs nothing here reads may be specialised away: passes/growing_vars.py)
+    read_ids = {id(t) for op in ops for t in op.inputs} | {id(e) for e in elements}
 
     for op in ops:
         if all(id(t) in ref for t in op.outputs) and op.outputs:
@@ -247,7 +249,7 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
         in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
         if opdef.kind == "control":   # If / While: sub-graphs become sub-Programs (passes/regions.py)
             from .regions import region_node
-            attrs, specs = region_node(op, in_shapes, in_dtypes)
+            attrs, specs = region_node(op, in_shapes, in_dtypes, lambda t: id(t) in read_ids)
             a = op.attrs
             marker = None
             if _has_side_effects(a):

@@ -28,8 +28,10 @@ from .dce import dce
 from .util import Builder, clean, known_scalar, literal_attrs, reinfer
 from ..errors import InvalidArgumentError
 from ..func_graph import Func
+from ..ops.control_flow_ops import _merge_dims
 from ..ops.registry import REGISTRY
 from .prune import prune
+from .growing_vars import appended_vars
 
 
 class _Dynamic(Exception):
@@ -70,33 +72,47 @@ def _out_shapes(prog):
     return [prog.shape(v) for v in prog.outputs]
 
 
-def region_node(op, in_shapes, in_dtypes):
-    """(attrs, output specs) of an If / While node for concrete input shapes."""
+def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
+    """(attrs, output specs) of an If / While node for concrete input shapes;
+    ``is_read(tensor)``: whether the run reads that output."""
     a = op.attrs
     try:
         if op.type == "If":
             caps = in_shapes[1:]
             then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
             st, se = _out_shapes(then), _out_shapes(els)
-            if st != se:
-                raise _Dynamic("the branches' output shapes differ")
+            if any(x is None or y is None or len(x) != len(y) for x, y in zip(st, se)):
+                raise _Dynamic("the branches' outputs differ in rank")
+            # branches of different shapes: the output's differing dims are known when it has
+            # run (lower_control.lower_if hands the taken branch's shape to the host)
             attrs = dict(a, then_branch=then, else_branch=els,
-                         out_specs=[(tuple(s), t.dtype) for s, t in zip(st, op.outputs)])
+                         out_specs=[(_merge_dims(x, y), t.dtype) for x, y, t in zip(st, se, op.outputs)])
         else:
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
             vs, cs = in_shapes[:n], in_shapes[n:n + c]
             xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
             body = sub_program(a["body"], vs + cs + xs)
             outs = _out_shapes(body)
-            if [tuple(s) for s in outs[:n]] != [tuple(s) for s in vs]:
+            changed = [k for k in range(n) if tuple(outs[k]) != tuple(vs[k])]
+            unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
+            grow = appended_vars(a, changed, vs, unread) if changed else []
+            if grow is None:
                 raise _Dynamic("a loop variable changes shape")
+            if grow:   # specialised with the growing variables empty: their outputs are the rows appended
+                vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
+                body = sub_program(a["body"], vs + cs + xs)
+                outs = _out_shapes(body)
+                if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
+                       for k in range(n)):
+                    raise _Dynamic("a loop variable changes shape")
             cond = sub_program(a["cond"], vs + cs) if a["cond"] is not None else None
             count = a.get("static_count")
             if a["limit"] == "count" and count is None:
                 # a counted loop runs once per row of its sliced inputs (checked at run time)
                 count = next((s[0] for s in in_shapes[n + c:n + c + nx] if s and s[0] is not None), None)
-            attrs = dict(a, body=body, cond=cond, static_count=count,
-                         var_specs=[(tuple(s), dt) for s, dt in zip(vs, in_dtypes[:n])],
+            attrs = dict(a, body=body, cond=cond, static_count=count, grow_vars=tuple(grow),
+                         var_specs=[((None,) + tuple(s[1:]) if k in grow else tuple(s), dt)
+                                    for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
     except _Dynamic:
         attrs = dict(a)
@@ -240,6 +256,8 @@ def regions(program):
                 for k, v in enumerate(outs):
                     b.map[Value(i, k)] = v
                 stats["inlined"] += 1
+                if any(None in s for s, _ in n.outputs):   # (what reads it gets the taken branch's shapes)
+                    stats["inlined_unknown_shapes"] = stats.get("inlined_unknown_shapes", 0) + 1
                 continue
             attrs = dict(a, then_branch=_optimised(a["then_branch"]), else_branch=_optimised(a["else_branch"]))
             outputs = n.outputs
@@ -272,6 +290,7 @@ def regions(program):
                     cond = _keep_args(dce(cond, dropped), keep_v + list(range(nv, len(cond.args))))
                 inputs = keep_v + list(range(nv, n_in))
             attrs = dict(a, body=_optimised(body), cond=_optimised(cond), n_ys=len(keep_y), n_vars=len(keep_v),
+                         grow_vars=tuple(keep_v.index(k) for k in a.get("grow_vars", ()) if k in keep_v),
                          y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
             keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]
             outputs = tuple(n.outputs[k] for k in keep)
@@ -284,4 +303,4 @@ def regions(program):
         for new, old in enumerate(keep):
             b.map[Value(i, old)] = Value(j, new)
     out = b.finish("regions", stats)
-    return reinfer(out) if stats["static_counts"] else out
+    return reinfer(out) if stats["static_counts"] or stats.get("inlined_unknown_shapes") else out
