@@ -171,3 +171,43 @@ def test_group_runs_all_its_inputs():
         assert s.run(both) is None
         assert s.run([a, b]) == [10.0, 7.0]
     assert tf.group(tf.constant(1.0)) is None          # eager: already ran, as in TF
+
+
+def _prod_hessian(x, groups):
+    """Hessian of sum over groups of prod(group): d2/dxi dxj = product of the group's
+    other elements (i != j in one group), 0 otherwise. groups: lists of flat indices."""
+    flat = x.ravel().astype(np.float64)
+    h = np.zeros((flat.size, flat.size))
+    for grp in groups:
+        for i in grp:
+            for j in grp:
+                if i != j:
+                    h[i, j] = np.prod([flat[k] for k in grp if k not in (i, j)])
+    return h
+
+
+@graph_modes
+@pytest.mark.parametrize("axis, groups", [(None, [[0, 1, 2, 3, 4, 5]]), (0, [[0, 3], [1, 4], [2, 5]]),
+                                          (1, [[0, 1, 2], [3, 4, 5]]), ([1, 0], [[0, 1, 2, 3, 4, 5]])])
+def test_reduce_prod_has_second_derivatives(axis, groups):
+    """tf.hessians(reduce_prod) raised LookupError (its gradient helper had no gradient)."""
+    x0 = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.25]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3])
+        h = tf.hessians(tf.reduce_sum(tf.reduce_prod(x, axis=axis)), x)[0]
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            got = s.run(h, {x: x0})
+        np.testing.assert_allclose(got.reshape(6, 6), _prod_hessian(x0, groups), rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_prod_second_derivative_with_nested_tapes():
+    x = tf.Variable([2.0, 3.0, 5.0])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_prod(x)
+        g = inner.gradient(y, x)                  # [15, 10, 6]
+        s = tf.reduce_sum(g)
+    # d/dx_k of sum_i prod_{j != i} x_j = sum over the two others: [3+5, 2+5, 2+3]
+    np.testing.assert_allclose(outer.gradient(s, x).numpy(), [8.0, 7.0, 5.0])
