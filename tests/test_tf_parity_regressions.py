@@ -211,3 +211,85 @@ def test_reduce_prod_second_derivative_with_nested_tapes():
         s = tf.reduce_sum(g)
     # d/dx_k of sum_i prod_{j != i} x_j = sum over the two others: [3+5, 2+5, 2+3]
     np.testing.assert_allclose(outer.gradient(s, x).numpy(), [8.0, 7.0, 5.0])
+
+
+def test_pow_keeps_c_special_values_for_a_scalar_exponent():
+    """C99 Annex F (TF's kernel is std::pow): pow(+-0, y) = +0 and pow(-inf, y) = +inf for
+    y > 0 not an odd integer; pow(-0, -1) = -inf. numpy's scalar-exponent shortcut (sqrt)
+    gave -0 and nan in the interpreter and eagerly, while compiled code gave +0 and +inf."""
+    x = np.array([-0.0, 0.0, -np.inf, 4.0], np.float32)
+    expected_half = np.array([0.0, 0.0, np.inf, 2.0], np.float32)
+    eager = tf.pow(tf.constant(x), 0.5).numpy()
+    np.testing.assert_array_equal(eager, expected_half)
+    assert not np.signbit(eager).any()
+    assert tf.pow(tf.constant(np.float32(-0.0)), -1.0).numpy() == -np.inf
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [4])
+        y = tf.pow(p, 0.5)
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            got = s.run(y, {p: x})
+        np.testing.assert_array_equal(got, expected_half)
+        assert not np.signbit(got).any()
+
+
+@pytest.mark.parametrize("exponent", [0.5, -1.0, 2.0, 1.0 / 3.0])
+def test_float32_pow_interpreter_matches_compiled_bit_for_bit(exponent):
+    """Both evaluate float32 pow in float64 and round once (vecmath's documented method),
+    so the interpreter and the compiled code agree exactly."""
+    x = np.random.default_rng(7).uniform(0.0, 10.0, 300).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, x.shape)
+        y = tf.pow(p, exponent)
+    runs = []
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            runs.append(s.run(y, {p: x}))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    exact = x.astype(np.float64) ** np.float64(np.float32(exponent))      # the float32 constant, widened
+    np.testing.assert_array_equal(runs[1], exact.astype(np.float32))
+
+
+def _signs(a):
+    return np.signbit(np.asarray(a)).tolist()
+
+
+def test_signed_zeros_of_max_min_relu_clip_and_sign_agree_everywhere():
+    """TF's Maximum/Minimum are Eigen's `a < b ? b : a` / `b < a ? b : a`: on a tie (-0 vs +0)
+    the first operand is returned, so relu(-0.) is -0. and maximum(0., -0.) is +0.; Sign is
+    `(0 < a) - (a < 0)`, +0 for either zero. The interpreter (numpy's SIMD loops return the
+    second operand) and the compiled Sign (returned x itself) disagreed with TF and each other,
+    which a following division turned into inf of the wrong sign."""
+    x = np.array([-0.0, 0.0, -1.0, 2.0], np.float32)
+    cases = [  # (fn, expected values, expected sign bits)
+        (lambda v: tf.nn.relu(v), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.nn.relu6(v), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.maximum(v, 0.0), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.maximum(0.0, v), [0, 0, 0, 2], [False, False, False, False]),
+        (lambda v: tf.minimum(v, -0.0), [0, 0, -1, 0], [True, False, True, True]),
+        (lambda v: tf.clip_by_value(v, 0.0, 1.0), [0, 0, 0, 1], [True, False, False, False]),
+        (lambda v: tf.sign(v), [0, 0, -1, 1], [False, False, True, False]),
+        (lambda v: 1.0 / tf.nn.relu(v), [-np.inf, np.inf, np.inf, 0.5], [True, False, False, False]),
+    ]
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [4])
+        ys = [fn(p) for fn, _, _ in cases]
+    results = {"eager": [fn(tf.constant(x)).numpy() for fn, _, _ in cases]}
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            results[mode] = s.run(ys, {p: x})
+    for where, got in results.items():
+        for (_, values, signs), r in zip(cases, got):
+            np.testing.assert_array_equal(r, np.float32(values), err_msg=where)
+            assert _signs(r) == signs, (where, r)
+
+
+def test_maximum_minimum_still_propagate_nan_from_either_side():
+    a = tf.constant([np.nan, 1.0, -0.0], tf.float32)
+    b = tf.constant([1.0, np.nan, -0.0], tf.float32)
+    for r in (tf.maximum(a, b).numpy(), tf.minimum(a, b).numpy(), tf.maximum(b, a).numpy()):
+        assert np.isnan(r[:2]).all() and r[2] == 0 and np.signbit(r[2])
+    np.testing.assert_array_equal(tf.maximum(tf.constant([3, -4]), tf.constant([2, -1])).numpy(), [3, -1])
