@@ -293,3 +293,67 @@ def test_maximum_minimum_still_propagate_nan_from_either_side():
     for r in (tf.maximum(a, b).numpy(), tf.minimum(a, b).numpy(), tf.maximum(b, a).numpy()):
         assert np.isnan(r[:2]).all() and r[2] == 0 and np.signbit(r[2])
     np.testing.assert_array_equal(tf.maximum(tf.constant([3, -4]), tf.constant([2, -1])).numpy(), [3, -1])
+
+
+def test_relu_gradients_multiply_by_the_mask_as_tf():
+    """TF's ReluGrad / Relu6Grad are `gradients * (features > 0).cast<T>()` (and (0 < f < 6)):
+    an inf or NaN gradient arriving where the unit is off becomes 0 * inf = NaN, not 0.
+    Upstream gradients: inf, nan, inf, nan, inf at features -1, 0, 1, 7, -0."""
+    f0 = np.array([-1.0, 0.0, 1.0, 7.0, -0.0], np.float32)
+    up = np.array([np.inf, np.nan, np.inf, np.nan, np.inf], np.float32)
+    expected = {"relu": [np.nan, np.nan, np.inf, np.nan, np.nan],      # 7 > 0: nan * 1
+                "relu6": [np.nan, np.nan, np.inf, np.nan, np.nan]}     # 7 >= 6: nan * 0
+    fns = {"relu": tf.nn.relu, "relu6": tf.nn.relu6}
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [5])
+        grads = {k: tf.gradients(fn(p), p, grad_ys=tf.constant(up))[0] for k, fn in fns.items()}
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            got = s.run(grads, {p: f0})
+        for k in fns:
+            np.testing.assert_array_equal(got[k], np.float32(expected[k]), err_msg=f"{k} {mode}")
+    x = tf.Variable(f0)
+    for k, fn in fns.items():
+        with tf.GradientTape() as t:
+            y = fn(x)
+        np.testing.assert_array_equal(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(),
+                                      np.float32(expected[k]), err_msg=k)
+    with tf.GradientTape() as t:         # finite gradients: the usual 0 / 1 mask
+        y = tf.nn.relu6(x * 4.0)
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), [0.0, 0.0, 4.0, 0.0, 0.0])
+
+
+def test_one_hot_takes_8_bit_indices_as_tf():
+    """TF's OneHot accepts TI in {uint8, int8, int32, int64}; jitgrad raised TypeError for the
+    8-bit ones. The depth may exceed the index type's range: int8 -56 is out of [0, 200)
+    (an all-off row), it must not meet a wrapped class 200."""
+    idx = tf.constant([-56, 3, 0, 127], tf.int8)
+    expected = np.zeros((4, 200), np.float32)
+    expected[1, 3] = expected[2, 0] = expected[3, 127] = 1.0
+    np.testing.assert_array_equal(tf.one_hot(idx, 200).numpy(), expected)
+    u = tf.one_hot(tf.constant([200, 3], tf.uint8), 201, dtype=tf.int32).numpy()
+    assert u.sum() == 2 and u[0, 200] == 1 and u[1, 3] == 1
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.int8, [4])
+        y = tf.one_hot(p, 200)
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            np.testing.assert_array_equal(s.run(y, {p: np.int8([-56, 3, 0, 127])}), expected)
+    with pytest.raises(TypeError):
+        tf.one_hot(tf.constant([1], tf.int16), 3)
+
+
+@graph_modes
+def test_reduce_prod_second_derivative_with_an_unknown_reduced_dimension():
+    x0 = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.25]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        (gx,) = tf.gradients(tf.reduce_sum(tf.reduce_prod(x, axis=0)), x)
+        (ggx,) = tf.gradients(tf.reduce_sum(gx), x)     # sum over j of the hessian's rows
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(ggx, {x: x0})
+    expected = _prod_hessian(x0, [[0, 3], [1, 4], [2, 5]]).sum(axis=0).reshape(2, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

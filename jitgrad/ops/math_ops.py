@@ -274,11 +274,13 @@ def _erf_family_grad(sign):
 
 _unary_op("Erf", _libm_in_double(math.erf), _erf_family_grad(1))
 _unary_op("Erfc", _libm_in_double(math.erfc), _erf_family_grad(-1))
+# TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
+# (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
 _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
-          lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
+          lambda op, g: [multiply(g, cast(greater(op.inputs[0], 0), g.dtype))], NUMBERS)
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
-          lambda op, g: [where(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)), g,
-                               zeros_like(g))], NUMBERS)
+          lambda op, g: [multiply(g, cast(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)),
+                                          g.dtype))], NUMBERS)
 _unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
           lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
 register("LeakyRelu", infer=unary(FLOATS),

@@ -152,15 +152,19 @@ def _prod_except_grad(op, g):
     x = op.inputs[0]
     rank = x.shape.rank
     axes = None if rank is None else normalize_axes(op.get_attr("axis"), rank)
-    if rank is None or any(x.shape[a] is None for a in axes):
-        raise NotImplementedError("the second derivative of reduce_prod needs the reduced dimensions "
-                                  "known when the graph is built")
-    n = num_elements([x.shape[a] for a in axes])
-    if n == 0:
+    keep = None if rank is None else [a for a in range(rank) if a not in axes]
+    if rank is not None and all(x.shape[a] is not None for a in axes):
+        rows_cols = [-1, num_elements([x.shape[a] for a in axes])]       # one row per reduced group
+    elif rank is not None and all(x.shape[a] is not None for a in keep):
+        rows_cols = [num_elements([x.shape[a] for a in keep]), -1]
+    else:
+        raise NotImplementedError("the second derivative of reduce_prod needs the reduced or the kept "
+                                  "dimensions known when the graph is built")
+    if 0 in rows_cols:
         return [zeros_like(x)]
-    perm = [a for a in range(rank) if a not in axes] + list(axes)
-    flat = reshape(transpose(x, perm), [-1, n])          # one row per reduced group
-    g_flat = reshape(transpose(g, perm), [-1, n])
+    perm = keep + list(axes)
+    flat = reshape(transpose(x, perm), rows_cols)
+    g_flat = reshape(transpose(g, perm), rows_cols)
     forward, backward = ({"axis": 1, "exclusive": True, "reverse": r} for r in (False, True))
     left, right = apply_op("Cumprod", [flat], forward), apply_op("Cumprod", [flat], backward)
     d_flat = _cumprod_vjp(flat, g_flat * right, forward) + _cumprod_vjp(flat, g_flat * left, backward)
