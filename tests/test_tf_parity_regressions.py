@@ -173,6 +173,15 @@ def test_group_runs_all_its_inputs():
     assert tf.group(tf.constant(1.0)) is None          # eager: already ran, as in TF
 
 
+def _run_compiled_and_interpreted(g, fetches, feed):
+    """{mode: results} of one Session run of g in each of jitgrad's two modes."""
+    out = {}
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            out[mode] = s.run(fetches, feed)
+    return out
+
+
 def _prod_hessian(x, groups):
     """Hessian of sum over groups of prod(group): d2/dxi dxj = product of the group's
     other elements (i != j in one group), 0 otherwise. groups: lists of flat indices."""
@@ -196,9 +205,7 @@ def test_reduce_prod_has_second_derivatives(axis, groups):
     with g.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [2, 3])
         h = tf.hessians(tf.reduce_sum(tf.reduce_prod(x, axis=axis)), x)[0]
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            got = s.run(h, {x: x0})
+    for got in _run_compiled_and_interpreted(g, h, {x: x0}).values():
         np.testing.assert_allclose(got.reshape(6, 6), _prod_hessian(x0, groups), rtol=1e-5, atol=1e-6)
 
 
@@ -227,9 +234,7 @@ def test_pow_keeps_c_special_values_for_a_scalar_exponent():
     with g.as_default():
         p = tf.compat.v1.placeholder(tf.float32, [4])
         y = tf.pow(p, 0.5)
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            got = s.run(y, {p: x})
+    for got in _run_compiled_and_interpreted(g, y, {p: x}).values():
         np.testing.assert_array_equal(got, expected_half)
         assert not np.signbit(got).any()
 
@@ -243,10 +248,7 @@ def test_float32_pow_interpreter_matches_compiled_bit_for_bit(exponent):
     with g.as_default():
         p = tf.compat.v1.placeholder(tf.float32, x.shape)
         y = tf.pow(p, exponent)
-    runs = []
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            runs.append(s.run(y, {p: x}))
+    runs = list(_run_compiled_and_interpreted(g, y, {p: x}).values())
     np.testing.assert_array_equal(runs[0], runs[1])
     exact = x.astype(np.float64) ** np.float64(np.float32(exponent))      # the float32 constant, widened
     np.testing.assert_array_equal(runs[1], exact.astype(np.float32))
@@ -277,10 +279,8 @@ def test_signed_zeros_of_max_min_relu_clip_and_sign_agree_everywhere():
     with g.as_default():
         p = tf.compat.v1.placeholder(tf.float32, [4])
         ys = [fn(p) for fn, _, _ in cases]
-    results = {"eager": [fn(tf.constant(x)).numpy() for fn, _, _ in cases]}
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            results[mode] = s.run(ys, {p: x})
+    results = _run_compiled_and_interpreted(g, ys, {p: x})
+    results["eager"] = [fn(tf.constant(x)).numpy() for fn, _, _ in cases]
     for where, got in results.items():
         for (_, values, signs), r in zip(cases, got):
             np.testing.assert_array_equal(r, np.float32(values), err_msg=where)
@@ -308,9 +308,7 @@ def test_relu_gradients_multiply_by_the_mask_as_tf():
     with g.as_default():
         p = tf.compat.v1.placeholder(tf.float32, [5])
         grads = {k: tf.gradients(fn(p), p, grad_ys=tf.constant(up))[0] for k, fn in fns.items()}
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            got = s.run(grads, {p: f0})
+    for mode, got in _run_compiled_and_interpreted(g, grads, {p: f0}).items():
         for k in fns:
             np.testing.assert_array_equal(got[k], np.float32(expected[k]), err_msg=f"{k} {mode}")
     x = tf.Variable(f0)
@@ -338,9 +336,8 @@ def test_one_hot_takes_8_bit_indices_as_tf():
     with g.as_default():
         p = tf.compat.v1.placeholder(tf.int8, [4])
         y = tf.one_hot(p, 200)
-    for mode in ("compiled", "interpret"):
-        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
-            np.testing.assert_array_equal(s.run(y, {p: np.int8([-56, 3, 0, 127])}), expected)
+    for got in _run_compiled_and_interpreted(g, y, {p: np.int8([-56, 3, 0, 127])}).values():
+        np.testing.assert_array_equal(got, expected)
     with pytest.raises(TypeError):
         tf.one_hot(tf.constant([1], tf.int16), 3)
 
