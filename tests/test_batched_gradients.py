@@ -307,14 +307,19 @@ def test_hessians_structure_and_float32_w4():
     np.testing.assert_array_equal(c, 2 * np.eye(4).reshape(2, 2, 2, 2))
 
 
-def test_hessians_unknown_shape_falls_back_and_prod_still_raises():
+def test_hessians_unknown_shape_falls_back_and_of_reduce_prod():
+    # d2/dxi dxj prod(x) = product of the elements other than xi, xj (0 on the diagonal)
+    prod_hessian = np.array([[0.0, 3.0, 2.0], [3.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
     with tf.Graph().as_default() as g:
         p = tf.compat.v1.placeholder(tf.float32, [None])
         (h,) = tf.hessians(tf.reduce_sum(p * p), p)   # rows by a while_loop over p's run-time size
-        np.testing.assert_array_equal(session(g).run(h, {p: [1.0, 2.0, 3.0]}), 2 * np.eye(3))
+        (hp,) = tf.hessians(tf.reduce_prod(p), p)
         x = tf.constant([1.0, 2.0, 3.0])
-        with pytest.raises(LookupError):
-            tf.hessians(tf.reduce_prod(x), x)
+        (hx,) = tf.hessians(tf.reduce_prod(x), x)
+        got_h, got_hp, got_hx = session(g).run([h, hp, hx], {p: [1.0, 2.0, 3.0]})
+    np.testing.assert_array_equal(got_h, 2 * np.eye(3))
+    np.testing.assert_array_equal(got_hp, prod_hessian)
+    np.testing.assert_array_equal(got_hx, prod_hessian)
 
 
 # ----------------------------------------------------------------- GradientTape inside jitgrad.function

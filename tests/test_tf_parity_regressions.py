@@ -171,3 +171,186 @@ def test_group_runs_all_its_inputs():
         assert s.run(both) is None
         assert s.run([a, b]) == [10.0, 7.0]
     assert tf.group(tf.constant(1.0)) is None          # eager: already ran, as in TF
+
+
+def _run_compiled_and_interpreted(g, fetches, feed):
+    """{mode: results} of one Session run of g in each of jitgrad's two modes."""
+    out = {}
+    for mode in ("compiled", "interpret"):
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            out[mode] = s.run(fetches, feed)
+    return out
+
+
+def _prod_hessian(x, groups):
+    """Hessian of sum over groups of prod(group): d2/dxi dxj = product of the group's
+    other elements (i != j in one group), 0 otherwise. groups: lists of flat indices."""
+    flat = x.ravel().astype(np.float64)
+    h = np.zeros((flat.size, flat.size))
+    for grp in groups:
+        for i in grp:
+            for j in grp:
+                if i != j:
+                    h[i, j] = np.prod([flat[k] for k in grp if k not in (i, j)])
+    return h
+
+
+@graph_modes
+@pytest.mark.parametrize("axis, groups", [(None, [[0, 1, 2, 3, 4, 5]]), (0, [[0, 3], [1, 4], [2, 5]]),
+                                          (1, [[0, 1, 2], [3, 4, 5]]), ([1, 0], [[0, 1, 2, 3, 4, 5]])])
+def test_reduce_prod_has_second_derivatives(axis, groups):
+    """tf.hessians(reduce_prod) raised LookupError (its gradient helper had no gradient)."""
+    x0 = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.25]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3])
+        h = tf.hessians(tf.reduce_sum(tf.reduce_prod(x, axis=axis)), x)[0]
+    for got in _run_compiled_and_interpreted(g, h, {x: x0}).values():
+        np.testing.assert_allclose(got.reshape(6, 6), _prod_hessian(x0, groups), rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_prod_second_derivative_with_nested_tapes():
+    x = tf.Variable([2.0, 3.0, 5.0])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_prod(x)
+        g = inner.gradient(y, x)                  # [15, 10, 6]
+        s = tf.reduce_sum(g)
+    # d/dx_k of sum_i prod_{j != i} x_j = sum over the two others: [3+5, 2+5, 2+3]
+    np.testing.assert_allclose(outer.gradient(s, x).numpy(), [8.0, 7.0, 5.0])
+
+
+def test_pow_keeps_c_special_values_for_a_scalar_exponent():
+    """C99 Annex F (TF's kernel is std::pow): pow(+-0, y) = +0 and pow(-inf, y) = +inf for
+    y > 0 not an odd integer; pow(-0, -1) = -inf. numpy's scalar-exponent shortcut (sqrt)
+    gave -0 and nan in the interpreter and eagerly, while compiled code gave +0 and +inf."""
+    x = np.array([-0.0, 0.0, -np.inf, 4.0], np.float32)
+    expected_half = np.array([0.0, 0.0, np.inf, 2.0], np.float32)
+    eager = tf.pow(tf.constant(x), 0.5).numpy()
+    np.testing.assert_array_equal(eager, expected_half)
+    assert not np.signbit(eager).any()
+    assert tf.pow(tf.constant(np.float32(-0.0)), -1.0).numpy() == -np.inf
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [4])
+        y = tf.pow(p, 0.5)
+    for got in _run_compiled_and_interpreted(g, y, {p: x}).values():
+        np.testing.assert_array_equal(got, expected_half)
+        assert not np.signbit(got).any()
+
+
+@pytest.mark.parametrize("exponent", [0.5, -1.0, 2.0, 1.0 / 3.0])
+def test_float32_pow_interpreter_matches_compiled_bit_for_bit(exponent):
+    """Both evaluate float32 pow in float64 and round once (vecmath's documented method),
+    so the interpreter and the compiled code agree exactly."""
+    x = np.random.default_rng(7).uniform(0.0, 10.0, 300).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, x.shape)
+        y = tf.pow(p, exponent)
+    runs = list(_run_compiled_and_interpreted(g, y, {p: x}).values())
+    np.testing.assert_array_equal(runs[0], runs[1])
+    exact = x.astype(np.float64) ** np.float64(np.float32(exponent))      # the float32 constant, widened
+    np.testing.assert_array_equal(runs[1], exact.astype(np.float32))
+
+
+def _signs(a):
+    return np.signbit(np.asarray(a)).tolist()
+
+
+def test_signed_zeros_of_max_min_relu_clip_and_sign_agree_everywhere():
+    """TF's Maximum/Minimum are Eigen's `a < b ? b : a` / `b < a ? b : a`: on a tie (-0 vs +0)
+    the first operand is returned, so relu(-0.) is -0. and maximum(0., -0.) is +0.; Sign is
+    `(0 < a) - (a < 0)`, +0 for either zero. The interpreter (numpy's SIMD loops return the
+    second operand) and the compiled Sign (returned x itself) disagreed with TF and each other,
+    which a following division turned into inf of the wrong sign."""
+    x = np.array([-0.0, 0.0, -1.0, 2.0], np.float32)
+    cases = [  # (fn, expected values, expected sign bits)
+        (lambda v: tf.nn.relu(v), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.nn.relu6(v), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.maximum(v, 0.0), [0, 0, 0, 2], [True, False, False, False]),
+        (lambda v: tf.maximum(0.0, v), [0, 0, 0, 2], [False, False, False, False]),
+        (lambda v: tf.minimum(v, -0.0), [0, 0, -1, 0], [True, False, True, True]),
+        (lambda v: tf.clip_by_value(v, 0.0, 1.0), [0, 0, 0, 1], [True, False, False, False]),
+        (lambda v: tf.sign(v), [0, 0, -1, 1], [False, False, True, False]),
+        (lambda v: 1.0 / tf.nn.relu(v), [-np.inf, np.inf, np.inf, 0.5], [True, False, False, False]),
+    ]
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [4])
+        ys = [fn(p) for fn, _, _ in cases]
+    results = _run_compiled_and_interpreted(g, ys, {p: x})
+    results["eager"] = [fn(tf.constant(x)).numpy() for fn, _, _ in cases]
+    for where, got in results.items():
+        for (_, values, signs), r in zip(cases, got):
+            np.testing.assert_array_equal(r, np.float32(values), err_msg=where)
+            assert _signs(r) == signs, (where, r)
+
+
+def test_maximum_minimum_still_propagate_nan_from_either_side():
+    a = tf.constant([np.nan, 1.0, -0.0], tf.float32)
+    b = tf.constant([1.0, np.nan, -0.0], tf.float32)
+    for r in (tf.maximum(a, b).numpy(), tf.minimum(a, b).numpy(), tf.maximum(b, a).numpy()):
+        assert np.isnan(r[:2]).all() and r[2] == 0 and np.signbit(r[2])
+    np.testing.assert_array_equal(tf.maximum(tf.constant([3, -4]), tf.constant([2, -1])).numpy(), [3, -1])
+
+
+def test_relu_gradients_multiply_by_the_mask_as_tf():
+    """TF's ReluGrad / Relu6Grad are `gradients * (features > 0).cast<T>()` (and (0 < f < 6)):
+    an inf or NaN gradient arriving where the unit is off becomes 0 * inf = NaN, not 0.
+    Upstream gradients: inf, nan, inf, nan, inf at features -1, 0, 1, 7, -0."""
+    f0 = np.array([-1.0, 0.0, 1.0, 7.0, -0.0], np.float32)
+    up = np.array([np.inf, np.nan, np.inf, np.nan, np.inf], np.float32)
+    expected = {"relu": [np.nan, np.nan, np.inf, np.nan, np.nan],      # 7 > 0: nan * 1
+                "relu6": [np.nan, np.nan, np.inf, np.nan, np.nan]}     # 7 >= 6: nan * 0
+    fns = {"relu": tf.nn.relu, "relu6": tf.nn.relu6}
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [5])
+        grads = {k: tf.gradients(fn(p), p, grad_ys=tf.constant(up))[0] for k, fn in fns.items()}
+    for mode, got in _run_compiled_and_interpreted(g, grads, {p: f0}).items():
+        for k in fns:
+            np.testing.assert_array_equal(got[k], np.float32(expected[k]), err_msg=f"{k} {mode}")
+    x = tf.Variable(f0)
+    for k, fn in fns.items():
+        with tf.GradientTape() as t:
+            y = fn(x)
+        np.testing.assert_array_equal(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(),
+                                      np.float32(expected[k]), err_msg=k)
+    with tf.GradientTape() as t:         # finite gradients: the usual 0 / 1 mask
+        y = tf.nn.relu6(x * 4.0)
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), [0.0, 0.0, 4.0, 0.0, 0.0])
+
+
+def test_one_hot_takes_8_bit_indices_as_tf():
+    """TF's OneHot accepts TI in {uint8, int8, int32, int64}; jitgrad raised TypeError for the
+    8-bit ones. The depth may exceed the index type's range: int8 -56 is out of [0, 200)
+    (an all-off row), it must not meet a wrapped class 200."""
+    idx = tf.constant([-56, 3, 0, 127], tf.int8)
+    expected = np.zeros((4, 200), np.float32)
+    expected[1, 3] = expected[2, 0] = expected[3, 127] = 1.0
+    np.testing.assert_array_equal(tf.one_hot(idx, 200).numpy(), expected)
+    u = tf.one_hot(tf.constant([200, 3], tf.uint8), 201, dtype=tf.int32).numpy()
+    assert u.sum() == 2 and u[0, 200] == 1 and u[1, 3] == 1
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.int8, [4])
+        y = tf.one_hot(p, 200)
+    for got in _run_compiled_and_interpreted(g, y, {p: np.int8([-56, 3, 0, 127])}).values():
+        np.testing.assert_array_equal(got, expected)
+    with pytest.raises(TypeError):
+        tf.one_hot(tf.constant([1], tf.int16), 3)
+
+
+@graph_modes
+def test_reduce_prod_second_derivative_with_an_unknown_reduced_dimension():
+    x0 = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.25]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        (gx,) = tf.gradients(tf.reduce_sum(tf.reduce_prod(x, axis=0)), x)
+        (ggx,) = tf.gradients(tf.reduce_sum(gx), x)     # sum over j of the hessian's rows
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(ggx, {x: x0})
+    expected = _prod_hessian(x0, [[0, 3], [1, 4], [2, 5]]).sum(axis=0).reshape(2, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

@@ -191,7 +191,9 @@ def _sign(kb, node, xs, W):
     dt = _dt(node)
     zero, one, mone = const(dt, 0, W), const(dt, 1, W), const(dt, -1, W)
     if _is_float(dt):
-        return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), mone, x))
+        # sign(+-0) is +0 (TF, numpy); NaN stays NaN
+        rest = b.select(b.fcmp_unordered("uno", x, x), x, zero)
+        return b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), mone, rest))
     return b.select(b.icmp_signed(">", x, zero), one, b.select(b.icmp_signed("<", x, zero), mone, zero))
 
 

@@ -815,9 +815,11 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     on_value / off_value."""
     g = graph_of([indices, on_value, off_value])
     (i,) = convert_all([indices], graph=g)
-    if i.dtype not in (dtypes.int32, dtypes.int64):
+    if i.dtype not in (dtypes.uint8, dtypes.int8, dtypes.int32, dtypes.int64):
         raise TypeError(f"Value passed to parameter 'indices' has DataType {i.dtype.name} not in list of "
-                        "allowed values: int32, int64")
+                        "allowed values: uint8, int8, int32, int64")
+    if i.dtype in (dtypes.uint8, dtypes.int8):
+        i = cast(i, dtypes.int32)      # compared with range(depth), which may not fit in 8 bits
     dtype = None if dtype is None else dtypes.as_dtype(dtype)
     on = None if on_value is None else convert_to_tensor(on_value, preferred_dtype=dtype, graph=g)
     off = None if off_value is None else convert_to_tensor(off_value, preferred_dtype=dtype, graph=g)

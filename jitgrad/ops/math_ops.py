@@ -80,6 +80,15 @@ def _floormod(x, y):
 def _pow(x, y):
     if x.dtype.kind in "iu" and np.any(y < 0):
         raise InvalidArgumentError("Integers to negative integer powers are not allowed")
+    if x.dtype.kind == "f":
+        # numpy takes shortcuts for a scalar exponent (0.5 -> sqrt, -1 -> 1/x, 2 -> x*x) that
+        # break C's pow special values, which TF's kernel (std::pow) and the compiled code
+        # keep: pow(-0, .5) = +0, pow(-inf, .5) = +inf. A full exponent array takes no shortcut.
+        # Narrower floats are evaluated in float64 and rounded once, as the compiled code does.
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        wide = np.float64 if x.dtype.itemsize < 8 else x.dtype
+        y = np.array(np.broadcast_to(y, shape), wide)
+        return np.power(x.astype(wide), y).astype(x.dtype)
     return np.power(x, y)
 
 
@@ -146,8 +155,20 @@ def _minmax_grad(op, g, cmp):
     return _binary_grads(op, where(xmask, g, zeros), where(xmask, zeros, g))
 
 
-_binary_op("Maximum", np.maximum, lambda op, g: _minmax_grad(op, g, greater_equal), NUMBERS)
-_binary_op("Minimum", np.minimum, lambda op, g: _minmax_grad(op, g, less_equal), NUMBERS)
+def _tie_keeps_first(np_fn):
+    """TF's Maximum / Minimum return the first operand when the two compare equal, which
+    decides the sign of a zero (maximum(-0., 0.) is -0.; the compiled code does the same);
+    numpy's SIMD loops return the second. NaN still propagates from either side."""
+    def kernel(x, y):
+        with np.errstate(invalid="ignore"):
+            return np.where(x == y, x, np_fn(x, y)).astype(np.result_type(x, y), copy=False)
+    return kernel
+
+
+_maximum = _tie_keeps_first(np.maximum)
+_minimum = _tie_keeps_first(np.minimum)
+_binary_op("Maximum", _maximum, lambda op, g: _minmax_grad(op, g, greater_equal), NUMBERS)
+_binary_op("Minimum", _minimum, lambda op, g: _minmax_grad(op, g, less_equal), NUMBERS)
 
 
 def _sqdiff_grad(op, g):
@@ -252,11 +273,13 @@ def _erf_family_grad(sign):
 
 _unary_op("Erf", _libm_in_double(math.erf), _erf_family_grad(1))
 _unary_op("Erfc", _libm_in_double(math.erfc), _erf_family_grad(-1))
-_unary_op("Relu", lambda x: np.maximum(x, x.dtype.type(0)),
-          lambda op, g: [where(greater(op.inputs[0], 0), g, zeros_like(g))], NUMBERS)
-_unary_op("Relu6", lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)),
-          lambda op, g: [where(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)), g,
-                               zeros_like(g))], NUMBERS)
+# TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
+# (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
+_unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
+          lambda op, g: [multiply(g, cast(greater(op.inputs[0], 0), g.dtype))], NUMBERS)
+_unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
+          lambda op, g: [multiply(g, cast(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)),
+                                          g.dtype))], NUMBERS)
 _unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
           lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
 register("LeakyRelu", infer=unary(FLOATS),

@@ -9,7 +9,7 @@ from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX, NUMBERS, check_dtype
 from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
-from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .math_ops import abs as abs_, square, subtract
 
 
@@ -143,8 +143,36 @@ def _prod_except_kernel(attrs, x):
     return np.transpose(out, np.argsort(perm))
 
 
+def _prod_except_grad(op, g):
+    """ProdExcept(x) is TF's `left * right` in _ProdGrad (exclusive cumprods from either
+    end of each reduced group, flattened); differentiating that product the way TF does
+    (through Cumprod's gradient) gives reduce_prod its second derivatives, TF's values
+    included where x has zeros (Cumprod's gradient divides with divide_no_nan there)."""
+    from .array_ops import reshape, reshape_like, transpose, zeros_like
+    x = op.inputs[0]
+    rank = x.shape.rank
+    axes = None if rank is None else normalize_axes(op.get_attr("axis"), rank)
+    keep = None if rank is None else [a for a in range(rank) if a not in axes]
+    if rank is not None and all(x.shape[a] is not None for a in axes):
+        rows_cols = [-1, num_elements([x.shape[a] for a in axes])]       # one row per reduced group
+    elif rank is not None and all(x.shape[a] is not None for a in keep):
+        rows_cols = [num_elements([x.shape[a] for a in keep]), -1]
+    else:
+        raise NotImplementedError("the second derivative of reduce_prod needs the reduced or the kept "
+                                  "dimensions known when the graph is built")
+    if 0 in rows_cols:
+        return [zeros_like(x)]
+    perm = keep + list(axes)
+    flat = reshape(transpose(x, perm), rows_cols)
+    g_flat = reshape(transpose(g, perm), rows_cols)
+    forward, backward = ({"axis": 1, "exclusive": True, "reverse": r} for r in (False, True))
+    left, right = apply_op("Cumprod", [flat], forward), apply_op("Cumprod", [flat], backward)
+    d_flat = _cumprod_vjp(flat, g_flat * right, forward) + _cumprod_vjp(flat, g_flat * left, backward)
+    return [transpose(reshape_like(d_flat, transpose(x, perm)), [int(i) for i in np.argsort(perm)])]
+
+
 register("ProdExcept", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=_prod_except_kernel,
-         kind="other", grad=NO_GRADIENT_RULE)
+         kind="other", grad=lambda op, g: _prod_except_grad(op, g))
 
 
 # -- shape-directed helpers: second input is used only for its shape -----------
@@ -391,10 +419,13 @@ def _cumsum_grad(op, g):
 def _cumprod_grad(op, g):
     """TF's _CumprodGrad: cumsum(cumprod(x) * g, the other way) / x, with
     divide_no_nan (so an element equal to 0 gets gradient 0, as in TF)."""
-    x = op.inputs[0]
-    prod = apply_op("Cumprod", [x], _scan_attrs(op, op.get_attr("reverse")))
-    out = apply_op("Cumsum", [prod * g], _scan_attrs(op, not op.get_attr("reverse")))
-    return [divide_no_nan(out, x)]
+    return [_cumprod_vjp(op.inputs[0], g, _scan_attrs(op, op.get_attr("reverse")))]
+
+
+def _cumprod_vjp(x, g, attrs):
+    prod = apply_op("Cumprod", [x], attrs)
+    out = apply_op("Cumsum", [prod * g], dict(attrs, reverse=not attrs["reverse"]))
+    return divide_no_nan(out, x)
 
 
 register("Cumsum", infer=_scan_infer("Cumsum"), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
