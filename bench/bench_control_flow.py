@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from timing import call_times  # noqa: E402
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
@@ -35,12 +36,7 @@ N = 64
 
 def median_time(fn, repeat):
     """(median, min) seconds per call; on a loaded machine the min is the steadier figure."""
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
+    ts = call_times(fn, repeat)
     return statistics.median(ts), min(ts)
 
 

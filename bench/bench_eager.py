@@ -8,25 +8,14 @@ eager, jitgrad.function and TF eager. TensorFlow lines are printed when it is
 importable (e.g. run with /work/refenv/bin/python), otherwise skipped.
 """
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from timing import median_time  # noqa: E402
 import jitgrad as tf  # noqa: E402
-
-
-def median_time(fn, repeat, number=1):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        ts.append((time.perf_counter() - t0) / number)
-    return statistics.median(ts)
 
 
 def _real_tf():

@@ -15,23 +15,16 @@ overhead per iteration. Timings on a shared machine are noisy.
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from timing import median_time  # noqa: E402
 
 
 def per_iteration_us(fn, trips, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) / trips * 1e6
+    return median_time(fn, repeat) / trips * 1e6
 
 
 def loop_graph(tf, k, draw):
