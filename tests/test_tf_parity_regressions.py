@@ -354,3 +354,32 @@ def test_reduce_prod_second_derivative_with_an_unknown_reduced_dimension():
         got = s.run(ggx, {x: x0})
     expected = _prod_hessian(x0, [[0, 3], [1, 4], [2, 5]]).sum(axis=0).reshape(2, 3)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_pow_gradient_multiplies_as_tf_so_zero_upstream_meets_inf_as_nan():
+    """TF 2.21's _PowGrad: gx = grad * y * pow(x, y - 1), gy = grad * z * log(x) (log_x := 0 for
+    x <= 0), plain multiplies. Found by bench/tf_fuzz.py seed 3174: divide_no_nan's gradient
+    wrt its denominator is 0 where the numerator is 0, and 0 * pow(0, -1) = 0 * inf is NaN in
+    TF; jitgrad used mul_no_nan and gave a finite value. By hand, elementwise at
+    (x, y) = (0, 0), (0, -1), (2, 3), (-0, -0), upstream 0 (the divide_no_nan chain) or 3."""
+    x0 = np.float32([0.0, 0.0, 2.0, -0.0])
+    y0 = np.float32([0.0, -1.0, 3.0, -0.0])
+    nan, inf = np.nan, np.inf
+    expected = [[nan, nan, 0.0, nan], [0.0, nan, 0.0, 0.0],                  # upstream 0
+                [nan, -inf, 3 * 3 * 2.0 ** 2, nan], [0.0, nan, 3 * 8 * np.log(2.0), 0.0]]   # upstream 3
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4])
+        y = tf.compat.v1.placeholder(tf.float32, [4])
+        no_nan_chain = tf.reduce_sum(tf.math.divide_no_nan(tf.zeros([4]), tf.pow(x, y)))
+        grads = tf.gradients(no_nan_chain, [x, y]) + tf.gradients(tf.reduce_sum(tf.pow(x, y) * 3.0), [x, y])
+    runs = _run_compiled_and_interpreted(g, grads, {x: x0, y: y0})
+    xe, ye = tf.constant(x0), tf.constant(y0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([xe, ye])
+        l0 = tf.reduce_sum(tf.math.divide_no_nan(tf.zeros([4]), tf.pow(xe, ye)))
+        l3 = tf.reduce_sum(tf.pow(xe, ye) * 3.0)
+    runs["eager"] = [v.numpy() for v in t.gradient(l0, [xe, ye]) + t.gradient(l3, [xe, ye])]
+    for mode, got in runs.items():
+        for k in range(4):
+            np.testing.assert_allclose(got[k], np.float32(expected[k]), rtol=1e-6, err_msg=f"{mode} {k}")

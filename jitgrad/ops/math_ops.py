@@ -137,11 +137,13 @@ _binary_op("FloorMod", _floormod,
 def _pow_grad(op, g):
     x, y = op.inputs
     z = op.outputs[0]
-    gx = mul_no_nan(multiply(y, pow(x, subtract(y, 1))), g)
+    # TF 2.21's _PowGrad, products in its order: plain multiplies, so a zero upstream gradient
+    # meeting pow(0, y - 1) = inf (x = 0, y <= 0) gives NaN, as in TF (not mul_no_nan's 0).
+    gx = multiply(multiply(g, y), pow(x, subtract(y, 1)))
     mask = greater(x, 0)
     safe_x = where(mask, x, ones_like(x))
     log_x = where(mask, log(safe_x), zeros_like(x))
-    gy = mul_no_nan(multiply(z, log_x), g)
+    gy = multiply(multiply(g, z), log_x)
     return _binary_grads(op, gx, gy)
 
 
