@@ -383,3 +383,49 @@ def test_pow_gradient_multiplies_as_tf_so_zero_upstream_meets_inf_as_nan():
     for mode, got in runs.items():
         for k in range(4):
             np.testing.assert_allclose(got[k], np.float32(expected[k]), rtol=1e-6, err_msg=f"{mode} {k}")
+
+
+_RELUS = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "leaky_relu": lambda x: tf.nn.leaky_relu(x, 0.25)}
+
+
+@pytest.mark.parametrize("name", sorted(_RELUS))
+def test_second_derivative_through_relus_is_zeros_not_none(name):
+    """TF's _ReluGradGrad / _Relu6GradGrad / _LeakyReluGradGrad return zeros_like(features) for
+    the features, so d/dx of relu's gradient is connected and zero (seeds 1014, 3040 of
+    bench/tf_fuzz.py: jitgrad gave None with unconnected_gradients='none'); tf.hessians of a
+    sum of relus is the zero matrix. First derivatives by hand: 0/1 masks, alpha below 0."""
+    fn = _RELUS[name]
+    x0 = np.array([-1.5, 0.0, 2.0, 7.0, np.nan])
+    first = {"relu": [0, 0, 1, 1, 0], "relu6": [0, 0, 1, 0, 0], "leaky_relu": [.25, .25, 1, 1, .25]}[name]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [5])
+        (gx,) = tf.gradients(tf.reduce_sum(fn(x)), x)
+        (ggx,) = tf.gradients(gx, x, unconnected_gradients="none")
+        (h,) = tf.hessians(tf.reduce_sum(fn(x)), x)
+    assert ggx is not None
+    for mode, (d1, d2, hess) in _run_compiled_and_interpreted(g, [gx, ggx, h], {x: x0}).items():
+        np.testing.assert_array_equal(d1, first, err_msg=mode)
+        np.testing.assert_array_equal(d2, np.zeros(5), err_msg=mode)
+        np.testing.assert_array_equal(hess, np.zeros((5, 5)), err_msg=mode)
+    xe = tf.constant(x0)
+    with tf.GradientTape() as t2:
+        t2.watch(xe)
+        with tf.GradientTape() as t1:
+            t1.watch(xe)
+            y = tf.reduce_sum(fn(xe))
+        d1 = t1.gradient(y, xe)
+    d2 = t2.gradient(d1, xe, unconnected_gradients="none")
+    np.testing.assert_array_equal(d1.numpy(), first)
+    np.testing.assert_array_equal(d2.numpy(), np.zeros(5))
+
+
+def test_leaky_relu_gradient_scales_non_finite_upstream_as_tf_select():
+    """TF's LeakyReluGrad selects g (x > 0) or g * alpha: inf stays inf, NaN stays NaN, no 0 * inf."""
+    x = tf.constant(np.float32([-1.0, 2.0, -3.0, 4.0]))
+    up = np.float32([np.inf, np.inf, np.nan, -np.inf])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.nn.leaky_relu(x, 0.5)
+    np.testing.assert_array_equal(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(),
+                                  np.float32([np.inf, np.inf, np.nan, -np.inf]))

@@ -276,18 +276,33 @@ def _erf_family_grad(sign):
 
 _unary_op("Erf", _libm_in_double(math.erf), _erf_family_grad(1))
 _unary_op("Erfc", _libm_in_double(math.erfc), _erf_family_grad(-1))
+def _unit_mask(x, on):
+    """1 where ``on`` (a condition implying x > 0), else 0, in x's dtype -- as sign(where(on, x, 0)),
+    whose derivative wrt x is zeros, not None: TF's ReluGrad / Relu6Grad / LeakyReluGrad
+    gradients give zeros_like(features), so second derivatives through relu are connected."""
+    return sign(where(on, x, zeros_like(x)))
+
+
 # TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
 # (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
 _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
-          lambda op, g: [multiply(g, cast(greater(op.inputs[0], 0), g.dtype))], NUMBERS)
+          lambda op, g: [multiply(g, _unit_mask(op.inputs[0], greater(op.inputs[0], 0)))], NUMBERS)
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
-          lambda op, g: [multiply(g, cast(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)),
-                                          g.dtype))], NUMBERS)
+          lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
+                                                                          less(op.inputs[0], 6))))], NUMBERS)
 _unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
           lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
+def _leaky_relu_grad(op, g):
+    """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m
+    is the same number (g * 1, g * alpha) and keeps the second derivative wrt x connected (zeros)."""
+    x = op.inputs[0]
+    m = _unit_mask(x, greater(x, 0))
+    return multiply(g, add(m, multiply(subtract(1.0, m), op.get_attr("alpha"))))
+
+
 register("LeakyRelu", infer=unary(FLOATS),
          kernel=lambda attrs, x: np.where(x > 0, x, x * x.dtype.type(attrs["alpha"])),
-         grad=lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, op.get_attr("alpha")))],
+         grad=lambda op, g: [_leaky_relu_grad(op, g)],
          kind="elementwise")
 _unary_op("Identity", lambda x: x, lambda op, g: [g], ALL, identity=True)
 # No gradient flows through StopGradient: TF marks it not differentiable.
