@@ -429,3 +429,45 @@ def test_leaky_relu_gradient_scales_non_finite_upstream_as_tf_select():
         y = tf.nn.leaky_relu(x, 0.5)
     np.testing.assert_array_equal(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(),
                                   np.float32([np.inf, np.inf, np.nan, -np.inf]))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_unsigned_abs_neg_sign_pow_are_type_errors_in_graphs_only(dtype):
+    """TF 2.21's op defs of Abs/Neg/Sign/Pow have no unsigned T: graph construction raises
+    TypeError; its eager kernels run them (checked against TF in bench env). By hand:
+    abs/sign of unsigned [3, 0] are [3, 0] / [1, 0], 3 ** 2 = 9, negation wraps modulo 2^bits."""
+    v = np.array([3, 0], dtype)
+    builders = {"abs": tf.abs, "neg": tf.negative, "neg_op": lambda x: -x, "sign": tf.sign,
+                "pow": lambda x: tf.pow(x, tf.constant(np.array([2, 2], dtype)))}
+    expected = {"abs": [3, 0], "neg": [np.iinfo(dtype).max - 2, 0], "neg_op": [np.iinfo(dtype).max - 2, 0],
+                "sign": [1, 0], "pow": [9, 0]}
+    for name, fn in builders.items():
+        np.testing.assert_array_equal(fn(tf.constant(v)).numpy(), np.array(expected[name], dtype), err_msg=name)
+        g = tf.Graph()
+        with g.as_default(), pytest.raises(TypeError):
+            fn(tf.constant(v))
+    with pytest.raises(TypeError):
+        tf.function(tf.abs)(tf.constant(v))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.uint16])
+def test_squared_difference_of_small_integers_is_rejected_as_tf(dtype):
+    """TF registers SquaredDifference for floats, int32, int64: eager InvalidArgumentError, graph
+    TypeError; int32 still works ((5 - 2)^2 = 9)."""
+    v = tf.constant(np.array([5, 2], dtype))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.math.squared_difference(v, v)
+    g = tf.Graph()
+    with g.as_default(), pytest.raises(TypeError):
+        tf.math.squared_difference(tf.constant(np.array([5, 2], dtype)), tf.constant(np.array([5, 2], dtype)))
+    np.testing.assert_array_equal(tf.math.squared_difference(tf.constant([5]), tf.constant([2])).numpy(), [9])
+
+
+def test_multiply_no_nan_of_two_float_types_is_a_value_error():
+    """TF converts y to x's dtype first: a float16 tensor times a float32 tensor is ValueError."""
+    for a, b in [(tf.float16, tf.float32), (tf.float32, tf.float16)]:
+        with pytest.raises(ValueError):
+            tf.math.multiply_no_nan(tf.constant([1.0], a), tf.constant([2.0], b))
+    got = tf.math.multiply_no_nan(tf.constant([np.inf, 2.0], tf.float16), 0.5)   # a Python scalar adopts x's dtype
+    assert got.dtype == tf.float16
+    np.testing.assert_array_equal(got.numpy(), np.float16([np.inf, 1.0]))

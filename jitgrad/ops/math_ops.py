@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import dispatch, dtypes
-from ..convert import convert_all, graph_of
+from ..convert import convert_all, convert_to_tensor, graph_of
 from ..errors import InvalidArgumentError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
@@ -49,14 +49,29 @@ def _binary_grads(op, gx, gy):
 
 
 # ---------------------------------------------------------------- registration
-def _unary_op(name, kernel, grad, allowed=FLOATS, **kw):
-    register(name, infer=unary(allowed), kernel=lambda attrs, x: kernel(x), grad=grad,
+def _unary_op(name, kernel, grad, allowed=FLOATS, infer_wrap=None, **kw):
+    infer = unary(allowed)
+    register(name, infer=infer_wrap(infer) if infer_wrap else infer, kernel=lambda attrs, x: kernel(x), grad=grad,
              kind="elementwise", **kw)
 
 
-def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, **kw):
-    register(name, infer=broadcasting(allowed, out_dtype), kernel=lambda attrs, x, y: kernel(x, y),
+def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, infer_wrap=None, **kw):
+    infer = broadcasting(allowed, out_dtype)
+    register(name, infer=infer_wrap(infer) if infer_wrap else infer, kernel=lambda attrs, x, y: kernel(x, y),
              grad=grad, kind="elementwise", **kw)
+
+
+def _no_unsigned_in_graphs(infer):
+    """TF's op defs of Abs / Neg / Sign / Pow list no unsigned integers, so building one in a
+    graph (or a function trace) is a TypeError; TF's eager mode runs them (kernels exist)."""
+    def checked(shapes, dts, attrs):
+        if dts[0].is_unsigned and not _registry.eager_now():
+            raise TypeError(f"Value for attr 'T' of {dts[0].name} is not in the list of allowed values "
+                            f"for {checked.op_name} (no unsigned integers); input 'x'.")
+        infer.op_name = checked.op_name
+        return infer(shapes, dts, attrs)
+    checked.op_name = "?"
+    return checked
 
 
 def _int_div_check(y):
@@ -147,7 +162,7 @@ def _pow_grad(op, g):
     return _binary_grads(op, gx, gy)
 
 
-_binary_op("Pow", _pow, _pow_grad, NUMBERS, cost=12)
+_binary_op("Pow", _pow, _pow_grad, NUMBERS, infer_wrap=_no_unsigned_in_graphs, cost=12)
 
 
 def _minmax_grad(op, g, cmp):
@@ -179,7 +194,8 @@ def _sqdiff_grad(op, g):
     return _binary_grads(op, d, negative(d))
 
 
-_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, NUMBERS)
+# TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
+_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
 _binary_op("SqrtGrad", _sqrt_grad,
            lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
                           realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
@@ -231,9 +247,9 @@ def _errstate(fn):
     return k
 
 
-_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH)
-_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS)
-_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned_in_graphs)
+_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
 _unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
@@ -391,6 +407,13 @@ def multiply(x, y, name=None):
 
 def mul_no_nan(x, y, name=None):
     return _b("MulNoNan", x, y, name)
+
+
+def multiply_no_nan(x, y, name=None):
+    """``tf.math.multiply_no_nan``: as TF's, y is converted to x's dtype first, so a tensor of
+    another float type (float16 with float32) is a ValueError, not an op type error."""
+    x = convert_to_tensor(x)
+    return mul_no_nan(x, convert_to_tensor(y, dtype=x.dtype), name)
 
 
 def realdiv(x, y, name=None):
