@@ -42,6 +42,9 @@ layout ops compute every element exactly as the per-row graph does, so results
 are bit-identical to the per-row implementation. Matmuls whose batched operand
 is folded into a bigger GEMM may sum in a different blocking order: results
 then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
+NaN/inf: one-hot rows skip the entries where the per-row graph computes 0 * nan;
+a run-time test of the factors they scaled by picks the dense pass then
+(``_exact_where_not_finite``), so NaN lands where TF's per-row loop puts it.
 """
 import numpy as np
 
