@@ -457,7 +457,7 @@ def run_function(tf, prog):
 
 KERAS_OPTIMIZERS = ["sgd", "adam", "rmsprop", "adagrad", "adamax", "nadam", "adamw"]
 KERAS_ACTIVATIONS = ["relu", "tanh", "sigmoid", "linear", "softplus", "elu"]
-KERAS_LOSSES = ["mse", "mae", "binary_crossentropy", "msle", "logcosh"]   # "huber": not in jitgrad
+KERAS_LOSSES = ["mse", "mae", "binary_crossentropy", "msle", "logcosh", "huber", "log_cosh"]  # logcosh: ValueError in both
 
 
 def run_keras(tf, seed):

@@ -82,7 +82,7 @@ math = _module(
     logical_or=logical_or, logical_not=logical_not, logical_xor=_m.logical_xor, reduce_sum=reduce_sum,
     reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min, reduce_prod=reduce_prod,
     add_n=add_n, reciprocal=reciprocal, softplus=_m.softplus, squared_difference=squared_difference,
-    multiply_no_nan=_m.mul_no_nan, where=where, cast=cast)
+    multiply_no_nan=_m.multiply_no_nan, where=where, cast=cast)
 nn = _module(
     "nn", relu=_m.relu, relu6=_m.relu6, leaky_relu=_m.leaky_relu, elu=_m.elu, softplus=_m.softplus,
     sigmoid=sigmoid, tanh=tanh, softmax=_n.softmax, log_softmax=_n.log_softmax,

@@ -42,6 +42,9 @@ layout ops compute every element exactly as the per-row graph does, so results
 are bit-identical to the per-row implementation. Matmuls whose batched operand
 is folded into a bigger GEMM may sum in a different blocking order: results
 then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
+NaN/inf: one-hot rows skip the entries where the per-row graph computes 0 * nan;
+a run-time test of the factors they scaled by picks the dense pass then
+(``_exact_where_not_finite``), so NaN lands where TF's per-row loop puts it.
 """
 import numpy as np
 
@@ -109,6 +112,10 @@ class _Ctx:
         self.graph = graph
         self.B = B
         self._refs = {}
+        # Unbatched tensors the one-hot rules scaled by: the one-hot result equals the
+        # per-row graph's only where these are finite (per row, 0 * inf or 0 * nan at the
+        # positions a one-hot skips is NaN), see ``_exact_where_not_finite``.
+        self.onehot_factors = []
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -348,7 +355,10 @@ class _OneHot:
     a matmul then becomes a gather instead of a dense [B, k] x [k, n] GEMM (JAX's
     jacrev does the GEMM). Anything else gets the dense tensor (``_dense``). Values are
     the per-row graph's: the one nonzero is computed with the same operations, the
-    other entries are exact zeros (only inf/nan operands could differ: 0 * inf)."""
+    other entries are zeros -- which the per-row graph also has as long as the factors
+    the rules scaled by (``ctx.onehot_factors``) are finite; where one is not (0 * nan,
+    0 * inf), the per-row graph has NaN at positions the one-hot never computes, and
+    ``batched_gradients`` then takes the dense pass instead."""
     __slots__ = ("d", "idx", "shape")
 
     def __init__(self, d, idx, shape):
@@ -359,9 +369,10 @@ def _dense(ctx, oh):
     size = int(np.prod(oh.shape, dtype=np.int64))
     pos = _const(oh.idx.astype(np.int32).reshape(-1, 1), ctx.graph)
     mask = apply_op("Equal", [pos, _const(np.arange(size, dtype=np.int32), ctx.graph)])
-    mask = apply_op("Cast", [mask], {"DstT": oh.d.dtype})
+    # A select, not mask * d: a NaN/inf d stays in its own position as in the per-row graph.
     d = apply_op("ExpandDims", [oh.d], {"axis": 1})
-    return _reshape(apply_op("Mul", [mask, d]), [ctx.B] + oh.shape)
+    zero = _const(np.zeros((), oh.d.dtype.np), ctx.graph)
+    return _reshape(apply_op("SelectV2", [mask, d, zero]), [ctx.B] + oh.shape)
 
 
 def _take(ctx, v, shape, idx):
@@ -390,6 +401,7 @@ def _oh_scale(ctx, op, ins, flags):
         return None
     if op.type == "RealDiv" and j != 0:
         return None
+    ctx.onehot_factors.append(other)
     v = _take(ctx, other, oh.shape, oh.idx)
     args = [oh.d, v] if j == 0 else [v, oh.d]
     return [_OneHot(apply_op(op.type, args, op.attrs), oh.idx, oh.shape)]
@@ -432,6 +444,8 @@ def _oh_matmul(ctx, op, ins, flags):
     B = ctx.B
     ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
     m, n = _static(op.outputs[0].shape)
+    ctx.onehot_factors.append(ins[0] if isinstance(ins[1], _OneHot) else ins[1])
+    zero = _const(np.zeros((), op.outputs[0].dtype.np), ctx.graph)
     if isinstance(ins[1], _OneHot):
         # op(b[b]) is one-hot at (i, j) of [k, n]: out[b] = d_b * op(A)[:, i] in column j.
         oh, A = ins[1], ins[0]
@@ -442,8 +456,8 @@ def _oh_matmul(ctx, op, ins, flags):
         vals = apply_op("Mul", [col, apply_op("ExpandDims", [oh.d], {"axis": 1})])
         if n == 1:
             return [_reshape(vals, [B, m, 1])]
-        sel = (j.reshape(-1, 1) == np.arange(n)).astype(oh.d.dtype.np).reshape(B, 1, n)
-        return [apply_op("Mul", [apply_op("ExpandDims", [vals], {"axis": 2}), _const(sel, ctx.graph)])]
+        sel = (j.reshape(-1, 1) == np.arange(n)).reshape(B, 1, n)
+        return [apply_op("SelectV2", [_const(sel, ctx.graph), apply_op("ExpandDims", [vals], {"axis": 2}), zero])]
     # op(a[b]) is one-hot at (i, j) of [m, k]: out[b] = d_b * op(B)[j, :] in row i.
     oh, Bm = ins[0], ins[1]
     r, c = np.divmod(oh.idx, oh.shape[1])
@@ -453,8 +467,8 @@ def _oh_matmul(ctx, op, ins, flags):
     vals = apply_op("Mul", [apply_op("ExpandDims", [oh.d], {"axis": 1}), row])
     if m == 1:
         return [_reshape(vals, [B, 1, n])]
-    sel = (i.reshape(-1, 1) == np.arange(m)).astype(oh.d.dtype.np).reshape(B, m, 1)
-    return [apply_op("Mul", [_const(sel, ctx.graph), apply_op("ExpandDims", [vals], {"axis": 1})])]
+    sel = (i.reshape(-1, 1) == np.arange(m)).reshape(B, m, 1)
+    return [apply_op("SelectV2", [_const(sel, ctx.graph), apply_op("ExpandDims", [vals], {"axis": 1}), zero])]
 
 
 _ONEHOT_RULES = {
@@ -482,11 +496,11 @@ def _is_shape_only(op, j):
 
 
 # ============================================================ the batched pass
-def _vectorize(graph, start_index, seeds, batched_seeds, results, B, stats=None):
-    """Rebuilds, with a leading batch dim, the ops created since ``start_index``
-    that lie between ``seeds`` and ``results``. Returns the batched results."""
+def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
+    """Rebuilds, with a leading batch dim, the ops ``new_ops`` that lie between
+    ``seeds`` and ``results``. Returns the batched results."""
+    B = ctx.B
     env = {id(s): b for s, b in zip(seeds, batched_seeds)}
-    new_ops = graph._ops[start_index:]
     # Ops that depend on a seed through a value (not shape-only) edge.
     dep = set(env)
     dep_ops = []
@@ -509,7 +523,6 @@ def _vectorize(graph, start_index, seeds, batched_seeds, results, B, stats=None)
             continue
         needed.add(id(op))
         stack.extend(t2 for j, t2 in enumerate(op.inputs) if id(t2) in dep and not _is_shape_only(op, j))
-    ctx = _Ctx(graph, B)
     for op in dep_ops:
         if id(op) not in needed:
             continue
@@ -596,7 +609,41 @@ def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradien
         start = len(graph._ops)
         rows = gradients(ys, xs, grad_ys=seeds, name="rowgrad", stop_gradients=stop_gradients,
                          aggregation_method=aggregation_method, unconnected_gradients=unconnected_gradients)
-        return _vectorize(graph, start, seeds, cts, rows, B, _stats)
+        row_ops = graph._ops[start:]
+        ctx = _Ctx(graph, B)
+        out = _vectorize(ctx, row_ops, seeds, cts, rows, _stats)
+        if ctx.onehot_factors:
+            out = _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, out)
+        return out
+
+
+def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
+    """``fast`` (the one-hot pass) where every factor it scaled by is finite, else the
+    dense pass, chosen at run time (a cond: finite inputs pay only the finiteness test).
+    The per-row graph computes 0 * nan = nan at positions a one-hot row skips, e.g. the
+    hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not row 1."""
+    from .control_flow import cond
+    from .ops.math_ops import is_finite
+    from .ops.reduction_ops import reduce_all
+    factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
+    keep = [k for k, r in enumerate(fast) if r is not None]
+    if not factors or not keep:
+        return fast
+    finite = [reduce_all(is_finite(f)) for f in factors]
+    pred = finite[0] if len(finite) == 1 else reduce_all(apply_op("Pack", finite, {"axis": 0}))
+
+    def dense():
+        dctx = _Ctx(ctx.graph, ctx.B)
+        dense_cts = [_dense(dctx, c) if isinstance(c, _OneHot) else c for c in cts]
+        out = _vectorize(dctx, row_ops, seeds, dense_cts, rows)
+        return [out[k] for k in keep]
+
+    chosen = cond(pred, lambda: [fast[k] for k in keep], dense, name="onehot_or_dense")
+    out = list(fast)
+    for k, t in zip(keep, chosen):
+        t.set_shape(fast[k].shape)
+        out[k] = t
+    return out
 
 
 def identity_rows(n, shape, dtype, graph):

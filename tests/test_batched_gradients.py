@@ -294,7 +294,9 @@ def test_hessians_structure_and_float32_w4():
         y = tf.reduce_sum(tf.sin(x) * x ** 2)
         n0 = len(g.get_operations())
         (h,) = tf.hessians(y, x)
-        assert len(g.get_operations()) - n0 < 100  # the per-row build adds 40 gradient graphs
+        # the per-row build adds 40 gradient graphs (~2000 ops); the batched one ~100, plus the
+        # finiteness test choosing between its one-hot and dense passes
+        assert len(g.get_operations()) - n0 < 150
         (hr,) = _hessians_per_row(y, x)
         w = tf.constant([[1.0, 2.0], [3.0, 4.0]])
         hw = tf.hessians(tf.reduce_sum(w * w), [w])

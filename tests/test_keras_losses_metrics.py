@@ -108,3 +108,55 @@ def test_losses_compute_in_float32_like_keras():
     z = Z[:2].astype(np.float32).astype(np.float64)
     expect = -np.mean(np.log(_softmax(z)[[0, 1], [1, 2]]))
     np.testing.assert_allclose(float(out), expect, rtol=1e-6)
+
+
+# Huber / MSLE / LogCosh: Keras 3's documented formulas written in numpy (float64)
+YT = np.array([[0.0, 1.0, -2.0], [3.0, 0.5, -1.0]])
+YP = np.array([[0.6, 0.4, 1.5], [-4.0, 0.5, 30.0]])
+
+
+def _np_huber(yt, yp, delta=1.0):
+    e = np.abs(yp - yt)
+    return np.mean(np.where(e <= delta, 0.5 * e ** 2, delta * e - 0.5 * delta ** 2), axis=-1)
+
+
+def _np_msle(yt, yp):
+    return np.mean((np.log1p(np.maximum(yp, EPS)) - np.log1p(np.maximum(yt, EPS))) ** 2, axis=-1)
+
+
+def _np_logcosh(yt, yp):
+    return np.mean(np.log(np.cosh(yp - yt)), axis=-1)
+
+
+@pytest.mark.parametrize("name, cls, fn, expect", [
+    ("huber", keras.losses.Huber, keras.losses.huber, _np_huber),
+    ("msle", keras.losses.MeanSquaredLogarithmicError, keras.losses.msle, _np_msle),
+    ("log_cosh", keras.losses.LogCosh, keras.losses.logcosh, _np_logcosh),
+])
+def test_huber_msle_logcosh_match_numpy(name, cls, fn, expect, graph_mode):
+    per_sample = expect(YT, YP)
+    np.testing.assert_allclose(fn(YT.astype(np.float32), YP.astype(np.float32)).numpy(), per_sample, rtol=1e-5)
+    np.testing.assert_allclose(float(cls()(YT, YP)), per_sample.mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(keras.losses.get(name)(YT, YP)), per_sample.mean(), rtol=1e-5)
+    np.testing.assert_allclose(cls(reduction="sum")(YT, YP).numpy(), per_sample.sum(), rtol=1e-5)
+
+    @tf.function
+    def in_function(yt, yp):
+        return cls()(yt, yp)
+    np.testing.assert_allclose(float(in_function(YT.astype(np.float32), YP.astype(np.float32))),
+                               per_sample.mean(), rtol=1e-5)
+
+
+def test_huber_msle_logcosh_names_and_options_as_keras3():
+    assert keras.losses.Huber().name == "huber_loss"
+    assert keras.losses.LogCosh().name == "log_cosh"
+    assert keras.losses.MeanSquaredLogarithmicError().name == "mean_squared_logarithmic_error"
+    np.testing.assert_allclose(float(keras.losses.Huber(delta=0.3)(YT, YP)), _np_huber(YT, YP, 0.3).mean(), rtol=1e-5)
+    for alias in ("MSLE", "mean_squared_logarithmic_error", "MeanSquaredLogarithmicError"):
+        assert isinstance(keras.losses.get(alias), keras.losses.MeanSquaredLogarithmicError)
+    assert isinstance(keras.losses.get("Huber"), keras.losses.Huber)
+    with pytest.raises(ValueError, match="Could not interpret loss"):
+        keras.losses.get("logcosh")       # Keras 3 only knows log_cosh by name
+    # log_cosh of a large error does not overflow cosh: |e| - log 2
+    big = keras.losses.logcosh(np.float32([[0.0]]), np.float32([[200.0]])).numpy()
+    np.testing.assert_allclose(big, [200.0 - np.log(2.0)], rtol=1e-6)

@@ -354,3 +354,120 @@ def test_reduce_prod_second_derivative_with_an_unknown_reduced_dimension():
         got = s.run(ggx, {x: x0})
     expected = _prod_hessian(x0, [[0, 3], [1, 4], [2, 5]]).sum(axis=0).reshape(2, 3)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_pow_gradient_multiplies_as_tf_so_zero_upstream_meets_inf_as_nan():
+    """TF 2.21's _PowGrad: gx = grad * y * pow(x, y - 1), gy = grad * z * log(x) (log_x := 0 for
+    x <= 0), plain multiplies. Found by bench/tf_fuzz.py seed 3174: divide_no_nan's gradient
+    wrt its denominator is 0 where the numerator is 0, and 0 * pow(0, -1) = 0 * inf is NaN in
+    TF; jitgrad used mul_no_nan and gave a finite value. By hand, elementwise at
+    (x, y) = (0, 0), (0, -1), (2, 3), (-0, -0), upstream 0 (the divide_no_nan chain) or 3."""
+    x0 = np.float32([0.0, 0.0, 2.0, -0.0])
+    y0 = np.float32([0.0, -1.0, 3.0, -0.0])
+    nan, inf = np.nan, np.inf
+    expected = [[nan, nan, 0.0, nan], [0.0, nan, 0.0, 0.0],                  # upstream 0
+                [nan, -inf, 3 * 3 * 2.0 ** 2, nan], [0.0, nan, 3 * 8 * np.log(2.0), 0.0]]   # upstream 3
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4])
+        y = tf.compat.v1.placeholder(tf.float32, [4])
+        no_nan_chain = tf.reduce_sum(tf.math.divide_no_nan(tf.zeros([4]), tf.pow(x, y)))
+        grads = tf.gradients(no_nan_chain, [x, y]) + tf.gradients(tf.reduce_sum(tf.pow(x, y) * 3.0), [x, y])
+    runs = _run_compiled_and_interpreted(g, grads, {x: x0, y: y0})
+    xe, ye = tf.constant(x0), tf.constant(y0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([xe, ye])
+        l0 = tf.reduce_sum(tf.math.divide_no_nan(tf.zeros([4]), tf.pow(xe, ye)))
+        l3 = tf.reduce_sum(tf.pow(xe, ye) * 3.0)
+    runs["eager"] = [v.numpy() for v in t.gradient(l0, [xe, ye]) + t.gradient(l3, [xe, ye])]
+    for mode, got in runs.items():
+        for k in range(4):
+            np.testing.assert_allclose(got[k], np.float32(expected[k]), rtol=1e-6, err_msg=f"{mode} {k}")
+
+
+_RELUS = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "leaky_relu": lambda x: tf.nn.leaky_relu(x, 0.25)}
+
+
+@pytest.mark.parametrize("name", sorted(_RELUS))
+def test_second_derivative_through_relus_is_zeros_not_none(name):
+    """TF's _ReluGradGrad / _Relu6GradGrad / _LeakyReluGradGrad return zeros_like(features) for
+    the features, so d/dx of relu's gradient is connected and zero (seeds 1014, 3040 of
+    bench/tf_fuzz.py: jitgrad gave None with unconnected_gradients='none'); tf.hessians of a
+    sum of relus is the zero matrix. First derivatives by hand: 0/1 masks, alpha below 0."""
+    fn = _RELUS[name]
+    x0 = np.array([-1.5, 0.0, 2.0, 7.0, np.nan])
+    first = {"relu": [0, 0, 1, 1, 0], "relu6": [0, 0, 1, 0, 0], "leaky_relu": [.25, .25, 1, 1, .25]}[name]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [5])
+        (gx,) = tf.gradients(tf.reduce_sum(fn(x)), x)
+        (ggx,) = tf.gradients(gx, x, unconnected_gradients="none")
+        (h,) = tf.hessians(tf.reduce_sum(fn(x)), x)
+    assert ggx is not None
+    for mode, (d1, d2, hess) in _run_compiled_and_interpreted(g, [gx, ggx, h], {x: x0}).items():
+        np.testing.assert_array_equal(d1, first, err_msg=mode)
+        np.testing.assert_array_equal(d2, np.zeros(5), err_msg=mode)
+        np.testing.assert_array_equal(hess, np.zeros((5, 5)), err_msg=mode)
+    xe = tf.constant(x0)
+    with tf.GradientTape() as t2:
+        t2.watch(xe)
+        with tf.GradientTape() as t1:
+            t1.watch(xe)
+            y = tf.reduce_sum(fn(xe))
+        d1 = t1.gradient(y, xe)
+    d2 = t2.gradient(d1, xe, unconnected_gradients="none")
+    np.testing.assert_array_equal(d1.numpy(), first)
+    np.testing.assert_array_equal(d2.numpy(), np.zeros(5))
+
+
+def test_leaky_relu_gradient_scales_non_finite_upstream_as_tf_select():
+    """TF's LeakyReluGrad selects g (x > 0) or g * alpha: inf stays inf, NaN stays NaN, no 0 * inf."""
+    x = tf.constant(np.float32([-1.0, 2.0, -3.0, 4.0]))
+    up = np.float32([np.inf, np.inf, np.nan, -np.inf])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.nn.leaky_relu(x, 0.5)
+    np.testing.assert_array_equal(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(),
+                                  np.float32([np.inf, np.inf, np.nan, -np.inf]))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_unsigned_abs_neg_sign_pow_are_type_errors_in_graphs_only(dtype):
+    """TF 2.21's op defs of Abs/Neg/Sign/Pow have no unsigned T: graph construction raises
+    TypeError; its eager kernels run them (checked against TF in bench env). By hand:
+    abs/sign of unsigned [3, 0] are [3, 0] / [1, 0], 3 ** 2 = 9, negation wraps modulo 2^bits."""
+    v = np.array([3, 0], dtype)
+    builders = {"abs": tf.abs, "neg": tf.negative, "neg_op": lambda x: -x, "sign": tf.sign,
+                "pow": lambda x: tf.pow(x, tf.constant(np.array([2, 2], dtype)))}
+    expected = {"abs": [3, 0], "neg": [np.iinfo(dtype).max - 2, 0], "neg_op": [np.iinfo(dtype).max - 2, 0],
+                "sign": [1, 0], "pow": [9, 0]}
+    for name, fn in builders.items():
+        np.testing.assert_array_equal(fn(tf.constant(v)).numpy(), np.array(expected[name], dtype), err_msg=name)
+        g = tf.Graph()
+        with g.as_default(), pytest.raises(TypeError):
+            fn(tf.constant(v))
+    with pytest.raises(TypeError):
+        tf.function(tf.abs)(tf.constant(v))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.uint16])
+def test_squared_difference_of_small_integers_is_rejected_as_tf(dtype):
+    """TF registers SquaredDifference for floats, int32, int64: eager InvalidArgumentError, graph
+    TypeError; int32 still works ((5 - 2)^2 = 9)."""
+    v = tf.constant(np.array([5, 2], dtype))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.math.squared_difference(v, v)
+    g = tf.Graph()
+    with g.as_default(), pytest.raises(TypeError):
+        tf.math.squared_difference(tf.constant(np.array([5, 2], dtype)), tf.constant(np.array([5, 2], dtype)))
+    np.testing.assert_array_equal(tf.math.squared_difference(tf.constant([5]), tf.constant([2])).numpy(), [9])
+
+
+def test_multiply_no_nan_of_two_float_types_is_a_value_error():
+    """TF converts y to x's dtype first: a float16 tensor times a float32 tensor is ValueError."""
+    for a, b in [(tf.float16, tf.float32), (tf.float32, tf.float16)]:
+        with pytest.raises(ValueError):
+            tf.math.multiply_no_nan(tf.constant([1.0], a), tf.constant([2.0], b))
+    got = tf.math.multiply_no_nan(tf.constant([np.inf, 2.0], tf.float16), 0.5)   # a Python scalar adopts x's dtype
+    assert got.dtype == tf.float16
+    np.testing.assert_array_equal(got.numpy(), np.float16([np.inf, 1.0]))

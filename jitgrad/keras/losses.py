@@ -1,5 +1,7 @@
 """``tf.keras.losses`` (Keras 3's formulas, TF backend): per-sample losses
 reduced by "sum_over_batch_size" (sum / number of loss values) by default."""
+import numpy as np
+
 from .. import dtypes
 from ..convert import convert_to_tensor
 from ..ops import array_ops, math_ops, nn_ops, reduction_ops
@@ -79,8 +81,38 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
     return nn_ops.sparse_softmax_cross_entropy_with_logits(labels=y_true, logits=logits)
 
 
+def mean_squared_logarithmic_error(y_true, y_pred):
+    """Keras 3's: mean(square(log(max(y_pred, eps) + 1) - log(max(y_true, eps) + 1)), axis=-1)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    first_log = math_ops.log(math_ops.maximum(y_pred, EPSILON) + 1.0)
+    second_log = math_ops.log(math_ops.maximum(y_true, EPSILON) + 1.0)
+    return reduction_ops.reduce_mean(math_ops.square(first_log - second_log), axis=-1)
+
+
+def huber(y_true, y_pred, delta=1.0):
+    """Keras 3's: mean(where(|e| <= delta, 0.5 e^2, delta |e| - 0.5 delta^2), axis=-1), e = y_pred - y_true."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    delta = math_ops.cast(convert_to_tensor(delta), y_pred.dtype)
+    error = y_pred - y_true
+    abs_error = math_ops.abs(error)
+    quadratic = 0.5 * math_ops.square(error)
+    linear = delta * abs_error - 0.5 * math_ops.square(delta)
+    return reduction_ops.reduce_mean(math_ops.where(abs_error <= delta, quadratic, linear), axis=-1)
+
+
+def log_cosh(y_true, y_pred):
+    """Keras 3's: mean(log(cosh(e)), axis=-1), computed as e + softplus(-2 e) - log(2) (no cosh overflow)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    error = y_pred - y_true
+    # Keras takes ops.log(2.0), a float32, and casts it: float64 losses see float32's log(2) too
+    log2 = math_ops.cast(convert_to_tensor(np.float32(np.log(2.0))), y_pred.dtype)
+    return reduction_ops.reduce_mean(error + math_ops.softplus(error * -2.0) - log2, axis=-1)
+
+
 mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
+msle = MSLE = mean_squared_logarithmic_error
+logcosh = log_cosh          # tf.keras.losses.logcosh (the name get() does not take, as Keras 3)
 
 
 def reduce_values(values, reduction):
@@ -138,6 +170,21 @@ class MeanAbsoluteError(LossFunctionWrapper):
         super().__init__(mean_absolute_error, name, reduction)
 
 
+class MeanSquaredLogarithmicError(LossFunctionWrapper):
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_logarithmic_error"):
+        super().__init__(mean_squared_logarithmic_error, name, reduction)
+
+
+class Huber(LossFunctionWrapper):
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name="huber_loss"):
+        super().__init__(huber, name, reduction, delta=delta)
+
+
+class LogCosh(LossFunctionWrapper):
+    def __init__(self, reduction="sum_over_batch_size", name="log_cosh"):
+        super().__init__(log_cosh, name, reduction)
+
+
 class BinaryCrossentropy(LossFunctionWrapper):
     def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
                  name="binary_crossentropy"):
@@ -163,7 +210,11 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
 _BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError, "MSE": MeanSquaredError,
             "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError, "MAE": MeanAbsoluteError,
             "binary_crossentropy": BinaryCrossentropy, "categorical_crossentropy": CategoricalCrossentropy,
-            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy}
+            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+            # Keras 3's names ("logcosh" is not one: get raises ValueError for it)
+            "mean_squared_logarithmic_error": MeanSquaredLogarithmicError, "msle": MeanSquaredLogarithmicError,
+            "MSLE": MeanSquaredLogarithmicError, "MeanSquaredLogarithmicError": MeanSquaredLogarithmicError,
+            "huber": Huber, "Huber": Huber, "log_cosh": LogCosh, "LogCosh": LogCosh}
 
 
 def get(identifier):

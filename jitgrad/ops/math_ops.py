@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import dispatch, dtypes
-from ..convert import convert_all, graph_of
+from ..convert import convert_all, convert_to_tensor, graph_of
 from ..errors import InvalidArgumentError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
@@ -49,14 +49,29 @@ def _binary_grads(op, gx, gy):
 
 
 # ---------------------------------------------------------------- registration
-def _unary_op(name, kernel, grad, allowed=FLOATS, **kw):
-    register(name, infer=unary(allowed), kernel=lambda attrs, x: kernel(x), grad=grad,
+def _unary_op(name, kernel, grad, allowed=FLOATS, infer_wrap=None, **kw):
+    infer = unary(allowed)
+    register(name, infer=infer_wrap(infer) if infer_wrap else infer, kernel=lambda attrs, x: kernel(x), grad=grad,
              kind="elementwise", **kw)
 
 
-def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, **kw):
-    register(name, infer=broadcasting(allowed, out_dtype), kernel=lambda attrs, x, y: kernel(x, y),
+def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, infer_wrap=None, **kw):
+    infer = broadcasting(allowed, out_dtype)
+    register(name, infer=infer_wrap(infer) if infer_wrap else infer, kernel=lambda attrs, x, y: kernel(x, y),
              grad=grad, kind="elementwise", **kw)
+
+
+def _no_unsigned_in_graphs(infer):
+    """TF's op defs of Abs / Neg / Sign / Pow list no unsigned integers, so building one in a
+    graph (or a function trace) is a TypeError; TF's eager mode runs them (kernels exist)."""
+    def checked(shapes, dts, attrs):
+        if dts[0].is_unsigned and not _registry.eager_now():
+            raise TypeError(f"Value for attr 'T' of {dts[0].name} is not in the list of allowed values "
+                            f"for {checked.op_name} (no unsigned integers); input 'x'.")
+        infer.op_name = checked.op_name
+        return infer(shapes, dts, attrs)
+    checked.op_name = "?"
+    return checked
 
 
 def _int_div_check(y):
@@ -137,15 +152,17 @@ _binary_op("FloorMod", _floormod,
 def _pow_grad(op, g):
     x, y = op.inputs
     z = op.outputs[0]
-    gx = mul_no_nan(multiply(y, pow(x, subtract(y, 1))), g)
+    # TF 2.21's _PowGrad, products in its order: plain multiplies, so a zero upstream gradient
+    # meeting pow(0, y - 1) = inf (x = 0, y <= 0) gives NaN, as in TF (not mul_no_nan's 0).
+    gx = multiply(multiply(g, y), pow(x, subtract(y, 1)))
     mask = greater(x, 0)
     safe_x = where(mask, x, ones_like(x))
     log_x = where(mask, log(safe_x), zeros_like(x))
-    gy = mul_no_nan(multiply(z, log_x), g)
+    gy = multiply(multiply(g, z), log_x)
     return _binary_grads(op, gx, gy)
 
 
-_binary_op("Pow", _pow, _pow_grad, NUMBERS, cost=12)
+_binary_op("Pow", _pow, _pow_grad, NUMBERS, infer_wrap=_no_unsigned_in_graphs, cost=12)
 
 
 def _minmax_grad(op, g, cmp):
@@ -177,7 +194,8 @@ def _sqdiff_grad(op, g):
     return _binary_grads(op, d, negative(d))
 
 
-_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, NUMBERS)
+# TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
+_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
 _binary_op("SqrtGrad", _sqrt_grad,
            lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
                           realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
@@ -228,9 +246,9 @@ def _errstate(fn):
     return k
 
 
-_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH)
-_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS)
-_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS)
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned_in_graphs)
+_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
 _unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
@@ -273,18 +291,33 @@ def _erf_family_grad(sign):
 
 _unary_op("Erf", _libm_in_double(math.erf), _erf_family_grad(1))
 _unary_op("Erfc", _libm_in_double(math.erfc), _erf_family_grad(-1))
+def _unit_mask(x, on):
+    """1 where ``on`` (a condition implying x > 0), else 0, in x's dtype -- as sign(where(on, x, 0)),
+    whose derivative wrt x is zeros, not None: TF's ReluGrad / Relu6Grad / LeakyReluGrad
+    gradients give zeros_like(features), so second derivatives through relu are connected."""
+    return sign(where(on, x, zeros_like(x)))
+
+
 # TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
 # (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
 _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
-          lambda op, g: [multiply(g, cast(greater(op.inputs[0], 0), g.dtype))], NUMBERS)
+          lambda op, g: [multiply(g, _unit_mask(op.inputs[0], greater(op.inputs[0], 0)))], NUMBERS)
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
-          lambda op, g: [multiply(g, cast(logical_and(greater(op.inputs[0], 0), less(op.inputs[0], 6)),
-                                          g.dtype))], NUMBERS)
+          lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
+                                                                          less(op.inputs[0], 6))))], NUMBERS)
 _unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
           lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
+def _leaky_relu_grad(op, g):
+    """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m
+    is the same number (g * 1, g * alpha) and keeps the second derivative wrt x connected (zeros)."""
+    x = op.inputs[0]
+    m = _unit_mask(x, greater(x, 0))
+    return multiply(g, add(m, multiply(subtract(1.0, m), op.get_attr("alpha"))))
+
+
 register("LeakyRelu", infer=unary(FLOATS),
          kernel=lambda attrs, x: np.where(x > 0, x, x * x.dtype.type(attrs["alpha"])),
-         grad=lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, op.get_attr("alpha")))],
+         grad=lambda op, g: [_leaky_relu_grad(op, g)],
          kind="elementwise")
 _unary_op("Identity", lambda x: x, lambda op, g: [g], ALL, identity=True)
 # No gradient flows through StopGradient: TF marks it not differentiable.
@@ -373,6 +406,13 @@ def multiply(x, y, name=None):
 
 def mul_no_nan(x, y, name=None):
     return _b("MulNoNan", x, y, name)
+
+
+def multiply_no_nan(x, y, name=None):
+    """``tf.math.multiply_no_nan``: as TF's, y is converted to x's dtype first, so a tensor of
+    another float type (float16 with float32) is a ValueError, not an op type error."""
+    x = convert_to_tensor(x)
+    return mul_no_nan(x, convert_to_tensor(y, dtype=x.dtype), name)
 
 
 def realdiv(x, y, name=None):
