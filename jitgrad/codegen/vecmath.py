@@ -9,12 +9,13 @@ a fused loop vectorises to AVX2 / AVX-512 code.  For a target without FMA (the
 SSE2 baseline, `emit(..., fma=False)`) fma is emulated with an exact product
 and floor / rint with the 2**mant rounding trick (the baseline has no round
 instruction either): no libm call in the loop, and the same ulp bounds
-(tested), though not always the FMA code's bits.  Scalars get straight-line code; on
-vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
+(tested), though not always the FMA code's bits.  Scalars get straight-line code (but
+sin/cos/tan: see below); on vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
 shorter path when every lane is in the normal range, which gives the same
 bits as the full path (tested), so no result depends on its neighbours;
 sin/cos/tan likewise take their large-argument reduction only when a lane
-needs it.  The only memory they read is that reduction's 2/pi table (a
+needs it, on scalars too (a scalar loop of them is then not auto-vectorised:
+the code generator emits explicit vectors wherever a run is long enough).  The only memory they read is that reduction's 2/pi table (a
 private constant global, indices clamped to it).
 
 Caller's contract: emit() may end the builder in a new basic block, so a
@@ -356,7 +357,7 @@ class _Em:
         n2 = self.sub(n, n1)
         return self.mul(self.mul(p, self.pow2(n1)), self.pow2(n2))
 
-    def if_all(self, ok, fast, slow):
+    def if_all(self, ok, fast, slow, scalar_branch=False):
         """fast() if every lane of the i1 (vector) `ok` is true, else slow()
         (a value, or a tuple of values).
 
@@ -364,13 +365,19 @@ class _Em:
         the clamps and special-case arithmetic its out-of-range neighbours
         need.  Both paths must give the same bits wherever `ok` holds, so
         results never depend on which lanes share a vector.  Scalars stay
-        straight-line (slow() only)."""
-        if not self.count:
-            return slow()
+        straight-line (slow() only) unless scalar_branch: worth it when slow()
+        is much longer than fast() (trig's exact reduction), as the code
+        generator's scalar loops (short inner dimensions, epilogues) are not
+        vectorised; a branch keeps LLVM's loop vectoriser off such a loop."""
         b = self.b
-        mask_ty = ir.IntType(self.count)
-        all_ok = b.icmp_unsigned("==", b.bitcast(ok, mask_ty),
-                                 ir.Constant(mask_ty, (1 << self.count) - 1))
+        if not self.count:
+            if not scalar_branch:
+                return slow()
+            all_ok = ok
+        else:
+            mask_ty = ir.IntType(self.count)
+            all_ok = b.icmp_unsigned("==", b.bitcast(ok, mask_ty),
+                                     ir.Constant(mask_ty, (1 << self.count) - 1))
         fast_bb = b.append_basic_block("vm.fast")
         slow_bb = b.append_basic_block("vm.slow")
         join_bb = b.append_basic_block("vm.join")
@@ -694,8 +701,8 @@ _COS_C = {
 def _trig_reduce(e, x):
     """x = q*pi/2 + (r + rl); returns r, rl and q mod 4 (a float in 0..3).
 
-    Cody-Waite up to _TRIG_CW_MAX, the exact reduction beyond.  Vectors
-    branch to the exact one only when some lane needs it and keep the
+    Cody-Waite up to _TRIG_CW_MAX, the exact reduction beyond.  Scalars and
+    vectors branch to the exact one only when some lane needs it and keep the
     Cody-Waite result in every lane that does not, so a value's bits never
     depend on its neighbours (and the common range pays one compare)."""
     ax = e.abs(x)
@@ -704,7 +711,7 @@ def _trig_reduce(e, x):
     def both():
         cw, exact = _trig_reduce_cw(e, x), _trig_reduce_exact(e, x)
         return tuple(e.sel(big, v, w) for w, v in zip(cw, exact))
-    return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both)
+    return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both, scalar_branch=True)
 
 
 def _trig_reduce_cw(e, x):
