@@ -463,7 +463,7 @@ def test_trig_large_lane_leaves_neighbours_bits(name, dtype):
 def test_trig_loops_for_named_targets(name, dtype, level):
     """The <lanes x T> loop the code generator emits: packed arithmetic at the
     target's vector width, no call of any kind in the loop (no libm: the
-    exact reduction is inline, its 2/pi table a private constant), the
+    exact reduction is inline; float64's 2/pi table a private constant), the
     common range's bits equal to the host's FMA code on FMA targets, and
     within the ulp bound on the SSE2 baseline."""
     target = H._target(TARGET_CPUS[level])

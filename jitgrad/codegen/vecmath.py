@@ -9,13 +9,15 @@ a fused loop vectorises to AVX2 / AVX-512 code.  For a target without FMA (the
 SSE2 baseline, `emit(..., fma=False)`) fma is emulated with an exact product
 and floor / rint with the 2**mant rounding trick (the baseline has no round
 instruction either): no libm call in the loop, and the same ulp bounds
-(tested), though not always the FMA code's bits.  Scalars get straight-line code (but
-sin/cos/tan: see below); on vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
-shorter path when every lane is in the normal range, which gives the same
-bits as the full path (tested), so no result depends on its neighbours;
+(tested), though not always the FMA code's bits.  Scalars get straight-line
+code (but sin/cos/tan: see below); on vector types exp and expm1 branch once
+per vector (`_Em.if_all`) to a shorter path when every lane is in the normal
+range, which gives the same bits as the full path (tested), so no result
+depends on its neighbours;
 sin/cos/tan likewise take their large-argument reduction only when a lane
 needs it, on scalars too (a scalar loop of them is then not auto-vectorised:
-the code generator emits explicit vectors wherever a run is long enough).  The only memory they read is that reduction's 2/pi table (a
+the code generator emits explicit vectors wherever a run is long enough).
+The only memory they read is float64's 2/pi table for that reduction (a
 private constant global, indices clamped to it).
 
 Caller's contract: emit() may end the builder in a new basic block, so a
@@ -79,12 +81,12 @@ Notes:
   type's precision, the first step exact through FMA and the second carried
   as a double-word tail, for |x| <= 2**19 (f32) / 2**45 (f64).  Beyond, up
   to FLT_MAX / DBL_MAX, an exact Payne-Hanek reduction in float64
-  (`_trig_reduce_exact`: 26-bit chunks of 2/pi from a table in the module,
+  (`_trig_reduce_exact`: 26-bit chunks of 2/pi chosen by x's exponent,
   exact products, the sum as a double-double, triple-word for f64) gives the
   reduced argument to full precision even for the arguments closest to a
   multiple of pi/2, so the table's bounds hold for every finite x (tested
-  across every binade, on the AVX-512, AVX2 and SSE2 targets).  On vectors it
-  is a cold branch taken only when some lane is large (one compare and
+  across every binade, on the AVX-512, AVX2 and SSE2 targets).  It is a
+  cold branch taken only when some lane (or the scalar) is large (one compare and
   movemask in the common range); the other lanes keep their Cody-Waite bits.
   sin/cos/tan of +-inf is NaN.
 * float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
@@ -747,7 +749,8 @@ def _trig_reduce_exact(e, x):
     x * 2/pi mod 4 = sum of (x_j * C_i rem 4) over 26-bit chunks C_i of 2/pi
     and parts x_j of x, each product exact (26 bits times a part of <= 27
     bits fits a double) and each "rem 4" exact; only the chunks that matter
-    for x's exponent are used (_TRIG_EXACT), loaded per lane from a table,
+    for x's exponent are used (_TRIG_EXACT), picked by select (float32) or
+    loaded per lane from a table (float64),
     and x is scaled by 2**(-26 j0) (exact) so that nothing underflows.  The
     sum is kept reduced rem 4 as it goes, smallest terms first, exactly in
     `hi` (two_sum) with the low parts gathered in `lo`: for float32 that is
@@ -775,7 +778,7 @@ def _trig_reduce_exact(e, x):
         parts = [head, d.sub(xs, head)]
     else:
         parts = [xs]
-    chunks = _load_chunks(d, j0, count)
+    chunks = _select_chunks(d, j0, j0_max, count) if j0_max < 8 else _load_chunks(d, j0, count)
     hi = lo = lo2 = d.c(0.0)
     for k in reversed(range(count)):
         piece = d.mul(chunks[k], d.c(2.0 ** (-26 * (k + 1))))    # C_(j0+k) * 2**(26 j0)
@@ -801,6 +804,19 @@ def _trig_reduce_exact(e, x):
     r32 = e.b.fptrunc(r, e.ty)
     rl32 = e.b.fptrunc(d.add(d.sub(r, e.b.fpext(r32, d.ty)), rl), e.ty)
     return r32, rl32, e.b.fptrunc(qm, e.ty)
+
+
+def _select_chunks(d, j0, j0_max, count):
+    """Chunks j0 + k (k < count) of 2/pi as float64 values of d's type, by
+    select among the j0_max + 1 candidates: fewer instructions (and less
+    compile time) than a load per lane when j0 takes few values (float32)."""
+    chunks = []
+    for k in range(count):
+        v = d.c(float(_TWO_OVER_PI_CHUNKS[k]))
+        for j in range(1, j0_max + 1):
+            v = d.b.select(d.b.icmp_unsigned("==", j0, d.ci(j)), d.c(float(_TWO_OVER_PI_CHUNKS[j + k])), v)
+        chunks.append(v)
+    return chunks
 
 
 def _load_chunks(d, j0, count):
