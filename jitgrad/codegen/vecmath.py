@@ -9,10 +9,16 @@ a fused loop vectorises to AVX2 / AVX-512 code.  For a target without FMA (the
 SSE2 baseline, `emit(..., fma=False)`) fma is emulated with an exact product
 and floor / rint with the 2**mant rounding trick (the baseline has no round
 instruction either): no libm call in the loop, and the same ulp bounds
-(tested), though not always the FMA code's bits.  Scalars get straight-line code; on
-vector types exp and expm1 branch once per vector (`_Em.if_all`) to a
-shorter path when every lane is in the normal range, which gives the same
-bits as the full path (tested), so no result depends on its neighbours.
+(tested), though not always the FMA code's bits.  Scalars get straight-line
+code (but sin/cos/tan: see below); on vector types exp and expm1 branch once
+per vector (`_Em.if_all`) to a shorter path when every lane is in the normal
+range, which gives the same bits as the full path (tested), so no result
+depends on its neighbours;
+sin/cos/tan likewise take their large-argument reduction only when a lane
+needs it, on scalars too (a scalar loop of them is then not auto-vectorised:
+the code generator emits explicit vectors wherever a run is long enough).
+The only memory they read is float64's 2/pi table for that reduction (a
+private constant global, indices clamped to it).
 
 Caller's contract: emit() may end the builder in a new basic block, so a
 loop that emits into its body takes the latch's predecessor from
@@ -52,15 +58,18 @@ in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
     tanh      [-10, 10] / [-20, 20]        2.46   2.50   3.0
     sigmoid   [-110, 40] / [-750, 60]      2.24   2.21   2.75
     softplus  [-110, 40] / [-750, 60]      1.61   1.55   2.0
-    sin       |x| <= 2**19 / 2**45         1.05   0.77   1.5 / 1.0
-    cos       |x| <= 2**19 / 2**45         0.78   0.77   1.0
-    tan       |x| <= 2**19 / 2**45         2.19   2.15   2.75
+    sin       |x| <= 2**19 / 2**45 (*)     1.05   0.77   1.5 / 1.0
+    cos       |x| <= 2**19 / 2**45 (*)     0.78   0.77   1.0
+    tan       |x| <= 2**19 / 2**45 (*)     2.19   2.15   2.75
     pow       see above                    0.50   1.15   0.75 / 1.5
     sqrt      [0, 10]                      0.50   0.50   0.5
     rsqrt     [0, 10]                      1.49   1.49   1.5
     erf       [-6, 6] / [-7, 7]            0.96   0.97   1.25
     erfc      [-4, 10.1] / [-6, 27.3]      0.50   1.22   0.75 / 1.5
     ========  ===========================  =====  =====  =========
+
+(*) the uniform part of the sweep; the bit-pattern sweeps cover all finite
+x, and the bounds hold there too (see the notes on sin/cos/tan).
 
 expm1, log1p, tanh, sin, tan and erf are accurate relative to the result
 near 0 (no cancellation): the small-magnitude sweep is part of the table.
@@ -70,14 +79,16 @@ underflows (~10.05 / ~27.2; the main range reaches into the denormals).
 Notes:
 * sin/cos/tan use Cody-Waite reduction by pi/2 split into three parts of the
   type's precision, the first step exact through FMA and the second carried
-  as a double-word tail.  The table's figures hold for |x| <= 2**19 (5.2e5,
-  f32) and |x| <= 2**45 (3.5e13, f64).  Measured per octave beyond that:
-  f32 [2**19, 2**20) <= 2 ulp, [2**20, 2**21) ~6 ulp; f64 up to 2**48
-  <= 2 ulp, [2**48, 2**49) ~8 ulp, [2**49, 2**50) ~100 ulp.  From 2**21
-  (f32) / 2**50 (f64) on, x*2/pi no longer resolves the quadrant and the
-  result is meaningless, but for finite x it is always finite and sin/cos
-  stay within [-1, 1] (the reduced argument is clamped).  sin/cos/tan of
-  +-inf is NaN.
+  as a double-word tail, for |x| <= 2**19 (f32) / 2**45 (f64).  Beyond, up
+  to FLT_MAX / DBL_MAX, an exact Payne-Hanek reduction in float64
+  (`_trig_reduce_exact`: 26-bit chunks of 2/pi chosen by x's exponent,
+  exact products, the sum as a double-double, triple-word for f64) gives the
+  reduced argument to full precision even for the arguments closest to a
+  multiple of pi/2, so the table's bounds hold for every finite x (tested
+  across every binade, on the AVX-512, AVX2 and SSE2 targets).  It is a
+  cold branch taken only when some lane (or the scalar) is large (one compare and
+  movemask in the common range); the other lanes keep their Cody-Waite bits.
+  sin/cos/tan of +-inf is NaN.
 * float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
   the result); float64 pow carries log|x| and y log|x| as double-doubles.
 * erf: |x| < 1 odd polynomial; otherwise 1 - exp(-x^2) B(x), B piecewise
@@ -348,20 +359,27 @@ class _Em:
         n2 = self.sub(n, n1)
         return self.mul(self.mul(p, self.pow2(n1)), self.pow2(n2))
 
-    def if_all(self, ok, fast, slow):
-        """fast() if every lane of the i1 (vector) `ok` is true, else slow().
+    def if_all(self, ok, fast, slow, scalar_branch=False):
+        """fast() if every lane of the i1 (vector) `ok` is true, else slow()
+        (a value, or a tuple of values).
 
         For vector types this is a branch: the common in-range vector skips
         the clamps and special-case arithmetic its out-of-range neighbours
         need.  Both paths must give the same bits wherever `ok` holds, so
         results never depend on which lanes share a vector.  Scalars stay
-        straight-line (slow() only)."""
-        if not self.count:
-            return slow()
+        straight-line (slow() only) unless scalar_branch: worth it when slow()
+        is much longer than fast() (trig's exact reduction), as the code
+        generator's scalar loops (short inner dimensions, epilogues) are not
+        vectorised; a branch keeps LLVM's loop vectoriser off such a loop."""
         b = self.b
-        mask_ty = ir.IntType(self.count)
-        all_ok = b.icmp_unsigned("==", b.bitcast(ok, mask_ty),
-                                 ir.Constant(mask_ty, (1 << self.count) - 1))
+        if not self.count:
+            if not scalar_branch:
+                return slow()
+            all_ok = ok
+        else:
+            mask_ty = ir.IntType(self.count)
+            all_ok = b.icmp_unsigned("==", b.bitcast(ok, mask_ty),
+                                     ir.Constant(mask_ty, (1 << self.count) - 1))
         fast_bb = b.append_basic_block("vm.fast")
         slow_bb = b.append_basic_block("vm.slow")
         join_bb = b.append_basic_block("vm.join")
@@ -370,13 +388,15 @@ class _Em:
         for bb, path in ((fast_bb, fast), (slow_bb, slow)):
             b.position_at_end(bb)
             value = path()
-            results.append((value, b.block))
+            several = isinstance(value, tuple)
+            results.append((value if several else (value,), b.block))
             b.branch(join_bb)
         b.position_at_end(join_bb)
-        phi = b.phi(self.ty)
-        for value, bb in results:
-            phi.add_incoming(value, bb)
-        return phi
+        phis = tuple(b.phi(v.type) for v in results[0][0])
+        for values, bb in results:
+            for phi, value in zip(phis, values):
+                phi.add_incoming(value, bb)
+        return phis if several else phis[0]
 
     def exponent_of(self, ibits):
         """Biased exponent field of a non-negative float's bits, as float."""
@@ -632,6 +652,39 @@ def _log1p(e, x):
 
 _PIO2_SPLIT = {False: _split(_PI / 2, np.float32, 3), True: _split(_PI / 2, np.float64, 3)}
 
+# |x| up to which Cody-Waite reduction meets the documented ulp bounds.
+_TRIG_CW_MAX = {False: 2.0 ** 19, True: 2.0 ** 45}
+
+
+def _two_over_pi_chunks(count):
+    """The first 26 * count bits of 2/pi's binary fraction as `count` 26-bit
+    integers, most significant first: pi by Machin's formula in integers,
+    with 64 guard bits."""
+    nbits = 26 * count
+    g = nbits + 64
+
+    def atan_inv(k):   # atan(1/k) * 2**g
+        total, power, n = 0, (1 << g) // k, 0
+        while power:
+            total += (-1) ** n * (power // (2 * n + 1))
+            power //= k * k
+            n += 1
+        return total
+    pi_g = 16 * atan_inv(5) - 4 * atan_inv(239)
+    t = (1 << (nbits + 1 + g)) // pi_g         # floor(2/pi * 2**nbits)
+    return [(t >> (nbits - 26 * (i + 1))) & ((1 << 26) - 1) for i in range(count)]
+
+
+# The exact reduction (_trig_reduce_exact) multiplies x by the 2/pi chunks
+# j0 .. j0 + count - 1 only: chunk j (bits 26j+1 .. 26j+26) times a part of x
+# whose last bit has weight 2**lsb is a multiple of 4 -- drops out mod 4 --
+# when lsb - 26j - 26 >= 2, so j0 = (lsb - 2) // 26 for the lowest part (lsb
+# = E - 23 for float32, E - 52 for float64, E = x's exponent); `count` chunks
+# then leave out less than 2**(52 - 26 count) (f32) / 2**(81 - 26 count)
+# (f64) quadrants: 2**-104 / 2**-153.  (count, E offset, largest j0)
+_TRIG_EXACT = {False: (6, 25, (127 - 25) // 26), True: (9, 54, (1023 - 54) // 26)}
+_TWO_OVER_PI_CHUNKS = _two_over_pi_chunks(max(j + n for n, _, j in _TRIG_EXACT.values()))
+
 # sin(r) = r + r^3 * S(r^2); cos(r) = 1 - r^2/2 + r^4 * C(r^2), |r| <= pi/4
 _SIN_S = {
     False: [-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4],  # Cephes
@@ -648,26 +701,150 @@ _COS_C = {
 
 
 def _trig_reduce(e, x):
-    """x = q*pi/2 + (r + rl); returns r, rl and q mod 4 (a float in 0..3)."""
+    """x = q*pi/2 + (r + rl); returns r, rl and q mod 4 (a float in 0..3).
+
+    Cody-Waite up to _TRIG_CW_MAX, the exact reduction beyond.  Scalars and
+    vectors branch to the exact one only when some lane needs it and keep the
+    Cody-Waite result in every lane that does not, so a value's bits never
+    depend on its neighbours (and the common range pays one compare)."""
+    ax = e.abs(x)
+    big = e.and_(e.cmp(">", ax, e.c(_TRIG_CW_MAX[e.f64])), e.cmp("!=", ax, e.c(np.inf)))
+
+    def both():
+        cw, exact = _trig_reduce_cw(e, x), _trig_reduce_exact(e, x)
+        return tuple(e.sel(big, v, w) for w, v in zip(cw, exact))
+    return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both, scalar_branch=True)
+
+
+def _trig_reduce_cw(e, x):
     p1, p2, p3 = _PIO2_SPLIT[e.f64]
     q = e.rint(e.mul(x, e.c(float(2 / _PI))))
     # With FMA, x - q*p1 is exact (the result fits in the format), so each
     # part of pi/2 can carry the type's full precision.  The second step is
     # done exactly (two_prod + two_sum) and the rest kept as a tail rl: the
     # two roundings of a plain 3-step reduction cost ~1 ulp of r.
+    # |r| may exceed pi/4 a little when x*2/pi rounds across a half-integer.
     r1 = e.fma(e.neg(q), e.c(p1), x)
     th, tl = e.two_prod(q, e.c(p2))
     rh, err = e.two_sum(r1, e.neg(th))
     rl = e.sub(err, e.fma(q, e.c(p3), tl))
     r, rl = e.fast_two_sum(rh, rl)
-    # Beyond the supported range r can be anything; keep the polynomials
-    # near their domain so sin/cos stay within [-1, 1].  (NaN passes.)
-    # |r| may exceed pi/4 a little when x*2/pi rounds across a half-integer.
-    r = e.max_c(e.min_c(r, 1.0), -1.0)
-    tiny = 2.0 ** -e.mant
-    rl = e.max_c(e.min_c(rl, tiny), -tiny)
-    qm = e.sub(q, e.mul(e.c(4.0), e.floor(e.mul(q, e.c(0.25)))))
-    return r, rl, qm
+    return r, rl, _mod4(e, q)
+
+
+def _mod4(e, v):
+    """v - 4 floor(v / 4) for an integral v: in 0..3, exact."""
+    return e.sub(v, e.mul(e.c(4.0), e.floor(e.mul(v, e.c(0.25)))))
+
+
+def _rem4(e, v):
+    """v - 4 rint(v / 4): in [-2, 2] and exact for any finite v (v's own low
+    bits; floor's [0, 4) would round 4 + v for a tiny negative v)."""
+    return e.sub(v, e.mul(e.c(4.0), e.rint(e.mul(v, e.c(0.25)))))
+
+
+def _trig_reduce_exact(e, x):
+    """_trig_reduce for any finite x (Payne-Hanek), in float64.
+
+    x * 2/pi mod 4 = sum of (x_j * C_i rem 4) over 26-bit chunks C_i of 2/pi
+    and parts x_j of x, each product exact (26 bits times a part of <= 27
+    bits fits a double) and each "rem 4" exact; only the chunks that matter
+    for x's exponent are used (_TRIG_EXACT), picked by select (float32) or
+    loaded per lane from a table (float64),
+    and x is scaled by 2**(-26 j0) (exact) so that nothing underflows.  The
+    sum is kept reduced rem 4 as it goes, smallest terms first, exactly in
+    `hi` (two_sum) with the low parts gathered in `lo`: for float32 that is
+    good to ~2**-95 absolute, far below the smallest reduced argument any
+    float32 has (~2**-30 quadrants).  float64 needs more: its closest
+    approach to a multiple of pi/2 is ~2**-61 quadrants (x =
+    6381956970095103 * 2**797) and the reduced argument needs 53 bits below
+    that, so the low parts are gathered in a double-double (lo + lo2)."""
+    d = e.as_f64()
+    b = e.b
+    xd = x if e.f64 else b.fpext(x, d.ty)
+    count, offset, j0_max = _TRIG_EXACT[e.f64]
+    # j0 = clamp((E - offset) // 26, 0, j0_max), E the unbiased exponent; the
+    # clamp keeps every lane's loads inside the table (lanes this result is
+    # not used for included: small, inf, NaN)
+    biased = b.and_(b.lshr(d.to_int(xd), d.ci(52)), d.ci(0x7FF))
+    lowest = 1023 + offset
+    j0 = b.udiv(b.sub(b.select(b.icmp_unsigned("<", biased, d.ci(lowest)), d.ci(lowest), biased),
+                      d.ci(lowest)), d.ci(26))
+    j0 = b.select(b.icmp_unsigned(">", j0, d.ci(j0_max)), d.ci(j0_max), j0)
+    # x * 2**(-26 j0): exact (|x| >= 2**(26 j0 + offset) wherever it is used)
+    xs = d.mul(xd, d.to_float(b.shl(b.sub(d.ci(1023), b.mul(j0, d.ci(26))), d.ci(52))))
+    if e.f64:   # a 27-bit head and a 26-bit tail, so the products stay exact
+        head = d.to_float(b.and_(d.to_int(xs), d.ci(~((1 << 26) - 1))))
+        parts = [head, d.sub(xs, head)]
+    else:
+        parts = [xs]
+    chunks = _select_chunks(d, j0, j0_max, count) if j0_max < 8 else _load_chunks(d, j0, count)
+    hi = lo = lo2 = d.c(0.0)
+    for k in reversed(range(count)):
+        piece = d.mul(chunks[k], d.c(2.0 ** (-26 * (k + 1))))    # C_(j0+k) * 2**(26 j0)
+        for part in parts:
+            hi, err = d.two_sum(hi, _rem4(d, d.mul(part, piece)))
+            if e.f64:   # a third word: see the docstring
+                lo, err = d.two_sum(lo, err)
+                lo2 = d.add(lo2, err)
+            else:
+                lo = d.add(lo, err)
+            hi = _rem4(d, hi)
+    q = d.rint(hi)
+    f, fl = d.two_sum(d.sub(hi, q), lo)
+    if e.f64:
+        fl = d.add(fl, lo2)
+    p1, p2 = _PIO2_SPLIT[True][:2]
+    r, rl = d.two_prod(f, d.c(p1))
+    rl = d.add(rl, d.fma(f, d.c(p2), d.mul(fl, d.c(p1))))
+    r, rl = d.fast_two_sum(r, rl)
+    qm = _mod4(d, q)
+    if e.f64:
+        return r, rl, qm
+    r32 = e.b.fptrunc(r, e.ty)
+    rl32 = e.b.fptrunc(d.add(d.sub(r, e.b.fpext(r32, d.ty)), rl), e.ty)
+    return r32, rl32, e.b.fptrunc(qm, e.ty)
+
+
+def _select_chunks(d, j0, j0_max, count):
+    """Chunks j0 + k (k < count) of 2/pi as float64 values of d's type, by
+    select among the j0_max + 1 candidates: fewer instructions (and less
+    compile time) than a load per lane when j0 takes few values (float32)."""
+    chunks = []
+    for k in range(count):
+        v = d.c(float(_TWO_OVER_PI_CHUNKS[k]))
+        for j in range(1, j0_max + 1):
+            v = d.b.select(d.b.icmp_unsigned("==", j0, d.ci(j)), d.c(float(_TWO_OVER_PI_CHUNKS[j + k])), v)
+        chunks.append(v)
+    return chunks
+
+
+def _load_chunks(d, j0, count):
+    """Chunks j0 + k (k < count) of 2/pi from a constant table in the module,
+    as float64 values of d's type: a load per lane (the cold path only)."""
+    b = d.b
+    i64 = ir.IntType(64)
+    table = b.module.globals.get("jitgrad.vm.two_over_pi")
+    if table is None:
+        ty = ir.ArrayType(ir.DoubleType(), len(_TWO_OVER_PI_CHUNKS))
+        table = ir.GlobalVariable(b.module, ty, name="jitgrad.vm.two_over_pi")
+        table.global_constant = True
+        table.linkage = "private"
+        table.initializer = ir.Constant(ty, [float(c) for c in _TWO_OVER_PI_CHUNKS])
+    lanes = [b.extract_element(j0, ir.Constant(ir.IntType(32), i)) for i in range(d.count)] \
+        if d.count else [j0]
+    chunks = []
+    for k in range(count):
+        vals = [b.load(b.gep(table, [ir.Constant(i64, 0), b.add(j, ir.Constant(i64, k))],
+                             inbounds=True)) for j in lanes]
+        if not d.count:
+            chunks.append(vals[0])
+            continue
+        v = ir.Constant(d.ty, ir.Undefined)
+        for i, val in enumerate(vals):
+            v = b.insert_element(v, val, ir.Constant(ir.IntType(32), i))
+        chunks.append(v)
+    return chunks
 
 
 def _sincos_poly(e, r, rl):
