@@ -20,10 +20,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import timing  # noqa: E402  (bench/, the script's own folder, is on sys.path)
 
 
 def fresh(code, env=None, timeout=300):
@@ -51,12 +51,8 @@ def ms(x):
 
 
 def median_time(fn, repeats):
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+    """Median seconds per call, no warm-up call."""
+    return timing.median_time(fn, repeats, warm=False)
 
 
 def section_imports(repeats):

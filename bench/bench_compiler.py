@@ -15,16 +15,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jitgrad as tf  # noqa: E402
+from timing import median_time  # noqa: E402
 
 
 def med(fn, reps, inner=1):
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        ts.append((time.perf_counter() - t) / inner)
-    return float(np.median(ts))
+    """Median seconds per call, no warm-up call (the first sample may include a compile)."""
+    return median_time(fn, reps, inner, warm=False)
 
 
 def sess(g, mode):
