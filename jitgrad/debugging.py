@@ -21,6 +21,7 @@ from .graph import Tensor
 from .eager import EagerTensor
 from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r
 from .ops.array_ops import get_static_value
+from .variables import group
 
 
 def _eager():
@@ -288,7 +289,6 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
         got], summarize=summarize) for got, want, x, dim, origin in runtime]
     if _eager():
         return None
-    from .variables import group
     return group(*checks, name=name or "assert_shapes")
 
 

@@ -44,6 +44,7 @@ from . import context, dispatch, dtypes, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
+from .func_graph import in_region
 from .gradients import gradients, UnconnectedGradients
 from .graph import Tensor
 from .loop_jacobians import loop_batch_jacobian, loop_jacobian, zeros_jacobian
@@ -384,7 +385,6 @@ def _as_seen_here(t):
     """A tensor of an enclosing graph as the branch / loop body being built sees it
     (its capture: a tape opened inside an AutoGraph loop body watching a function
     input); any other tensor as it is."""
-    from .func_graph import in_region
     fg = in_region()
     if fg is None or t.graph is fg:
         return t

@@ -26,6 +26,7 @@ The trip count is a runtime value: it is not part of any cache key.
 from llvmlite import ir
 
 from .. import dtypes
+from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Program
 from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
@@ -423,7 +424,6 @@ def lower_while(kb, node, outs, dry):
 def _call_region_hook(kb, node):
     """ops/logging_ops.py's hook, called with (the top-level region's tag, the node's
     site id, pointers to its input tensors)."""
-    from ..ops.logging_ops import HOOK_SYMBOL
     b = kb.b
     ptrs = [kb.buffers[v].ptr for v in node.inputs]
     block = kb.alloca(ir.ArrayType(I8P, max(len(ptrs), 1)))
