@@ -6,7 +6,7 @@ import importlib as _importlib
 import sys as _sys
 import types as _types
 from .convert import _is_tensorlike
-from .ops.registry import apply_op
+from . import ops as _ops  # noqa: F401  (registers every op; first, because eager.py and ops/array_ops.py import each other)
 
 __version__ = "0.1.0"
 
@@ -109,17 +109,13 @@ v1 = _module(
 compat = _module("compat", v1=v1)
 softmax = _n.softmax
 expm1, log1p = _m.expm1, _m.log1p
-control_dependencies = lambda control_inputs: get_default_graph().control_dependencies(control_inputs)  # noqa: E731
+control_dependencies = _ctx.control_dependencies
 
 
 name_scope = _ctx.name_scope
 
 
-group = _v.group
-
-
-def no_op(name=None):
-    return apply_op("NoOp", [], {}, name=name or "NoOp")
+group, no_op = _v.group, _v.no_op
 
 
 def _session_for(fetches, session):

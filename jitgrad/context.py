@@ -37,6 +37,11 @@ def reset_global_default_graph():
     _global_graph[0] = None
 
 
+def control_dependencies(control_inputs):
+    """``tf.control_dependencies`` (the default graph's)."""
+    return get_default_graph().control_dependencies(control_inputs)
+
+
 def get_default_graph():
     s = _stack()
     return s[-1] if s else global_default_graph()

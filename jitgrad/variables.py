@@ -217,6 +217,10 @@ def group(*inputs, name=None):
         return apply_op("NoOp", [], {}, name=name or "group_deps")
 
 
+def no_op(name=None):
+    return apply_op("NoOp", [], {}, name=name or "NoOp")
+
+
 def global_variables():
     return context.get_default_graph().get_collection("variables")
 
