@@ -19,6 +19,9 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
   make_runner(session, elements, fed, struct) -> runner or None
                                          jitgrad.fast_runner.runner_for, set with it (None
                                          until the compiler is loaded)
+  default_session_for(graph, session) -> Session
+                                         session.py: the session Tensor.eval and
+                                         Operation.run use (graph.py sits below session.py)
 """
 eager_execute = None
 eager_types = frozenset()
@@ -27,3 +30,4 @@ eager_variable = ()
 batch_execute = None
 compiled_execute = None
 make_runner = None
+default_session_for = None

@@ -10,7 +10,7 @@ from .ops.control_flow_ops import assign_in_region
 from .ops import overloads
 from .ops.registry import apply_op
 from .passes.prune import prune
-from .session import _default_session_for
+from .session import default_session_for
 from .shapes import TensorShape
 
 _var_ids = itertools.count()
@@ -162,7 +162,7 @@ class GraphVariable(Variable):
         return self._value.eval(session=session)
 
     def load(self, value, session=None):
-        _default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
+        default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
 
     def __repr__(self):
         return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
