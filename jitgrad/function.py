@@ -66,8 +66,7 @@ class TensorSpec:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
 
 
-# ============================================================ trace state
-_traces = []
+# ============================================================ trace state (the stack of traces is context.traces)
 
 
 class _TraceContext:
@@ -85,18 +84,8 @@ class _TraceContext:
         self.assert_statements = False   # AutoGraph's Feature.ASSERT_STATEMENTS (autograph/asserts.py)
 
 
-def _current_trace(graph=None):
-    g = graph if graph is not None else context.get_default_graph()
-    while g is not None:
-        for ctx in reversed(_traces):
-            if ctx.graph is g:
-                return ctx
-        g = getattr(g, "outer_graph", None)   # a cond branch / loop body traced inside the function
-    return None
-
-
 def _read_in_trace(var, graph):
-    ctx = _current_trace(graph)
+    ctx = context.current_trace(graph)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "
                         "(tf.function); create a graph-mode tf.Variable inside the graph instead.")
@@ -126,7 +115,7 @@ def _read_in_trace(var, graph):
 
 
 def _update_in_trace(var, op_type, value, name, read_value):
-    ctx = _current_trace(None)
+    ctx = context.current_trace(None)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
     fg = in_region()
@@ -162,7 +151,7 @@ def _commit_region_write_in_trace(var, op, value):
     """An If / While op of the trace assigned ``var`` (inside a branch / body) and
     writes it when it runs: a write like an Assign (it reads the variable's value
     so far as an input, later reads see ``value``), run on every call."""
-    ctx = _current_trace(op.graph)
+    ctx = context.current_trace(op.graph)
     h = var._handle_id
     ctx.variables[var._key] = var
     ctx.var_writes[h] = op
@@ -538,7 +527,7 @@ class Function:
         ctx.autograph = bool(self._autograph)
         from .autograph.asserts import converts_asserts
         ctx.assert_statements = bool(self._autograph) and converts_asserts(self._autograph_options)
-        _traces.append(ctx)
+        context.traces.append(ctx)
         try:
             with g.as_default():
                 targs = tuple(nest.map_structure(lambda x, n=n: to_placeholder(x, n), a)
@@ -550,7 +539,7 @@ class Function:
                 fetches = []
                 build = _output_builder(result, fetches, ctx)
         finally:
-            _traces.remove(ctx)
+            context.traces.remove(ctx)
         concrete = ConcreteFunction(g, placeholders, fetches, build, ctx, self._name)
         concrete._traced_call = (self._python_function, args, kwargs)   # for its printed signature
         concrete._spec_names = spec_names

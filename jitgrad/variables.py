@@ -5,7 +5,7 @@ import itertools
 from . import context, dispatch
 from .convert import convert_to_tensor, to_numpy
 from .func_graph import in_region
-from .function import _current_trace, create_variable_in_trace
+from .function import create_variable_in_trace
 from .ops.control_flow_ops import assign_in_region
 from .ops import overloads
 from .ops.registry import apply_op
@@ -44,7 +44,7 @@ class Variable(metaclass=_VariableMeta):
             for observe in creation_observers:
                 observe(var)
             return var
-        trace = _current_trace()
+        trace = context.current_trace()
         if trace is not None:
             return create_variable_in_trace(trace, initial_value, trainable=trainable, name=name, dtype=dtype,
                                             shape=shape)

@@ -10,8 +10,8 @@ Python's assert.
 """
 import enum
 
+from .. import context
 from ..assert_ops import Assert
-from ..function import _current_trace
 from ..graph import Tensor
 
 
@@ -39,7 +39,7 @@ def converts_asserts(options):
 def assert_stmt(test, message):
     """The converted ``assert test, message()``."""
     if isinstance(test, Tensor):
-        ctx = _current_trace(test.graph)
+        ctx = context.current_trace(test.graph)
         if ctx is not None and getattr(ctx, "assert_statements", False):
             text = message()
             return Assert(test, [text if text is not None else "Assertion error"])

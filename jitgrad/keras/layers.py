@@ -10,7 +10,6 @@ import numpy as np
 from .. import context, dtypes, nest
 from ..convert import _is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
-from ..function import _current_trace
 from ..module import Module, camel_to_snake
 from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from ..variables import Variable
@@ -310,7 +309,7 @@ def _call_fn(layer):
     """``layer.call``, converted by AutoGraph when it runs inside a traced function
     with autograph on (as Keras does), so Python control flow on tensors in a user's
     ``call`` works inside ``fit``'s compiled train step."""
-    trace = _current_trace()
+    trace = context.current_trace()
     if trace is None or not trace.autograph:
         return layer.call
     from ..autograph import converted_call    # AutoGraph loads on first use (see jitgrad/__init__)

@@ -250,8 +250,7 @@ def register_stateful(op):
     on every call (TF's automatic control dependencies)."""
     if add_side_effect(op):
         return
-    from ..function import _current_trace
-    trace = _current_trace(op.graph)
+    trace = context.current_trace(op.graph)
     if trace is not None and op not in trace.stateful:
         trace.stateful.append(op)
 
