@@ -19,6 +19,8 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
   make_runner(session, elements, fed, struct) -> runner or None
                                          jitgrad.fast_runner.runner_for, set with it (None
                                          until the compiler is loaded)
+  read_in_trace(var, graph) -> Tensor  function.py: an eager variable's value inside the
+                                         jitgrad.function trace (tape.py is below function.py)
   default_session_for(graph, session) -> Session
                                          session.py: the session Tensor.eval and
                                          Operation.run use (graph.py sits below session.py)
@@ -31,3 +33,4 @@ batch_execute = None
 compiled_execute = None
 make_runner = None
 default_session_for = None
+read_in_trace = None

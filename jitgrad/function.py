@@ -84,7 +84,7 @@ class _TraceContext:
         self.assert_statements = False   # AutoGraph's Feature.ASSERT_STATEMENTS (autograph/asserts.py)
 
 
-def _read_in_trace(var, graph):
+def read_in_trace(var, graph):
     ctx = context.current_trace(graph)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "
@@ -114,7 +114,10 @@ def _read_in_trace(var, graph):
     return t
 
 
-def _update_in_trace(var, op_type, value, name, read_value):
+dispatch.read_in_trace = read_in_trace
+
+
+def update_in_trace(var, op_type, value, name, read_value):
     ctx = context.current_trace(None)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
@@ -133,7 +136,7 @@ def _update_in_trace(var, op_type, value, name, read_value):
                  "validate_shape": True}
         prev = ctx.var_writes.get(h)
         if prev is not None and op_type != "Assign":
-            # Chain updates through dataflow (see _read_in_trace): v' = previous value +/- delta.
+            # Chain updates through dataflow (see read_in_trace): v' = previous value +/- delta.
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(ctx.var_values[h], v)
             op_type = "Assign"
         deps = list(ctx.var_ops.get(h, []))
@@ -147,7 +150,7 @@ def _update_in_trace(var, op_type, value, name, read_value):
     return out if read_value else out.op
 
 
-def _commit_region_write_in_trace(var, op, value):
+def commit_region_write_in_trace(var, op, value):
     """An If / While op of the trace assigned ``var`` (inside a branch / body) and
     writes it when it runs: a write like an Assign (it reads the variable's value
     so far as an input, later reads see ``value``), run on every call."""
@@ -556,7 +559,7 @@ def _output_builder(result, fetches, ctx):
     leaves = []
     for x in nest.flatten(result):
         if _is_variable(x):
-            x = _read_in_trace(x, ctx.graph)
+            x = read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
                 raise out_of_scope_error(x, ctx.graph)

@@ -662,12 +662,11 @@ class GradientTape:
 
     # ---------------------------------------------------------------- graph mode (inside jitgrad.function)
     def _graph_sources(self, flat_sources):
-        from .function import _read_in_trace
         gs = self._graph_state
         xs, watched = [], []
         for s in flat_sources:
             if _is_variable(s):
-                xs.append(_read_in_trace(s, None))
+                xs.append(dispatch.read_in_trace(s, None))
                 watched.append(gs is None or s._handle_id in gs.watched or
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):
