@@ -2,7 +2,7 @@
 transpose, expand/squeeze, concat/stack, slicing, gather, tile, broadcast."""
 import numpy as np
 
-from .. import context, dtypes
+from .. import context, dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of, to_numpy
 from ..errors import InvalidArgumentError, shape_error
 from ..graph import Tensor
@@ -438,6 +438,9 @@ def stack(values, axis=0, name="stack"):
         raise ValueError("stack expects a non-empty list of tensors")
     xs = convert_all(list(values))
     return apply_op("Pack", xs, {"axis": int(axis)}, name=name)
+
+
+dispatch.stack = stack   # convert_to_tensor packs lists holding tensors with it
 
 
 def unstack(value, num=None, axis=0, name="unstack"):
