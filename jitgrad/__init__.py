@@ -94,8 +94,9 @@ linalg = _module("linalg", matmul=matmul,
                      matmul(a, expand_dims(b, -1), transpose_a=transpose_a), [-1], name=name))
 math.reduce_logsumexp = reduce_logsumexp = _n.reduce_logsumexp
 math.log_sigmoid = _n.log_sigmoid
-for _name in ("sigmoid_cross_entropy_with_logits", "l2_loss", "bias_add", "log_sigmoid", "silu"):
+for _name in ("sigmoid_cross_entropy_with_logits", "bias_add", "log_sigmoid", "silu"):
     setattr(nn, _name, getattr(_n, _name))
+nn.l2_loss = _r.l2_loss
 nn.swish = _n.silu
 v1 = _module(
     "compat.v1", placeholder=_a.placeholder, placeholder_with_default=_a.placeholder_with_default,

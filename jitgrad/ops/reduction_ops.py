@@ -467,6 +467,12 @@ def _variance(x, axis, keepdims, name):
     return reduce_mean(square(abs_(subtract(x, means))), axis, keepdims=keepdims, name=name)
 
 
+def l2_loss(t, name=None):
+    """``tf.nn.l2_loss``: sum(t ** 2) / 2 (here, not in nn_ops.py: clip_ops' global_norm uses it)."""
+    (x,) = convert_all([t])
+    return multiply(reduce_sum(square(x)), 0.5, name=name or "L2Loss")
+
+
 def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
     """``tf.math.reduce_variance`` (population variance), composed as TF does."""
     x = _moment_input(input_tensor, "reduce_variance")
