@@ -12,7 +12,6 @@ from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, st
                        where, zeros_like)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from ..eager import EagerTensor
-from .reduction_ops import reduce_prod, reduce_sum
 
 
 def _same(shapes, dts, attrs):
@@ -102,8 +101,14 @@ def _fill_infer(shapes, dts, attrs):
     return [(attrs["dims"], dts[0])]
 
 
+def _reduction(op_type, x, axis=None, keepdims=False, name=None):
+    """reduction_ops.py's Sum / Prod, applied by name: that module builds on this one
+    (its gradients reshape and transpose), so this one does not import it."""
+    return apply_op(op_type, [x], {"axis": axis, "keepdims": keepdims}, name=name or op_type)
+
+
 register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
-         grad=lambda op, g: [reduce_sum(g)], kind="elementwise", pointwise=False)
+         grad=lambda op, g: [_reduction("Sum", g)], kind="elementwise", pointwise=False)
 
 
 def _static_shape_arg(shape, what="shape"):
@@ -774,7 +779,7 @@ def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002
 
 
 def size(input, out_type=dtypes.int32, name=None):  # noqa: A002
-    return reduce_prod(shape(input, out_type), name=name or "Size")
+    return _reduction("Prod", shape(input, out_type), name=name or "Size")
 
 
 def rank(input, name=None):  # noqa: A002
@@ -1043,7 +1048,7 @@ def _constant_block(r, axis, n, value):
     if all(d is not None for d in others):
         dims[axis] = n
         return fill(dims, value)
-    row = add(reduce_sum(zeros_like(r), axis, keepdims=True), value)
+    row = add(_reduction("Sum", zeros_like(r), (axis,), keepdims=True), value)
     multiples = [1] * len(dims)
     multiples[axis] = n
     return tile(row, multiples)
