@@ -21,8 +21,8 @@ from .eager import EagerTensor  # noqa: E402
 from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_ops as _l, nn_ops as _n  # noqa: E402
 from .ops import overloads as _overloads  # noqa: E402
 from .convert import convert_to_tensor  # noqa: E402
-from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessians  # noqa: E402
-from .gradients import gradients_v1 as _gradients_v1, hessians_v1 as _hessians_v1  # noqa: E402
+from .gradients import AggregationMethod, UnconnectedGradients, gradients, gradients_v1 as _gradients_v1  # noqa: E402
+from .hessians import hessians, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s, dispatch as _dispatch  # noqa: E402

@@ -51,7 +51,7 @@ import numpy as np
 from . import dtypes
 from .convert import convert_to_tensor
 from .control_flow import cond
-from .gradients import _as_list, _to_graph_tensor, gradients
+from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_graph_tensor
 from .graph import Tensor
 from .ops.array_ops import _spec_index
 from .ops.math_ops import is_finite
