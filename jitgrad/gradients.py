@@ -11,7 +11,7 @@ import enum
 from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
-from .ops import array_ops, math_ops
+from .ops import math_ops
 from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
 
 
