@@ -174,7 +174,7 @@ def _identity_n_grad(op, *grads):
 
 
 # tf.custom_gradient's op in graphs (custom_gradient.py): its gradient is the user's grad_fn.
-# "_grad_fn" starts with "_": the compiler's signature leaves it out (passes/ir.freeze).
+# "_grad_fn" starts with "_": the compiler's signature leaves it out (cache/key.freeze).
 register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), kernel=_identity_n_kernel,
          grad=_identity_n_grad, kind="other", lowering="none", identity=True)
 
