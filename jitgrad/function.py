@@ -31,7 +31,7 @@ from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
 from .shapes import TensorShape
-from .tape import _is_variable
+from .tape import is_eager_variable
 from .errors import InvalidArgumentError
 
 
@@ -227,7 +227,7 @@ def _leaf_key(x):
         return ("T", x._value.shape, x._value.dtype.str)
     if isinstance(x, np.ndarray):
         return ("T", x.shape, dtypes.as_dtype(x.dtype).np.str)
-    if _is_variable(x):
+    if is_eager_variable(x):
         return ("V", x._handle_id)
     if isinstance(x, Tensor):
         raise TypeError("A symbolic graph Tensor cannot be passed to a jitgrad.function called eagerly.")
@@ -395,7 +395,7 @@ class Function:
                             f"signature, got {len(flat)}.")
         converted = []
         for v, spec in zip(flat, self._input_signature):
-            if _is_variable(v):
+            if is_eager_variable(v):
                 v = v.read_value()
             t = convert_to_tensor(v, dtype=spec.dtype) if not isinstance(v, EagerTensor) else v
             if t.dtype != spec.dtype or not spec.shape.is_compatible_with(t.shape):
@@ -558,7 +558,7 @@ def _output_builder(result, fetches, ctx):
     """Registers the graph tensors of ``result`` as fetches; returns vals -> structure."""
     leaves = []
     for x in nest.flatten(result):
-        if _is_variable(x):
+        if is_eager_variable(x):
             x = read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop

@@ -77,7 +77,9 @@ _NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to comput
 
 
 # ============================================================ recording
-def _is_variable(x):
+def is_eager_variable(x):
+    """An EagerVariable (tf.Variable made eagerly or in a trace); module.py's _is_variable is
+    any tf.Variable, graph-mode ones included: a tape watches only eager variables."""
     return isinstance(x, dispatch.eager_variable)
 
 
@@ -365,7 +367,7 @@ def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, out
 # ============================================================ the public class
 def _source_id(x):
     """(id, shape, numpy dtype, is_variable) of a gradient source."""
-    if _is_variable(x):
+    if is_eager_variable(x):
         return x._handle_id, x._value.shape, x._value.dtype
     if isinstance(x, EagerTensor):
         return x._id, x._value.shape, x._value.dtype
@@ -374,7 +376,7 @@ def _source_id(x):
 
 
 def _target_id(t):
-    if _is_variable(t):
+    if is_eager_variable(t):
         return t._handle_id, t._value.shape, t._value.dtype
     if not isinstance(t, EagerTensor):
         t = convert_to_tensor(t)
@@ -465,7 +467,7 @@ class GradientTape:
         if self._tape is None:
             self._tape = _Tape(self._persistent)
         for t in nest.flatten(tensor):
-            if _is_variable(t):
+            if is_eager_variable(t):
                 self._tape.watch_variable(t)
                 if self._graph_state is not None:
                     self._graph_state.watched.add(t._handle_id)
@@ -542,7 +544,7 @@ class GradientTape:
             for og, (shape, dt) in zip(output_gradients, tshapes):
                 if og is None:
                     ogs.append(None)
-                elif _is_variable(og):
+                elif is_eager_variable(og):
                     ogs.append(EagerTensor(og._value))
                 elif isinstance(og, EagerTensor):
                     ogs.append(og)
@@ -665,7 +667,7 @@ class GradientTape:
         gs = self._graph_state
         xs, watched = [], []
         for s in flat_sources:
-            if _is_variable(s):
+            if is_eager_variable(s):
                 xs.append(dispatch.read_in_trace(s, None))
                 watched.append(gs is None or s._handle_id in gs.watched or
                                (self._watch_accessed_variables and s.trainable))
