@@ -49,7 +49,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "keras/layers.py": [("autograph", IMPORT_TIME)],
     "kernel_explain.py": [("codegen.backend", LLVMLITE), ("codegen.kernel", LLVMLITE)],
     "ops/control_flow_ops.py": [("passes.ir", IMPORT_TIME)],
-    "ops/logging_ops.py": [("cache.elf", COMPILER)],
+    "ops/logging_ops.py": [("cache.elf", COMPILER), ("hashlib", IMPORT_TIME + " (OpenSSL: 3-4 ms)")],
     "ops/random_ops.py": [("cache.elf", COMPILER)],
     # from_graph builds If / While sub-programs through regions.region_node, which calls
     # from_graph for each branch / body: one recursion split over two modules
@@ -105,7 +105,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 42
+    assert sum(listed.values()) <= 43
 
 
 def test_no_module_imports_a_private_name_of_another():
