@@ -92,6 +92,7 @@ class KernelBuilder(LoweringContext):
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
+        self.futex = self.x86 and "linux" in (triple or "x86_64-unknown-linux-gnu")   # barrier waiters sleep (sync.py)
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
         self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
