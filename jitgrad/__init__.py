@@ -6,7 +6,7 @@ import importlib as _importlib
 import sys as _sys
 import types as _types
 from .convert import _is_tensorlike
-# Registers every op; before eager.py, which ops/array_ops.py and eager.py import each other around.
+# Registers every op (each op module registers its own when imported).
 from .ops import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops  # noqa: F401
 
 __version__ = "0.1.0"

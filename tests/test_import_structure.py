@@ -166,7 +166,7 @@ def _cycles(graph):
 # import cycles at the top level that remain (may only shrink)
 TOP_LEVEL_CYCLES = [
     ["jitgrad.context", "jitgrad.errors", "jitgrad.graph", "jitgrad.shapes"],
-    ["jitgrad.eager", "jitgrad.ops.array_ops", "jitgrad.ops.array_ops_dynamic"],
+    ["jitgrad.ops.array_ops", "jitgrad.ops.array_ops_dynamic"],   # one module in two files
 ]
 
 
