@@ -6,7 +6,8 @@ import importlib as _importlib
 import sys as _sys
 import types as _types
 from .convert import _is_tensorlike
-from .ops.registry import apply_op
+# Registers every op (each op module registers its own when imported).
+from .ops import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -20,8 +21,8 @@ from .eager import EagerTensor  # noqa: E402
 from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_ops as _l, nn_ops as _n  # noqa: E402
 from .ops import overloads as _overloads  # noqa: E402
 from .convert import convert_to_tensor  # noqa: E402
-from .gradients import AggregationMethod, UnconnectedGradients, gradients, hessians  # noqa: E402
-from .gradients import gradients_v1 as _gradients_v1, hessians_v1 as _hessians_v1  # noqa: E402
+from .gradients import AggregationMethod, UnconnectedGradients, gradients, gradients_v1 as _gradients_v1  # noqa: E402
+from .hessians import hessians, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
 from . import variables as _v, context as _ctx, session as _s, dispatch as _dispatch  # noqa: E402
@@ -93,8 +94,9 @@ linalg = _module("linalg", matmul=matmul,
                      matmul(a, expand_dims(b, -1), transpose_a=transpose_a), [-1], name=name))
 math.reduce_logsumexp = reduce_logsumexp = _n.reduce_logsumexp
 math.log_sigmoid = _n.log_sigmoid
-for _name in ("sigmoid_cross_entropy_with_logits", "l2_loss", "bias_add", "log_sigmoid", "silu"):
+for _name in ("sigmoid_cross_entropy_with_logits", "bias_add", "log_sigmoid", "silu"):
     setattr(nn, _name, getattr(_n, _name))
+nn.l2_loss = _r.l2_loss
 nn.swish = _n.silu
 v1 = _module(
     "compat.v1", placeholder=_a.placeholder, placeholder_with_default=_a.placeholder_with_default,
@@ -109,17 +111,13 @@ v1 = _module(
 compat = _module("compat", v1=v1)
 softmax = _n.softmax
 expm1, log1p = _m.expm1, _m.log1p
-control_dependencies = lambda control_inputs: get_default_graph().control_dependencies(control_inputs)  # noqa: E731
+control_dependencies = _ctx.control_dependencies
 
 
 name_scope = _ctx.name_scope
 
 
-group = _v.group
-
-
-def no_op(name=None):
-    return apply_op("NoOp", [], {}, name=name or "NoOp")
+group, no_op = _v.group, _v.no_op
 
 
 def _session_for(fetches, session):

@@ -50,9 +50,12 @@ import numpy as np
 
 from . import dtypes
 from .convert import convert_to_tensor
-from .gradients import _as_list, _to_graph_tensor, gradients
+from .control_flow import cond
+from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_graph_tensor
 from .graph import Tensor
 from .ops.array_ops import _spec_index
+from .ops.math_ops import is_finite
+from .ops.reduction_ops import reduce_all
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
 
@@ -622,9 +625,6 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     dense pass, chosen at run time (a cond: finite inputs pay only the finiteness test).
     The per-row graph computes 0 * nan = nan at positions a one-hot row skips, e.g. the
     hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not row 1."""
-    from .control_flow import cond
-    from .ops.math_ops import is_finite
-    from .ops.reduction_ops import reduce_all
     factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
     keep = [k for k, r in enumerate(fast) if r is not None]
     if not factors or not keep:

@@ -48,6 +48,7 @@ from .cache import default_cache
 from .cache.native import load as load_native
 from .codegen import compile_server, parallel as _par
 from .codegen.persistent import init_persistent
+from .codegen.lowering_tables import unsupported_ops
 from .codegen.target import current, foreign_code
 from .shape_specialise import specialiser_for
 from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
@@ -426,7 +427,6 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     plan.program = program
     if kernel is None:
         from .codegen.irutil import Unsupported
-        from .codegen.lowering_tables import unsupported_ops
         bad = unsupported_ops(program)
         if bad:
             plan.fallback, plan.reason = True, f"ops without a lowering: {', '.join(bad)}"

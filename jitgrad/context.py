@@ -16,6 +16,7 @@ _global_graph = [None]
 # compat.v1.disable_tensor_equality() / disable_v2_behavior() turned it off.
 _tensor_equality = [True]
 functions_run_eagerly = [False]   # tf.config.run_functions_eagerly (config.py)
+traces = []   # jitgrad.function's traces being built, innermost last (function.py's _TraceContext)
 
 
 def _stack():
@@ -35,6 +36,23 @@ def reset_global_default_graph():
     if _stack():
         raise AssertionError("Do not use tf.reset_default_graph() to clear nested graphs.")
     _global_graph[0] = None
+
+
+def current_trace(graph=None):
+    """The jitgrad.function trace building ``graph`` (default: the default graph) or a
+    graph it encloses, or None."""
+    g = graph if graph is not None else get_default_graph()
+    while g is not None:
+        for ctx in reversed(traces):
+            if ctx.graph is g:
+                return ctx
+        g = getattr(g, "outer_graph", None)   # a cond branch / loop body traced inside the function
+    return None
+
+
+def control_dependencies(control_inputs):
+    """``tf.control_dependencies`` (the default graph's)."""
+    return get_default_graph().control_dependencies(control_inputs)
 
 
 def get_default_graph():

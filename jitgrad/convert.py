@@ -8,6 +8,7 @@ import numpy as np
 
 from . import context, dispatch, dtypes
 from .graph import Tensor
+from .ops.registry import apply_op
 
 _INT32 = np.iinfo(np.int32)
 
@@ -170,9 +171,8 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
             return value
         return _graph_const(value._value, graph, name or "Const")
     if _contains_tensor(value):
-        from .ops import array_ops
         items = [convert_to_tensor(v, dtype=want, graph=graph) for v in value]
-        return array_ops.stack(items, name=name or "packed")
+        return dispatch.stack(items, name=name or "packed")
     if want is None and preferred_dtype is not None:
         try:
             arr = to_numpy(value, preferred_dtype)
@@ -186,10 +186,9 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
 
 
 def _graph_const(arr, graph, name):
-    from .ops import registry   # ops/ imports this module
     g = graph or context.get_default_graph()
     with _in_graph(g):
-        return registry.apply_op("Const", [], {"value": arr, "dtype": dtypes.as_dtype(arr.dtype)}, name=name)
+        return apply_op("Const", [], {"value": arr, "dtype": dtypes.as_dtype(arr.dtype)}, name=name)
 
 
 class _in_graph:

@@ -23,7 +23,6 @@ import inspect
 from . import context, nest, tape
 from .convert import convert_to_tensor
 from .ops.registry import apply_op
-from .function import _current_trace
 from .ops.math_ops import identity
 
 
@@ -119,7 +118,7 @@ def _variables_between(flat_args, flat_result):
     if not flat_result:
         return []
     graph = flat_result[0].graph
-    trace = _current_trace(graph)
+    trace = context.current_trace(graph)
     by_key = dict(trace.variables) if trace is not None else {v._attrs["var"]: v for v in graph._variables}
     stop = {id(a) for a in flat_args}
     seen, found = set(), {}

@@ -21,6 +21,7 @@ from .graph import Tensor
 from .eager import EagerTensor
 from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r
 from .ops.array_ops import get_static_value
+from .variables import group, no_op
 
 
 def _eager():
@@ -30,7 +31,6 @@ def _eager():
 def _no_op():
     if _eager():
         return None
-    from . import no_op
     return no_op(name="static_checks_determined_all_ok")
 
 
@@ -288,7 +288,6 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
         got], summarize=summarize) for got, want, x, dim, origin in runtime]
     if _eager():
         return None
-    from .variables import group
     return group(*checks, name=name or "assert_shapes")
 
 
@@ -316,8 +315,7 @@ def check_numerics(tensor, message, name=None):
     check = assert_op(ok, [has_nan, has_inf], {"summarize": 3, "numerics": str(message)}, name or "CheckNumerics")
     if _eager():
         return x
-    from . import control_dependencies
-    with control_dependencies([check]):
+    with context.control_dependencies([check]):
         return _a.identity(x)
 
 

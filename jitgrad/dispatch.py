@@ -19,6 +19,14 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
   make_runner(session, elements, fed, struct) -> runner or None
                                          jitgrad.fast_runner.runner_for, set with it (None
                                          until the compiler is loaded)
+  stack(values, name=...) -> Tensor    ops/array_ops.py: tf.stack, which convert_to_tensor
+                                         packs a list holding tensors with (TF's autopacking,
+                                         which array_ops registers too; convert.py is below ops/)
+  read_in_trace(var, graph) -> Tensor  function.py: an eager variable's value inside the
+                                         jitgrad.function trace (tape.py is below function.py)
+  default_session_for(graph, session) -> Session
+                                         session.py: the session Tensor.eval and
+                                         Operation.run use (graph.py sits below session.py)
 """
 eager_execute = None
 eager_types = frozenset()
@@ -27,3 +35,6 @@ eager_variable = ()
 batch_execute = None
 compiled_execute = None
 make_runner = None
+default_session_for = None
+read_in_trace = None
+stack = None

@@ -11,7 +11,7 @@ import numpy as np
 from . import context, dispatch, dtypes
 from .errors import InvalidArgumentError
 from .graph import _Reference
-from .ops import array_ops, registry
+from .ops.registry import apply_op
 from .shapes import TensorShape
 
 _ids = itertools.count(1)
@@ -101,7 +101,9 @@ class EagerTensor:
     def __iter__(self):
         if self._value.ndim == 0:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        return iter(array_ops.unstack(self))
+        # tf.unstack along axis 0 (ops/array_ops.py builds on this module, so its op by name)
+        out = apply_op("Unpack", [self], {"num": self._value.shape[0], "axis": 0}, name="unstack")
+        return iter(out if isinstance(out, (tuple, list)) else (out,))
 
     def _scalar(self, kind):
         if self._value.size != 1:

@@ -17,7 +17,7 @@ from . import context, dispatch, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
-from .function import _commit_region_write_in_trace, _read_in_trace, _update_in_trace
+from .function import commit_region_write_in_trace, read_in_trace, update_in_trace
 from .graph import _Reference
 from .ops import overloads
 from .shapes import TensorShape
@@ -86,20 +86,20 @@ class EagerVariable(Variable):
     # ---------------------------------------------------------------- reads
     def _jitgrad_to_tensor(self, graph=None):
         if graph is not None or not context.executing_eagerly():
-            return _read_in_trace(self, graph)
+            return read_in_trace(self, graph)
         return self._eager_read()
 
     def _graph_tensor(self):
-        return _read_in_trace(self, None)
+        return read_in_trace(self, None)
 
     # ---------------------------------------------------------------- inside control flow (ops/control_flow_ops.py)
     _region_key = property(lambda self: self._key)
 
     def _top_read(self):
-        return _read_in_trace(self, None)
+        return read_in_trace(self, None)
 
     def _commit_region_write(self, op, value):
-        _commit_region_write_in_trace(self, op, value)
+        commit_region_write_in_trace(self, op, value)
 
     def _eager_read(self):
         t = EagerTensor(self._value)
@@ -136,7 +136,7 @@ class EagerVariable(Variable):
 
     def _update(self, op_type, value, name, read_value):
         if not context.executing_eagerly():
-            return _update_in_trace(self, op_type, value, name, read_value)
+            return update_in_trace(self, op_type, value, name, read_value)
         t = self._convert_value(value)
         if op_type == "Assign":
             self._check_shape(t._value.shape, "assign")

@@ -31,7 +31,7 @@ from .ops import array_ops, math_ops
 from .ops.registry import apply_op
 from .session import ConfigProto, Session
 from .shapes import TensorShape
-from .tape import _is_variable
+from .tape import is_eager_variable
 from .errors import InvalidArgumentError
 
 
@@ -66,8 +66,7 @@ class TensorSpec:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
 
 
-# ============================================================ trace state
-_traces = []
+# ============================================================ trace state (the stack of traces is context.traces)
 
 
 class _TraceContext:
@@ -85,18 +84,8 @@ class _TraceContext:
         self.assert_statements = False   # AutoGraph's Feature.ASSERT_STATEMENTS (autograph/asserts.py)
 
 
-def _current_trace(graph=None):
-    g = graph if graph is not None else context.get_default_graph()
-    while g is not None:
-        for ctx in reversed(_traces):
-            if ctx.graph is g:
-                return ctx
-        g = getattr(g, "outer_graph", None)   # a cond branch / loop body traced inside the function
-    return None
-
-
-def _read_in_trace(var, graph):
-    ctx = _current_trace(graph)
+def read_in_trace(var, graph):
+    ctx = context.current_trace(graph)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "
                         "(tf.function); create a graph-mode tf.Variable inside the graph instead.")
@@ -125,8 +114,11 @@ def _read_in_trace(var, graph):
     return t
 
 
-def _update_in_trace(var, op_type, value, name, read_value):
-    ctx = _current_trace(None)
+dispatch.read_in_trace = read_in_trace
+
+
+def update_in_trace(var, op_type, value, name, read_value):
+    ctx = context.current_trace(None)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
     fg = in_region()
@@ -144,7 +136,7 @@ def _update_in_trace(var, op_type, value, name, read_value):
                  "validate_shape": True}
         prev = ctx.var_writes.get(h)
         if prev is not None and op_type != "Assign":
-            # Chain updates through dataflow (see _read_in_trace): v' = previous value +/- delta.
+            # Chain updates through dataflow (see read_in_trace): v' = previous value +/- delta.
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(ctx.var_values[h], v)
             op_type = "Assign"
         deps = list(ctx.var_ops.get(h, []))
@@ -158,11 +150,11 @@ def _update_in_trace(var, op_type, value, name, read_value):
     return out if read_value else out.op
 
 
-def _commit_region_write_in_trace(var, op, value):
+def commit_region_write_in_trace(var, op, value):
     """An If / While op of the trace assigned ``var`` (inside a branch / body) and
     writes it when it runs: a write like an Assign (it reads the variable's value
     so far as an input, later reads see ``value``), run on every call."""
-    ctx = _current_trace(op.graph)
+    ctx = context.current_trace(op.graph)
     h = var._handle_id
     ctx.variables[var._key] = var
     ctx.var_writes[h] = op
@@ -235,7 +227,7 @@ def _leaf_key(x):
         return ("T", x._value.shape, x._value.dtype.str)
     if isinstance(x, np.ndarray):
         return ("T", x.shape, dtypes.as_dtype(x.dtype).np.str)
-    if _is_variable(x):
+    if is_eager_variable(x):
         return ("V", x._handle_id)
     if isinstance(x, Tensor):
         raise TypeError("A symbolic graph Tensor cannot be passed to a jitgrad.function called eagerly.")
@@ -403,7 +395,7 @@ class Function:
                             f"signature, got {len(flat)}.")
         converted = []
         for v, spec in zip(flat, self._input_signature):
-            if _is_variable(v):
+            if is_eager_variable(v):
                 v = v.read_value()
             t = convert_to_tensor(v, dtype=spec.dtype) if not isinstance(v, EagerTensor) else v
             if t.dtype != spec.dtype or not spec.shape.is_compatible_with(t.shape):
@@ -538,7 +530,7 @@ class Function:
         ctx.autograph = bool(self._autograph)
         from .autograph.asserts import converts_asserts
         ctx.assert_statements = bool(self._autograph) and converts_asserts(self._autograph_options)
-        _traces.append(ctx)
+        context.traces.append(ctx)
         try:
             with g.as_default():
                 targs = tuple(nest.map_structure(lambda x, n=n: to_placeholder(x, n), a)
@@ -550,7 +542,7 @@ class Function:
                 fetches = []
                 build = _output_builder(result, fetches, ctx)
         finally:
-            _traces.remove(ctx)
+            context.traces.remove(ctx)
         concrete = ConcreteFunction(g, placeholders, fetches, build, ctx, self._name)
         concrete._traced_call = (self._python_function, args, kwargs)   # for its printed signature
         concrete._spec_names = spec_names
@@ -566,8 +558,8 @@ def _output_builder(result, fetches, ctx):
     """Registers the graph tensors of ``result`` as fetches; returns vals -> structure."""
     leaves = []
     for x in nest.flatten(result):
-        if _is_variable(x):
-            x = _read_in_trace(x, ctx.graph)
+        if is_eager_variable(x):
+            x = read_in_trace(x, ctx.graph)
         if isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
                 raise out_of_scope_error(x, ctx.graph)

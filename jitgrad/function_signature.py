@@ -16,7 +16,7 @@ import numpy as np
 
 from .shapes import TensorShape
 from .convert import _is_tensorlike
-from .tape import _is_variable
+from .tape import is_eager_variable
 from .nest import flatten
 
 _KINDS = {
@@ -97,7 +97,7 @@ def pretty_signature(concrete, verbose=True):
     placeholders = iter(concrete.inputs)
 
     def input_text(value):
-        if _is_variable(value):
+        if is_eager_variable(value):
             return (f"VariableSpec(shape={value.shape}, dtype=tf.{value.dtype.name}, "
                     f"trainable={value.trainable}, alias_id=0)")
         ph = next(placeholders)
@@ -110,7 +110,7 @@ def pretty_signature(concrete, verbose=True):
     lines.append("Output Type:")
     lines.append("  " + value_text(concrete.structured_outputs, lambda t: spec_text(t.shape, t.dtype)))
     lines.append("Captures:")
-    passed = {id(v) for v in flatten((args, kwargs)) if _is_variable(v)}
+    passed = {id(v) for v in flatten((args, kwargs)) if is_eager_variable(v)}
     caps = [v for v in concrete.captured_variables if id(v) not in passed]   # arguments are not captures
     if not caps:
         lines.append("  None")

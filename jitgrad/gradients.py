@@ -1,4 +1,4 @@
-"""``tf.gradients`` and ``tf.hessians``: reverse-mode differentiation that
+"""``tf.gradients``: reverse-mode differentiation that
 adds backward ops to the graph.
 
 This follows TensorFlow's gradients_util closely, because the order in which
@@ -11,7 +11,7 @@ import enum
 from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
-from .ops import array_ops, math_ops
+from .ops import math_ops
 from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
 
 
@@ -42,11 +42,11 @@ def is_trainable(t):
     return t.dtype.is_floating or t.dtype.is_complex
 
 
-def _as_list(x):
+def as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def _to_graph_tensor(x, what):
+def to_graph_tensor(x, what):
     conv = getattr(x, "_graph_tensor", None)
     if conv is not None:
         x = conv()
@@ -142,13 +142,13 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         unconnected_gradients = UnconnectedGradients(unconnected_gradients)
     except ValueError:
         raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}") from None
-    ys = [_to_graph_tensor(y, "ys") for y in _as_list(ys)]
-    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
-    stop = [_to_graph_tensor(s, "stop_gradients") for s in _as_list(stop_gradients)] if stop_gradients is not None else []
+    ys = [to_graph_tensor(y, "ys") for y in as_list(ys)]
+    xs = [to_graph_tensor(x, "xs") for x in as_list(xs)]
+    stop = [to_graph_tensor(s, "stop_gradients") for s in as_list(stop_gradients)] if stop_gradients is not None else []
     if grad_ys is None:
         grad_ys = [None] * len(ys)
     else:
-        grad_ys = _as_list(grad_ys)
+        grad_ys = as_list(grad_ys)
     if len(grad_ys) != len(ys):
         raise ValueError(f"Length mismatch. Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
     graph = ys[0].graph
@@ -260,54 +260,3 @@ def gradients_v1(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with
     """``tf.compat.v1.gradients``: TF 1's order, with the (ignored: one device) colocate flag 5th."""
     return gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
                      unconnected_gradients)
-
-
-def hessians_v1(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
-                aggregation_method=None):
-    """``tf.compat.v1.hessians``: TF 1's order."""
-    return hessians(ys, xs, gate_gradients, aggregation_method, name)
-
-
-def hessians(ys, xs, gate_gradients=False, aggregation_method=None, name="hessians"):
-    """``tf.hessians`` (TF 2's argument order): for each x, the Hessian of sum(ys), shaped x.shape + x.shape.
-
-    One batched backward pass over the gradient graph per x (batched_gradients.py);
-    the per-row loop below (one gradient graph per element of x) is the fallback
-    where that is not possible.
-    """
-    if context.executing_eagerly():
-        raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
-                           "Use tf.GradientTape instead.")
-    from . import batched_gradients as _bg
-    try:
-        return _bg.batched_hessians(ys, xs, name=name, aggregation_method=aggregation_method)
-    except _bg.Unsupported:
-        pass
-    return _hessians_per_row(ys, xs, name, gate_gradients, aggregation_method)
-
-
-def _hessians_per_row(ys, xs, name="hessians", gate_gradients=False, aggregation_method=None):
-    xs = [_to_graph_tensor(x, "xs") for x in _as_list(xs)]
-    kwargs = dict(gate_gradients=gate_gradients, aggregation_method=aggregation_method)
-    grads = gradients(ys, xs, **kwargs)
-    hessians_out = []
-    for g, x in zip(grads, xs):
-        if g is None:
-            raise ValueError(f"Tried to convert 'tensor' to a tensor and failed. Error: None values not "
-                             f"supported. (tf.hessians: the gradient with respect to {x.name} is None)")
-        if not x.shape.is_fully_defined():
-            from .loop_jacobians import loop_hessian   # rows by a while_loop over x's run-time size
-            hessians_out.append(loop_hessian(g, x, name, kwargs))
-            continue
-        n = x.shape.num_elements()
-        flat = array_ops.reshape(g, [-1])
-        rows = []
-        for i in range(n):
-            row = gradients(flat[i], x, **kwargs)[0]
-            if row is None:
-                raise ValueError(f"None values not supported. (tf.hessians: the gradient with respect to "
-                                 f"{x.name} does not depend on {x.name})")
-            rows.append(row)
-        h = array_ops.stack(rows, name=name) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
-        hessians_out.append(array_ops.reshape(h, x.shape.as_list() + x.shape.as_list()))
-    return hessians_out

@@ -3,7 +3,7 @@ import contextlib
 import itertools
 import re
 
-from . import context
+from . import context, dispatch
 from .errors import InaccessibleTensorError
 from .graph_def import graph_def
 from .shapes import as_shape
@@ -190,8 +190,7 @@ class Operation:
         return {"name": self.name, "op": self.type, "input": [t.name for t in self.inputs], "attr": self.attrs}
 
     def run(self, feed_dict=None, session=None):
-        from .session import _default_session_for
-        _default_session_for(self.graph, session).run(self, feed_dict)
+        dispatch.default_session_for(self.graph, session).run(self, feed_dict)
 
     def __repr__(self):
         return f"<tf.Operation '{self.name}' type={self.type}>"
@@ -242,8 +241,7 @@ class Tensor:
         return [op for op in self.graph._ops if any(t is self for t in op.inputs)]
 
     def eval(self, feed_dict=None, session=None):
-        from .session import _default_session_for
-        return _default_session_for(self.graph, session).run(self, feed_dict)
+        return dispatch.default_session_for(self.graph, session).run(self, feed_dict)
 
     def ref(self):
         return _Reference(self)

@@ -4,6 +4,7 @@ time, where the kernel came from), and why a run would recompile."""
 import os
 
 from .cache import key as cache_key
+from .codegen.target import from_key
 from .compiler import _disk, _kernels, _klock, build_pre_program, make_plan
 
 class ExplainReport:
@@ -65,7 +66,6 @@ def explain(session, elements, fed):
         return ExplainReport(source="interpreter", key=None, loader=None, timings={}, groups=[], buffers=[],
                              arena_bytes=0, ir="", asm="", **common)
     k = plan.kernel
-    from .codegen.target import from_key
     tgt = from_key(k.meta.get("target"))
     if k.opt_ir is None or not k.report:  # loaded from disk: rebuild the texts (not cached)
         from .codegen.kernel import KernelBuilder

@@ -12,7 +12,6 @@ import contextlib
 
 from . import context, dtypes
 from .func_graph import in_region, outermost
-from .function import _current_trace
 from .gradients import gradients
 from .graph import Tensor
 from .ops import clip_ops, math_ops
@@ -345,7 +344,7 @@ class KerasOptimizer:
 
 
 def _in_trace():
-    return _current_trace() is not None
+    return context.current_trace() is not None
 
 
 class SGD(KerasOptimizer):

@@ -395,7 +395,7 @@ def get_default_session():
     return s[-1] if s else None
 
 
-def _default_session_for(graph, session=None):
+def default_session_for(graph, session=None):
     sess = session or get_default_session()
     if sess is None:
         raise ValueError("Cannot evaluate tensor using `eval()`: No default session is registered. Use "
@@ -404,3 +404,6 @@ def _default_session_for(graph, session=None):
         raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph is different "
                          "from the session's graph.")
     return sess
+
+
+dispatch.default_session_for = default_session_for

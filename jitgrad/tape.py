@@ -44,6 +44,7 @@ from . import context, dispatch, dtypes, eager, nest
 from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
+from .func_graph import in_region
 from .gradients import gradients, UnconnectedGradients
 from .graph import Tensor
 from .loop_jacobians import loop_batch_jacobian, loop_jacobian, zeros_jacobian
@@ -76,7 +77,9 @@ _NON_PERSISTENT_MSG = ("A non-persistent GradientTape can only be used to comput
 
 
 # ============================================================ recording
-def _is_variable(x):
+def is_eager_variable(x):
+    """An EagerVariable (tf.Variable made eagerly or in a trace); module.py's _is_variable is
+    any tf.Variable, graph-mode ones included: a tape watches only eager variables."""
     return isinstance(x, dispatch.eager_variable)
 
 
@@ -364,7 +367,7 @@ def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, out
 # ============================================================ the public class
 def _source_id(x):
     """(id, shape, numpy dtype, is_variable) of a gradient source."""
-    if _is_variable(x):
+    if is_eager_variable(x):
         return x._handle_id, x._value.shape, x._value.dtype
     if isinstance(x, EagerTensor):
         return x._id, x._value.shape, x._value.dtype
@@ -373,7 +376,7 @@ def _source_id(x):
 
 
 def _target_id(t):
-    if _is_variable(t):
+    if is_eager_variable(t):
         return t._handle_id, t._value.shape, t._value.dtype
     if not isinstance(t, EagerTensor):
         t = convert_to_tensor(t)
@@ -384,7 +387,6 @@ def _as_seen_here(t):
     """A tensor of an enclosing graph as the branch / loop body being built sees it
     (its capture: a tape opened inside an AutoGraph loop body watching a function
     input); any other tensor as it is."""
-    from .func_graph import in_region
     fg = in_region()
     if fg is None or t.graph is fg:
         return t
@@ -465,7 +467,7 @@ class GradientTape:
         if self._tape is None:
             self._tape = _Tape(self._persistent)
         for t in nest.flatten(tensor):
-            if _is_variable(t):
+            if is_eager_variable(t):
                 self._tape.watch_variable(t)
                 if self._graph_state is not None:
                     self._graph_state.watched.add(t._handle_id)
@@ -542,7 +544,7 @@ class GradientTape:
             for og, (shape, dt) in zip(output_gradients, tshapes):
                 if og is None:
                     ogs.append(None)
-                elif _is_variable(og):
+                elif is_eager_variable(og):
                     ogs.append(EagerTensor(og._value))
                 elif isinstance(og, EagerTensor):
                     ogs.append(og)
@@ -662,12 +664,11 @@ class GradientTape:
 
     # ---------------------------------------------------------------- graph mode (inside jitgrad.function)
     def _graph_sources(self, flat_sources):
-        from .function import _read_in_trace
         gs = self._graph_state
         xs, watched = [], []
         for s in flat_sources:
-            if _is_variable(s):
-                xs.append(_read_in_trace(s, None))
+            if is_eager_variable(s):
+                xs.append(dispatch.read_in_trace(s, None))
                 watched.append(gs is None or s._handle_id in gs.watched or
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):

@@ -5,12 +5,12 @@ import itertools
 from . import context, dispatch
 from .convert import convert_to_tensor, to_numpy
 from .func_graph import in_region
-from .function import _current_trace, create_variable_in_trace
+from .function import create_variable_in_trace
 from .ops.control_flow_ops import assign_in_region
 from .ops import overloads
 from .ops.registry import apply_op
 from .passes.prune import prune
-from .session import _default_session_for
+from .session import default_session_for
 from .shapes import TensorShape
 
 _var_ids = itertools.count()
@@ -44,7 +44,7 @@ class Variable(metaclass=_VariableMeta):
             for observe in creation_observers:
                 observe(var)
             return var
-        trace = _current_trace()
+        trace = context.current_trace()
         if trace is not None:
             return create_variable_in_trace(trace, initial_value, trainable=trainable, name=name, dtype=dtype,
                                             shape=shape)
@@ -162,7 +162,7 @@ class GraphVariable(Variable):
         return self._value.eval(session=session)
 
     def load(self, value, session=None):
-        _default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
+        default_session_for(self.graph, session)._store.write(self._attrs["var"], to_numpy(value, self.dtype))
 
     def __repr__(self):
         return f"<tf.Variable '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
@@ -215,6 +215,10 @@ def group(*inputs, name=None):
         return None
     with context.get_default_graph().control_dependencies([i for i in inputs if i is not None]):
         return apply_op("NoOp", [], {}, name=name or "group_deps")
+
+
+def no_op(name=None):
+    return apply_op("NoOp", [], {}, name=name or "NoOp")
 
 
 def global_variables():

@@ -13,7 +13,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad import batched_gradients as bg
-from jitgrad.gradients import _hessians_per_row
+from jitgrad.hessians import _hessians_per_row
 
 from _graph_testing import session
 

@@ -18,7 +18,8 @@ from jitgrad.passes import ir
 from jitgrad.passes.prune import prune
 
 CODEGEN = os.path.dirname(kernel.__file__)
-LOWERINGS = sorted(glob.glob(os.path.join(CODEGEN, "lower_*.py")))
+# the modules that get a `kb`: each kind of op's lowering, and the run-time stacks two of them share
+LOWERINGS = sorted(glob.glob(os.path.join(CODEGEN, "lower_*.py"))) + [os.path.join(CODEGEN, "stacks.py")]
 
 
 def _program(fetches, feeds):

@@ -10,6 +10,8 @@ Python's assert.
 """
 import enum
 
+from .. import context
+from ..assert_ops import Assert
 from ..graph import Tensor
 
 
@@ -37,10 +39,8 @@ def converts_asserts(options):
 def assert_stmt(test, message):
     """The converted ``assert test, message()``."""
     if isinstance(test, Tensor):
-        from ..function import _current_trace
-        ctx = _current_trace(test.graph)
+        ctx = context.current_trace(test.graph)
         if ctx is not None and getattr(ctx, "assert_statements", False):
-            from ..assert_ops import Assert
             text = message()
             return Assert(test, [text if text is not None else "Assertion error"])
     if not test:

@@ -13,7 +13,6 @@ from ..convert import convert_to_tensor
 from ..func_graph import trace
 from ..graph import Tensor
 from ..ops import array_ops, math_ops
-from ..function import _current_trace
 from .staged_tensor_array import with_tensor_arrays
 
 _LEGAL_LOOP_TYPES = "Tensor, int, float, bool or a list, tuple or dict thereof"
@@ -261,7 +260,7 @@ def _dry(fn):
     what it returns is inspected, the ops it made never run."""
     if context.executing_eagerly():
         return fn()
-    ctx = _current_trace()
+    ctx = context.current_trace()
     n_stateful = len(ctx.stateful) if ctx is not None else 0
     try:
         _, _, result = trace("tmp", fn, [])

@@ -72,6 +72,7 @@ import threading
 import time
 from collections import OrderedDict
 from .. import __version__ as jv
+from .native import llvm_host_facts
 
 log = logging.getLogger("jitgrad.cache")
 
@@ -235,7 +236,6 @@ def _host_identity():
 
 def ask_llvm():
     """LLVM's own host facts (imports llvmlite.binding; jitgrad.cache.native)."""
-    from .native import llvm_host_facts
     return llvm_host_facts()
 
 

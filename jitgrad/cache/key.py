@@ -42,8 +42,10 @@ import logging
 import os
 import threading
 
+import numpy as np
+
 from ..codegen.target import current_key
-from ..passes.ir import freeze
+from ..passes.ir import Program
 from .disk import environment_fingerprint, make_key
 
 CODEGEN_VERSION = "codegen-12"   # 12: target-chosen matmul blocking, control-flow regions
@@ -130,8 +132,23 @@ def _program_summaries(program):
     }
 
 
+def freeze(x):
+    """A hashable, repr-stable form of an attr value."""
+    if isinstance(x, Program):   # a control-flow region (passes/regions.py)
+        return ("program", program_digest(x))
+    if isinstance(x, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in x.items() if not k.startswith("_")))
+    if isinstance(x, (list, tuple)):
+        return tuple(freeze(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.dtype.str, x.shape, hashlib.sha256(x.tobytes()).hexdigest())
+    if hasattr(x, "name") and hasattr(x, "np"):  # DType
+        return ("dtype", x.name)
+    return x
+
+
 def program_digest(program):
-    """One digest of the program's own components (Program.signature: the passes' fixed point)."""
+    """One digest of the program's own components (the pipeline's fixed-point test compares these)."""
     parts = _program_parts(program, False)
     return _digest([_digest(parts[c]) for c in PROGRAM_COMPONENTS])
 

@@ -24,7 +24,9 @@ _LOCK = threading.Lock()
 _LOAD_LOCK = threading.Lock()
 
 
-def _llvm():
+def llvm_binding():
+    """llvmlite.binding with the native target initialised (once): imported here, on
+    first use, so a process whose kernels all come from the disk cache never loads it."""
     global _INIT
     import llvmlite.binding as llvm
     if not _INIT:
@@ -45,7 +47,7 @@ def llvm_host_facts():
     every TargetMachine is built from."""
     global _FACTS
     if _FACTS is None:
-        llvm = _llvm()
+        llvm = llvm_binding()
         try:
             features = llvm.get_host_cpu_features().flatten()
         except Exception:  # not available on some hosts
@@ -60,7 +62,7 @@ def host_target_machine(opt=3, **kwargs):
     A fresh one per call: `create_mcjit_compiler` takes ownership of the one it gets
     (and frees it with the engine), so one given to MCJIT must never be shared."""
     facts = llvm_host_facts()
-    target = _llvm().Target.from_triple(facts["triple"])
+    target = llvm_binding().Target.from_triple(facts["triple"])
     return target.create_target_machine(cpu=facts["cpu"], features=facts["features"], opt=opt, **kwargs)
 
 
@@ -68,7 +70,7 @@ def load_object(payload, symbol="entry"):
     """MCJIT: -> (engine, address of `symbol`; None when `symbol` is None).  The machine code
     lives as long as `engine` does.  Raises KeyError if the object does not define `symbol`,
     RuntimeError if LLVM refuses it."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     for name, addr in elf.EXTRA_SYMBOLS.items():   # jitgrad's own functions a kernel calls (ops/logging_ops.py)
         llvm.add_symbol(name, addr)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(opt=0))

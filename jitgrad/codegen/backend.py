@@ -14,8 +14,10 @@ import threading
 import time
 
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
 
 from . import target as _target
+from ..cache.disk import ask_llvm, confirm_host_facts
 
 _lock = threading.Lock()
 _tms = {}     # Target.key() -> TargetMachine used for optimising and emitting (never given to MCJIT)
@@ -32,8 +34,7 @@ def target_machine(target=None):
             tm = _tms.get(target.key())
             if tm is None:
                 if target.is_host:
-                    from ..cache.disk import ask_llvm, confirm_host_facts
-                    confirm_host_facts(ask_llvm())
+                                    confirm_host_facts(ask_llvm())
                 tm = _tms[target.key()] = target.target_machine(opt=3)
     return tm
 
@@ -43,7 +44,6 @@ def _run_unlocked(mpm, mod, pb):
     every LLVM call of the process), for a worker thread whose module, context,
     pass builder and TargetMachine are its own: LLVM itself allows concurrent
     compilation in separate contexts.  Falls back to the locked call."""
-    from llvmlite.binding import ffi
     fn = getattr(ffi.lib.LLVMPY_RunNewModulePassManager, "_cfn", None)
     if fn is None:
         mpm.run(mod, pb)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .fusion_plan import BLOCK_ELEMS, root, unit_reads
 from .irutil import ALIGN, value_bytes
-from .lower_reduction import _acc_dtype
+from .lower_reduction import acc_dtype
 
 
 @dataclass(eq=False)
@@ -82,7 +82,7 @@ def plan_buffers(program, fusion, slot_of_val, copies, temps_needed, persistent_
         if not reds:
             continue
         nb = reduction_blocks(g.runs)
-        partials[gi] = [nb * _acc_dtype(u.rkind, _dtype(program, nodes[u.pos].inputs[0])).size for u in reds]
+        partials[gi] = [nb * acc_dtype(u.rkind, _dtype(program, nodes[u.pos].inputs[0])).size for u in reds]
     intervals = []
     for v in scratch_vals:
         shape, dt = nodes[v.node].outputs[v.index]

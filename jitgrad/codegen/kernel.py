@@ -45,7 +45,7 @@ from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
 from .lower_random import uses_random
-from .lower_reduction import _acc_dtype, _combine, _convert, _finalize, _hreduce, _init
+from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier, emit_exit, emit_join
@@ -92,6 +92,7 @@ class KernelBuilder(LoweringContext):
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
+        self.futex = self.x86 and "linux" in (triple or "x86_64-unknown-linux-gnu")   # barrier waiters sleep (sync.py)
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
         self.persistent_words = 0  # arena words kept from call to call (lower_control.py)
@@ -355,7 +356,7 @@ class KernelBuilder(LoweringContext):
         for u in reds:
             n = self.p.nodes[u.pos]
             dt = self.dtype(n.inputs[0])
-            acc_dt = _acc_dtype(u.rkind, dt)
+            acc_dt = acc_dtype(u.rkind, dt)
             red_info.append((u, n, dt, acc_dt))
         parts = []
         for (u, n, dt, acc_dt), off in zip(red_info, partial_off):
@@ -382,8 +383,8 @@ class KernelBuilder(LoweringContext):
                         p, t = partials[k], dt
                     else:
                         p, t = (av if W > 1 else as_), acc_dt
-                        x = _convert(self, x, dt, acc_dt, W)
-                    b.store(_combine(self, u.rkind, t, b.load(p), x), p)
+                        x = widen(self, x, dt, acc_dt, W)
+                    b.store(combine(self, u.rkind, t, b.load(p), x), p)
                 self.memo = None
 
             def narrow_runs(outer_vals, lo_i, span, accs):
@@ -401,8 +402,8 @@ class KernelBuilder(LoweringContext):
                         body(idx_for(outer_vals + [(b.add(c, k), 1)]), NW, accs, partials)
                     for pv, (u, n, dt, acc_dt), (av, as_) in zip(partials, red_info, accs):
                         if pv is not None:
-                            wide = _convert(self, b.load(pv), dt, acc_dt, NW)
-                            b.store(_combine(self, u.rkind, acc_dt, b.load(av), wide), av)
+                            wide = widen(self, b.load(pv), dt, acc_dt, NW)
+                            b.store(combine(self, u.rkind, acc_dt, b.load(av), wide), av)
                 return end
 
             def idx_for(vals):
@@ -416,8 +417,8 @@ class KernelBuilder(LoweringContext):
                 for u, n, dt, acc_dt in red_info:
                     av = self.alloca(ir.VectorType(reg_type(acc_dt), NW))
                     as_ = self.alloca(reg_type(acc_dt))
-                    b.store(const(acc_dt, _init(u.rkind, dt), NW), av)
-                    b.store(const(acc_dt, _init(u.rkind, dt)), as_)
+                    b.store(const(acc_dt, acc_init(u.rkind, dt), NW), av)
+                    b.store(const(acc_dt, acc_init(u.rkind, dt)), as_)
                     accs.append((av, as_))
                 if not runs:
                     body(idx_for([]), 1, accs)
@@ -458,7 +459,7 @@ class KernelBuilder(LoweringContext):
                                     rec(k + 1, vals + [(ik, 0)])
                             rec(1, [(i0, 0)])
                 for (u, n, dt, acc_dt), (av, as_), pp in zip(red_info, accs, parts):
-                    r = _combine(self, u.rkind, acc_dt, _hreduce(self, u.rkind, acc_dt, b.load(av), NW),
+                    r = combine(self, u.rkind, acc_dt, hreduce(self, u.rkind, acc_dt, b.load(av), NW),
                                  b.load(as_))
                     b.store(r, b.gep(pp, [blk]))
         if reds:
@@ -471,8 +472,8 @@ class KernelBuilder(LoweringContext):
                     b.store(b.load(b.gep(pp, [c64(0)])), acc)
                     if nb > 1:
                         with self.loop(nb, 1) as k:
-                            b.store(_combine(self, u.rkind, acc_dt, b.load(acc), b.load(b.gep(pp, [k]))), acc)
-                    r = _finalize(self, u.rkind, dt, acc_dt, b.load(acc), count, 1)
+                            b.store(combine(self, u.rkind, acc_dt, b.load(acc), b.load(b.gep(pp, [k]))), acc)
+                    r = finalize(self, u.rkind, dt, acc_dt, b.load(acc), count, 1)
                     store_buf(b, ob, [(c64(0), 0)] * len(ob.shape), r, 1)
         return nb
 

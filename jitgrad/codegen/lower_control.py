@@ -26,9 +26,12 @@ The trip count is a runtime value: it is not part of any cache key.
 from llvmlite import ir
 
 from .. import dtypes
+from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Program
 from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
-from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ALLOC, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
+from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_init as _stack_init,
+                     stack_keep as _stack_keep, stack_reserve as _stack_reserve)
+from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, mem_type
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # data pointer, rows, capacity (rows)
@@ -103,22 +106,6 @@ def _propagate_status(kb, status_buf):
     return bad
 
 
-def _copy(kb, dst_ptr, src_ptr, shape, dt):
-    n = 1
-    for d in shape:
-        n *= d
-    if n == 0:
-        return
-    b = kb.b
-    ty = mem_type(dt).as_pointer()
-    d, s = b.bitcast(dst_ptr, ty), b.bitcast(src_ptr, ty)
-    if n == 1:
-        b.store(b.load(s), d)
-        return
-    with kb.loop(n) as i:
-        b.store(b.load(b.gep(s, [i])), b.gep(d, [i]))
-
-
 def _load_i64(kb, buf):
     b = kb.b
     v = b.load(b.bitcast(buf.ptr, mem_type(buf.dtype).as_pointer()))
@@ -163,80 +150,6 @@ def lower_if(kb, node, outs, dry):
             _propagate_status(kb, status)
         for k, out in shaped.items():
             out.finish(kb, outs[k], pred)
-
-
-# ---------------------------------------------------------------- dynamic stacks
-def _desc(kb, buf):
-    return kb.b.bitcast(buf.ptr, I64.as_pointer())
-
-
-def _field(kb, d, k):
-    return kb.b.gep(d, [c64(k)])
-
-
-def _stack_init(kb, d, keep):
-    """An empty stack. keep: None (memory freed when the kernel returns) or
-    the arena word index of the kernel's persistent {pointer, capacity} pair
-    (codegen/persistent.py) it starts from and hands back (``_stack_keep``)."""
-    b = kb.b
-    b.store(c64(0), _field(kb, d, 1))
-    if keep is None:
-        b.store(c64(0), _field(kb, d, 0))
-        b.store(c64(0), _field(kb, d, 2))
-        kb.regions.finish_hooks.append(lambda: _stack_free(kb, d))
-        return
-    pk = _persistent(kb, keep)
-    b.store(b.load(pk), _field(kb, d, 0))
-    b.store(b.load(b.gep(pk, [c64(1)])), _field(kb, d, 2))
-
-
-def _persistent(kb, word):
-    b = kb.b
-    return b.bitcast(b.gep(kb.regions.arena, [c64(kb.regions.persistent_base + 8 * word)]), I64.as_pointer())
-
-
-def _stack_keep(kb, d, keep):
-    if keep is not None:
-        b = kb.b
-        pk = _persistent(kb, keep)
-        b.store(b.load(_field(kb, d, 0)), pk)
-        b.store(b.load(_field(kb, d, 2)), b.gep(pk, [c64(1)]))
-
-
-def _stack_free(kb, d):
-    b = kb.b
-    p = b.load(_field(kb, d, 0))
-    intrinsic(kb.b, "free", ir.VoidType(), [b.inttoptr(p, I8P)])
-
-
-def _stack_reserve(kb, d, rows, row_bytes):
-    """Capacity for at least ``rows`` rows (i64), doubling; sets an error and
-    returns i1 'failed' when memory is exhausted."""
-    b = kb.b
-    cap = b.load(_field(kb, d, 2))
-    grow = b.icmp_signed("<", cap, rows)
-    failed = kb.alloca(I1)
-    b.store(ir.Constant(I1, 0), failed)
-    with b.if_then(grow):
-        twice = b.mul(cap, c64(2))
-        new = b.select(b.icmp_signed(">", twice, rows), twice, rows)
-        new = b.select(b.icmp_signed(">", new, c64(16)), new, c64(16))
-        old = b.inttoptr(b.load(_field(kb, d, 0)), I8P)
-        p = intrinsic(kb.b, "realloc", I8P, [old, b.mul(new, c64(max(row_bytes, 1)))])
-        ok = b.icmp_unsigned("!=", b.ptrtoint(p, I64), c64(0))
-        with b.if_else(ok) as (then, otherwise):
-            with then:
-                b.store(b.ptrtoint(p, I64), _field(kb, d, 0))
-                b.store(new, _field(kb, d, 2))
-            with otherwise:
-                kb.set_error(ir.Constant(I1, 1), ERR_STACK_ALLOC)
-                b.store(ir.Constant(I1, 1), failed)
-    return b.load(failed)
-
-
-def _row_ptr(kb, base, k, row_bytes):
-    b = kb.b
-    return b.gep(b.bitcast(base, I8P), [b.mul(k, c64(row_bytes))])
 
 
 # ---------------------------------------------------------------- While
@@ -423,7 +336,6 @@ def lower_while(kb, node, outs, dry):
 def _call_region_hook(kb, node):
     """ops/logging_ops.py's hook, called with (the top-level region's tag, the node's
     site id, pointers to its input tensors)."""
-    from ..ops.logging_ops import HOOK_SYMBOL
     b = kb.b
     ptrs = [kb.buffers[v].ptr for v in node.inputs]
     block = kb.alloca(ir.ArrayType(I8P, max(len(ptrs), 1)))

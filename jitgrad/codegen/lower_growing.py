@@ -23,6 +23,8 @@ capacity it reserved, so nothing is written out of bounds and nothing leaks.
 from llvmlite import ir
 
 from .irutil import I64, I8, Unsupported, c64
+from .stacks import (copy as _copy, desc as _desc, row_ptr as _row_ptr, stack_init as _stack_init,
+                     stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # the host's descriptor (dynamic_outputs.py)
@@ -54,7 +56,6 @@ class GrowingVar:
     (the While's output buffer for it)."""
 
     def __init__(self, kb, desc, keep, row_shape, dt):
-        from .lower_control import _stack_init
         self.kb, self.d, self.keep = kb, desc, keep
         self.row = _nbytes(row_shape, dt)
         self.dt = dt
@@ -65,7 +66,6 @@ class GrowingVar:
 
     def start(self, src_ptr, entry_shape, failed):
         """Copies the entry value (static shape) in; sets ``failed`` when memory runs out."""
-        from .lower_control import _copy, _stack_reserve
         b = self.kb.b
         rows0 = entry_shape[0]
         with b.if_then(b.not_(b.load(failed))):
@@ -81,7 +81,6 @@ class GrowingVar:
 
     def reserve(self, added):
         """Room for ``added`` more rows; (i1 failed, the variable's data, where the new rows go)."""
-        from .lower_control import _row_ptr, _stack_reserve
         b = self.kb.b
         rows = b.load(self._field(1))
         bad = _stack_reserve(self.kb, self.d, b.add(rows, c64(added)), self.row)
@@ -92,7 +91,6 @@ class GrowingVar:
         b.store(b.add(b.load(self._field(1)), c64(added)), self._field(1))
 
     def finish(self):
-        from .lower_control import _stack_keep
         _stack_keep(self.kb, self.d, self.keep)
 
 
@@ -146,7 +144,6 @@ class BranchShapedOutput:
 
     def start(self, kb, out):
         """Room for the value: (the then branch's output pointer, the else branch's, i1 ok)."""
-        from .lower_control import _desc, _stack_init, _stack_reserve
         b = kb.b
         if self.in_region:
             data, ok = b.inttoptr(b.load(_desc(kb, out)), I8P), ir.Constant(ir.IntType(1), 1)
@@ -183,7 +180,6 @@ class BranchShapedOutput:
 
     def finish(self, kb, out, pred):
         """The descriptor of ``out``: the data and the taken branch's dims where they differ."""
-        from .lower_control import _desc, _stack_keep
         b = kb.b
         desc = _desc(kb, out)
         b.store(b.ptrtoint(self._data, I64), desc)

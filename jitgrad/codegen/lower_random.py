@@ -10,6 +10,8 @@ the handle returns nonzero and the run fails with ERR_RANDOM.
 """
 from llvmlite import ir
 
+from ..ops.random_ops import HOOK_SYMBOL
+
 from .irutil import ERR_RANDOM, I8, I32, I64, c64
 
 I8P = I8.as_pointer()
@@ -32,7 +34,6 @@ def uses_random(program):
 def lower_region_random(kb, node, outs, dry):
     if dry:
         return
-    from ..ops.random_ops import HOOK_SYMBOL
     b = kb.b
     fn = kb.b.module.globals.get(HOOK_SYMBOL)
     if fn is None:

@@ -22,7 +22,9 @@ from ..shapes import normalize_axes
 from .irutil import ERR_GATHER_RANGE, I64, VW, Unsupported, c64, const, iadd, imul, load_buf, reg_type, store_buf, vec_type
 
 
-def _acc_dtype(kind, dt):
+def acc_dtype(kind, dt):
+    """The dtype a ``kind`` reduction of ``dt`` accumulates in (kernel.py's fused reductions and
+    buffer_plan.py's partial sums use it too)."""
     if kind in ("sum", "mean") and dt is dtypes.float32:
         return dtypes.float64
     if kind == "mean" and dt is dtypes.int32:
@@ -30,7 +32,8 @@ def _acc_dtype(kind, dt):
     return dt
 
 
-def _init(kind, dt):
+def acc_init(kind, dt):
+    """The accumulator's starting value."""
     if kind in ("sum", "mean", "any"):
         return 0
     if kind in ("prod", "all"):
@@ -41,7 +44,8 @@ def _init(kind, dt):
     return info.min if kind == "max" else info.max
 
 
-def _combine(kb, kind, dt, acc, x):
+def combine(kb, kind, dt, acc, x):
+    """acc (+) x for a ``kind`` reduction (IR)."""
     b = kb.b
     f = dt.is_floating
     if kind in ("sum", "mean"):
@@ -61,7 +65,8 @@ def _combine(kb, kind, dt, acc, x):
     return b.select(take, x, acc)
 
 
-def _convert(kb, x, src, dst, W):
+def widen(kb, x, src, dst, W):
+    """x from its dtype to the accumulator's (IR)."""
     if src is dst:
         return x
     if dst is dtypes.int64:
@@ -69,7 +74,8 @@ def _convert(kb, x, src, dst, W):
     return kb.b.fpext(x, vec_type(ir.DoubleType(), W))
 
 
-def _finalize(kb, kind, dt, acc_dt, acc, count, W):
+def finalize(kb, kind, dt, acc_dt, acc, count, W):
+    """The result from the accumulator: a mean divides, then back to ``dt`` (IR)."""
     b = kb.b
     if kind == "mean":
         if dt.is_floating:
@@ -85,10 +91,11 @@ def _finalize(kb, kind, dt, acc_dt, acc, count, W):
     return acc
 
 
-def _hreduce(kb, kind, acc_dt, v, W):
+def hreduce(kb, kind, acc_dt, v, W):
+    """The ``W`` lanes of v combined pairwise into one value (IR)."""
     lanes = [kb.b.extract_element(v, ir.Constant(ir.IntType(32), i)) for i in range(W)]
     while len(lanes) > 1:
-        lanes = [_combine(kb, kind, acc_dt, lanes[i], lanes[i + 1]) for i in range(0, len(lanes), 2)]
+        lanes = [combine(kb, kind, acc_dt, lanes[i], lanes[i + 1]) for i in range(0, len(lanes), 2)]
     return lanes[0]
 
 
@@ -115,7 +122,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
     R = len(in_shape)
     kept = [d for d in range(R) if d not in red]
     redl = [d for d in range(R) if d in red]
-    acc_dt = _acc_dtype(kind, dt)
+    acc_dt = acc_dtype(kind, dt)
     count = int(np.prod([in_shape[d] for d in redl], dtype=np.int64))
     last = R - 1
     b = kb.b
@@ -131,12 +138,12 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         return o
 
     def accumulate(acc_ptr, idx, W):
-        x = _convert(kb, gen_in(full(idx), W), dt, acc_dt, W)
-        b.store(_combine(kb, kind, acc_dt, b.load(acc_ptr), x), acc_ptr)
+        x = widen(kb, gen_in(full(idx), W), dt, acc_dt, W)
+        b.store(combine(kb, kind, acc_dt, b.load(acc_ptr), x), acc_ptr)
 
     def new_acc(W):
         p = kb.alloca(vec_type(_reg(acc_dt), W))
-        b.store(const(acc_dt, _init(kind, dt), W), p)
+        b.store(const(acc_dt, acc_init(kind, dt), W), p)
         return p
 
     if R and last in red and in_shape[last] >= VW:
@@ -157,8 +164,8 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
                         i3[last] = (i, 0)
                         accumulate(accs, i3, 1)
             _loops(kb, in_shape, redl[:-1], idx, inner)
-            r = _combine(kb, kind, acc_dt, _hreduce(kb, kind, acc_dt, b.load(accv), VW), b.load(accs))
-            store_buf(kb.b, out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
+            r = combine(kb, kind, acc_dt, hreduce(kb, kind, acc_dt, b.load(accv), VW), b.load(accs))
+            store_buf(kb.b, out, out_idx(idx), finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
         _loops(kb, in_shape, kept, {}, body_kept)
     elif R and last not in red and in_shape[last] >= VW:
         n = in_shape[last]
@@ -169,7 +176,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
             idx2 = dict(idx)
             idx2[last] = (i, 1 if W > 1 else 0)
             _loops(kb, in_shape, redl, idx2, lambda i3: accumulate(acc, i3, W))
-            store_buf(kb.b, out, out_idx(idx2), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, W), W)
+            store_buf(kb.b, out, out_idx(idx2), finalize(kb, kind, dt, acc_dt, b.load(acc), count, W), W)
 
         def body_outer(idx):
             with kb.loop(nv, 0, VW) as i:
@@ -182,7 +189,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         def body(idx):
             acc = new_acc(1)
             _loops(kb, in_shape, redl, idx, lambda i3: accumulate(acc, i3, 1))
-            store_buf(kb.b, out, out_idx(idx), _finalize(kb, kind, dt, acc_dt, b.load(acc), count, 1), 1)
+            store_buf(kb.b, out, out_idx(idx), finalize(kb, kind, dt, acc_dt, b.load(acc), count, 1), 1)
         _loops(kb, in_shape, kept, {}, body)
 
 

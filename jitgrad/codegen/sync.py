@@ -33,6 +33,10 @@ yielding waiter is rescheduled over and over and competes for the core its
 partner needs; and in a VM a long ``pause`` loop makes the host deschedule the
 virtual CPU.  Off Linux x86-64 (no futex number to call) waiters fall back to
 sched_yield.
+
+This module is KernelBuilder's own (kernel.py's barrier, join and exit call it), not a
+lowering: besides the lowering interface's ``b`` and ``alloca`` it reads the builder's
+status word, started-thread count, barrier counter and ``x86`` / ``futex`` flags.
 """
 from llvmlite import ir
 
@@ -49,9 +53,9 @@ FIELD = 0xF
 
 
 def _syscall(kb, args):
-    fn = kb.module.globals.get("syscall")
+    fn = kb.b.module.globals.get("syscall")
     if fn is None:
-        fn = ir.Function(kb.module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
+        fn = ir.Function(kb.b.module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
     return kb.b.call(fn, args)
 
 
@@ -69,10 +73,6 @@ def _words(kb):
     return b.gep(kb.status, [_i32(1)]), b.gep(kb.status, [_i32(2)])    # sleepers, team
 
 
-def _uses_futex(kb):
-    return kb.x86 and "linux" in (kb._triple or "x86_64-unknown-linux-gnu")
-
-
 def _field(b, w, unit):
     return b.and_(b.lshr(w, _i32(unit.bit_length() - 1)), _i32(FIELD))
 
@@ -80,7 +80,7 @@ def _field(b, w, unit):
 def _swap(kb, team, new_of):
     """CAS loop on the team word: w -> new_of(w) (emitted at b's position, which it
     leaves after a successful swap).  Returns the w that was replaced."""
-    b, fn = kb.b, kb.fn
+    b, fn = kb.b, kb.b.function
     retry = fn.append_basic_block("team.cas")
     b.branch(retry)
     b.position_at_end(retry)
@@ -109,10 +109,10 @@ def emit_exit(kb):
 
 def emit_barrier(kb):
     """Emit the next barrier site (numbered in program order) at kb.b's position."""
-    b, fn = kb.b, kb.fn
+    b, fn = kb.b, kb.b.function
     kb.barriers += 1
     site = _i32(kb.barriers)
-    futex = _uses_futex(kb)
+    futex = kb.futex
     sleepers, team = _words(kb)
 
     def passed(w):

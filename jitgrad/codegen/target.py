@@ -27,6 +27,8 @@ import subprocess
 import sys
 import threading
 
+from ..cache import disk
+from ..cache.native import llvm_binding, llvm_host_facts
 from ..errors import FailedPreconditionError
 
 ENV_CPU = "JITGRAD_TARGET_CPU"
@@ -132,8 +134,7 @@ class Target:
     def target_machine(self, opt=3):
         """A fresh TargetMachine for this target (MCJIT takes ownership of the one it
         gets, so one is never shared with an engine)."""
-        from ..cache.native import _llvm, llvm_host_facts
-        llvm = _llvm()
+        llvm = llvm_binding()
         facts = llvm_host_facts()      # LLVM's own answer: this builds code
         if self.is_host:
             cpu, features = facts["cpu"], facts["features"]
@@ -162,7 +163,6 @@ def _llvm_features(level, features):
 def _host_facts():
     """The host's LLVM facts as the cache fingerprint holds them: kept on disk, so a
     warm process resolving its target does not import llvmlite.binding."""
-    from ..cache import disk
     fp = disk.environment_fingerprint()
     return {k: fp[k] for k in disk.HOST_FACT_KEYS}
 
@@ -233,7 +233,6 @@ def _resolved_level(cpu, features):
     """`_probe_level`'s answer, kept in the disk cache under the CPU name, the features
     and LLVM's version and triple: a warm process with JITGRAD_TARGET_CPU set then
     neither starts the probe's child process nor imports llvmlite.binding."""
-    from ..cache import disk
     facts = _host_facts()
     identity = json.dumps([cpu, features, facts["llvm"], facts["triple"]])
     got = disk.load_facts("target-facts", identity)

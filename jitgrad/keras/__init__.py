@@ -5,7 +5,8 @@ import types as _types
 
 from . import activations, callbacks, initializers, layers, losses, metrics  # noqa: F401
 from .functional import Input, KerasTensor  # noqa: F401
-from .layers import Layer, clear_session  # noqa: F401
+from .layers import Layer  # noqa: F401
+from .names import clear_session
 from .models import Model, Sequential
 
 models = _types.ModuleType("jitgrad.keras.models")

@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes, nest
 from ..shapes import TensorShape
 from ..eager import EagerTensor
+from .names import unique_name
 
 
 class KerasTensor:
@@ -28,7 +29,6 @@ class KerasTensor:
 
 def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa: N802 (Keras's name)
     """``tf.keras.Input``: a symbolic input of per-sample ``shape``."""
-    from .layers import unique_name
     if shape is None:
         raise ValueError("You must pass a `shape` argument.")
     return KerasTensor((batch_size,) + tuple(shape), dtype or dtypes.float32, None, name or unique_name("input_layer"))

@@ -10,25 +10,14 @@ import numpy as np
 from .. import context, dtypes, nest
 from ..convert import _is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
-from ..function import _current_trace
 from ..module import Module, camel_to_snake
 from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from ..variables import Variable
 from . import activations, initializers
+from .functional import Input, KerasTensor, symbolic_call  # noqa: F401  (keras.layers.Input, as Keras exports it)
+from .names import unique_name
 
-_name_counts = {}
 _call_context = threading.local()
-
-
-def unique_name(base):
-    """Keras's auto names: dense, dense_1, dense_2, ... (reset by backend.clear_session())."""
-    n = _name_counts.get(base, 0)
-    _name_counts[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"
-
-
-def clear_session():
-    _name_counts.clear()
 
 
 class KerasVariable(EagerVariable):
@@ -159,7 +148,6 @@ class Layer(Module):
         if not args:
             raise TypeError(f"{type(self).__name__}.__call__() needs the layer's inputs.")
         inputs, rest = args[0], args[1:]
-        from .functional import KerasTensor, symbolic_call
         if any(isinstance(t, KerasTensor) for t in nest.flatten(inputs)):
             return symbolic_call(self, inputs, rest, kwargs)
         inputs = nest.map_structure(self._convert_input, inputs)
@@ -303,14 +291,12 @@ class Embedding(Layer):
 
 
 
-from .functional import Input, KerasTensor  # noqa: E402,F401  (keras.layers.Input, as Keras exports it)
-
 
 def _call_fn(layer):
     """``layer.call``, converted by AutoGraph when it runs inside a traced function
     with autograph on (as Keras does), so Python control flow on tensors in a user's
     ``call`` works inside ``fit``'s compiled train step."""
-    trace = _current_trace()
+    trace = context.current_trace()
     if trace is None or not trace.autograph:
         return layer.call
     from ..autograph import converted_call    # AutoGraph loads on first use (see jitgrad/__init__)

@@ -14,7 +14,8 @@ from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .data_adapter import ArrayBatches, as_array as _as_array, batches as _batches, take as _take
 from .functional import KerasTensor, layers_of, run as run_functional
-from .layers import Layer, unique_name as _unique_name
+from .layers import Layer
+from .names import unique_name
 from .summary import summary_text
 from ..ops import array_ops
 from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
@@ -45,7 +46,7 @@ class Model(Layer):
         outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
         functional = inputs is not None and outputs is not None
         if functional and "name" not in kwargs:
-            kwargs["name"] = _unique_name("functional")
+            kwargs["name"] = unique_name("functional")
         super().__init__(**kwargs)
         self._functional = functional
         if self._functional:

@@ -1,2 +1,2 @@
-"""Op definitions. Importing this package registers every op."""
-from . import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops  # noqa: F401
+"""Op definitions: each module registers its ops when imported (jitgrad/__init__ imports
+them all, before anything runs an op; registry.py, which they share, imports none of them)."""

@@ -2,7 +2,7 @@
 transpose, expand/squeeze, concat/stack, slicing, gather, tile, broadcast."""
 import numpy as np
 
-from .. import context, dtypes
+from .. import context, dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of, to_numpy
 from ..errors import InvalidArgumentError, shape_error
 from ..graph import Tensor
@@ -12,7 +12,6 @@ from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, st
                        where, zeros_like)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from ..eager import EagerTensor
-from .reduction_ops import reduce_prod, reduce_sum
 
 
 def _same(shapes, dts, attrs):
@@ -102,8 +101,14 @@ def _fill_infer(shapes, dts, attrs):
     return [(attrs["dims"], dts[0])]
 
 
+def _reduction(op_type, x, axis=None, keepdims=False, name=None):
+    """reduction_ops.py's Sum / Prod, applied by name: that module builds on this one
+    (its gradients reshape and transpose), so this one does not import it."""
+    return apply_op(op_type, [x], {"axis": axis, "keepdims": keepdims}, name=name or op_type)
+
+
 register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
-         grad=lambda op, g: [reduce_sum(g)], kind="elementwise", pointwise=False)
+         grad=lambda op, g: [_reduction("Sum", g)], kind="elementwise", pointwise=False)
 
 
 def _static_shape_arg(shape, what="shape"):
@@ -169,7 +174,7 @@ def _identity_n_grad(op, *grads):
 
 
 # tf.custom_gradient's op in graphs (custom_gradient.py): its gradient is the user's grad_fn.
-# "_grad_fn" starts with "_": the compiler's signature leaves it out (passes/ir.freeze).
+# "_grad_fn" starts with "_": the compiler's signature leaves it out (cache/key.freeze).
 register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), kernel=_identity_n_kernel,
          grad=_identity_n_grad, kind="other", lowering="none", identity=True)
 
@@ -438,6 +443,9 @@ def stack(values, axis=0, name="stack"):
         raise ValueError("stack expects a non-empty list of tensors")
     xs = convert_all(list(values))
     return apply_op("Pack", xs, {"axis": int(axis)}, name=name)
+
+
+dispatch.stack = stack   # convert_to_tensor packs lists holding tensors with it
 
 
 def unstack(value, num=None, axis=0, name="unstack"):
@@ -771,7 +779,7 @@ def shape(input, out_type=dtypes.int32, name=None):  # noqa: A002
 
 
 def size(input, out_type=dtypes.int32, name=None):  # noqa: A002
-    return reduce_prod(shape(input, out_type), name=name or "Size")
+    return _reduction("Prod", shape(input, out_type), name=name or "Size")
 
 
 def rank(input, name=None):  # noqa: A002
@@ -1040,7 +1048,7 @@ def _constant_block(r, axis, n, value):
     if all(d is not None for d in others):
         dims[axis] = n
         return fill(dims, value)
-    row = add(reduce_sum(zeros_like(r), axis, keepdims=True), value)
+    row = add(_reduction("Sum", zeros_like(r), (axis,), keepdims=True), value)
     multiples = [1] * len(dims)
     multiples[axis] = n
     return tile(row, multiples)

@@ -51,7 +51,7 @@ def _fill_specialise(attrs, dims):
 
 register("DynamicFill", infer=_fill_infer,
          kernel=lambda attrs, v, dims: np.full(_fill_specialise(attrs, dims)[1]["dims"], v, v.dtype),
-         grad=lambda op, g: [_a.reduce_sum(g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
+         grad=lambda op, g: [_a._reduction("Sum", g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
          lowering="interpreter", kind="other")
 
 

@@ -7,8 +7,7 @@ from ..convert import convert_all, convert_to_tensor, graph_of
 from .array_ops import stack
 from .math_ops import (cast, greater, identity, maximum, minimum, multiply, ones_like, sqrt, subtract, truediv,
                        where, add)
-from .nn_ops import l2_loss
-from .reduction_ops import reduce_sum
+from .reduction_ops import l2_loss, reduce_sum
 
 
 def clip_by_norm(t, clip_norm, axes=None, name=None):

@@ -87,11 +87,6 @@ def conj(x, name=None):
     return apply_op("Conj", [x], name=name or "Conj") if x.dtype in COMPLEX else x
 
 
-def complex_abs(x, name=None):
-    (x,) = convert_all([x])
-    return apply_op("ComplexAbs", [x], name=name or "ComplexAbs")
-
-
 def complex(real, imag, name=None):  # noqa: A001
     """``tf.complex(real, imag)``: float32 parts -> complex64, float64 -> complex128."""
     re, im = convert_all([real, imag])

@@ -32,7 +32,8 @@ from ..convert import convert_to_tensor
 from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
 from ..shapes import as_shape
-from .registry import apply_op, register
+from .registry import REGISTRY, apply_op, register
+from ..passes.prune import prune
 from ..gradients import gradients
 from . import math_ops
 from .math_ops import zeros_like
@@ -81,8 +82,6 @@ def _draws(func):
     """Outputs of the random ops in ``func``'s own graph that its outputs need, in
     graph order; a random op inside a region nested in ``func`` cannot be saved for
     a gradient (NotImplementedError): recomputing it would draw different numbers."""
-    from ..passes.prune import prune
-    from .registry import REGISTRY
     out = []
     for op in prune(list(func.outputs), {id(ph) for ph in func.inputs}):
         if REGISTRY[op.type].kind == "random":
@@ -96,7 +95,6 @@ def _draws(func):
 
 
 def _draws_inside(op):
-    from .registry import REGISTRY
     funcs = [op.attrs.get(k) for k in ("then_branch", "else_branch", "body", "cond")]
     for f in funcs:
         if not isinstance(f, Func):
@@ -252,8 +250,7 @@ def register_stateful(op):
     on every call (TF's automatic control dependencies)."""
     if add_side_effect(op):
         return
-    from ..function import _current_trace
-    trace = _current_trace(op.graph)
+    trace = context.current_trace(op.graph)
     if trace is not None and op not in trace.stateful:
         trace.stateful.append(op)
 

@@ -242,7 +242,7 @@ def region_site(op_type, attrs, shapes, dtypes):
     """The id of a tf.print / tf.Assert inside a compiled region: a digest of what it
     prints or checks and how (the same in every process, so a kernel from the disk
     cache finds it)."""
-    import hashlib
+    import hashlib   # 3-4 ms (OpenSSL) that `import jitgrad` need not pay: only programs with tf.print do
     what = repr((op_type, sorted(attrs.items()), [tuple(s) for s in shapes], [d.name for d in dtypes]))
     site = int.from_bytes(hashlib.sha256(what.encode()).digest()[:7], "little")
     _SITES[site] = (op_type, dict(attrs), [(tuple(s), d) for s, d in zip(shapes, dtypes)])

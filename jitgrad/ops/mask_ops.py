@@ -11,7 +11,6 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all, graph_of
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
-from .math_ops import not_equal
 
 
 def _mask_index(axis, mask):
@@ -96,12 +95,3 @@ def _where_kernel(attrs, c):
 register("Where", infer=lambda shapes, dts, attrs: [((None, None if shapes[0] is None else len(shapes[0])),
                                                       dtypes.int64)],
          kernel=_where_kernel, data_dependent_shape=True, lowering="interpreter", grad=NOT_DIFFERENTIABLE)
-
-
-def where_indices(condition, name=None):
-    """The one-argument ``tf.where(condition)``: int64 coordinates of the true
-    (non-zero) elements, one row each, in row-major order."""
-    (c,) = convert_all([condition])
-    if c.dtype != dtypes.bool_:
-        c = not_equal(c, 0)
-    return apply_op("Where", [c], name=name or "Where")

@@ -513,9 +513,8 @@ def negative(x, name=None):
 
 
 def abs(x, name=None):  # noqa: A001
-    if getattr(x, "dtype", None) in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs)
-        from .complex_ops import complex_abs
-        return complex_abs(x, name)
+    if getattr(x, "dtype", None) in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs, in complex_ops.py)
+        return apply_op("ComplexAbs", convert_all([x]), name=name or "ComplexAbs")
     return _u("Abs", x, name)
 
 
@@ -621,9 +620,9 @@ def cast(x, dtype, name=None):
 
 
 def where(condition, x=None, y=None, name=None):
-    if x is None and y is None:
-        from .mask_ops import where_indices
-        return where_indices(condition, name)
+    if x is None and y is None:   # int64 coordinates of the true (non-zero) elements (Where, in mask_ops.py)
+        (c,) = convert_all([condition])
+        return apply_op("Where", [c if c.dtype == dtypes.bool_ else not_equal(c, 0)], name=name or "Where")
     if x is None or y is None:
         raise ValueError("x and y must both be non-None or both be None.")
     g = graph_of([condition, x, y])

@@ -12,6 +12,7 @@ from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, 
 from .reduction_ops import _static_int, reduce_max, reduce_sum, reduce_mean
 from .registry import apply_op, register
 from . import random_ops
+from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
 from .math_ops import elu, less
 from .math_ops import abs as abs_
@@ -115,12 +116,6 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     neg_abs_logits = where(cond, negative(logits), logits)
     return add(subtract(relu_logits, multiply(logits, labels)), log1p(exp(neg_abs_logits)),
                name=name or "logistic_loss")
-
-
-def l2_loss(t, name=None):
-    """sum(t ** 2) / 2"""
-    (x,) = convert_all([t])
-    return multiply(reduce_sum(square(x)), 0.5, name=name or "L2Loss")
 
 
 def bias_add(value, bias, data_format=None, name=None):
@@ -260,7 +255,6 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
         params = params[0]
     result = gather(params, ids)
     if max_norm is not None:
-        from .clip_ops import clip_by_norm
         ids_rank, rank = convert_all([ids])[0].shape.rank, result.shape.rank
         if ids_rank is None or rank is None:
             raise NotImplementedError("jitgrad's embedding_lookup with max_norm needs ids and params of known rank.")

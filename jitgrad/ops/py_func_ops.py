@@ -15,7 +15,6 @@ from ..convert import convert_all, to_numpy
 from .registry import NO_GRADIENT_RULE, apply_op, register
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from ..function import _current_trace
 
 
 def _as_list(tout):
@@ -72,7 +71,7 @@ def _call(func, inp, Tout, name, numpy_args):
         outs = apply_op("PyFunction", xs, {"func": func, "Tout": tuple(touts), "numpy": numpy_args},
                         name=name or ("EagerPyFunc" if not numpy_args else "PyFunc"))
         op = outs if not touts else (outs[0] if isinstance(outs, tuple) else outs).op
-        ctx = _current_trace(op.graph)
+        ctx = context.current_trace(op.graph)
         if ctx is not None:   # inside jitgrad.function it runs on every call, used or not (as in TF)
             ctx.stateful.append(op)
         outs = list(outs) if isinstance(outs, tuple) else [outs]

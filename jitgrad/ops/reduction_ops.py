@@ -8,9 +8,10 @@ from .. import context, dtypes
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX, NUMBERS, check_dtype
+from .array_ops import _int_arg, get_static_value, reshape, reshape_like, transpose
 from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
-from .math_ops import abs as abs_, square, subtract
+from .math_ops import abs as abs_, square, subtract, zeros_like
 
 
 def _reduced_shape(shape, axis, keepdims):
@@ -148,7 +149,6 @@ def _prod_except_grad(op, g):
     end of each reduced group, flattened); differentiating that product the way TF does
     (through Cumprod's gradient) gives reduce_prod its second derivatives, TF's values
     included where x has zeros (Cumprod's gradient divides with divide_no_nan there)."""
-    from .array_ops import reshape, reshape_like, transpose, zeros_like
     x = op.inputs[0]
     rank = x.shape.rank
     axes = None if rank is None else normalize_axes(op.get_attr("axis"), rank)
@@ -249,14 +249,12 @@ def _axis_attr(axis):
     if axis is None:
         return None
     if isinstance(axis, Tensor) or hasattr(axis, "numpy"):
-        from .array_ops import get_static_value
         value = get_static_value(axis)
         if value is None:
             raise ValueError("jitgrad needs a reduction axis whose value is known when the graph is built.")
         axis = np.asarray(value)
     if isinstance(axis, np.ndarray):
         axis = axis.tolist()
-    from .array_ops import _int_arg
     if isinstance(axis, (list, tuple)):
         return tuple(_int_arg(a, "reduction_indices") for a in axis)
     return (_int_arg(axis, "reduction_indices"),)
@@ -297,7 +295,6 @@ _ARG_DTYPES = NUMBERS + (dtypes.bool_,)
 def _static_int(value, what):
     if isinstance(value, (int, np.integer)):
         return int(value)
-    from .array_ops import get_static_value
     v = get_static_value(value)
     if v is None or np.ndim(v) != 0:
         raise ValueError(f"jitgrad needs {what} as a scalar whose value is known when the graph is built.")
@@ -465,6 +462,12 @@ def _variance(x, axis, keepdims, name):
     """TF's math_ops.reduce_variance: mean(square(abs(x - mean(x, keepdims=True))))."""
     means = reduce_mean(x, axis, keepdims=True)
     return reduce_mean(square(abs_(subtract(x, means))), axis, keepdims=keepdims, name=name)
+
+
+def l2_loss(t, name=None):
+    """``tf.nn.l2_loss``: sum(t ** 2) / 2 (here, not in nn_ops.py: clip_ops' global_norm uses it)."""
+    (x,) = convert_all([t])
+    return multiply(reduce_sum(square(x)), 0.5, name=name or "L2Loss")
 
 
 def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):

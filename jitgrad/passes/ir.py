@@ -20,7 +20,6 @@ without changing the machine code:
                same signature).
 Each arg is referenced by an ``Arg`` node in ``nodes``.
 """
-import hashlib
 import threading
 from dataclasses import dataclass, field
 
@@ -85,27 +84,6 @@ class Program:
 
     def dtype(self, v):
         return self.nodes[v.node].outputs[v.index][1]
-
-    def signature(self):
-        """A digest of what the program itself contributes to its kernel's machine code
-        (jitgrad/cache/key.py lists it: structure, shapes, dtypes, constants' value classes)."""
-        from ..cache.key import program_digest
-        return program_digest(self)
-
-
-def freeze(x):
-    """A hashable, repr-stable form of an attr value."""
-    if isinstance(x, Program):   # a control-flow region (passes/regions.py)
-        return ("program", x.signature())
-    if isinstance(x, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in x.items() if not k.startswith("_")))
-    if isinstance(x, (list, tuple)):
-        return tuple(freeze(v) for v in x)
-    if isinstance(x, np.ndarray):
-        return ("ndarray", x.dtype.str, x.shape, hashlib.sha256(x.tobytes()).hexdigest())
-    if hasattr(x, "name") and hasattr(x, "np"):  # DType
-        return ("dtype", x.name)
-    return x
 
 
 _SPECIAL = (0.0, 1.0, -1.0, 2.0, 0.5, 3.0, -0.5)

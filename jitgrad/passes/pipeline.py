@@ -18,6 +18,7 @@ Order, and why:
 Every pass keeps ir.evaluate's outputs bit-identical (see each module) and
 appends (name, stats) to program.stats.
 """
+from ..cache.key import program_digest
 from .aggregation import aggregation
 from .constant_fold import constant_fold
 from .cse import cse
@@ -32,9 +33,9 @@ MAX_ROUNDS = 4
 def run(program):
     p = stop_gradient(program)
     for _ in range(MAX_ROUNDS):
-        before = p.signature()
-        for step in (constant_fold, regions, simplify, cse, dce):
+        before = program_digest(p)
+        for step in (constant_fold, lambda q: regions(q, run), simplify, cse, dce):   # regions runs this on bodies
             p = step(p)
-        if p.signature() == before:
+        if program_digest(p) == before:
             break
     return aggregation(p)

@@ -137,13 +137,12 @@ def _inline(b, sub, inputs):
     return [m[(v.node, v.index)] for v in sub.outputs]
 
 
-def _optimised(sub):
+def _optimised(sub, optimise):
     if sub is None or not isinstance(sub, Program):
         return sub
     if getattr(sub, "_optimised", False):
         return sub
-    from .pipeline import run
-    out = run(Program(sub.nodes, sub.args, sub.outputs, sub.var_writes))
+    out = optimise(Program(sub.nodes, sub.args, sub.outputs, sub.var_writes))
     out.stats = []
     out._optimised = True
     return out
@@ -240,7 +239,8 @@ def _needed_vars(body, cond, nv, keep_y, used_vars):
     return sorted(need)
 
 
-def regions(program):
+def regions(program, optimise):
+    """``optimise``: the pipeline that runs this pass, run on each branch and loop body."""
     if not any(n.op in ("If", "While") for n in program.nodes):
         return program
     b = Builder(program)
@@ -259,7 +259,8 @@ def regions(program):
                 if any(None in s for s, _ in n.outputs):   # (what reads it gets the taken branch's shapes)
                     stats["inlined_unknown_shapes"] = stats.get("inlined_unknown_shapes", 0) + 1
                 continue
-            attrs = dict(a, then_branch=_optimised(a["then_branch"]), else_branch=_optimised(a["else_branch"]))
+            attrs = dict(a, then_branch=_optimised(a["then_branch"], optimise),
+                         else_branch=_optimised(a["else_branch"], optimise))
             outputs = n.outputs
             keep = list(range(len(n.outputs)))
         elif n.op == "While" and isinstance(a["body"], Program):
@@ -289,7 +290,8 @@ def regions(program):
                 if cond is not None:
                     cond = _keep_args(dce(cond, dropped), keep_v + list(range(nv, len(cond.args))))
                 inputs = keep_v + list(range(nv, n_in))
-            attrs = dict(a, body=_optimised(body), cond=_optimised(cond), n_ys=len(keep_y), n_vars=len(keep_v),
+            attrs = dict(a, body=_optimised(body, optimise), cond=_optimised(cond, optimise),
+                         n_ys=len(keep_y), n_vars=len(keep_v),
                          grow_vars=tuple(keep_v.index(k) for k in a.get("grow_vars", ()) if k in keep_v),
                          y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
             keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]

@@ -11,6 +11,7 @@
 import numpy as np
 
 from .. import dtypes
+from ..cache.key import program_digest
 from ..ops.registry import REGISTRY
 from .ir import Node, Program, Value
 
@@ -160,10 +161,10 @@ def size(shape):
 # ---------------------------------------------------------------- attribute keys
 def attr_key(x):
     """A hashable form of an attr value for exact comparisons: unlike
-    ir.freeze it keeps '_'-prefixed attrs (AddN's _aggregation matters to
+    cache/key.freeze it keeps '_'-prefixed attrs (AddN's _aggregation matters to
     scheduling) and tells -0.0 from 0.0 (a LeakyRelu alpha of -0.0 is not 0.0)."""
     if isinstance(x, Program):   # a control-flow region
-        return ("program", x.signature())
+        return ("program", program_digest(x))
     if isinstance(x, dict):
         return tuple(sorted((k, attr_key(v)) for k, v in x.items()))
     if isinstance(x, (list, tuple)):
