@@ -52,7 +52,7 @@ from . import dtypes
 from .convert import convert_to_tensor
 from .gradients import _as_list, _to_graph_tensor, gradients
 from .graph import Tensor
-from .ops.array_ops import _spec_index
+from .ops.array_ops import _spec_index, get_static_value
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
 
@@ -619,18 +619,17 @@ def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradien
 
 def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     """``fast`` (the one-hot pass) where every factor it scaled by is finite, else the
-    dense pass, chosen at run time (a cond: finite inputs pay only the finiteness test).
-    The per-row graph computes 0 * nan = nan at positions a one-hot row skips, e.g. the
-    hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not row 1."""
+    dense pass. The per-row graph computes 0 * nan = nan at positions a one-hot row skips,
+    e.g. the hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not
+    row 1. Factors whose value is known now (constants: a jacobian through a constant
+    matrix) are checked here; the others by a cond at run time."""
     from .control_flow import cond
-    from .ops.math_ops import is_finite
-    from .ops.reduction_ops import reduce_all
-    factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
     keep = [k for k, r in enumerate(fast) if r is not None]
-    if not factors or not keep:
+    factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
+    known = [get_static_value(f) for f in factors]
+    runtime = [f for f, v in zip(factors, known) if v is None]
+    if not keep or not any(v is not None and not np.all(np.isfinite(v)) for v in known) and not runtime:
         return fast
-    finite = [reduce_all(is_finite(f)) for f in factors]
-    pred = finite[0] if len(finite) == 1 else reduce_all(apply_op("Pack", finite, {"axis": 0}))
 
     def dense():
         dctx = _Ctx(ctx.graph, ctx.B)
@@ -638,12 +637,36 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
         out = _vectorize(dctx, row_ops, seeds, dense_cts, rows)
         return [out[k] for k in keep]
 
-    chosen = cond(pred, lambda: [fast[k] for k in keep], dense, name="onehot_or_dense")
+    def onehot():
+        # Built again inside the branch (``fast`` outside is left to DCE), so the branch
+        # writes its result straight into the cond's output instead of copying it there.
+        out = _vectorize(_Ctx(ctx.graph, ctx.B), row_ops, seeds, cts, rows)
+        return [out[k] for k in keep]
+
+    if any(v is not None and not np.all(np.isfinite(v)) for v in known):
+        chosen = dense()
+    else:
+        chosen = cond(_all_finite(runtime), onehot, dense, name="onehot_or_dense")
     out = list(fast)
     for k, t in zip(keep, chosen):
         t.set_shape(fast[k].shape)
         out[k] = t
     return out
+
+
+def _all_finite(factors):
+    """A scalar bool: every element of every factor is finite. One sum of f * 0 per shape
+    (nan exactly where f is inf or nan, else +-0, so the sum is finite iff all f are), which
+    the compiler fuses into a single loop per shape instead of a reduction per factor."""
+    by_shape = {}
+    for f in factors:
+        zero = _const(np.zeros((), f.dtype.np), f.graph)
+        by_shape.setdefault((tuple(f.shape.as_list()), f.dtype.name), []).append(apply_op("Mul", [f, zero]))
+    sums = [apply_op("Sum", [z[0] if len(z) == 1 else apply_op("AddN", z)], {"axis": None, "keepdims": False})
+            for z in by_shape.values()]
+    sums = [s if s.dtype == sums[0].dtype else apply_op("Cast", [s], {"DstT": sums[0].dtype}) for s in sums]
+    total = sums[0] if len(sums) == 1 else apply_op("AddN", sums)
+    return apply_op("IsFinite", [total])
 
 
 def identity_rows(n, shape, dtype, graph):
