@@ -657,16 +657,15 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
 def _all_finite(factors):
     """A scalar bool: every element of every factor is finite. One sum of f * 0 per shape
     (nan exactly where f is inf or nan, else +-0, so the sum is finite iff all f are), which
-    the compiler fuses into a single loop per shape instead of a reduction per factor."""
+    the compiler fuses into a single loop per shape instead of a reduction per factor.
+    (The factors share the one-hot chain's dtype: no one-hot rule changes it.)"""
     by_shape = {}
     for f in factors:
         zero = _const(np.zeros((), f.dtype.np), f.graph)
-        by_shape.setdefault((tuple(f.shape.as_list()), f.dtype.name), []).append(apply_op("Mul", [f, zero]))
+        by_shape.setdefault(tuple(f.shape.as_list()), []).append(apply_op("Mul", [f, zero]))
     sums = [apply_op("Sum", [z[0] if len(z) == 1 else apply_op("AddN", z)], {"axis": None, "keepdims": False})
             for z in by_shape.values()]
-    sums = [s if s.dtype == sums[0].dtype else apply_op("Cast", [s], {"DstT": sums[0].dtype}) for s in sums]
-    total = sums[0] if len(sums) == 1 else apply_op("AddN", sums)
-    return apply_op("IsFinite", [total])
+    return apply_op("IsFinite", [sums[0] if len(sums) == 1 else apply_op("AddN", sums)])
 
 
 def identity_rows(n, shape, dtype, graph):
