@@ -43,8 +43,9 @@ are bit-identical to the per-row implementation. Matmuls whose batched operand
 is folded into a bigger GEMM may sum in a different blocking order: results
 then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
 NaN/inf: one-hot rows skip the entries where the per-row graph computes 0 * nan;
-a run-time test of the factors they scaled by picks the dense pass then
-(``_exact_where_not_finite``), so NaN lands where TF's per-row loop puts it.
+where a factor they scaled by is not finite the dense pass is used instead
+(``_exact_where_not_finite``: constants are checked when the graph is built, the
+others by a run-time cond), so NaN lands where TF's per-row loop puts it.
 """
 import numpy as np
 
@@ -628,7 +629,8 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
     known = [get_static_value(f) for f in factors]
     runtime = [f for f, v in zip(factors, known) if v is None]
-    if not keep or not any(v is not None and not np.all(np.isfinite(v)) for v in known) and not runtime:
+    known_bad = any(v is not None and not np.isfinite(np.asarray(v).astype(np.float64)).all() for v in known)
+    if not keep or not (known_bad or runtime):
         return fast
 
     def dense():
@@ -643,7 +645,7 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
         out = _vectorize(_Ctx(ctx.graph, ctx.B), row_ops, seeds, cts, rows)
         return [out[k] for k in keep]
 
-    if any(v is not None and not np.all(np.isfinite(v)) for v in known):
+    if known_bad:
         chosen = dense()
     else:
         chosen = cond(_all_finite(runtime), onehot, dense, name="onehot_or_dense")
@@ -662,7 +664,8 @@ def _all_finite(factors):
     by_shape = {}
     for f in factors:
         zero = _const(np.zeros((), f.dtype.np), f.graph)
-        by_shape.setdefault(tuple(f.shape.as_list()), []).append(apply_op("Mul", [f, zero]))
+        key = tuple(f.shape.as_list()) if f.shape.is_fully_defined() else id(f)   # None dims may differ
+        by_shape.setdefault(key, []).append(apply_op("Mul", [f, zero]))
     sums = [apply_op("Sum", [z[0] if len(z) == 1 else apply_op("AddN", z)], {"axis": None, "keepdims": False})
             for z in by_shape.values()]
     return apply_op("IsFinite", [sums[0] if len(sums) == 1 else apply_op("AddN", sums)])
