@@ -43,8 +43,9 @@ are bit-identical to the per-row implementation. Matmuls whose batched operand
 is folded into a bigger GEMM may sum in a different blocking order: results
 then agree to float rounding (tests use rtol 1e-5 in float32, 1e-12 in float64).
 NaN/inf: one-hot rows skip the entries where the per-row graph computes 0 * nan;
-a run-time test of the factors they scaled by picks the dense pass then
-(``_exact_where_not_finite``), so NaN lands where TF's per-row loop puts it.
+where a factor they scaled by is not finite the dense pass is used instead
+(``_exact_where_not_finite``: constants are checked when the graph is built, the
+others by a run-time cond), so NaN lands where TF's per-row loop puts it.
 """
 import numpy as np
 
@@ -53,9 +54,7 @@ from .convert import convert_to_tensor
 from .control_flow import cond
 from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_graph_tensor
 from .graph import Tensor
-from .ops.array_ops import _spec_index
-from .ops.math_ops import is_finite
-from .ops.reduction_ops import reduce_all
+from .ops.array_ops import _spec_index, get_static_value
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
 
@@ -622,15 +621,17 @@ def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradien
 
 def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     """``fast`` (the one-hot pass) where every factor it scaled by is finite, else the
-    dense pass, chosen at run time (a cond: finite inputs pay only the finiteness test).
-    The per-row graph computes 0 * nan = nan at positions a one-hot row skips, e.g. the
-    hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not row 1."""
-    factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
+    dense pass. The per-row graph computes 0 * nan = nan at positions a one-hot row skips,
+    e.g. the hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not
+    row 1. Factors whose value is known now (constants: a jacobian through a constant
+    matrix) are checked here; the others by a cond at run time."""
     keep = [k for k, r in enumerate(fast) if r is not None]
-    if not factors or not keep:
+    factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
+    known = [get_static_value(f) for f in factors]
+    runtime = [f for f, v in zip(factors, known) if v is None]
+    known_bad = any(v is not None and not np.isfinite(np.asarray(v).astype(np.float64)).all() for v in known)
+    if not keep or not (known_bad or runtime):
         return fast
-    finite = [reduce_all(is_finite(f)) for f in factors]
-    pred = finite[0] if len(finite) == 1 else reduce_all(apply_op("Pack", finite, {"axis": 0}))
 
     def dense():
         dctx = _Ctx(ctx.graph, ctx.B)
@@ -638,12 +639,36 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
         out = _vectorize(dctx, row_ops, seeds, dense_cts, rows)
         return [out[k] for k in keep]
 
-    chosen = cond(pred, lambda: [fast[k] for k in keep], dense, name="onehot_or_dense")
+    def onehot():
+        # Built again inside the branch (``fast`` outside is left to DCE), so the branch
+        # writes its result straight into the cond's output instead of copying it there.
+        out = _vectorize(_Ctx(ctx.graph, ctx.B), row_ops, seeds, cts, rows)
+        return [out[k] for k in keep]
+
+    if known_bad:
+        chosen = dense()
+    else:
+        chosen = cond(_all_finite(runtime), onehot, dense, name="onehot_or_dense")
     out = list(fast)
     for k, t in zip(keep, chosen):
         t.set_shape(fast[k].shape)
         out[k] = t
     return out
+
+
+def _all_finite(factors):
+    """A scalar bool: every element of every factor is finite. One sum of f * 0 per shape
+    (nan exactly where f is inf or nan, else +-0, so the sum is finite iff all f are), which
+    the compiler fuses into a single loop per shape instead of a reduction per factor.
+    (The factors share the one-hot chain's dtype: no one-hot rule changes it.)"""
+    by_shape = {}
+    for f in factors:
+        zero = _const(np.zeros((), f.dtype.np), f.graph)
+        key = tuple(f.shape.as_list()) if f.shape.is_fully_defined() else id(f)   # None dims may differ
+        by_shape.setdefault(key, []).append(apply_op("Mul", [f, zero]))
+    sums = [apply_op("Sum", [z[0] if len(z) == 1 else apply_op("AddN", z)], {"axis": None, "keepdims": False})
+            for z in by_shape.values()]
+    return apply_op("IsFinite", [sums[0] if len(sums) == 1 else apply_op("AddN", sums)])
 
 
 def identity_rows(n, shape, dtype, graph):
