@@ -76,7 +76,8 @@ def test_rnn_with_matmul_and_second_order(seed):
 def test_random_growing_loops(seed, dt):
     """Loops whose values grow at run time: a dynamic_size TensorArray written at the
     counter (every write an append) and a ``concat`` accumulator under a None invariant,
-    random bodies, fed trip counts; the grown values are fetched (compiled growing buffers)."""
+    random bodies, fed trip counts; the grown values are fetched (compiled growing buffers)
+    with the gradients of a loss on the final state."""
     rng = np.random.default_rng(2000 + seed)
     shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(0, 3))))
     k, width, rows0 = int(rng.integers(2, 5)), int(np.prod(shape)), int(rng.integers(0, 3))
@@ -93,7 +94,10 @@ def test_random_growing_loops(seed, dt):
             lambda i, h, ta, acc: i < n, body,
             [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([rows0, width], dt)],
             shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), None, tf.TensorShape([None, width])])
-        fetches = [hT, ta.stack(), acc]
+        # the loss reads the final state only: the grown values get no gradient (the reverse loop
+        # does not carry them), so the gradients compile too
+        grads = tf.gradients(tf.reduce_sum(tf.sin(hT) * w), [x, w])
+        fetches = [hT, ta.stack(), acc] + [gr for gr in grads if gr is not None]
     feed = {x: rng.standard_normal(shape).astype(dt), w: (rng.standard_normal(shape) * 0.5).astype(dt)}
     for nv in (0, 1, 7):
         a, b = run_both(g, fetches, {**feed, n: nv})

@@ -36,12 +36,13 @@ def _np_loss(w, u, xs):
     return float(np.sum(_np_states(w, u, xs) ** 2 * C))
 
 
-def _np_grads(w, u, xs):
-    """Backpropagation through time, by hand."""
+def _np_grads(w, u, xs, final_only=False):
+    """Backpropagation through time, by hand; final_only: of the loss on the last state alone."""
     hs = _np_states(w, u, xs)
     gw, gu, gh = np.zeros_like(w), np.zeros_like(u), np.zeros(3)
     for t in reversed(range(len(xs))):
-        gh = gh + 2.0 * C * hs[t]
+        if t == len(xs) - 1 or not final_only:
+            gh = gh + 2.0 * C * hs[t]
         ga = gh * (1.0 - hs[t] ** 2)
         gw += np.outer(ga, hs[t - 1] if t else np.zeros(3))
         gu += np.outer(ga, xs[t])
@@ -49,26 +50,27 @@ def _np_grads(w, u, xs):
     return gw, gu
 
 
-def _np_hvp(w, u, xs, eps=1e-6):
+def _np_hvp(w, u, xs, final_only=False, eps=1e-6):
     """d/dW of sum(dloss/dW * V), by central differences of the hand-derived gradient."""
     out = np.zeros_like(w)
     for k in range(w.size):
         d = np.zeros_like(w)
         d.flat[k] = eps
-        out.flat[k] = (np.sum(_np_grads(w + d, u, xs)[0] * V) - np.sum(_np_grads(w - d, u, xs)[0] * V)) / (2 * eps)
+        out.flat[k] = (np.sum(_np_grads(w + d, u, xs, final_only)[0] * V) -
+                       np.sum(_np_grads(w - d, u, xs, final_only)[0] * V)) / (2 * eps)
     return out
 
 
-def _rnn(w, u, xs):
-    n = tf.shape(xs)[0]
+def _rnn(w, u, xs, n=None):
+    n = tf.shape(xs)[0] if n is None else n
     ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
 
     def body(i, h, ta):
         h = tf.tanh(tf.linalg.matvec(w, h) + tf.linalg.matvec(u, xs[i]))
         return i + 1, h, ta.write(i, h)
-    _, _, ta = tf.while_loop(lambda i, h, ta: i < n, body, [0, tf.zeros([3], tf.float64), ta])
+    _, h, ta = tf.while_loop(lambda i, h, ta: i < n, body, [0, tf.zeros([3], tf.float64), ta])
     states = ta.stack()
-    return states, tf.reduce_sum(states * states * C)
+    return states, tf.reduce_sum(states * states * C), tf.reduce_sum(h * h * C)
 
 
 def _graph():
@@ -77,7 +79,7 @@ def _graph():
         xs = tf1.placeholder(tf.float64, [None, 2])
         w = tf1.placeholder(tf.float64, [3, 3])
         u = tf1.placeholder(tf.float64, [3, 2])
-        states, loss = _rnn(w, u, xs)
+        states, loss, _ = _rnn(w, u, xs)
         gw, gu = tf.gradients(loss, [w, u])
         (hvp,) = tf.gradients(tf.reduce_sum(gw * V), w)
     return g, (xs, w, u), [states, loss, gw, gu, hvp]
@@ -118,6 +120,38 @@ def test_states_alone_compile_and_match_the_interpreter():
         np.testing.assert_allclose(compiled[0], _np_states(W0, U0, seq), rtol=1e-12, atol=1e-15)
 
 
+def test_loss_on_the_last_state_compiles_with_its_gradients_while_the_states_grow():
+    """The loss reads the final state only: the growing array gets no gradient, so the
+    reverse loop does not carry it and the whole run (states, loss, first and second
+    gradients) compiles, one kernel for any fed trip count."""
+    g = tf.Graph()
+    with g.as_default():
+        xs = tf1.placeholder(tf.float64, [8, 2])
+        n = tf1.placeholder(tf.int32, [])
+        w = tf1.placeholder(tf.float64, [3, 3])
+        u = tf1.placeholder(tf.float64, [3, 2])
+        states, _, loss = _rnn(w, u, xs, n)
+        gw, gu = tf.gradients(loss, [w, u])
+        (hvp,) = tf.gradients(tf.reduce_sum(gw * V), w)
+    seq = RNG.normal(size=(8, 2))
+    kernels = []
+    for length in (1, 6, 8):
+        before = tf.cache_info()
+        compiled, interpreted = run_both(g, [states, loss, gw, gu, hvp], {xs: seq, n: length, w: W0, u: U0})
+        after = tf.cache_info()
+        kernels.append(after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"])
+        for a, b in zip(interpreted, compiled):
+            check_close(a, b, np.float64)
+        states_v, loss_v, gw_v, gu_v, hvp_v = compiled
+        np.testing.assert_allclose(states_v, _np_states(W0, U0, seq[:length]), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(loss_v, np.sum(states_v[-1] ** 2 * C), rtol=1e-12)
+        want_w, want_u = _np_grads(W0, U0, seq[:length], final_only=True)
+        np.testing.assert_allclose(gw_v, want_w, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(gu_v, want_u, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(hvp_v, _np_hvp(W0, U0, seq[:length], final_only=True), rtol=1e-5, atol=1e-7)
+    assert kernels[1:] == [0, 0]   # (the first run compiled it or found it on disk)
+
+
 def test_compiled_session_says_why_it_falls_back():
     g, (xs, w, u), fetches = _graph()
     feed = {xs: RNG.normal(size=(4, 2)), w: W0, u: U0}
@@ -132,7 +166,7 @@ def test_eager_tape_and_function_agree():
     w, u = tf.constant(W0), tf.constant(U0)
     with tf.GradientTape() as tape:
         tape.watch([w, u])
-        states, loss = _rnn(w, u, tf.constant(seq))
+        states, loss, _ = _rnn(w, u, tf.constant(seq))
     gw, gu = tape.gradient(loss, [w, u])
     np.testing.assert_allclose(states.numpy(), _np_states(W0, U0, seq), rtol=1e-12)
     want_w, want_u = _np_grads(W0, U0, seq)
@@ -143,7 +177,7 @@ def test_eager_tape_and_function_agree():
     def f(w, u, xs):
         with tf.GradientTape() as t:
             t.watch(w)
-            _, loss = _rnn(w, u, xs)
+            _, loss, _ = _rnn(w, u, xs)
         return loss, t.gradient(loss, w)
     for length in (2, 6):
         seq = RNG.normal(size=(length, 2))

@@ -391,10 +391,14 @@ def _while_grad(op, *grads):
     g_final = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[:n], outs[:n])]
     ys_out = outs[n + 1:]
     g_ys = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[n + 1:], ys_out)]
-    fv = [k for k in range(n) if vars0[k].dtype.is_floating]
+    # a variable with no gradient from outside that feeds only itself (an accumulator
+    # the loss does not read, a growing TensorArray of states) has gradient zero all
+    # along: the reverse loop does not carry it (a grown one would need its final shape)
+    gy = [j for j in range(ny) if g_ys[j] is not None and ys_out[j].dtype.is_floating]
+    inert = _self_contained_vars(a["body"], n, [n + j for j in gy])
+    fv = [k for k in range(n) if vars0[k].dtype.is_floating and not (g_final[k] is None and k in inert)]
     fc = [k for k in range(c) if caps[k].dtype.is_floating]
     fx = [k for k in range(nx) if xs[k].dtype.is_floating]
-    gy = [j for j in range(ny) if g_ys[j] is not None and ys_out[j].dtype.is_floating]
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
         return res
@@ -433,14 +437,29 @@ def _while_grad(op, *grads):
     fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
     step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
     step_caps = [outer for outer, _ in fg1.captures]
-    bwd_xs = saved_in + saved_out + [g_ys[j] for j in gy] + list(xs) + saved_draws
-    x_specs = list(a["var_specs"][:n]) * 2 + gy_specs + x_row_specs + draw_specs
+    # the saved values the step reads (the body's outputs come from the forward loop's
+    # stacks, not recomputed): only those are stacked for it
+    from ..passes.prune import prune
+    subs = {id(t) for t in new_v if t.op.type != "Placeholder"}
+    read = {id(t) for t in step.outputs}
+    for o in prune(list(step.outputs), {id(ph) for ph in step.inputs} | subs):
+        read.update(id(t) for t in o.inputs)
+    keep_in = [k for k in range(n) if id(ph1[k]) in read]
+    keep_out = [k for k in range(n) if id(new_v[k]) in read and id(new_v[k]) in subs]
+    bwd_xs = ([saved_in[k] for k in keep_in] + [saved_out[k] for k in keep_out] + [g_ys[j] for j in gy] +
+              list(xs) + saved_draws)
+    x_specs = ([a["var_specs"][k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] + gy_specs +
+               x_row_specs + draw_specs)
 
     def bwd_body(gvars, sl):
-        v_i, v_next, gy_i, x_i = sl[:n], sl[n:2 * n], sl[2 * n:2 * n + ngy], sl[2 * n + ngy:len(sl) - nd]
-        d_i = sl[len(sl) - nd:]
-        # the body's outputs come from the forward loop's stacks, not recomputed
-        sub = {id(t): s for t, s in zip(new_v, v_next) if t.op.type != "Placeholder"}
+        v_i, v_next = [None] * n, [None] * n   # (None: a saved value the step does not read)
+        for j, k in enumerate(keep_in):
+            v_i[k] = sl[j]
+        for j, k in enumerate(keep_out):
+            v_next[k] = sl[len(keep_in) + j]
+        sl = sl[len(keep_in) + len(keep_out):]
+        gy_i, x_i, d_i = sl[:ngy], sl[ngy:len(sl) - nd], sl[len(sl) - nd:]
+        sub = {id(new_v[k]): v_next[k] for k in keep_out}
         r = replay(step, list(v_i) + list(gvars) + list(gy_i) + list(x_i) + list(d_i) + step_caps, substitute=sub)
         return r[:nv + ncap], r[nv + ncap:]
 
@@ -449,6 +468,9 @@ def _while_grad(op, *grads):
     final, stacks = out[:len(init)], out[len(init) + 1:]
     for i, k in enumerate(fv):
         res[k] = final[i]
+    for k in range(n):
+        if vars0[k].dtype.is_floating and k not in fv:
+            res[k] = zeros_like(vars0[k])
     for i, k in enumerate(fc):
         res[n + k] = final[nv + i]
     for i, k in enumerate(fx):
@@ -457,6 +479,25 @@ def _while_grad(op, *grads):
 
 
 register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+
+
+def _self_contained_vars(body, n, graded_ys):
+    """The loop variables k whose body input reaches no body output but new var k
+    and the ys not in ``graded_ys`` (output positions: the ys given a gradient,
+    the saved per-iteration values among them for a second derivative)."""
+    out_at = {}
+    for j in list(range(n)) + list(graded_ys):
+        out_at.setdefault(id(body.outputs[j]), []).append(j)
+    res = []
+    for k in range(n):
+        reached = {id(body.inputs[k])}
+        for op in body.graph._ops:   # (in creation order: producers first)
+            if any(id(t) in reached for t in op.inputs):
+                reached.update(id(t) for t in op.outputs)
+        hit = {j for i in reached for j in out_at.get(i, ())}
+        if hit <= {k}:
+            res.append(k)
+    return res
 
 
 def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_tensor, reverse=False,
