@@ -189,11 +189,12 @@ def test_dynamic_size_while_loop_values_and_gradient_in_graph_mode():
             report = str(s.explain(gx, {x: X0, n: 2}))
             assert "FALLBACK" in report and "unknown shape" in report
     # the array alone: written at the counter, each write is an append, kept in a growing buffer
-    # (its size, a Shape of the grown value, still runs in the interpreter)
+    # (its size, the Shape of the grown value, is its entry rows + the trip count)
     for trips in (0, 3):
-        compiled, interpreted = run_both(g, [st], {x: X0, n: trips})   # (asserts no fallback)
+        compiled, interpreted = run_both(g, [st, size], {x: X0, n: trips})   # (asserts no fallback)
         check_close(interpreted[0], compiled[0], np.float64)
         np.testing.assert_allclose(compiled[0], _np_rows(X0, trips), rtol=1e-12)
+        assert int(compiled[1]) == int(interpreted[1]) == trips
 
 
 def test_dynamic_size_appends_compile_one_kernel_for_large_fed_trip_counts():
