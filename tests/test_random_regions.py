@@ -188,6 +188,67 @@ def test_no_handle_outlives_its_run(no_fallback):
     assert random_ops._RUNS == {}
 
 
+def _runner_of(sess):
+    """The session's one generated fast runner (jitgrad/fast_runner.py)."""
+    assert len(sess._fast) == 1, "no fast runner was installed"
+    return next(iter(sess._fast.values()))
+
+
+def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_fallback):
+    tf.random.set_seed(11)
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7))
+    sess = _session(g, "compiled")
+    trips = (3, 3, 3)     # (one feed shape: one plan, hit again)
+    outs = [sess.run(ys, {xs: np.zeros(k, np.float32)}) for k in trips]
+    runner = _runner_of(sess)
+    assert "_OPEN(SITES)" in runner.source     # it opens the call's handle itself
+    hits = tf.cache_info()["plan_hits"]
+    outs += [runner(np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
+    assert tf.cache_info()["plan_hits"] == hits + len(trips)
+    expected = _uniform_rows((11, 7), 2 * sum(trips), (3,))
+    np.testing.assert_array_equal(np.concatenate(outs), expected)
+    assert random_ops._RUNS == {}
+
+
+def test_a_failing_run_through_the_fast_runner_closes_its_handle(no_fallback):
+    tf.random.set_seed(4)
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+
+        def body(i, s):
+            u = tf.random.uniform([2], seed=1)
+            check = tf.Assert(i < 2, [i])
+            with tf.control_dependencies([check]):
+                return i + 1, s + tf.reduce_sum(u)
+        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+    sess = _session(g, "compiled")
+    for _ in range(3):
+        sess.run(s, {n: 2})
+    runner = _runner_of(sess)
+    with pytest.raises(InvalidArgumentError):
+        runner(5)
+    assert random_ops._RUNS == {}
+    # 3 runs of 2 draws, the failed one drew 3 (its third iteration failed after the draw,
+    # as in the interpreter): the next run continues after them, through the runner again
+    rows = _uniform_rows((4, 1), 11, (2,))
+    np.testing.assert_allclose(runner(1), rows[9].astype(np.float64).sum(), rtol=1e-6)
+
+
+def test_a_nested_random_gradient_through_the_fast_runner_matches_the_interpreter(no_fallback):
+    xv = np.arange(1, 5, dtype=np.float32)
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, (x, n, p), fetches = _nested_program(_cond_in_while)
+        sess = _session(g, mode)
+        runs[mode] = [sess.run(fetches, {x: xv, n: k, p: True}) for k in (3, 4, 5, 4)]
+        if mode == "compiled":
+            _runner_of(sess)
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_the_hook_refuses_a_stale_or_unknown_handle():
     random_ops._register_hook()
     out = (ctypes.c_float * 2)(7.0, 7.0)
