@@ -12,6 +12,12 @@ or body. The replay re-creates such a nested op as one that draws nothing
 (``_redrawn``): its regions take the saved values as inputs (an If's as
 captures, a While's as sliced inputs), and a While runs the forward's trip
 count (a counted loop: a loop condition that draws is not drawn again either).
+
+A nested loop whose trip count is known only at run time saves stacks of
+unknown length, per iteration of the enclosing loop (ragged) or as an If
+output: the compiler does not lower those, so such a program runs in the
+reference interpreter (cache_info().fallbacks); nested scans / map_fns over
+static lengths and conds in loops compile.
 """
 import numpy as np
 
