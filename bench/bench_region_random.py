@@ -11,16 +11,24 @@ accumulator, u of K elements drawn each iteration:
   * interpreted: the random loop in jitgrad's reference interpreter (where such a
               graph ran before random ops compiled inside regions).
 Prints median microseconds per iteration; (random - baseline) is the hook's
-overhead per iteration. Timings on a shared machine are noisy.
+overhead per iteration.
+
+Then the cost per Session.run of such a plan (one iteration, K = 1, so the
+call itself is what is timed): through the generated fast runner
+(jitgrad/fast_runner.py, which opens the call's random handle itself) and
+through the general path (run_plan; what every region-random plan took before
+the runner covered them), the two sessions timed alternately.
+Timings on a shared machine are noisy.
 """
 import argparse
 import os
+import statistics
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from timing import median_time  # noqa: E402
+from timing import call_times, median_time  # noqa: E402
 
 
 def per_iteration_us(fn, trips, repeat):
@@ -65,6 +73,32 @@ def main():
                                                  for _ in range(trips)], trips, repeat)
         print(f"{k:>6} {res['random']:>10.2f} {res['baseline']:>10.2f} {res['random'] - res['baseline']:>10.2f} "
               f"{res['numpy']:>11.2f} {res['interpreted']:>12.1f}")
+    per_run(tf, 200 if args.quick else 2000, 7 if args.quick else 21)
+
+
+def per_run(tf, number, rounds):
+    """us per Session.run of a one-iteration region-random loop: fast runner vs general path."""
+    from jitgrad import dispatch, fast_runner
+    runner_maker = fast_runner.runner_for   # (what dispatch.make_runner is once the compiler is loaded)
+
+    sessions = {}
+    for name in ("runner", "general"):
+        g, n, x, s = loop_graph(tf, 1, True)
+        sessions[name] = (tf.compat.v1.Session(graph=g), s, n)
+    times = {name: [] for name in sessions}
+    try:
+        for r in range(rounds):   # alternating, so both see the same machine load
+            for name, (sess, s, n) in sessions.items():
+                dispatch.make_runner = None if name == "general" else runner_maker   # (None: none installed)
+                ts = call_times(lambda: sess.run(s, {n: 1}), 1, number)
+                assert bool(sess._fast) == (name == "runner"), (name, sess._fast)
+                if r:   # (the first round warms up: compiles, installs the runner)
+                    times[name] += ts
+    finally:
+        dispatch.make_runner = runner_maker
+    med = {name: statistics.median(ts) * 1e6 for name, ts in times.items()}
+    print(f"per Session.run (1 iteration, K=1): runner {med['runner']:.2f} us, general path {med['general']:.2f} us, "
+          f"general/runner {med['general'] / med['runner']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -282,7 +282,7 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
     TensorArray over it; the loop returns TensorArrays over the final tensors."""
     from .autograph.operators import _dry
-    from .autograph.staged_tensor_array import with_tensor_arrays
+    from .autograph.staged_tensor_array import NotAppends, check_appends, watch_appends, with_tensor_arrays
     single = not isinstance(loop_vars, (list, tuple))
     packed = [loop_vars] if single else loop_vars
     state = list(nest.flatten(packed))
@@ -313,17 +313,37 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         user = nest.flatten_up_to(packed, [shape_invariants] if single else shape_invariants, check_types=False)
         # (a TensorArray's invariant is its dense tensor's shape: TF ignores what is given for it)
         inv = [d.shape if ta else u for d, u, ta in zip(dense, user, is_ta)]
+    # a dynamic array's dense tensor is its entry value under a [None, ...] shape (a
+    # PlaceholderWithDefault): the loop gets that shape as the invariant and the entry
+    # value itself, whose static shape lets the compiler specialise the loop
+    grows = {k: d.op.inputs[0] for k, (d, ta) in enumerate(zip(dense, is_ta))
+             if ta and isinstance(d, Tensor) and d.op.type == "PlaceholderWithDefault"}
+    if grows:
+        if inv is None:
+            inv = [d.shape if ta else _to_tensor(d).shape for d, ta in zip(dense, is_ta)]
+        dense = [grows.get(k, d) for k, d in enumerate(dense)]
 
     def dense_cond(*vals):
         set_dense(vals)
         return call(cond)
 
+    appends = [True]   # dynamic arrays' writes traced as appends (staged_tensor_array.check_appends)
+
     def dense_body(*vals):
         set_dense(vals)
+        watches = watch_appends(state) if appends[0] else {}
         one_iteration()
-        return list(get_dense())
-    out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
-                     maximum_iterations=maximum_iterations, name=name)
+        out = list(get_dense())
+        if watches:
+            check_appends(watches, state, dense, vals, out)
+        return out
+    try:
+        out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
+                         maximum_iterations=maximum_iterations, name=name)
+    except NotAppends:   # (raised while the body was traced: no op was made)
+        appends[0] = False
+        out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
+                         maximum_iterations=maximum_iterations, name=name)
     set_dense(out)
     result = nest.pack_sequence_as(packed, state)
     return result[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(result))

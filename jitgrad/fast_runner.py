@@ -11,6 +11,7 @@ import numpy as np
 
 from . import buffers as _buffers
 from .compiler import _addr, _call, _epoch, _plan_key, _raise_status, _stats
+from .ops.random_ops import close_draws, open_draws
 from .session import FAST_MISS
 
 _F_MAX = 1 << 53   # Python ints that convert to floats exactly (no double rounding)
@@ -36,8 +37,8 @@ def _scalar_cases(i, dt):
 def make_runner(session, plan, elements, fed, struct):
     """A generated function running ``plan`` (see above). struct: list, tuple
     or None (one fetch).  Returns None when the plan cannot have one."""
-    if plan.fallback or not elements or plan.rng_slot is not None or plan.growing:
-        return None   # (random ops in regions: run_plan opens the call's handle; growing outputs: run_plan reads them)
+    if plan.fallback or not elements or plan.growing:
+        return None   # (growing outputs: run_plan reads them)
     k = plan.kernel
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
           "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,
@@ -99,7 +100,14 @@ def make_runner(session, plan, elements, fed, struct):
             body.append(f"o{j} = {'_EMPTY_POOLED' if _buffers.recycles(shape, dt) else '_EMPTY'}(OS{j}, OD{j})")
             body.append(f"P[{plan.out_base + j}] = _addr(o{j})")
     body.append("STATS['plan_hits'] += 1")
-    body.append("_call(K, PADDR)" if k.mt_addr else "CF(PADDR)")
+    call = "_call(K, PADDR)" if k.mt_addr else "CF(PADDR)"
+    if plan.rng_slot is None:
+        body.append(call)
+    else:
+        # random ops in regions draw through this call's handle (ops/random_ops.py's
+        # region_draws, inline); closed, it finds nothing, so P keeps the stale number
+        ns.update(_OPEN=open_draws, _CLOSE=close_draws, SITES=plan.region_sites)
+        body += ["h = _OPEN(SITES)", f"P[{plan.rng_slot}] = h", "try:", f"    {call}", "finally:", "    _CLOSE(h)"]
     if plan.has_checks:
         body.append("if ST[0]: _raise_status(int(ST[0]))")
     res = []

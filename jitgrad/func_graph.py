@@ -130,12 +130,14 @@ def as_output(fg, x, dtype=None):
         return convert_to_tensor(x, dtype=dtype)
 
 
-def replay(func, inputs, substitute=None):
+def replay(func, inputs, substitute=None, rebuild=None):
     """Re-creates ``func``'s computation in the default graph on ``inputs``;
     returns its outputs there. Outer tensors it captured are captured again
     by the graph being built (or used directly when it is their graph).
     substitute: {id(tensor of func's graph): tensor to use instead} -- what
-    only computes a substituted tensor is not re-created."""
+    only computes a substituted tensor is not re-created. rebuild: {id(op of
+    func's graph): fn(its inputs here) -> one tensor per output}, for ops
+    re-created some other way than as themselves."""
     mapping = dict(substitute or {})
     mapping.update({id(ph): t for ph, t in zip(func.inputs, inputs)})
     for op in prune(func.outputs, set(mapping)):
@@ -144,8 +146,11 @@ def replay(func, inputs, substitute=None):
         if op.type == "Placeholder":
             raise ValueError(f"function {func.graph.name}: placeholder {op.name} is not an input")
         ins = [mapping[id(t)] for t in op.inputs]
-        out = apply_op(op.type, ins, dict(op.attrs), name=op.name.rsplit("/", 1)[-1])
-        outs = () if not op.outputs else ((out,) if len(op.outputs) == 1 else tuple(out))
+        if rebuild and id(op) in rebuild:
+            outs = tuple(rebuild[id(op)](ins))
+        else:
+            out = apply_op(op.type, ins, dict(op.attrs), name=op.name.rsplit("/", 1)[-1])
+            outs = () if not op.outputs else ((out,) if len(op.outputs) == 1 else tuple(out))
         for t, o in zip(op.outputs, outs):
             mapping[id(t)] = o
     return [mapping[id(t)] for t in func.outputs]

@@ -5,7 +5,9 @@ TensorArray works the same way): ``write`` stores the tensor and returns the
 array (use ``ta = ta.write(i, x)`` as in TF), ``stack``/``concat``/``gather``
 build ops from the stored tensors, so gradients flow through them. Indices
 must be known when the graph is built (Python ints, eager tensors or
-constants): jitgrad has no ``tf.while_loop`` that would index it at run time.
+constants); inside a tf.while_loop or a staged loop, where they are known only
+at run time, the array is carried as one dense tensor instead
+(autograph/staged_tensor_array.py).
 """
 import numpy as np
 

@@ -71,6 +71,41 @@ def test_rnn_with_matmul_and_second_order(seed):
         check_close(p, q, np.float64, f"fetch {i}")
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_growing_loops(seed, dt):
+    """Loops whose values grow at run time: a dynamic_size TensorArray written at the
+    counter (every write an append) and a ``concat`` accumulator under a None invariant,
+    random bodies, fed trip counts; the grown values are fetched (compiled growing buffers)
+    with the gradients of a loss on the final state."""
+    rng = np.random.default_rng(2000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(0, 3))))
+    k, width, rows0 = int(rng.integers(2, 5)), int(np.prod(shape)), int(rng.integers(0, 3))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dt, shape)
+        w = tf.compat.v1.placeholder(dt, shape)
+        n = tf.compat.v1.placeholder(tf.int32, [])
+
+        def body(i, h, ta, acc):
+            u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
+            return i + 1, u, ta.write(i, u * 2.0), tf.concat([acc, tf.reshape(u, [1, width])], 0)
+        _, hT, ta, acc = tf.while_loop(
+            lambda i, h, ta, acc: i < n, body,
+            [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([rows0, width], dt)],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), None, tf.TensorShape([None, width])])
+        # the loss reads the final state only: the grown values get no gradient (the reverse loop
+        # does not carry them), so the gradients compile too
+        grads = tf.gradients(tf.reduce_sum(tf.sin(hT) * w), [x, w])
+        fetches = [hT, ta.stack(), acc] + [gr for gr in grads if gr is not None]
+    feed = {x: rng.standard_normal(shape).astype(dt), w: (rng.standard_normal(shape) * 0.5).astype(dt)}
+    for nv in (0, 1, 7):
+        a, b = run_both(g, fetches, {**feed, n: nv})
+        for i, (p, q) in enumerate(zip(a, b)):
+            check_close(p, q, dt, f"fetch {i} n={nv}")
+        assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv, width)
+
+
 def test_map_fn_scan_compile_with_static_and_fed_lengths():
     g = tf.Graph()
     with g.as_default():

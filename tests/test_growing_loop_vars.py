@@ -173,3 +173,19 @@ def test_autograph_for_loop_accumulator_compiles():
         got = f(tf.constant(trips)).numpy()
         assert tf.cache_info()["fallbacks"] == before
         np.testing.assert_array_equal(got, np.arange(trips, dtype=np.float32) ** 2)
+
+
+def test_the_shape_of_a_grown_variable_compiles():
+    """tf.shape of the grown value alone or beside it: entry rows + 2 rows per iteration."""
+    g, n, w, h, x = _graph()
+    with g.as_default():
+        shape = tf.shape(x)
+        rows = tf.shape(x)[0] * 10
+    for trips in (0, 3, 1000):
+        for fetches in ([shape, rows], [x, shape]):
+            compiled, interpreted = run_both(g, fetches, {n: trips, w: W})   # (asserts no fallback)
+            want = np.array([1 + 2 * trips, 3], np.int32)
+            np.testing.assert_array_equal(compiled[fetches.index(shape)], want)
+            np.testing.assert_array_equal(interpreted[fetches.index(shape)], want)
+            if rows in fetches:
+                assert int(compiled[1]) == int(interpreted[1]) == 10 * (1 + 2 * trips)

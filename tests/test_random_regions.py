@@ -188,6 +188,67 @@ def test_no_handle_outlives_its_run(no_fallback):
     assert random_ops._RUNS == {}
 
 
+def _runner_of(sess):
+    """The session's one generated fast runner (jitgrad/fast_runner.py)."""
+    assert len(sess._fast) == 1, "no fast runner was installed"
+    return next(iter(sess._fast.values()))
+
+
+def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_fallback):
+    tf.random.set_seed(11)
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7))
+    sess = _session(g, "compiled")
+    trips = (3, 3, 3)     # (one feed shape: one plan, hit again)
+    outs = [sess.run(ys, {xs: np.zeros(k, np.float32)}) for k in trips]
+    runner = _runner_of(sess)
+    assert "_OPEN(SITES)" in runner.source     # it opens the call's handle itself
+    hits = tf.cache_info()["plan_hits"]
+    outs += [runner(np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
+    assert tf.cache_info()["plan_hits"] == hits + len(trips)
+    expected = _uniform_rows((11, 7), 2 * sum(trips), (3,))
+    np.testing.assert_array_equal(np.concatenate(outs), expected)
+    assert random_ops._RUNS == {}
+
+
+def test_a_failing_run_through_the_fast_runner_closes_its_handle(no_fallback):
+    tf.random.set_seed(4)
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+
+        def body(i, s):
+            u = tf.random.uniform([2], seed=1)
+            check = tf.Assert(i < 2, [i])
+            with tf.control_dependencies([check]):
+                return i + 1, s + tf.reduce_sum(u)
+        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+    sess = _session(g, "compiled")
+    for _ in range(3):
+        sess.run(s, {n: 2})
+    runner = _runner_of(sess)
+    with pytest.raises(InvalidArgumentError):
+        runner(5)
+    assert random_ops._RUNS == {}
+    # 3 runs of 2 draws, the failed one drew 3 (its third iteration failed after the draw,
+    # as in the interpreter): the next run continues after them, through the runner again
+    rows = _uniform_rows((4, 1), 11, (2,))
+    np.testing.assert_allclose(runner(1), rows[9].astype(np.float64).sum(), rtol=1e-6)
+
+
+def test_a_nested_random_gradient_through_the_fast_runner_matches_the_interpreter(no_fallback):
+    xv = np.arange(1, 5, dtype=np.float32)
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, (x, n, p), fetches = _nested_program(_cond_in_while)
+        sess = _session(g, mode)
+        runs[mode] = [sess.run(fetches, {x: xv, n: k, p: True}) for k in (3, 4, 5, 4)]
+        if mode == "compiled":
+            _runner_of(sess)
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_the_hook_refuses_a_stale_or_unknown_handle():
     random_ops._register_hook()
     out = (ctypes.c_float * 2)(7.0, 7.0)
@@ -291,18 +352,210 @@ def test_function_tape_through_a_loop_with_dropout_matches_tf(graph_mode):
     assert tf.cache_info()["fallbacks"] == before
 
 
-def test_gradient_through_a_random_op_in_a_nested_region_is_refused():
+# ---------------------------------------------------------------- random ops in nested regions, differentiated
+# Each program draws 0/1 masks m inside a region nested in a loop body or a branch and
+# carries, next to y = sum(x * x * m) (or x * m), the sum of the masks it used (M): by
+# hand, dy/dx = 2 x M and d2y/dx2 = 2 M (x * m: dy/dx = M), from the forward's own
+# draws. Masks, x and the sums are small integers: the float results are exact.
+def _mask(seed=1):
+    return tf.cast(tf.random.uniform([4], seed=seed) > 0.5, tf.float32)
+
+
+def _masked_loop(x, k):
+    """A tf.while_loop of k iterations (k a tensor: the count is known only at run
+    time): (sum of x * x * m, sum of m)."""
+    def body(j, a, ms):
+        m = _mask()
+        return j + 1, a + x * x * m, ms + m
+    return tf.while_loop(lambda j, a, ms: j < k, body, [0, tf.zeros([4]), tf.zeros([4])])[1:]
+
+
+def _cond_in_while(x, n, p):
+    def body(i, s, ms):
+        m = tf.cond(i % 2 > 0, _mask, lambda: tf.ones([4]))
+        return i + 1, s + tf.reduce_sum(x * x * m), ms + m
+    return tf.while_loop(lambda i, s, ms: i < n, body, [0, 0.0, tf.zeros([4])])[1:]
+
+
+def _while_in_cond(x, n, p):
+    a, ms = tf.cond(p, lambda: _masked_loop(x, n), lambda: (x * x, tf.ones([4])))
+    return tf.reduce_sum(a), ms
+
+
+def _while_in_while(x, n, p):
+    def body(i, s, ms):
+        a, m = _masked_loop(x, i)       # i inner iterations: a different count each time
+        return i + 1, s + tf.reduce_sum(a), ms + m
+    return tf.while_loop(lambda i, s, ms: i < n, body, [0, 0.0, tf.zeros([4])])[1:]
+
+
+def _cond_in_cond(x, n, p):
+    def masked(m):
+        return x * x * m, m
+    a, m = tf.cond(p, lambda: tf.cond(n > 2, lambda: masked(_mask()), lambda: masked(_mask(2) * 2.0)),
+                   lambda: masked(tf.ones([4])))
+    return tf.reduce_sum(a), m
+
+
+NESTED = {"cond_in_while": _cond_in_while, "while_in_cond": _while_in_cond, "while_in_while": _while_in_while,
+          "cond_in_cond": _cond_in_cond}
+
+
+def _nested_program(build, seed=3):
+    tf.random.set_seed(seed)
     g = tf.Graph()
     with g.as_default():
-        x = ph(tf.float32, [3])
-        n = ph(tf.int32, [])
+        x, n, p = ph(tf.float32, [4]), ph(tf.int32, []), ph(tf.bool, [])
+        y, ms = build(x, n, p)
+        (gx,) = tf.gradients(y, x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+    return g, (x, n, p), [y, ms, gx, hx]
 
-        def body(i, s):
-            y = tf.cond(i > 0, lambda: tf.nn.dropout(x, 0.5), lambda: x)
-            return i + 1, s + tf.reduce_sum(y)
-        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
-        with pytest.raises(NotImplementedError, match="random op"):
-            tf.gradients(s, x)
+
+@pytest.mark.parametrize("structure", sorted(NESTED))
+def test_gradient_through_a_random_op_in_a_nested_region_reuses_the_forward_draws(structure):
+    runs = {}
+    xv = np.arange(1, 5, dtype=np.float32)
+    for mode in ("interpret", "compiled"):
+        g, (x, n, p), fetches = _nested_program(NESTED[structure])
+        sess = _session(g, mode)
+        runs[mode] = [sess.run(fetches, {x: xv, n: k, p: b}) for k, b in ((3, True), (4, True), (4, False), (5, True))]
+    for y, ms, gv, hv in runs["interpret"]:
+        np.testing.assert_array_equal(gv, 2 * xv * ms)   # the masks the forward drew, and no others
+        np.testing.assert_array_equal(hv, 2 * ms)
+        np.testing.assert_array_equal(y, np.float32((xv * xv * ms).sum()))
+    assert any(0 < r[1].max() < 5 for r in runs["interpret"])   # (the masks are not all 0 or all 1)
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):   # compiled == interpreted, bit for bit
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("structure", ["cond_in_while", "cond_in_cond"])
+def test_nested_random_gradients_with_static_shapes_compile(structure, no_fallback):
+    # (a loop nested in a region whose trip count is known only at run time stacks
+    # draws of unknown shape: that program runs in the interpreter)
+    g, (x, n, p), fetches = _nested_program(NESTED[structure])
+    _session(g, "compiled").run(fetches, {x: np.ones(4, np.float32), n: 3, p: True})
+
+
+def test_scan_in_scan_gradient_is_the_sum_of_the_forward_masks(no_fallback):
+    # rows x * x * m over 2 outer x 3 inner iterations (static counts: static shapes),
+    # the masks m stacked alongside: dy/dx = 2 x (sum of the masks)
+    def masked(a, _):
+        m = _mask()
+        return x * x * m, m
+
+    def inner(c, _):
+        return tf.scan(masked, tf.zeros([3]), initializer=(tf.zeros([4]), tf.zeros([4])))
+    outs = {}
+    xv = np.arange(1, 5, dtype=np.float32)
+    for mode in ("interpret", "compiled"):
+        tf.random.set_seed(6)
+        g = tf.Graph()
+        with g.as_default():
+            x = ph(tf.float32, [4])
+            rows, masks = tf.scan(inner, tf.zeros([2]), initializer=(tf.zeros([3, 4]), tf.zeros([3, 4])))
+            (gx,) = tf.gradients(tf.reduce_sum(rows), x)
+        outs[mode] = _session(g, mode).run([masks, gx], {x: xv})
+    for mv, gv in outs.values():
+        assert mv.shape == (2, 3, 4)
+        np.testing.assert_array_equal(gv, 2 * xv * mv.sum(axis=(0, 1)))
+    for a, b in zip(outs["interpret"], outs["compiled"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gradient_runs_the_forward_trip_count_of_a_loop_whose_condition_draws(no_fallback):
+    """The inner loop's condition draws: its gradient does not draw it again (nor the
+    body's mask); d/dx of sum_i sum(x 1.5^t_i m_i) = sum_i 1.5^t_i m_i, carried alongside."""
+    def build(mode):
+        tf.random.set_seed(9)
+        g = tf.Graph()
+        with g.as_default():
+            x, n = ph(tf.float32, [4]), ph(tf.int32, [])
+
+            def body(i, s, expect):
+                k, f = tf.while_loop(lambda j, f: tf.random.uniform([], seed=2) < 0.6,
+                                     lambda j, f: (j + 1, f * 1.5), [0, tf.ones([4])])
+                m = _mask()
+                return i + 1, s + tf.reduce_sum(x * f * m), expect + f * m
+            _, s, expect = tf.while_loop(lambda i, s, e: i < n, body, [0, 0.0, tf.zeros([4])])
+            (gx,) = tf.gradients(s, x)
+        return _session(g, mode).run([gx, expect], {x: np.ones(4, np.float32), n: 6})
+    runs = {mode: build(mode) for mode in ("interpret", "compiled")}
+    for gv, ev in runs.values():
+        np.testing.assert_array_equal(gv, ev)
+    assert runs["interpret"][1].max() > 1.0       # (some inner loop ran)
+    np.testing.assert_array_equal(runs["interpret"][0], runs["compiled"][0])
+
+
+@pytest.mark.parametrize("mode", ["interpret", "compiled"])
+def test_a_nested_gradient_draws_nothing_and_a_seeded_program_repeats(mode):
+    """Running the gradient with the forward advances the op's sequence exactly as the
+    forward alone does; a program rebuilt after set_seed repeats its numbers."""
+    xv = np.arange(1, 5, dtype=np.float32)
+
+    def forward_values(with_gradient):
+        g, (x, n, p), (y, ms, gx, hx) = _nested_program(_while_in_while, seed=4)
+        sess = _session(g, mode)
+        fetches = [y, ms, gx] if with_gradient else [y, ms]
+        return [sess.run(fetches, {x: xv, n: 4, p: True}) for _ in range(3)]
+    alone, with_grad, again = forward_values(False), forward_values(True), forward_values(True)
+    for a, b, c in zip(alone, with_grad, again):
+        np.testing.assert_array_equal(a[1], b[1])
+        np.testing.assert_array_equal(b[2], c[2])
+        np.testing.assert_array_equal(b[2], 2 * xv * b[1])
+    assert not np.array_equal(alone[0][1], alone[1][1])   # successive runs draw new masks
+
+
+def test_function_tape_through_a_cond_in_a_loop_with_dropout(graph_mode):
+    before = tf.cache_info()["fallbacks"]
+    tf.random.set_seed(0)
+
+    @tf.function
+    def f(x, n):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            s = tf.constant(0.)
+            for i in tf.range(n):
+                if i % 2 == 0:
+                    s += tf.reduce_sum(tf.nn.dropout(x, 0.5))
+                else:
+                    s += tf.reduce_sum(x)
+        return s, t.gradient(s, x)
+    for _ in range(3):
+        s, gx = f(tf.ones([40]), tf.constant(3))
+        # x = ones: s = 2 * kept + 40 = sum of the gradient; the gradient is 1 + {0, 2, 4}
+        assert float(s) == float(tf.reduce_sum(gx))
+        assert set(np.unique(gx.numpy())) <= {1.0, 3.0, 5.0}
+    assert tf.cache_info()["fallbacks"] == before
+
+
+def test_random_ops_in_map_fn_and_scan_bodies_under_a_tape():
+    """Eager (the bodies run as Python) and in a tf.function (nested While ops)."""
+    tf.random.set_seed(1)
+    x = tf.constant(np.arange(1, 5, dtype=np.float32))
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        r = tf.map_fn(lambda e: x * e * tf.nn.dropout(tf.ones([4]), 0.5), tf.constant([1., 2.]))
+        c = tf.scan(lambda a, e: a + x * e * tf.nn.dropout(tf.ones([4]), 0.5), tf.constant([1., 2.]),
+                    initializer=tf.zeros([4]))
+        sr, sc = tf.reduce_sum(r), tf.reduce_sum(c)
+    np.testing.assert_array_equal(t.gradient(sr, x), (r.numpy() / x.numpy()).sum(axis=0))
+    # c_1 = x d_0, c_2 = c_1 + 2 x d_1: d(sum c)/dx = c_1 / x + c_2 / x
+    np.testing.assert_allclose(t.gradient(sc, x), (c.numpy() / x.numpy()).sum(axis=0), rtol=1e-6)
+
+    @tf.function
+    def f(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            rows = tf.map_fn(lambda e: tf.reduce_sum(tf.scan(lambda a, _: x * e * tf.nn.dropout(tf.ones([4]), 0.5),
+                                                             tf.zeros([2]), initializer=tf.zeros([4])), 0),
+                             tf.constant([1., 2.]))
+            s = tf.reduce_sum(rows)
+        return rows, t.gradient(s, x)
+    for _ in range(2):
+        rows, gx = f(x)
+        np.testing.assert_array_equal(gx, (rows.numpy() / x.numpy()).sum(axis=0))
 
 
 def test_a_random_op_in_a_cond_in_a_loop_compiles_without_a_gradient(no_fallback):

@@ -185,9 +185,78 @@ def test_dynamic_size_while_loop_values_and_gradient_in_graph_mode():
                 assert got_st.shape == (trips, 2) and int(got_size) == trips
                 np.testing.assert_allclose(got_st, _np_rows(X0, trips), rtol=1e-12)
                 np.testing.assert_allclose(got_g, _fd_grad(X0, trips), rtol=1e-6, atol=1e-9)
-            # the loop variable grows: it runs in the interpreter, and explain says why
-            report = str(s.explain(st, {x: X0, n: 2}))
+            # the gradient reads the grown array: it runs in the interpreter, and explain says why
+            report = str(s.explain(gx, {x: X0, n: 2}))
             assert "FALLBACK" in report and "unknown shape" in report
+    # the array alone: written at the counter, each write is an append, kept in a growing buffer
+    # (its size, the Shape of the grown value, is its entry rows + the trip count)
+    for trips in (0, 3):
+        compiled, interpreted = run_both(g, [st, size], {x: X0, n: trips})   # (asserts no fallback)
+        check_close(interpreted[0], compiled[0], np.float64)
+        np.testing.assert_allclose(compiled[0], _np_rows(X0, trips), rtol=1e-12)
+        assert int(compiled[1]) == int(interpreted[1]) == trips
+
+
+def test_dynamic_size_appends_compile_one_kernel_for_large_fed_trip_counts():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [2])
+        n = tf1.placeholder(tf.int32, [])
+        pre = tf.TensorArray(tf.float64, size=2, dynamic_size=True).write(0, x).write(1, x * 2.0)
+        ta = tf.while_loop(lambda i, h, ta: i < n + 2,
+                           lambda i, h, ta: (i + 1, tf.sin(h) * 1.5, ta.write(i, tf.sin(h) * 1.5)), [2, x, pre])[2]
+        st = ta.stack()
+    with tf1.Session(graph=g) as s:
+        before = tf.cache_info()
+        got = {trips: s.run(st, {x: X0, n: trips}) for trips in (20000, 3, 20000)}
+        after = tf.cache_info()
+        assert after["fallbacks"] == before["fallbacks"]
+        assert after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"] <= 1
+    h, rows = X0.copy(), [X0, X0 * 2.0]
+    for _ in range(20000):
+        h = np.sin(h) * 1.5
+        rows.append(h)
+    want = np.array(rows)
+    np.testing.assert_allclose(got[20000], want, rtol=1e-12)
+    np.testing.assert_allclose(got[3], want[:5], rtol=1e-12)
+
+
+@pytest.mark.parametrize("body", ["gap", "reads", "twice", "counter_from_one"])
+def test_dynamic_size_writes_that_are_not_appends_keep_the_general_form(body):
+    """A write past the end (rows in between are zeros), a body reading the array, two
+    writes per iteration, a counter not starting at the array's size: not appends, so
+    the array is carried in its general form (the interpreter), with TF's values."""
+    def step(i, h, ta):
+        h = tf.sin(h) * 1.5
+        if body == "gap":
+            return i + 1, h, ta.write(2 * i, h)
+        if body == "reads":
+            ta = ta.write(i, h)
+            return i + 1, h + tf.cast(ta.size(), tf.float64), ta
+        if body == "twice":
+            return i + 1, h, ta.write(i, h).write(i, h * 3.0)
+        return i + 1, h, ta.write(i, h)
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [2])
+        start = 1 if body == "counter_from_one" else 0
+        ta = tf.while_loop(lambda i, h, ta: i < 3 + start, step,
+                           [start, x, tf.TensorArray(tf.float64, size=0, dynamic_size=True)])[2]
+        st = ta.stack()
+    h, want = X0.copy(), {0: [], 1: [np.zeros(2)]}.get(start)
+    for i in range(3):
+        h = np.sin(h) * 1.5
+        if body == "gap":
+            want += [np.zeros(2)] * (2 * i - len(want)) + [h]
+        elif body == "reads":
+            want.append(h)
+            h = h + i + 1
+        else:
+            want.append(h * 3.0 if body == "twice" else h)
+    with tf1.Session(graph=g) as s:
+        np.testing.assert_allclose(s.run(st, {x: X0}), np.array(want), rtol=1e-12)
+        assert "FALLBACK" in str(s.explain(st, {x: X0}))
 
 
 def test_dynamic_size_while_loop_eager_grows_past_its_initial_size():

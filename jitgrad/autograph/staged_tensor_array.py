@@ -12,15 +12,22 @@ iteration, as TF's AutoGraph does for variables first defined in the loop.
 With ``dynamic_size=True`` the loop tensor has an unknown first dimension (shape
 invariant ``[None, *element_shape]``): a write past the end grows it to ``index + 1``
 rows (new rows are zeros, as TF's unwritten elements), and ``size()`` is its row
-count at run time. Such a loop runs in the reference interpreter (its loop variable
-changes shape between iterations: ``explain`` gives the reason); a fixed-size one
-compiles.
+count at run time. When a tf.while_loop body only writes such an array, once per
+iteration, at a loop counter that starts at the array's size and steps by one (an RNN
+stacking its states: ``ta.write(i, h)`` with ``i + 1``), every write is an append and
+is traced as one (``concat([buffer, [value]], 0)``, control_flow.py checks the pattern
+with ``watch_appends`` / ``check_appends`` and traces the general form otherwise): the
+compiler keeps such a variable in a growing buffer (passes/growing_vars.py). Any other
+dynamic array runs in the reference interpreter (its loop variable changes shape
+between iterations: ``explain`` gives the reason); a fixed-size one compiles.
 
 The same carrying serves a TensorArray passed directly as a ``tf.while_loop`` loop
 variable (control_flow.while_loop), as TF 2 flattens it to its TensorList.
 """
+import numpy as np
+
 from .. import dtypes
-from ..convert import convert_to_tensor
+from ..convert import _is_tensorlike, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..ops import array_ops, math_ops
 from ..shapes import TensorShape
@@ -36,12 +43,14 @@ class LoopTensorArray(TensorArray):
         self._element_shape = element_shape
         self._infer_shape = infer_shape
         self._buffer = buffer
+        self._appends = None   # an _Appends while a loop body that may only append is traced
 
     def _like(self, buffer):
         return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
                                self._dynamic)
 
     def size(self, name=None):
+        self._reads()
         if self._dynamic:
             return array_ops.shape(self._stacked(), name=name)[0]
         return array_ops.constant(self._size, dtype=dtypes.int32)
@@ -70,8 +79,17 @@ class LoopTensorArray(TensorArray):
         padded = array_ops.concat([buf, zero_row], 0)
         return array_ops.gather(padded, math_ops.minimum(array_ops.range_(want), rows))
 
+    def _reads(self):
+        if self._appends is not None:
+            self._appends.read = True
+
     def write(self, index, value, name=None):
         t = self._convert(value)
+        if self._appends is not None and self._buffer is not None:
+            # index == rows (check_appends verifies it once the body is traced): an append
+            self._appends.indices.append(index)
+            self._buffer = array_ops.concat([self._buffer, array_ops.expand_dims(t, 0)], 0, name=name)
+            return self
         if self._buffer is None:
             if not t.shape.is_fully_defined():
                 raise ValueError(f"A TensorArray written in a staged loop needs elements of a known shape, got "
@@ -96,15 +114,19 @@ class LoopTensorArray(TensorArray):
         return self._buffer
 
     def read(self, index, name=None):
+        self._reads()
         return array_ops.gather(self._stacked(), self._checked_index(index), name=name)
 
     def stack(self, name=None):
+        self._reads()
         return self._stacked()
 
     def gather(self, indices, name=None):
+        self._reads()
         return array_ops.gather(self._stacked(), indices, name=name)
 
     def concat(self, name=None):
+        self._reads()
         buf = self._stacked()
         dims = buf.shape.as_list()
         if len(dims) > 1 and dims[0] is not None and dims[1] is not None:
@@ -112,6 +134,7 @@ class LoopTensorArray(TensorArray):
         return array_ops.reshape(buf, [-1] + dims[2:], name=name)
 
     def unstack(self, value, name=None):
+        self._reads()
         t = convert_to_tensor(value)
         if t.shape.rank is None or (not self._dynamic and t.shape.dims[0] != self._size):
             raise InvalidArgumentError(f"Tried to unstack a tensor of shape {t.shape} into a TensorArray of size "
@@ -121,6 +144,7 @@ class LoopTensorArray(TensorArray):
         return self
 
     def scatter(self, indices, value, name=None):
+        self._reads()
         parts = array_ops.unstack(convert_to_tensor(value))
         for i, p in zip(indices, parts):
             self.write(i, p)
@@ -128,6 +152,68 @@ class LoopTensorArray(TensorArray):
 
     def __repr__(self):
         return f"<TensorArray dtype={self._dtype.name} size={self._size} (staged)>"
+
+
+class NotAppends(Exception):
+    """A loop body's writes to a dynamic array are not appends (check_appends)."""
+
+
+class _Appends:
+    """What one traced iteration did to a dynamic array: the indices it wrote at and
+    whether it read the array."""
+
+    def __init__(self, array):
+        self.array, self.indices, self.read = array, [], False
+
+
+def watch_appends(state):
+    """{slot: _Appends} for the dynamic arrays in ``state`` (a body's inputs): their
+    writes are traced as appends from now on."""
+    watches = {}
+    for k, v in enumerate(state):
+        if isinstance(v, LoopTensorArray) and v._dynamic and v._buffer is not None:
+            v._appends = watches[k] = _Appends(v)
+    return watches
+
+
+def _static(x):
+    v = array_ops.get_static_value(x) if _is_tensorlike(x) else x
+    return None if v is None else np.asarray(v)
+
+
+def _entry_rows(buffer):
+    """The rows a dynamic array's dense tensor enters the loop with, when known."""
+    if buffer.op.type == "PlaceholderWithDefault":
+        buffer = buffer.op.inputs[0]
+    return None if buffer.shape.rank is None else buffer.shape.dims[0]
+
+
+def _counts_up_from(j, init, placeholders, outs, start):
+    """Whether loop variable j enters as ``start`` and the body returns it plus one."""
+    v0 = _static(init[j])
+    if v0 is None or v0.shape != () or v0.dtype.kind not in "iu" or int(v0) != start:
+        return False
+    o = outs[j]
+    if not _is_tensorlike(o) or getattr(o, "op", None) is None or o.op.type not in ("AddV2", "Add"):
+        return False
+    a, b = o.op.inputs
+    one = b if a is placeholders[j] else a if b is placeholders[j] else None
+    step = None if one is None else _static(one)
+    return step is not None and step.shape == () and int(step) == 1
+
+
+def check_appends(watches, state, init, placeholders, outs):
+    """Raises NotAppends unless every watched array was written exactly once, not read,
+    at a loop counter that entered as the array's size and steps by one (so the index
+    is the array's row count in every iteration: the write is an append)."""
+    for k, w in watches.items():
+        w.array._appends = None
+        if w.read or len(w.indices) != 1 or state[k] is not w.array:
+            raise NotAppends()
+        j = next((j for j, p in enumerate(placeholders) if p is w.indices[0]), None)
+        rows = _entry_rows(init[k])
+        if j is None or rows is None or not _counts_up_from(j, init, placeholders, outs, rows):
+            raise NotAppends()
 
 
 def as_loop_tensor_array(ta):

@@ -390,8 +390,10 @@ def check(program, top_level=False):
     if not dyn:
         return
     for n in program.nodes:
-        if n.op != "While" and any((v.node, v.index) in dyn for v in n.inputs):
-            raise Unsupported(f"{n.op} reads a value of unknown shape")
+        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op != "While" else None
+        if v is not None:
+            raise Unsupported(f"{n.op} reads a value of unknown shape ({_origin(program, v)}): the kernel "
+                              "returns such a value but computes nothing on it")
     for _, v in program.var_writes:
         if (v.node, v.index) in dyn:
             raise Unsupported("a variable assigned a value of unknown shape")
@@ -404,6 +406,20 @@ def check(program, top_level=False):
         for i, n in enumerate(program.nodes):
             if n.op == "If" and any((i, k) in dyn and (i, k) not in fetched for k in range(len(n.outputs))):
                 raise Unsupported("a value of unknown shape inside a branch that is not the branch's output")
+
+
+def _origin(program, v):
+    """Where a value of unknown shape comes from, for explain."""
+    n = program.nodes[v.node]
+    if n.op == "While" and v.index in n.attrs.get("grow_vars", ()):
+        return f"loop variable {v.index} of {n.name}, grown by rows at run time"
+    if n.op == "While" and v.index > n.attrs["n_vars"]:
+        return f"the per-iteration values {n.name} stacks over a trip count known at run time"
+    if n.op == "While":
+        return f"loop variable {v.index} of {n.name}, which changes shape between iterations"
+    if n.op == "If":
+        return f"output {v.index} of {n.name}, shaped by the branch taken"
+    return f"output {v.index} of {n.op} {n.name}"
 
 
 def _returns_shaped(program, v, top_level):

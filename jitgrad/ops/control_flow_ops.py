@@ -23,20 +23,22 @@ accumulators; the backward body recomputes the body's forward part from them).
 A gradient never draws again: what the branches' / body's random ops drew
 (a dropout mask) is saved by the forward op as extra outputs (stacked per
 iteration for a While) and the recomputation reads those, as TF's cond_v2 /
-while_v2 gradients read the forward pass's intermediates.
+while_v2 gradients read the forward pass's intermediates; a random op in a
+region nested in the branch or body too (ops/saved_draws.py).
 """
 import numpy as np
 
-from .. import context, dtypes, nest
+from .. import context, dtypes
 from ..convert import convert_to_tensor
 from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
-from ..shapes import as_shape
-from .registry import REGISTRY, apply_op, register
+from .registry import apply_op, register
 from ..passes.prune import prune
 from ..gradients import gradients
 from . import math_ops
 from .math_ops import zeros_like
+from .saved_draws import ensure_if_draws_saved, ensure_while_draws_saved, if_branch_draws, replay_drawn, \
+    while_body_draws
 from .state_ops import check_assigned_value
 
 # ---------------------------------------------------------------- running a region
@@ -78,61 +80,6 @@ def _is_zeros_of(g, t):
     return isinstance(g, Tensor) and g.op.type == "ZerosLike" and g.op.inputs[0] is t
 
 
-def _draws(func):
-    """Outputs of the random ops in ``func``'s own graph that its outputs need, in
-    graph order; a random op inside a region nested in ``func`` cannot be saved for
-    a gradient (NotImplementedError): recomputing it would draw different numbers."""
-    out = []
-    for op in prune(list(func.outputs), {id(ph) for ph in func.inputs}):
-        if REGISTRY[op.type].kind == "random":
-            out.append(op.outputs[0])
-        elif op.type in ("If", "While") and _draws_inside(op):
-            raise NotImplementedError(
-                f"the gradient through {op.type} op {op.name}, which holds a random op and is itself inside "
-                "a tf.cond branch / tf.while_loop body, is not supported: jitgrad saves the draws of random "
-                "ops directly in the differentiated branch or body only")
-    return out
-
-
-def _draws_inside(op):
-    funcs = [op.attrs.get(k) for k in ("then_branch", "else_branch", "body", "cond")]
-    for f in funcs:
-        if not isinstance(f, Func):
-            continue
-        for o in f.graph._ops:
-            if REGISTRY[o.type].kind == "random" or (o.type in ("If", "While") and _draws_inside(o)):
-                return True
-    return False
-
-
-def _zeros_in(fg, t):
-    with fg.as_default():
-        return apply_op("Const", [], {"value": np.zeros(t.shape.dims, t.dtype.np), "dtype": t.dtype})
-
-
-def _ensure_if_draws_saved(op):
-    """Gives a forward If op, once, extra outputs: what each branch's random ops
-    drew (zeros from the branch that does not hold the op). Returns {id(draw
-    tensor of a branch): the If output holding it}."""
-    a = op.attrs
-    if "saved_draws" not in a:
-        then, els = a["then_branch"], a["else_branch"]
-        dt_, de = _draws(then), _draws(els)
-        if dt_ or de:
-            extra_then = list(dt_) + [_zeros_in(then.graph, t) for t in de]
-            extra_else = [_zeros_in(els.graph, t) for t in dt_] + list(de)
-            first = len(op.outputs)
-            specs = [(t.shape.dims, t.dtype) for t in list(dt_) + list(de)]
-            op.attrs = a = dict(a, then_branch=then.with_outputs(then.outputs + tuple(extra_then)),
-                                else_branch=els.with_outputs(els.outputs + tuple(extra_else)),
-                                out_specs=list(a["out_specs"]) + specs,
-                                saved_draws=[(id(t), first + k) for k, t in enumerate(list(dt_) + list(de))])
-            op.outputs = op.outputs + tuple(Tensor(op, first + k, dt, dims) for k, (dims, dt) in enumerate(specs))
-        else:
-            op.attrs = a = dict(a, saved_draws=[])
-    return {i: op.outputs[k] for i, k in a["saved_draws"]}
-
-
 def _if_grad(op, *grads):
     caps = op.inputs[1:]
     wanted = [k for k, g in enumerate(grads)
@@ -141,20 +88,23 @@ def _if_grad(op, *grads):
     if not wanted or not fcaps:
         return [None] * len(op.inputs)
 
-    saved = _ensure_if_draws_saved(op.outputs[0].op)   # (op: the gradient's view of the If)
+    real = op.outputs[0].op   # (op: the gradient's view of the If)
+    ensure_if_draws_saved(real)
 
-    def branch_grad(func):
+    def branch_grad(name):
+        func, saved = op.attrs[name], if_branch_draws(real, name)
+
         def fn():
             fg = context.get_default_graph()
             ins = [fg.capture(t) for t in caps]
-            # the branch's random ops are not drawn again: the forward If's draws stand in
-            outs = replay(func, ins, substitute={i: fg.capture(t) for i, t in saved.items()})
+            # the branch's random ops (at any depth) are not drawn again: the forward If's draws stand in
+            outs = replay_drawn(func, ins, {i: fg.capture(t) for i, t in saved.items()})
             return gradients([outs[k] for k in wanted], [ins[j] for j in fcaps],
                              grad_ys=[fg.capture(grads[k]) for k in wanted])
         return fn
 
-    traced = [_trace_branch("then_grad", branch_grad(op.attrs["then_branch"])),
-              _trace_branch("else_grad", branch_grad(op.attrs["else_branch"]))]
+    traced = [_trace_branch("then_grad", branch_grad("then_branch")),
+              _trace_branch("else_grad", branch_grad("else_branch"))]
     # an input only one branch uses: zeros from the other (as cond_v2); neither: None
     keep = [i for i in range(len(fcaps)) if any(outs[i] is not None for _, outs in traced)]
     for fg, outs in traced:
@@ -357,22 +307,20 @@ def _ensure_saved(op):
     adds accumulators. The backward body recomputes the forward body from the
     first; the second replace what the body outputs (a tanh's result, say),
     so that what only computes them is not recomputed."""
-    a = op.attrs
-    if "saved_at" in a:
+    if "saved_at" in op.attrs:
         return
+    # and what the body's random ops drew in every iteration (the backward body reads them)
+    ensure_while_draws_saved(op)
+    a = op.attrs
     n = a["n_vars"]
     body = a["body"]
     at = a["n_ys"]
     specs = list(a["var_specs"][:n])
-    # and what the body's random ops drew in every iteration (the backward body reads them)
-    draws = _draws(body)
-    draw_specs = [(t.shape.dims, t.dtype) for t in draws]
-    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n] + body.outputs[:n] + tuple(draws)),
-                    n_ys=at + 2 * n + len(draws), y_specs=list(a["y_specs"]) + specs + specs + draw_specs,
-                    saved_at=at, saved_draws=[id(t) for t in draws])
+    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n] + body.outputs[:n]),
+                    n_ys=at + 2 * n, y_specs=list(a["y_specs"]) + specs + specs, saved_at=at)
     count = a.get("static_count")
     extra = []
-    for k, (dims, dt) in enumerate(specs + specs + draw_specs):
+    for k, (dims, dt) in enumerate(specs + specs):
         extra.append(Tensor(op, len(op.outputs) + k, dt, None if dims is None else (count,) + tuple(dims)))
     op.outputs = op.outputs + tuple(extra)
 
@@ -388,10 +336,14 @@ def _while_grad(op, *grads):
     g_final = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[:n], outs[:n])]
     ys_out = outs[n + 1:]
     g_ys = [None if _is_zeros_of(g, o) else g for g, o in zip(grads[n + 1:], ys_out)]
-    fv = [k for k in range(n) if vars0[k].dtype.is_floating]
-    fc = [k for k in range(c) if caps[k].dtype.is_floating]
-    fx = [k for k in range(nx) if xs[k].dtype.is_floating]
+    # a variable with no gradient from outside that feeds only itself (an accumulator
+    # the loss does not read, a growing TensorArray of states) has gradient zero all
+    # along: the reverse loop does not carry it (a grown one would need its final shape)
     gy = [j for j in range(ny) if g_ys[j] is not None and ys_out[j].dtype.is_floating]
+    inert = _self_contained_vars(a["body"], n, [n + j for j in gy])
+    fv = [k for k in range(n) if vars0[k].dtype.is_floating and not (g_final[k] is None and k in inert)]
+    fc = [k for k in range(c) if caps[k].dtype.is_floating]
+    fx = [k for k in range(nx - a.get("draw_xs", 0)) if xs[k].dtype.is_floating]   # (not what was drawn)
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
         return res
@@ -401,14 +353,13 @@ def _while_grad(op, *grads):
     var_specs = [a["var_specs"][k] for k in fv] + [(caps[k].shape.dims, caps[k].dtype) for k in fc]
     at = a["saved_at"]
     saved_in, saved_out = list(ys_out[at:at + n]), list(ys_out[at + n:at + 2 * n])
-    nd = len(a["saved_draws"])
-    saved_draws = list(ys_out[at + 2 * n:at + 2 * n + nd])
-    draw_specs = list(a["y_specs"][at + 2 * n:at + 2 * n + nd])
+    da, nd = a["draws_at"], a["n_draws"]
+    saved_draws = list(ys_out[da:da + nd])
+    draw_specs = list(a["y_specs"][da:da + nd])
     x_row_specs = [(None if x.shape.dims is None else x.shape.dims[1:], x.dtype) for x in xs]
     gy_specs = [a["y_specs"][j] for j in gy]
     body = a["body"]
-    by_id = {id(t): t for t in body.outputs}
-    draws = [by_id[i] for i in a["saved_draws"]]   # (the body's random ops' outputs, in saved order)
+    draws = while_body_draws(real)   # (what the body drew, in saved order)
 
     # The gradient of one iteration, traced once on placeholders: (v_i, gradients
     # of the body's outputs, x rows) -> (gradients of v_i, of the captures, of the rows).
@@ -417,8 +368,8 @@ def _while_grad(op, *grads):
         v_i, g_v, g_c, gy_i = p[:n], p[n:n + nv], p[n + nv:n + nv + ncap], p[n + nv + ncap:n + nv + ncap + ngy]
         x_i, d_i = p[n + nv + ncap + ngy:len(p) - nd], p[len(p) - nd:]
         cap_in = [fg.capture(t) for t in caps]
-        # the random ops are not drawn again: this iteration's forward draws stand in
-        r = replay(body, list(v_i) + cap_in + list(x_i), substitute={id(t): d for t, d in zip(draws, d_i)})
+        # the random ops (at any depth) are not drawn again: this iteration's forward draws stand in
+        r = replay_drawn(body, list(v_i) + cap_in + list(x_i), {id(t): d for t, d in zip(draws, d_i)})
         new_v, y = r[:n], r[n:]
         srcs = [v_i[k] for k in fv] + [cap_in[k] for k in fc] + [x_i[k] for k in fx]
         gs = gradients([new_v[k] for k in fv] + [y[j] for j in gy], srcs,
@@ -430,14 +381,28 @@ def _while_grad(op, *grads):
     fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
     step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
     step_caps = [outer for outer, _ in fg1.captures]
-    bwd_xs = saved_in + saved_out + [g_ys[j] for j in gy] + list(xs) + saved_draws
-    x_specs = list(a["var_specs"][:n]) * 2 + gy_specs + x_row_specs + draw_specs
+    # the saved values the step reads (the body's outputs come from the forward loop's
+    # stacks, not recomputed): only those are stacked for it
+    subs = {id(t) for t in new_v if t.op.type != "Placeholder"}
+    read = {id(t) for t in step.outputs}
+    for o in prune(list(step.outputs), {id(ph) for ph in step.inputs} | subs):
+        read.update(id(t) for t in o.inputs)
+    keep_in = [k for k in range(n) if id(ph1[k]) in read]
+    keep_out = [k for k in range(n) if id(new_v[k]) in read and id(new_v[k]) in subs]
+    bwd_xs = ([saved_in[k] for k in keep_in] + [saved_out[k] for k in keep_out] + [g_ys[j] for j in gy] +
+              list(xs) + saved_draws)
+    x_specs = ([a["var_specs"][k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] + gy_specs +
+               x_row_specs + draw_specs)
 
     def bwd_body(gvars, sl):
-        v_i, v_next, gy_i, x_i = sl[:n], sl[n:2 * n], sl[2 * n:2 * n + ngy], sl[2 * n + ngy:len(sl) - nd]
-        d_i = sl[len(sl) - nd:]
-        # the body's outputs come from the forward loop's stacks, not recomputed
-        sub = {id(t): s for t, s in zip(new_v, v_next) if t.op.type != "Placeholder"}
+        v_i, v_next = [None] * n, [None] * n   # (None: a saved value the step does not read)
+        for j, k in enumerate(keep_in):
+            v_i[k] = sl[j]
+        for j, k in enumerate(keep_out):
+            v_next[k] = sl[len(keep_in) + j]
+        sl = sl[len(keep_in) + len(keep_out):]
+        gy_i, x_i, d_i = sl[:ngy], sl[ngy:len(sl) - nd], sl[len(sl) - nd:]
+        sub = {id(new_v[k]): v_next[k] for k in keep_out}
         r = replay(step, list(v_i) + list(gvars) + list(gy_i) + list(x_i) + list(d_i) + step_caps, substitute=sub)
         return r[:nv + ncap], r[nv + ncap:]
 
@@ -446,6 +411,9 @@ def _while_grad(op, *grads):
     final, stacks = out[:len(init)], out[len(init) + 1:]
     for i, k in enumerate(fv):
         res[k] = final[i]
+    for k in range(n):
+        if vars0[k].dtype.is_floating and k not in fv:
+            res[k] = zeros_like(vars0[k])
     for i, k in enumerate(fc):
         res[n + k] = final[nv + i]
     for i, k in enumerate(fx):
@@ -454,6 +422,25 @@ def _while_grad(op, *grads):
 
 
 register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+
+
+def _self_contained_vars(body, n, graded_ys):
+    """The loop variables k whose body input reaches no body output but new var k
+    and the ys not in ``graded_ys`` (output positions: the ys given a gradient,
+    the saved per-iteration values among them for a second derivative)."""
+    out_at = {}
+    for j in list(range(n)) + list(graded_ys):
+        out_at.setdefault(id(body.outputs[j]), []).append(j)
+    res = []
+    for k in range(n):
+        reached = {id(body.inputs[k])}
+        for op in body.graph._ops:   # (in creation order: producers first)
+            if any(id(t) in reached for t in op.inputs):
+                reached.update(id(t) for t in op.outputs)
+        hit = {j for i in reached for j in out_at.get(i, ())}
+        if hit <= {k}:
+            res.append(k)
+    return res
 
 
 def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_tensor, reverse=False,

@@ -158,20 +158,31 @@ _run_ids = itertools.count(1)   # never reused: a stale handle finds nothing
 _HOOK = []                      # the ctypes callback (kept alive for the process)
 
 
+def open_draws(sites):
+    """A new handle naming ``sites`` ({site: RandomSite}) to the hook; close it with close_draws."""
+    handle = next(_run_ids)
+    _RUNS[handle] = sites
+    return handle
+
+
+def close_draws(handle):
+    del _RUNS[handle]
+
+
 @contextlib.contextmanager
 def region_draws(ptrs, slot, sites):
     """Opens this call's handle in ``ptrs[slot]`` (the kernel's random slot) for
-    the duration of the native call; nothing to do without a slot."""
+    the duration of the native call; nothing to do without a slot. (The fast
+    runner, fast_runner.py, opens and closes it inline.)"""
     if slot is None:
         yield
         return
-    handle = next(_run_ids)
-    _RUNS[handle] = sites
+    handle = open_draws(sites)
     ptrs[slot] = handle
     try:
         yield
     finally:
-        del _RUNS[handle]
+        close_draws(handle)
         ptrs[slot] = 0
 
 

@@ -16,6 +16,9 @@ Funcs: the interpreter runs it and the code generator declines it.
   * every sub-Program is optimised by the whole pipeline (DCE, CSE, folding
     inside bodies; each iteration is one call of the body, so CSE never merges
     values across iterations);
+  * the Shape of a loop variable that grows by rows is computed from the
+    loop's trip count (entry rows + rows appended per iteration * count), so
+    that read of the grown value (``ta.size()``) compiles too;
   * stacked per-iteration outputs of a While that nothing reads are dropped
     from its body (a forward loop whose gradient was built but is not fetched
     saves nothing), and inputs a region no longer reads are dropped from it
@@ -23,6 +26,7 @@ Funcs: the interpreter runs it and the code generator declines it.
 """
 import numpy as np
 
+from .. import dtypes
 from .ir import Node, Program, Value, from_graph
 from .dce import dce
 from .util import Builder, clean, known_scalar, literal_attrs, reinfer
@@ -239,15 +243,30 @@ def _needed_vars(body, cond, nv, keep_y, used_vars):
     return sorted(need)
 
 
+def _grown_shape(b, entry, per_iteration, count):
+    """The int32 shape of a grown loop variable: entry + [per_iteration, 0, ...] * count."""
+    step = np.zeros(len(entry), np.int32)
+    step[0] = per_iteration
+    spec = (((len(entry),), dtypes.int32),)
+    grows = b.emit("Mul", (b.literal(step), count), {}, spec)
+    return Value(b.emit("AddV2", (b.literal(np.array(entry, np.int32)), Value(grows)), {}, spec))
+
+
 def regions(program, optimise):
     """``optimise``: the pipeline that runs this pass, run on each branch and loop body."""
     if not any(n.op in ("If", "While") for n in program.nodes):
         return program
     b = Builder(program)
     used = _used(program)
-    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0, "static_counts": 0}
+    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0, "static_counts": 0,
+             "grown_shapes": 0}
+    grown = {}   # Value of a growing loop variable -> (its shape at entry, rows per iteration, the trip count)
     for i, n in enumerate(program.nodes):
         a = n.attrs
+        if n.op == "Shape" and n.inputs[0] in grown and n.attrs["out_type"] == dtypes.int32:
+            b.map[Value(i, 0)] = _grown_shape(b, *grown[n.inputs[0]])
+            stats["grown_shapes"] += 1
+            continue
         if n.op == "If" and isinstance(a["then_branch"], Program):
             pred = known_scalar(b.nodes, program.args, b.get(n.inputs[0]))
             if pred is not None and not a["then_branch"].var_writes and not a["else_branch"].var_writes:
@@ -304,5 +323,10 @@ def regions(program, optimise):
         j = b.emit(n.op, [b.get(n.inputs[k]) for k in inputs], attrs, outputs, n.name)
         for new, old in enumerate(keep):
             b.map[Value(i, old)] = Value(j, new)
+        if n.op == "While":
+            for k in attrs.get("grow_vars", ()):
+                body = attrs["body"]
+                grown[Value(i, keep[k])] = (b.shape(b.get(n.inputs[k])), body.shape(body.outputs[k])[0],
+                                            Value(j, attrs["n_vars"]))
     out = b.finish("regions", stats)
     return reinfer(out) if stats["static_counts"] or stats.get("inlined_unknown_shapes") else out
