@@ -5,7 +5,7 @@
 import importlib as _importlib
 import sys as _sys
 import types as _types
-from .convert import _is_tensorlike
+from .convert import is_tensorlike
 # Registers every op (each op module registers its own when imported).
 from .ops import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops  # noqa: F401
 
@@ -182,7 +182,7 @@ math.erfc = v1.erfc = _m.erfc  # likewise
 def is_tensor(x):
     """``tf.is_tensor``: a graph or eager tensor, or a variable (TF counts those);
     Python and numpy values are not."""
-    return _is_tensorlike(x)
+    return is_tensorlike(x)
 
 
 # ---- control flow: tf.cond, tf.while_loop and what is built on them (control_flow.py)

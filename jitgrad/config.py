@@ -12,7 +12,7 @@ import contextlib
 import numpy as np
 
 from . import context
-from .convert import _is_tensorlike, to_numpy
+from .convert import is_tensorlike, to_numpy
 from .errors import shape_error
 from .ops.array_ops import constant, get_static_value
 from .shapes import TensorShape, as_shape, broadcast_dims
@@ -154,7 +154,7 @@ def broadcast_dynamic_shape(shape_x, shape_y):
     """``tf.broadcast_dynamic_shape``: two 1-D int shape tensors -> their broadcast shape.
     The shapes must be known without running the graph (eager values, constants,
     ``tf.shape`` of a fully defined tensor); NotImplementedError otherwise."""
-    vx, vy = [get_static_value(s) if _is_tensorlike(s) else to_numpy(s) for s in (shape_x, shape_y)]
+    vx, vy = [get_static_value(s) if is_tensorlike(s) else to_numpy(s) for s in (shape_x, shape_y)]
     if vx is None or vy is None:
         raise NotImplementedError("jitgrad's broadcast_dynamic_shape needs shapes known when the graph is built.")
     vx, vy = np.asarray(vx), np.asarray(vy)

@@ -13,14 +13,14 @@ from .ops.registry import apply_op
 _INT32 = np.iinfo(np.int32)
 
 
-def _is_tensorlike(v):
+def is_tensorlike(v):
     return isinstance(v, (Tensor, dispatch.eager_tensor)) or hasattr(v, "_jitgrad_to_tensor")
 
 
 def _contains_tensor(v):
     if isinstance(v, (list, tuple)):
         return any(_contains_tensor(x) for x in v)
-    return _is_tensorlike(v)
+    return is_tensorlike(v)
 
 
 def _unconvertible(x):
@@ -289,12 +289,12 @@ def convert_all(values, dtype=None, graph=None):
     g = graph or graph_of(values)
     if dtype is None:
         for v in values:
-            if _is_tensorlike(v) and not isinstance(v, (list, tuple)):
+            if is_tensorlike(v) and not isinstance(v, (list, tuple)):
                 dtype = getattr(v, "dtype", None)
                 break
     out = []
     for v in values:
-        if _is_tensorlike(v):
+        if is_tensorlike(v):
             out.append(convert_to_tensor(v, graph=g))
         elif dtype is not None:
             out.append(convert_to_tensor(v, dtype=dtype, graph=g))

@@ -15,7 +15,7 @@ import inspect
 import numpy as np
 
 from .shapes import TensorShape
-from .convert import _is_tensorlike
+from .convert import is_tensorlike
 from .tape import is_eager_variable
 from .nest import flatten
 
@@ -81,7 +81,7 @@ def spec_text(shape, dtype, name=None):
 def value_text(value, tensor_text):
     """TF's text for one argument or output: tensors by ``tensor_text``,
     containers as List/Tuple/Dict, other Python values as Literal."""
-    if isinstance(value, np.ndarray) or _is_tensorlike(value):
+    if isinstance(value, np.ndarray) or is_tensorlike(value):
         return tensor_text(value)
     if isinstance(value, list):
         return "List[" + ", ".join(value_text(v, tensor_text) for v in value) + "]"

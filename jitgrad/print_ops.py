@@ -14,7 +14,7 @@ import pprint
 import sys
 
 from . import context, nest
-from .convert import _is_tensorlike, convert_to_tensor
+from .convert import is_tensorlike, convert_to_tensor
 from .ops import logging_ops  # noqa: F401  (registers PrintV2)
 from .ops.registry import apply_op
 from .ops.control_flow_ops import register_stateful
@@ -41,7 +41,7 @@ def _sorted_ordered_dicts(x):
 def _template(inputs, sep):
     """TF's print_v2 template: (template, placeholder, tensors in order)."""
     inputs = [_sorted_ordered_dicts(x) for x in inputs]
-    free = " ".join(pprint.pformat(nest.map_structure(lambda x: "" if _is_tensorlike(x) else x, x))
+    free = " ".join(pprint.pformat(nest.map_structure(lambda x: "" if is_tensorlike(x) else x, x))
                     for x in inputs)
     placeholder = "{}"
     while placeholder in free:
@@ -50,7 +50,7 @@ def _template(inputs, sep):
     for x in inputs:
         marks = []
         for leaf in nest.flatten(x):
-            if _is_tensorlike(leaf):
+            if is_tensorlike(leaf):
                 tensors.append(leaf)
                 marks.append(placeholder)
             else:

@@ -12,14 +12,14 @@ at run time, the array is carried as one dense tensor instead
 import numpy as np
 
 from . import dtypes, no_op
-from .convert import _is_tensorlike, convert_all, convert_to_tensor
+from .convert import is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
 from .ops.array_ops import concat, constant, get_static_value, stack, unstack, zeros
 
 
 def _index(i, what):
-    v = get_static_value(i) if _is_tensorlike(i) else i
+    v = get_static_value(i) if is_tensorlike(i) else i
     if v is None:
         raise NotImplementedError(f"jitgrad's TensorArray needs the {what} index known when the graph is built.")
     v = np.asarray(v)
@@ -55,7 +55,7 @@ class TensorArray:
         return constant(len(self._items), dtype=dtypes.int32)
 
     def _convert(self, value):
-        t = convert_to_tensor(value, dtype=self._dtype) if not _is_tensorlike(value) else convert_all([value])[0]
+        t = convert_to_tensor(value, dtype=self._dtype) if not is_tensorlike(value) else convert_all([value])[0]
         if t.dtype != self._dtype:
             raise InvalidArgumentError(f"TensorArray dtype is {self._dtype.name} but Op is trying to write "
                                        f"dtype {t.dtype.name}")

@@ -61,20 +61,16 @@ FUNCTION_LEVEL_IMPORTS = {
 
 # (module, private name it imports from another module): may only shrink
 PRIVATE_IMPORTS = {
-    ("__init__.py", "_is_tensorlike"), ("batched_gradients.py", "_spec_index"), ("config.py", "_is_tensorlike"),
-    ("control_flow.py", "_make_if"), ("control_flow.py", "_make_while"), ("control_flow.py", "_dry"),
+    ("batched_gradients.py", "_spec_index"), ("control_flow.py", "_make_if"), ("control_flow.py", "_make_while"), ("control_flow.py", "_dry"),
     ("data.py", "_seeds"), ("distribute/strategy.py", "_flat_tensors"), ("eager.py", "_Reference"),
     ("eager_variable.py", "_ids"), ("eager_variable.py", "_Reference"), ("fast_runner.py", "_addr"),
     ("fast_runner.py", "_call"), ("fast_runner.py", "_epoch"), ("fast_runner.py", "_plan_key"),
     ("fast_runner.py", "_raise_status"), ("fast_runner.py", "_stats"), ("function.py", "_in_graph"),
-    ("function_signature.py", "_is_tensorlike"), ("functional_ops.py", "_to_tensor"),
-    ("functional_ops.py", "_make_while"), ("keras/layers.py", "_is_tensorlike"),
-    ("keras_optimizers.py", "_new_variable"), ("kernel_explain.py", "_disk"), ("kernel_explain.py", "_kernels"),
+    ("functional_ops.py", "_to_tensor"),
+    ("functional_ops.py", "_make_while"), ("keras_optimizers.py", "_new_variable"), ("kernel_explain.py", "_disk"), ("kernel_explain.py", "_kernels"),
     ("kernel_explain.py", "_klock"), ("loop_jacobians.py", "_make_while"), ("ops/linalg_ops.py", "_static_value"),
-    ("ops/nn_ops.py", "_is_tensorlike"), ("ops/nn_ops.py", "_static_value"), ("ops/nn_ops.py", "_static_int"),
-    ("ops/reduction_ops.py", "_int_arg"), ("passes/regions.py", "_merge_dims"), ("print_ops.py", "_is_tensorlike"),
-    ("session.py", "_Reference"), ("tensor_array.py", "_is_tensorlike"),
-}
+    ("ops/nn_ops.py", "_static_value"), ("ops/nn_ops.py", "_static_int"),
+    ("ops/reduction_ops.py", "_int_arg"), ("passes/regions.py", "_merge_dims"), ("session.py", "_Reference"), }
 
 
 def _modules():

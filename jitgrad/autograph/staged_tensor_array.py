@@ -27,7 +27,7 @@ variable (control_flow.while_loop), as TF 2 flattens it to its TensorList.
 import numpy as np
 
 from .. import dtypes
-from ..convert import _is_tensorlike, convert_to_tensor
+from ..convert import is_tensorlike, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..ops import array_ops, math_ops
 from ..shapes import TensorShape
@@ -177,7 +177,7 @@ def watch_appends(state):
 
 
 def _static(x):
-    v = array_ops.get_static_value(x) if _is_tensorlike(x) else x
+    v = array_ops.get_static_value(x) if is_tensorlike(x) else x
     return None if v is None else np.asarray(v)
 
 
@@ -194,7 +194,7 @@ def _counts_up_from(j, init, placeholders, outs, start):
     if v0 is None or v0.shape != () or v0.dtype.kind not in "iu" or int(v0) != start:
         return False
     o = outs[j]
-    if not _is_tensorlike(o) or getattr(o, "op", None) is None or o.op.type not in ("AddV2", "Add"):
+    if not is_tensorlike(o) or getattr(o, "op", None) is None or o.op.type not in ("AddV2", "Add"):
         return False
     a, b = o.op.inputs
     one = b if a is placeholders[j] else a if b is placeholders[j] else None

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from .. import context, dtypes, nest
-from ..convert import _is_tensorlike, convert_to_tensor
+from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
 from ..module import Module, camel_to_snake
 from ..ops import array_ops, linalg_ops, math_ops, nn_ops
@@ -179,7 +179,7 @@ class Layer(Module):
     def _convert_input(self, x):
         if x is None or isinstance(x, (str, bool)):
             return x
-        if not _is_tensorlike(x) or isinstance(x, Variable):
+        if not is_tensorlike(x) or isinstance(x, Variable):
             x = convert_to_tensor(np.asarray(x) if not isinstance(x, (int, float)) else x)
         if x.dtype.is_floating and x.dtype != self.dtype:   # Keras casts float inputs to the layer dtype
             x = math_ops.cast(x, self.dtype)
@@ -277,7 +277,7 @@ class Embedding(Layer):
         self.built = True
 
     def _convert_input(self, x):
-        if not _is_tensorlike(x):
+        if not is_tensorlike(x):
             x = convert_to_tensor(np.asarray(x))
         return x
 

@@ -4,7 +4,7 @@ softmax_cross_entropy_with_logits, whose gradient is TF's: SoftmaxXentLoss)."""
 import numbers
 import numpy as np
 
-from ..convert import _is_tensorlike, convert_all, convert_to_tensor, graph_of
+from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
 from ..shapes import as_shape
 from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
@@ -159,7 +159,7 @@ def _noise_shape(x, noise_shape):
     shapes): x's shape, or noise_shape with its unknown dimensions taken from x."""
     dims = x.shape.as_list() if noise_shape is None else None
     if noise_shape is not None:
-        if _is_tensorlike(noise_shape):
+        if is_tensorlike(noise_shape):
             noise_shape = _static_value(noise_shape, "the noise_shape of dropout")
         ns = as_shape(noise_shape).as_list()
         if x.shape.rank is not None and x.shape.rank == len(ns):
@@ -190,7 +190,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     if is_rate_number:
         scale = convert_to_tensor(np.array(1 / (1 - rate), x.dtype.np), graph=g)
         ret = multiply(x, scale)
-    elif _is_tensorlike(rate):
+    elif is_tensorlike(rate):
         (rate,) = convert_all([rate], graph=g)
         if rate.shape.rank is not None and rate.shape.rank != 0:
             raise ValueError(f"Shape {rate.shape} must have rank 0")
