@@ -135,6 +135,9 @@ def run_child(args):
                 rows.append({"case": label, "backend": backend, "skipped": "DISAGREES with numpy reference"})
                 continue
             budget = 0.2 if args.quick else 0.6
+            # the previous backend's pool threads keep spinning ~0.1 s after its last call
+            # (OpenBLAS, Eigen) and would share the cores with this one's first samples
+            time.sleep(0.25)
             med, lo, hi, reps = timeit(fn, budget=budget)
             row = {"case": label, "backend": backend, "median_s": med, "min_s": lo, "max_s": hi,
                    "reps": reps, "first_call_s": first}
