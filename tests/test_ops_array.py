@@ -288,3 +288,19 @@ def test_fill_and_like_gradients():
         x = tf.constant([1.0, 2.0])
         assert tf.gradients(tf.zeros_like(x) + tf.ones_like(x), x) == [None]
         assert tf.gradients(tf.zeros_like(x) * x, x)[0] is not None
+
+
+def test_tile_of_uint16_is_unimplemented_as_tf():
+    """TF 2.21 has no uint16 Tile kernel (UnimplementedError; checked in bench env, found by
+    bench/tf_fuzz.py); its identity (all multiples 1), scalar and empty-output cases still run,
+    and the other integer types tile."""
+    v = np.array([[1, 2]], np.uint16)
+    with pytest.raises(tf.errors.UnimplementedError):
+        tf.tile(tf.constant(v), [2, 1])
+    g = tf.Graph()
+    with g.as_default(), pytest.raises(tf.errors.UnimplementedError):
+        tf.tile(tf.compat.v1.placeholder(tf.uint16, [1, 2]), [1, 3])
+    np.testing.assert_array_equal(tf.tile(tf.constant(v), [1, 1]).numpy(), v)
+    assert tf.tile(tf.constant(np.zeros((0, 2), np.uint16)), [2, 1]).shape == (0, 2)
+    for dt in (np.int8, np.uint8, np.int16, np.uint32, np.uint64):
+        np.testing.assert_array_equal(tf.tile(tf.constant(v.astype(dt)), [2, 1]).numpy(), np.array([[1, 2], [1, 2]], dt))

@@ -418,6 +418,41 @@ def test_reduce_euclidean_norm_eager_integers_and_zero():
             tf.math.reduce_euclidean_norm(tf.compat.v1.placeholder(tf.bool, [2]))
 
 
+@graph_modes
+def test_reduce_euclidean_norm_gradient_is_tfs_x_over_norm_over_grad():
+    """TF's EuclideanNorm gradient is x / (norm / grad): a NaN norm gives NaN even where the
+    upstream gradient is 0 (sqrt's own gradient would give 0 there). Found by bench/tf_fuzz.py
+    (seed 7082); the values below are TF 2.21's (bench env, TF_ENABLE_ONEDNN_OPTS=0), and by
+    hand: row 1 has norm 3 > 2, so minimum passes it 0 upstream and x / (3 / 0) = x / inf = 0."""
+    x = np.array([[1.5, np.nan, 0.5], [0.0, 0.0, 3.0]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [2, 3])
+        n = tf.math.reduce_euclidean_norm(p, axis=1)
+        grad = tf.gradients(tf.reduce_sum(tf.minimum(n, 2.0) * [0.5, 1.0]), p)[0]
+    with np.errstate(invalid="ignore"):
+        nv, gv = session(g).run([n, grad], {p: x})
+    np.testing.assert_array_equal(nv, np.float32([np.nan, 3.0]))
+    np.testing.assert_array_equal(gv, np.float32([[np.nan] * 3, [0.0, 0.0, 0.0]]))
+
+
+def test_reduce_euclidean_norm_second_derivative_as_tf():
+    """d/dx sum((x / |x|)^2) over rows: TF 2.21 gives [[-0, 0, 0], [nan] * 3] for these rows
+    (bench env); by hand x / |x| has unit length, so the sum is constant (gradient 0), and the
+    zero row's x / (0 / 1) is NaN."""
+    xv = tf.Variable(np.array([[1.5, -2.0, 0.5], [0.0, 0.0, 0.0]], np.float32))
+    with tf.GradientTape() as t2:
+        with tf.GradientTape() as t1:
+            n = tf.math.reduce_euclidean_norm(xv, axis=1)
+        gg = t1.gradient(n, xv)
+        s = tf.reduce_sum(gg * gg)
+    with np.errstate(invalid="ignore"):
+        h = t2.gradient(s, xv).numpy()
+    np.testing.assert_allclose(gg.numpy()[0], np.float32([1.5, -2.0, 0.5]) / np.sqrt(6.5), rtol=1e-6)
+    np.testing.assert_allclose(h[0], [0.0, 0.0, 0.0], atol=1e-6)
+    assert np.all(np.isnan(gg.numpy()[1])) and np.all(np.isnan(h[1]))
+
+
 # ---------------------------------------------------------------- tensordot
 TENSORDOT_CASES = [((3, 4), (4, 5), 1), ((2, 3, 4), (3, 4, 2), 2), ((2, 3), (4,), 0),
                    ((3, 4), (4, 3), [[1, 0], [0, 1]]),

@@ -61,13 +61,14 @@ def _binary_op(name, kernel, grad, allowed=ALL, out_dtype=None, infer_wrap=None,
              grad=grad, kind="elementwise", **kw)
 
 
-def _no_unsigned_in_graphs(infer):
-    """TF's op defs of Abs / Neg / Sign / Pow list no unsigned integers, so building one in a
-    graph (or a function trace) is a TypeError; TF's eager mode runs them (kernels exist)."""
+def _no_unsigned(infer):
+    """TF 2.21's op defs of Abs / Neg / Sign / Pow list no unsigned integers: building one in a
+    graph (or a function trace) is a TypeError, running one eagerly an InvalidArgumentError."""
     def checked(shapes, dts, attrs):
-        if dts[0].is_unsigned and not _registry.eager_now():
-            raise TypeError(f"Value for attr 'T' of {dts[0].name} is not in the list of allowed values "
-                            f"for {checked.op_name} (no unsigned integers); input 'x'.")
+        if dts[0].is_unsigned:
+            msg = (f"Value for attr 'T' of {dts[0].name} is not in the list of allowed values "
+                   f"for {checked.op_name} (no unsigned integers); input 'x'.")
+            raise InvalidArgumentError(msg) if _registry.eager_now() else TypeError(msg)
         infer.op_name = checked.op_name
         return infer(shapes, dts, attrs)
     checked.op_name = "?"
@@ -162,7 +163,7 @@ def _pow_grad(op, g):
     return _binary_grads(op, gx, gy)
 
 
-_binary_op("Pow", _pow, _pow_grad, NUMBERS, infer_wrap=_no_unsigned_in_graphs, cost=12)
+_binary_op("Pow", _pow, _pow_grad, NUMBERS, infer_wrap=_no_unsigned, cost=12)
 
 
 def _minmax_grad(op, g, cmp):
@@ -246,9 +247,9 @@ def _errstate(fn):
     return k
 
 
-_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned_in_graphs)
-_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
-_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned_in_graphs)
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
+_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
 _unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)

@@ -485,9 +485,10 @@ def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
 
 # ---------------------------------------------------------------- euclidean norm (composite)
 def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
-    """``tf.math.reduce_euclidean_norm``: sqrt(reduce_sum(x * x)), so its gradient is
-    x / norm (NaN where the norm is 0, as TF's EuclideanNorm gradient). Integer
-    inputs give integers, as TF's kernel: the float64 root truncated (no gradient)."""
+    """``tf.math.reduce_euclidean_norm``: sqrt(reduce_sum(x * x)) with TF's EuclideanNorm
+    gradient x / (norm / grad) (NaN where the norm is 0 or NaN, also under a zero upstream
+    gradient, where sqrt's own gradient would give 0). Integer inputs give integers, as TF's
+    kernel: the float64 root truncated (no gradient)."""
     (x,) = convert_all([input_tensor])
     if x.dtype.is_integer:
         f = cast(x, dtypes.float64)
@@ -496,4 +497,12 @@ def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
     if not x.dtype.is_floating:   # TF: the EuclideanNorm op rejects its dtype attr
         msg = f"Value for attr 'T' of {x.dtype.name} is not in the list of allowed values for EuclideanNorm"
         raise InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
-    return sqrt(reduce_sum(multiply(x, x), axis, keepdims=keepdims), name=name or "EuclideanNorm")
+    from ..custom_gradient import custom_gradient   # custom_gradient imports the op modules
+
+    @custom_gradient
+    def euclidean_norm(x):
+        kept = sqrt(reduce_sum(multiply(x, x), axis, keepdims=True))
+        # summing the kept size-1 axes drops them exactly as keepdims=False would
+        out = kept if keepdims else reduce_sum(kept, axis, keepdims=False)
+        return out, lambda g: divide(x, divide(kept, apply_op("ReshapeLike", [g, kept])))
+    return euclidean_norm(x)
