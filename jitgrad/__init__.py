@@ -253,6 +253,8 @@ device = _config.device
 timestamp = _host.timestamp
 broadcast_static_shape, broadcast_dynamic_shape = _config.broadcast_static_shape, _config.broadcast_dynamic_shape
 linalg.inv, linalg.det, linalg.slogdet = _l.matrix_inverse, _l.matrix_determinant, _l.log_matrix_determinant
+linalg.matrix_transpose = _a.matrix_transpose
+linalg.adjoint = lambda matrix, name=None: _a.matrix_transpose(matrix, name=name or "adjoint", conjugate=True)
 linalg.solve, linalg.cholesky, linalg.diag, linalg.diag_part = _l.matrix_solve, _l.cholesky, _l.diag, _l.diag_part
 v1.matrix_inverse, v1.matrix_determinant, v1.matrix_solve, v1.cholesky = (
     _l.matrix_inverse, _l.matrix_determinant, _l.matrix_solve, _l.cholesky)

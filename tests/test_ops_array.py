@@ -304,3 +304,24 @@ def test_tile_of_uint16_is_unimplemented_as_tf():
     assert tf.tile(tf.constant(np.zeros((0, 2), np.uint16)), [2, 1]).shape == (0, 2)
     for dt in (np.int8, np.uint8, np.int16, np.uint32, np.uint64):
         np.testing.assert_array_equal(tf.tile(tf.constant(v.astype(dt)), [2, 1]).numpy(), np.array([[1, 2], [1, 2]], dt))
+
+
+def test_matrix_transpose_adjoint_and_conjugate_transpose():
+    """tf.linalg.matrix_transpose swaps the last two dims; adjoint and transpose(conjugate=True)
+    conjugate complex values (TF 2.21: transpose([[1+2j, 3j], [1, 2]], conjugate=True) is
+    [[1-2j, 1], [-3j, 2]]); rank < 2 is TF's ValueError."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    c = np.array([[1 + 2j, 3j], [1, 2]], np.complex128)
+    g = tf.Graph()
+    with g.as_default():
+        t = tf.linalg.matrix_transpose(tf.constant(x))
+        ct = tf.transpose(tf.constant(c), conjugate=True)
+        adj = tf.linalg.adjoint(tf.constant(c))
+        plain = tf.transpose(tf.constant(c))
+    got_t, got_ct, got_adj, got_plain = session(g).run([t, ct, adj, plain])
+    np.testing.assert_array_equal(got_t, np.swapaxes(x, -1, -2))
+    np.testing.assert_array_equal(got_ct, np.conj(c.T))
+    np.testing.assert_array_equal(got_adj, np.conj(c.T))
+    np.testing.assert_array_equal(got_plain, c.T)
+    with pytest.raises(ValueError, match="rank >= 2"):
+        tf.linalg.matrix_transpose(tf.ones([3]))

@@ -265,7 +265,20 @@ def transpose(a, perm=None, name="transpose", conjugate=False):
         perm = tuple(int(p) for p in (get_static_value(perm) if not isinstance(perm, (list, tuple)) else perm))
         if x.shape.rank is not None:
             perm = tuple(p + x.shape.rank if -x.shape.rank <= p < 0 else p for p in perm)   # (5 stays 5: an error)
-    return apply_op("Transpose", [x], {"perm": perm}, name=name)
+    out = apply_op("Transpose", [x], {"perm": perm}, name=name)
+    return apply_op("Conj", [out]) if conjugate and out.dtype.is_complex else out
+
+
+def matrix_transpose(a, name="matrix_transpose", conjugate=False):
+    """Swaps the last two dimensions (``tf.linalg.matrix_transpose``; ``adjoint`` conjugates too)."""
+    (x,) = convert_all([a])
+    rank = x.shape.rank
+    if rank is None:
+        raise NotImplementedError("jitgrad's matrix_transpose needs the input's rank known when the graph is built.")
+    if rank < 2:
+        raise ValueError(f"Argument `a` should be a (batch) matrix with rank >= 2.  Received `a` = {x} with shape: "
+                         f"{x.shape}")
+    return transpose(x, list(range(rank - 2)) + [rank - 1, rank - 2], name=name, conjugate=conjugate)
 
 
 def _expand_infer(shapes, dts, attrs):
