@@ -11,7 +11,7 @@ import numpy as np
 from . import context, dispatch, dtypes
 from .errors import InvalidArgumentError
 from .graph import _Reference
-from .ops.registry import apply_op
+from .ops.registry import apply_op, run_kernel
 from .shapes import TensorShape
 
 _ids = itertools.count(1)
@@ -223,12 +223,7 @@ def execute(opdef, inputs, attrs):
             if len(_infer_cache) >= _INFER_CACHE_MAX:
                 _infer_cache.clear()
             _infer_cache[key] = out_np
-    try:
-        out = opdef.kernel(attrs, *vals)
-    except (ValueError, IndexError, ZeroDivisionError, FloatingPointError) as e:
-        raise InvalidArgumentError(f"{opdef.name}: {e}") from None
-    if type(out) is not tuple:
-        out = (out,) if not isinstance(out, tuple) else out
+    out = run_kernel(opdef, vals, attrs)
     results = []
     for arr, want in zip(out, out_np):
         if type(arr) is not np.ndarray:

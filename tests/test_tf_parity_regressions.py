@@ -472,3 +472,17 @@ def test_multiply_no_nan_of_two_float_types_is_a_value_error():
     got = tf.math.multiply_no_nan(tf.constant([np.inf, 2.0], tf.float16), 0.5)   # a Python scalar adopts x's dtype
     assert got.dtype == tf.float16
     np.testing.assert_array_equal(got.numpy(), np.float16([np.inf, 1.0]))
+
+
+def test_eager_ops_on_inf_and_nan_print_no_numpy_warnings():
+    """TF's kernels return inf / NaN silently; jitgrad's numpy reference kernels must not
+    print RuntimeWarnings (divide by zero, overflow, invalid value) to the user's program."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isinf((tf.constant(1.0) / 0.0).numpy())
+        assert np.isnan((tf.constant(0.0) / 0.0).numpy())
+        assert np.isinf((tf.constant(3e38) * 10.0).numpy())
+        assert np.isnan(tf.math.floormod(tf.constant(1.0), 0.0).numpy())
+        assert np.isinf(tf.pow(tf.constant(0.0), -1.0).numpy())
+        tf.cast(tf.constant(np.nan), tf.int32)

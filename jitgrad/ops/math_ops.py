@@ -213,62 +213,28 @@ def _is_eager(t):
     return isinstance(t, dispatch.eager_tensor)
 
 
-try:  # numpy >= 2: errstate is a context variable holding an "extobj"
-    from numpy._core._ufunc_config import _extobj_contextvar as _np_err_cv
-except ImportError:  # pragma: no cover - other numpy versions
-    _np_err_cv = None
-_np_ignore_for = {}  # current extobj -> the same with all="ignore"
-
-
-def _errstate(fn):
-    """``fn`` under ``np.errstate(all="ignore")``. With numpy 2 the "ignore"
-    state is derived once per distinct current state and then just set and
-    reset (building it is what makes np.errstate cost microseconds)."""
-    if _np_err_cv is None:
-        def k(x):
-            with np.errstate(all="ignore"):
-                return fn(x)
-        return k
-
-    def k(x):
-        cur = _np_err_cv.get()
-        ign = _np_ignore_for.get(cur)
-        if ign is None:
-            with np.errstate(all="ignore"):
-                ign = _np_err_cv.get()
-            if len(_np_ignore_for) >= 64:
-                _np_ignore_for.clear()
-            _np_ignore_for[cur] = ign
-        token = _np_err_cv.set(ign)
-        try:
-            return fn(x)
-        finally:
-            _np_err_cv.reset(token)
-    return k
-
-
 _unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
 _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
 _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned)
 _unary_op("Square", np.square,
           lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
-_unary_op("Sqrt", _errstate(np.sqrt), lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
+_unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
 # RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
 # (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
 # scalar_inverse_gradient_op: (-dy * y) * y) so float32 results match TF.
-_unary_op("Rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
+_unary_op("Rsqrt", lambda x: 1 / np.sqrt(x),
           lambda op, g: [multiply(multiply(-0.5, multiply(g, op.outputs[0])),
                                   multiply(op.outputs[0], op.outputs[0]))], cost=4)
-_unary_op("Reciprocal", _errstate(lambda x: 1 / x),
+_unary_op("Reciprocal", lambda x: 1 / x,
           lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])], cost=4)
-_unary_op("Exp", _errstate(np.exp), lambda op, g: [multiply(g, op.outputs[0])], cost=12)
-_unary_op("Expm1", _errstate(np.expm1), lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
-_unary_op("Log", _errstate(np.log), lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
-_unary_op("Log1p", _errstate(np.log1p),
+_unary_op("Exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], cost=12)
+_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
+_unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
+_unary_op("Log1p", np.log1p,
           lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))], cost=12)
-_unary_op("Sin", _errstate(np.sin), lambda op, g: [multiply(g, cos(op.inputs[0]))], cost=12)
-_unary_op("Cos", _errstate(np.cos), lambda op, g: [multiply(negative(g), sin(op.inputs[0]))], cost=12)
-_unary_op("Tan", _errstate(np.tan),
+_unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], cost=12)
+_unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(op.inputs[0]))], cost=12)
+_unary_op("Tan", np.tan,
           lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)], cost=12)
 _unary_op("Tanh", np.tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))], cost=12)
@@ -306,7 +272,7 @@ _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
-_unary_op("Elu", _errstate(lambda x: np.where(x < 0, np.expm1(x), x)),
+_unary_op("Elu", lambda x: np.where(x < 0, np.expm1(x), x),
           lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
 def _leaky_relu_grad(op, g):
     """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m

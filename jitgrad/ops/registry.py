@@ -5,6 +5,8 @@ its gradient rule (written with public ops, so it works in graph and eager
 mode and can itself be differentiated) and hints for the compiler. Adding an
 op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
+import numpy as np
+
 from .. import context, dispatch
 from ..errors import InvalidArgumentError
 from ..graph import Tensor, out_of_scope_error
@@ -219,10 +221,41 @@ def infer_named(opdef, op_name, inputs, shapes, dts, attrs):
         raise e.naming(opdef.name, op_name, inputs[e.index].name) from None
 
 
+try:  # numpy >= 2: errstate is a context variable holding an "extobj"
+    from numpy._core._ufunc_config import _extobj_contextvar as _np_err_cv
+except ImportError:  # pragma: no cover - other numpy versions
+    _np_err_cv = None
+_np_ignore_for = {}  # current extobj -> the same with all="ignore"
+
+
+def _ignoring_fp_errors():
+    """numpy's error state with every floating-point warning off, derived once per distinct
+    current state (building it is what makes np.errstate cost microseconds)."""
+    cur = _np_err_cv.get()
+    ign = _np_ignore_for.get(cur)
+    if ign is None:
+        with np.errstate(all="ignore"):
+            ign = _np_err_cv.get()
+        if len(_np_ignore_for) >= 64:
+            _np_ignore_for.clear()
+        _np_ignore_for[cur] = ign
+    return ign
+
+
 def run_kernel(opdef, arrays, attrs):
-    """Runs the reference kernel, turning numpy failures into TF's runtime error."""
+    """Runs the reference kernel, turning numpy failures into TF's runtime error. TF's kernels
+    return inf / NaN without a word, so numpy's RuntimeWarnings (divide by zero, overflow,
+    invalid value) are off while it runs."""
+    token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
     try:
-        out = opdef.kernel(attrs, *arrays)
+        if token is None:
+            with np.errstate(all="ignore"):
+                out = opdef.kernel(attrs, *arrays)
+        else:
+            out = opdef.kernel(attrs, *arrays)
     except (ValueError, IndexError, ZeroDivisionError, FloatingPointError) as e:
         raise InvalidArgumentError(f"{opdef.name}: {e}") from None
+    finally:
+        if token is not None:
+            _np_err_cv.reset(token)
     return out if isinstance(out, tuple) else (out,)

@@ -323,8 +323,7 @@ def evaluate(program, arg_values):
             vals[(i, 0)] = np.asarray(arg_values[n.attrs["arg"]])
             continue
         ins = [vals[(v.node, v.index)] for v in n.inputs]
-        with np.errstate(all="ignore"):
-            outs = run_kernel(REGISTRY[n.op], ins, n.attrs)
+        outs = run_kernel(REGISTRY[n.op], ins, n.attrs)
         for j, (o, (shape, dt)) in enumerate(zip(outs, n.outputs)):
             o = np.asarray(o)
             vals[(i, j)] = o if o.dtype == object else o.astype(dt.np, copy=False)   # object: a ragged stack
