@@ -118,6 +118,10 @@ class _Ctx:
         # per-row graph's only where these are finite (per row, 0 * inf or 0 * nan at the
         # positions a one-hot skips is NaN), see ``_exact_where_not_finite``.
         self.onehot_factors = []
+        # id(stacked output of the per-row fallback) -> its rows: the next per-row op reads
+        # them directly, not Unpack(Pack(rows)) (rows of unknown shape, e.g. the per-iteration
+        # values a While stacks over a trip count known at run time, cannot be packed in a kernel)
+        self.rows = {}
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -335,8 +339,9 @@ _RULES = {
 def _rule_per_row(ctx, op, ins, flags):
     """Fallback: unstack the batched inputs, apply the op to each row, stack the outputs."""
     B = ctx.B
-    rows_in = [apply_op("Unpack", [t], {"num": B, "axis": 0}) if f else None for t, f in zip(ins, flags)]
-    rows_in = [(list(r) if isinstance(r, tuple) else [r]) if r is not None else None for r in rows_in]
+    rows_in = [(ctx.rows.get(id(t)) or apply_op("Unpack", [t], {"num": B, "axis": 0})) if f else None
+               for t, f in zip(ins, flags)]
+    rows_in = [(list(r) if isinstance(r, (tuple, list)) else [r]) if r is not None else None for r in rows_in]
     per_out = [[] for _ in op.outputs]
     for b in range(B):
         args = [r[b] if r is not None else t for r, t in zip(rows_in, ins)]
@@ -344,7 +349,10 @@ def _rule_per_row(ctx, op, ins, flags):
         outs = outs if isinstance(outs, tuple) else (outs,)
         for k, o in enumerate(outs):
             per_out[k].append(o)
-    return [apply_op("Pack", lst, {"axis": 0}) for lst in per_out]
+    packed = [apply_op("Pack", lst, {"axis": 0}) for lst in per_out]
+    for t, lst in zip(packed, per_out):
+        ctx.rows[id(t)] = lst
+    return packed
 
 
 # ============================================================ one-hot batches (jacobians)

@@ -4,12 +4,14 @@ plan that takes the feed values positionally, checks each against the kind
 the plan was validated for (so every check Session._fed_list makes still
 holds), writes scalars straight into preallocated argument cells and array
 data pointers into its own pointer block, calls the kernel and returns the
-results in the fetch structure.  Anything it does not cover returns MISS
-and Session.run takes the general path, which raises TF's errors.
+results in the fetch structure (an output shaped only when the kernel has
+run, a grown TensorArray or a cond whose branches differ in shape, is read
+from its descriptor as run_plan does).  Anything it does not cover returns
+MISS and Session.run takes the general path, which raises TF's errors.
 """
 import numpy as np
 
-from . import buffers as _buffers
+from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs
 from .compiler import _addr, _call, _epoch, _plan_key, _raise_status, _stats
 from .ops.random_ops import close_draws, open_draws
 from .session import FAST_MISS
@@ -37,12 +39,12 @@ def _scalar_cases(i, dt):
 def make_runner(session, plan, elements, fed, struct):
     """A generated function running ``plan`` (see above). struct: list, tuple
     or None (one fetch).  Returns None when the plan cannot have one."""
-    if plan.fallback or not elements or plan.growing:
-        return None   # (growing outputs: run_plan reads them)
+    if plan.fallback or not elements:
+        return None
     k = plan.kernel
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
           "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,
-          "_EMPTY_POOLED": _buffers.empty,
+          "_EMPTY_POOLED": _buffers.empty, "_DESC": _dynamic_outputs.descriptor, "_READ": _dynamic_outputs.read,
           "MISS": FAST_MISS, "OPS": session.graph._ops, "GLEN": len(session.graph._ops), "EPOCH": _epoch,
           "E": _epoch[0], "LOCK": k.lock, "CF": k.cfunc, "STATS": _stats, "_raise_status": _raise_status,
           "ST": k.status, "K": k, "_call": _call, "PLAN": plan, "ELEMS": tuple(elements),
@@ -90,7 +92,11 @@ def make_runner(session, plan, elements, fed, struct):
     fixed = set()
     for j, (shape, dt) in enumerate(plan.out_specs):
         ns[f"OS{j}"], ns[f"OD{j}"] = shape, dt
-        if shape == () and j not in write_slots:
+        if j in plan.growing:
+            # shape known once the kernel has run: it fills a descriptor (dynamic_outputs.py)
+            body.append(f"o{j} = _DESC()")
+            body.append(f"P[{plan.out_base + j}] = _addr(o{j})")
+        elif shape == () and j not in write_slots:
             buf = np.zeros(1, dt)
             ns[f"O{j}"] = buf
             P[plan.out_base + j] = _addr(buf)
@@ -110,6 +116,8 @@ def make_runner(session, plan, elements, fed, struct):
         body += ["h = _OPEN(SITES)", f"P[{plan.rng_slot}] = h", "try:", f"    {call}", "finally:", "    _CLOSE(h)"]
     if plan.has_checks:
         body.append("if ST[0]: _raise_status(int(ST[0]))")
+    for j in plan.growing:   # copied out under the lock: the next call reuses the kernel's memory
+        body.append(f"o{j} = _READ(o{j}, OS{j}, OD{j})")
     res = []
     for n, s in enumerate(plan.elem_slots):
         if s is None:

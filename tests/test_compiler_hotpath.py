@@ -328,3 +328,66 @@ def test_pre_pass_key_shares_kernels_when_only_constants_differ():
             (gx,) = tf.gradients(y, [x], aggregation_method=m)
         assert np.isclose(S(g).run(gx, {x: 0.5}), 2 * 0.5 + np.cos(0.5) * 0.5 + np.sin(0.5))
     gc.collect()
+
+
+# ---------------------------------------------------------------- runners for loops
+def _general_path_forbidden(monkeypatch):
+    """From here on, a run that misses its runner fails (the general path raises)."""
+    from jitgrad import dispatch
+
+    def general_path(*a, **k):
+        raise AssertionError("the run took the general path, not its fast runner")
+    monkeypatch.setattr(dispatch, "compiled_execute", general_path)
+
+
+def _interpreted(g, fetch, feed):
+    return tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode="interpret")).run(fetch, feed)
+
+
+def test_a_loop_with_a_fed_but_unused_placeholder_runs_through_the_runner(monkeypatch):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4])     # fed, read by nothing the fetch needs
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        a = tf.while_loop(lambda j, a: j < n, lambda j, a: (j + 1, a * 1.5 + 1.0), [0, tf.ones([4])])[1]
+    sess = S(g)
+    xv = np.zeros(4, np.float32)
+    for _ in range(2):
+        sess.run(a, {x: xv, n: 1})
+    _general_path_forbidden(monkeypatch)
+    for k in (0, 1, 3):
+        expected = np.ones(4, np.float32)
+        for _ in range(k):
+            expected = expected * np.float32(1.5) + np.float32(1.0)
+        np.testing.assert_array_equal(sess.run(a, {x: xv, n: k}), expected)
+
+
+def test_outputs_shaped_at_run_time_run_through_the_runner(monkeypatch):
+    """A TensorArray a loop appends to (fetched stacked: its rows are known when the
+    kernel has run) and a cond whose branches differ in shape: the runner reads their
+    descriptors as run_plan does (dynamic_outputs.py), each run's own copy."""
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.compat.v1.placeholder(tf.float32, [3])
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+
+        def body(i, a, ta):
+            a = a * w + 1.0
+            return i + 1, a, ta.write(i, a)
+        states = tf.while_loop(lambda i, a, ta: i < n, body, [0, tf.ones([3]), ta])[2].stack()
+        shaped = tf.cond(n > 2, lambda: tf.concat([w, w], 0), lambda: w * 2.0)
+    sess = S(g)
+    wv = np.array([0.5, -1.0, 2.0], np.float32)
+    for _ in range(2):
+        sess.run([states, shaped], {w: wv, n: 2})
+    _general_path_forbidden(monkeypatch)
+    runs = [(k, sess.run([states, shaped], {w: wv, n: k})) for k in (0, 4, 1, 3, 4)]
+    monkeypatch.undo()
+    for k, (sv, cv) in runs:
+        expected = _interpreted(g, [states, shaped], {w: wv, n: k})
+        assert sv.shape == (k, 3) and cv.shape == ((6,) if k > 2 else (3,))
+        np.testing.assert_array_equal(sv, expected[0])
+        np.testing.assert_array_equal(cv, expected[1])
+    assert not np.shares_memory(runs[1][1][0], runs[4][1][0])   # (each run copies its rows out)
+    np.testing.assert_array_equal(runs[1][1][0], runs[4][1][0])

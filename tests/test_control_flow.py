@@ -337,6 +337,45 @@ def test_hessians_of_inputs_whose_size_is_known_only_at_run_time(graph):
     np.testing.assert_allclose(run(h2, {x2: xv}).reshape(6, 6), fd_h, rtol=1e-5, atol=1e-7)
 
 
+def _fd_hessian(f, x, eps=1e-4):
+    """Central second differences of scalar f at vector x (float64)."""
+    n = x.size
+    h = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * eps, np.eye(n)[j] * eps
+            h[i, j] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)) / (4 * eps * eps)
+    return h
+
+
+@pytest.mark.parametrize("stop", ["cond", "maximum_iterations"])
+def test_hessians_through_a_loop_with_a_fed_trip_count(graph, stop):
+    """tf.hessians batches the gradient graph's loops per row (batched_gradients.py); the
+    rows' saved stacks (as long as the fed trip count) go from one row's loop straight to
+    the next, so the kernel never packs values of unknown shape (before: the interpreter)."""
+    W = np.array([[0.5, -0.3, 0.2], [0.1, 0.4, -0.6], [-0.2, 0.3, 0.7]])
+    x, n = ph(tf.float64, [3]), ph(tf.int32, [])
+
+    def body(j, a):
+        return j + 1, tf.tanh(tf.linalg.matvec(tf.constant(W), a)) * x
+    if stop == "cond":
+        _, a = tf.while_loop(lambda j, a: j < n, body, [0, x])
+    else:
+        _, a = tf.while_loop(lambda j, a: True, body, [0, x], maximum_iterations=n)
+    (h,) = tf.hessians(tf.reduce_sum(a), x)
+    sess = tf.compat.v1.Session(graph=graph)
+    xv = np.array([0.3, -0.5, 0.8])
+    for steps in (0, 1, 4):
+        def f(v):   # the loop in numpy: a_0 = x, a_{k+1} = tanh(W a_k) * x
+            a = v
+            for _ in range(steps):
+                a = np.tanh(W @ a) * v
+            return a.sum()
+        hv = sess.run(h, {x: xv, n: steps})
+        np.testing.assert_allclose(hv, _fd_hessian(f, xv), rtol=1e-6, atol=1e-7)
+        assert np.abs(hv - hv.T).max() <= 1e-12
+
+
 def test_a_runtime_error_inside_a_loop_body_is_raised_not_crashed(graph):
     table = ph(tf.float32, [4])
     start = ph(tf.int32, [])

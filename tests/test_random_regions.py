@@ -438,6 +438,35 @@ def test_nested_random_gradients_with_static_shapes_compile(structure, no_fallba
     _session(g, "compiled").run(fetches, {x: np.ones(4, np.float32), n: 3, p: True})
 
 
+def test_a_forward_fetch_beside_a_built_while_in_cond_gradient_compiles(no_fallback):
+    """The gradient makes the If return its inner loop's draws (a stack as long as the
+    run-time trip count); a run fetching only the forward does not read them, so the
+    regions pass drops those outputs from the If and its branches and the run compiles."""
+    xv = np.arange(1, 5, dtype=np.float32)
+    feeds = [(3, True), (5, True), (4, False), (0, True)]
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, (x, n, p), (y, ms, gx, hx) = _nested_program(_while_in_cond, seed=8)
+        sess = _session(g, mode)
+        runs[mode] = [sess.run([y, ms], {x: xv, n: k, p: b}) for k, b in feeds]
+        if mode == "compiled":
+            report = sess.explain([y, ms], {x: xv, n: 3, p: True})
+            assert not report.fallback, report.reason
+            regions = [st for name, st in report.stats if name == "regions"]
+            assert sum(st.get("dropped_outputs", 0) for st in regions) >= 1
+            # (the gradient itself still runs in the interpreter: see the note above)
+    for (yv, mv), (k, b) in zip(runs["interpret"], feeds):
+        np.testing.assert_array_equal(yv, np.float32((xv * xv * mv).sum()))   # by hand, from the masks
+        if not b:
+            np.testing.assert_array_equal(mv, np.ones(4, np.float32))
+        else:
+            assert mv.max() <= k
+    assert any(0 < r[1].max() < 5 for r in runs["interpret"])
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):   # compiled == interpreted, bit for bit
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_scan_in_scan_gradient_is_the_sum_of_the_forward_masks(no_fallback):
     # rows x * x * m over 2 outer x 3 inner iterations (static counts: static shapes),
     # the masks m stacked alongside: dy/dx = 2 x (sum of the masks)

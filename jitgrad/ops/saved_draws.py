@@ -15,9 +15,10 @@ count (a counted loop: a loop condition that draws is not drawn again either).
 
 A nested loop whose trip count is known only at run time saves stacks of
 unknown length, per iteration of the enclosing loop (ragged) or as an If
-output: the compiler does not lower those, so such a program runs in the
-reference interpreter (cache_info().fallbacks); nested scans / map_fns over
-static lengths and conds in loops compile.
+output: the compiler does not lower those, so such a gradient runs in the
+reference interpreter (cache_info().fallbacks; a run fetching only the
+forward compiles: the regions pass drops the saved outputs it does not read);
+nested scans / map_fns over static lengths and conds in loops compile.
 """
 import numpy as np
 

@@ -21,8 +21,10 @@ Funcs: the interpreter runs it and the code generator declines it.
     that read of the grown value (``ta.size()``) compiles too;
   * stacked per-iteration outputs of a While that nothing reads are dropped
     from its body (a forward loop whose gradient was built but is not fetched
-    saves nothing), and inputs a region no longer reads are dropped from it
-    (so the stacks that fed them are unread in the next round).
+    saves nothing), and so are If outputs nothing reads, from both branches
+    (what a cond returns only for its gradient, e.g. a nested loop's saved
+    draws); inputs a region no longer reads are dropped from it (so the stacks
+    that fed them are unread in the next round).
 """
 import numpy as np
 
@@ -173,6 +175,11 @@ def _args_read(sub):
     return read
 
 
+def _keep_outputs(sub, keep):
+    """sub returning only its outputs in ``keep`` (indices, in order)."""
+    return Program(sub.nodes, sub.args, [sub.outputs[k] for k in keep], sub.var_writes)
+
+
 def _keep_args(sub, keep):
     """sub with only the args in ``keep`` (old indices, in order), renumbered."""
     if sub is None:
@@ -258,7 +265,7 @@ def regions(program, optimise):
         return program
     b = Builder(program)
     used = _used(program)
-    stats = {"inlined": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0, "static_counts": 0,
+    stats = {"inlined": 0, "dropped_outputs": 0, "dropped_stacks": 0, "dropped_vars": 0, "dropped_inputs": 0, "static_counts": 0,
              "grown_shapes": 0}
     grown = {}   # Value of a growing loop variable -> (its shape at entry, rows per iteration, the trip count)
     for i, n in enumerate(program.nodes):
@@ -278,10 +285,18 @@ def regions(program, optimise):
                 if any(None in s for s, _ in n.outputs):   # (what reads it gets the taken branch's shapes)
                     stats["inlined_unknown_shapes"] = stats.get("inlined_unknown_shapes", 0) + 1
                 continue
-            attrs = dict(a, then_branch=_optimised(a["then_branch"], optimise),
-                         else_branch=_optimised(a["else_branch"], optimise))
-            outputs = n.outputs
-            keep = list(range(len(n.outputs)))
+            keep = [k for k in range(len(n.outputs)) if Value(i, k) in used]
+            if not keep:
+                continue   # (its prints and asserts, if any, are kept by var_writes, i.e. an output in used)
+            then, els = a["then_branch"], a["else_branch"]
+            if len(keep) < len(n.outputs):
+                # outputs nothing reads (what a gradient saves, when only the forward is fetched):
+                # gone from the branches too, so what computed them goes (a stack of unknown length)
+                then, els = _keep_outputs(then, keep), _keep_outputs(els, keep)
+                stats["dropped_outputs"] += len(n.outputs) - len(keep)
+            attrs = dict(a, then_branch=_optimised(then, optimise), else_branch=_optimised(els, optimise),
+                         out_specs=[a["out_specs"][k] for k in keep])
+            outputs = tuple(n.outputs[k] for k in keep)
         elif n.op == "While" and isinstance(a["body"], Program):
             nv, ny = a["n_vars"], a["n_ys"]
             if a["limit"] == "count" and a.get("static_count") is None:
