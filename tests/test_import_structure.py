@@ -51,6 +51,8 @@ FUNCTION_LEVEL_IMPORTS = {
     "ops/control_flow_ops.py": [("passes.ir", IMPORT_TIME)],
     "ops/logging_ops.py": [("cache.elf", COMPILER), ("hashlib", IMPORT_TIME + " (OpenSSL: 3-4 ms)")],
     "ops/random_ops.py": [("cache.elf", COMPILER)],
+    "ops/reduction_ops.py": [("custom_gradient", "custom_gradient builds on the tape, which builds on the op "
+                                                 "modules (reduce_euclidean_norm carries TF's gradient through it)")],
     # from_graph builds If / While sub-programs through regions.region_node, which calls
     # from_graph for each branch / body: one recursion split over two modules
     "passes/ir.py": [("regions", "recursion: region_node calls from_graph")],
@@ -101,7 +103,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 43
+    assert sum(listed.values()) <= 44
 
 
 def test_no_module_imports_a_private_name_of_another():
