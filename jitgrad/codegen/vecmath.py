@@ -711,30 +711,28 @@ def _trig_reduce(e, x):
     big = e.and_(e.cmp(">", ax, e.c(_TRIG_CW_MAX[e.f64])), e.cmp("!=", ax, e.c(np.inf)))
 
     def both():
-        cw, exact = _trig_reduce_cw(e, x), _call_trig_reduce_exact(e, x)
+        cw = _trig_reduce_cw(e, x)
+        exact = _call_trig_reduce_exact(e, x) if e.count else _trig_reduce_exact(e, x)
         return tuple(e.sel(big, v, w) for w, v in zip(cw, exact))
     return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both, scalar_branch=True)
 
 
-# The exact reduction is one internal function of the module per type, on
-# <_EXACT_LANES x T>, called from the rare branch only (noinline, cold): its IR
-# is large, and inline it was compiled once per call site and width (a
-# float32 kernel's <32 x float> run made it 4 zmm wide, its scalar epilogue
-# once more), 2-3x the cold compile time of a sin kernel.
+# For vectors the exact reduction is one internal function of the module per
+# type, on <_EXACT_LANES x T>, called from the rare branch only (noinline,
+# cold): its IR is large, and inline at a float32 kernel's <32 x float> run it
+# was 4 zmm wide, 2-3x the cold compile time of a sin kernel.  Scalars keep it
+# inline (small; a call in a scalar loop made it 5x slower even untaken, and
+# an 8-lane call per large element 30x).
 _EXACT_LANES = 8
 
 
 def _call_trig_reduce_exact(e, x):
-    """_trig_reduce_exact(e, x) through the module's function: x split into
+    """_trig_reduce_exact(e, x) for a vector x through the module's function: x split into
     (or padded with zeros to) pieces of _EXACT_LANES lanes.  Lanes are
     independent, so the bits are those of the inline reduction."""
     b, L = e.b, _EXACT_LANES
     fn = _trig_reduce_exact_function(e)
     i32 = ir.IntType(32)
-    el = e.ty.element if e.count else e.ty
-    if not e.count:
-        res = b.call(fn, [b.insert_element(ir.Constant(ir.VectorType(el, L), None), x, ir.Constant(i32, 0))])
-        return tuple(b.extract_element(b.extract_value(res, k), ir.Constant(i32, 0)) for k in range(3))
 
     def shuffle(u, v, mask):
         return b.shuffle_vector(u, v, ir.Constant(ir.VectorType(i32, len(mask)), mask))
