@@ -88,6 +88,8 @@ Notes:
   across every binade, on the AVX-512, AVX2 and SSE2 targets).  It is a
   cold branch taken only when some lane (or the scalar) is large (one compare and
   movemask in the common range); the other lanes keep their Cody-Waite bits.
+  Vectors call it as one internal <8 x T> function per module (compile time);
+  scalars have it inline.
   sin/cos/tan of +-inf is NaN.
 * float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
   the result); float64 pow carries log|x| and y log|x| as double-doubles.
