@@ -5,6 +5,7 @@
     python bench/bench_vecmath.py --f64      # also float64
     python bench/bench_vecmath.py --ulp [N]  # worst-case ulp table (sweep size N)
     python bench/bench_vecmath.py --vector 16 --only sin,cos   # <16 x T> loop, two functions
+    python bench/bench_vecmath.py --only sin,cos,tan --large    # |x| up to the largest finite value
 
 Timing: median of repeats of the JIT-compiled loop vs the equivalent numpy
 expression writing into a preallocated output.  The loop is a scalar IR loop
@@ -64,18 +65,21 @@ def timeit(fns, repeats):
     return [float(np.median(t)) for t in ts]
 
 
-def bench(dtype, n, repeats, vector=None, only=None):
+def bench(dtype, n, repeats, vector=None, only=None, large=False):
     rng = np.random.default_rng(0)
     if vector:
         n -= n % vector
     loop = f"<{vector} x T> loop" if vector else "scalar loop"
-    print(f"\n{np.dtype(dtype).name}, n={n}, {loop}, median of {repeats} (ms)")
+    print(f"\n{np.dtype(dtype).name}, n={n}, {loop}{', large arguments' if large else ''}, median of {repeats} (ms)")
     print(f"{'function':10s} {'jit':>8s} {'numpy':>8s} {'numpy/jit':>10s}")
     for name in only or H.vecmath.FUNCTIONS:
         k = H.compiled(name, dtype, vector=vector)
         out = np.empty(n, dtype)
         if name == "pow":
             args = (rng.uniform(0.1, 10, n).astype(dtype), rng.uniform(-5, 5, n).astype(dtype))
+        elif large:   # every binade up to the largest finite value: sin/cos/tan's exact reduction
+            top = np.finfo(dtype).maxexp
+            args = (np.ldexp(rng.uniform(1, 2, n), rng.integers(0, top, n)).astype(dtype),)
         else:
             lo, hi = BENCH_RANGE[name]
             args = (rng.uniform(lo, hi, n).astype(dtype),)
@@ -112,14 +116,15 @@ def main():
     ap.add_argument("--ulp", type=int, nargs="?", const=1 << 22, default=None)
     ap.add_argument("--vector", type=int, default=None, help="time the <W x T> loop")
     ap.add_argument("--only", default=None, help="comma-separated functions")
+    ap.add_argument("--large", action="store_true", help="arguments across every binade (trig's exact reduction)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
     if a.ulp:
         ulp_table(a.ulp)
         return
-    bench(np.float32, a.n, a.repeats, a.vector, only)
+    bench(np.float32, a.n, a.repeats, a.vector, only, a.large)
     if a.f64:
-        bench(np.float64, a.n, a.repeats, a.vector and a.vector // 2, only)
+        bench(np.float64, a.n, a.repeats, a.vector and a.vector // 2, only, a.large)
 
 
 if __name__ == "__main__":

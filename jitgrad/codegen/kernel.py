@@ -44,6 +44,7 @@ from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
+from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
 from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
 from .lowering_context import LoweringContext
@@ -342,6 +343,16 @@ class KernelBuilder(LoweringContext):
         # (W2 value+gradient at 1e7: -12%).  8-byte types already span two ymm registers.
         NW = 2 * VW if all(self.dtype(v).size <= 4 for v in [u.val for u in stores] +
                             [self.p.nodes[u.pos].inputs[0] for u in reds]) else VW
+        # An innermost run shorter than a vector leaves its elements to scalar
+        # loops, which LLVM vectorises unless an op's scalar form branches
+        # (SCALAR_FORM_BRANCHES): then lanes go along the run before it (a
+        # gather / scatter when the last run is strided in memory).  Not with
+        # reductions: their vector partial sums would change order.
+        ops = []
+        for u in g.units:
+            node_ops(self.p, self.mat, self.p.nodes[u.pos], ops, set())
+        lanes_across = (not reds and len(runs) >= 2 and runs[-1][0] < NW and runs[-2][0] >= NW
+                        and not SCALAR_FORM_BRANCHES.isdisjoint(ops))
         # blocks over the outermost merged dim
         if not runs:
             nb, rows = 1, 1
@@ -447,8 +458,28 @@ class KernelBuilder(LoweringContext):
                             with self.loop_dyn(lo_i, hi_i) as i:
                                 body(idx_for(outer_vals + [(i, 0)]), 1, accs)
 
+                    def across(outer_vals, lo_i, hi_i):
+                        # lanes along the last-but-one run over [lo_i, hi_i), the
+                        # short last run a loop inside each step
+                        vend = b.add(lo_i, b.and_(b.sub(hi_i, lo_i), c64(-NW)))
+                        for start, stop, W, coeff in ((lo_i, vend, NW, 1), (vend, hi_i, 1, 0)):
+                            with self.loop_dyn(start, stop, W) as i, self.loop(runs[-1][0]) as k:
+                                body(idx_for(outer_vals + [(i, coeff), (k, 0)]), W, accs)
+
                     if len(runs) == 1:
                         inner([], r0, r1, runs[0][0])
+                    elif lanes_across:
+                        if len(runs) == 2:
+                            across([], r0, r1)
+                        else:
+                            with self.loop_dyn(r0, r1) as i0:
+                                def rec(k, vals):
+                                    if k == len(runs) - 2:
+                                        across(vals, c64(0), c64(runs[k][0]))
+                                        return
+                                    with self.loop(runs[k][0]) as ik:
+                                        rec(k + 1, vals + [(ik, 0)])
+                                rec(1, [(i0, 0)])
                     else:
                         with self.loop_dyn(r0, r1) as i0:
                             def rec(k, vals):

@@ -202,6 +202,13 @@ def _square(kb, node, xs, W):
     return kb.b.fmul(x, x) if _is_float(_dt(node)) else kb.b.mul(x, x)
 
 
+# Ops whose scalar form branches (trig: the exact large-argument reduction
+# sits behind a rare branch), which keeps LLVM's loop vectoriser off the code
+# generator's scalar loops: kernel.py vectorises a nest whose innermost run is
+# too short for a vector across the run before it instead when these occur.
+SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan"})
+
+
 def _unary_vm(name):
     def f(kb, node, xs, W):
         return _vm(kb, name, xs)

@@ -88,6 +88,8 @@ Notes:
   across every binade, on the AVX-512, AVX2 and SSE2 targets).  It is a
   cold branch taken only when some lane (or the scalar) is large (one compare and
   movemask in the common range); the other lanes keep their Cody-Waite bits.
+  Vectors call it as one internal <8 x T> function per module (compile time);
+  scalars have it inline.
   sin/cos/tan of +-inf is NaN.
 * float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
   the result); float64 pow carries log|x| and y log|x| as double-doubles.
@@ -711,9 +713,66 @@ def _trig_reduce(e, x):
     big = e.and_(e.cmp(">", ax, e.c(_TRIG_CW_MAX[e.f64])), e.cmp("!=", ax, e.c(np.inf)))
 
     def both():
-        cw, exact = _trig_reduce_cw(e, x), _trig_reduce_exact(e, x)
+        cw = _trig_reduce_cw(e, x)
+        exact = _call_trig_reduce_exact(e, x) if e.count else _trig_reduce_exact(e, x)
         return tuple(e.sel(big, v, w) for w, v in zip(cw, exact))
     return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both, scalar_branch=True)
+
+
+# For vectors the exact reduction is one internal function of the module per
+# type, on <_EXACT_LANES x T>, called from the rare branch only (noinline,
+# cold): its IR is large, and inline at a float32 kernel's <32 x float> run it
+# was 4 zmm wide, 2-3x the cold compile time of a sin kernel.  Scalars keep it
+# inline (small; a call in a scalar loop made it 5x slower even untaken, and
+# an 8-lane call per large element 30x).
+_EXACT_LANES = 8
+
+
+def _call_trig_reduce_exact(e, x):
+    """_trig_reduce_exact(e, x) for a vector x through the module's function: x split into
+    (or padded with zeros to) pieces of _EXACT_LANES lanes.  Lanes are
+    independent, so the bits are those of the inline reduction."""
+    b, L = e.b, _EXACT_LANES
+    fn = _trig_reduce_exact_function(e)
+    i32 = ir.IntType(32)
+
+    def shuffle(u, v, mask):
+        return b.shuffle_vector(u, v, ir.Constant(ir.VectorType(i32, len(mask)), mask))
+    C = e.count
+    zeros = ir.Constant(e.ty, None)
+    calls = [b.call(fn, [shuffle(x, zeros, [s + i if s + i < C else C for i in range(L)])])
+             for s in range(0, max(C, L), L)]
+    out = []
+    for k in range(3):
+        parts = [b.extract_value(c, k) for c in calls]
+        while len(parts) > 1:   # C / L is a power of two: concatenate pairwise
+            n = 2 * parts[0].type.count
+            parts = [shuffle(u, v, list(range(n))) for u, v in zip(parts[::2], parts[1::2])]
+        out.append(parts[0] if C == L else shuffle(parts[0], parts[0], list(range(C))))
+    return tuple(out)
+
+
+def _trig_reduce_exact_function(e):
+    """The module's {r, rl, q} = reduce(<_EXACT_LANES x T> x) for e's type
+    and target (fma / round instructions or their emulation)."""
+    mod = e.b.module
+    name = "jitgrad.vm.trig_reduce_exact.%s%s%s" % (
+        "f64" if e.f64 else "f32", "" if e.has_fma else ".nofma", "" if e.has_round else ".noround")
+    fn = mod.globals.get(name)
+    if fn is not None:
+        return fn
+    vty = ir.VectorType(ir.DoubleType() if e.f64 else ir.FloatType(), _EXACT_LANES)
+    sty = ir.LiteralStructType([vty] * 3)
+    fn = ir.Function(mod, ir.FunctionType(sty, [vty]), name=name)
+    fn.linkage = "internal"
+    for attr in ("noinline", "cold", "nounwind"):
+        fn.attributes.add(attr)
+    fb = ir.IRBuilder(fn.append_basic_block("entry"))
+    res = ir.Constant(sty, None)
+    for k, v in enumerate(_trig_reduce_exact(_Em(fb, vty, e.has_fma, e.has_round), fn.args[0])):
+        res = fb.insert_value(res, v, k)
+    fb.ret(res)
+    return fn
 
 
 def _trig_reduce_cw(e, x):
