@@ -168,7 +168,8 @@ def test_one_kernel_for_two_graphs_each_drawing_from_its_own_ops(no_fallback):
     np.testing.assert_array_equal(a0, _uniform_rows((1, 5), 4, (3,))[2:])
 
 
-def test_no_handle_outlives_its_run(no_fallback):
+def _loop_failing_after_two_draws():
+    """A loop of n iterations drawing in each whose third iteration fails an Assert."""
     tf.random.set_seed(4)
     g = tf.Graph()
     with g.as_default():
@@ -180,6 +181,11 @@ def test_no_handle_outlives_its_run(no_fallback):
             with tf.control_dependencies([check]):
                 return i + 1, s + tf.reduce_sum(u)
         s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+    return g, n, s
+
+
+def test_no_handle_outlives_its_run(no_fallback):
+    g, n, s = _loop_failing_after_two_draws()
     sess = _session(g, "compiled")
     sess.run(s, {n: 2})
     assert random_ops._RUNS == {}
@@ -211,17 +217,7 @@ def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_
 
 
 def test_a_failing_run_through_the_fast_runner_closes_its_handle(no_fallback):
-    tf.random.set_seed(4)
-    g = tf.Graph()
-    with g.as_default():
-        n = ph(tf.int32, [])
-
-        def body(i, s):
-            u = tf.random.uniform([2], seed=1)
-            check = tf.Assert(i < 2, [i])
-            with tf.control_dependencies([check]):
-                return i + 1, s + tf.reduce_sum(u)
-        s = tf.while_loop(lambda i, s: i < n, body, [0, 0.0])[1]
+    g, n, s = _loop_failing_after_two_draws()
     sess = _session(g, "compiled")
     for _ in range(3):
         sess.run(s, {n: 2})
