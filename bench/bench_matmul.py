@@ -276,6 +276,11 @@ def main():
             call, inner = calls[i]
             ours, ref = [], []
             for _ in range(args.repeats):
+                if args.threads > 1:
+                    # OpenBLAS's threads in the numpy child spin ~0.1 s after its sample and
+                    # would take the core our second thread needs (measured: ours 90 GFLOP/s
+                    # interleaved, 183 alone, on 2 cores)
+                    time.sleep(0.2)
                 ours.append(_sample(call, inner))
                 ref.append(server.sample(i))
             flop = 2.0 * M * N * K / 1e9
