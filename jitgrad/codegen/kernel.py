@@ -41,7 +41,7 @@ from ..passes.ir import Value
 from . import irutil
 from .buffer_plan import plan_buffers
 from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
-from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, intrinsic, load_buf, mem_type, nullctx,
+from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, load_buf, mem_type, nullctx,
                      reg_type, store_buf, value_bytes)
 from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES

@@ -4,7 +4,7 @@ GEMM generator refuses a shape)."""
 import numpy as np
 
 from . import matmul as mm
-from .irutil import VW, bcast_idx, c64, const, load_buf, nullctx as _null  # noqa: F401
+from .irutil import bcast_idx, c64, const, load_buf, nullctx as _null
 from .matvec import emit_matvec, matvec_plan
 
 

@@ -144,9 +144,6 @@ class DaskStrategy:
         self.close()
         return False
 
-    def _workers(self):
-        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
-
     # ---------------------------------------------------------------- variables
     @contextlib.contextmanager
     def scope(self):
