@@ -14,7 +14,7 @@ import numpy as np
 from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs
 from .compiler import _addr, _call, _epoch, _plan_key, _raise_status, _stats
 from .ops.random_ops import close_draws, open_draws
-from .session import FAST_MISS
+from .session import FAST_MISS, feed_array
 
 _F_MAX = 1 << 53   # Python ints that convert to floats exactly (no double rounding)
 
@@ -45,7 +45,7 @@ def make_runner(session, plan, elements, fed, struct):
     ns = {"_np_f32": np.float32, "_np_f64": np.float64, "_np_i32": np.int32, "_np_i64": np.int64,
           "_np_bool": np.bool_, "_F_MAX": _F_MAX, "_ND": np.ndarray, "_EMPTY": np.empty, "_addr": _addr,
           "_EMPTY_POOLED": _buffers.empty, "_DESC": _dynamic_outputs.descriptor, "_READ": _dynamic_outputs.read,
-          "MISS": FAST_MISS, "OPS": session.graph._ops, "GLEN": len(session.graph._ops), "EPOCH": _epoch,
+          "MISS": FAST_MISS, "_FEED": feed_array, "OPS": session.graph._ops, "GLEN": len(session.graph._ops), "EPOCH": _epoch,
           "E": _epoch[0], "LOCK": k.lock, "CF": k.cfunc, "STATS": _stats, "_raise_status": _raise_status,
           "ST": k.status, "K": k, "_call": _call, "PLAN": plan, "ELEMS": tuple(elements),
           "FEEDS": tuple(t for t, _ in fed)}
@@ -71,6 +71,10 @@ def make_runner(session, plan, elements, fed, struct):
             if s is not None:
                 P[s] = _addr(buf)
         else:
+            # a Python list fed each run (feed_dict={x: [1., 2.]}): converted and checked as
+            # Session.run's general path does, then held in v{i} until the call returns
+            ns[f"FT{i}"] = t
+            body.append(f"if t{i} is list or t{i} is tuple: v{i} = _FEED(FT{i}, v{i}); t{i} = _ND")
             cond = (f"t{i} is not _ND or v{i}.dtype is not DT{i} or v{i}.shape != SH{i} "
                     f"or not v{i}.flags.c_contiguous")
             body.append(f"if {cond}: return MISS")

@@ -111,7 +111,7 @@ def _as_element(graph, f, what):
                     "(Can not convert a {0} into a Tensor or Operation.)".format(type(f).__name__))
 
 
-def _feed_array(t, value):
+def feed_array(t, value):
     """A feed value as an ndarray of t's dtype, checked against t's static shape."""
     if value is None:
         raise TypeError(f"The value of a feed cannot be a tf.Tensor object or None (feed for {t.name}).")
@@ -307,7 +307,7 @@ class BaseSession:
             t = _as_element(self.graph, key, "Feed")
             if isinstance(t, Operation):
                 raise TypeError(f"Cannot feed an Operation ({t.name}); feed one of its output tensors.")
-            arr = _feed_array(t, value)
+            arr = feed_array(t, value)
             if len(checked) > 4096:
                 checked.clear()
             checked[(id(t), arr.shape)] = t

@@ -391,3 +391,23 @@ def test_outputs_shaped_at_run_time_run_through_the_runner(monkeypatch):
         np.testing.assert_array_equal(cv, expected[1])
     assert not np.shares_memory(runs[1][1][0], runs[4][1][0])   # (each run copies its rows out)
     np.testing.assert_array_equal(runs[1][1][0], runs[4][1][0])
+
+
+def test_python_list_feeds_run_through_the_runner_with_the_general_paths_checks(monkeypatch):
+    """feed_dict={x: [..]} each run (a Python list, as TF tutorials feed) is converted by the
+    runner itself instead of missing to the general path every time; a bad list still gets
+    Session.run's error (a fraction fed to an int placeholder is a ValueError)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        k = tf.compat.v1.placeholder(tf.int32, [2])
+        y = x * 2.0 + tf.reduce_sum(tf.cast(k, tf.float32))
+    sess = S(g)
+    for _ in range(2):
+        sess.run(y, {x: [1.0, 2.0, 3.0], k: [1, 2]})
+    _general_path_forbidden(monkeypatch)
+    np.testing.assert_array_equal(sess.run(y, {x: [0.5, -1.0, 4.0], k: [3, 4]}),
+                                  np.array([8.0, 5.0, 15.0], np.float32))
+    np.testing.assert_array_equal(sess.run(y, {x: (1, 2, 3), k: (0, 0)}), np.array([2.0, 4.0, 6.0], np.float32))
+    with pytest.raises(ValueError, match="Cannot feed value"):
+        sess.run(y, {x: [1.0, 2.0, 3.0], k: [1.5, 2.0]})
