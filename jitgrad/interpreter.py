@@ -28,22 +28,22 @@ def run(targets, feeds, state):
             continue
         opdef = REGISTRY[op.type]
         args = [values[id(t)] for t in op.inputs]
-        with np.errstate(all="ignore"):
-            if opdef.stateful:
+        if opdef.stateful:
+            with np.errstate(all="ignore"):   # (the other kernels: run_kernel turns warnings off)
                 outs = opdef.kernel(op.attrs, state, *args)
-                outs = outs if isinstance(outs, tuple) else (outs,)
-            else:
-                # the shape checks the compiler makes (passes/ir.py), so both engines reject the same runs
-                shapes = tuple([a.shape for a in args])
-                if (op._id, shapes) not in checked:
-                    concrete_specs(op, opdef, shapes, [t.dtype for t in op.inputs])
-                    if len(checked) > 100_000:
-                        checked.clear()
-                    checked.add((op._id, shapes))
-                try:
-                    outs = run_kernel(opdef, args, op.attrs)
-                except InvalidArgumentError as e:
-                    raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
+            outs = outs if isinstance(outs, tuple) else (outs,)
+        else:
+            # the shape checks the compiler makes (passes/ir.py), so both engines reject the same runs
+            shapes = tuple([a.shape for a in args])
+            if (op._id, shapes) not in checked:
+                concrete_specs(op, opdef, shapes, [t.dtype for t in op.inputs])
+                if len(checked) > 100_000:
+                    checked.clear()
+                checked.add((op._id, shapes))
+            try:
+                outs = run_kernel(opdef, args, op.attrs)
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError(None, op, f"{e} [[node {op.name}]]") from None
         for t, v in zip(op.outputs, outs):
             if id(t) in feeds:
                 continue
