@@ -24,6 +24,7 @@ from ..ops.registry import REGISTRY, has_fact
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import Unsupported
+from .lower_rows import plan as plan_rows, row_dynamic
 from .lowering_tables import tables
 
 # Loop nests whose estimated work (elements x weighted fused ops) reaches
@@ -72,6 +73,7 @@ class FusionPlan:
     soft: set         # multi-use values computed inside their own nest instead
     out_vals: list    # output slot values: Program.outputs (not None), then var_writes
     nests: list       # [Nest] in node order
+    rows: dict        # node index -> how lower_rows.py lowers it (it reads a value of run-time rows)
     parallel: bool    # some nest runs on all threads
     par_slots: int    # threads a parallel kernel is built for (per-thread workspaces)
 
@@ -140,7 +142,7 @@ def plan_fusion(program, allow_parallel):
     work = max([g.work for g in nests if g.parallel] or [0])
     par_slots = int(min(MAX_THREADS, max(2, work // PAR_MIN_WORK))) if any_par else 1
     return FusionPlan(mat=planner.mat, hard=planner.hard, soft=planner.soft, out_vals=planner.out_vals,
-                      nests=nests, parallel=any_par, par_slots=par_slots)
+                      nests=nests, rows=planner.rows, parallel=any_par, par_slots=par_slots)
 
 
 def unit_reads(program, mat, unit):
@@ -166,6 +168,11 @@ class _Planner:
         ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS = self.ELEMENTWISE, self.LAYOUT, self.MATERIALISE, self.ALIAS
         uses = {}
         need_buf = set()
+        # nodes reading a value of run-time rows: each its own node, reading such values
+        # from their buffers, its outputs materialised (lower_rows.py)
+        self.rows = plan_rows(p)
+        for i in self.rows:
+            need_buf.update(v for v in nodes[i].inputs if row_dynamic(self.shape(v)))
         for n in nodes:
             if n.op == "Arg":
                 continue
@@ -186,7 +193,8 @@ class _Planner:
                 continue
             for j in range(len(n.outputs)):
                 v = Value(i, j)
-                if n.op in MATERIALISE or v in need_buf or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap")):
+                if (n.op in MATERIALISE or v in need_buf or i in self.rows
+                        or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap"))):
                     mat.add(v)
         roots = set(need_buf) | set(out_vals)
         for i, n in enumerate(nodes):
@@ -262,6 +270,9 @@ class _Planner:
                 continue
             vals = sorted(node_vals.get(i, ()), key=lambda x: x.index)
             if not vals:
+                continue
+            if i in self.rows:
+                units.append(("node", i, None, None))
                 continue
             if n.op in self.MATERIALISE:
                 kind = self._full_reduce_kind(n)

@@ -47,6 +47,7 @@ from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
 from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
+from .lower_rows import lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier, emit_exit, emit_join
@@ -148,8 +149,10 @@ class KernelBuilder(LoweringContext):
         return self.entry_b.alloca(ty)
 
     def loop(self, stop, start=0, step=1):
-        """for i in range(start, stop, step) with constant bounds; yields i (i64)."""
-        return self.loop_dyn(c64(start), c64(stop), step)
+        """for i in range(start, stop, step); yields i (i64). A bound is a constant,
+        or an i64 known at run time (a row count, lower_rows.py)."""
+        return self.loop_dyn(start if isinstance(start, ir.Value) else c64(start),
+                             stop if isinstance(stop, ir.Value) else c64(stop), step)
 
     # ------------------------------------------------------------ generators
     def _memo_key(self, v, idx, W):
@@ -556,6 +559,12 @@ class KernelBuilder(LoweringContext):
         self.parallel = plan.parallel
         self.par_slots = plan.par_slots
         temps_needed = self._dry_run(nests)
+        # a fetched result of run-time rows keeps its memory from call to call (lower_rows.py)
+        rows_keep = {}
+        for v in slot_of_val:
+            if v.node in plan.rows and row_dynamic(self.shape(v)):
+                rows_keep[v] = self.persistent_words
+                self.persistent_words += 2
         bp = plan_buffers(p, plan, slot_of_val, copies, temps_needed, self.persistent_words)
         offsets = bp.offsets
         self.persistent_base = bp.persistent_base
@@ -622,6 +631,7 @@ class KernelBuilder(LoweringContext):
                                        f"scratch+{off} live [{bp.born[v]},{bp.last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
+        rows_src = {v for i in plan.rows for v in nodes[i].inputs if row_dynamic(self.shape(v))}
         self._emitting = True
         # A multi-output op (e.g. SplitToShapesOf, the concat gradient) starts one
         # nest per output shape at the same node: every one of them must be emitted.
@@ -648,6 +658,14 @@ class KernelBuilder(LoweringContext):
                 if u0.kind == "node":
                     self.sync_before(g.parallel and n.op in MATERIALISE)
                     vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
+                    if i in plan.rows:   # it reads a value of run-time rows
+                        outs = [buffer_for(Value(i, k)) for k in range(len(n.outputs))]
+                        self.groups.append((f"node {i} {n.op} {[d for d in n.outputs[0][0]]} over run-time rows",
+                                            node_ops(p, self.mat, n, [])))
+                        keep = {v.index: w for v, w in rows_keep.items() if v.node == i}
+                        for k, ob in enumerate(lower_rows(self, n, outs, plan.rows[i], keep)):
+                            self.buffers[Value(i, k)] = ob
+                        continue
                     if n.op in MATERIALISE:
                         outs = [buffer_for(v) for v in vals]
                         self.groups.append((f"node {i} {n.op} {list(n.outputs[0][0])}"
@@ -658,7 +676,8 @@ class KernelBuilder(LoweringContext):
                             MATERIALISE[n.op](self, n, outs, dry=False)
                         self.par_node = False
                         for v, ob in zip(vals, outs):
-                            self.buffers[v] = ob
+                            # a While / If output of run-time rows: read through its descriptor
+                            self.buffers[v] = rows_view(self, ob, *n.outputs[v.index]) if v in rows_src else ob
                     else:
                         v = u0.val
                         ob = buffer_for(v)

@@ -29,6 +29,7 @@ from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Program
 from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
+from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_init as _stack_init,
                      stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, mem_type
@@ -389,8 +390,9 @@ def check(program, top_level=False):
                 dyn.add((i, k))
     if not dyn:
         return
-    for n in program.nodes:
-        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op != "While" else None
+    rows = plan_rows(program)   # the ops lower_rows.py computes on values of run-time rows
+    for i, n in enumerate(program.nodes):
+        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op != "While" and i not in rows else None
         if v is not None:
             raise Unsupported(f"{n.op} reads a value of unknown shape ({_origin(program, v)}): the kernel "
                               "returns such a value but computes nothing on it")
@@ -399,7 +401,8 @@ def check(program, top_level=False):
             raise Unsupported("a variable assigned a value of unknown shape")
     fetched = [(v.node, v.index) for v in program.outputs if v is not None]
     for v in fetched:
-        if v in dyn and not (_returns_shaped(program, v, top_level) and fetched.count(v) == 1):
+        if v in dyn and not ((_returns_shaped(program, v, top_level) or top_level and v[0] in rows)
+                             and fetched.count(v) == 1):
             raise Unsupported("a fetched value of unknown shape")
     if not top_level:
         # a branch-shaped If inside a region writes where its caller says: only its outputs have a caller

@@ -19,7 +19,8 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..shapes import normalize_axes
-from .irutil import ERR_GATHER_RANGE, I64, VW, Unsupported, c64, const, iadd, imul, load_buf, reg_type, store_buf, vec_type
+from .irutil import (ERR_GATHER_RANGE, I64, VW, Unsupported, c64, const, iadd, imul, load_buf, reg_type, splat,
+                     store_buf, vec_type)
 
 
 def acc_dtype(kind, dt):
@@ -77,7 +78,13 @@ def widen(kb, x, src, dst, W):
 def finalize(kb, kind, dt, acc_dt, acc, count, W):
     """The result from the accumulator: a mean divides, then back to ``dt`` (IR)."""
     b = kb.b
-    if kind == "mean":
+    if kind == "mean" and isinstance(count, ir.Value):   # a run-time count (lower_rows.py)
+        if dt.is_floating:
+            acc = b.fdiv(acc, splat(b, b.sitofp(count, reg_type(acc_dt)), W))
+        else:
+            n = b.select(b.icmp_signed("<", count, ir.Constant(I64, 1)), ir.Constant(I64, 1), count)
+            acc = b.sdiv(acc, splat(b, n if acc_dt.size == 8 else b.trunc(n, reg_type(acc_dt)), W))
+    elif kind == "mean":
         if dt.is_floating:
             acc = b.fdiv(acc, const(acc_dt, float(count), W))
         else:
@@ -104,7 +111,7 @@ def _loops(kb, in_shape, dims, idx, body):
         body(idx)
         return
     d = dims[0]
-    if in_shape[d] == 1:
+    if isinstance(in_shape[d], int) and in_shape[d] == 1:
         idx2 = dict(idx)
         idx2[d] = (c64(0), 0)
         _loops(kb, in_shape, dims[1:], idx2, body)
@@ -115,17 +122,34 @@ def _loops(kb, in_shape, dims, idx, body):
         _loops(kb, in_shape, dims[1:], idx2, body)
 
 
+def reduction_axes(axis, rank):
+    """The dims a reduction's ``axis`` attribute reduces (None: all)."""
+    return set(range(rank)) if axis is None else set(normalize_axes(axis, rank))
+
+
+def _extent_product(b, dims):
+    """The product of extents, an int or (with a run-time extent, lower_rows.py) an i64."""
+    n = int(np.prod([d for d in dims if isinstance(d, int)], dtype=np.int64))
+    for d in dims:
+        if not isinstance(d, int):
+            n = b.mul(d, ir.Constant(I64, n)) if isinstance(n, int) else b.mul(n, d)
+    return n
+
+
 def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
-    """out[...] = reduce over dims ``red`` of gen_in; out_map: in dim -> out dim or None."""
+    """out[...] = reduce over dims ``red`` of gen_in; out_map: in dim -> out dim or None.
+    An extent of in_shape may be an i64 known at run time (lower_rows.py: dim 0 of a
+    value of run-time rows, or the length of one flattened)."""
     if any(d == 0 for d in out.shape):
         return
     R = len(in_shape)
     kept = [d for d in range(R) if d not in red]
     redl = [d for d in range(R) if d in red]
     acc_dt = acc_dtype(kind, dt)
-    count = int(np.prod([in_shape[d] for d in redl], dtype=np.int64))
-    last = R - 1
     b = kb.b
+    count = _extent_product(b, [in_shape[d] for d in redl])
+    last = R - 1
+    run_time_last = R and not isinstance(in_shape[last], int)
 
     def full(idx):
         return [idx[d] for d in range(R)]
@@ -146,9 +170,9 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         b.store(const(acc_dt, acc_init(kind, dt), W), p)
         return p
 
-    if R and last in red and in_shape[last] >= VW:
+    if R and last in red and (run_time_last or in_shape[last] >= VW):
         n = in_shape[last]
-        nv = n - n % VW
+        nv = b.and_(n, ir.Constant(I64, -VW)) if run_time_last else n - n % VW
 
         def body_kept(idx):
             accv, accs = new_acc(VW), new_acc(1)
@@ -158,7 +182,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
                     i3 = dict(idx2)
                     i3[last] = (i, 1)
                     accumulate(accv, i3, VW)
-                if nv < n:
+                if run_time_last or nv < n:
                     with kb.loop(n, nv) as i:
                         i3 = dict(idx2)
                         i3[last] = (i, 0)
@@ -167,7 +191,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
             r = combine(kb, kind, acc_dt, hreduce(kb, kind, acc_dt, b.load(accv), VW), b.load(accs))
             store_buf(kb.b, out, out_idx(idx), finalize(kb, kind, dt, acc_dt, r, count, 1), 1)
         _loops(kb, in_shape, kept, {}, body_kept)
-    elif R and last not in red and in_shape[last] >= VW:
+    elif R and last not in red and not run_time_last and in_shape[last] >= VW:
         n = in_shape[last]
         nv = n - n % VW
 
@@ -204,7 +228,7 @@ def _reduce_op(kind):
         x = node.inputs[0]
         in_shape = kb.shape(x)
         R = len(in_shape)
-        axes = set(normalize_axes(node.attrs["axis"], R)) if node.attrs["axis"] is not None else set(range(R))
+        axes = reduction_axes(node.attrs["axis"], R)
         keep = node.attrs["keepdims"]
         out_map, j = {}, 0
         for d in range(R):

@@ -1,0 +1,291 @@
+"""Values whose leading dimension is known only when the kernel runs ("row-dynamic"):
+shape (None, d1, ..., dk) with the rest static, e.g. a While variable grown by rows
+(a dynamic TensorArray's stack) or an If output whose branches differ in dim 0.
+
+Contiguous row-major makes such a value R rows of a static row, R an i64 the kernel
+holds: ``Rows`` is the one place that knows it (a Buffer whose ``rows`` is that i64;
+its strides never use dim 0). Every generator and reduction of the kernel then works
+on it unchanged once its loops over dim 0 run R times:
+
+* ``plan`` finds, before fusion, the nodes that read a row-dynamic value; each is a
+  node of its own (materialised, fusion_plan.py), its row-dynamic inputs read from
+  their buffers. A value's rows are those of its *source* (the While / If output it
+  derives from): two row-dynamic operands of one op must share a source, so they
+  have the same rows and broadcasting never needs a run-time rule. Anything else
+  raises Unsupported (the interpreter runs it; explain says why).
+* ``lower`` emits them: elementwise ops (and the Unreduce of a reduction's
+  gradient) as a run-time row loop around the static row body (a flat vector loop
+  when every operand is the whole value or a scalar); Sum/Mean/Max/Min/Prod/Any/All
+  and SumToShape through lower_reduction.emit_reduce with dim 0 a run-time extent
+  (fixed order: bit-identical run to run); Shape / SizeRatio at run time.
+* A row-dynamic result lives in heap memory (codegen/stacks.py: {data, rows,
+  capacity}, ERR_STACK_ALLOC when it cannot be had, freed when the kernel returns),
+  or, fetched by a top-level kernel, in a persistent word pair handed to the host
+  as a descriptor (dynamic_outputs.py). After an op failed, every row count reads
+  as 0, so nothing computes from an unwritten descriptor.
+"""
+from llvmlite import ir
+
+from ..passes.ir import Value
+from ..shapes import normalize_axes
+from .irutil import I64, VW, Buffer, Unsupported, c64, load_buf, mem_type, store_buf
+from .lower_reduction import emit_reduce, reduction_axes
+from .lowering_tables import tables
+from .stacks import field, stack_init, stack_keep, stack_reserve
+
+REDUCE = {"Sum": "sum", "Mean": "mean", "Max": "max", "Min": "min", "Prod": "prod", "Any": "any", "All": "all"}
+SIZES = ("Shape", "SizeRatio")   # read only the shape of a row-dynamic value
+
+
+def row_dynamic(shape):
+    return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
+
+
+class Rows(Buffer):
+    """A row-dynamic value in memory: ``ptr`` its data, ``rows`` its run-time dim 0 (i64)."""
+    __slots__ = ("rows",)
+
+    def __init__(self, ptr, shape, dtype, rows, name=""):
+        super().__init__(ptr, shape, dtype, name)
+        self.rows = rows
+
+    @property
+    def row_elems(self):
+        n = 1
+        for d in self.shape[1:]:
+            n *= d
+        return n
+
+    def flat(self, b):
+        """(The value as one dimension of run-time length, that length.)"""
+        return Buffer(self.ptr, (None,), self.dtype, self.name), b.mul(self.rows, c64(self.row_elems))
+
+
+# ---------------------------------------------------------------- planning
+def _sources(program):
+    """The row-dynamic values the kernel produces itself: growing While variables
+    (lower_growing.py) and branch-shaped If outputs differing only in dim 0."""
+    src = {}
+    for i, n in enumerate(program.nodes):
+        if n.op == "While":
+            ks = n.attrs.get("grow_vars", ())
+        elif n.op == "If" and not isinstance(n.attrs.get("then_branch"), type(None)) and \
+                hasattr(n.attrs["then_branch"], "nodes"):
+            ks = range(len(n.outputs))
+        else:
+            continue
+        for k in ks:
+            if row_dynamic(n.outputs[k][0]):
+                src[Value(i, k)] = Value(i, k)
+    return src
+
+
+def plan(program):
+    """{node index: how it is lowered} for the nodes reading a row-dynamic value;
+    raises Unsupported for one this module cannot lower."""
+    key = _sources(program)   # row-dynamic value -> its source
+    elementwise = tables()[0]
+    out = {}
+    for i, n in enumerate(program.nodes):
+        if n.op in ("While", "If"):
+            continue
+        dyn = [v for v in n.inputs if v in key]
+        if not dyn:
+            continue
+        srcs = {key[v] for v in dyn}
+        if len(srcs) > 1:
+            raise Unsupported(f"{n.op} reads values of run-time rows from different sources (their row "
+                              "counts may differ)")
+        src = srcs.pop()
+        how = _how(program, n, dyn, elementwise)
+        if how is None:
+            raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
+                              f"({_describe(program, src)}): no lowering for it over run-time rows")
+        out[i] = how
+        for k, (s, _) in enumerate(n.outputs):
+            if s is None or any(d is None for d in s):
+                if not row_dynamic(s):
+                    raise Unsupported(f"{n.op} on run-time rows gives a shape {list(s or [])} other than "
+                                      "(rows, static...)")
+                key[Value(i, k)] = src
+    return out
+
+
+def _describe(program, v):
+    n = program.nodes[v.node]
+    if n.op == "While":
+        return f"loop variable {v.index} of {n.name}, grown by rows at run time"
+    return f"output {v.index} of {n.name}, shaped by the branch taken"
+
+
+def _how(program, n, dyn, elementwise):
+    shape = lambda v: program.nodes[v.node].outputs[v.index][0]   # noqa: E731
+    out_shape = n.outputs[0][0]
+    if n.op in REDUCE or n.op == "SumToShape":
+        if n.inputs[0] not in dyn or any(v in dyn for v in n.inputs[1:]) and n.op != "SumToShape":
+            return None
+        red = _reduced(n, shape(n.inputs[0]))
+        if row_dynamic(out_shape) == (0 in red):   # dim 0 kept <=> the result has run-time rows
+            return None
+        return "reduce"
+    if n.op in SIZES:
+        return "size"
+    if not row_dynamic(out_shape):
+        return None
+    if n.op == "Unreduce":
+        g_static = n.inputs[0] not in dyn
+        axes = _reduced(n, out_shape)
+        return "nest" if n.inputs[1] in dyn and g_static == (0 in axes) else None
+    if n.op not in elementwise:
+        return None
+    R = len(out_shape)
+    for v in n.inputs:
+        s = shape(v)
+        if v in dyn:
+            if len(s) != R:   # its dim 0 must be the result's
+                return None
+        elif len(s) == R and s[0] != 1:   # a static operand repeats per row, never spans rows
+            return None
+    return "nest"
+
+
+def _reduced(n, in_shape):
+    """The input dims a reduction-like node reduces."""
+    if n.op == "SumToShape":
+        target = n.outputs[0][0]
+        extra = len(in_shape) - len(target)
+        return {d for d in range(len(in_shape))
+                if d < extra or (target[d - extra] == 1 and in_shape[d] != 1)}
+    if n.op == "Unreduce" and n.attrs["axis"] is None:
+        return set(range(len(in_shape)))
+    if n.op == "Unreduce":
+        return set(normalize_axes(n.attrs["axis"], len(in_shape)))
+    return reduction_axes(n.attrs["axis"], len(in_shape))
+
+
+# ---------------------------------------------------------------- emission
+def view(kb, desc_buf, shape, dt):
+    """The Rows of a value a While / If (or this module) left in descriptor ``desc_buf``."""
+    b = kb.b
+    d = b.bitcast(desc_buf.ptr, I64.as_pointer())
+    ok = kb.no_error_yet()   # after a failure the descriptor may never have been written
+    rows = b.select(ok, b.load(field(kb, d, 1)), c64(0))
+    data = b.inttoptr(b.select(ok, b.load(field(kb, d, 0)), c64(0)), mem_type(dt).as_pointer())
+    return Rows(data, shape, dt, rows, desc_buf.name)
+
+
+def _alloc(kb, desc_buf, shape, dt, rows, keep):
+    """Heap memory for ``rows`` rows of a result (kept for the host when ``keep``)."""
+    b = kb.b
+    d = b.bitcast(desc_buf.ptr, I64.as_pointer())
+    stack_init(kb, d, keep)
+    out = Rows(None, shape, dt, None, desc_buf.name)
+    bad = stack_reserve(kb, d, rows, out.row_elems * dt.size)
+    out.rows = b.select(bad, c64(0), rows)
+    b.store(out.rows, field(kb, d, 1))
+    out.ptr = b.inttoptr(b.load(field(kb, d, 0)), mem_type(dt).as_pointer())
+    stack_keep(kb, d, keep)
+    return out
+
+
+def lower(kb, node, outs, how, keep):
+    """Emits ``node`` (planned as ``how``); returns its output buffers (Rows where
+    row-dynamic). keep: output index -> persistent word pair (fetched results)."""
+    src = next(kb.buffers[v] for v in node.inputs if isinstance(kb.buffers.get(v), Rows))
+    res = []
+    for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
+        res.append(_alloc(kb, ob, shape, dt, src.rows, keep.get(k)) if row_dynamic(shape) else ob)
+    {"nest": _nest, "reduce": _reduce, "size": _size}[how](kb, node, res, src)
+    return res
+
+
+def _nest(kb, node, outs, src):
+    out = outs[0]
+    v = Value(kb.regions.node_pos, 0)
+    b = kb.b
+    if node.op in tables()[0] and _flat_ok(kb, node, out):
+        flat_out, n = out.flat(b)
+        elementwise = tables()[0][node.op]
+
+        def at(i, W):
+            xs = []
+            for u in node.inputs:
+                ub = kb.buffers.get(u)
+                if isinstance(ub, Rows):
+                    xs.append(load_buf(b, ub.flat(b)[0], [(i, W > 1 and 1)], W))
+                else:   # a scalar (every dim 1): the same element for every lane
+                    xs.append(kb.gen(u, [(c64(0), 0)] * len(kb.shape(u)), W))
+            return elementwise(kb, node, xs, W)
+        vend = b.and_(n, c64(-VW))
+        with kb.loop(vend, 0, VW) as i:
+            store_buf(b, flat_out, [(i, 1)], at(i, VW), VW)
+        with kb.loop(n, vend) as i:
+            store_buf(b, flat_out, [(i, 0)], at(i, 1), 1)
+        return
+    row_shape = out.shape[1:]
+    with kb.loop(out.rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), row_shape, out.dtype, out.name)
+        kb.emit_nest(row, lambda idx, W: kb.gen(v, [(r, 0)] + idx, W))
+
+
+def _flat_ok(kb, node, out):
+    """Every operand is the whole value (same shape) or one element: one flat loop."""
+    for u in node.inputs:
+        ub = kb.buffers.get(u)
+        if isinstance(ub, Rows):
+            if ub.shape != out.shape:
+                return False
+        elif any(d != 1 for d in kb.shape(u)):
+            return False
+    return True
+
+
+def _reduce(kb, node, outs, src):
+    x = node.inputs[0]
+    xb = kb.buffers[x]
+    b = kb.b
+    in_shape = (xb.rows,) + tuple(xb.shape[1:])
+    red = _reduced(node, xb.shape)
+    kind = "sum" if node.op == "SumToShape" else REDUCE[node.op]
+    if len(red) == len(in_shape):   # everything: one flat run (vectorised, fixed order)
+        flat, n = xb.flat(b)
+        emit_reduce(kb, outs[0], (n,), lambda idx, W: load_buf(b, flat, idx, W), {0}, {0: None}, kind, xb.dtype)
+        return
+    keepdims = node.op != "SumToShape" and node.attrs["keepdims"]
+    extra = len(in_shape) - len(outs[0].shape)
+    out_map, j = {}, 0
+    for d in range(len(in_shape)):
+        if node.op == "SumToShape":
+            out_map[d] = None if d in red else d - extra
+        elif keepdims:
+            out_map[d] = d
+        elif d in red:
+            out_map[d] = None
+        else:
+            out_map[d] = j
+            j += 1
+    emit_reduce(kb, outs[0], in_shape, lambda idx, W: load_buf(b, xb, idx, W), red, out_map, kind, xb.dtype)
+
+
+def _size(kb, node, outs, src):
+    """Shape / SizeRatio of row-dynamic values: their dim 0 is the source's rows."""
+    b = kb.b
+    out = outs[0]
+    dt = out.dtype
+    dims = []
+    for v in node.inputs:
+        s = kb.shape(v)
+        dims.append([src.rows if d is None else c64(d) for d in s])
+    if node.op == "Shape":
+        for k, d in enumerate(dims[0]):
+            val = b.trunc(d, ir.IntType(dt.size * 8)) if dt.size < 8 else d
+            store_buf(b, out, [(c64(k), 0)], val, 1)
+        return
+    sizes = []
+    for ds in dims:
+        n = c64(1)
+        for d in ds:
+            n = b.mul(n, d)
+        sizes.append(b.select(b.icmp_signed("<", n, c64(1)), c64(1), n))
+    r = b.sdiv(sizes[0], sizes[1])
+    store_buf(b, out, [], b.trunc(r, ir.IntType(dt.size * 8)) if dt.size < 8 else r, 1)

@@ -1,0 +1,215 @@
+"""Ops computing on values whose leading dimension is known only at run time
+(codegen/lower_rows.py): a dynamic TensorArray's stack (a While variable grown by
+rows) and a cond output whose branches differ in dim 0. Each program runs compiled
+(asserting no fallback) and interpreted; expected values are the same recurrence in
+numpy, gradients are checked against central finite differences."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from test_differential import check_close, run_both
+
+tf1 = tf.compat.v1
+W4 = (np.arange(16, dtype=np.float64).reshape(4, 4) - 7.5) / 10
+X0 = np.array([0.3, -0.2, 0.5, 0.1])
+
+
+def _np_states(x0, trips, w=W4):
+    x, rows = np.asarray(x0, np.float64), []
+    for _ in range(trips):
+        x = np.tanh(w @ x + 0.1)
+        rows.append(x)
+    return np.array(rows).reshape(trips, 4)
+
+
+def _rnn(dt=tf.float64):
+    """The all-states RNN: every state goes to a dynamic TensorArray; returns
+    (graph, T, x0, w, stacked states)."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x0 = tf1.placeholder(dt, [4])
+        w = tf1.placeholder(dt, [4])   # a per-feature scale applied to the stack (its gradient needs no loop)
+        W = tf.constant(W4.astype(dt.np))
+        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+        def body(i, x, ta):
+            x = tf.tanh(tf.linalg.matvec(W, x) + 0.1)
+            return i + 1, x, ta.write(i, x)
+        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
+        st = ta.stack()
+    return g, T, x0, w, st
+
+
+def _explain(g, fetches, feed):
+    with g.as_default():
+        return str(tf1.Session(graph=g).explain(fetches, feed))
+
+
+def _compiles(g, fetches, feed):
+    report = _explain(g, fetches, feed)
+    assert "FALLBACK" not in report, report
+
+
+READERS = {
+    "sum_all": (lambda st, w: tf.reduce_sum(st * st), lambda s, w: np.sum(s * s)),
+    "sum_axis0": (lambda st, w: tf.reduce_sum(st, axis=0), lambda s, w: s.sum(0)),
+    "sum_axis1": (lambda st, w: tf.reduce_sum(st, axis=1), lambda s, w: s.sum(1)),
+    "sum_keepdims": (lambda st, w: tf.reduce_sum(st, axis=1, keepdims=True), lambda s, w: s.sum(1, keepdims=True)),
+    "mean_all": (lambda st, w: tf.reduce_mean(st), lambda s, w: s.mean() if s.size else np.nan),
+    "mean_axis0": (lambda st, w: tf.reduce_mean(st, axis=0),
+                   lambda s, w: s.mean(0) if len(s) else np.full(4, np.nan)),
+    "mean_axis1": (lambda st, w: tf.reduce_mean(st, axis=-1), lambda s, w: s.mean(1)),
+    "max_all": (lambda st, w: tf.reduce_max(st), lambda s, w: s.max() if s.size else -np.inf),
+    "max_axis0": (lambda st, w: tf.reduce_max(st, axis=0), lambda s, w: s.max(0) if len(s) else np.full(4, -np.inf)),
+    "min_axis1": (lambda st, w: tf.reduce_min(st, axis=1), lambda s, w: s.min(1)),
+    "prod_axis0": (lambda st, w: tf.reduce_prod(st + 1.0, axis=0), lambda s, w: np.prod(s + 1.0, 0)),
+    "bcast_mul": (lambda st, w: st * w + 1.0, lambda s, w: s * w + 1.0),
+    "bcast_row": (lambda st, w: tf.exp(st) - tf.reshape(w, [1, 4]), lambda s, w: np.exp(s) - w[None]),
+    "chain": (lambda st, w: tf.reduce_sum(tf.square(st - w) * 0.5, axis=1), lambda s, w: (0.5 * (s - w) ** 2).sum(1)),
+    "sum_of_weighted": (lambda st, w: tf.reduce_sum(st * w), lambda s, w: np.sum(s * w)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READERS))
+def test_reader_of_a_grown_stack_compiles_and_matches_numpy_and_interpreter(name):
+    build, ref = READERS[name]
+    g, T, x0, w, st = _rnn()
+    with g.as_default():
+        y = build(st, w)
+    wv = np.array([0.5, -1.0, 2.0, 0.25])
+    for trips in (0, 1, 3, 37):
+        feed = {T: trips, x0: X0, w: wv}
+        _compiles(g, [y], feed)
+        compiled, interpreted = run_both(g, [y], feed)
+        check_close(compiled[0], interpreted[0], np.float64)
+        np.testing.assert_allclose(compiled[0], ref(_np_states(X0, trips), wv), rtol=1e-12, atol=1e-13)
+
+
+def test_the_stack_and_its_reduction_fetched_together():
+    g, T, x0, w, st = _rnn(tf.float32)
+    with g.as_default():
+        sq = st * st
+        loss = tf.reduce_sum(sq)
+    feed = {T: 9, x0: X0.astype(np.float32), w: np.ones(4, np.float32)}
+    compiled, interpreted = run_both(g, [sq, loss, st], feed)
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float32)
+    assert compiled[0].shape == (9, 4)
+    np.testing.assert_allclose(compiled[1], np.sum(_np_states(X0, 9) ** 2), rtol=1e-6)
+
+
+def test_one_kernel_serves_every_trip_count():
+    g, T, x0, w, st = _rnn(tf.float32)
+    with g.as_default():
+        loss = tf.reduce_sum(st * st)
+        rows = tf.reduce_mean(st, axis=1)
+        sess = tf1.Session(graph=g)
+    before = tf.cache_info()["compiles"]
+    fallbacks = tf.cache_info()["fallbacks"]
+    for trips in (0, 1, 1000, 1, 0, 1000):
+        lv, rv = sess.run([loss, rows], {T: trips, x0: X0.astype(np.float32), w: np.ones(4, np.float32)})
+        s = _np_states(X0, trips)
+        np.testing.assert_allclose(lv, np.sum(s * s), rtol=2e-5)
+        np.testing.assert_allclose(rv, s.mean(1), rtol=2e-5, atol=1e-6)
+        assert rv.shape == (trips,)
+    assert tf.cache_info()["compiles"] - before <= 1
+    assert tf.cache_info()["fallbacks"] == fallbacks
+
+
+def test_results_are_bit_identical_run_to_run():
+    g, T, x0, w, st = _rnn(tf.float32)
+    with g.as_default():
+        loss = tf.reduce_sum(st * st)
+        col = tf.reduce_sum(st, axis=0)
+        sess = tf1.Session(graph=g)
+    feed = {T: 500, x0: X0.astype(np.float32), w: np.ones(4, np.float32)}
+    first = sess.run([loss, col], feed)
+    for _ in range(3):
+        again = sess.run([loss, col], feed)
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def _fd(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for k in range(x.size):
+        d = np.zeros_like(x)
+        d.flat[k] = eps
+        g.flat[k] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def test_gradient_through_a_reduction_of_the_stack_compiles():
+    """d/dw of sum((st * w)^2) and of mean(max(st * w, axis=1)): the upstream gradient
+    is broadcast over the run-time rows (Unreduce) and summed back over them."""
+    g, T, x0, w, st = _rnn()
+    with g.as_default():
+        loss = tf.reduce_sum(tf.square(st * w)) + tf.reduce_mean(tf.reduce_max(st * w, axis=1))
+        gw = tf.gradients(loss, w)[0]
+        # second order: a Hessian-vector product of sum((st * w)^2), H = diag(2 * sum(st^2, 0))
+        v = tf.constant([1.0, -2.0, 0.5, 3.0], tf.float64)
+        hw = tf.gradients(tf.reduce_sum(tf.gradients(tf.reduce_sum(tf.square(st * w)), w)[0] * v), w)[0]
+    wv = np.array([0.5, -1.0, 2.0, 0.25])
+
+    def np_loss(wv_, trips):
+        s = _np_states(X0, trips) * wv_
+        return np.sum(s * s) + (s.max(1).mean() if trips else np.nan)
+    for trips in (1, 2, 30):
+        feed = {T: trips, x0: X0, w: wv}
+        _compiles(g, [loss, gw, hw], feed)
+        compiled, interpreted = run_both(g, [loss, gw, hw], feed)
+        for a, b in zip(compiled, interpreted):
+            check_close(a, b, np.float64)
+        np.testing.assert_allclose(compiled[1], _fd(lambda v: np_loss(v, trips), wv), rtol=1e-6, atol=1e-7)
+        s = _np_states(X0, trips)
+        np.testing.assert_allclose(compiled[2], 2 * np.sum(s * s, 0) * [1.0, -2.0, 0.5, 3.0], rtol=1e-12)
+
+
+def _branch_graph():
+    """A cond whose branches give 2 or 5 rows; its output is read by ops."""
+    g = tf.Graph()
+    with g.as_default():
+        p = tf1.placeholder(tf.bool, [])
+        w = tf1.placeholder(tf.float64, [3])
+        a = tf.reshape(tf.range(6, dtype=tf.float64), [2, 3])
+        b = tf.reshape(tf.range(15, dtype=tf.float64), [5, 3]) / 7.0
+        y = tf.cond(p, lambda: a * 2.0, lambda: tf.sin(b))
+        out = tf.reduce_sum(y * w, axis=1)
+        total = tf.reduce_sum(tf.square(y * w))
+        gw = tf.gradients(total, w)[0]
+    return g, p, w, y, out, total, gw
+
+
+def test_a_branch_shaped_cond_output_consumed_by_ops():
+    g, p, w, y, out, total, gw = _branch_graph()
+    wv = np.array([1.5, -0.5, 0.25])
+    for pv, yv in ((True, np.arange(6.0).reshape(2, 3) * 2), (False, np.sin(np.arange(15.0).reshape(5, 3) / 7))):
+        feed = {p: pv, w: wv}
+        _compiles(g, [out, total, gw], feed)
+        compiled, interpreted = run_both(g, [out, total, gw], feed)
+        for a, b in zip(compiled, interpreted):
+            check_close(a, b, np.float64)
+        np.testing.assert_allclose(compiled[0], (yv * wv).sum(1), rtol=1e-13)
+        np.testing.assert_allclose(compiled[2], 2 * wv * (yv * yv).sum(0), rtol=1e-13)
+
+
+def test_two_sources_of_run_time_rows_fall_back_and_say_why():
+    g, T, x0, w, st = _rnn()
+    with g.as_default():
+        ta2 = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+        _, ta2 = tf.while_loop(lambda i, ta: i < T + 1, lambda i, ta: (i + 1, ta.write(i, tf.ones([4], tf.float64))),
+                               [0, ta2])
+        y = st + ta2.stack()   # T and T + 1 rows: TF raises
+    feed = {T: 3, x0: X0, w: np.ones(4)}
+    report = _explain(g, [y], feed)
+    assert "FALLBACK" in report and "different sources" in report, report
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf1.Session(graph=g).run(y, feed)
+
+
+def test_the_all_states_rnn_forward_no_longer_falls_back():
+    g, T, x0, w, st = _rnn(tf.float32)
+    with g.as_default():
+        loss = tf.reduce_sum(st * st)
+    report = _explain(g, [loss], {T: 5, x0: X0.astype(np.float32), w: np.ones(4, np.float32)})
+    assert "FALLBACK" not in report and "over run-time rows" in report, report
