@@ -106,6 +106,61 @@ def test_random_growing_loops(seed, dt):
         assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv, width)
 
 
+def _rows_reader(rng, v, w, dt):
+    """A random op chain on ``v`` (leading dim known at run time): elementwise ops with
+    static operands broadcast per row, then a reduction over random axes, or none."""
+    for _ in range(int(rng.integers(1, 4))):
+        r = rng.random()
+        if r < 0.35:
+            v = UNARY[rng.integers(0, len(UNARY))](v)
+        elif r < 0.7:
+            v = BINARY[rng.integers(0, len(BINARY))](v, w)      # w: the row shape, repeated per row
+        else:
+            v = BINARY[rng.integers(0, len(BINARY))](v, v * tf.constant(0.5, dt))
+    rank = len(v.shape)
+    choice = rng.integers(0, 4)
+    reduce = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min][rng.integers(0, 4)]
+    if choice == 0:
+        return v
+    if choice == 1:
+        return reduce(v)
+    axes = [int(a) for a in rng.choice(rank, size=int(rng.integers(1, rank + 1)), replace=False)]
+    return reduce(v, axis=axes, keepdims=bool(rng.integers(0, 2)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_readers_of_grown_values(seed, dt):
+    """Random ops reading a dynamic TensorArray's stack and a concat accumulator (a
+    leading dim known at run time, codegen/lower_rows.py), and the gradients of a loss
+    on them with respect to the static operand they broadcast: compiled, no fallback."""
+    rng = np.random.default_rng(3000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(1, 3))))
+    width = int(np.prod(shape))
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dt, shape)
+        w = tf.compat.v1.placeholder(dt, shape)
+        n = tf.compat.v1.placeholder(tf.int32, [])
+
+        def body(i, h, ta, acc):
+            u = tf.tanh(h * 0.9 + 0.1)
+            return i + 1, u, ta.write(i, u), tf.concat([acc, tf.reshape(u, [1, width])], 0)
+        _, _, ta, acc = tf.while_loop(
+            lambda i, h, ta, acc: i < n, body,
+            [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([1, width], dt)],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), None, tf.TensorShape([None, width])])
+        r1 = _rows_reader(rng, ta.stack(), w, dt)
+        r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt)
+        loss = tf.reduce_sum(r1 * r1) + tf.reduce_sum(tf.sin(r2))
+        fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w]) if gr is not None]
+    feed = {x: rng.standard_normal(shape).astype(dt), w: (rng.uniform(0.5, 1.5, shape)).astype(dt)}
+    for nv in (1, 2, 9):
+        a, b = run_both(g, fetches, {**feed, n: nv})
+        for i, (p, q) in enumerate(zip(a, b)):
+            check_close(p, q, dt, f"fetch {i} n={nv}")
+
+
 def test_map_fn_scan_compile_with_static_and_fed_lengths():
     g = tf.Graph()
     with g.as_default():

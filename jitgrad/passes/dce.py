@@ -9,8 +9,10 @@ may simply ignore an Arg node without uses).
 Shape-only edges (OpDef.shape_only: the consumer reads only the input's
 shape) would keep a whole computation alive just for a shape. When the
 producer is otherwise dead, the edge is rewired to an earlier value that is
-computed anyway (an Arg, or a live node) with the same shape and dtype;
-only when there is none does the producer stay.
+computed anyway (an Arg, or a live node) with the same static shape and
+dtype (never across a dim known only at run time: two values of shape
+[None, 3] may have different row counts); only when there is none does the
+producer stay.
 """
 from ..ops.registry import REGISTRY
 from .ir import Node, Program, Value
@@ -57,7 +59,8 @@ def dce(program, dropped_args=()):
                 if v.node in live or (i, j) in rewired or not _is_shape_only(n, j):
                     continue
                 shape, dt = nodes[v.node].outputs[v.index]
-                sub = first.get((shape, dt.name))
+                # a dim known only at run time (None) may differ between two values of one spec
+                sub = first.get((shape, dt.name)) if shape is not None and None not in shape else None
                 if sub is None or sub.node >= i:
                     todo.append(v.node)
                 else:
