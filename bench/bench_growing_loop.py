@@ -4,6 +4,7 @@ under a None shape invariant), value per call:
     h_{t+1} = tanh(h_t * w + 0.1),  x = concat([x, [h_{t+1}]], 0),  t < T,  h of 64 floats
 
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
 
 Prints the median time per call of each system and its ratio to jitgrad's:
   * jitgrad compiled (Session, T fed; the growing buffer is native);
@@ -77,6 +78,91 @@ def tf_function_runner(w, steps):
     return lambda: f(wt, nt).numpy()
 
 
+# ---------------------------------------------------------------- all-states RNN (--all-states)
+# x_{t+1} = tanh(W x_t + 0.1), every state written to a dynamic TensorArray, loss = sum(stack^2):
+# the loss reads every state (a value of run-time rows, codegen/lower_rows.py); its gradient
+# with respect to x0 runs the reverse loop over the stack's rows.
+def rnn_weights():
+    return ((np.arange(D * D, dtype=np.float64).reshape(D, D) % 7 - 3) / (2.0 * D)).astype(np.float32)
+
+
+def rnn_reference(W, x0, steps):
+    x, loss, states = x0.astype(np.float64), 0.0, []
+    for _ in range(steps):
+        x = np.tanh(W.astype(np.float64) @ x + 0.1)
+        states.append(x)
+    gx = np.zeros(D)   # backpropagation through time, by hand
+    for t in reversed(range(steps)):
+        gx = gx + 2.0 * states[t]
+        gx = W.astype(np.float64).T @ (gx * (1.0 - states[t] ** 2))
+    return sum(float(np.sum(s * s)) for s in states), gx
+
+
+def rnn_program(tf, steps_ph, x0_ph, W):
+    Wc = tf.constant(W)
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+
+    def body(i, x, ta):
+        x = tf.tanh(tf.linalg.matvec(Wc, x) + 0.1)
+        return i + 1, x, ta.write(i, x)
+    _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
+    st = ta.stack()
+    loss = tf.reduce_sum(st * st)
+    return loss, tf.gradients(loss, x0_ph)[0]
+
+
+def rnn_runner(tf, config, x0, steps, grad):
+    g = tf.Graph()
+    with g.as_default():
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        xp = tf.compat.v1.placeholder(tf.float32, [D])
+        loss, gx = rnn_program(tf, n, xp, rnn_weights())
+    s = tf.compat.v1.Session(graph=g, config=config)
+    fetches = [loss, gx] if grad else [loss]
+    return lambda: s.run(fetches, {n: steps, xp: x0})
+
+
+def all_states(args):
+    """Loss (and with --grad its gradient) of the all-states RNN: jitgrad compiled,
+    jitgrad's interpreter (what it ran in before), TF graph mode; samples alternate
+    between the systems so load drifts hit all alike."""
+    import statistics
+    import time
+    x0 = np.linspace(-1, 1, D).astype(np.float32)
+    want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps)
+    systems = []
+    import jitgrad
+    for mode in ("compiled", "interpret"):
+        cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
+        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad)))
+    try:
+        import tensorflow
+        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad)))
+    except ImportError as e:
+        print(f"TF graph mode skipped ({e})")
+    for name, run in systems:
+        got = run()
+        np.testing.assert_allclose(got[0], want_loss, rtol=1e-4, err_msg=name)
+        if args.grad:
+            np.testing.assert_allclose(got[1], want_gx, rtol=1e-3, atol=1e-5, err_msg=name)
+    before = _fallbacks()
+    systems[0][1]()
+    fell_back = _fallbacks() != before
+    times = {name: [] for name, _ in systems}
+    for _ in range(args.repeat):
+        for name, run in systems:
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    what = "loss + d loss/d x0" if args.grad else "loss"
+    print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated)")
+    if fell_back:
+        print("  (jitgrad compiled FELL BACK to the interpreter for this program)")
+    for name, t in med.items():
+        print(f"{name:22s} {t * 1e6:12.1f} us  {t / med['jitgrad compiled']:8.2f}x jitgrad compiled")
+
+
 def _fallbacks():
     import jitgrad
     return jitgrad.cache_info()["fallbacks"]
@@ -86,7 +172,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
+    ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
     args = ap.parse_args()
+    if args.all_states:
+        return all_states(args)
     w = np.linspace(-1.5, 1.5, D).astype(np.float32)
     want = reference(w.astype(np.float64), args.steps)
     systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, args.steps)),
