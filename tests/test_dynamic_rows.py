@@ -67,6 +67,9 @@ READERS = {
     "bcast_mul": (lambda st, w: st * w + 1.0, lambda s, w: s * w + 1.0),
     "bcast_row": (lambda st, w: tf.exp(st) - tf.reshape(w, [1, 4]), lambda s, w: np.exp(s) - w[None]),
     "chain": (lambda st, w: tf.reduce_sum(tf.square(st - w) * 0.5, axis=1), lambda s, w: (0.5 * (s - w) ** 2).sum(1)),
+    "select": (lambda st, w: tf.where(st > 0.0, st, st * w), lambda s, w: np.where(s > 0, s, s * w)),
+    "like_and_centred": (lambda st, w: tf.zeros_like(st) + (st - tf.reduce_mean(st, axis=0, keepdims=True)),
+                         lambda s, w: s - s.mean(0, keepdims=True) if len(s) else s),
     "sum_of_weighted": (lambda st, w: tf.reduce_sum(st * w), lambda s, w: np.sum(s * w)),
 }
 
@@ -213,3 +216,48 @@ def test_the_all_states_rnn_forward_no_longer_falls_back():
         loss = tf.reduce_sum(st * st)
     report = _explain(g, [loss], {T: 5, x0: X0.astype(np.float32), w: np.ones(4, np.float32)})
     assert "FALLBACK" not in report and "over run-time rows" in report, report
+
+
+def test_integer_and_bool_readers_are_exact():
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        _, ta = tf.while_loop(lambda i, ta: i < T, lambda i, ta: (i + 1, ta.write(i, tf.stack([i, i * i - 7, 3]))),
+                              [0, ta])
+        st = ta.stack()
+        ys = [tf.reduce_mean(st, axis=0), tf.reduce_sum(st), tf.reduce_any(st > 5, axis=1), tf.reduce_all(st > -10),
+              st // 2, tf.cast(st, tf.float32) * 0.5, tf.reduce_max(st, 1), tf.reduce_min(st, 0)]
+    for trips in (0, 1, 6, 100):
+        s = np.array([[i, i * i - 7, 3] for i in range(trips)], np.int32).reshape(trips, 3)
+        compiled, interpreted = run_both(g, ys, {T: trips})
+        for a, b in zip(compiled, interpreted):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+        np.testing.assert_array_equal(compiled[1], s.sum())
+        np.testing.assert_array_equal(compiled[2], (s > 5).any(1))
+        np.testing.assert_array_equal(compiled[4], s // 2)
+        if trips:
+            np.testing.assert_array_equal(compiled[0], np.trunc(s.astype(np.int64).sum(0) / trips).astype(np.int32))
+
+
+def test_a_reader_inside_a_loop_body():
+    """A nested loop's stack, reduced inside the outer loop's body (a region: its
+    memory is freed when the body returns, every iteration)."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float64, [3])
+
+        def outer(j, acc):
+            ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+            _, ta = tf.while_loop(lambda i, ta: i < j, lambda i, ta: (i + 1, ta.write(i, x * tf.cast(i, tf.float64))),
+                                  [0, ta])
+            st = ta.stack()
+            return j + 1, acc + tf.reduce_sum(st * st, axis=0)
+        _, acc = tf.while_loop(lambda j, acc: j < T, outer, [0, tf.zeros([3], tf.float64)])
+    xv = np.array([1.0, -2.0, 0.5])
+    for trips in (0, 1, 6):
+        compiled, interpreted = run_both(g, [acc], {T: trips, x: xv})
+        want = sum(sum((xv * i) ** 2 for i in range(j)) for j in range(trips)) + np.zeros(3)
+        np.testing.assert_allclose(compiled[0], want, rtol=1e-13)
+        check_close(compiled[0], interpreted[0], np.float64)

@@ -26,6 +26,7 @@ on it unchanged once its loops over dim 0 run R times:
 """
 from llvmlite import ir
 
+from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import I64, VW, Buffer, Unsupported, c64, load_buf, mem_type, store_buf
@@ -207,11 +208,15 @@ def _nest(kb, node, outs, src):
         flat_out, n = out.flat(b)
         elementwise = tables()[0][node.op]
 
+        shape_only = REGISTRY[node.op].is_shape_only
+
         def at(i, W):
             xs = []
-            for u in node.inputs:
+            for k, u in enumerate(node.inputs):
                 ub = kb.buffers.get(u)
-                if isinstance(ub, Rows):
+                if shape_only(k):   # (as kernel.py's generator: the op reads only its shape)
+                    xs.append(None)
+                elif isinstance(ub, Rows):
                     xs.append(load_buf(b, ub.flat(b)[0], [(i, W > 1 and 1)], W))
                 else:   # a scalar (every dim 1): the same element for every lane
                     xs.append(kb.gen(u, [(c64(0), 0)] * len(kb.shape(u)), W))
@@ -230,8 +235,10 @@ def _nest(kb, node, outs, src):
 
 def _flat_ok(kb, node, out):
     """Every operand is the whole value (same shape) or one element: one flat loop."""
-    for u in node.inputs:
+    for k, u in enumerate(node.inputs):
         ub = kb.buffers.get(u)
+        if REGISTRY[node.op].is_shape_only(k):
+            continue
         if isinstance(ub, Rows):
             if ub.shape != out.shape:
                 return False
