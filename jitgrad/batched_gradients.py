@@ -280,7 +280,7 @@ def _rule_split(ctx, op, ins, flags):
         return None
     r = _rank(op.inputs[0])
     refs = [ctx.shape_ref(t) for t in op.inputs[1:]]
-    outs = apply_op("SplitToShapesOf", [ins[0]] + refs, {"axis": op.attrs["axis"] % r + 1})
+    outs = apply_op("SplitToShapesOf", [ins[0]] + refs, dict(op.attrs, axis=op.attrs["axis"] % r + 1))
     return list(outs) if isinstance(outs, tuple) else [outs]
 
 

@@ -133,7 +133,8 @@ def _rows_reader(rng, v, w, dt):
 def test_random_readers_of_grown_values(seed, dt):
     """Random ops reading a dynamic TensorArray's stack and a concat accumulator (a
     leading dim known at run time, codegen/lower_rows.py), and the gradients of a loss
-    on them with respect to the static operand they broadcast: compiled, no fallback."""
+    on them with respect to the static operand they broadcast and to the loop's initial
+    state (through the reverse loop): compiled, no fallback."""
     rng = np.random.default_rng(3000 + seed)
     shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(1, 3))))
     width = int(np.prod(shape))
@@ -153,9 +154,10 @@ def test_random_readers_of_grown_values(seed, dt):
         r1 = _rows_reader(rng, ta.stack(), w, dt)
         r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt)
         loss = tf.reduce_sum(r1 * r1) + tf.reduce_sum(tf.sin(r2))
-        fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w]) if gr is not None]
+        # d/dx runs the reverse loop, which pops a row of each grown value's gradient per iteration
+        fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w, x]) if gr is not None]
     feed = {x: rng.standard_normal(shape).astype(dt), w: (rng.uniform(0.5, 1.5, shape)).astype(dt)}
-    for nv in (1, 2, 9):
+    for nv in (0, 1, 2, 9):
         a, b = run_both(g, fetches, {**feed, n: nv})
         for i, (p, q) in enumerate(zip(a, b)):
             check_close(p, q, dt, f"fetch {i} n={nv}")

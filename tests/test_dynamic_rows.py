@@ -261,3 +261,94 @@ def test_a_reader_inside_a_loop_body():
         want = sum(sum((xv * i) ** 2 for i in range(j)) for j in range(trips)) + np.zeros(3)
         np.testing.assert_allclose(compiled[0], want, rtol=1e-13)
         check_close(compiled[0], interpreted[0], np.float64)
+
+
+def _np_bptt(W, x0, trips):
+    """The all-states loss sum_t |x_t|^2 and its gradients by hand (backpropagation
+    through time): (loss, d/dx0, d/dW)."""
+    xs = [np.asarray(x0, np.float64)]
+    for _ in range(trips):
+        xs.append(np.tanh(W @ xs[-1] + 0.1))
+    g, gW = np.zeros(4), np.zeros((4, 4))
+    for t in range(trips, 0, -1):
+        g = g + 2.0 * xs[t]
+        ga = g * (1.0 - xs[t] ** 2)
+        gW += np.outer(ga, xs[t - 1])
+        g = W.T @ ga
+    return sum(float(np.sum(x * x)) for x in xs[1:]), g, gW
+
+
+def _rnn_loss_graph(dt):
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x0 = tf1.placeholder(dt, [4])
+        W = tf1.placeholder(dt, [4, 4])
+        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+        def body(i, x, ta):
+            x = tf.tanh(tf.linalg.matvec(W, x) + 0.1)
+            return i + 1, x, ta.write(i, x)
+        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
+        st = ta.stack()
+        loss = tf.reduce_sum(st * st)
+        gx, gW = tf.gradients(loss, [x0, W])
+    return g, T, x0, W, [loss, gx, gW]
+
+
+def test_the_all_states_rnn_gradient_compiles_one_kernel_for_every_trip_count():
+    """The gradient of ta.stack() feeds the reverse loop, which pops row t of the
+    upstream gradient each iteration (passes/growing_vars.popped_vars): compiled, one
+    kernel for T = 0, 1, 1000, equal to the interpreter and to BPTT by hand."""
+    g, T, x0, W, fetches = _rnn_loss_graph(tf.float64)
+    _compiles(g, fetches, {T: 3, x0: X0, W: W4})
+    sess = tf1.Session(graph=g)
+    before, fallbacks = tf.cache_info()["compiles"], tf.cache_info()["fallbacks"]
+    for trips in (0, 1, 1000, 7):
+        got = sess.run(fetches, {T: trips, x0: X0, W: W4})
+        for a, b in zip(got, _np_bptt(W4, X0, trips)):
+            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+    assert tf.cache_info()["compiles"] - before <= 1
+    assert tf.cache_info()["fallbacks"] == fallbacks
+    for trips in (0, 1, 20):
+        compiled, interpreted = run_both(g, fetches, {T: trips, x0: X0, W: W4})
+        for a, b in zip(compiled, interpreted):
+            check_close(a, b, np.float64)
+
+
+def test_the_all_states_rnn_gradient_against_finite_differences_float32():
+    g, T, x0, W, fetches = _rnn_loss_graph(tf.float32)
+    sess = tf1.Session(graph=g)
+    w32, x32 = W4.astype(np.float32), X0.astype(np.float32)
+    loss, gx, gW = sess.run(fetches, {T: 12, x0: x32, W: w32})
+    np.testing.assert_allclose(gx, _fd(lambda v: _np_bptt(W4, v, 12)[0], X0), rtol=2e-4, atol=1e-5)
+    np.testing.assert_allclose(gW, _fd(lambda v: _np_bptt(v, X0, 12)[0], W4), rtol=2e-4, atol=1e-5)
+    compiled, interpreted = run_both(g, fetches, {T: 12, x0: x32, W: w32})
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float32)
+
+
+def test_a_gradient_weighting_each_state_differently():
+    """loss = sum_t c_t . x_t with c read per row from a second reader of the stack
+    (a reduction over its trailing axis): the upstream gradient row t differs per t."""
+    g, T, x0, W, _ = _rnn_loss_graph(tf.float64)
+    with g.as_default():
+        st = [op for op in g.get_operations() if op.type == "While"][0].outputs[2]
+        per_row = tf.reduce_sum(st, axis=1, keepdims=True)        # (T, 1)
+        loss = tf.reduce_sum(tf.sin(st) * per_row) + tf.reduce_max(st)
+        gx = tf.gradients(loss, x0)[0]
+
+    def np_loss(v, trips=9):
+        xs, x = [], v
+        for _ in range(trips):
+            x = np.tanh(W4 @ x + 0.1)
+            xs.append(x)
+        s = np.array(xs)
+        return float(np.sum(np.sin(s) * s.sum(1, keepdims=True)) + s.max())
+    feed = {T: 9, x0: X0, W: W4}
+    _compiles(g, [loss, gx], feed)
+    compiled, interpreted = run_both(g, [loss, gx], feed)
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float64)
+    np.testing.assert_allclose(compiled[0], np_loss(X0), rtol=1e-12)
+    np.testing.assert_allclose(compiled[1], _fd(np_loss, X0), rtol=1e-6, atol=1e-8)

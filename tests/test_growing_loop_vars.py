@@ -2,8 +2,9 @@
 invariant (``x = tf.concat([x, rows], 0)``): the compiled loop keeps them in a
 growing buffer and the host reads their final rows (passes/growing_vars.py,
 codegen/lower_growing.py, dynamic_outputs.py). Expected values are the same
-recurrence in numpy; gradients (which run in the interpreter: the reverse loop
-shrinks a value) are checked against central finite differences."""
+recurrence in numpy; gradients (compiled: the reverse loop pops the rows the
+forward appended, passes/growing_vars.popped_vars) are checked against central
+finite differences."""
 import numpy as np
 import pytest
 
@@ -115,14 +116,19 @@ def test_gradient_through_a_growing_loop_is_right_and_explained():
         loss = tf.reduce_sum(x * x)
         (gw,) = tf.gradients(loss, w)
     with tf1.Session(graph=g) as s:
-        for trips in (1, 4):
-            got = s.run(gw, {n: trips, w: W})
-            np.testing.assert_allclose(got, _fd(lambda v: float(np.sum(_np_rows(v, trips) ** 2)), W), rtol=1e-6)
-        # the reverse loop's value shrinks: that part runs in the interpreter, and explain says why
-        report = str(s.explain(gw, {n: 2, w: W}))
-        assert "FALLBACK" in report and "unknown shape" in report
-        # the forward value alone still compiles although its gradient was built
+        # the loss reads the grown value (codegen/lower_rows.py) and the reverse loop pops its
+        # two rows per iteration (passes/growing_vars.popped_vars): all of it compiles
+        assert "FALLBACK" not in str(s.explain(gw, {n: 2, w: W}))
         before = tf.cache_info()["fallbacks"]
+        for trips in (0, 1, 4):
+            got = s.run(gw, {n: trips, w: W})
+            np.testing.assert_allclose(got, _fd(lambda v: float(np.sum(_np_rows(v, trips) ** 2)), W), rtol=1e-6,
+                                       atol=1e-9)
+        assert tf.cache_info()["fallbacks"] == before
+        compiled, interpreted = run_both(g, [loss, gw], {n: 3, w: W})
+        for a, b in zip(compiled, interpreted):
+            check_close(a, b, np.float64)
+        # the forward value alone compiles too
         np.testing.assert_allclose(s.run(x, {n: 2, w: W}), _np_rows(W, 2), rtol=1e-13)
         assert tf.cache_info()["fallbacks"] == before
 

@@ -6,10 +6,10 @@ derivatives are central differences of that numpy gradient.
 
 Every write is at the loop counter, so it is an append and the array's loop variable
 compiles as a growing buffer: the states alone are a compiled run. What reads them
-after the loop has a leading dim known only at run time: the loss compiles
-(codegen/lower_rows.py); the gradient's reverse loop, which shrinks a value by rows,
-does not: a Session in compiled mode runs that in the interpreter and ``explain``
-says why. These tests pin the values in every mode and that reason."""
+after the loop has a leading dim known only at run time: the loss and its gradient
+compile (codegen/lower_rows.py; the reverse loop pops rows, passes/growing_vars.py);
+the second order does not: a Session in compiled mode runs it in the interpreter and
+``explain`` says why. These tests pin the values in every mode and that reason."""
 import numpy as np
 import pytest
 
@@ -152,15 +152,17 @@ def test_loss_on_the_last_state_compiles_with_its_gradients_while_the_states_gro
     assert kernels[1:] == [0, 0]   # (the first run compiled it or found it on disk)
 
 
-def test_the_loss_compiles_and_the_gradient_says_why_it_falls_back():
-    """The loss reads the stack of run-time rows (codegen/lower_rows.py): it compiles.
-    The gradient's reverse loop shrinks a value by rows, which does not compile yet."""
+def test_loss_and_gradients_compile_and_the_second_order_says_why_it_falls_back():
+    """The loss reads the stack of run-time rows (codegen/lower_rows.py) and the gradient's
+    reverse loop pops its rows (passes/growing_vars.popped_vars): both compile. The
+    Hessian-vector product differentiates that reverse loop, which saves the popped
+    value every iteration: it runs in the interpreter, and explain says why."""
     g, (xs, w, u), fetches = _graph()
     feed = {xs: RNG.normal(size=(4, 2)), w: W0, u: U0}
     with tf1.Session(graph=g) as s:
-        assert "FALLBACK" not in str(s.explain(fetches[1], feed))
-        report = str(s.explain(fetches[2], feed))
-        assert "FALLBACK" in report and "unknown shape" in report
+        assert "FALLBACK" not in str(s.explain(fetches[:4], feed))
+        report = str(s.explain(fetches[4], feed))
+        assert "FALLBACK" in report and "known only at run time" in report
 
 
 def test_eager_tape_and_function_agree():

@@ -28,7 +28,8 @@ from llvmlite import ir
 from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Program
-from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
+from ..passes.growing_vars import popped_rows
+from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_init as _stack_init,
                      stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -179,7 +180,8 @@ def lower_while(kb, node, outs, dry):
     n, c, nx, ny = a["n_vars"], a["n_caps"], a["n_xs"], a["n_ys"]
     var_specs = [node.outputs[k] for k in range(n)]
     grow = a.get("grow_vars", ())   # variables growing by rows: lower_growing.py
-    if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow):
+    pop = a.get("pop_vars", ())     # and shrinking by rows (read in place)
+    if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop):
         raise Unsupported("a loop variable of unknown shape")
     if any(is_dynamic(kb.shape(node.inputs[k])) or is_dynamic(var_specs[k][0][1:]) for k in grow):
         raise Unsupported("a growing loop variable entering with an unknown shape")
@@ -188,7 +190,7 @@ def lower_while(kb, node, outs, dry):
         Region(kb, a["body"], f"r{pos}_body", tag),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
-    fixed = [(1,) if k in grow else s for k, (s, _) in enumerate(var_specs)]   # (a growing one: unused)
+    fixed = [(1,) if k in grow or k in pop else s for k, (s, _) in enumerate(var_specs)]   # (unused then)
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, (_, dt) in zip(fixed, var_specs)]
     nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, (_, dt) in zip(fixed, var_specs)]
     arena, status = _region_temps(kb, (body, cond))
@@ -200,7 +202,7 @@ def lower_while(kb, node, outs, dry):
     b = kb.b
     ins = node.inputs
     for k in range(n):
-        if k not in grow:
+        if k not in grow and k not in pop:
             _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
     # the two buffers of each loop variable swap roles every iteration (no copy)
     cur_p, nxt_p = [], []
@@ -223,6 +225,7 @@ def lower_while(kb, node, outs, dry):
                for k in grow}
     for k, gv in growing.items():
         gv.start(kb.buffers[ins[k]].ptr, kb.shape(ins[k]), failed)
+    popping = {k: PoppedVar(kb, kb.buffers[ins[k]], popped_rows(a["body"], k)) for k in pop}
 
     # sliced inputs: their row count must be the trip count
     x_base, x_row = [], []
@@ -299,6 +302,11 @@ def lower_while(kb, node, outs, dry):
         stop = b.or_(stop, bad)
         b.store(data, cur_p[k_])
         b.store(tail, nxt_p[k_])
+    for k_, pv in popping.items():   # the body reads the rows it pops in place
+        short, rows = pv.take()
+        stop = b.or_(stop, short)
+        b.store(rows, cur_p[k_])
+        b.store(rows, nxt_p[k_])   # (its output then is empty: nothing is written)
     grow_ok = kb.b.function.append_basic_block("while.call")
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
@@ -320,10 +328,12 @@ def lower_while(kb, node, outs, dry):
 
     trips = b.load(i_ptr)
     for k_ in range(n):
-        if k_ not in grow:
+        if k_ not in grow and k_ not in pop:
             _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
     for gv in growing.values():
         gv.finish()
+    for k_, pv in popping.items():
+        pv.finish(outs[k_])
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
     for kind, ref, row, kw in y_info:
         if kind == "dyn":

@@ -22,7 +22,7 @@ capacity it reserved, so nothing is written out of bounds and nothing leaks.
 """
 from llvmlite import ir
 
-from .irutil import I64, I8, Unsupported, c64
+from .irutil import ERR_STACK_ROWS, I64, I8, Unsupported, c64
 from .stacks import (copy as _copy, desc as _desc, row_ptr as _row_ptr, stack_init as _stack_init,
                      stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 
@@ -192,3 +192,35 @@ class BranchShapedOutput:
                 word += 1
         if not self.in_region:
             _stack_keep(kb, self._d, self.keep)
+
+
+# ---------------------------------------------------------------- loop variables shrinking by rows
+class PoppedVar:
+    """A While variable that loses ``pop`` rows at its end every iteration
+    (passes/growing_vars.popped_vars): it enters with run-time rows (codegen/lower_rows.py),
+    the body reads its last rows in place, and what is left is the loop's output (a view
+    of the entry value's memory, whose descriptor ``finish`` writes)."""
+
+    def __init__(self, kb, entry, pop):
+        from .lower_rows import rows_of
+        self.kb, self.pop = kb, pop
+        self.src = rows_of(kb, entry)
+        self.row = self.src.row_elems * self.src.dtype.size
+        self.rows = kb.alloca(I64)
+        kb.b.store(self.src.rows, self.rows)
+
+    def take(self):
+        """(i1 'too few rows': error set, the popped rows' address); the rows leave the variable."""
+        kb, b = self.kb, self.kb.b
+        left = b.sub(b.load(self.rows), c64(self.pop))
+        short = b.icmp_signed("<", left, c64(0))
+        kb.set_error(short, ERR_STACK_ROWS)
+        left = b.select(short, c64(0), left)
+        b.store(left, self.rows)
+        return short, _row_ptr(kb, b.bitcast(self.src.ptr, I8P), left, self.row)
+
+    def finish(self, out):
+        b = self.kb.b
+        d = _desc(self.kb, out)
+        b.store(b.ptrtoint(self.src.ptr, I64), d)
+        b.store(b.load(self.rows), b.gep(d, [c64(1)]))

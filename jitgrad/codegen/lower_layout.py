@@ -195,7 +195,7 @@ def _unpack(kb, node, j, idx, W):
 def _split(kb, node, j, idx, W):
     g_shape = _in_shape(kb, node)
     axis = node.attrs["axis"] % len(g_shape)
-    off = sum(kb.shape(r)[axis] for r in node.inputs[1:1 + j])
+    off = sum(shape[axis] for shape, _ in node.outputs[:j])   # (the parts, "rest" included)
     sub = list(idx)
     sub[axis] = (iadd(kb.b, idx[axis][0], off), idx[axis][1])
     return kb.gen(node.inputs[0], sub, W)

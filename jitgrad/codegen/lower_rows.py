@@ -69,7 +69,7 @@ def _sources(program):
     src = {}
     for i, n in enumerate(program.nodes):
         if n.op == "While":
-            ks = n.attrs.get("grow_vars", ())
+            ks = tuple(n.attrs.get("grow_vars", ())) + tuple(n.attrs.get("pop_vars", ()))
         elif n.op == "If" and not isinstance(n.attrs.get("then_branch"), type(None)) and \
                 hasattr(n.attrs["then_branch"], "nodes"):
             ks = range(len(n.outputs))
@@ -100,8 +100,10 @@ def plan(program):
         src = srcs.pop()
         how = _how(program, n, dyn, elementwise)
         if how is None:
+            shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
-                              f"({_describe(program, src)}): no lowering for it over run-time rows")
+                              f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
+                              f"shapes {shapes}")
         out[i] = how
         for k, (s, _) in enumerate(n.outputs):
             if s is None or any(d is None for d in s):
@@ -173,6 +175,12 @@ def view(kb, desc_buf, shape, dt):
     rows = b.select(ok, b.load(field(kb, d, 1)), c64(0))
     data = b.inttoptr(b.select(ok, b.load(field(kb, d, 0)), c64(0)), mem_type(dt).as_pointer())
     return Rows(data, shape, dt, rows, desc_buf.name)
+
+
+def rows_of(kb, buf):
+    """The Rows of a materialised value of run-time rows: itself, or read through the
+    descriptor a While / If left (a value no op of this module reads)."""
+    return buf if isinstance(buf, Rows) else view(kb, buf, buf.shape, buf.dtype)
 
 
 def _alloc(kb, desc_buf, shape, dt, rows, keep):

@@ -365,19 +365,54 @@ def _concat_infer(shapes, dts, attrs):
 
 
 def _concat_grad(op, g):
-    parts = apply_op("SplitToShapesOf", [g] + list(op.inputs), {"axis": op.get_attr("axis")})
+    ins, axis = list(op.inputs), op.get_attr("axis")
+    # One input of unknown extent along the axis (a loop variable grown by rows): its part
+    # is what the others leave ("rest"), so the gradient does not read it for its shape
+    # (a while_loop's gradient would save it, growing, every iteration).
+    unknown = [k for k, t in enumerate(ins) if t.shape.rank is None or t.shape.dims[axis % t.shape.rank] is None]
+    if len(unknown) == 1 and len(ins) > 1 and all(t.shape.is_fully_defined() for t in ins if t is not ins[unknown[0]]):
+        r = unknown[0]
+        parts = apply_op("SplitToShapesOf", [g] + ins[:r] + ins[r + 1:], {"axis": axis, "rest": r})
+    else:
+        parts = apply_op("SplitToShapesOf", [g] + ins, {"axis": axis})
     return list(parts) if isinstance(parts, tuple) else [parts]
 
 
+def split_extents(attrs, total, ref_extents):
+    """The parts' extents along the axis: the refs', and with ``rest`` (the part at that
+    position takes what the others leave of ``total``) that one too; None where unknown."""
+    r = attrs.get("rest")
+    if r is None:
+        return list(ref_extents)
+    known = None if total is None or None in ref_extents else total - sum(ref_extents)
+    return list(ref_extents[:r]) + [known] + list(ref_extents[r:])
+
+
 def _split_infer(shapes, dts, attrs):
-    """The parts have the shapes of inputs 1..n, which input 0 must be the concat of."""
-    require_shape(0, shapes[0], _concat_infer(shapes[1:], dts[:1] * (len(shapes) - 1), attrs)[0][0])
-    return [(s, dts[0]) for s in shapes[1:]]
+    """The parts have the shapes of inputs 1..n, which input 0 must be the concat of;
+    with ``rest``, one part (at that position) has input 0's shape less the others'."""
+    if attrs.get("rest") is None:
+        require_shape(0, shapes[0], _concat_infer(shapes[1:], dts[:1] * (len(shapes) - 1), attrs)[0][0])
+        return [(s, dts[0]) for s in shapes[1:]]
+    g = shapes[0]
+    if g is None:
+        return [(s, dts[0]) for s in shapes[1:attrs["rest"] + 1]] + [(None, dts[0])] + \
+               [(s, dts[0]) for s in shapes[attrs["rest"] + 1:]]
+    axis = attrs["axis"] % len(g)
+    ext = split_extents(attrs, g[axis], [s[axis] for s in shapes[1:]])
+    if ext[attrs["rest"]] is not None and ext[attrs["rest"]] < 0:
+        raise ValueError(f"cannot split {list(g)} into parts of {[s[axis] for s in shapes[1:]]} and the rest")
+    rest = tuple(ext[attrs["rest"]] if d == axis else g[d] for d in range(len(g)))
+    refs = [(s, dts[0]) for s in shapes[1:]]
+    return refs[:attrs["rest"]] + [(rest, dts[0])] + refs[attrs["rest"]:]
 
 
 def _split_kernel(attrs, g, *refs):
     axis = attrs["axis"] % g.ndim
-    bounds = np.cumsum([r.shape[axis] for r in refs])[:-1]
+    ext = split_extents(attrs, g.shape[axis], [r.shape[axis] for r in refs])
+    if min(ext) < 0 or sum(ext) != g.shape[axis]:
+        raise ValueError(f"cannot split a gradient of shape {list(g.shape)} into the parts of its concat")
+    bounds = np.cumsum(ext)[:-1]
     return tuple(np.asarray(p, order="C") for p in np.split(g, bounds, axis=axis))
 
 

@@ -34,6 +34,7 @@ from ..func_graph import Func, add_side_effect, as_output, in_region, replay, ru
 from ..graph import Tensor
 from .registry import apply_op, register
 from ..passes.prune import prune
+from ..passes.growing_vars import popped_rows
 from ..gradients import gradients
 from . import math_ops
 from .math_ops import zeros_like
@@ -272,14 +273,20 @@ def _while_kernel(attrs, *ins):
     # variables that only grow by rows (passes/growing_vars.py): a specialised body
     # sees them empty and returns the rows to append
     grow = attrs.get("grow_vars", ()) if not isinstance(body, Func) else ()
+    # variables that shrink by rows (passes/growing_vars.popped_vars): the body sees the
+    # rows an iteration pops, which leave the variable
+    pop = {k: popped_rows(body, k) for k in attrs.get("pop_vars", ())} if not isinstance(body, Func) else {}
     i = 0
     while lim is None or i < lim:
-        seen = [v[:0] if k in grow else v for k, v in enumerate(vals)]
+        for k, rows in pop.items():
+            if len(vals[k]) < rows:
+                raise ValueError(f"a loop variable of {len(vals[k])} rows cannot give the {rows} an iteration pops")
+        seen = [v[:0] if k in grow else v[len(v) - pop[k]:] if k in pop else v for k, v in enumerate(vals)]
         if cond is not None and not bool(np.asarray(run_region(cond, seen + caps)[0])):
             break
         k = lim - 1 - i if rev else i
         outs = run_region(body, seen + caps + [x[k] for x in xs])
-        vals = [np.concatenate([v, np.asarray(o)]) if j in grow else np.asarray(o)
+        vals = [np.concatenate([v, np.asarray(o)]) if j in grow else v[:len(v) - pop[j]] if j in pop else np.asarray(o)
                 for j, (v, o) in enumerate(zip(vals, outs[:n]))]
         for acc, y in zip(ys, outs[n:]):
             acc.append(np.asarray(y))

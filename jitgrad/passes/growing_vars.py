@@ -49,3 +49,46 @@ def appended_vars(attrs, changed, in_shapes, unread_ys=()):
             if c_readers or c_outputs:
                 return None
     return list(changed)
+
+
+def popped_vars(attrs, in_shapes, unread_ys=()):
+    """{var index: rows} for the loop variables that shrink by rows at the end, the
+    mirror of an append: the body reads the variable ``v`` (entering with a run-time
+    leading dim) only as ``SplitToShapesOf(v, refs..., rest=0)`` along axis 0 (the
+    gradient of ``concat([v, rows])``, ops/array_ops.py), and returns that split's
+    first part (what the static ``refs`` leave) as the variable's next value. The
+    body is specialised with the variable as its last ``rows`` rows (the split's first
+    part is then empty); the compiled loop reads them in place and pops them
+    (codegen/lower_growing.py), the interpreter's While kernel likewise. This is how the
+    reverse loop of a dynamic TensorArray's gradient reads row t of its upstream gradient.
+    unread_ys: as appended_vars'."""
+    body, cond = attrs["body"], attrs["cond"]
+    ignored = {attrs["n_vars"] + j for j in unread_ys}   # (as appended_vars: saved for a gradient not run)
+    out = {}
+    for k in range(attrs["n_vars"]):
+        shape = in_shapes[k]
+        if shape is None or not shape or shape[0] is not None or None in shape[1:]:
+            continue
+        ph = body.inputs[k]
+        readers, outputs = _reads(body, ph, ignored)
+        if outputs or len(readers) != 1:
+            continue
+        op = readers[0]
+        if (op.type != "SplitToShapesOf" or op.attrs.get("rest") != 0 or op.attrs["axis"] % len(shape) != 0
+                or op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:]) or body.outputs[k] is not op.outputs[0]):
+            continue
+        part_readers, part_outputs = _reads(body, op.outputs[0], ignored)
+        if part_readers or part_outputs != 1:
+            continue
+        if cond is not None and any(_reads(cond, cond.inputs[k])):
+            continue
+        refs = op.inputs[1:]
+        if not refs or not all(t.shape.is_fully_defined() and t.shape.rank == len(shape) for t in refs):
+            continue
+        out[k] = sum(t.shape.dims[0] for t in refs)
+    return out
+
+
+def popped_rows(body, k):
+    """Rows a specialised body (a Program) pops from loop variable k per iteration."""
+    return next(n.outputs[0][0][0] for n in body.nodes if n.op == "Arg" and n.attrs["arg"] == k)

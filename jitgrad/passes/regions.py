@@ -37,7 +37,7 @@ from ..func_graph import Func
 from ..ops.control_flow_ops import _merge_dims
 from ..ops.registry import REGISTRY
 from .prune import prune
-from .growing_vars import appended_vars
+from .growing_vars import appended_vars, popped_vars
 
 
 class _Dynamic(Exception):
@@ -97,10 +97,14 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
             vs, cs = in_shapes[:n], in_shapes[n:n + c]
             xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
+            unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
+            pop = popped_vars(a, vs, unread)   # shrinking by rows: specialised with the rows an iteration pops
+            vs = [(pop[k],) + tuple(s[1:]) if k in pop else s for k, s in enumerate(vs)]
             body = sub_program(a["body"], vs + cs + xs)
             outs = _out_shapes(body)
-            changed = [k for k in range(n) if tuple(outs[k]) != tuple(vs[k])]
-            unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
+            if any(tuple(outs[k]) != (0,) + tuple(vs[k][1:]) for k in pop):
+                raise _Dynamic("a loop variable changes shape")
+            changed = [k for k in range(n) if k not in pop and tuple(outs[k]) != tuple(vs[k])]
             grow = appended_vars(a, changed, vs, unread) if changed else []
             if grow is None:
                 raise _Dynamic("a loop variable changes shape")
@@ -109,7 +113,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                 body = sub_program(a["body"], vs + cs + xs)
                 outs = _out_shapes(body)
                 if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
-                       for k in range(n)):
+                       for k in range(n) if k not in pop):
                     raise _Dynamic("a loop variable changes shape")
             cond = sub_program(a["cond"], vs + cs) if a["cond"] is not None else None
             count = a.get("static_count")
@@ -117,7 +121,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                 # a counted loop runs once per row of its sliced inputs (checked at run time)
                 count = next((s[0] for s in in_shapes[n + c:n + c + nx] if s and s[0] is not None), None)
             attrs = dict(a, body=body, cond=cond, static_count=count, grow_vars=tuple(grow),
-                         var_specs=[((None,) + tuple(s[1:]) if k in grow else tuple(s), dt)
+                         **({"pop_vars": tuple(sorted(pop))} if pop else {}),
+                         var_specs=[((None,) + tuple(s[1:]) if k in grow or k in pop else tuple(s), dt)
                                     for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
     except _Dynamic:
@@ -327,6 +332,8 @@ def regions(program, optimise):
             attrs = dict(a, body=_optimised(body, optimise), cond=_optimised(cond, optimise),
                          n_ys=len(keep_y), n_vars=len(keep_v),
                          grow_vars=tuple(keep_v.index(k) for k in a.get("grow_vars", ()) if k in keep_v),
+                         **({"pop_vars": tuple(keep_v.index(k) for k in a["pop_vars"] if k in keep_v)}
+                            if a.get("pop_vars") else {}),
                          y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
             keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]
             outputs = tuple(n.outputs[k] for k in keep)
