@@ -23,6 +23,7 @@ capacity it reserved, so nothing is written out of bounds and nothing leaks.
 from llvmlite import ir
 
 from .irutil import ERR_STACK_ROWS, I64, I8, Unsupported, c64
+from .lower_rows import rows_of
 from .stacks import (copy as _copy, desc as _desc, row_ptr as _row_ptr, stack_init as _stack_init,
                      stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 
@@ -202,7 +203,6 @@ class PoppedVar:
     of the entry value's memory, whose descriptor ``finish`` writes)."""
 
     def __init__(self, kb, entry, pop):
-        from .lower_rows import rows_of
         self.kb, self.pop = kb, pop
         self.src = rows_of(kb, entry)
         self.row = self.src.row_elems * self.src.dtype.size
