@@ -250,13 +250,15 @@ def _needed_vars(body, cond, nv, keep_y, used_vars):
     return sorted(need)
 
 
-def _grown_shape(b, entry, per_iteration, count):
-    """The int32 shape of a grown loop variable: entry + [per_iteration, 0, ...] * count."""
-    step = np.zeros(len(entry), np.int32)
+def _grown_shape(b, entry, per_iteration, count, out_type):
+    """The shape (of dtype ``out_type``) of a grown loop variable: entry + [per_iteration, 0, ...] * count."""
+    step = np.zeros(len(entry), out_type.np)
     step[0] = per_iteration
-    spec = (((len(entry),), dtypes.int32),)
+    spec = (((len(entry),), out_type),)
+    if out_type != dtypes.int32:   # (the trip count is the While's int32 output)
+        count = Value(b.emit("Cast", (count,), {"DstT": out_type}, (((), out_type),)))
     grows = b.emit("Mul", (b.literal(step), count), {}, spec)
-    return Value(b.emit("AddV2", (b.literal(np.array(entry, np.int32)), Value(grows)), {}, spec))
+    return Value(b.emit("AddV2", (b.literal(np.array(entry, out_type.np)), Value(grows)), {}, spec))
 
 
 def regions(program, optimise):
@@ -270,8 +272,8 @@ def regions(program, optimise):
     grown = {}   # Value of a growing loop variable -> (its shape at entry, rows per iteration, the trip count)
     for i, n in enumerate(program.nodes):
         a = n.attrs
-        if n.op == "Shape" and n.inputs[0] in grown and n.attrs["out_type"] == dtypes.int32:
-            b.map[Value(i, 0)] = _grown_shape(b, *grown[n.inputs[0]])
+        if n.op == "Shape" and n.inputs[0] in grown:
+            b.map[Value(i, 0)] = _grown_shape(b, *grown[n.inputs[0]], n.attrs["out_type"])
             stats["grown_shapes"] += 1
             continue
         if n.op == "If" and isinstance(a["then_branch"], Program):
