@@ -426,10 +426,10 @@ def test_gradient_through_a_random_op_in_a_nested_region_reuses_the_forward_draw
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("structure", ["cond_in_while", "cond_in_cond"])
+@pytest.mark.parametrize("structure", ["cond_in_while", "cond_in_cond", "while_in_while"])
 def test_nested_random_gradients_with_static_shapes_compile(structure, no_fallback):
-    # (a loop nested in a region whose trip count is known only at run time stacks
-    # draws of unknown shape: that program runs in the interpreter)
+    # (a loop nested in a loop saves a ragged stack of draws, which compiles; nested in
+    # a cond, draws of unknown shape as an If output: that program runs in the interpreter)
     g, (x, n, p), fetches = _nested_program(NESTED[structure])
     _session(g, "compiled").run(fetches, {x: np.ones(4, np.float32), n: 3, p: True})
 

@@ -14,11 +14,12 @@ captures, a While's as sliced inputs), and a While runs the forward's trip
 count (a counted loop: a loop condition that draws is not drawn again either).
 
 A nested loop whose trip count is known only at run time saves stacks of
-unknown length, per iteration of the enclosing loop (ragged) or as an If
-output: the compiler does not lower those, so such a gradient runs in the
-reference interpreter (cache_info().fallbacks; a run fetching only the
-forward compiles: the regions pass drops the saved outputs it does not read);
-nested scans / map_fns over static lengths and conds in loops compile.
+unknown length. Per iteration of an enclosing loop they form a ragged stack,
+which compiles (codegen/lower_control.py: a stack of the inner stacks'
+descriptors); as an If output (a loop in a cond) the compiler does not lower
+them, so that gradient runs in the reference interpreter
+(cache_info().fallbacks; a run fetching only the forward compiles: the
+regions pass drops the saved outputs it does not read).
 """
 import numpy as np
 

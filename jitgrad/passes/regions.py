@@ -8,7 +8,10 @@ RegionAssert nodes, kept alive as var_writes, see ops/logging_ops.py; its random
 ops are RegionRandom nodes, see ops/random_ops.py). A region that cannot have
 static shapes (a loop variable whose shape changes between iterations, a branch
 whose output shape depends on the branch taken) keeps its graph
-Funcs: the interpreter runs it and the code generator declines it.
+Funcs: the interpreter runs it and the code generator declines it. One
+input of unknown shape is allowed: a loop body's sliced input whose rows are
+stacks of run-time length (a nested loop's saved draws, per iteration of the
+enclosing loop: a ragged stack), when only the body's own loops slice it.
 
 ``regions`` is the pass that makes the pipeline understand them:
   * an If whose predicate is known at compile time is replaced by the taken
@@ -48,15 +51,53 @@ def _stub(shape, dtype):
     return np.broadcast_to(np.zeros((), dtype.np), tuple(shape))
 
 
-def sub_program(func, shapes):
-    """The Program of a graph Func for concrete input shapes."""
+class _Ragged:
+    """The stand-in for a loop body's input that is one row of a ragged stack (a
+    nested loop's per-iteration stack, as long as that iteration's trip count):
+    only its shape, ``(None, *static)``, is read."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _is_ragged(shape):
+    return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
+
+
+_PASS_THROUGH = ("StopGradient", "Identity")
+
+
+def _only_sliced_by_loops(t):
+    """Whether every read of tensor ``t`` (through StopGradient / Identity) is as a
+    sliced input of a While op: the only reader the code generator gives a stack of
+    run-time length (codegen/lower_control.py)."""
+    for op in t.consumers():
+        if op.type in _PASS_THROUGH:
+            if not _only_sliced_by_loops(op.outputs[0]):
+                return False
+            continue
+        if op.type != "While":
+            return False
+        a = op.attrs
+        first = a["n_vars"] + a["n_caps"]
+        if not all(first <= k < first + a["n_xs"] for k, x in enumerate(op.inputs) if x is t):
+            return False
+    return True
+
+
+def sub_program(func, shapes, ragged=()):
+    """The Program of a graph Func for concrete input shapes. ``ragged``: the
+    input positions that may be rows of a ragged stack, ``(None, *static)``,
+    when only loops nested in ``func`` slice them."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
-    if any(s is None or any(d is None for d in s) for s in shapes):
-        raise _Dynamic("an input of the region has no static shape")
+    for k, s in enumerate(shapes):
+        if s is None or any(d is None for d in s):
+            if not (k in ragged and _is_ragged(s) and _only_sliced_by_loops(func.inputs[k])):
+                raise _Dynamic("an input of the region has no static shape")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
-    fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
+    fed = [(ph, _Ragged(s) if None in s else _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
     ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
 
     def no_vars(attrs):
@@ -97,7 +138,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
             vs, cs = in_shapes[:n], in_shapes[n:n + c]
             xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
-            body = sub_program(a["body"], vs + cs + xs)
+            ragged = range(n + c, n + c + nx)   # (a sliced input: a nested loop's saved stacks)
+            body = sub_program(a["body"], vs + cs + xs, ragged)
             outs = _out_shapes(body)
             changed = [k for k in range(n) if tuple(outs[k]) != tuple(vs[k])]
             unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
@@ -106,7 +148,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                 raise _Dynamic("a loop variable changes shape")
             if grow:   # specialised with the growing variables empty: their outputs are the rows appended
                 vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
-                body = sub_program(a["body"], vs + cs + xs)
+                body = sub_program(a["body"], vs + cs + xs, ragged)
                 outs = _out_shapes(body)
                 if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
                        for k in range(n)):
