@@ -125,3 +125,46 @@ def test_the_ragged_stacks_of_nested_draws_are_freed_every_run():
         sess.run(fetches[2], feed)
     assert rss() - start < 100 * 2 ** 20   # (500 MiB if each run kept its stacks)
     assert tf.cache_info()["fallbacks"] == before
+
+
+def _dropout_three_loops_deep(m_inner):
+    """Three nested while_loops of n, m (or m + i: "grows") and m + j iterations, a mask
+    drawn in the innermost: y = sum(x^2 * masks). The middle loop's saved stacks are
+    ragged; "fixed": n of them of one length, "grows": of different lengths."""
+    tf.random.set_seed(4)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4])
+        n, m = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
+
+        def loop(depth, k):
+            def body(i, s, ms):
+                if depth == 1:
+                    mask = tf.cast(tf.random.uniform([4], seed=1) > 0.5, tf.float32)
+                    return i + 1, s + tf.reduce_sum(x * x * mask), ms + mask
+                a, mm = loop(depth - 1, m + i if depth == 2 or m_inner == "grows" else m)
+                return i + 1, s + a, ms + mm
+            return tf.while_loop(lambda i, s, ms: i < k, body, [0, 0.0, tf.zeros([4])])[1:]
+        y, masks = loop(3, n)
+        (gx,) = tf.gradients(y, x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+    return g, x, n, m, [y, masks, gx, hx]
+
+
+@pytest.mark.parametrize("m_inner", ["grows", "fixed"])
+def test_draws_three_loops_deep_give_the_hand_gradients_in_both_modes(m_inner):
+    # (a ragged stack of ragged stacks: the interpreter runs it, the compiled mode falls back to it)
+    xv = np.arange(1, 5, dtype=np.float32)
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, x, n, m, fetches = _dropout_three_loops_deep(m_inner)
+        sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+        runs[mode] = [sess.run(fetches, {x: xv, n: trips, m: 2}) for trips in (3, 0, 2)]
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+    for y, masks, gx, hx in runs["interpret"]:
+        np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
+        np.testing.assert_array_equal(gx, 2 * xv * masks)
+        np.testing.assert_array_equal(hx, 2 * masks)
+    assert runs["interpret"][0][1].max() > 0
