@@ -168,3 +168,64 @@ def test_draws_three_loops_deep_give_the_hand_gradients_in_both_modes(m_inner):
         np.testing.assert_array_equal(gx, 2 * xv * masks)
         np.testing.assert_array_equal(hx, 2 * masks)
     assert runs["interpret"][0][1].max() > 0
+
+
+# ---------------------------------------------------------------- 3. a cond whose branches differ in rank
+def _rank_changing_cond():
+    g = tf.Graph()
+    with g.as_default():
+        p = tf1.placeholder(tf.bool, [])
+        x = tf1.placeholder(tf.float32, [3])
+        y = tf.cond(p, lambda: tf.reduce_sum(x * x), lambda: tf.reshape(x, [3, 1]) * x)   # [] or [3, 3]
+        s = tf.reduce_sum(tf.sin(y))
+        (gx,) = tf.gradients(s, x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+        extra = {"rank": tf.rank(y), "shape": tf.shape(y, out_type=tf.int64), "broadcast": y + tf.ones([2]),
+                 "matmul": tf.matmul(y, tf.ones([3, 2]))}
+    return g, p, x, [y, s, gx, hx], extra
+
+
+# What TF 2.21 computes for this graph in graph mode (tf.compat.v1.Session, run with
+# /work/benchenv): y has unknown static rank; per branch
+TF_RANK_COND = {
+    True: (14.0, 0.99061, [0.27347, 0.54695, 0.82042], [-23.50110, -47.27568, -71.05026], 0, []),
+    False: ([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0]], 2.03879, [-6.52394, 2.31415, -3.60609],
+            [-19.39601, 14.81628, -12.25882], 2, [3, 3]),
+}
+
+
+@pytest.mark.parametrize("mode", ["interpret", "compiled"])
+def test_a_cond_whose_branches_differ_in_rank_gives_tf_values_and_errors(mode):
+    g, p, x, fetches, extra = _rank_changing_cond()
+    assert fetches[0].shape.rank is None   # (TF: <unknown>)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+    for pred, want in TF_RANK_COND.items():
+        feed = {p: pred, x: [1.0, 2.0, 3.0]}
+        got = sess.run(fetches + [extra["rank"], extra["shape"]], feed)
+        for a, b in zip(got[:4], want[:4]):
+            np.testing.assert_allclose(a, b, rtol=2e-5)
+        assert int(got[4]) == want[4] and got[4].dtype == np.int32
+        assert got[5].tolist() == want[5] and got[5].dtype == np.int64
+        # TF: a scalar broadcasts against [2]; a [3, 3] fails when it runs; a scalar is no matrix
+        if pred:
+            np.testing.assert_array_equal(sess.run(extra["broadcast"], feed), [15.0, 15.0])
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(extra["matmul"], feed)
+        else:
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(extra["broadcast"], feed)
+            np.testing.assert_array_equal(sess.run(extra["matmul"], feed), np.full((3, 2), [[6.0], [12.0], [18.0]]))
+    if mode == "compiled":
+        # (the kernel would need the rank of what the branch returns: the reference interpreter runs it)
+        report = sess.explain(fetches, {p: True, x: [1.0, 2.0, 3.0]})
+        assert report.fallback and "the branches' outputs differ in rank" in report.reason
+
+
+def test_a_function_whose_cond_branches_differ_in_rank():
+    @tf.function
+    def f(p, x):
+        return tf.cond(p, lambda: x * 2.0, lambda: tf.reshape(x, [1, 3]) + 1.0)
+    x = tf.constant([1.0, 2.0, 3.0])
+    # TF 2.21: [2, 4, 6] of shape (3,) and [[2, 3, 4]] of shape (1, 3)
+    np.testing.assert_array_equal(f(tf.constant(True), x).numpy(), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(f(tf.constant(False), x).numpy(), [[2.0, 3.0, 4.0]])

@@ -469,7 +469,7 @@ def check(program, top_level=False, loop_body=False):
         # (a loop body may return a nested loop's stack: a row of its loop's ragged stack)
         shaped = _returns_shaped(program, v, top_level) or (loop_body and _is_loop_stack(program, v))
         if v in dyn and not (shaped and fetched.count(v) == 1):
-            raise Unsupported("a fetched value of unknown shape")
+            raise Unsupported(f"a fetched value of unknown shape ({_origin(program, v)})")
     if not top_level:
         # a branch-shaped If inside a region writes where its caller says: only its outputs have a caller
         for i, n in enumerate(program.nodes):
@@ -479,16 +479,18 @@ def check(program, top_level=False, loop_body=False):
 
 def _origin(program, v):
     """Where a value of unknown shape comes from, for explain."""
-    n = program.nodes[v.node]
-    if n.op == "While" and v.index in n.attrs.get("grow_vars", ()):
-        return f"loop variable {v.index} of {n.name}, grown by rows at run time"
-    if n.op == "While" and v.index > n.attrs["n_vars"]:
-        return f"the per-iteration values {n.name} stacks over a trip count known at run time"
+    node, index = (v.node, v.index) if hasattr(v, "node") else v   # (a Value or a (node, index) pair)
+    n = program.nodes[node]
+    why = f": {n.attrs['dynamic']}" if "dynamic" in n.attrs else ""   # (passes/regions.region_node)
+    if n.op == "While" and index in n.attrs.get("grow_vars", ()):
+        return f"loop variable {index} of {n.name}, grown by rows at run time"
+    if n.op == "While" and index > n.attrs["n_vars"]:
+        return f"the per-iteration values {n.name} stacks over a trip count known at run time{why}"
     if n.op == "While":
-        return f"loop variable {v.index} of {n.name}, which changes shape between iterations"
+        return f"loop variable {index} of {n.name}, which changes shape between iterations{why}"
     if n.op == "If":
-        return f"output {v.index} of {n.name}, shaped by the branch taken"
-    return f"output {v.index} of {n.op} {n.name}"
+        return f"output {index} of {n.name}, shaped by the branch taken{why}"
+    return f"output {index} of {n.op} {n.name}"
 
 
 def _is_loop_stack(program, v):

@@ -162,8 +162,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                          var_specs=[((None,) + tuple(s[1:]) if k in grow else tuple(s), dt)
                                     for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
-    except _Dynamic:
-        attrs = dict(a)
+    except _Dynamic as e:
+        attrs = dict(a, dynamic=str(e))   # (why: explain reports it, codegen/lower_control._origin)
     try:
         specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
     except (ValueError, TypeError) as e:
