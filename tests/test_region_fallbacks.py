@@ -229,3 +229,120 @@ def test_a_function_whose_cond_branches_differ_in_rank():
     # TF 2.21: [2, 4, 6] of shape (3,) and [[2, 3, 4]] of shape (1, 3)
     np.testing.assert_array_equal(f(tf.constant(True), x).numpy(), [2.0, 4.0, 6.0])
     np.testing.assert_array_equal(f(tf.constant(False), x).numpy(), [[2.0, 3.0, 4.0]])
+
+
+# ---------------------------------------------------------------- 4. TensorArrays of a size known only at run time
+def _np_states(x, n, reverse=True):
+    """h_{k+1} = 1.5 sin(h_k), h_0 = x; row n-1-k (row k if not reverse) holds h_{k+1}."""
+    h, rows = np.asarray(x, np.float64), []
+    for _ in range(n):
+        h = np.sin(h) * 1.5
+        rows.append(h)
+    return np.array(rows[::-1] if reverse else rows).reshape(n, 2)
+
+
+def _fed_size_graph(size_of):
+    """States written in reverse order (ta.write(n - 1 - i)) into an array of ``size_of(n, xs)``
+    rows; and an RNN reading its inputs from an array unstacked from a fed [None, 2] value."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [2])
+        n, trips = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
+        xs = tf1.placeholder(tf.float64, [None, 2])
+        ta = tf.TensorArray(tf.float64, size=size_of(n, xs))
+
+        def body(i, h, ta):
+            h = tf.sin(h) * 1.5
+            return i + 1, h, ta.write(n - 1 - i, h)
+        out = tf.while_loop(lambda i, h, ta: i < trips, body, [0, x, ta])[2]
+        st = out.stack()
+        (gx,) = tf.gradients(tf.reduce_sum(st * st), x)
+        inp = tf.TensorArray(tf.float64, size=0, dynamic_size=True).unstack(xs)
+        last = tf.while_loop(lambda i, h: i < inp.size(), lambda i, h: (i + 1, tf.tanh(h + inp.read(i) * x)), [0, x])[1]
+        (gl,) = tf.gradients(tf.reduce_sum(last), x)
+    return g, (x, n, trips, xs), [st, gx, last, gl, out.size()]
+
+
+# TF 2.21 graph mode (tf.compat.v1.Session, /work/benchenv) for x = [0.3, -0.7], n = trips = 3,
+# xs = [[0, .1], [.2, .3], [.4, .5]]: the stacked states, d sum(st^2)/dx, the RNN's last state, d sum(last)/dx
+TF_FED = ([[0.89982772, -1.41582906], [0.64335755, -1.23420531], [0.44328031, -0.96632653]], [7.96277508, -6.00344146],
+          [0.42807641, -0.7797264], [1.13372042, 0.38661419])
+
+
+@pytest.mark.parametrize("size_of", ["fed", "computed"])
+def test_a_tensor_array_of_a_fed_size_written_in_reverse_compiles(size_of, one_kernel):
+    sizes = {"fed": lambda n, xs: n, "computed": lambda n, xs: tf.shape(xs)[0]}
+    g, (x, n, trips, xs), fetches = _fed_size_graph(sizes[size_of])
+    x0, rows = np.array([0.3, -0.7]), np.arange(6.0).reshape(3, 2) * 0.1
+    compiled, interpreted = run_both(g, fetches, {x: x0, n: 3, trips: 3, xs: rows})   # (asserts no fallback)
+    for a, b, want in zip(compiled, interpreted, TF_FED):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+        np.testing.assert_allclose(a, want, rtol=1e-7)
+    assert int(compiled[4]) == int(interpreted[4]) == 3
+    # one kernel for any trip count (the array's size, a shape, is what it is specialised on)
+    for k in (0, 1, 2):
+        compiled, interpreted = run_both(g, fetches, {x: x0, n: 3, trips: k, xs: rows})
+        want = np.zeros((3, 2))
+        want[3 - k:] = _np_states(x0, k)
+        np.testing.assert_allclose(compiled[0], want, rtol=1e-13)
+        np.testing.assert_allclose(interpreted[0], want, rtol=1e-13)
+        np.testing.assert_allclose(compiled[1], interpreted[1], rtol=1e-12)
+    assert "FALLBACK" not in _explain(g, fetches, {x: x0, n: 3, trips: 3, xs: rows})
+
+
+@pytest.mark.parametrize("mode", ["interpret", "compiled"])
+def test_a_write_outside_a_fed_size_array_is_tf_invalid_argument_error(mode):
+    g, (x, n, trips, xs), fetches = _fed_size_graph(lambda n, xs: n)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+    for k in (4, 7):   # (TF: the loop's 4th write is at index -1)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(fetches[0], {x: [0.3, -0.7], n: 3, trips: k, xs: np.zeros((1, 2))})
+
+
+def test_a_fed_size_array_in_a_function_compiles_once_per_size():
+    @tf.function
+    def f(xs):
+        n = tf.shape(xs)[0]
+        ta = tf.TensorArray(tf.float64, size=n)
+        h = tf.zeros([2], tf.float64)
+        for i in tf.range(n):
+            h = tf.tanh(h + xs[n - 1 - i])
+            ta = ta.write(n - 1 - i, h)
+        return ta.stack(), ta.size()
+
+    def by_hand(xs):
+        h, rows = np.zeros(2), [None] * len(xs)
+        for i in range(len(xs)):
+            h = np.tanh(h + xs[len(xs) - 1 - i])
+            rows[len(xs) - 1 - i] = h
+        return np.array(rows)
+    before = tf.cache_info()
+    for k in (3, 3, 5):
+        xs = np.arange(2.0 * k).reshape(k, 2) * 0.1
+        st, size = f(tf.constant(xs))
+        np.testing.assert_allclose(st.numpy(), by_hand(xs), rtol=1e-13)
+        assert int(size) == k
+    after = tf.cache_info()
+    assert after["fallbacks"] == before["fallbacks"]
+    assert after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"] <= 2   # (sizes 3, 5)
+
+
+def test_unstacking_a_value_of_unknown_length_into_a_fixed_size_array_takes_its_length():
+    # TF 2.21 graph mode: unstacking 3 rows into TensorArray(size=n) reads them whatever n is fed
+    g = tf.Graph()
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        xs = tf1.placeholder(tf.float64, [None, 2])
+        arr = tf.TensorArray(tf.float64, size=n).unstack(xs)
+        got = [arr.read(1), arr.size(), arr.stack(),
+               tf.TensorArray(tf.float64, size=n).scatter(tf.constant([2, 0]), tf.stack([xs[0], xs[1]]) * 2.0).stack()]
+    rows = np.arange(6.0).reshape(3, 2) * 0.1
+    for fed in (2, 3, 4):
+        compiled, interpreted = run_both(g, got[:3], {n: fed, xs: rows})
+        for out in (compiled, interpreted):
+            np.testing.assert_array_equal(out[0], rows[1])
+            assert int(out[1]) == 3
+            np.testing.assert_array_equal(out[2], rows)
+    compiled, interpreted = run_both(g, got[3], {n: 3, xs: rows})
+    np.testing.assert_array_equal(compiled, [rows[1] * 2.0, [0.0, 0.0], rows[0] * 2.0])   # (TF: the same)
+    np.testing.assert_array_equal(interpreted, compiled)
