@@ -346,3 +346,77 @@ def test_unstacking_a_value_of_unknown_length_into_a_fixed_size_array_takes_its_
     compiled, interpreted = run_both(g, got[3], {n: 3, xs: rows})
     np.testing.assert_array_equal(compiled, [rows[1] * 2.0, [0.0, 0.0], rows[0] * 2.0])   # (TF: the same)
     np.testing.assert_array_equal(interpreted, compiled)
+
+
+# ---------------------------------------------------------------- 2b. draws of a loop in a cond (in a loop)
+def _masked(x, k, width):
+    """k iterations (k known at run time) of a mask m: (sum of x^2 m, sum of m)."""
+    def body(j, a, ms):
+        m = tf.cast(tf.random.uniform([width], seed=1) > 0.5, tf.float32)
+        return j + 1, a + x * x * m, ms + m
+    return tf.while_loop(lambda j, a, ms: j < k, body, [0, tf.zeros([width]), tf.zeros([width])])[1:]
+
+
+def _loop_in_cond(structure, width=4, seed=6):
+    """"cond": tf.cond(p, the masked loop of n iterations, x^2 and ones); "loop": that
+    cond in a while_loop of n iterations, its loop running i + 1. y = sum(x^2 * masks),
+    so dy/dx = 2 x * masks and d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
+    tf.random.set_seed(seed)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [width])
+        n, p = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.bool, [])
+        if structure == "cond":
+            a, masks = tf.cond(p, lambda: _masked(x, n, width), lambda: (x * x, tf.ones([width])))
+            y = tf.reduce_sum(a)
+        else:
+            def body(i, s, ms):
+                a, m = tf.cond(p, lambda: _masked(x, i + 1, width), lambda: (x * x, tf.ones([width])))
+                return i + 1, s + tf.reduce_sum(a), ms + m
+            _, y, masks = tf.while_loop(lambda i, s, ms: i < n, body, [0, 0.0, tf.zeros([width])])
+        (gx,) = tf.gradients(y, x)
+        (hx,) = tf.gradients(tf.reduce_sum(gx), x)
+    return g, x, n, p, [y, masks, gx, hx]
+
+
+@pytest.mark.parametrize("structure", ["cond", "loop"])
+def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(structure, one_kernel):
+    xv = np.arange(1, 5, dtype=np.float32)
+    feeds = ((3, True), (4, False), (0, True), (6, True))
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, x, n, p, fetches = _loop_in_cond(structure)
+        sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+        before = tf.cache_info()["fallbacks"]
+        runs[mode] = [sess.run(fetches, {x: xv, n: k, p: b}) for k, b in feeds]
+        assert tf.cache_info()["fallbacks"] == before
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):   # bit for bit
+        for a, b in zip(ra, rb):
+            np.testing.assert_array_equal(a, b)
+    for (y, masks, gx, hx), (k, b) in zip(runs["compiled"], feeds):
+        if not b:
+            np.testing.assert_array_equal(masks, np.full(4, 1.0 if structure == "cond" else k, np.float32))
+        np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
+        np.testing.assert_array_equal(gx, 2 * xv * masks)
+        np.testing.assert_array_equal(hx, 2 * masks)
+    assert any(0 < r[1].max() < r[1].sum() for r in runs["compiled"])   # (masks neither all 0 nor all 1)
+    assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, p: True})
+
+
+@pytest.mark.parametrize("structure", ["cond", "loop"])
+def test_the_stacks_a_cond_returns_for_its_gradient_are_freed_every_run(structure):
+    g, x, n, p, fetches = _loop_in_cond(structure, width=16384)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
+    feed = {x: np.ones(16384, np.float32), n: 400 if structure == "cond" else 27, p: True}   # (~25 MiB of masks)
+    before = tf.cache_info()["fallbacks"]
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+    for _ in range(3):
+        sess.run(fetches[2], feed)
+    start = rss()
+    for _ in range(20):
+        sess.run(fetches[2], feed)
+    assert rss() - start < 100 * 2 ** 20   # (500 MiB if each run kept its stacks)
+    assert tf.cache_info()["fallbacks"] == before

@@ -29,6 +29,9 @@ returns but written, as its descriptor, into row k of the outer loop's stack,
 whose rows are descriptors; the function that runs the outer loop frees every
 row's memory when it returns. A loop slicing that stack hands its body row
 k's descriptor, which the body's own loops read as any dynamic stack.
+Likewise a loop in a cond's branch: its stack becomes the If's output (the
+other branch's value must be empty), freed when the If's function returns;
+the gradient's If hands it to its branch's loop.
 
 The trip count is a runtime value: it is not part of any cache key.
 """
@@ -36,10 +39,10 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
-from ..passes.ir import Program
+from ..passes.ir import Node, Program, Value
 from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
-from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_init as _stack_init,
-                     stack_keep as _stack_keep, stack_reserve as _stack_reserve)
+from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
+                     stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
@@ -70,16 +73,17 @@ class Region:
     outputs the caller gives scratch for; its prints carry ``effects_tag``: the
     top-level region they belong to (ops/logging_ops.RegionEffects)."""
 
-    def __init__(self, kb, program, tag, effects_tag=-1, loop_body=False):
+    def __init__(self, kb, program, tag, effects_tag=-1, stacks_out=False):
         if not isinstance(program, Program):
             raise Unsupported("a control-flow region without static shapes")
         sub = kb.regions.sub_builder(program, tag)
         sub.effects_tag = getattr(kb, "effects_tag", -1) if kb.regions.nested else effects_tag
         self.effect_specs = [(program.shape(v), program.dtype(v)) for _, v in program.var_writes]
-        check(program, loop_body=loop_body)
-        # a loop body's outputs that are its own loops' dynamic stacks: rows of the caller's ragged stack
+        check(program, stacks_out=stacks_out)
+        # outputs that are its own loops' dynamic stacks: rows of the calling loop's ragged stack, or
+        # the calling If's output
         sub.escaping_stacks = {(v.node, v.index) for v in program.outputs
-                               if v is not None and _is_loop_stack(program, (v.node, v.index))} if loop_body else set()
+                               if v is not None and _is_loop_stack(program, (v.node, v.index))} if stacks_out else set()
         sub.build_body(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
@@ -143,14 +147,22 @@ def lower_if(kb, node, outs, dry):
     a = node.attrs
     pos = kb.regions.node_pos
     tag = a.get("effects_tag", -1)
-    then, els, shaped = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
-                                                      Region(kb, a["else_branch"], f"r{pos}_else", tag),
-                                                      branch_shaped_outputs(kb, node)))
+    then, els, stacks, shaped = _regions_of(kb, pos, lambda: (
+        Region(kb, a["then_branch"], f"r{pos}_then", tag, stacks_out=True),
+        Region(kb, a["else_branch"], f"r{pos}_else", tag, stacks_out=True),
+        _stack_outputs(kb, node), branch_shaped_outputs(kb, _without(node, _stack_outputs(kb, node)))))
     arena, status = _region_temps(kb, (then, els))
     then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
         return
     b = kb.b
+    escaping = getattr(kb, "escaping_stacks", ())
+    for k in stacks:   # empty until the branch whose loop stacks it runs; freed when this function returns
+        d = _desc(kb, outs[k])   # (or, returned to a loop / If, by the function that runs that)
+        for w in range(DESC_WORDS):
+            b.store(c64(0), _field(kb, d, w))
+        if (pos, k) not in escaping:
+            kb.regions.finish_hooks.append(lambda d=d: _stack_free(kb, d))
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
     pred = b.icmp_unsigned("!=", b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P)), ir.Constant(I8, 0))
     # An op before this one already failed: its values are garbage and the run raises,
@@ -169,6 +181,33 @@ def lower_if(kb, node, outs, dry):
             _propagate_status(kb, status)
         for k, out in shaped.items():
             out.finish(kb, outs[k], pred)
+
+
+def _stack_outputs(kb, node):
+    """The If outputs that are a loop's dynamic stack in one branch (or both) and an
+    empty value in the other (a loop in a cond: its saved draws, for the gradient)."""
+    a = node.attrs
+    out = []
+    for k, (shape, _) in enumerate(node.outputs):
+        vals = [(br, br.outputs[k]) for br in (a["then_branch"], a["else_branch"])]
+        if not is_ragged_row(shape) or not any(_is_loop_stack(br, (v.node, v.index)) for br, v in vals):
+            continue
+        pos = kb.regions.node_pos
+        if not _is_loop_stack(kb.p, (pos, k)):
+            raise Unsupported("an If output that is a loop's stack in one branch and a value in the other")
+        if Value(pos, k) in kb.p.outputs and (pos, k) not in getattr(kb, "escaping_stacks", ()):
+            raise Unsupported("an If output that is a loop's stack, returned")   # (to the host: freed here)
+        out.append(k)
+    return out
+
+
+def _without(node, stacks):
+    """``node`` with the outputs ``stacks`` shown as static (lower_growing.branch_shaped_outputs
+    handles the other outputs of unknown shape)."""
+    if not stacks:
+        return node
+    outs = tuple(((0,) + tuple(s[1:]), dt) if k in stacks else (s, dt) for k, (s, dt) in enumerate(node.outputs))
+    return Node(node.op, node.inputs, node.attrs, outs, node.name)
 
 
 # ---------------------------------------------------------------- While
@@ -233,7 +272,7 @@ def lower_while(kb, node, outs, dry):
         raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
     body, cond, keep, grow_keep = _regions_of(kb, pos, lambda: (
-        Region(kb, a["body"], f"r{pos}_body", tag, loop_body=True),
+        Region(kb, a["body"], f"r{pos}_body", tag, stacks_out=True),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
     fixed = [(1,) if k in grow else s for k, (s, _) in enumerate(var_specs)]   # (a growing one: unused)
@@ -443,7 +482,7 @@ MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region
 NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all", "RegionAssert": "all"}
 
 
-def check(program, top_level=False, loop_body=False):
+def check(program, top_level=False, stacks_out=False):
     """Dynamic stacks may only flow between While ops, never into another op
     (their size is not a shape the rest of the kernel knows). A kernel may return
     a branch-shaped If output (a branch's to the enclosing If, the top level's to
@@ -457,7 +496,8 @@ def check(program, top_level=False, loop_body=False):
     if not dyn:
         return
     for n in program.nodes:
-        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op != "While" else None
+        # (an If hands such a value to its branches, whose own check sees who reads it there)
+        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op not in ("While", "If") else None
         if v is not None:
             raise Unsupported(f"{n.op} reads a value of unknown shape ({_origin(program, v)}): the kernel "
                               "returns such a value but computes nothing on it")
@@ -466,8 +506,8 @@ def check(program, top_level=False, loop_body=False):
             raise Unsupported("a variable assigned a value of unknown shape")
     fetched = [(v.node, v.index) for v in program.outputs if v is not None]
     for v in fetched:
-        # (a loop body may return a nested loop's stack: a row of its loop's ragged stack)
-        shaped = _returns_shaped(program, v, top_level) or (loop_body and _is_loop_stack(program, v))
+        # (a region may return a nested loop's stack: a row of its loop's ragged stack, or its If's output)
+        shaped = _returns_shaped(program, v, top_level) or (stacks_out and _is_loop_stack(program, v))
         if v in dyn and not (shaped and fetched.count(v) == 1):
             raise Unsupported(f"a fetched value of unknown shape ({_origin(program, v)})")
     if not top_level:
@@ -494,9 +534,22 @@ def _origin(program, v):
 
 
 def _is_loop_stack(program, v):
-    """A While's dynamic stack of static rows (not itself ragged)."""
+    """A While's dynamic stack of static rows (not itself ragged), or an If's output
+    that is one in a branch and empty in the other (_stack_outputs)."""
     n = program.nodes[v[0]]
-    return n.op == "While" and v[1] > n.attrs["n_vars"] and is_ragged_row(n.outputs[v[1]][0])
+    if not is_ragged_row(n.outputs[v[1]][0]):
+        return False
+    if n.op == "If":
+        vals = [(br, br.outputs[v[1]]) for br in (n.attrs["then_branch"], n.attrs["else_branch"])]
+        if not all(isinstance(br, Program) for br, _ in vals):
+            return False
+        stacked = [_is_loop_stack(br, (u.node, u.index)) for br, u in vals]
+        return any(stacked) and all(st or _is_empty(br.shape(u)) for (br, u), st in zip(vals, stacked))
+    return n.op == "While" and v[1] > n.attrs["n_vars"]
+
+
+def _is_empty(shape):
+    return not is_dynamic(shape) and 0 in shape
 
 
 def _returns_shaped(program, v, top_level):

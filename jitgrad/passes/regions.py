@@ -9,9 +9,10 @@ ops are RegionRandom nodes, see ops/random_ops.py). A region that cannot have
 static shapes (a loop variable whose shape changes between iterations, a branch
 whose output shape depends on the branch taken) keeps its graph
 Funcs: the interpreter runs it and the code generator declines it. One
-input of unknown shape is allowed: a loop body's sliced input whose rows are
-stacks of run-time length (a nested loop's saved draws, per iteration of the
-enclosing loop: a ragged stack), when only the body's own loops slice it.
+kind of input of unknown shape is allowed: a stack of run-time length that
+only the region's own loops slice (a loop body's sliced input whose rows are
+such stacks: a nested loop's saved draws, per iteration of the enclosing loop;
+an If's capture: a loop-in-a-cond's saved draws, for its gradient).
 
 ``regions`` is the pass that makes the pipeline understand them:
   * an If whose predicate is known at compile time is replaced by the taken
@@ -64,17 +65,27 @@ def _is_ragged(shape):
     return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
 
 
-_PASS_THROUGH = ("StopGradient", "Identity")
+_PASS_THROUGH = ("StopGradient", "Identity", "ZerosLike")
 
 
 def _only_sliced_by_loops(t):
-    """Whether every read of tensor ``t`` (through StopGradient / Identity) is as a
-    sliced input of a While op: the only reader the code generator gives a stack of
-    run-time length (codegen/lower_control.py)."""
+    """Whether every read of tensor ``t`` (through StopGradient / Identity / ZerosLike:
+    a gradient's zeros for it, in the branch that does not run the loop, which nothing
+    reads once the regions pass drops the If outputs nobody reads; and through the
+    branches of an If capturing it) is as a sliced input of a While op: the only reader the code generator gives a stack of run-time length
+    (codegen/lower_control.py; any other reader left makes it decline the kernel)."""
     for op in t.consumers():
         if op.type in _PASS_THROUGH:
             if not _only_sliced_by_loops(op.outputs[0]):
                 return False
+            continue
+        if op.type == "If":   # a capture: read by its branches' loops (at any depth)
+            branches = [op.attrs["then_branch"], op.attrs["else_branch"]]
+            if not all(isinstance(f, Func) for f in branches):
+                return False
+            for k, x in enumerate(op.inputs):
+                if x is t and (k == 0 or not all(_only_sliced_by_loops(f.inputs[k - 1]) for f in branches)):
+                    return False
             continue
         if op.type != "While":
             return False
@@ -126,7 +137,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
     try:
         if op.type == "If":
             caps = in_shapes[1:]
-            then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
+            ragged = range(len(caps))   # (a capture: a stack its branches' loops slice, see sub_program)
+            then, els = sub_program(a["then_branch"], caps, ragged), sub_program(a["else_branch"], caps, ragged)
             st, se = _out_shapes(then), _out_shapes(els)
             if any(x is None or y is None or len(x) != len(y) for x, y in zip(st, se)):
                 raise _Dynamic("the branches' outputs differ in rank")
