@@ -35,11 +35,13 @@ the gradient's If hands it to its branch's loop.
 
 The trip count is a runtime value: it is not part of any cache key.
 """
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
-from ..passes.ir import Node, Program, Value
+from ..passes.ir import Node, Program
 from .lower_growing import GrowingVar, branch_shaped_outputs, keep_words
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -150,7 +152,7 @@ def lower_if(kb, node, outs, dry):
     then, els, stacks, shaped = _regions_of(kb, pos, lambda: (
         Region(kb, a["then_branch"], f"r{pos}_then", tag, stacks_out=True),
         Region(kb, a["else_branch"], f"r{pos}_else", tag, stacks_out=True),
-        _stack_outputs(kb, node), branch_shaped_outputs(kb, _without(node, _stack_outputs(kb, node)))))
+        _stack_outputs(node), branch_shaped_outputs(kb, _without(node, _stack_outputs(node)))))
     arena, status = _region_temps(kb, (then, els))
     then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
@@ -183,7 +185,7 @@ def lower_if(kb, node, outs, dry):
             out.finish(kb, outs[k], pred)
 
 
-def _stack_outputs(kb, node):
+def _stack_outputs(node):
     """The If outputs that are a loop's dynamic stack in one branch (or both) and an
     empty value in the other (a loop in a cond: its saved draws, for the gradient)."""
     a = node.attrs
@@ -192,12 +194,10 @@ def _stack_outputs(kb, node):
         vals = [(br, br.outputs[k]) for br in (a["then_branch"], a["else_branch"])]
         if not is_ragged_row(shape) or not any(_is_loop_stack(br, (v.node, v.index)) for br, v in vals):
             continue
-        pos = kb.regions.node_pos
-        if not _is_loop_stack(kb.p, (pos, k)):
+        stacked = [_is_loop_stack(br, (v.node, v.index)) or _is_empty(br.shape(v)) for br, v in vals]
+        if not all(stacked):
             raise Unsupported("an If output that is a loop's stack in one branch and a value in the other")
-        if Value(pos, k) in kb.p.outputs and (pos, k) not in getattr(kb, "escaping_stacks", ()):
-            raise Unsupported("an If output that is a loop's stack, returned")   # (to the host: freed here)
-        out.append(k)
+        out.append(k)   # (check() keeps it from the host: this function frees it, unless a caller takes it over)
     return out
 
 
@@ -229,6 +229,24 @@ def _keep_words(kb, node):
     return keep
 
 
+@contextmanager
+def _count(kb, start, stop):
+    """for i in range(start, stop) over i64 values known when the kernel runs; yields i."""
+    b = kb.b
+    ctr = kb.alloca(I64)
+    b.store(start, ctr)
+    head, body, end = (b.function.append_basic_block(f"count.{s}") for s in ("head", "body", "end"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.load(ctr)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i
+    b.store(b.add(i, c64(1)), ctr)
+    b.branch(head)
+    b.position_at_end(end)
+
+
 def _ragged_rows_freed(kb, d):
     """An i64 counter of the rows of ragged stack ``d`` holding a descriptor (zero
     now); the memory of each is freed when the function returns, before ``d``'s
@@ -239,7 +257,7 @@ def _ragged_rows_freed(kb, d):
 
     def free_rows():
         data = b.inttoptr(b.load(_field(kb, d, 0)), I64.as_pointer())
-        with kb.loop_dyn(c64(0), b.load(held)) as r:
+        with _count(kb, c64(0), b.load(held)) as r:
             p = b.load(b.gep(data, [b.mul(r, c64(DESC_WORDS))]))
             intrinsic(b, "free", ir.VoidType(), [b.inttoptr(p, I8P)])
     kb.regions.finish_hooks.append(free_rows)
@@ -250,7 +268,7 @@ def _empty_rows(kb, base, start, stop):
     """Rows [start, stop) of a ragged stack at ``base``: empty descriptors (no memory to free)."""
     b = kb.b
     words = b.bitcast(base, I64.as_pointer())
-    with kb.loop_dyn(b.mul(start, c64(DESC_WORDS)), b.mul(stop, c64(DESC_WORDS))) as w:
+    with _count(kb, b.mul(start, c64(DESC_WORDS)), b.mul(stop, c64(DESC_WORDS))) as w:
         b.store(c64(0), b.gep(words, [w]))
 
 
@@ -507,7 +525,8 @@ def check(program, top_level=False, stacks_out=False):
     fetched = [(v.node, v.index) for v in program.outputs if v is not None]
     for v in fetched:
         # (a region may return a nested loop's stack: a row of its loop's ragged stack, or its If's output)
-        shaped = _returns_shaped(program, v, top_level) or (stacks_out and _is_loop_stack(program, v))
+        stack = v in dyn and _is_loop_stack(program, v)
+        shaped = (_returns_shaped(program, v, top_level) and not stack) or (stacks_out and stack)
         if v in dyn and not (shaped and fetched.count(v) == 1):
             raise Unsupported(f"a fetched value of unknown shape ({_origin(program, v)})")
     if not top_level:
