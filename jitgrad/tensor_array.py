@@ -34,14 +34,19 @@ def _known_only_at_run_time(size):
     return size is not None and is_tensorlike(size) and not hasattr(size, "numpy") and get_static_value(size) is None
 
 
+def _dense_array(dtype, size, dynamic_size, element_shape, infer_shape):
+    """A graph's TensorArray of ``size`` rows known only at run time: one dense tensor."""
+    from .autograph.staged_tensor_array import fed_size_array
+    return fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+
+
 class TensorArray:
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
         if type(self) is TensorArray and _known_only_at_run_time(size):
             # a graph's array of a fed / computed size: one dense tensor (autograph/staged_tensor_array.py)
-            from .autograph.staged_tensor_array import fed_size_array
-            dense = fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+            dense = _dense_array(dtype, size, dynamic_size, element_shape, infer_shape)
             self.__class__ = type(dense)
             self.__dict__.update(dense.__dict__)
             return
@@ -123,8 +128,7 @@ class TensorArray:
     def unstack(self, value, name=None):
         (t,) = convert_all([value])
         if t.shape.rank and t.shape.dims[0] is None:   # a graph value of unknown length: a dense array
-            from .autograph.staged_tensor_array import fed_size_array
-            out = fed_size_array(self._dtype, shape(t)[0], self._dynamic, self._element_shape, self._infer_shape)
+            out = _dense_array(self._dtype, shape(t)[0], self._dynamic, self._element_shape, self._infer_shape)
             return out.unstack(t, name=name)
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
