@@ -7,7 +7,9 @@ build ops from the stored tensors, so gradients flow through them. Indices
 must be known when the graph is built (Python ints, eager tensors or
 constants); inside a tf.while_loop or a staged loop, where they are known only
 at run time, the array is carried as one dense tensor instead
-(autograph/staged_tensor_array.py).
+(autograph/staged_tensor_array.py). So is, from the start, a graph's array
+whose size is known only at run time (``size=n`` fed, ``tf.shape(x)[0]``) or
+that ``unstack``s a value of unknown length.
 """
 import numpy as np
 
@@ -15,7 +17,7 @@ from . import dtypes, no_op
 from .convert import is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
-from .ops.array_ops import concat, constant, get_static_value, stack, unstack, zeros
+from .ops.array_ops import concat, constant, get_static_value, shape, stack, unstack, zeros
 
 
 def _index(i, what):
@@ -28,10 +30,26 @@ def _index(i, what):
     return int(v)
 
 
+def _known_only_at_run_time(size):
+    return size is not None and is_tensorlike(size) and not hasattr(size, "numpy") and get_static_value(size) is None
+
+
+def _dense_array(dtype, size, dynamic_size, element_shape, infer_shape):
+    """A graph's TensorArray of ``size`` rows known only at run time: one dense tensor."""
+    from .autograph.staged_tensor_array import fed_size_array
+    return fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+
+
 class TensorArray:
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
+        if type(self) is TensorArray and _known_only_at_run_time(size):
+            # a graph's array of a fed / computed size: one dense tensor (autograph/staged_tensor_array.py)
+            dense = _dense_array(dtype, size, dynamic_size, element_shape, infer_shape)
+            self.__class__ = type(dense)
+            self.__dict__.update(dense.__dict__)
+            return
         self._dtype = dtypes.as_dtype(dtype)
         self._size = 0 if size is None else _index(size, "size")
         self._dynamic = bool(dynamic_size)
@@ -109,6 +127,9 @@ class TensorArray:
 
     def unstack(self, value, name=None):
         (t,) = convert_all([value])
+        if t.shape.rank and t.shape.dims[0] is None:   # a graph value of unknown length: a dense array
+            out = _dense_array(self._dtype, shape(t)[0], self._dynamic, self._element_shape, self._infer_shape)
+            return out.unstack(t, name=name)
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
             raise InvalidArgumentError(f"Tried to unstack {len(parts)} elements into a TensorArray of size "

@@ -224,3 +224,84 @@ def test_random_variable_assignments_in_conds_and_loops(seed, dt):
     for r, (p, q) in enumerate(zip(*results)):
         for i, (a, b) in enumerate(zip(p, q)):
             check_close(a, b, dt, f"run {r} fetch {i}")
+
+
+def _run_per_mode(build, feeds):
+    """[mode] -> the runs of ``feeds``, each mode on its own graph from ``build()`` (a
+    graph's random ops go on drawing from run to run: both modes must start alike)."""
+    runs = {}
+    for mode in ("interpret", "compiled"):
+        g, fetches, feed_of = build()
+        sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+        before = tf.cache_info()["fallbacks"]
+        runs[mode] = [sess.run(fetches, feed_of(f)) for f in feeds]
+        assert tf.cache_info()["fallbacks"] == before, f"{mode} run fell back to the interpreter"
+    return runs
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_nested_loops_with_dropout(seed, dt):
+    """A dropout mask drawn in a while_loop nested in a while_loop (fed trip counts, the
+    inner one's changing with the outer counter), random bodies; values, first and
+    second gradients: the inner loop's saved masks form a ragged stack (compiled)."""
+    def build():
+        rng = np.random.default_rng(3000 + seed)
+        tf.random.set_seed(seed)
+        shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(1, 3))))
+        k1, k2 = (int(v) for v in rng.integers(2, 4, size=2))
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(dt, shape)
+            w = tf.compat.v1.placeholder(dt, shape)
+            n, m = tf.compat.v1.placeholder(tf.int32, []), tf.compat.v1.placeholder(tf.int32, [])
+
+            def outer(i, h, acc):
+                def inner(j, u, a):
+                    keep = tf.cast(tf.random.uniform(shape, seed=1, dtype=dt) > 0.3, dt) / 0.7
+                    u = tf.tanh(_expr(rng, [u, w], k2)) * keep * 0.9
+                    return j + 1, u, a + tf.reduce_sum(u * u)
+                _, u, a = tf.while_loop(lambda j, u, a: j < m + i % 2, inner, [0, h, acc])
+                return i + 1, tf.tanh(_expr(rng, [u, x], k1)) * 0.9, a
+            _, hT, acc = tf.while_loop(lambda i, h, acc: i < n, outer, [0, x, tf.constant(0.0, dt)])
+            loss = tf.reduce_sum(tf.sin(hT) * w) + acc
+            grads = [gr for gr in tf.gradients(loss, [x, w]) if gr is not None]
+            second = [gr for gr in tf.gradients(tf.reduce_sum(grads[0] * grads[0]), [x]) if gr is not None]
+            fetches = [hT, acc, loss] + grads + second
+        vals = {x: rng.standard_normal(shape).astype(dt), w: (rng.standard_normal(shape) * 0.5).astype(dt)}
+        return g, fetches, lambda f: {**vals, n: f[0], m: f[1]}
+    runs = _run_per_mode(build, [(0, 2), (3, 0), (4, 3), (2, 5)])
+    for ra, rb, f in zip(runs["interpret"], runs["compiled"], [(0, 2), (3, 0), (4, 3), (2, 5)]):
+        for i, (p, q) in enumerate(zip(ra, rb)):
+            check_close(p, q, dt, f"fetch {i} n, m = {f}")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_fed_size_tensor_array_writes(seed):
+    """A TensorArray of a fed size written in a loop at a random index order (the counter,
+    the reverse, a stride modulo the size), random bodies; stack and gradients."""
+    rng = np.random.default_rng(4000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3], size=int(rng.integers(0, 2))))
+    order = ["forward", "reverse", "stride"][seed % 3]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, shape)
+        w = tf.compat.v1.placeholder(tf.float64, shape)
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        k = int(rng.integers(2, 4))
+
+        def body(i, h, ta):
+            u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
+            at = {"forward": i, "reverse": n - 1 - i, "stride": (3 * i) % n}[order]   # (3: coprime to the sizes fed)
+            return i + 1, u, ta.write(at, u)
+        _, hT, ta = tf.while_loop(lambda i, h, ta: i < n, body, [0, x, tf.TensorArray(tf.float64, size=n)])
+        st = ta.stack()
+        grads = [gr for gr in tf.gradients(tf.reduce_sum(tf.sin(st)) + tf.reduce_sum(hT * w), [x, w])
+                 if gr is not None]
+        fetches = [hT, st] + grads
+    feed = {x: rng.standard_normal(shape), w: rng.standard_normal(shape) * 0.5}
+    for nv in (1, 4, 5):
+        a, b = run_both(g, fetches, {**feed, n: nv})
+        for i, (p, q) in enumerate(zip(a, b)):
+            check_close(p, q, np.float64, f"fetch {i} n={nv}")
+        assert a[1].shape == (nv,) + shape

@@ -56,6 +56,8 @@ FUNCTION_LEVEL_IMPORTS = {
     # from_graph builds If / While sub-programs through regions.region_node, which calls
     # from_graph for each branch / body: one recursion split over two modules
     "passes/ir.py": [("regions", "recursion: region_node calls from_graph")],
+    # (the dense TensorArray of a run-time size is a subclass, in a module that imports this one)
+    "tensor_array.py": [("autograph.staged_tensor_array", "cycle: its LoopTensorArray subclasses TensorArray")],
     "session.py": [("codegen.target", COMPILER), ("interpreter", IMPORT_TIME), ("codegen.target", COMPILER),
                    ("kernel_explain", COMPILER), ("codegen.target", COMPILER)],
     "tape.py": [("batched_gradients", IMPORT_TIME), ("batched_gradients", IMPORT_TIME)],
@@ -103,7 +105,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 44
+    assert sum(listed.values()) <= 45   # (45: tensor_array.py's dense array of a run-time size, listed above)
 
 
 def test_no_module_imports_a_private_name_of_another():

@@ -22,7 +22,14 @@ dynamic array runs in the reference interpreter (its loop variable changes shape
 between iterations: ``explain`` gives the reason); a fixed-size one compiles.
 
 The same carrying serves a TensorArray passed directly as a ``tf.while_loop`` loop
-variable (control_flow.while_loop), as TF 2 flattens it to its TensorList.
+variable (control_flow.while_loop), as TF 2 flattens it to its TensorList, and a
+graph-mode TensorArray whose size is known only at run time (``size=n`` fed, or
+``tf.shape(x)[0]``; ``unstack`` of a value of unknown length): ``fed_size_array``
+makes it dense from the start, ``[n, *element_shape]``. Its row numbers
+(``range(n)``, for the writes' selects and the indices' bounds checks) are made
+where the array is, so that a loop body reading them captures them: the compiler
+specialises a top-level Range on its fed length (shape_specialise.py; one kernel
+per size, none per trip count), not one inside a loop body.
 """
 import numpy as np
 
@@ -38,24 +45,31 @@ class LoopTensorArray(TensorArray):
     """A fixed-size TensorArray backed by one ``[size, *element_shape]`` tensor (None
     until the element shape is known). Writes update it in place and return it."""
 
-    def __init__(self, dtype, size, element_shape, buffer, infer_shape=True, dynamic=False):
-        self._dtype, self._size, self._dynamic = dtype, size, dynamic
+    def __init__(self, dtype, size, element_shape, buffer, infer_shape=True, dynamic=False, row_ids=None):
+        self._dtype, self._size, self._dynamic = dtype, size, dynamic   # size: an int, or an int32 tensor
         self._element_shape = element_shape
         self._infer_shape = infer_shape
         self._buffer = buffer
+        # (range(size), the buffer it numbers) made where the array was, when its size is known only at run time
+        self._row_ids = row_ids
         self._appends = None   # an _Appends while a loop body that may only append is traced
 
     def _like(self, buffer):
         return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
-                               self._dynamic)
+                               self._dynamic, self._row_ids)
 
     def size(self, name=None):
         self._reads()
         if self._dynamic:
             return array_ops.shape(self._stacked(), name=name)[0]
+        if is_tensorlike(self._size):
+            return array_ops.identity(self._size, name=name)
         return array_ops.constant(self._size, dtype=dtypes.int32)
 
     def _rows(self):
+        ids = self._row_ids
+        if ids is not None and (not self._dynamic or ids[1] is self._buffer):   # (a dynamic one: not grown since)
+            return ids[0]
         return array_ops.range_(self.size()) if self._dynamic else array_ops.range_(self._size)
 
     def _checked_index(self, index, rows=None):
@@ -66,7 +80,8 @@ class LoopTensorArray(TensorArray):
     def _empty(self, shape):
         """Zeros of shape ``[size, *shape]``; for a dynamic array with the unknown first
         dimension its loop tensor keeps (it grows)."""
-        z = array_ops.zeros([self._size] + list(shape), self._dtype)
+        z = array_ops.zeros(array_ops.stack([self._size] + list(shape)) if is_tensorlike(self._size) else
+                            [self._size] + list(shape), self._dtype)
         return array_ops.placeholder_with_default(z, [None] + list(shape)) if self._dynamic else z
 
     def _grown(self, index):
@@ -136,6 +151,14 @@ class LoopTensorArray(TensorArray):
     def unstack(self, value, name=None):
         self._reads()
         t = convert_to_tensor(value)
+        if is_tensorlike(self._size) and t.shape.rank:
+            # TF 2 (graph mode): the array becomes the value, its length the value's
+            size = array_ops.shape(t)[0]
+            buf = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
+            out = LoopTensorArray(self._dtype, size, self._element_shape, buf, self._infer_shape,
+                                  self._dynamic, (array_ops.range_(size), buf))
+            out._element_shape = out._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
+            return out
         if t.shape.rank is None or (not self._dynamic and t.shape.dims[0] != self._size):
             raise InvalidArgumentError(f"Tried to unstack a tensor of shape {t.shape} into a TensorArray of size "
                                        f"{self._size}")
@@ -146,6 +169,8 @@ class LoopTensorArray(TensorArray):
     def scatter(self, indices, value, name=None):
         self._reads()
         parts = array_ops.unstack(convert_to_tensor(value))
+        if is_tensorlike(indices):   # (a tensor of indices: one write each, its length known when built)
+            indices = array_ops.unstack(convert_to_tensor(indices))
         for i, p in zip(indices, parts):
             self.write(i, p)
         return self
@@ -214,6 +239,20 @@ def check_appends(watches, state, init, placeholders, outs):
         rows = _entry_rows(init[k])
         if j is None or rows is None or not _counts_up_from(j, init, placeholders, outs, rows):
             raise NotAppends()
+
+
+def fed_size_array(dtype, size, dynamic_size=False, element_shape=None, infer_shape=True):
+    """A graph-mode TensorArray of ``size`` rows, an int tensor known only at run time
+    (tensor_array.TensorArray makes this one instead of its list of tensors)."""
+    size = math_ops.cast(convert_to_tensor(size), dtypes.int32)
+    if size.shape.rank != 0:
+        raise ValueError(f"TensorArray size must be a scalar, got shape {size.shape}")
+    shape = TensorShape(None) if element_shape is None else TensorShape(element_shape)
+    out = LoopTensorArray(dtypes.as_dtype(dtype), size, shape, None, infer_shape, bool(dynamic_size))
+    if shape.is_fully_defined():
+        out._buffer = out._empty(shape.as_list())
+    out._row_ids = (array_ops.range_(size), out._buffer)
+    return out
 
 
 def as_loop_tensor_array(ta):

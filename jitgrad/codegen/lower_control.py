@@ -21,26 +21,47 @@ capacity} in the arena whose rows grow by doubling (realloc) and are freed
 when the kernel returns. Only While ops read dynamic stacks (the gradient
 loop reads the forward loop's), so their size never reaches a shape.
 
+A loop nested in a loop body whose trip count is known only at run time
+stacks one dynamic stack per outer iteration (a *ragged* stack: the saved
+draws or values of the inner loop, for the outer loop's gradient). The inner
+loop's stack is then an output of the body: it is not freed when the body
+returns but written, as its descriptor, into row k of the outer loop's stack,
+whose rows are descriptors; the function that runs the outer loop frees every
+row's memory when it returns. A loop slicing that stack hands its body row
+k's descriptor, which the body's own loops read as any dynamic stack.
+Likewise a loop in a cond's branch: its stack becomes the If's output (the
+other branch's value must be empty), freed when the If's function returns;
+the gradient's If hands it to its branch's loop.
+
 The trip count is a runtime value: it is not part of any cache key.
 """
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
-from ..passes.ir import Program
+from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words
 from .lower_rows import plan as plan_rows
-from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_init as _stack_init,
-                     stack_keep as _stack_keep, stack_reserve as _stack_reserve)
-from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, mem_type
+from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
+                     stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
+from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # data pointer, rows, capacity (rows)
+DESC_BYTES = 8 * DESC_WORDS
+ESCAPES = "escapes"   # _keep_words: a stack the enclosing loop's stack takes over (a ragged row)
 
 
 def is_dynamic(shape):
     return shape is None or any(d is None for d in shape)
+
+
+def is_ragged_row(shape):
+    """A row of a ragged stack: a dynamic stack of static rows, ``(None, *static)``."""
+    return shape is not None and len(shape) >= 1 and shape[0] is None and not is_dynamic(shape[1:])
 
 
 def _nbytes(shape, dt):
@@ -56,13 +77,17 @@ class Region:
     outputs the caller gives scratch for; its prints carry ``effects_tag``: the
     top-level region they belong to (ops/logging_ops.RegionEffects)."""
 
-    def __init__(self, kb, program, tag, effects_tag=-1):
+    def __init__(self, kb, program, tag, effects_tag=-1, stacks_out=False):
         if not isinstance(program, Program):
             raise Unsupported("a control-flow region without static shapes")
         sub = kb.regions.sub_builder(program, tag)
         sub.effects_tag = getattr(kb, "effects_tag", -1) if kb.regions.nested else effects_tag
         self.effect_specs = [(program.shape(v), program.dtype(v)) for _, v in program.var_writes]
-        check(program)
+        check(program, stacks_out=stacks_out)
+        # outputs that are its own loops' dynamic stacks: rows of the calling loop's ragged stack, or
+        # the calling If's output
+        sub.escaping_stacks = {(v.node, v.index) for v in program.outputs
+                               if v is not None and _is_loop_stack(program, (v.node, v.index))} if stacks_out else set()
         sub.build_body(allow_parallel=False)
         fn = sub.fn
         fn.linkage = "internal"
@@ -126,14 +151,22 @@ def lower_if(kb, node, outs, dry):
     a = node.attrs
     pos = kb.regions.node_pos
     tag = a.get("effects_tag", -1)
-    then, els, shaped = _regions_of(kb, pos, lambda: (Region(kb, a["then_branch"], f"r{pos}_then", tag),
-                                                      Region(kb, a["else_branch"], f"r{pos}_else", tag),
-                                                      branch_shaped_outputs(kb, node)))
+    then, els, stacks, shaped = _regions_of(kb, pos, lambda: (
+        Region(kb, a["then_branch"], f"r{pos}_then", tag, stacks_out=True),
+        Region(kb, a["else_branch"], f"r{pos}_else", tag, stacks_out=True),
+        _stack_outputs(node), branch_shaped_outputs(kb, _without(node, _stack_outputs(node)))))
     arena, status = _region_temps(kb, (then, els))
     then_fx, else_fx = then.effect_outputs(kb), els.effect_outputs(kb)
     if dry:
         return
     b = kb.b
+    escaping = getattr(kb, "escaping_stacks", ())
+    for k in stacks:   # empty until the branch whose loop stacks it runs; freed when this function returns
+        d = _desc(kb, outs[k])   # (or, returned to a loop / If, by the function that runs that)
+        for w in range(DESC_WORDS):
+            b.store(c64(0), _field(kb, d, w))
+        if (pos, k) not in escaping:
+            kb.regions.finish_hooks.append(lambda d=d: _stack_free(kb, d))
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
     pred = b.icmp_unsigned("!=", b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P)), ir.Constant(I8, 0))
     # An op before this one already failed: its values are garbage and the run raises,
@@ -154,18 +187,91 @@ def lower_if(kb, node, outs, dry):
             out.finish(kb, outs[k], pred)
 
 
+def _stack_outputs(node):
+    """The If outputs that are a loop's dynamic stack in one branch (or both) and an
+    empty value in the other (a loop in a cond: its saved draws, for the gradient)."""
+    a = node.attrs
+    out = []
+    for k, (shape, _) in enumerate(node.outputs):
+        vals = [(br, br.outputs[k]) for br in (a["then_branch"], a["else_branch"])]
+        if not is_ragged_row(shape) or not any(_is_loop_stack(br, (v.node, v.index)) for br, v in vals):
+            continue
+        stacked = [_is_loop_stack(br, (v.node, v.index)) or _is_empty(br.shape(v)) for br, v in vals]
+        if not all(stacked):
+            raise Unsupported("an If output that is a loop's stack in one branch and a value in the other")
+        out.append(k)   # (check() keeps it from the host: this function frees it, unless a caller takes it over)
+    return out
+
+
+def _without(node, stacks):
+    """``node`` with the outputs ``stacks`` shown as static (lower_growing.branch_shaped_outputs
+    handles the other outputs of unknown shape)."""
+    if not stacks:
+        return node
+    outs = tuple(((0,) + tuple(s[1:]), dt) if k in stacks else (s, dt) for k, (s, dt) in enumerate(node.outputs))
+    return Node(node.op, node.inputs, node.attrs, outs, node.name)
+
+
 # ---------------------------------------------------------------- While
 def _keep_words(kb, node):
     """Per stacked output: the persistent word pair its memory is kept in
-    (top-level kernels; a region's stacks are freed when it returns)."""
+    (top-level kernels; a region's stacks are freed when it returns, but for
+    those it returns: ESCAPES, the caller's ragged stack frees them)."""
     keep = []
-    for shape, _ in node.outputs[node.attrs["n_vars"] + 1:]:
-        if is_dynamic(shape) and not kb.regions.nested:
+    n = node.attrs["n_vars"]
+    escaping = getattr(kb, "escaping_stacks", ())
+    for j, (shape, _) in enumerate(node.outputs[n + 1:]):
+        if is_dynamic(shape) and (kb.regions.node_pos, n + 1 + j) in escaping:
+            keep.append(ESCAPES)
+        elif is_dynamic(shape) and not kb.regions.nested:
             keep.append(kb.regions.persistent_words)
             kb.regions.persistent_words += 2
         else:
             keep.append(None)
     return keep
+
+
+@contextmanager
+def _count(kb, start, stop):
+    """for i in range(start, stop) over i64 values known when the kernel runs; yields i."""
+    b = kb.b
+    ctr = kb.alloca(I64)
+    b.store(start, ctr)
+    head, body, end = (b.function.append_basic_block(f"count.{s}") for s in ("head", "body", "end"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.load(ctr)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i
+    b.store(b.add(i, c64(1)), ctr)
+    b.branch(head)
+    b.position_at_end(end)
+
+
+def _ragged_rows_freed(kb, d):
+    """An i64 counter of the rows of ragged stack ``d`` holding a descriptor (zero
+    now); the memory of each is freed when the function returns, before ``d``'s
+    own (finish hooks run in order: register this before stack_init)."""
+    b = kb.b
+    held = kb.alloca(I64)
+    b.store(c64(0), held)
+
+    def free_rows():
+        data = b.inttoptr(b.load(_field(kb, d, 0)), I64.as_pointer())
+        with _count(kb, c64(0), b.load(held)) as r:
+            p = b.load(b.gep(data, [b.mul(r, c64(DESC_WORDS))]))
+            intrinsic(b, "free", ir.VoidType(), [b.inttoptr(p, I8P)])
+    kb.regions.finish_hooks.append(free_rows)
+    return held
+
+
+def _empty_rows(kb, base, start, stop):
+    """Rows [start, stop) of a ragged stack at ``base``: empty descriptors (no memory to free)."""
+    b = kb.b
+    words = b.bitcast(base, I64.as_pointer())
+    with _count(kb, b.mul(start, c64(DESC_WORDS)), b.mul(stop, c64(DESC_WORDS))) as w:
+        b.store(c64(0), b.gep(words, [w]))
 
 
 def _fail_if(kb, bad, failed):
@@ -187,7 +293,7 @@ def lower_while(kb, node, outs, dry):
         raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
     body, cond, keep, grow_keep = _regions_of(kb, pos, lambda: (
-        Region(kb, a["body"], f"r{pos}_body", tag),
+        Region(kb, a["body"], f"r{pos}_body", tag, stacks_out=True),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
     fixed = [(1,) if k in grow or k in pop else s for k, (s, _) in enumerate(var_specs)]   # (unused then)
@@ -232,6 +338,8 @@ def lower_while(kb, node, outs, dry):
     for v in xs:
         shape, dt = kb.shape(v), kb.dtype(v)
         row = _nbytes(shape[1:], dt) if shape is not None and not is_dynamic(shape[1:]) else None
+        if shape is not None and len(shape) > 1 and is_ragged_row(shape[1:]):
+            row = DESC_BYTES   # a ragged stack: the body gets row k's descriptor
         if row is None:
             raise Unsupported("a sliced loop input of unknown row shape")
         buf = kb.buffers[v]
@@ -251,20 +359,30 @@ def lower_while(kb, node, outs, dry):
     y_info = []
     for j, (ob, (shape, dt)) in enumerate(zip(y_outs, node.outputs[n + 1:])):
         row_shape = a["y_specs"][j][0]
-        if row_shape is None or is_dynamic(row_shape):
+        ragged = is_ragged_row(row_shape)   # (each row: the body's nested loop's stack)
+        if row_shape is None or (is_dynamic(row_shape) and not ragged):
             raise Unsupported("a stacked loop output of unknown row shape")
-        row = _nbytes(row_shape, dt)
+        row = DESC_BYTES if ragged else _nbytes(row_shape, dt)
         if is_dynamic(shape):
             d = _desc(kb, ob)
-            _stack_init(kb, d, keep[j])
+            held = _ragged_rows_freed(kb, d) if ragged else None
+            if keep[j] is ESCAPES:   # the caller's ragged stack takes it over (and frees it)
+                for w in range(DESC_WORDS):
+                    b.store(c64(0), _field(kb, d, w))
+            else:
+                _stack_init(kb, d, keep[j])
             if counted:   # every row is written: reserve them all now
                 with b.if_then(b.not_(b.load(failed))):
                     b.store(b.or_(b.load(failed), _stack_reserve(kb, d, limit, row)), failed)
-            y_info.append(("dyn", d, row, keep[j]))
+                    if ragged:
+                        with b.if_then(b.not_(b.load(failed))):
+                            _empty_rows(kb, b.inttoptr(b.load(_field(kb, d, 0)), I8P), c64(0), limit)
+                            b.store(limit, held)
+            y_info.append(("dyn", d, row, None if keep[j] is ESCAPES else keep[j], held))
         else:
             if counted and shape[0] is not None:
                 _fail_if(kb, b.icmp_signed("!=", c64(shape[0]), limit), failed)
-            y_info.append(("static", ob.ptr, row, None))
+            y_info.append(("static", ob.ptr, row, None, None))
 
     head = kb.b.function.append_basic_block("while.head")
     step = kb.b.function.append_basic_block("while.body")
@@ -289,13 +407,16 @@ def lower_while(kb, node, outs, dry):
     k = b.sub(b.sub(limit, c64(1)), i) if rev else i
     slices = [_row_ptr(kb, base, k, row) for base, row in zip(x_base, x_row)]
     y_ptrs = []
+    new_ragged_rows = []   # (a loop that is not counted reserves row k now: emptied once it exists)
     stop = ir.Constant(I1, 0)
-    for kind, ref, row, _ in y_info:
+    for kind, ref, row, _, held in y_info:
         if kind == "static":
             y_ptrs.append(_row_ptr(kb, ref, k, row))
             continue
         if not counted:
             stop = b.or_(stop, _stack_reserve(kb, ref, b.add(k, c64(1)), row))
+            if held is not None:
+                new_ragged_rows.append((ref, held))
         y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
     for k_, gv in growing.items():   # the body reads the variable as empty and writes its new rows in place
         bad, data, tail = gv.reserve(added[k_])
@@ -310,6 +431,9 @@ def lower_while(kb, node, outs, dry):
     grow_ok = kb.b.function.append_basic_block("while.call")
     b.cbranch(stop, done, grow_ok)
     b.position_at_end(grow_ok)
+    for ref, held in new_ragged_rows:
+        _empty_rows(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, b.add(k, c64(1)))
+        b.store(b.add(k, c64(1)), held)
     body.call(kb, [b.load(p) for p in cur_p] + caps + slices, [b.load(p) for p in nxt_p] + y_ptrs, arena.ptr,
               status.ptr, body_fx)
     bad = _propagate_status(kb, status)
@@ -335,7 +459,7 @@ def lower_while(kb, node, outs, dry):
     for k_, pv in popping.items():
         pv.finish(outs[k_])
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
-    for kind, ref, row, kw in y_info:
+    for kind, ref, row, kw, _ in y_info:
         if kind == "dyn":
             # a counted loop fills every row it reserved (none for a negative count)
             rows = b.select(b.icmp_signed("<", limit, c64(0)), c64(0), limit) if counted else trips
@@ -387,7 +511,7 @@ MATERIALISE = {"If": lower_if, "While": lower_while, "RegionPrint": lower_region
 NEEDS_BUFFER = {"If": "all", "While": "all", "RegionPrint": "all", "RegionAssert": "all"}
 
 
-def check(program, top_level=False):
+def check(program, top_level=False, stacks_out=False):
     """Dynamic stacks may only flow between While ops, never into another op
     (their size is not a shape the rest of the kernel knows). A kernel may return
     a branch-shaped If output (a branch's to the enclosing If, the top level's to
@@ -402,7 +526,9 @@ def check(program, top_level=False):
         return
     rows = plan_rows(program)   # the ops lower_rows.py computes on values of run-time rows
     for i, n in enumerate(program.nodes):
-        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) if n.op != "While" and i not in rows else None
+        # (an If hands such a value to its branches, whose own check sees who reads it there)
+        v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) \
+            if n.op not in ("While", "If") and i not in rows else None
         if v is not None:
             raise Unsupported(f"{n.op} reads a value of unknown shape ({_origin(program, v)}): the kernel "
                               "returns such a value but computes nothing on it")
@@ -411,9 +537,12 @@ def check(program, top_level=False):
             raise Unsupported("a variable assigned a value of unknown shape")
     fetched = [(v.node, v.index) for v in program.outputs if v is not None]
     for v in fetched:
-        if v in dyn and not ((_returns_shaped(program, v, top_level) or top_level and v[0] in rows)
-                             and fetched.count(v) == 1):
-            raise Unsupported("a fetched value of unknown shape")
+        # (a region may return a nested loop's stack: a row of its loop's ragged stack, or its If's output)
+        stack = v in dyn and _is_loop_stack(program, v)
+        shaped = ((_returns_shaped(program, v, top_level) and not stack) or (stacks_out and stack)
+                  or (top_level and v[0] in rows))
+        if v in dyn and not (shaped and fetched.count(v) == 1):
+            raise Unsupported(f"a fetched value of unknown shape ({_origin(program, v)})")
     if not top_level:
         # a branch-shaped If inside a region writes where its caller says: only its outputs have a caller
         for i, n in enumerate(program.nodes):
@@ -423,16 +552,37 @@ def check(program, top_level=False):
 
 def _origin(program, v):
     """Where a value of unknown shape comes from, for explain."""
-    n = program.nodes[v.node]
-    if n.op == "While" and v.index in n.attrs.get("grow_vars", ()):
-        return f"loop variable {v.index} of {n.name}, grown by rows at run time"
-    if n.op == "While" and v.index > n.attrs["n_vars"]:
-        return f"the per-iteration values {n.name} stacks over a trip count known at run time"
+    node, index = (v.node, v.index) if hasattr(v, "node") else v   # (a Value or a (node, index) pair)
+    n = program.nodes[node]
+    why = f": {n.attrs['dynamic']}" if "dynamic" in n.attrs else ""   # (passes/regions.region_node)
+    if n.op == "While" and index in n.attrs.get("grow_vars", ()):
+        return f"loop variable {index} of {n.name}, grown by rows at run time"
+    if n.op == "While" and index > n.attrs["n_vars"]:
+        return f"the per-iteration values {n.name} stacks over a trip count known at run time{why}"
     if n.op == "While":
-        return f"loop variable {v.index} of {n.name}, which changes shape between iterations"
+        return f"loop variable {index} of {n.name}, which changes shape between iterations{why}"
     if n.op == "If":
-        return f"output {v.index} of {n.name}, shaped by the branch taken"
-    return f"output {v.index} of {n.op} {n.name}"
+        return f"output {index} of {n.name}, shaped by the branch taken{why}"
+    return f"output {index} of {n.op} {n.name}"
+
+
+def _is_loop_stack(program, v):
+    """A While's dynamic stack of static rows (not itself ragged), or an If's output
+    that is one in a branch and empty in the other (_stack_outputs)."""
+    n = program.nodes[v[0]]
+    if not is_ragged_row(n.outputs[v[1]][0]):
+        return False
+    if n.op == "If":
+        vals = [(br, br.outputs[v[1]]) for br in (n.attrs["then_branch"], n.attrs["else_branch"])]
+        if not all(isinstance(br, Program) for br, _ in vals):
+            return False
+        stacked = [_is_loop_stack(br, (u.node, u.index)) for br, u in vals]
+        return any(stacked) and all(st or _is_empty(br.shape(u)) for (br, u), st in zip(vals, stacked))
+    return n.op == "While" and v[1] > n.attrs["n_vars"]
+
+
+def _is_empty(shape):
+    return not is_dynamic(shape) and 0 in shape
 
 
 def _returns_shaped(program, v, top_level):

@@ -837,8 +837,8 @@ def size(input, out_type=dtypes.int32, name=None):  # noqa: A002
 
 def rank(input, name=None):  # noqa: A002
     (x,) = convert_all([input])
-    if x.shape.rank is None:
-        raise ValueError("rank of a tensor of unknown rank is not supported")
+    if x.shape.rank is None:   # (a cond whose branches return different ranks): known when it runs
+        return shape(shape(x), name=name or "Rank")[0]
     return convert_to_tensor(np.int32(x.shape.rank), graph=getattr(x, "graph", None) if not _eager(x) else None)
 
 

@@ -295,13 +295,15 @@ def _while_kernel(attrs, *ins):
     for acc, (dims, dt) in zip(ys, attrs["y_specs"]):
         if rev:
             acc.reverse()
-        if acc and all(a.shape == acc[0].shape for a in acc):
+        nested = any(a.dtype == object for a in acc)   # (rows that are ragged stacks themselves)
+        if acc and not nested and all(a.shape == acc[0].shape for a in acc):
             stacks.append(np.stack(acc).astype(dt.np, copy=False))
         elif acc:
-            # rows of different shapes (a shape invariant with None dims): a
-            # ragged stack, as TF's TensorList; only While ops read it
+            # rows of different shapes (a shape invariant with None dims, a nested
+            # loop's stacks): a ragged stack, as TF's TensorList; only While ops read it
             ragged = np.empty(len(acc), object)
-            ragged[:] = [a.astype(dt.np, copy=False) for a in acc]
+            for k, a in enumerate(acc):   # (one by one: numpy would stack rows of one length)
+                ragged[k] = a if a.dtype == object else a.astype(dt.np, copy=False)
             stacks.append(ragged)
         else:
             stacks.append(np.zeros((0,) + tuple(d or 0 for d in (dims or ())), dt.np))

@@ -74,7 +74,7 @@ def _fold(node, known_ins, program):
         return None
     if any(k is None for k in known_ins):
         return None
-    if any(None in s for s, _ in node.outputs):   # inside a loop body with a None shape invariant
+    if any(s is None or None in s for s, _ in node.outputs):   # (a None shape invariant, a rank set by a cond's branch)
         return None
     out_size = max(size(s) for s, _ in node.outputs) if node.outputs else 0
     vals = [k for k in known_ins if k != "shape"]

@@ -8,7 +8,11 @@ RegionAssert nodes, kept alive as var_writes, see ops/logging_ops.py; its random
 ops are RegionRandom nodes, see ops/random_ops.py). A region that cannot have
 static shapes (a loop variable whose shape changes between iterations, a branch
 whose output shape depends on the branch taken) keeps its graph
-Funcs: the interpreter runs it and the code generator declines it.
+Funcs: the interpreter runs it and the code generator declines it. One
+kind of input of unknown shape is allowed: a stack of run-time length that
+only the region's own loops slice (a loop body's sliced input whose rows are
+such stacks: a nested loop's saved draws, per iteration of the enclosing loop;
+an If's capture: a loop-in-a-cond's saved draws, for its gradient).
 
 ``regions`` is the pass that makes the pipeline understand them:
   * an If whose predicate is known at compile time is replaced by the taken
@@ -48,15 +52,63 @@ def _stub(shape, dtype):
     return np.broadcast_to(np.zeros((), dtype.np), tuple(shape))
 
 
-def sub_program(func, shapes):
-    """The Program of a graph Func for concrete input shapes."""
+class _Ragged:
+    """The stand-in for a loop body's input that is one row of a ragged stack (a
+    nested loop's per-iteration stack, as long as that iteration's trip count):
+    only its shape, ``(None, *static)``, is read."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _is_ragged(shape):
+    return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
+
+
+_PASS_THROUGH = ("StopGradient", "Identity", "ZerosLike")
+
+
+def _only_sliced_by_loops(t):
+    """Whether every read of tensor ``t`` (through StopGradient / Identity / ZerosLike:
+    a gradient's zeros for it, in the branch that does not run the loop, which nothing
+    reads once the regions pass drops the If outputs nobody reads; and through the
+    branches of an If capturing it) is as a sliced input of a While op: the only reader the code generator gives a stack of run-time length
+    (codegen/lower_control.py; any other reader left makes it decline the kernel)."""
+    for op in t.consumers():
+        if op.type in _PASS_THROUGH:
+            if not _only_sliced_by_loops(op.outputs[0]):
+                return False
+            continue
+        if op.type == "If":   # a capture: read by its branches' loops (at any depth)
+            branches = [op.attrs["then_branch"], op.attrs["else_branch"]]
+            if not all(isinstance(f, Func) for f in branches):
+                return False
+            for k, x in enumerate(op.inputs):
+                if x is t and (k == 0 or not all(_only_sliced_by_loops(f.inputs[k - 1]) for f in branches)):
+                    return False
+            continue
+        if op.type != "While":
+            return False
+        a = op.attrs
+        first = a["n_vars"] + a["n_caps"]
+        if not all(first <= k < first + a["n_xs"] for k, x in enumerate(op.inputs) if x is t):
+            return False
+    return True
+
+
+def sub_program(func, shapes, ragged=()):
+    """The Program of a graph Func for concrete input shapes. ``ragged``: the
+    input positions that may be rows of a ragged stack, ``(None, *static)``,
+    when only loops nested in ``func`` slice them."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
-    if any(s is None or any(d is None for d in s) for s in shapes):
-        raise _Dynamic("an input of the region has no static shape")
+    for k, s in enumerate(shapes):
+        if s is None or any(d is None for d in s):
+            if not (k in ragged and _is_ragged(s) and _only_sliced_by_loops(func.inputs[k])):
+                raise _Dynamic("an input of the region has no static shape")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
-    fed = [(ph, _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
+    fed = [(ph, _Ragged(s) if None in s else _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
     ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
 
     def no_vars(attrs):
@@ -85,7 +137,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
     try:
         if op.type == "If":
             caps = in_shapes[1:]
-            then, els = sub_program(a["then_branch"], caps), sub_program(a["else_branch"], caps)
+            ragged = range(len(caps))   # (a capture: a stack its branches' loops slice, see sub_program)
+            then, els = sub_program(a["then_branch"], caps, ragged), sub_program(a["else_branch"], caps, ragged)
             st, se = _out_shapes(then), _out_shapes(els)
             if any(x is None or y is None or len(x) != len(y) for x, y in zip(st, se)):
                 raise _Dynamic("the branches' outputs differ in rank")
@@ -100,7 +153,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
             pop = popped_vars(a, vs, unread)   # shrinking by rows: specialised with the rows an iteration pops
             vs = [(pop[k],) + tuple(s[1:]) if k in pop else s for k, s in enumerate(vs)]
-            body = sub_program(a["body"], vs + cs + xs)
+            ragged = range(n + c, n + c + nx)   # (a sliced input: a nested loop's saved stacks)
+            body = sub_program(a["body"], vs + cs + xs, ragged)
             outs = _out_shapes(body)
             if any(tuple(outs[k]) != (0,) + tuple(vs[k][1:]) for k in pop):
                 raise _Dynamic("a loop variable changes shape")
@@ -110,7 +164,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                 raise _Dynamic("a loop variable changes shape")
             if grow:   # specialised with the growing variables empty: their outputs are the rows appended
                 vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
-                body = sub_program(a["body"], vs + cs + xs)
+                body = sub_program(a["body"], vs + cs + xs, ragged)
                 outs = _out_shapes(body)
                 if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
                        for k in range(n) if k not in pop):
@@ -125,8 +179,8 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                          var_specs=[((None,) + tuple(s[1:]) if k in grow or k in pop else tuple(s), dt)
                                     for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
-    except _Dynamic:
-        attrs = dict(a)
+    except _Dynamic as e:
+        attrs = dict(a, dynamic=str(e))   # (why: explain reports it, codegen/lower_control._origin)
     try:
         specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
     except (ValueError, TypeError) as e:
@@ -255,13 +309,15 @@ def _needed_vars(body, cond, nv, keep_y, used_vars):
     return sorted(need)
 
 
-def _grown_shape(b, entry, per_iteration, count):
-    """The int32 shape of a grown loop variable: entry + [per_iteration, 0, ...] * count."""
-    step = np.zeros(len(entry), np.int32)
+def _grown_shape(b, entry, per_iteration, count, out_type):
+    """The shape (of dtype ``out_type``) of a grown loop variable: entry + [per_iteration, 0, ...] * count."""
+    step = np.zeros(len(entry), out_type.np)
     step[0] = per_iteration
-    spec = (((len(entry),), dtypes.int32),)
+    spec = (((len(entry),), out_type),)
+    if out_type != dtypes.int32:   # (the trip count is the While's int32 output)
+        count = Value(b.emit("Cast", (count,), {"DstT": out_type}, (((), out_type),)))
     grows = b.emit("Mul", (b.literal(step), count), {}, spec)
-    return Value(b.emit("AddV2", (b.literal(np.array(entry, np.int32)), Value(grows)), {}, spec))
+    return Value(b.emit("AddV2", (b.literal(np.array(entry, out_type.np)), Value(grows)), {}, spec))
 
 
 def regions(program, optimise):
@@ -275,8 +331,8 @@ def regions(program, optimise):
     grown = {}   # Value of a growing loop variable -> (its shape at entry, rows per iteration, the trip count)
     for i, n in enumerate(program.nodes):
         a = n.attrs
-        if n.op == "Shape" and n.inputs[0] in grown and n.attrs["out_type"] == dtypes.int32:
-            b.map[Value(i, 0)] = _grown_shape(b, *grown[n.inputs[0]])
+        if n.op == "Shape" and n.inputs[0] in grown:
+            b.map[Value(i, 0)] = _grown_shape(b, *grown[n.inputs[0]], n.attrs["out_type"])
             stats["grown_shapes"] += 1
             continue
         if n.op == "If" and isinstance(a["then_branch"], Program):
