@@ -895,7 +895,7 @@ def _rule_matmul(opdef, inputs, flags, attrs, specs, B):
 def _rule_transpose(opdef, inputs, flags, attrs, specs, B):
     perm = attrs["perm"]
     x = inputs[0]._value
-    perm = tuple(range(x.ndim - 1)) if perm is None else tuple(perm)
+    perm = tuple(reversed(range(x.ndim - 1))) if perm is None else tuple(perm)   # (None: TF reverses the row's dims)
     return (np.ascontiguousarray(np.transpose(x, (0,) + tuple(p + 1 for p in perm))),)
 
 

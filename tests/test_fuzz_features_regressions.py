@@ -47,3 +47,27 @@ def test_slice_out_of_bounds_eager_names_what_tf_names(begin, size, message):
     else:
         with pytest.raises(errors.InvalidArgumentError, match=message.replace("[", r"\[").replace("]", r"\]")):
             tf.slice(x, begin, size)
+
+
+@pytest.mark.parametrize("use_pfor", [True, False])
+def test_jacobian_through_a_default_transpose(use_pfor):
+    """tf.transpose(x) (perm None) under a vectorised jacobian: the batched rule kept the row's
+    dims in order instead of reversing them (a broadcast ValueError for non-square rows, a
+    wrong jacobian for square ones). y[j, i] = x[i, j] * w[i, j], so dy[j, i]/dx[a, b] is
+    w[i, j] where (a, b) == (i, j), by hand."""
+    w = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    x = tf.constant(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3))
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = tf.transpose(x * w)
+        sq = tf.transpose(x[:, :2] * w[:, :2])        # a square row: no broadcast error to notice
+    want = np.zeros((3, 2, 2, 3), np.float32)
+    for i in range(2):
+        for j in range(3):
+            want[j, i, i, j] = w[i, j]
+    np.testing.assert_array_equal(t.jacobian(y, x, experimental_use_pfor=use_pfor).numpy(), want)
+    want_sq = np.zeros((2, 2, 2, 3), np.float32)
+    for i in range(2):
+        for j in range(2):
+            want_sq[j, i, i, j] = w[i, j]
+    np.testing.assert_array_equal(t.jacobian(sq, x, experimental_use_pfor=use_pfor).numpy(), want_sq)
