@@ -572,6 +572,25 @@ def attempt(fn, *args):
 UNSUPPORTED = (AttributeError, NotImplementedError)
 
 
+def features_agree_with_tf_float64(real, sub, seed, got):
+    """agrees_with_tf_float64 for a features scenario: TF reruns it on float64 programs."""
+    import tf_fuzz_features
+    if isinstance(got, BaseException):
+        return False
+    name = sub.rsplit("-", 1)[0] if sub not in tf_fuzz_features.SCENARIOS else sub
+    tf_fuzz_features.FLOAT = "float64"
+    try:
+        ref64 = attempt(tf_fuzz_features.SCENARIOS[name][0], real, seed, None)
+    finally:
+        tf_fuzz_features.FLOAT = "float32"
+    if isinstance(ref64, BaseException) or len(ref64) != len(got):
+        return False
+    with np.errstate(over="ignore"):
+        ref32 = [r.astype(np.float32) if r.dtype == np.float64 and g.dtype == np.float32 else r
+                 for r, g in zip(ref64, got)]
+    return compare(ref32, got) is None
+
+
 def run_features(real, jg, seed, names=None):
     """Each feature scenario (bench/tf_fuzz_features.py) on TF and jitgrad: ({sub: jitgrad result}, {sub: TF's})."""
     import tf_fuzz_features
@@ -660,7 +679,8 @@ def main():
                 if why is None:
                     stats["agree"] += 1
                     continue
-                if sub in FLOAT_RUNNERS and prog.dtype == "float32" and agrees_with_tf_float64(real, prog, sub, res):
+                if (sub in FLOAT_RUNNERS and prog.dtype == "float32" and agrees_with_tf_float64(real, prog, sub, res)) \
+                        or (mode == "features" and features_agree_with_tf_float64(real, sub, seed, res)):
                     stats["tf_float32_artifact"] += 1
                     if args.only is not None or not args.quiet:
                         print("seed %d %s: TF float32 differs, TF float64 agrees with jitgrad: %s" % (seed, sub, why))

@@ -18,8 +18,14 @@ import tf_fuzz as core  # noqa: E402 - bench/ is on sys.path when tf_fuzz runs
 
 # ------------------------------------------------------------------ helpers
 
-def _program(seed, shapes=None, dtype="float32"):
+# The float dtype of the programs; tf_fuzz sets it to float64 to tell a TF float32 artifact
+# (a flushed denormal) from a jitgrad error (agrees_with_tf_float64).
+FLOAT = "float32"
+
+
+def _program(seed, shapes=None, dtype=None):
     """A random tf_fuzz program (its own seed stream), optionally on given input shapes."""
+    dtype = dtype or FLOAT
     prog = core.make_program(seed, edge=(seed % 10) < 2, float_dtypes=False)
     if shapes is not None:
         rng = np.random.default_rng(seed + 1)
@@ -89,8 +95,8 @@ def tape_output_gradients(tf, seed, mode):
         t.watch(xs)
         outs = core.build(tf, prog, xs)
     rng = np.random.default_rng(seed + 2)
-    ws = [rng.uniform(-1, 1, tuple(o.shape)).astype(np.float32) for o in outs]
-    fl = all(o.dtype == tf.float32 for o in outs)
+    ws = [rng.uniform(-1, 1, tuple(o.shape)).astype(FLOAT) for o in outs]
+    fl = all(o.dtype == tf.as_dtype(FLOAT) for o in outs)
     grads = t.gradient(list(outs), xs, output_gradients=ws if fl else None,
                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return _flat(list(outs) + grads)
@@ -125,7 +131,7 @@ def _batch_jacobian(tf, seed, use_pfor):
     with tf.GradientTape(persistent=True) as t:
         t.watch(x)
         outs = core.build(tf, prog, [x])
-        cands = [o for o in outs if len(o.shape) >= 1 and o.shape[0] == shape[0] and o.dtype == tf.float32]
+        cands = [o for o in outs if len(o.shape) >= 1 and o.shape[0] == shape[0] and o.dtype == tf.as_dtype(FLOAT)]
         y = cands[-1] if cands else x * tf.tanh(x)
         if rng.random() < 0.5:
             y = y * tf.reduce_sum(x)          # rows that are not independent
@@ -208,7 +214,7 @@ def gradients_intermediate(tf, seed, mode):
         pool = core.build_pool(tf, prog, xs)
         outs = pool[len(xs):][-prog.n_out:]
         loss = core.loss_of(tf, prog, outs)
-        mids = [t for t in pool[len(xs):-1] if t.dtype == tf.float32]
+        mids = [t for t in pool[len(xs):-1] if t.dtype == tf.as_dtype(FLOAT)]
         srcs = xs + [mids[int(i)] for i in rng.integers(0, len(mids), min(2, len(mids)))] if mids else xs
         stop = [mids[int(rng.integers(0, len(mids)))]] if mids and rng.random() < 0.7 else None
         method = [None, tf.AggregationMethod.ADD_N, tf.AggregationMethod.EXPERIMENTAL_TREE,
@@ -273,7 +279,7 @@ def control_flow_grads(tf, seed, mode):
     with g.as_default():
         xs = [tf.compat.v1.placeholder(prog.dtype, s) for s in prog.shapes]
         pool = core.build_pool(tf, prog, xs)
-        fl = [t for t in pool if t.dtype == tf.float32]
+        fl = [t for t in pool if t.dtype == tf.as_dtype(FLOAT)]
         kind = FLOWS[seed % len(FLOWS)]
         y = _flow_body(tf, kind, fl[-1], fl[seed % len(fl)], seed >> 3)
         loss = tf.reduce_sum(y * y) * 0.5
@@ -295,7 +301,7 @@ def control_flow_tape(tf, seed, mode):
         with tf.GradientTape() as t:
             t.watch(list(xs))
             pool = core.build_pool(tf, prog, list(xs))
-            fl = [v for v in pool if v.dtype == tf.float32]
+            fl = [v for v in pool if v.dtype == tf.as_dtype(FLOAT)]
             y = _flow_body(tf, kind, fl[-1], fl[seed % len(fl)], seed >> 3)
             loss = tf.reduce_sum(y * y) * 0.5
         return [y] + t.gradient(loss, list(xs), unconnected_gradients="zero")

@@ -71,3 +71,35 @@ def test_jacobian_through_a_default_transpose(use_pfor):
         for j in range(2):
             want_sq[j, i, i, j] = w[i, j]
     np.testing.assert_array_equal(t.jacobian(sq, x, experimental_use_pfor=use_pfor).numpy(), want_sq)
+
+
+def test_square_of_a_complex_tensor_differentiates_with_the_conjugate():
+    """TF's _SquareGrad is g * 2 conj(x); jitgrad used g * 2x (the complex gradient's sign of
+    the imaginary part came out wrong). L = sum |x^2|^2 = sum |x|^4, whose gradient in TF's
+    convention is 4 |x|^2 x by hand; TF 2.21 printed [1.48+2.072j, -7.344+1.836j]."""
+    x0 = np.array([0.5 + 0.7j, -1.2 + 0.3j], np.complex128)
+    x = tf.constant(x0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        z = tf.square(x)
+        loss = tf.reduce_sum(tf.math.real(z * tf.math.conj(z)))
+    got = t.gradient(loss, x).numpy()
+    np.testing.assert_allclose(got, 4 * np.abs(x0) ** 2 * x0, rtol=1e-12)
+    np.testing.assert_allclose(got, [1.48 + 2.072j, -7.344 + 1.836j], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,value", [(tf.complex64, [1 + 2j]), (tf.bool, [True]), (tf.string, ["a"])])
+def test_ordering_comparisons_reject_what_tf_does_not_order(dtype, value):
+    """TF 2.21: tf.less / greater_equal of complex, bool or string tensors is an
+    InvalidArgumentError eagerly and a TypeError in a graph (equality takes them all);
+    jitgrad compared complex numbers lexicographically as numpy does."""
+    a = tf.constant(value, dtype)
+    for f in (tf.less, tf.less_equal, tf.greater, tf.greater_equal):
+        with pytest.raises(errors.InvalidArgumentError):
+            f(a, a)
+    np.testing.assert_array_equal(tf.equal(a, a).numpy(), [True])
+    g = tf.Graph()
+    with g.as_default():
+        b = tf.constant(value, dtype)
+        with pytest.raises(TypeError):
+            tf.less(b, b)
