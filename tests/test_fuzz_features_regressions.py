@@ -103,3 +103,72 @@ def test_ordering_comparisons_reject_what_tf_does_not_order(dtype, value):
         b = tf.constant(value, dtype)
         with pytest.raises(TypeError):
             tf.less(b, b)
+
+
+@graph_modes
+def test_gradient_with_respect_to_a_variable_sums_over_all_its_reads():
+    """TF differentiates with respect to a variable's handle: every read counts, including one
+    made under tf.control_dependencies and the value an assign_add returns, and no gradient
+    passes into an assigned value. jitgrad counted only the variable's first read node (7 came
+    out 4, a silent wrong number) and raised LookupError at an assign. TF 2.21 printed
+    [7.0] [6.0, 3.0] [4.0]; by hand: y = v^2 + 3v at v = 2 gives 2v + 3 = 7; y2 = a x + 5v
+    with a = v + x the value after the assign (3) gives dv = x + 5 = 6 and dx = a = 3."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        v = tf.Variable(2.0)
+        with tf.control_dependencies([tf.identity(x)]):
+            r = v * 3.0
+        y = v * v + r
+        y2 = v.assign_add(x) * x + v * 5.0
+        y3 = v.read_value() * 4.0
+        grads = tf.gradients(y, v) + tf.gradients(y2, [v, x]) + tf.gradients(y3, v)
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(init)
+        assert s.run(grads[:1], {x: 1.0}) == [7.0]
+        s.run(init)
+        assert s.run(grads[1:3], {x: 1.0}) == [6.0, 3.0]
+        assert s.run(grads[3:], {x: 1.0}) == [4.0]
+
+
+def test_tape_gradient_after_assignments_inside_tf_function():
+    """A tape inside tf.function over Variables assigned in it (tf_fuzz features
+    variable_assign_function): jitgrad raised LookupError ('No gradient defined for operation
+    AssignAdd'). y = sum(v' w a) with v' = v + a w read after the assignment: dy/da = v' w and
+    dy/dw = v' a, by hand; TF 2.21 printed 3.75, [0.75, 1.0], [1.5, -3.0] eagerly and traced."""
+    w = tf.Variable([0.5, -1.0])
+    a = tf.constant([1.0, 3.0])
+
+    def step(v):
+        with tf.GradientTape() as t:
+            t.watch(a)
+            v.assign_add(a * w)
+            y = tf.reduce_sum(v * w * a)
+        return [y] + t.gradient(y, [a, w], unconnected_gradients="zero")
+    for run in (step, tf.function(step)):
+        v = tf.Variable([1.0, 2.0])
+        y, da, dw = run(v)
+        np.testing.assert_array_equal(v.numpy(), [1.5, -1.0])
+        assert float(y) == 3.75
+        np.testing.assert_array_equal(da.numpy(), [0.75, 1.0])
+        np.testing.assert_array_equal(dw.numpy(), [1.5, -3.0])
+
+
+def test_tape_in_tf_function_watches_a_captured_eager_tensor():
+    """t.watch(a) on a closure's eager constant inside tf.function gave a None gradient (each
+    use of `a` became its own Const, none of them the watched one). y = sum(w a^2): dy/da =
+    2 w a = [1, -6] and dy/dw = a^2 = [1, 9] by hand, as TF 2.21 prints eagerly and traced."""
+    a = tf.constant([1.0, 3.0])
+    w = tf.Variable([0.5, -1.0])
+
+    def f():
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(a)
+            y = tf.reduce_sum(w * a * a)
+        return t.gradient(y, [a, w]) + [t.gradient(y, a)]
+    for run in (f, tf.function(f)):
+        da, dw, da_alone = run()
+        np.testing.assert_array_equal(da.numpy(), [1.0, -6.0])
+        np.testing.assert_array_equal(dw.numpy(), [1.0, 9.0])
+        np.testing.assert_array_equal(da_alone.numpy(), [1.0, -6.0])
