@@ -172,3 +172,30 @@ def test_tape_in_tf_function_watches_a_captured_eager_tensor():
         np.testing.assert_array_equal(da.numpy(), [1.0, -6.0])
         np.testing.assert_array_equal(dw.numpy(), [1.0, 9.0])
         np.testing.assert_array_equal(da_alone.numpy(), [1.0, -6.0])
+
+
+def test_softmax_cross_entropy_casts_labels_and_computes_half_logits_in_float32():
+    """TF's softmax_cross_entropy_with_logits casts the labels to the dtype it computes in and
+    computes float16 / bfloat16 logits in float32, rounding the loss once; jitgrad raised
+    TypeError for labels of another dtype (tf_fuzz features seed 92041: float32 labels, bfloat16
+    logits) and rounded every intermediate. Expected values printed by TF 2.21."""
+    logits = [[1.0, 2.0]]
+    got = tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0, 1]]), logits=tf.constant(logits))
+    np.testing.assert_allclose(got.numpy(), [0.31326166], rtol=1e-6)    # log(1 + e^-1), int labels
+    got = tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0.2, 0.8]], tf.float64),
+                                                  logits=tf.constant(logits))
+    assert got.dtype == tf.float32
+    np.testing.assert_allclose(got.numpy(), [0.5132617], rtol=1e-6)
+    got = tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0.2, 0.8]]),
+                                                  logits=tf.constant(logits, tf.bfloat16))
+    assert got.dtype == tf.bfloat16 and float(got.numpy()[0]) == 0.51171875    # TF: 0.511719
+    x = tf.constant([[1., 2., -0.5], [0.3, 0.1, 0.7]], tf.float16)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        loss = tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0.2, 0.8, 0.], [0.1, 0.1, 0.8]]),
+                                                       logits=x)
+        s = tf.reduce_sum(loss * tf.constant([1.0, 2.0], tf.float16))
+    np.testing.assert_array_equal(loss.numpy(), np.array([0.57177734375, 0.89697265625], np.float16))
+    np.testing.assert_array_equal(t.gradient(s, x).numpy(), np.array(      # TF 2.21's float16 numbers
+        [[0.0537109375, -0.1103515625, 0.056610107421875], [0.404052734375, 0.294677734375, -0.69873046875]],
+        np.float16))
