@@ -199,3 +199,35 @@ def test_softmax_cross_entropy_casts_labels_and_computes_half_logits_in_float32(
     np.testing.assert_array_equal(t.gradient(s, x).numpy(), np.array(      # TF 2.21's float16 numbers
         [[0.0537109375, -0.1103515625, 0.056610107421875], [0.404052734375, 0.294677734375, -0.69873046875]],
         np.float16))
+
+
+RESHAPES_OF_NOTHING = [  # (input shape, target, TF 2.21's result shape)
+    ((0,), [0, -1], (0, 1)), ((0, 3), [0, -1], (0, 3)), ((0,), [-1, 0], (1, 0)), ((0, 3), [0, -1, 2], (0, 1, 2)),
+    ((2, 0), [2, -1], (2, 0)), ((0,), [3, -1], (3, 0)),
+]
+
+
+@pytest.mark.parametrize("src,target,want", RESHAPES_OF_NOTHING)
+def test_reshape_of_an_empty_tensor_with_a_zero_and_a_minus_one(src, target, want):
+    """tf.reshape(empty, [0, -1]) raised 'Cannot reshape a tensor with 0 elements' (tf_fuzz
+    features seed 92046); TF's kernel takes the -1 as the input's non-zero dims over the
+    target's non-zero sizes. Shapes printed by TF 2.21 eagerly."""
+    assert tuple(tf.reshape(tf.zeros(src), target).shape) == want
+
+
+@graph_modes
+@pytest.mark.parametrize("src,target,want", RESHAPES_OF_NOTHING)
+def test_reshape_of_an_empty_feed_with_a_zero_and_a_minus_one(src, target, want):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None] * len(src))
+        y = tf.reshape(x, target)
+        gx = tf.gradients(tf.reduce_sum(y * 2.0), x)[0]
+    with tf.compat.v1.Session(graph=g) as s:
+        out, grad = s.run([y, gx], {x: np.zeros(src, np.float32)})
+    assert out.shape == want and grad.shape == src
+
+
+def test_reshape_of_values_to_a_zero_size_still_fails():
+    with pytest.raises(errors.InvalidArgumentError):
+        tf.reshape(tf.zeros([3]), [0, -1])

@@ -188,7 +188,12 @@ def _reshape_dims(src, target):
         raise ValueError(f"Only one dimension of a reshape target may be -1, got {target}")
     n = int(np.prod(src, dtype=np.int64))
     known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
-    if -1 in target:
+    if -1 in target and known == 0 and n == 0 and 0 in target:
+        # TF's Reshape kernel (reshape_op.h): with a 0 in the target, the -1 is the product of
+        # the input's non-zero dims over the target's non-zero sizes ((0, 3) -> [0, -1] is (0, 3))
+        rest = int(np.prod([d for d in target if d > 0], dtype=np.int64))
+        target[target.index(-1)] = int(np.prod([d for d in src if d > 0], dtype=np.int64)) // rest
+    elif -1 in target:
         if known == 0 or n % known:
             raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target}")
         target[target.index(-1)] = n // known
