@@ -11,7 +11,7 @@ at run time, the array is carried as one dense tensor instead
 """
 import numpy as np
 
-from . import dtypes, no_op
+from . import context, dtypes, no_op
 from .convert import is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
@@ -89,6 +89,9 @@ class TensorArray:
     def read(self, index, name=None):
         i = _index(index, "read")
         if not 0 <= i < len(self._items):
+            if context.executing_eagerly():     # TF's eager TensorArray: OutOfRangeError; a graph's: InvalidArgument
+                raise OutOfRangeError(f"Reading from negative indices (index {i}) is not allowed." if i < 0 else
+                                      f"Tried to read from index {i} but array size is: {len(self._items)}")
             raise InvalidArgumentError(f"Tried to read from index {i} but array size is: {len(self._items)}")
         return self._item(i)
 

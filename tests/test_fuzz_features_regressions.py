@@ -231,3 +231,18 @@ def test_reshape_of_an_empty_feed_with_a_zero_and_a_minus_one(src, target, want)
 def test_reshape_of_values_to_a_zero_size_still_fails():
     with pytest.raises(errors.InvalidArgumentError):
         tf.reshape(tf.zeros([3]), [0, -1])
+
+
+@pytest.mark.parametrize("index,message", [(2, "Tried to read from index 2 but array size is: 2"),
+                                           (-1, r"Reading from negative indices \(index -1\) is not allowed")])
+def test_eager_tensor_array_read_out_of_range_is_tfs_out_of_range_error(index, message):
+    """TF 2.21's eager TensorArray raises OutOfRangeError (a graph's, InvalidArgumentError);
+    jitgrad raised InvalidArgumentError eagerly too (tf_fuzz features bad_input_eager)."""
+    ta = tf.TensorArray(tf.float32, size=2).unstack([1.0, 2.0])
+    with pytest.raises(errors.OutOfRangeError, match=message):
+        ta.read(index)
+    g = tf.Graph()
+    with g.as_default():
+        ta = tf.TensorArray(tf.float32, size=2).unstack([1.0, 2.0])
+        with pytest.raises(errors.InvalidArgumentError):
+            ta.read(index)
