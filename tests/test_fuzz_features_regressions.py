@@ -246,3 +246,38 @@ def test_eager_tensor_array_read_out_of_range_is_tfs_out_of_range_error(index, m
         ta = tf.TensorArray(tf.float32, size=2).unstack([1.0, 2.0])
         with pytest.raises(errors.InvalidArgumentError):
             ta.read(index)
+
+
+def test_moments_of_float16_are_computed_in_float32():
+    """TF's nn.moments casts float16 to float32 for the statistics and back; jitgrad squared
+    the float16 differences (525^2 overflowed: the variance was inf). Numbers printed by
+    TF 2.21: mean [75, 0.09375], variance [39360, 2.03125]."""
+    x = tf.constant(np.array([[0.] * 7 + [600.], [1.5, 2.25, -3.] + [0.] * 5], np.float16))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        m, v = tf.nn.moments(x, axes=[1])
+        s = tf.reduce_sum(m) + tf.reduce_sum(v) * tf.constant(0.001, tf.float16)
+    assert m.dtype == tf.float16 and v.dtype == tf.float16
+    np.testing.assert_array_equal(m.numpy(), np.array([75.0, 0.09375], np.float16))
+    np.testing.assert_array_equal(v.numpy(), np.array([39360.0, 2.03125], np.float16))
+    np.testing.assert_array_equal(t.gradient(s, x).numpy()[0], np.array(
+        [0.10626220703125] * 7 + [0.25634765625], np.float16))
+
+
+@graph_modes
+def test_bfloat16_sums_accumulate_in_float32():
+    """TF adds bfloat16 in float32 and rounds once; jitgrad's numpy sum rounded each partial
+    sum (tf_fuzz features seed 92003: a gradient 3 ulps off). 20 x 0.5986 in bfloat16 is
+    20 x 0.59765625 = 11.953 exactly, 11.9375 in bfloat16 (TF 2.21 prints 11.9375; jitgrad
+    gave 12.125); the mean and the broadcast gradient (a SumToShape) add the same way."""
+    import ml_dtypes
+    a = np.full(20, 0.5986, ml_dtypes.bfloat16)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.bfloat16, [20])
+        b = tf.compat.v1.placeholder(tf.bfloat16, [])
+        outs = [tf.reduce_sum(x), tf.reduce_mean(x) * 20.0, tf.gradients(tf.reduce_sum(x * b), b)[0],
+                tf.gradients(tf.reduce_sum(tf.tile(tf.reshape(b, [1]), [20]) * x), b)[0]]
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(outs, {x: a, b: np.array(1.0, ml_dtypes.bfloat16)})
+    assert [float(v) for v in got] == [11.9375, 11.9375, 11.9375, 11.9375]

@@ -776,7 +776,9 @@ def _tile_grad_kernel(attrs, g, ref):
     inter = []
     for k, d in zip(m, ref.shape):
         inter += [k, d]
-    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=g.dtype)
+    # (bfloat16 added in float32 and rounded once, as TF's sums: reduction_ops._accumulator)
+    acc = np.float32 if g.dtype == dtypes.bfloat16.np else g.dtype
+    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=acc).astype(g.dtype)
 
 
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),

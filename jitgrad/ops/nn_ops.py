@@ -232,10 +232,15 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     nn_impl.moments: the variance is mean(squared_difference(x, stop_gradient(mean)))
     (stop_gradient changes nothing: that gradient is zero). ``shift`` is unused, as in TF."""
     (x,) = convert_all([x])
-    mean = reduce_mean(x, axes, keepdims=True)
-    variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True)
+    # As TF: float16 statistics are computed in float32 (float16's range is too small for them:
+    # a variance of values near 300 overflowed to inf) and cast back
+    y = cast(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+    mean = reduce_mean(y, axes, keepdims=True)
+    variance = reduce_mean(squared_difference(y, stop_gradient(mean)), axes, keepdims=True)
     if not keepdims:
         mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+    if x.dtype == dtypes.float16:
+        mean, variance = cast(mean, dtypes.float16), cast(variance, dtypes.float16)
     prefix = name or "moments"
     return identity(mean, name=prefix + "_mean"), identity(variance, name=prefix + "_variance")
 
