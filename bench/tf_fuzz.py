@@ -12,6 +12,9 @@ casts, cond / while_loop / map_fn / scan). The same Python code builds it agains
             small programs, tf.hessians; jitgrad in its compiled AND interpreter modes.
   eager     GradientTape (sometimes nested: second derivatives).
   function  tf.function vs jitgrad.function, values and a tape gradient through it.
+  features  the API around a program (bench/tf_fuzz_features.py): tape options, jacobians,
+            nested tapes, control flow with captures, Variables in tf.function, complex /
+            bfloat16, empty dims, bad inputs (the exception class must be TF's).
 
 Results are compared in dtype, shape and value. Float32 tolerance: |a-b| <= 1e-4*max(|a|,|b|)
 + 1e-5 (transcendentals are not correctly rounded in either library and gradients chain a few
@@ -356,6 +359,12 @@ def run_int_eager(tf, prog):
 
 
 def build(tf, prog, xs):
+    pool = build_pool(tf, prog, xs)
+    return pool[len(xs):][-prog.n_out:] or pool[-1:]
+
+
+def build_pool(tf, prog, xs):
+    """Every tensor the program makes, inputs first."""
     pool = list(xs)
     for st in prog.steps:
         k = st[0]
@@ -372,8 +381,7 @@ def build(tf, prog, xs):
                 pool.append(BINARY_ARRAY[st[1]](tf, a, b, st[4]))
         else:
             pool.append(_control(tf, st[1], pool[st[2] % len(pool)], st[3], st[4]))
-    outs = pool[len(xs):][-prog.n_out:] or pool[-1:]
-    return outs
+    return pool
 
 
 def loss_of(tf, prog, outs):
@@ -487,13 +495,20 @@ def _close(a, b, dtype):
         return "shape %s vs %s" % (a.shape, b.shape)
     if a.dtype != b.dtype:
         return "dtype %s vs %s" % (a.dtype, b.dtype)
+    if a.dtype.name == "bfloat16":          # ml_dtypes: numpy kind 'V'; compared as float32 at 1e-2
+        a, b = a.astype(np.float32), b.astype(np.float32)
+        tol16 = True
+    else:
+        tol16 = a.dtype == np.float16
+    if a.dtype.kind == "c":                 # real and imaginary parts each as floats of the part's width
+        return _close(a.real, b.real, dtype) or _close(a.imag, b.imag, dtype)
     if a.dtype.kind not in "fc":
         return None if np.array_equal(a, b) else "values differ"
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    tiny = np.finfo(np.float32).tiny if a.dtype != np.float16 else np.finfo(np.float16).tiny
+    tiny = np.finfo(np.float16).tiny if a.dtype == np.float16 else np.finfo(np.float32).tiny
     a64 = np.where(np.abs(a64) < tiny, 0.0, a64)
     b64 = np.where(np.abs(b64) < tiny, 0.0, b64)
-    rtol, atol = (1e-4, 1e-5) if a.dtype in (np.float32, np.float64) else (1e-2, 1e-2)
+    rtol, atol = (1e-2, 1e-2) if tol16 else (1e-4, 1e-5)
     nan_a, nan_b = np.isnan(a64), np.isnan(b64)
     if not np.array_equal(nan_a, nan_b):
         return "NaN pattern differs"
@@ -557,6 +572,39 @@ def attempt(fn, *args):
 UNSUPPORTED = (AttributeError, NotImplementedError)
 
 
+def features_agree_with_tf_float64(real, sub, seed, got):
+    """agrees_with_tf_float64 for a features scenario: TF reruns it on float64 programs."""
+    import tf_fuzz_features
+    if isinstance(got, BaseException):
+        return False
+    name = sub.rsplit("-", 1)[0] if sub not in tf_fuzz_features.SCENARIOS else sub
+    tf_fuzz_features.FLOAT = "float64"
+    try:
+        ref64 = attempt(tf_fuzz_features.SCENARIOS[name][0], real, seed, None)
+    finally:
+        tf_fuzz_features.FLOAT = "float32"
+    if isinstance(ref64, BaseException) or len(ref64) != len(got):
+        return False
+    with np.errstate(over="ignore"):
+        ref32 = [r.astype(np.float32) if r.dtype == np.float64 and g.dtype == np.float32 else r
+                 for r, g in zip(ref64, got)]
+    return compare(ref32, got) is None
+
+
+def run_features(real, jg, seed, names=None):
+    """Each feature scenario (bench/tf_fuzz_features.py) on TF and jitgrad: ({sub: jitgrad result}, {sub: TF's})."""
+    import tf_fuzz_features
+    got, refs = {}, {}
+    for name, (fn, graph) in tf_fuzz_features.SCENARIOS.items():
+        if names and name not in names:
+            continue
+        ref = attempt(fn, real, seed, None)
+        for jmode in (("compiled", "interpret") if graph else (None,)):
+            sub = name + ("-" + jmode if jmode else "")
+            got[sub], refs[sub] = attempt(fn, jg, seed, jmode), ref
+    return got, refs
+
+
 def describe(prog):
     if isinstance(prog, IntProgram):
         return "dtype=%s shapes=%s steps=%s values=%s" % (prog.dtype, prog.shapes, prog.steps,
@@ -571,7 +619,9 @@ def main():
     ap.add_argument("--programs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", type=int, default=None, help="run one program (its seed) verbosely")
-    ap.add_argument("--modes", default="graph,eager,function,int,keras")
+    ap.add_argument("--modes", default="graph,eager,function,int,keras,features")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated names from tf_fuzz_features.SCENARIOS (mode features); default all")
     ap.add_argument("--float32-only", action="store_true")
     ap.add_argument("--edge-fraction", type=float, default=0.3)
     ap.add_argument("--quiet", action="store_true")
@@ -582,6 +632,7 @@ def main():
     real.get_logger().setLevel("ERROR")
 
     modes = args.modes.split(",")
+    scenarios = args.scenarios.split(",") if args.scenarios else None
     seeds = [args.only] if args.only is not None else range(args.seed, args.seed + args.programs)
     stats = collections.Counter()
     found = collections.defaultdict(list)
@@ -606,11 +657,15 @@ def main():
                        "interpret": attempt(run_graph, jg, prog, "interpret")}
             elif mode == "eager":
                 ref, got = attempt(run_eager, real, prog), {"eager": attempt(run_eager, jg, prog)}
-            else:
+            elif mode == "function":
                 ref, got = attempt(run_function, real, prog), {"function": attempt(run_function, jg, prog)}
+            else:
+                got, refs = run_features(real, jg, seed, scenarios)
             for sub, res in got.items():
                 if sub == "int-eager":
                     ref = ref_eager
+                if mode == "features":
+                    ref = refs[sub]
                 stats["runs"] += 1
                 if isinstance(res, UNSUPPORTED) and not isinstance(ref, UNSUPPORTED):
                     stats["unsupported"] += 1
@@ -624,15 +679,17 @@ def main():
                 if why is None:
                     stats["agree"] += 1
                     continue
-                if sub in FLOAT_RUNNERS and prog.dtype == "float32" and agrees_with_tf_float64(real, prog, sub, res):
+                if (sub in FLOAT_RUNNERS and prog.dtype == "float32" and agrees_with_tf_float64(real, prog, sub, res)) \
+                        or (mode == "features" and features_agree_with_tf_float64(real, sub, seed, res)):
                     stats["tf_float32_artifact"] += 1
                     if args.only is not None or not args.quiet:
                         print("seed %d %s: TF float32 differs, TF float64 agrees with jitgrad: %s" % (seed, sub, why))
                     continue
                 stats["mismatch"] += 1
                 found[sub].append(seed)
-                print("MISMATCH seed %d %s (edge=%s): %s\n   %s" % (seed, sub, edge, why,
-                                                            describe(iprog if sub.startswith("int-") else prog)))
+                print("MISMATCH seed %d %s (edge=%s): %s\n   %s" % (
+                    seed, sub, edge, why, "scenario %s of bench/tf_fuzz_features.py" % sub if mode == "features"
+                    else describe(iprog if sub.startswith("int-") else prog)))
                 if args.only is not None:
                     for r in (ref, res):
                         if isinstance(r, BaseException):

@@ -169,7 +169,12 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
                              f"dtype {value.dtype.name}: {value!r}")
         if not building:
             return value
-        return _graph_const(value._value, graph, name or "Const")
+        g = graph or context.get_default_graph()
+        watched = getattr(g, "_watched_eager", None)    # tape.py: a tape in a trace watches it
+        hit = watched.get(id(value)) if watched else None
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        return _graph_const(value._value, g, name or "Const")
     if _contains_tensor(value):
         items = [convert_to_tensor(v, dtype=want, graph=graph) for v in value]
         return dispatch.stack(items, name=name or "packed")

@@ -126,6 +126,26 @@ def _zeros_like(t):
     return math_ops.zeros_like(t)
 
 
+# ops whose output is a variable's value: a read, or an assignment (the value after it)
+VARIABLE_VALUE_OPS = ("VariableV2", "Assign", "AssignAdd", "AssignSub")
+
+
+def _other_reads(xs, graph):
+    """For each x that is a variable's value, the graph's other tensors holding that variable's
+    value (reads under tf.control_dependencies, the result of an assign, a read after an
+    assignment in a tf.function); [] for any other x. TF differentiates with respect to the
+    variable's handle, so the gradient sums over all of them."""
+    keys = {x.op.attrs.get("var") for x in xs if x.op.type in VARIABLE_VALUE_OPS}
+    if not keys:
+        return [[] for _ in xs]
+    by_key = collections.defaultdict(list)
+    for op in graph.get_operations():
+        if op.type in VARIABLE_VALUE_OPS and op.attrs.get("var") in keys:
+            by_key[op.attrs["var"]].append(op.outputs[0])
+    return [[t for t in by_key[x.op.attrs.get("var")] if t is not x] if x.op.type in VARIABLE_VALUE_OPS else []
+            for x in xs]
+
+
 def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
               stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
     """``tf.gradients`` (TF 2's argument order): symbolic derivatives of sum(ys) with respect
@@ -175,8 +195,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                     gy = apply_op("BroadcastToShapeOf", [gy, y])
             converted.append(gy)
 
+        reads = _other_reads(xs, graph)
         to_ops = [y.op for y in ys]
-        from_ops = [x.op for x in xs]
+        from_ops = [x.op for x in xs] + [t.op for r in reads for t in r]
         stop_ops_explicit = [t.op for t in stop]
         reachable_to_ops, pending = _pending_count(to_ops, from_ops)
         grads = {}
@@ -230,20 +251,26 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                     queue.append(t.op)
 
         result = []
-        for x in xs:
-            op_grads = grads.get(x.op)
-            if not op_grads:
-                g = None
-            else:
-                g = op_grads[x.value_index]
-                if isinstance(g, list):
-                    # x's op was never processed (e.g. it is not between xs and ys); its
-                    # contributions still count, as in TF where this cannot happen.
-                    g = None if not g else (g[0] if len(g) == 1 else apply_op("AddN", g, name="AddN"))
+        for x, others in zip(xs, reads):
+            parts = [g for g in (_collected(grads, t) for t in [x] + others) if g is not None]
+            g = None if not parts else parts[0] if len(parts) == 1 else apply_op("AddN", parts, name="AddN")
             if g is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 g = _zeros_like(x)
             result.append(g)
     return result
+
+
+def _collected(grads, x):
+    """The gradient gathered for tensor x (None if nothing reached it)."""
+    op_grads = grads.get(x.op)
+    if not op_grads:
+        return None
+    g = op_grads[x.value_index]
+    if isinstance(g, list):
+        # x's op was never processed (e.g. it is not between xs and ys); its
+        # contributions still count, as in TF where this cannot happen.
+        g = None if not g else (g[0] if len(g) == 1 else apply_op("AddN", g, name="AddN"))
+    return g
 
 
 class _nullcontext:

@@ -383,6 +383,19 @@ def _target_id(t):
     return t._id, t._value.shape, t._value.dtype
 
 
+def _capture_watched(t):
+    """An eager tensor watched by a tape inside a trace (a function's closure constant): one
+    Const for it in the graph being built, which every later use there converts to (TF
+    captures an outside tensor once), so the tape can differentiate with respect to it."""
+    g = context.get_default_graph()
+    watched = g.__dict__.setdefault("_watched_eager", {})
+    hit = watched.get(id(t))
+    if hit is None or hit[0] is not t:
+        with g.control_dependencies(None):
+            hit = watched[id(t)] = (t, convert_to_tensor(t, graph=g))
+    return hit[1]
+
+
 def _as_seen_here(t):
     """A tensor of an enclosing graph as the branch / loop body being built sees it
     (its capture: a tape opened inside an AutoGraph loop body watching a function
@@ -471,18 +484,23 @@ class GradientTape:
                 self._tape.watch_variable(t)
                 if self._graph_state is not None:
                     self._graph_state.watched.add(t._handle_id)
+            elif isinstance(t, EagerTensor) and not context.executing_eagerly():
+                self._watch_in_trace(_capture_watched(t))
             elif isinstance(t, EagerTensor):
                 if t._value.dtype not in _TRAINABLE_NP:
                     _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r",
                                  t.dtype)
                 self._tape.watch(t._id)
             elif isinstance(t, Tensor):
-                if self._graph_state is None:
-                    self._graph_state = _GraphTapeState(t.graph)
-                self._graph_state.watched.add(id(t))
+                self._watch_in_trace(t)
             else:
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or "
                                  "tf.Variable or ExtensionType.")
+
+    def _watch_in_trace(self, t):
+        if self._graph_state is None:
+            self._graph_state = _GraphTapeState(t.graph)
+        self._graph_state.watched.add(id(t))
 
     def watched_variables(self):
         """Variables watched by this tape, in creation order (TF keeps them in a set ordered by id)."""
@@ -675,8 +693,8 @@ class GradientTape:
                 xs.append(_as_seen_here(s))
                 watched.append(gs is not None and id(s) in gs.watched)
             else:
-                xs.append(convert_to_tensor(s))
-                watched.append(False)
+                xs.append(convert_to_tensor(s))      # an eager tensor: its capture if a tape watched it
+                watched.append(gs is not None and id(xs[-1]) in gs.watched)
         return xs, watched
 
     def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
@@ -895,7 +913,7 @@ def _rule_matmul(opdef, inputs, flags, attrs, specs, B):
 def _rule_transpose(opdef, inputs, flags, attrs, specs, B):
     perm = attrs["perm"]
     x = inputs[0]._value
-    perm = tuple(range(x.ndim - 1)) if perm is None else tuple(perm)
+    perm = tuple(reversed(range(x.ndim - 1))) if perm is None else tuple(perm)   # (None: TF reverses the row's dims)
     return (np.ascontiguousarray(np.transpose(x, (0,) + tuple(p + 1 for p in perm))),)
 
 

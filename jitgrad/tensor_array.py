@@ -13,7 +13,7 @@ that ``unstack``s a value of unknown length.
 """
 import numpy as np
 
-from . import dtypes, no_op
+from . import context, dtypes, no_op
 from .convert import is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
@@ -107,6 +107,9 @@ class TensorArray:
     def read(self, index, name=None):
         i = _index(index, "read")
         if not 0 <= i < len(self._items):
+            if context.executing_eagerly():     # TF's eager TensorArray: OutOfRangeError; a graph's: InvalidArgument
+                raise OutOfRangeError(f"Reading from negative indices (index {i}) is not allowed." if i < 0 else
+                                      f"Tried to read from index {i} but array size is: {len(self._items)}")
             raise InvalidArgumentError(f"Tried to read from index {i} but array size is: {len(self._items)}")
         return self._item(i)
 

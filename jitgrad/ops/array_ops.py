@@ -188,7 +188,12 @@ def _reshape_dims(src, target):
         raise ValueError(f"Only one dimension of a reshape target may be -1, got {target}")
     n = int(np.prod(src, dtype=np.int64))
     known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
-    if -1 in target:
+    if -1 in target and known == 0 and n == 0 and 0 in target:
+        # TF's Reshape kernel (reshape_op.h): with a 0 in the target, the -1 is the product of
+        # the input's non-zero dims over the target's non-zero sizes ((0, 3) -> [0, -1] is (0, 3))
+        rest = int(np.prod([d for d in target if d > 0], dtype=np.int64))
+        target[target.index(-1)] = int(np.prod([d for d in src if d > 0], dtype=np.int64)) // rest
+    elif -1 in target:
         if known == 0 or n % known:
             raise ValueError(f"Cannot reshape a tensor with {n} elements to shape {target}")
         target[target.index(-1)] = n // known
@@ -595,7 +600,37 @@ def _strided_infer(shapes, dts, attrs):
     return [(tuple(out), dts[0])]
 
 
-register("StridedSlice", infer=_strided_infer,
+def _slice_bounds_error(begin, size, dims):
+    """TF's Slice kernel check (slice_op.cc SharedSliceValidation) of begin / size against
+    the input's dims (None: unknown, skipped); the message, or None when they fit."""
+    for i, (b, s, d) in enumerate(zip(begin, size, dims)):
+        if d is None:
+            continue
+        if d == 0:
+            if b != 0 or s not in (0, -1):
+                return (f"Expected begin[{i}] == 0 (got {b}) and size[{i}] == 0 (got {s}) when "
+                        f"input.dim_size({i}) == 0")
+            continue
+        if not 0 <= b <= d:
+            return f"Expected begin[{i}] in [0, {d}], but got {b}"
+        if s == -1:
+            s = d - b
+        if not (0 <= s and b + s <= d):
+            return f"Expected size[{i}] in [0, {d - b}], but got {s}"
+    return None
+
+
+def _strided_run_check(shapes, attrs):
+    # tf.slice on dims unknown when the graph was built: checked on the run's shapes, as
+    # TF's kernel does (StridedSlice itself clamps, as Python slicing does)
+    bounds = attrs.get("slice_bounds")
+    if bounds is not None and shapes[0] is not None:
+        why = _slice_bounds_error(bounds[0], bounds[1], shapes[0])
+        if why:
+            raise ValueError(why)
+
+
+register("StridedSlice", infer=_strided_infer, run_check=_strided_run_check,
          kernel=lambda attrs, x: np.asarray(x[_spec_index(attrs["spec"], x.shape)], order="C"),
          grad=lambda op, g: [apply_op("StridedSliceGrad", [g, op.inputs[0]], {"spec": op.get_attr("spec")})],
          kind="layout")
@@ -679,13 +714,13 @@ def slice_(input_, begin, size, name=None):
         raise shape_error(f"Expected begin and size arguments to be 1-D tensors of size {rank}, but got "
                           f"shapes [{len(b)}] and [{len(s)}] instead.")
     dims = x.shape.as_list() if rank is not None else [None] * len(b)
-    for i, (bi, si) in enumerate(zip(b, s)):
-        d = dims[i]
-        end = d if si == -1 else bi + si
-        if bi < 0 or si < -1 or (d is not None and end is not None and end > d):
-            raise shape_error(f"Expected size[{i}] in [0, {None if d is None else d - bi}], but got {si}")
-    key = tuple(slice(bi, None if si == -1 else bi + si) for bi, si in zip(b, s))
-    return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name=name or "Slice")
+    why = _slice_bounds_error(b, s, dims)
+    if why:
+        raise shape_error(why)
+    attrs = {"spec": _slice_spec(tuple(slice(bi, None if si == -1 else bi + si) for bi, si in zip(b, s)))}
+    if None in dims:       # checked when the run's shapes are known (_strided_run_check)
+        attrs["slice_bounds"] = (tuple(b), tuple(s))
+    return apply_op("StridedSlice", [x], attrs, name=name or "Slice")
 
 
 # ---------------------------------------------------------------- gather / tile / broadcast
@@ -776,7 +811,9 @@ def _tile_grad_kernel(attrs, g, ref):
     inter = []
     for k, d in zip(m, ref.shape):
         inter += [k, d]
-    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=g.dtype)
+    # (bfloat16 added in float32 and rounded once, as TF's sums: reduction_ops._accumulator)
+    acc = np.float32 if g.dtype == dtypes.bfloat16.np else g.dtype
+    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=acc).astype(g.dtype)
 
 
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),

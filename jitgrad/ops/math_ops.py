@@ -201,9 +201,11 @@ _binary_op("SqrtGrad", _sqrt_grad,
            lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
                           realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
 
-for _name, _fn in [("Less", np.less), ("LessEqual", np.less_equal), ("Greater", np.greater),
-                   ("GreaterEqual", np.greater_equal), ("Equal", np.equal), ("NotEqual", np.not_equal)]:
-    _binary_op(_name, _fn, NOT_DIFFERENTIABLE, ALL, out_dtype=dtypes.bool_)
+# TF orders real numbers only (complex, bool and string are type errors); equality takes all
+for _name, _fn, _types in [("Less", np.less, NUMBERS), ("LessEqual", np.less_equal, NUMBERS),
+                           ("Greater", np.greater, NUMBERS), ("GreaterEqual", np.greater_equal, NUMBERS),
+                           ("Equal", np.equal, ALL), ("NotEqual", np.not_equal, ALL)]:
+    _binary_op(_name, _fn, NOT_DIFFERENTIABLE, _types, out_dtype=dtypes.bool_)
 _binary_op("LogicalAnd", np.logical_and, NOT_DIFFERENTIABLE, BOOL)
 _binary_op("LogicalOr", np.logical_or, NOT_DIFFERENTIABLE, BOOL)
 _unary_op("LogicalNot", np.logical_not, NOT_DIFFERENTIABLE, BOOL)
@@ -216,8 +218,8 @@ def _is_eager(t):
 _unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
 _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
 _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned)
-_unary_op("Square", np.square,
-          lambda op, g: [multiply(g, multiply(op.inputs[0], 2.0))], ARITH)
+_unary_op("Square", np.square,   # TF's _SquareGrad: g * 2 conj(x) (for complex x, as for Mul)
+          lambda op, g: [multiply(g, multiply(_conj(op.inputs[0]), 2.0))], ARITH)
 _unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
 # RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
 # (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);

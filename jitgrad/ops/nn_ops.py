@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
+from .. import dtypes
 from ..shapes import as_shape
 from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
@@ -66,13 +67,21 @@ register("SoftmaxXentLoss", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0]
 def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=None):
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
-    logits, labels = convert_all([logits, labels])
+    (logits,) = convert_all([logits])
+    (labels,) = convert_all([labels], graph=graph_of([logits]))
     if labels.shape.dims is not None and logits.shape.dims is not None and \
             not labels.shape.is_compatible_with(logits.shape):
         raise ValueError(f"labels and logits must have the same shape ({labels.shape} vs {logits.shape})")
-    loss = negative(reduce_sum(multiply(labels, log_softmax(logits, axis)), axis))
-    return apply_op("SoftmaxXentLoss", [loss, logits, labels], {"axis": _static_int(axis, "the axis")},
+    # As TF's nn_ops: float16 / bfloat16 logits are computed in float32 and the loss rounded
+    # once; the labels are cast to the dtype computed in (any float or integer labels)
+    half = logits.dtype in (dtypes.float16, dtypes.bfloat16)
+    precise = cast(logits, dtypes.float32) if half else logits
+    if labels.dtype != precise.dtype:
+        labels = cast(labels, precise.dtype)
+    loss = negative(reduce_sum(multiply(labels, log_softmax(precise, axis)), axis))
+    loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": _static_int(axis, "the axis")},
                     name=name or "softmax_cross_entropy_with_logits")
+    return cast(loss, logits.dtype) if half else loss
 
 
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
@@ -223,10 +232,15 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     nn_impl.moments: the variance is mean(squared_difference(x, stop_gradient(mean)))
     (stop_gradient changes nothing: that gradient is zero). ``shift`` is unused, as in TF."""
     (x,) = convert_all([x])
-    mean = reduce_mean(x, axes, keepdims=True)
-    variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True)
+    # As TF: float16 statistics are computed in float32 (float16's range is too small for them:
+    # a variance of values near 300 overflowed to inf) and cast back
+    y = cast(x, dtypes.float32) if x.dtype == dtypes.float16 else x
+    mean = reduce_mean(y, axes, keepdims=True)
+    variance = reduce_mean(squared_difference(y, stop_gradient(mean)), axes, keepdims=True)
     if not keepdims:
         mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+    if x.dtype == dtypes.float16:
+        mean, variance = cast(mean, dtypes.float16), cast(variance, dtypes.float16)
     prefix = name or "moments"
     return identity(mean, name=prefix + "_mean"), identity(variance, name=prefix + "_variance")
 

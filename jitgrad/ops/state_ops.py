@@ -72,9 +72,11 @@ register("VariableV2", infer=_var_infer, kernel=_read, kind="state", stateful=Tr
 # A variable's value if it is initialized, else its initial value: what another
 # variable's initial value reads (variables.py), so initializers work in any order.
 register("VariableOrInitial", infer=_var_infer, kernel=_read_or_initial, kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="interpreter")
-register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
-register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
-register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True, grad=NO_GRADIENT_RULE, lowering="state")
+# As TF (state_grad.py): no gradient reaches the assigned value; the output, the variable's
+# value after the assignment, is one of its reads (gradients.py sums over a variable's reads).
+register("Assign", infer=_value_infer, kernel=_assign, kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="state")
+register("AssignAdd", infer=_value_infer, kernel=_assign_update(+1), kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="state")
+register("AssignSub", infer=_value_infer, kernel=_assign_update(-1), kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="state")
 register("NoOp", infer=lambda shapes, dts, attrs: [], kernel=lambda attrs, *xs: (), kind="state", stateful=True, grad=NOT_DIFFERENTIABLE, lowering="none")
 
 
