@@ -204,18 +204,34 @@ def _loop_body(asm):
     return asm[start:end]
 
 
+def _function_body(asm, name):
+    start = re.search("^" + re.escape(name) + ":", asm, re.M).start()
+    return asm[start:asm.find(".Lfunc_end", start)]
+
+
+def _called(body):
+    """Functions a body calls or takes the address of (in the JIT's large code
+    model a call goes through a register the address is moved into)."""
+    return set(re.findall(r"\bcall\w*\s+([\w.]+)", body)) | set(re.findall(r"\$([A-Za-z_][\w.]*)", body))
+
+
 def _assert_calls_nothing_but_the_exact_reduction(asm):
-    """Function f calls nothing, bar sin/cos/tan's out-of-line exact reduction
-    (vecmath._trig_reduce_exact_function: taken by a rare branch only; in the
-    JIT's large code model a call through a register its address is moved
-    into), and that function calls nothing: no libm, no scalarisation."""
-    body = _loop_body(asm)
-    symbols = set(re.findall(r"\bcall\w*\s+([\w.]+)", body)) | set(re.findall(r"\$([A-Za-z_][\w.]*)", body))
-    assert all(s.startswith("jitgrad.vm.trig_reduce_exact.") for s in symbols), symbols
-    for s in symbols:
-        start = re.search("^" + re.escape(s) + ":", asm, re.M).start()
-        assert not re.search(r"\bcall", asm[start:asm.find(".Lfunc_end", start)]), s
-    return symbols
+    """Function f calls nothing, bar sin/cos/tan's out-of-line functions
+    (vecmath: the exact reduction, taken by a rare branch only, and the
+    scalar form's large-argument function and its masked vector variant,
+    which reach it), and those call nothing else: no libm, no
+    scalarisation; the exact reduction itself calls nothing."""
+    seen, todo = set(), _called(_loop_body(asm))
+    while todo:
+        s = todo.pop()
+        assert s.startswith("jitgrad.vm."), s
+        if s not in seen:
+            seen.add(s)
+            todo |= _called(_function_body(asm, s))
+    for s in seen:
+        if s.startswith("jitgrad.vm.trig_reduce_exact."):
+            assert not re.search(r"\bcall", _function_body(asm, s)), s
+    return seen
 
 
 def _packed_fma_registers(body):
@@ -327,17 +343,31 @@ def test_emitted_ir_is_straight_line(dtype):
             assert [blk.name for blk in fn.blocks][1:] == ["vm.fast", "vm.slow", "vm.join"], name
         else:
             assert len(fn.blocks) == 1, name
-        if name in trig and isinstance(ety, ir.VectorType):
-            # called from the rare branch only, itself one block of arithmetic
+        if name in trig:
+            # one copy of the reduction, one block of arithmetic, called from rare branches only
             assert len(exact) == 1 and len(exact[0].blocks) == 1, name
             assert {"noinline", "cold"} <= set(exact[0].attributes), exact[0].attributes
+        else:
+            assert not exact, name
+        if name in trig and isinstance(ety, ir.VectorType):
             for blk in fn.blocks:
                 assert (exact[0].name in str(blk)) == (blk.name == "vm.slow"), (name, blk.name)
             text = re.sub('@"?%s"?' % re.escape(exact[0].name), "@exact_reduction", text) + str(exact[0])
-        else:
-            assert not exact, name
+        elif name in trig:
+            # the scalar form's rare branch is one cold call: sin(x) for a large x, as
+            # lane 0 of a masked vector variant (named for LLVM's loop vectoriser and
+            # kept alive for it) that reaches the exact reduction
+            large = "jitgrad.vm.%s_large.%s" % (name, "f64" if dtype == F64 else "f32")
+            slow = str(fn.blocks[2]).strip().splitlines()
+            assert len(slow) == 3 and '@"%s"' % large in slow[1] and "br label" in slow[2], slow
+            scalar, variant = mod.get_global(large), mod.get_global(large + ".v8m")
+            assert {"noinline", "cold"} <= set(scalar.attributes)
+            assert '"vector-function-abi-variant"="_ZGV_LLVM_M8v_%s(%s.v8m)"' % (large, large) in scalar.attributes
+            assert variant.name in str(mod.get_global("llvm.compiler.used").initializer)
+            assert exact[0].name in str(variant) and exact[0].name not in str(scalar)
+            text += str(variant)
         for callee in re.findall(r"call .*? @\"?([\w.]+)\"?\(", text):
-            assert callee.startswith("llvm.") or callee == "exact_reduction", (name, callee)
+            assert callee.startswith(("llvm.", "jitgrad.vm.")) or callee == "exact_reduction", (name, callee)
         # a flag stands before the operand type ("vm.fast" is a block label)
         assert not re.search(r"\b(fast|nnan|ninf|nsz|arcp|contract|afn|reassoc)\s+(float|double|<)", text)
         assert set(re.findall(r"@\"?(llvm\.[a-z]+)", text)) <= {
@@ -586,3 +616,39 @@ def test_trig_short_inner_dimension_is_vectorised(dtype, layout):
         assert np.signbit(got[x == 0]).tolist() == (np.signbit(x[x == 0]) & (name != "cos")).tolist()
         _assert_agrees_with_numpy(name, x[fin], got[fin], want[fin])
     assert re.search(r"\bv?(mul|fmadd\d+)p[sd]\s+[^\n]*%[yz]mm", report.asm), "not vectorised"
+
+
+@pytest.mark.parametrize("level", sorted(TARGET_CPUS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_trig_scalar_loop_vectorises(name, dtype, level):
+    """The scalar form's rare branch is a call of an out-of-line function whose
+    masked vector variant LLVM's loop vectoriser knows: a plain scalar loop of
+    sin / cos / tan is vectorised at the target's width (the variant called
+    once per vector, returning at once when no lane is large), calls nothing
+    but vecmath's own functions, and gives the explicit vector loop's bits
+    for small, large, special and tiny arguments alike."""
+    target = H._target(TARGET_CPUS[level])
+    lanes = target.lanes(np.dtype(dtype).itemsize)
+    k = H.compiled(name, dtype, target=target)
+    variant = "jitgrad.vm.%s_large.%s%s.v%dm" % (name, "f64" if dtype == F64 else "f32",
+                                                  "" if target.has_fma else ".nofma.noround", lanes)
+    assert variant in _assert_calls_nothing_but_the_exact_reduction(k.asm)
+    body = _loop_body(k.asm)
+    assert variant in body, "the loop does not call the vector variant: not vectorised"
+    reg = H.vector_register(target)
+    assert re.search(r"p[sd]\s+[^\n]*%" + reg + "mm", body), "not packed at the target's width"
+    if not k.runnable:
+        pytest.fail("the host should run %s code" % level)
+    fi = np.finfo(dtype)
+    x = np.concatenate([_large_trig_arguments(dtype, per_binade=4, seed=3), H.special_values(dtype),
+                        [fi.smallest_subnormal, -fi.smallest_subnormal, 1e-30, -0.0, 0.0],
+                        np.random.default_rng(6).uniform(-1e3, 1e3, 4000)]).astype(dtype)
+    x = np.resize(x, (len(x) + 7) // 8 * 8)
+    got = k(x)
+    assert got.tobytes() == H.compiled(name, dtype, vector=8, target=target)(x).tobytes()
+    # one large lane among small ones: the variant's work path for that lane only
+    mixed = np.random.default_rng(7).uniform(-10, 10, 64 * lanes).astype(dtype)
+    mixed[::lanes + 1] = dtype(1e30)
+    assert k(mixed).tobytes() == H.compiled(name, dtype, vector=8, target=target)(mixed).tobytes()
+
