@@ -160,8 +160,9 @@ def cold(trees, repeats, only=None):
     for _ in range(repeats):
         for c in cases:
             for t in trees:
+                # cwd=t: a -c child imports from its working directory before PYTHONPATH
                 out = subprocess.run([sys.executable, "-c", _COLD_CHILD, c, here], env=dict(env, PYTHONPATH=t),
-                                     capture_output=True, text=True, check=True).stdout
+                                     cwd=t, capture_output=True, text=True, check=True).stdout
                 res[t, c].append(json.loads(out.splitlines()[-1]))
     print(f"\ncold compile, fresh process each, median of {repeats} (ms): compile seconds / first run")
     labels = [t.rstrip("/")[-21:] for t in trees]
