@@ -6,6 +6,15 @@
     python bench/bench_vecmath.py --ulp [N]  # worst-case ulp table (sweep size N)
     python bench/bench_vecmath.py --vector 16 --only sin,cos   # <16 x T> loop, two functions
     python bench/bench_vecmath.py --only sin,cos,tan --large    # |x| up to the largest finite value
+    python bench/bench_vecmath.py --cold [--trees OLD,NEW] [--repeats R]   # cold compiles
+
+--cold: compile time of sin/cos/tan kernels (float32/float64, [1003] and
+[301, 3]) and of the workloads W1-W5, each in a fresh process with no disk
+cache and the compile done in that process (JITGRAD_CACHE=0,
+JITGRAD_COMPILE_PROCESS=0): jitgrad's compile seconds and the wall time of the
+first run (graph built).  --trees runs the same cases from other source trees
+(PYTHONPATH), alternating tree by tree within each repeat, and prints their
+medians side by side with the ratio to the first tree.
 
 Timing: median of repeats of the JIT-compiled loop vs the equivalent numpy
 expression writing into a preallocated output.  The loop is a scalar IR loop
@@ -108,6 +117,65 @@ def ulp_table(n):
         print(f"{name:10s} {row[0]:9.3f} {row[1]:9.3f}", flush=True)
 
 
+_COLD_CHILD = r"""
+import json, sys, time
+import numpy as np
+case = sys.argv[1]
+t0 = time.perf_counter()
+import jitgrad as tf
+if case.startswith("W"):
+    sys.path.insert(0, sys.argv[2])
+    import workloads
+    w = case.lower()
+    run = getattr(workloads, w + "_jitgrad")("compiled", 10 ** 6) if w == "w2" else \
+        getattr(workloads, w + "_jitgrad")("compiled")
+else:
+    name, dt, shape = case.split(":")
+    shape = tuple(int(d) for d in shape.split("x"))
+    dtype = np.dtype(dt).type
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(dtype, shape)
+        y = getattr(tf, name)(p)
+    sess = tf.compat.v1.Session(graph=g)
+    x = np.random.default_rng(0).uniform(-10, 10, shape).astype(dtype)
+    run = lambda: sess.run(y, {p: x})
+t1 = time.perf_counter()
+run()
+t2 = time.perf_counter()
+print(json.dumps({"first": t2 - t1, "compile": tf.cache_info()["compile_seconds"]}))
+"""
+
+COLD_CASES = ["%s:%s:%s" % (f, d, s) for f in ("sin", "cos", "tan") for d in ("float32", "float64")
+              for s in ("1003", "301x3")] + ["W1", "W2", "W3", "W4", "W5"]
+
+
+def cold(trees, repeats, only=None):
+    import json
+    import subprocess
+    here = os.path.dirname(os.path.abspath(__file__))
+    cases = [c for c in COLD_CASES if not only or c.split(":")[0] in only]
+    env = dict(os.environ, JITGRAD_CACHE="0", JITGRAD_COMPILE_PROCESS="0")
+    res = {(t, c): [] for t in trees for c in cases}
+    for _ in range(repeats):
+        for c in cases:
+            for t in trees:
+                # cwd=t: a -c child imports from its working directory before PYTHONPATH
+                out = subprocess.run([sys.executable, "-c", _COLD_CHILD, c, here], env=dict(env, PYTHONPATH=t),
+                                     cwd=t, capture_output=True, text=True, check=True).stdout
+                res[t, c].append(json.loads(out.splitlines()[-1]))
+    print(f"\ncold compile, fresh process each, median of {repeats} (ms): compile seconds / first run")
+    labels = [t.rstrip("/")[-21:] for t in trees]
+    print(f"{'case':24s}" + "".join(f"{label:>22s}" for label in labels)
+          + ("  ratio (compile, first)" if len(trees) > 1 else ""))
+    for c in cases:
+        meds = [[float(np.median([r[k] for r in res[t, c]])) * 1e3 for k in ("compile", "first")] for t in trees]
+        line = f"{c:24s}" + "".join(f"{m[0]:11.1f}{m[1]:11.1f}" for m in meds)
+        if len(trees) > 1:
+            line += "".join(f"  {m[0] / meds[0][0]:5.2f} {m[1] / meds[0][1]:5.2f}" for m in meds[1:])
+        print(line, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -117,8 +185,14 @@ def main():
     ap.add_argument("--vector", type=int, default=None, help="time the <W x T> loop")
     ap.add_argument("--only", default=None, help="comma-separated functions")
     ap.add_argument("--large", action="store_true", help="arguments across every binade (trig's exact reduction)")
+    ap.add_argument("--cold", action="store_true", help="cold compile times of trig kernels and W1-W5")
+    ap.add_argument("--trees", default=None, help="--cold: comma-separated source trees to compare")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
+    if a.cold:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        cold(a.trees.split(",") if a.trees else [root], a.repeats, only)
+        return
     if a.ulp:
         ulp_table(a.ulp)
         return

@@ -92,7 +92,8 @@ def build_loop_ir(name, dtype, arity=None, vector=None, target=None):
         if vector:
             addr = b.bitcast(addr, ir.PointerType(vty))
         vals.append(b.load(addr, align=np.dtype(dtype).itemsize))
-    res = vecmath.emit(b, name, vals, fma=_target(target).has_fma)
+    t = _target(target)
+    res = vecmath.emit(b, name, vals, fma=t.has_fma, vector_bits=t.vector_bits)
     oaddr = b.gep(out, [i])
     if vector:
         oaddr = b.bitcast(oaddr, ir.PointerType(vty))

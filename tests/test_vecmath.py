@@ -204,18 +204,39 @@ def _loop_body(asm):
     return asm[start:end]
 
 
+def _function_body(asm, name):
+    start = re.search("^" + re.escape(name) + ":", asm, re.M).start()
+    return asm[start:asm.find(".Lfunc_end", start)]
+
+
+def _called(body):
+    """Functions a body calls or takes the address of (in the JIT's large code
+    model a call goes through a register the address is moved into)."""
+    return set(re.findall(r"\bcall\w*\s+([\w.]+)", body)) | set(re.findall(r"\$([A-Za-z_][\w.]*)", body))
+
+
 def _assert_calls_nothing_but_the_exact_reduction(asm):
-    """Function f calls nothing, bar sin/cos/tan's out-of-line exact reduction
-    (vecmath._trig_reduce_exact_function: taken by a rare branch only; in the
-    JIT's large code model a call through a register its address is moved
-    into), and that function calls nothing: no libm, no scalarisation."""
-    body = _loop_body(asm)
-    symbols = set(re.findall(r"\bcall\w*\s+([\w.]+)", body)) | set(re.findall(r"\$([A-Za-z_][\w.]*)", body))
-    assert all(s.startswith("jitgrad.vm.trig_reduce_exact.") for s in symbols), symbols
-    for s in symbols:
-        start = re.search("^" + re.escape(s) + ":", asm, re.M).start()
-        assert not re.search(r"\bcall", asm[start:asm.find(".Lfunc_end", start)]), s
-    return symbols
+    """Function f calls nothing, bar sin/cos/tan's out-of-line functions
+    (vecmath: the exact reduction, taken by a rare branch only, and the
+    scalar form's large-argument function and its masked vector variant,
+    which reach it), and those call nothing else: no libm, no
+    scalarisation; the exact reduction itself calls nothing."""
+    seen, todo = set(), _called(_loop_body(asm))
+    while todo:
+        s = todo.pop()
+        assert s.startswith("jitgrad.vm."), s
+        if s not in seen:
+            seen.add(s)
+            todo |= _called(_function_body(asm, s))
+    for s in seen:
+        if s.startswith("jitgrad.vm.trig_reduce_exact."):
+            assert not re.search(r"\bcall", _function_body(asm, s)), s
+    return seen
+
+
+def _kernel_asm(report):
+    """Assembly of a compiled kernel's own functions, not vecmath's out-of-line ones."""
+    return "".join(_function_body(report.asm, f) for f in re.findall(r"^(jg_\w+):", report.asm, re.M))
 
 
 def _packed_fma_registers(body):
@@ -327,22 +348,37 @@ def test_emitted_ir_is_straight_line(dtype):
             assert [blk.name for blk in fn.blocks][1:] == ["vm.fast", "vm.slow", "vm.join"], name
         else:
             assert len(fn.blocks) == 1, name
-        if name in trig and isinstance(ety, ir.VectorType):
-            # called from the rare branch only, itself one block of arithmetic
+        if name in trig:
+            # one copy of the reduction, one block of arithmetic, called from rare branches only
             assert len(exact) == 1 and len(exact[0].blocks) == 1, name
             assert {"noinline", "cold"} <= set(exact[0].attributes), exact[0].attributes
+        else:
+            assert not exact, name
+        if name in trig and isinstance(ety, ir.VectorType):
             for blk in fn.blocks:
                 assert (exact[0].name in str(blk)) == (blk.name == "vm.slow"), (name, blk.name)
             text = re.sub('@"?%s"?' % re.escape(exact[0].name), "@exact_reduction", text) + str(exact[0])
-        else:
-            assert not exact, name
+        elif name in trig:
+            # the scalar form's rare branch is one cold call: sin(x) for a large x, as
+            # lane 0 of a masked vector variant (named for LLVM's loop vectoriser and
+            # kept alive for it) that reaches the exact reduction
+            large = "jitgrad.vm.%s_large.%s" % (name, "f64" if dtype == F64 else "f32")
+            slow = str(fn.blocks[2]).strip().splitlines()
+            assert len(slow) == 3 and '@"%s"' % large in slow[1] and "br label" in slow[2], slow
+            scalar, variant = mod.get_global(large), mod.get_global(large + ".v8m")
+            assert {"noinline", "cold"} <= set(scalar.attributes)
+            assert '"vector-function-abi-variant"="_ZGV_LLVM_M8v_%s(%s.v8m)"' % (large, large) in scalar.attributes
+            assert variant.name in str(mod.get_global("llvm.compiler.used").initializer)
+            assert exact[0].name in str(variant) and exact[0].name not in str(scalar)
+            text += str(variant)
         for callee in re.findall(r"call .*? @\"?([\w.]+)\"?\(", text):
-            assert callee.startswith("llvm.") or callee == "exact_reduction", (name, callee)
+            assert callee.startswith(("llvm.", "jitgrad.vm.")) or callee == "exact_reduction", (name, callee)
         # a flag stands before the operand type ("vm.fast" is a block label)
         assert not re.search(r"\b(fast|nnan|ninf|nsz|arcp|contract|afn|reassoc)\s+(float|double|<)", text)
+        # (llvm.masked.gather: float64's exact reduction reads its 2/pi chunks per lane)
         assert set(re.findall(r"@\"?(llvm\.[a-z]+)", text)) <= {
             "llvm.fma", "llvm.fabs", "llvm.floor", "llvm.rint", "llvm.copysign",
-            "llvm.sqrt"}, name
+            "llvm.sqrt"} | ({"llvm.masked"} if name in trig and dtype == F64 else set()), name
 
 
 def test_emit_api_errors():
@@ -547,8 +583,8 @@ def test_trig_loops_for_named_targets(name, dtype, level):
 @pytest.mark.parametrize("layout", ["broadcast", "transpose"])
 def test_trig_short_inner_dimension_is_vectorised(dtype, layout):
     """sin/cos/tan over [n, 3] from a broadcast sum or a transpose: the inner
-    run (3) is shorter than a vector, and trig's branching scalar form keeps
-    LLVM from vectorising scalar loops, so the code generator puts the lanes
+    run (3) is shorter than a vector, and LLVM's widening of trig's scalar
+    form calls a function per vector, so the code generator puts the lanes
     along n (kernel.py, SCALAR_FORM_BRANCHES).  Large arguments, NaN, inf and
     -0 agree with the interpreter as test_..._match_numpy does (n = 1003:
     a vector remainder too), and the kernel's float arithmetic is packed."""
@@ -585,4 +621,93 @@ def test_trig_short_inner_dimension_is_vectorised(dtype, layout):
         # sin and tan keep zero's sign, cos(+-0) = +1
         assert np.signbit(got[x == 0]).tolist() == (np.signbit(x[x == 0]) & (name != "cos")).tolist()
         _assert_agrees_with_numpy(name, x[fin], got[fin], want[fin])
-    assert re.search(r"\bv?(mul|fmadd\d+)p[sd]\s+[^\n]*%[yz]mm", report.asm), "not vectorised"
+    assert re.search(r"\bv?fmadd\d+p[sd]\s+[^\n]*%[yz]mm", _kernel_asm(report)), "not vectorised"
+
+
+@pytest.mark.parametrize("level", sorted(TARGET_CPUS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_trig_scalar_loop_vectorises(name, dtype, level):
+    """The scalar form's rare branch is a call of an out-of-line function whose
+    masked vector variant LLVM's loop vectoriser knows: a plain scalar loop of
+    sin / cos / tan is vectorised at the target's width (the variant called
+    once per vector, returning at once when no lane is large), calls nothing
+    but vecmath's own functions, and gives the explicit vector loop's bits
+    for small, large, special and tiny arguments alike."""
+    target = H._target(TARGET_CPUS[level])
+    lanes = target.lanes(np.dtype(dtype).itemsize)
+    k = H.compiled(name, dtype, target=target)
+    variant = "jitgrad.vm.%s_large.%s%s.v%dm" % (name, "f64" if dtype == F64 else "f32",
+                                                  "" if target.has_fma else ".nofma.noround", lanes)
+    assert variant in _assert_calls_nothing_but_the_exact_reduction(k.asm)
+    body = _loop_body(k.asm)
+    assert variant in body, "the loop does not call the vector variant: not vectorised"
+    reg = H.vector_register(target)
+    assert re.search(r"p[sd]\s+[^\n]*%" + reg + "mm", body), "not packed at the target's width"
+    if not k.runnable:
+        pytest.fail("the host should run %s code" % level)
+    fi = np.finfo(dtype)
+    x = np.concatenate([_large_trig_arguments(dtype, per_binade=4, seed=3), H.special_values(dtype),
+                        [fi.smallest_subnormal, -fi.smallest_subnormal, 1e-30, -0.0, 0.0],
+                        np.random.default_rng(6).uniform(-1e3, 1e3, 4000)]).astype(dtype)
+    x = np.resize(x, (len(x) + 7) // 8 * 8)
+    got = k(x)
+    assert got.tobytes() == H.compiled(name, dtype, vector=8, target=target)(x).tobytes()
+    # one large lane among small ones: the variant's work path for that lane only
+    mixed = np.random.default_rng(7).uniform(-10, 10, 64 * lanes).astype(dtype)
+    mixed[::lanes + 1] = dtype(1e30)
+    assert k(mixed).tobytes() == H.compiled(name, dtype, vector=8, target=target)(mixed).tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_trig_fused_reduction_short_inner_dimension_is_vectorised(dtype):
+    """Full reductions of trig over [n, 3] (a transpose: the inner run, 3, is
+    shorter than a vector) put the vector lanes along n, as the elementwise
+    case does (kernel.py): packed arithmetic in the kernel, results
+    bit-identical run to run and for 1, 2 and 3 threads, equal to float64
+    sums of the elementwise values the kernel computes up to rounding, and
+    close to the interpreter's (numpy's elementwise values)."""
+    import jitgrad as tf
+    from jitgrad.codegen import parallel
+    rng = np.random.default_rng(12)
+    n = 200_003
+    x = rng.uniform(-50, 50, (3, n)).astype(dtype)
+    x[0, :5] = [1e30, -3e38 if dtype == F32 else 1e300, 2.0 ** 20, -0.0, 7.0]
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(dtype, x.shape)
+        t = tf.transpose(p)
+        fetches = [tf.reduce_sum(tf.sin(t)), tf.reduce_mean(tf.cos(t) * t), tf.reduce_max(tf.tan(t)),
+                   tf.reduce_sum(tf.sin(t) * tf.cos(t))]
+    with tf.compat.v1.Session(graph=g) as sess:
+        report = sess.explain(fetches, {p: x})
+        runs = []
+        try:
+            for threads in (1, 2, 3, 2):
+                parallel.set_num_threads(threads)
+                runs.append([np.asarray(v).tobytes() for v in sess.run(fetches, {p: x})])
+        finally:
+            parallel.set_num_threads(None)
+        got = sess.run(fetches, {p: x})
+    assert all(r == runs[0] for r in runs[1:])
+    assert re.search(r"\bv?fmadd\d+p[sd]\s+[^\n]*%[yz]mm", _kernel_asm(report)), "not vectorised"
+    assert len(report.groups) == 1, report.groups
+    # the elementwise values as the kernel computes them (vecmath's bits, products in
+    # the type), summed in float64 (numpy's pairwise sum): the kernel's float64 lane
+    # sums may differ from that by rounding only, ~n/lanes * eps * sum|v| at worst
+    xt = np.ascontiguousarray(x.T)
+    s, c, tn = (H.compiled(f, dtype)(xt.ravel()).reshape(xt.shape) for f in ("sin", "cos", "tan"))
+    terms = [s, c * xt, tn, s * c]
+    want = [terms[0].astype(np.float64).sum(), terms[1].astype(np.float64).mean(), tn.max(),
+            terms[3].astype(np.float64).sum()]
+    for k in (0, 1, 3):
+        size = np.abs(terms[k].astype(np.float64)).sum() / (xt.size if k == 1 else 1)
+        tol = 1e-13 * size + (abs(np.spacing(np.float32(want[k]))) if dtype == F32 else 0.0)
+        assert abs(float(got[k]) - want[k]) <= tol, (k, float(got[k]), want[k], tol)
+    assert got[2] == want[2]
+    config = tf.compat.v1.ConfigProto(jitgrad_mode="interpret")
+    with tf.compat.v1.Session(graph=g, config=config) as sess:
+        interpreted = sess.run(fetches, {p: x})
+    for k in (0, 1, 3):   # elementwise values within a few ulp of each other
+        size = np.abs(terms[k].astype(np.float64)).sum() / (xt.size if k == 1 else 1)
+        assert abs(float(got[k]) - float(interpreted[k])) <= size * 4 * np.finfo(dtype).eps, k

@@ -349,12 +349,15 @@ class KernelBuilder(LoweringContext):
         # An innermost run shorter than a vector leaves its elements to scalar
         # loops, which LLVM vectorises unless an op's scalar form branches
         # (SCALAR_FORM_BRANCHES): then lanes go along the run before it (a
-        # gather / scatter when the last run is strided in memory).  Not with
-        # reductions: their vector partial sums would change order.
+        # gather / scatter when the last run is strided in memory).  With fused
+        # reductions too: lane j of the vector accumulator takes the rows = j
+        # mod NW of each fixed block, an order as fixed as the inner-run
+        # vector sums' (bit-identical run to run and for any thread count);
+        # their scalar loop was not vectorised at all (an ordered sum).
         ops = []
         for u in g.units:
             node_ops(self.p, self.mat, self.p.nodes[u.pos], ops, set())
-        lanes_across = (not reds and len(runs) >= 2 and runs[-1][0] < NW and runs[-2][0] >= NW
+        lanes_across = (len(runs) >= 2 and runs[-1][0] < NW and runs[-2][0] >= NW
                         and not SCALAR_FORM_BRANCHES.isdisjoint(ops))
         # blocks over the outermost merged dim
         if not runs:

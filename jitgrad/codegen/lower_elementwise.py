@@ -23,7 +23,7 @@ def _in_dt(kb, node, k):
 
 
 def _vm(kb, name, args):
-    return vecmath.emit(kb.b, name, args, fma=kb.target.has_fma)
+    return vecmath.emit(kb.b, name, args, fma=kb.target.has_fma, vector_bits=kb.target.vector_bits)
 
 
 def _isnan(kb, x):
@@ -202,10 +202,12 @@ def _square(kb, node, xs, W):
     return kb.b.fmul(x, x) if _is_float(_dt(node)) else kb.b.mul(x, x)
 
 
-# Ops whose scalar form branches (trig: the exact large-argument reduction
-# sits behind a rare branch), which keeps LLVM's loop vectoriser off the code
-# generator's scalar loops: kernel.py vectorises a nest whose innermost run is
-# too short for a vector across the run before it instead when these occur.
+# Ops whose scalar form branches (trig: a call of the exact large-argument
+# reduction sits behind a rare branch).  LLVM's loop vectoriser widens that call
+# to a masked vector variant called once per vector (vecmath), which is still
+# 2.5-3x slower than the explicit vector form: kernel.py vectorises a nest whose
+# innermost run is too short for a vector across the run before it instead
+# when these occur.
 SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan"})
 
 

@@ -15,10 +15,13 @@ per vector (`_Em.if_all`) to a shorter path when every lane is in the normal
 range, which gives the same bits as the full path (tested), so no result
 depends on its neighbours;
 sin/cos/tan likewise take their large-argument reduction only when a lane
-needs it, on scalars too (a scalar loop of them is then not auto-vectorised:
-the code generator emits explicit vectors wherever a run is long enough).
-The only memory they read is float64's 2/pi table for that reduction (a
-private constant global, indices clamped to it).
+needs it, on scalars too, as a cold call of an out-of-line function whose
+masked vector variant LLVM's loop vectoriser knows (`emit(...,
+vector_bits=...)`: a scalar loop of them is vectorised, the variant called
+once per vector; the code generator's explicit vectors, used wherever a run
+is long enough, branch instead and are 2.5-3x faster).  The only memory they
+read is float64's 2/pi table for that reduction (a private constant global,
+indices clamped to it).
 
 Caller's contract: emit() may end the builder in a new basic block, so a
 loop that emits into its body takes the latch's predecessor from
@@ -88,8 +91,8 @@ Notes:
   across every binade, on the AVX-512, AVX2 and SSE2 targets).  It is a
   cold branch taken only when some lane (or the scalar) is large (one compare and
   movemask in the common range); the other lanes keep their Cody-Waite bits.
-  Vectors call it as one internal <8 x T> function per module (compile time);
-  scalars have it inline.
+  It is one internal <8 x T> function per module and type (compile time),
+  which vectors call directly and scalars through `_trig_large_scalar_function`.
   sin/cos/tan of +-inf is NaN.
 * float32 pow is evaluated in float64 (exp(y log|x|) needs ~8 more bits than
   the result); float64 pow carries log|x| and y log|x| as double-doubles.
@@ -141,6 +144,9 @@ class _Em:
     def __init__(self, builder, ty, has_fma=True, has_round=None):
         self.b = builder
         self.ty = ty
+        # the target's vector lanes for this type (scalar trig's vector variant; emit
+        # sets it; None: _EXACT_LANES)
+        self.lanes = None
         self.has_fma = has_fma
         # SSE4.1's round instruction; every FMA target has it
         self.has_round = has_fma if has_round is None else has_round
@@ -369,10 +375,9 @@ class _Em:
         the clamps and special-case arithmetic its out-of-range neighbours
         need.  Both paths must give the same bits wherever `ok` holds, so
         results never depend on which lanes share a vector.  Scalars stay
-        straight-line (slow() only) unless scalar_branch: worth it when slow()
-        is much longer than fast() (trig's exact reduction), as the code
-        generator's scalar loops (short inner dimensions, epilogues) are not
-        vectorised; a branch keeps LLVM's loop vectoriser off such a loop."""
+        straight-line (slow() only) unless scalar_branch: for trig, whose
+        slow() is a call (of a function LLVM's loop vectoriser can widen to its
+        masked vector variant: `_trig_large_scalar_function`)."""
         b = self.b
         if not self.count:
             if not scalar_branch:
@@ -702,36 +707,44 @@ _COS_C = {
 }
 
 
-def _trig_reduce(e, x):
-    """x = q*pi/2 + (r + rl); returns r, rl and q mod 4 (a float in 0..3).
-
-    Cody-Waite up to _TRIG_CW_MAX, the exact reduction beyond.  Scalars and
-    vectors branch to the exact one only when some lane needs it and keep the
-    Cody-Waite result in every lane that does not, so a value's bits never
-    depend on its neighbours (and the common range pays one compare)."""
+def _trig_big(e, x):
+    """Where x is past Cody-Waite's range and needs the exact reduction (not inf or NaN)."""
     ax = e.abs(x)
-    big = e.and_(e.cmp(">", ax, e.c(_TRIG_CW_MAX[e.f64])), e.cmp("!=", ax, e.c(np.inf)))
+    return e.and_(e.cmp(">", ax, e.c(_TRIG_CW_MAX[e.f64])), e.cmp("!=", ax, e.c(np.inf)))
+
+
+def _trig_reduce(e, x):
+    """x = q*pi/2 + (r + rl) for a vector x; returns r, rl and q mod 4 (a
+    float in 0..3).
+
+    Cody-Waite up to _TRIG_CW_MAX, the exact reduction beyond, branched to
+    only when some lane needs it; the Cody-Waite result is kept in every lane
+    that does not, so a value's bits never depend on its neighbours (and the
+    common range pays one compare and movemask)."""
+    big = _trig_big(e, x)
 
     def both():
         cw = _trig_reduce_cw(e, x)
-        exact = _call_trig_reduce_exact(e, x) if e.count else _trig_reduce_exact(e, x)
+        exact = _call_trig_reduce_exact(e, x)
         return tuple(e.sel(big, v, w) for w, v in zip(cw, exact))
-    return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both, scalar_branch=True)
+    return e.if_all(e.not_(big), lambda: _trig_reduce_cw(e, x), both)
 
 
-# For vectors the exact reduction is one internal function of the module per
-# type, on <_EXACT_LANES x T>, called from the rare branch only (noinline,
-# cold): its IR is large, and inline at a float32 kernel's <32 x float> run it
-# was 4 zmm wide, 2-3x the cold compile time of a sin kernel.  Scalars keep it
-# inline (small; a call in a scalar loop made it 5x slower even untaken, and
-# an 8-lane call per large element 30x).
+# The exact reduction is one internal function of the module per type, on
+# <_EXACT_LANES x T>, called from rare branches only (noinline, cold): its IR
+# is large, and inline at a float32 kernel's <32 x float> run it was 4 zmm
+# wide, 2-3x the cold compile time of a sin kernel; inline in every scalar
+# loop (epilogues included) it was compiled once more per loop, the larger
+# part of a float64 sin kernel's compile.  Scalars reach it through
+# _trig_large_scalar_function.
 _EXACT_LANES = 8
 
 
-def _call_trig_reduce_exact(e, x):
+def _call_trig_reduce_exact(e, x, mask=None):
     """_trig_reduce_exact(e, x) for a vector x through the module's function: x split into
     (or padded with zeros to) pieces of _EXACT_LANES lanes.  Lanes are
-    independent, so the bits are those of the inline reduction."""
+    independent, so the bits are those of the inline reduction.  mask (<C x
+    i1>): only pieces with a selected lane are reduced, the rest are zeros."""
     b, L = e.b, _EXACT_LANES
     fn = _trig_reduce_exact_function(e)
     i32 = ir.IntType(32)
@@ -740,8 +753,23 @@ def _call_trig_reduce_exact(e, x):
         return b.shuffle_vector(u, v, ir.Constant(ir.VectorType(i32, len(mask)), mask))
     C = e.count
     zeros = ir.Constant(e.ty, None)
-    calls = [b.call(fn, [shuffle(x, zeros, [s + i if s + i < C else C for i in range(L)])])
-             for s in range(0, max(C, L), L)]
+    calls = []
+    for s in range(0, max(C, L), L):
+        lanes = [s + i if s + i < C else C for i in range(L)]
+        piece = shuffle(x, zeros, lanes)
+        if mask is None:
+            calls.append(b.call(fn, [piece]))
+            continue
+        bits = ir.IntType(L)
+        any_lane = b.icmp_unsigned("!=", b.bitcast(shuffle(mask, ir.Constant(mask.type, None), lanes), bits),
+                                   ir.Constant(bits, 0))
+        before = b.block
+        with b.if_then(any_lane):
+            called = b.call(fn, [piece])
+        res = b.phi(called.type)
+        res.add_incoming(called, called.parent)
+        res.add_incoming(ir.Constant(called.type, None), before)
+        calls.append(res)
     out = []
     for k in range(3):
         parts = [b.extract_value(c, k) for c in calls]
@@ -880,7 +908,11 @@ def _select_chunks(d, j0, j0_max, count):
 
 def _load_chunks(d, j0, count):
     """Chunks j0 + k (k < count) of 2/pi from a constant table in the module,
-    as float64 values of d's type: a load per lane (the cold path only)."""
+    as float64 vectors of d's type (the exact reduction is emitted for vectors
+    only): one masked gather per chunk (vgatherqpd; the SSE2 baseline's loads
+    are scalarised by LLVM).  A load per lane was three instructions per lane
+    to optimise and emit (extract, load, insert), 2/3 of the float64 function's
+    compile time."""
     b = d.b
     i64 = ir.IntType(64)
     table = b.module.globals.get("jitgrad.vm.two_over_pi")
@@ -890,20 +922,21 @@ def _load_chunks(d, j0, count):
         table.global_constant = True
         table.linkage = "private"
         table.initializer = ir.Constant(ty, [float(c) for c in _TWO_OVER_PI_CHUNKS])
-    lanes = [b.extract_element(j0, ir.Constant(ir.IntType(32), i)) for i in range(d.count)] \
-        if d.count else [j0]
-    chunks = []
-    for k in range(count):
-        vals = [b.load(b.gep(table, [ir.Constant(i64, 0), b.add(j, ir.Constant(i64, k))],
-                             inbounds=True)) for j in lanes]
-        if not d.count:
-            chunks.append(vals[0])
-            continue
-        v = ir.Constant(d.ty, ir.Undefined)
-        for i, val in enumerate(vals):
-            v = b.insert_element(v, val, ir.Constant(ir.IntType(32), i))
-        chunks.append(v)
-    return chunks
+    n = d.count
+    gather_name = "llvm.masked.gather.v%df64.v%dp0" % (n, n)
+    ptrs_ty = ir.VectorType(ir.DoubleType().as_pointer(), n)
+    mask_ty = ir.VectorType(ir.IntType(1), n)
+    gather = b.module.globals.get(gather_name) or ir.Function(
+        b.module, ir.FunctionType(d.ty, [ptrs_ty, ir.IntType(32), mask_ty, d.ty]), name=gather_name)
+    # addresses as integers: llvmlite's gep takes no vector of indices
+    base = b.ptrtoint(table, i64)
+    base = b.shuffle_vector(b.insert_element(ir.Constant(d.ity, None), base, ir.Constant(ir.IntType(32), 0)),
+                            ir.Constant(d.ity, None), ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+    addr = b.add(base, b.mul(j0, d.ci(8)))
+    everywhere = ir.Constant(mask_ty, [1] * n)
+    return [b.call(gather, [b.inttoptr(b.add(addr, d.ci(8 * k)), ptrs_ty), ir.Constant(ir.IntType(32), 8),
+                            everywhere, ir.Constant(d.ty, None)])
+            for k in range(count)]
 
 
 def _sincos_poly(e, r, rl):
@@ -920,8 +953,8 @@ def _sincos_poly(e, r, rl):
     return s, c
 
 
-def _sin_cos(e, x, cos):
-    r, rl, qm = _trig_reduce(e, x)
+def _sin_cos_finish(e, x, r, rl, qm, cos):
+    """sin x (or cos x) from its reduction x = q*pi/2 + (r + rl), qm = q mod 4."""
     if cos:  # cos x = sin(x + pi/2)
         qm = e.add(qm, e.c(1.0))
         qm = e.sel(e.cmp("==", qm, e.c(4.0)), e.c(0.0), qm)
@@ -933,13 +966,123 @@ def _sin_cos(e, x, cos):
     return res if cos else e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # sin(-0)
 
 
-def _tan(e, x):
-    r, rl, qm = _trig_reduce(e, x)
+def _tan_finish(e, x, r, rl, qm):
     s, c = _sincos_poly(e, r, rl)
     qh = e.floor(e.mul(qm, e.c(0.5)))
     odd = e.cmp("!=", qm, e.add(qh, qh))
     res = e.div(e.sel(odd, e.neg(c), s), e.sel(odd, s, c))
     return e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # tan(-0) = -0
+
+
+_TRIG_FINISH = {
+    "sin": lambda e, x, r, rl, qm: _sin_cos_finish(e, x, r, rl, qm, False),
+    "cos": lambda e, x, r, rl, qm: _sin_cos_finish(e, x, r, rl, qm, True),
+    "tan": _tan_finish,
+}
+
+
+def _trig(e, x, name):
+    """sin / cos / tan (name) of x.  Vectors: _trig_reduce, then the
+    polynomial.  Scalars: Cody-Waite and the polynomial inline, and for |x|
+    past its range (rare) a cold call of _trig_large_scalar_function, which
+    LLVM's loop vectoriser can widen to its masked vector variant."""
+    finish = _TRIG_FINISH[name]
+    if e.count:
+        return finish(e, x, *_trig_reduce(e, x))
+    fn = _trig_large_scalar_function(e, name)
+    return e.if_all(e.not_(_trig_big(e, x)), lambda: finish(e, x, *_trig_reduce_cw(e, x)),
+                    lambda: e.b.call(fn, [x]), scalar_branch=True)
+
+
+def _trig_large_name(e, name):
+    return "jitgrad.vm.%s_large.%s%s%s" % (
+        name, "f64" if e.f64 else "f32", "" if e.has_fma else ".nofma", "" if e.has_round else ".noround")
+
+
+def _trig_large_scalar_function(e, name):
+    """The module's T f(T x): sin / cos / tan of an x past Cody-Waite's range,
+    as lane 0 of _trig_large_vector_function's call (one copy of the exact
+    reduction per module and type, whoever calls it).  Its
+    "vector-function-abi-variant" attribute names that masked vector function,
+    so LLVM's loop vectoriser widens a scalar loop of sin / cos / tan: the
+    scalar form's rare branch becomes one call per vector, which returns at
+    once when no lane needs it (before, the branch held the reduction inline:
+    float32 loops were if-converted into the reduction on every element,
+    float64 ones -- its table loads -- left scalar)."""
+    mod = e.b.module
+    fname = _trig_large_name(e, name)
+    fn = mod.globals.get(fname)
+    if fn is not None:
+        return fn
+    vfn = _trig_large_vector_function(e, name)
+    lanes = vfn.args[0].type.count
+    fn = ir.Function(mod, ir.FunctionType(e.ty, [e.ty]), name=fname)
+    fn.linkage = "internal"
+    for attr in ("noinline", "cold", "nounwind"):
+        fn.attributes.add(attr)
+    # a string attribute, which llvmlite's attribute set does not know: added as its IR text
+    set.add(fn.attributes, '"vector-function-abi-variant"="_ZGV_LLVM_M%dv_%s(%s)"' % (lanes, fname, vfn.name))
+    fb = ir.IRBuilder(fn.append_basic_block("entry"))
+    vty, mty = (a.type for a in vfn.args)
+    i32 = ir.IntType(32)
+    xv = fb.insert_element(ir.Constant(vty, None), fn.args[0], ir.Constant(i32, 0))
+    lane0 = ir.Constant(mty, [ir.Constant(ir.IntType(1), int(i == 0)) for i in range(lanes)])
+    fb.ret(fb.extract_element(fb.call(vfn, [xv, lane0]), ir.Constant(i32, 0)))
+    return fn
+
+
+def _trig_large_vector_function(e, name):
+    """The module's <L x T> f(<L x T> x, <L x i1> mask): sin / cos / tan of
+    the lanes of x that mask selects, each past Cody-Waite's range (L = e.lanes,
+    the target's lanes for T: the width the loop vectoriser picks).  Returns at
+    once if no lane is selected; otherwise reduces through
+    _trig_reduce_exact_function (only the pieces of _EXACT_LANES lanes with a
+    selected lane) and finishes as the inline forms do: a lane's bits are
+    those of the vector form's exact branch."""
+    mod = e.b.module
+    lanes = e.lanes or _EXACT_LANES
+    fname = "%s.v%dm" % (_trig_large_name(e, name), lanes)
+    fn = mod.globals.get(fname)
+    if fn is not None:
+        return fn
+    vty = ir.VectorType(e.ty, lanes)
+    mty = ir.VectorType(ir.IntType(1), lanes)
+    fn = ir.Function(mod, ir.FunctionType(vty, [vty, mty]), name=fname)
+    fn.linkage = "internal"
+    for attr in ("noinline", "nounwind"):
+        fn.attributes.add(attr)
+    x, mask = fn.args
+    fb = ir.IRBuilder(fn.append_basic_block("entry"))
+    work = fn.append_basic_block("work")
+    none = fn.append_basic_block("none")
+    bits = ir.IntType(lanes)
+    fb.cbranch(fb.icmp_unsigned("!=", fb.bitcast(mask, bits), ir.Constant(bits, 0)), work, none)
+    fb.position_at_end(none)
+    fb.ret(ir.Constant(vty, None))
+    fb.position_at_end(work)
+    ev = _Em(fb, vty, e.has_fma, e.has_round)
+    fb.ret(_TRIG_FINISH[name](ev, x, *_call_trig_reduce_exact(ev, x, mask)))
+    _compiler_used(mod, fn)
+    return fn
+
+
+def _compiler_used(mod, fn):
+    """Lists fn in the module's llvm.compiler.used.  A vector variant has no
+    call until the loop vectoriser makes one: without this use GlobalDCE drops
+    it first, and interprocedural passes specialise it to the scalar
+    function's one call (a constant mask, then no mask parameter: LLVM
+    asserts when it widens a call to a variant of the wrong signature)."""
+    ptr = ir.IntType(8).as_pointer()
+    gv = mod.globals.get("llvm.compiler.used")
+    entries = list(gv.initializer.constant) if gv is not None else []
+    entries.append(fn.bitcast(ptr))
+    ty = ir.ArrayType(ptr, len(entries))
+    if gv is None:
+        gv = ir.GlobalVariable(mod, ty, "llvm.compiler.used")
+        gv.linkage = "appending"
+        gv.section = "llvm.metadata"
+    gv.value_type, gv.type = ty, ty.as_pointer()   # grown in place: nothing else refers to it
+    gv.initializer = ir.Constant(ty, entries)
 
 
 # ---------------------------------------------------------------------------
@@ -1213,9 +1356,9 @@ def _rsqrt(e, x):
 _UNARY = {
     "exp": _exp, "expm1": _expm1, "log": _log, "log1p": _log1p,
     "tanh": _tanh, "sigmoid": _sigmoid, "softplus": _softplus,
-    "sin": lambda e, x: _sin_cos(e, x, False),
-    "cos": lambda e, x: _sin_cos(e, x, True),
-    "tan": _tan, "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,
+    "sin": lambda e, x: _trig(e, x, "sin"),
+    "cos": lambda e, x: _trig(e, x, "cos"),
+    "tan": lambda e, x: _trig(e, x, "tan"), "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,
     "erfc": _erfc,
 }
 _BINARY = {"pow": _pow}
@@ -1236,14 +1379,17 @@ def emit_rounding(builder, name, x, native):
     return getattr(_Em(builder, x.type, has_round=native), name)(x)
 
 
-def emit(builder, name, args, fma=True):
+def emit(builder, name, args, fma=True, vector_bits=None):
     """Emit `name`(*args) at the builder's position; returns the result value.
 
     args: list of ir.Values, all of one type: float, double, or a vector of
     either.  Intrinsics are declared in builder.module as needed.  fma: whether
     the target has an FMA instruction (codegen/target.py `Target.has_fma`);
     without one, fused multiply-adds are emulated with exact products instead of
-    becoming libm calls."""
+    becoming libm calls.  vector_bits: the target's vector width
+    (`Target.vector_bits`): scalar sin / cos / tan offer LLVM's loop
+    vectoriser a masked vector variant of their rare call at that many lanes
+    (default _EXACT_LANES)."""
     args = list(args)
     table = _BINARY if name in _BINARY else _UNARY
     if name not in table:
@@ -1254,4 +1400,7 @@ def emit(builder, name, args, fma=True):
     ty = args[0].type
     if any(a.type != ty for a in args):
         raise TypeError("vecmath.%s: arguments must share one type" % name)
-    return table[name](_Em(builder, ty, fma), *args)
+    e = _Em(builder, ty, fma)
+    if vector_bits:
+        e.lanes = vector_bits // e.bits
+    return table[name](e, *args)
