@@ -415,14 +415,34 @@ def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
         else:
             # A is K x M: the MR rows of a panel are MR adjacent elements of
             # one source row, so each k copies a short contiguous run.
-            with _for_range(b, 0, kc, name="pak") as k:
-                src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
-                dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
-                for r in range(mr):
-                    val = g.sload(_gep(b, src, rows[r]))
-                    if r:
-                        val = b.select(row_ok[r], val, g.zero)
-                    g.sstore(val, _gep(b, dst, r))
+            full = b.icmp_signed(">=", valid, _c(mr))
+            with b.if_else(full) as (whole, edge):
+                with whole:
+                    # One <MR x T> copy per k.  Written as a vector so LLVM
+                    # does not vectorise this loop across k with gathers (it
+                    # did, from the scalar selects below: 10% of W3's X^T @ dH).
+                    VM = ir.VectorType(g.T, mr)
+                    src0 = _gep(b, Ab, b.add(b.mul(pc, _c(M)), b.add(ic, ir0)))
+                    with _for_range(b, 0, kc, name="pakv") as k:
+                        src = b.bitcast(_gep(b, src0, b.mul(k, _c(M))), VM.as_pointer())
+                        dst = b.bitcast(_gep(b, dst_panel, b.mul(k, _c(mr))), VM.as_pointer())
+                        b.store(b.load(src, align=g.esz), dst, align=g.esz)
+                with edge:
+                    _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M)
+
+
+def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
+    """The bottom panel of a transposed A with fewer than MR rows: element-wise,
+    rows past the edge read a clamped valid row and store zero."""
+    b, mr = g.b, g.plan.mr
+    with _for_range(b, 0, kc, name="pak") as k:
+        src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
+        dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+        for r in range(mr):
+            val = g.sload(_gep(b, src, rows[r]))
+            if r:
+                val = b.select(row_ok[r], val, g.zero)
+            g.sstore(val, _gep(b, dst, r))
 
 
 # --------------------------------------------------------------------------
