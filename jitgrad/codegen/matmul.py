@@ -219,7 +219,14 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
         pc = b.mul(kbi, _c(plan.kc))
         kc = _smin(b, plan.kc, b.sub(_c(K), pc))
         dst = _gep(b, Bp0, b.mul(kbi, _c(plan.b_elems)))
-        if tail and nfull:
+        if not trans_b:
+            # Row-major B is packed row by row (_emit_pack_b_rows): task q of
+            # a K block takes the q-th of npan equal row ranges, all panels.
+            rows = _ceil_div(plan.kc, npan)
+            k0 = _smin(b, b.mul(q, _c(rows)), kc)
+            k1 = _smin(b, b.add(k0, _c(rows)), kc)
+            _emit_pack_b_rows(g, Bsrc, dst, pc, kc, k0, k1, _c(0), N, N)
+        elif tail and nfull:
             with b.if_else(b.icmp_signed("<", q, _c(nfull))) as (full, edge):
                 with full:
                     _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), nr, N, K, trans_b)
@@ -297,12 +304,37 @@ def _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b):
     """
     b, nr = g.b, g.plan.nr
     nfull, tail = divmod(nc, nr)
+    if not trans_b:
+        _emit_pack_b_rows(g, Bb, Bp, pc, kc, _c(0), kc, jc, nc, N)
+        return
     if nfull:
         with _for_range(b, 0, nfull, name="pbq") as q:
             _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, nr, N, K, trans_b)
     if tail:
         _emit_pack_b_panel(g, Bb, Bp, pc, kc, _c(nfull), jc, tail, N, K,
                            trans_b)
+
+
+def _emit_pack_b_rows(g, Bb, Bp, pc, kc, k0, k1, jc, nc, N):
+    """Rows [k0, k1) of every panel of a row-major B block (see _emit_pack_b).
+
+    Row by row, so B is read front to back: panel by panel read each row's
+    NR-wide piece with a stride of N elements, touching a new page every few
+    rows (W3's W1: 2 KiB rows, 16 panels, each page visited 16 times).
+    """
+    b, nr = g.b, g.plan.nr
+    nfull, tail = divmod(nc, nr)
+    with _for_range(b, k0, k1, name="pbk") as k:
+        src = _gep(b, Bb, b.add(b.mul(b.add(pc, k), _c(N)), jc))
+        dst = _gep(b, Bp, b.mul(k, _c(nr)))
+        pstride = b.mul(kc, _c(nr))
+        if nfull:
+            with _for_range(b, 0, nfull, name="pbq") as q:
+                _emit_copy_row(g, _gep(b, src, b.mul(q, _c(nr))), 1,
+                               _gep(b, dst, b.mul(q, pstride)), nr)
+        if tail:
+            _emit_copy_row(g, _gep(b, src, nfull * nr), 1,
+                           _gep(b, dst, b.mul(_c(nfull), pstride)), tail)
 
 
 def _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, width, N, K, trans_b):
