@@ -344,6 +344,9 @@ _PRE_SHAPES = [
     ("float64", 29, 41, 37, True, False, dict(pack_a=False, mc=12, kc=16)),
     ("float32", 7, 16, 5, False, False, None),        # N a multiple of NR
     ("float32", 13, 3, 9, True, True, None),          # N < NR (edge panel only)
+    # row-major B is packed in row ranges, one per NR panel (13 here): with
+    # K = 3 most pack tasks get no rows, and the last panel is narrow
+    ("float32", 9, 200, 3, False, False, None),
 ]
 
 

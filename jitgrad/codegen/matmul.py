@@ -219,7 +219,14 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
         pc = b.mul(kbi, _c(plan.kc))
         kc = _smin(b, plan.kc, b.sub(_c(K), pc))
         dst = _gep(b, Bp0, b.mul(kbi, _c(plan.b_elems)))
-        if tail and nfull:
+        if not trans_b:
+            # Row-major B is packed row by row (_emit_pack_b_rows): task q of
+            # a K block takes the q-th of npan equal row ranges, all panels.
+            rows = _ceil_div(plan.kc, npan)
+            k0 = _smin(b, b.mul(q, _c(rows)), kc)
+            k1 = _smin(b, b.add(k0, _c(rows)), kc)
+            _emit_pack_b_rows(g, Bsrc, dst, pc, kc, k0, k1, _c(0), N, N)
+        elif tail and nfull:
             with b.if_else(b.icmp_signed("<", q, _c(nfull))) as (full, edge):
                 with full:
                     _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), nr, N, K, trans_b)
@@ -297,12 +304,37 @@ def _emit_pack_b(g, Bb, Bp, pc, kc, jc, nc, N, K, trans_b):
     """
     b, nr = g.b, g.plan.nr
     nfull, tail = divmod(nc, nr)
+    if not trans_b:
+        _emit_pack_b_rows(g, Bb, Bp, pc, kc, _c(0), kc, jc, nc, N)
+        return
     if nfull:
         with _for_range(b, 0, nfull, name="pbq") as q:
             _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, nr, N, K, trans_b)
     if tail:
         _emit_pack_b_panel(g, Bb, Bp, pc, kc, _c(nfull), jc, tail, N, K,
                            trans_b)
+
+
+def _emit_pack_b_rows(g, Bb, Bp, pc, kc, k0, k1, jc, nc, N):
+    """Rows [k0, k1) of every panel of a row-major B block (see _emit_pack_b).
+
+    Row by row, so B is read front to back: panel by panel read each row's
+    NR-wide piece with a stride of N elements, touching a new page every few
+    rows (W3's W1: 2 KiB rows, 16 panels, each page visited 16 times).
+    """
+    b, nr = g.b, g.plan.nr
+    nfull, tail = divmod(nc, nr)
+    with _for_range(b, k0, k1, name="pbk") as k:
+        src = _gep(b, Bb, b.add(b.mul(b.add(pc, k), _c(N)), jc))
+        dst = _gep(b, Bp, b.mul(k, _c(nr)))
+        pstride = b.mul(kc, _c(nr))
+        if nfull:
+            with _for_range(b, 0, nfull, name="pbq") as q:
+                _emit_copy_row(g, _gep(b, src, b.mul(q, _c(nr))), 1,
+                               _gep(b, dst, b.mul(q, pstride)), nr)
+        if tail:
+            _emit_copy_row(g, _gep(b, src, nfull * nr), 1,
+                           _gep(b, dst, b.mul(_c(nfull), pstride)), tail)
 
 
 def _emit_pack_b_panel(g, Bb, Bp, pc, kc, q, jc, width, N, K, trans_b):
@@ -415,14 +447,34 @@ def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
         else:
             # A is K x M: the MR rows of a panel are MR adjacent elements of
             # one source row, so each k copies a short contiguous run.
-            with _for_range(b, 0, kc, name="pak") as k:
-                src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
-                dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
-                for r in range(mr):
-                    val = g.sload(_gep(b, src, rows[r]))
-                    if r:
-                        val = b.select(row_ok[r], val, g.zero)
-                    g.sstore(val, _gep(b, dst, r))
+            full = b.icmp_signed(">=", valid, _c(mr))
+            with b.if_else(full) as (whole, edge):
+                with whole:
+                    # One <MR x T> copy per k.  Written as a vector so LLVM
+                    # does not vectorise this loop across k with gathers (it
+                    # did, from the scalar selects below: 10% of W3's X^T @ dH).
+                    VM = ir.VectorType(g.T, mr)
+                    src0 = _gep(b, Ab, b.add(b.mul(pc, _c(M)), b.add(ic, ir0)))
+                    with _for_range(b, 0, kc, name="pakv") as k:
+                        src = b.bitcast(_gep(b, src0, b.mul(k, _c(M))), VM.as_pointer())
+                        dst = b.bitcast(_gep(b, dst_panel, b.mul(k, _c(mr))), VM.as_pointer())
+                        b.store(b.load(src, align=g.esz), dst, align=g.esz)
+                with edge:
+                    _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M)
+
+
+def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
+    """The bottom panel of a transposed A with fewer than MR rows: element-wise,
+    rows past the edge read a clamped valid row and store zero."""
+    b, mr = g.b, g.plan.mr
+    with _for_range(b, 0, kc, name="pak") as k:
+        src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
+        dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+        for r in range(mr):
+            val = g.sload(_gep(b, src, rows[r]))
+            if r:
+                val = b.select(row_ok[r], val, g.zero)
+            g.sstore(val, _gep(b, dst, r))
 
 
 # --------------------------------------------------------------------------
