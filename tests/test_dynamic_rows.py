@@ -22,6 +22,17 @@ def _np_states(x0, trips, w=W4):
     return np.array(rows).reshape(trips, 4)
 
 
+def _all_states(T, x0, W, dt):
+    """x_{t+1} = tanh(W x_t + 0.1) for T steps, every state stacked from a dynamic TensorArray."""
+    ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+    def body(i, x, ta):
+        x = tf.tanh(tf.linalg.matvec(W, x) + 0.1)
+        return i + 1, x, ta.write(i, x)
+    _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
+    return ta.stack()
+
+
 def _rnn(dt=tf.float64):
     """The all-states RNN: every state goes to a dynamic TensorArray; returns
     (graph, T, x0, w, stacked states)."""
@@ -31,13 +42,7 @@ def _rnn(dt=tf.float64):
         x0 = tf1.placeholder(dt, [4])
         w = tf1.placeholder(dt, [4])   # a per-feature scale applied to the stack (its gradient needs no loop)
         W = tf.constant(W4.astype(dt.np))
-        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
-
-        def body(i, x, ta):
-            x = tf.tanh(tf.linalg.matvec(W, x) + 0.1)
-            return i + 1, x, ta.write(i, x)
-        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
-        st = ta.stack()
+        st = _all_states(T, x0, W, dt)
     return g, T, x0, w, st
 
 
@@ -284,13 +289,7 @@ def _rnn_loss_graph(dt):
         T = tf1.placeholder(tf.int32, [])
         x0 = tf1.placeholder(dt, [4])
         W = tf1.placeholder(dt, [4, 4])
-        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
-
-        def body(i, x, ta):
-            x = tf.tanh(tf.linalg.matvec(W, x) + 0.1)
-            return i + 1, x, ta.write(i, x)
-        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
-        st = ta.stack()
+        st = _all_states(T, x0, W, dt)
         loss = tf.reduce_sum(st * st)
         gx, gW = tf.gradients(loss, [x0, W])
     return g, T, x0, W, [loss, gx, gW]

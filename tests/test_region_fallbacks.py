@@ -107,24 +107,30 @@ def test_gradients_through_draws_of_a_loop_nested_in_a_loop_compile_to_one_kerne
     assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, m: 2})
 
 
-def test_the_ragged_stacks_of_nested_draws_are_freed_every_run():
-    """Each run saves sum(m + i) rows of 64 KiB (about 25 MiB at n=10, m=20): memory
-    that is not freed shows within a few runs."""
-    g, x, n, m, fetches = _dropout_in_nested_loops(width=16384)
-    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
-    feed = {x: np.ones(16384, np.float32), n: 10, m: 20}
+def _assert_compiled_runs_keep_no_memory(sess, fetch, feed):
+    """Twenty more runs after three warm-ups grow the resident set by < 100 MiB (each test's
+    stacks are ~25 MiB a run: 500 MiB if a run kept them), all compiled."""
     before = tf.cache_info()["fallbacks"]
 
     def rss():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * 4096
     for _ in range(3):
-        sess.run(fetches[2], feed)
+        sess.run(fetch, feed)
     start = rss()
     for _ in range(20):
-        sess.run(fetches[2], feed)
-    assert rss() - start < 100 * 2 ** 20   # (500 MiB if each run kept its stacks)
+        sess.run(fetch, feed)
+    assert rss() - start < 100 * 2 ** 20
     assert tf.cache_info()["fallbacks"] == before
+
+
+def test_the_ragged_stacks_of_nested_draws_are_freed_every_run():
+    """Each run saves sum(m + i) rows of 64 KiB (about 25 MiB at n=10, m=20): memory
+    that is not freed shows within a few runs."""
+    g, x, n, m, fetches = _dropout_in_nested_loops(width=16384)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
+    feed = {x: np.ones(16384, np.float32), n: 10, m: 20}
+    _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
 
 
 def _dropout_three_loops_deep(m_inner):
@@ -408,15 +414,4 @@ def test_the_stacks_a_cond_returns_for_its_gradient_are_freed_every_run(structur
     g, x, n, p, fetches = _loop_in_cond(structure, width=16384)
     sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
     feed = {x: np.ones(16384, np.float32), n: 400 if structure == "cond" else 27, p: True}   # (~25 MiB of masks)
-    before = tf.cache_info()["fallbacks"]
-
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
-    for _ in range(3):
-        sess.run(fetches[2], feed)
-    start = rss()
-    for _ in range(20):
-        sess.run(fetches[2], feed)
-    assert rss() - start < 100 * 2 ** 20   # (500 MiB if each run kept its stacks)
-    assert tf.cache_info()["fallbacks"] == before
+    _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
