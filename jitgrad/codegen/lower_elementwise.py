@@ -73,11 +73,7 @@ def _floormod(kb, node, xs, W):
         zero = const(dt, 0, W)
         fix = b.and_(b.fcmp_ordered("!=", r, zero),
                      b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
-        r2 = b.select(fix, b.fadd(r, y), r)
-        # numpy: result takes the sign of y when it is zero
-        is0 = b.fcmp_ordered("==", r2, zero)
-        signed0 = intrinsic(kb.b, f"llvm.copysign.{ty_suffix(r.type)}", r.type, [zero, y])
-        return b.select(is0, signed0, r2)
+        return b.select(fix, b.fadd(r, y), r)     # a zero keeps frem's sign (x's), as in TF
     ys, is_m1 = _safe_divisor(kb, y, W, dt)
     r = b.srem(x, ys)
     zero = const(dt, 0, W)
@@ -138,6 +134,32 @@ def _sqrt_grad(kb, node, xs, W):
     dt = _dt(node)
     v = b.fdiv(b.fmul(const(dt, 0.5, W), dy), y)
     return _where_zero(kb, node, b.fcmp_ordered("==", dy, const(dt, 0, W)), v, W)
+
+
+def _rsqrt_grad(kb, node, xs, W):
+    """TF's RsqrtGrad: 0 where dy == 0, else (-0.5 * (dy * y)) * (y * y) (ops/math_ops.py)."""
+    y, dy = xs
+    b = kb.b
+    dt = _dt(node)
+    v = b.fmul(b.fmul(const(dt, -0.5, W), b.fmul(dy, y)), b.fmul(y, y))
+    return _where_zero(kb, node, b.fcmp_ordered("==", dy, const(dt, 0, W)), v, W)
+
+
+def _reciprocal_grad(kb, node, xs, W):
+    """TF's ReciprocalGrad: 0 where dy == 0, else (-y * y) * dy (ops/math_ops.py)."""
+    y, dy = xs
+    b = kb.b
+    dt = _dt(node)
+    v = b.fmul(b.fmul(b.fneg(y), y), dy)
+    return _where_zero(kb, node, b.fcmp_ordered("==", dy, const(dt, 0, W)), v, W)
+
+
+def _elu_grad(kb, node, xs, W):
+    """TF's EluGrad(g, y): g * (y + 1) where y < 0, else g."""
+    g, y = xs
+    b = kb.b
+    dt = _dt(node)
+    return b.select(b.fcmp_ordered("<", y, const(dt, 0, W)), b.fmul(g, b.fadd(y, const(dt, 1, W))), g)
 
 
 def _sqdiff(kb, node, xs, W):
@@ -350,6 +372,9 @@ ELEMENTWISE = {
     "Minimum": _minimum,
     "MulNoNan": _mul_no_nan,
     "SqrtGrad": _sqrt_grad,
+    "RsqrtGrad": _rsqrt_grad,
+    "ReciprocalGrad": _reciprocal_grad,
+    "EluGrad": _elu_grad,
     "SquaredDifference": _sqdiff,
     "LogicalAnd": _logical("and_"),
     "LogicalOr": _logical("or_"),

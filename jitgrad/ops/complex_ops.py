@@ -47,9 +47,9 @@ def _complex_abs_grad(op, g):
 
 
 _register("Real", lambda op, g: [complex(g, zeros_like(g))], infer=_to_real_infer("Real"),
-          kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
+          kernel=lambda attrs, x: np.asarray(np.real(x), order="C"))   # (ascontiguousarray makes 0-d 1-d)
 _register("Imag", lambda op, g: [complex(zeros_like(g), g)], infer=_to_real_infer("Imag"),
-          kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
+          kernel=lambda attrs, x: np.asarray(np.imag(x), order="C"))
 _register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
 _register("Conj", lambda op, g: [conj(g)], infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
           kernel=lambda attrs, x: np.conj(x))

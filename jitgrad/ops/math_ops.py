@@ -90,7 +90,14 @@ def _floordiv(x, y):
 
 def _floormod(x, y):
     _int_div_check(y)
-    return np.mod(x, y)
+    if x.dtype.kind != "f":
+        return np.mod(x, y)
+    # TF's FloorMod for floats (Eigen google_floor_fmod): fmod, exact, moved into y's sign when
+    # the signs differ. A zero keeps fmod's sign (x's): floormod(-0., 2.) is -0., where numpy's
+    # mod gives the sign of y.
+    with np.errstate(invalid="ignore"):
+        r = np.fmod(x, y)
+        return np.where((r != 0) & ((y < 0) != (r < 0)), r + y, r).astype(r.dtype, copy=False)
 
 
 def _pow(x, y):
@@ -115,6 +122,20 @@ def _mul_no_nan(x, y):
 def _sqrt_grad(y, dy):
     with np.errstate(all="ignore"):
         return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / y)
+
+
+# TF's RsqrtGrad / ReciprocalGrad kernels (Eigen scalar_rsqrt_gradient_op,
+# scalar_inverse_gradient_op), products in their order: 0 where dy == 0, even where y is inf or
+# NaN (a gradient cut off by a where upstream stays 0), else (-0.5 * (dy * y)) * (y * y) and
+# (-y * y) * dy -- y * y first, so it overflows (or underflows) where TF's does.
+def _rsqrt_grad(y, dy):
+    with np.errstate(all="ignore"):
+        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(-0.5) * (dy * y)) * (y * y))
+
+
+def _reciprocal_grad(y, dy):
+    with np.errstate(all="ignore"):
+        return np.where(dy == 0, np.zeros((), y.dtype), (-y * y) * dy)
 
 
 def _sigmoid(x):
@@ -197,9 +218,29 @@ def _sqdiff_grad(op, g):
 
 # TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
 _binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
-_binary_op("SqrtGrad", _sqrt_grad,
-           lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
-                          realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
+
+
+def _sqrt_grad_grad(op, g):
+    """TF's _SqrtGradGrad: with ga = g / a, (-ga * y, 0.5 * ga)."""
+    ga = realdiv(g, op.inputs[0])
+    return [multiply(negative(ga), op.outputs[0]), multiply(0.5, ga)]
+
+
+def _rsqrt_grad_grad(op, g):
+    """TF's _RsqrtGradGrad: (-1.5 * g * b * a^2, RsqrtGrad(a, g)) for a = rsqrt(x), b its gradient."""
+    a, b = op.inputs
+    return [multiply(multiply(multiply(-1.5, g), b), square(a)), rsqrt_grad(a, g)]
+
+
+def _reciprocal_grad_grad(op, g):
+    """TF's _ReciprocalGradGrad: (g * -2 * b * a, ReciprocalGrad(a, g)) for a = 1 / x, b its gradient."""
+    a, b = op.inputs
+    return [multiply(multiply(multiply(g, -2.0), b), a), reciprocal_grad(a, g)]
+
+
+_binary_op("SqrtGrad", _sqrt_grad, _sqrt_grad_grad, FLOATS, cost=4)
+_binary_op("RsqrtGrad", _rsqrt_grad, _rsqrt_grad_grad, FLOATS, cost=4)
+_binary_op("ReciprocalGrad", _reciprocal_grad, _reciprocal_grad_grad, FLOATS, cost=4)
 
 # TF orders real numbers only (complex, bool and string are type errors); equality takes all
 for _name, _fn, _types in [("Less", np.less, NUMBERS), ("LessEqual", np.less_equal, NUMBERS),
@@ -221,14 +262,8 @@ _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, in
 _unary_op("Square", np.square,   # TF's _SquareGrad: g * 2 conj(x) (for complex x, as for Mul)
           lambda op, g: [multiply(g, multiply(_conj(op.inputs[0]), 2.0))], ARITH)
 _unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
-# RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
-# (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
-# scalar_inverse_gradient_op: (-dy * y) * y) so float32 results match TF.
-_unary_op("Rsqrt", lambda x: 1 / np.sqrt(x),
-          lambda op, g: [multiply(multiply(-0.5, multiply(g, op.outputs[0])),
-                                  multiply(op.outputs[0], op.outputs[0]))], cost=4)
-_unary_op("Reciprocal", lambda x: 1 / x,
-          lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])], cost=4)
+_unary_op("Rsqrt", lambda x: 1 / np.sqrt(x), lambda op, g: [rsqrt_grad(op.outputs[0], g)], cost=4)
+_unary_op("Reciprocal", lambda x: 1 / x, lambda op, g: [reciprocal_grad(op.outputs[0], g)], cost=4)
 _unary_op("Exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], cost=12)
 _unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
 _unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
@@ -274,8 +309,14 @@ _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
-_unary_op("Elu", lambda x: np.where(x < 0, np.expm1(x), x),
-          lambda op, g: [where(less(op.outputs[0], 0), multiply(g, add(op.outputs[0], 1)), g)], cost=12)
+_unary_op("Elu", lambda x: np.where(x < 0, np.expm1(x), x), lambda op, g: [elu_grad(g, op.outputs[0])], cost=12)
+# TF's EluGrad(gradients, outputs) and its gradient _EluGradGrad: the derivative wrt the outputs
+# is where(y < 0, g * gradients, 0), so a NaN upstream gradient where y >= 0 (or y is NaN)
+# gives 0, not the NaN of 0 * NaN that differentiating g * (y + 1) would give.
+_binary_op("EluGrad", lambda g, y: np.where(y < 0, g * (y + 1), g),
+           lambda op, g: [elu_grad(g, op.inputs[1]),
+                          where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(op.inputs[1]))],
+           FLOATS)
 def _leaky_relu_grad(op, g):
     """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m
     is the same number (g * 1, g * alpha) and keeps the second derivative wrt x connected (zeros)."""
@@ -437,6 +478,14 @@ def sqrt_grad(y, dy, name=None):
     return _b("SqrtGrad", y, dy, name)
 
 
+def rsqrt_grad(y, dy, name=None):
+    return _b("RsqrtGrad", y, dy, name)
+
+
+def reciprocal_grad(y, dy, name=None):
+    return _b("ReciprocalGrad", y, dy, name)
+
+
 def equal(x, y, name=None):
     return _b("Equal", x, y, name)
 
@@ -565,6 +614,10 @@ def relu6(features, name=None):
 
 def elu(features, name=None):
     return _u("Elu", features, name)
+
+
+def elu_grad(gradients, outputs, name=None):
+    return _b("EluGrad", gradients, outputs, name)
 
 
 def leaky_relu(features, alpha=0.2, name=None):

@@ -25,7 +25,7 @@ def _outputs_to_arrays(result, touts, what):
     values = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(values) != len(touts):
         raise InvalidArgumentError(f"{what} returned {len(values)} values, expected {len(touts)}")
-    return tuple(np.ascontiguousarray(to_numpy(np.asarray(v) if hasattr(v, "_value") else v, dt))
+    return tuple(np.asarray(to_numpy(np.asarray(v) if hasattr(v, "_value") else v, dt), order="C")   # 0-d stays 0-d
                  for v, dt in zip(values, touts))
 
 

@@ -1,0 +1,121 @@
+"""Differences from TF 2.21 found by bench/tf_fuzz.py (seeds 93000, 93010 and the elu second
+derivative of this stop). Each expected value is TF 2.21's, run with /work/benchenv (said per
+test), and derived by hand or with numpy as well."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+graph_modes = pytest.mark.usefixtures("graph_mode")
+f32 = np.float32
+
+
+def _run(fetches, feeds):
+    with tf.compat.v1.Session() as s:
+        return s.run(fetches, feeds)
+
+
+@graph_modes
+def test_rsqrt_gradient_cut_off_by_a_where_is_zero_not_nan():
+    """tf_fuzz seed 93010: where(rsqrt(x) > c, rsqrt(x), 0) at x < 0 (rsqrt NaN, the where takes
+    the 0): TF's RsqrtGrad kernel gives 0 where the upstream gradient is 0; jitgrad multiplied
+    0 by NaN^3. TF 2.21 printed [0, -0.0625, 0]; by hand d/dx x^-1/2 = -0.5 x^-3/2 = -0.0625
+    at x = 4, and the where passes no gradient at x = -0.536 and x = -1."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        r = tf.math.rsqrt(x)
+        w = tf.where(r > 0.25, r, tf.zeros_like(r))
+        g = tf.gradients(w, x)[0]
+        got = _run(g, {x: np.array([-0.5360737, 4.0, -1.0], f32)})
+    np.testing.assert_array_equal(got, [0.0, -0.0625, 0.0])
+
+
+@graph_modes
+@pytest.mark.parametrize("fn,first,second", [
+    # x = [4, 0, inf, -1, nan], upstream gradient [1, 0, 0, 2, 0]. TF 2.21 printed these;
+    # by hand at x = 4: rsqrt' = -0.5 x^-1.5 = -0.0625, rsqrt'' = 0.75 x^-2.5 = 0.0234375;
+    # reciprocal' = -1/x^2 = -0.0625 (-2 at x = -1 with g = 2), reciprocal'' = 2/x^3 = 0.03125
+    # (-4 at x = -1, g = 2). Where g = 0 the first derivative is 0 (TF's kernels check it);
+    # the second derivatives' NaNs are TF's too (0 * inf in _RsqrtGradGrad / _ReciprocalGradGrad).
+    ("rsqrt", [-0.0625, 0, 0, np.nan, 0], [0.0234375, np.nan, 0, np.nan, np.nan]),
+    ("reciprocal", [-0.0625, 0, 0, -2, 0], [0.03125, np.nan, 0, -4, np.nan]),
+])
+def test_rsqrt_and_reciprocal_first_and_second_derivatives(fn, first, second):
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [5])
+        y = getattr(tf.math, fn)(x)
+        d = tf.gradients(y, x, grad_ys=tf.constant(np.array([1, 0, 0, 2, 0], f32)))[0]
+        d2 = tf.gradients(d, x)[0]
+        got = _run([d, d2], {x: np.array([4, 0, np.inf, -1, np.nan], f32)})
+    np.testing.assert_array_equal(got[0], np.array(first, f32))
+    np.testing.assert_array_equal(got[1], np.array(second, f32))
+
+
+@graph_modes
+def test_reciprocal_gradient_squares_y_first_as_tf_does():
+    """TF's ReciprocalGrad is (-y * y) * dy: at y = 1/x = 3e20, y * y overflows and the gradient
+    with dy = 1e-30 is -inf (TF 2.21 printed -inf), where jitgrad's (-dy * y) * y gave the finite
+    -9e10. The order is TF's; the true value -dy / x^2 = -9e10 is not what TF computes."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1])
+        d = tf.gradients(tf.math.reciprocal(x), x, grad_ys=tf.constant([1e-30]))[0]
+        got = _run(d, {x: np.array([1 / 3e20], f32)})
+    assert got[0] == -np.inf
+
+
+@graph_modes
+@pytest.mark.parametrize("fn", ["elu", "selu"])
+def test_elu_second_derivative_with_a_nan_upstream_gradient(fn):
+    """d/dx EluGrad(g, elu(x)) with g = [nan, 0, 1, 1, 1, inf, 1, 1] at
+    x = [nan, inf, -inf, 0, -0, -1, 2, -100]: TF's _EluGradGrad gives where(y < 0, grad * g, 0)
+    for the outputs, so where y >= 0 or y is NaN a NaN g does not reach the result; jitgrad
+    differentiated g * (y + 1) and got 0 * NaN = NaN at x = nan. TF 2.21 printed
+    [0, 0, 0, 0, 0, inf, 0, 0] for both. By hand: elu'(x) = e^x for x < 0, 1 for x >= 0 (selu:
+    times scale, and alpha below 0), so the first derivative is g * elu'(x): NaN (g), 0 (g = 0),
+    0 (e^-inf), 1, 1, inf (inf * e^-1), 1, and e^-100 rounded to float32, 0; the second
+    derivative is g * e^x below 0: inf at x = -1 and 0 elsewhere."""
+    xs = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, 2.0, -100.0], f32)
+    gs = np.array([np.nan, 0, 1, 1, 1, np.inf, 1, 1], f32)
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [8])
+        d = tf.gradients(getattr(tf.nn, fn)(x), x, grad_ys=tf.constant(gs))[0]
+        d2 = tf.gradients(d, x)[0]
+        got = _run([d, d2], {x: xs})
+    scale = f32(1.0507009873554805) if fn == "selu" else f32(1.0)
+    np.testing.assert_allclose(got[0], np.array([np.nan, 0, 0, 1, 1, np.inf, 1, 0], f32) * scale, rtol=1e-6)
+    np.testing.assert_array_equal(got[1], np.array([0, 0, 0, 0, 0, np.inf, 0, 0], f32))
+
+
+@graph_modes
+def test_floormod_of_floats_is_tfs_fmod_formula():
+    """TF's FloorMod for floats: r = fmod(x, y), exact, plus y where r != 0 and the signs
+    differ; a zero keeps fmod's sign (x's), where numpy's mod gives y's: TF 2.21 printed
+    [-0, 0, 0, -0, 1, 6, 5, inf, -5]. The large ones by hand in integers: 3e38 in float32 is
+    299999995880435962830515069718349135872, which is 1 mod 7 (and -3e38 is 6 mod 7)."""
+    xs = np.array([-0.0, 0.0, 4.0, -4.0, 3e38, -3e38, 5.0, -5.0, -5.0], f32)
+    ys = np.array([2.0, -2.0, -2.0, 2.0, 7.0, 7.0, np.inf, np.inf, -np.inf], f32)
+    assert int(xs[4]) % 7 == 1 and int(xs[5]) % 7 == 6
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [9])
+        y = tf.compat.v1.placeholder(tf.float32, [9])
+        got = _run(tf.math.floormod(x, y), {x: xs, y: ys})
+    want = np.array([-0.0, 0.0, 0.0, -0.0, 1, 6, 5, np.inf, -5], f32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_real_and_imag_of_a_complex_scalar_are_scalars():
+    """tf_fuzz features seed 93000 (complex_program): tf.math.real of a 0-d complex tensor
+    came out shape (1,) (np.ascontiguousarray makes a 0-d array 1-d); TF 2.21: shape ()."""
+    z = tf.constant(np.complex64(1.25 - 0.5j))
+    assert tf.math.real(z).shape == () and tf.math.real(z).numpy() == f32(1.25)
+    assert tf.math.imag(z).shape == () and tf.math.imag(z).numpy() == f32(-0.5)
+    c = tf.complex(tf.abs(z), tf.zeros_like(tf.math.real(z)))
+    assert c.shape == ()
+
+
+def test_numpy_function_returning_a_scalar_keeps_it_a_scalar():
+    """The same np.ascontiguousarray in tf.numpy_function's outputs: TF 2.21 returns the scalar
+    the function gave, shape ()."""
+    out = tf.numpy_function(lambda v: np.float32(2) * v, [tf.constant(1.5)], tf.float32)
+    assert out.shape == () and out.numpy() == f32(3.0)
