@@ -119,3 +119,39 @@ def test_numpy_function_returning_a_scalar_keeps_it_a_scalar():
     the function gave, shape ()."""
     out = tf.numpy_function(lambda v: np.float32(2) * v, [tf.constant(1.5)], tf.float32)
     assert out.shape == () and out.numpy() == f32(3.0)
+
+
+@graph_modes
+def test_split_by_sizes_along_a_dim_unknown_when_built():
+    """tf_fuzz features seed 7071 (bad_input split_bad): tf.split(x, [2, 2]) of a [None]
+    placeholder was a ValueError when the graph was built; TF builds it (pieces of static shape
+    (2,)), splits a 4-element feed and fails a 5- or 3-element one with InvalidArgumentError
+    (TF 2.21: "Determined shape must either match input shape along split_dim exactly ...").
+    The pieces and the gradient (2 where the second piece is taken, 0 elsewhere) by hand."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None])
+        parts = tf.split(x, [2, 2])
+        y = tf.compat.v1.placeholder(tf.float32, [2, None, 3])
+        q = tf.split(y, [1, 3], axis=1)
+        grad = tf.gradients(q[1] * 2.0, y)[0]
+        assert [p.shape.as_list() for p in parts] == [[2], [2]]
+        assert [p.shape.as_list() for p in q] == [[2, 1, 3], [2, 3, 3]]
+        with tf.compat.v1.Session() as s:
+            got = s.run(parts, {x: np.arange(4, dtype=f32)})
+            np.testing.assert_array_equal(got[0], [0, 1])
+            np.testing.assert_array_equal(got[1], [2, 3])
+            want = np.full((2, 4, 3), 2, f32)
+            want[:, 0] = 0
+            np.testing.assert_array_equal(s.run(grad, {y: np.ones((2, 4, 3), f32)}), want)
+            for bad in (np.ones(5, f32), np.ones(3, f32)):
+                with pytest.raises(tf.errors.InvalidArgumentError):
+                    s.run(parts, {x: bad})
+
+
+def test_split_along_an_unknown_dim_that_a_reshape_could_not_check_is_refused():
+    """With another dim unknown too, x [None, None] split [1, 3] on axis 1 would be a reshape to
+    [-1, 4], which a (2, 6) feed passes (12 elements) with wrong pieces: refused when built."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, None])
+        with pytest.raises(ValueError):
+            tf.split(x, [1, 3], axis=1)

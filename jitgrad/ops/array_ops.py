@@ -1080,8 +1080,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         if sizes.ndim == 0:
             sizes = int(sizes)
     if dim is None:
-        raise ValueError(f"jitgrad's tf.split needs the size of dimension {axis} known when the graph is built "
-                         f"(shape {x.shape}).")
+        x, dim = _split_dim_fixed_at_run_time(x, axis, sizes)
     if isinstance(sizes, (int, np.integer)):
         n = int(sizes)
         if n <= 0 or dim % n:
@@ -1112,6 +1111,22 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         outs.append(strided_slice_getitem(x, lead + (slice(begin, begin + sz),)))
         begin += sz
     return outs
+
+
+def _split_dim_fixed_at_run_time(x, axis, sizes):
+    """tf.split of fully given sizes along a dim the graph does not know: x reshaped to that dim
+    being their sum, so a run whose dim differs fails with InvalidArgumentError (TF's SplitV
+    kernel raises it too, "Determined shape must either match input shape along split_dim
+    exactly ...") and the slices after it have a static size. Returns (x, the dim)."""
+    if isinstance(sizes, (int, np.integer)) or -1 in sizes.reshape(-1).tolist():
+        raise ValueError(f"jitgrad's tf.split needs the size of dimension {axis} known when the graph is built "
+                         f"to split it evenly or with a -1 size (shape {x.shape}).")
+    dim = int(sizes.sum())
+    dims = [dim if i == axis % x.shape.rank else d for i, d in enumerate(x.shape.as_list())]
+    if None in dims:     # (a -1 in the reshape would let a wrong dim through when the sizes multiply out)
+        raise ValueError(f"jitgrad's tf.split along a dimension unknown when the graph is built needs the other "
+                         f"dimensions known (shape {x.shape}).")
+    return reshape(x, dims), dim
 
 
 # ---------------------------------------------------------------- pad / reverse / linspace (composites)
