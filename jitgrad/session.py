@@ -3,6 +3,7 @@
 import collections
 import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -111,6 +112,15 @@ def _as_element(graph, f, what):
                     "(Can not convert a {0} into a Tensor or Operation.)".format(type(f).__name__))
 
 
+def _cast(src, np_dtype):
+    """numpy's cast of a feed to the placeholder's dtype, as TF's Session does (np.asarray(v).astype):
+    floats truncate toward zero (NaN and out-of-range values give what numpy gives), a complex
+    value drops its imaginary part, a numeric string is parsed (another is numpy's ValueError)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        return src.astype(np_dtype, order="C")
+
+
 def feed_array(t, value):
     """A feed value as an ndarray of t's dtype, checked against t's static shape."""
     if value is None:
@@ -126,20 +136,15 @@ def feed_array(t, value):
         if not t.shape.is_compatible_with(arr.shape):
             raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")
         return arr
+    if isinstance(value, int) and _cast(np.array(value), want.np) != value:
+        raise TypeError(f"Type of feed value {value} with type {type(value)} is not compatible with Tensor type "
+                        f"{want.np.type}. Try explicitly setting the type of the feed tensor to a larger type "
+                        f"(e.g. int64).")
     src = np.asarray(value)
     if src.dtype == object:   # TF: numpy's float()/int() of the element raises TypeError
         raise TypeError(f"Cannot feed value of type {type(value).__name__} (an array of Python objects) for "
                         f"Tensor {t.name}, which has dtype {want.name}")
-    if src.dtype.kind in "US" or (src.dtype.kind == "c" and not want.is_complex) or \
-            (src.dtype.kind == "V" and src.dtype != want.np):
-        raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
-                         f"{want.name}")
-    lossy = ((src.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(src, 1) == 0))
-             or ((src.dtype.kind == "b") != want.is_bool and src.size > 0))
-    if lossy:
-        raise ValueError(f"Cannot feed value of dtype {src.dtype} for Tensor {t.name}, which has dtype "
-                         f"{want.name}")
-    arr = np.asarray(src, dtype=want.np, order="C")
+    arr = np.asarray(src, order="C") if src.dtype == want.np else _cast(src, want.np)
     if not t.shape.is_compatible_with(arr.shape):
         raise ValueError(f"Cannot feed value of shape {arr.shape} for Tensor {t.name}, which has shape {t.shape}")
     return arr
@@ -293,8 +298,11 @@ class BaseSession:
                 if tv is float or tv is int:
                     want = key.dtype.np
                     if want.kind == "f" or (tv is int and want.kind in "iu"):
-                        arr = np.array(value, want)
-                        if (id(key), ()) in checked:
+                        try:
+                            arr = np.array(value, want)
+                        except OverflowError:       # an int the dtype cannot hold: feed_array's TypeError
+                            arr = None
+                        if arr is not None and (tv is float or arr == value) and (id(key), ()) in checked:
                             fed.append((key, arr))
                             continue
                 elif tv is np.ndarray and value.dtype == key.dtype.np and value.flags.c_contiguous:

@@ -155,3 +155,26 @@ def test_split_along_an_unknown_dim_that_a_reshape_could_not_check_is_refused():
         x = tf.compat.v1.placeholder(tf.float32, [None, None])
         with pytest.raises(ValueError):
             tf.split(x, [1, 3], axis=1)
+
+
+@graph_modes
+def test_feeds_are_cast_as_tfs_session_casts_them():
+    """tf_fuzz features seeds 310001 / 310017 / 310033 (bad_input feed_dtype): a float32 array
+    fed to an int32 placeholder was a ValueError; TF's Session casts it with numpy
+    (np.asarray(v).astype: truncation toward zero) and runs. TF 2.21 printed, for x + 1:
+    [2, 3, -2] from [1.5, 2.5, -3.5]; [2, 1] for bools; and '3' as a string feeds 3.
+    A Python int the dtype cannot hold (2**40 into int32) is TF's TypeError."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.int32, [None])
+        b = tf.compat.v1.placeholder(tf.bool, [2])
+        y = x + 1
+        with tf.compat.v1.Session() as s:
+            for _ in range(2):        # the second run goes through the session's fast path
+                np.testing.assert_array_equal(s.run(y, {x: np.array([1.5, 2.5, -3.5], f32)}), [2, 3, -2])
+            np.testing.assert_array_equal(s.run(y, {x: [True, False]}), [2, 1])
+            np.testing.assert_array_equal(s.run(y, {x: ["3"]}), [4])
+            np.testing.assert_array_equal(s.run(b, {b: np.array([2.0, 0.0])}), [True, False])
+            with pytest.raises(TypeError, match="Type of feed value"):
+                s.run(y, {x: 2 ** 40})
+            with pytest.raises(ValueError):
+                s.run(y, {x: ["abc"]})

@@ -132,8 +132,8 @@ def test_feed_errors(graph):
     with pytest.raises(ValueError) as e:
         sess.run(y, {c: [1.0, 2.0]})
     assert "c:0" in str(e.value) and "(2,)" in str(e.value) and "()" in str(e.value)
-    with pytest.raises(ValueError):
-        sess.run(n, {n: [1.5, 2.5]})  # float values for an int32 tensor
+    # float values for an int32 tensor are cast as numpy casts them (TF 2.21's Session gives [1 2])
+    np.testing.assert_array_equal(sess.run(n, {n: [1.5, 2.5]}), np.array([1, 2], np.int32))
     with pytest.raises(ValueError):
         sess.run(y, {x: [["a", "b"]]})
     with pytest.raises(tf.errors.InvalidArgumentError) as e:
