@@ -178,3 +178,44 @@ def test_feeds_are_cast_as_tfs_session_casts_them():
                 s.run(y, {x: 2 ** 40})
             with pytest.raises(ValueError):
                 s.run(y, {x: ["abc"]})
+
+
+def test_half_precision_transcendentals_are_rounded_once_from_float32():
+    """tf_fuzz features seed 310013 (bfloat16_program): numpy evaluated float16 / bfloat16
+    kernels in 16-bit steps. TF 2.21 printed 6.139278e-06 for float16 sigmoid(-12) (jitgrad: 0,
+    1 + e^12 overflowed float16) and 0.90625 for bfloat16 sigmoid(2.25) (jitgrad 0.902344).
+    By hand: 1 / (1 + e^12) = 6.1442e-06 is 103.08 float16 denormal steps of 2^-24, so 103 * 2^-24;
+    sigmoid(2.25) = 0.904651 is nearer 0.90625 than 0.902344 (bfloat16 step 2^-8)."""
+    assert tf.sigmoid(tf.constant(np.float16(-12.0))).numpy() == np.float16(103 * 2.0 ** -24)
+    bf16 = tf.bfloat16.as_numpy_dtype
+    assert float(tf.sigmoid(tf.constant(np.array(2.25, bf16))).numpy()) == 0.90625
+    # rsqrt once rounded: float16(0.0060005) = 0.0060005188 -> 12.9094, nearer 12.90625 than 12.914
+    assert tf.math.rsqrt(tf.constant(np.float16(0.0060005))).numpy() == np.float16(12.90625)
+
+
+@graph_modes
+def test_elu_is_exp_minus_one_as_tfs_kernel_computes_it():
+    """TF's Elu kernel computes exp(x) - 1, not expm1: TF 2.21 printed elu(-1e-5) = -1.001358e-05
+    in float32 (jitgrad's expm1 gave -9.99995e-06, 1.4e-3 away) and 0 in float16
+    (exp(-1e-5) rounds to 1 in float16). Expected: numpy's float32 exp(x) - 1."""
+    xs = np.array([-1e-5, -0.5, 2.0], f32)
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        got = _run(tf.nn.elu(x), {x: xs})
+    want = np.where(xs < 0, np.exp(xs) - f32(1), xs)
+    np.testing.assert_allclose(got, want, rtol=2e-7)
+    assert got[0] == f32(-1.001358e-05)
+    assert tf.nn.elu(tf.constant(np.float16(-1e-5))).numpy() == 0
+
+
+def test_half_precision_softplus_and_selu_follow_tfs_kernels():
+    """TF's Softplus kernel returns exp(x) below log(eps) + 2 with Eigen's epsilon of the type
+    (bfloat16 2^-7: -2.86; float16 2^-13: -7.01) and x above its negative; TF 2.21 printed
+    bfloat16 softplus(-3) = 0.0498046875 (= bfloat16(exp(-3)), where log1p(exp(-3)) = 0.04859
+    would give 0.0485840) and float16 softplus(6) = 6.00390625 (log1p(e^6) = 6.00248, not 6).
+    Selu is scale_alpha * (exp(x) - 1): TF printed -1.7578125 for bfloat16 selu(-12)
+    (-1.7581 by hand; jitgrad's (elu * alpha) * scale gave -1.75)."""
+    bf16 = tf.bfloat16.as_numpy_dtype
+    assert float(tf.nn.softplus(tf.constant(np.array(-3.0, bf16))).numpy()) == 0.0498046875
+    assert tf.nn.softplus(tf.constant(np.float16(6.0))).numpy() == np.float16(6.00390625)
+    assert float(tf.nn.selu(tf.constant(np.array(-12.0, bf16))).numpy()) == -1.7578125

@@ -253,9 +253,11 @@ def _relu6(kb, node, xs, W):
 
 
 def _elu(kb, node, xs, W):
+    """exp(x) - 1 below 0, as TF's Elu kernel computes it (not expm1: ops/math_ops.py)."""
     (x,) = xs
     b = kb.b
-    return b.select(b.fcmp_ordered("<", x, const(_dt(node), 0, W)), _vm(kb, "expm1", [x]), x)
+    dt = _dt(node)
+    return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)), x)
 
 
 def _leaky_relu(kb, node, xs, W):

@@ -49,8 +49,24 @@ def _binary_grads(op, gx, gy):
 
 
 # ---------------------------------------------------------------- registration
-def _unary_op(name, kernel, grad, allowed=FLOATS, infer_wrap=None, **kw):
+def _in_float32_if_narrow(kernel):
+    """A float16 / bfloat16 value computed in float32 and rounded once, as TF's Eigen kernels for
+    half types do (half(f(float(x)))): numpy evaluated sigmoid(-12) in float16 steps (1 + e^12
+    overflows, giving 0 where TF gives 6.1e-6) and rsqrt as two roundings (tf_fuzz features
+    seed 310013: bfloat16 sigmoid(2.25) 0.902 where TF's correctly rounded 0.906)."""
+    def kernel_narrow(x):
+        if x.dtype.itemsize == 2 and (x.dtype == np.float16 or x.dtype.kind == "V"):
+            return np.asarray(kernel(x.astype(np.float32))).astype(x.dtype)
+        return kernel(x)
+    return kernel_narrow
+
+
+def _unary_op(name, kernel, grad, allowed=FLOATS, infer_wrap=None, narrow_in_float32=True, **kw):
+    """narrow_in_float32=False: the kernel is TF's formula of several Eigen operations, each
+    rounded to the tensor's type (a float16 numpy array rounds each step as Eigen's half does)."""
     infer = unary(allowed)
+    if narrow_in_float32 and any(d.is_floating for d in allowed):
+        kernel = _in_float32_if_narrow(kernel)
     register(name, infer=infer_wrap(infer) if infer_wrap else infer, kernel=lambda attrs, x: kernel(x), grad=grad,
              kind="elementwise", **kw)
 
@@ -143,8 +159,19 @@ def _sigmoid(x):
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
 
+_EPSILON_OF_NARROW = {"float16": 2.0 ** -13, "bfloat16": 2.0 ** -7}     # Eigen NumTraits<T>::epsilon()
+
+
 def _softplus(x):
-    return np.logaddexp(x.dtype.type(0), x)
+    if x.dtype.itemsize != 2:
+        return np.logaddexp(x.dtype.type(0), x)
+    # TF's Softplus kernel, in the tensor's type: x above -t, exp(x) below t, else log1p(exp(x)),
+    # t = log(epsilon) + 2 with Eigen's epsilons (-7.01 for float16, -2.86 for bfloat16, whose
+    # exp(x) there is 3% above softplus(x)); float32 / float64 agree with logaddexp to a few ulps.
+    t = np.log(np.asarray(_EPSILON_OF_NARROW[x.dtype.name], x.dtype)) + x.dtype.type(2)
+    with np.errstate(over="ignore"):
+        e = np.exp(x)
+        return np.where(x > -t, x, np.where(x < t, e, np.log1p(e)))
 
 
 _binary_op("AddV2", np.add, lambda op, g: _binary_grads(op, g, g), ARITH + (dtypes.string,))   # strings concatenate
@@ -277,7 +304,8 @@ _unary_op("Tanh", np.tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))], cost=12)
 _unary_op("Sigmoid", _sigmoid,
           lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))], cost=12)
-_unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))], cost=12)
+_unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))], narrow_in_float32=False,
+          cost=12)
 
 
 def _libm_in_double(fn):
@@ -309,7 +337,14 @@ _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
-_unary_op("Elu", lambda x: np.where(x < 0, np.expm1(x), x), lambda op, g: [elu_grad(g, op.outputs[0])], cost=12)
+# TF's Elu kernel computes exp(x) - 1, not expm1 (elu(-1e-5) is -1.001358e-05 in float32), each step
+# in the tensor's type (elu(-1e-5) is 0 in float16).
+def _elu(x):
+    with np.errstate(over="ignore"):
+        return np.where(x < 0, np.exp(x) - x.dtype.type(1), x)
+
+
+_unary_op("Elu", _elu, lambda op, g: [elu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12)
 # TF's EluGrad(gradients, outputs) and its gradient _EluGradGrad: the derivative wrt the outputs
 # is where(y < 0, g * gradients, 0), so a NaN upstream gradient where y >= 0 (or y is NaN)
 # gives 0, not the NaN of 0 * NaN that differentiating g * (y + 1) would give.

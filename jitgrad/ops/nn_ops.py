@@ -285,7 +285,10 @@ def selu(features, name=None):
     TF's kernel does, so the gradient is TF's SeluGrad: scale * alpha * exp(x)
     where x < 0, else scale (also at 0)."""
     (x,) = convert_all([features])
-    return multiply(where(less(x, 0.0), multiply(elu(x), _SELU_ALPHA), x), _SELU_SCALE, name=name or "Selu")
+    # TF's Selu kernel: scale_alpha * (exp(x) - 1) below 0, scale * x above, with scale_alpha one
+    # constant of x's type (in float16 / bfloat16 (elu * alpha) * scale rounds twice more)
+    return where(less(x, 0.0), multiply(elu(x), _SELU_SCALE * _SELU_ALPHA), multiply(x, _SELU_SCALE),
+                 name=name or "Selu")
 
 
 def softsign(features, name=None):
