@@ -268,7 +268,7 @@ from .dtypes import (float16, half, bfloat16, int8, int16, uint8, uint16, uint32
                      complex64, complex128)
 double = float64
 complex = _cx.complex  # noqa: A001
-math.real, math.imag, math.conj, math.complex = _cx.real, _cx.imag, _cx.conj, _cx.complex
+math.real, math.imag, math.conj, math.complex, math.angle = _cx.real, _cx.imag, _cx.conj, _cx.complex, _cx.angle
 real, imag, conj = _cx.real, _cx.imag, _cx.conj
 from .ops import string_ops as _str  # noqa: E402
 from .dtypes import string  # noqa: E402,F401

@@ -113,8 +113,9 @@ def _mul_no_nan(x, y):
 
 
 def _sqrt_grad(y, dy):
+    # TF's scalar_sqrt_gradient_op: 0 where dy is 0, else 0.5 dy / conj(y)
     with np.errstate(all="ignore"):
-        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / y)
+        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / np.conj(y))
 
 
 def _sigmoid(x):
@@ -197,9 +198,19 @@ def _sqdiff_grad(op, g):
 
 # TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
 _binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
-_binary_op("SqrtGrad", _sqrt_grad,
-           lambda op, g: [negative(multiply(g, realdiv(op.outputs[0], op.inputs[0]))),
-                          realdiv(multiply(g, 0.5), op.inputs[0])], FLOATS, cost=4)
+
+
+def _sqrt_grad_grad(op, g):
+    """SqrtGrad(a, b) = 0.5 b / conj(a) = y. For complex a, TF's _SqrtGradGrad: with ga = g / a,
+    -conj(ga) y (y is anti-holomorphic in a) and 0.5 ga."""
+    a, y = op.inputs[0], op.outputs[0]
+    if a.dtype in COMPLEX:
+        ga = realdiv(g, a)
+        return [multiply(negative(_conj(ga)), y), multiply(0.5, ga)]
+    return [negative(multiply(g, realdiv(y, a))), realdiv(multiply(g, 0.5), a)]
+
+
+_binary_op("SqrtGrad", _sqrt_grad, _sqrt_grad_grad, FLOATS + COMPLEX, cost=4)
 
 # TF orders real numbers only (complex, bool and string are type errors); equality takes all
 for _name, _fn, _types in [("Less", np.less, NUMBERS), ("LessEqual", np.less_equal, NUMBERS),
@@ -217,31 +228,37 @@ def _is_eager(t):
 
 _unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
 _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
-_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS + COMPLEX,   # complex: z / |z|
+          infer_wrap=_no_unsigned)
 _unary_op("Square", np.square,   # TF's _SquareGrad: g * 2 conj(x) (for complex x, as for Mul)
           lambda op, g: [multiply(g, multiply(_conj(op.inputs[0]), 2.0))], ARITH)
-_unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
+_unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], FLOATS + COMPLEX, cost=4)
 # RsqrtGrad / ReciprocalGrad written with TF's kernels' evaluation order
 # (Eigen scalar_rsqrt_gradient_op: (-0.5 * (dy * y)) * (y * y);
 # scalar_inverse_gradient_op: (-dy * y) * y) so float32 results match TF.
+# The complex rules below (TF's math_grad.py) multiply the upstream gradient by the conjugate
+# of the derivative: y or x is conjugated first (_conj is the identity for a real tensor).
 _unary_op("Rsqrt", lambda x: 1 / np.sqrt(x),
-          lambda op, g: [multiply(multiply(-0.5, multiply(g, op.outputs[0])),
-                                  multiply(op.outputs[0], op.outputs[0]))], cost=4)
+          lambda op, g: [multiply(multiply(-0.5, multiply(g, _conj(op.outputs[0]))),
+                                  multiply(_conj(op.outputs[0]), _conj(op.outputs[0])))], FLOATS + COMPLEX, cost=4)
 _unary_op("Reciprocal", lambda x: 1 / x,
-          lambda op, g: [multiply(multiply(negative(g), op.outputs[0]), op.outputs[0])], cost=4)
-_unary_op("Exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], cost=12)
-_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
-_unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
+          lambda op, g: [multiply(multiply(negative(g), _conj(op.outputs[0])), _conj(op.outputs[0]))],
+          FLOATS + COMPLEX, cost=4)
+_unary_op("Exp", np.exp, lambda op, g: [multiply(g, _conj(op.outputs[0]))], FLOATS + COMPLEX, cost=12)
+_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Log1p", np.log1p,
-          lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))], cost=12)
-_unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], cost=12)
-_unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(op.inputs[0]))], cost=12)
+          lambda op, g: [multiply(g, reciprocal(add(1.0, _conj(op.inputs[0]))))], FLOATS + COMPLEX, cost=12)
+_unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Tan", np.tan,
-          lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)], cost=12)
+          lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12)
 _unary_op("Tanh", np.tanh,
-          lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))], cost=12)
+          lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
+          FLOATS + COMPLEX, cost=12)
 _unary_op("Sigmoid", _sigmoid,
-          lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))], cost=12)
+          lambda op, g: [multiply(multiply(g, _conj(op.outputs[0])), subtract(1.0, _conj(op.outputs[0])))],
+          FLOATS + COMPLEX, cost=12)
 _unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))], cost=12)
 
 

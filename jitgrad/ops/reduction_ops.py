@@ -120,7 +120,7 @@ def _min_kernel(attrs, x):
 
 register("Sum", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX), kernel=_sum_kernel, grad=_sum_grad,
          kind="reduction", full_reduce="sum")
-register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad,
+register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX), kernel=_mean_kernel, grad=_mean_grad,
          kind="reduction", full_reduce="mean")
 register("Max", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad,
          kind="reduction", full_reduce="max")
@@ -381,9 +381,9 @@ def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
     return _bool_reduce("All", input_tensor, axis, keepdims, name)
 
 
-def _scan_infer(op_name):
+def _scan_infer(op_name, allowed=NUMBERS):
     def infer(shapes, dts, attrs):
-        check_dtype(op_name, dts[0], NUMBERS)
+        check_dtype(op_name, dts[0], allowed)
         s = shapes[0]
         if s is not None and not -len(s) <= attrs["axis"] < len(s):
             raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
@@ -431,7 +431,7 @@ def _cumprod_vjp(x, g, attrs):
     return divide_no_nan(out, x)
 
 
-register("Cumsum", infer=_scan_infer("Cumsum"), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
+register("Cumsum", infer=_scan_infer("Cumsum", NUMBERS + COMPLEX), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
          kind="other")
 register("Cumprod", infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
          kind="other")
