@@ -90,8 +90,9 @@ nn = _module(
     softmax_cross_entropy_with_logits=_n.softmax_cross_entropy_with_logits,
     sparse_softmax_cross_entropy_with_logits=_n.sparse_softmax_cross_entropy_with_logits)
 linalg = _module("linalg", matmul=matmul,
-                 matvec=lambda a, b, transpose_a=False, name=None: squeeze(
-                     matmul(a, expand_dims(b, -1), transpose_a=transpose_a), [-1], name=name))
+                 matvec=lambda a, b, transpose_a=False, adjoint_a=False, a_is_sparse=False, b_is_sparse=False,
+                 name=None: squeeze(matmul(a, expand_dims(b, -1), transpose_a=transpose_a, adjoint_a=adjoint_a),
+                                    [-1], name=name))
 math.reduce_logsumexp = reduce_logsumexp = _n.reduce_logsumexp
 math.log_sigmoid = _n.log_sigmoid
 for _name in ("sigmoid_cross_entropy_with_logits", "bias_add", "log_sigmoid", "silu"):

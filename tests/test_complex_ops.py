@@ -392,3 +392,160 @@ def test_batching_rule_keeps_a_transposed_complex_matmul_unconjugated():
         op = tf.linalg.matmul(tf.constant(a[0]), tf.constant(b[0]), transpose_a=True, transpose_b=True).op
         (rows,) = _rule_matmul(_Ctx(g, 2), op, [tf.constant(a), tf.constant(b)], (True, True))
     np.testing.assert_allclose(session(g).run(rows), np.swapaxes(a, 1, 2) @ np.swapaxes(b, 1, 2), rtol=1e-13)
+
+
+# ---------------------------------------------------------------- the API sweep's fixes
+# Two complex inputs with zeros where the *_no_nan ops mask (X[1, 1] = 0, Y[0, 1] = 0)
+X2 = np.array([[0.5 + 0.3j, -1.2 + 0.7j], [0.8 - 1.1j, 0.0 + 0.0j]], np.complex128)
+Y2 = np.array([[1.0 - 0.5j, 0.0 + 0.0j], [-0.75 + 0.5j, 0.3 + 1.0j]], np.complex128)
+W2 = np.array([[1.0 - 1.0j, 2.0j], [0.5 + 0.0j, -1.0 + 0.25j]], np.complex128)
+SWEEP = {
+    "squared_difference": lambda x, y: tf.math.squared_difference(x, y),
+    "multiply_no_nan": lambda x, y: tf.math.multiply_no_nan(x, y),
+    "divide_no_nan": lambda x, y: tf.math.divide_no_nan(x, y),
+    "reduce_prod": lambda x, y: tf.reduce_prod(x * y + 1, axis=1, keepdims=True),
+    "norm": lambda x, y: tf.norm(x + y),
+    "norm_axis": lambda x, y: tf.norm(x - y, axis=1, keepdims=True),
+    "matvec_adjoint": lambda x, y: tf.expand_dims(tf.linalg.matvec(x, y[0], adjoint_a=True), 0),
+}
+# TF 2.21 (eager, tape; printed "%.12g%+.12gj"): the value, then the gradients wrt x and y of
+# _sweep_loss. TF's MulNoNan and SquaredDifference gradients conjugate nothing (math_grad.py), so
+# theirs are not dL/dRe + i dL/dIm of a complex weighting and get no finite-difference check.
+SWEEP_TF = {
+    'squared_difference': ([0.89+0j, 1.93+0j, 4.9625+0j, 1.09+0j],
+        [-2.6+0.6j, 2.8+4.8j, 1.55-1.6j, 0.1+2.15j],
+        [2.6-0.6j, -2.8-4.8j, -1.55+1.6j, -0.1-2.15j]),
+    'multiply_no_nan': ([0.65+0.05j, 0+0j, -0.05+1.225j, 0+0j],
+        [1.5+0.5j, 0+0j, -0.375+0.25j, -0.05-1.075j],
+        [0.2+0.8j, 1.4+2.4j, 0.4-0.55j, 0-0j]),
+    'divide_no_nan': ([0.28+0.44j, 0+0j, -1.41538461538+0.523076923077j, 0+0j],
+        [1.2+0.4j, 0+0j, -0.461538461538+0.307692307692j, -0.045871559633-0.98623853211j],
+        [-0.512+0.416j, 0+0j, -0.814201183432+0.194082840237j, 0-0j]),
+    'reduce_prod': ([1.65+0.05j, 0.95+1.225j],
+        [0.5+1.5j, 0+0j, -0.375-0.25j, -0.47-0.65875j],
+        [0.8+0.2j, -0.92-3.11j, 0.4+0.55j, 0-0j]),
+    'norm': ([2.38170107276+0j],
+        [0.629801958421-0.0839735944562j, -0.503841566737+0.293907580597j, 0.020993398614-0.251920783368j,
+         0.125960391684+0.419867972281j],
+        [0.629801958421-0.0839735944562j, -0.503841566737+0.293907580597j, 0.020993398614-0.251920783368j,
+         0.125960391684+0.419867972281j]),
+    'norm_axis': ([1.67928556237+0j, 2.46018292003+0j],
+        [-0.297745667088+0.47639306734j, -0.71458960101+0.416843933923j, 0.315017226439-0.325179072453j,
+         -0.060971076085-0.203236920283j],
+        [0.297745667088-0.47639306734j, 0.71458960101-0.416843933923j, -0.315017226439+0.325179072453j,
+         0.060971076085+0.203236920283j]),
+    'matvec_adjoint': ([0.35-0.55j, -1.55-0.1j],
+        [0.5-1.5j, 1+2j, 0-0j, 0+0j],
+        [1.6+3.2j, 1.9-0.3j, 0+0j, 0+0j]),
+}
+SWEEP_HOLDS_CONVENTION = ["divide_no_nan", "reduce_prod", "norm", "norm_axis", "matvec_adjoint"]
+
+
+def _sweep_loss(out):
+    out = tf.reshape(out, [-1, 1]) if len(out.shape) < 2 else out
+    rows, cols = out.shape.as_list()
+    return tf.reduce_sum(tf.math.real(out * tf.cast(W2[:rows, :cols], out.dtype)))
+
+
+@pytest.mark.usefixtures("graph_mode")
+@pytest.mark.parametrize("name", sorted(SWEEP))
+def test_sweep_ops_match_tf(name):
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.constant(X2), tf.constant(Y2)
+        out = SWEEP[name](x, y)
+        gx, gy = tf.gradients(_sweep_loss(out), [x, y])
+    got = session(g).run([out, gx, gy])
+    for a, want in zip(got, SWEEP_TF[name]):
+        np.testing.assert_allclose(np.ravel(a), want, rtol=TF_RTOL, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", SWEEP_HOLDS_CONVENTION)
+def test_sweep_gradients_match_finite_differences(name):
+    def loss_of(xv, yv):
+        return float(_sweep_loss(SWEEP[name](tf.constant(xv), tf.constant(yv))).numpy())
+    x, y = tf.constant(X2), tf.constant(Y2)
+    with tf.GradientTape() as tape:
+        tape.watch([x, y])
+        lo = _sweep_loss(SWEEP[name](x, y))
+    gx, gy = tape.gradient(lo, [x, y])
+    if name == "divide_no_nan":   # y = 0 is where div_no_nan jumps: compare the other elements
+        mask = Y2 != 0
+        np.testing.assert_allclose(gy.numpy()[mask], fd_grad(lambda v: loss_of(X2, v), Y2)[mask], rtol=1e-6)
+    else:
+        np.testing.assert_allclose(gy.numpy(), fd_grad(lambda v: loss_of(X2, v), Y2), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gx.numpy(), fd_grad(lambda v: loss_of(v, Y2), X2), rtol=1e-6, atol=1e-8)
+
+
+def test_norm_of_complex_is_real_valued():
+    got = tf.norm(tf.constant(X2)).numpy()
+    assert got.dtype == np.complex128 and got.imag == 0       # TF: complex dtype, |x|'s value
+    np.testing.assert_allclose(got.real, np.linalg.norm(X2), rtol=1e-15)
+
+
+def test_reduce_variance_and_std_of_complex_are_real():
+    # TF 2.21: reduce_variance(X, axis=1), reduce_std(X) and the gradient of
+    # reduce_sum(variance * [1, -2]) + std, for X below (/work/benchenv, eager tape)
+    x = tf.constant(np.array([[0.5 + 0.3j, -1.2 + 0.7j], [0.8 - 1.1j, 0.25 + 0.5j]]))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        v, s = tf.math.reduce_variance(x, axis=1), tf.math.reduce_std(x)
+        lo = tf.reduce_sum(v * [1.0, -2.0]) + s
+    assert v.dtype == tf.float64 and s.dtype == tf.float64
+    np.testing.assert_allclose(v.numpy(), [0.7625, 0.715625], rtol=1e-14)
+    np.testing.assert_allclose(s.numpy(), 1.044255117296535, rtol=1e-14)
+    np.testing.assert_allclose(tape.gradient(lo, x).numpy(),
+                               [[0.9487546034411395 - 0.1521189801497505j, -1.158234065285981 + 0.34364305955074836j],
+                                [-0.3794238667834863 + 1.312713880898503j, 0.5889033286283277 - 1.504237960299501j]],
+                               rtol=1e-12)
+
+
+def test_l2_loss_rejects_complex_as_tf():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.nn.l2_loss(tf.constant(X2))
+    with tf.Graph().as_default(), pytest.raises(TypeError, match="DataType complex64 not in list"):
+        tf.nn.l2_loss(tf.compat.v1.placeholder(tf.complex64, [2]))
+
+
+def test_abs_of_a_list_of_complex_numbers():
+    got = tf.abs([3 + 4j, -1j]).numpy()
+    np.testing.assert_array_equal(got, [5.0, 1.0])
+    assert got.dtype == np.float64
+
+
+def test_second_derivative_of_complex_reduce_prod_is_an_error_not_a_number():
+    # Cumprod (which reduce_prod's second derivative goes through) has no complex kernel here
+    x = tf.constant(X2)
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            lo = tf.math.real(tf.reduce_prod(x))
+        g = t1.gradient(lo, x)
+        l2 = tf.reduce_sum(tf.math.real(g))
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError)):
+        t2.gradient(l2, x)
+
+
+@pytest.mark.usefixtures("graph_mode")
+def test_real_and_imag_of_a_complex_scalar_are_scalars():
+    # np.ascontiguousarray gave them shape [1]; the eager gradient of real(reduce_sum(z)) then
+    # failed (Unreduce: input 0 has shape [1], but the op needs [])
+    g = tf.Graph()
+    with g.as_default():
+        s = tf.reduce_sum(tf.constant(Z))
+        parts = [tf.math.real(s), tf.math.imag(s)]
+    re, im = session(g).run(parts)
+    assert np.shape(re) == () and np.shape(im) == ()
+    np.testing.assert_allclose([re, im], [Z.sum().real, Z.sum().imag], rtol=1e-15)
+
+
+def test_gradient_of_the_real_part_of_a_complex_sum():
+    z = tf.constant(Z)
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        lo = tf.math.real(tf.reduce_sum(z * tf.constant(W))) + tf.math.imag(tf.reduce_prod(z))
+    # by hand: real(sum(z W)) gives conj(W); imag(P) = real(-i P) for holomorphic P = prod(z) passes
+    # the upstream i (conj(-i)) back as i conj(dP/dz_k) = i conj(P / z_k)
+    want = np.conj(W) + 1j * np.conj(np.prod(Z) / Z)
+    np.testing.assert_allclose(tape.gradient(lo, z).numpy(), want, rtol=1e-13)

@@ -46,10 +46,11 @@ def _complex_abs_grad(op, g):
     return [multiply(z, complex(divide_no_nan(g, r), zeros_like(g)))]
 
 
+# np.array: a contiguous copy of x's rank (np.ascontiguousarray turned a scalar into shape [1])
 _register("Real", lambda op, g: [complex(g, zeros_like(g))], infer=_to_real_infer("Real"),
-          kernel=lambda attrs, x: np.ascontiguousarray(np.real(x)))
+          kernel=lambda attrs, x: np.array(np.real(x)))
 _register("Imag", lambda op, g: [complex(zeros_like(g), g)], infer=_to_real_infer("Imag"),
-          kernel=lambda attrs, x: np.ascontiguousarray(np.imag(x)))
+          kernel=lambda attrs, x: np.array(np.imag(x)))
 _register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
 
 

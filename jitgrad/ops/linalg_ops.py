@@ -7,7 +7,7 @@ from ..convert import convert_all
 from ..errors import shape_error, InvalidArgumentError
 from ..shapes import broadcast_dims, normalize_axes
 from ._infer import COMPLEX, FLOATS, NUMBERS, check_dtype, check_same
-from .complex_ops import conj
+from .complex_ops import complex as complex_, conj, real
 from .math_ops import reduce_to
 from .registry import apply_op, register
 from .array_ops import _static_value, constant, expand_dims, gather, reshape, squeeze, transpose
@@ -153,7 +153,12 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa:
     if any(_same_ord(ord, s) for s in ("fro", "euclidean", 2)):
         if is_matrix and _same_ord(ord, 2):
             raise NotImplementedError("jitgrad's tf.norm has no matrix 2-norm (it needs an SVD).")
-        result = sqrt(reduce_sum(multiply(x, x), axis, keepdims=True))
+        # x conj(x), as TF's norm: x * x of a complex tensor is not |x|^2 (conj is a no-op on reals);
+        # its imaginary part is 0 (TF's complex product gives exactly 0, numpy's may round to 1e-17)
+        squares = multiply(x, conj(x))
+        if x.dtype.is_complex:
+            squares = complex_(real(squares), zeros_like(real(squares)))
+        result = sqrt(reduce_sum(squares, axis, keepdims=True))
     else:
         result = abs_(x)
         if _same_ord(ord, 1):

@@ -138,8 +138,10 @@ def _conj(x):
 _binary_op("Mul", np.multiply,
            lambda op, g: _binary_grads(op, multiply(g, _conj(op.inputs[1])), multiply(g, _conj(op.inputs[0]))),
            ARITH)
+# TF's _MulNoNanGrad conjugates nothing, also for complex operands (unlike Mul's): kept as TF has it
 _binary_op("MulNoNan", _mul_no_nan,
-           lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)), FLOATS)
+           lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)),
+           FLOATS + COMPLEX)
 _binary_op("RealDiv", np.divide,
            lambda op, g: _binary_grads(op, realdiv(g, _conj(op.inputs[1])),
                                        multiply(g, realdiv(realdiv(negative(_conj(op.inputs[0])),
@@ -196,8 +198,19 @@ def _sqdiff_grad(op, g):
     return _binary_grads(op, d, negative(d))
 
 
-# TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
-_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
+def _squared_difference(x, y):
+    d = x - y
+    if d.dtype.kind != "c":
+        return np.square(d)
+    out = np.zeros_like(d)   # |x - y|^2 with an imaginary part of exactly 0, as TF's conj(d) * d gives
+    out.real = np.square(d.real) + np.square(d.imag)
+    return out
+
+
+# TF registers SquaredDifference for floats, int32, int64 and complex (int8/uint8/... are type errors);
+# its gradient, 2 g (x - y), is TF's for complex operands too
+_binary_op("SquaredDifference", _squared_difference, _sqdiff_grad,
+           FLOATS + (dtypes.int32, dtypes.int64) + COMPLEX)
 
 
 def _sqrt_grad_grad(op, g):
@@ -499,8 +512,10 @@ def negative(x, name=None):
 
 
 def abs(x, name=None):  # noqa: A001
-    if getattr(x, "dtype", None) in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs, in complex_ops.py)
-        return apply_op("ComplexAbs", convert_all([x]), name=name or "ComplexAbs")
+    if x.__class__ not in dispatch.eager_types:   # a list of complex numbers is complex too
+        (x,) = convert_all([x])
+    if x.dtype in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs, in complex_ops.py)
+        return apply_op("ComplexAbs", [x], name=name or "ComplexAbs")
     return _u("Abs", x, name)
 
 
@@ -705,9 +720,9 @@ def divide_no_nan(x, y, name=None):
     if x.dtype.is_integer:   # TF's _TRUEDIV_TABLE: 8/16-bit ints divide in float32, wider ones in float64
         to = dtypes.float32 if x.dtype.size <= 2 else dtypes.float64
         x, y = cast(x, to), cast(y, to)
-    elif not x.dtype.is_floating:
+    elif not (x.dtype.is_floating or x.dtype.is_complex):
         raise TypeError(f"Value passed to parameter 'x' has DataType {x.dtype.name} not in list of allowed values: "
-                        "float16, float32, float64")
+                        "float16, float32, float64, complex64, complex128")
     zero = equal(y, 0.0)
     safe_y = where(zero, ones_like(y), y)
     return where(zero, 0.0, realdiv(x, safe_y), name=name or "div_no_nan")

@@ -25,7 +25,8 @@ def _outputs_to_arrays(result, touts, what):
     values = list(result) if isinstance(result, (list, tuple)) else [result]
     if len(values) != len(touts):
         raise InvalidArgumentError(f"{what} returned {len(values)} values, expected {len(touts)}")
-    return tuple(np.ascontiguousarray(to_numpy(np.asarray(v) if hasattr(v, "_value") else v, dt))
+    # np.array copies keeping the rank (np.ascontiguousarray made a returned scalar shape [1])
+    return tuple(np.array(to_numpy(np.asarray(v) if hasattr(v, "_value") else v, dt))
                  for v, dt in zip(values, touts))
 
 
