@@ -90,8 +90,9 @@ nn = _module(
     softmax_cross_entropy_with_logits=_n.softmax_cross_entropy_with_logits,
     sparse_softmax_cross_entropy_with_logits=_n.sparse_softmax_cross_entropy_with_logits)
 linalg = _module("linalg", matmul=matmul,
-                 matvec=lambda a, b, transpose_a=False, name=None: squeeze(
-                     matmul(a, expand_dims(b, -1), transpose_a=transpose_a), [-1], name=name))
+                 matvec=lambda a, b, transpose_a=False, adjoint_a=False, a_is_sparse=False, b_is_sparse=False,
+                 name=None: squeeze(matmul(a, expand_dims(b, -1), transpose_a=transpose_a, adjoint_a=adjoint_a),
+                                    [-1], name=name))
 math.reduce_logsumexp = reduce_logsumexp = _n.reduce_logsumexp
 math.log_sigmoid = _n.log_sigmoid
 for _name in ("sigmoid_cross_entropy_with_logits", "bias_add", "log_sigmoid", "silu"):
@@ -268,7 +269,7 @@ from .dtypes import (float16, half, bfloat16, int8, int16, uint8, uint16, uint32
                      complex64, complex128)
 double = float64
 complex = _cx.complex  # noqa: A001
-math.real, math.imag, math.conj, math.complex = _cx.real, _cx.imag, _cx.conj, _cx.complex
+math.real, math.imag, math.conj, math.complex, math.angle = _cx.real, _cx.imag, _cx.conj, _cx.complex, _cx.angle
 real, imag, conj = _cx.real, _cx.imag, _cx.conj
 from .ops import string_ops as _str  # noqa: E402
 from .dtypes import string  # noqa: E402,F401

@@ -55,6 +55,7 @@ from .control_flow import cond
 from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_graph_tensor
 from .graph import Tensor
 from .ops.array_ops import _spec_index, get_static_value
+from .ops.complex_ops import conj
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
 
@@ -236,7 +237,8 @@ def _rule_matmul(ctx, op, ins, flags):
     ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
     B = ctx.B
     m, n = _static(op.outputs[0].shape)
-    if flags[0] and flags[1]:
+    if flags[0] and flags[1]:   # BatchMatMulV2 takes adjoints: a transposed complex operand is conjugated first
+        ins = [conj(t) if flag else t for t, flag in zip(ins, (ta, tb))]
         return [apply_op("BatchMatMulV2", ins, {"adj_x": ta, "adj_y": tb})]
     if flags[0]:
         # out[b] = op(a[b]) @ op(B): fold the batch into the rows of one matmul.

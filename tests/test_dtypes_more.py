@@ -117,8 +117,8 @@ def test_complex_basics():
     assert tf.constant(1 + 1j, tf.complex64).dtype == tf.complex64
     with pytest.raises(TypeError):
         tf.constant(1 + 1j, tf.float32)
-    with pytest.raises((TypeError, tf.errors.InvalidArgumentError)):
-        tf.exp(c)     # not supported for complex in jitgrad: an error, never a number
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.math.erf(c)     # real floats only in TF 2.21 too: an error, never a number
 
 
 def test_complex_graph_and_gradient(graph_mode):

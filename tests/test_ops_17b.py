@@ -186,6 +186,16 @@ def test_numpy_function():
     assert seen == [np.ndarray]
 
 
+def test_scalar_result_keeps_rank_0(graph_mode):
+    # TF 2.21: tf.py_function(lambda: np.float32(1), [], tf.float32).shape == () (eager and graph);
+    # a returned scalar came back with shape [1]
+    assert tf.py_function(lambda: np.float32(1), [], tf.float32).numpy().shape == ()
+    g = tf.Graph()
+    with g.as_default():
+        y = tf.numpy_function(lambda: np.float64(2), [], tf.float64)
+    assert np.shape(tf.compat.v1.Session(graph=g).run(y)) == ()
+
+
 # ---------------------------------------------------------------- TensorArray
 def test_tensor_array_eager():
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)

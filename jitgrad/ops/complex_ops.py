@@ -12,7 +12,7 @@ from .. import dtypes
 from ..convert import convert_all
 from ._infer import COMPLEX, FLOATS, check_dtype, check_same
 from ..shapes import broadcast_dims
-from .math_ops import divide_no_nan, multiply, reduce_to, zeros_like
+from .math_ops import divide_no_nan, less, multiply, negative, ones_like, reciprocal, reduce_to, where, zeros_like
 from .registry import apply_op, register as _register_op
 
 
@@ -51,6 +51,15 @@ _register("Real", lambda op, g: [complex(g, zeros_like(g))], infer=_to_real_infe
 _register("Imag", lambda op, g: [complex(zeros_like(g), g)], infer=_to_real_infer("Imag"),
           kernel=lambda attrs, x: np.asarray(np.imag(x), order="C"))
 _register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
+
+
+def _angle_grad(op, g):
+    """TF's _AngleGrad: -complex(g, 0) / (Im(z) + i Re(z)), for angle(z) = atan2(Im z, Re z)."""
+    z = op.inputs[0]
+    return [multiply(negative(complex(g, zeros_like(g))), reciprocal(complex(imag(z), real(z))))]
+
+
+_register("Angle", _angle_grad, infer=_to_real_infer("Angle"), kernel=lambda attrs, x: np.angle(x))
 _register("Conj", lambda op, g: [conj(g)], infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
           kernel=lambda attrs, x: np.conj(x))
 
@@ -93,3 +102,12 @@ def complex(real, imag, name=None):  # noqa: A001
     if re.dtype != im.dtype:
         raise TypeError(f"The `real` and `imag` components have different types: {re.dtype.name} {im.dtype.name}")
     return apply_op("Complex", [re, im], name=name or "Complex")
+
+
+def angle(input, name=None):  # noqa: A002
+    """``tf.math.angle``: the argument of a complex number in (-pi, pi]; for a real tensor, as TF
+    composes it, pi where x < 0 and 0 elsewhere (NaN included)."""
+    (x,) = convert_all([input])
+    if x.dtype in COMPLEX:
+        return apply_op("Angle", [x], name=name or "Angle")
+    return where(less(x, 0), multiply(ones_like(x), np.pi), zeros_like(x), name=name or "Angle")

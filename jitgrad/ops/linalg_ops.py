@@ -6,7 +6,8 @@ from .. import dtypes
 from ..convert import convert_all
 from ..errors import shape_error, InvalidArgumentError
 from ..shapes import broadcast_dims, normalize_axes
-from ._infer import FLOATS, NUMBERS, check_dtype, check_same
+from ._infer import COMPLEX, FLOATS, NUMBERS, check_dtype, check_same
+from .complex_ops import complex as complex_, conj, real
 from .math_ops import reduce_to
 from .registry import apply_op, register
 from .array_ops import _static_value, constant, expand_dims, gather, reshape, squeeze, transpose
@@ -25,7 +26,7 @@ def _matmul_dims(a, b, ta, tb, what):
 
 def _matmul_infer(shapes, dts, attrs):
     check_same("MatMul", dts)
-    check_dtype("MatMul", dts[0], NUMBERS)
+    check_dtype("MatMul", dts[0], NUMBERS + COMPLEX)
     a, b = shapes
     if a is None or b is None:
         return [((None, None), dts[0])]
@@ -37,7 +38,7 @@ def _matmul_infer(shapes, dts, attrs):
 
 def _batch_infer(shapes, dts, attrs):
     check_same("BatchMatMulV2", dts)
-    check_dtype("BatchMatMulV2", dts[0], NUMBERS)
+    check_dtype("BatchMatMulV2", dts[0], NUMBERS + COMPLEX)
     a, b = shapes
     if a is None or b is None:
         return [(None, dts[0])]
@@ -55,6 +56,12 @@ def _mm(a, b, ta, tb):
     return np.matmul(a, b)
 
 
+def _batch_mm(a, b, adj_x, adj_y):
+    """BatchMatMulV2's adj_x / adj_y are adjoints: transposed and conjugated (for complex)."""
+    return _mm(np.conj(a) if adj_x and a.dtype.kind == "c" else a,
+               np.conj(b) if adj_y and b.dtype.kind == "c" else b, adj_x, adj_y)
+
+
 def _matmul_grad_pairs(a, b, g, ta, tb, mm):
     if not ta and not tb:
         return mm(g, b, False, True), mm(a, g, True, False)
@@ -66,12 +73,14 @@ def _matmul_grad_pairs(a, b, g, ta, tb, mm):
 
 
 def _matmul_grad(op, g):
-    a, b = op.inputs
+    # TF's _MatMulGrad: MatMul only transposes, so complex operands are conjugated first
+    a, b = conj(op.inputs[0]), conj(op.inputs[1])
     return list(_matmul_grad_pairs(a, b, g, op.get_attr("transpose_a"), op.get_attr("transpose_b"),
                                    lambda x, y, ta, tb: matmul(x, y, transpose_a=ta, transpose_b=tb)))
 
 
 def _batch_grad(op, g):
+    # TF's _BatchMatMulV2: the same pairs, with adjoints (so complex operands come conjugated)
     a, b = op.inputs
     ga, gb = _matmul_grad_pairs(a, b, g, op.get_attr("adj_x"), op.get_attr("adj_y"),
                                 lambda x, y, ta, tb: _batch_matmul(x, y, ta, tb))
@@ -82,7 +91,7 @@ register("MatMul", infer=_matmul_infer,
          kernel=lambda attrs, a, b: _mm(a, b, attrs["transpose_a"], attrs["transpose_b"]),
          grad=_matmul_grad, kind="matmul")
 register("BatchMatMulV2", infer=_batch_infer,
-         kernel=lambda attrs, a, b: _mm(a, b, attrs["adj_x"], attrs["adj_y"]),
+         kernel=lambda attrs, a, b: _batch_mm(a, b, attrs["adj_x"], attrs["adj_y"]),
          grad=_batch_grad, kind="matmul")
 
 
@@ -93,14 +102,23 @@ def _batch_matmul(a, b, adj_x, adj_y, name=None):
 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
+    """``tf.linalg.matmul``, as TF composes it: MatMul (rank 2) only transposes, so an adjoint
+    operand is conjugated first; BatchMatMulV2 only takes adjoints, so a transposed one is
+    conjugated first (conj of a real tensor is the tensor itself)."""
+    for t, adj, which in ((transpose_a, adjoint_a, "a"), (transpose_b, adjoint_b, "b")):
+        if t and adj:
+            raise ValueError(f"Only one of `transpose_{which}` and `adjoint_{which}` can be True. "
+                             f"Received `transpose_{which}`={t}, `adjoint_{which}`={adj}.")
     a, b = convert_all([a, b])
-    ta, tb = bool(transpose_a or adjoint_a), bool(transpose_b or adjoint_b)
     ra, rb = a.shape.rank, b.shape.rank
     if ra is not None and rb is not None and (ra < 2 or rb < 2):
         raise shape_error(f"Shape must be rank >= 2 for MatMul, got shapes {a.shape} and {b.shape}.")
     if ra == 2 and rb == 2:
-        return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb}, name=name or "MatMul")
-    return _batch_matmul(a, b, ta, tb, name)
+        a, b = (conj(a) if adjoint_a else a), (conj(b) if adjoint_b else b)
+        return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
+                                           "transpose_b": bool(transpose_b or adjoint_b)}, name=name or "MatMul")
+    a, b = (conj(a) if transpose_a else a), (conj(b) if transpose_b else b)
+    return _batch_matmul(a, b, transpose_a or adjoint_a, transpose_b or adjoint_b, name)
 
 
 # ---------------------------------------------------------------- norm / eye (composites)
@@ -135,7 +153,12 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa:
     if any(_same_ord(ord, s) for s in ("fro", "euclidean", 2)):
         if is_matrix and _same_ord(ord, 2):
             raise NotImplementedError("jitgrad's tf.norm has no matrix 2-norm (it needs an SVD).")
-        result = sqrt(reduce_sum(multiply(x, x), axis, keepdims=True))
+        # x conj(x), as TF's norm: x * x of a complex tensor is not |x|^2 (conj is a no-op on reals);
+        # its imaginary part is 0 (TF's complex product gives exactly 0, numpy's may round to 1e-17)
+        squares = multiply(x, conj(x))
+        if x.dtype.is_complex:
+            squares = complex_(real(squares), zeros_like(real(squares)))
+        result = sqrt(reduce_sum(squares, axis, keepdims=True))
     else:
         result = abs_(x)
         if _same_ord(ord, 1):

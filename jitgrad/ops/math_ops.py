@@ -136,8 +136,9 @@ def _mul_no_nan(x, y):
 
 
 def _sqrt_grad(y, dy):
+    # TF's scalar_sqrt_gradient_op: 0 where dy is 0, else 0.5 dy / conj(y)
     with np.errstate(all="ignore"):
-        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / y)
+        return np.where(dy == 0, np.zeros((), y.dtype), (y.dtype.type(0.5) * dy) / np.conj(y))
 
 
 # TF's RsqrtGrad / ReciprocalGrad kernels (Eigen scalar_rsqrt_gradient_op,
@@ -185,8 +186,10 @@ def _conj(x):
 _binary_op("Mul", np.multiply,
            lambda op, g: _binary_grads(op, multiply(g, _conj(op.inputs[1])), multiply(g, _conj(op.inputs[0]))),
            ARITH)
+# TF's _MulNoNanGrad conjugates nothing, also for complex operands (unlike Mul's): kept as TF has it
 _binary_op("MulNoNan", _mul_no_nan,
-           lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)), FLOATS)
+           lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)),
+           FLOATS + COMPLEX)
 _binary_op("RealDiv", np.divide,
            lambda op, g: _binary_grads(op, realdiv(g, _conj(op.inputs[1])),
                                        multiply(g, realdiv(realdiv(negative(_conj(op.inputs[0])),
@@ -243,14 +246,26 @@ def _sqdiff_grad(op, g):
     return _binary_grads(op, d, negative(d))
 
 
-# TF registers SquaredDifference for floats, int32 and int64 only (int8/uint8/... are type errors)
-_binary_op("SquaredDifference", lambda x, y: np.square(x - y), _sqdiff_grad, FLOATS + (dtypes.int32, dtypes.int64))
+def _squared_difference(x, y):
+    d = x - y
+    if d.dtype.kind != "c":
+        return np.square(d)
+    out = np.zeros_like(d)   # |x - y|^2 with an imaginary part of exactly 0, as TF's conj(d) * d gives
+    out.real = np.square(d.real) + np.square(d.imag)
+    return out
+
+
+# TF registers SquaredDifference for floats, int32, int64 and complex (int8/uint8/... are type errors);
+# its gradient, 2 g (x - y), is TF's for complex operands too
+_binary_op("SquaredDifference", _squared_difference, _sqdiff_grad,
+           FLOATS + (dtypes.int32, dtypes.int64) + COMPLEX)
 
 
 def _sqrt_grad_grad(op, g):
-    """TF's _SqrtGradGrad: with ga = g / a, (-ga * y, 0.5 * ga)."""
+    """TF's _SqrtGradGrad: with ga = g / a, (-conj(ga) * y, 0.5 * ga) -- y = 0.5 b / conj(a) is
+    anti-holomorphic in a, hence the conj (the identity for real a)."""
     ga = realdiv(g, op.inputs[0])
-    return [multiply(negative(ga), op.outputs[0]), multiply(0.5, ga)]
+    return [multiply(negative(_conj(ga)), op.outputs[0]), multiply(0.5, ga)]
 
 
 def _rsqrt_grad_grad(op, g):
@@ -265,7 +280,7 @@ def _reciprocal_grad_grad(op, g):
     return [multiply(multiply(multiply(g, -2.0), b), a), reciprocal_grad(a, g)]
 
 
-_binary_op("SqrtGrad", _sqrt_grad, _sqrt_grad_grad, FLOATS, cost=4)
+_binary_op("SqrtGrad", _sqrt_grad, _sqrt_grad_grad, FLOATS + COMPLEX, cost=4)
 _binary_op("RsqrtGrad", _rsqrt_grad, _rsqrt_grad_grad, FLOATS, cost=4)
 _binary_op("ReciprocalGrad", _reciprocal_grad, _reciprocal_grad_grad, FLOATS, cost=4)
 
@@ -285,25 +300,47 @@ def _is_eager(t):
 
 _unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
 _unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
-_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS, infer_wrap=_no_unsigned)
+_unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS + COMPLEX,   # complex: z / |z|
+          infer_wrap=_no_unsigned)
 _unary_op("Square", np.square,   # TF's _SquareGrad: g * 2 conj(x) (for complex x, as for Mul)
           lambda op, g: [multiply(g, multiply(_conj(op.inputs[0]), 2.0))], ARITH)
-_unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], cost=4)
-_unary_op("Rsqrt", lambda x: 1 / np.sqrt(x), lambda op, g: [rsqrt_grad(op.outputs[0], g)], cost=4)
-_unary_op("Reciprocal", lambda x: 1 / x, lambda op, g: [reciprocal_grad(op.outputs[0], g)], cost=4)
-_unary_op("Exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], cost=12)
-_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))], cost=12)
-_unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(op.inputs[0]))], cost=12)
+_unary_op("Sqrt", np.sqrt, lambda op, g: [sqrt_grad(op.outputs[0], g)], FLOATS + COMPLEX, cost=4)
+
+
+# Real operands: TF's RsqrtGrad / ReciprocalGrad ops (their kernels' evaluation order and dy == 0
+# guard). Complex: TF's math_grad.py rules multiply the upstream gradient by the conjugate of the
+# derivative, so y is conjugated first.
+def _rsqrt_gradient(op, g):
+    y = op.outputs[0]
+    if y.dtype not in COMPLEX:
+        return [rsqrt_grad(y, g)]
+    return [multiply(multiply(-0.5, multiply(g, _conj(y))), multiply(_conj(y), _conj(y)))]
+
+
+def _reciprocal_gradient(op, g):
+    y = op.outputs[0]
+    if y.dtype not in COMPLEX:
+        return [reciprocal_grad(y, g)]
+    return [multiply(multiply(negative(g), _conj(y)), _conj(y))]
+
+
+_unary_op("Rsqrt", lambda x: 1 / np.sqrt(x), _rsqrt_gradient, FLOATS + COMPLEX, cost=4)
+_unary_op("Reciprocal", lambda x: 1 / x, _reciprocal_gradient, FLOATS + COMPLEX, cost=4)
+_unary_op("Exp", np.exp, lambda op, g: [multiply(g, _conj(op.outputs[0]))], FLOATS + COMPLEX, cost=12)
+_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Log1p", np.log1p,
-          lambda op, g: [multiply(g, reciprocal(add(1.0, op.inputs[0])))], cost=12)
-_unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], cost=12)
-_unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(op.inputs[0]))], cost=12)
+          lambda op, g: [multiply(g, reciprocal(add(1.0, _conj(op.inputs[0]))))], FLOATS + COMPLEX, cost=12)
+_unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Tan", np.tan,
-          lambda op, g: [multiply(square(reciprocal(cos(op.inputs[0]))), g)], cost=12)
+          lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12)
 _unary_op("Tanh", np.tanh,
-          lambda op, g: [multiply(g, subtract(1.0, multiply(op.outputs[0], op.outputs[0])))], cost=12)
+          lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
+          FLOATS + COMPLEX, cost=12)
 _unary_op("Sigmoid", _sigmoid,
-          lambda op, g: [multiply(multiply(g, op.outputs[0]), subtract(1.0, op.outputs[0]))], cost=12)
+          lambda op, g: [multiply(multiply(g, _conj(op.outputs[0])), subtract(1.0, _conj(op.outputs[0])))],
+          FLOATS + COMPLEX, cost=12)
 _unary_op("Softplus", _softplus, lambda op, g: [multiply(g, sigmoid(op.inputs[0]))], narrow_in_float32=False,
           cost=12)
 
@@ -566,8 +603,10 @@ def negative(x, name=None):
 
 
 def abs(x, name=None):  # noqa: A001
-    if getattr(x, "dtype", None) in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs, in complex_ops.py)
-        return apply_op("ComplexAbs", convert_all([x]), name=name or "ComplexAbs")
+    if x.__class__ not in dispatch.eager_types:   # a list of complex numbers is complex too
+        (x,) = convert_all([x])
+    if x.dtype in COMPLEX:   # |z|, a real tensor (TF's ComplexAbs, in complex_ops.py)
+        return apply_op("ComplexAbs", [x], name=name or "ComplexAbs")
     return _u("Abs", x, name)
 
 
@@ -776,9 +815,9 @@ def divide_no_nan(x, y, name=None):
     if x.dtype.is_integer:   # TF's _TRUEDIV_TABLE: 8/16-bit ints divide in float32, wider ones in float64
         to = dtypes.float32 if x.dtype.size <= 2 else dtypes.float64
         x, y = cast(x, to), cast(y, to)
-    elif not x.dtype.is_floating:
+    elif not (x.dtype.is_floating or x.dtype.is_complex):
         raise TypeError(f"Value passed to parameter 'x' has DataType {x.dtype.name} not in list of allowed values: "
-                        "float16, float32, float64")
+                        "float16, float32, float64, complex64, complex128")
     zero = equal(y, 0.0)
     safe_y = where(zero, ones_like(y), y)
     return where(zero, 0.0, realdiv(x, safe_y), name=name or "div_no_nan")

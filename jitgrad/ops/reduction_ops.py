@@ -9,6 +9,7 @@ from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX, NUMBERS, check_dtype
 from .array_ops import _int_arg, get_static_value, reshape, reshape_like, transpose
+from .complex_ops import conj
 from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .math_ops import abs as abs_, square, subtract, zeros_like
@@ -75,6 +76,8 @@ def _prod_grad(op, g):
     x = op.inputs[0]
     axis, keep = op.get_attr("axis"), op.get_attr("keepdims")
     others = apply_op("ProdExcept", [x], {"axis": axis})
+    if x.dtype in COMPLEX:   # TF's _ProdGrad: "the gradient is in the conjugate direction"
+        others = conj(others)
     return [multiply(unreduce(g, x, axis, keep), others)]
 
 
@@ -120,13 +123,13 @@ def _min_kernel(attrs, x):
 
 register("Sum", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX), kernel=_sum_kernel, grad=_sum_grad,
          kind="reduction", full_reduce="sum")
-register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_mean_kernel, grad=_mean_grad,
+register("Mean", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX), kernel=_mean_kernel, grad=_mean_grad,
          kind="reduction", full_reduce="mean")
 register("Max", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_max_kernel, grad=_minmax_grad,
          kind="reduction", full_reduce="max")
 register("Min", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS), kernel=_min_kernel, grad=_minmax_grad,
          kind="reduction", full_reduce="min")
-register("Prod", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS),
+register("Prod", run_check=_reduce_run_check, infer=_reduce_infer(NUMBERS + COMPLEX),
          kernel=lambda attrs, x: np.prod(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=x.dtype),
          grad=_prod_grad, kind="reduction", full_reduce="prod")
 
@@ -381,9 +384,9 @@ def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
     return _bool_reduce("All", input_tensor, axis, keepdims, name)
 
 
-def _scan_infer(op_name):
+def _scan_infer(op_name, allowed=NUMBERS):
     def infer(shapes, dts, attrs):
-        check_dtype(op_name, dts[0], NUMBERS)
+        check_dtype(op_name, dts[0], allowed)
         s = shapes[0]
         if s is not None and not -len(s) <= attrs["axis"] < len(s):
             raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
@@ -431,7 +434,7 @@ def _cumprod_vjp(x, g, attrs):
     return divide_no_nan(out, x)
 
 
-register("Cumsum", infer=_scan_infer("Cumsum"), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
+register("Cumsum", infer=_scan_infer("Cumsum", NUMBERS + COMPLEX), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
          kind="other")
 register("Cumprod", infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
          kind="other")
@@ -459,8 +462,8 @@ def _moment_input(input_tensor, name):
     (x,) = convert_all([input_tensor])
     if x.dtype.is_integer:
         raise TypeError(f"Input must be either real or complex. Received integer type {x.dtype!r}.")
-    if not x.dtype.is_floating:
-        raise TypeError(f"{name} needs a floating-point input, got {x.dtype.name}")
+    if not (x.dtype.is_floating or x.dtype.is_complex):   # complex: a real variance, via |x - mean|
+        raise TypeError(f"{name} needs a floating-point or complex input, got {x.dtype.name}")
     return x
 
 
@@ -473,6 +476,10 @@ def _variance(x, axis, keepdims, name):
 def l2_loss(t, name=None):
     """``tf.nn.l2_loss``: sum(t ** 2) / 2 (here, not in nn_ops.py: clip_ops' global_norm uses it)."""
     (x,) = convert_all([t])
+    if not x.dtype.is_floating:   # TF's L2Loss op: real floats only (complex gave sum(z^2) / 2)
+        msg = (f"Value passed to parameter 't' has DataType {x.dtype.name} not in list of allowed values: "
+               "float16, bfloat16, float32, float64")
+        raise InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
     return multiply(reduce_sum(square(x)), 0.5, name=name or "L2Loss")
 
 
