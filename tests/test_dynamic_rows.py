@@ -3,6 +3,8 @@
 rows) and a cond output whose branches differ in dim 0. Each program runs compiled
 (asserting no fallback) and interpreted; expected values are the same recurrence in
 numpy, gradients are checked against central finite differences."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,21 @@ def test_reader_of_a_grown_stack_compiles_and_matches_numpy_and_interpreter(name
         compiled, interpreted = run_both(g, [y], feed)
         check_close(compiled[0], interpreted[0], np.float64)
         np.testing.assert_allclose(compiled[0], ref(_np_states(X0, trips), wv), rtol=1e-12, atol=1e-13)
+
+
+def test_the_mean_of_no_rows_is_nan_without_a_warning():
+    """TF's reduce_mean of nothing is NaN (0 / 0) and warns of nothing: neither mode may
+    let numpy's "Mean of empty slice" RuntimeWarning through."""
+    g, T, x0, w, st = _rnn()
+    with g.as_default():
+        ys = [tf.reduce_mean(st), tf.reduce_mean(st, axis=0, keepdims=True), tf.reduce_mean(st, axis=1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled, interpreted = run_both(g, ys, {T: 0, x0: X0, w: np.ones(4)})
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float64)
+    assert np.isnan(compiled[0]) and compiled[1].shape == (1, 4) and np.isnan(compiled[1]).all()
+    assert compiled[2].shape == (0,)
 
 
 def test_the_stack_and_its_reduction_fetched_together():
