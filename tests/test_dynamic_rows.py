@@ -3,6 +3,8 @@
 rows) and a cond output whose branches differ in dim 0. Each program runs compiled
 (asserting no fallback) and interpreted; expected values are the same recurrence in
 numpy, gradients are checked against central finite differences."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,21 @@ def test_reader_of_a_grown_stack_compiles_and_matches_numpy_and_interpreter(name
         compiled, interpreted = run_both(g, [y], feed)
         check_close(compiled[0], interpreted[0], np.float64)
         np.testing.assert_allclose(compiled[0], ref(_np_states(X0, trips), wv), rtol=1e-12, atol=1e-13)
+
+
+def test_the_mean_of_no_rows_is_nan_without_a_warning():
+    """TF's reduce_mean of nothing is NaN (0 / 0) and warns of nothing: neither mode may
+    let numpy's "Mean of empty slice" RuntimeWarning through."""
+    g, T, x0, w, st = _rnn()
+    with g.as_default():
+        ys = [tf.reduce_mean(st), tf.reduce_mean(st, axis=0, keepdims=True), tf.reduce_mean(st, axis=1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled, interpreted = run_both(g, ys, {T: 0, x0: X0, w: np.ones(4)})
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float64)
+    assert np.isnan(compiled[0]) and compiled[1].shape == (1, 4) and np.isnan(compiled[1]).all()
+    assert compiled[2].shape == (0,)
 
 
 def test_the_stack_and_its_reduction_fetched_together():
@@ -351,3 +368,77 @@ def test_a_gradient_weighting_each_state_differently():
         check_close(a, b, np.float64)
     np.testing.assert_allclose(compiled[0], np_loss(X0), rtol=1e-12)
     np.testing.assert_allclose(compiled[1], _fd(np_loss, X0), rtol=1e-6, atol=1e-8)
+
+
+# A 100-op elementwise chain over the grown stack, every value read once: (tf op, numpy op)
+# pairs cycled, static operands a per-feature row (4,), a (1, 4) row and scalars.
+_CHAIN = [
+    (lambda y, w: y * w, lambda y, w: y * w),
+    (lambda y, w: tf.tanh(y), lambda y, w: np.tanh(y)),
+    (lambda y, w: y + tf.reshape(w, [1, 4]), lambda y, w: y + w[None]),
+    (lambda y, w: tf.sin(y), lambda y, w: np.sin(y)),
+    (lambda y, w: tf.maximum(y, -0.25), lambda y, w: np.maximum(y, -0.25)),
+]
+
+
+def _chain_graph(ops=100, dt=tf.float64):
+    g, T, x0, w, st = _rnn(dt)
+    with g.as_default():
+        y = st
+        for k in range(ops):
+            y = _CHAIN[k % len(_CHAIN)][0](y, w)
+    return g, T, x0, w, y
+
+
+def _np_chain(s, wv, ops=100):
+    for k in range(ops):
+        s = _CHAIN[k % len(_CHAIN)][1](s, wv)
+    return s
+
+
+def _row_loops(report):
+    return [line for line in report.splitlines() if "over run-time rows" in line]
+
+
+@pytest.mark.parametrize("fetch", ["chain", "sum", "sum_axis1"])
+def test_a_100_op_chain_on_run_time_rows_is_one_row_loop(fetch):
+    """The chain is fused into the one loop over the run-time rows of what is fetched
+    (the chain's value, or a reduction reading it inline): one loop, no heap buffer for
+    the 99 intermediates (each was its own loop and buffer: issue 12). Values against
+    the same recurrence in numpy and the interpreter; one compile for every trip count."""
+    g, T, x0, w, y = _chain_graph()
+    with g.as_default():
+        out = {"chain": y, "sum": tf.reduce_sum(y), "sum_axis1": tf.reduce_sum(y, axis=1)}[fetch]
+    wv = np.array([0.5, -1.0, 2.0, 0.25])
+    loops = _row_loops(_explain(g, [out], {T: 3, x0: X0, w: wv}))
+    assert len(loops) == 1 and "FALLBACK" not in loops[0], loops
+    sess = tf1.Session(graph=g)
+    before, fallbacks = tf.cache_info()["compiles"], tf.cache_info()["fallbacks"]
+    for trips in (0, 1, 5, 33):
+        want = _np_chain(_np_states(X0, trips), wv)
+        want = {"chain": want, "sum": want.sum(), "sum_axis1": want.sum(1)}[fetch]
+        got = sess.run(out, {T: trips, x0: X0, w: wv})
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        compiled, interpreted = run_both(g, [out], {T: trips, x0: X0, w: wv})
+        check_close(compiled[0], interpreted[0], np.float64)
+    assert tf.cache_info()["compiles"] - before <= 1 and tf.cache_info()["fallbacks"] == fallbacks
+
+
+def test_a_chain_value_read_twice_gets_one_buffer_and_its_readers_fuse_the_rest():
+    """y (read by two reductions) lives in memory; the 50 ops after it and the 50 before
+    are computed inside the loops that read them: three row loops in all."""
+    g, T, x0, w, y = _chain_graph(50)
+    with g.as_default():
+        z = y
+        for k in range(50):
+            z = _CHAIN[k % len(_CHAIN)][0](z, w)
+        outs = [tf.reduce_max(z), tf.reduce_sum(y, axis=0)]
+    wv = np.array([0.5, -1.0, 2.0, 0.25])
+    feed = {T: 6, x0: X0, w: wv}
+    assert len(_row_loops(_explain(g, outs, feed))) == 3
+    yv = _np_chain(_np_states(X0, 6), wv, 50)
+    compiled, interpreted = run_both(g, outs, feed)
+    np.testing.assert_allclose(compiled[0], _np_chain(yv, wv, 50).max(), rtol=1e-12)
+    np.testing.assert_allclose(compiled[1], yv.sum(0), rtol=1e-12)
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float64)

@@ -24,7 +24,7 @@ from ..ops.registry import REGISTRY, has_fact
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import Unsupported
-from .lower_rows import plan as plan_rows, row_dynamic
+from .lower_rows import plan as plan_rows
 from .lowering_tables import tables
 
 # Loop nests whose estimated work (elements x weighted fused ops) reaches
@@ -73,7 +73,7 @@ class FusionPlan:
     soft: set         # multi-use values computed inside their own nest instead
     out_vals: list    # output slot values: Program.outputs (not None), then var_writes
     nests: list       # [Nest] in node order
-    rows: dict        # node index -> how lower_rows.py lowers it (it reads a value of run-time rows)
+    rows: dict        # node index -> lower_rows.RowsNode (it reads a value of run-time rows)
     parallel: bool    # some nest runs on all threads
     par_slots: int    # threads a parallel kernel is built for (per-thread workspaces)
 
@@ -168,11 +168,11 @@ class _Planner:
         ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS = self.ELEMENTWISE, self.LAYOUT, self.MATERIALISE, self.ALIAS
         uses = {}
         need_buf = set()
-        # nodes reading a value of run-time rows: each its own node, reading such values
-        # from their buffers, its outputs materialised (lower_rows.py)
+        # nodes reading a value of run-time rows (lower_rows.py): an elementwise one (or an
+        # Unreduce) is fused into its reader's row loop like any elementwise value
+        # (materialised only by the rules below: fetched, read twice, read through a
+        # buffer); a reduction or a Shape is a node of its own, reading its operand inline
         self.rows = plan_rows(p)
-        for i in self.rows:
-            need_buf.update(v for v in nodes[i].inputs if row_dynamic(self.shape(v)))
         for n in nodes:
             if n.op == "Arg":
                 continue
@@ -193,7 +193,7 @@ class _Planner:
                 continue
             for j in range(len(n.outputs)):
                 v = Value(i, j)
-                if (n.op in MATERIALISE or v in need_buf or i in self.rows
+                if (n.op in MATERIALISE or v in need_buf or (i in self.rows and not self.rows[i].inline)
                         or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap"))):
                     mat.add(v)
         roots = set(need_buf) | set(out_vals)

@@ -7,29 +7,37 @@ holds: ``Rows`` is the one place that knows it (a Buffer whose ``rows`` is that 
 its strides never use dim 0). Every generator and reduction of the kernel then works
 on it unchanged once its loops over dim 0 run R times:
 
-* ``plan`` finds, before fusion, the nodes that read a row-dynamic value; each is a
-  node of its own (materialised, fusion_plan.py), its row-dynamic inputs read from
-  their buffers. A value's rows are those of its *source* (the While / If output it
-  derives from): two row-dynamic operands of one op must share a source, so they
-  have the same rows and broadcasting never needs a run-time rule. Anything else
-  raises Unsupported (the interpreter runs it; explain says why).
-* ``lower`` emits them: elementwise ops (and the Unreduce of a reduction's
-  gradient) as a run-time row loop around the static row body (a flat vector loop
-  when every operand is the whole value or a scalar); Sum/Mean/Max/Min/Prod/Any/All
-  and SumToShape through lower_reduction.emit_reduce with dim 0 a run-time extent
-  (fixed order: bit-identical run to run); Shape / SizeRatio at run time.
+* ``plan`` finds, before fusion, the nodes that read a row-dynamic value (a RowsNode
+  each). A value's rows are those of its *source* (the While / If output it derives
+  from): two row-dynamic operands of one op must share a source, so they have the same
+  rows and broadcasting never needs a run-time rule. Anything else raises Unsupported
+  (the interpreter runs it; explain says why).
+* Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
+  elementwise value (fusion_plan.py: materialised only when fetched, read twice or
+  read through a buffer): a chain of them is computed inside the one row loop of
+  what reads it, intermediates in registers (each op its own loop and heap buffer
+  took 57 loops for the 60-node chains of test_control_flow_differential).
+* ``lower`` emits the materialised ones: a run-time row loop around the static row
+  body (a flat vector loop when every value the chain reads is the whole value or
+  one element); Sum/Mean/Max/Min/Prod/Any/All and SumToShape, reading their chain
+  inline, through lower_reduction.emit_reduce with dim 0 a run-time extent (fixed
+  order: bit-identical run to run); Shape / SizeRatio at run time. Every loop runs
+  over the source's rows while no op has failed, 0 rows after (a failed allocation
+  leaves a short buffer: nothing reads or writes past it).
 * A row-dynamic result lives in heap memory (codegen/stacks.py: {data, rows,
   capacity}, ERR_STACK_ALLOC when it cannot be had, freed when the kernel returns),
   or, fetched by a top-level kernel, in a persistent word pair handed to the host
   as a descriptor (dynamic_outputs.py). After an op failed, every row count reads
   as 0, so nothing computes from an unwritten descriptor.
 """
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import I64, VW, Buffer, Unsupported, c64, load_buf, mem_type, store_buf
+from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -52,14 +60,14 @@ class Rows(Buffer):
 
     @property
     def row_elems(self):
-        n = 1
-        for d in self.shape[1:]:
-            n *= d
-        return n
+        return _row_elems(self.shape)
 
-    def flat(self, b):
-        """(The value as one dimension of run-time length, that length.)"""
-        return Buffer(self.ptr, (None,), self.dtype, self.name), b.mul(self.rows, c64(self.row_elems))
+
+def _row_elems(shape):
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return n
 
 
 # ---------------------------------------------------------------- planning
@@ -81,9 +89,19 @@ def _sources(program):
     return src
 
 
+@dataclass(frozen=True)
+class RowsNode:
+    """How lower() emits a node reading a row-dynamic value."""
+    how: str       # "nest" (elementwise / Unreduce), "reduce" or "size"
+    src: Value     # the source whose rows it runs over (a While / If output)
+    inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
+    flat: bool     # every value its computation reads (through inline ops) is its operand's whole
+                   # shape or one element: one flat loop over rows x row elements computes it
+
+
 def plan(program):
-    """{node index: how it is lowered} for the nodes reading a row-dynamic value;
-    raises Unsupported for one this module cannot lower."""
+    """{node index: RowsNode} for the nodes reading a row-dynamic value; raises
+    Unsupported for one this module cannot lower."""
     key = _sources(program)   # row-dynamic value -> its source
     elementwise = tables()[0]
     out = {}
@@ -104,7 +122,12 @@ def plan(program):
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
-        out[i] = how
+        inline = how == "nest"
+        if how == "reduce":
+            flat = _flat(program, out, n.inputs[0], program.shape(n.inputs[0]))
+        else:
+            flat = all(_flat(program, out, u, n.outputs[0][0]) for u in _data_inputs(n))
+        out[i] = RowsNode(how, src, inline, flat)
         for k, (s, _) in enumerate(n.outputs):
             if s is None or any(d is None for d in s):
                 if not row_dynamic(s):
@@ -112,6 +135,24 @@ def plan(program):
                                       "(rows, static...)")
                 key[Value(i, k)] = src
     return out
+
+
+def _flat(program, planned, v, full):
+    """Whether v (of shape ``full`` or one element) is computed from values of shape
+    ``full`` or of one element only, through the ops read inline (each planned node's
+    own answer, found once in node order: a walk of the chain would be exponential in
+    its shared values)."""
+    s = program.shape(v)
+    if all(d == 1 for d in s):
+        return True
+    if tuple(s) != tuple(full):
+        return False
+    rn = planned.get(v.node)
+    return rn is None or not rn.inline or rn.flat   # (not inline: a value in memory)
+
+
+def _data_inputs(n):
+    return [u for k, u in enumerate(n.inputs) if not REGISTRY[n.op].is_shape_only(k)]
 
 
 def _describe(program, v):
@@ -197,74 +238,70 @@ def _alloc(kb, desc_buf, shape, dt, rows, keep):
     return out
 
 
-def lower(kb, node, outs, how, keep):
-    """Emits ``node`` (planned as ``how``); returns its output buffers (Rows where
-    row-dynamic). keep: output index -> persistent word pair (fetched results)."""
-    src = next(kb.buffers[v] for v in node.inputs if isinstance(kb.buffers.get(v), Rows))
+def lower(kb, node, outs, rn, keep):
+    """Emits ``node`` (planned as RowsNode ``rn``); returns its output buffers (Rows
+    where row-dynamic). keep: output index -> persistent word pair (fetched results).
+
+    Every row-dynamic value of one source has the source's rows, unless an op failed
+    (a heap allocation): its result then has 0 rows, and so that no loop reads or
+    writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
+    status word is set."""
+    rows = _live(kb, kb.buffers[rn.src].rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
-        res.append(_alloc(kb, ob, shape, dt, src.rows, keep.get(k)) if row_dynamic(shape) else ob)
-    {"nest": _nest, "reduce": _reduce, "size": _size}[how](kb, node, res, src)
+        res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) else ob)
+    {"nest": _nest, "reduce": _reduce, "size": _size}[rn.how](kb, node, res, _live(kb, rows), rn.flat)
     return res
 
 
-def _nest(kb, node, outs, src):
+def _live(kb, rows):
+    return kb.b.select(kb.no_error_yet(), rows, c64(0))
+
+
+def _nest(kb, node, outs, rows, flat):
+    """out = the node's value (with the fused chain of elementwise ops it reads inline):
+    one flat vector loop over rows x row elements where every value read is the whole
+    value or one element, else a loop over rows around the static row's loop nest."""
     out = outs[0]
     v = Value(kb.regions.node_pos, 0)
     b = kb.b
-    if node.op in tables()[0] and _flat_ok(kb, node, out):
-        flat_out, n = out.flat(b)
-        elementwise = tables()[0][node.op]
-
-        shape_only = REGISTRY[node.op].is_shape_only
-
-        def at(i, W):
-            xs = []
-            for k, u in enumerate(node.inputs):
-                ub = kb.buffers.get(u)
-                if shape_only(k):   # (as kernel.py's generator: the op reads only its shape)
-                    xs.append(None)
-                elif isinstance(ub, Rows):
-                    xs.append(load_buf(b, ub.flat(b)[0], [(i, W > 1 and 1)], W))
-                else:   # a scalar (every dim 1): the same element for every lane
-                    xs.append(kb.gen(u, [(c64(0), 0)] * len(kb.shape(u)), W))
-            return elementwise(kb, node, xs, W)
+    if flat:
+        at = _flat_index(out.shape)
+        flat_out = Buffer(out.ptr, (None,), out.dtype, out.name)
+        n = b.mul(rows, c64(out.row_elems))
         vend = b.and_(n, c64(-VW))
         with kb.loop(vend, 0, VW) as i:
-            store_buf(b, flat_out, [(i, 1)], at(i, VW), VW)
+            store_buf(b, flat_out, [(i, 1)], kb.gen(v, at(i, 1), VW), VW)
         with kb.loop(n, vend) as i:
-            store_buf(b, flat_out, [(i, 0)], at(i, 1), 1)
+            store_buf(b, flat_out, [(i, 0)], kb.gen(v, at(i, 0), 1), 1)
         return
     row_shape = out.shape[1:]
-    with kb.loop(out.rows) as r:
+    with kb.loop(rows) as r:
         row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), row_shape, out.dtype, out.name)
         kb.emit_nest(row, lambda idx, W: kb.gen(v, [(r, 0)] + idx, W))
 
 
-def _flat_ok(kb, node, out):
-    """Every operand is the whole value (same shape) or one element: one flat loop."""
-    for k, u in enumerate(node.inputs):
-        ub = kb.buffers.get(u)
-        if REGISTRY[node.op].is_shape_only(k):
-            continue
-        if isinstance(ub, Rows):
-            if ub.shape != out.shape:
-                return False
-        elif any(d != 1 for d in kb.shape(u)):
-            return False
-    return True
+def _flat_index(shape):
+    """i -> the index of flat element i of a contiguous value of ``shape``: i at its
+    last dim of extent > 1 (stride 1), 0 elsewhere (as fusion_plan.py's merged runs
+    place a run's index at its last dim); at dim 0 when every static dim is 1."""
+    last = max([d for d in range(1, len(shape)) if shape[d] != 1] or [0])
+    return lambda i, lane: [(i, lane) if d == last else (c64(0), 0) for d in range(len(shape))]
 
 
-def _reduce(kb, node, outs, src):
+def _reduce(kb, node, outs, rows, flat):
+    """Reduces x, read from its buffer or computed inline (its fused chain), in
+    lower_reduction's fixed order (bit-identical run to run)."""
     x = node.inputs[0]
-    xb = kb.buffers[x]
-    b = kb.b
-    in_shape = (xb.rows,) + tuple(xb.shape[1:])
-    red = _reduced(node, xb.shape)
+    x_shape = kb.shape(x)
+    in_shape = (rows,) + tuple(x_shape[1:])
+    red = _reduced(node, x_shape)
     kind = "sum" if node.op == "SumToShape" else REDUCE[node.op]
-    if len(red) == len(in_shape):   # everything: one flat run (vectorised, fixed order)
-        flat, n = xb.flat(b)
-        emit_reduce(kb, outs[0], (n,), lambda idx, W: load_buf(b, flat, idx, W), {0}, {0: None}, kind, xb.dtype)
+    dt = kb.dtype(x)
+    if len(red) == len(in_shape) and flat:   # everything: one flat run (vectorised, fixed order)
+        at = _flat_index(x_shape)
+        n = kb.b.mul(rows, c64(_row_elems(x_shape)))
+        emit_reduce(kb, outs[0], (n,), lambda idx, W: kb.gen(x, at(*idx[0]), W), {0}, {0: None}, kind, dt)
         return
     keepdims = node.op != "SumToShape" and node.attrs["keepdims"]
     extra = len(in_shape) - len(outs[0].shape)
@@ -279,10 +316,10 @@ def _reduce(kb, node, outs, src):
         else:
             out_map[d] = j
             j += 1
-    emit_reduce(kb, outs[0], in_shape, lambda idx, W: load_buf(b, xb, idx, W), red, out_map, kind, xb.dtype)
+    emit_reduce(kb, outs[0], in_shape, lambda idx, W: kb.gen(x, idx, W), red, out_map, kind, dt)
 
 
-def _size(kb, node, outs, src):
+def _size(kb, node, outs, rows, flat):
     """Shape / SizeRatio of row-dynamic values: their dim 0 is the source's rows."""
     b = kb.b
     out = outs[0]
@@ -290,7 +327,7 @@ def _size(kb, node, outs, src):
     dims = []
     for v in node.inputs:
         s = kb.shape(v)
-        dims.append([src.rows if d is None else c64(d) for d in s])
+        dims.append([rows if d is None else c64(d) for d in s])
     if node.op == "Shape":
         for k, d in enumerate(dims[0]):
             val = b.trunc(d, ir.IntType(dt.size * 8)) if dt.size < 8 else d

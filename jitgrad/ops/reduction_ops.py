@@ -102,6 +102,11 @@ def _mean_kernel(attrs, x):
             q = s // n
             q = q + ((q * n != s) & (s < 0))   # floor -> toward zero
             return np.asarray(q).astype(x.dtype)
+        if num_elements([x.shape[a] for a in axes]) == 0:
+            # the mean of nothing is NaN, as TF gives it, without numpy's "Mean of empty slice"
+            # warning (a RuntimeWarning TF never emits)
+            nan = complex(np.nan, np.nan) if x.dtype.kind == "c" else np.nan
+            return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), nan, x.dtype)
         return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=_accumulator(x)).astype(x.dtype)
 
 
