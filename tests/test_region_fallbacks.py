@@ -133,24 +133,25 @@ def test_the_ragged_stacks_of_nested_draws_are_freed_every_run():
     _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
 
 
-def _dropout_three_loops_deep(m_inner):
+def _dropout_three_loops_deep(m_inner, width=4):
     """Three nested while_loops of n, m (or m + i: "grows") and m + j iterations, a mask
     drawn in the innermost: y = sum(x^2 * masks). The middle loop's saved stacks are
-    ragged; "fixed": n of them of one length, "grows": of different lengths."""
+    ragged, so the outer loop's are ragged stacks of ragged stacks; "fixed": n of them
+    of one length, "grows": of different lengths."""
     tf.random.set_seed(4)
     g = tf.Graph()
     with g.as_default():
-        x = tf1.placeholder(tf.float32, [4])
+        x = tf1.placeholder(tf.float32, [width])
         n, m = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
 
         def loop(depth, k):
             def body(i, s, ms):
                 if depth == 1:
-                    mask = tf.cast(tf.random.uniform([4], seed=1) > 0.5, tf.float32)
+                    mask = tf.cast(tf.random.uniform([width], seed=1) > 0.5, tf.float32)
                     return i + 1, s + tf.reduce_sum(x * x * mask), ms + mask
                 a, mm = loop(depth - 1, m + i if depth == 2 or m_inner == "grows" else m)
                 return i + 1, s + a, ms + mm
-            return tf.while_loop(lambda i, s, ms: i < k, body, [0, 0.0, tf.zeros([4])])[1:]
+            return tf.while_loop(lambda i, s, ms: i < k, body, [0, 0.0, tf.zeros([width])])[1:]
         y, masks = loop(3, n)
         (gx,) = tf.gradients(y, x)
         (hx,) = tf.gradients(tf.reduce_sum(gx), x)
@@ -158,22 +159,35 @@ def _dropout_three_loops_deep(m_inner):
 
 
 @pytest.mark.parametrize("m_inner", ["grows", "fixed"])
-def test_draws_three_loops_deep_give_the_hand_gradients_in_both_modes(m_inner):
-    # (a ragged stack of ragged stacks: the interpreter runs it, the compiled mode falls back to it)
+def test_draws_three_loops_deep_compile_to_one_kernel_with_the_hand_gradients(m_inner, one_kernel):
+    # (the outer loop's saved draws are a ragged stack of ragged stacks: rows of descriptors of
+    # stacks of descriptors, lower_control.py)
     xv = np.arange(1, 5, dtype=np.float32)
+    feeds = ((3, 2), (0, 2), (2, 0), (1, 1), (4, 3))
     runs = {}
     for mode in ("interpret", "compiled"):
         g, x, n, m, fetches = _dropout_three_loops_deep(m_inner)
         sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
-        runs[mode] = [sess.run(fetches, {x: xv, n: trips, m: 2}) for trips in (3, 0, 2)]
-    for ra, rb in zip(runs["interpret"], runs["compiled"]):
+        before = tf.cache_info()["fallbacks"]
+        runs[mode] = [sess.run(fetches, {x: xv, n: trips, m: inner}) for trips, inner in feeds]
+        assert tf.cache_info()["fallbacks"] == before
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):   # the same draws, the same arithmetic: bit for bit
         for a, b in zip(ra, rb):
             np.testing.assert_array_equal(a, b)
-    for y, masks, gx, hx in runs["interpret"]:
+    for y, masks, gx, hx in runs["compiled"]:
         np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
         np.testing.assert_array_equal(gx, 2 * xv * masks)
         np.testing.assert_array_equal(hx, 2 * masks)
-    assert runs["interpret"][0][1].max() > 0
+    assert runs["compiled"][0][1].max() > 0 and not runs["compiled"][1][1].any()   # (n = 0: no draw)
+    assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, m: 2})
+
+
+def test_the_stacks_of_stacks_of_draws_three_loops_deep_are_freed_every_run():
+    """Each run saves 506 rows of 64 KiB (n = m = 6, "grows": sum over i < 6, j < 6 + i of
+    6 + j draws; about 32 MiB) in 6 stacks of stacks: memory not freed shows within a few runs."""
+    g, x, n, m, fetches = _dropout_three_loops_deep("grows", width=16384)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
+    _assert_compiled_runs_keep_no_memory(sess, fetches[2], {x: np.ones(16384, np.float32), n: 6, m: 6})
 
 
 # ---------------------------------------------------------------- 3. a cond whose branches differ in rank
@@ -365,8 +379,10 @@ def _masked(x, k, width):
 
 def _loop_in_cond(structure, width=4, seed=6):
     """"cond": tf.cond(p, the masked loop of n iterations, x^2 and ones); "loop": that
-    cond in a while_loop of n iterations, its loop running i + 1. y = sum(x^2 * masks),
-    so dy/dx = 2 x * masks and d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
+    cond in a while_loop of n iterations, its loop running i + 1; "loops": a while_loop of
+    n iterations around the masked loop of i + 1, in the cond (its saved draws: a ragged
+    stack the If returns). y = sum(x^2 * masks), so dy/dx = 2 x * masks and
+    d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
     tf.random.set_seed(seed)
     g = tf.Graph()
     with g.as_default():
@@ -374,6 +390,15 @@ def _loop_in_cond(structure, width=4, seed=6):
         n, p = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.bool, [])
         if structure == "cond":
             a, masks = tf.cond(p, lambda: _masked(x, n, width), lambda: (x * x, tf.ones([width])))
+            y = tf.reduce_sum(a)
+        elif structure == "loops":
+            def outer(i, s, ms):
+                a, m = _masked(x, i + 1, width)
+                return i + 1, s + a, ms + m
+
+            def loops():
+                return tf.while_loop(lambda i, s, ms: i < n, outer, [0, tf.zeros([width]), tf.zeros([width])])[1:]
+            a, masks = tf.cond(p, loops, lambda: (x * x, tf.ones([width])))
             y = tf.reduce_sum(a)
         else:
             def body(i, s, ms):
@@ -385,7 +410,7 @@ def _loop_in_cond(structure, width=4, seed=6):
     return g, x, n, p, [y, masks, gx, hx]
 
 
-@pytest.mark.parametrize("structure", ["cond", "loop"])
+@pytest.mark.parametrize("structure", ["cond", "loop", "loops"])
 def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(structure, one_kernel):
     xv = np.arange(1, 5, dtype=np.float32)
     feeds = ((3, True), (4, False), (0, True), (6, True))
@@ -401,7 +426,7 @@ def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(struc
             np.testing.assert_array_equal(a, b)
     for (y, masks, gx, hx), (k, b) in zip(runs["compiled"], feeds):
         if not b:
-            np.testing.assert_array_equal(masks, np.full(4, 1.0 if structure == "cond" else k, np.float32))
+            np.testing.assert_array_equal(masks, np.full(4, k if structure == "loop" else 1.0, np.float32))
         np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
         np.testing.assert_array_equal(gx, 2 * xv * masks)
         np.testing.assert_array_equal(hx, 2 * masks)
@@ -409,7 +434,7 @@ def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(struc
     assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, p: True})
 
 
-@pytest.mark.parametrize("structure", ["cond", "loop"])
+@pytest.mark.parametrize("structure", ["cond", "loop", "loops"])
 def test_the_stacks_a_cond_returns_for_its_gradient_are_freed_every_run(structure):
     g, x, n, p, fetches = _loop_in_cond(structure, width=16384)
     sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
