@@ -7,6 +7,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad.cache import set_enabled
+from _graph_testing import numeric_grad
 from test_differential import run_both
 
 tf1 = tf.compat.v1
@@ -317,6 +318,51 @@ def test_a_write_outside_a_fed_size_array_is_tf_invalid_argument_error(mode):
     for k in (4, 7):   # (TF: the loop's 4th write is at index -1)
         with pytest.raises(tf.errors.InvalidArgumentError):
             sess.run(fetches[0], {x: [0.3, -0.7], n: 3, trips: k, xs: np.zeros((1, 2))})
+
+
+def _scattered(n, x):
+    """The rows the scatter loop below writes, in numpy: iteration i puts x * (i + 1) at
+    2n - 1 - 2i (odd) and x * x at 2i (even)."""
+    rows = np.zeros((2 * n, 2))
+    for i in range(n):
+        rows[2 * n - 1 - 2 * i], rows[2 * i] = x * (i + 1), x * x
+    return rows
+
+
+def test_a_fed_size_array_scattered_out_of_order_and_gathered_compiles_with_bounds_checks():
+    # (one kernel per array size, as the fed-size arrays above; run_both asserts no fallback)
+    g = tf.Graph()
+    with g.as_default():
+        n, at = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float64, [2])
+        ta = tf.TensorArray(tf.float64, size=2 * n, element_shape=[2])
+
+        def body(i, ta):
+            rows = tf.stack([x * tf.cast(i + 1, tf.float64), x * x])
+            return i + 1, ta.scatter(tf.stack([2 * n - 1 - 2 * i, 2 * i]), rows)
+        ta = tf.while_loop(lambda i, ta: i < n, body, [0, ta])[1]
+        picked = ta.gather(tf.stack([0, 2 * n - 1, at]))
+        y = tf.reduce_sum(tf.sin(picked))
+        (gx,) = tf.gradients(y, x)
+        (hx,) = tf.hessians(y, x)
+    x0 = np.array([0.5, -1.0])
+
+    def f(xv, trips, k):
+        return np.sin(_scattered(trips, xv)[[0, 2 * trips - 1, k]]).sum()
+    for trips, k in ((1, 1), (3, 4), (4, 7)):
+        compiled, interpreted = run_both(g, [picked, gx, hx], {n: trips, x: x0, at: k})   # (asserts no fallback)
+        for a, b in zip(compiled, interpreted):
+            np.testing.assert_allclose(a, b, rtol=1e-13)
+        np.testing.assert_array_equal(compiled[0], _scattered(trips, x0)[[0, 2 * trips - 1, k]])
+        np.testing.assert_allclose(compiled[1], numeric_grad(lambda v: f(v, trips, k), x0), rtol=1e-7, atol=1e-8)
+        fd_hessian = [numeric_grad(lambda v: numeric_grad(lambda u: f(u, trips, k), v, 1e-4)[r], x0, 1e-4)
+                      for r in range(2)]
+        np.testing.assert_allclose(compiled[2], fd_hessian, rtol=1e-5, atol=1e-7)
+    for mode in ("interpret", "compiled"):   # a gather outside the 2n rows: TF's error, nothing read
+        sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+        for k in (6, -1):
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(picked, {n: 3, x: x0, at: k})
 
 
 def test_a_fed_size_array_in_a_function_compiles_once_per_size():
