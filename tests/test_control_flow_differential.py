@@ -75,7 +75,8 @@ def test_rnn_with_matmul_and_second_order(seed):
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_random_growing_loops(seed, dt):
     """Loops whose values grow at run time: a dynamic_size TensorArray written at the
-    counter (every write an append) and a ``concat`` accumulator under a None invariant,
+    counter (every write an append) and a ``concat`` accumulator under a None invariant
+    (odd seeds: appended to by a cond, one row for an even counter, two for an odd one),
     random bodies, fed trip counts; the grown values are fetched (compiled growing buffers)
     with the gradients of a loss on the final state."""
     rng = np.random.default_rng(2000 + seed)
@@ -89,7 +90,13 @@ def test_random_growing_loops(seed, dt):
 
         def body(i, h, ta, acc):
             u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
-            return i + 1, u, ta.write(i, u * 2.0), tf.concat([acc, tf.reshape(u, [1, width])], 0)
+            row = tf.reshape(u, [1, width])
+            if seed % 2:
+                acc = tf.cond(tf.equal(i % 2, 0), lambda: tf.concat([acc, row], 0),
+                              lambda: tf.concat([acc, row, row * row], 0))
+            else:
+                acc = tf.concat([acc, row], 0)
+            return i + 1, u, ta.write(i, u * 2.0), acc
         _, hT, ta, acc = tf.while_loop(
             lambda i, h, ta, acc: i < n, body,
             [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([rows0, width], dt)],
@@ -103,7 +110,7 @@ def test_random_growing_loops(seed, dt):
         a, b = run_both(g, fetches, {**feed, n: nv})
         for i, (p, q) in enumerate(zip(a, b)):
             check_close(p, q, dt, f"fetch {i} n={nv}")
-        assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv, width)
+        assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv + (nv // 2 if seed % 2 else 0), width)
 
 
 def _rows_reader(rng, v, w, dt):

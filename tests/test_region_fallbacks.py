@@ -486,3 +486,54 @@ def test_the_stacks_a_cond_returns_for_its_gradient_are_freed_every_run(structur
     sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
     feed = {x: np.ones(16384, np.float32), n: 400 if structure == "cond" else 27, p: True}   # (~25 MiB of masks)
     _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
+
+
+# ---------------------------------------------------------------- 5. a loop variable a cond appends to
+def _cond_appends(nested):
+    """acc grows under a [None, 2] invariant by a cond in the body: i even appends one row
+    w * i, i odd two rows [w, 2 w] ("nested": an odd i with i % 3 == 1 appends no row,
+    any other the three rows [w, w * i, -w], through a cond in the else branch)."""
+    g = tf.Graph()
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        w = tf1.placeholder(tf.float64, [2])
+
+        def body(i, acc):
+            fi = tf.cast(i, tf.float64)
+            if nested:
+                odd = lambda: tf.cond(tf.equal(i % 3, 1), lambda: tf.concat([acc, tf.zeros([0, 2], tf.float64)], 0),
+                                      lambda: tf.concat([acc, [w, w * fi, -w]], 0))
+            else:
+                odd = lambda: tf.concat([acc, [w, w * 2.0]], 0)
+            return i + 1, tf.cond(tf.equal(i % 2, 0), lambda: tf.concat([acc, [w * fi]], 0), odd)
+        acc = tf.while_loop(lambda i, acc: i < n, body, [0, tf.ones([1, 2], tf.float64)],
+                            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 2])])[1]
+        fetches = [acc, tf.reduce_sum(acc * acc, 0), tf.shape(acc)]
+    return g, n, w, fetches
+
+
+def _cond_appends_np(nested, trips, w):
+    rows = [np.ones(2)]
+    for i in range(trips):
+        if i % 2 == 0:
+            rows.append(w * i)
+        elif not nested:
+            rows += [w, w * 2.0]
+        elif i % 3 != 1:
+            rows += [w, w * i, -w]
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_loop_variable_a_cond_appends_rows_to_compiles_to_one_kernel(nested, one_kernel):
+    # (the loop grows its buffer by the rows the branch taken wrote: lower_growing.rows_appended)
+    g, n, w, fetches = _cond_appends(nested)
+    wv = np.array([0.5, -1.5])
+    for trips in (0, 1, 2, 7, 1000):
+        compiled, interpreted = run_both(g, fetches, {n: trips, w: wv})   # (asserts no fallback)
+        want = _cond_appends_np(nested, trips, wv)
+        for got in (compiled, interpreted):
+            np.testing.assert_array_equal(got[0], want)
+            np.testing.assert_allclose(got[1], (want * want).sum(0), rtol=1e-12)
+            np.testing.assert_array_equal(got[2], want.shape)
+    assert "FALLBACK" not in _explain(g, fetches, {n: 5, w: wv})

@@ -47,7 +47,7 @@ from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
-from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words
+from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, rows_appended
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -347,7 +347,11 @@ def lower_while(kb, node, outs, dry):
     b.store(c64(0), i_ptr)
     failed = kb.alloca(I1)
     b.store(ir.Constant(I1, 0), failed)
-    added = {k: a["body"].shape(a["body"].outputs[k])[0] for k in grow}
+    added = {k: rows_appended(a["body"], k) for k in grow}
+    # a variable a cond appends to: the body writes where this descriptor's word 0 says and
+    # reports in word 1 how many rows it wrote (lower_growing.BranchShapedOutput, nested)
+    added_desc = {k: b.bitcast(kb.alloca(ir.ArrayType(I64, DESC_WORDS)), I64.as_pointer())
+                  for k in grow if added[k][1]}
     growing = {k: GrowingVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
                for k in grow}
     for k, gv in growing.items():
@@ -440,9 +444,12 @@ def lower_while(kb, node, outs, dry):
                 new_ragged_rows.append((ref, held))
         y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
     for k_, gv in growing.items():   # the body reads the variable as empty and writes its new rows in place
-        bad, data, tail = gv.reserve(added[k_])
+        bad, data, tail = gv.reserve(added[k_][0])
         stop = b.or_(stop, bad)
         b.store(data, cur_p[k_])
+        if k_ in added_desc:
+            b.store(b.ptrtoint(tail, I64), added_desc[k_])
+            tail = b.bitcast(added_desc[k_], I8P)
         b.store(tail, nxt_p[k_])
     for k_, pv in popping.items():   # the body reads the rows it pops in place
         short, rows = pv.take()
@@ -466,7 +473,7 @@ def lower_while(kb, node, outs, dry):
         b.store(n_, cp)
         b.store(c_, np_)
     for k_, gv in growing.items():
-        gv.advance(added[k_])
+        gv.advance(b.load(_field(kb, added_desc[k_], 1)) if k_ in added_desc else c64(added[k_][0]))
     b.store(b.add(i, c64(1)), i_ptr)
     b.branch(head)
     b.position_at_end(done)

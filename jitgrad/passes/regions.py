@@ -413,7 +413,8 @@ def regions(program, optimise):
         if n.op == "While":
             for k in attrs.get("grow_vars", ()):
                 body = attrs["body"]
-                grown[Value(i, keep[k])] = (b.shape(b.get(n.inputs[k])), body.shape(body.outputs[k])[0],
-                                            Value(j, attrs["n_vars"]))
+                per_iteration = body.shape(body.outputs[k])[0]   # (None: as many as a cond's branch appends)
+                if per_iteration is not None:
+                    grown[Value(i, keep[k])] = (b.shape(b.get(n.inputs[k])), per_iteration, Value(j, attrs["n_vars"]))
     out = b.finish("regions", stats)
     return reinfer(out) if stats["static_counts"] or stats.get("inlined_unknown_shapes") else out
