@@ -3,8 +3,11 @@ under a None shape invariant), value per call:
 
     h_{t+1} = tanh(h_t * w + 0.1),  x = concat([x, [h_{t+1}]], 0),  t < T,  h of 64 floats
 
-    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
+
+--cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
+an odd one (each branch its own row count).
 
 Prints the median time per call of each system and its ratio to jitgrad's:
   * jitgrad compiled (Session, T fed; the growing buffer is native);
@@ -29,51 +32,54 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 D = 64
 
 
-def reference(w, steps):
+def reference(w, steps, cond=False):
     h, rows = np.ones(D, np.float64), []
-    for _ in range(steps):
+    for t in range(steps):
         h = np.tanh(h * w + 0.1)
-        rows.append(h)
-    return np.array(rows).reshape(steps, D)
+        rows += [h, h * h] if cond and t % 2 else [h]
+    return np.array(rows).reshape(len(rows), D)
 
 
-def graph_program(tf, steps_ph, w_ph):
+def graph_program(tf, steps_ph, w_ph, cond=False):
     def body(i, h, x):
         h = tf.tanh(h * w_ph + 0.1)
+        if cond:
+            return i + 1, h, tf.cond(tf.equal(i % 2, 1), lambda: tf.concat([x, [h, h * h]], 0),
+                                     lambda: tf.concat([x, [h]], 0))
         return i + 1, h, tf.concat([x, [h]], 0)
     _, _, x = tf.while_loop(lambda i, h, x: i < steps_ph, body, [0, tf.ones([D]), tf.zeros([0, D])],
                             shape_invariants=[tf.TensorShape([]), tf.TensorShape([D]), tf.TensorShape([None, D])])
     return x
 
 
-def jitgrad_runner(mode, w, steps):
+def jitgrad_runner(mode, w, steps, cond):
     import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp)
+        x = graph_program(tf, n, wp, cond)
     s = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_graph_runner(w, steps):
+def tf_graph_runner(w, steps, cond):
     import tensorflow as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp)
+        x = graph_program(tf, n, wp, cond)
     s = tf.compat.v1.Session(graph=g)
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_function_runner(w, steps):
+def tf_function_runner(w, steps, cond):
     import tensorflow as tf
 
     @tf.function
     def f(wv, n):
-        return graph_program(tf, n, wv)
+        return graph_program(tf, n, wv, cond)
     wt, nt = tf.constant(w), tf.constant(steps)
     return lambda: f(wt, nt).numpy()
 
@@ -174,15 +180,16 @@ def main():
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
     ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
+    ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     args = ap.parse_args()
     if args.all_states:
         return all_states(args)
     w = np.linspace(-1.5, 1.5, D).astype(np.float32)
-    want = reference(w.astype(np.float64), args.steps)
-    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, args.steps)),
-               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, args.steps)),
-               ("TF graph mode", lambda: tf_graph_runner(w, args.steps)),
-               ("TF tf.function", lambda: tf_function_runner(w, args.steps))]
+    want = reference(w.astype(np.float64), args.steps, args.cond)
+    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, args.steps, args.cond)),
+               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, args.steps, args.cond)),
+               ("TF graph mode", lambda: tf_graph_runner(w, args.steps, args.cond)),
+               ("TF tf.function", lambda: tf_function_runner(w, args.steps, args.cond))]
     results = {}
     for name, make in systems:
         try:
@@ -197,7 +204,8 @@ def main():
         if name == "jitgrad compiled":
             assert _fallbacks() == fallbacks, "the compiled loop ran in the interpreter"
     base = results.get("jitgrad compiled")
-    print(f"growing while_loop, T = {args.steps}, rows of {D} float32 (median per call; noisy on a shared machine)")
+    how = ", rows appended by a tf.cond" if args.cond else ""
+    print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call; noisy on a shared machine)")
     for name, t in results.items():
         ratio = f"{t / base:8.2f}x jitgrad" if base else ""
         print(f"{name:22s} {t * 1e6:12.1f} us  {ratio}")

@@ -376,6 +376,29 @@ def test_hessians_through_a_loop_with_a_fed_trip_count(graph, stop):
         assert np.abs(hv - hv.T).max() <= 1e-12
 
 
+@pytest.mark.parametrize("fed", [True, False])
+def test_gradients_of_gradients_through_a_squaring_loop_equal_the_closed_form(graph, fed):
+    """x <- x * x * a, T times: x_T = a^(2^T - 1) x0^(2^T) (by induction), so with
+    P = 2^T: dx_T/dx0 = P a^(P-1) x0^(P-1), and its derivatives are
+    P (P-1) a^(P-1) x0^(P-2) (by x0) and P (P-1) a^(P-2) x0^(P-1) (by a).
+    The gradients of the gradient run the reverse loop's own reverse loop; the graph
+    fixture checks the compiled runs do not fall back to the interpreter."""
+    x0, a = ph(tf.float64, []), ph(tf.float64, [])
+    trips = [0, 1, 3] if fed else [2]
+    n = ph(tf.int32, []) if fed else tf.constant(trips[0])
+    _, xT = tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, x * x * a), [0, x0])
+    (g,) = tf.gradients(xT, x0)
+    second = tf.gradients(g, [x0, a])
+    xv, av = 1.1, 0.9
+    for t in trips:
+        p = 2 ** t
+        got = run([xT, g] + second, {x0: xv, a: av, **({n: t} if fed else {})})
+        want = [av ** (p - 1) * xv ** p, p * av ** (p - 1) * xv ** (p - 1),
+                p * (p - 1) * av ** (p - 1) * xv ** (p - 2),
+                p * (p - 1) * av ** (p - 2) * xv ** (p - 1) if p > 1 else 0.0]
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
 def test_a_runtime_error_inside_a_loop_body_is_raised_not_crashed(graph):
     table = ph(tf.float32, [4])
     start = ph(tf.int32, [])

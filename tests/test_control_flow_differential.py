@@ -75,7 +75,8 @@ def test_rnn_with_matmul_and_second_order(seed):
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_random_growing_loops(seed, dt):
     """Loops whose values grow at run time: a dynamic_size TensorArray written at the
-    counter (every write an append) and a ``concat`` accumulator under a None invariant,
+    counter (every write an append) and a ``concat`` accumulator under a None invariant
+    (odd seeds: appended to by a cond, one row for an even counter, two for an odd one),
     random bodies, fed trip counts; the grown values are fetched (compiled growing buffers)
     with the gradients of a loss on the final state."""
     rng = np.random.default_rng(2000 + seed)
@@ -89,7 +90,13 @@ def test_random_growing_loops(seed, dt):
 
         def body(i, h, ta, acc):
             u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
-            return i + 1, u, ta.write(i, u * 2.0), tf.concat([acc, tf.reshape(u, [1, width])], 0)
+            row = tf.reshape(u, [1, width])
+            if seed % 2:
+                acc = tf.cond(tf.equal(i % 2, 0), lambda: tf.concat([acc, row], 0),
+                              lambda: tf.concat([acc, row, row * row], 0))
+            else:
+                acc = tf.concat([acc, row], 0)
+            return i + 1, u, ta.write(i, u * 2.0), acc
         _, hT, ta, acc = tf.while_loop(
             lambda i, h, ta, acc: i < n, body,
             [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([rows0, width], dt)],
@@ -103,7 +110,7 @@ def test_random_growing_loops(seed, dt):
         a, b = run_both(g, fetches, {**feed, n: nv})
         for i, (p, q) in enumerate(zip(a, b)):
             check_close(p, q, dt, f"fetch {i} n={nv}")
-        assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv, width)
+        assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv + (nv // 2 if seed % 2 else 0), width)
 
 
 def _rows_reader(rng, v, w, dt, steps=(1, 4)):
@@ -248,9 +255,12 @@ def _run_per_mode(build, feeds):
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_random_nested_loops_with_dropout(seed, dt):
-    """A dropout mask drawn in a while_loop nested in a while_loop (fed trip counts, the
-    inner one's changing with the outer counter), random bodies; values, first and
-    second gradients: the inner loop's saved masks form a ragged stack (compiled)."""
+    """A dropout mask drawn in a while_loop nested in a while_loop (odd seeds: in one more,
+    three deep), fed trip counts, each inner one's changing with its outer counter, random
+    bodies; values, first and second gradients: the inner loop's saved masks form a ragged
+    stack, three deep a stack of ragged stacks (compiled)."""
+    depth = 2 + seed % 2
+
     def build():
         rng = np.random.default_rng(3000 + seed)
         tf.random.set_seed(seed)
@@ -262,22 +272,25 @@ def test_random_nested_loops_with_dropout(seed, dt):
             w = tf.compat.v1.placeholder(dt, shape)
             n, m = tf.compat.v1.placeholder(tf.int32, []), tf.compat.v1.placeholder(tf.int32, [])
 
-            def outer(i, h, acc):
-                def inner(j, u, a):
-                    keep = tf.cast(tf.random.uniform(shape, seed=1, dtype=dt) > 0.3, dt) / 0.7
-                    u = tf.tanh(_expr(rng, [u, w], k2)) * keep * 0.9
-                    return j + 1, u, a + tf.reduce_sum(u * u)
-                _, u, a = tf.while_loop(lambda j, u, a: j < m + i % 2, inner, [0, h, acc])
-                return i + 1, tf.tanh(_expr(rng, [u, x], k1)) * 0.9, a
-            _, hT, acc = tf.while_loop(lambda i, h, acc: i < n, outer, [0, x, tf.constant(0.0, dt)])
+            def nest(level, h, acc, trips):
+                def body(i, u, a):
+                    if level == 1:
+                        keep = tf.cast(tf.random.uniform(shape, seed=1, dtype=dt) > 0.3, dt) / 0.7
+                        u = tf.tanh(_expr(rng, [u, w], k2)) * keep * 0.9
+                        return i + 1, u, a + tf.reduce_sum(u * u)
+                    u, a = nest(level - 1, u, a, m + i % 2)
+                    return i + 1, tf.tanh(_expr(rng, [u, x], k1)) * 0.9, a
+                return tf.while_loop(lambda i, u, a: i < trips, body, [0, h, acc])[1:]
+            hT, acc = nest(depth, x, tf.constant(0.0, dt), n)
             loss = tf.reduce_sum(tf.sin(hT) * w) + acc
             grads = [gr for gr in tf.gradients(loss, [x, w]) if gr is not None]
             second = [gr for gr in tf.gradients(tf.reduce_sum(grads[0] * grads[0]), [x]) if gr is not None]
             fetches = [hT, acc, loss] + grads + second
         vals = {x: rng.standard_normal(shape).astype(dt), w: (rng.standard_normal(shape) * 0.5).astype(dt)}
         return g, fetches, lambda f: {**vals, n: f[0], m: f[1]}
-    runs = _run_per_mode(build, [(0, 2), (3, 0), (4, 3), (2, 5)])
-    for ra, rb, f in zip(runs["interpret"], runs["compiled"], [(0, 2), (3, 0), (4, 3), (2, 5)]):
+    feeds = [(0, 2), (3, 0), (4, 3), (2, 5)]
+    runs = _run_per_mode(build, feeds)
+    for ra, rb, f in zip(runs["interpret"], runs["compiled"], feeds):
         for i, (p, q) in enumerate(zip(ra, rb)):
             check_close(p, q, dt, f"fetch {i} n, m = {f}")
 

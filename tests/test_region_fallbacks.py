@@ -7,6 +7,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad.cache import set_enabled
+from _graph_testing import numeric_grad
 from test_differential import run_both
 
 tf1 = tf.compat.v1
@@ -133,24 +134,25 @@ def test_the_ragged_stacks_of_nested_draws_are_freed_every_run():
     _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
 
 
-def _dropout_three_loops_deep(m_inner):
+def _dropout_three_loops_deep(m_inner, width=4):
     """Three nested while_loops of n, m (or m + i: "grows") and m + j iterations, a mask
     drawn in the innermost: y = sum(x^2 * masks). The middle loop's saved stacks are
-    ragged; "fixed": n of them of one length, "grows": of different lengths."""
+    ragged, so the outer loop's are ragged stacks of ragged stacks; "fixed": n of them
+    of one length, "grows": of different lengths."""
     tf.random.set_seed(4)
     g = tf.Graph()
     with g.as_default():
-        x = tf1.placeholder(tf.float32, [4])
+        x = tf1.placeholder(tf.float32, [width])
         n, m = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
 
         def loop(depth, k):
             def body(i, s, ms):
                 if depth == 1:
-                    mask = tf.cast(tf.random.uniform([4], seed=1) > 0.5, tf.float32)
+                    mask = tf.cast(tf.random.uniform([width], seed=1) > 0.5, tf.float32)
                     return i + 1, s + tf.reduce_sum(x * x * mask), ms + mask
                 a, mm = loop(depth - 1, m + i if depth == 2 or m_inner == "grows" else m)
                 return i + 1, s + a, ms + mm
-            return tf.while_loop(lambda i, s, ms: i < k, body, [0, 0.0, tf.zeros([4])])[1:]
+            return tf.while_loop(lambda i, s, ms: i < k, body, [0, 0.0, tf.zeros([width])])[1:]
         y, masks = loop(3, n)
         (gx,) = tf.gradients(y, x)
         (hx,) = tf.gradients(tf.reduce_sum(gx), x)
@@ -158,22 +160,35 @@ def _dropout_three_loops_deep(m_inner):
 
 
 @pytest.mark.parametrize("m_inner", ["grows", "fixed"])
-def test_draws_three_loops_deep_give_the_hand_gradients_in_both_modes(m_inner):
-    # (a ragged stack of ragged stacks: the interpreter runs it, the compiled mode falls back to it)
+def test_draws_three_loops_deep_compile_to_one_kernel_with_the_hand_gradients(m_inner, one_kernel):
+    # (the outer loop's saved draws are a ragged stack of ragged stacks: rows of descriptors of
+    # stacks of descriptors, lower_control.py)
     xv = np.arange(1, 5, dtype=np.float32)
+    feeds = ((3, 2), (0, 2), (2, 0), (1, 1), (4, 3))
     runs = {}
     for mode in ("interpret", "compiled"):
         g, x, n, m, fetches = _dropout_three_loops_deep(m_inner)
         sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
-        runs[mode] = [sess.run(fetches, {x: xv, n: trips, m: 2}) for trips in (3, 0, 2)]
-    for ra, rb in zip(runs["interpret"], runs["compiled"]):
+        before = tf.cache_info()["fallbacks"]
+        runs[mode] = [sess.run(fetches, {x: xv, n: trips, m: inner}) for trips, inner in feeds]
+        assert tf.cache_info()["fallbacks"] == before
+    for ra, rb in zip(runs["interpret"], runs["compiled"]):   # the same draws, the same arithmetic: bit for bit
         for a, b in zip(ra, rb):
             np.testing.assert_array_equal(a, b)
-    for y, masks, gx, hx in runs["interpret"]:
+    for y, masks, gx, hx in runs["compiled"]:
         np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
         np.testing.assert_array_equal(gx, 2 * xv * masks)
         np.testing.assert_array_equal(hx, 2 * masks)
-    assert runs["interpret"][0][1].max() > 0
+    assert runs["compiled"][0][1].max() > 0 and not runs["compiled"][1][1].any()   # (n = 0: no draw)
+    assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, m: 2})
+
+
+def test_the_stacks_of_stacks_of_draws_three_loops_deep_are_freed_every_run():
+    """Each run saves 506 rows of 64 KiB (n = m = 6, "grows": sum over i < 6, j < 6 + i of
+    6 + j draws; about 32 MiB) in 6 stacks of stacks: memory not freed shows within a few runs."""
+    g, x, n, m, fetches = _dropout_three_loops_deep("grows", width=16384)
+    sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
+    _assert_compiled_runs_keep_no_memory(sess, fetches[2], {x: np.ones(16384, np.float32), n: 6, m: 6})
 
 
 # ---------------------------------------------------------------- 3. a cond whose branches differ in rank
@@ -305,6 +320,51 @@ def test_a_write_outside_a_fed_size_array_is_tf_invalid_argument_error(mode):
             sess.run(fetches[0], {x: [0.3, -0.7], n: 3, trips: k, xs: np.zeros((1, 2))})
 
 
+def _scattered(n, x):
+    """The rows the scatter loop below writes, in numpy: iteration i puts x * (i + 1) at
+    2n - 1 - 2i (odd) and x * x at 2i (even)."""
+    rows = np.zeros((2 * n, 2))
+    for i in range(n):
+        rows[2 * n - 1 - 2 * i], rows[2 * i] = x * (i + 1), x * x
+    return rows
+
+
+def test_a_fed_size_array_scattered_out_of_order_and_gathered_compiles_with_bounds_checks():
+    # (one kernel per array size, as the fed-size arrays above; run_both asserts no fallback)
+    g = tf.Graph()
+    with g.as_default():
+        n, at = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float64, [2])
+        ta = tf.TensorArray(tf.float64, size=2 * n, element_shape=[2])
+
+        def body(i, ta):
+            rows = tf.stack([x * tf.cast(i + 1, tf.float64), x * x])
+            return i + 1, ta.scatter(tf.stack([2 * n - 1 - 2 * i, 2 * i]), rows)
+        ta = tf.while_loop(lambda i, ta: i < n, body, [0, ta])[1]
+        picked = ta.gather(tf.stack([0, 2 * n - 1, at]))
+        y = tf.reduce_sum(tf.sin(picked))
+        (gx,) = tf.gradients(y, x)
+        (hx,) = tf.hessians(y, x)
+    x0 = np.array([0.5, -1.0])
+
+    def f(xv, trips, k):
+        return np.sin(_scattered(trips, xv)[[0, 2 * trips - 1, k]]).sum()
+    for trips, k in ((1, 1), (3, 4), (4, 7)):
+        compiled, interpreted = run_both(g, [picked, gx, hx], {n: trips, x: x0, at: k})   # (asserts no fallback)
+        for a, b in zip(compiled, interpreted):
+            np.testing.assert_allclose(a, b, rtol=1e-13)
+        np.testing.assert_array_equal(compiled[0], _scattered(trips, x0)[[0, 2 * trips - 1, k]])
+        np.testing.assert_allclose(compiled[1], numeric_grad(lambda v: f(v, trips, k), x0), rtol=1e-7, atol=1e-8)
+        fd_hessian = [numeric_grad(lambda v: numeric_grad(lambda u: f(u, trips, k), v, 1e-4)[r], x0, 1e-4)
+                      for r in range(2)]
+        np.testing.assert_allclose(compiled[2], fd_hessian, rtol=1e-5, atol=1e-7)
+    for mode in ("interpret", "compiled"):   # a gather outside the 2n rows: TF's error, nothing read
+        sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+        for k in (6, -1):
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(picked, {n: 3, x: x0, at: k})
+
+
 def test_a_fed_size_array_in_a_function_compiles_once_per_size():
     @tf.function
     def f(xs):
@@ -365,8 +425,10 @@ def _masked(x, k, width):
 
 def _loop_in_cond(structure, width=4, seed=6):
     """"cond": tf.cond(p, the masked loop of n iterations, x^2 and ones); "loop": that
-    cond in a while_loop of n iterations, its loop running i + 1. y = sum(x^2 * masks),
-    so dy/dx = 2 x * masks and d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
+    cond in a while_loop of n iterations, its loop running i + 1; "loops": a while_loop of
+    n iterations around the masked loop of i + 1, in the cond (its saved draws: a ragged
+    stack the If returns). y = sum(x^2 * masks), so dy/dx = 2 x * masks and
+    d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
     tf.random.set_seed(seed)
     g = tf.Graph()
     with g.as_default():
@@ -374,6 +436,15 @@ def _loop_in_cond(structure, width=4, seed=6):
         n, p = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.bool, [])
         if structure == "cond":
             a, masks = tf.cond(p, lambda: _masked(x, n, width), lambda: (x * x, tf.ones([width])))
+            y = tf.reduce_sum(a)
+        elif structure == "loops":
+            def outer(i, s, ms):
+                a, m = _masked(x, i + 1, width)
+                return i + 1, s + a, ms + m
+
+            def loops():
+                return tf.while_loop(lambda i, s, ms: i < n, outer, [0, tf.zeros([width]), tf.zeros([width])])[1:]
+            a, masks = tf.cond(p, loops, lambda: (x * x, tf.ones([width])))
             y = tf.reduce_sum(a)
         else:
             def body(i, s, ms):
@@ -385,7 +456,7 @@ def _loop_in_cond(structure, width=4, seed=6):
     return g, x, n, p, [y, masks, gx, hx]
 
 
-@pytest.mark.parametrize("structure", ["cond", "loop"])
+@pytest.mark.parametrize("structure", ["cond", "loop", "loops"])
 def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(structure, one_kernel):
     xv = np.arange(1, 5, dtype=np.float32)
     feeds = ((3, True), (4, False), (0, True), (6, True))
@@ -401,7 +472,7 @@ def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(struc
             np.testing.assert_array_equal(a, b)
     for (y, masks, gx, hx), (k, b) in zip(runs["compiled"], feeds):
         if not b:
-            np.testing.assert_array_equal(masks, np.full(4, 1.0 if structure == "cond" else k, np.float32))
+            np.testing.assert_array_equal(masks, np.full(4, k if structure == "loop" else 1.0, np.float32))
         np.testing.assert_array_equal(y, np.float32((xv * xv * masks).sum()))
         np.testing.assert_array_equal(gx, 2 * xv * masks)
         np.testing.assert_array_equal(hx, 2 * masks)
@@ -409,9 +480,60 @@ def test_gradients_through_draws_of_a_loop_in_a_cond_compile_to_one_kernel(struc
     assert "FALLBACK" not in _explain(g, fetches, {x: xv, n: 3, p: True})
 
 
-@pytest.mark.parametrize("structure", ["cond", "loop"])
+@pytest.mark.parametrize("structure", ["cond", "loop", "loops"])
 def test_the_stacks_a_cond_returns_for_its_gradient_are_freed_every_run(structure):
     g, x, n, p, fetches = _loop_in_cond(structure, width=16384)
     sess = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="compiled"))
     feed = {x: np.ones(16384, np.float32), n: 400 if structure == "cond" else 27, p: True}   # (~25 MiB of masks)
     _assert_compiled_runs_keep_no_memory(sess, fetches[2], feed)
+
+
+# ---------------------------------------------------------------- 5. a loop variable a cond appends to
+def _cond_appends(nested):
+    """acc grows under a [None, 2] invariant by a cond in the body: i even appends one row
+    w * i, i odd two rows [w, 2 w] ("nested": an odd i with i % 3 == 1 appends no row,
+    any other the three rows [w, w * i, -w], through a cond in the else branch)."""
+    g = tf.Graph()
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        w = tf1.placeholder(tf.float64, [2])
+
+        def body(i, acc):
+            fi = tf.cast(i, tf.float64)
+            if nested:
+                odd = lambda: tf.cond(tf.equal(i % 3, 1), lambda: tf.concat([acc, tf.zeros([0, 2], tf.float64)], 0),
+                                      lambda: tf.concat([acc, [w, w * fi, -w]], 0))
+            else:
+                odd = lambda: tf.concat([acc, [w, w * 2.0]], 0)
+            return i + 1, tf.cond(tf.equal(i % 2, 0), lambda: tf.concat([acc, [w * fi]], 0), odd)
+        acc = tf.while_loop(lambda i, acc: i < n, body, [0, tf.ones([1, 2], tf.float64)],
+                            shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 2])])[1]
+        fetches = [acc, tf.reduce_sum(acc * acc, 0), tf.shape(acc)]
+    return g, n, w, fetches
+
+
+def _cond_appends_np(nested, trips, w):
+    rows = [np.ones(2)]
+    for i in range(trips):
+        if i % 2 == 0:
+            rows.append(w * i)
+        elif not nested:
+            rows += [w, w * 2.0]
+        elif i % 3 != 1:
+            rows += [w, w * i, -w]
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_loop_variable_a_cond_appends_rows_to_compiles_to_one_kernel(nested, one_kernel):
+    # (the loop grows its buffer by the rows the branch taken wrote: lower_growing.rows_appended)
+    g, n, w, fetches = _cond_appends(nested)
+    wv = np.array([0.5, -1.5])
+    for trips in (0, 1, 2, 7, 1000):
+        compiled, interpreted = run_both(g, fetches, {n: trips, w: wv})   # (asserts no fallback)
+        want = _cond_appends_np(nested, trips, wv)
+        for got in (compiled, interpreted):
+            np.testing.assert_array_equal(got[0], want)
+            np.testing.assert_allclose(got[1], (want * want).sum(0), rtol=1e-12)
+            np.testing.assert_array_equal(got[2], want.shape)
+    assert "FALLBACK" not in _explain(g, fetches, {n: 5, w: wv})

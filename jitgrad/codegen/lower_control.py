@@ -28,7 +28,10 @@ loop's stack is then an output of the body: it is not freed when the body
 returns but written, as its descriptor, into row k of the outer loop's stack,
 whose rows are descriptors; the function that runs the outer loop frees every
 row's memory when it returns. A loop slicing that stack hands its body row
-k's descriptor, which the body's own loops read as any dynamic stack.
+k's descriptor, which the body's own loops read as any dynamic stack. Loops
+nested deeper give stacks of such stacks (draws three loops deep): a row is then
+the descriptor of a ragged stack, and freeing goes down level by level
+(``_free_ragged``; passes/regions.ragged_depth counts the levels).
 Likewise a loop in a cond's branch: its stack becomes the If's output (the
 other branch's value must be empty), freed when the If's function returns;
 the gradient's If hands it to its branch's loop.
@@ -43,7 +46,8 @@ from .. import dtypes
 from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
-from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words
+from ..passes.regions import ragged_depth
+from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, rows_appended
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -60,8 +64,9 @@ def is_dynamic(shape):
 
 
 def is_ragged_row(shape):
-    """A row of a ragged stack: a dynamic stack of static rows, ``(None, *static)``."""
-    return shape is not None and len(shape) >= 1 and shape[0] is None and not is_dynamic(shape[1:])
+    """A row of a ragged stack: a dynamic stack of static rows, ``(None, *static)``, or
+    of such stacks, ``(None, None, *static)``, ... (passes/regions.ragged_depth)."""
+    return ragged_depth(shape) > 0
 
 
 def _nbytes(shape, dt):
@@ -166,7 +171,8 @@ def lower_if(kb, node, outs, dry):
         for w in range(DESC_WORDS):
             b.store(c64(0), _field(kb, d, w))
         if (pos, k) not in escaping:
-            kb.regions.finish_hooks.append(lambda d=d: _stack_free(kb, d))
+            depth = ragged_depth(node.outputs[k][0]) - 1
+            kb.regions.finish_hooks.append(lambda d=d, depth=depth: _free_ragged(kb, d, depth))
     ins = [kb.buffers[v].ptr for v in node.inputs[1:]]
     pred = b.icmp_unsigned("!=", b.load(b.bitcast(kb.buffers[node.inputs[0]].ptr, I8P)), ir.Constant(I8, 0))
     # An op before this one already failed: its values are garbage and the run raises,
@@ -208,7 +214,7 @@ def _without(node, stacks):
     handles the other outputs of unknown shape)."""
     if not stacks:
         return node
-    outs = tuple(((0,) + tuple(s[1:]), dt) if k in stacks else (s, dt) for k, (s, dt) in enumerate(node.outputs))
+    outs = tuple((tuple(d or 0 for d in s), dt) if k in stacks else (s, dt) for k, (s, dt) in enumerate(node.outputs))
     return Node(node.op, node.inputs, node.attrs, outs, node.name)
 
 
@@ -249,21 +255,36 @@ def _count(kb, start, stop):
     b.position_at_end(end)
 
 
-def _ragged_rows_freed(kb, d):
+def _ragged_rows_freed(kb, d, depth, escapes):
     """An i64 counter of the rows of ragged stack ``d`` holding a descriptor (zero
-    now); the memory of each is freed when the function returns, before ``d``'s
-    own (finish hooks run in order: register this before stack_init)."""
+    now). Unless the stack ``escapes`` (its caller frees it, rows and all: the loop
+    writes the counter to its rows when done), the memory of each row (and, for a
+    ``depth`` > 1 stack of stacks, of the rows' rows) is freed when the function
+    returns, before ``d``'s own (finish hooks run in order: register this before
+    stack_init)."""
     b = kb.b
     held = kb.alloca(I64)
     b.store(c64(0), held)
-
-    def free_rows():
-        data = b.inttoptr(b.load(_field(kb, d, 0)), I64.as_pointer())
-        with _count(kb, c64(0), b.load(held)) as r:
-            p = b.load(b.gep(data, [b.mul(r, c64(DESC_WORDS))]))
-            intrinsic(b, "free", ir.VoidType(), [b.inttoptr(p, I8P)])
-    kb.regions.finish_hooks.append(free_rows)
+    if not escapes:
+        kb.regions.finish_hooks.append(lambda: _free_rows(kb, d, b.load(held), depth))
     return held
+
+
+def _free_rows(kb, d, rows, depth):
+    """Frees the memory of the first ``rows`` rows of ragged stack ``d``: each a
+    descriptor, of a stack of stacks itself when ``depth`` > 1."""
+    b = kb.b
+    data = b.inttoptr(b.load(_field(kb, d, 0)), I64.as_pointer())
+    with _count(kb, c64(0), rows) as r:
+        _free_ragged(kb, b.gep(data, [b.mul(r, c64(DESC_WORDS))]), depth - 1)
+
+
+def _free_ragged(kb, d, depth):
+    """Frees stack ``d``'s memory and, when its rows are stacks (``depth`` > 0 levels
+    of them), theirs first, as many rows as its rows word says."""
+    if depth > 0:
+        _free_rows(kb, d, kb.b.load(_field(kb, d, 1)), depth)
+    _stack_free(kb, d)
 
 
 def _empty_rows(kb, base, start, stop):
@@ -326,7 +347,11 @@ def lower_while(kb, node, outs, dry):
     b.store(c64(0), i_ptr)
     failed = kb.alloca(I1)
     b.store(ir.Constant(I1, 0), failed)
-    added = {k: a["body"].shape(a["body"].outputs[k])[0] for k in grow}
+    added = {k: rows_appended(a["body"], k) for k in grow}
+    # a variable a cond appends to: the body writes where this descriptor's word 0 says and
+    # reports in word 1 how many rows it wrote (lower_growing.BranchShapedOutput, nested)
+    added_desc = {k: b.bitcast(kb.alloca(ir.ArrayType(I64, DESC_WORDS)), I64.as_pointer())
+                  for k in grow if added[k][1]}
     growing = {k: GrowingVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
                for k in grow}
     for k, gv in growing.items():
@@ -359,13 +384,13 @@ def lower_while(kb, node, outs, dry):
     y_info = []
     for j, (ob, (shape, dt)) in enumerate(zip(y_outs, node.outputs[n + 1:])):
         row_shape = a["y_specs"][j][0]
-        ragged = is_ragged_row(row_shape)   # (each row: the body's nested loop's stack)
+        ragged = ragged_depth(row_shape)   # (each row: the body's nested loop's stack)
         if row_shape is None or (is_dynamic(row_shape) and not ragged):
             raise Unsupported("a stacked loop output of unknown row shape")
         row = DESC_BYTES if ragged else _nbytes(row_shape, dt)
         if is_dynamic(shape):
             d = _desc(kb, ob)
-            held = _ragged_rows_freed(kb, d) if ragged else None
+            held = _ragged_rows_freed(kb, d, ragged, keep[j] is ESCAPES) if ragged else None
             if keep[j] is ESCAPES:   # the caller's ragged stack takes it over (and frees it)
                 for w in range(DESC_WORDS):
                     b.store(c64(0), _field(kb, d, w))
@@ -419,9 +444,12 @@ def lower_while(kb, node, outs, dry):
                 new_ragged_rows.append((ref, held))
         y_ptrs.append(_row_ptr(kb, b.inttoptr(b.load(_field(kb, ref, 0)), I8P), k, row))
     for k_, gv in growing.items():   # the body reads the variable as empty and writes its new rows in place
-        bad, data, tail = gv.reserve(added[k_])
+        bad, data, tail = gv.reserve(added[k_][0])
         stop = b.or_(stop, bad)
         b.store(data, cur_p[k_])
+        if k_ in added_desc:
+            b.store(b.ptrtoint(tail, I64), added_desc[k_])
+            tail = b.bitcast(added_desc[k_], I8P)
         b.store(tail, nxt_p[k_])
     for k_, pv in popping.items():   # the body reads the rows it pops in place
         short, rows = pv.take()
@@ -445,7 +473,7 @@ def lower_while(kb, node, outs, dry):
         b.store(n_, cp)
         b.store(c_, np_)
     for k_, gv in growing.items():
-        gv.advance(added[k_])
+        gv.advance(b.load(_field(kb, added_desc[k_], 1)) if k_ in added_desc else c64(added[k_][0]))
     b.store(b.add(i, c64(1)), i_ptr)
     b.branch(head)
     b.position_at_end(done)
@@ -459,10 +487,15 @@ def lower_while(kb, node, outs, dry):
     for k_, pv in popping.items():
         pv.finish(outs[k_])
     b.store(b.trunc(trips, I32), b.bitcast(outs[n].ptr, I32.as_pointer()))
-    for kind, ref, row, kw, _ in y_info:
+    for kind, ref, row, kw, held in y_info:
         if kind == "dyn":
-            # a counted loop fills every row it reserved (none for a negative count)
+            # a counted loop fills every row it reserved (none for a negative count); a ragged
+            # stack says how many rows hold a descriptor (also after a failed iteration: what frees
+            # it reads that word)
             rows = b.select(b.icmp_signed("<", limit, c64(0)), c64(0), limit) if counted else trips
+            if held is not None:
+                h = b.load(held)
+                rows = b.select(b.icmp_signed("<", h, c64(0)), c64(0), h)
             b.store(rows, _field(kb, ref, 1))
             _stack_keep(kb, ref, kw)
 
@@ -567,7 +600,7 @@ def _origin(program, v):
 
 
 def _is_loop_stack(program, v):
-    """A While's dynamic stack of static rows (not itself ragged), or an If's output
+    """A While's dynamic stack (of static rows, or ragged itself), or an If's output
     that is one in a branch and empty in the other (_stack_outputs)."""
     n = program.nodes[v[0]]
     if not is_ragged_row(n.outputs[v[1]][0]):

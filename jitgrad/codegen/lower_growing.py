@@ -15,7 +15,10 @@ capacity it reserved, so nothing is written out of bounds and nothing leaks.
 * A growing variable: the entry value's rows are copied in; before every
   iteration the capacity is made at least ``rows + added``; the body,
   specialised with the variable empty, writes the rows it appends straight
-  after the last row, and ``rows`` grows when the iteration succeeds.
+  after the last row, and ``rows`` grows when the iteration succeeds. When a
+  cond appends them, ``added`` is its larger branch's count and the body's
+  output is that If's (nested) descriptor: word 0 where to write, word 1 the
+  rows the branch taken wrote.
 * A branch-shaped If output: room for the larger branch's value is reserved,
   the taken branch writes there, and its shape's differing dims are selected
   by the predicate.
@@ -81,18 +84,29 @@ class GrowingVar:
         return b.inttoptr(b.load(self._field(0)), I8P)
 
     def reserve(self, added):
-        """Room for ``added`` more rows; (i1 failed, the variable's data, where the new rows go)."""
+        """Room for ``added`` (an int) more rows; (i1 failed, the variable's data, where the new rows go)."""
         b = self.kb.b
         rows = b.load(self._field(1))
         bad = _stack_reserve(self.kb, self.d, b.add(rows, c64(added)), self.row)
         return bad, self.data(), _row_ptr(self.kb, self.data(), rows, self.row)
 
     def advance(self, added):
+        """``added`` (an i64) rows were written."""
         b = self.kb.b
-        b.store(b.add(b.load(self._field(1)), c64(added)), self._field(1))
+        b.store(b.add(b.load(self._field(1)), added), self._field(1))
 
     def finish(self):
         _stack_keep(self.kb, self.d, self.keep)
+
+
+def rows_appended(body, k):
+    """(at most how many rows an iteration appends to growing variable k, whether the
+    count depends on the branch a cond takes)."""
+    v = body.outputs[k]
+    rows = body.shape(v)[0]
+    if rows is not None:
+        return rows, False
+    return max(s[0] for s in possible_shapes(body, v)), True
 
 
 # ---------------------------------------------------------------- If outputs shaped by the branch taken

@@ -16,11 +16,9 @@ count (a counted loop: a loop condition that draws is not drawn again either).
 A nested loop whose trip count is known only at run time saves stacks of
 unknown length: per iteration of an enclosing loop they form a ragged stack
 (codegen/lower_control.py: a stack of the inner stacks' descriptors), and in a
-cond's branch an If output of run-time length; both compile. A ragged stack of
-ragged stacks (draws three loops deep, or a loop in a loop in a cond) does
-not: that gradient runs in the reference interpreter (cache_info().fallbacks;
-a run fetching only the forward compiles: the regions pass drops the saved
-outputs it does not read).
+cond's branch an If output of run-time length; both compile, and so does a
+ragged stack of ragged stacks (draws three loops deep, or a loop in a loop in a
+cond: rows of descriptors of stacks of descriptors, freed level by level).
 """
 import numpy as np
 

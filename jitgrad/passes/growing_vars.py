@@ -9,8 +9,11 @@ it, nothing else in the body does, and it is not itself saved), each
 iteration's new rows do not depend on the old ones: the body is specialised
 with the variable as an empty ``[0, *rest]`` tensor, its output is then just
 the rows appended, and the compiled loop keeps the variable in a growing
-buffer (codegen/lower_growing.py). The attribute ``grow_vars`` lists them; the
-interpreter's While kernel (ops/control_flow_ops.py) honours it the same way.
+buffer (codegen/lower_growing.py). The append may also be a ``tf.cond`` whose
+branches each append to the variable (its capture there) rows of their own
+static count: the output is then shaped by the branch taken, and the loop grows
+by that many rows. The attribute ``grow_vars`` lists them; the interpreter's
+While kernel (ops/control_flow_ops.py) honours it the same way.
 Anything else that changes shape keeps the graph regions: it runs in the
 interpreter, and ``explain`` says why.
 """
@@ -30,25 +33,34 @@ def appended_vars(attrs, changed, in_shapes, unread_ys=()):
     ignored = {attrs["n_vars"] + j for j in unread_ys}
     for k in changed:
         shape = in_shapes[k]
-        if shape is None or not shape:
-            return None
-        ph, out = body.inputs[k], body.outputs[k]
-        op = out.op
-        if op.type != "ConcatV2" or op.attrs["axis"] % len(shape) != 0:
-            return None
-        if op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:]):
-            return None
-        ph_readers, ph_outputs = _reads(body, ph, ignored)
-        if ph_readers != [op] or ph_outputs:
-            return None
-        out_readers, out_outputs = _reads(body, out, ignored)
-        if out_readers or out_outputs != 1:   # (saved for a gradient, or read again: not an append)
+        if shape is None or not shape or not _appends(body, body.inputs[k], body.outputs[k], len(shape), ignored):
             return None
         if cond is not None:
             c_readers, c_outputs = _reads(cond, cond.inputs[k])
             if c_readers or c_outputs:
                 return None
     return list(changed)
+
+
+def _appends(func, ph, out, rank, ignored=()):
+    """Whether ``out``, an output of ``func``, is its input ``ph`` with rows appended
+    and nothing else in ``func`` reads either: ``concat([ph, rows], 0)``, or an If
+    whose branches each return that of their capture of ``ph`` (recursively)."""
+    op = out.op
+    ph_readers, ph_outputs = _reads(func, ph, ignored)
+    out_readers, out_outputs = _reads(func, out, ignored)
+    if ph_readers != [op] or ph_outputs or out_readers or out_outputs != 1:   # (e.g. saved for a gradient)
+        return False
+    if op.type == "ConcatV2":
+        return op.attrs["axis"] % rank == 0 and op.inputs[0] is ph and not any(t is ph for t in op.inputs[1:])
+    if op.type != "If":
+        return False
+    at = [p for p, t in enumerate(op.inputs) if t is ph]
+    branches = (op.attrs["then_branch"], op.attrs["else_branch"])
+    if len(at) != 1 or at[0] == 0 or not all(hasattr(br, "graph") for br in branches):   # (graph Funcs)
+        return False
+    j = out.value_index
+    return all(_appends(br, br.inputs[at[0] - 1], br.outputs[j], rank) for br in branches)
 
 
 def popped_vars(attrs, in_shapes, unread_ys=()):

@@ -55,14 +55,23 @@ def _stub(shape, dtype):
 class _Ragged:
     """The stand-in for a loop body's input that is one row of a ragged stack (a
     nested loop's per-iteration stack, as long as that iteration's trip count):
-    only its shape, ``(None, *static)``, is read."""
+    only its shape, ``(None, ..., None, *static)``, is read."""
 
     def __init__(self, shape):
         self.shape = tuple(shape)
 
 
-def _is_ragged(shape):
-    return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
+def ragged_depth(shape):
+    """How many leading dims of ``shape`` are run-time lengths of stacks nested in
+    stacks, ``(None,) * depth + static``: 1 for a loop's stack of static rows, 2 for a
+    stack of such stacks (a loop nested in a loop saves one per outer iteration: the
+    draws three loops deep), ...; 0 for any other shape."""
+    if shape is None:
+        return 0
+    depth = 0
+    while depth < len(shape) and shape[depth] is None:
+        depth += 1
+    return depth if None not in shape[depth:] else 0
 
 
 _PASS_THROUGH = ("StopGradient", "Identity", "ZerosLike")
@@ -98,13 +107,13 @@ def _only_sliced_by_loops(t):
 
 def sub_program(func, shapes, ragged=()):
     """The Program of a graph Func for concrete input shapes. ``ragged``: the
-    input positions that may be rows of a ragged stack, ``(None, *static)``,
+    input positions that may be rows of a ragged stack, ``(None, ..., *static)``,
     when only loops nested in ``func`` slice them."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
     for k, s in enumerate(shapes):
         if s is None or any(d is None for d in s):
-            if not (k in ragged and _is_ragged(s) and _only_sliced_by_loops(func.inputs[k])):
+            if not (k in ragged and ragged_depth(s) and _only_sliced_by_loops(func.inputs[k])):
                 raise _Dynamic("an input of the region has no static shape")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
@@ -404,7 +413,8 @@ def regions(program, optimise):
         if n.op == "While":
             for k in attrs.get("grow_vars", ()):
                 body = attrs["body"]
-                grown[Value(i, keep[k])] = (b.shape(b.get(n.inputs[k])), body.shape(body.outputs[k])[0],
-                                            Value(j, attrs["n_vars"]))
+                per_iteration = body.shape(body.outputs[k])[0]   # (None: as many as a cond's branch appends)
+                if per_iteration is not None:
+                    grown[Value(i, keep[k])] = (b.shape(b.get(n.inputs[k])), per_iteration, Value(j, attrs["n_vars"]))
     out = b.finish("regions", stats)
     return reinfer(out) if stats["static_counts"] or stats.get("inlined_unknown_shapes") else out
