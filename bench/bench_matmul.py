@@ -146,7 +146,7 @@ class _NumpyServer:
 def _jit(mm, dtype, M, N, K, ta, tb, config, target=None):
     import llvmlite.binding as llvm
     from llvmlite import ir
-    from jitgrad.codegen import target as tg
+    from jitgrad.codegen import backend, target as tg
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     tm = tg.get(target).target_machine(opt=3)
@@ -157,9 +157,7 @@ def _jit(mm, dtype, M, N, K, ta, tb, config, target=None):
                    **({"config": config} if config else {}))
     mod = llvm.parse_assembly(str(module))
     mod.verify()
-    pb = llvm.create_pass_builder(
-        tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
+    backend.run_side_pipeline(mod, tm)      # the pipeline a compiled graph's matmul gets
     ee = llvm.create_mcjit_compiler(mod, tm)
     ee.finalize_object()
     ct = ctypes.c_float if dtype == "float32" else ctypes.c_double
