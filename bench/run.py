@@ -217,10 +217,17 @@ def compile_times(quick, reps=None):
     median of `reps` processes per backend, each cold one with an empty cache directory.
     The backends take turns within each repetition (ours, jax, TF, ours, ...), so load
     from other processes on a shared machine falls on all of them alike."""
+    import compileall
     import importlib.util
     import tempfile
     reps = reps or (1 if quick else 3)
     out = []
+    # jax and TF come with their bytecode compiled (pip compiles it at install), and so
+    # does an installed jitgrad; a source tree run with PYTHONDONTWRITEBYTECODE=1 (as on
+    # the shared benchmark hosts) would compile ~0.2 s of jitgrad's sources in every child.
+    root = os.path.dirname(HERE)
+    for d in (os.path.join(root, "jitgrad"), HERE):
+        compileall.compile_dir(d, quiet=1)
     backends = []
     for backend, module in _W6_MODULE.items():
         if backend != "jitgrad" and importlib.util.find_spec(module) is None:  # ours: from this tree
@@ -231,7 +238,7 @@ def compile_times(quick, reps=None):
         times = {(b, label): [] for b in backends for label in ("cold", "warm")}
         for _ in range(reps):
             for backend in backends:
-                code = W6_CODE[backend].format(here=HERE, root=os.path.dirname(HERE), wl=wl, name=wl.upper())
+                code = W6_CODE[backend].format(here=HERE, root=root, wl=wl, name=wl.upper())
                 with tempfile.TemporaryDirectory() as d:
                     env = dict(os.environ, JITGRAD_CACHE_DIR=d, JAX_CACHE_DIR=d, JAX_PLATFORMS="cpu",
                                TF_CPP_MIN_LOG_LEVEL="3")
