@@ -451,3 +451,57 @@ def test_wide_gemm_row_chunks_bit_identical_over_threads(threads):
     assert len(res) == 1
     got = np.frombuffer(res.pop(), np.float32).reshape(M, N)
     np.testing.assert_allclose(got, A.astype(np.float64) @ B + 1.0, rtol=1e-4, atol=1e-3)
+
+
+def test_batched_gemm_split_by_matrix_bit_identical_over_threads(threads):
+    # A parallel batched GEMM with a B per matrix (attention's Q K^T) gives each thread
+    # whole matrices of the batch (lower_matmul.py: by_batch): any thread count gives
+    # the same bits, and numpy's values (float64 reference).
+    rng = np.random.default_rng(6)
+    Q = rng.standard_normal((16, 128, 64)).astype(np.float32)
+    Kt = rng.standard_normal((16, 128, 64)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        q = tf.compat.v1.placeholder(tf.float32, Q.shape)
+        k = tf.compat.v1.placeholder(tf.float32, Kt.shape)
+        y = tf.matmul(q, k, transpose_b=True) + 1.0
+    s = _sess(g)
+    plan = compiler.make_plan(s, [y], [(q, Q), (k, Kt)])
+    assert plan.kernel.meta["parallel"], plan.kernel.meta
+    rep = s.explain(y, {q: Q, k: Kt})
+    assert any("BatchMatMul" in h and "parallel" in h for h, _ in rep.groups), rep.groups
+    res = set()
+    for t in (1, 2, 3, 1):
+        threads(t)
+        res.add(s.run(y, {q: Q, k: Kt}).tobytes())
+    assert len(res) == 1
+    got = np.frombuffer(res.pop(), np.float32).reshape(16, 128, 128)
+    want = Q.astype(np.float64) @ np.swapaxes(Kt, 1, 2) + 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((16, 128, 128), (128, 72)),         # B shared by the batch: rows split, B packed once per thread
+    ((4, 1, 128, 128), (1, 3, 128, 96)),  # batch dims broadcast on both sides: copied on thread 0
+    ((3, 128, 160), (3, 160, 300)),      # too few matrices to hand out: rows split
+])    # (each above fusion_plan.PAR_MIN_FLOPS, so the kernel is parallel)
+def test_batched_gemm_broadcasts_bit_identical_over_threads(threads, a_shape, b_shape):
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal(a_shape).astype(np.float32)
+    B = rng.standard_normal(b_shape).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, A.shape)
+        b = tf.compat.v1.placeholder(tf.float32, B.shape)
+        y = tf.matmul(a, b) * 2.0
+    s = _sess(g)
+    plan = compiler.make_plan(s, [y], [(a, A), (b, B)])
+    assert plan.kernel.meta["parallel"], plan.kernel.meta
+    res = set()
+    for t in (1, 2, 3, 1):
+        threads(t)
+        res.add(s.run(y, {a: A, b: B}).tobytes())
+    assert len(res) == 1
+    want = 2.0 * (A.astype(np.float64) @ B)
+    got = np.frombuffer(res.pop(), np.float32).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
