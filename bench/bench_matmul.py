@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Single-threaded GFLOP/s of the jitgrad matmul kernel vs numpy (OpenBLAS).
 
-Shapes are the MLP training-step matmuls (784-512-10, batch 256).  Our kernel
+Shapes are the MLP training-step matmuls (784-512-10, batch 256) and two
+batched, attention-sized ones.  Our kernel
 is compiled for the host CPU and called for the full row range from one
 thread.  numpy runs in a subprocess whose environment pins BLAS to one
 thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1) and *unsets*
@@ -37,14 +38,17 @@ from blas_info import blas_info, openblas_threads  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# (label, M, N, K, trans_a, trans_b)  -- C is M x N, reduction over K.
+# (label, M, N, K, trans_a, trans_b, batch)  -- C is [batch x] M x N, reduction over K.
+# The W3 MLP's six matmuls, then two batched ones (attention-sized: Q K^T and P V).
 SHAPES = [
-    ("fwd X@W1      (256x784)@(784x512)", 256, 512, 784, False, False),
-    ("fwd H@W2      (256x512)@(512x10)", 256, 10, 512, False, False),
-    ("bwd dW1=X^T@dH (256x784)^T@(256x512)", 784, 512, 256, True, False),
-    ("bwd dX=dH@W1^T (256x512)@(784x512)^T", 256, 784, 512, False, True),
-    ("bwd dW2=H^T@dY (256x512)^T@(256x10)", 512, 10, 256, True, False),
-    ("bwd dH=dY@W2^T (256x10)@(512x10)^T", 256, 512, 10, False, True),
+    ("fwd X@W1      (256x784)@(784x512)", 256, 512, 784, False, False, 1),
+    ("fwd H@W2      (256x512)@(512x10)", 256, 10, 512, False, False, 1),
+    ("bwd dW1=X^T@dH (256x784)^T@(256x512)", 784, 512, 256, True, False, 1),
+    ("bwd dX=dH@W1^T (256x512)@(784x512)^T", 256, 784, 512, False, True, 1),
+    ("bwd dW2=H^T@dY (256x512)^T@(256x10)", 512, 10, 256, True, False, 1),
+    ("bwd dH=dY@W2^T (256x10)@(512x10)^T", 256, 512, 10, False, True, 1),
+    ("batched Q@K^T 16x(128x64)@(128x64)^T", 128, 128, 64, False, True, 16),
+    ("batched P@V   16x(128x128)@(128x64)", 128, 64, 128, False, False, 16),
 ]
 
 
@@ -60,11 +64,17 @@ def _load_matmul():
         return mod
 
 
-def _operands(M, N, K, ta, tb, dtype, seed=0):
+def _operands(M, N, K, ta, tb, dtype, batch=1, seed=0):
     rng = np.random.default_rng(seed)
-    A = rng.standard_normal((K, M) if ta else (M, K)).astype(dtype)
-    B = rng.standard_normal((N, K) if tb else (K, N)).astype(dtype)
+    lead = (batch,) if batch > 1 else ()
+    A = rng.standard_normal(lead + ((K, M) if ta else (M, K))).astype(dtype)
+    B = rng.standard_normal(lead + ((N, K) if tb else (K, N))).astype(dtype)
     return A, B
+
+
+def _op(X, t):
+    """op(X) of the last two axes."""
+    return np.swapaxes(X, -1, -2) if t else X
 
 
 def _calibrate(fn, min_time=0.05):
@@ -96,11 +106,10 @@ def _numpy_child(dtype):
     hits both sides alike.
     """
     calls = []
-    for _, M, N, K, ta, tb in SHAPES:
-        A, B = _operands(M, N, K, ta, tb, dtype)
-        Aop = A.T if ta else A
-        Bop = B.T if tb else B
-        C = np.empty((M, N), dtype)
+    for _, M, N, K, ta, tb, batch in SHAPES:
+        A, B = _operands(M, N, K, ta, tb, dtype, batch)
+        Aop, Bop = _op(A, ta), _op(B, tb)
+        C = np.empty(A.shape[:-2] + (M, N), dtype)
         fn = (lambda Aop=Aop, Bop=Bop, C=C: np.matmul(Aop, Bop, out=C))
         calls.append((fn, _calibrate(fn)))
     print(json.dumps({"info": blas_info(), "blas_threads": openblas_threads()}), flush=True)
@@ -143,23 +152,24 @@ class _NumpyServer:
 
 # ------------------------------------------------------------------ our side
 
-def _jit(mm, dtype, M, N, K, ta, tb, config, target=None):
+def _jit(mm, dtype, M, N, K, ta, tb, config, target=None, batch=1):
     import llvmlite.binding as llvm
     from llvmlite import ir
-    from jitgrad.codegen import target as tg
+    from jitgrad.codegen import backend, target as tg
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     tm = tg.get(target).target_machine(opt=3)
     module = ir.Module()
     module.triple = llvm.get_default_triple()
     module.data_layout = str(tm.target_data)
-    mm.emit_matmul(module, "mm", dtype, 1, M, N, K, ta, tb, 0, 0,
+    strides = (M * K, K * N) if batch > 1 else (0, 0)
+    mm.emit_matmul(module, "mm", dtype, batch, M, N, K, ta, tb, *strides,
                    **({"config": config} if config else {}))
     mod = llvm.parse_assembly(str(module))
     mod.verify()
-    pb = llvm.create_pass_builder(
-        tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
+    # the pipeline a compiled graph's matmul gets (plain O3 in a tree older than it:
+    # PYTHONPATH=/other/tree times that tree's kernel)
+    getattr(backend, "run_side_pipeline", backend.run_o3)(mod, tm)
     ee = llvm.create_mcjit_compiler(mod, tm)
     ee.finalize_object()
     ct = ctypes.c_float if dtype == "float32" else ctypes.c_double
@@ -174,20 +184,18 @@ def _ours_setup(dtype, config, target=None, shapes=None):
     mm = _load_matmul()
     kw = {"config": config} if config else {}
     calls = []
-    for _, M, N, K, ta, tb in shapes or SHAPES:
-        fn, keep, P = _jit(mm, dtype, M, N, K, ta, tb, config, target)
-        A, B = _operands(M, N, K, ta, tb, dtype)
-        C = np.empty((M, N), dtype)
-        ws = mm.workspace_elems(dtype, 1, M, N, K, ta, tb, **kw)
+    for _, M, N, K, ta, tb, batch in shapes or SHAPES:
+        fn, keep, P = _jit(mm, dtype, M, N, K, ta, tb, config, target, batch)
+        A, B = _operands(M, N, K, ta, tb, dtype, batch)
+        C = np.empty(A.shape[:-2] + (M, N), dtype)
+        ws = mm.workspace_elems(dtype, batch, M, N, K, ta, tb, **kw)
         raw = np.zeros(ws + 64, dtype)
         off = (-raw.ctypes.data % 64) // raw.itemsize
         work = raw[off:off + ws]
         args = [x.ctypes.data_as(P) for x in (A, B, C, work)]
         call = (lambda fn=fn, args=args, M=M: fn(*args, 0, M))
         call()
-        Aop = (A.T if ta else A).astype(np.float64)
-        Bop = (B.T if tb else B).astype(np.float64)
-        err = np.abs(C - Aop @ Bop).max()
+        err = np.abs(C - _op(A, ta).astype(np.float64) @ _op(B, tb).astype(np.float64)).max()
         assert err < 1e-2, "wrong result for %s: %g" % ((M, N, K), err)
         call.keep = (keep, A, B, C, raw)
         calls.append((call, _calibrate(call)))
@@ -201,8 +209,8 @@ def _session_setup(dtype, threads, target=None):
     from jitgrad.codegen import parallel
     parallel.set_num_threads(threads)
     calls = []
-    for _, M, N, K, ta, tb in SHAPES:
-        A, B = _operands(M, N, K, ta, tb, dtype)
+    for _, M, N, K, ta, tb, batch in SHAPES:
+        A, B = _operands(M, N, K, ta, tb, dtype, batch)
         g = tf.Graph()
         with g.as_default():
             a = tf.compat.v1.placeholder(dtype, A.shape)
@@ -212,9 +220,7 @@ def _session_setup(dtype, threads, target=None):
         sess = tf.compat.v1.Session(graph=g, config=cfg)
         run = sess.make_callable(c, [a, b])
         got = run(A, B)
-        Aop = (A.T if ta else A).astype(np.float64)
-        Bop = (B.T if tb else B).astype(np.float64)
-        assert np.abs(got - Aop @ Bop).max() < 1e-2
+        assert np.abs(got - _op(A, ta).astype(np.float64) @ _op(B, tb).astype(np.float64)).max() < 1e-2
         call = (lambda run=run, A=A, B=B: run(A, B))
         call.keep = sess
         calls.append((call, _calibrate(call)))
@@ -231,9 +237,9 @@ def _sweep(dtype, target, repeats):
         cfg = dict(vw=vw, mc=max(c["mr"], 144 // c["mr"] * c["mr"]), nc=4080, **c)
         calls = _ours_setup(dtype, cfg, target)
         res = []
-        for (label, M, N, K, ta, tb), (call, inner) in zip(SHAPES, calls):
+        for (label, M, N, K, ta, tb, batch), (call, inner) in zip(SHAPES, calls):
             t = np.median([_sample(call, inner) for _ in range(repeats)])
-            res.append(2.0 * M * N * K / 1e9 / t)
+            res.append(2.0 * batch * M * N * K / 1e9 / t)
         print("mr=%2d nr=%2d kc=%d: %s  geo-mean %.1f" % (
             c["mr"], c["nr"], c["kc"], " ".join("%6.1f" % r for r in res),
             float(np.exp(np.mean(np.log(res))))), flush=True)
@@ -272,7 +278,7 @@ def main():
     server = _NumpyServer(args.dtype, args.threads)
     rows = []
     try:
-        for i, (label, M, N, K, ta, tb) in enumerate(SHAPES):
+        for i, (label, M, N, K, ta, tb, batch) in enumerate(SHAPES):
             call, inner = calls[i]
             ours, ref = [], []
             for _ in range(args.repeats):
@@ -283,7 +289,7 @@ def main():
                     time.sleep(0.2)
                 ours.append(_sample(call, inner))
                 ref.append(server.sample(i))
-            flop = 2.0 * M * N * K / 1e9
+            flop = 2.0 * batch * M * N * K / 1e9
             rows.append((label, flop / np.median(ours), flop / np.median(ref),
                          flop / min(ours), flop / min(ref)))
     finally:

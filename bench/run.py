@@ -183,44 +183,73 @@ def machine_facts(np, quick, threads):
     return facts
 
 
+# Each child prints two numbers: seconds from process start to the first result, and to the
+# end of the framework's import (so the report can also show first result minus import).
+_W6_START = "import time; t0 = time.perf_counter(); import sys, os; sys.path[:0] = [{here!r}, {root!r}]; "
+_W6_END = "f(); print(time.perf_counter() - t0, t_imp - t0)"
 W6_CODE = {
-    "jitgrad": ("import time; t0 = time.perf_counter(); import sys; sys.path[:0] = [{here!r}, {root!r}]; "
-                "import workloads as W; f = W.{wl}_jitgrad('compiled'); f(); print(time.perf_counter() - t0)"),
+    "jitgrad": _W6_START + ("import jitgrad; t_imp = time.perf_counter(); "
+                            "import workloads as W; f = W.{wl}_jitgrad('compiled'); ") + _W6_END,
     # the same function under jax.jit with JAX's persistent compilation cache
-    "jax.jit": ("import time; t0 = time.perf_counter(); import sys, os; sys.path[:0] = [{here!r}, {root!r}]; "
-                "import jax; jax.config.update('jax_compilation_cache_dir', os.environ['JAX_CACHE_DIR']); "
-                "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0); "
-                "jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1); "
-                "import others; f = others.jax_jit({name!r}); f(); print(time.perf_counter() - t0)"),
+    "jax.jit": _W6_START + ("import jax; t_imp = time.perf_counter(); "
+                            "jax.config.update('jax_compilation_cache_dir', os.environ['JAX_CACHE_DIR']); "
+                            "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0); "
+                            "jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1); "
+                            "import others; f = others.jax_jit({name!r}); ") + _W6_END,
+    # TF keeps no compiled code across processes: its "warm" runs are cold again
+    "tf.function": _W6_START + ("import tensorflow; t_imp = time.perf_counter(); "
+                                "import others; f = others.tf_function({name!r}); ") + _W6_END,
 }
+_W6_MODULE = {"jitgrad": "jitgrad", "jax.jit": "jax", "tf.function": "tensorflow"}
 
 
-def compile_times(quick):
+def _w6_once(code, env):
+    """(first result, first result minus import) in seconds for one fresh process; NaNs if it failed."""
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        return float("nan"), float("nan")
+    total, imp = map(float, r.stdout.strip().splitlines()[-1].split())
+    return total, total - imp
+
+
+def compile_times(quick, reps=None):
     """W6: first result in a fresh process (imports included), cold vs warm disk cache:
-    median of `reps` processes, each cold one with an empty cache directory."""
+    median of `reps` processes per backend, each cold one with an empty cache directory.
+    The backends take turns within each repetition (ours, jax, TF, ours, ...), so load
+    from other processes on a shared machine falls on all of them alike."""
+    import compileall
+    import importlib.util
     import tempfile
-    reps = 1 if quick else 3
+    reps = reps or (1 if quick else 3)
     out = []
-    backends = ["jitgrad"]
-    try:
-        import jax  # noqa: F401
-        backends.append("jax.jit")
-    except ImportError:
-        out.append({"case": "W6", "backend": "jax.jit", "skipped": "jax not installed"})
+    # jax and TF come with their bytecode compiled (pip compiles it at install), and so
+    # does an installed jitgrad; a source tree run with PYTHONDONTWRITEBYTECODE=1 (as on
+    # the shared benchmark hosts) would compile ~0.2 s of jitgrad's sources in every child.
+    root = os.path.dirname(HERE)
+    for d in (os.path.join(root, "jitgrad"), HERE):
+        compileall.compile_dir(d, quiet=1)
+    backends = []
+    for backend, module in _W6_MODULE.items():
+        if backend != "jitgrad" and importlib.util.find_spec(module) is None:  # ours: from this tree
+            out.append({"case": "W6", "backend": backend, "skipped": f"{module} not installed"})
+        else:
+            backends.append(backend)
     for wl in ("w1", "w3"):
-        for backend in backends:
-            code = W6_CODE[backend].format(here=HERE, root=os.path.dirname(HERE), wl=wl, name=wl.upper())
-            times = {"cold": [], "warm": []}
-            for _ in range(reps):
+        times = {(b, label): [] for b in backends for label in ("cold", "warm")}
+        for _ in range(reps):
+            for backend in backends:
+                code = W6_CODE[backend].format(here=HERE, root=root, wl=wl, name=wl.upper())
                 with tempfile.TemporaryDirectory() as d:
-                    env = dict(os.environ, JITGRAD_CACHE_DIR=d, JAX_CACHE_DIR=d, JAX_PLATFORMS="cpu")
+                    env = dict(os.environ, JITGRAD_CACHE_DIR=d, JAX_CACHE_DIR=d, JAX_PLATFORMS="cpu",
+                               TF_CPP_MIN_LOG_LEVEL="3")
                     for label in ("cold", "warm", "warm"):
-                        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-                        t = float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else float("nan")
-                        times[label].append(t)
-            for label, ts in times.items():
-                out.append({"case": f"W6 {wl.upper()} first result", "backend": f"{backend} {label} disk",
-                            "median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)})
+                        times[(backend, label)].append(_w6_once(code, env))
+        for (backend, label), ts in times.items():
+            tot = [t for t, _ in ts]
+            after = [a for _, a in ts]
+            out.append({"case": f"W6 {wl.upper()} first result", "backend": f"{backend} {label} disk",
+                        "median_s": statistics.median(tot), "min_s": min(tot), "max_s": max(tot),
+                        "after_import_median_s": statistics.median(after)})
     return out
 
 
@@ -276,6 +305,7 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", type=lambda s: set(s.split(",")), default=None)
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--w6-reps", type=int, default=None, help="fresh processes per W6 backend (default 3)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -288,6 +318,8 @@ def main():
         return
     results = []
     for threads in (["1", "all"] if args.threads == "both" else [args.threads]):
+        if args.only == {"W6"}:
+            break
         env, n = thread_env(threads)
         cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if args.quick else [])
         if args.only:
@@ -300,14 +332,15 @@ def main():
         results.append(res)
         report(res)
     if not args.only or "W6" in args.only:
-        w6 = compile_times(args.quick)
-        print("\n=== W6 compile: first result in a fresh process (includes import jitgrad) ===")
+        w6 = compile_times(args.quick, args.w6_reps)
+        print("\n=== W6 compile: first result in a fresh process (includes the framework's import), backends in turns ===")
         for r in w6:
             if "skipped" in r:
                 print(f"  {r['case']:<28} {r['backend']:<20} skipped: {r['skipped']}")
                 continue
-            print(f"  {r['case']:<28} {r['backend']:<20} {fmt_time(r['median_s'])}  "
-                  f"(min {fmt_time(r['min_s']).strip()}, max {fmt_time(r['max_s']).strip()})")
+            print(f"  {r['case']:<28} {r['backend']:<22} {fmt_time(r['median_s'])}  "
+                  f"(min {fmt_time(r['min_s']).strip()}, max {fmt_time(r['max_s']).strip()}; "
+                  f"after import {fmt_time(r['after_import_median_s']).strip()})")
         results.append({"threads": "n/a", "rows": w6, "machine": {}})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:

@@ -42,11 +42,13 @@ def test_split_moves_matmul_functions_and_declares_them():
     g, fetches, feed, _ = _mlp()
     with tf.compat.v1.Session(graph=g) as s:
         ir_text = s.explain(fetches, feed).unoptimised_ir
-    split = backend.split_side_functions(ir_text, 1)
-    assert split is not None
-    main, sides = split
-    moved = re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', "\n".join(sides), re.M)
-    assert moved
+    defined = re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', ir_text, re.M)
+    assert len(defined) >= 2
+    for n_bins in (1, 3):     # 1: this thread optimises them all after the main module
+        main, sides = backend.split_side_functions(ir_text, n_bins)
+        assert 1 <= len(sides) <= n_bins
+        moved = re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', "\n".join(sides), re.M)
+        assert sorted(moved) == sorted(defined)       # every one moved, once: one pipeline for all
     for name in moved:
         assert re.search(r'^declare [^\n]*@"?%s"?\(' % re.escape(name), main, re.M), name
         assert not re.search(r'^define [^\n]*@"?%s"?\(' % re.escape(name), main, re.M), name

@@ -426,6 +426,26 @@ def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedul
     assert all(r == want for r in got)
 
 
+def _parallel_gemm_result(threads, A, B, build):
+    """y = build(a, b) for placeholders fed A and B: asserts the kernel is parallel and
+    that 1, 2, 3 and again 1 threads give the same bits; -> (session, y, feed, result)."""
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, A.shape)
+        b = tf.compat.v1.placeholder(tf.float32, B.shape)
+        y = build(a, b)
+    s = _sess(g)
+    feed = {a: A, b: B}
+    plan = compiler.make_plan(s, [y], list(feed.items()))
+    assert plan.kernel.meta["parallel"], plan.kernel.meta
+    res = set()
+    for t in (1, 2, 3, 1):
+        threads(t)
+        res.add(s.run(y, feed).tobytes())
+    assert len(res) == 1
+    return s, y, feed, np.frombuffer(res.pop(), np.float32).reshape(y.shape)
+
+
 def test_wide_gemm_row_chunks_bit_identical_over_threads(threads):
     # A parallel GEMM the prepacked path does not take (N beyond one NC block of
     # B) hands out row chunks dynamically (kernel.grab_rows, one per thread slot):
@@ -436,18 +456,34 @@ def test_wide_gemm_row_chunks_bit_identical_over_threads(threads):
     rng = np.random.default_rng(5)
     A = rng.standard_normal((M, K)).astype(np.float32)
     B = rng.standard_normal((K, N)).astype(np.float32)
-    g = tf.Graph()
-    with g.as_default():
-        a = tf.compat.v1.placeholder(tf.float32, A.shape)
-        b = tf.compat.v1.placeholder(tf.float32, B.shape)
-        y = tf.matmul(a, b) + 1.0
-    s = _sess(g)
-    plan = compiler.make_plan(s, [y], [(a, A), (b, B)])
-    assert plan.kernel.meta["parallel"], plan.kernel.meta
-    res = set()
-    for t in (1, 2, 3, 1):
-        threads(t)
-        res.add(s.run(y, {a: A, b: B}).tobytes())
-    assert len(res) == 1
-    got = np.frombuffer(res.pop(), np.float32).reshape(M, N)
+    *_, got = _parallel_gemm_result(threads, A, B, lambda a, b: tf.matmul(a, b) + 1.0)
     np.testing.assert_allclose(got, A.astype(np.float64) @ B + 1.0, rtol=1e-4, atol=1e-3)
+
+
+def test_batched_gemm_split_by_matrix_bit_identical_over_threads(threads):
+    # A parallel batched GEMM with a B per matrix (attention's Q K^T) gives each thread
+    # whole matrices of the batch (lower_matmul.py: by_batch): any thread count gives
+    # the same bits, and numpy's values (float64 reference).
+    rng = np.random.default_rng(6)
+    Q = rng.standard_normal((16, 128, 64)).astype(np.float32)
+    Kt = rng.standard_normal((16, 128, 64)).astype(np.float32)
+    s, y, feed, got = _parallel_gemm_result(
+        threads, Q, Kt, lambda q, k: tf.matmul(q, k, transpose_b=True) + 1.0)
+    rep = s.explain(y, feed)
+    assert any("BatchMatMul" in h and "parallel" in h for h, _ in rep.groups), rep.groups
+    want = Q.astype(np.float64) @ np.swapaxes(Kt, 1, 2) + 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((16, 128, 128), (128, 72)),         # B shared by the batch: rows split, B packed once per thread
+    ((4, 1, 128, 128), (1, 3, 128, 96)),  # batch dims broadcast on both sides: copied on thread 0
+    ((3, 128, 160), (3, 160, 300)),      # too few matrices to hand out: rows split
+])    # (each above fusion_plan.PAR_MIN_FLOPS, so the kernel is parallel)
+def test_batched_gemm_broadcasts_bit_identical_over_threads(threads, a_shape, b_shape):
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal(a_shape).astype(np.float32)
+    B = rng.standard_normal(b_shape).astype(np.float32)
+    *_, got = _parallel_gemm_result(threads, A, B, lambda a, b: tf.matmul(a, b) * 2.0)
+    want = 2.0 * (A.astype(np.float64) @ B)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

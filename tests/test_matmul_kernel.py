@@ -5,8 +5,6 @@ O3 compilation (not execution) dominates the runtime of these tests.
 """
 
 import ctypes
-import importlib.util
-import os
 import threading
 
 import numpy as np
@@ -15,14 +13,7 @@ import pytest
 llvm = pytest.importorskip("llvmlite.binding")
 from llvmlite import ir  # noqa: E402
 
-try:
-    from jitgrad.codegen import matmul as mm
-except ImportError:  # package __init__ files not written yet
-    _path = os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "jitgrad", "codegen", "matmul.py")
-    _spec = importlib.util.spec_from_file_location("_jg_matmul", _path)
-    mm = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(mm)
+from jitgrad.codegen import backend, matmul as mm  # noqa: E402
 
 
 # ------------------------------------------------------------------ harness
@@ -126,9 +117,7 @@ def compile_cases(cases, target=None, asm=None, also=None):
             also(module, i, c)
     mod = llvm.parse_assembly(str(module))
     mod.verify()
-    pb = llvm.create_pass_builder(
-        tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
+    backend.run_side_pipeline(mod, tm)      # the pipeline a compiled graph's matmul gets
     if asm is not None:
         asm.append(tm.emit_assembly(mod))
     engine = llvm.create_mcjit_compiler(mod, tm)
@@ -563,3 +552,25 @@ def test_chunk_rows_split_evenly_over_threads(dtype, level):
     rc = mm.chunk_rows(dtype, 784, 512, 256, True, config=cfg)
     for t in (2, 4):
         assert _busiest_rows(784, rc, t) <= 1.03 * 784 / t, (rc, t)
+
+
+@pytest.mark.parametrize("level", sorted(TARGETS))
+def test_narrow_c_multiplies_only_its_columns(level):
+    """C narrower than a panel (like W3's 10-class layer): the micro-kernel's
+    multiplies cover ceil(N / VW) vectors per row, not the target's full NR.  K = 16
+    is emitted without a k loop, so the assembly holds every multiply once:
+    MR x vectors x K.  (Before, N = 10 on AVX-512 took 2 x 16 lanes per row.)"""
+    import re
+    from jitgrad.codegen import target as tg
+    t = tg.get(TARGETS[level])
+    cfg = t.matmul_config("float32")
+    M, N, K = 40, cfg["nr"] - cfg["vw"] - 2, 16      # a vector and two columns short of a panel
+    case = Case("float32", 1, M, N, K, False, False, False, False, np.random.default_rng(7), config=cfg)
+    asm = []
+    engine = compile_cases([case], t, asm)
+    vectors = -(-N // cfg["vw"])
+    assert vectors * cfg["vw"] < cfg["nr"]
+    assert len(re.findall(MICROKERNEL_ASM[level], asm[0])) == cfg["mr"] * vectors * K
+    if not t.missing_on_host():
+        check(case, case.run())
+    del engine

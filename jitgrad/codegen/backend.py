@@ -51,12 +51,14 @@ def _run_unlocked(mpm, mod, pb):
         fn(mpm, mod, pb)
 
 
-def run_o3(mod, tm, unlocked=False):
+def run_o3(mod, tm, unlocked=False, unroll=True):
     """LLVM's O3 pipeline (loop and SLP vectorisers on) over `mod`, in place; every
-    pass-manager object is closed afterwards.  `unlocked`: see _run_unlocked."""
+    pass-manager object is closed afterwards.  `unlocked`: see _run_unlocked.
+    `unroll=False` leaves out LLVM's loop unroller (see _optimise_side)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     if unlocked:
@@ -70,13 +72,15 @@ def run_o3(mod, tm, unlocked=False):
 
 # ------------------------------------------------------------ parallel optimisation
 # A kernel's matmul functions (``<kernel>_mm<k>``, ``..._pack``: self-contained, they
-# call only intrinsics) are most of its IR.  They are split off into side modules and
-# optimised on worker threads (own LLVMContext and TargetMachine; llvmlite's ctypes
-# calls release the GIL) while this thread optimises the rest; the optimised side
-# modules are then linked in (as bitcode) and one object is emitted.  The workers run
-# the pass pipeline outside llvmlite's global lock (`_run_unlocked`).  Each function
-# gets the same O3 pipeline as before, so the code is the same; only the wall time of
-# the optimisation phase shrinks, by up to the number of cores.
+# call only intrinsics) are most of its IR.  They are always split off into side
+# modules, optimised with the side pipeline (_optimise_side), and linked back (as
+# bitcode) before one object is emitted.  The side modules go to worker threads (own
+# LLVMContext and TargetMachine; llvmlite's ctypes calls release the GIL, and the
+# workers run the pass pipeline outside llvmlite's global lock, `_run_unlocked`) while
+# this thread optimises the rest and then one side module of its own.  How many
+# threads there are changes only the wall time and the order of the functions in the
+# object (the link order): every function gets the same pipeline, so the same code,
+# for any JITGRAD_COMPILE_THREADS.
 _SIDE_FN = re.compile(r"_mm\d+(_pack)?$")
 _DEFINE = re.compile(r'^define [^@]*@"?([^"(]+)"?\(')
 _pools = {}   # (pid, worker count) -> ThreadPoolExecutor
@@ -103,9 +107,10 @@ def _workers():
 
 
 def split_side_functions(ir_text, n_bins):
-    """(main IR text, [side module IR texts]): matmul functions moved to up to
-    `n_bins` side modules, balanced by size against what stays in the main module
-    (declared there).  None when there is nothing worth splitting."""
+    """(main IR text, [side module IR texts]): every matmul function moved to one of
+    up to `n_bins` side modules (declared in the main one), balanced by size; the first
+    side module is the one this thread optimises after the main module, so the main
+    module's own code counts as its load.  None when there is nothing to split."""
     lines = ir_text.split("\n")
     header = [ln for ln in lines if ln.startswith(("target triple", "target datalayout"))]
     decls = [ln for ln in lines if ln.startswith("declare ")]
@@ -122,29 +127,35 @@ def split_side_functions(ir_text, n_bins):
         i += 1
     if not funcs or any("!" in ln for f in funcs for ln in f if not ln.startswith("define")):
         return None
-    # greedy by size: the main module's own code counts as bin 0's load
-    loads = [sum(1 for ln in main if isinstance(ln, str))] + [0] * n_bins
+    loads = [sum(1 for ln in main if isinstance(ln, str))] + [0] * (n_bins - 1)
     where = {}
-    for k in sorted(range(len(funcs)), key=lambda k: -len(funcs[k])):
-        b = min(range(len(loads)), key=loads.__getitem__)
+    for k in sorted(range(len(funcs)), key=lambda k: -len(funcs[k])):   # greedy by size
+        b = min(range(n_bins), key=loads.__getitem__)
         where[k] = b
         loads[b] += len(funcs[k])
-    if all(b == 0 for b in where.values()):
-        return None
     out_main = []
     for ln in main:
         if isinstance(ln, int):
-            f = funcs[ln]
-            out_main += f if where[ln] == 0 else [re.sub(r"\s*\{$", "", "declare" + f[0][len("define"):])]
+            out_main.append(re.sub(r"\s*\{$", "", "declare" + funcs[ln][0][len("define"):]))
         else:
             out_main.append(ln)
     sides = ["\n".join(header + decls + [ln for k in sorted(where) if where[k] == b for ln in funcs[k]])
-             for b in range(1, n_bins + 1) if any(v == b for v in where.values())]
+             for b in range(n_bins) if b in where.values()]
     return "\n".join(out_main), sides
 
 
+def run_side_pipeline(mod, tm, unlocked=False):
+    """What a matmul function gets: O3 without LLVM's loop unroller.  The functions are
+    explicit vector IR whose micro-kernel k loop is unrolled by hand; the unroller only
+    multiplied the rest (it fully unrolled the pack loops).  Measured on the W3 MLP
+    kernel (thread CPU time): the matmul functions' optimise + codegen fell from 0.64 s
+    to 0.44 s and their code from 35 to 23 KB; bench/bench_matmul.py's GFLOP/s held
+    (matmul.py says in the IR what the unroller used to find out: narrow C, fixed kc)."""
+    run_o3(mod, tm, unlocked, unroll=False)
+
+
 def _optimise_side(ir_text, target):
-    """On a worker thread: its own context and TargetMachine; returns bitcode."""
+    """A side module in its own context and TargetMachine (per thread); returns bitcode."""
     tms = getattr(_worker_tms, "tms", None)
     if tms is None:
         tms = _worker_tms.tms = {}
@@ -156,7 +167,7 @@ def _optimise_side(ir_text, target):
         mod = llvm.parse_assembly(ir_text, context=ctx)
         try:
             mod.verify()
-            run_o3(mod, tm, unlocked=True)
+            run_side_pipeline(mod, tm, unlocked=True)
             return mod.as_bitcode()
         finally:
             mod.close()
@@ -171,19 +182,19 @@ def optimise_to_object(ir_text, target=None):
     tm = target_machine(target)
     t0 = time.perf_counter()
     pool = _workers()
-    split = split_side_functions(ir_text, pool._max_workers) if pool is not None else None
-    futures = []
+    split = split_side_functions(ir_text, 1 + (pool._max_workers if pool is not None else 0))
+    sides, futures = [], []
     if split is not None:
         ir_text, sides = split
-        futures = [pool.submit(_optimise_side, side, target) for side in sides]
+        futures = [pool.submit(_optimise_side, side, target) for side in sides[1:]]
     mod = llvm.parse_assembly(ir_text)
     try:
         mod.verify()
         t1 = time.perf_counter()
         run_o3(mod, tm)
-        for fut in futures:
-            side = llvm.parse_bitcode(fut.result())
-            mod.link_in(side)         # takes `side` over
+        optimised = [_optimise_side(sides[0], target)] if sides else []
+        for bitcode in optimised + [fut.result() for fut in futures]:
+            mod.link_in(llvm.parse_bitcode(bitcode))         # takes the side module over
         t2 = time.perf_counter()
         obj = tm.emit_object(mod)
         t3 = time.perf_counter()

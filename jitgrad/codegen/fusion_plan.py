@@ -121,12 +121,15 @@ def plan_fusion(program, allow_parallel):
         if g.shape is None:
             n0 = program.nodes[g.units[0].pos]
             g.parallel = False
-            if allow_parallel and n0.op == "MatMul" and n0.outputs[0][1].is_floating:
-                # GEMM rows split across threads (each with its own workspace)
-                mM, mN = n0.outputs[0][0]
+            if allow_parallel and n0.op in ("MatMul", "BatchMatMulV2") and n0.outputs[0][1].is_floating:
+                # GEMM rows (or a batch's matrices) split across threads, each with its
+                # own workspace (lower_matmul.py)
+                out_shape = n0.outputs[0][0]
+                mM, mN = out_shape[-2:]
                 a_sh = planner.shape(n0.inputs[0])
-                mK = a_sh[0] if n0.attrs["transpose_a"] else a_sh[1]
-                g.work = 2 * mM * mN * mK
+                ta = n0.attrs["transpose_a"] if n0.op == "MatMul" else n0.attrs["adj_x"]
+                mK = a_sh[-2] if ta else a_sh[-1]
+                g.work = 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK
                 g.parallel = bool(g.work >= PAR_MIN_FLOPS and mM >= 16)
             any_par = any_par or g.parallel
             continue

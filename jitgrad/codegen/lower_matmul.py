@@ -23,7 +23,11 @@ def _batch_layout(kb, node, k, out_batch, mat_shape, dry, outs_needed):
     if not dry:
         src = kb.buffers[v]
         full = ob + tuple(mat_shape)
-        kb.emit_nest(tmp, lambda idx, W: load_buf(kb.b, src, bcast_idx(idx, full, shp), W))
+        par = kb.threads.active
+        with kb.threads.on_thread0() if par else _null():   # written once, read by every thread
+            kb.emit_nest(tmp, lambda idx, W: load_buf(kb.b, src, bcast_idx(idx, full, shp), W))
+        if par:
+            kb.threads.barrier()
     return tmp, msize
 
 
@@ -52,7 +56,7 @@ def _matmul(kb, node, outs, dry):
     if _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
         return
     fn = None
-    dyn = False
+    dyn = by_batch = False
     if dt.is_floating:
         try:
             cfg = kb.target.matmul_config(dt.name)
@@ -60,12 +64,17 @@ def _matmul(kb, node, outs, dry):
             # row chunks from an atomic counter (dynamic schedule; every C
             # element's summation order is independent of the chunking)
             dyn = par and mm.prepack_supported(dt.name, batch, M, N, K, ta, cfg)
+            # parallel, batched, B not broadcast (else the kernel packs it once for all
+            # batches): each thread takes whole matrices of the batch
+            # (a row split packed every batch's B once per thread; 16 x (128x128 @
+            # 128x64) float64 ran slower on 2 threads than on 1)
+            by_batch = par and not dyn and sb != 0 and batch >= 2 * kb.threads.count
             if dyn:
                 bel = mm.packed_b_elems(dt.name, M, N, K, ta, cfg)
                 wel = mm.compute_workspace_elems(dt.name, M, N, K, ta, cfg)
                 bpk = kb.scratch_buffer((bel,), dt, "matmul packed B (shared)")
             else:
-                wel = mm.workspace_elems(dt.name, batch, M, N, K, ta, tb, cfg)
+                wel = mm.workspace_elems(dt.name, 1 if by_batch else batch, M, N, K, ta, tb, cfg)
             work = kb.scratch_buffer((wel * (kb.threads.count if par else 1),), dt,
                                      "matmul workspace" + (f" x{kb.threads.count} threads" if par else ""))
             if not dry:
@@ -73,6 +82,9 @@ def _matmul(kb, node, outs, dry):
                 if dyn:
                     fn = mm.emit_matmul_prepacked(kb.b.module, name, dt.name,
                                                   M, N, K, ta, tb, cfg)
+                elif by_batch:
+                    fn = mm.emit_matmul(kb.b.module, name, dt.name, 1, M, N, K,
+                                        ta, tb, 0, 0, cfg)
                 else:
                     fn = mm.emit_matmul(kb.b.module, name, dt.name, batch, M, N, K,
                                         ta, tb, sa, sb, cfg)
@@ -98,6 +110,13 @@ def _matmul(kb, node, outs, dry):
             with kb.threads.grab(kb.threads.counter + 64, -(-M // rc)) as blk:
                 r0 = b.mul(blk, c64(rc))
                 b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])
+        elif by_batch:
+            # the same plan and k order per element as the batch loop inside fn: same bits
+            b = kb.b
+            wp = b.gep(work.ptr, [b.mul(kb.threads.tid, c64(wel))])
+            with kb.threads.grab(kb.threads.counter, batch) as bi:
+                b.call(fn, [b.gep(A.ptr, [b.mul(bi, c64(sa))]), b.gep(B.ptr, [b.mul(bi, c64(sb))]),
+                            b.gep(C.ptr, [b.mul(bi, c64(M * N))]), wp, c64(0), c64(M)])
         elif par:
             wp = kb.b.gep(work.ptr, [kb.b.mul(kb.threads.tid, c64(wel))])
             # one chunk per thread slot, as the static split had: each call packs B again

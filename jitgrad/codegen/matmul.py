@@ -91,6 +91,11 @@ def _plan(dtype, M, N, K, trans_a, config=None):
         p.update(config)
     vw, mr, nr = p["vw"], p["mr"], p["nr"]
     assert nr % vw == 0, "NR must be a multiple of the vector width"
+    # C narrower than one panel (W3's 10-class layer): only the vectors that hold
+    # columns of C.  The others' FMAs would be wasted; LLVM's loop unroller used to
+    # find that out for us (it unrolled the edge store and dropped the dead
+    # accumulators), with a leaner side pipeline the IR has to say it.
+    nr = min(nr, _round_up(N, vw))
     # Balanced K blocks: K=784 with KC=256 becomes 4 blocks of 196 instead of
     # 3x256 + 16, so no block degenerates into a tiny, overhead-bound one.
     nkb = _ceil_div(K, p["kc"])
@@ -484,14 +489,15 @@ def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
 _UNROLL_K = 4
 
 
-def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc):
+def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
     """acc[r][v] = sum_k A(r, k) * B_panel[k][v*VW:(v+1)*VW]   (k < kc).
 
     A(r, k) lives at ``a_rows[r] + k*a_kstride``: a packed panel
     (a_rows[r] = Apan + r, stride MR) or op(A) read in place.  ``accs`` are
     allocas of the MR x NR/VW accumulator vectors (promoted to registers by
     mem2reg).  The k loop is unrolled by hand by _UNROLL_K to amortise loop
-    overhead; a remainder loop handles kc % _UNROLL_K.
+    overhead; a remainder loop handles kc % _UNROLL_K, or, when every K block has
+    the same length ``kc_const``, the kc_const % _UNROLL_K rank-1 updates in line.
     """
     b, mr, nr, vw = g.b, g.plan.mr, g.plan.nr, g.plan.vw
     nv = nr // vw
@@ -509,6 +515,15 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc):
                 acc = b.load(accs[r][v])
                 b.store(b.call(g.fma, [a, bvec[v], acc]), accs[r][v])
 
+    if kc_const is not None:
+        # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
+        kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
+        with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
+            for u in range(_UNROLL_K):
+                rank1(b.add(k0, _c(u)))
+        for k in range(kmain, kc_const):
+            rank1(_c(k))
+        return
     kmain = b.and_(kc, _c(-_UNROLL_K))
     with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
         for u in range(_UNROLL_K):
@@ -707,9 +722,11 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
         """All work for columns [jc, jc+nc) of C (jc runtime, nc constant)."""
         nfull = nc // nr
         npanels = _ceil_div(nc, nr)
+        # balanced K blocks are usually all kc long (784 = 4 x 196): then say so
+        kc_const = plan.kc if plan.nkb * plan.kc == K else None
         with _for_range(b, 0, plan.nkb, name="kb") as kb:
             pc = b.mul(kb, _c(plan.kc))
-            kc = _smin(b, plan.kc, b.sub(_c(K), pc))
+            kc = _c(kc_const) if kc_const else _smin(b, plan.kc, b.sub(_c(K), pc))
             first = b.icmp_signed("==", kb, _c(0))
             if prepacked:
                 Bk = _gep(b, Bpk0, b.mul(kb, _c(plan.b_elems)))
@@ -737,7 +754,7 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
                             g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K,
                             trans_a)
                         _emit_microkernel(g, accs, a_rows, a_kstride,
-                                          Bpan, kc)
+                                          Bpan, kc, kc_const)
                         row = b.add(ic, ir0)
                         Ct = _gep(b, Cb, b.add(b.mul(row, _c(N)), col))
                         _emit_store_tile(g, accs, tmp, Ct, N, mr_rt,
