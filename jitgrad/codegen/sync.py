@@ -63,7 +63,8 @@ def _syscall(kb, args):
     return kb.b.call(fn, args)
 
 
-def _futex(kb, word, op, val):
+def futex(kb, word, op, val):
+    """futex(word, op, val) at kb.b's position (kb: anything with a builder .b)."""
     b = kb.b
     return _syscall(kb, [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(op), val, _c64(0)])
 
@@ -122,7 +123,7 @@ def emit_barrier(kb):
     b, fn = kb.b, kb.b.function
     kb.barriers += 1
     site = _i32(kb.barriers)
-    futex = kb.futex
+    can_sleep = kb.futex
     sleepers, team = _words(kb)
 
     def passed(w):
@@ -152,12 +153,12 @@ def emit_barrier(kb):
     b.cbranch(last, lastb, spin)
 
     b.position_at_end(lastb)
-    if futex:
+    if can_sleep:
         wake = fn.append_basic_block("bar.wake")
         asleep = b.load_atomic(sleepers, "seq_cst", 4)
         b.cbranch(b.icmp_signed("!=", asleep, _i32(0)), wake, done)
         b.position_at_end(wake)
-        _futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
+        futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
     b.branch(done)
 
     b.position_at_end(spin)
@@ -177,14 +178,14 @@ def emit_barrier(kb):
     b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, loop)
 
     b.position_at_end(slow)
-    if futex:
+    if can_sleep:
         b.atomic_rmw("add", sleepers, _i32(1), "seq_cst")
         g = b.load_atomic(team, "seq_cst", 4)
         sleep = fn.append_basic_block("bar.futex")
         woke = fn.append_basic_block("bar.woke")
         b.cbranch(passed(g), woke, sleep)
         b.position_at_end(sleep)
-        _futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
+        futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
         b.branch(woke)
         b.position_at_end(woke)
         b.atomic_rmw("sub", sleepers, _i32(1), "seq_cst")

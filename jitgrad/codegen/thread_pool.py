@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from ..cache.native import host_target_machine, llvm_binding, load as load_native
 from .irutil import I8, I32, I64, c64, intrinsic
-from .sync import FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE, SYS_FUTEX
+from .sync import FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE, futex
 
 SPIN_US = 100                # a waiter's spin before it sleeps, about (see spin_cycles)
 CTX_BYTES = 192
@@ -82,10 +82,7 @@ class _Emit:
         return self.b.atomic_rmw(op, self.field(offset, value.type), value, "seq_cst")
 
     def futex(self, offset, op, val):
-        b = self.b
-        sc = b.module.globals.get("syscall") or ir.Function(
-            b.module, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
-        b.call(sc, [c64(SYS_FUTEX), b.ptrtoint(self.field(offset, I32), I64), c64(op), val, c64(0)])
+        futex(self, self.field(offset, I32), op, val)     # sync.futex needs only .b
 
     def pause(self):
         intrinsic(self.b, "llvm.x86.sse2.pause", ir.VoidType(), [])
