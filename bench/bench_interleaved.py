@@ -23,7 +23,11 @@ settings as in run.py (same environment variables; 1 thread also pinned to one c
 
   python bench/bench_interleaved.py [--case W3] [--n N] [--threads 1|all]
         [--backends jitgrad,jitgrad@/work/main,jax-jit,numpy,torch-eager] [--seconds 20]
-        [--turn 0.3]
+        [--turn 0.3] [--load N]
+
+``--load N`` starts N busy processes (a pure-Python spin loop each, stopped at the
+end) for the whole run: a host with more runnable threads than cores, where a
+thread pool's wake-up latency and spinning decide what a parallel call costs.
 """
 import argparse
 import os
@@ -89,6 +93,7 @@ def main():
     p.add_argument("--backends", default="jitgrad,jax-jit,numpy,torch-eager")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--turn", type=float, default=0.3, help="seconds per backend turn")
+    p.add_argument("--load", type=int, default=0, help="busy background processes during the run")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -96,11 +101,21 @@ def main():
     sys.path.insert(0, HERE)
     import run as R
     env, n = R.thread_env(args.threads)
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]   # on any core
     if n == 1 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})    # the children inherit it
     names = args.backends.split(",")
     if not any(k.partition("@")[0] == "jitgrad" for k in names):
         names.insert(0, "jitgrad")
+    try:
+        _measure(args, names, env, n)
+    finally:
+        for pr in load:
+            pr.kill()
+            pr.wait()
+
+
+def _measure(args, names, env, n):
     procs, info = {}, {}
     for k in names:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", k, "--case", args.case]
@@ -125,7 +140,7 @@ def main():
         pr.wait()
     first = next(k for k in names if k in times)
     base = statistics.median(times[first])
-    print(f"{args.case} threads={n}, {len(times[next(iter(times))])} calls per backend in turns of "
+    print(f"{args.case} threads={n} load={args.load}, {len(times[next(iter(times))])} calls per backend in turns of "
           f"{args.turn} s, one process each (load average {os.getloadavg()[0]:.1f}: noisy if above "
           f"the core count)")
     # the comparison is fair only if every backend had the same threads: say what they had

@@ -500,7 +500,7 @@ def _interpret(session, elements, fed):
 
 def _call(k, addr):
     if k.mt_addr and _par_threads(k.meta) > 1:   # [threads hook] codegen/parallel.py
-        _call_parallel(k.mt_addr, addr, _par_threads(k.meta))
+        _call_parallel(k.mt_addr, addr, _par_threads(k.meta), k.status_addr)
     else:
         k.cfunc(addr)
 

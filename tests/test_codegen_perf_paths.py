@@ -373,20 +373,27 @@ def _runs_watched(run, n, first=None):
 
 def _late_schedules(delay_s):
     """call_parallel stand-ins (compiler._call_parallel) that start the workers late:
-    'after': thread 0 runs the whole kernel before any worker starts; 'delayed':
-    workers start ``delay_s`` into thread 0's run."""
+    'after': thread 0 runs the whole kernel before any worker starts (each is then
+    refused at the kernel's door: thread 0 has left); 'delayed': workers start
+    ``delay_s`` into thread 0's run.  Like the pool, each resets the kernel's team
+    word once every thread has returned."""
     import ctypes
     import threading
     import time
+    from jitgrad.codegen.sync import TEAM_OFFSET
     fntype = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
-    def after(fn_addr, slots, n):
+    def reset(status):
+        ctypes.c_int32.from_address(status + TEAM_OFFSET).value = 0
+
+    def after(fn_addr, slots, n, status):
         fn = fntype(fn_addr)
         fn(slots, 0, n)
         for t in range(1, n):
             fn(slots, t, n)
+        reset(status)
 
-    def delayed(fn_addr, slots, n):
+    def delayed(fn_addr, slots, n, status):
         fn = fntype(fn_addr)
 
         def worker(t):
@@ -398,6 +405,7 @@ def _late_schedules(delay_s):
         fn(slots, 0, n)
         for w in ws:
             w.join()
+        reset(status)
     return {"after": after, "delayed": delayed}
 
 
@@ -408,7 +416,7 @@ def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedul
     # ('after': the old barrier counted all n threads and hung here), or they start
     # part-way ('delayed'); they skip the barriers already passed and take what
     # blocks are left.  Same bits as one thread, and the next ordinary call works
-    # (the last thread out resets the team word).
+    # (the caller resets the team word).
     import contextlib
     g, fetches, feed, inp = _mlp_xent()
     s = _sess(g)

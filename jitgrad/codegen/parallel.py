@@ -11,18 +11,25 @@ start: a barrier waits for the threads that have joined the call, and one that
 starts late skips what the others have finished.  Results do not depend on the thread count
 (reductions combine fixed blocks in a fixed order).
 
-``call_parallel(fn_addr, slots_addr, n_threads)`` runs threads 1..n-1 on a
-persistent pool of Python threads (ctypes releases the GIL during the call)
-and thread 0 on the caller.  If the pool is busy (another Python thread is
-running a parallel kernel) the call runs single-threaded instead: same result.
+``call_parallel(fn_addr, slots_addr, n_threads, status_addr)`` runs threads
+1..n-1 on the process's pool of native workers (codegen/thread_pool.py: no
+Python, no GIL on the way) and thread 0 on the caller; the pool resets the
+kernel's team word after the call.  If the pool is busy (another Python thread
+is running a parallel kernel), or the host has no native pool (not Linux
+x86-64), the call runs single-threaded instead: same result.  A forked child
+starts its own pool on its first parallel call; workers are stopped at exit.
 
 Thread count: ``JITGRAD_NUM_THREADS`` (default ``os.cpu_count()``); 1 disables
 threads.  ``set_num_threads(n)`` changes it at run time (tests, benchmarks).
 """
 import _thread
+import atexit
 import ctypes
 import os
 import threading
+
+from .sync import TEAM_OFFSET
+from .thread_pool import NativePool, supported as _native_supported
 
 _FNTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -36,6 +43,7 @@ def _env_threads():
 
 
 NUM_THREADS = [_env_threads()]
+_NATIVE = _native_supported()
 
 
 def num_threads():
@@ -61,72 +69,42 @@ def entry_mt_address(loaded, meta):
     return int(loaded.address(meta["name"] + "_mt"))
 
 
-class _Worker:
-    __slots__ = ("go", "done", "task", "thread")
-
-    def __init__(self):
-        self.go = _thread.allocate_lock()
-        self.go.acquire()
-        self.done = _thread.allocate_lock()
-        self.done.acquire()
-        self.task = None
-        self.thread = threading.Thread(target=self._loop, name="jitgrad-worker", daemon=True)
-        self.thread.start()
-
-    def _loop(self):
-        while True:
-            self.go.acquire()
-            fn, slots, tid, n = self.task
-            try:
-                fn(slots, tid, n)
-            finally:
-                self.task = None
-                self.done.release()
-
-
-class _Pool:
-    def __init__(self):
-        self.pid = os.getpid()
-        self.workers = []
-        self.lock = _thread.allocate_lock()
-
-    def ensure(self, k):
-        while len(self.workers) < k:
-            self.workers.append(_Worker())
-
-
-_pool = [None]
+_pool = [None]           # the process's NativePool (None: not started yet, or not supported)
 _pool_lock = threading.Lock()
 
 
 def _get_pool():
+    """The process's pool, started on first use -- and again in a forked child:
+    the parent's workers do not exist there (fork copies only the calling thread)."""
     p = _pool[0]
-    if p is None or p.pid != os.getpid():   # first use, or after fork: threads do not survive it
+    if p is None or p.pid != os.getpid():
         with _pool_lock:
             p = _pool[0]
             if p is None or p.pid != os.getpid():
-                p = _pool[0] = _Pool()
+                p = NativePool()
+                p.pid, p.lock = os.getpid(), _thread.allocate_lock()
+                _pool[0] = p
     return p
 
 
-def call_parallel(fn_addr, slots_addr, n_threads):
-    """Runs the kernel entry ``fn_addr`` (``<name>_mt``) on ``n_threads`` threads."""
-    fn = _FNTYPE(fn_addr)    # not cached by address: a table of them grew with every kernel run
-    if n_threads <= 1:
-        fn(slots_addr, 0, 1)
-        return
-    pool = _get_pool()
-    if not pool.lock.acquire(False):
-        fn(slots_addr, 0, 1)       # pool in use by another Python thread: run serially
-        return
-    try:
-        pool.ensure(n_threads - 1)
-        ws = pool.workers[:n_threads - 1]
-        for t, w in enumerate(ws, 1):
-            w.task = (fn, slots_addr, t, n_threads)
-            w.go.release()
-        fn(slots_addr, 0, n_threads)
-        for w in ws:
-            w.done.acquire()
-    finally:
-        pool.lock.release()
+@atexit.register
+def _stop_pool():
+    """Workers stop and are joined before the interpreter frees the code they run
+    (the kernels' and the pool's).  A call in flight on another thread finishes first."""
+    p = _pool[0]
+    if p is not None and p.pid == os.getpid() and p.lock.acquire(timeout=10):
+        p.stop()                   # the lock stays held: a later call runs on one thread
+
+
+def call_parallel(fn_addr, slots_addr, n_threads, status_addr):
+    """Runs the kernel entry ``fn_addr`` (``<name>_mt``) on ``n_threads`` threads;
+    ``status_addr``: the kernel's status block (its team word is reset after the call)."""
+    if n_threads > 1 and _NATIVE:
+        pool = _get_pool()
+        if pool.lock.acquire(False):     # else another Python thread's call has the pool
+            try:
+                pool.run(fn_addr, slots_addr, n_threads, status_addr + TEAM_OFFSET)
+                return
+            finally:
+                pool.lock.release()
+    _FNTYPE(fn_addr)(slots_addr, 0, 1)      # one thread: same result

@@ -10,14 +10,17 @@ depends on who computed a block.  Serial segments run on thread 0; parallel
 ones hand out blocks dynamically (kernel.loop_grab / grab_rows): nothing is
 tied to a thread id.
 
-The team's state is one 32-bit word (status word 2), changed by
-compare-and-swap only, so a join, an arrival and a barrier's completion are
-ordered: bits 0-3 workers joined (thread 0 always counts), 4-7 threads
-arrived at the current barrier, 8-11 threads that have left the kernel,
-12-31 barriers passed in this call (barrier sites are numbered in program
-order: site k is passed when that count reaches k).  The last thread to leave
-resets the word to 0 for the next call (the pool waits for every thread
-before starting another call).
+The team's state is one 32-bit word (status word 2, byte TEAM_OFFSET), changed by
+atomic read-modify-writes only, so a join, an arrival and a barrier's completion
+are ordered: bits 0-3 workers joined (thread 0 always counts), 4-7 threads
+arrived at the current barrier, bit 8 DONE (thread 0 has left the kernel: a
+worker that comes later is refused at the door and returns at once, so it
+never runs a call that is over), 12-31 barriers passed in this call (barrier
+sites are numbered in program order: site k is passed when that count reaches
+k).  Thread 0 leaving a single-threaded call resets the word to 0; after a
+threaded call the pool resets it (codegen/thread_pool.py: once every worker
+that took the job has returned, so no late worker can join the next call with
+this one's counts).
 
 A waiter spins with ``pause`` for SPIN_LIMIT rounds (a barrier after a
 balanced parallel segment is crossed within that), then sleeps in
@@ -48,8 +51,9 @@ FUTEX_WAIT_PRIVATE = 128
 FUTEX_WAKE_PRIVATE = 129
 _WAKE_ALL = 0x7FFFFFFF
 
-JOINED, ARRIVED, EXITED, PHASE = 1, 1 << 4, 1 << 8, 1 << 12   # the team word's fields (units)
+JOINED, ARRIVED, DONE, PHASE = 1, 1 << 4, 1 << 8, 1 << 12   # the team word's fields (units)
 FIELD = 0xF
+TEAM_OFFSET = 8              # byte offset of the team word in the kernel's status block
 
 
 def _syscall(kb, args):
@@ -59,7 +63,8 @@ def _syscall(kb, args):
     return kb.b.call(fn, args)
 
 
-def _futex(kb, word, op, val):
+def futex(kb, word, op, val):
+    """futex(word, op, val) at kb.b's position (kb: anything with a builder .b)."""
     b = kb.b
     return _syscall(kb, [_c64(SYS_FUTEX), b.ptrtoint(word, I64), _c64(op), val, _c64(0)])
 
@@ -77,34 +82,40 @@ def _field(b, w, unit):
     return b.and_(b.lshr(w, _i32(unit.bit_length() - 1)), _i32(FIELD))
 
 
-def _swap(kb, team, new_of):
-    """CAS loop on the team word: w -> new_of(w) (emitted at b's position, which it
-    leaves after a successful swap).  Returns the w that was replaced."""
+def emit_join(kb):
+    """A worker (tid != 0) joins the call at kernel entry -- unless thread 0 has
+    already left it (DONE): then it returns at once, touching nothing more."""
     b, fn = kb.b, kb.b.function
-    retry = fn.append_basic_block("team.cas")
+    _, team = _words(kb)
+    retry = fn.append_basic_block("join.try")
+    refused = fn.append_basic_block("join.refused")
+    swap = fn.append_basic_block("join.swap")
+    joined = fn.append_basic_block("join.ok")
     b.branch(retry)
     b.position_at_end(retry)
     w = b.load_atomic(team, "acquire", 4)
-    res = b.cmpxchg(team, w, new_of(w), "seq_cst", "acquire")
-    ok = fn.append_basic_block("team.ok")
-    b.cbranch(b.extract_value(res, 1), ok, retry)
-    b.position_at_end(ok)
-    return w
-
-
-def emit_join(kb):
-    """A worker (tid != 0) joins the call at kernel entry."""
-    _, team = _words(kb)
-    kb.b.atomic_rmw("add", team, _i32(JOINED), "seq_cst")
+    b.cbranch(b.icmp_unsigned("!=", b.and_(w, _i32(DONE)), _i32(0)), refused, swap)
+    b.position_at_end(refused)
+    b.ret_void()
+    b.position_at_end(swap)
+    res = b.cmpxchg(team, w, b.add(w, _i32(JOINED)), "seq_cst", "acquire")
+    b.cbranch(b.extract_value(res, 1), joined, retry)
+    b.position_at_end(joined)
 
 
 def emit_exit(kb):
-    """Every thread on its way out; the last one (of the n started) resets the word."""
+    """Thread 0 on its way out: a call on one thread resets the word; on several it
+    marks the call DONE (the pool resets the word once every worker that took the
+    job has returned).  Workers leave without a trace: the pool counts them out."""
     b = kb.b
     _, team = _words(kb)
-    n = b.trunc(kb.nthreads, I32)
-    _swap(kb, team, lambda w: b.select(b.icmp_unsigned("==", b.add(_field(b, w, EXITED), _i32(1)), n),
-                                       _i32(0), b.add(w, _i32(EXITED))))
+    with kb.on_thread0():
+        alone = b.icmp_signed("==", kb.nthreads, _c64(1))
+        with b.if_else(alone) as (then, otherwise):
+            with then:
+                b.store_atomic(_i32(0), team, "seq_cst", 4)
+            with otherwise:
+                b.atomic_rmw("or", team, _i32(DONE), "seq_cst")
 
 
 def emit_barrier(kb):
@@ -112,7 +123,7 @@ def emit_barrier(kb):
     b, fn = kb.b, kb.b.function
     kb.barriers += 1
     site = _i32(kb.barriers)
-    futex = kb.futex
+    can_sleep = kb.futex
     sleepers, team = _words(kb)
 
     def passed(w):
@@ -142,12 +153,12 @@ def emit_barrier(kb):
     b.cbranch(last, lastb, spin)
 
     b.position_at_end(lastb)
-    if futex:
+    if can_sleep:
         wake = fn.append_basic_block("bar.wake")
         asleep = b.load_atomic(sleepers, "seq_cst", 4)
         b.cbranch(b.icmp_signed("!=", asleep, _i32(0)), wake, done)
         b.position_at_end(wake)
-        _futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
+        futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
     b.branch(done)
 
     b.position_at_end(spin)
@@ -167,14 +178,14 @@ def emit_barrier(kb):
     b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, loop)
 
     b.position_at_end(slow)
-    if futex:
+    if can_sleep:
         b.atomic_rmw("add", sleepers, _i32(1), "seq_cst")
         g = b.load_atomic(team, "seq_cst", 4)
         sleep = fn.append_basic_block("bar.futex")
         woke = fn.append_basic_block("bar.woke")
         b.cbranch(passed(g), woke, sleep)
         b.position_at_end(sleep)
-        _futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
+        futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
         b.branch(woke)
         b.position_at_end(woke)
         b.atomic_rmw("sub", sleepers, _i32(1), "seq_cst")
