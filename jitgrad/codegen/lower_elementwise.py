@@ -260,6 +260,14 @@ def _elu(kb, node, xs, W):
     return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)), x)
 
 
+def _softsign(kb, node, xs, W):
+    """TF's Softsign kernel: x / (|x| + 1)."""
+    (x,) = xs
+    b = kb.b
+    a = intrinsic(b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
+    return b.fdiv(x, b.fadd(a, const(_dt(node), 1, W)))
+
+
 def _leaky_relu(kb, node, xs, W):
     (x,) = xs
     b = kb.b
@@ -403,6 +411,7 @@ ELEMENTWISE = {
     "Relu": _relu,
     "Relu6": _relu6,
     "Elu": _elu,
+    "Softsign": _softsign,
     "LeakyRelu": _leaky_relu,
     "Identity": _identity,
     "StopGradient": _identity,

@@ -381,6 +381,20 @@ def _elu(x):
         return np.where(x < 0, np.exp(x) - x.dtype.type(1), x)
 
 
+# TF's Softsign is one op, x / (|x| + 1) (each step in the tensor's type, as Eigen's half does),
+# with gradient SoftsignGrad = g / (|x| + 1)^2. Composed of RealDiv / Abs, the chain rule split
+# that gradient into g / d - sign(x) * g * x / d^2 whose terms a later sum can cancel differently:
+# softsign(x) / x at x = 1e-30 had gradient -w (as exact arithmetic) where TF gives 0 (seed 120030).
+def _softsign(x):
+    return x / (np.abs(x) + x.dtype.type(1))
+
+
+def _softsign_grad(op, g):
+    x = op.inputs[0]
+    return [realdiv(g, square(add(abs(x), 1.0)))]
+
+
+_unary_op("Softsign", _softsign, _softsign_grad, narrow_in_float32=False, cost=4)
 _unary_op("Elu", _elu, lambda op, g: [elu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12)
 # TF's EluGrad(gradients, outputs) and its gradient _EluGradGrad: the derivative wrt the outputs
 # is where(y < 0, g * gradients, 0), so a NaN upstream gradient where y >= 0 (or y is NaN)
@@ -684,6 +698,10 @@ def relu(features, name=None):
 
 def relu6(features, name=None):
     return _u("Relu6", features, name)
+
+
+def softsign(features, name=None):
+    return _u("Softsign", features, name)
 
 
 def elu(features, name=None):

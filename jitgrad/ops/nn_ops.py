@@ -15,8 +15,7 @@ from .registry import apply_op, register
 from . import random_ops
 from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
-from .math_ops import elu, less
-from .math_ops import abs as abs_
+from .math_ops import elu, less, softsign
 from .math_ops import erfc, pow as pow_, tanh
 
 
@@ -289,12 +288,6 @@ def selu(features, name=None):
     # constant of x's type (in float16 / bfloat16 (elu * alpha) * scale rounds twice more)
     return where(less(x, 0.0), multiply(elu(x), _SELU_SCALE * _SELU_ALPHA), multiply(x, _SELU_SCALE),
                  name=name or "Selu")
-
-
-def softsign(features, name=None):
-    """``tf.nn.softsign``: x / (1 + |x|); its gradient 1 / (1 + |x|)^2 follows from abs's."""
-    (x,) = convert_all([features])
-    return realdiv(x, add(abs_(x), 1.0), name=name or "Softsign")
 
 
 def gelu(features, approximate=False, name=None):
