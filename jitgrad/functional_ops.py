@@ -8,6 +8,7 @@ import numpy as np
 from . import context, dtypes, nest
 from .control_flow import _to_tensor
 from .convert import convert_to_tensor
+from .errors import OutOfRangeError
 from .ops import array_ops, math_ops
 from .ops.control_flow_ops import _make_while
 
@@ -102,6 +103,18 @@ def _eager_rows(flat):
     return n
 
 
+def _first_rows(flat_e, k):
+    """Row k (0, or -1 when reversed) of each elem: the initial value of a scan / fold without an
+    initializer. Eagerly, TF reads it from a TensorArray of the rows, so no rows is its
+    OutOfRangeError (n - 1 = -1 is a negative index), not a StridedSlice error."""
+    if context.executing_eagerly():
+        for e in flat_e:
+            if e.shape.rank and e.shape.dims[0] == 0:
+                raise OutOfRangeError("Reading from negative indices (index -1) is not allowed." if k < 0 else
+                                      "Tried to read from index 0 but array size is: 0")
+    return [e[k] for e in flat_e]
+
+
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
          reverse=False, name=None):
     """``tf.scan``: the running ``a = fn(a, x)`` over the rows of ``elems``, every ``a`` stacked."""
@@ -113,7 +126,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
     if initializer is None:
         # the first row (the last one when reverse) is the initial value and the first result
         k = -1 if reverse else 0
-        first = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        first = nest.pack_sequence_as(elems, _first_rows(flat_e, k))
         rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
         initializer = first
     if context.executing_eagerly():
@@ -129,8 +142,9 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
             outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
         if reverse:
             outs.reverse()
-        if not outs:
-            raise ValueError("scan over 0 rows needs graph mode (the result's shape is unknown)")
+        if not outs:        # no rows (so an initializer): TF stacks none of its shape, (0,) + its shape
+            return nest.map_structure(
+                lambda v: array_ops.zeros([0] + _to_tensor(v).shape.as_list(), _to_tensor(v).dtype), initializer)
         stacked = [array_ops.stack([o[k] for o in outs]) for k in range(len(outs[0]))]
         return nest.pack_sequence_as(initializer, stacked)
     g = context.get_default_graph()
@@ -166,7 +180,7 @@ def _fold(fn, elems, initializer, back_prop, reverse, name):
     rest = elems
     if initializer is None:
         k = -1 if reverse else 0
-        initializer = nest.pack_sequence_as(elems, [e[k] for e in flat_e])
+        initializer = nest.pack_sequence_as(elems, _first_rows(flat_e, k))
         rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
     if context.executing_eagerly():
         flat_r = [_to_tensor(e) for e in nest.flatten(rest)]

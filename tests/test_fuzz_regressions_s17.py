@@ -72,3 +72,27 @@ def test_softsign_values_are_tfs_kernel_in_each_type(dtype):
     assert got.dtype == v.dtype
     np.testing.assert_array_equal(got[:4].astype(np.float64), np.asarray(want, v.dtype).astype(np.float64))
     assert got[4] == 0.0 and np.isnan(got[5].astype(np.float32))
+
+
+@pytest.mark.parametrize("fn,reverse,message", [
+    ("scan", False, "index 0"), ("scan", True, "negative indices"),
+    ("foldl", None, "index 0"), ("foldr", None, "negative indices")])
+def test_eager_scan_and_folds_over_no_rows_without_initializer_are_out_of_range(fn, reverse, message):
+    """tf_fuzz features seeds 120172, 120176, 120262: TF 2.21's eager scan / foldl / foldr read
+    their first value from a TensorArray of the rows -- index 0, or n - 1 = -1 when reversed --
+    and raise OutOfRangeError ('Tried to read from index 0 but array size is: 0', 'Reading from
+    negative indices (index -1) is not allowed.'); jitgrad sliced row 0: InvalidArgumentError."""
+    x = tf.constant(np.zeros((0, 3), f32))
+    kw = {} if reverse is None else {"reverse": reverse}
+    with pytest.raises(tf.errors.OutOfRangeError, match=message):
+        getattr(tf, fn)(lambda a, v: a + v, x, **kw)
+
+
+def test_eager_scan_over_no_rows_with_an_initializer_is_empty():
+    """TF 2.21's eager scan of 0 rows from an initializer of shape (3,) returns shape (0, 3)
+    (nothing stacked, of the initializer's shape); jitgrad raised ValueError."""
+    x = tf.constant(np.zeros((0, 3), f32))
+    out = tf.scan(lambda a, v: a + v, x, initializer=tf.zeros([3]))
+    assert out.shape == (0, 3) and out.dtype == tf.float32
+    nested = tf.scan(lambda a, v: (a[0] + v, a[1]), x, initializer=(tf.zeros([3]), tf.constant(1, tf.int32)))
+    assert nested[0].shape == (0, 3) and nested[1].shape == (0,) and nested[1].dtype == tf.int32
