@@ -96,3 +96,19 @@ def test_eager_scan_over_no_rows_with_an_initializer_is_empty():
     assert out.shape == (0, 3) and out.dtype == tf.float32
     nested = tf.scan(lambda a, v: (a[0] + v, a[1]), x, initializer=(tf.zeros([3]), tf.constant(1, tf.int32)))
     assert nested[0].shape == (0, 3) and nested[1].shape == (0,) and nested[1].dtype == tf.int32
+
+
+@graph_modes
+@pytest.mark.parametrize("axis", [None, 1])
+def test_float32_mean_whose_sum_overflows_is_inf(axis):
+    """tf_fuzz features seed 120261: TF's Mean sums float32 in float32 and divides the sum, so
+    3e38 + 3e38 (+ small values) over 10 elements is inf (TF 2.21 printed inf; by hand 6e38 >
+    float32's max 3.4e38). The compiled code divided its float64 sum first: a finite 6e37."""
+    row = np.array([3e38, 0.5, 3e38, 1e30, -1.0, 0.25, 1e30, 2.0, -0.75, 1.0], f32)
+    v = np.stack([row, row[::-1] * 0.5])
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 10])
+        got = _run(tf.reduce_mean(x, axis=axis), {x: v})
+    # the second row sums to 3e38 + 1e30 + ...: finite, its mean 3.0001e37 as numpy's float64 gives
+    want = np.inf if axis is None else [np.inf, np.float32(np.sum(v[1].astype(np.float64)) / 10)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
