@@ -558,12 +558,12 @@ def agrees_with_tf_float64(real, prog, sub, got):
 
 
 def _float32_of_float64_matches(ref64, got):
-    """TF's float64 results, rounded to float32 where jitgrad's are float32, agree with jitgrad's."""
+    """TF's float64 results, rounded to jitgrad's float32 / bfloat16 where jitgrad's are, agree with jitgrad's."""
     if isinstance(ref64, BaseException) or len(ref64) != len(got):
         return False
     with np.errstate(over="ignore"):
-        ref32 = [r.astype(np.float32) if r.dtype == np.float64 and g.dtype == np.float32 else r
-                 for r, g in zip(ref64, got)]
+        ref32 = [r.astype(g.dtype) if r.dtype == np.float64 and (g.dtype == np.float32 or g.dtype.name == "bfloat16")
+                 else r for r, g in zip(ref64, got)]
     return compare(ref32, got) is None
 
 

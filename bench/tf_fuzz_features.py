@@ -344,7 +344,10 @@ def complex_program(tf, seed, mode):
 
 def bfloat16_program(tf, seed, mode):
     """A float program run in bfloat16 (graph, tf.gradients)."""
-    prog = _program(seed)._replace(dtype="bfloat16")
+    # the float64 rerun (tf_fuzz.features_agree_with_tf_float64) runs TF's float64 program: with
+    # bfloat16's 8-bit significand, cancellations in TF's gradient leave it further from the
+    # exact value than jitgrad's (seed 120164: TF -0.094, jitgrad -0.052, exact -0.0505)
+    prog = _program(seed)._replace(dtype="bfloat16" if FLOAT == "float32" else FLOAT)
     return core.run_graph(tf, prog, mode)
 
 
