@@ -112,3 +112,15 @@ def test_float32_mean_whose_sum_overflows_is_inf(axis):
     # the second row sums to 3e38 + 1e30 + ...: finite, its mean 3.0001e37 as numpy's float64 gives
     want = np.inf if axis is None else [np.inf, np.float32(np.sum(v[1].astype(np.float64)) / 10)]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_softmax_cross_entropy_of_a_certain_class_is_plus_zero():
+    """tf_fuzz features seed 122033: TF's kernel computes sum(labels * (log(sum(exp(shifted))) -
+    shifted)), +0 for one class (TF 2.21 printed 0.0 with sign +, and rsqrt of it inf); jitgrad
+    negated sum(labels * log_softmax): -0, so a following rsqrt gave -inf."""
+    sparse = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=np.array(0, np.int32),
+                                                            logits=tf.constant(np.array([-0.2869], f32)))
+    dense = tf.nn.softmax_cross_entropy_with_logits(labels=[[1.0, 0.0]], logits=tf.constant([[3.0, -50.0]]))
+    for v in (sparse, dense):
+        assert np.all(v.numpy() == 0) and np.all(np.signbit(v.numpy()) == False)  # noqa: E712
+    assert tf.math.rsqrt(sparse).numpy() == np.inf

@@ -77,7 +77,11 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=No
     precise = cast(logits, dtypes.float32) if half else logits
     if labels.dtype != precise.dtype:
         labels = cast(labels, precise.dtype)
-    loss = negative(reduce_sum(multiply(labels, log_softmax(precise, axis)), axis))
+    # TF's kernel: sum(labels * (log(sum(exp(shifted))) - shifted)); -sum(labels * log_softmax)
+    # is -0 where that is +0 (one class: a following rsqrt gave -inf, TF inf; tf_fuzz seed 122033)
+    axis = -1 if axis is None else axis
+    shifted = _shifted(precise, axis)
+    loss = reduce_sum(multiply(labels, subtract(log(reduce_sum(exp(shifted), axis, keepdims=True)), shifted)), axis)
     loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": _static_int(axis, "the axis")},
                     name=name or "softmax_cross_entropy_with_logits")
     return cast(loss, logits.dtype) if half else loss
