@@ -317,11 +317,13 @@ define void @p(<8 x float>* %a, i64* %b, i64 %s) {
     assert not _BEYOND_BASELINE.search(pool_asm), _BEYOND_BASELINE.findall(pool_asm)[:5]
 
 
-def test_one_pool_for_kernels_of_every_target(threads):
+def test_one_pool_for_kernels_of_every_target(threads, monkeypatch):
     """Parallel kernels compiled for the host and for other CPUs (those this host can
     run) use the process's one pool, compiled once; each gives its single-thread bits
     on 2 threads, and numpy's values."""
     from jitgrad.codegen import target as tg
+    monkeypatch.delenv(tg.ENV_CPU, raising=False)          # None below: the host
+    monkeypatch.delenv(tg.ENV_FEATURES, raising=False)
     g, x, fetches, v = _big_graph()
     want_y = np.tanh(v.astype(np.float64)) * 3.0 + v.astype(np.float64) ** 2
     pools = set()
