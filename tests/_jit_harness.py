@@ -7,6 +7,7 @@ vecmath module by path so it works before the jitgrad packages exist.
 import ctypes
 import importlib.util
 import os
+import re
 
 import numpy as np
 import llvmlite.binding as llvm
@@ -52,6 +53,28 @@ def host_vector_register():
 
 def vector_register(target):
     return {512: "z", 256: "y", 128: "x"}[_target(target).vector_bits]
+
+
+def current_vector_register():
+    """vector_register of the target a Session compiles for now (the host, or
+    JITGRAD_TARGET_CPU when set: the suite can run for another level)."""
+    from jitgrad.codegen import target as tg
+    return vector_register(tg.current())
+
+
+def packed_float_registers(asm):
+    """Register classes ("x", "y", "z") of the packed float multiplies, adds and FMAs
+    in ``asm``: vectorised code on any level (the SSE2 baseline has no FMA)."""
+    return set(re.findall(r"^\s+v?(?:fn?m(?:add|sub)\d*|mul|add)p[sd]\s+[^\n]*?%([xyz])mm", asm, re.M))
+
+
+def assert_vectorised(asm):
+    """Packed float arithmetic in ``asm``, none wider than the current target's vectors,
+    and at least 256 bits wide where the target has them (AVX2, AVX-512)."""
+    regs, widest = packed_float_registers(asm), current_vector_register()
+    assert regs and max(regs) <= widest, ("not vectorised at the target's width", regs, widest)
+    if widest != "x":
+        assert regs & {"y", "z"}, regs
 
 
 def _irtype(dtype):

@@ -6,6 +6,7 @@ settings, interpreter exit.  Expected values: the single-thread run's bits and
 numpy.  No timing is asserted; a hang fails through a timeout."""
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -285,3 +286,59 @@ def test_set_num_threads_grows_the_pool(threads):
         assert _bits(s.run(fetches, {x: v})) == want
         if n > 1:
             assert len(parallel._pool[0].threads) >= n - 1
+
+
+# Instructions beyond the SSE2 baseline: VEX/EVEX encodings (v...), BMI/BMI2, LZCNT,
+# POPCNT, MOVBE -- what code built for the host may use but an x86-64 CPU may lack.
+_BEYOND_BASELINE = re.compile(r"^\s+(v[a-z]\w*|shlx|shrx|sarx|rorx|andn|bzhi|pdep|pext|blsi|blsr|blsmsk"
+                              r"|lzcnt|tzcnt|popcnt|movbe)\b|%[yz]mm", re.M)
+
+
+def test_pool_is_compiled_for_the_baseline():
+    """The pool's code is the SSE2 baseline's whatever the host or JITGRAD_TARGET_CPU:
+    its target machine lowers a 256-bit add and a variable shift without AVX or BMI
+    (a host machine here would use them), and the pool's own code has nothing beyond
+    the baseline."""
+    llvm = llvm_binding()
+    probe = llvm.parse_assembly("""
+define void @p(<8 x float>* %a, i64* %b, i64 %s) {
+  %x = load <8 x float>, <8 x float>* %a
+  %y = fadd <8 x float> %x, %x
+  store <8 x float> %y, <8 x float>* %a
+  %i = load i64, i64* %b
+  %j = shl i64 %i, %s
+  store i64 %j, i64* %b
+  ret void
+}""")
+    asm = thread_pool.target_machine().emit_assembly(probe)
+    assert re.search(r"addps\s+%xmm", asm) and not _BEYOND_BASELINE.search(asm), asm
+    pool_asm = thread_pool.target_machine().emit_assembly(llvm.parse_assembly(str(thread_pool.build_module())))
+    assert "pause" in pool_asm and "jitgrad_pool_worker" in pool_asm
+    assert not _BEYOND_BASELINE.search(pool_asm), _BEYOND_BASELINE.findall(pool_asm)[:5]
+
+
+def test_one_pool_for_kernels_of_every_target(threads, monkeypatch):
+    """Parallel kernels compiled for the host and for other CPUs (those this host can
+    run) use the process's one pool, compiled once; each gives its single-thread bits
+    on 2 threads, and numpy's values."""
+    from jitgrad.codegen import target as tg
+    monkeypatch.delenv(tg.ENV_CPU, raising=False)          # None below: the host
+    monkeypatch.delenv(tg.ENV_FEATURES, raising=False)
+    g, x, fetches, v = _big_graph()
+    want_y = np.tanh(v.astype(np.float64)) * 3.0 + v.astype(np.float64) ** 2
+    pools = set()
+    for cpu in (None, "x86-64", "haswell", "skylake-avx512"):
+        if cpu and tg.get(cpu).missing_on_host():
+            continue
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_target_cpu=cpu)) as s:
+            parallel.set_num_threads(1)
+            one = _bits(s.run(fetches, {x: v}))
+            parallel.set_num_threads(2)
+            got = s.run(fetches, {x: v})
+            assert _bits(got) == one, cpu
+            assert s.explain(fetches, {x: v}).target.startswith("host" if cpu is None else f"cpu {cpu}")
+        np.testing.assert_allclose(got[0], want_y, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], want_y.sum(), rtol=1e-4)
+        assert parallel._pool[0] is not None and len(parallel._pool[0].threads) >= 1, cpu
+        pools.add(id(parallel._pool[0]))
+    assert len(pools) == 1 and len(thread_pool._CODE) == 1

@@ -270,6 +270,26 @@ def for_range(b, start, stop, step=1, name="i"):
     b.position_at_end(done)
 
 
+def not_vectorised(b, latch_branch):
+    """Marks the loop whose latch is ``latch_branch`` with
+    ``llvm.loop.vectorize.enable = false``: LLVM's loop vectoriser skips it.
+
+    For the scalar remainder loops after an explicit vector loop (fewer than the
+    vector width of iterations, nothing to gain) and loops of fewer iterations than
+    that width.  Not only compile time: LLVM's vectoriser (VPlan's
+    isUniformAcrossVFsAndUFs) walks the operand DAG of a loop-invariant value
+    without memoising, so a vector-math expression of a broadcast operand (a load
+    LLVM cannot hoist: the output store may alias it) took time exponential in its
+    depth -- the baseline's FMA-less vector math never finished compiling
+    (tests/test_target_levels.py).  A loop ID is a self-referencing node, one per
+    loop (passes rewrite one loop's ID without touching another's)."""
+    mod = b.module
+    hint = mod.add_metadata([ir.MetaDataString(mod, "llvm.loop.vectorize.enable"), ir.Constant(I1, 0)])
+    loop_id = ir.values.MDValue(mod, [hint], name=str(len(mod.metadata)))
+    loop_id.operands = (loop_id, hint)     # the self-reference LLVM requires of a loop ID
+    latch_branch.set_metadata("llvm.loop", loop_id)
+
+
 def smin(b, x, y):
     """Signed min of two i64s (ints allowed)."""
     x = c64(x) if isinstance(x, int) else x

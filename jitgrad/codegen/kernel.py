@@ -42,7 +42,7 @@ from . import irutil
 from .buffer_plan import plan_buffers
 from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, load_buf, mem_type, nullctx,
-                     reg_type, store_buf, value_bytes)
+                     not_vectorised, reg_type, store_buf, value_bytes)
 from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
@@ -148,11 +148,13 @@ class KernelBuilder(LoweringContext):
     def alloca(self, ty):
         return self.entry_b.alloca(ty)
 
-    def loop(self, stop, start=0, step=1):
+    def loop(self, stop, start=0, step=1, vectorise=True):
         """for i in range(start, stop, step); yields i (i64). A bound is a constant,
-        or an i64 known at run time (a row count, lower_rows.py)."""
+        or an i64 known at run time (a row count, lower_rows.py).  ``vectorise=False``
+        for a loop of fewer iterations than the vector width (a remainder):
+        irutil.not_vectorised."""
         return self.loop_dyn(start if isinstance(start, ir.Value) else c64(start),
-                             stop if isinstance(stop, ir.Value) else c64(stop), step)
+                             stop if isinstance(stop, ir.Value) else c64(stop), step, vectorise)
 
     # ------------------------------------------------------------ generators
     def _memo_key(self, v, idx, W):
@@ -226,7 +228,7 @@ class KernelBuilder(LoweringContext):
                     ix = idx + [(c64(nv), 0)]
                     store_buf(b, out_buf, ix, gen(ix, 1), 1)
                 else:
-                    with self.loop(d, nv) as i:
+                    with self.loop(d, nv, vectorise=False) as i:     # < VW iterations
                         ix = idx + [(i, 0)]
                         store_buf(b, out_buf, ix, gen(ix, 1), 1)
         rec(0, [])
@@ -291,8 +293,8 @@ class KernelBuilder(LoweringContext):
         self._last_parallel = parallel
 
     @contextmanager
-    def loop_dyn(self, start, stop, step=1):
-        """for i in range(start, stop, step) with runtime (i64) bounds."""
+    def loop_dyn(self, start, stop, step=1, vectorise=True):
+        """for i in range(start, stop, step) with runtime (i64) bounds (``vectorise``: see loop)."""
         b = self.b
         ctr = self.alloca(I64)
         b.store(start if not isinstance(start, int) else c64(start), ctr)
@@ -306,7 +308,9 @@ class KernelBuilder(LoweringContext):
         b.position_at_end(body)
         yield i
         b.store(b.add(i, c64(step)), ctr)
-        b.branch(cond)
+        latch = b.branch(cond)
+        if not vectorise:
+            not_vectorised(b, latch)
         b.position_at_end(end)
 
     @contextmanager
@@ -458,10 +462,10 @@ class KernelBuilder(LoweringContext):
                                                    span if span is not None else c64(hi_i - lo_i), accs)
                             with self.loop_dyn(lo_i, vend, NW) as i:
                                 body(idx_for(outer_vals + [(i, 1)]), NW, accs)
-                            with self.loop_dyn(vend, hi_i) as i:
+                            with self.loop_dyn(vend, hi_i, vectorise=False) as i:   # < NW iterations
                                 body(idx_for(outer_vals + [(i, 0)]), 1, accs)
                         else:
-                            with self.loop_dyn(lo_i, hi_i) as i:
+                            with self.loop_dyn(lo_i, hi_i, vectorise=False) as i:   # n_inner < NW
                                 body(idx_for(outer_vals + [(i, 0)]), 1, accs)
 
                     def across(outer_vals, lo_i, hi_i):

@@ -189,7 +189,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
                     i3[last] = (i, 1)
                     accumulate(accv, i3, VW)
                 if run_time_last or nv < n:
-                    with kb.loop(n, nv) as i:
+                    with kb.loop(n, nv, vectorise=False) as i:    # < VW left over (irutil.not_vectorised)
                         i3 = dict(idx2)
                         i3[last] = (i, 0)
                         accumulate(accs, i3, 1)
@@ -212,7 +212,7 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
             with kb.loop(nv, 0, VW) as i:
                 chunk(idx, i, VW)
             if nv < n:
-                with kb.loop(n, nv) as i:
+                with kb.loop(n, nv, vectorise=False) as i:
                     chunk(idx, i, 1)
         _loops(kb, in_shape, kept[:-1], {}, body_outer)
     else:
@@ -328,7 +328,7 @@ def _gather_grad(kb, node, outs, dry):
                 with kb.loop(nv, 0, VW) as i:
                     body(idx + [(i, 1)], VW)
                 if nv < d:
-                    with kb.loop(d, nv) as i:
+                    with kb.loop(d, nv, vectorise=False) as i:
                         body(idx + [(i, 0)], 1)
             else:
                 with kb.loop(d) as i:

@@ -272,7 +272,7 @@ def _nest(kb, node, outs, rows, flat):
         vend = b.and_(n, c64(-VW))
         with kb.loop(vend, 0, VW) as i:
             store_buf(b, flat_out, [(i, 1)], kb.gen(v, at(i, 1), VW), VW)
-        with kb.loop(n, vend) as i:
+        with kb.loop(n, vend, vectorise=False) as i:      # the < VW left over
             store_buf(b, flat_out, [(i, 0)], kb.gen(v, at(i, 0), 1), 1)
         return
     row_shape = out.shape[1:]

@@ -244,6 +244,13 @@ def _resolved_level(cpu, features):
     return level, uses
 
 
+def baseline():
+    """The SSE2 baseline every x86-64 CPU runs (LLVM's "x86-64"), without the probe:
+    its level is the definition of "x86-64".  For code shared by kernels of every
+    target (codegen/thread_pool.py)."""
+    return Target("x86-64", "", "x86-64", False)
+
+
 _lock = threading.Lock()
 _targets = {}
 

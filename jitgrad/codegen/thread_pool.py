@@ -39,7 +39,8 @@ import time
 
 from llvmlite import ir
 
-from ..cache.native import host_target_machine, llvm_binding, load as load_native
+from ..cache.native import llvm_binding, load as load_native
+from . import target as _target
 from .irutil import I8, I32, I64, c64, intrinsic
 from .sync import FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE, futex
 
@@ -241,13 +242,20 @@ def _libc():
     return _LIBC[0]
 
 
+def target_machine():
+    """The pool is compiled for the SSE2 baseline, not the host nor JITGRAD_TARGET_CPU:
+    it is not hot (atomics, futex, pause), kernels compiled for every target share the
+    process's one pool, and it never uses an instruction a lower target lacks."""
+    return _target.baseline().target_machine(opt=2)
+
+
 class _Code:
-    """The pool's functions, compiled for this host once per process."""
+    """The pool's functions, compiled once per process (`target_machine`)."""
 
     def __init__(self):
         mod = llvm_binding().parse_assembly(str(build_module()))
         mod.verify()
-        self.code = load_native(host_target_machine(opt=2).emit_object(mod))
+        self.code = load_native(target_machine().emit_object(mod))
         vp = ctypes.c_void_p
         self.run = ctypes.CFUNCTYPE(None, vp, vp, vp, ctypes.c_int64, vp)(self.code.address("jitgrad_pool_run"))
         self.stop = ctypes.CFUNCTYPE(None, vp)(self.code.address("jitgrad_pool_stop"))
