@@ -138,6 +138,8 @@ class KernelBuilder(LoweringContext):
         b = self.b
         bad = irutil.any_true(b, cond)
         old = b.load(self.status)
+        # first-wins: TF reports the op that failed first (code after it computes from garbage)
+        bad = b.and_(bad, b.icmp_signed("==", old, ir.Constant(I32, 0)))
         b.store(b.select(bad, ir.Constant(I32, code) if isinstance(code, int) else code, old), self.status)
 
     def no_error_yet(self):
