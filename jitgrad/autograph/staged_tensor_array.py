@@ -36,7 +36,9 @@ import numpy as np
 from .. import dtypes
 from ..convert import is_tensorlike, convert_to_tensor
 from ..errors import InvalidArgumentError
-from ..ops import array_ops, math_ops
+from ..ops import array_ops, math_ops, reduction_ops
+from ..ops.list_ops import list_check
+from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
 from ..tensor_array import TensorArray
 
@@ -72,10 +74,17 @@ class LoopTensorArray(TensorArray):
             return ids[0]
         return array_ops.range_(self.size()) if self._dynamic else array_ops.range_(self._size)
 
-    def _checked_index(self, index, rows=None):
-        """``index`` as an int32 tensor that makes the run fail when it is out of ``rows``
-        (a range; the array's rows by default)."""
-        return array_ops.gather(self._rows() if rows is None else rows, math_ops.cast(index, dtypes.int32))
+    def _length(self):
+        """The array's element count (an int32 tensor for a dynamic one: its rows now)."""
+        if self._dynamic:
+            return array_ops.shape(self._stacked())[0]
+        return self._size
+
+    def _checked_index(self, index, kind):
+        """``index`` as int32, checked against the array's length when the graph runs, as
+        TF's TensorList ops check it (``kind``: 'access', 'modify', 'gather' or 'scatter';
+        ops/list_ops.py): the run fails with TF's InvalidArgumentError and message."""
+        return list_check(math_ops.cast(index, dtypes.int32), self._length(), kind)
 
     def _empty(self, shape):
         """Zeros of shape ``[size, *shape]``; for a dynamic array with the unknown first
@@ -99,6 +108,9 @@ class LoopTensorArray(TensorArray):
             self._appends.read = True
 
     def write(self, index, value, name=None):
+        return self._write(index, value, name, "modify")
+
+    def _write(self, index, value, name, kind):
         t = self._convert(value)
         if self._appends is not None and self._buffer is not None:
             # index == rows (check_appends verifies it once the body is traced): an append
@@ -113,9 +125,17 @@ class LoopTensorArray(TensorArray):
             self._buffer = self._empty(t.shape.as_list())
         rank = len(self._element_shape.as_list())
         if self._dynamic:
+            # a write past the end grows the array; a negative index fails with TF's message
+            # (of the length before the write)
+            index = math_ops.cast(index, dtypes.int32)
+            length = array_ops.shape(self._buffer)[0]
+            index = list_check(index, math_ops.maximum(length, index + 1), "modify")
             self._buffer = self._grown(index)
+            checked = index
+        else:
+            checked = self._checked_index(index, kind)
         rows = self._rows()
-        hit = math_ops.equal(rows, self._checked_index(index, rows))
+        hit = math_ops.equal(rows, checked)
         mask = array_ops.reshape(hit, [-1] + [1] * rank)
         self._buffer = math_ops.where(mask, array_ops.expand_dims(t, 0), self._buffer, name=name)
         return self
@@ -130,7 +150,7 @@ class LoopTensorArray(TensorArray):
 
     def read(self, index, name=None):
         self._reads()
-        return array_ops.gather(self._stacked(), self._checked_index(index), name=name)
+        return array_ops.gather(self._stacked(), self._checked_index(index, "access"), name=name)
 
     def stack(self, name=None):
         self._reads()
@@ -138,7 +158,7 @@ class LoopTensorArray(TensorArray):
 
     def gather(self, indices, name=None):
         self._reads()
-        return array_ops.gather(self._stacked(), indices, name=name)
+        return array_ops.gather(self._stacked(), self._checked_index(indices, "gather"), name=name)
 
     def concat(self, name=None):
         self._reads()
@@ -155,6 +175,11 @@ class LoopTensorArray(TensorArray):
             # TF 2 (graph mode): the array becomes the value, its length the value's
             size = array_ops.shape(t)[0]
             buf = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
+            if not self._dynamic and self._size.op.type == "Const" and int(get_static_value(self._size)):
+                # TF's list of the array's (build-time) size takes no other length: checked as it
+                # runs (the slice's bound is evaluated on the host before a compiled run)
+                size = list_check(size, self._size, "unstack")
+                buf = array_ops.strided_slice_getitem(buf, (slice(None, size),))
             out = LoopTensorArray(self._dtype, size, self._element_shape, buf, self._infer_shape,
                                   self._dynamic, (array_ops.range_(size), buf))
             out._element_shape = out._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
@@ -168,12 +193,55 @@ class LoopTensorArray(TensorArray):
 
     def scatter(self, indices, value, name=None):
         self._reads()
-        parts = array_ops.unstack(convert_to_tensor(value))
-        if is_tensorlike(indices):   # (a tensor of indices: one write each, its length known when built)
-            indices = array_ops.unstack(convert_to_tensor(indices))
-        for i, p in zip(indices, parts):
-            self.write(i, p)
+        t = convert_to_tensor(value)
+        idx = convert_to_tensor(indices)
+        n_idx, n_val = idx.shape.dims[0] if idx.shape.rank == 1 else None, t.shape.dims[0] if t.shape.rank else None
+        if n_idx is not None and n_val is not None and n_idx != n_val:
+            raise ValueError(f"Expected len(indices) == tensor.shape[0], but saw: {n_idx} vs. {n_val}")
+        if self._buffer is None and t.shape.rank and TensorShape(t.shape.as_list()[1:]).is_fully_defined():
+            self._element_shape = TensorShape(t.shape.as_list()[1:])
+            self._buffer = self._empty(self._element_shape.as_list())
+        if self._dynamic or self._buffer is None or (n_idx is not None and n_idx == n_val):
+            # one write each (a dynamic array grows; a first write learns the element shape)
+            for i, p in zip(array_ops.unstack(idx), array_ops.unstack(t)):
+                self._write(i, p, None, "scatter")
+            return self
+        return self._scatter_rows(idx, t, name)
+
+    def _scatter_rows(self, idx, t, name):
+        """A scatter whose index count is known only when the graph runs: TF checks it against
+        the value's rows, and every index against the array's length, when it runs; a row
+        written twice keeps the later value."""
+        t = self._convert_rows(t)
+        idx = math_ops.cast(idx, dtypes.int32)
+        count = list_check(array_ops.shape(idx)[0], array_ops.shape(t)[0], "length")
+        idx = list_check(idx, self._length(), "scatter")
+        rows = self._rows()
+        hits = math_ops.equal(array_ops.expand_dims(rows, 1), array_ops.expand_dims(idx, 0))
+        # (positions 0, 1, ... as a cumsum: a range of the indices' run-time length would need
+        # its value before a compiled run, which it cannot have when the indices are computed)
+        order = array_ops.expand_dims(reduction_ops.cumsum(math_ops.ones_like(idx)) - 1, 0)
+        # the last position writing each row (-1: none); its data dependence on ``count``
+        # orders the length check before the gather that relies on it
+        last = reduction_ops.reduce_max(math_ops.where(hits, order + math_ops.zeros_like(hits, dtypes.int32),
+                                                       -math_ops.ones_like(hits, dtypes.int32)), axis=1)
+        last = math_ops.minimum(last, count - 1)
+        picked = array_ops.gather(t, math_ops.maximum(last, 0))
+        rank = len(self._element_shape.as_list())
+        mask = array_ops.reshape(math_ops.greater_equal(last, 0), [-1] + [1] * rank)
+        self._buffer = math_ops.where(mask, picked, self._buffer, name=name)
         return self
+
+    def _convert_rows(self, t):
+        if t.dtype != self._dtype:
+            raise InvalidArgumentError(f"TensorArray dtype is {self._dtype.name} but Op is trying to write "
+                                       f"dtype {t.dtype.name}")
+        if self._infer_shape:
+            rows = TensorShape(t.shape.as_list()[1:]) if t.shape.rank else TensorShape(None)
+            if not self._element_shape.is_compatible_with(rows):
+                raise ValueError(f"Inconsistent shapes: saw {rows} but expected {self._element_shape}")
+            self._element_shape = self._element_shape.merge_with(rows)
+        return t
 
     def __repr__(self):
         return f"<TensorArray dtype={self._dtype.name} size={self._size} (staged)>"
