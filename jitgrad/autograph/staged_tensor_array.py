@@ -114,9 +114,7 @@ class LoopTensorArray(TensorArray):
         t = self._convert(value)
         if self._appends is not None and self._buffer is not None:
             # index == rows (check_appends verifies it once the body is traced): an append
-            self._appends.indices.append(index)
-            self._buffer = array_ops.concat([self._buffer, array_ops.expand_dims(t, 0)], 0, name=name)
-            return self
+            return self._append(index, array_ops.expand_dims(t, 0), False, name)
         if self._buffer is None:
             if not t.shape.is_fully_defined():
                 raise ValueError(f"A TensorArray written in a staged loop needs elements of a known shape, got "
@@ -191,10 +189,28 @@ class LoopTensorArray(TensorArray):
         self._buffer = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
         return self
 
+    def _append(self, index, rows, scatter, name):
+        """An append of ``rows`` (a static count) at ``index`` (a write's index, or a
+        scatter's indices), while a loop body that may only append is traced: one
+        concat per iteration, the growing-variable form (passes/growing_vars.py)."""
+        self._appends.writes.append((index, rows.shape.dims[0], scatter))
+        buf = self._buffer
+        if self._appends.concat is not None and buf is self._appends.concat:
+            # a second append: the iteration's rows together, then one concat([x, rows]) (the form
+            # growing_vars recognises)
+            base, before = buf.op.inputs     # (ConcatV2: the axis is an attr)
+            rows = array_ops.concat([before, rows], 0)
+            buf = base
+        self._buffer = self._appends.concat = array_ops.concat([buf, rows], 0, name=name)
+        return self
+
     def scatter(self, indices, value, name=None):
-        self._reads()
         t = convert_to_tensor(value)
         idx = convert_to_tensor(indices)
+        if (self._appends is not None and self._buffer is not None and t.shape.rank and
+                t.shape.dims[0] is not None):
+            return self._append(idx, self._convert_rows(t), True, name)
+        self._reads()
         n_idx, n_val = idx.shape.dims[0] if idx.shape.rank == 1 else None, t.shape.dims[0] if t.shape.rank else None
         if n_idx is not None and n_val is not None and n_idx != n_val:
             raise ValueError(f"Expected len(indices) == tensor.shape[0], but saw: {n_idx} vs. {n_val}")
@@ -256,7 +272,9 @@ class _Appends:
     whether it read the array."""
 
     def __init__(self, array):
-        self.array, self.indices, self.read = array, [], False
+        self.array, self.read = array, False
+        self.writes = []      # (index or indices, rows, whether a scatter), in order
+        self.concat = None    # the concat the appends so far made
 
 
 def watch_appends(state):
@@ -281,32 +299,119 @@ def _entry_rows(buffer):
     return None if buffer.shape.rank is None else buffer.shape.dims[0]
 
 
-def _counts_up_from(j, init, placeholders, outs, start):
-    """Whether loop variable j enters as ``start`` and the body returns it plus one."""
-    v0 = _static(init[j])
-    if v0 is None or v0.shape != () or v0.dtype.kind not in "iu" or int(v0) != start:
-        return False
-    o = outs[j]
-    if not is_tensorlike(o) or getattr(o, "op", None) is None or o.op.type not in ("AddV2", "Add"):
-        return False
-    a, b = o.op.inputs
-    one = b if a is placeholders[j] else a if b is placeholders[j] else None
-    step = None if one is None else _static(one)
-    return step is not None and step.shape == () and int(step) == 1
+class NeedsEntryCheck(Exception):
+    """check_appends proved a loop's writes in order given one fact about its entry values
+    known only when it runs: ``index(counter) == rows`` at entry. The caller checks it
+    there (entry_checked) and traces the loop again."""
+
+    def __init__(self, checks):
+        super().__init__("entry checks")
+        self.checks = checks      # [(counter slot, array slot, a, b)]: a * counter + b == rows at entry
 
 
-def check_appends(watches, state, init, placeholders, outs):
-    """Raises NotAppends unless every watched array was written exactly once, not read,
-    at a loop counter that entered as the array's size and steps by one (so the index
-    is the array's row count in every iteration: the write is an append)."""
+_PASS_THROUGH = ("Identity", "Cast", "StopGradient")
+
+
+def _affine(t, p, depth=0):
+    """(a, b) with ``t == a * p + b`` for the scalar int tensor ``t``, the placeholder ``p`` and
+    static ints a, b; None when that cannot be shown from t's ops."""
+    if t is p:
+        return 1, 0
+    v = _static(t)
+    if v is not None:
+        return (0, int(v)) if v.shape == () and v.dtype.kind in "iu" else None
+    op = getattr(t, "op", None)
+    if op is None or depth > 16:
+        return None
+    if op.type in _PASS_THROUGH or (op.type in ("Reshape", "ExpandDims", "Squeeze") and t.shape.num_elements() == 1):
+        return _affine(op.inputs[0], p, depth + 1)
+    if op.type in ("AddV2", "Add", "Sub", "Mul"):
+        x, y = (_affine(u, p, depth + 1) for u in op.inputs[:2])
+        if x is None or y is None:
+            return None
+        if op.type == "Mul":
+            return (x[0] * y[1], x[1] * y[1]) if y[0] == 0 else (y[0] * x[1], y[1] * x[1]) if x[0] == 0 else None
+        sign = -1 if op.type == "Sub" else 1
+        return x[0] + sign * y[0], x[1] + sign * y[1]
+    return None
+
+
+def _affine_rows(index, rows, scatter, p):
+    """(a, b) when ``index`` (a write's) or the indices (a scatter's) are ``a * p + b``,
+    ``a * p + b + 1``, ... for ``rows`` rows; else None."""
+    if not scatter:
+        return _affine(index, p)
+    op = getattr(index, "op", None)
+    if op is not None and op.type == "Range":     # tf.range(start, start + rows)
+        start, limit, delta = (_affine(u, p) for u in op.inputs)
+        if start and limit and delta == (0, 1) and limit == (start[0], start[1] + rows):
+            return start
+        return None
+    if op is not None and op.type == "Pack" and len(op.inputs) == rows:   # tf.stack([i, i + 1, ...])
+        parts = [_affine(u, p) for u in op.inputs]
+        if parts[0] and all(q == (parts[0][0], parts[0][1] + m) for m, q in enumerate(parts)):
+            return parts[0]
+        return None
+    if rows == 1 and index.shape.num_elements() == 1:   # tf.reshape(i, [1]), tf.expand_dims(i, 0)
+        return _affine(index, p)
+    return None
+
+
+def _in_order(w, placeholders, outs):
+    """(counter slot, a, b) when every write of the iteration lands at the array's row count
+    given ``a * counter + b == rows`` at entry: the writes are contiguous, and the counter
+    steps (by a static s) so that a * s is the rows one iteration appends. Else None."""
+    total = sum(n for _, n, _ in w.writes)
+    for j, p in enumerate(placeholders):
+        if not is_tensorlike(p) or p.dtype not in (dtypes.int32, dtypes.int64) or p.shape.rank != 0:
+            continue
+        step = _affine(outs[j], p) if is_tensorlike(outs[j]) else None
+        if step is None or step[0] != 1:
+            continue
+        first = _affine_rows(*w.writes[0], p)
+        if first is None or first[0] == 0 or first[0] * step[1] != total:
+            continue
+        offset, ok = first[1], True
+        for index, n, scatter in w.writes:
+            ok = ok and _affine_rows(index, n, scatter, p) == (first[0], offset)
+            offset += n
+        if ok:
+            return j, first[0], first[1]
+    return None
+
+
+def check_appends(watches, state, init, placeholders, outs, entry_checked=()):
+    """Raises NotAppends unless every watched array was only written (write / scatter of a
+    static row count), not read, at indices affine in a loop counter that make the writes
+    land at the array's row count in every iteration: in order, appends. That holds when
+    it holds at entry; where the counter's or the array's entry value is known only at
+    run time raises NeedsEntryCheck (unless the caller checks that slot: entry_checked)."""
+    needed = []
     for k, w in watches.items():
         w.array._appends = None
-        if w.read or len(w.indices) != 1 or state[k] is not w.array:
+        if w.read or not w.writes or state[k] is not w.array:
             raise NotAppends()
-        j = next((j for j, p in enumerate(placeholders) if p is w.indices[0]), None)
-        rows = _entry_rows(init[k])
-        if j is None or rows is None or not _counts_up_from(j, init, placeholders, outs, rows):
+        found = _in_order(w, placeholders, outs)
+        if found is None:
             raise NotAppends()
+        j, a, b = found
+        c0, rows = _static(init[j]), _entry_rows(init[k])
+        if c0 is not None and rows is not None:
+            if a * int(c0) + b != rows:
+                raise NotAppends()
+        elif (j, k) not in entry_checked:
+            needed.append((j, k, a, b))
+    if needed:
+        raise NeedsEntryCheck(needed)
+
+
+def entry_checked(counter, rows, a, b):
+    """The counter's entry value, checked when the loop is entered: its first write lands at
+    the array's ``rows`` (else the run fails: jitgrad carries the array as appends)."""
+    counter = convert_to_tensor(counter)
+    at = math_ops.cast(counter, dtypes.int32) * a + b
+    ok = list_check(at, math_ops.cast(rows, dtypes.int32), "append")
+    return counter + math_ops.cast(ok - at, counter.dtype)
 
 
 def fed_size_array(dtype, size, dynamic_size=False, element_shape=None, infer_shape=True):

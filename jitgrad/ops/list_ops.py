@@ -16,7 +16,7 @@ from .. import dtypes
 from ..errors import InvalidArgumentError
 from .registry import NOT_DIFFERENTIABLE, register
 
-# kind -> (error code, whether a passes, TF's message of a and b). Codes 20-25: kept
+# kind -> (error code, whether a passes, TF's message of a and b). Codes 20-26: kept
 # clear of codegen/irutil.py's ERR_* numbers.
 KINDS = {
     "access": (20, lambda a, b: 0 <= a < b, "Trying to access element {a} in a list with {b} elements."),
@@ -28,6 +28,11 @@ KINDS = {
     "length": (24, lambda a, b: a == b, "Expected len(indices) == tensor.shape[0], but saw: {a} vs. {b}"),
     "unstack": (25, lambda a, b: a == b, "Operation expected a list with {b} elements but got a list with {a} "
                                          "elements."),
+    # jitgrad's own: a dynamic TensorArray a while_loop writes in order is carried as appends
+    # (autograph/staged_tensor_array.check_appends), which needs its first write at its end
+    "append": (26, lambda a, b: a == b, "jitgrad compiles this while_loop's TensorArray writes as appends: the "
+                                        "first writes at index {a}, but the array has {b} elements when the "
+                                        "loop starts"),
 }
 CODES = {code: kind for kind, (code, _, _) in KINDS.items()}
 RANGE_KINDS = ("access", "modify", "gather", "scatter")
