@@ -135,11 +135,8 @@ def _propagate_status(kb, status_buf):
     words = b.bitcast(status_buf.ptr, I32.as_pointer())
     code = b.load(words)
     bad = b.icmp_signed("!=", code, ir.Constant(I32, 0))
-    take = b.and_(bad, kb.no_error_yet())
-    for k in (4, 5):     # a failed ListCheck's values (ops/list_ops.py), with the code
-        src, dst = b.gep(words, [ir.Constant(I32, k)]), b.gep(kb.status, [ir.Constant(I32, k)])
-        b.store(b.select(take, b.load(src), b.load(dst)), dst)
-    kb.set_error(bad, code)
+    # (with a failed ListCheck's values: ops/list_ops.py)
+    kb.set_error(bad, code, [b.load(b.gep(words, [ir.Constant(I32, k)])) for k in (4, 5)])
     return bad
 
 

@@ -8,10 +8,6 @@ from ..ops.list_ops import KINDS, RANGE_KINDS
 from .irutil import I32, const
 
 
-def _status_word(kb, k):
-    return kb.b.gep(kb.status, [ir.Constant(I32, k)])
-
-
 def _lanes(b, v, W):
     return [v] if W == 1 else [b.extract_element(v, ir.Constant(I32, k)) for k in range(W)]
 
@@ -26,14 +22,7 @@ def list_check(kb, node, xs, W):
         bad = b.or_(b.icmp_signed("<", a, zero), b.icmp_signed(">=", a, n))
     else:
         bad = b.icmp_signed("!=", a, n)
-    first = kb.no_error_yet()
-    # the first failing lane's values (a later lane or op must not replace them)
-    found = first
+    # lane by lane: the first failing lane's values go with the code (first-wins)
     for la, ln, lb in zip(_lanes(b, a, W), _lanes(b, n, W), _lanes(b, bad, W)):
-        take = b.and_(found, lb)
-        for k, v in ((4, la), (5, ln)):
-            p = _status_word(kb, k)
-            b.store(b.select(take, v, b.load(p)), p)
-        found = b.and_(found, b.not_(lb))
-    kb.set_error(bad, code)
+        kb.set_error(lb, code, (la, ln))
     return b.select(bad, zero, a)
