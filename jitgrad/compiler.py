@@ -38,6 +38,7 @@ import numpy as np
 from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
+from .ops import list_ops
 from .ops.logging_ops import failed_assert_message, flush_region_prints
 from .ops.random_ops import region_draws, region_sites
 from .ops.registry import REGISTRY
@@ -167,7 +168,6 @@ class Kernel:
 
 def _raise_status(code, status=None):
     from .codegen.irutil import ERR_ASSERT, ERROR_MESSAGES
-    from .ops import list_ops
     flush_region_prints()
     if code in list_ops.CODES and status is not None:    # its values are in words 4 and 5
         raise InvalidArgumentError(None, None, list_ops.message(list_ops.CODES[code], status[4], status[5]))

@@ -39,10 +39,14 @@ def _known_only_at_run_time(size):
     return size is not None and is_tensorlike(size) and not hasattr(size, "numpy") and get_static_value(size) is None
 
 
+def _staged():
+    from .autograph import staged_tensor_array   # (cycle: its LoopTensorArray subclasses TensorArray)
+    return staged_tensor_array
+
+
 def _dense_array(dtype, size, dynamic_size, element_shape, infer_shape):
     """A graph's TensorArray of ``size`` rows known only at run time: one dense tensor."""
-    from .autograph.staged_tensor_array import fed_size_array
-    return fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+    return _staged().fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
 
 
 class TensorArray:
@@ -92,8 +96,7 @@ class TensorArray:
         """This array as one dense tensor from now on (autograph/staged_tensor_array.py), as
         a graph reaching it at an index known only at run time needs: TF checks such an
         index when it runs (InvalidArgumentError, TF's TensorList messages)."""
-        from .autograph.staged_tensor_array import as_loop_tensor_array
-        dense = as_loop_tensor_array(self)
+        dense = _staged().as_loop_tensor_array(self)
         self.__class__ = type(dense)
         self.__dict__.update(dense.__dict__)
         return self

@@ -13,8 +13,10 @@ in the output, so the read after it never leaves its buffer.
 import numpy as np
 
 from .. import dtypes
+from ..convert import convert_all
 from ..errors import InvalidArgumentError
-from .registry import NOT_DIFFERENTIABLE, register
+from .math_ops import cast
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 # kind -> (error code, whether a passes, TF's message of a and b). Codes 20-26: kept
 # clear of codegen/irutil.py's ERR_* numbers.
@@ -71,9 +73,6 @@ register("ListCheck", infer=_infer, kernel=_kernel, grad=NOT_DIFFERENTIABLE, kin
 
 def list_check(a, b, kind, name=None):
     """``a`` (int32) after TF's ``kind`` check against ``b`` (a scalar int32), made when it runs."""
-    from .math_ops import cast
-    from .registry import apply_op
-    from ..convert import convert_all
     a, b = convert_all([a, b])
     return apply_op("ListCheck", [cast(a, dtypes.int32), cast(b, dtypes.int32)], {"kind": kind},
                     name=name or "ListCheck")
