@@ -5,6 +5,15 @@ under a None shape invariant), value per call:
 
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --scatter [--grad] [--steps T] \
+        [--baseline /work/main]
+
+--scatter: the all-states RNN with two rows per step, [x, x * x], stored by
+ta.scatter(tf.stack([2 i, 2 i + 1]), ...) into a dynamic TensorArray (in-order
+appends: compiled since staged_tensor_array.check_appends proves affine scatters;
+indices of a static count, so that a tree before that runs it too).
+--baseline TREE adds that tree's jitgrad (compiled mode, in its own process, e.g.
+/work/main, where this loop ran in the interpreter), timed in the same turns.
 
 --cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
 an odd one (each branch its own row count).
@@ -24,7 +33,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# (a --baseline worker imports the jitgrad of another tree)
+sys.path.insert(0, os.environ.get("BENCH_JITGRAD_TREE") or os.path.join(os.path.dirname(__file__), ".."))
 from timing import median_time  # noqa: E402
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -92,24 +102,26 @@ def rnn_weights():
     return ((np.arange(D * D, dtype=np.float64).reshape(D, D) % 7 - 3) / (2.0 * D)).astype(np.float32)
 
 
-def rnn_reference(W, x0, steps):
+def rnn_reference(W, x0, steps, scatter=False):
     x, loss, states = x0.astype(np.float64), 0.0, []
     for _ in range(steps):
         x = np.tanh(W.astype(np.float64) @ x + 0.1)
         states.append(x)
     gx = np.zeros(D)   # backpropagation through time, by hand
     for t in reversed(range(steps)):
-        gx = gx + 2.0 * states[t]
+        gx = gx + 2.0 * states[t] + (4.0 * states[t] ** 3 if scatter else 0.0)   # (scatter: + sum((x*x)^2))
         gx = W.astype(np.float64).T @ (gx * (1.0 - states[t] ** 2))
-    return sum(float(np.sum(s * s)) for s in states), gx
+    return sum(float(np.sum(s * s)) + (float(np.sum(s ** 4)) if scatter else 0.0) for s in states), gx
 
 
-def rnn_program(tf, steps_ph, x0_ph, W):
+def rnn_program(tf, steps_ph, x0_ph, W, scatter=False):
     Wc = tf.constant(W)
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
 
     def body(i, x, ta):
         x = tf.tanh(tf.linalg.matvec(Wc, x) + 0.1)
+        if scatter:
+            return i + 1, x, ta.scatter(tf.stack([2 * i, 2 * i + 1]), tf.stack([x, x * x]))
         return i + 1, x, ta.write(i, x)
     _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
     st = ta.stack()
@@ -117,12 +129,12 @@ def rnn_program(tf, steps_ph, x0_ph, W):
     return loss, tf.gradients(loss, x0_ph)[0]
 
 
-def rnn_runner(tf, config, x0, steps, grad):
+def rnn_runner(tf, config, x0, steps, grad, scatter=False):
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         xp = tf.compat.v1.placeholder(tf.float32, [D])
-        loss, gx = rnn_program(tf, n, xp, rnn_weights())
+        loss, gx = rnn_program(tf, n, xp, rnn_weights(), scatter)
     s = tf.compat.v1.Session(graph=g, config=config)
     fetches = [loss, gx] if grad else [loss]
     return lambda: s.run(fetches, {n: steps, xp: x0})
@@ -135,15 +147,17 @@ def all_states(args):
     import statistics
     import time
     x0 = np.linspace(-1, 1, D).astype(np.float32)
-    want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps)
+    want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps, args.scatter)
     systems = []
     import jitgrad
     for mode in ("compiled", "interpret"):
         cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
-        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad)))
+        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad, args.scatter)))
+    if args.baseline:
+        systems.append((f"jitgrad@{args.baseline}", _baseline_worker(args)))
     try:
         import tensorflow
-        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad)))
+        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad, args.scatter)))
     except ImportError as e:
         print(f"TF graph mode skipped ({e})")
     for name, run in systems:
@@ -162,11 +176,43 @@ def all_states(args):
             times[name].append(time.perf_counter() - t0)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     what = "loss + d loss/d x0" if args.grad else "loss"
-    print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated)")
+    how = ", two rows per step by ta.scatter" if args.scatter else ""
+    print(f"all-states RNN {what}{how}, T = {args.steps}, state of {D} float32 (median per call, samples "
+          f"alternated; load average {os.getloadavg()[0]:.2f})")
     if fell_back:
         print("  (jitgrad compiled FELL BACK to the interpreter for this program)")
     for name, t in med.items():
         print(f"{name:22s} {t * 1e6:12.1f} us  {t / med['jitgrad compiled']:8.2f}x jitgrad compiled")
+
+
+class _baseline_worker:
+    """Another tree's jitgrad (compiled mode) in its own process: each call runs the program
+    once there and returns its result; the child times nothing, the parent times the call
+    (a pipe round trip of ~0.1 ms, small next to the loop)."""
+
+    def __init__(self, args):
+        import subprocess
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(args.steps)]
+        cmd += ["--grad"] * args.grad + ["--scatter"] * args.scatter
+        env = dict(os.environ, BENCH_JITGRAD_TREE=args.baseline, PYTHONPATH=args.baseline)
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+
+    def __call__(self):
+        self.p.stdin.write("run\n")
+        self.p.stdin.flush()
+        return [np.float32(v) if k == 0 else np.array(v.split(","), np.float32)
+                for k, v in enumerate(self.p.stdout.readline().strip().split(" "))]
+
+
+def _worker(args):
+    import jitgrad
+    x0 = np.linspace(-1, 1, D).astype(np.float32)
+    run = rnn_runner(jitgrad, jitgrad.compat.v1.ConfigProto(jitgrad_mode="compiled"), x0, args.steps, args.grad,
+                     args.scatter)
+    for _ in sys.stdin:
+        got = run()
+        parts = [repr(float(got[0]))] + ([",".join(repr(float(v)) for v in got[1])] if args.grad else [])
+        print(" ".join(parts), flush=True)
 
 
 def _fallbacks():
@@ -181,8 +227,13 @@ def main():
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
     ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
+    ap.add_argument("--scatter", action="store_true", help="the all-states RNN storing [x, x * x] by ta.scatter")
+    ap.add_argument("--baseline", help="with --all-states / --scatter: also this tree's jitgrad (e.g. /work/main)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.all_states:
+    if args.worker:
+        return _worker(args)
+    if args.all_states or args.scatter:
         return all_states(args)
     w = np.linspace(-1.5, 1.5, D).astype(np.float32)
     want = reference(w.astype(np.float64), args.steps, args.cond)

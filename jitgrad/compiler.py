@@ -38,6 +38,7 @@ import numpy as np
 from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
+from .ops import list_ops
 from .ops.logging_ops import failed_assert_message, flush_region_prints
 from .ops.random_ops import region_draws, region_sites
 from .ops.registry import REGISTRY
@@ -159,15 +160,17 @@ class Kernel:
         self._arena = np.empty(nb + 64, np.uint8)
         base = _addr(self._arena)
         self.arena_addr = base + (-base) % 64
-        self.status = np.zeros(4, np.int32)
+        self.status = np.zeros(8, np.int32)   # words 4-5: a failed ListCheck's values (ops/list_ops.py)
         self.status_addr = _addr(self.status)
         self.lock = threading.Lock()
         init_persistent(self)   # loop stacks' memory, kept from call to call and freed with the kernel
 
 
-def _raise_status(code):
+def _raise_status(code, status=None):
     from .codegen.irutil import ERR_ASSERT, ERROR_MESSAGES
     flush_region_prints()
+    if code in list_ops.CODES and status is not None:    # its values are in words 4 and 5
+        raise InvalidArgumentError(None, None, list_ops.message(list_ops.CODES[code], status[4], status[5]))
     if code == ERR_ASSERT:
         raise InvalidArgumentError(None, None, failed_assert_message())
     raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
@@ -543,7 +546,7 @@ def run_plan(session, plan, fed, elements):
         if plan.has_checks:
             code = int(k.status[0])
             if code:
-                _raise_status(code)
+                _raise_status(code, k.status)
         for j in plan.growing:   # shapes known as it ran: copied out before the next call reuses the memory
             outs[j] = _dynamic_outputs.read(outs[j], *plan.out_specs[j])
     if plan.write_slots:

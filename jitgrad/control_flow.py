@@ -282,7 +282,8 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
     TensorArray over it; the loop returns TensorArrays over the final tensors."""
     from .autograph.operators import _dry
-    from .autograph.staged_tensor_array import NotAppends, check_appends, watch_appends, with_tensor_arrays
+    from .autograph.staged_tensor_array import (NeedsEntryCheck, NotAppends, check_appends, entry_checked,
+                                                watch_appends, with_tensor_arrays)
     single = not isinstance(loop_vars, (list, tuple))
     packed = [loop_vars] if single else loop_vars
     state = list(nest.flatten(packed))
@@ -328,6 +329,7 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         return call(cond)
 
     appends = [True]   # dynamic arrays' writes traced as appends (staged_tensor_array.check_appends)
+    checked = set()    # (counter slot, array slot) whose entry values the loop's entry checks
 
     def dense_body(*vals):
         set_dense(vals)
@@ -335,15 +337,25 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         one_iteration()
         out = list(get_dense())
         if watches:
-            check_appends(watches, state, dense, vals, out)
+            check_appends(watches, state, dense, vals, out, checked)
         return out
+
+    def build():
+        return while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
+                          maximum_iterations=maximum_iterations, name=name)
+    entry = list(dense)
     try:
-        out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
-                         maximum_iterations=maximum_iterations, name=name)
+        try:
+            out = build()
+        except NeedsEntryCheck as e:   # in order given entry values known at run time: checked there
+            for j, k, a, b in e.checks:
+                dense[j] = entry_checked(dense[j], array_ops.shape(dense[k])[0], a, b)
+                checked.add((j, k))
+            out = build()
     except NotAppends:   # (raised while the body was traced: no op was made)
         appends[0] = False
-        out = while_loop(dense_cond, dense_body, dense, inv, parallel_iterations, back_prop,
-                         maximum_iterations=maximum_iterations, name=name)
+        dense[:] = entry
+        out = build()
     set_dense(out)
     result = nest.pack_sequence_as(packed, state)
     return result[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(result))

@@ -119,7 +119,7 @@ def make_runner(session, plan, elements, fed, struct):
         ns.update(_OPEN=open_draws, _CLOSE=close_draws, SITES=plan.region_sites)
         body += ["h = _OPEN(SITES)", f"P[{plan.rng_slot}] = h", "try:", f"    {call}", "finally:", "    _CLOSE(h)"]
     if plan.has_checks:
-        body.append("if ST[0]: _raise_status(int(ST[0]))")
+        body.append("if ST[0]: _raise_status(int(ST[0]), ST)")
     for j in plan.growing:   # copied out under the lock: the next call reuses the kernel's memory
         body.append(f"o{j} = _READ(o{j}, OS{j}, OD{j})")
     res = []

@@ -11,6 +11,7 @@ from .convert import convert_to_tensor
 from .errors import OutOfRangeError
 from .ops import array_ops, math_ops
 from .ops.control_flow_ops import _make_while
+from .ops.list_ops import list_check
 
 
 def _leading_count(flat_elems):
@@ -57,9 +58,9 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
     if context.executing_eagerly():
         flat = [_to_tensor(e) for e in nest.flatten(elems)]
         n = _eager_rows(flat)
-        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
         if n == 0:
-            raise ValueError("map_fn over 0 rows needs graph mode (the result's shape is unknown)")
+            return _empty_map_result(sig, elems)
+        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
         out_struct = results[0]
         flat_r = [nest.flatten(r) for r in results]
         stacked = [array_ops.stack([_to_tensor(r[k]) for r in flat_r]) for k in range(len(flat_r[0]))]
@@ -79,6 +80,34 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
         if not back_prop:
             out = nest.map_structure(math_ops.stop_gradient, out)
         return out
+
+
+def _empty_map_result(sig, elems):
+    """TF's eager map_fn over 0 rows: fn is never called; the result has the structure and
+    dtypes of fn_output_signature (elems' when not given), each [0] + the signature's
+    shape when it is a TensorSpec of a fully defined shape, else [0]."""
+    def empty(s):
+        dt = s.dtype if hasattr(s, "dtype") else dtypes.as_dtype(s)
+        shape = getattr(s, "shape", None) if not hasattr(s, "numpy") else None
+        rest = shape.as_list() if shape is not None and shape.is_fully_defined() else []
+        return array_ops.zeros([0] + rest, dt)
+    if sig is None:
+        return nest.map_structure(lambda e: array_ops.zeros([0], _to_tensor(e).dtype), elems)
+    return nest.map_structure(empty, sig)
+
+
+def _first_row(flat_e, reverse):
+    """The rows tf.scan / foldl / foldr start from when given no initializer (the last
+    when reverse). TF reads it from a TensorList: 0 rows fail when the graph runs, not
+    when it is built (eagerly: OutOfRangeError, as TF's eager TensorArray read)."""
+    count, static = _leading_count(flat_e)
+    if static is not None and static > 0:
+        return [e[-1 if reverse else 0] for e in flat_e]
+    if context.executing_eagerly():
+        raise OutOfRangeError("Reading from negative indices (index -1) is not allowed." if reverse else
+                              "Tried to read from index 0 but array size is: 0 ")
+    k = list_check(count - 1 if reverse else array_ops.zeros([], dtypes.int32), count, "access")
+    return [array_ops.gather(e, k) for e in flat_e]
 
 
 def _check_signature(sig, flat_out):
@@ -103,18 +132,6 @@ def _eager_rows(flat):
     return n
 
 
-def _first_rows(flat_e, k):
-    """Row k (0, or -1 when reversed) of each elem: the initial value of a scan / fold without an
-    initializer. Eagerly, TF reads it from a TensorArray of the rows, so no rows is its
-    OutOfRangeError (n - 1 = -1 is a negative index), not a StridedSlice error."""
-    if context.executing_eagerly():
-        for e in flat_e:
-            if e.shape.rank and e.shape.dims[0] == 0:
-                raise OutOfRangeError("Reading from negative indices (index -1) is not allowed." if k < 0 else
-                                      "Tried to read from index 0 but array size is: 0")
-    return [e[k] for e in flat_e]
-
-
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
          reverse=False, name=None):
     """``tf.scan``: the running ``a = fn(a, x)`` over the rows of ``elems``, every ``a`` stacked."""
@@ -125,8 +142,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
     first = None
     if initializer is None:
         # the first row (the last one when reverse) is the initial value and the first result
-        k = -1 if reverse else 0
-        first = nest.pack_sequence_as(elems, _first_rows(flat_e, k))
+        first = nest.pack_sequence_as(elems, _first_row(flat_e, reverse))
         rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
         initializer = first
     if context.executing_eagerly():
@@ -142,9 +158,9 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
             outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
         if reverse:
             outs.reverse()
-        if not outs:        # no rows (so an initializer): TF stacks none of its shape, (0,) + its shape
-            return nest.map_structure(
-                lambda v: array_ops.zeros([0] + _to_tensor(v).shape.as_list(), _to_tensor(v).dtype), initializer)
+        if not outs:     # (0 rows and an initializer: TF stacks nothing, shaped as it)
+            return nest.map_structure(lambda a: array_ops.zeros([0] + _to_tensor(a).shape.as_list(),
+                                                                _to_tensor(a).dtype), initializer)
         stacked = [array_ops.stack([o[k] for o in outs]) for k in range(len(outs[0]))]
         return nest.pack_sequence_as(initializer, stacked)
     g = context.get_default_graph()
@@ -179,8 +195,7 @@ def _fold(fn, elems, initializer, back_prop, reverse, name):
     flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
     rest = elems
     if initializer is None:
-        k = -1 if reverse else 0
-        initializer = nest.pack_sequence_as(elems, _first_rows(flat_e, k))
+        initializer = nest.pack_sequence_as(elems, _first_row(flat_e, reverse))
         rest = nest.pack_sequence_as(elems, [e[:-1] if reverse else e[1:] for e in flat_e])
     if context.executing_eagerly():
         flat_r = [_to_tensor(e) for e in nest.flatten(rest)]
@@ -188,7 +203,7 @@ def _fold(fn, elems, initializer, back_prop, reverse, name):
         a = initializer
         for i in (range(n - 1, -1, -1) if reverse else range(n)):
             a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
-        return a
+        return nest.map_structure(_to_tensor, a)     # (tensors, as TF's, also when fn never ran)
     g = context.get_default_graph()
     with g.name_scope(name):
         def step(phs, rows):

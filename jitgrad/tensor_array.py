@@ -30,14 +30,23 @@ def _index(i, what):
     return int(v)
 
 
+def _run_time_index(i):
+    """Whether a graph's index (or indices) is known only when the graph runs."""
+    return is_tensorlike(i) and not hasattr(i, "numpy") and get_static_value(i) is None
+
+
 def _known_only_at_run_time(size):
     return size is not None and is_tensorlike(size) and not hasattr(size, "numpy") and get_static_value(size) is None
 
 
+def _staged():
+    from .autograph import staged_tensor_array   # (cycle: its LoopTensorArray subclasses TensorArray)
+    return staged_tensor_array
+
+
 def _dense_array(dtype, size, dynamic_size, element_shape, infer_shape):
     """A graph's TensorArray of ``size`` rows known only at run time: one dense tensor."""
-    from .autograph.staged_tensor_array import fed_size_array
-    return fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+    return _staged().fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
 
 
 class TensorArray:
@@ -83,7 +92,18 @@ class TensorArray:
             self._element_shape = self._element_shape.merge_with(t.shape)
         return t
 
+    def _dense(self):
+        """This array as one dense tensor from now on (autograph/staged_tensor_array.py), as
+        a graph reaching it at an index known only at run time needs: TF checks such an
+        index when it runs (InvalidArgumentError, TF's TensorList messages)."""
+        dense = _staged().as_loop_tensor_array(self)
+        self.__class__ = type(dense)
+        self.__dict__.update(dense.__dict__)
+        return self
+
     def write(self, index, value, name=None):
+        if _run_time_index(index):
+            return self._dense().write(index, value, name=name)
         i = _index(index, "write")
         if i < 0:
             raise InvalidArgumentError(f"Tried to write to index {i} but array index must be non-negative")
@@ -99,12 +119,21 @@ class TensorArray:
         t = self._items[i]
         if t is not None:
             return t
+        shape = self._element_shape
+        if not shape.is_fully_defined():   # (infer_shape=False: TF reads zeros shaped as the written ones)
+            for w in self._items:
+                if w is not None:
+                    shape = shape.merge_with(w.shape) if shape.is_compatible_with(w.shape) else shape
+            if shape.is_fully_defined():
+                return zeros(shape.as_list(), self._dtype)
         if not self._element_shape.is_fully_defined():
             raise InvalidArgumentError(f"Could not read from TensorArray index {i}: it has not been written and "
                                        f"its element shape is not fully defined ({self._element_shape}).")
         return zeros(self._element_shape.as_list(), self._dtype)
 
     def read(self, index, name=None):
+        if _run_time_index(index):
+            return self._dense().read(index, name=name)
         i = _index(index, "read")
         if not 0 <= i < len(self._items):
             if context.executing_eagerly():     # TF's eager TensorArray: OutOfRangeError; a graph's: InvalidArgument
@@ -122,6 +151,8 @@ class TensorArray:
         return stack([self._item(i) for i in range(len(self._items))], name=name or "stack")
 
     def gather(self, indices, name=None):
+        if _run_time_index(indices):
+            return self._dense().gather(indices, name=name)
         idx = [_index(i, "gather") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
         return stack([self.read(i) for i in idx], name=name or "gather")
 
@@ -131,7 +162,8 @@ class TensorArray:
     def unstack(self, value, name=None):
         (t,) = convert_all([value])
         if t.shape.rank and t.shape.dims[0] is None:   # a graph value of unknown length: a dense array
-            out = _dense_array(self._dtype, shape(t)[0], self._dynamic, self._element_shape, self._infer_shape)
+            out = _dense_array(self._dtype, constant(self._size, dtype=dtypes.int32), self._dynamic,
+                               self._element_shape, self._infer_shape)
             return out.unstack(t, name=name)
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
@@ -144,6 +176,8 @@ class TensorArray:
 
     def scatter(self, indices, value, name=None):
         (t,) = convert_all([value])
+        if _run_time_index(indices) or (t.shape.rank and t.shape.dims[0] is None):
+            return self._dense().scatter(indices, t, name=name)
         idx = [_index(i, "scatter") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
         for i, p in zip(idx, unstack(t)):
             self.write(i, p)

@@ -148,13 +148,21 @@ def test_split_by_sizes_along_a_dim_unknown_when_built():
                     s.run(parts, {x: bad})
 
 
-def test_split_along_an_unknown_dim_that_a_reshape_could_not_check_is_refused():
+@graph_modes
+def test_split_along_an_unknown_dim_that_a_reshape_could_not_check_is_checked_when_it_runs():
     """With another dim unknown too, x [None, None] split [1, 3] on axis 1 would be a reshape to
-    [-1, 4], which a (2, 6) feed passes (12 elements) with wrong pieces: refused when built."""
+    [-1, 4], which a (2, 6) feed passes (12 elements) with wrong pieces. It was refused when built;
+    TF builds it and its SplitV kernel rejects the (2, 6) feed: so does jitgrad's run-time split."""
     with tf.Graph().as_default():
         x = tf.compat.v1.placeholder(tf.float32, [None, None])
-        with pytest.raises(ValueError):
-            tf.split(x, [1, 3], axis=1)
+        parts = tf.split(x, [1, 3], axis=1)
+        with tf.compat.v1.Session() as s:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="Determined shape must either match"):
+                s.run(parts, {x: np.ones((2, 6), f32)})
+            v = np.arange(8, dtype=f32).reshape(2, 4)
+            got = s.run(parts, {x: v})
+            np.testing.assert_array_equal(got[0], v[:, :1])
+            np.testing.assert_array_equal(got[1], v[:, 1:])
 
 
 @graph_modes

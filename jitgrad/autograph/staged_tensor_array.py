@@ -36,7 +36,9 @@ import numpy as np
 from .. import dtypes
 from ..convert import is_tensorlike, convert_to_tensor
 from ..errors import InvalidArgumentError
-from ..ops import array_ops, math_ops
+from ..ops import array_ops, math_ops, reduction_ops
+from ..ops.list_ops import list_check
+from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
 from ..tensor_array import TensorArray
 
@@ -72,10 +74,17 @@ class LoopTensorArray(TensorArray):
             return ids[0]
         return array_ops.range_(self.size()) if self._dynamic else array_ops.range_(self._size)
 
-    def _checked_index(self, index, rows=None):
-        """``index`` as an int32 tensor that makes the run fail when it is out of ``rows``
-        (a range; the array's rows by default)."""
-        return array_ops.gather(self._rows() if rows is None else rows, math_ops.cast(index, dtypes.int32))
+    def _length(self):
+        """The array's element count (an int32 tensor for a dynamic one: its rows now)."""
+        if self._dynamic:
+            return array_ops.shape(self._stacked())[0]
+        return self._size
+
+    def _checked_index(self, index, kind):
+        """``index`` as int32, checked against the array's length when the graph runs, as
+        TF's TensorList ops check it (``kind``: 'access', 'modify', 'gather' or 'scatter';
+        ops/list_ops.py): the run fails with TF's InvalidArgumentError and message."""
+        return list_check(math_ops.cast(index, dtypes.int32), self._length(), kind)
 
     def _empty(self, shape):
         """Zeros of shape ``[size, *shape]``; for a dynamic array with the unknown first
@@ -99,12 +108,13 @@ class LoopTensorArray(TensorArray):
             self._appends.read = True
 
     def write(self, index, value, name=None):
+        return self._write(index, value, name, "modify")
+
+    def _write(self, index, value, name, kind):
         t = self._convert(value)
         if self._appends is not None and self._buffer is not None:
             # index == rows (check_appends verifies it once the body is traced): an append
-            self._appends.indices.append(index)
-            self._buffer = array_ops.concat([self._buffer, array_ops.expand_dims(t, 0)], 0, name=name)
-            return self
+            return self._append(index, array_ops.expand_dims(t, 0), False, name)
         if self._buffer is None:
             if not t.shape.is_fully_defined():
                 raise ValueError(f"A TensorArray written in a staged loop needs elements of a known shape, got "
@@ -113,9 +123,17 @@ class LoopTensorArray(TensorArray):
             self._buffer = self._empty(t.shape.as_list())
         rank = len(self._element_shape.as_list())
         if self._dynamic:
+            # a write past the end grows the array; a negative index fails with TF's message
+            # (of the length before the write)
+            index = math_ops.cast(index, dtypes.int32)
+            length = array_ops.shape(self._buffer)[0]
+            index = list_check(index, math_ops.maximum(length, index + 1), "modify")
             self._buffer = self._grown(index)
+            checked = index
+        else:
+            checked = self._checked_index(index, kind)
         rows = self._rows()
-        hit = math_ops.equal(rows, self._checked_index(index, rows))
+        hit = math_ops.equal(rows, checked)
         mask = array_ops.reshape(hit, [-1] + [1] * rank)
         self._buffer = math_ops.where(mask, array_ops.expand_dims(t, 0), self._buffer, name=name)
         return self
@@ -130,7 +148,7 @@ class LoopTensorArray(TensorArray):
 
     def read(self, index, name=None):
         self._reads()
-        return array_ops.gather(self._stacked(), self._checked_index(index), name=name)
+        return array_ops.gather(self._stacked(), self._checked_index(index, "access"), name=name)
 
     def stack(self, name=None):
         self._reads()
@@ -138,7 +156,7 @@ class LoopTensorArray(TensorArray):
 
     def gather(self, indices, name=None):
         self._reads()
-        return array_ops.gather(self._stacked(), indices, name=name)
+        return array_ops.gather(self._stacked(), self._checked_index(indices, "gather"), name=name)
 
     def concat(self, name=None):
         self._reads()
@@ -155,6 +173,11 @@ class LoopTensorArray(TensorArray):
             # TF 2 (graph mode): the array becomes the value, its length the value's
             size = array_ops.shape(t)[0]
             buf = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
+            if not self._dynamic and self._size.op.type == "Const" and int(get_static_value(self._size)):
+                # TF's list of the array's (build-time) size takes no other length: checked as it
+                # runs (the slice's bound is evaluated on the host before a compiled run)
+                size = list_check(size, self._size, "unstack")
+                buf = array_ops.strided_slice_getitem(buf, (slice(None, size),))
             out = LoopTensorArray(self._dtype, size, self._element_shape, buf, self._infer_shape,
                                   self._dynamic, (array_ops.range_(size), buf))
             out._element_shape = out._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
@@ -166,14 +189,75 @@ class LoopTensorArray(TensorArray):
         self._buffer = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
         return self
 
-    def scatter(self, indices, value, name=None):
-        self._reads()
-        parts = array_ops.unstack(convert_to_tensor(value))
-        if is_tensorlike(indices):   # (a tensor of indices: one write each, its length known when built)
-            indices = array_ops.unstack(convert_to_tensor(indices))
-        for i, p in zip(indices, parts):
-            self.write(i, p)
+    def _append(self, index, rows, scatter, name):
+        """An append of ``rows`` (a static count) at ``index`` (a write's index, or a
+        scatter's indices), while a loop body that may only append is traced: one
+        concat per iteration, the growing-variable form (passes/growing_vars.py)."""
+        self._appends.writes.append((index, rows.shape.dims[0], scatter))
+        buf = self._buffer
+        if self._appends.concat is not None and buf is self._appends.concat:
+            # a second append: the iteration's rows together, then one concat([x, rows]) (the form
+            # growing_vars recognises)
+            base, before = buf.op.inputs     # (ConcatV2: the axis is an attr)
+            rows = array_ops.concat([before, rows], 0)
+            buf = base
+        self._buffer = self._appends.concat = array_ops.concat([buf, rows], 0, name=name)
         return self
+
+    def scatter(self, indices, value, name=None):
+        t = convert_to_tensor(value)
+        idx = convert_to_tensor(indices)
+        if (self._appends is not None and self._buffer is not None and t.shape.rank and
+                t.shape.dims[0] is not None):
+            return self._append(idx, self._convert_rows(t), True, name)
+        self._reads()
+        n_idx, n_val = idx.shape.dims[0] if idx.shape.rank == 1 else None, t.shape.dims[0] if t.shape.rank else None
+        if n_idx is not None and n_val is not None and n_idx != n_val:
+            raise ValueError(f"Expected len(indices) == tensor.shape[0], but saw: {n_idx} vs. {n_val}")
+        if self._buffer is None and t.shape.rank and TensorShape(t.shape.as_list()[1:]).is_fully_defined():
+            self._element_shape = TensorShape(t.shape.as_list()[1:])
+            self._buffer = self._empty(self._element_shape.as_list())
+        if self._dynamic or self._buffer is None or (n_idx is not None and n_idx == n_val):
+            # one write each (a dynamic array grows; a first write learns the element shape)
+            for i, p in zip(array_ops.unstack(idx), array_ops.unstack(t)):
+                self._write(i, p, None, "scatter")
+            return self
+        return self._scatter_rows(idx, t, name)
+
+    def _scatter_rows(self, idx, t, name):
+        """A scatter whose index count is known only when the graph runs: TF checks it against
+        the value's rows, and every index against the array's length, when it runs; a row
+        written twice keeps the later value."""
+        t = self._convert_rows(t)
+        idx = math_ops.cast(idx, dtypes.int32)
+        count = list_check(array_ops.shape(idx)[0], array_ops.shape(t)[0], "length")
+        idx = list_check(idx, self._length(), "scatter")
+        rows = self._rows()
+        hits = math_ops.equal(array_ops.expand_dims(rows, 1), array_ops.expand_dims(idx, 0))
+        # (positions 0, 1, ... as a cumsum: a range of the indices' run-time length would need
+        # its value before a compiled run, which it cannot have when the indices are computed)
+        order = array_ops.expand_dims(reduction_ops.cumsum(math_ops.ones_like(idx)) - 1, 0)
+        # the last position writing each row (-1: none); its data dependence on ``count``
+        # orders the length check before the gather that relies on it
+        last = reduction_ops.reduce_max(math_ops.where(hits, order + math_ops.zeros_like(hits, dtypes.int32),
+                                                       -math_ops.ones_like(hits, dtypes.int32)), axis=1)
+        last = math_ops.minimum(last, count - 1)
+        picked = array_ops.gather(t, math_ops.maximum(last, 0))
+        rank = len(self._element_shape.as_list())
+        mask = array_ops.reshape(math_ops.greater_equal(last, 0), [-1] + [1] * rank)
+        self._buffer = math_ops.where(mask, picked, self._buffer, name=name)
+        return self
+
+    def _convert_rows(self, t):
+        if t.dtype != self._dtype:
+            raise InvalidArgumentError(f"TensorArray dtype is {self._dtype.name} but Op is trying to write "
+                                       f"dtype {t.dtype.name}")
+        if self._infer_shape:
+            rows = TensorShape(t.shape.as_list()[1:]) if t.shape.rank else TensorShape(None)
+            if not self._element_shape.is_compatible_with(rows):
+                raise ValueError(f"Inconsistent shapes: saw {rows} but expected {self._element_shape}")
+            self._element_shape = self._element_shape.merge_with(rows)
+        return t
 
     def __repr__(self):
         return f"<TensorArray dtype={self._dtype.name} size={self._size} (staged)>"
@@ -188,7 +272,9 @@ class _Appends:
     whether it read the array."""
 
     def __init__(self, array):
-        self.array, self.indices, self.read = array, [], False
+        self.array, self.read = array, False
+        self.writes = []      # (index or indices, rows, whether a scatter), in order
+        self.concat = None    # the concat the appends so far made
 
 
 def watch_appends(state):
@@ -213,32 +299,119 @@ def _entry_rows(buffer):
     return None if buffer.shape.rank is None else buffer.shape.dims[0]
 
 
-def _counts_up_from(j, init, placeholders, outs, start):
-    """Whether loop variable j enters as ``start`` and the body returns it plus one."""
-    v0 = _static(init[j])
-    if v0 is None or v0.shape != () or v0.dtype.kind not in "iu" or int(v0) != start:
-        return False
-    o = outs[j]
-    if not is_tensorlike(o) or getattr(o, "op", None) is None or o.op.type not in ("AddV2", "Add"):
-        return False
-    a, b = o.op.inputs
-    one = b if a is placeholders[j] else a if b is placeholders[j] else None
-    step = None if one is None else _static(one)
-    return step is not None and step.shape == () and int(step) == 1
+class NeedsEntryCheck(Exception):
+    """check_appends proved a loop's writes in order given one fact about its entry values
+    known only when it runs: ``index(counter) == rows`` at entry. The caller checks it
+    there (entry_checked) and traces the loop again."""
+
+    def __init__(self, checks):
+        super().__init__("entry checks")
+        self.checks = checks      # [(counter slot, array slot, a, b)]: a * counter + b == rows at entry
 
 
-def check_appends(watches, state, init, placeholders, outs):
-    """Raises NotAppends unless every watched array was written exactly once, not read,
-    at a loop counter that entered as the array's size and steps by one (so the index
-    is the array's row count in every iteration: the write is an append)."""
+_PASS_THROUGH = ("Identity", "Cast", "StopGradient")
+
+
+def _affine(t, p, depth=0):
+    """(a, b) with ``t == a * p + b`` for the scalar int tensor ``t``, the placeholder ``p`` and
+    static ints a, b; None when that cannot be shown from t's ops."""
+    if t is p:
+        return 1, 0
+    v = _static(t)
+    if v is not None:
+        return (0, int(v)) if v.shape == () and v.dtype.kind in "iu" else None
+    op = getattr(t, "op", None)
+    if op is None or depth > 16:
+        return None
+    if op.type in _PASS_THROUGH or (op.type in ("Reshape", "ExpandDims", "Squeeze") and t.shape.num_elements() == 1):
+        return _affine(op.inputs[0], p, depth + 1)
+    if op.type in ("AddV2", "Add", "Sub", "Mul"):
+        x, y = (_affine(u, p, depth + 1) for u in op.inputs[:2])
+        if x is None or y is None:
+            return None
+        if op.type == "Mul":
+            return (x[0] * y[1], x[1] * y[1]) if y[0] == 0 else (y[0] * x[1], y[1] * x[1]) if x[0] == 0 else None
+        sign = -1 if op.type == "Sub" else 1
+        return x[0] + sign * y[0], x[1] + sign * y[1]
+    return None
+
+
+def _affine_rows(index, rows, scatter, p):
+    """(a, b) when ``index`` (a write's) or the indices (a scatter's) are ``a * p + b``,
+    ``a * p + b + 1``, ... for ``rows`` rows; else None."""
+    if not scatter:
+        return _affine(index, p)
+    op = getattr(index, "op", None)
+    if op is not None and op.type == "Range":     # tf.range(start, start + rows)
+        start, limit, delta = (_affine(u, p) for u in op.inputs)
+        if start and limit and delta == (0, 1) and limit == (start[0], start[1] + rows):
+            return start
+        return None
+    if op is not None and op.type == "Pack" and len(op.inputs) == rows:   # tf.stack([i, i + 1, ...])
+        parts = [_affine(u, p) for u in op.inputs]
+        if parts[0] and all(q == (parts[0][0], parts[0][1] + m) for m, q in enumerate(parts)):
+            return parts[0]
+        return None
+    if rows == 1 and index.shape.num_elements() == 1:   # tf.reshape(i, [1]), tf.expand_dims(i, 0)
+        return _affine(index, p)
+    return None
+
+
+def _in_order(w, placeholders, outs):
+    """(counter slot, a, b) when every write of the iteration lands at the array's row count
+    given ``a * counter + b == rows`` at entry: the writes are contiguous, and the counter
+    steps (by a static s) so that a * s is the rows one iteration appends. Else None."""
+    total = sum(n for _, n, _ in w.writes)
+    for j, p in enumerate(placeholders):
+        if not is_tensorlike(p) or p.dtype not in (dtypes.int32, dtypes.int64) or p.shape.rank != 0:
+            continue
+        step = _affine(outs[j], p) if is_tensorlike(outs[j]) else None
+        if step is None or step[0] != 1:
+            continue
+        first = _affine_rows(*w.writes[0], p)
+        if first is None or first[0] == 0 or first[0] * step[1] != total:
+            continue
+        offset, ok = first[1], True
+        for index, n, scatter in w.writes:
+            ok = ok and _affine_rows(index, n, scatter, p) == (first[0], offset)
+            offset += n
+        if ok:
+            return j, first[0], first[1]
+    return None
+
+
+def check_appends(watches, state, init, placeholders, outs, entry_checked=()):
+    """Raises NotAppends unless every watched array was only written (write / scatter of a
+    static row count), not read, at indices affine in a loop counter that make the writes
+    land at the array's row count in every iteration: in order, appends. That holds when
+    it holds at entry; where the counter's or the array's entry value is known only at
+    run time raises NeedsEntryCheck (unless the caller checks that slot: entry_checked)."""
+    needed = []
     for k, w in watches.items():
         w.array._appends = None
-        if w.read or len(w.indices) != 1 or state[k] is not w.array:
+        if w.read or not w.writes or state[k] is not w.array:
             raise NotAppends()
-        j = next((j for j, p in enumerate(placeholders) if p is w.indices[0]), None)
-        rows = _entry_rows(init[k])
-        if j is None or rows is None or not _counts_up_from(j, init, placeholders, outs, rows):
+        found = _in_order(w, placeholders, outs)
+        if found is None:
             raise NotAppends()
+        j, a, b = found
+        c0, rows = _static(init[j]), _entry_rows(init[k])
+        if c0 is not None and rows is not None:
+            if a * int(c0) + b != rows:
+                raise NotAppends()
+        elif (j, k) not in entry_checked:
+            needed.append((j, k, a, b))
+    if needed:
+        raise NeedsEntryCheck(needed)
+
+
+def entry_checked(counter, rows, a, b):
+    """The counter's entry value, checked when the loop is entered: its first write lands at
+    the array's ``rows`` (else the run fails: jitgrad carries the array as appends)."""
+    counter = convert_to_tensor(counter)
+    at = math_ops.cast(counter, dtypes.int32) * a + b
+    ok = list_check(at, math_ops.cast(rows, dtypes.int32), "append")
+    return counter + math_ops.cast(ok - at, counter.dtype)
 
 
 def fed_size_array(dtype, size, dynamic_size=False, element_shape=None, infer_shape=True):

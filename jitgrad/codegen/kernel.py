@@ -131,13 +131,20 @@ class KernelBuilder(LoweringContext):
         sub.is_region = True
         return sub
 
-    def set_error(self, cond, code):
+    def set_error(self, cond, code, values=()):
         """The status word becomes ``code`` (an ERR_* int or an i32 value) where
-        any lane of ``cond`` is set; the executor raises its message."""
+        any lane of ``cond`` is set and nothing failed before (first-wins: TF reports
+        the op that failed first; code after it computes from garbage); the executor
+        raises its message. ``values`` (i32 scalars) go to status words 4, 5, ... with
+        it: the failure's own values, for its message (ops/list_ops.py)."""
         self.has_checks = True
         b = self.b
         bad = irutil.any_true(b, cond)
         old = b.load(self.status)
+        bad = b.and_(bad, b.icmp_signed("==", old, ir.Constant(I32, 0)))
+        for k, v in enumerate(values):
+            p = b.gep(self.status, [ir.Constant(I32, 4 + k)])
+            b.store(b.select(bad, v, b.load(p)), p)
         b.store(b.select(bad, ir.Constant(I32, code) if isinstance(code, int) else code, old), self.status)
 
     def no_error_yet(self):

@@ -125,16 +125,18 @@ def _region_temps(kb, regions):
     once) and their status word."""
     nbytes = max([r.arena_bytes for r in regions if r is not None] + [8])
     arena = kb.scratch_buffer((-(-nbytes // 8),), dtypes.int64, "region arena")
-    status = kb.scratch_buffer((1,), dtypes.int32, "region status")
+    status = kb.scratch_buffer((8,), dtypes.int32, "region status")   # (words 4-5: lower_list_checks.py)
     return arena, status
 
 
 def _propagate_status(kb, status_buf):
     """The region's error code (if any) becomes the kernel's; returns i1 'failed'."""
     b = kb.b
-    code = b.load(b.bitcast(status_buf.ptr, I32.as_pointer()))
+    words = b.bitcast(status_buf.ptr, I32.as_pointer())
+    code = b.load(words)
     bad = b.icmp_signed("!=", code, ir.Constant(I32, 0))
-    kb.set_error(bad, code)
+    # (with a failed ListCheck's values: ops/list_ops.py)
+    kb.set_error(bad, code, [b.load(b.gep(words, [ir.Constant(I32, k)])) for k in (4, 5)])
     return bad
 
 

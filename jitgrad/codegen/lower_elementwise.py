@@ -7,6 +7,7 @@ propagation (no fast-math flags anywhere).
 """
 from .. import dtypes
 from . import vecmath
+from .lower_list_checks import list_check
 from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, const, intrinsic, reg_type, ty_suffix, vec_type
 
 
@@ -371,6 +372,7 @@ def _isfinite(kb, node, xs, W):
 
 
 ELEMENTWISE = {
+    "ListCheck": list_check,    # (its error codes and message words: lower_list_checks.py)
     "AddV2": _binary_arith("fadd", "add"),
     "Sub": _binary_arith("fsub", "sub"),
     "Mul": _binary_arith("fmul", "mul"),

@@ -18,7 +18,9 @@ values       ``shape(v)``, ``dtype(v)``; ``gen(v, idx, W)``: v's element(s) at
              a temporary live during the current node (also asked for in the dry
              run); ``literal_buffer(key, shape, dt, make_global)``: a
              module-level constant array
-errors       ``set_error(cond, code)``: the status word becomes code where cond;
+errors       ``set_error(cond, code, values=())``: the status word becomes code where
+             cond, first failure only (values: i32s to status words 4, 5, ... with it,
+             for the message: list_ops.py);
              ``no_error_yet()``: i1, nothing before this point failed
 target       ``target``: the CPU the code is for (codegen/target.py)
 threads      ``threads`` (Threads below): splitting one node across threads

@@ -1070,7 +1070,6 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     dim = None
     if rank is not None:
         dim = x.shape.dims[axis]
-    err = InvalidArgumentError if eager else ValueError
     sizes = num_or_size_splits
     if not isinstance(sizes, (int, np.integer)):
         sv = get_static_value(sizes) if hasattr(sizes, "dtype") and not isinstance(sizes, np.ndarray) else sizes
@@ -1079,32 +1078,28 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         sizes = np.asarray(sv)
         if sizes.ndim == 0:
             sizes = int(sizes)
-    if dim is None:
+        else:
+            sizes = [int(v) for v in sizes.reshape(-1)]
+            if num is not None and num != len(sizes):
+                raise ValueError(f"num={num} does not match the {len(sizes)} sizes given")
+            bad = next((i for i, v in enumerate(sizes) if v < -1), None)
+            why = ("size_splits can only have one -1" if sizes.count(-1) > 1 else   # (TF's shape function's)
+                   None if bad is None else f"Split size at index {bad} must be >= 0. Got: {sizes[bad]}")
+            if why:
+                raise (InvalidArgumentError if eager else ValueError)(why)
+    if dim is None and not isinstance(sizes, int) and -1 not in sizes:
         x, dim = _split_dim_fixed_at_run_time(x, axis, sizes)
-    if isinstance(sizes, (int, np.integer)):
-        n = int(sizes)
-        if n <= 0 or dim % n:
-            raise err(f"Number of ways to split should evenly divide the split dimension, but got split_dim "
-                      f"{axis} (size = {dim}) and num_split {n}")
-        sizes = [dim // n] * n
-    else:
-        sizes = [int(v) for v in sizes.reshape(-1)]
-        if num is not None and num != len(sizes):
-            raise ValueError(f"num={num} does not match the {len(sizes)} sizes given")
-        unknown = [i for i, v in enumerate(sizes) if v == -1]
-        if len(unknown) > 1 or any(v < -1 for v in sizes):
-            raise err(f"There can only be one -1 in the input (and no other negative size): {sizes}")
-        known = sum(v for v in sizes if v != -1)
-        if unknown:
-            if known > dim:
-                raise err(f"Determined shape must either match input shape along split_dim exactly if fully "
-                          f"specified, or be less than the size of the input along split_dim if not fully "
-                          f"specified.  Got: {known}")
-            sizes[unknown[0]] = dim - known
-        elif known != dim:
-            raise err(f"Determined shape must either match input shape along split_dim exactly if fully "
-                      f"specified, or be less than the size of the input along split_dim if not fully "
-                      f"specified.  Got: {known}")
+    if dim is None:      # TF checks the sizes when the split runs (InvalidArgumentError), so do we
+        if rank is None:
+            raise ValueError(f"jitgrad's tf.split needs the rank of its input known when the graph is built "
+                             f"to split along a dimension unknown then (shape {x.shape}).")
+        return _dyn.split_run_time_dim(x, axis % rank, sizes)
+    try:
+        sizes = split_sizes(dim, axis, sizes)
+    except InvalidArgumentError as e:
+        if eager:
+            raise
+        raise ValueError(e.message) from None
     lead = (slice(None),) * (axis % rank)
     outs, begin = [], 0
     for sz in sizes:
@@ -1113,19 +1108,40 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
     return outs
 
 
+def split_sizes(dim, axis, sizes):
+    """The piece sizes of tf.split of a dimension ``dim`` long (``sizes``: a number of equal
+    pieces, or sizes with at most one -1): TF's Split / SplitV kernel checks, raising its
+    InvalidArgumentError and message."""
+    if isinstance(sizes, (int, np.integer)):
+        n = int(sizes)
+        if n <= 0 or dim % n:
+            raise InvalidArgumentError(f"Number of ways to split should evenly divide the split dimension, but got "
+                                       f"split_dim {axis} (size = {dim}) and num_split {n}")
+        return [dim // n] * n
+    sizes = list(sizes)
+    unknown = [i for i, v in enumerate(sizes) if v == -1]
+    if len(unknown) > 1 or any(v < -1 for v in sizes):
+        raise InvalidArgumentError(f"There can only be one -1 in the input (and no other negative size): {sizes}")
+    known = sum(v for v in sizes if v != -1)
+    if known > dim or (not unknown and known != dim):
+        raise InvalidArgumentError(f"Determined shape must either match input shape along split_dim exactly if "
+                                   f"fully specified, or be less than the size of the input along split_dim if not "
+                                   f"fully specified.  Got: {known}")
+    if unknown:
+        sizes[unknown[0]] = dim - known
+    return sizes
+
+
 def _split_dim_fixed_at_run_time(x, axis, sizes):
     """tf.split of fully given sizes along a dim the graph does not know: x reshaped to that dim
     being their sum, so a run whose dim differs fails with InvalidArgumentError (TF's SplitV
     kernel raises it too, "Determined shape must either match input shape along split_dim
-    exactly ...") and the slices after it have a static size. Returns (x, the dim)."""
-    if isinstance(sizes, (int, np.integer)) or -1 in sizes.reshape(-1).tolist():
-        raise ValueError(f"jitgrad's tf.split needs the size of dimension {axis} known when the graph is built "
-                         f"to split it evenly or with a -1 size (shape {x.shape}).")
-    dim = int(sizes.sum())
+    exactly ...") and the slices after it have a static size. Returns (x, the dim); (x, None)
+    when the other dims are unknown too (the run-time split of array_ops_dynamic checks it)."""
+    dim = int(sum(sizes))
     dims = [dim if i == axis % x.shape.rank else d for i, d in enumerate(x.shape.as_list())]
     if None in dims:     # (a -1 in the reshape would let a wrong dim through when the sizes multiply out)
-        raise ValueError(f"jitgrad's tf.split along a dimension unknown when the graph is built needs the other "
-                         f"dimensions known (shape {x.shape}).")
+        return x, None
     return reshape(x, dims), dim
 
 

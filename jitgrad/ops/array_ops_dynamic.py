@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgumentError
 from . import array_ops as _a
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 
 def _dims(value, what="shape"):
@@ -201,3 +201,38 @@ def strided_slice(x, key):
         spec.append(("slice", *parts))
     return apply_op("DynamicStridedSlice", [x, *bounds], {"spec": tuple(spec)}, name="strided_slice")
 
+
+
+# ---------------------------------------------------------------- tf.split along a run-time dim
+# TF's Split / SplitV check the sizes against the dimension when they run. Here the
+# piece bounds are one SplitOffsets op of that dimension, which raises TF's
+# InvalidArgumentError as it runs: in the interpreter, and before a compiled run,
+# which evaluates it on the host as the shape source of the pieces' run-time slices.
+def _split_offsets_kernel(attrs, dim):
+    sizes = _a.split_sizes(int(np.asarray(dim)), attrs["axis"], attrs["sizes"])
+    return np.cumsum([0] + sizes).astype(np.int32)
+
+
+register("SplitOffsets", infer=lambda shapes, dts, attrs: [((_num_pieces(attrs["sizes"]) + 1,), dtypes.int32)],
+         kernel=_split_offsets_kernel, grad=NOT_DIFFERENTIABLE, lowering="interpreter", kind="other")
+
+
+def _num_pieces(sizes):
+    return sizes if isinstance(sizes, int) else len(sizes)
+
+
+def split_run_time_dim(x, axis, sizes):
+    """tf.split of ``x`` along ``axis``, whose length the graph does not know: ``sizes`` is
+    a number of equal pieces, or sizes with one -1. Pieces of a known size keep it statically."""
+    if isinstance(sizes, int) and sizes <= 0:
+        raise ValueError(f"Attr 'num_split' of 'Split' Op passed {sizes} less than minimum 1.")
+    dim = _a.shape(x)[axis]
+    offsets = apply_op("SplitOffsets", [dim], {"axis": axis, "sizes": sizes}, name="split")
+    lead = (slice(None),) * axis
+    outs = []
+    for k in range(_num_pieces(sizes)):
+        piece = strided_slice(x, lead + (slice(offsets[k], offsets[k + 1]),))
+        if not isinstance(sizes, int) and sizes[k] != -1:
+            piece.set_shape([sizes[k] if i == axis else None for i in range(x.shape.rank)])
+        outs.append(piece)
+    return outs

@@ -22,7 +22,15 @@ interpreter, and ``explain`` says why.
 def _reads(func, t, ignored=()):
     """What in ``func`` reads tensor ``t``: (the ops consuming it, how many outputs
     it is, not counting the output positions in ``ignored``)."""
-    return t.consumers(), sum(1 for j, o in enumerate(func.outputs) if o is t and j not in ignored)
+    return ([op for op in t.consumers() if _used(func, op)],
+            sum(1 for j, o in enumerate(func.outputs) if o is t and j not in ignored))
+
+
+def _used(func, op):
+    """Whether anything reads ``op``'s outputs (an op without outputs counts as used): a
+    traced-then-replaced op (a TensorArray's first append of an iteration, folded into
+    one concat by its second, autograph/staged_tensor_array.py) does not read its input."""
+    return not op.outputs or any(o.consumers() or any(o is f for f in func.outputs) for o in op.outputs)
 
 
 def appended_vars(attrs, changed, in_shapes, unread_ys=()):
