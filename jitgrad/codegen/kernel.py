@@ -47,7 +47,7 @@ from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
 from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
-from .lower_rows import lower as lower_rows, row_dynamic, view as rows_view
+from .lower_rows import dry as rows_dry, lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier, emit_exit, emit_join
@@ -527,16 +527,20 @@ class KernelBuilder(LoweringContext):
             self.build_body(allow_parallel=False)
         return self.module
 
-    def _dry_run(self, nests):
-        """Asks each MATERIALISE lowering for the temporaries it will need
-        (matmul workspaces): node index -> byte sizes."""
+    def _dry_run(self, nests, rows):
+        """Asks each MATERIALISE lowering (and lower_rows.py for the nodes ``rows``
+        plans) for the temporaries it will need (matmul workspaces): node index ->
+        byte sizes."""
         materialise = tables()[2]
         nodes = self.p.nodes
         self._emitting = False
         self._temps_needed = {}
         for g in nests:
             u = g.units[0]
-            if u.kind == "node" and nodes[u.pos].op in materialise:
+            if u.kind == "node" and u.pos in rows:
+                self.cur_pos = u.pos
+                rows_dry(self, nodes[u.pos], rows[u.pos])
+            elif u.kind == "node" and nodes[u.pos].op in materialise:
                 self.cur_pos = u.pos
                 self.par_node = g.parallel
                 materialise[nodes[u.pos].op](self, nodes[u.pos], None, dry=True)
@@ -561,7 +565,7 @@ class KernelBuilder(LoweringContext):
                 copies.append((s, v))
         self.parallel = plan.parallel
         self.par_slots = plan.par_slots
-        temps_needed = self._dry_run(nests)
+        temps_needed = self._dry_run(nests, plan.rows)
         # a fetched result of run-time rows keeps its memory from call to call (lower_rows.py)
         rows_keep = {}
         for v in slot_of_val:

@@ -38,6 +38,7 @@ from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from . import lower_rows_matmul as rows_matmul
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -92,7 +93,7 @@ def _sources(program):
 @dataclass(frozen=True)
 class RowsNode:
     """How lower() emits a node reading a row-dynamic value."""
-    how: str       # "nest" (elementwise / Unreduce), "reduce" or "size"
+    how: str       # "nest" (elementwise / Unreduce), "reduce", "size" or "mm_rows" / "mm_kt" (MatMul)
     src: Value     # the source whose rows it runs over (a While / If output)
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
@@ -174,6 +175,9 @@ def _how(program, n, dyn, elementwise):
         return "reduce"
     if n.op in SIZES:
         return "size"
+    if n.op == "MatMul":
+        form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
+        return form and "mm_" + form
     if not row_dynamic(out_shape):
         return None
     if n.op == "Unreduce":
@@ -250,8 +254,24 @@ def lower(kb, node, outs, rn, keep):
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
         res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) else ob)
+    if rn.how.startswith("mm_"):
+        a, bv = (_operand(kb, v) for v in node.inputs)
+        rows_matmul.emit(kb, node, res, _live(kb, rows), rn.how[3:], a, bv)
+        return res
     {"nest": _nest, "reduce": _reduce, "size": _size}[rn.how](kb, node, res, _live(kb, rows), rn.flat)
     return res
+
+
+def dry(kb, node, rn):
+    """The temporaries ``node`` will ask for (the kernel's dry run)."""
+    if rn.how.startswith("mm_"):
+        rows_matmul.dry(kb, node, rn.how[3:])
+
+
+def _operand(kb, v):
+    """The buffer of an operand read from memory: Rows where it has run-time rows."""
+    buf = kb.buffers[v]
+    return rows_of(kb, buf) if row_dynamic(kb.shape(v)) else buf
 
 
 def _live(kb, rows):

@@ -1,0 +1,133 @@
+"""Matmul and layout ops reading values whose leading dimension is known only at run
+time (codegen/lower_rows.py, lower_rows_matmul.py): the all-states RNN, every state of
+x_{t+1} = tanh(W x_t + 0.1) stacked from a dynamic TensorArray, then projected /
+reshaped / sliced. Each program runs compiled (no fallback, one kernel for every trip
+count T) and interpreted; values are checked against numpy on the same recurrence,
+gradients against backpropagation through time written out by hand below."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from test_differential import check_close, run_both
+
+tf1 = tf.compat.v1
+TRIPS = (0, 1, 3, 37)
+
+
+def _weights(d, seed=0):
+    return np.random.default_rng(seed).standard_normal((d, d)) * (0.8 / np.sqrt(d))
+
+
+def _np_states(W, x0, trips):
+    x, rows = np.asarray(x0, np.float64), []
+    for _ in range(trips):
+        x = np.tanh(W @ x + 0.1)
+        rows.append(x)
+    return np.array(rows).reshape(trips, len(x0))
+
+
+def _np_bptt(W, states, g_states, x0):
+    """d loss / d x0 given d loss / d states (each state_t = tanh(W state_{t-1} + 0.1))."""
+    gx = np.zeros(len(x0))
+    for t in reversed(range(len(states))):
+        gx = W.T @ ((gx + g_states[t]) * (1.0 - states[t] ** 2))
+    return gx
+
+
+def _rnn(d, dt):
+    """(graph, T, x0, W, stacked states [None, d])."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x0 = tf1.placeholder(dt, [d])
+        W = _weights(d)
+        Wc = tf.constant(W.astype(dt.np))
+        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+        def body(i, x, ta):
+            x = tf.tanh(tf.linalg.matvec(Wc, x) + 0.1)
+            return i + 1, x, ta.write(i, x)
+        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
+    return g, T, x0, W, ta.stack()
+
+
+def _compiles(g, fetches, feed):
+    with g.as_default():
+        report = str(tf1.Session(graph=g).explain(fetches, feed))
+    assert "FALLBACK" not in report, report
+
+
+def _tol(dt):
+    return dict(rtol=1e-12, atol=1e-12) if dt == tf.float64 else dict(rtol=2e-5, atol=2e-5)
+
+
+def _run_all_trips(g, fetches, feeds, dt):
+    """Compiled vs interpreter for every T; at most one compile for all of them."""
+    compiles = tf.cache_info()["compiles"]
+    out = {}
+    for trips, feed in feeds.items():
+        _compiles(g, fetches, feed)
+        compiled, interpreted = run_both(g, fetches, feed)
+        for k, (a, b) in enumerate(zip(interpreted, compiled)):
+            check_close(a, b, np.dtype(dt.np).type, f"fetch {k} T={trips}")
+        out[trips] = compiled
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    return out
+
+
+@pytest.mark.parametrize("dt", [tf.float32, tf.float64])
+@pytest.mark.parametrize("d,n,transpose_b", [(4, 3, False), (20, 33, False), (5, 17, True)])
+def test_projection_of_all_states_and_its_gradients(dt, d, n, transpose_b):
+    """y = states @ Wo (or Wo^T): forward GEMM over run-time rows; d/dWo = states^T @ dy
+    (the sum over run-time rows); d/dx0 = dy @ Wo^T, back through the loop."""
+    g, T, x0, W, st = _rnn(d, dt)
+    rng = np.random.default_rng(d + n)
+    wo = rng.standard_normal((n, d) if transpose_b else (d, n))
+    c = rng.standard_normal(n)
+    with g.as_default():
+        Wo = tf1.placeholder(dt, wo.shape)
+        y = tf.matmul(st, Wo, transpose_b=transpose_b)
+        loss = tf.reduce_sum(y * y * c)
+        gwo, gx0 = tf.gradients(loss, [Wo, x0])
+    x0v = np.linspace(-1, 1, d)
+    feeds = {t: {T: t, x0: x0v.astype(dt.np), Wo: wo.astype(dt.np)} for t in TRIPS}
+    out = _run_all_trips(g, [y, loss, gwo, gx0], feeds, dt)
+    wproj = wo.T if transpose_b else wo
+    for t, (yv, lv, gw, gx) in out.items():
+        S = _np_states(W, x0v, t)
+        Y = S @ wproj
+        dY = 2 * Y * c
+        assert yv.shape == (t, n) and yv.dtype == dt.np
+        np.testing.assert_allclose(yv, Y, **_tol(dt))
+        np.testing.assert_allclose(lv, np.sum(Y * Y * c), **_tol(dt))
+        dW = S.T @ dY
+        np.testing.assert_allclose(gw, dW.T if transpose_b else dW, **_tol(dt))
+        np.testing.assert_allclose(gx, _np_bptt(W, S, dY @ wproj.T, x0v), **_tol(dt))
+
+
+def test_matmul_over_rows_is_bit_identical_run_to_run():
+    g, T, x0, W, st = _rnn(20, tf.float32)
+    with g.as_default():
+        Wo = tf.constant(np.random.default_rng(1).standard_normal((20, 40)).astype(np.float32))
+        y = tf.matmul(tf.tanh(st) * 2.0, Wo)
+        (gw,) = tf.gradients(tf.reduce_sum(tf.sin(y)), [Wo])
+    s = tf1.Session(graph=g)
+    feed = {T: 300, x0: np.linspace(-1, 1, 20).astype(np.float32)}
+    first = s.run([y, gw], feed)
+    for _ in range(3):
+        again = s.run([y, gw], feed)
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_weight_gradient_of_two_row_values_sums_over_the_rows():
+    """A^T B with both operands of run-time rows (transpose_a): the sum over rows, vs numpy."""
+    g, T, x0, W, st = _rnn(6, tf.float64)
+    with g.as_default():
+        z = tf.matmul(st, tf.exp(st) + 1.0, transpose_a=True)
+    for t in TRIPS:
+        feed = {T: t, x0: np.linspace(-1, 1, 6)}
+        _compiles(g, [z], feed)
+        compiled, interpreted = run_both(g, [z], feed)
+        S = _np_states(W, np.linspace(-1, 1, 6), t)
+        np.testing.assert_allclose(compiled[0], S.T @ (np.exp(S) + 1.0), rtol=1e-12, atol=1e-12)
+        check_close(interpreted[0], compiled[0], np.float64)
