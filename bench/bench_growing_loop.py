@@ -5,6 +5,11 @@ under a None shape invariant), value per call:
 
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states --project K [--grad]
+
+--project K: the loss is sum(matmul(all_states, W_out)^2), W_out 64 x K fed (a matmul
+over run-time rows, codegen/lower_rows_matmul.py); --grad adds d/dW_out (the sum
+over the rows) to d/dx0.
 
 --cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
 an odd one (each branch its own row count).
@@ -92,19 +97,30 @@ def rnn_weights():
     return ((np.arange(D * D, dtype=np.float64).reshape(D, D) % 7 - 3) / (2.0 * D)).astype(np.float32)
 
 
-def rnn_reference(W, x0, steps):
-    x, loss, states = x0.astype(np.float64), 0.0, []
+def rnn_reference(W, x0, steps, W_out=None):
+    """(loss, d/dx0, d/dW_out or None); with W_out the loss is sum((states @ W_out)^2)."""
+    x, states = x0.astype(np.float64), []
     for _ in range(steps):
         x = np.tanh(W.astype(np.float64) @ x + 0.1)
         states.append(x)
+    S = np.array(states).reshape(steps, D)
+    if W_out is None:
+        loss, gS, gWo = float(np.sum(S * S)), 2.0 * S, None
+    else:
+        Y = S @ W_out.astype(np.float64)
+        loss, gS, gWo = float(np.sum(Y * Y)), 2.0 * Y @ W_out.T.astype(np.float64), S.T @ (2.0 * Y)
     gx = np.zeros(D)   # backpropagation through time, by hand
     for t in reversed(range(steps)):
-        gx = gx + 2.0 * states[t]
+        gx = gx + gS[t]
         gx = W.astype(np.float64).T @ (gx * (1.0 - states[t] ** 2))
-    return sum(float(np.sum(s * s)) for s in states), gx
+    return loss, gx, gWo
 
 
-def rnn_program(tf, steps_ph, x0_ph, W):
+def out_weights(k):
+    return ((np.arange(D * k, dtype=np.float64).reshape(D, k) % 5 - 2) / (4.0 * D)).astype(np.float32)
+
+
+def rnn_program(tf, steps_ph, x0_ph, W, wo_ph=None):
     Wc = tf.constant(W)
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
 
@@ -113,19 +129,27 @@ def rnn_program(tf, steps_ph, x0_ph, W):
         return i + 1, x, ta.write(i, x)
     _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
     st = ta.stack()
-    loss = tf.reduce_sum(st * st)
-    return loss, tf.gradients(loss, x0_ph)[0]
+    if wo_ph is None:
+        loss = tf.reduce_sum(st * st)
+        return [loss] + tf.gradients(loss, [x0_ph])
+    y = tf.matmul(st, wo_ph)
+    loss = tf.reduce_sum(y * y)
+    return [loss] + tf.gradients(loss, [x0_ph, wo_ph])
 
 
-def rnn_runner(tf, config, x0, steps, grad):
+def rnn_runner(tf, config, x0, steps, grad, wo=None):
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         xp = tf.compat.v1.placeholder(tf.float32, [D])
-        loss, gx = rnn_program(tf, n, xp, rnn_weights())
+        wp = None if wo is None else tf.compat.v1.placeholder(tf.float32, wo.shape)
+        outs = rnn_program(tf, n, xp, rnn_weights(), wp)
     s = tf.compat.v1.Session(graph=g, config=config)
-    fetches = [loss, gx] if grad else [loss]
-    return lambda: s.run(fetches, {n: steps, xp: x0})
+    fetches = outs if grad else outs[:1]
+    feed = {n: steps, xp: x0}
+    if wo is not None:
+        feed[wp] = wo
+    return lambda: s.run(fetches, feed)
 
 
 def all_states(args):
@@ -135,15 +159,16 @@ def all_states(args):
     import statistics
     import time
     x0 = np.linspace(-1, 1, D).astype(np.float32)
-    want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps)
+    wo = out_weights(args.project) if args.project else None
+    want_loss, want_gx, want_gwo = rnn_reference(rnn_weights(), x0, args.steps, wo)
     systems = []
     import jitgrad
     for mode in ("compiled", "interpret"):
         cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
-        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad)))
+        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad, wo)))
     try:
         import tensorflow
-        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad)))
+        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad, wo)))
     except ImportError as e:
         print(f"TF graph mode skipped ({e})")
     for name, run in systems:
@@ -151,6 +176,8 @@ def all_states(args):
         np.testing.assert_allclose(got[0], want_loss, rtol=1e-4, err_msg=name)
         if args.grad:
             np.testing.assert_allclose(got[1], want_gx, rtol=1e-3, atol=1e-5, err_msg=name)
+            if wo is not None:
+                np.testing.assert_allclose(got[2], want_gwo, rtol=1e-3, atol=1e-4, err_msg=name)
     before = _fallbacks()
     systems[0][1]()
     fell_back = _fallbacks() != before
@@ -162,6 +189,8 @@ def all_states(args):
             times[name].append(time.perf_counter() - t0)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     what = "loss + d loss/d x0" if args.grad else "loss"
+    if wo is not None:
+        what = f"loss of states @ W_out[{D},{args.project}]" + (" + d/d x0, d/d W_out" if args.grad else "")
     print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated)")
     if fell_back:
         print("  (jitgrad compiled FELL BACK to the interpreter for this program)")
@@ -180,6 +209,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
     ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
+    ap.add_argument("--project", type=int, default=0, metavar="K",
+                    help="with --all-states: the loss on matmul(all_states, W_out[64, K])")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     args = ap.parse_args()
     if args.all_states:
