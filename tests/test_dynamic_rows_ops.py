@@ -131,3 +131,67 @@ def test_weight_gradient_of_two_row_values_sums_over_the_rows():
         S = _np_states(W, np.linspace(-1, 1, 6), t)
         np.testing.assert_allclose(compiled[0], S.T @ (np.exp(S) + 1.0), rtol=1e-12, atol=1e-12)
         check_close(interpreted[0], compiled[0], np.float64)
+
+
+def _rnn_batch1(d, dt):
+    """The RNN of a batch of one: states [1, d], stacked [None, 1, d]."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x0 = tf1.placeholder(dt, [1, d])
+        W = _weights(d)
+        Wc = tf.constant(W.T.astype(dt.np))   # x @ W^T: the same recurrence as W x
+        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+        def body(i, x, ta):
+            x = tf.tanh(tf.matmul(x, Wc) + 0.1)
+            return i + 1, x, ta.write(i, x)
+        _, _, ta = tf.while_loop(lambda i, x, ta: i < T, body, [0, x0, ta])
+    return g, T, x0, W, ta.stack()
+
+
+@pytest.mark.parametrize("dt", [tf.float32, tf.float64])
+def test_reshaped_stack_projected_the_users_rnn(dt):
+    """matmul(reshape(ta.stack(), [-1, d]), W_out): the reshape keeps the rows (a view),
+    its gradient reshapes back; the reshaped view fetched is copied out for the host."""
+    d, n = 8, 5
+    g, T, x0, W, st = _rnn_batch1(d, dt)
+    wo = np.random.default_rng(7).standard_normal((d, n))
+    with g.as_default():
+        flat = tf.reshape(st, [-1, d])
+        y = tf.matmul(flat, tf.constant(wo.astype(dt.np)))
+        loss = tf.reduce_sum(tf.square(y))
+        (gx0,) = tf.gradients(loss, [x0])
+    x0v = np.linspace(-1, 1, d)
+    feeds = {t: {T: t, x0: x0v[None].astype(dt.np)} for t in TRIPS}
+    out = _run_all_trips(g, [flat, y, gx0], feeds, dt)
+    for t, (fv, yv, gx) in out.items():
+        S = _np_states(W, x0v, t)
+        assert fv.shape == (t, d)
+        np.testing.assert_allclose(fv, S, **_tol(dt))
+        np.testing.assert_allclose(yv, S @ wo, **_tol(dt))
+        np.testing.assert_allclose(gx, _np_bptt(W, S, 2 * (S @ wo) @ wo.T, x0v)[None], **_tol(dt))
+
+
+def test_reshape_splitting_rows_and_expand_squeeze():
+    """[R, 1, 4] -> [-1] (4R rows of one element), -> [-1, 2] (2R rows), ExpandDims /
+    Squeeze on an inner axis; reductions and elementwise ops read them; fetched too."""
+    g, T, x0, W, st = _rnn_batch1(4, tf.float64)
+    with g.as_default():
+        v = tf.reshape(st, [-1])
+        pairs = tf.reshape(st * 2.0, [-1, 2])
+        sq = tf.squeeze(st, axis=1)
+        ex = tf.expand_dims(sq, 2)
+        fetches = [v, tf.reduce_sum(v * v), pairs, tf.reduce_max(pairs, axis=1), sq, ex,
+                   tf.reduce_sum(ex, axis=0)]
+    for t in TRIPS:
+        feed = {T: t, x0: np.linspace(-1, 1, 4)[None]}
+        _compiles(g, fetches, feed)
+        compiled, interpreted = run_both(g, fetches, feed)
+        S = _np_states(W, np.linspace(-1, 1, 4), t)
+        want = [S.reshape(-1), np.sum(S * S), (2 * S).reshape(-1, 2), (2 * S).reshape(-1, 2).max(1)
+                if t else np.zeros(0), S, S[:, :, None], S[:, :, None].sum(0)]
+        for k, (a, b, w) in enumerate(zip(compiled, interpreted, want)):
+            assert a.shape == w.shape, (k, t)
+            np.testing.assert_allclose(a, w, rtol=1e-12, atol=1e-12, err_msg=f"fetch {k} T={t}")
+            check_close(b, a, np.float64, f"fetch {k} T={t}")

@@ -47,7 +47,8 @@ from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
 from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
-from .lower_rows import dry as rows_dry, lower as lower_rows, row_dynamic, view as rows_view
+from .lower_rows import Rows, alias as rows_alias, copy_out as rows_copy_out, dry as rows_dry, \
+    lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier, emit_exit, emit_join
@@ -572,6 +573,11 @@ class KernelBuilder(LoweringContext):
             if v.node in plan.rows and row_dynamic(self.shape(v)):
                 rows_keep[v] = self.persistent_words
                 self.persistent_words += 2
+        rows_copies = {}
+        for s, v in copies:   # a view (reshape) of such a value, fetched: copied out (lower_rows.copy_out)
+            if v.node in plan.rows and row_dynamic(self.shape(v)):
+                rows_copies[s] = self.persistent_words
+                self.persistent_words += 2
         bp = plan_buffers(p, plan, slot_of_val, copies, temps_needed, self.persistent_words)
         offsets = bp.offsets
         self.persistent_base = bp.persistent_base
@@ -657,7 +663,9 @@ class KernelBuilder(LoweringContext):
                 if sb is None:
                     continue   # only needed if someone reads it; fusion_plan makes sure the root has a buffer
                 shape, dt = n.outputs[0]
-                self.buffers[Value(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
+                # a view of a value of run-time rows keeps knowing its rows (lower_rows.py)
+                self.buffers[Value(i, 0)] = rows_alias(self, n, sb) if isinstance(sb, Rows) else \
+                    Buffer(sb.ptr, shape, dt, sb.name)
                 continue
             for gi in starts.get(i, ()):
                 g = nests[gi]
@@ -723,7 +731,10 @@ class KernelBuilder(LoweringContext):
                 for s, v in copies:
                     ops = []
                     self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
-                    self.emit_nest(out_bufs[s], self.input_gen(v))
+                    if s in rows_copies:
+                        rows_copy_out(self, out_bufs[s], self.buffers[v], rows_copies[s])
+                    else:
+                        self.emit_nest(out_bufs[s], self.input_gen(v))
         for hook in self.finish_hooks:
             hook()
         if self.parallel:

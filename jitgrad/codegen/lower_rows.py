@@ -118,6 +118,11 @@ def plan(program):
                               "counts may differ)")
         src = srcs.pop()
         how = _how(program, n, dyn, elementwise)
+        if how == "alias" and _row_elems(n.outputs[0][0]) != _row_elems(program.shape(n.inputs[0])):
+            # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
+            out[i] = RowsNode(how, src, False, False)
+            key[Value(i, 0)] = Value(i, 0)
+            continue
         if how is None:
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
@@ -160,7 +165,9 @@ def _describe(program, v):
     n = program.nodes[v.node]
     if n.op == "While":
         return f"loop variable {v.index} of {n.name}, grown by rows at run time"
-    return f"output {v.index} of {n.name}, shaped by the branch taken"
+    if n.op == "If":
+        return f"output {v.index} of {n.name}, shaped by the branch taken"
+    return f"{n.op} {n.name} of a value of run-time rows"
 
 
 def _how(program, n, dyn, elementwise):
@@ -175,6 +182,13 @@ def _how(program, n, dyn, elementwise):
         return "reduce"
     if n.op in SIZES:
         return "size"
+    if n.op in tables()[3]:   # reshape-like (ALIAS): a view of the same memory
+        # rows kept, or each row split into whole rows of the result (never rows merged:
+        # their count would have to divide at run time)
+        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or \
+                _row_elems(shape(n.inputs[0])) % max(_row_elems(out_shape), 1) or _row_elems(out_shape) == 0:
+            return None
+        return "alias"
     if n.op == "MatMul":
         form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
         return form and "mm_" + form
@@ -260,6 +274,24 @@ def lower(kb, node, outs, rn, keep):
         return res
     {"nest": _nest, "reduce": _reduce, "size": _size}[rn.how](kb, node, res, _live(kb, rows), rn.flat)
     return res
+
+
+def alias(kb, node, sb):
+    """The Rows a reshape-like node (planned "alias") gives of its input's Rows ``sb``:
+    the same memory, each input row making in_row / out_row rows of the result."""
+    shape, dt = node.outputs[0]
+    per = sb.row_elems // _row_elems(shape)
+    rows = sb.rows if per == 1 else kb.b.mul(sb.rows, c64(per))
+    return Rows(sb.ptr, shape, dt, rows, sb.name)
+
+
+def copy_out(kb, out_buf, src, keep):
+    """A fetched value of run-time rows read through a view (a reshape of one): copied
+    into memory of its own, kept for the host (``keep``: its persistent word pair)."""
+    dst = _alloc(kb, out_buf, src.shape, src.dtype, _live(kb, src.rows), keep)
+    b = kb.b
+    with kb.loop(b.mul(dst.rows, c64(src.row_elems))) as i:
+        b.store(b.load(b.gep(src.ptr, [i])), b.gep(dst.ptr, [i]))
 
 
 def dry(kb, node, rn):
