@@ -195,3 +195,59 @@ def test_reshape_splitting_rows_and_expand_squeeze():
             assert a.shape == w.shape, (k, t)
             np.testing.assert_allclose(a, w, rtol=1e-12, atol=1e-12, err_msg=f"fetch {k} T={t}")
             check_close(b, a, np.float64, f"fetch {k} T={t}")
+
+
+# layout ops moving data within each row (lower_rows_layout.py): (build, numpy) on the
+# stacked states st [R, 1, 4] of the batch-of-one RNN
+INNER = {
+    "transpose": (lambda st: tf.transpose(st, [0, 2, 1]) * [[1.0], [2.0], [3.0], [4.0]],
+                  lambda S: np.transpose(S, (0, 2, 1)) * np.array([1.0, 2, 3, 4])[:, None]),
+    "concat_axis2": (lambda st: tf.concat([st, tf.tanh(st) * 3.0], axis=2),
+                     lambda S: np.concatenate([S, np.tanh(S) * 3.0], axis=2)),
+    "concat_axis1": (lambda st: tf.concat([st * 2.0, st], axis=-2), lambda S: np.concatenate([S * 2, S], axis=1)),
+    "pack_axis1": (lambda st: tf.stack([st, st * st], axis=1), lambda S: np.stack([S, S * S], axis=1)),
+    "slice_inner": (lambda st: st[:, :, 1:3] * 2.0, lambda S: S[:, :, 1:3] * 2.0),
+    "slice_strided": (lambda st: st[..., ::-2], lambda S: S[..., ::-2]),
+    "slice_int": (lambda st: st[:, 0, 2] + st[:, 0, 1], lambda S: S[:, 0, 2] + S[:, 0, 1]),
+    "split": (lambda st: tf.split(st, [1, 3], axis=2)[1] - tf.split(st, 2, axis=2)[0][:, :, :1],
+              lambda S: S[:, :, 1:] - S[:, :, :1]),
+}
+
+
+# (their gradients, TileGrad and GatherGrad over run-time rows, are not compiled yet)
+FORWARD_ONLY = {
+    "tile": (lambda st: tf.tile(st, [1, 2, 3]) * 1.5, lambda S: np.tile(S, (1, 2, 3)) * 1.5),
+    "gather_axis2": (lambda st: tf.gather(st, [3, 0, 0, 2], axis=2), lambda S: S[:, :, [3, 0, 0, 2]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
+def test_layout_within_rows_forward(name):
+    build, ref = FORWARD_ONLY[name]
+    g, T, x0, W, st = _rnn_batch1(4, tf.float64)
+    with g.as_default():
+        y = build(st)
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y], {t: {T: t, x0: x0v[None]} for t in TRIPS}, tf.float64)
+    for t, (yv,) in out.items():
+        np.testing.assert_allclose(yv, ref(_np_states(W, x0v, t)[:, None, :]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(INNER))
+def test_layout_within_rows_and_its_gradient(name):
+    """Values vs numpy, gradient wrt x0 (through the layout op's gradient and the reverse
+    loop) vs the interpreter, for T = 0, 1, 3, 37 on one kernel."""
+    build, ref = INNER[name]
+    g, T, x0, W, st = _rnn_batch1(4, tf.float64)
+    with g.as_default():
+        y = build(st)
+        loss = tf.reduce_sum(tf.sin(y))
+        gx0 = tf.gradients(loss, [x0])[0]
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y, loss, gx0], {t: {T: t, x0: x0v[None]} for t in TRIPS}, tf.float64)
+    for t, (yv, lv, _) in out.items():
+        S = _np_states(W, x0v, t)[:, None, :]
+        want = ref(S)
+        assert yv.shape == want.shape, (yv.shape, want.shape)
+        np.testing.assert_allclose(yv, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(lv, np.sum(np.sin(want)), rtol=1e-12, atol=1e-12)

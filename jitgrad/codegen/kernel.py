@@ -674,7 +674,10 @@ class KernelBuilder(LoweringContext):
                     self.sync_before(g.parallel and n.op in MATERIALISE)
                     vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
                     if i in plan.rows:   # it reads a value of run-time rows
-                        outs = [buffer_for(Value(i, k)) for k in range(len(n.outputs))]
+                        # (a multi-output node, e.g. the split of a concat's gradient, may have
+                        # outputs nothing reads from memory: None, not emitted)
+                        outs = [buffer_for(Value(i, k)) if Value(i, k) in self.mat else None
+                                for k in range(len(n.outputs))]
                         self.groups.append((f"node {i} {n.op} {[d for d in n.outputs[0][0]]} over run-time rows",
                                             node_ops(p, self.mat, n, [])))
                         keep = {v.index: w for v, w in rows_keep.items() if v.node == i}

@@ -39,6 +39,7 @@ from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
 from . import lower_rows_matmul as rows_matmul
+from .lower_rows_layout import keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -128,19 +129,28 @@ def plan(program):
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
+        if how == "layout":   # an index map within each row: computed inline, never flat
+            out[i] = RowsNode("nest", src, True, False)
+            _row_outputs(n, i, key, src)
+            continue
         inline = how == "nest"
         if how == "reduce":
             flat = _flat(program, out, n.inputs[0], program.shape(n.inputs[0]))
         else:
             flat = all(_flat(program, out, u, n.outputs[0][0]) for u in _data_inputs(n))
         out[i] = RowsNode(how, src, inline, flat)
-        for k, (s, _) in enumerate(n.outputs):
-            if s is None or any(d is None for d in s):
-                if not row_dynamic(s):
-                    raise Unsupported(f"{n.op} on run-time rows gives a shape {list(s or [])} other than "
-                                      "(rows, static...)")
-                key[Value(i, k)] = src
+        _row_outputs(n, i, key, src)
     return out
+
+
+def _row_outputs(n, i, key, src):
+    """Node i's outputs of run-time rows have its source's rows."""
+    for k, (s, _) in enumerate(n.outputs):
+        if s is None or any(d is None for d in s):
+            if not row_dynamic(s):
+                raise Unsupported(f"{n.op} on run-time rows gives a shape {list(s or [])} other than "
+                                  "(rows, static...)")
+            key[Value(i, k)] = src
 
 
 def _flat(program, planned, v, full):
@@ -198,6 +208,8 @@ def _how(program, n, dyn, elementwise):
         g_static = n.inputs[0] not in dyn
         axes = _reduced(n, out_shape)
         return "nest" if n.inputs[1] in dyn and g_static == (0 in axes) else None
+    if n.op in tables()[1] and keeps_rows(program, n, dyn):   # lower_rows_layout.py
+        return "layout"
     if n.op not in elementwise:
         return None
     R = len(out_shape)
@@ -267,7 +279,7 @@ def lower(kb, node, outs, rn, keep):
     rows = _live(kb, kb.buffers[rn.src].rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
-        res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) else ob)
+        res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) and ob is not None else ob)
     if rn.how.startswith("mm_"):
         a, bv = (_operand(kb, v) for v in node.inputs)
         rows_matmul.emit(kb, node, res, _live(kb, rows), rn.how[3:], a, bv)
@@ -313,9 +325,14 @@ def _live(kb, rows):
 def _nest(kb, node, outs, rows, flat):
     """out = the node's value (with the fused chain of elementwise ops it reads inline):
     one flat vector loop over rows x row elements where every value read is the whole
-    value or one element, else a loop over rows around the static row's loop nest."""
-    out = outs[0]
-    v = Value(kb.regions.node_pos, 0)
+    value or one element, else a loop over rows around the static row's loop nest.
+    Each output of a multi-output node (a split) its own loop."""
+    for k, out in enumerate(outs):
+        if out is not None:
+            _nest1(kb, Value(kb.regions.node_pos, k), out, rows, flat)
+
+
+def _nest1(kb, v, out, rows, flat):
     b = kb.b
     if flat:
         at = _flat_index(out.shape)
