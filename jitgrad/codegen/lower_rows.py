@@ -9,9 +9,11 @@ on it unchanged once its loops over dim 0 run R times:
 
 * ``plan`` finds, before fusion, the nodes that read a row-dynamic value (a RowsNode
   each). A value's rows are those of its *source* (the While / If output it derives
-  from): two row-dynamic operands of one op must share a source, so they have the same
-  rows and broadcasting never needs a run-time rule. Anything else raises Unsupported
-  (the interpreter runs it; explain says why).
+  from): two row-dynamic operands of one op from different sources are checked equal
+  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"; a row count of 1 that TF
+  would broadcast is refused too), so broadcasting never needs a run-time rule. Anything
+  else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
+  lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py.
 * Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
   elementwise value (fusion_plan.py: materialised only when fetched, read twice or
   read through a buffer): a chain of them is computed inside the one row loop of
@@ -37,7 +39,7 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
 from . import lower_rows_matmul as rows_matmul
 from .lower_rows_layout import keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
@@ -99,6 +101,7 @@ class RowsNode:
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
+    check: tuple = ()   # other sources its operands' rows come from: checked equal to src's
 
 
 def plan(program):
@@ -113,14 +116,15 @@ def plan(program):
         dyn = [v for v in n.inputs if v in key]
         if not dyn:
             continue
-        srcs = {key[v] for v in dyn}
-        if len(srcs) > 1:
-            raise Unsupported(f"{n.op} reads values of run-time rows from different sources (their row "
-                              "counts may differ)")
-        src = srcs.pop()
+        # rows from different sources (two loops, a loop and a cond): the first operand's,
+        # the others checked equal to it when the node runs (as TF's "Incompatible shapes")
+        src = key[dyn[0]]
+        check = tuple(sorted({key[v] for v in dyn} - {src}))
         how = _how(program, n, dyn, elementwise)
         if how == "alias" and _row_elems(n.outputs[0][0]) != _row_elems(program.shape(n.inputs[0])):
             # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
+            if check:
+                raise Unsupported(f"{n.op} of values of different run-time rows")
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
             continue
@@ -130,15 +134,15 @@ def plan(program):
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
         if how == "layout":   # an index map within each row: computed inline, never flat
-            out[i] = RowsNode("nest", src, True, False)
+            out[i] = RowsNode("nest", src, not check, False, check)
             _row_outputs(n, i, key, src)
             continue
-        inline = how == "nest"
+        inline = how == "nest" and not check   # (a checked node runs its check itself: in memory)
         if how == "reduce":
             flat = _flat(program, out, n.inputs[0], program.shape(n.inputs[0]))
         else:
             flat = all(_flat(program, out, u, n.outputs[0][0]) for u in _data_inputs(n))
-        out[i] = RowsNode(how, src, inline, flat)
+        out[i] = RowsNode(how, src, inline, flat, check)
         _row_outputs(n, i, key, src)
     return out
 
@@ -276,6 +280,9 @@ def lower(kb, node, outs, rn, keep):
     (a heap allocation): its result then has 0 rows, and so that no loop reads or
     writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
     status word is set."""
+    b = kb.b
+    for o in rn.check:   # (after the check fails every loop below runs 0 rows)
+        kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
