@@ -309,3 +309,38 @@ def test_rows_of_two_sources_checked_equal_at_run_time():
                 with pytest.raises(tf.errors.InvalidArgumentError, match="Incompatible shapes|must be equal"):
                     s.run(fetch, {T1: t1, T2: t2, x0: x0v})
     assert tf.cache_info()["compiles"] - compiles <= 4   # one kernel per distinct fetch list
+
+
+@pytest.mark.parametrize("dt", [tf.float32, tf.float64])
+def test_gather_rows_by_run_time_indices_and_its_gradient(dt):
+    """tf.gather(states, idx) along the run-time rows (idx fed, repeated indices) and the
+    gradient scattered back into the rows, through the loop: vs numpy / BPTT; an index
+    past the rows is TF's InvalidArgumentError in both modes, on the same kernel."""
+    d = 5
+    g, T, x0, W, st = _rnn(d, dt)
+    with g.as_default():
+        idx = tf1.placeholder(tf.int32, [4])
+        picked = tf.gather(st, idx)
+        loss = tf.reduce_sum(picked * picked * np.arange(1.0, d + 1).astype(dt.np))
+        (gx,) = tf.gradients(loss, [x0])
+    x0v = np.linspace(-1, 1, d)
+    iv = np.array([2, 0, 2, 1], np.int32)
+    compiles = tf.cache_info()["compiles"]
+    for t in (3, 4, 37):
+        feed = {T: t, x0: x0v.astype(dt.np), idx: iv}
+        _compiles(g, [picked, gx], feed)
+        compiled, interpreted = run_both(g, [picked, gx], feed)
+        S = _np_states(W, x0v, t)
+        np.testing.assert_allclose(compiled[0], S[iv], **_tol(dt))
+        gS = np.zeros_like(S)
+        np.add.at(gS, iv, 2 * S[iv] * np.arange(1.0, d + 1))
+        np.testing.assert_allclose(compiled[1], _np_bptt(W, S, gS, x0v), **_tol(dt))
+        for a, b in zip(interpreted, compiled):
+            check_close(a, b, np.dtype(dt.np).type)
+    for t, bad in ((2, [0, 1, 2, 0]), (0, [0, 0, 0, 0]), (5, [0, -1, 1, 1])):
+        for mode in ("compiled", "interpret"):
+            s = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+            for fetch in (picked, gx):
+                with pytest.raises(tf.errors.InvalidArgumentError):
+                    s.run(fetch, {T: t, x0: x0v.astype(dt.np), idx: np.array(bad, np.int32)})
+    assert tf.cache_info()["compiles"] - compiles <= 3   # one kernel per fetch list

@@ -40,7 +40,7 @@ from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
-from . import lower_rows_matmul as rows_matmul
+from . import lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
 from .lower_rows_layout import keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
@@ -206,6 +206,9 @@ def _how(program, n, dyn, elementwise):
     if n.op == "MatMul":
         form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
         return form and "mm_" + form
+    form = rows_gather.how(program, n, dyn)   # rows picked by indices: lower_rows_gather.py
+    if form:
+        return form
     if not row_dynamic(out_shape):
         return None
     if n.op == "Unreduce":
@@ -287,6 +290,10 @@ def lower(kb, node, outs, rn, keep):
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
         res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) and ob is not None else ob)
+    if rn.how in ("gather", "gather_grad"):
+        x = _operand(kb, node.inputs[0]) if rn.how == "gather" else None
+        rows_gather.emit(kb, node, res, _live(kb, rows), rn.how, x)
+        return res
     if rn.how.startswith("mm_"):
         a, bv = (_operand(kb, v) for v in node.inputs)
         rows_matmul.emit(kb, node, res, _live(kb, rows), rn.how[3:], a, bv)

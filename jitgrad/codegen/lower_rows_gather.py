@@ -1,0 +1,94 @@
+"""Rows picked out of a value of run-time rows by indices known when the kernel runs
+(lower_rows.py plans, this file emits):
+
+* ``gather`` -- tf.gather(x, indices) along dim 0 of x [R, ...], indices of a static
+  shape (fed or constant): a static result; every index is checked against R (TF's
+  InvalidArgumentError, ERR_GATHER_RANGE) before its row is read, and a bad one reads a
+  zero from the kernel's own memory instead (R may be 0: no row 0 to fall back on);
+* ``gather_grad`` -- its gradient: zero rows [R, ...], then each index's slice of g
+  added into its row in index order (duplicates sum in a fixed order), a bad index
+  skipped after it set the error.
+
+As TF's kernel, an empty gather (no elements to copy) checks nothing.
+"""
+from llvmlite import ir
+
+from .irutil import ERR_GATHER_RANGE, I64, Buffer, c64, const, mem_type, scalarise, store_buf
+
+
+def how(program, n, dyn):
+    """"gather" / "gather_grad" or None for node n (dyn: its operands of run-time rows)."""
+    if n.op == "GatherV2" and n.attrs["axis"] % len(program.shape(n.inputs[0])) == 0 and \
+            n.inputs[0] in dyn and n.inputs[1] not in dyn and None not in n.outputs[0][0]:
+        return "gather"
+    if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) == 0 and n.inputs[0] not in dyn and \
+            n.inputs[1] not in dyn and n.inputs[2] in dyn:
+        return "gather_grad"
+    return None
+
+
+def _index(kb, ind, idx, rows):
+    """(i64 index, i1 bad) of indices[idx], bad where not in [0, rows) (the error set)."""
+    b = kb.b
+    ii = kb.gen(ind, idx, 1)
+    if kb.dtype(ind).size < 8:
+        ii = b.sext(ii, I64)
+    bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, rows))
+    kb.set_error(bad, ERR_GATHER_RANGE)
+    return ii, bad
+
+
+def emit(kb, node, outs, rows, form, x):
+    """x: the Rows of params (gather); rows: the live row count."""
+    (_gather if form == "gather" else _gather_grad)(kb, node, outs[0], rows, x)
+
+
+def _gather(kb, node, out, rows, x):
+    b = kb.b
+    ind = node.inputs[1]
+    ri = len(kb.shape(ind))
+    zero = kb.alloca(mem_type(out.dtype))   # what a bad index reads (then never published)
+    b.store(ir.Constant(mem_type(out.dtype), 0), zero)
+
+    def one(idx, _W):
+        ii, bad = _index(kb, ind, idx[:ri], rows)
+        at = b.mul(b.select(bad, c64(0), ii), c64(x.row_elems))
+        for (base, _), s in zip(idx[ri:], x.strides[1:]):
+            at = b.add(at, b.mul(base, c64(s)))
+        v = b.load(b.select(bad, zero, b.gep(x.ptr, [at])))
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)) if out.dtype.name == "bool" else v
+    kb.emit_nest(out, lambda idx, W: scalarise(b, one, idx, W))
+
+
+def _unflatten(b, k, shape):
+    """Flat index k (i64) of a row-major ``shape`` -> its index tuple (generator form)."""
+    idx = []
+    for d in reversed(shape):
+        idx.append((b.srem(k, c64(d)), 0))
+        k = b.sdiv(k, c64(d))
+    return idx[::-1]
+
+
+def _gather_grad(kb, node, out, rows, x):
+    b = kb.b
+    g, ind = node.inputs[0], node.inputs[1]
+    ishape, row_shape = kb.shape(ind), out.shape[1:]
+    n_idx = 1
+    for d in ishape:
+        n_idx *= d
+    dt = out.dtype
+    row = out.row_elems
+    flat = Buffer(out.ptr, (None,), dt)
+    with kb.loop(b.mul(rows, c64(row))) as i:
+        store_buf(b, flat, [(i, 0)], const(dt, 0), 1)
+    if n_idx * row == 0:
+        return
+    with kb.loop(n_idx) as k:
+        kidx = _unflatten(b, k, ishape)
+        ii, bad = _index(kb, ind, kidx, rows)
+        with b.if_then(b.not_(bad)):
+            dst = b.gep(out.ptr, [b.mul(ii, c64(row))])
+            with kb.loop(row) as j:
+                s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
+                d = b.gep(dst, [j])
+                b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
