@@ -344,3 +344,31 @@ def test_gather_rows_by_run_time_indices_and_its_gradient(dt):
                 with pytest.raises(tf.errors.InvalidArgumentError):
                     s.run(fetch, {T: t, x0: x0v.astype(dt.np), idx: np.array(bad, np.int32)})
     assert tf.cache_info()["compiles"] - compiles <= 3   # one kernel per fetch list
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_rows_buffers_are_freed_or_handed_over():
+    """Every intermediate of run-time rows (the projection, its gradient, a reshaped view
+    fetched and copied out, a gathered gradient) is heap memory: freed when the kernel
+    returns or handed to the host. 30 runs of ~4 MB rows each must not grow the process
+    (a leak of one buffer per run would add > 100 MB)."""
+    d = 64
+    g, T, x0, W, st = _rnn_batch1(d, tf.float64)
+    with g.as_default():
+        flat = tf.reshape(st, [-1, d])
+        y = tf.matmul(flat, tf.constant(np.eye(d) * 0.5))
+        loss = tf.reduce_sum(y * y) + tf.reduce_sum(tf.gather(flat, [0, 3, 3]))
+        (gx,) = tf.gradients(loss, [x0])
+    s = tf1.Session(graph=g)
+    feed = {T: 8000, x0: np.full((1, d), 0.1)}
+    for _ in range(3):
+        s.run([flat, gx], feed)
+    before = _rss_bytes()
+    for _ in range(30):
+        out = s.run([flat, gx], feed)
+    assert out[0].shape == (8000, d)
+    assert _rss_bytes() - before < 60 * 2 ** 20
