@@ -372,3 +372,37 @@ def test_rows_buffers_are_freed_or_handed_over():
         out = s.run([flat, gx], feed)
     assert out[0].shape == (8000, d)
     assert _rss_bytes() - before < 60 * 2 ** 20
+
+
+@pytest.mark.parametrize("k", [0, 2, -1, -3])
+def test_one_row_of_run_time_rows_and_its_gradient(k):
+    """x[k] (k from the end when negative: the last state is x[-1]) of the stacked states
+    and of an expression of them, its gradient back into row k alone and through the
+    loop; k outside [-T, T) is InvalidArgumentError in both modes."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        a = st[k]
+        b = (tf.tanh(st) * 2.0)[k]
+        loss = tf.reduce_sum(a * a) + tf.reduce_sum(b)
+        (gx,) = tf.gradients(loss, [x0])
+    x0v = np.linspace(-1, 1, 4)
+    compiles = tf.cache_info()["compiles"]
+    for t in (3, 4, 37):
+        feed = {T: t, x0: x0v}
+        _compiles(g, [a, b, gx], feed)
+        compiled, interpreted = run_both(g, [a, b, gx], feed)
+        S = _np_states(W, x0v, t)
+        np.testing.assert_allclose(compiled[0], S[k], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(compiled[1], np.tanh(S[k]) * 2, rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[k] = 2 * S[k] + 2 * (1 - np.tanh(S[k]) ** 2)
+        np.testing.assert_allclose(compiled[2], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64)
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    too_few = 2 if k in (2, -3) else 0
+    for mode in ("compiled", "interpret"):
+        s = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))
+        for fetch in (a, gx):
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                s.run(fetch, {T: too_few, x0: x0v})

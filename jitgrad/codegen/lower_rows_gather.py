@@ -5,6 +5,8 @@
   shape (fed or constant): a static result; every index is checked against R (TF's
   InvalidArgumentError, ERR_GATHER_RANGE) before its row is read, and a bad one reads a
   zero from the kernel's own memory instead (R may be 0: no row 0 to fall back on);
+* ``row`` -- x[k], k a constant (negative: from the end), checked against R
+  (ERR_ROW_INDEX); ``row_grad`` -- its gradient, zero rows but row k;
 * ``gather_grad`` -- its gradient: zero rows [R, ...], then each index's slice of g
   added into its row in index order (duplicates sum in a fixed order), a bad index
   skipped after it set the error.
@@ -13,7 +15,7 @@ As TF's kernel, an empty gather (no elements to copy) checks nothing.
 """
 from llvmlite import ir
 
-from .irutil import ERR_GATHER_RANGE, I64, Buffer, c64, const, mem_type, scalarise, store_buf
+from .irutil import ERR_GATHER_RANGE, ERR_ROW_INDEX, I64, Buffer, c64, const, mem_type, scalarise, store_buf
 
 
 def how(program, n, dyn):
@@ -24,7 +26,27 @@ def how(program, n, dyn):
     if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) == 0 and n.inputs[0] not in dyn and \
             n.inputs[1] not in dyn and n.inputs[2] in dyn:
         return "gather_grad"
+    if _row_spec(n.attrs.get("spec")) is not None:
+        if n.op == "StridedSlice" and n.inputs[0] in dyn:
+            return "row"
+        if n.op == "StridedSliceGrad" and n.inputs[0] not in dyn and n.inputs[1] in dyn:
+            return "row_grad"
     return None
+
+
+def _row_spec(spec):
+    """k where the slice spec is x[k] (one int), else None."""
+    return spec[0][1] if spec and len(spec) == 1 and spec[0][0] == "int" else None
+
+
+def _row_index(kb, node, rows):
+    """(i64 row, i1 bad) of x[k] over ``rows`` rows (the error set where bad)."""
+    b = kb.b
+    k = _row_spec(node.attrs["spec"])
+    r = b.add(c64(k), rows) if k < 0 else c64(k)
+    bad = b.or_(b.icmp_signed("<", r, c64(0)), b.icmp_signed(">=", r, rows))
+    kb.set_error(bad, ERR_ROW_INDEX)
+    return r, bad
 
 
 def _index(kb, ind, idx, rows):
@@ -40,7 +62,27 @@ def _index(kb, ind, idx, rows):
 
 def emit(kb, node, outs, rows, form, x):
     """x: the Rows of params (gather); rows: the live row count."""
-    (_gather if form == "gather" else _gather_grad)(kb, node, outs[0], rows, x)
+    {"gather": _gather, "gather_grad": _gather_grad, "row": _row, "row_grad": _row_grad}[form](
+        kb, node, outs[0], rows, x)
+
+
+def _row(kb, node, out, rows, x):
+    b = kb.b
+    r, bad = _row_index(kb, node, rows)
+    with b.if_then(b.not_(bad)):   # (else nothing is read: the error stops the result's use)
+        kb.emit_nest(out, lambda idx, W: kb.gen(node.inputs[0], [(r, 0)] + idx, W))
+
+
+def _row_grad(kb, node, out, rows, x):
+    b = kb.b
+    g = node.inputs[0]
+    flat = Buffer(out.ptr, (None,), out.dtype)
+    with kb.loop(b.mul(rows, c64(out.row_elems))) as i:
+        store_buf(b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    r, bad = _row_index(kb, node, rows)
+    with b.if_then(b.not_(bad)):
+        dst = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
+        kb.emit_nest(dst, lambda idx, W: kb.gen(g, idx, W))
 
 
 def _gather(kb, node, out, rows, x):
