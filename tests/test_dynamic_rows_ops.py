@@ -406,3 +406,24 @@ def test_one_row_of_run_time_rows_and_its_gradient(k):
         for fetch in (a, gx):
             with pytest.raises(tf.errors.InvalidArgumentError):
                 s.run(fetch, {T: too_few, x0: x0v})
+
+
+@pytest.mark.parametrize("sl", [slice(1, None), slice(None, -1), slice(2, 7, 2), slice(-3, None), slice(5, 2)])
+def test_row_slices_and_their_gradient(sl):
+    """x[a:b:s] on the run-time rows (Python's clamping on T), fetched, reduced, combined
+    elementwise, and its gradient through the loop; T = 0, 1, 3, 37 on one kernel."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        y = st[sl] * 2.0
+        loss = tf.reduce_sum(tf.sin(y)) + tf.reduce_sum(st[sl] * st[sl])
+        (gx,) = tf.gradients(loss, [x0])
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y, loss, gx], {t: {T: t, x0: x0v} for t in TRIPS}, tf.float64)
+    for t, (yv, lv, gv) in out.items():
+        S = _np_states(W, x0v, t)
+        np.testing.assert_allclose(yv, S[sl] * 2.0, rtol=1e-12, atol=1e-12)
+        assert yv.shape == S[sl].shape
+        np.testing.assert_allclose(lv, np.sum(np.sin(2 * S[sl])) + np.sum(S[sl] ** 2), rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[sl] = 2 * np.cos(2 * S[sl]) + 2 * S[sl]
+        np.testing.assert_allclose(gv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)

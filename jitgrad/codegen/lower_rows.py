@@ -133,6 +133,14 @@ def plan(program):
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
+        if how == "rowslice":   # x[a:b]: rows of its own, a source of its own
+            out[i] = RowsNode(how, src, False, False)
+            key[Value(i, 0)] = Value(i, 0)
+            continue
+        if how == "rowslice_grad":   # rows of the sliced value; g's (the slice's) checked when it runs
+            out[i] = RowsNode(how, key[n.inputs[1]], False, False, (key[n.inputs[0]],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
+            continue
         if how == "layout":   # an index map within each row: computed inline, never flat
             out[i] = RowsNode("nest", src, not check, False, check)
             _row_outputs(n, i, key, src)
@@ -284,6 +292,19 @@ def lower(kb, node, outs, rn, keep):
     writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
     status word is set."""
     b = kb.b
+    if rn.how == "rowslice":   # rows of its own: the slice's count of the source's
+        rows = _live(kb, kb.buffers[rn.src].rows)
+        _, n = rows_gather.slice_rows(kb, node, rows)
+        shape, dt = node.outputs[0]
+        res = [_alloc(kb, outs[0], shape, dt, n, keep.get(0))]
+        rows_gather.emit(kb, node, res, rows, rn.how, None)
+        return res
+    if rn.how == "rowslice_grad":   # g's rows are checked against the slice's count there
+        rows = _live(kb, kb.buffers[rn.src].rows)
+        shape, dt = node.outputs[0]
+        res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
+        rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
+        return res
     for o in rn.check:   # (after the check fails every loop below runs 0 rows)
         kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)
