@@ -142,7 +142,7 @@ def _rows_reader(rng, v, w, dt, steps=(1, 4), layout_rng=None):
 def _rows_layout(rng, v, dt):
     """One or two ops over v's rows (codegen/lower_rows_matmul.py, lower_rows_layout.py):
     a matmul of its rows (reshaped to [-1, row]) by a static matrix, a transpose / slice /
-    concat / split of the inner axes, a reshape keeping the rows."""
+    concat / split of the inner axes, a slice of the rows, a reshape keeping the rows."""
     shape = [int(d) for d in v.shape[1:]]
     row = int(np.prod(shape))
     for _ in range(int(rng.integers(1, 3))):
@@ -160,6 +160,8 @@ def _rows_layout(rng, v, dt):
         elif r == 4 and shape[-1] % 2 == 0:
             a, b = tf.split(v, 2, axis=-1)
             v = a * b
+        elif r == 5 and rng.integers(0, 2):
+            v = v[1:] if rng.integers(0, 2) else v[::2]   # rows of their own (fewer than T)
         else:
             v = tf.reshape(v, [-1] + shape[::-1])
         shape = [int(d) for d in v.shape[1:]]
