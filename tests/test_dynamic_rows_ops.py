@@ -427,3 +427,28 @@ def test_row_slices_and_their_gradient(sl):
         gS = np.zeros_like(S)
         gS[sl] = 2 * np.cos(2 * S[sl]) + 2 * S[sl]
         np.testing.assert_allclose(gv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+
+
+def test_concat_along_rows_and_its_gradient():
+    """concat([x0 row, states], 0) (every state with the initial one: T + 1 rows), of two
+    loops' stacks (T1 + T2 rows), fetched and reduced, with gradients through the loops
+    (SplitToShapesOf along the rows, the static part and the rest)."""
+    g, T1, T2, x0, (s1, s2) = _two_loops()
+    with g.as_default():
+        with_x0 = tf.concat([tf.reshape(x0, [1, 3]) * 1.0, s1], 0)
+        both = tf.concat([s1, s2 * 3.0, tf.ones([2, 3], tf.float64)], axis=0)
+        loss = tf.reduce_sum(tf.sin(with_x0)) + tf.reduce_sum(both * both)
+        (gx,) = tf.gradients(loss, [x0])
+    x0v = np.array([0.3, -0.2, 0.5])
+    compiles = tf.cache_info()["compiles"]
+    for t1, t2 in ((0, 0), (1, 4), (6, 2)):
+        feed = {T1: t1, T2: t2, x0: x0v}
+        _compiles(g, [with_x0, both, gx], feed)
+        compiled, interpreted = run_both(g, [with_x0, both, gx], feed)
+        S1, S2 = _np_scaled(x0v, 0.5, t1), _np_scaled(x0v, -0.7, t2)
+        np.testing.assert_allclose(compiled[0], np.concatenate([x0v[None], S1]), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(compiled[1], np.concatenate([S1, 3 * S2, np.ones((2, 3))]), rtol=1e-12,
+                                   atol=1e-12)
+        for a, b in zip(interpreted, compiled):
+            check_close(a, b, np.float64)
+    assert tf.cache_info()["compiles"] - compiles <= 1

@@ -40,7 +40,7 @@ from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
-from . import lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
+from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
 from .lower_rows_layout import keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
@@ -119,7 +119,7 @@ def plan(program):
         # rows from different sources (two loops, a loop and a cond): the first operand's,
         # the others checked equal to it when the node runs (as TF's "Incompatible shapes")
         src = key[dyn[0]]
-        check = tuple(sorted({key[v] for v in dyn} - {src}))
+        check = tuple(sorted({key[v] for v in dyn} - {src}, key=lambda u: (u.node, u.index)))
         how = _how(program, n, dyn, elementwise)
         if how == "alias" and _row_elems(n.outputs[0][0]) != _row_elems(program.shape(n.inputs[0])):
             # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
@@ -133,6 +133,16 @@ def plan(program):
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
+        if how in ("rowcat", "rowsplit"):   # lower_rows_concat.py: parts of different rows
+            parts = rows_concat.part_sources(n, i, key, Value)
+            out[i] = RowsNode(how, key[dyn[0]], False, False, parts)
+            if how == "rowcat":
+                key[Value(i, 0)] = Value(i, 0)
+            else:
+                for k, p in enumerate(parts):
+                    if p is not None:
+                        key[Value(i, k)] = p
+            continue
         if how == "rowslice":   # x[a:b]: rows of its own, a source of its own
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
@@ -214,6 +224,9 @@ def _how(program, n, dyn, elementwise):
     if n.op == "MatMul":
         form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
         return form and "mm_" + form
+    form = rows_concat.how(program, n, dyn)   # concat / split along the rows
+    if form:
+        return form
     form = rows_gather.how(program, n, dyn)   # rows picked by indices: lower_rows_gather.py
     if form:
         return form
@@ -292,6 +305,19 @@ def lower(kb, node, outs, rn, keep):
     writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
     status word is set."""
     b = kb.b
+    if rn.how == "rowcat":
+        shape, dt = node.outputs[0]
+        live = lambda r: _live(kb, r)   # noqa: E731
+        res = [_alloc(kb, outs[0], shape, dt, rows_concat.rows_of_concat(kb, node, rn.check, live), keep.get(0))]
+        rows_concat.emit_concat(kb, node, res[0], rn.check, live)
+        return res
+    if rn.how == "rowsplit":
+        live = lambda r: _live(kb, r)   # noqa: E731
+        counts = rows_concat.split_counts(kb, node, rn.check, _live(kb, kb.buffers[rn.src].rows), live)
+        res = [_alloc(kb, ob, shape, dt, _live(kb, n), keep.get(k)) if row_dynamic(shape) and ob is not None else ob
+               for k, (ob, (shape, dt), n) in enumerate(zip(outs, node.outputs, counts))]
+        rows_concat.emit_split(kb, node, res, counts)
+        return res
     if rn.how == "rowslice":   # rows of its own: the slice's count of the source's
         rows = _live(kb, kb.buffers[rn.src].rows)
         _, n = rows_gather.slice_rows(kb, node, rows)
