@@ -13,7 +13,10 @@ on it unchanged once its loops over dim 0 run R times:
   when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"; a row count of 1 that TF
   would broadcast is refused too), so broadcasting never needs a run-time rule. Anything
   else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
-  lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py.
+  lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py; rows picked by
+  index / slice (x[k], x[a:b], tf.gather): lower_rows_gather.py; concat / split along
+  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting rows,
+  a row slice and a concat along rows give a value whose rows are its own (a source).
 * Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
   elementwise value (fusion_plan.py: materialised only when fetched, read twice or
   read through a buffer): a chain of them is computed inside the one row loop of
@@ -101,7 +104,9 @@ class RowsNode:
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
-    check: tuple = ()   # other sources its operands' rows come from: checked equal to src's
+    check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
+                        # rowcat / rowsplit: each part's source (None: static rows);
+                        # rowslice_grad: g's source (checked against the slice's count)
 
 
 def plan(program):
