@@ -44,7 +44,7 @@ from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
 from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
-from .lower_rows_layout import keeps_rows
+from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -241,6 +241,8 @@ def _how(program, n, dyn, elementwise):
         g_static = n.inputs[0] not in dyn
         axes = _reduced(n, out_shape)
         return "nest" if n.inputs[1] in dyn and g_static == (0 in axes) else None
+    if is_tile_grad(program, n, dyn):   # lower_rows_layout.py
+        return "tile_grad"
     if n.op in tables()[1] and keeps_rows(program, n, dyn):   # lower_rows_layout.py
         return "layout"
     if n.op not in elementwise:
@@ -345,6 +347,9 @@ def lower(kb, node, outs, rn, keep):
     if rn.how in ("gather", "gather_grad", "row", "row_grad"):
         x = _operand(kb, node.inputs[0]) if rn.how == "gather" else None
         rows_gather.emit(kb, node, res, _live(kb, rows), rn.how, x)
+        return res
+    if rn.how == "tile_grad":
+        emit_tile_grad(kb, node, res[0], _live(kb, rows))
         return res
     if rn.how.startswith("mm_"):
         a, bv = (_operand(kb, v) for v in node.inputs)

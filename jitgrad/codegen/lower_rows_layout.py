@@ -10,7 +10,12 @@ LAYOUT generators) compute them unchanged inside the row loop, dim 0 passed thro
   the axis's static extent, as lower_layout.py does);
 * StridedSlice / StridedSliceGrad whose spec takes all of dim 0 (``x[:, 1:3]``,
   ``x[..., 0]``): lower_layout.slice_map maps dim 0 to itself (start 0, step 1).
+
+and TileGrad (the tile's gradient) with multiples[0] == 1: a sum over the tiles of each
+row (``emit_tile_grad``).
 """
+from .irutil import iadd, imul
+from .lower_reduction import emit_reduce
 
 
 def keeps_rows(program, n, dyn):
@@ -48,3 +53,30 @@ def _takes_all_rows(spec, rank):
             return False
         return s[1] in (None, 0) and s[2] is None and s[3] in (None, 1)
     return True   # an empty spec: everything
+
+
+def is_tile_grad(program, n, dyn):
+    """TileGrad of a tile within each row (multiples[0] == 1): a reduction per row."""
+    return n.op == "TileGrad" and n.attrs["multiples"][0] == 1 and n.inputs[0] in dyn
+
+
+def emit_tile_grad(kb, node, out, rows):
+    """out[r, ...] = the sum over the tiles of g's row r (lower_reduction's fixed order):
+    dims (rows, m1, d1, m2, d2, ...), the m's reduced (as lower_reduction._tile_grad,
+    whose dim 0 pair is (1, rows) here: rows alone)."""
+    g = node.inputs[0]
+    mult, ref = node.attrs["multiples"], node.outputs[0][0]
+    in_shape, red, out_map = [rows], set(), {0: 0}
+    for k in range(1, len(ref)):
+        red.add(len(in_shape))
+        out_map[len(in_shape)] = None
+        out_map[len(in_shape) + 1] = k
+        in_shape += [mult[k], ref[k]]
+
+    def gen_in(idx, W):
+        gidx = [idx[0]]
+        for k in range(1, len(ref)):
+            (bm, cm), (bd, cd) = idx[2 * k - 1], idx[2 * k]
+            gidx.append((iadd(kb.b, imul(kb.b, bm, ref[k]), bd), cm * ref[k] + cd))
+        return kb.gen(g, gidx, W)
+    emit_reduce(kb, out, tuple(in_shape), gen_in, red, out_map, "sum", kb.dtype(g))
