@@ -113,9 +113,11 @@ def test_random_growing_loops(seed, dt):
         assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv + (nv // 2 if seed % 2 else 0), width)
 
 
-def _rows_reader(rng, v, w, dt, steps=(1, 4)):
+def _rows_reader(rng, v, w, dt, steps=(1, 4), layout_rng=None):
     """A random op chain on ``v`` (leading dim known at run time): elementwise ops with
-    static operands broadcast per row, then a reduction over random axes, or none."""
+    static operands broadcast per row, then (with ``layout_rng``, its own stream so the
+    chains of the other seeds stay as they were) a matmul / layout op over the rows, then
+    a reduction over random axes, or none."""
     for _ in range(int(rng.integers(*steps))):
         r = rng.random()
         if r < 0.35:
@@ -124,6 +126,8 @@ def _rows_reader(rng, v, w, dt, steps=(1, 4)):
             v = BINARY[rng.integers(0, len(BINARY))](v, w)      # w: the row shape, repeated per row
         else:
             v = BINARY[rng.integers(0, len(BINARY))](v, v * tf.constant(0.5, dt))
+    if layout_rng is not None:
+        v = _rows_layout(layout_rng, v, dt)
     rank = len(v.shape)
     choice = rng.integers(0, 4)
     reduce = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min][rng.integers(0, 4)]
@@ -133,6 +137,36 @@ def _rows_reader(rng, v, w, dt, steps=(1, 4)):
         return reduce(v)
     axes = [int(a) for a in rng.choice(rank, size=int(rng.integers(1, rank + 1)), replace=False)]
     return reduce(v, axis=axes, keepdims=bool(rng.integers(0, 2)))
+
+
+def _rows_layout(rng, v, dt):
+    """One or two ops over v's rows (codegen/lower_rows_matmul.py, lower_rows_layout.py):
+    a matmul of its rows (reshaped to [-1, row]) by a static matrix, a transpose / slice /
+    concat / split of the inner axes, a slice of the rows, a reshape keeping the rows."""
+    shape = [int(d) for d in v.shape[1:]]
+    row = int(np.prod(shape))
+    for _ in range(int(rng.integers(1, 3))):
+        r = max(int(rng.integers(-1, 6)), 0)   # a matmul twice as often as the others
+        if r == 0:
+            k = int(rng.integers(1, 10))
+            m = tf.constant(rng.uniform(-1, 1, (k, row) if rng.integers(0, 2) else (row, k)).astype(dt))
+            v = tf.matmul(tf.reshape(v, [-1, row]), m, transpose_b=m.shape[0] == k and k != row)
+        elif r == 1 and len(shape) >= 2:
+            v = tf.transpose(v, [0] + list(range(len(shape), 0, -1)))
+        elif r == 2 and shape[-1] > 1:
+            v = v[..., 1:] if rng.integers(0, 2) else v[..., ::2]
+        elif r == 3:
+            v = tf.concat([v, tf.sin(v)], axis=-1)
+        elif r == 4 and shape[-1] % 2 == 0:
+            a, b = tf.split(v, 2, axis=-1)
+            v = a * b
+        elif r == 5 and rng.integers(0, 2):
+            v = v[1:] if rng.integers(0, 2) else v[::2]   # rows of their own (fewer than T)
+        else:
+            v = tf.reshape(v, [-1] + shape[::-1])
+        shape = [int(d) for d in v.shape[1:]]
+        row = int(np.prod(shape))
+    return v
 
 
 # Seeds 0-11 short chains, 12-13 chains of 10-16 ops (with their gradients: hundreds of
@@ -164,8 +198,9 @@ def test_random_readers_of_grown_values(seed, dt):
             lambda i, h, ta, acc: i < n, body,
             [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([1, width], dt)],
             shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), None, tf.TensorShape([None, width])])
-        r1 = _rows_reader(rng, ta.stack(), w, dt, steps)
-        r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt, steps)
+        lrng = np.random.default_rng(5000 + seed)   # matmul / layout readers
+        r1 = _rows_reader(rng, ta.stack(), w, dt, steps, layout_rng=lrng)
+        r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt, steps, layout_rng=lrng)
         loss = tf.reduce_sum(r1 * r1) + tf.reduce_sum(tf.sin(r2))
         # d/dx runs the reverse loop, which pops a row of each grown value's gradient per iteration
         fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w, x]) if gr is not None]

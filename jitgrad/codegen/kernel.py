@@ -47,7 +47,8 @@ from .lower_control import check
 from .lower_elementwise import SCALAR_FORM_BRANCHES
 from .lower_random import uses_random
 from .lower_reduction import acc_dtype, acc_init, combine, finalize, hreduce, widen
-from .lower_rows import lower as lower_rows, row_dynamic, view as rows_view
+from .lower_rows import Rows, alias as rows_alias, copy_out as rows_copy_out, dry as rows_dry, \
+    lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
 from .sync import emit_barrier, emit_exit, emit_join
@@ -538,16 +539,20 @@ class KernelBuilder(LoweringContext):
             self.build_body(allow_parallel=False)
         return self.module
 
-    def _dry_run(self, nests):
-        """Asks each MATERIALISE lowering for the temporaries it will need
-        (matmul workspaces): node index -> byte sizes."""
+    def _dry_run(self, nests, rows):
+        """Asks each MATERIALISE lowering (and lower_rows.py for the nodes ``rows``
+        plans) for the temporaries it will need (matmul workspaces): node index ->
+        byte sizes."""
         materialise = tables()[2]
         nodes = self.p.nodes
         self._emitting = False
         self._temps_needed = {}
         for g in nests:
             u = g.units[0]
-            if u.kind == "node" and nodes[u.pos].op in materialise:
+            if u.kind == "node" and u.pos in rows:
+                self.cur_pos = u.pos
+                rows_dry(self, nodes[u.pos], rows[u.pos])
+            elif u.kind == "node" and nodes[u.pos].op in materialise:
                 self.cur_pos = u.pos
                 self.par_node = g.parallel
                 materialise[nodes[u.pos].op](self, nodes[u.pos], None, dry=True)
@@ -572,12 +577,17 @@ class KernelBuilder(LoweringContext):
                 copies.append((s, v))
         self.parallel = plan.parallel
         self.par_slots = plan.par_slots
-        temps_needed = self._dry_run(nests)
+        temps_needed = self._dry_run(nests, plan.rows)
         # a fetched result of run-time rows keeps its memory from call to call (lower_rows.py)
         rows_keep = {}
         for v in slot_of_val:
             if v.node in plan.rows and row_dynamic(self.shape(v)):
                 rows_keep[v] = self.persistent_words
+                self.persistent_words += 2
+        rows_copies = {}
+        for s, v in copies:   # a view (reshape) of such a value, fetched: copied out (lower_rows.copy_out)
+            if v.node in plan.rows and row_dynamic(self.shape(v)):
+                rows_copies[s] = self.persistent_words
                 self.persistent_words += 2
         bp = plan_buffers(p, plan, slot_of_val, copies, temps_needed, self.persistent_words)
         offsets = bp.offsets
@@ -645,7 +655,7 @@ class KernelBuilder(LoweringContext):
                                        f"scratch+{off} live [{bp.born[v]},{bp.last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
-        rows_src = {rn.src for rn in plan.rows.values()}
+        rows_src = {s for rn in plan.rows.values() for s in (rn.src,) + rn.check}
         self._emitting = True
         # A multi-output op (e.g. SplitToShapesOf, the concat gradient) starts one
         # nest per output shape at the same node: every one of them must be emitted.
@@ -664,7 +674,9 @@ class KernelBuilder(LoweringContext):
                 if sb is None:
                     continue   # only needed if someone reads it; fusion_plan makes sure the root has a buffer
                 shape, dt = n.outputs[0]
-                self.buffers[Value(i, 0)] = Buffer(sb.ptr, shape, dt, sb.name)
+                # a view of a value of run-time rows keeps knowing its rows (lower_rows.py)
+                self.buffers[Value(i, 0)] = rows_alias(self, n, sb) if isinstance(sb, Rows) else \
+                    Buffer(sb.ptr, shape, dt, sb.name)
                 continue
             for gi in starts.get(i, ()):
                 g = nests[gi]
@@ -673,7 +685,10 @@ class KernelBuilder(LoweringContext):
                     self.sync_before(g.parallel and n.op in MATERIALISE)
                     vals = sorted((v for v in self.mat if v.node == i), key=lambda x: x.index)
                     if i in plan.rows:   # it reads a value of run-time rows
-                        outs = [buffer_for(Value(i, k)) for k in range(len(n.outputs))]
+                        # (a multi-output node, e.g. the split of a concat's gradient, may have
+                        # outputs nothing reads from memory: None, not emitted)
+                        outs = [buffer_for(Value(i, k)) if Value(i, k) in self.mat else None
+                                for k in range(len(n.outputs))]
                         self.groups.append((f"node {i} {n.op} {[d for d in n.outputs[0][0]]} over run-time rows",
                                             node_ops(p, self.mat, n, [])))
                         keep = {v.index: w for v, w in rows_keep.items() if v.node == i}
@@ -730,7 +745,10 @@ class KernelBuilder(LoweringContext):
                 for s, v in copies:
                     ops = []
                     self.groups.append((f"copy -> out{s} from node {v.node} ({nodes[v.node].op})", ops))
-                    self.emit_nest(out_bufs[s], self.input_gen(v))
+                    if s in rows_copies:
+                        rows_copy_out(self, out_bufs[s], self.buffers[v], rows_copies[s])
+                    else:
+                        self.emit_nest(out_bufs[s], self.input_gen(v))
         for hook in self.finish_hooks:
             hook()
         if self.parallel:

@@ -16,6 +16,9 @@ from ..shapes import normalize_axes
 from .irutil import ERR_GATHER_RANGE, I64, bcast_idx, c64, const, iadd, imul, load_buf, mem_type, scalarise
 
 ALIAS = ops_with("reshape")
+# the extent slice_map assumes for a dim of run-time rows (codegen/lower_rows_layout.py
+# lets through only slices taking all of it: start 0, step 1 whatever the extent)
+RUN_TIME_ROWS = 1 << 40
 
 
 def _in_shape(kb, node, k=0):
@@ -52,7 +55,7 @@ def slice_map(spec, shape):
             res.append(("fix", c))
             dim += 1
         else:
-            start, stop, step = slice(s[1], s[2], s[3]).indices(shape[dim])
+            start, stop, step = slice(s[1], s[2], s[3]).indices(RUN_TIME_ROWS if shape[dim] is None else shape[dim])
             res.append(("map", out, start, step))
             out += 1
             dim += 1
@@ -95,7 +98,7 @@ def _strided_slice_grad(kb, node, j, idx, W):
                 ok = b.and_(ok, b.icmp_signed("==", i, c64(e[1])))
                 continue
             _, o, start, step = e
-            n = g_shape[o]
+            n = RUN_TIME_ROWS if g_shape[o] is None else g_shape[o]
             rel = b.sub(i, c64(start))
             q = b.sdiv(rel, c64(step))
             r = b.srem(rel, c64(step))

@@ -9,9 +9,14 @@ on it unchanged once its loops over dim 0 run R times:
 
 * ``plan`` finds, before fusion, the nodes that read a row-dynamic value (a RowsNode
   each). A value's rows are those of its *source* (the While / If output it derives
-  from): two row-dynamic operands of one op must share a source, so they have the same
-  rows and broadcasting never needs a run-time rule. Anything else raises Unsupported
-  (the interpreter runs it; explain says why).
+  from): two row-dynamic operands of one op from different sources are checked equal
+  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"; a row count of 1 that TF
+  would broadcast is refused too), so broadcasting never needs a run-time rule. Anything
+  else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
+  lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py; rows picked by
+  index / slice (x[k], x[a:b], tf.gather): lower_rows_gather.py; concat / split along
+  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting rows,
+  a row slice and a concat along rows give a value whose rows are its own (a source).
 * Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
   elementwise value (fusion_plan.py: materialised only when fetched, read twice or
   read through a buffer): a chain of them is computed inside the one row loop of
@@ -37,7 +42,9 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
+from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -92,11 +99,14 @@ def _sources(program):
 @dataclass(frozen=True)
 class RowsNode:
     """How lower() emits a node reading a row-dynamic value."""
-    how: str       # "nest" (elementwise / Unreduce), "reduce" or "size"
+    how: str       # "nest" (elementwise / Unreduce), "reduce", "size" or "mm_rows" / "mm_kt" (MatMul)
     src: Value     # the source whose rows it runs over (a While / If output)
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
+    check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
+                        # rowcat / rowsplit: each part's source (None: static rows);
+                        # rowslice_grad: g's source (checked against the slice's count)
 
 
 def plan(program):
@@ -111,30 +121,63 @@ def plan(program):
         dyn = [v for v in n.inputs if v in key]
         if not dyn:
             continue
-        srcs = {key[v] for v in dyn}
-        if len(srcs) > 1:
-            raise Unsupported(f"{n.op} reads values of run-time rows from different sources (their row "
-                              "counts may differ)")
-        src = srcs.pop()
+        # rows from different sources (two loops, a loop and a cond): the first operand's,
+        # the others checked equal to it when the node runs (as TF's "Incompatible shapes")
+        src = key[dyn[0]]
+        check = tuple(sorted({key[v] for v in dyn} - {src}, key=lambda u: (u.node, u.index)))
         how = _how(program, n, dyn, elementwise)
+        if how == "alias" and _row_elems(n.outputs[0][0]) != _row_elems(program.shape(n.inputs[0])):
+            # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
+            if check:
+                raise Unsupported(f"{n.op} of values of different run-time rows")
+            out[i] = RowsNode(how, src, False, False)
+            key[Value(i, 0)] = Value(i, 0)
+            continue
         if how is None:
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
-        inline = how == "nest"
+        if how in ("rowcat", "rowsplit"):   # lower_rows_concat.py: parts of different rows
+            parts = rows_concat.part_sources(n, i, key, Value)
+            out[i] = RowsNode(how, key[dyn[0]], False, False, parts)
+            if how == "rowcat":
+                key[Value(i, 0)] = Value(i, 0)
+            else:
+                for k, p in enumerate(parts):
+                    if p is not None:
+                        key[Value(i, k)] = p
+            continue
+        if how == "rowslice":   # x[a:b]: rows of its own, a source of its own
+            out[i] = RowsNode(how, src, False, False)
+            key[Value(i, 0)] = Value(i, 0)
+            continue
+        if how == "rowslice_grad":   # rows of the sliced value; g's (the slice's) checked when it runs
+            out[i] = RowsNode(how, key[n.inputs[1]], False, False, (key[n.inputs[0]],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
+            continue
+        if how == "layout":   # an index map within each row: computed inline, never flat
+            out[i] = RowsNode("nest", src, not check, False, check)
+            _row_outputs(n, i, key, src)
+            continue
+        inline = how == "nest" and not check   # (a checked node runs its check itself: in memory)
         if how == "reduce":
             flat = _flat(program, out, n.inputs[0], program.shape(n.inputs[0]))
         else:
             flat = all(_flat(program, out, u, n.outputs[0][0]) for u in _data_inputs(n))
-        out[i] = RowsNode(how, src, inline, flat)
-        for k, (s, _) in enumerate(n.outputs):
-            if s is None or any(d is None for d in s):
-                if not row_dynamic(s):
-                    raise Unsupported(f"{n.op} on run-time rows gives a shape {list(s or [])} other than "
-                                      "(rows, static...)")
-                key[Value(i, k)] = src
+        out[i] = RowsNode(how, src, inline, flat, check)
+        _row_outputs(n, i, key, src)
     return out
+
+
+def _row_outputs(n, i, key, src):
+    """Node i's outputs of run-time rows have its source's rows."""
+    for k, (s, _) in enumerate(n.outputs):
+        if s is None or any(d is None for d in s):
+            if not row_dynamic(s):
+                raise Unsupported(f"{n.op} on run-time rows gives a shape {list(s or [])} other than "
+                                  "(rows, static...)")
+            key[Value(i, k)] = src
 
 
 def _flat(program, planned, v, full):
@@ -159,7 +202,9 @@ def _describe(program, v):
     n = program.nodes[v.node]
     if n.op == "While":
         return f"loop variable {v.index} of {n.name}, grown by rows at run time"
-    return f"output {v.index} of {n.name}, shaped by the branch taken"
+    if n.op == "If":
+        return f"output {v.index} of {n.name}, shaped by the branch taken"
+    return f"{n.op} {n.name} of a value of run-time rows"
 
 
 def _how(program, n, dyn, elementwise):
@@ -174,12 +219,32 @@ def _how(program, n, dyn, elementwise):
         return "reduce"
     if n.op in SIZES:
         return "size"
+    if n.op in tables()[3]:   # reshape-like (ALIAS): a view of the same memory
+        # rows kept, or each row split into whole rows of the result (never rows merged:
+        # their count would have to divide at run time)
+        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or \
+                _row_elems(shape(n.inputs[0])) % max(_row_elems(out_shape), 1) or _row_elems(out_shape) == 0:
+            return None
+        return "alias"
+    if n.op == "MatMul":
+        form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
+        return form and "mm_" + form
+    form = rows_concat.how(program, n, dyn)   # concat / split along the rows
+    if form:
+        return form
+    form = rows_gather.how(program, n, dyn)   # rows picked by indices: lower_rows_gather.py
+    if form:
+        return form
     if not row_dynamic(out_shape):
         return None
     if n.op == "Unreduce":
         g_static = n.inputs[0] not in dyn
         axes = _reduced(n, out_shape)
         return "nest" if n.inputs[1] in dyn and g_static == (0 in axes) else None
+    if is_tile_grad(program, n, dyn):   # lower_rows_layout.py
+        return "tile_grad"
+    if n.op in tables()[1] and keeps_rows(program, n, dyn):   # lower_rows_layout.py
+        return "layout"
     if n.op not in elementwise:
         return None
     R = len(out_shape)
@@ -246,12 +311,82 @@ def lower(kb, node, outs, rn, keep):
     (a heap allocation): its result then has 0 rows, and so that no loop reads or
     writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
     status word is set."""
+    b = kb.b
+    if rn.how == "rowcat":
+        shape, dt = node.outputs[0]
+        live = lambda r: _live(kb, r)   # noqa: E731
+        res = [_alloc(kb, outs[0], shape, dt, rows_concat.rows_of_concat(kb, node, rn.check, live), keep.get(0))]
+        rows_concat.emit_concat(kb, node, res[0], rn.check, live)
+        return res
+    if rn.how == "rowsplit":
+        live = lambda r: _live(kb, r)   # noqa: E731
+        counts = rows_concat.split_counts(kb, node, rn.check, _live(kb, kb.buffers[rn.src].rows), live)
+        res = [_alloc(kb, ob, shape, dt, _live(kb, n), keep.get(k)) if row_dynamic(shape) and ob is not None else ob
+               for k, (ob, (shape, dt), n) in enumerate(zip(outs, node.outputs, counts))]
+        rows_concat.emit_split(kb, node, res, counts)
+        return res
+    if rn.how == "rowslice":   # rows of its own: the slice's count of the source's
+        rows = _live(kb, kb.buffers[rn.src].rows)
+        _, n = rows_gather.slice_rows(kb, node, rows)
+        shape, dt = node.outputs[0]
+        res = [_alloc(kb, outs[0], shape, dt, n, keep.get(0))]
+        rows_gather.emit(kb, node, res, rows, rn.how, None)
+        return res
+    if rn.how == "rowslice_grad":   # g's rows are checked against the slice's count there
+        rows = _live(kb, kb.buffers[rn.src].rows)
+        shape, dt = node.outputs[0]
+        res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
+        rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
+        return res
+    for o in rn.check:   # (after the check fails every loop below runs 0 rows)
+        kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
-        res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) else ob)
+        res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) and ob is not None else ob)
+    if rn.how in ("gather", "gather_grad", "row", "row_grad"):
+        x = _operand(kb, node.inputs[0]) if rn.how == "gather" else None
+        rows_gather.emit(kb, node, res, _live(kb, rows), rn.how, x)
+        return res
+    if rn.how == "tile_grad":
+        emit_tile_grad(kb, node, res[0], _live(kb, rows))
+        return res
+    if rn.how.startswith("mm_"):
+        a, bv = (_operand(kb, v) for v in node.inputs)
+        rows_matmul.emit(kb, node, res, _live(kb, rows), rn.how[3:], a, bv)
+        return res
     {"nest": _nest, "reduce": _reduce, "size": _size}[rn.how](kb, node, res, _live(kb, rows), rn.flat)
     return res
+
+
+def alias(kb, node, sb):
+    """The Rows a reshape-like node (planned "alias") gives of its input's Rows ``sb``:
+    the same memory, each input row making in_row / out_row rows of the result."""
+    shape, dt = node.outputs[0]
+    per = sb.row_elems // _row_elems(shape)
+    rows = sb.rows if per == 1 else kb.b.mul(sb.rows, c64(per))
+    return Rows(sb.ptr, shape, dt, rows, sb.name)
+
+
+def copy_out(kb, out_buf, src, keep):
+    """A fetched value of run-time rows read through a view (a reshape of one): copied
+    into memory of its own, kept for the host (``keep``: its persistent word pair)."""
+    dst = _alloc(kb, out_buf, src.shape, src.dtype, _live(kb, src.rows), keep)
+    b = kb.b
+    with kb.loop(b.mul(dst.rows, c64(src.row_elems))) as i:
+        b.store(b.load(b.gep(src.ptr, [i])), b.gep(dst.ptr, [i]))
+
+
+def dry(kb, node, rn):
+    """The temporaries ``node`` will ask for (the kernel's dry run)."""
+    if rn.how.startswith("mm_"):
+        rows_matmul.dry(kb, node, rn.how[3:])
+
+
+def _operand(kb, v):
+    """The buffer of an operand read from memory: Rows where it has run-time rows."""
+    buf = kb.buffers[v]
+    return rows_of(kb, buf) if row_dynamic(kb.shape(v)) else buf
 
 
 def _live(kb, rows):
@@ -261,9 +396,14 @@ def _live(kb, rows):
 def _nest(kb, node, outs, rows, flat):
     """out = the node's value (with the fused chain of elementwise ops it reads inline):
     one flat vector loop over rows x row elements where every value read is the whole
-    value or one element, else a loop over rows around the static row's loop nest."""
-    out = outs[0]
-    v = Value(kb.regions.node_pos, 0)
+    value or one element, else a loop over rows around the static row's loop nest.
+    Each output of a multi-output node (a split) its own loop."""
+    for k, out in enumerate(outs):
+        if out is not None:
+            _nest1(kb, Value(kb.regions.node_pos, k), out, rows, flat)
+
+
+def _nest1(kb, v, out, rows, flat):
     b = kb.b
     if flat:
         at = _flat_index(out.shape)

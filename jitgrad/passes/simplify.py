@@ -139,7 +139,8 @@ def _rule(op, ins, attrs, out, ctx):
                 return "mulnonan_zero", ("uniform", np.zeros((), dt.np))
             if np.isfinite(c):
                 return "mulnonan_mul", ("Mul", (x, y), {})
-    elif op == "MatMul" and dt.is_floating and len(shape) == 2:
+    elif op == "MatMul" and dt.is_floating and len(shape) == 2 and None not in shape:
+        # (rows known only at run time: codegen/lower_rows_matmul.py takes the product as it is)
         a, c = ins
         k = sh(a)[0] if attrs["transpose_a"] else sh(a)[1]
         if k == 1 and size(shape) > 1:

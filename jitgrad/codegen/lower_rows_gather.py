@@ -1,0 +1,199 @@
+"""Rows picked out of a value of run-time rows by indices known when the kernel runs
+(lower_rows.py plans, this file emits):
+
+* ``gather`` -- tf.gather(x, indices) along dim 0 of x [R, ...], indices of a static
+  shape (fed or constant): a static result; every index is checked against R (TF's
+  InvalidArgumentError, ERR_GATHER_RANGE) before its row is read, and a bad one reads a
+  zero from the kernel's own memory instead (R may be 0: no row 0 to fall back on);
+* ``row`` -- x[k], k a constant (negative: from the end), checked against R
+  (ERR_ROW_INDEX); ``row_grad`` -- its gradient, zero rows but row k;
+* ``rowslice`` -- x[a:b:s] (constants, s >= 1, Python's clamping on the run-time R):
+  rows of their own (a source of its own, lower_rows.py); ``rowslice_grad`` -- its
+  gradient: zero rows, g's rows written to rows a, a+s, ... (g's rows checked to be
+  the slice's count, ERR_ROWS_MISMATCH);
+* ``gather_grad`` -- its gradient: zero rows [R, ...], then each index's slice of g
+  added into its row in index order (duplicates sum in a fixed order), a bad index
+  skipped after it set the error.
+
+As TF's kernel, an empty gather (no elements to copy) checks nothing.
+"""
+from llvmlite import ir
+
+from .irutil import ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, I64, Buffer, c64, const, mem_type, scalarise, store_buf
+
+
+def how(program, n, dyn):
+    """"gather" / "gather_grad" or None for node n (dyn: its operands of run-time rows)."""
+    if n.op == "GatherV2" and n.attrs["axis"] % len(program.shape(n.inputs[0])) == 0 and \
+            n.inputs[0] in dyn and n.inputs[1] not in dyn and None not in n.outputs[0][0]:
+        return "gather"
+    if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) == 0 and n.inputs[0] not in dyn and \
+            n.inputs[1] not in dyn and n.inputs[2] in dyn:
+        return "gather_grad"
+    if _slice_spec(n.attrs.get("spec")) is not None:
+        if n.op == "StridedSlice" and n.inputs[0] in dyn:
+            return "rowslice"
+        if n.op == "StridedSliceGrad" and n.inputs[0] in dyn and n.inputs[1] in dyn:
+            return "rowslice_grad"
+    if _row_spec(n.attrs.get("spec")) is not None:
+        if n.op == "StridedSlice" and n.inputs[0] in dyn:
+            return "row"
+        if n.op == "StridedSliceGrad" and n.inputs[0] not in dyn and n.inputs[1] in dyn:
+            return "row_grad"
+    return None
+
+
+def _row_spec(spec):
+    """k where the slice spec is x[k] (one int), else None."""
+    return spec[0][1] if spec and len(spec) == 1 and spec[0][0] == "int" else None
+
+
+def _slice_spec(spec):
+    """(a, b, s) where the slice spec is x[a:b:s] on dim 0 alone with s >= 1, else None."""
+    if not spec or len(spec) != 1 or spec[0][0] != "slice":
+        return None
+    _, a, b, s = spec[0]
+    s = 1 if s is None else s
+    return (a, b, s) if s >= 1 else None
+
+
+def slice_rows(kb, node, rows):
+    """(first row, row count) of x[a:b:s] over ``rows`` rows, clamped as Python slices."""
+    b_ = kb.b
+    a, b, s = _slice_spec(node.attrs["spec"])
+
+    def clamp(v, default):
+        if v is None:
+            return default
+        if v < 0:
+            v = b_.add(rows, c64(v))
+            return b_.select(b_.icmp_signed("<", v, c64(0)), c64(0), v)
+        return b_.select(b_.icmp_signed("<", rows, c64(v)), rows, c64(v))
+    start, stop = clamp(a, c64(0)), clamp(b, rows)
+    span = b_.sub(stop, start)
+    n = b_.sdiv(b_.add(span, c64(s - 1)), c64(s))
+    return start, b_.select(b_.icmp_signed("<", span, c64(1)), c64(0), n)
+
+
+def _row_index(kb, node, rows):
+    """(i64 row, i1 bad) of x[k] over ``rows`` rows (the error set where bad)."""
+    b = kb.b
+    k = _row_spec(node.attrs["spec"])
+    r = b.add(c64(k), rows) if k < 0 else c64(k)
+    bad = b.or_(b.icmp_signed("<", r, c64(0)), b.icmp_signed(">=", r, rows))
+    kb.set_error(bad, ERR_ROW_INDEX)
+    return r, bad
+
+
+def _index(kb, ind, idx, rows):
+    """(i64 index, i1 bad) of indices[idx], bad where not in [0, rows) (the error set)."""
+    b = kb.b
+    ii = kb.gen(ind, idx, 1)
+    if kb.dtype(ind).size < 8:
+        ii = b.sext(ii, I64)
+    bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, rows))
+    kb.set_error(bad, ERR_GATHER_RANGE)
+    return ii, bad
+
+
+def emit(kb, node, outs, rows, form, x):
+    """x: the Rows of params (gather); rows: the live row count."""
+    {"gather": _gather, "gather_grad": _gather_grad, "row": _row, "row_grad": _row_grad,
+     "rowslice": _rowslice, "rowslice_grad": _rowslice_grad}[form](kb, node, outs[0], rows, x)
+
+
+def _rowslice(kb, node, out, rows, x):
+    """out (its rows already the slice's count, lower_rows.py) = x[a:b:s]."""
+    b = kb.b
+    start, _ = slice_rows(kb, node, rows)
+    step = _slice_spec(node.attrs["spec"])[2]
+    with kb.loop(out.rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
+        src = b.add(start, b.mul(r, c64(step)))
+        kb.emit_nest(row, lambda idx, W: kb.gen(node.inputs[0], [(src, 0)] + idx, W))
+
+
+def _rowslice_grad(kb, node, out, rows, g_rows):
+    """out [rows, ...] = zeros but rows a, a+s, ... = g's rows (g_rows: how many g has)."""
+    b = kb.b
+    flat = Buffer(out.ptr, (None,), out.dtype)
+    with kb.loop(b.mul(rows, c64(out.row_elems))) as i:
+        store_buf(b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    start, n = slice_rows(kb, node, rows)
+    kb.set_error(b.icmp_signed("!=", n, g_rows), ERR_ROWS_MISMATCH)
+    n = b.select(kb.no_error_yet(), n, c64(0))
+    step = _slice_spec(node.attrs["spec"])[2]
+    with kb.loop(n) as q:
+        at = b.add(start, b.mul(q, c64(step)))
+        row = Buffer(b.gep(out.ptr, [b.mul(at, c64(out.row_elems))]), out.shape[1:], out.dtype)
+        kb.emit_nest(row, lambda idx, W: kb.gen(node.inputs[0], [(q, 0)] + idx, W))
+
+
+def _row(kb, node, out, rows, x):
+    b = kb.b
+    r, bad = _row_index(kb, node, rows)
+    with b.if_then(b.not_(bad)):   # (else nothing is read: the error stops the result's use)
+        kb.emit_nest(out, lambda idx, W: kb.gen(node.inputs[0], [(r, 0)] + idx, W))
+
+
+def _row_grad(kb, node, out, rows, x):
+    b = kb.b
+    g = node.inputs[0]
+    flat = Buffer(out.ptr, (None,), out.dtype)
+    with kb.loop(b.mul(rows, c64(out.row_elems))) as i:
+        store_buf(b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    r, bad = _row_index(kb, node, rows)
+    with b.if_then(b.not_(bad)):
+        dst = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
+        kb.emit_nest(dst, lambda idx, W: kb.gen(g, idx, W))
+
+
+def _gather(kb, node, out, rows, x):
+    b = kb.b
+    ind = node.inputs[1]
+    ri = len(kb.shape(ind))
+    zero = kb.alloca(mem_type(out.dtype))   # what a bad index reads (then never published)
+    b.store(ir.Constant(mem_type(out.dtype), 0), zero)
+
+    def one(idx, _W):
+        ii, bad = _index(kb, ind, idx[:ri], rows)
+        at = b.mul(b.select(bad, c64(0), ii), c64(x.row_elems))
+        for (base, _), s in zip(idx[ri:], x.strides[1:]):
+            at = b.add(at, b.mul(base, c64(s)))
+        v = b.load(b.select(bad, zero, b.gep(x.ptr, [at])))
+        return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)) if out.dtype.name == "bool" else v
+    kb.emit_nest(out, lambda idx, W: scalarise(b, one, idx, W))
+
+
+def _unflatten(b, k, shape):
+    """Flat index k (i64) of a row-major ``shape`` -> its index tuple (generator form)."""
+    idx = []
+    for d in reversed(shape):
+        idx.append((b.srem(k, c64(d)), 0))
+        k = b.sdiv(k, c64(d))
+    return idx[::-1]
+
+
+def _gather_grad(kb, node, out, rows, x):
+    b = kb.b
+    g, ind = node.inputs[0], node.inputs[1]
+    ishape, row_shape = kb.shape(ind), out.shape[1:]
+    n_idx = 1
+    for d in ishape:
+        n_idx *= d
+    dt = out.dtype
+    row = out.row_elems
+    flat = Buffer(out.ptr, (None,), dt)
+    with kb.loop(b.mul(rows, c64(row))) as i:
+        store_buf(b, flat, [(i, 0)], const(dt, 0), 1)
+    if n_idx * row == 0:
+        return
+    with kb.loop(n_idx) as k:
+        kidx = _unflatten(b, k, ishape)
+        ii, bad = _index(kb, ind, kidx, rows)
+        with b.if_then(b.not_(bad)):
+            dst = b.gep(out.ptr, [b.mul(ii, c64(row))])
+            with kb.loop(row) as j:
+                s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
+                d = b.gep(dst, [j])
+                b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
