@@ -47,7 +47,7 @@ from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
-from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, rows_appended
+from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -182,6 +182,10 @@ def lower_if(kb, node, outs, dry):
         for k, out in shaped.items():   # branches of different shapes: lower_growing.py
             then_outs[k], else_outs[k], k_ok = out.start(kb, outs[k])
             ok = b.and_(ok, k_ok)
+        for p, _, r_then, r_else in a.get("pop_caps", ()):   # rows it pops of a loop variable: lower_growing.py
+            v = node.inputs[1 + p]
+            p_ok, ins[p] = pop_capture(kb, kb.buffers[v], kb.shape(v), kb.dtype(v), pred, r_then, r_else)
+            ok = b.and_(ok, p_ok)
         with b.if_then(ok):
             with b.if_else(pred) as (on_then, on_else):
                 with on_then:

@@ -73,7 +73,22 @@ def _if_kernel(attrs, pred, *ins):
     pred = np.asarray(pred)
     if pred.shape != ():
         raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {list(pred.shape)}")
-    return tuple(run_region(attrs["then_branch"] if bool(pred) else attrs["else_branch"], ins))
+    # loop variables it pops (passes/growing_vars.if_pops): the taken branch sees the rows
+    # it pops, and the output is what they leave
+    ins, left = list(ins), {}
+    for p, j, r_then, r_else in attrs.get("pop_caps", ()):
+        v, rows = np.asarray(ins[p]), r_then if bool(pred) else r_else
+        if len(v) < rows:
+            raise ValueError(_pop_error(len(v), rows))
+        ins[p], left[j] = v[len(v) - rows:], v[:len(v) - rows]
+    outs = list(run_region(attrs["then_branch"] if bool(pred) else attrs["else_branch"], ins))
+    for j, v in left.items():
+        outs[j] = v
+    return tuple(outs)
+
+
+def _pop_error(have, rows):
+    return f"a loop variable of {have} rows cannot give the {rows} an iteration pops"
 
 
 def _is_zeros_of(g, t):
@@ -116,6 +131,8 @@ def _if_grad(op, *grads):
     res = [None] * len(op.inputs)
     if not keep:
         return res
+    for fg, outs in traced:
+        _drop_unread_captures(fg, [outs[i] for i in keep])
     out = _make_if(op.inputs[0], [(fg, [as_output(fg, outs[i]) for i in keep]) for fg, outs in traced],
                    name="If_grad")
     out = [out] if isinstance(out, Tensor) else list(out)
@@ -125,6 +142,22 @@ def _if_grad(op, *grads):
 
 
 register("If", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
+
+
+def _drop_unread_captures(fg, outs):
+    """Forgets the captures of traced branch ``fg`` that neither ``outs`` nor its side
+    effects read. A gradient branch replays the whole forward branch on every capture;
+    the If built from it would otherwise take them all, so a reverse loop would save
+    per iteration what no gradient reads (a growing accumulator entering a cond that
+    appends to it: quadratic memory, and the loop could not compile,
+    passes/growing_vars.py)."""
+    read = {id(t) for t in outs}
+    for o in prune(list(outs) + list(fg.side_effects), {id(ph) for _, ph in fg.captures}):
+        read.update(id(t) for t in o.inputs)
+    dropped = {id(ph) for _, ph in fg.captures if id(ph) not in read}
+    fg.captures[:] = [(outer, ph) for outer, ph in fg.captures if id(ph) not in dropped]
+    for key in [k for k, ph in fg._capture_of.items() if id(ph) in dropped]:
+        del fg._capture_of[key]
 
 
 def _trace_branch(name, fn):
@@ -275,12 +308,14 @@ def _while_kernel(attrs, *ins):
     grow = attrs.get("grow_vars", ()) if not isinstance(body, Func) else ()
     # variables that shrink by rows (passes/growing_vars.popped_vars): the body sees the
     # rows an iteration pops, which leave the variable
-    pop = {k: popped_rows(body, k) for k in attrs.get("pop_vars", ())} if not isinstance(body, Func) else {}
+    # (an If in the body that pops them sees them whole: the If's kernel pops)
+    pop = {} if isinstance(body, Func) else {k: rows for k in attrs.get("pop_vars", ())
+                                             if (rows := popped_rows(body, k)) is not None}
     i = 0
     while lim is None or i < lim:
         for k, rows in pop.items():
             if len(vals[k]) < rows:
-                raise ValueError(f"a loop variable of {len(vals[k])} rows cannot give the {rows} an iteration pops")
+                raise ValueError(_pop_error(len(vals[k]), rows))
         seen = [v[:0] if k in grow else v[len(v) - pop[k]:] if k in pop else v for k, v in enumerate(vals)]
         if cond is not None and not bool(np.asarray(run_region(cond, seen + caps)[0])):
             break
