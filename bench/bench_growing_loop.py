@@ -8,6 +8,9 @@ under a None shape invariant), value per call:
 
 --cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
 an odd one (each branch its own row count).
+--grad: the loss sum(x * x) over the rows and its gradient with respect to w (the
+reverse loop pops the rows each iteration appended; with --cond, the gradient If
+pops one or two, passes/growing_vars.if_pops).
 
 Prints the median time per call of each system and its ratio to jitgrad's:
   * jitgrad compiled (Session, T fed; the growing buffer is native);
@@ -25,7 +28,6 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from timing import median_time  # noqa: E402
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
@@ -40,6 +42,21 @@ def reference(w, steps, cond=False):
     return np.array(rows).reshape(len(rows), D)
 
 
+def reference_grad(w, steps, cond=False):
+    """(sum(x * x), its gradient wrt w), backpropagated by hand."""
+    hs = [np.ones(D, np.float64)]
+    for _ in range(steps):
+        hs.append(np.tanh(hs[-1] * w + 0.1))
+    gw, carry = np.zeros(D), np.zeros(D)
+    for t in range(steps, 0, -1):   # rows h_t (and h_t^2 on odd steps t - 1)
+        h = hs[t]
+        a = carry + 2.0 * h + (4.0 * h ** 3 if cond and (t - 1) % 2 else 0.0)
+        da = a * (1.0 - h * h)
+        gw += da * hs[t - 1]
+        carry = da * w
+    return float(np.sum(reference(w, steps, cond) ** 2)), gw
+
+
 def graph_program(tf, steps_ph, w_ph, cond=False):
     def body(i, h, x):
         h = tf.tanh(h * w_ph + 0.1)
@@ -52,30 +69,47 @@ def graph_program(tf, steps_ph, w_ph, cond=False):
     return x
 
 
-def jitgrad_runner(mode, w, steps, cond):
+def fetches_of(tf, steps_ph, w_ph, cond, grad):
+    x = graph_program(tf, steps_ph, w_ph, cond)
+    if not grad:
+        return x
+    loss = tf.reduce_sum(x * x)
+    return [loss, tf.gradients(loss, w_ph)[0]]
+
+
+def jitgrad_runner(mode, w, steps, cond, grad=False):
     import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp, cond)
+        x = fetches_of(tf, n, wp, cond, grad)
     s = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_graph_runner(w, steps, cond):
+def tf_graph_runner(w, steps, cond, grad=False):
     import tensorflow as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp, cond)
+        x = fetches_of(tf, n, wp, cond, grad)
     s = tf.compat.v1.Session(graph=g)
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_function_runner(w, steps, cond):
+def tf_function_runner(w, steps, cond, grad=False):
     import tensorflow as tf
+    if grad:   # (tf.gradients is graph-only: the tape instead)
+        @tf.function
+        def f(wv, n):
+            with tf.GradientTape() as tape:
+                tape.watch(wv)
+                loss = tf.reduce_sum(graph_program(tf, n, wv, cond) ** 2)
+            return loss, tape.gradient(loss, wv)
+        wt, nt = tf.constant(w), tf.constant(steps)
+        return lambda: [r.numpy() for r in f(wt, nt)]
 
     @tf.function
     def f(wv, n):
@@ -132,8 +166,6 @@ def all_states(args):
     """Loss (and with --grad its gradient) of the all-states RNN: jitgrad compiled,
     jitgrad's interpreter (what it ran in before), TF graph mode; samples alternate
     between the systems so load drifts hit all alike."""
-    import statistics
-    import time
     x0 = np.linspace(-1, 1, D).astype(np.float32)
     want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps)
     systems = []
@@ -154,19 +186,28 @@ def all_states(args):
     before = _fallbacks()
     systems[0][1]()
     fell_back = _fallbacks() != before
-    times = {name: [] for name, _ in systems}
-    for _ in range(args.repeat):
-        for name, run in systems:
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
-    med = {name: statistics.median(ts) for name, ts in times.items()}
+    med = alternated_medians(systems, args.repeat)
     what = "loss + d loss/d x0" if args.grad else "loss"
-    print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated)")
+    print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated; "
+          f"load average {os.getloadavg()[0]:.2f})")
     if fell_back:
         print("  (jitgrad compiled FELL BACK to the interpreter for this program)")
     for name, t in med.items():
         print(f"{name:22s} {t * 1e6:12.1f} us  {t / med['jitgrad compiled']:8.2f}x jitgrad compiled")
+
+
+def alternated_medians(systems, repeat):
+    """{name: median seconds per call}, the systems' calls taking turns so that load
+    drifts on a shared machine hit all alike."""
+    import statistics
+    import time
+    times = {name: [] for name, _ in systems}
+    for _ in range(repeat):
+        for name, run in systems:
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def _fallbacks():
@@ -179,33 +220,44 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
-    ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
+    ap.add_argument("--grad", action="store_true", help="and the gradient of a loss on the rows")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     args = ap.parse_args()
     if args.all_states:
         return all_states(args)
     w = np.linspace(-1.5, 1.5, D).astype(np.float32)
-    want = reference(w.astype(np.float64), args.steps, args.cond)
-    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, args.steps, args.cond)),
-               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, args.steps, args.cond)),
-               ("TF graph mode", lambda: tf_graph_runner(w, args.steps, args.cond)),
-               ("TF tf.function", lambda: tf_function_runner(w, args.steps, args.cond))]
-    results = {}
+    if args.grad:
+        want = reference_grad(w.astype(np.float64), args.steps, args.cond)
+    else:
+        want = reference(w.astype(np.float64), args.steps, args.cond)
+    how = (args.steps, args.cond, args.grad)
+    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, *how)),
+               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, *how)),
+               ("TF graph mode", lambda: tf_graph_runner(w, *how)),
+               ("TF tf.function", lambda: tf_function_runner(w, *how))]
+    runs = []
     for name, make in systems:
         try:
             run = make()
         except ImportError as e:
             print(f"{name:22s} skipped ({e})")
             continue
-        got = np.asarray(run())
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=name)
-        fallbacks = _fallbacks()
-        results[name] = median_time(run, args.repeat)
+        got = run()
+        if args.grad:
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-4, err_msg=name)
+            np.testing.assert_allclose(got[1], want[1], rtol=2e-3, atol=1e-3, err_msg=name)
+        else:
+            np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-6, err_msg=name)
+        runs.append((name, run))
         if name == "jitgrad compiled":
+            fallbacks = _fallbacks()
+            run()
             assert _fallbacks() == fallbacks, "the compiled loop ran in the interpreter"
+    results = alternated_medians(runs, args.repeat)
     base = results.get("jitgrad compiled")
-    how = ", rows appended by a tf.cond" if args.cond else ""
-    print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call; noisy on a shared machine)")
+    how = (", rows appended by a tf.cond" if args.cond else "") + (", loss + d loss/d w" if args.grad else "")
+    print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call, samples alternated; "
+          f"load average {os.getloadavg()[0]:.2f})")
     for name, t in results.items():
         ratio = f"{t / base:8.2f}x jitgrad" if base else ""
         print(f"{name:22s} {t * 1e6:12.1f} us  {ratio}")
