@@ -141,3 +141,115 @@ def test_the_specialised_program_pops_per_branch_in_the_reference_kernels(optimi
         (got_loss, got), _ = ir.evaluate(p, args)
         np.testing.assert_allclose(got_loss, _np_loss(W, trips, True), rtol=1e-12)
         np.testing.assert_allclose(got, _fd(lambda v: _np_loss(v, trips, True), W), rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- second order through the reverse loop
+# The all-states RNN h_{t+1} = tanh(h_t * w + 0.1), every state appended to an accumulator
+# (or written to a dynamic TensorArray) and loss = sum(states^2). Its gradient's reverse loop
+# pops a state's gradient per iteration; the gradient of that gradient differentiates the
+# popping loop: it saves only the rows each iteration popped (ops/control_flow_ops._popped_tails)
+# and its own reverse loop appends their gradients (a growing variable entering with run-time rows).
+def _np_states(w, n):
+    hs = [np.ones(3)]
+    for _ in range(n):
+        hs.append(np.tanh(hs[-1] * w + 0.1))
+    return hs
+
+
+def _np_grad(w, n):
+    """d sum(states^2) / dw, backpropagated by hand."""
+    hs, gw, carry = _np_states(w, n), np.zeros(3), np.zeros(3)
+    for t in range(n, 0, -1):
+        da = (carry + 2.0 * hs[t]) * (1.0 - hs[t] ** 2)
+        gw += da * hs[t - 1]
+        carry = da * w
+    return gw
+
+
+def _rnn_graph(kind):
+    g = tf.Graph()
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        w = tf1.placeholder(tf.float64, [3])
+        if kind == "ta":
+            def body(i, h, ta):
+                h = tf.tanh(h * w + 0.1)
+                return i + 1, h, ta.write(i, h)
+            _, _, ta = tf.while_loop(lambda i, h, ta: i < n, body,
+                                     [0, tf.ones([3], tf.float64), tf.TensorArray(tf.float64, size=0, dynamic_size=True)])
+            st = ta.stack()
+        else:
+            def body(i, h, x):
+                h = tf.tanh(h * w + 0.1)
+                return i + 1, h, tf.concat([x, [h]], 0)
+            _, _, st = tf.while_loop(lambda i, h, x: i < n, body, [0, tf.ones([3], tf.float64), tf.zeros([0, 3], tf.float64)],
+                                     shape_invariants=INVARIANTS)
+        loss = tf.reduce_sum(st * st)
+        (gw,) = tf.gradients(loss, w)
+        (ggw,) = tf.gradients(tf.reduce_sum(gw * gw), w)   # (a gradient penalty's derivative)
+        (hess,) = tf.hessians(loss, w)
+    return g, n, w, gw, ggw, hess
+
+
+@pytest.mark.parametrize("kind", ["concat", "ta"])
+def test_second_order_through_the_reverse_loop_compiles_once_and_is_right(kind):
+    g, n, w, gw, ggw, hess = _rnn_graph(kind)
+    with tf1.Session(graph=g) as s:
+        assert "FALLBACK" not in str(s.explain([gw, ggw], {n: 3, w: W}))
+        before, kernels = tf.cache_info()["fallbacks"], _kernels()
+        for trips in (0, 1, 50, 4):
+            got_g, got_gg = s.run([gw, ggw], {n: trips, w: W})
+            np.testing.assert_allclose(got_g, _np_grad(W, trips), rtol=1e-12, atol=1e-14)
+            want = _fd(lambda v: float(np.sum(_np_grad(v, trips) ** 2)), W)
+            np.testing.assert_allclose(got_gg, want, rtol=1e-6, atol=1e-8)
+        assert tf.cache_info()["fallbacks"] == before
+        assert _kernels() - kernels <= 1
+
+
+@pytest.mark.parametrize("kind", ["concat", "ta"])
+def test_hessians_through_the_reverse_loop_match_finite_differences(kind):
+    """(tf.hessians batches its three gradients, batched_gradients.py: the batched values
+    of run-time rows, [3, None, 3], still run in the interpreter; explain says so.)"""
+    g, n, w, gw, ggw, hess = _rnn_graph(kind)
+    for mode in ("compiled", "interpret"):
+        with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
+            for trips in (0, 1, 6):
+                got = s.run(hess, {n: trips, w: W})
+                want = np.stack([_fd(lambda v: _np_grad(v, trips)[i], W) for i in range(3)])
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+                np.testing.assert_allclose(got, got.T, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["concat", "ta"])
+def test_second_order_compiled_matches_interpreter_bit_identical_run_to_run(kind):
+    g, n, w, gw, ggw, hess = _rnn_graph(kind)
+    compiled, interpreted = run_both(g, [gw, ggw], {n: 7, w: W})
+    for a, b in zip(compiled, interpreted):
+        check_close(a, b, np.float64)
+    with tf1.Session(graph=g) as s:
+        first = s.run(ggw, {n: 40, w: W})
+        for _ in range(3):
+            assert s.run(ggw, {n: 40, w: W}).tobytes() == first.tobytes()
+
+
+def test_values_grown_by_different_loops_combine_when_their_rows_agree():
+    """An elementwise op on two grown values (the second derivative above multiplies its
+    grown gradient by the forward's grown states): compiled when their rows agree at run
+    time, TF's InvalidArgumentError when they do not (checked before any row is read)."""
+    g = tf.Graph()
+    with g.as_default():
+        n1, n2 = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
+
+        def grow(n, c):
+            _, x = tf.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, tf.concat([x, [[c, c + 1.0]]], 0)),
+                                 [0, tf.zeros([0, 2])], shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 2])])
+            return x
+        y = grow(n1, 1.0) * grow(n2, 2.0)
+    for rows in (0, 1, 3):
+        compiled, interpreted = run_both(g, [y], {n1: rows, n2: rows})
+        np.testing.assert_array_equal(compiled[0], np.tile([[2.0, 6.0]], (rows, 1)).astype(np.float32))
+        np.testing.assert_array_equal(compiled[0], interpreted[0])
+    for mode in ("compiled", "interpret"):
+        with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="[Ii]ncompatible shapes"):
+                s.run(y, {n1: 2, n2: 3})

@@ -22,6 +22,7 @@ ERR_STACK_ALLOC = 4
 ERR_STACK_ROWS = 5
 ERR_ASSERT = 6        # a tf.Assert in a branch / loop body failed (message: ops/logging_ops.py)
 ERR_RANDOM = 7        # a random op in a branch / loop body found no draws for this run (ops/random_ops.py)
+ERR_ROWS_MISMATCH = 8  # an elementwise op read values of run-time rows whose row counts differ (lower_rows.py)
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
@@ -29,6 +30,7 @@ ERROR_MESSAGES = {
     ERR_STACK_ALLOC: "out of memory for a while_loop's per-iteration stack",
     ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
     ERR_RANDOM: "a random op inside a compiled branch / loop body could not draw (the run's samplers are gone)",
+    ERR_ROWS_MISMATCH: "Incompatible shapes: an elementwise op read values whose leading dimensions differ",
 }
 
 

@@ -634,7 +634,7 @@ class KernelBuilder(LoweringContext):
                                        f"scratch+{off} live [{bp.born[v]},{bp.last_use[v]}]"))
             return Buffer(ptr, shape, dt, f"n{v.node}")
 
-        rows_src = {rn.src for rn in plan.rows.values()}
+        rows_src = {s for rn in plan.rows.values() for s in (rn.src,) + rn.same}
         self._emitting = True
         # A multi-output op (e.g. SplitToShapesOf, the concat gradient) starts one
         # nest per output shape at the same node: every one of them must be emitted.

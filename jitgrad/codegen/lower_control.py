@@ -314,7 +314,7 @@ def lower_while(kb, node, outs, dry):
     pop = a.get("pop_vars", ())     # and shrinking by rows (read in place)
     if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop):
         raise Unsupported("a loop variable of unknown shape")
-    if any(is_dynamic(kb.shape(node.inputs[k])) or is_dynamic(var_specs[k][0][1:]) for k in grow):
+    if any(is_dynamic(kb.shape(node.inputs[k])[1:]) or is_dynamic(var_specs[k][0][1:]) for k in grow):
         raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
     body, cond, keep, grow_keep = _regions_of(kb, pos, lambda: (
@@ -359,7 +359,7 @@ def lower_while(kb, node, outs, dry):
     growing = {k: GrowingVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
                for k in grow}
     for k, gv in growing.items():
-        gv.start(kb.buffers[ins[k]].ptr, kb.shape(ins[k]), failed)
+        gv.start(kb.buffers[ins[k]], kb.shape(ins[k]), failed)
     popping = {k: PoppedVar(kb, kb.buffers[ins[k]], popped_rows(a["body"], k)) for k in pop}
 
     # sliced inputs: their row count must be the trip count

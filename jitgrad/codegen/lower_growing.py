@@ -68,16 +68,24 @@ class GrowingVar:
     def _field(self, k):
         return self.kb.b.gep(self.d, [c64(k)])
 
-    def start(self, src_ptr, entry_shape, failed):
-        """Copies the entry value (static shape) in; sets ``failed`` when memory runs out."""
-        b = self.kb.b
-        rows0 = entry_shape[0]
+    def start(self, entry, entry_shape, failed):
+        """Copies the entry value (buffer ``entry``: static shape, or run-time rows, the
+        gradient of a popped variable, say) in; sets ``failed`` when memory runs out."""
+        kb, b = self.kb, self.kb.b
+        if entry_shape[0] is None:
+            src = rows_of(kb, entry)
+            rows0, src_ptr = src.rows, src.ptr
+        else:
+            rows0, src_ptr = c64(entry_shape[0]), entry.ptr
         with b.if_then(b.not_(b.load(failed))):
-            bad = _stack_reserve(self.kb, self.d, c64(rows0), self.row)
+            bad = _stack_reserve(kb, self.d, rows0, self.row)
             b.store(b.or_(b.load(failed), bad), failed)
             with b.if_then(b.not_(bad)):
-                _copy(self.kb, self.data(), src_ptr, entry_shape, self.dt)
-                b.store(c64(rows0), self._field(1))
+                if entry_shape[0] is None:   # (bytes: rows0 x row)
+                    _copy_rows(kb, self.data(), src_ptr, rows0, self.row)
+                else:
+                    _copy(kb, self.data(), src_ptr, entry_shape, self.dt)
+                b.store(rows0, self._field(1))
 
     def data(self):
         b = self.kb.b
@@ -97,6 +105,13 @@ class GrowingVar:
 
     def finish(self):
         _stack_keep(self.kb, self.d, self.keep)
+
+
+def _copy_rows(kb, dst, src, rows, row_bytes):
+    b = kb.b
+    d, s = b.bitcast(dst, I8P), b.bitcast(src, I8P)
+    with kb.loop(b.mul(rows, c64(row_bytes))) as i:
+        b.store(b.load(b.gep(s, [i])), b.gep(d, [i]))
 
 
 def rows_appended(body, k):

@@ -37,7 +37,7 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
 from .stacks import field, stack_init, stack_keep, stack_reserve
@@ -97,6 +97,8 @@ class RowsNode:
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
+    same: tuple = ()   # other sources an elementwise node reads: their rows must be src's (checked
+                       # when it runs; such a node is computed in place, not inline)
 
 
 def plan(program):
@@ -111,23 +113,23 @@ def plan(program):
         dyn = [v for v in n.inputs if v in key]
         if not dyn:
             continue
-        srcs = {key[v] for v in dyn}
-        if len(srcs) > 1:
+        srcs = sorted({key[v] for v in dyn}, key=lambda v: (v.node, v.index))
+        src, same = srcs[0], tuple(srcs[1:])
+        how = _how(program, n, dyn, elementwise)
+        if same and how != "nest":
             raise Unsupported(f"{n.op} reads values of run-time rows from different sources (their row "
                               "counts may differ)")
-        src = srcs.pop()
-        how = _how(program, n, dyn, elementwise)
         if how is None:
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
                               f"shapes {shapes}")
-        inline = how == "nest"
+        inline = how == "nest" and not same
         if how == "reduce":
             flat = _flat(program, out, n.inputs[0], program.shape(n.inputs[0]))
         else:
             flat = all(_flat(program, out, u, n.outputs[0][0]) for u in _data_inputs(n))
-        out[i] = RowsNode(how, src, inline, flat)
+        out[i] = RowsNode(how, src, inline, flat, same)
         for k, (s, _) in enumerate(n.outputs):
             if s is None or any(d is None for d in s):
                 if not row_dynamic(s):
@@ -246,7 +248,11 @@ def lower(kb, node, outs, rn, keep):
     (a heap allocation): its result then has 0 rows, and so that no loop reads or
     writes past a short buffer every loop here runs over ``_live`` rows, 0 once the
     status word is set."""
-    rows = _live(kb, kb.buffers[rn.src].rows)
+    rows = kb.buffers[rn.src].rows
+    for other in rn.same:   # (e.g. a second derivative's grown gradient times the forward's grown value)
+        kb.set_error(kb.b.and_(kb.no_error_yet(), kb.b.icmp_signed("!=", kb.buffers[other].rows, rows)),
+                     ERR_ROWS_MISMATCH)
+    rows = _live(kb, rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
         res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) else ob)

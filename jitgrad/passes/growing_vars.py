@@ -102,7 +102,7 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
         if cond is not None and any(_reads(cond, cond.inputs[k])):
             continue
         ph, new = body.inputs[k], body.outputs[k]
-        rows = _pop_count(body, ph, new, len(shape), ignored)
+        rows = pop_count(body, ph, new, len(shape), ignored)
         if rows is None:
             readers, outputs = _reads(body, ph, ignored)
             at = if_pops(readers[0], ph, len(shape)) if len(readers) == 1 and not outputs else None
@@ -113,7 +113,7 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
     return out
 
 
-def _pop_count(func, ph, out, rank, ignored=()):
+def pop_count(func, ph, out, rank, ignored=()):
     """The rows ``SplitToShapesOf(ph, refs..., rest=0)`` pops when that is all that
     reads ``ph`` in ``func`` and its first part ``out`` is an output nothing else
     reads; 0 when ``out`` is ``ph`` itself and nothing else reads it (the gradient of
@@ -153,7 +153,7 @@ def if_pops(op, t, rank):
     if len(js[0]) != 1 or js[0] != js[1]:
         return None
     js = js[0]
-    rows = [_pop_count(br, br.inputs[p], br.outputs[js[0]], rank) for br in branches]
+    rows = [pop_count(br, br.inputs[p], br.outputs[js[0]], rank) for br in branches]
     return None if None in rows else (p, js[0], rows[0], rows[1])
 
 

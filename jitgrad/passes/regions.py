@@ -181,6 +181,11 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             # (or, when an If pops them, with the variable whole: its branches see their rows)
             if_popped = [k for k, rows in pop.items() if not isinstance(rows, int)]
             vs = [(pop[k],) + tuple(s[1:]) if k in pop and k not in if_popped else s for k, s in enumerate(vs)]
+            # growing variables entering with run-time rows (the gradient of a popped one, in a
+            # second derivative): specialised empty from the start
+            run_rows = [k for k, s in enumerate(vs) if k not in pop and s and s[0] is None and None not in s[1:]]
+            entering = (appended_vars(a, run_rows, vs, unread) or []) if run_rows else []
+            vs = [(0,) + tuple(s[1:]) if k in entering else s for k, s in enumerate(vs)]
             ragged = range(n + c, n + c + nx)   # (a sliced input: a nested loop's saved stacks)
             body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
             outs = _out_shapes(body)
@@ -190,6 +195,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             grow = appended_vars(a, changed, vs, unread) if changed else []
             if grow is None:
                 raise _Dynamic("a loop variable changes shape")
+            grow = sorted(set(grow) | set(entering))
             if grow:   # specialised with the growing variables empty: their outputs are the rows appended
                 vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
                 body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
