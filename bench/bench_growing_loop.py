@@ -4,10 +4,12 @@ under a None shape invariant), value per call:
     h_{t+1} = tanh(h_t * w + 0.1),  x = concat([x, [h_{t+1}]], 0),  t < T,  h of 64 floats
 
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond]
-    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad | --second] [--steps T]
 
 --cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
 an odd one (each branch its own row count).
+--all-states --second: and d/dx0 of sum(gx^2), gx the gradient (a gradient penalty's
+derivative: the second-order reverse loop appends what the first-order one popped).
 --grad: the loss sum(x * x) over the rows and its gradient with respect to w (the
 reverse loop pops the rows each iteration appended; with --cond, the gradient If
 pops one or two, passes/growing_vars.if_pops).
@@ -138,7 +140,19 @@ def rnn_reference(W, x0, steps):
     return sum(float(np.sum(s * s)) for s in states), gx
 
 
-def rnn_program(tf, steps_ph, x0_ph, W):
+def rnn_second_reference(W, x0, steps, eps=1e-4):
+    """d sum(gx^2) / d x0 by central differences of the hand-derived gx (float64)."""
+    out = np.zeros(D)
+    for k in range(D):
+        d = np.zeros(D)
+        d[k] = eps
+        hi = np.sum(rnn_reference(W, x0 + d, steps)[1] ** 2)
+        lo = np.sum(rnn_reference(W, x0 - d, steps)[1] ** 2)
+        out[k] = (hi - lo) / (2 * eps)
+    return out
+
+
+def rnn_program(tf, steps_ph, x0_ph, W, second=False):
     Wc = tf.constant(W)
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
 
@@ -148,17 +162,20 @@ def rnn_program(tf, steps_ph, x0_ph, W):
     _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
     st = ta.stack()
     loss = tf.reduce_sum(st * st)
-    return loss, tf.gradients(loss, x0_ph)[0]
+    gx = tf.gradients(loss, x0_ph)[0]
+    if second:
+        return loss, gx, tf.gradients(tf.reduce_sum(gx * gx), x0_ph)[0]
+    return loss, gx
 
 
-def rnn_runner(tf, config, x0, steps, grad):
+def rnn_runner(tf, config, x0, steps, grad, second=False):
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         xp = tf.compat.v1.placeholder(tf.float32, [D])
-        loss, gx = rnn_program(tf, n, xp, rnn_weights())
+        outs = rnn_program(tf, n, xp, rnn_weights(), second)
     s = tf.compat.v1.Session(graph=g, config=config)
-    fetches = [loss, gx] if grad else [loss]
+    fetches = list(outs) if grad or second else [outs[0]]
     return lambda: s.run(fetches, {n: steps, xp: x0})
 
 
@@ -168,26 +185,30 @@ def all_states(args):
     between the systems so load drifts hit all alike."""
     x0 = np.linspace(-1, 1, D).astype(np.float32)
     want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps)
+    want_ggx = rnn_second_reference(rnn_weights(), x0.astype(np.float64), args.steps) if args.second else None
     systems = []
     import jitgrad
+    how = (x0, args.steps, args.grad, args.second)
     for mode in ("compiled", "interpret"):
         cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
-        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad)))
+        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, *how)))
     try:
         import tensorflow
-        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad)))
+        systems.append(("TF graph mode", rnn_runner(tensorflow, None, *how)))
     except ImportError as e:
         print(f"TF graph mode skipped ({e})")
     for name, run in systems:
         got = run()
         np.testing.assert_allclose(got[0], want_loss, rtol=1e-4, err_msg=name)
-        if args.grad:
+        if args.grad or args.second:
             np.testing.assert_allclose(got[1], want_gx, rtol=1e-3, atol=1e-5, err_msg=name)
+        if args.second:
+            np.testing.assert_allclose(got[2], want_ggx, rtol=1e-2, atol=1e-3 * np.abs(want_ggx).max(), err_msg=name)
     before = _fallbacks()
     systems[0][1]()
     fell_back = _fallbacks() != before
     med = alternated_medians(systems, args.repeat)
-    what = "loss + d loss/d x0" if args.grad else "loss"
+    what = ("loss + gx + d sum(gx^2)/d x0" if args.second else "loss + d loss/d x0" if args.grad else "loss")
     print(f"all-states RNN {what}, T = {args.steps}, state of {D} float32 (median per call, samples alternated; "
           f"load average {os.getloadavg()[0]:.2f})")
     if fell_back:
@@ -221,6 +242,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
     ap.add_argument("--grad", action="store_true", help="and the gradient of a loss on the rows")
+    ap.add_argument("--second", action="store_true", help="with --all-states: and a second-order gradient")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     args = ap.parse_args()
     if args.all_states:
