@@ -205,6 +205,51 @@ def test_random_readers_of_grown_values(seed, dt):
         # d/dx runs the reverse loop, which pops a row of each grown value's gradient per iteration
         fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w, x]) if gr is not None]
     feed = {x: rng.standard_normal(shape).astype(dt), w: (rng.uniform(0.5, 1.5, shape)).astype(dt)}
+    _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_gradients_through_accumulators_a_cond_appends_to(seed, dt):
+    """An accumulator a cond appends to (each branch its own random row count, 0-3,
+    a predicate on the counter or on the state), random rows and a random reader of
+    it in the loss: its gradient runs the reverse loop, whose gradient If pops the
+    rows its branch appended (passes/growing_vars.if_pops). Compiled, no fallback,
+    one kernel for every trip count, vs the interpreter."""
+    rng = np.random.default_rng(4000 + seed)
+    shape = tuple(int(d) for d in rng.choice([1, 3, 8], size=int(rng.integers(1, 3))))
+    width, k = int(np.prod(shape)), int(rng.integers(1, 4))
+    counts = [int(c) for c in rng.integers(0, 4, size=2)]
+    on_state = bool(seed % 2)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dt, shape)
+        w = tf.compat.v1.placeholder(dt, shape)
+        n = tf.compat.v1.placeholder(tf.int32, [])
+
+        def rows(u, c):
+            r = tf.reshape(u, [1, width])
+            return [r * float(j + 1) + tf.reshape(w, [1, width]) * float(j) for j in range(c)]
+
+        def body(i, h, acc):
+            u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
+            p = tf.reduce_sum(u) > 0 if on_state else tf.equal(i % 2, 0)
+            acc = tf.cond(p, lambda: tf.concat([acc] + rows(u, counts[0]), 0),
+                          lambda: tf.concat([acc] + rows(u * u, counts[1]), 0))
+            return i + 1, u, acc
+        _, hT, acc = tf.while_loop(
+            lambda i, h, acc: i < n, body, [0, x, tf.ones([1, width], dt)],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), tf.TensorShape([None, width])])
+        r = _rows_reader(rng, acc, tf.reshape(w, [width]), dt)
+        loss = tf.reduce_sum(tf.sin(r)) + tf.reduce_sum(hT * w)
+        fetches = [acc, r] + [gr for gr in tf.gradients(loss, [w, x]) if gr is not None]
+    feed = {x: rng.standard_normal(shape).astype(dt), w: rng.uniform(0.5, 1.5, shape).astype(dt)}
+    _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt)
+
+
+def _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt):
+    """Compiled (no fallback) vs interpreter for several trip counts fed to ``n``;
+    at most one compile for all of them."""
     compiles = tf.cache_info()["compiles"]
     for nv in (0, 1, 2, 9):
         a, b = run_both(g, fetches, {**feed, n: nv})

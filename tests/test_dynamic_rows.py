@@ -218,19 +218,23 @@ def test_a_branch_shaped_cond_output_consumed_by_ops():
         np.testing.assert_allclose(compiled[2], 2 * wv * (yv * yv).sum(0), rtol=1e-13)
 
 
-def test_two_sources_of_run_time_rows_compile_with_a_run_time_check():
-    """Rows of two loops: compiled (no fallback), their counts checked equal when the
-    kernel runs (tests/test_dynamic_rows_ops.py checks the values where they are)."""
+def test_two_sources_of_run_time_rows_compile_with_a_rows_check():
+    """An elementwise op on values of two sources: their rows are compared when it runs
+    (lower_rows.RowsNode.same): TF's InvalidArgumentError when they differ."""
     g, T, x0, w, st = _rnn()
     with g.as_default():
+        extra = tf1.placeholder(tf.int32, [])
         ta2 = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
-        _, ta2 = tf.while_loop(lambda i, ta: i < T + 1, lambda i, ta: (i + 1, ta.write(i, tf.ones([4], tf.float64))),
+        _, ta2 = tf.while_loop(lambda i, ta: i < T + extra, lambda i, ta: (i + 1, ta.write(i, tf.ones([4], tf.float64))),
                                [0, ta2])
         y = st + ta2.stack()   # T and T + 1 rows: TF raises
-    feed = {T: 3, x0: X0, w: np.ones(4)}
-    _compiles(g, [y], feed)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Incompatible shapes"):
+    feed = {T: 3, x0: X0, w: np.ones(4), extra: 1}
+    report = _explain(g, [y], feed)
+    assert "FALLBACK" not in report, report
+    with pytest.raises(tf.errors.InvalidArgumentError):
         tf1.Session(graph=g).run(y, feed)
+    fine = {**feed, extra: 0}
+    np.testing.assert_array_equal(tf1.Session(graph=g).run(y, fine), tf1.Session(graph=g).run(st, fine) + 1.0)
 
 
 def test_the_all_states_rnn_forward_no_longer_falls_back():

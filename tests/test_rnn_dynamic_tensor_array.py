@@ -107,8 +107,8 @@ def test_graph_mode_values_first_and_second_gradients_in_both_modes(length):
             runs[mode] = s.run(fetches, feed)
     for got in runs.values():
         _check(got, seq)
-    for a, b in zip(runs["interpret"], runs["compiled"]):
-        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    for a, b in zip(runs["interpret"], runs["compiled"]):   # (the second order compiles too: a few ulp)
+        check_close(np.asarray(a), np.asarray(b), np.float64)
 
 
 def test_states_alone_compile_and_match_the_interpreter():
@@ -152,17 +152,16 @@ def test_loss_on_the_last_state_compiles_with_its_gradients_while_the_states_gro
     assert kernels[1:] == [0, 0]   # (the first run compiled it or found it on disk)
 
 
-def test_loss_and_gradients_compile_and_the_second_order_says_why_it_falls_back():
+def test_loss_gradients_and_the_second_order_compile():
     """The loss reads the stack of run-time rows (codegen/lower_rows.py) and the gradient's
     reverse loop pops its rows (passes/growing_vars.popped_vars): both compile. The
-    Hessian-vector product differentiates that reverse loop, which saves the popped
-    value every iteration: it runs in the interpreter, and explain says why."""
+    Hessian-vector product differentiates that reverse loop, which saves only the rows
+    each iteration pops (ops/control_flow_ops._popped_tails): it compiles too."""
     g, (xs, w, u), fetches = _graph()
     feed = {xs: RNG.normal(size=(4, 2)), w: W0, u: U0}
     with tf1.Session(graph=g) as s:
         assert "FALLBACK" not in str(s.explain(fetches[:4], feed))
-        report = str(s.explain(fetches[4], feed))
-        assert "FALLBACK" in report and "known only at run time" in report
+        assert "FALLBACK" not in str(s.explain(fetches[4], feed))
 
 
 def test_eager_tape_and_function_agree():

@@ -47,7 +47,7 @@ from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
-from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, rows_appended
+from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -184,6 +184,10 @@ def lower_if(kb, node, outs, dry):
         for k, out in shaped.items():   # branches of different shapes: lower_growing.py
             then_outs[k], else_outs[k], k_ok = out.start(kb, outs[k])
             ok = b.and_(ok, k_ok)
+        for p, _, r_then, r_else in a.get("pop_caps", ()):   # rows it pops of a loop variable: lower_growing.py
+            v = node.inputs[1 + p]
+            p_ok, ins[p] = pop_capture(kb, kb.buffers[v], kb.shape(v), kb.dtype(v), pred, r_then, r_else)
+            ok = b.and_(ok, p_ok)
         with b.if_then(ok):
             with b.if_else(pred) as (on_then, on_else):
                 with on_then:
@@ -312,7 +316,7 @@ def lower_while(kb, node, outs, dry):
     pop = a.get("pop_vars", ())     # and shrinking by rows (read in place)
     if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop):
         raise Unsupported("a loop variable of unknown shape")
-    if any(is_dynamic(kb.shape(node.inputs[k])) or is_dynamic(var_specs[k][0][1:]) for k in grow):
+    if any(is_dynamic(kb.shape(node.inputs[k])[1:]) or is_dynamic(var_specs[k][0][1:]) for k in grow):
         raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
     body, cond, keep, grow_keep = _regions_of(kb, pos, lambda: (
@@ -357,7 +361,7 @@ def lower_while(kb, node, outs, dry):
     growing = {k: GrowingVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
                for k in grow}
     for k, gv in growing.items():
-        gv.start(kb.buffers[ins[k]].ptr, kb.shape(ins[k]), failed)
+        gv.start(kb.buffers[ins[k]], kb.shape(ins[k]), failed)
     popping = {k: PoppedVar(kb, kb.buffers[ins[k]], popped_rows(a["body"], k)) for k in pop}
 
     # sliced inputs: their row count must be the trip count

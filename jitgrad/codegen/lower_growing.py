@@ -26,7 +26,7 @@ capacity it reserved, so nothing is written out of bounds and nothing leaks.
 from llvmlite import ir
 
 from .irutil import ERR_STACK_ROWS, I64, I8, Unsupported, c64
-from .lower_rows import rows_of
+from .lower_rows import Rows, rows_of
 from .stacks import (copy as _copy, desc as _desc, row_ptr as _row_ptr, stack_init as _stack_init,
                      stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 
@@ -68,16 +68,24 @@ class GrowingVar:
     def _field(self, k):
         return self.kb.b.gep(self.d, [c64(k)])
 
-    def start(self, src_ptr, entry_shape, failed):
-        """Copies the entry value (static shape) in; sets ``failed`` when memory runs out."""
-        b = self.kb.b
-        rows0 = entry_shape[0]
+    def start(self, entry, entry_shape, failed):
+        """Copies the entry value (buffer ``entry``: static shape, or run-time rows, the
+        gradient of a popped variable, say) in; sets ``failed`` when memory runs out."""
+        kb, b = self.kb, self.kb.b
+        if entry_shape[0] is None:
+            src = rows_of(kb, entry)
+            rows0, src_ptr = src.rows, src.ptr
+        else:
+            rows0, src_ptr = c64(entry_shape[0]), entry.ptr
         with b.if_then(b.not_(b.load(failed))):
-            bad = _stack_reserve(self.kb, self.d, c64(rows0), self.row)
+            bad = _stack_reserve(kb, self.d, rows0, self.row)
             b.store(b.or_(b.load(failed), bad), failed)
             with b.if_then(b.not_(bad)):
-                _copy(self.kb, self.data(), src_ptr, entry_shape, self.dt)
-                b.store(c64(rows0), self._field(1))
+                if entry_shape[0] is None:   # (bytes: rows0 x row)
+                    _copy_rows(kb, self.data(), src_ptr, rows0, self.row)
+                else:
+                    _copy(kb, self.data(), src_ptr, entry_shape, self.dt)
+                b.store(rows0, self._field(1))
 
     def data(self):
         b = self.kb.b
@@ -97,6 +105,13 @@ class GrowingVar:
 
     def finish(self):
         _stack_keep(self.kb, self.d, self.keep)
+
+
+def _copy_rows(kb, dst, src, rows, row_bytes):
+    b = kb.b
+    d, s = b.bitcast(dst, I8P), b.bitcast(src, I8P)
+    with kb.loop(b.mul(rows, c64(row_bytes))) as i:
+        b.store(b.load(b.gep(s, [i])), b.gep(d, [i]))
 
 
 def rows_appended(body, k):
@@ -214,18 +229,32 @@ class PoppedVar:
     """A While variable that loses ``pop`` rows at its end every iteration
     (passes/growing_vars.popped_vars): it enters with run-time rows (codegen/lower_rows.py),
     the body reads its last rows in place, and what is left is the loop's output (a view
-    of the entry value's memory, whose descriptor ``finish`` writes)."""
+    of the entry value's memory, whose descriptor ``finish`` writes).
+
+    ``pop`` None: an If in the body pops as many as its taken branch does
+    (``pop_capture``); the body gets the variable's descriptor {data, rows}, whose
+    rows that If lowers."""
 
     def __init__(self, kb, entry, pop):
         self.kb, self.pop = kb, pop
         self.src = rows_of(kb, entry)
         self.row = self.src.row_elems * self.src.dtype.size
-        self.rows = kb.alloca(I64)
-        kb.b.store(self.src.rows, self.rows)
+        b = kb.b
+        if pop is None:
+            self.desc = b.bitcast(kb.alloca(ir.ArrayType(I64, DESC_WORDS)), I64.as_pointer())
+            b.store(b.ptrtoint(self.src.ptr, I64), self.desc)
+            self.rows = b.gep(self.desc, [c64(1)])
+            b.store(c64(0), b.gep(self.desc, [c64(2)]))   # (no capacity: the body never grows it)
+        else:
+            self.rows = kb.alloca(I64)
+        b.store(self.src.rows, self.rows)
 
     def take(self):
-        """(i1 'too few rows': error set, the popped rows' address); the rows leave the variable."""
+        """(i1 'too few rows': error set, the popped rows' address); the rows leave the variable.
+        (For an If's pops: nothing yet, and the descriptor's address.)"""
         kb, b = self.kb, self.kb.b
+        if self.pop is None:
+            return ir.Constant(ir.IntType(1), 0), b.bitcast(self.desc, I8P)
         left = b.sub(b.load(self.rows), c64(self.pop))
         short = b.icmp_signed("<", left, c64(0))
         kb.set_error(short, ERR_STACK_ROWS)
@@ -238,3 +267,21 @@ class PoppedVar:
         d = _desc(self.kb, out)
         b.store(b.ptrtoint(self.src.ptr, I64), d)
         b.store(b.load(self.rows), b.gep(d, [c64(1)]))
+
+
+def pop_capture(kb, buf, shape, dt, pred, r_then, r_else):
+    """An If popping rows of a loop variable (passes/growing_vars.if_pops): ``buf`` is
+    the variable's descriptor (PoppedVar). The taken branch's rows leave it; returns
+    (i1 ok, where they are: the branch's capture). Too few rows: error, no branch runs."""
+    if isinstance(buf, Rows):
+        raise Unsupported("an If popping rows of a value that is not a loop variable")
+    b = kb.b
+    d = _desc(kb, buf)
+    rows = b.load(b.gep(d, [c64(1)]))
+    pop = b.select(pred, c64(r_then), c64(r_else))
+    short = b.icmp_signed("<", rows, pop)
+    kb.set_error(short, ERR_STACK_ROWS)
+    left = b.select(short, rows, b.sub(rows, pop))
+    b.store(left, b.gep(d, [c64(1)]))
+    at = _row_ptr(kb, b.inttoptr(b.load(d), I8P), left, _nbytes(shape[1:], dt))
+    return b.not_(short), at

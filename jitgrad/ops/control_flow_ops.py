@@ -34,9 +34,10 @@ from ..func_graph import Func, add_side_effect, as_output, in_region, replay, ru
 from ..graph import Tensor
 from .registry import apply_op, register
 from ..passes.prune import prune
-from ..passes.growing_vars import popped_rows
+from ..passes.growing_vars import pop_count, popped_rows
 from ..gradients import gradients
 from . import math_ops
+from .array_ops import concat
 from .math_ops import zeros_like
 from .saved_draws import ensure_if_draws_saved, ensure_while_draws_saved, if_branch_draws, replay_drawn, \
     while_body_draws
@@ -73,7 +74,22 @@ def _if_kernel(attrs, pred, *ins):
     pred = np.asarray(pred)
     if pred.shape != ():
         raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {list(pred.shape)}")
-    return tuple(run_region(attrs["then_branch"] if bool(pred) else attrs["else_branch"], ins))
+    # loop variables it pops (passes/growing_vars.if_pops): the taken branch sees the rows
+    # it pops, and the output is what they leave
+    ins, left = list(ins), {}
+    for p, j, r_then, r_else in attrs.get("pop_caps", ()):
+        v, rows = np.asarray(ins[p]), r_then if bool(pred) else r_else
+        if len(v) < rows:
+            raise ValueError(_pop_error(len(v), rows))
+        ins[p], left[j] = v[len(v) - rows:], v[:len(v) - rows]
+    outs = list(run_region(attrs["then_branch"] if bool(pred) else attrs["else_branch"], ins))
+    for j, v in left.items():
+        outs[j] = v
+    return tuple(outs)
+
+
+def _pop_error(have, rows):
+    return f"a loop variable of {have} rows cannot give the {rows} an iteration pops"
 
 
 def _is_zeros_of(g, t):
@@ -116,6 +132,8 @@ def _if_grad(op, *grads):
     res = [None] * len(op.inputs)
     if not keep:
         return res
+    for fg, outs in traced:
+        _drop_unread_captures(fg, [outs[i] for i in keep])
     out = _make_if(op.inputs[0], [(fg, [as_output(fg, outs[i]) for i in keep]) for fg, outs in traced],
                    name="If_grad")
     out = [out] if isinstance(out, Tensor) else list(out)
@@ -125,6 +143,22 @@ def _if_grad(op, *grads):
 
 
 register("If", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
+
+
+def _drop_unread_captures(fg, outs):
+    """Forgets the captures of traced branch ``fg`` that neither ``outs`` nor its side
+    effects read. A gradient branch replays the whole forward branch on every capture;
+    the If built from it would otherwise take them all, so a reverse loop would save
+    per iteration what no gradient reads (a growing accumulator entering a cond that
+    appends to it: quadratic memory, and the loop could not compile,
+    passes/growing_vars.py)."""
+    read = {id(t) for t in outs}
+    for o in prune(list(outs) + list(fg.side_effects), {id(ph) for _, ph in fg.captures}):
+        read.update(id(t) for t in o.inputs)
+    dropped = {id(ph) for _, ph in fg.captures if id(ph) not in read}
+    fg.captures[:] = [(outer, ph) for outer, ph in fg.captures if id(ph) not in dropped]
+    for key in [k for k, ph in fg._capture_of.items() if id(ph) in dropped]:
+        del fg._capture_of[key]
 
 
 def _trace_branch(name, fn):
@@ -275,12 +309,14 @@ def _while_kernel(attrs, *ins):
     grow = attrs.get("grow_vars", ()) if not isinstance(body, Func) else ()
     # variables that shrink by rows (passes/growing_vars.popped_vars): the body sees the
     # rows an iteration pops, which leave the variable
-    pop = {k: popped_rows(body, k) for k in attrs.get("pop_vars", ())} if not isinstance(body, Func) else {}
+    # (an If in the body that pops them sees them whole: the If's kernel pops)
+    pop = {} if isinstance(body, Func) else {k: rows for k in attrs.get("pop_vars", ())
+                                             if (rows := popped_rows(body, k)) is not None}
     i = 0
     while lim is None or i < lim:
         for k, rows in pop.items():
             if len(vals[k]) < rows:
-                raise ValueError(f"a loop variable of {len(vals[k])} rows cannot give the {rows} an iteration pops")
+                raise ValueError(_pop_error(len(vals[k]), rows))
         seen = [v[:0] if k in grow else v[len(v) - pop[k]:] if k in pop else v for k, v in enumerate(vals)]
         if cond is not None and not bool(np.asarray(run_region(cond, seen + caps)[0])):
             break
@@ -325,13 +361,38 @@ def _ensure_saved(op):
     body = a["body"]
     at = a["n_ys"]
     specs = list(a["var_specs"][:n])
-    op.attrs = dict(a, body=body.with_outputs(body.outputs + body.inputs[:n] + body.outputs[:n]),
-                    n_ys=at + 2 * n, y_specs=list(a["y_specs"]) + specs + specs, saved_at=at)
+    # a variable the body pops rows of (a first-order reverse loop's, growing_vars.pop_count):
+    # only the rows each iteration pops are saved, not the whole variable (quadratic in T)
+    tails = _popped_tails(body, n, specs)
+    saved_in = [tails[k][1] if k in tails else t for k, t in enumerate(body.inputs[:n])]
+    in_specs = [((tails[k][0],) + tuple(d[1:]), dt) if k in tails else (d, dt) for k, (d, dt) in enumerate(specs)]
+    op.attrs = dict(a, body=body.with_outputs(body.outputs + tuple(saved_in) + body.outputs[:n]),
+                    n_ys=at + 2 * n, y_specs=list(a["y_specs"]) + in_specs + specs, saved_at=at,
+                    saved_tails=tuple(sorted(tails)))
     count = a.get("static_count")
     extra = []
-    for k, (dims, dt) in enumerate(specs + specs):
+    for k, (dims, dt) in enumerate(in_specs + specs):
         extra.append(Tensor(op, len(op.outputs) + k, dt, None if dims is None else (count,) + tuple(dims)))
     op.outputs = op.outputs + tuple(extra)
+
+
+def _popped_tails(body, n, specs):
+    """{var index: (rows, the rows an iteration pops, as one tensor of ``body``)} for the
+    loop variables ``body`` pops rows of (passes/growing_vars.pop_count). The gradient
+    step replays the body on those rows alone: the split leaves an empty rest, and the
+    gradient of that rest (the loop's, carried) gets the rows' own appended."""
+    out = {}
+    for k in range(n):
+        dims = specs[k][0]
+        if dims is None or not dims or dims[0] is not None or None in dims[1:]:
+            continue
+        rows = pop_count(body, body.inputs[k], body.outputs[k], len(dims))
+        if not rows:
+            continue
+        split = body.inputs[k].consumers()[0]
+        with body.graph.as_default():
+            out[k] = (rows, concat(list(split.outputs[1:]), split.get_attr("axis")))
+    return out
 
 
 def _while_grad(op, *grads):
@@ -366,6 +427,8 @@ def _while_grad(op, *grads):
     saved_draws = list(ys_out[da:da + nd])
     draw_specs = list(a["y_specs"][da:da + nd])
     x_row_specs = [(None if x.shape.dims is None else x.shape.dims[1:], x.dtype) for x in xs]
+    # the step sees a popped variable as the rows the iteration popped (_ensure_saved)
+    in_specs = list(a["y_specs"][at:at + n])
     gy_specs = [a["y_specs"][j] for j in gy]
     body = a["body"]
     draws = while_body_draws(real)   # (what the body drew, in saved order)
@@ -386,7 +449,7 @@ def _while_grad(op, *grads):
         acc = [s + g for s, g in zip(g_c, gs[nv:nv + ncap])]
         return list(gs[:nv]) + acc + list(gs[nv + ncap:]), new_v
 
-    step_specs = list(a["var_specs"][:n]) + var_specs + gy_specs + x_row_specs + draw_specs
+    step_specs = in_specs + var_specs + gy_specs + x_row_specs + draw_specs
     fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
     step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
     step_caps = [outer for outer, _ in fg1.captures]
@@ -397,10 +460,10 @@ def _while_grad(op, *grads):
     for o in prune(list(step.outputs), {id(ph) for ph in step.inputs} | subs):
         read.update(id(t) for t in o.inputs)
     keep_in = [k for k in range(n) if id(ph1[k]) in read]
-    keep_out = [k for k in range(n) if id(new_v[k]) in read and id(new_v[k]) in subs]
+    keep_out = [k for k in range(n) if id(new_v[k]) in read and id(new_v[k]) in subs and k not in a["saved_tails"]]
     bwd_xs = ([saved_in[k] for k in keep_in] + [saved_out[k] for k in keep_out] + [g_ys[j] for j in gy] +
               list(xs) + saved_draws)
-    x_specs = ([a["var_specs"][k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] + gy_specs +
+    x_specs = ([in_specs[k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] + gy_specs +
                x_row_specs + draw_specs)
 
     def bwd_body(gvars, sl):

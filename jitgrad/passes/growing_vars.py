@@ -56,19 +56,32 @@ def _appends(func, ph, out, rank, ignored=()):
     whose branches each return that of their capture of ``ph`` (recursively)."""
     op = out.op
     ph_readers, ph_outputs = _reads(func, ph, ignored)
+    if out is ph:   # a branch appending nothing (``lambda: acc``)
+        return not ph_readers and ph_outputs == 1
     out_readers, out_outputs = _reads(func, out, ignored)
     if ph_readers != [op] or ph_outputs or out_readers or out_outputs != 1:   # (e.g. saved for a gradient)
         return False
+    if op.type == "Identity":   # (``concat([acc], 0)``: nothing appended)
+        return True
     if op.type == "ConcatV2":
         return op.attrs["axis"] % rank == 0 and op.inputs[0] is ph and not any(t is ph for t in op.inputs[1:])
-    if op.type != "If":
-        return False
-    at = [p for p, t in enumerate(op.inputs) if t is ph]
-    branches = (op.attrs["then_branch"], op.attrs["else_branch"])
-    if len(at) != 1 or at[0] == 0 or not all(hasattr(br, "graph") for br in branches):   # (graph Funcs)
+    p, branches = _captured_once(op, ph)
+    if p is None:
         return False
     j = out.value_index
-    return all(_appends(br, br.inputs[at[0] - 1], br.outputs[j], rank) for br in branches)
+    return all(_appends(br, br.inputs[p], br.outputs[j], rank) for br in branches)
+
+
+def _captured_once(op, t):
+    """(the capture position of ``t`` in If ``op``, its branches (graph Funcs)) when it
+    takes ``t`` once as a capture, else (None, None)."""
+    if op.type != "If":
+        return None, None
+    at = [p for p, x in enumerate(op.inputs) if x is t]
+    branches = (op.attrs["then_branch"], op.attrs["else_branch"])
+    if len(at) != 1 or at[0] == 0 or not all(hasattr(br, "graph") for br in branches):   # (graph Funcs)
+        return None, None
+    return at[0] - 1, branches
 
 
 def popped_vars(attrs, in_shapes, unread_ys=()):
@@ -81,6 +94,11 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
     part is then empty); the compiled loop reads them in place and pops them
     (codegen/lower_growing.py), the interpreter's While kernel likewise. This is how the
     reverse loop of a dynamic TensorArray's gradient reads row t of its upstream gradient.
+
+    rows is a pair (the then branch's, the else branch's) when the body hands ``v``
+    to an If whose branches each pop their own count that way and returns that If's
+    output (the reverse loop of a cond appending rows, ``if_pops``): the body then
+    sees ``v`` whole, of run-time rows, and the If pops what its taken branch does.
     unread_ys: as appended_vars'."""
     body, cond = attrs["body"], attrs["cond"]
     ignored = {attrs["n_vars"] + j for j in unread_ys}   # (as appended_vars: saved for a gradient not run)
@@ -89,26 +107,65 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
         shape = in_shapes[k]
         if shape is None or not shape or shape[0] is not None or None in shape[1:]:
             continue
-        ph = body.inputs[k]
-        readers, outputs = _reads(body, ph, ignored)
-        if outputs or len(readers) != 1:
-            continue
-        op = readers[0]
-        if (op.type != "SplitToShapesOf" or op.attrs.get("rest") != 0 or op.attrs["axis"] % len(shape) != 0
-                or op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:]) or body.outputs[k] is not op.outputs[0]):
-            continue
-        part_readers, part_outputs = _reads(body, op.outputs[0], ignored)
-        if part_readers or part_outputs != 1:
-            continue
         if cond is not None and any(_reads(cond, cond.inputs[k])):
             continue
-        refs = op.inputs[1:]
-        if not refs or not all(t.shape.is_fully_defined() and t.shape.rank == len(shape) for t in refs):
-            continue
-        out[k] = sum(t.shape.dims[0] for t in refs)
+        ph, new = body.inputs[k], body.outputs[k]
+        rows = pop_count(body, ph, new, len(shape), ignored)
+        if rows is None:
+            readers, outputs = _reads(body, ph, ignored)
+            at = if_pops(readers[0], ph, len(shape)) if len(readers) == 1 and not outputs else None
+            if at is None or new.op is not readers[0] or new.value_index != at[1] or _reads(body, new, ignored) != ([], 1):
+                continue
+            rows = at[2:]
+        out[k] = rows
     return out
 
 
+def pop_count(func, ph, out, rank, ignored=()):
+    """The rows ``SplitToShapesOf(ph, refs..., rest=0)`` pops when that is all that
+    reads ``ph`` in ``func`` and its first part ``out`` is an output nothing else
+    reads; 0 when ``out`` is ``ph`` itself and nothing else reads it (the gradient of
+    a branch appending nothing); else None."""
+    readers, outputs = _reads(func, ph, ignored)
+    if out is ph:
+        return 0 if not readers and outputs == 1 else None
+    if outputs or len(readers) != 1:
+        return None
+    op = readers[0]
+    if op.type == "Identity" and out is op.outputs[0]:
+        return 0 if _reads(func, out, ignored) == ([], 1) else None
+    if (op.type != "SplitToShapesOf" or op.attrs.get("rest") != 0 or op.attrs["axis"] % rank != 0
+            or op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:]) or out is not op.outputs[0]):
+        return None
+    if _reads(func, out, ignored) != ([], 1):
+        return None
+    refs = op.inputs[1:]
+    if not refs or not all(t.shape.is_fully_defined() and t.shape.rank == rank for t in refs):
+        return None
+    return sum(t.shape.dims[0] for t in refs)
+
+
+def if_pops(op, t, rank):
+    """(capture position, output index, then rows, else rows) when If ``op`` takes
+    ``t`` (of ``rank``) once as a capture and each branch pops rows of it as
+    ``_pop_count`` says, returning what is left as the same output; else None."""
+    p, branches = _captured_once(op, t)
+    if p is None:
+        return None
+    js = []
+    for br in branches:   # the output that is what is left: the split's first part, or the capture itself
+        ph, readers = br.inputs[p], br.inputs[p].consumers()
+        one = len(readers) == 1 and readers[0].type in ("SplitToShapesOf", "Identity")
+        left = readers[0].outputs[0] if one else ph
+        js.append([j for j, o in enumerate(br.outputs) if o is left])
+    if len(js[0]) != 1 or js[0] != js[1]:
+        return None
+    js = js[0]
+    rows = [pop_count(br, br.inputs[p], br.outputs[js[0]], rank) for br in branches]
+    return None if None in rows else (p, js[0], rows[0], rows[1])
+
+
 def popped_rows(body, k):
-    """Rows a specialised body (a Program) pops from loop variable k per iteration."""
+    """Rows a specialised body (a Program) pops from loop variable k per iteration
+    (None: as many as the branch an If in it takes, ``if_pops``)."""
     return next(n.outputs[0][0][0] for n in body.nodes if n.op == "Arg" and n.attrs["arg"] == k)

@@ -41,7 +41,7 @@ from ..func_graph import Func
 from ..ops.control_flow_ops import _merge_dims
 from ..ops.registry import REGISTRY
 from .prune import prune
-from .growing_vars import appended_vars, popped_vars
+from .growing_vars import appended_vars, if_pops, popped_vars
 
 
 class _Dynamic(Exception):
@@ -105,15 +105,21 @@ def _only_sliced_by_loops(t):
     return True
 
 
-def sub_program(func, shapes, ragged=()):
+# the body inputs (ids) of loop variables an If in the body pops (growing_vars.if_pops),
+# while that body is specialised: such an If specialises each branch with its own rows
+_if_popped = set()
+
+
+def sub_program(func, shapes, ragged=(), popped=()):
     """The Program of a graph Func for concrete input shapes. ``ragged``: the
     input positions that may be rows of a ragged stack, ``(None, ..., *static)``,
-    when only loops nested in ``func`` slice them."""
+    when only loops nested in ``func`` slice them; ``popped``: the loop variables
+    of run-time rows an If in ``func`` pops (growing_vars.popped_vars)."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
     for k, s in enumerate(shapes):
         if s is None or any(d is None for d in s):
-            if not (k in ragged and ragged_depth(s) and _only_sliced_by_loops(func.inputs[k])):
+            if not (k in popped or k in ragged and ragged_depth(s) and _only_sliced_by_loops(func.inputs[k])):
                 raise _Dynamic("an input of the region has no static shape")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
@@ -122,7 +128,12 @@ def sub_program(func, shapes, ragged=()):
 
     def no_vars(attrs):
         raise _Dynamic("a variable inside a region")
-    prog = from_graph(ops, list(func.outputs), fed, no_vars, in_region=True)
+    marked = {id(func.inputs[k]) for k in popped} - _if_popped
+    _if_popped.update(marked)
+    try:
+        prog = from_graph(ops, list(func.outputs), fed, no_vars, in_region=True)
+    finally:
+        _if_popped.difference_update(marked)
     n_in = len(func.inputs)
     nodes = []
     for n in prog.nodes:
@@ -147,13 +158,19 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
         if op.type == "If":
             caps = in_shapes[1:]
             ragged = range(len(caps))   # (a capture: a stack its branches' loops slice, see sub_program)
-            then, els = sub_program(a["then_branch"], caps, ragged), sub_program(a["else_branch"], caps, ragged)
+            # a loop variable the branches pop rows of: each branch sees the rows it pops
+            pops = [at for at in (if_pops(op, t, len(s)) for t, s in zip(op.inputs[1:], caps)
+                                  if id(t) in _if_popped and s and s[0] is None) if at is not None]
+            then_caps, else_caps = list(caps), list(caps)
+            for p, _, r_then, r_else in pops:
+                then_caps[p], else_caps[p] = (r_then,) + tuple(caps[p][1:]), (r_else,) + tuple(caps[p][1:])
+            then, els = sub_program(a["then_branch"], then_caps, ragged), sub_program(a["else_branch"], else_caps, ragged)
             st, se = _out_shapes(then), _out_shapes(els)
             if any(x is None or y is None or len(x) != len(y) for x, y in zip(st, se)):
                 raise _Dynamic("the branches' outputs differ in rank")
             # branches of different shapes: the output's differing dims are known when it has
             # run (lower_control.lower_if hands the taken branch's shape to the host)
-            attrs = dict(a, then_branch=then, else_branch=els,
+            attrs = dict(a, then_branch=then, else_branch=els, **({"pop_caps": tuple(pops)} if pops else {}),
                          out_specs=[(_merge_dims(x, y), t.dtype) for x, y, t in zip(st, se, op.outputs)])
         else:
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
@@ -161,9 +178,16 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
             unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
             pop = popped_vars(a, vs, unread)   # shrinking by rows: specialised with the rows an iteration pops
-            vs = [(pop[k],) + tuple(s[1:]) if k in pop else s for k, s in enumerate(vs)]
+            # (or, when an If pops them, with the variable whole: its branches see their rows)
+            if_popped = [k for k, rows in pop.items() if not isinstance(rows, int)]
+            vs = [(pop[k],) + tuple(s[1:]) if k in pop and k not in if_popped else s for k, s in enumerate(vs)]
+            # growing variables entering with run-time rows (the gradient of a popped one, in a
+            # second derivative): specialised empty from the start
+            run_rows = [k for k, s in enumerate(vs) if k not in pop and s and s[0] is None and None not in s[1:]]
+            entering = (appended_vars(a, run_rows, vs, unread) or []) if run_rows else []
+            vs = [(0,) + tuple(s[1:]) if k in entering else s for k, s in enumerate(vs)]
             ragged = range(n + c, n + c + nx)   # (a sliced input: a nested loop's saved stacks)
-            body = sub_program(a["body"], vs + cs + xs, ragged)
+            body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
             outs = _out_shapes(body)
             if any(tuple(outs[k]) != (0,) + tuple(vs[k][1:]) for k in pop):
                 raise _Dynamic("a loop variable changes shape")
@@ -171,14 +195,15 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             grow = appended_vars(a, changed, vs, unread) if changed else []
             if grow is None:
                 raise _Dynamic("a loop variable changes shape")
+            grow = sorted(set(grow) | set(entering))
             if grow:   # specialised with the growing variables empty: their outputs are the rows appended
                 vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
-                body = sub_program(a["body"], vs + cs + xs, ragged)
+                body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
                 outs = _out_shapes(body)
                 if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
                        for k in range(n) if k not in pop):
                     raise _Dynamic("a loop variable changes shape")
-            cond = sub_program(a["cond"], vs + cs) if a["cond"] is not None else None
+            cond = sub_program(a["cond"], vs + cs, (), if_popped) if a["cond"] is not None else None
             count = a.get("static_count")
             if a["limit"] == "count" and count is None:
                 # a counted loop runs once per row of its sliced inputs (checked at run time)
@@ -266,11 +291,15 @@ def _drop_unread_inputs(n, attrs, stats):
     """(attrs, kept input positions) of a region node without the inputs
     none of its sub-Programs reads."""
     if n.op == "If":
-        read = _args_read(attrs["then_branch"]) | _args_read(attrs["else_branch"])
+        pops = attrs.get("pop_caps", ())
+        # (a variable the If pops: kept even if no branch reads its rows, they still leave it)
+        read = _args_read(attrs["then_branch"]) | _args_read(attrs["else_branch"]) | {p for p, *_ in pops}
         keep = [k for k in range(len(n.inputs) - 1) if k in read]
         if len(keep) == len(n.inputs) - 1:
             return attrs, list(range(len(n.inputs)))
         stats["dropped_inputs"] += len(n.inputs) - 1 - len(keep)
+        if pops:
+            attrs = dict(attrs, pop_caps=tuple((keep.index(p),) + tuple(r) for p, *r in pops))
         return (dict(attrs, then_branch=_keep_args(attrs["then_branch"], keep),
                      else_branch=_keep_args(attrs["else_branch"], keep)), [0] + [k + 1 for k in keep])
     nv, c, nx = attrs["n_vars"], attrs["n_caps"], attrs["n_xs"]
@@ -346,7 +375,8 @@ def regions(program, optimise):
             continue
         if n.op == "If" and isinstance(a["then_branch"], Program):
             pred = known_scalar(b.nodes, program.args, b.get(n.inputs[0]))
-            if pred is not None and not a["then_branch"].var_writes and not a["else_branch"].var_writes:
+            if (pred is not None and not a["then_branch"].var_writes and not a["else_branch"].var_writes
+                    and not a.get("pop_caps")):   # (what pops a loop variable stays the If that pops it)
                 outs = _inline(b, a["then_branch"] if bool(pred) else a["else_branch"],
                                [b.get(v) for v in n.inputs[1:]])
                 for k, v in enumerate(outs):
@@ -366,6 +396,8 @@ def regions(program, optimise):
                 stats["dropped_outputs"] += len(n.outputs) - len(keep)
             attrs = dict(a, then_branch=_optimised(then, optimise), else_branch=_optimised(els, optimise),
                          out_specs=[a["out_specs"][k] for k in keep])
+            if a.get("pop_caps"):   # (the loop reads what is left of the variable: that output is kept)
+                attrs["pop_caps"] = tuple((p, keep.index(j), r1, r2) for p, j, r1, r2 in a["pop_caps"])
             outputs = tuple(n.outputs[k] for k in keep)
         elif n.op == "While" and isinstance(a["body"], Program):
             nv, ny = a["n_vars"], a["n_ys"]
