@@ -3,10 +3,23 @@ under a None shape invariant), value per call:
 
     h_{t+1} = tanh(h_t * w + 0.1),  x = concat([x, [h_{t+1}]], 0),  t < T,  h of 64 floats
 
-    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond]
-    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad] [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond] [--grad]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad | --second] [--steps T]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states --project K [--grad]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --scatter [--grad] [--steps T] \
         [--baseline /work/main]
+
+--cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
+an odd one (each branch its own row count).
+--grad: the loss sum(x * x) over the rows and its gradient with respect to w (the
+reverse loop pops the rows each iteration appended; with --cond, the gradient If
+pops one or two, passes/growing_vars.if_pops). With --all-states / --scatter: the
+gradient of the RNN's loss with respect to x0 (and with --project, W_out).
+--all-states --second: and d/dx0 of sum(gx^2), gx the gradient (a gradient penalty's
+derivative: the second-order reverse loop appends what the first-order one popped).
+--project K: the loss is sum(matmul(all_states, W_out)^2), W_out 64 x K fed (a matmul
+over run-time rows, codegen/lower_rows_matmul.py); --grad adds d/dW_out (the sum
+over the rows) to d/dx0.
 
 --scatter: the all-states RNN with two rows per step, [x, x * x], stored by
 ta.scatter(tf.stack([2 i, 2 i + 1]), ...) into a dynamic TensorArray (in-order
@@ -15,17 +28,15 @@ indices of a static count, so that a tree before that runs it too).
 --baseline TREE adds that tree's jitgrad (compiled mode, in its own process, e.g.
 /work/main, where this loop ran in the interpreter), timed in the same turns.
 
---cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
-an odd one (each branch its own row count).
-
 Prints the median time per call of each system and its ratio to jitgrad's:
   * jitgrad compiled (Session, T fed; the growing buffer is native);
   * jitgrad's reference interpreter (what such a loop ran in before);
   * TensorFlow graph mode (tf.compat.v1 Session, tf.while_loop with shape_invariants);
   * TensorFlow tf.function (jit_compile off; XLA cannot compile a growing shape).
 Every system's result is checked against numpy first. Systems that are not
-importable are skipped. Timings on a shared machine are noisy: compare ratios
-from one run.
+importable are skipped. Samples alternate between the systems so load drifts hit
+all alike, and the load average is printed; still, timings on a shared machine are
+noisy: compare ratios from one run.
 """
 import argparse
 import os
@@ -35,7 +46,6 @@ import numpy as np
 
 # (a --baseline worker imports the jitgrad of another tree)
 sys.path.insert(0, os.environ.get("BENCH_JITGRAD_TREE") or os.path.join(os.path.dirname(__file__), ".."))
-from timing import median_time  # noqa: E402
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
@@ -50,6 +60,21 @@ def reference(w, steps, cond=False):
     return np.array(rows).reshape(len(rows), D)
 
 
+def reference_grad(w, steps, cond=False):
+    """(sum(x * x), its gradient wrt w), backpropagated by hand."""
+    hs = [np.ones(D, np.float64)]
+    for _ in range(steps):
+        hs.append(np.tanh(hs[-1] * w + 0.1))
+    gw, carry = np.zeros(D), np.zeros(D)
+    for t in range(steps, 0, -1):   # rows h_t (and h_t^2 on odd steps t - 1)
+        h = hs[t]
+        a = carry + 2.0 * h + (4.0 * h ** 3 if cond and (t - 1) % 2 else 0.0)
+        da = a * (1.0 - h * h)
+        gw += da * hs[t - 1]
+        carry = da * w
+    return float(np.sum(reference(w, steps, cond) ** 2)), gw
+
+
 def graph_program(tf, steps_ph, w_ph, cond=False):
     def body(i, h, x):
         h = tf.tanh(h * w_ph + 0.1)
@@ -62,30 +87,47 @@ def graph_program(tf, steps_ph, w_ph, cond=False):
     return x
 
 
-def jitgrad_runner(mode, w, steps, cond):
+def fetches_of(tf, steps_ph, w_ph, cond, grad):
+    x = graph_program(tf, steps_ph, w_ph, cond)
+    if not grad:
+        return x
+    loss = tf.reduce_sum(x * x)
+    return [loss, tf.gradients(loss, w_ph)[0]]
+
+
+def jitgrad_runner(mode, w, steps, cond, grad=False):
     import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp, cond)
+        x = fetches_of(tf, n, wp, cond, grad)
     s = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_graph_runner(w, steps, cond):
+def tf_graph_runner(w, steps, cond, grad=False):
     import tensorflow as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = graph_program(tf, n, wp, cond)
+        x = fetches_of(tf, n, wp, cond, grad)
     s = tf.compat.v1.Session(graph=g)
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_function_runner(w, steps, cond):
+def tf_function_runner(w, steps, cond, grad=False):
     import tensorflow as tf
+    if grad:   # (tf.gradients is graph-only: the tape instead)
+        @tf.function
+        def f(wv, n):
+            with tf.GradientTape() as tape:
+                tape.watch(wv)
+                loss = tf.reduce_sum(graph_program(tf, n, wv, cond) ** 2)
+            return loss, tape.gradient(loss, wv)
+        wt, nt = tf.constant(w), tf.constant(steps)
+        return lambda: [r.numpy() for r in f(wt, nt)]
 
     @tf.function
     def f(wv, n):
@@ -102,19 +144,46 @@ def rnn_weights():
     return ((np.arange(D * D, dtype=np.float64).reshape(D, D) % 7 - 3) / (2.0 * D)).astype(np.float32)
 
 
-def rnn_reference(W, x0, steps, scatter=False):
-    x, loss, states = x0.astype(np.float64), 0.0, []
+def out_weights(k):
+    return ((np.arange(D * k, dtype=np.float64).reshape(D, k) % 5 - 2) / (4.0 * D)).astype(np.float32)
+
+
+def rnn_reference(W, x0, steps, scatter=False, W_out=None):
+    """(loss, d/dx0, d/dW_out or None) in float64. The rows are the states (with scatter
+    [x, x * x] per state); the loss is sum(rows^2), with W_out sum((rows @ W_out)^2)."""
+    x, states = x0.astype(np.float64), []
     for _ in range(steps):
         x = np.tanh(W.astype(np.float64) @ x + 0.1)
         states.append(x)
+    X = np.array(states).reshape(steps, D)
+    S = np.stack([X, X * X], 1).reshape(2 * steps, D) if scatter else X
+    if W_out is None:
+        loss, gS, gWo = float(np.sum(S * S)), 2.0 * S, None
+    else:
+        Y = S @ W_out.astype(np.float64)
+        loss, gS, gWo = float(np.sum(Y * Y)), 2.0 * Y @ W_out.T.astype(np.float64), S.T @ (2.0 * Y)
+    gX = gS[0::2] + gS[1::2] * 2.0 * X if scatter else gS   # rows -> states
     gx = np.zeros(D)   # backpropagation through time, by hand
     for t in reversed(range(steps)):
-        gx = gx + 2.0 * states[t] + (4.0 * states[t] ** 3 if scatter else 0.0)   # (scatter: + sum((x*x)^2))
+        gx = gx + gX[t]
         gx = W.astype(np.float64).T @ (gx * (1.0 - states[t] ** 2))
-    return sum(float(np.sum(s * s)) + (float(np.sum(s ** 4)) if scatter else 0.0) for s in states), gx
+    return loss, gx, gWo
 
 
-def rnn_program(tf, steps_ph, x0_ph, W, scatter=False):
+def rnn_second_reference(W, x0, steps, scatter=False, W_out=None, eps=1e-4):
+    """d sum(gx^2) / d x0 by central differences of the hand-derived gx (float64)."""
+    out = np.zeros(D)
+    for k in range(D):
+        d = np.zeros(D)
+        d[k] = eps
+        hi = np.sum(rnn_reference(W, x0 + d, steps, scatter, W_out)[1] ** 2)
+        lo = np.sum(rnn_reference(W, x0 - d, steps, scatter, W_out)[1] ** 2)
+        out[k] = (hi - lo) / (2 * eps)
+    return out
+
+
+def rnn_program(tf, steps_ph, x0_ph, W, scatter=False, wo_ph=None, second=False):
+    """[loss, d/dx0] + [d/dW_out with wo_ph] + [d sum(gx^2)/dx0 with second]."""
     Wc = tf.constant(W)
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
 
@@ -125,57 +194,80 @@ def rnn_program(tf, steps_ph, x0_ph, W, scatter=False):
         return i + 1, x, ta.write(i, x)
     _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
     st = ta.stack()
-    loss = tf.reduce_sum(st * st)
-    return loss, tf.gradients(loss, x0_ph)[0]
+    if wo_ph is None:
+        loss = tf.reduce_sum(st * st)
+        outs = [loss] + tf.gradients(loss, [x0_ph])
+    else:
+        y = tf.matmul(st, wo_ph)
+        loss = tf.reduce_sum(y * y)
+        outs = [loss] + tf.gradients(loss, [x0_ph, wo_ph])
+    if second:
+        outs += tf.gradients(tf.reduce_sum(outs[1] * outs[1]), [x0_ph])
+    return outs
 
 
-def rnn_runner(tf, config, x0, steps, grad, scatter=False):
+def rnn_runner(tf, config, x0, steps, grad, scatter=False, wo=None, second=False):
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         xp = tf.compat.v1.placeholder(tf.float32, [D])
-        loss, gx = rnn_program(tf, n, xp, rnn_weights(), scatter)
+        wp = None if wo is None else tf.compat.v1.placeholder(tf.float32, wo.shape)
+        outs = rnn_program(tf, n, xp, rnn_weights(), scatter, wp, second)
     s = tf.compat.v1.Session(graph=g, config=config)
-    fetches = [loss, gx] if grad else [loss]
-    return lambda: s.run(fetches, {n: steps, xp: x0})
+    fetches = outs if grad or second else outs[:1]
+    feed = {n: steps, xp: x0}
+    if wo is not None:
+        feed[wp] = wo
+    return lambda: s.run(fetches, feed)
+
+
+def rnn_args(args):
+    """(x0, W_out or None): the inputs of the all-states RNN for these options."""
+    x0 = np.linspace(-1, 1, D).astype(np.float32)
+    return x0, (out_weights(args.project) if args.project else None)
 
 
 def all_states(args):
-    """Loss (and with --grad its gradient) of the all-states RNN: jitgrad compiled,
-    jitgrad's interpreter (what it ran in before), TF graph mode; samples alternate
-    between the systems so load drifts hit all alike."""
-    import statistics
-    import time
-    x0 = np.linspace(-1, 1, D).astype(np.float32)
-    want_loss, want_gx = rnn_reference(rnn_weights(), x0, args.steps, args.scatter)
+    """Loss (and with --grad its gradient, with --second a second-order one) of the
+    all-states RNN: jitgrad compiled, jitgrad's interpreter (what it ran in before),
+    [--baseline's jitgrad,] TF graph mode; samples alternate between the systems."""
+    x0, wo = rnn_args(args)
+    want_loss, want_gx, want_gwo = rnn_reference(rnn_weights(), x0, args.steps, args.scatter, wo)
+    want_ggx = (rnn_second_reference(rnn_weights(), x0.astype(np.float64), args.steps, args.scatter, wo)
+                if args.second else None)
     systems = []
     import jitgrad
+    how = (x0, args.steps, args.grad, args.scatter, wo, args.second)
     for mode in ("compiled", "interpret"):
         cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
-        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, x0, args.steps, args.grad, args.scatter)))
+        systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, *how)))
     if args.baseline:
         systems.append((f"jitgrad@{args.baseline}", _baseline_worker(args)))
     try:
         import tensorflow
-        systems.append(("TF graph mode", rnn_runner(tensorflow, None, x0, args.steps, args.grad, args.scatter)))
+        systems.append(("TF graph mode", rnn_runner(tensorflow, None, *how)))
     except ImportError as e:
         print(f"TF graph mode skipped ({e})")
     for name, run in systems:
         got = run()
         np.testing.assert_allclose(got[0], want_loss, rtol=1e-4, err_msg=name)
-        if args.grad:
-            np.testing.assert_allclose(got[1], want_gx, rtol=1e-3, atol=1e-5, err_msg=name)
+        if args.grad or args.second:
+            np.testing.assert_allclose(np.reshape(got[1], np.shape(want_gx)), want_gx, rtol=1e-3, atol=1e-5,
+                                       err_msg=name)
+            if wo is not None:
+                np.testing.assert_allclose(np.reshape(got[2], np.shape(want_gwo)), want_gwo, rtol=1e-3, atol=1e-4,
+                                           err_msg=name)
+        if args.second:
+            np.testing.assert_allclose(np.reshape(got[-1], np.shape(want_ggx)), want_ggx, rtol=1e-2,
+                                       atol=1e-3 * np.abs(want_ggx).max(), err_msg=name)
     before = _fallbacks()
     systems[0][1]()
     fell_back = _fallbacks() != before
-    times = {name: [] for name, _ in systems}
-    for _ in range(args.repeat):
-        for name, run in systems:
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
-    med = {name: statistics.median(ts) for name, ts in times.items()}
-    what = "loss + d loss/d x0" if args.grad else "loss"
+    med = alternated_medians(systems, args.repeat)
+    what = ("loss + gx + d sum(gx^2)/d x0" if args.second else "loss + d loss/d x0" if args.grad else "loss")
+    if wo is not None:
+        what = (f"loss of states @ W_out[{D},{args.project}]" + (" + d/d x0, d/d W_out" if args.grad else "")
+                + (" + d sum(gx^2)/d x0" if args.second else ""))
     how = ", two rows per step by ta.scatter" if args.scatter else ""
     print(f"all-states RNN {what}{how}, T = {args.steps}, state of {D} float32 (median per call, samples "
           f"alternated; load average {os.getloadavg()[0]:.2f})")
@@ -185,15 +277,30 @@ def all_states(args):
         print(f"{name:22s} {t * 1e6:12.1f} us  {t / med['jitgrad compiled']:8.2f}x jitgrad compiled")
 
 
+def alternated_medians(systems, repeat):
+    """{name: median seconds per call}, the systems' calls taking turns so that load
+    drifts on a shared machine hit all alike."""
+    import statistics
+    import time
+    times = {name: [] for name, _ in systems}
+    for _ in range(repeat):
+        for name, run in systems:
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 class _baseline_worker:
     """Another tree's jitgrad (compiled mode) in its own process: each call runs the program
-    once there and returns its result; the child times nothing, the parent times the call
-    (a pipe round trip of ~0.1 ms, small next to the loop)."""
+    once there and returns its result (arrays flattened); the child times nothing, the parent
+    times the call (a pipe round trip of ~0.1 ms, small next to the loop)."""
 
     def __init__(self, args):
         import subprocess
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(args.steps)]
-        cmd += ["--grad"] * args.grad + ["--scatter"] * args.scatter
+        cmd += ["--grad"] * args.grad + ["--scatter"] * args.scatter + ["--second"] * args.second
+        cmd += ["--project", str(args.project)] if args.project else []
         env = dict(os.environ, BENCH_JITGRAD_TREE=args.baseline, PYTHONPATH=args.baseline)
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
 
@@ -206,12 +313,12 @@ class _baseline_worker:
 
 def _worker(args):
     import jitgrad
-    x0 = np.linspace(-1, 1, D).astype(np.float32)
+    x0, wo = rnn_args(args)
     run = rnn_runner(jitgrad, jitgrad.compat.v1.ConfigProto(jitgrad_mode="compiled"), x0, args.steps, args.grad,
-                     args.scatter)
+                     args.scatter, wo, args.second)
     for _ in sys.stdin:
         got = run()
-        parts = [repr(float(got[0]))] + ([",".join(repr(float(v)) for v in got[1])] if args.grad else [])
+        parts = [repr(float(got[0]))] + [",".join(repr(float(v)) for v in np.ravel(g)) for g in got[1:]]
         print(" ".join(parts), flush=True)
 
 
@@ -225,7 +332,10 @@ def main():
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
-    ap.add_argument("--grad", action="store_true", help="with --all-states: and its gradient")
+    ap.add_argument("--grad", action="store_true", help="and the gradient of a loss on the rows")
+    ap.add_argument("--second", action="store_true", help="with --all-states: and a second-order gradient")
+    ap.add_argument("--project", type=int, default=0, metavar="K",
+                    help="with --all-states: the loss on matmul(all_states, W_out[64, K])")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     ap.add_argument("--scatter", action="store_true", help="the all-states RNN storing [x, x * x] by ta.scatter")
     ap.add_argument("--baseline", help="with --all-states / --scatter: also this tree's jitgrad (e.g. /work/main)")
@@ -235,28 +345,41 @@ def main():
         return _worker(args)
     if args.all_states or args.scatter:
         return all_states(args)
+    if args.second or args.project or args.baseline:
+        ap.error("--second, --project and --baseline go with --all-states or --scatter")
     w = np.linspace(-1.5, 1.5, D).astype(np.float32)
-    want = reference(w.astype(np.float64), args.steps, args.cond)
-    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, args.steps, args.cond)),
-               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, args.steps, args.cond)),
-               ("TF graph mode", lambda: tf_graph_runner(w, args.steps, args.cond)),
-               ("TF tf.function", lambda: tf_function_runner(w, args.steps, args.cond))]
-    results = {}
+    if args.grad:
+        want = reference_grad(w.astype(np.float64), args.steps, args.cond)
+    else:
+        want = reference(w.astype(np.float64), args.steps, args.cond)
+    how = (args.steps, args.cond, args.grad)
+    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, *how)),
+               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, *how)),
+               ("TF graph mode", lambda: tf_graph_runner(w, *how)),
+               ("TF tf.function", lambda: tf_function_runner(w, *how))]
+    runs = []
     for name, make in systems:
         try:
             run = make()
         except ImportError as e:
             print(f"{name:22s} skipped ({e})")
             continue
-        got = np.asarray(run())
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=name)
-        fallbacks = _fallbacks()
-        results[name] = median_time(run, args.repeat)
+        got = run()
+        if args.grad:
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-4, err_msg=name)
+            np.testing.assert_allclose(got[1], want[1], rtol=2e-3, atol=1e-3, err_msg=name)
+        else:
+            np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-6, err_msg=name)
+        runs.append((name, run))
         if name == "jitgrad compiled":
+            fallbacks = _fallbacks()
+            run()
             assert _fallbacks() == fallbacks, "the compiled loop ran in the interpreter"
+    results = alternated_medians(runs, args.repeat)
     base = results.get("jitgrad compiled")
-    how = ", rows appended by a tf.cond" if args.cond else ""
-    print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call; noisy on a shared machine)")
+    how = (", rows appended by a tf.cond" if args.cond else "") + (", loss + d loss/d w" if args.grad else "")
+    print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call, samples alternated; "
+          f"load average {os.getloadavg()[0]:.2f})")
     for name, t in results.items():
         ratio = f"{t / base:8.2f}x jitgrad" if base else ""
         print(f"{name:22s} {t * 1e6:12.1f} us  {ratio}")
