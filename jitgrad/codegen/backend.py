@@ -175,22 +175,23 @@ def _thread_tm(target):
 
 
 def _compile_unit(ir_text, target, side):
-    """One unit in its own context: -> (object bytes, optimised IR text, {phase: seconds})."""
+    """One unit in its own context: -> (object bytes, optimised IR text, {phase: CPU seconds
+    of this thread})."""
     tm = _thread_tm(target)
     ctx = llvm.create_context()
     try:
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         mod = llvm.parse_assembly(ir_text, context=ctx)
         try:
             mod.verify()
-            t1 = time.perf_counter()
+            t1 = time.thread_time()
             if side:
                 run_side_pipeline(mod, tm, unlocked=True)
             else:
                 run_o3(mod, tm, unlocked=True)
-            t2 = time.perf_counter()
+            t2 = time.thread_time()
             obj = _emit_unlocked(tm, mod)
-            t3 = time.perf_counter()
+            t3 = time.thread_time()
             return obj, str(mod), {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
         finally:
             mod.close()
@@ -201,8 +202,8 @@ def _compile_unit(ir_text, target, side):
 def optimise_to_object(ir_text, target=None):
     """Parses, verifies, optimises and emits object code for `target` (default: the
     current one), unit by unit (see above).  Returns (payload: an object or a bundle,
-    (optimised IR text of each unit), {phase: seconds}); the phases are summed over
-    the units (thread time), "wall" is the elapsed time.  `linked_ir` makes one IR
+    (optimised IR text of each unit), {phase: seconds}); the phases are CPU time summed
+    over the units, "wall" is the elapsed time.  `linked_ir` makes one IR
     text of the units (for explain)."""
     target = target or _target.current()
     target_machine(target)            # the host's: checks the disk cache's view of the host first
