@@ -168,9 +168,8 @@ class Kernel:
     def opt_ir(self):
         """The optimised IR as one text: its units (codegen/backend.py) are linked only
         when someone asks (explain), not on every compile."""
-        if self._opt_ir is not None and not isinstance(self._opt_ir, str):
-            from .codegen.backend import linked_ir
-            self._opt_ir = linked_ir(self._opt_ir)
+        if self._opt_ir is not None and not isinstance(self._opt_ir, str):   # backend.UnitIR
+            self._opt_ir = self._opt_ir.text()
         return self._opt_ir
 
     @opt_ir.setter

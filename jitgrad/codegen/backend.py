@@ -232,7 +232,15 @@ def optimise_to_object(ir_text, target=None):
     timings = {phase: sum(r[2][phase] for r in results) for phase in results[0][2]}
     timings["units"] = len(units)
     timings["wall"] = time.perf_counter() - t0
-    return native.pack([r[0] for r in results]), tuple(r[1] for r in results), timings
+    return native.pack([r[0] for r in results]), UnitIR(r[1] for r in results), timings
+
+
+class UnitIR(tuple):
+    """The optimised IR texts of a program's units; `text()` links them into one module's
+    text (explain asks for it; a compile does not pay for it)."""
+
+    def text(self):
+        return linked_ir(self)
 
 
 def linked_ir(unit_irs):
