@@ -1,7 +1,7 @@
-"""jitgrad/codegen/backend.py: a kernel's matmul functions are optimised on worker
-threads (split off into side modules, linked back before code generation).  The
-results must not depend on it: same numbers as the single-threaded compile, and the
-same object code run after run."""
+"""jitgrad/codegen/backend.py: each of a kernel's matmul functions is a unit of its
+own, optimised and emitted on worker threads; the objects are bundled into one
+payload.  The results must not depend on it: same numbers as the numpy reference,
+and the same object bytes and outputs whatever the number of compile threads."""
 import hashlib
 import os
 import re
@@ -11,6 +11,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad import cache, compiler
+from jitgrad.cache import native
 from jitgrad.codegen import backend
 
 
@@ -38,40 +39,62 @@ def no_disk_cache():
     cache.set_enabled(None)
 
 
-def test_split_moves_matmul_functions_and_declares_them():
+def _defined(ir_text):
+    return re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', ir_text, re.M)
+
+
+def test_split_moves_each_matmul_function_to_a_unit_and_declares_it():
     g, fetches, feed, _ = _mlp()
     with tf.compat.v1.Session(graph=g) as s:
         ir_text = s.explain(fetches, feed).unoptimised_ir
-    defined = re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', ir_text, re.M)
+    defined = _defined(ir_text)
     assert len(defined) >= 2
-    for n_bins in (1, 3):     # 1: this thread optimises them all after the main module
-        main, sides = backend.split_side_functions(ir_text, n_bins)
-        assert 1 <= len(sides) <= n_bins
-        moved = re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', "\n".join(sides), re.M)
-        assert sorted(moved) == sorted(defined)       # every one moved, once: one pipeline for all
-    for name in moved:
+    main, units = backend.split_units(ir_text)
+    assert [_defined(u) for u in units] == [[name] for name in defined]   # one each, in order
+    for name in defined:
         assert re.search(r'^declare [^\n]*@"?%s"?\(' % re.escape(name), main, re.M), name
         assert not re.search(r'^define [^\n]*@"?%s"?\(' % re.escape(name), main, re.M), name
-    assert backend.split_side_functions("define void @f() {\n  ret void\n}", 1) is None
+    assert backend.split_units("define void @f() {\n  ret void\n}") is None
 
 
-def test_parallel_compile_same_numbers_and_deterministic(monkeypatch, no_disk_cache):
+def _kernel():
+    (k,) = {id(k): k for k in compiler._kernels.values()}.values()
+    return k
+
+
+@pytest.mark.parametrize("threads", [("1", "2", "2"), ("3", "1")])
+def test_object_bytes_and_outputs_independent_of_compile_threads(monkeypatch, no_disk_cache, threads):
     g, fetches, feed, want = _mlp()
-    results, objects = {}, {}
-    for threads in ("1", "2", "2"):
-        monkeypatch.setenv("JITGRAD_COMPILE_THREADS", threads)
+    results, objects = [], set()
+    for n in threads:
+        monkeypatch.setenv("JITGRAD_COMPILE_THREADS", n)
         compiler.clear_cache()
         with tf.compat.v1.Session(graph=g) as s:
             got = s.run(fetches, feed)
             k = s.explain(fetches, feed)
         assert k.source == "memory"          # compiled by the run above, not again
-        results.setdefault(threads, []).append([np.asarray(v).tobytes() for v in got])
-        objects.setdefault(threads, set()).add(
-            hashlib.sha256(next(iter(compiler._kernels.values())).obj).hexdigest())
-    for w, v in zip(want, got):
-        np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
-    assert results["1"][0] == results["2"][0] == results["2"][1]   # bit-identical outputs
-    assert len(objects["2"]) == 1                                  # same object code each time
+        for w, v in zip(want, got):
+            np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
+        results.append([np.asarray(v).tobytes() for v in got])
+        objects.add(hashlib.sha256(_kernel().obj).hexdigest())
+    assert all(r == results[0] for r in results)      # bit-identical outputs
+    assert len(objects) == 1                          # the same object bytes for every thread count
+
+
+def test_payload_bundles_one_object_per_unit_and_explain_links_their_ir(no_disk_cache):
+    g, fetches, feed, _ = _mlp()
+    compiler.clear_cache()
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(fetches, feed)
+        report = s.explain(fetches, feed)
+    k = _kernel()
+    objects = native.unpack(k.obj)
+    names = _defined(report.unoptimised_ir)
+    assert len(objects) == 1 + len(names) == k.timings["units"]
+    assert all(o[:4] == b"\x7fELF" for o in objects)
+    for name in names + [k.meta["name"]]:            # one module's text, every function defined once
+        assert len(re.findall(r'^define [^\n]*@"?%s"?\(' % re.escape(name), report.ir, re.M)) == 1, name
+    assert "call" in report.asm and names[0] in report.asm
 
 
 def test_compile_in_a_forked_child_after_the_parent_used_the_workers(monkeypatch, no_disk_cache):

@@ -159,28 +159,24 @@ def _symbols(data, secs):
     return syms
 
 
-class ElfImage:
-    """An object file relocated into this process.  `address(name)` gives a global
-    symbol's address; the code stays mapped as long as this object lives."""
-
-    loader = "elf"      # what jitgrad.cache.native.load reports (the other one is "mcjit")
+class _Object:
+    """One relocatable object, parsed and checked: its sections, symbols and the
+    relocations of its loaded sections."""
 
     def __init__(self, data):
-        if not supported():
-            raise ElfUnsupported("ELF loading needs Linux on x86-64")
-        data = bytes(data)
-        secs = _parse(data)
-        syms = _symbols(data, secs)
-        alloc = [s for s in secs if s.flags & _SHF_ALLOC and s.size]
+        self.n = 0                             # its place in the bundle
+        self.data = data = bytes(data)
+        self.secs = secs = _parse(data)
+        self.syms = _symbols(data, secs)
+        self.alloc = [s for s in secs if s.flags & _SHF_ALLOC and s.size]
         relas = [s for s in secs if s.type in (_SHT_RELA, _SHT_REL)]
         for r in relas:
             if r.type == _SHT_REL:
                 raise ElfUnsupported("REL relocations")
             if r.entsize != 24 or r.info >= len(secs):
                 raise ElfError("bad relocation section")
-
-        loaded = {s.index for s in alloc}
-        relocs = []
+        loaded = {s.index for s in self.alloc}
+        self.relocs = []
         for r in relas:
             target = secs[r.info]
             if target.index not in loaded:     # relocations of a non-loaded section (debug info)
@@ -188,109 +184,124 @@ class ElfImage:
             for k in range(r.size // 24):
                 off, info, addend = _unpack("<QQq", data, r.offset + 24 * k)
                 sym, typ = info >> 32, info & 0xFFFFFFFF
-                if sym >= len(syms):
+                if sym >= len(self.syms):
                     raise ElfError("relocation names a symbol outside the table")
-                relocs.append((target, off, typ, sym, addend))
+                self.relocs.append((target, off, typ, sym, addend))
+
+    def definitions(self):
+        """(name, symbol index) of the global symbols this object defines."""
+        for i, (name, bind, shndx, _v) in enumerate(self.syms):
+            if name and bind in (_STB_GLOBAL, _STB_WEAK) and shndx != _SHN_UNDEF and shndx < _SHN_LORESERVE:
+                yield name, i
+
+
+class ElfImage:
+    """Object files relocated into this process: one object, or the objects of one
+    program's bundle (jitgrad/cache/native.py), laid out in one mapping, where a
+    symbol one object uses and another defines is resolved to that definition.
+    `address(name)` gives a global symbol's address; the code stays mapped as long
+    as this object lives."""
+
+    loader = "elf"      # what jitgrad.cache.native.load reports (the other one is "mcjit")
+
+    def __init__(self, data):
+        if not supported():
+            raise ElfUnsupported("ELF loading needs Linux on x86-64")
+        objs = [_Object(d) for d in (data if isinstance(data, (list, tuple)) else [data])]
+        for n, obj in enumerate(objs):
+            obj.n = n
+        if not objs:
+            raise ElfError("no object to load")
+        defs = {}            # name -> (object, symbol index): the bundle's own global symbols
+        for obj in objs:
+            for name, i in obj.definitions():
+                if name in defs and obj.syms[i][1] == _STB_GLOBAL == defs[name][0].syms[defs[name][1]][1]:
+                    raise ElfError(f"symbol {name!r} defined by two objects of the bundle")
+                defs.setdefault(name, (obj, i))
 
         # External symbols are resolved now; calls to them (PLT32) go through a stub and
         # GOT-relative loads through a slot, both placed after the read-only sections.
+        # A symbol another object of the bundle defines is reached directly (one mapping).
         externals, got, stubs = {}, {}, {}
-        for _t, _o, typ, sym, _a in relocs:
-            name, _bind, shndx, _v = syms[sym]
-            if shndx == _SHN_UNDEF and sym != 0:
-                if name == "_GLOBAL_OFFSET_TABLE_":
-                    raise ElfUnsupported("GOT-relative relocations (large code model, PIC)")
-                if name not in externals:
-                    addr = _dlsym(name)
-                    if not addr:
-                        raise ElfUnsupported(f"unresolved external symbol {name!r}")
-                    externals[name] = addr
-                if typ == _R_PLT32:
-                    stubs.setdefault(sym, None)
-            if typ in (_R_GOTPCREL, _R_GOTPCRELX, _R_REX_GOTPCRELX):
-                got.setdefault(sym, None)
+        for obj in objs:
+            for _t, _o, typ, sym, _a in obj.relocs:
+                name, _bind, shndx, _v = obj.syms[sym]
+                if shndx == _SHN_UNDEF and sym != 0 and name not in defs:
+                    if name == "_GLOBAL_OFFSET_TABLE_":
+                        raise ElfUnsupported("GOT-relative relocations (large code model, PIC)")
+                    if name not in externals:
+                        addr = _dlsym(name)
+                        if not addr:
+                            raise ElfUnsupported(f"unresolved external symbol {name!r}")
+                        externals[name] = addr
+                    if typ == _R_PLT32:
+                        stubs.setdefault(name, None)
+                if typ in (_R_GOTPCREL, _R_GOTPCRELX, _R_REX_GOTPCRELX):
+                    got.setdefault((obj.n, sym), None)
 
         # Layout: read-only and executable sections, GOT, stubs | writable sections (own pages).
         at = 0
-        for s in alloc:
-            if not s.flags & _SHF_WRITE:
-                s.at = at = _align(at, max(s.align, 1))
-                at += s.size
+        for obj in objs:
+            for s in obj.alloc:
+                if not s.flags & _SHF_WRITE:
+                    s.at = at = _align(at, max(s.align, 1))
+                    at += s.size
         at = _align(at, 16)
-        for sym in got:
-            got[sym], at = at, at + 8
-        for sym in stubs:
-            stubs[sym], at = at, at + 16
+        for slot in got:
+            got[slot], at = at, at + 8
+        for name in stubs:
+            stubs[name], at = at, at + 16
         rx_end = at = _align(max(at, 1), _PAGE)
-        for s in alloc:
-            if s.flags & _SHF_WRITE:
-                s.at = at = _align(at, max(s.align, 1))
-                at += s.size
+        for obj in objs:
+            for s in obj.alloc:
+                if s.flags & _SHF_WRITE:
+                    s.at = at = _align(at, max(s.align, 1))
+                    at += s.size
         size = _align(at, _PAGE)
 
         libc = _c()
         # Absolute 32-bit relocations (small code model, non-PIC) need the low 2 GiB.
-        low = _MAP_32BIT if any(typ in (_R_32, _R_32S) for _t, _o, typ, _s, _a in relocs) else 0
+        low = _MAP_32BIT if any(typ in (_R_32, _R_32S) for obj in objs for _t, _o, typ, _s, _a in obj.relocs) else 0
         base = libc.mmap(None, size, _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_ANONYMOUS | low, -1, 0)
         if base is None or base == ctypes.c_void_p(-1).value:
             raise MemoryError(f"mmap of {size} bytes failed (errno {ctypes.get_errno()})")
         self._base, self._size, self._munmap, self._finalizing = base, size, libc.munmap, sys.is_finalizing
         try:
             buf = (ctypes.c_char * size).from_address(base)
-            for s in alloc:
-                if s.type != _SHT_NOBITS:
-                    chunk = data[s.offset:s.offset + s.size]
-                    if len(chunk) != s.size:    # (_parse checked it; memmove must never read past data)
-                        raise ElfError(f"section {s.index} lies outside the object")
-                    ctypes.memmove(base + s.at, chunk, s.size)
+            for obj in objs:
+                for s in obj.alloc:
+                    if s.type != _SHT_NOBITS:
+                        chunk = obj.data[s.offset:s.offset + s.size]
+                        if len(chunk) != s.size:    # (_parse checked it; memmove must never read past data)
+                            raise ElfError(f"section {s.index} lies outside the object")
+                        ctypes.memmove(base + s.at, chunk, s.size)
 
-            def sym_addr(sym):
-                name, _bind, shndx, value = syms[sym]
+            def sym_addr(obj, sym):
+                name, _bind, shndx, value = obj.syms[sym]
                 if shndx == _SHN_UNDEF:
-                    return externals[name] if sym else 0
+                    if not sym:
+                        return 0
+                    if name in defs:
+                        return sym_addr(*defs[name])     # (a definition is never UNDEF: no recursion loop)
+                    return externals[name]
                 if shndx == _SHN_ABS:
                     return value
-                if shndx >= _SHN_LORESERVE or shndx >= len(secs):
+                if shndx >= _SHN_LORESERVE or shndx >= len(obj.secs):
                     raise ElfUnsupported(f"symbol {name!r} in special section {shndx:#x}")
-                sec = secs[shndx]
+                sec = obj.secs[shndx]
                 if sec.at is None:
                     raise ElfError(f"symbol {name!r} in a section that is not loaded")
                 return base + sec.at + value
 
-            for sym, slot in got.items():
-                struct.pack_into("<Q", buf, slot, sym_addr(sym))
-            for sym, slot in stubs.items():
+            for (n, sym), slot in got.items():
+                struct.pack_into("<Q", buf, slot, sym_addr(objs[n], sym))
+            for name, slot in stubs.items():
                 buf[slot:slot + 6] = _STUB
-                struct.pack_into("<Q", buf, slot + 6, sym_addr(sym))
+                struct.pack_into("<Q", buf, slot + 6, externals[name])
 
-            for target, off, typ, sym, addend in relocs:
-                width = 8 if typ in (_R_64, _R_PC64) else 4
-                if typ == _R_NONE:
-                    continue
-                if off + width > target.size or target.type == _SHT_NOBITS:
-                    raise ElfError("relocation outside its section")
-                p = base + target.at + off
-                if typ == _R_64:
-                    value, fmt = sym_addr(sym) + addend, "<Q"
-                elif typ == _R_PC64:
-                    value, fmt = sym_addr(sym) + addend - p, "<q"
-                elif typ in (_R_PC32, _R_PLT32):
-                    s = base + stubs[sym] if typ == _R_PLT32 and sym in stubs else sym_addr(sym)
-                    value, fmt = s + addend - p, "<i"
-                elif typ in (_R_GOTPCREL, _R_GOTPCRELX, _R_REX_GOTPCRELX):
-                    value, fmt = base + got[sym] + addend - p, "<i"
-                elif typ == _R_32:
-                    value, fmt = sym_addr(sym) + addend, "<I"
-                elif typ == _R_32S:
-                    value, fmt = sym_addr(sym) + addend, "<i"
-                else:
-                    raise ElfUnsupported(f"relocation type {typ}")
-                if fmt == "<Q":
-                    value &= (1 << 64) - 1
-                try:
-                    struct.pack_into(fmt, buf, target.at + off, value)
-                except struct.error:
-                    raise ElfUnsupported(f"relocation type {typ} out of range") from None
+            for obj in objs:
+                for target, off, typ, sym, addend in obj.relocs:
+                    self._relocate(buf, base, obj, target, off, typ, sym, addend, sym_addr, got, stubs)
 
             if libc.mprotect(base, rx_end, _PROT_READ | _PROT_EXEC) != 0:
                 raise OSError(ctypes.get_errno(), "mprotect(PROT_EXEC) refused")
@@ -299,9 +310,41 @@ class ElfImage:
             raise
 
         self._symbols = {}
-        for i, (name, bind, shndx, _v) in enumerate(syms):
-            if name and bind in (_STB_GLOBAL, _STB_WEAK) and shndx != _SHN_UNDEF and shndx < _SHN_LORESERVE:
-                self._symbols[name] = sym_addr(i)
+        for obj in objs:
+            for name, i in obj.definitions():
+                self._symbols.setdefault(name, sym_addr(obj, i))
+
+    @staticmethod
+    def _relocate(buf, base, obj, target, off, typ, sym, addend, sym_addr, got, stubs):
+        width = 8 if typ in (_R_64, _R_PC64) else 4
+        if typ == _R_NONE:
+            return
+        if off + width > target.size or target.type == _SHT_NOBITS:
+            raise ElfError("relocation outside its section")
+        p = base + target.at + off
+        if typ == _R_64:
+            value, fmt = sym_addr(obj, sym) + addend, "<Q"
+        elif typ == _R_PC64:
+            value, fmt = sym_addr(obj, sym) + addend - p, "<q"
+        elif typ in (_R_PC32, _R_PLT32):
+            name = obj.syms[sym][0]
+            stub = typ == _R_PLT32 and obj.syms[sym][2] == _SHN_UNDEF and name in stubs
+            s = base + stubs[name] if stub else sym_addr(obj, sym)
+            value, fmt = s + addend - p, "<i"
+        elif typ in (_R_GOTPCREL, _R_GOTPCRELX, _R_REX_GOTPCRELX):
+            value, fmt = base + got[(obj.n, sym)] + addend - p, "<i"
+        elif typ == _R_32:
+            value, fmt = sym_addr(obj, sym) + addend, "<I"
+        elif typ == _R_32S:
+            value, fmt = sym_addr(obj, sym) + addend, "<i"
+        else:
+            raise ElfUnsupported(f"relocation type {typ}")
+        if fmt == "<Q":
+            value &= (1 << 64) - 1
+        try:
+            struct.pack_into(fmt, buf, target.at + off, value)
+        except struct.error:
+            raise ElfUnsupported(f"relocation type {typ} out of range") from None
 
     def address(self, name):
         """Address of a global symbol defined by the object; KeyError if there is none."""

@@ -10,9 +10,15 @@ llvmlite.binding, so a process whose kernels all come from the disk cache never 
 LLVM.  Anything that loader does not handle goes to MCJIT (`load_object`), whose
 RuntimeDyld relocates the object and resolves external symbols at `finalize_object()`.
 `JITGRAD_LOADER=mcjit` forces MCJIT, `=elf` forbids the fallback (tests).
+
+A program compiled as several units (jitgrad/codegen/backend.py: each matmul function
+is its own LLVM module, optimised and emitted on its own thread) is one payload, a
+*bundle* of their objects (`pack` / `unpack`); loading links them, resolving the
+symbols one unit calls and another defines.
 """
 import logging
 import os
+import struct
 import threading
 
 from . import elf
@@ -66,15 +72,60 @@ def host_target_machine(opt=3, **kwargs):
     return target.create_target_machine(cpu=facts["cpu"], features=facts["features"], opt=opt, **kwargs)
 
 
+# ------------------------------------------------------------------ bundles
+# BUNDLE_MAGIC, u32 object count, one u64 size per object, then the objects in order.
+# One object is stored as itself (a plain ELF object, as before bundles existed).
+BUNDLE_MAGIC = b"JGBUNDL1"
+_COUNT = struct.Struct("<I")
+_SIZE = struct.Struct("<Q")
+MAX_OBJECTS = 4096
+
+
+def pack(objects):
+    """Object code bytes of one program's units -> one payload (their order is kept)."""
+    objects = [bytes(o) for o in objects]
+    if len(objects) == 1:
+        return objects[0]
+    if not 1 < len(objects) <= MAX_OBJECTS:
+        raise ValueError(f"a bundle holds 1 to {MAX_OBJECTS} objects, not {len(objects)}")
+    return b"".join([BUNDLE_MAGIC, _COUNT.pack(len(objects))] + [_SIZE.pack(len(o)) for o in objects] + objects)
+
+
+def unpack(payload):
+    """A payload -> its objects' bytes.  A malformed bundle (truncated, sizes that do not
+    add up) raises elf.ElfError, never reads outside `payload`."""
+    payload = bytes(payload)
+    if not payload.startswith(BUNDLE_MAGIC):
+        return [payload]
+    at = len(BUNDLE_MAGIC)
+    if len(payload) < at + _COUNT.size:
+        raise elf.ElfError("bundle truncated in its header")
+    (n,) = _COUNT.unpack_from(payload, at)
+    at += _COUNT.size
+    if not 1 < n <= MAX_OBJECTS or len(payload) < at + n * _SIZE.size:
+        raise elf.ElfError(f"bundle header names {n} objects")
+    sizes = [_SIZE.unpack_from(payload, at + i * _SIZE.size)[0] for i in range(n)]
+    at += n * _SIZE.size
+    if at + sum(sizes) != len(payload):
+        raise elf.ElfError(f"bundle of {len(payload)} bytes, its header says {at + sum(sizes)}")
+    out = []
+    for size in sizes:
+        out.append(payload[at:at + size])
+        at += size
+    return out
+
+
 def load_object(payload, symbol="entry"):
     """MCJIT: -> (engine, address of `symbol`; None when `symbol` is None).  The machine code
-    lives as long as `engine` does.  Raises KeyError if the object does not define `symbol`,
-    RuntimeError if LLVM refuses it."""
+    lives as long as `engine` does.  `payload`: an object or a bundle.  Raises KeyError if
+    the objects do not define `symbol`, RuntimeError if LLVM refuses them."""
     llvm = llvm_binding()
+    objects = unpack(payload)
     for name, addr in elf.EXTRA_SYMBOLS.items():   # jitgrad's own functions a kernel calls (ops/logging_ops.py)
         llvm.add_symbol(name, addr)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine(opt=0))
-    engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(payload)))
+    for obj in objects:      # RuntimeDyld resolves the symbols between them at finalize_object
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     if symbol is None:
         return engine, None
@@ -99,12 +150,14 @@ class _McjitCode:
 
 
 def load(payload):
-    """Object code -> loaded code with `.address(symbol)` and `.loader` ('elf' | 'mcjit').
-    The code stays mapped as long as the returned object lives."""
+    """Object code (an object or a bundle) -> loaded code with `.address(symbol)` and
+    `.loader` ('elf' | 'mcjit').  The code stays mapped as long as the returned object
+    lives.  A malformed bundle raises elf.ElfError."""
     mode = os.environ.get("JITGRAD_LOADER", "auto").strip().lower()
+    objects = unpack(payload)
     if mode != "mcjit" and elf.supported():
         try:
-            return elf.ElfImage(payload)
+            return elf.ElfImage(objects)
         except elf.ElfUnsupported as e:
             if mode == "elf":
                 raise

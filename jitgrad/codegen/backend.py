@@ -8,6 +8,7 @@ Code is generated for `jitgrad.codegen.target.current()`: the host unless
 JITGRAD_TARGET_CPU / a Session's jitgrad_target_cpu names another CPU.
 """
 import concurrent.futures
+import ctypes
 import os
 import re
 import threading
@@ -17,6 +18,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from . import target as _target
+from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
 _lock = threading.Lock()
@@ -51,13 +53,12 @@ def _run_unlocked(mpm, mod, pb):
         fn(mpm, mod, pb)
 
 
-def run_o3(mod, tm, unlocked=False, unroll=True):
-    """LLVM's O3 pipeline (loop and SLP vectorisers on) over `mod`, in place; every
-    pass-manager object is closed afterwards.  `unlocked`: see _run_unlocked.
-    `unroll=False` leaves out LLVM's loop unroller (see _optimise_side)."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+def _run_pipeline(mod, tm, level, vectorise, unroll, unlocked):
+    """LLVM's O<level> pipeline over `mod`, in place; every pass-manager object is
+    closed afterwards.  `unlocked`: see _run_unlocked."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = vectorise
+    pto.slp_vectorization = vectorise
     pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
@@ -70,25 +71,31 @@ def run_o3(mod, tm, unlocked=False, unroll=True):
     pto.close()
 
 
-# ------------------------------------------------------------ parallel optimisation
+def run_o3(mod, tm, unlocked=False):
+    """LLVM's O3 pipeline (loop and SLP vectorisers on): what a kernel's main unit gets."""
+    _run_pipeline(mod, tm, 3, True, True, unlocked)
+
+
+# ------------------------------------------------------------ units, compiled in parallel
 # A kernel's matmul functions (``<kernel>_mm<k>``, ``..._pack``: self-contained, they
-# call only intrinsics) are most of its IR.  They are always split off into side
-# modules, optimised with the side pipeline (_optimise_side), and linked back (as
-# bitcode) before one object is emitted.  The side modules go to worker threads (own
-# LLVMContext and TargetMachine; llvmlite's ctypes calls release the GIL, and the
-# workers run the pass pipeline outside llvmlite's global lock, `_run_unlocked`) while
-# this thread optimises the rest and then one side module of its own.  How many
-# threads there are changes only the wall time and the order of the functions in the
-# object (the link order): every function gets the same pipeline, so the same code,
-# for any JITGRAD_COMPILE_THREADS.
+# call only intrinsics) are most of its IR.  Each is split off into a unit of its own
+# (an LLVM module, declared in the main one); the rest is the main unit.  Every unit
+# is parsed, optimised and emitted to an object on its own: in its own LLVMContext,
+# with a TargetMachine of the thread's own, outside llvmlite's global lock (ctypes
+# releases the GIL), so the units of one kernel compile on as many threads as
+# JITGRAD_COMPILE_THREADS allows, code generation included.  The objects go into one
+# payload, a bundle (jitgrad/cache/native.py) whose loader resolves the calls from
+# the main unit into the matmul units.  A unit's object is a function of its IR and
+# the target only, and the bundle keeps the units' order, so the bytes are the same
+# for any number of threads.
 _SIDE_FN = re.compile(r"_mm\d+(_pack)?$")
 _DEFINE = re.compile(r'^define [^@]*@"?([^"(]+)"?\(')
 _pools = {}   # (pid, worker count) -> ThreadPoolExecutor
-_worker_tms = threading.local()
+_thread_tms = threading.local()
 
 
 def _workers():
-    """The worker pool (None: optimise on this thread only).  JITGRAD_COMPILE_THREADS
+    """The worker pool (None: compile on this thread only).  JITGRAD_COMPILE_THREADS
     caps the threads used per compile (default: the cores, at most 4)."""
     try:
         n = int(os.environ.get("JITGRAD_COMPILE_THREADS", "") or min(4, os.cpu_count() or 1)) - 1
@@ -106,11 +113,11 @@ def _workers():
     return pool
 
 
-def split_side_functions(ir_text, n_bins):
-    """(main IR text, [side module IR texts]): every matmul function moved to one of
-    up to `n_bins` side modules (declared in the main one), balanced by size; the first
-    side module is the one this thread optimises after the main module, so the main
-    module's own code counts as its load.  None when there is nothing to split."""
+def split_units(ir_text):
+    """(main IR text, [matmul unit IR texts]): every matmul function moved to a module
+    of its own, in the order they are defined, and declared in the main one.  None when
+    there is nothing to split (or a matmul function uses metadata, which stays with the
+    main module)."""
     lines = ir_text.split("\n")
     header = [ln for ln in lines if ln.startswith(("target triple", "target datalayout"))]
     decls = [ln for ln in lines if ln.startswith("declare ")]
@@ -120,55 +127,72 @@ def split_side_functions(ir_text, n_bins):
         if m and _SIDE_FN.search(m.group(1)):
             j = lines.index("}", i)
             funcs.append(lines[i:j + 1])
-            main.append(len(funcs) - 1)       # placeholder: the function's slot
+            main.append(re.sub(r"\s*\{$", "", "declare" + lines[i][len("define"):]))
             i = j + 1
             continue
         main.append(lines[i])
         i += 1
     if not funcs or any("!" in ln for f in funcs for ln in f if not ln.startswith("define")):
         return None
-    loads = [sum(1 for ln in main if isinstance(ln, str))] + [0] * (n_bins - 1)
-    where = {}
-    for k in sorted(range(len(funcs)), key=lambda k: -len(funcs[k])):   # greedy by size
-        b = min(range(n_bins), key=loads.__getitem__)
-        where[k] = b
-        loads[b] += len(funcs[k])
-    out_main = []
-    for ln in main:
-        if isinstance(ln, int):
-            out_main.append(re.sub(r"\s*\{$", "", "declare" + funcs[ln][0][len("define"):]))
-        else:
-            out_main.append(ln)
-    sides = ["\n".join(header + decls + [ln for k in sorted(where) if where[k] == b for ln in funcs[k]])
-             for b in range(n_bins) if b in where.values()]
-    return "\n".join(out_main), sides
+    return "\n".join(main), ["\n".join(header + decls + f) for f in funcs]
 
 
 def run_side_pipeline(mod, tm, unlocked=False):
-    """What a matmul function gets: O3 without LLVM's loop unroller.  The functions are
-    explicit vector IR whose micro-kernel k loop is unrolled by hand; the unroller only
-    multiplied the rest (it fully unrolled the pack loops).  Measured on the W3 MLP
-    kernel (thread CPU time): the matmul functions' optimise + codegen fell from 0.64 s
-    to 0.44 s and their code from 35 to 23 KB; bench/bench_matmul.py's GFLOP/s held
-    (matmul.py says in the IR what the unroller used to find out: narrow C, fixed kc)."""
-    run_o3(mod, tm, unlocked, unroll=False)
+    """What a matmul unit gets: O2 without LLVM's loop and SLP vectorisers and unroller.
+    The functions are explicit vector IR whose micro-kernel k loop is unrolled by hand
+    (matmul.py says in the IR what the unroller used to find out: narrow C, fixed kc);
+    the vectorisers only added versions of the scalar edge loops.  Measured on the W3
+    MLP kernel (znver4): optimise 0.28 -> 0.18 s, objects 27 -> 16 KB, same GFLOP/s."""
+    _run_pipeline(mod, tm, 2, False, False, unlocked)
 
 
-def _optimise_side(ir_text, target):
-    """A side module in its own context and TargetMachine (per thread); returns bitcode."""
-    tms = getattr(_worker_tms, "tms", None)
+def _emit_unlocked(tm, mod):
+    """tm.emit_object(mod) without llvmlite's global lock (see _run_unlocked): the
+    module's context and `tm` belong to this thread."""
+    fn = getattr(ffi.lib.LLVMPY_TargetMachineEmitToMemory, "_cfn", None)
+    if fn is None:
+        return tm.emit_object(mod)
+    with ffi.OutputString() as outerr:
+        mb = fn(tm, mod, 1, outerr)
+        if not mb:
+            raise RuntimeError(str(outerr))
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(mb), ffi.lib.LLVMPY_GetBufferSize(mb))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(mb)
+
+
+def _thread_tm(target):
+    """This thread's TargetMachine for `target` (a TargetMachine is not shared between
+    threads that compile at once)."""
+    tms = getattr(_thread_tms, "tms", None)
     if tms is None:
-        tms = _worker_tms.tms = {}
+        tms = _thread_tms.tms = {}
     tm = tms.get(target.key())
     if tm is None:
         tm = tms[target.key()] = target.target_machine(opt=3)
+    return tm
+
+
+def _compile_unit(ir_text, target, side):
+    """One unit in its own context: -> (object bytes, optimised IR text, {phase: CPU seconds
+    of this thread})."""
+    tm = _thread_tm(target)
     ctx = llvm.create_context()
     try:
+        t0 = time.thread_time()
         mod = llvm.parse_assembly(ir_text, context=ctx)
         try:
             mod.verify()
-            run_side_pipeline(mod, tm, unlocked=True)
-            return mod.as_bitcode()
+            t1 = time.thread_time()
+            if side:
+                run_side_pipeline(mod, tm, unlocked=True)
+            else:
+                run_o3(mod, tm, unlocked=True)
+            t2 = time.thread_time()
+            obj = _emit_unlocked(tm, mod)
+            t3 = time.thread_time()
+            return obj, str(mod), {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
         finally:
             mod.close()
     finally:
@@ -176,36 +200,70 @@ def _optimise_side(ir_text, target):
 
 
 def optimise_to_object(ir_text, target=None):
-    """Parses, verifies, optimises (O3) and emits object code for `target` (default:
-    the current one).  Returns (object bytes, optimised IR text, {phase: seconds})."""
+    """Parses, verifies, optimises and emits object code for `target` (default: the
+    current one), unit by unit (see above).  Returns (payload: an object or a bundle,
+    (optimised IR text of each unit), {phase: seconds}); the phases are CPU time summed
+    over the units, "wall" is the elapsed time.  `linked_ir` makes one IR
+    text of the units (for explain)."""
     target = target or _target.current()
-    tm = target_machine(target)
+    target_machine(target)            # the host's: checks the disk cache's view of the host first
     t0 = time.perf_counter()
-    pool = _workers()
-    split = split_side_functions(ir_text, 1 + (pool._max_workers if pool is not None else 0))
-    sides, futures = [], []
-    if split is not None:
-        ir_text, sides = split
-        futures = [pool.submit(_optimise_side, side, target) for side in sides[1:]]
-    mod = llvm.parse_assembly(ir_text)
+    split = split_units(ir_text)
+    units = [(ir_text, False)] if split is None else [(split[0], False)] + [(u, True) for u in split[1]]
+    results = [None] * len(units)
+    todo = iter(sorted(range(len(units)), key=lambda k: -len(units[k][0])))   # largest first
+    take = threading.Lock()
+
+    def drain():
+        while True:
+            with take:
+                k = next(todo, None)
+            if k is None:
+                return
+            results[k] = _compile_unit(units[k][0], target, units[k][1])
+
+    pool = _workers() if len(units) > 1 else None
+    helpers = [pool.submit(drain) for _ in range(min(pool._max_workers, len(units) - 1))] if pool else []
     try:
-        mod.verify()
-        t1 = time.perf_counter()
-        run_o3(mod, tm)
-        optimised = [_optimise_side(sides[0], target)] if sides else []
-        for bitcode in optimised + [fut.result() for fut in futures]:
-            mod.link_in(llvm.parse_bitcode(bitcode))         # takes the side module over
-        t2 = time.perf_counter()
-        obj = tm.emit_object(mod)
-        t3 = time.perf_counter()
-        opt_ir = str(mod)
+        drain()
     finally:
-        mod.close()
-    return obj, opt_ir, {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
+        for fut in helpers:
+            fut.result()
+    timings = {phase: sum(r[2][phase] for r in results) for phase in results[0][2]}
+    timings["units"] = len(units)
+    timings["wall"] = time.perf_counter() - t0
+    return native.pack([r[0] for r in results]), UnitIR(r[1] for r in results), timings
+
+
+class UnitIR(tuple):
+    """The optimised IR texts of a program's units; `text()` links them into one module's
+    text (explain asks for it; a compile does not pay for it)."""
+
+    def text(self):
+        return linked_ir(self)
+
+
+def linked_ir(unit_irs):
+    """The optimised IR texts of a program's units as one module's text."""
+    if isinstance(unit_irs, str):
+        return unit_irs
+    if len(unit_irs) == 1:
+        return unit_irs[0]
+    ctx = llvm.create_context()
+    try:
+        mod = llvm.parse_assembly(unit_irs[0], context=ctx)
+        try:
+            for text in unit_irs[1:]:
+                mod.link_in(llvm.parse_assembly(text, context=ctx))    # takes the unit over
+            return str(mod)
+        finally:
+            mod.close()
+    finally:
+        ctx.close()
 
 
 def assembly(opt_ir_text, target=None):
-    mod = llvm.parse_assembly(opt_ir_text)
+    mod = llvm.parse_assembly(linked_ir(opt_ir_text))
     try:
         return target_machine(target).emit_assembly(mod)
     finally:
