@@ -16,6 +16,12 @@ def session(graph):
     return tf.compat.v1.Session(graph=graph)
 
 
+def run_default_graph(fetches, feeds):
+    """``fetches`` of the default graph, run by a session closed afterwards."""
+    with tf.compat.v1.Session() as s:
+        return s.run(fetches, feeds)
+
+
 def _placeholder(a, known_shape=True):
     return tf.compat.v1.placeholder(tf.as_dtype(a.dtype), a.shape if known_shape else None)
 

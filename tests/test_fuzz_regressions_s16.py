@@ -5,14 +5,10 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
+from _graph_testing import run_default_graph as _run
 
 graph_modes = pytest.mark.usefixtures("graph_mode")
 f32 = np.float32
-
-
-def _run(fetches, feeds):
-    with tf.compat.v1.Session() as s:
-        return s.run(fetches, feeds)
 
 
 @graph_modes
