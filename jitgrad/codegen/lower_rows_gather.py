@@ -102,6 +102,13 @@ def emit(kb, node, outs, rows, form, x):
      "rowslice": _rowslice, "rowslice_grad": _rowslice_grad}[form](kb, node, outs[0], rows, x)
 
 
+def _zero_rows(kb, out, rows):
+    """out's ``rows`` rows set to zero (a gradient's rows no index or slice writes)."""
+    flat = Buffer(out.ptr, (None,), out.dtype)
+    with kb.loop(kb.b.mul(rows, c64(out.row_elems))) as i:
+        store_buf(kb.b, flat, [(i, 0)], const(out.dtype, 0), 1)
+
+
 def _rowslice(kb, node, out, rows, x):
     """out (its rows already the slice's count, lower_rows.py) = x[a:b:s]."""
     b = kb.b
@@ -116,9 +123,7 @@ def _rowslice(kb, node, out, rows, x):
 def _rowslice_grad(kb, node, out, rows, g_rows):
     """out [rows, ...] = zeros but rows a, a+s, ... = g's rows (g_rows: how many g has)."""
     b = kb.b
-    flat = Buffer(out.ptr, (None,), out.dtype)
-    with kb.loop(b.mul(rows, c64(out.row_elems))) as i:
-        store_buf(b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    _zero_rows(kb, out, rows)
     start, n = slice_rows(kb, node, rows)
     kb.set_error(b.icmp_signed("!=", n, g_rows), ERR_ROWS_MISMATCH)
     n = b.select(kb.no_error_yet(), n, c64(0))
@@ -139,9 +144,7 @@ def _row(kb, node, out, rows, x):
 def _row_grad(kb, node, out, rows, x):
     b = kb.b
     g = node.inputs[0]
-    flat = Buffer(out.ptr, (None,), out.dtype)
-    with kb.loop(b.mul(rows, c64(out.row_elems))) as i:
-        store_buf(b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    _zero_rows(kb, out, rows)
     r, bad = _row_index(kb, node, rows)
     with b.if_then(b.not_(bad)):
         dst = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
@@ -183,9 +186,7 @@ def _gather_grad(kb, node, out, rows, x):
         n_idx *= d
     dt = out.dtype
     row = out.row_elems
-    flat = Buffer(out.ptr, (None,), dt)
-    with kb.loop(b.mul(rows, c64(row))) as i:
-        store_buf(b, flat, [(i, 0)], const(dt, 0), 1)
+    _zero_rows(kb, out, rows)
     if n_idx * row == 0:
         return
     with kb.loop(n_idx) as k:
