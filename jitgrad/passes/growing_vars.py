@@ -148,7 +148,7 @@ def pop_count(func, ph, out, rank, ignored=()):
 def if_pops(op, t, rank):
     """(capture position, output index, then rows, else rows) when If ``op`` takes
     ``t`` (of ``rank``) once as a capture and each branch pops rows of it as
-    ``_pop_count`` says, returning what is left as the same output; else None."""
+    ``pop_count`` says, returning what is left as the same output; else None."""
     p, branches = _captured_once(op, t)
     if p is None:
         return None
