@@ -148,6 +148,14 @@ def imul(b, x, k):
 
 
 # ------------------------------------------------------------ vectors and calls
+def row_elems(shape):
+    """Elements per row (dim 0) of ``shape``."""
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return n
+
+
 def splat(b, v, W):
     if W == 1:
         return v

@@ -42,7 +42,7 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, store_buf
+from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
 from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
 from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
@@ -67,14 +67,7 @@ class Rows(Buffer):
 
     @property
     def row_elems(self):
-        return _row_elems(self.shape)
-
-
-def _row_elems(shape):
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    return n
+        return row_elems(self.shape)
 
 
 # ---------------------------------------------------------------- planning
@@ -126,7 +119,7 @@ def plan(program):
         src = key[dyn[0]]
         check = tuple(sorted({key[v] for v in dyn} - {src}, key=lambda u: (u.node, u.index)))
         how = _how(program, n, dyn, elementwise)
-        if how == "alias" and _row_elems(n.outputs[0][0]) != _row_elems(program.shape(n.inputs[0])):
+        if how == "alias" and row_elems(n.outputs[0][0]) != row_elems(program.shape(n.inputs[0])):
             # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
             if check:
                 raise Unsupported(f"{n.op} of values of different run-time rows")
@@ -223,7 +216,7 @@ def _how(program, n, dyn, elementwise):
         # rows kept, or each row split into whole rows of the result (never rows merged:
         # their count would have to divide at run time)
         if n.inputs[0] not in dyn or not row_dynamic(out_shape) or \
-                _row_elems(shape(n.inputs[0])) % max(_row_elems(out_shape), 1) or _row_elems(out_shape) == 0:
+                row_elems(shape(n.inputs[0])) % max(row_elems(out_shape), 1) or row_elems(out_shape) == 0:
             return None
         return "alias"
     if n.op == "MatMul":
@@ -363,7 +356,7 @@ def alias(kb, node, sb):
     """The Rows a reshape-like node (planned "alias") gives of its input's Rows ``sb``:
     the same memory, each input row making in_row / out_row rows of the result."""
     shape, dt = node.outputs[0]
-    per = sb.row_elems // _row_elems(shape)
+    per = sb.row_elems // row_elems(shape)
     rows = sb.rows if per == 1 else kb.b.mul(sb.rows, c64(per))
     return Rows(sb.ptr, shape, dt, rows, sb.name)
 
@@ -440,7 +433,7 @@ def _reduce(kb, node, outs, rows, flat):
     dt = kb.dtype(x)
     if len(red) == len(in_shape) and flat:   # everything: one flat run (vectorised, fixed order)
         at = _flat_index(x_shape)
-        n = kb.b.mul(rows, c64(_row_elems(x_shape)))
+        n = kb.b.mul(rows, c64(row_elems(x_shape)))
         emit_reduce(kb, outs[0], (n,), lambda idx, W: kb.gen(x, at(*idx[0]), W), {0}, {0: None}, kind, dt)
         return
     keepdims = node.op != "SumToShape" and node.attrs["keepdims"]

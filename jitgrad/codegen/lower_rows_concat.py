@@ -11,7 +11,7 @@
 ``parts``: per input (rowcat) or output (rowsplit), the source of its run-time rows
 (a lower_rows.py source Value), or None where its dim 0 is static.
 """
-from .irutil import ERR_ROWS_MISMATCH, Buffer, c64
+from .irutil import ERR_ROWS_MISMATCH, Buffer, c64, row_elems
 
 
 def how(program, n, dyn):
@@ -86,14 +86,8 @@ def emit_split(kb, node, outs, counts):
         n = b.select(ok, n, c64(0))
         if out is not None:
             with kb.loop(n) as r:
-                row = Buffer(b.gep(out.ptr, [b.mul(r, c64(_row_elems(out.shape)))]), out.shape[1:], out.dtype)
+                row = Buffer(b.gep(out.ptr, [b.mul(r, c64(row_elems(out.shape)))]), out.shape[1:], out.dtype)
                 src = b.add(off, r)
                 kb.emit_nest(row, lambda idx, W: kb.gen(g, [(src, 0)] + idx, W))
         off = b.add(off, n)
 
-
-def _row_elems(shape):
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    return n
