@@ -123,6 +123,7 @@ class _Ctx:
         # them directly, not Unpack(Pack(rows)) (rows of unknown shape, e.g. the per-iteration
         # values a While stacks over a trip count known at run time, cannot be packed in a kernel)
         self.rows = {}
+        self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -508,6 +509,44 @@ def _is_shape_only(op, j):
 
 
 # ============================================================ the batched pass
+def _run_time_dims(ctx, op):
+    """Whether an input or output of ``op`` has a dim known only when the kernel runs
+    (``_loop_shaped``): such an op is applied per row (``_rule_per_row``), so no
+    ``[B, None, ...]`` value is built. The compiler lowers run-time rows only as dim 0
+    (codegen/lower_rows.py): B values of ``[None, ...]`` each compile, their stack would
+    have run-time rows in dim 1."""
+    return any(_loop_shaped(ctx, t) for t in op.inputs) or any(_loop_shaped(ctx, o) for o in op.outputs)
+
+
+def _loop_shaped(ctx, t):
+    """Whether ``t``'s shape has a dim set by a While or an If (a grown loop variable, the
+    reverse loop's popped rows, a branch-shaped output): not specialised before the kernel
+    compiles, as a fed placeholder's or a fed ``tf.zeros([n])``'s dims are (shape_specialise.py).
+    Memoised in ``ctx.loop_shaped``; iterative (long chains)."""
+    memo = ctx.loop_shaped
+    todo = [t]
+    while todo:
+        u = todo[-1]
+        if id(u) in memo:
+            todo.pop()
+            continue
+        if u.shape.is_fully_defined():
+            memo[id(u)] = False
+            todo.pop()
+            continue
+        if u.op.type in ("While", "If"):
+            memo[id(u)] = True
+            todo.pop()
+            continue
+        pending = [v for v in u.op.inputs if id(v) not in memo]
+        if pending:
+            todo.extend(pending)
+            continue
+        memo[id(u)] = any(memo[id(v)] for v in u.op.inputs)
+        todo.pop()
+    return memo[id(t)]
+
+
 def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
     """Rebuilds, with a leading batch dim, the ops ``new_ops`` that lie between
     ``seeds`` and ``results``. Returns the batched results."""
@@ -541,7 +580,10 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
         ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
         outs = None
-        if any(isinstance(t, _OneHot) for t in ins):
+        per_row = _run_time_dims(ctx, op)
+        if per_row:
+            ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
+        elif any(isinstance(t, _OneHot) for t in ins):
             oh_rule = _ONEHOT_RULES.get(op.type)
             try:
                 outs = oh_rule(ctx, op, ins, flags) if oh_rule is not None else None
@@ -549,7 +591,7 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
                 outs = None
             if outs is None:
                 ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
-        if outs is None:
+        if outs is None and not per_row:
             rule = batching_rule(op.type)
             try:
                 outs = rule(ctx, op, ins, flags) if rule is not None else None
