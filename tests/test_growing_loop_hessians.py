@@ -12,7 +12,7 @@ import pytest
 import jitgrad as tf
 from jitgrad.batched_gradients import batched_jacobian
 from test_differential import check_close, run_both
-from test_growing_loop_grad_of_grad import INVARIANTS, W, _fd, _kernels, _np_grad, _rnn_graph
+from test_growing_loop_grad_of_grad import INVARIANTS, W, _fd, _graph, _kernels, _np_grad, _np_loss, _rnn_graph
 
 tf1 = tf.compat.v1
 
@@ -176,3 +176,92 @@ def test_a_placeholder_of_unknown_rows_still_gets_the_vectorised_batching_rules(
     with tf1.Session(graph=g) as s:
         np.testing.assert_allclose(s.run(hess, {x: xv, w: W}), np.stack([_fd(lambda v: grad(v)[i], W) for i in range(3)]),
                                    rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- second order through a cond's pops
+# The accumulator a tf.cond appends to (test_growing_loop_grad_of_grad._graph): [h, h*h] on odd
+# steps (or where h[1] > 0), [h * w] (or, ``skip``, nothing) otherwise. The first-order reverse
+# loop's gradient If pops two or one rows; its own gradient saves only the rows each iteration
+# popped (ops/control_flow_ops._if_popped_tail: [T, 2, 3], linear in T), and the second-order
+# loop appends their gradients through its If.
+def _np_cond_grad(w, n, data_pred=False, skip=False):
+    """d loss / dw of test_growing_loop_grad_of_grad._np_loss, backpropagated by hand."""
+    c = np.array([1.0, 2.0, 3.0])
+    hs, two = [np.ones(3)], []
+    for i in range(n):
+        hs.append(np.tanh(hs[-1] * w + 0.1))
+        two.append(bool(hs[-1][1] > 0) if data_pred else i % 2 == 1)
+    d_row = lambda r: 2.0 * r * c + np.cos(r)   # noqa: E731  (d loss / d row)
+    gw, carry = np.zeros(3), np.zeros(3)
+    for t in range(n, 0, -1):
+        h = hs[t]
+        gh = carry.copy()
+        if two[t - 1]:
+            gh += d_row(h) + 2.0 * h * d_row(h * h)
+        elif not skip:
+            gh += d_row(h * w) * w
+            gw += d_row(h * w) * h
+        da = gh * (1.0 - h * h)
+        gw += da * hs[t - 1]
+        carry = da * w
+    return gw
+
+
+def _cond_graph(data_pred, skip):
+    g, n, w, x, loss, gw = _graph(data_pred=data_pred, skip=skip)
+    with g.as_default():
+        (ggw,) = tf.gradients(tf.reduce_sum(gw * gw), w)
+        (hess,) = tf.hessians(loss, w)
+    return g, n, w, gw, ggw, hess
+
+
+CASES = [(False, False), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize("data_pred, skip", CASES)
+def test_the_hand_derived_gradient_matches_finite_differences(data_pred, skip):
+    for trips in (0, 1, 6):
+        np.testing.assert_allclose(_np_cond_grad(W, trips, data_pred, skip),
+                                   _fd(lambda v: _np_loss(v, trips, data_pred, skip), W), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("data_pred, skip", CASES)
+def test_second_order_through_a_cond_popping_rows_compiles_once_and_is_right(data_pred, skip):
+    g, n, w, gw, ggw, hess = _cond_graph(data_pred, skip)
+    with tf1.Session(graph=g) as s:
+        assert "FALLBACK" not in str(s.explain([ggw, hess], {n: 3, w: W}))
+        before, kernels = tf.cache_info()["fallbacks"], _kernels()
+        for trips in (0, 1, 50, 7):
+            got_g, got_gg, got_h = s.run([gw, ggw, hess], {n: trips, w: W})
+            want_h = np.stack([_fd(lambda v: _np_cond_grad(v, trips, data_pred, skip)[i], W) for i in range(3)])
+            np.testing.assert_allclose(got_g, _np_cond_grad(W, trips, data_pred, skip), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(got_h, want_h, rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(got_gg, 2.0 * want_h @ got_g, rtol=1e-6, atol=1e-8)
+        assert tf.cache_info()["fallbacks"] == before
+        assert _kernels() - kernels <= 1
+
+
+@pytest.mark.parametrize("data_pred, skip", CASES)
+def test_second_order_through_a_cond_popping_rows_matches_the_interpreter(data_pred, skip):
+    g, n, w, gw, ggw, hess = _cond_graph(data_pred, skip)
+    for trips in (0, 1, 9):
+        compiled, interpreted = run_both(g, [ggw, hess], {n: trips, w: W})
+        for a, b in zip(compiled, interpreted):
+            check_close(a, b, np.float64)
+    with tf1.Session(graph=g) as s:
+        first = s.run([ggw, hess], {n: 40, w: W})
+        for _ in range(2):
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(s.run([ggw, hess], {n: 40, w: W}), first))
+
+
+def test_the_first_order_reverse_loop_saves_only_the_popped_rows():
+    """Its gradient reads [T, 2, 3] of saved rows (the larger branch's count), not the
+    reverse loop's whole variable per iteration (a ragged [T, None, 3]: quadratic in T)."""
+    g, n, w, gw, ggw, hess = _cond_graph(False, False)
+    rev = g.get_operation_by_name("gradients/while/While_grad/While_grad")
+    a = rev.attrs
+    assert a["saved_tails"] == (1,)
+    saved = rev.outputs[a["n_vars"] + 1 + a["saved_at"] + 1]   # (the variable's saved value)
+    assert saved.shape.as_list() == [None, None, 3]
+    with tf1.Session(graph=g) as s:
+        assert s.run(saved, {n: 5, w: W}).shape == (5, 2, 3)
