@@ -124,6 +124,7 @@ class _Ctx:
         # values a While stacks over a trip count known at run time, cannot be packed in a kernel)
         self.rows = {}
         self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
+        self.loop_rows = False   # some op went per row for its run-time dims (_run_time_dims)
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -582,6 +583,7 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         outs = None
         per_row = _run_time_dims(ctx, op)
         if per_row:
+            ctx.loop_rows = True
             ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
         elif any(isinstance(t, _OneHot) for t in ins):
             oh_rule = _ONEHOT_RULES.get(op.type)
@@ -676,7 +678,9 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     dense pass. The per-row graph computes 0 * nan = nan at positions a one-hot row skips,
     e.g. the hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not
     row 1. Factors whose value is known now (constants: a jacobian through a constant
-    matrix) are checked here; the others by a cond at run time."""
+    matrix) are checked here; the others by a cond at run time, unless the pass holds
+    values of run-time rows (``ctx.loop_rows``): a cond capturing them would not compile
+    (a region's inputs need static shapes), so the dense pass, exact everywhere, is taken."""
     keep = [k for k, r in enumerate(fast) if r is not None]
     factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
     known = [get_static_value(f) for f in factors]
@@ -697,7 +701,7 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
         out = _vectorize(_Ctx(ctx.graph, ctx.B), row_ops, seeds, cts, rows)
         return [out[k] for k in keep]
 
-    if known_bad:
+    if known_bad or (runtime and ctx.loop_rows):
         chosen = dense()
     else:
         chosen = cond(_all_finite(runtime), onehot, dense, name="onehot_or_dense")

@@ -265,3 +265,15 @@ def test_the_first_order_reverse_loop_saves_only_the_popped_rows():
     assert saved.shape.as_list() == [None, None, 3]
     with tf1.Session(graph=g) as s:
         assert s.run(saved, {n: 5, w: W}).shape == (5, 2, 3)
+
+
+@pytest.mark.parametrize("kind", ["concat", "ta"])
+def test_a_non_finite_weight_gives_the_interpreters_nan_pattern(kind):
+    """The batched pass holding values of run-time rows takes its dense form (no run-time
+    cond between one-hot and dense rows: a cond cannot capture them), where NaN lands as
+    in TF's per-row loop."""
+    g, n, w, gw, ggw, hess = _rnn_graph(kind)
+    for wv in (np.array([0.5, np.nan, 2.0]), np.array([np.inf, -1.0, 2.0])):
+        compiled, interpreted = run_both(g, [hess], {n: 4, w: wv})
+        check_close(compiled[0], interpreted[0], np.float64)   # (NaN and inf where the interpreter has them)
+        assert np.isnan(compiled[0]).any()
