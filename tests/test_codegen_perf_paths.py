@@ -413,7 +413,7 @@ def _late_schedules(delay_s):
 
 @pytest.mark.parametrize("schedule", ["after", "delayed"])
 def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedule):
-    # codegen/sync.py: a barrier waits only for threads that have joined the call.
+    # codegen/sync.py: thread 0 waits at a barrier only for blocks being computed.
     # Thread 0 runs W3's kernel to the end before the other threads even start
     # ('after': the old barrier counted all n threads and hung here), or they start
     # part-way ('delayed'); they skip the barriers already passed and take what
