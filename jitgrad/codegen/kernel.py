@@ -339,7 +339,9 @@ class KernelBuilder(LoweringContext):
             self.last_grab_site = self.barriers
         b.branch(cond)
         b.position_at_end(cond)
-        blk = b.atomic_rmw("add", ctr, c64(1), "monotonic")
+        # seq_cst as the BUSY count's updates: a thread whose grab finds the blocks
+        # gone then sees every taker's BUSY (x86: the same lock xadd as monotonic)
+        blk = b.atomic_rmw("add", ctr, c64(1), "seq_cst")
         b.cbranch(b.icmp_signed("<", blk, c64(nb)), body, end)
         b.position_at_end(body)
         yield blk
