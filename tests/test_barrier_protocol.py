@@ -30,7 +30,6 @@ class _KB:
         self.b, self.fn = b, fn
         self.tid, self.nthreads = fn.args[1], fn.args[2]
         self.barriers, self.futex, self.x86 = 0, True, True
-        self.last_grab_site = 1       # the worker's stall sits between sites 1 and 2
         self._entry = ir.IRBuilder(fn.entry_basic_block)
 
     def alloca(self, ty):
@@ -43,12 +42,11 @@ class _KB:
             yield
 
 
-def _kernel(worker_busy, stalled):
-    """k(slots, tid, n): barrier 1; a worker then writes log[W_IN] and log[W_OUT]
-    (inside a grab loop's busy count when worker_busy); thread 0 waits until
-    log[W_IN] is set, then meets barrier 2 and writes log[T0_PASSED].  The
-    ``stalled`` thread ("worker": between W_IN and W_OUT, "thread0": before barrier
-    2) spins until the gate opens."""
+def _kernel(worker_busy):
+    """k(slots, tid, n): barrier 1; a worker then writes log[W_IN], spins until the
+    gate opens (inside a grab loop's busy count when worker_busy) and writes
+    log[W_OUT]; thread 0 waits until log[W_IN] is set (the worker is stalled), then
+    meets barrier 2 and writes log[T0_PASSED]."""
     mod = ir.Module(name="barrier_test")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer().as_pointer(), I64, I64]),
                      name="k")
@@ -82,20 +80,16 @@ def _kernel(worker_busy, stalled):
             if worker_busy:
                 sync.emit_busy(kb, True)
             mark(W_IN)
-            if stalled == "worker":
-                spin_until_set(gate)
+            spin_until_set(gate)
             mark(W_OUT)
             if worker_busy:
                 sync.emit_busy(kb, False)
         with lead:
             spin_until_set(b.gep(log, [ir.Constant(I64, W_IN)]))
-            if stalled == "thread0":
-                spin_until_set(gate)
     sync.emit_barrier(kb)
     with kb.on_thread0():
         mark(T0_PASSED)
     sync.emit_exit(kb)
-    sync.set_last_grab_site(kb)
     b.ret_void()
     m = llvm_binding().parse_assembly(str(mod))
     m.verify()
@@ -103,10 +97,10 @@ def _kernel(worker_busy, stalled):
     return code, ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(code.address("k"))
 
 
-def _call(worker_busy, stalled, check_while_stalled):
+def _call(worker_busy, check_while_stalled):
     """Worker (tid 1) and thread 0 of one 2-thread call on Python threads; while the
-    gate is closed, check_while_stalled(log, thread0, worker) runs; then it opens."""
-    code, k = _kernel(worker_busy, stalled)
+    worker is stalled, check_while_stalled(log, thread0) runs; then the gate opens."""
+    code, k = _kernel(worker_busy)
     status = np.zeros(16, np.int32)
     gate = np.zeros(1, np.int64)
     log = np.zeros(4, np.int64)
@@ -118,7 +112,7 @@ def _call(worker_busy, stalled, check_while_stalled):
         time.sleep(0.001)
     thread0.start()
     try:
-        check_while_stalled(log, thread0, worker)
+        check_while_stalled(log, thread0)
     finally:
         gate[0] = 1
         thread0.join(60)
@@ -133,29 +127,17 @@ def test_thread0_does_not_wait_for_a_stalled_worker_holding_no_block():
     # The worker has joined and passed barrier 1, then stalls: thread 0 passes
     # barrier 2 and returns while the gate is still closed (the barrier used to
     # wait for every joined thread to arrive: a descheduled one held up the call).
-    def check(log, thread0, worker):
+    def check(log, thread0):
         thread0.join(60)
         assert not thread0.is_alive(), "thread 0 waited for a worker that holds no block"
         assert log[T0_PASSED] == 1 and log[W_OUT] == 0
-    _call(False, "worker", check)
+    _call(False, check)
 
 
 def test_thread0_waits_for_a_worker_inside_a_grab_loop():
     # The stalled worker counts itself busy (a block it took is being computed):
     # thread 0 must not pass barrier 2 until it is out.
-    def check(log, thread0, worker):
+    def check(log, thread0):
         thread0.join(0.3)
         assert thread0.is_alive() and log[T0_PASSED] == 0, "thread 0 passed a barrier with a block in flight"
-    _call(True, "worker", check)
-
-
-def test_worker_returns_at_a_barrier_after_the_last_grab_loop():
-    # Past the kernel's last grab loop a worker has nothing left to take: at the
-    # next barrier it returns at once instead of waiting for thread 0 (the caller
-    # waits for every worker that took the call; one asleep there had to be woken
-    # and scheduled first).  Thread 0 is held before barrier 2 meanwhile.
-    def check(log, thread0, worker):
-        worker.join(60)
-        assert not worker.is_alive(), "the worker waited at a barrier with no block left after it"
-        assert log[W_OUT] == 1 and log[T0_PASSED] == 0
-    _call(True, "thread0", check)
+    _call(True, check)

@@ -51,7 +51,7 @@ from .lower_rows import Rows, alias as rows_alias, copy_out as rows_copy_out, dr
     lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
-from .sync import emit_barrier, emit_busy, emit_exit, emit_join, set_last_grab_site
+from .sync import emit_barrier, emit_busy, emit_exit, emit_join
 from .target import current
 
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
@@ -94,7 +94,6 @@ class KernelBuilder(LoweringContext):
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
-        self.last_grab_site = 0   # barrier sites before the last grab loop (workers leave after it)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
         self.futex = self.x86 and "linux" in (triple or "x86_64-unknown-linux-gnu")   # barrier waiters sleep (sync.py)
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
@@ -336,7 +335,6 @@ class KernelBuilder(LoweringContext):
         end = self.fn.append_basic_block("grab.end")
         if self.parallel:
             emit_busy(self, True)
-            self.last_grab_site = self.barriers
         b.branch(cond)
         b.position_at_end(cond)
         # seq_cst as the BUSY count's updates: a thread whose grab finds the blocks
@@ -763,7 +761,6 @@ class KernelBuilder(LoweringContext):
             hook()
         if self.parallel:
             emit_exit(self)
-            set_last_grab_site(self)
         b.ret_void()
         self.entry_b.branch(body)
         if self.parallel:

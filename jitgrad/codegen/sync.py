@@ -177,31 +177,10 @@ def emit_busy(kb, enter):
         _wake_sleepers(kb)
 
 
-def _last_grab_site(kb):
-    """The kernel's constant: barrier sites before its last grab loop (set at the
-    end of the build by set_last_grab_site; LLVM folds the loads)."""
-    name = kb.b.function.name + ".last_grab_site"
-    gv = kb.b.module.globals.get(name)
-    if gv is None:
-        gv = ir.GlobalVariable(kb.b.module, I32, name=name)
-        gv.linkage, gv.global_constant = "internal", True
-    return gv
-
-
-def set_last_grab_site(kb):
-    """At the end of the build: a worker meeting a barrier site after the last grab
-    loop returns at once instead of waiting for thread 0 -- it has nothing left to
-    do, and the caller (codegen/thread_pool.py) waits for every worker that took the
-    call to return: one asleep there had to be woken and scheduled first."""
-    gv = kb.b.module.globals.get(kb.b.function.name + ".last_grab_site")
-    if gv is not None:
-        gv.initializer = _i32(kb.last_grab_site)
-
-
 def emit_barrier(kb):
     """Emit the next barrier site (numbered in program order) at kb.b's position:
     thread 0 waits for BUSY 0 and passes the site (bar.last), a worker waits until
-    thread 0 has passed it (or left the kernel) -- or, past the last grab loop, returns."""
+    thread 0 has passed it (or left the kernel)."""
     b, fn = kb.b, kb.b.function
     kb.barriers += 1
     site = _i32(kb.barriers)
@@ -221,11 +200,6 @@ def emit_barrier(kb):
     b.branch(out)
 
     b.position_at_end(follow)
-    leave, wait = fn.append_basic_block("bar.leave"), fn.append_basic_block("bar.wait")
-    b.cbranch(b.icmp_unsigned(">", site, b.load(_last_grab_site(kb))), leave, wait)
-    b.position_at_end(leave)
-    b.ret_void()           # no block left for a worker after this site: it is done
-    b.position_at_end(wait)
     _wait_until(kb, lambda w: b.or_(b.icmp_unsigned(">=", b.lshr(w, _i32(12)), site),
                                     b.icmp_unsigned("!=", b.and_(w, _i32(DONE)), _i32(0))))
     b.branch(out)
