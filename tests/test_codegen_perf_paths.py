@@ -413,7 +413,7 @@ def _late_schedules(delay_s):
 
 @pytest.mark.parametrize("schedule", ["after", "delayed"])
 def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedule):
-    # codegen/sync.py: thread 0 waits at a barrier only for blocks being computed.
+    # codegen/sync.py: a barrier waits only for threads that have joined the call.
     # Thread 0 runs W3's kernel to the end before the other threads even start
     # ('after': the old barrier counted all n threads and hung here), or they start
     # part-way ('delayed'); they skip the barriers already passed and take what
@@ -437,11 +437,10 @@ def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedul
 
 
 def test_threads_joining_at_random_points_give_the_same_bits(threads, monkeypatch):
-    # codegen/sync.py: thread 0 passes a barrier once no block is in flight, without
-    # waiting for workers; workers join W3's kernel at random points (before, inside
-    # or after a parallel GEMM, between its packing and its row chunks, asleep in a
-    # barrier or not yet started) and take whatever blocks are left.  Every call
-    # gives the single-thread bits, with 2 and 3 threads.
+    # The dynamic split (codegen/sync.py, kernel.loop_grab): workers join W3's kernel
+    # at random points (before, inside or after a parallel GEMM, between its packing
+    # and its row chunks, or after thread 0 has left) and take whatever blocks are
+    # left.  Every call gives the single-thread bits, with 2 and 3 threads.
     g, fetches, feed, inp = _mlp_xent()
     s = _sess(g)
     threads(1)

@@ -51,7 +51,7 @@ from .lower_rows import Rows, alias as rows_alias, copy_out as rows_copy_out, dr
     lower as lower_rows, row_dynamic, view as rows_view
 from .lowering_context import LoweringContext
 from .lowering_tables import tables
-from .sync import emit_barrier, emit_busy, emit_exit, emit_join
+from .sync import emit_barrier, emit_exit, emit_join
 from .target import current
 
 # A float32 sum fused into a vector loop adds NARROW_RUN vectors in float32
@@ -284,8 +284,8 @@ class KernelBuilder(LoweringContext):
             yield r0, r1
 
     def barrier(self):
-        """Thread 0 waits here for the blocks being computed, the other threads for
-        thread 0 (a thread joining later skips it: jitgrad/codegen/sync.py)."""
+        """The threads that have joined the call wait here for each other (a thread
+        joining later skips it: jitgrad/codegen/sync.py)."""
         if self.parallel:
             emit_barrier(self)
 
@@ -325,28 +325,20 @@ class KernelBuilder(LoweringContext):
     def loop_grab(self, counter_off, nb):
         """Dynamic schedule: each thread takes the next block index from an
         atomic counter (zeroed at kernel entry) until all ``nb`` are taken.
-        Which thread computes a block does not change its result.  The thread
-        counts itself busy while in the loop: thread 0's next barrier waits for
-        the blocks being computed, not for threads holding none (codegen/sync.py)."""
+        Which thread computes a block does not change its result."""
         b = self.b
         ctr = b.bitcast(b.gep(self.arena, [c64(counter_off)]), I64.as_pointer())
         cond = self.fn.append_basic_block("grab.cond")
         body = self.fn.append_basic_block("grab.body")
         end = self.fn.append_basic_block("grab.end")
-        if self.parallel:
-            emit_busy(self, True)
         b.branch(cond)
         b.position_at_end(cond)
-        # seq_cst as the BUSY count's updates: a thread whose grab finds the blocks
-        # gone then sees every taker's BUSY (x86: the same lock xadd as monotonic)
-        blk = b.atomic_rmw("add", ctr, c64(1), "seq_cst")
+        blk = b.atomic_rmw("add", ctr, c64(1), "monotonic")
         b.cbranch(b.icmp_signed("<", blk, c64(nb)), body, end)
         b.position_at_end(body)
         yield blk
         b.branch(cond)
         b.position_at_end(end)
-        if self.parallel:
-            emit_busy(self, False)
 
     # ------------------------------------------------------------ nest emission
     def emit_group(self, g, outs, partial_off, counter):

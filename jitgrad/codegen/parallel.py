@@ -6,10 +6,9 @@ A kernel built with parallel loop nests (kernel meta ``parallel``) exports
 function: each parallel nest hands out its fixed blocks dynamically (an atomic
 counter), serial nests run on thread 0, and a barrier (jitgrad/codegen/sync.py:
 spin, then futex sleep) stands wherever data passes into or out of a parallel
-nest -- not between serial nests.  Thread 0 never waits for another thread as
-such, only for blocks being computed: a thread that starts late, or is
-descheduled between blocks, finds them taken by the others and skips what they
-have finished.  Results do not depend on the thread count
+nest -- not between serial nests.  Thread 0 does not wait for the others to
+start: a barrier waits for the threads that have joined the call, and one that
+starts late skips what the others have finished.  Results do not depend on the thread count
 (reductions combine fixed blocks in a fixed order).
 
 ``call_parallel(fn_addr, slots_addr, n_threads, status_addr)`` runs threads

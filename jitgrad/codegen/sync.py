@@ -1,42 +1,35 @@
 """The barriers of parallel kernels (threads: jitgrad/codegen/parallel.py).
 
-Thread 0 starts a kernel call at once and runs every serial segment; the other
-threads *join* it when they get going, which on a busy machine (or a thread just
-woken) may be late, and may be descheduled anywhere once in.  Parallel segments
-hand out fixed blocks dynamically (kernel.loop_grab / grab_rows), so a fast
-thread takes what a slow one has not, and nothing is tied to a thread id: no
-result depends on who computed a block.
-
-What a barrier waits for is the *work*, not the threads.  Thread 0 passes
-barrier site k once no thread is inside a grab loop (BUSY = 0): thread 0 itself
-has left every grab loop before site k, so every block before it has been taken,
-and none is still being computed.  A worker passes site k once thread 0 has
-(PHASE >= k).  So thread 0 never waits for a worker that holds no block -- one
-that has joined but sits descheduled, or asleep in a barrier, costs the call
-nothing (it used to: a barrier waited for every joined thread to *arrive*, and
-on a host with more runnable threads than cores 2 threads ran W3 slower than 1);
-it waits only while a block it cannot take is being computed.  A worker that
-comes late passes the sites thread 0 has passed and finds their blocks taken.
+Thread 0 starts a kernel call at once; the other threads *join* it when they
+get going, which on a busy machine (or a thread just woken) may be late.  A
+barrier waits only for the threads that have joined: one that joins late
+skips the barriers the team has already passed (the parallel segments before
+them have had all their blocks taken) and takes what blocks are left -- so
+thread 0 never waits for a thread that has not started, and no result
+depends on who computed a block.  Serial segments run on thread 0; parallel
+ones hand out blocks dynamically (kernel.loop_grab / grab_rows): nothing is
+tied to a thread id.
 
 The team's state is one 32-bit word (status word 2, byte TEAM_OFFSET), changed by
-atomic read-modify-writes only: bits 0-7 BUSY, threads inside a grab loop (each
-counts itself in before its first grab, out after its last); bit 8 DONE (thread
-0 has left the kernel: a worker that comes later is refused at the door and
-returns at once, so it never runs a call that is over); 12-31 PHASE, barrier
-sites thread 0 has passed in this call (sites are numbered in program order).
-Thread 0 leaving a single-threaded call resets the word to 0; after a threaded
-call the pool resets it (codegen/thread_pool.py: once every worker that took the
-job has returned, so no late worker can see this call's counts in the next).
+atomic read-modify-writes only, so a join, an arrival and a barrier's completion
+are ordered: bits 0-3 workers joined (thread 0 always counts), 4-7 threads
+arrived at the current barrier, bit 8 DONE (thread 0 has left the kernel: a
+worker that comes later is refused at the door and returns at once, so it
+never runs a call that is over), 12-31 barriers passed in this call (barrier
+sites are numbered in program order: site k is passed when that count reaches
+k).  Thread 0 leaving a single-threaded call resets the word to 0; after a
+threaded call the pool resets it (codegen/thread_pool.py: once every worker
+that took the job has returned, so no late worker can join the next call with
+this one's counts).
 
 A waiter spins with ``pause`` for SPIN_LIMIT rounds (a barrier after a
 balanced parallel segment is crossed within that), then sleeps in
 futex(FUTEX_WAIT) on the team word, so it takes no core from the thread it
-waits for.  Thread 0 advancing PHASE, and a worker leaving a grab loop last
-(BUSY to 0), make the FUTEX_WAKE system call only when the sleepers word
-(status word 1) says someone sleeps (sequentially consistent on both sides:
-either the waker sees the sleeper, or the sleeper sees the new word, and futex
-re-checks it in the kernel).  A sleeper woken by another change of the word
-checks and sleeps again.
+waits for.  The thread completing a barrier makes the FUTEX_WAKE system call
+only when the sleepers word (status word 1) says someone sleeps (sequentially
+consistent on both sides: either the waker sees the sleeper, or the sleeper
+sees the new word, and futex re-checks it in the kernel).  A sleeper woken by
+another change of the word (a join, an arrival) checks and sleeps again.
 
 Why not sched_yield: on a machine with more runnable threads than cores, a
 yielding waiter is rescheduled over and over and competes for the core its
@@ -44,10 +37,9 @@ partner needs; and in a VM a long ``pause`` loop makes the host deschedule the
 virtual CPU.  Off Linux x86-64 (no futex number to call) waiters fall back to
 sched_yield.
 
-This module is KernelBuilder's own (kernel.py's barrier, grab loops, join and exit
-call it), not a lowering: besides the lowering interface's ``b`` and ``alloca`` it
-reads the builder's status word, thread id and count, barrier counter and ``x86`` /
-``futex`` flags.
+This module is KernelBuilder's own (kernel.py's barrier, join and exit call it), not a
+lowering: besides the lowering interface's ``b`` and ``alloca`` it reads the builder's
+status word, started-thread count, barrier counter and ``x86`` / ``futex`` flags.
 """
 from llvmlite import ir
 
@@ -59,8 +51,8 @@ FUTEX_WAIT_PRIVATE = 128
 FUTEX_WAKE_PRIVATE = 129
 _WAKE_ALL = 0x7FFFFFFF
 
-BUSY, DONE, PHASE = 1, 1 << 8, 1 << 12   # the team word's fields (units)
-BUSY_MASK = 0xFF
+JOINED, ARRIVED, DONE, PHASE = 1, 1 << 4, 1 << 8, 1 << 12   # the team word's fields (units)
+FIELD = 0xF
 TEAM_OFFSET = 8              # byte offset of the team word in the kernel's status block
 
 
@@ -86,51 +78,8 @@ def _words(kb):
     return b.gep(kb.status, [_i32(1)]), b.gep(kb.status, [_i32(2)])    # sleepers, team
 
 
-def _wake_sleepers(kb):
-    """FUTEX_WAKE on the team word, only if the sleepers word says someone sleeps."""
-    if not kb.futex:
-        return
-    b = kb.b
-    sleepers, team = _words(kb)
-    with b.if_then(b.icmp_signed("!=", b.load_atomic(sleepers, "seq_cst", 4), _i32(0))):
-        futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
-
-
-def _wait_until(kb, ready):
-    """Spins, then sleeps, until ready(team word) holds; leaves kb.b after the wait."""
-    b, fn = kb.b, kb.b.function
-    sleepers, team = _words(kb)
-    ctr = kb.alloca(I64)
-    b.store(_c64(0), ctr)
-    loop, spin, slow, check, done = (fn.append_basic_block(f"bar.{s}")
-                                     for s in ("loop", "spin", "sleep", "check", "done"))
-    b.branch(loop)
-    b.position_at_end(loop)
-    b.cbranch(ready(b.load_atomic(team, "acquire", 4)), done, spin)
-    b.position_at_end(spin)
-    if kb.x86:
-        intrinsic(b, "llvm.x86.sse2.pause", ir.VoidType(), [])
-    k = b.add(b.load(ctr), _c64(1))
-    b.store(k, ctr)
-    b.cbranch(b.icmp_signed(">", k, _c64(SPIN_LIMIT)), slow, loop)
-    b.position_at_end(slow)
-    if kb.futex:
-        b.atomic_rmw("add", sleepers, _i32(1), "seq_cst")
-        g = b.load_atomic(team, "seq_cst", 4)
-        sleep = fn.append_basic_block("bar.futex")
-        woke = fn.append_basic_block("bar.woke")
-        b.cbranch(ready(g), woke, sleep)
-        b.position_at_end(sleep)
-        futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
-        b.branch(woke)
-        b.position_at_end(woke)
-        b.atomic_rmw("sub", sleepers, _i32(1), "seq_cst")
-    else:
-        intrinsic(b, "sched_yield", I32, [])
-    b.branch(check)
-    b.position_at_end(check)
-    b.cbranch(ready(b.load_atomic(team, "acquire", 4)), done, slow)   # woken by another change: again
-    b.position_at_end(done)
+def _field(b, w, unit):
+    return b.and_(b.lshr(w, _i32(unit.bit_length() - 1)), _i32(FIELD))
 
 
 def emit_join(kb):
@@ -138,12 +87,19 @@ def emit_join(kb):
     already left it (DONE): then it returns at once, touching nothing more."""
     b, fn = kb.b, kb.b.function
     _, team = _words(kb)
+    retry = fn.append_basic_block("join.try")
     refused = fn.append_basic_block("join.refused")
+    swap = fn.append_basic_block("join.swap")
     joined = fn.append_basic_block("join.ok")
+    b.branch(retry)
+    b.position_at_end(retry)
     w = b.load_atomic(team, "acquire", 4)
-    b.cbranch(b.icmp_unsigned("!=", b.and_(w, _i32(DONE)), _i32(0)), refused, joined)
+    b.cbranch(b.icmp_unsigned("!=", b.and_(w, _i32(DONE)), _i32(0)), refused, swap)
     b.position_at_end(refused)
     b.ret_void()
+    b.position_at_end(swap)
+    res = b.cmpxchg(team, w, b.add(w, _i32(JOINED)), "seq_cst", "acquire")
+    b.cbranch(b.extract_value(res, 1), joined, retry)
     b.position_at_end(joined)
 
 
@@ -162,45 +118,78 @@ def emit_exit(kb):
                 b.atomic_rmw("or", team, _i32(DONE), "seq_cst")
 
 
-def emit_busy(kb, enter):
-    """A thread entering a grab loop (enter=True, before its first grab) counts
-    itself BUSY; leaving it (after the grab that found no block left) counts itself
-    out, and a worker that leaves last wakes thread 0 should it sleep at a barrier."""
-    b = kb.b
-    _, team = _words(kb)
-    if enter:
-        b.atomic_rmw("add", team, _i32(BUSY), "seq_cst")
-        return
-    old = b.atomic_rmw("sub", team, _i32(BUSY), "seq_cst")
-    last = b.icmp_unsigned("==", b.and_(old, _i32(BUSY_MASK)), _i32(BUSY))
-    with b.if_then(b.and_(last, b.icmp_signed("!=", kb.tid, _c64(0)))):
-        _wake_sleepers(kb)
-
-
 def emit_barrier(kb):
-    """Emit the next barrier site (numbered in program order) at kb.b's position:
-    thread 0 waits for BUSY 0 and passes the site (bar.last), a worker waits until
-    thread 0 has passed it (or left the kernel)."""
+    """Emit the next barrier site (numbered in program order) at kb.b's position."""
     b, fn = kb.b, kb.b.function
     kb.barriers += 1
     site = _i32(kb.barriers)
-    _, team = _words(kb)
-    lead, last, follow, out = (fn.append_basic_block(f"bar.{s}") for s in ("lead", "last", "follow", "out"))
-    b.cbranch(b.icmp_signed("==", kb.tid, _c64(0)), lead, follow)
+    can_sleep = kb.futex
+    sleepers, team = _words(kb)
 
-    b.position_at_end(lead)
-    _wait_until(kb, lambda w: b.icmp_unsigned("==", b.and_(w, _i32(BUSY_MASK)), _i32(0)))
-    b.branch(last)
-    b.position_at_end(last)
-    b.atomic_rmw("add", team, _i32(PHASE), "seq_cst")     # only thread 0 changes PHASE
-    wake = fn.append_basic_block("bar.wake")       # (one bar.last per site: tests count them)
-    b.branch(wake)
-    b.position_at_end(wake)
-    _wake_sleepers(kb)
-    b.branch(out)
+    def passed(w):
+        return b.icmp_unsigned(">=", b.lshr(w, _i32(12)), site)
 
-    b.position_at_end(follow)
-    _wait_until(kb, lambda w: b.or_(b.icmp_unsigned(">=", b.lshr(w, _i32(12)), site),
-                                    b.icmp_unsigned("!=", b.and_(w, _i32(DONE)), _i32(0))))
-    b.branch(out)
-    b.position_at_end(out)
+    def is_last(w):       # every joined thread but this one has arrived
+        return b.icmp_unsigned("==", _field(b, w, ARRIVED), _field(b, w, JOINED))
+
+    done = fn.append_basic_block("bar.done")
+    retry = fn.append_basic_block("bar.try")
+    b.branch(retry)
+    b.position_at_end(retry)
+    w = b.load_atomic(team, "acquire", 4)
+    arrive = fn.append_basic_block("bar.arrive")
+    b.cbranch(passed(w), done, arrive)     # a late joiner: the team is past this site
+
+    b.position_at_end(arrive)
+    last = is_last(w)
+    nxt = b.select(last, b.add(b.sub(w, b.mul(_field(b, w, ARRIVED), _i32(ARRIVED))), _i32(PHASE)),
+                   b.add(w, _i32(ARRIVED)))
+    res = b.cmpxchg(team, w, nxt, "seq_cst", "acquire")
+    swapped = fn.append_basic_block("bar.swapped")
+    b.cbranch(b.extract_value(res, 1), swapped, retry)
+    b.position_at_end(swapped)
+    lastb = fn.append_basic_block("bar.last")
+    spin = fn.append_basic_block("bar.spin")
+    b.cbranch(last, lastb, spin)
+
+    b.position_at_end(lastb)
+    if can_sleep:
+        wake = fn.append_basic_block("bar.wake")
+        asleep = b.load_atomic(sleepers, "seq_cst", 4)
+        b.cbranch(b.icmp_signed("!=", asleep, _i32(0)), wake, done)
+        b.position_at_end(wake)
+        futex(kb, team, FUTEX_WAKE_PRIVATE, _c64(_WAKE_ALL))
+    b.branch(done)
+
+    b.position_at_end(spin)
+    ctr = kb.alloca(I64)
+    b.store(_c64(0), ctr)
+    loop = fn.append_basic_block("bar.loop")
+    chk = fn.append_basic_block("bar.check")
+    slow = fn.append_basic_block("bar.sleep")
+    b.branch(loop)
+    b.position_at_end(loop)
+    if kb.x86:
+        intrinsic(kb.b, "llvm.x86.sse2.pause", ir.VoidType(), [])
+    k = b.add(b.load(ctr), _c64(1))
+    b.store(k, ctr)
+    b.cbranch(b.icmp_signed(">", k, _c64(SPIN_LIMIT)), slow, chk)
+    b.position_at_end(chk)
+    b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, loop)
+
+    b.position_at_end(slow)
+    if can_sleep:
+        b.atomic_rmw("add", sleepers, _i32(1), "seq_cst")
+        g = b.load_atomic(team, "seq_cst", 4)
+        sleep = fn.append_basic_block("bar.futex")
+        woke = fn.append_basic_block("bar.woke")
+        b.cbranch(passed(g), woke, sleep)
+        b.position_at_end(sleep)
+        futex(kb, team, FUTEX_WAIT_PRIVATE, b.zext(g, I64))
+        b.branch(woke)
+        b.position_at_end(woke)
+        b.atomic_rmw("sub", sleepers, _i32(1), "seq_cst")
+    else:
+        intrinsic(kb.b, "sched_yield", I32, [])
+    b.cbranch(passed(b.load_atomic(team, "acquire", 4)), done, slow)   # woken by another change: again
+    b.position_at_end(done)
