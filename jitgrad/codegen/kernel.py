@@ -102,6 +102,7 @@ class KernelBuilder(LoweringContext):
         self.is_region = False     # a branch / loop body compiled into its parent kernel
         self.region_cache = {}     # lower_control.py: compiled regions of this kernel by body
         self.rng = None            # the call's random handle, where a region draws (build_body)
+        self.unit_sink = None      # backend.Units compiling finished matmul functions meanwhile (compiler.py)
 
     # ------------------------------------------------------------ the context's small services
     def shape(self, v):
@@ -125,11 +126,19 @@ class KernelBuilder(LoweringContext):
             buf = self.literals[key] = Buffer(ptr, shape, dt, "literal")
         return buf
 
+    def split_off(self, *fns):
+        """Finished self-contained helper functions (matmul.py's) go to the unit sink, if
+        any, to be optimised and emitted on a compile thread while lowering goes on."""
+        if self.unit_sink is not None:
+            for fn in fns:
+                self.unit_sink.take(self.module, fn)
+
     def sub_builder(self, program, tag):
         """A builder for a control-flow region emitted into this kernel's module."""
         sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple)
         sub.module = self.module
         sub.is_region = True
+        sub.unit_sink = self.unit_sink
         return sub
 
     def set_error(self, cond, code, values=()):
@@ -535,7 +544,11 @@ class KernelBuilder(LoweringContext):
         self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
             # runtime checks write the status word: keep such kernels single-threaded
+            sink = self.unit_sink
             self.__init__(self.p, self.name, self._dl, self._triple)
+            if sink is not None:          # the units it took belong to the module dropped here
+                sink.reset()
+                self.unit_sink = sink
             self.build_body(allow_parallel=False)
         return self.module
 
