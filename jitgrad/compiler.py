@@ -227,6 +227,8 @@ def compile_program(program, key):
     if units is None:
         obj, opt_ir, timings = compile_server.optimise_to_object(ir_text, current().key())
     else:
+        if kb.parallel:
+            units.alongside(_par.prepare_pool)
         obj, opt_ir, timings = units.finish(ir_text)
         ir_text = units.full_text(ir_text)
     timings = dict(timings, emit_ir=t1 - t0)

@@ -111,3 +111,27 @@ def test_kernel_rebuilt_single_threaded_bundles_only_its_second_build(no_disk_ca
     names = _defined(report.unoptimised_ir)
     assert len(resets) >= 2             # the constructor's and the rebuild's
     assert _only_kernel().timings["units"] == 1 + len(names) == len(native.unpack(_only_kernel().obj))
+
+
+def test_parallel_kernel_has_a_compile_thread_start_the_native_pool(no_disk_cache, monkeypatch):
+    """The pool's code (compiled once per process) is started beside a parallel kernel's
+    compile, on a compile thread, not by the kernel's first call."""
+    import threading
+    from jitgrad.codegen import parallel
+    monkeypatch.setenv("JITGRAD_COMPILE_THREADS", "2")
+    monkeypatch.setattr(parallel, "NUM_THREADS", [2])
+    callers = []
+    orig = parallel._get_pool
+    monkeypatch.setattr(parallel, "_get_pool", lambda: (callers.append(threading.current_thread().name), orig())[1])
+    rng = np.random.default_rng(5)
+    a, w = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():                           # 2*512*256*256 flops: parallel (PAR_MIN_FLOPS)
+        pa, pw = tf.compat.v1.placeholder(tf.float32, a.shape), tf.compat.v1.placeholder(tf.float32, w.shape)
+        y = tf.nn.relu(tf.matmul(pa, pw))
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(y, {pa: a, pw: w})
+    np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ w, 0), rtol=1e-4, atol=1e-4)
+    assert _only_kernel().meta.get("parallel")
+    if parallel._NATIVE:
+        assert any(name.startswith("jitgrad-llvm") for name in callers), callers

@@ -305,6 +305,12 @@ class Units:
                 if generation == self._generation:
                     self._results[k] = result
 
+    def alongside(self, fn):
+        """Runs `fn()` on a compile thread, after the units queued so far, not waited for
+        (compiler.py: the native thread pool's code for a parallel kernel's first call)."""
+        if self._pool is not None:
+            self._pool.submit(fn)
+
     def cancel(self):
         """The program will not be finished (lowering failed): drops what is queued."""
         with self._lock:
