@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from .irutil import c64 as _c, declare_vector_fma as _declare_vector_fma, for_range as _for_range
-from .irutil import gep_inbounds as _gep, smin as _smin
+from .irutil import gep_inbounds as _gep, smin as _smin, splat as _splat
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
@@ -287,12 +287,7 @@ class _Gen:
         self.b.store(val, ptr, align=self.esz)
 
     def splat(self, scalar):
-        b = self.b
-        undef = ir.Constant(self.V, ir.Undefined)
-        v = b.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), self.plan.vw),
-                           [0] * self.plan.vw)
-        return b.shuffle_vector(v, undef, mask)
+        return _splat(self.b, scalar, self.plan.vw)
 
 
 # --------------------------------------------------------------------------
