@@ -513,9 +513,10 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
     if kc_const is not None:
         # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
         kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
-        with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-            for u in range(_UNROLL_K):
-                rank1(b.add(k0, _c(u)))
+        if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
+            with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
+                for u in range(_UNROLL_K):
+                    rank1(b.add(k0, _c(u)))
         for k in range(kmain, kc_const):
             rank1(_c(k))
         return
