@@ -15,7 +15,10 @@ from jitgrad.codegen import backend
 
 
 @pytest.fixture
-def no_disk_cache():
+def no_disk_cache(monkeypatch):
+    # in this process (a long test session's later compiles go to the compile child,
+    # which gets the whole module's text: no units taken while lowering there)
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "0")
     cache.set_enabled(False)
     compiler.clear_cache()
     yield

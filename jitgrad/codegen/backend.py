@@ -230,8 +230,8 @@ class Units:
     """One program's units, compiled while the program is still being lowered.
 
     compiler.py hands the KernelBuilder a Units as its ``unit_sink``: each matmul
-    function, once emitted, is taken (`take`: its text becomes a unit and it stays in
-    the module as a declaration) and a worker thread starts optimising it while Python
+    function, once its node is lowered, is taken (`collect`, `take`: its text becomes a
+    unit and it stays in the module as a declaration) and a worker thread starts optimising it while Python
     lowers the rest (the compile threads run outside llvmlite's lock and release the
     GIL).  `finish(main text)` compiles the main unit on the calling thread, helps
     with what is still queued and bundles the objects: main unit first, then the
@@ -254,7 +254,17 @@ class Units:
             self._results = [None]
             self._todo = collections.deque()
             self._taken = []              # (declaration text, definition text) per taken function
+            self._seen = 0                # functions of the module `collect` has looked at
             self._generation = getattr(self, "_generation", 0) + 1
+
+    def collect(self, module):
+        """Takes every matmul function (_SIDE_FN) `module` has defined since the last call:
+        the KernelBuilder calls it after each node it lowered, so they are complete."""
+        fns = module.functions
+        for fn in fns[self._seen:]:
+            if fn.blocks and _SIDE_FN.search(fn.name):
+                self.take(module, fn)
+        self._seen = len(fns)
 
     def take(self, module, fn):
         """Makes the finished function `fn` of `module` a unit of its own (compiled from

@@ -126,13 +126,6 @@ class KernelBuilder(LoweringContext):
             buf = self.literals[key] = Buffer(ptr, shape, dt, "literal")
         return buf
 
-    def split_off(self, *fns):
-        """Finished self-contained helper functions (matmul.py's) go to the unit sink, if
-        any, to be optimised and emitted on a compile thread while lowering goes on."""
-        if self.unit_sink is not None:
-            for fn in fns:
-                self.unit_sink.take(self.module, fn)
-
     def sub_builder(self, program, tag):
         """A builder for a control-flow region emitted into this kernel's module."""
         sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple)
@@ -717,6 +710,8 @@ class KernelBuilder(LoweringContext):
                         with (nullctx() if g.parallel else self.on_thread0()):
                             MATERIALISE[n.op](self, n, outs, dry=False)
                         self.par_node = False
+                        if self.unit_sink is not None:    # its matmul functions compile from now on
+                            self.unit_sink.collect(self.module)
                         for v, ob in zip(vals, outs):
                             # a While / If output of run-time rows: read through its descriptor
                             self.buffers[v] = rows_view(self, ob, *n.outputs[v.index]) if v in rows_src else ob

@@ -88,7 +88,6 @@ def _matmul(kb, node, outs, dry):
                 else:
                     fn = mm.emit_matmul(kb.b.module, name, dt.name, batch, M, N, K,
                                         ta, tb, sa, sb, cfg)
-                kb.split_off(*(fn if dyn else (fn,)))
         except Exception:
             if dry:
                 raise
