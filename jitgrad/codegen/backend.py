@@ -138,18 +138,24 @@ def split_units(ir_text):
     return "\n".join(main), ["\n".join(header + decls + f) for f in funcs]
 
 
-# What a matmul unit gets instead of LLVM's O2: scalar replacement of the few allocas,
-# instruction combining and CFG clean-up, nothing else.
+# What a large matmul unit gets instead of LLVM's O2: scalar replacement of the few
+# allocas, instruction combining and CFG clean-up, nothing else.  A unit of fewer than
+# SIDE_O2_BELOW characters of IR still gets O2: it costs little there, and the narrow
+# kernels (W3's dW2 = H^T dY, N = 10) are ~8% faster with it (LLVM's LICM, which
+# llvmlite cannot add to a pass list by itself).
 SIDE_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
+SIDE_O2_BELOW = 64 << 10
 
 
-def run_side_pipeline(mod, tm, unlocked=False):
-    """What a matmul unit gets: SIDE_PASSES, not a full O-level pipeline.  The functions
-    are explicit vector IR whose micro-kernel k loop is unrolled by hand (matmul.py says
-    in the IR what the unroller used to find out: narrow C, fixed kc); O2 (vectorisers
-    and unroller off) spent 0.18 s CPU on the W3 MLP's five matmul units for code of the
-    same speed, these three passes 0.025 s (the hoisting and value numbering O2 adds
-    are what instruction selection and the register allocator do again anyway)."""
+def run_side_pipeline(mod, tm, unlocked=False, small=False):
+    """What a matmul unit gets: O2 without LLVM's loop and SLP vectorisers and unroller if
+    `small`, else SIDE_PASSES.  The functions are explicit vector IR whose micro-kernel k
+    loop is unrolled by hand (matmul.py says in the IR what the unroller used to find
+    out: narrow C, fixed kc).  On the W3 MLP's matmul units O2 spent 0.18 s CPU, these
+    three passes 0.025 s, for the same GFLOP/s on the large kernels (bench_matmul.py)."""
+    if small:
+        _run_pipeline(mod, tm, 2, False, False, unlocked)
+        return
     pto = llvm.create_pipeline_tuning_options(speed_level=2)
     pb = llvm.create_pass_builder(tm, pto)
     mpm = llvm.create_new_module_pass_manager()
@@ -204,7 +210,7 @@ def _compile_unit(ir_text, target, side):
             mod.verify()
             t1 = time.thread_time()
             if side:
-                run_side_pipeline(mod, tm, unlocked=True)
+                run_side_pipeline(mod, tm, unlocked=True, small=len(ir_text) < SIDE_O2_BELOW)
             else:
                 run_o3(mod, tm, unlocked=True)
             t2 = time.thread_time()
