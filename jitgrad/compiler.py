@@ -213,13 +213,24 @@ def compile_program(program, key):
     t0 = time.perf_counter()
     kb = KernelBuilder(program, "jg_" + key[:24], str(backend.target_machine().target_data),
                        backend.target_machine().triple)
-    module = kb.build()
-    ir_text = str(module)
+    # LLVM's optimiser keeps memory: many compiles go to a child, given the whole text;
+    # in this process the matmul units compile while the rest is lowered
+    units = None if compile_server.use_child() else backend.Units()
+    kb.unit_sink = units
+    try:
+        ir_text = str(kb.build())
+    except BaseException:
+        if units is not None:
+            units.cancel()
+        raise
     t1 = time.perf_counter()
-    if compile_server.use_child():    # LLVM's optimiser keeps memory: many compiles go to a child
+    if units is None:
         obj, opt_ir, timings = compile_server.optimise_to_object(ir_text, current().key())
     else:
-        obj, opt_ir, timings = backend.optimise_to_object(ir_text)
+        if kb.parallel:
+            units.alongside(_par.prepare_pool)
+        obj, opt_ir, timings = units.finish(ir_text)
+        ir_text = units.full_text(ir_text)
     timings = dict(timings, emit_ir=t1 - t0)
     meta = dict(kb.meta)
     meta["timings"] = timings

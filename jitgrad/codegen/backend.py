@@ -7,6 +7,7 @@ without LLVM's optimiser or code generator.
 Code is generated for `jitgrad.codegen.target.current()`: the host unless
 JITGRAD_TARGET_CPU / a Session's jitgrad_target_cpu names another CPU.
 """
+import collections
 import concurrent.futures
 import ctypes
 import os
@@ -137,13 +138,36 @@ def split_units(ir_text):
     return "\n".join(main), ["\n".join(header + decls + f) for f in funcs]
 
 
-def run_side_pipeline(mod, tm, unlocked=False):
-    """What a matmul unit gets: O2 without LLVM's loop and SLP vectorisers and unroller.
-    The functions are explicit vector IR whose micro-kernel k loop is unrolled by hand
-    (matmul.py says in the IR what the unroller used to find out: narrow C, fixed kc);
-    the vectorisers only added versions of the scalar edge loops.  Measured on the W3
-    MLP kernel (znver4): optimise 0.28 -> 0.18 s, objects 27 -> 16 KB, same GFLOP/s."""
-    _run_pipeline(mod, tm, 2, False, False, unlocked)
+# What a large matmul unit gets instead of LLVM's O2: scalar replacement of the few
+# allocas, instruction combining and CFG clean-up, nothing else.  A unit of fewer than
+# SIDE_O2_BELOW characters of IR still gets O2: it costs little there, and the narrow
+# kernels (W3's dW2 = H^T dY, N = 10) are ~8% faster with it (LLVM's LICM, which
+# llvmlite cannot add to a pass list by itself).
+SIDE_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
+SIDE_O2_BELOW = 64 << 10
+
+
+def run_side_pipeline(mod, tm, unlocked=False, small=False):
+    """What a matmul unit gets: O2 without LLVM's loop and SLP vectorisers and unroller if
+    `small`, else SIDE_PASSES.  The functions are explicit vector IR whose micro-kernel k
+    loop is unrolled by hand (matmul.py says in the IR what the unroller used to find
+    out: narrow C, fixed kc).  On the W3 MLP's matmul units O2 spent 0.18 s CPU, these
+    three passes 0.025 s, for the same GFLOP/s on the large kernels (bench_matmul.py)."""
+    if small:
+        _run_pipeline(mod, tm, 2, False, False, unlocked)
+        return
+    pto = llvm.create_pipeline_tuning_options(speed_level=2)
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = llvm.create_new_module_pass_manager()
+    for name in SIDE_PASSES:
+        getattr(mpm, f"add_{name}_pass")()
+    if unlocked:
+        _run_unlocked(mpm, mod, pb)
+    else:
+        mpm.run(mod, pb)
+    mpm.close()
+    pb.close()
+    pto.close()
 
 
 def _emit_unlocked(tm, mod):
@@ -186,7 +210,7 @@ def _compile_unit(ir_text, target, side):
             mod.verify()
             t1 = time.thread_time()
             if side:
-                run_side_pipeline(mod, tm, unlocked=True)
+                run_side_pipeline(mod, tm, unlocked=True, small=len(ir_text) < SIDE_O2_BELOW)
             else:
                 run_o3(mod, tm, unlocked=True)
             t2 = time.thread_time()
@@ -205,34 +229,135 @@ def optimise_to_object(ir_text, target=None):
     (optimised IR text of each unit), {phase: seconds}); the phases are CPU time summed
     over the units, "wall" is the elapsed time.  `linked_ir` makes one IR
     text of the units (for explain)."""
-    target = target or _target.current()
-    target_machine(target)            # the host's: checks the disk cache's view of the host first
-    t0 = time.perf_counter()
-    split = split_units(ir_text)
-    units = [(ir_text, False)] if split is None else [(split[0], False)] + [(u, True) for u in split[1]]
-    results = [None] * len(units)
-    todo = iter(sorted(range(len(units)), key=lambda k: -len(units[k][0])))   # largest first
-    take = threading.Lock()
+    return Units(target).finish(ir_text)
 
-    def drain():
+
+class Units:
+    """One program's units, compiled while the program is still being lowered.
+
+    compiler.py hands the KernelBuilder a Units as its ``unit_sink``: each matmul
+    function, once its node is lowered, is taken (`collect`, `take`: its text becomes a
+    unit and it stays in the module as a declaration) and a worker thread starts optimising it while Python
+    lowers the rest (the compile threads run outside llvmlite's lock and release the
+    GIL).  `finish(main text)` compiles the main unit on the calling thread, helps
+    with what is still queued and bundles the objects: main unit first, then the
+    others in the order they were taken -- the same bytes for any number of threads."""
+
+    def __init__(self, target=None):
+        self.target = target or _target.current()
+        target_machine(self.target)       # the host's: checks the disk cache's view of the host first
+        self._lock = threading.Lock()
+        self._pool = _workers()
+        self._helpers = []
+        self._running = 0                 # helpers that have not returned
+        self.reset()
+
+    def reset(self):
+        """Forgets every unit taken so far (the KernelBuilder starts its module again);
+        a unit being compiled meanwhile is compiled for nothing."""
+        with self._lock:
+            self._units = [None]          # index 0: the main unit, known at finish
+            self._results = [None]
+            self._todo = collections.deque()
+            self._taken = []              # (declaration text, definition text) per taken function
+            self._seen = 0                # functions of the module `collect` has looked at
+            self._generation = getattr(self, "_generation", 0) + 1
+
+    def collect(self, module):
+        """Takes every matmul function (_SIDE_FN) `module` has defined since the last call:
+        the KernelBuilder calls it after each node it lowered, so they are complete."""
+        fns = module.functions
+        for fn in fns[self._seen:]:
+            if fn.blocks and _SIDE_FN.search(fn.name):
+                self.take(module, fn)
+        self._seen = len(fns)
+
+    def take(self, module, fn):
+        """Makes the finished function `fn` of `module` a unit of its own (compiled from
+        now on) and leaves a declaration of it in `module`.  A function that uses
+        metadata stays (module metadata is not copied into a unit)."""
+        text = str(fn)
+        if "!" in text[text.index("\n"):]:
+            return
+        decls = "".join(str(f) for f in module.functions if f.is_declaration)
+        header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
+        fn.blocks = []                    # llvmlite prints a function without blocks as `declare`
+        self._taken.append((str(fn), text))
+        self._add(header + decls + text, True)
+
+    def full_text(self, main_text):
+        """The module's text with the taken functions defined again (explain's unoptimised IR)."""
+        for decl, text in self._taken:
+            main_text = main_text.replace(decl, text, 1)
+        return main_text
+
+    def _add(self, text, side):
+        with self._lock:
+            self._units.append((text, side))
+            self._results.append(None)
+            self._todo.append(len(self._units) - 1)
+            if self._pool is not None and self._running < self._pool._max_workers:
+                self._running += 1
+                self._helpers.append(self._pool.submit(self._drain, True))
+
+    def _drain(self, helper=False):
         while True:
-            with take:
-                k = next(todo, None)
-            if k is None:
-                return
-            results[k] = _compile_unit(units[k][0], target, units[k][1])
+            with self._lock:
+                if not self._todo:
+                    if helper:
+                        self._running -= 1
+                    return
+                k = self._todo.popleft()
+                text, side = self._units[k]
+                generation = self._generation
+            try:
+                result = _compile_unit(text, self.target, side)
+            except BaseException:
+                if helper:
+                    with self._lock:
+                        self._running -= 1
+                raise
+            with self._lock:
+                if generation == self._generation:
+                    self._results[k] = result
 
-    pool = _workers() if len(units) > 1 else None
-    helpers = [pool.submit(drain) for _ in range(min(pool._max_workers, len(units) - 1))] if pool else []
-    try:
-        drain()
-    finally:
-        for fut in helpers:
-            fut.result()
-    timings = {phase: sum(r[2][phase] for r in results) for phase in results[0][2]}
-    timings["units"] = len(units)
-    timings["wall"] = time.perf_counter() - t0
-    return native.pack([r[0] for r in results]), UnitIR(r[1] for r in results), timings
+    def alongside(self, fn):
+        """Runs `fn()` on a compile thread, after the units queued so far, not waited for
+        (compiler.py: the native thread pool's code for a parallel kernel's first call)."""
+        if self._pool is not None:
+            self._pool.submit(fn)
+
+    def cancel(self):
+        """The program will not be finished (lowering failed): drops what is queued."""
+        with self._lock:
+            self._todo.clear()
+        for fut in self._helpers:
+            fut.cancel()
+
+    def finish(self, ir_text):
+        """Compiles the main unit (`ir_text`, split further by split_units if it still
+        defines matmul functions) -> (payload, UnitIR, {phase: seconds}) as
+        optimise_to_object; "wall" is the time from here on."""
+        t0 = time.perf_counter()
+        split = split_units(ir_text)
+        if split is not None:
+            ir_text = split[0]
+            for text in split[1]:
+                self._add(text, True)
+        with self._lock:
+            self._units[0] = (ir_text, False)
+            self._todo.appendleft(0)      # the largest, and the caller's to compile
+        try:
+            self._drain()
+        finally:
+            for fut in self._helpers:
+                if not fut.cancel():      # one not started yet (the pool busy elsewhere) is not waited for
+                    fut.result()
+        results = self._results
+        timings = {phase: sum(r[2][phase] for r in results) for phase in results[0][2]}
+        timings["units"] = len(results)
+        timings["wall"] = time.perf_counter() - t0
+        return native.pack([r[0] for r in results]), UnitIR(r[1] for r in results), timings
 
 
 class UnitIR(tuple):

@@ -102,6 +102,7 @@ class KernelBuilder(LoweringContext):
         self.is_region = False     # a branch / loop body compiled into its parent kernel
         self.region_cache = {}     # lower_control.py: compiled regions of this kernel by body
         self.rng = None            # the call's random handle, where a region draws (build_body)
+        self.unit_sink = None      # backend.Units compiling finished matmul functions meanwhile (compiler.py)
 
     # ------------------------------------------------------------ the context's small services
     def shape(self, v):
@@ -130,6 +131,7 @@ class KernelBuilder(LoweringContext):
         sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple)
         sub.module = self.module
         sub.is_region = True
+        sub.unit_sink = self.unit_sink
         return sub
 
     def set_error(self, cond, code, values=()):
@@ -535,7 +537,11 @@ class KernelBuilder(LoweringContext):
         self.build_body(allow_parallel=not any(n.op in ("If", "While") for n in self.p.nodes))
         if self.parallel and self.has_checks:
             # runtime checks write the status word: keep such kernels single-threaded
+            sink = self.unit_sink
             self.__init__(self.p, self.name, self._dl, self._triple)
+            if sink is not None:          # the units it took belong to the module dropped here
+                sink.reset()
+                self.unit_sink = sink
             self.build_body(allow_parallel=False)
         return self.module
 
@@ -704,6 +710,8 @@ class KernelBuilder(LoweringContext):
                         with (nullctx() if g.parallel else self.on_thread0()):
                             MATERIALISE[n.op](self, n, outs, dry=False)
                         self.par_node = False
+                        if self.unit_sink is not None:    # its matmul functions compile from now on
+                            self.unit_sink.collect(self.module)
                         for v, ob in zip(vals, outs):
                             # a While / If output of run-time rows: read through its descriptor
                             self.buffers[v] = rows_view(self, ob, *n.outputs[v.index]) if v in rows_src else ob

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from .irutil import c64 as _c, declare_vector_fma as _declare_vector_fma, for_range as _for_range
-from .irutil import gep_inbounds as _gep, smin as _smin
+from .irutil import gep_inbounds as _gep, smin as _smin, splat as _splat
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
@@ -287,12 +287,7 @@ class _Gen:
         self.b.store(val, ptr, align=self.esz)
 
     def splat(self, scalar):
-        b = self.b
-        undef = ir.Constant(self.V, ir.Undefined)
-        v = b.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), self.plan.vw),
-                           [0] * self.plan.vw)
-        return b.shuffle_vector(v, undef, mask)
+        return _splat(self.b, scalar, self.plan.vw)
 
 
 # --------------------------------------------------------------------------
@@ -518,9 +513,10 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
     if kc_const is not None:
         # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
         kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
-        with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-            for u in range(_UNROLL_K):
-                rank1(b.add(k0, _c(u)))
+        if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
+            with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
+                for u in range(_UNROLL_K):
+                    rank1(b.add(k0, _c(u)))
         for k in range(kmain, kc_const):
             rank1(_c(k))
         return

@@ -28,7 +28,7 @@ from collections import namedtuple
 
 from llvmlite import ir
 
-from .irutil import c64, declare_vector_fma, for_range, gep_inbounds, smin
+from .irutil import c64, declare_vector_fma, for_range, gep_inbounds, smin, splat
 
 __all__ = ["MatVec", "matvec_plan", "emit_matvec"]
 
@@ -85,12 +85,7 @@ class _Emit:
         self.b.store(val, self.b.bitcast(ptr, self.V.as_pointer()), align=self.esz)
 
     def splat(self, x):
-        if self.w == 1:
-            return x
-        b, w = self.b, self.w
-        u = ir.Constant(self.V, ir.Undefined)
-        v = b.insert_element(u, x, ir.Constant(_I32, 0))
-        return b.shuffle_vector(v, u, ir.Constant(ir.VectorType(_I32, w), [0] * w))
+        return splat(self.b, x, self.w)
 
 
 def emit_matvec(module, name, dtype, plan, vw):

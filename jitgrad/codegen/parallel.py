@@ -87,6 +87,14 @@ def _get_pool():
     return p
 
 
+def prepare_pool():
+    """Starts the process's pool now (compiling its code) if parallel calls will use it:
+    compiler.py has a compile thread do it while a parallel kernel compiles, so the
+    kernel's first call does not wait for it."""
+    if _NATIVE and NUM_THREADS[0] > 1:
+        _get_pool()
+
+
 @atexit.register
 def _stop_pool():
     """Workers stop and are joined before the interpreter frees the code they run

@@ -1,0 +1,140 @@
+"""jitgrad/codegen/backend.py Units: a kernel's matmul functions are handed to the compile
+threads as soon as they are lowered (KernelBuilder.unit_sink), while Python lowers the
+rest.  That must change nothing but the time: the payload is byte for byte the one the
+whole module's text compiled at once gives, and the numbers are numpy's."""
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad import cache, compiler
+from jitgrad.cache import native
+from jitgrad.codegen import backend
+
+
+@pytest.fixture
+def no_disk_cache(monkeypatch):
+    # in this process (a long test session's later compiles go to the compile child,
+    # which gets the whole module's text: no units taken while lowering there)
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "0")
+    cache.set_enabled(False)
+    compiler.clear_cache()
+    yield
+    cache.set_enabled(None)
+
+
+def _defined(ir_text):
+    return re.findall(r'^define [^@]*@"?([^"(]+_mm\d+(?:_pack)?)"?\(', ir_text, re.M)
+
+
+def _only_kernel():
+    (k,) = {id(k): k for k in compiler._kernels.values()}.values()
+    return k
+
+
+def _mlp_grad(rows):
+    """loss and gradients of a two-layer relu MLP, with the float64 numpy reference."""
+    rng = np.random.default_rng(7)
+    vals = [rng.standard_normal(s).astype(np.float32) * 0.1 for s in ((rows, 70), (70, 40), (40, 10))]
+    g = tf.Graph()
+    with g.as_default():
+        x, w1, w2 = (tf.compat.v1.placeholder(tf.float32, v.shape) for v in vals)
+        h = tf.nn.relu(tf.matmul(x, w1))
+        loss = tf.reduce_mean(tf.square(tf.matmul(h, w2)))
+        grads = tf.gradients(loss, [w1, w2])
+    X, W1, W2 = (v.astype(np.float64) for v in vals)
+    H = np.maximum(X @ W1, 0)
+    Z = H @ W2
+    dZ = 2 * Z / Z.size
+    want = [np.mean(Z ** 2), X.T @ ((dZ @ W2.T) * (H > 0)), H.T @ dZ]
+    return g, [loss] + grads, dict(zip((x, w1, w2), vals)), want
+
+
+def test_units_taken_while_lowering_give_the_bytes_of_the_whole_module(no_disk_cache):
+    g, fetches, feed, want = _mlp_grad(96)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(fetches, feed)
+        report = s.explain(fetches, feed)
+    for w, v in zip(want, got):
+        np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
+    k = _only_kernel()
+    names = _defined(report.unoptimised_ir)
+    assert len(names) >= 3 and len(set(names)) == len(names)   # every matmul function defined once
+    assert k.timings["units"] == 1 + len(names) == len(native.unpack(k.obj))
+    # the one-shot path (split_units over the whole text, as explain and the compile child do)
+    whole, _, _ = backend.optimise_to_object(report.unoptimised_ir)
+    assert hashlib.sha256(whole).digest() == hashlib.sha256(k.obj).digest()
+
+
+def test_take_leaves_a_declaration_and_the_function_becomes_a_unit():
+    from llvmlite import ir
+    module = ir.Module(name="m")
+    module.triple, module.data_layout = "x86_64-unknown-linux-gnu", ""
+    f32p = ir.FloatType().as_pointer()
+    fma = module.declare_intrinsic("llvm.fma", [ir.FloatType()] * 3)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [f32p]), name="k_mm1")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = b.load(fn.args[0])
+    b.store(b.call(fma, [v, v, v]), fn.args[0])
+    b.ret_void()
+    units = backend.Units()
+    units.take(module, fn)
+    assert str(fn).startswith("declare") and fn.is_declaration
+    text = str(module)
+    assert not re.search(r"^define", text, re.M)
+    assert re.search(r'^define void @"k_mm1"', units.full_text(text), re.M)
+    obj, opt_ir, timings = units.finish(text)
+    assert timings["units"] == 2 and len(native.unpack(obj)) == 2
+    assert re.search(r'^define [^@]*@"?k_mm1"?\(', opt_ir[1], re.M)   # the unit after the main one
+
+
+def test_kernel_rebuilt_single_threaded_bundles_only_its_second_build(no_disk_cache, monkeypatch):
+    """A parallel kernel with run-time checks is lowered again on one thread
+    (KernelBuilder.build): the units its first build handed over are dropped."""
+    resets = []
+    orig = backend.Units.reset
+    monkeypatch.setattr(backend.Units, "reset", lambda self: (resets.append(1), orig(self))[1])
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((512, 256)).astype(np.float32)      # 2*512*256*256 flops: parallel
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    idx = rng.integers(0, 512, 40).astype(np.int32)
+    g = tf.Graph()
+    with g.as_default():
+        pa, pw = tf.compat.v1.placeholder(tf.float32, a.shape), tf.compat.v1.placeholder(tf.float32, w.shape)
+        pi = tf.compat.v1.placeholder(tf.int32, idx.shape)
+        y = tf.gather(tf.matmul(pa, pw), pi)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(y, {pa: a, pw: w, pi: idx})
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            s.run(y, {pa: a, pw: w, pi: np.full(40, 512, np.int32)})
+        report = s.explain(y, {pa: a, pw: w, pi: idx})
+    np.testing.assert_allclose(got, (a.astype(np.float64) @ w)[idx], rtol=1e-4, atol=1e-4)
+    names = _defined(report.unoptimised_ir)
+    assert len(resets) >= 2             # the constructor's and the rebuild's
+    assert _only_kernel().timings["units"] == 1 + len(names) == len(native.unpack(_only_kernel().obj))
+
+
+def test_parallel_kernel_has_a_compile_thread_start_the_native_pool(no_disk_cache, monkeypatch):
+    """The pool's code (compiled once per process) is started beside a parallel kernel's
+    compile, on a compile thread, not by the kernel's first call."""
+    import threading
+    from jitgrad.codegen import parallel
+    monkeypatch.setenv("JITGRAD_COMPILE_THREADS", "2")
+    monkeypatch.setattr(parallel, "NUM_THREADS", [2])
+    callers = []
+    orig = parallel._get_pool
+    monkeypatch.setattr(parallel, "_get_pool", lambda: (callers.append(threading.current_thread().name), orig())[1])
+    rng = np.random.default_rng(5)
+    a, w = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():                           # 2*512*256*256 flops: parallel (PAR_MIN_FLOPS)
+        pa, pw = tf.compat.v1.placeholder(tf.float32, a.shape), tf.compat.v1.placeholder(tf.float32, w.shape)
+        y = tf.nn.relu(tf.matmul(pa, pw))
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(y, {pa: a, pw: w})
+    np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ w, 0), rtol=1e-4, atol=1e-4)
+    assert _only_kernel().meta.get("parallel")
+    if parallel._NATIVE:
+        assert any(name.startswith("jitgrad-llvm") for name in callers), callers
