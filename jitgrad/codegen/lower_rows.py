@@ -337,7 +337,7 @@ def lower(kb, node, outs, rn, keep):
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
         res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) and ob is not None else ob)
-    if rn.how in ("gather", "gather_grad", "row", "row_grad"):
+    if rn.how in ("gather", "gather_grad", "gather_grad_inner", "row", "row_grad"):
         x = _operand(kb, node.inputs[0]) if rn.how == "gather" else None
         rows_gather.emit(kb, node, res, _live(kb, rows), rn.how, x)
         return res

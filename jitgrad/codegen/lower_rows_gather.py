@@ -13,13 +13,17 @@
   the slice's count, ERR_ROWS_MISMATCH);
 * ``gather_grad`` -- its gradient: zero rows [R, ...], then each index's slice of g
   added into its row in index order (duplicates sum in a fixed order), a bad index
-  skipped after it set the error.
+  skipped after it set the error;
+* ``gather_grad_inner`` -- the gradient of tf.gather(x, indices, axis > 0) (the gather
+  itself moves data within a row: lower_rows_layout.py): per row, zeros, then g's row
+  added in at each index of the axis in a fixed order, indices checked against the
+  axis's static extent (ERR_GATHER_RANGE).
 
 As TF's kernel, an empty gather (no elements to copy) checks nothing.
 """
 from llvmlite import ir
 
-from .irutil import ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, I64, Buffer, c64, const, mem_type, scalarise, store_buf
+from .irutil import ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, I64, Buffer, c64, const, load_buf, mem_type, scalarise, store_buf
 
 
 def how(program, n, dyn):
@@ -30,6 +34,9 @@ def how(program, n, dyn):
     if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) == 0 and n.inputs[0] not in dyn and \
             n.inputs[1] not in dyn and n.inputs[2] in dyn:
         return "gather_grad"
+    if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) != 0 and n.inputs[0] in dyn and \
+            n.inputs[1] not in dyn and n.inputs[2] in dyn:
+        return "gather_grad_inner"
     if _slice_spec(n.attrs.get("spec")) is not None:
         if n.op == "StridedSlice" and n.inputs[0] in dyn:
             return "rowslice"
@@ -99,7 +106,7 @@ def _index(kb, ind, idx, rows):
 def emit(kb, node, outs, rows, form, x):
     """x: the Rows of params (gather); rows: the live row count."""
     {"gather": _gather, "gather_grad": _gather_grad, "row": _row, "row_grad": _row_grad,
-     "rowslice": _rowslice, "rowslice_grad": _rowslice_grad}[form](kb, node, outs[0], rows, x)
+     "rowslice": _rowslice, "rowslice_grad": _rowslice_grad, "gather_grad_inner": _gather_grad_inner}[form](kb, node, outs[0], rows, x)
 
 
 def _zero_rows(kb, out, rows):
@@ -198,3 +205,28 @@ def _gather_grad(kb, node, out, rows, x):
                 s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
                 d = b.gep(dst, [j])
                 b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
+
+
+def _gather_grad_inner(kb, node, out, rows, x):
+    """out [rows, ...] = zeros, then each element of g's row r added into out's row r at
+    its index along the axis, in g's element order (duplicates sum in a fixed order); a
+    bad index sets the error and is skipped."""
+    b = kb.b
+    g, ind = node.inputs[0], node.inputs[1]
+    axis = node.attrs["axis"] % len(out.shape)
+    gs, ri = kb.shape(g), len(kb.shape(ind))
+    dt = out.dtype
+    _zero_rows(kb, out, rows)
+    per = 1
+    for d in gs[1:]:
+        per *= d
+    if per == 0:
+        return
+    with kb.loop(rows) as r, kb.loop(per) as k:
+        gidx = [(r, 0)] + _unflatten(b, k, gs[1:])
+        ii, bad = _index(kb, ind, gidx[axis:axis + ri], c64(out.shape[axis]))
+        with b.if_then(b.not_(bad)):
+            oidx = gidx[:axis] + [(ii, 0)] + gidx[axis + ri:]
+            cur = load_buf(b, out, oidx, 1)
+            v = kb.gen(g, gidx, 1)
+            store_buf(b, out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), 1)
