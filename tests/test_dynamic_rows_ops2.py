@@ -7,7 +7,7 @@ import pytest
 
 import jitgrad as tf
 from test_differential import check_close, run_both
-from test_dynamic_rows_ops import TRIPS, _compiles, _np_states, _rnn, _rnn_batch1, _run_all_trips
+from test_dynamic_rows_ops import TRIPS, _compiles, _np_bptt, _np_states, _rnn, _rnn_batch1, _run_all_trips
 
 tf1 = tf.compat.v1
 
@@ -41,3 +41,110 @@ def test_gradient_of_gather_on_an_inner_axis(dt):
         np.testing.assert_allclose(yv, _np_states(W, x0v[0], t)[:, None, iv], rtol=2e-5, atol=2e-5)
     _both_modes_raise(g, [gst], {T: 3, x0: x0v, idx: np.array([0, 1, 4, 0, 0], np.int32)})
     _both_modes_raise(g, [gst], {T: 3, x0: x0v, idx: np.array([0, -1, 2, 0, 0], np.int32)})
+
+
+# x[a:b:s] on the run-time rows with negative steps (Python's and TF's strided-slice
+# clamping on T: bounds into [-1, T - 1], missing ones from the end backwards)
+NEG_SLICES = [slice(None, None, -1), slice(5, 1, -2), slice(-2, None, -3), slice(None, -4, -1),
+              slice(100, -100, -1), slice(1, None, -1), slice(0, 5, -1)]
+
+
+@pytest.mark.parametrize("sl", NEG_SLICES)
+def test_row_slices_with_negative_steps_and_their_gradient(sl):
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        y = st[sl] * 2.0
+        loss = tf.reduce_sum(tf.sin(y))
+        gst, gx = tf.gradients(loss, [st, x0])
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y, gst, gx], {t: {T: t, x0: x0v} for t in TRIPS + (6,)}, tf.float64)
+    for t, (yv, gv, gxv) in out.items():
+        S = _np_states(W, x0v, t)
+        assert yv.shape == S[sl].shape
+        np.testing.assert_allclose(yv, S[sl] * 2.0, rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[sl] = 2 * np.cos(2 * S[sl])
+        np.testing.assert_allclose(gv, gS, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gxv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+
+
+# (a, b, s) fed: every sign of bound and step, out-of-range bounds, empty results
+FED_SLICES = [(1, 4, 1), (0, 100, 2), (-3, -1, 1), (-100, 2, 1), (4, 1, -1), (5, -100, -2), (-1, -6, -3),
+              (2, 2, 1), (3, 0, 1), (0, 3, -1), (100, 0, -1), (-1, 0, -1)]
+
+
+def test_row_slices_with_fed_bounds_compile_once():
+    """st[a:b:s] with a, b, s placeholders: the bounds are read by the kernel (not
+    specialised on), so every (a, b, s) and every T runs on one kernel; values and the
+    gradient wrt st vs numpy, the gradient wrt x0 vs BPTT."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        a, b, s = (tf1.placeholder(tf.int32, []) for _ in range(3))
+        y = st[a:b:s]
+        gst, gx = tf.gradients(tf.reduce_sum(tf.sin(y) * 3.0), [st, x0])
+    x0v = np.linspace(-1, 1, 4)
+    compiles = tf.cache_info()["compiles"]
+    for t in (0, 1, 6):
+        S = _np_states(W, x0v, t)
+        for av, bv, sv in FED_SLICES:
+            feed = {T: t, x0: x0v, a: av, b: bv, s: sv}
+            _compiles(g, [y, gst, gx], feed)
+            compiled, interpreted = run_both(g, [y, gst, gx], feed)
+            sl = slice(av, bv, sv)
+            assert compiled[0].shape == S[sl].shape, (t, sl)
+            np.testing.assert_allclose(compiled[0], S[sl], rtol=1e-12, atol=1e-12)
+            gS = np.zeros_like(S)
+            gS[sl] = 3 * np.cos(S[sl])
+            np.testing.assert_allclose(compiled[1], gS, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(compiled[2], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+            for p, q in zip(interpreted, compiled):
+                check_close(p, q, np.float64, f"T={t} {sl}")
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    _both_modes_raise(g, [y, gx], {T: 3, x0: x0v, a: 0, b: 2, s: 0})   # TF: "slice step cannot be zero"
+
+
+def test_row_slice_bounds_computed_from_the_row_count():
+    """st[n - 3 : n - 1] and st[n // 2] with n = tf.shape(st)[0]: the bounds come from the
+    loop's own result, so a kernel specialised on them would compile once per T (and run
+    the loop on the host first); here one kernel serves every T."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        n = tf.shape(st)[0]
+        y = st[n - 3:n - 1]
+        mid = st[n // 2]
+        (gx,) = tf.gradients(tf.reduce_sum(y * y) + tf.reduce_sum(mid), [x0])
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y, mid, gx], {t: {T: t, x0: x0v} for t in (1, 3, 4, 37)}, tf.float64)
+    for t, (yv, mv, gv) in out.items():
+        S = _np_states(W, x0v, t)
+        np.testing.assert_allclose(yv, S[t - 3:t - 1], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mv, S[t // 2], rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[t - 3:t - 1] = 2 * S[t - 3:t - 1]
+        gS[t // 2] += 1.0
+        np.testing.assert_allclose(gv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+
+
+def test_one_row_by_a_fed_index():
+    """st[k] with k fed (negative from the end): one kernel for every k and T; k outside
+    [-T, T) is TF's InvalidArgumentError in both modes."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        k = tf1.placeholder(tf.int32, [])
+        y = st[k]
+        (gx,) = tf.gradients(tf.reduce_sum(tf.sin(y)), [x0])
+    x0v = np.linspace(-1, 1, 4)
+    compiles = tf.cache_info()["compiles"]
+    for t in (1, 5):
+        S = _np_states(W, x0v, t)
+        for kv in range(-t, t):
+            feed = {T: t, x0: x0v, k: kv}
+            _compiles(g, [y, gx], feed)
+            compiled, interpreted = run_both(g, [y, gx], feed)
+            np.testing.assert_allclose(compiled[0], S[kv], rtol=1e-12, atol=1e-12)
+            gS = np.zeros_like(S)
+            gS[kv] = np.cos(S[kv])
+            np.testing.assert_allclose(compiled[1], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    for t, kv in ((0, 0), (3, 3), (3, -4)):
+        _both_modes_raise(g, [y, gx], {T: t, x0: x0v, k: kv})

@@ -320,7 +320,7 @@ def lower(kb, node, outs, rn, keep):
         return res
     if rn.how == "rowslice":   # rows of its own: the slice's count of the source's
         rows = _live(kb, kb.buffers[rn.src].rows)
-        _, n = rows_gather.slice_rows(kb, node, rows)
+        _, n, _ = rows_gather.slice_rows(kb, node, rows)
         shape, dt = node.outputs[0]
         res = [_alloc(kb, outs[0], shape, dt, n, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, None)

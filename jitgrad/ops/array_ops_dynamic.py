@@ -179,6 +179,18 @@ register("DynamicStridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1]
                              None] + [None] * (len(op.inputs) - 2))
 
 
+def slices_run_time_rows(op, in_shapes):
+    """Whether ``op`` is x[a:b:s] (or its gradient) on dim 0 alone of an x whose dim 0 only
+    the kernel knows (a loop's stacked rows): compiled as it is, its bounds read when the
+    kernel runs (codegen/lower_rows_gather.py), not specialised on their values (which
+    would evaluate the loop on the host and compile once per row count)."""
+    if op.type not in ("DynamicStridedSlice", "DynamicStridedSliceGrad") or len(op.attrs["spec"]) != 1 or \
+            op.attrs["spec"][0][0] != "slice":
+        return False
+    x = in_shapes[0 if op.type == "DynamicStridedSlice" else 1]
+    return x is not None and len(x) >= 1 and x[0] is None and None not in x[1:]
+
+
 def strided_slice(x, key):
     """``x[key]`` where some slice bounds are scalar integer tensors known only at run time."""
     key = key if isinstance(key, tuple) else (key,)
