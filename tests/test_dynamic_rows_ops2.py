@@ -148,3 +148,43 @@ def test_one_row_by_a_fed_index():
     assert tf.cache_info()["compiles"] - compiles <= 1
     for t, kv in ((0, 0), (3, 3), (3, -4)):
         _both_modes_raise(g, [y, gx], {T: t, x0: x0v, k: kv})
+
+
+# reshapes of the stacked states st [T, 4] that merge rows (-1 * width must be a multiple of
+# the new row), split them, or flatten and restack: (new shape, T values whose elements fit)
+RESHAPES = {
+    "flat_then_rows": (lambda st: tf.reshape(tf.reshape(st, [-1]) * 2.0, [-1, 4]), (lambda S: 2 * S), TRIPS),
+    "flat": (lambda st: tf.reshape(st, [-1]), (lambda S: S.reshape(-1)), TRIPS),
+    "merge_pairs": (lambda st: tf.reshape(st, [-1, 8]), (lambda S: S.reshape(-1, 8)), (0, 2, 4, 38)),
+    "merge_uneven": (lambda st: tf.reshape(st, [-1, 6]), (lambda S: S.reshape(-1, 6)), (0, 3, 6, 39)),
+    "merge_3d": (lambda st: tf.reshape(st, [-1, 2, 6]), (lambda S: S.reshape(-1, 2, 6)), (0, 3, 36)),
+    "split": (lambda st: tf.reshape(st, [-1, 2, 2]), (lambda S: S.reshape(-1, 2, 2)), TRIPS),
+    "split_rows": (lambda st: tf.reshape(st, [-1, 2]), (lambda S: S.reshape(-1, 2)), TRIPS),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPES))
+def test_reshapes_merging_and_splitting_rows(name):
+    """Values vs numpy's reshape, gradients (the reshape back, ReshapeLike) wrt st vs
+    numpy and wrt x0 vs BPTT, one kernel for every T; a T whose elements make no whole
+    rows of the new shape is TF's InvalidArgumentError in both modes."""
+    build, ref, trips = RESHAPES[name]
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    c = np.array([1.0, -2.0])
+    with g.as_default():
+        y = build(st)
+        loss = tf.reduce_sum(tf.sin(y)) + tf.reduce_sum(tf.reshape(y, [-1, 2]) * c)
+        gst, gx = tf.gradients(loss, [st, x0])
+    x0v = np.linspace(-1, 1, 4)
+    out = _run_all_trips(g, [y, gst, gx], {t: {T: t, x0: x0v} for t in trips}, tf.float64)
+    for t, (yv, gv, gxv) in out.items():
+        S = _np_states(W, x0v, t)
+        want = ref(S)
+        assert yv.shape == want.shape
+        np.testing.assert_allclose(yv, want, rtol=1e-12, atol=1e-12)
+        k = 2.0 if name == "flat_then_rows" else 1.0   # d y / d st
+        gS = k * (np.cos(want).reshape(S.shape) + np.tile(c, S.size // 2).reshape(S.shape))
+        np.testing.assert_allclose(gv, gS, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gxv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+    if trips != TRIPS:
+        _both_modes_raise(g, [y, gx], {T: 1, x0: x0v})

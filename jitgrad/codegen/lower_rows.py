@@ -15,8 +15,9 @@ on it unchanged once its loops over dim 0 run R times:
   else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
   lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py; rows picked by
   index / slice (x[k], x[a:b], tf.gather): lower_rows_gather.py; concat / split along
-  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting rows,
-  a row slice and a concat along rows give a value whose rows are its own (a source).
+  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting or
+  merging rows (the merge's divisibility checked when it runs), a row slice and a concat
+  along rows give a value whose rows are its own (a source).
 * Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
   elementwise value (fusion_plan.py: materialised only when fetched, read twice or
   read through a buffer): a chain of them is computed inside the one row loop of
@@ -42,7 +43,7 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
+from .irutil import ERR_RESHAPE_ROWS, ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
 from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
 from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
@@ -120,8 +121,9 @@ def plan(program):
         check = tuple(sorted({key[v] for v in dyn} - {src}, key=lambda u: (u.node, u.index)))
         how = _how(program, n, dyn, elementwise)
         if how == "alias" and row_elems(n.outputs[0][0]) != row_elems(program.shape(n.inputs[0])):
-            # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
-            if check:
+            # a reshape that splits or merges rows ([R, 4] -> [-1]: 4R rows): a source of its
+            # own rows, counted from x's (a ReshapeLike's shape-only ref is not read)
+            if any(key.get(v, src) != src for v in _data_inputs(n)):
                 raise Unsupported(f"{n.op} of values of different run-time rows")
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
@@ -213,10 +215,9 @@ def _how(program, n, dyn, elementwise):
     if n.op in SIZES:
         return "size"
     if n.op in tables()[3]:   # reshape-like (ALIAS): a view of the same memory
-        # rows kept, or each row split into whole rows of the result (never rows merged:
-        # their count would have to divide at run time)
-        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or \
-                row_elems(shape(n.inputs[0])) % max(row_elems(out_shape), 1) or row_elems(out_shape) == 0:
+        # rows kept, each row split into whole rows of the result, or rows merged (R x in_row
+        # elements must make whole rows of the result: checked when it runs, alias())
+        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or row_elems(out_shape) == 0:
             return None
         return "alias"
     if n.op == "MatMul":
@@ -354,10 +355,21 @@ def lower(kb, node, outs, rn, keep):
 
 def alias(kb, node, sb):
     """The Rows a reshape-like node (planned "alias") gives of its input's Rows ``sb``:
-    the same memory, each input row making in_row / out_row rows of the result."""
+    the same memory, each input row making in_row / out_row rows of the result; where
+    out_row does not divide in_row (rows merged, [R, 2] -> [-1, 4]) the R x in_row
+    elements must be whole rows of the result, else TF's InvalidArgumentError
+    (ERR_RESHAPE_ROWS) and 0 rows."""
     shape, dt = node.outputs[0]
-    per = sb.row_elems // row_elems(shape)
-    rows = sb.rows if per == 1 else kb.b.mul(sb.rows, c64(per))
+    b = kb.b
+    e_in, e_out = sb.row_elems, row_elems(shape)
+    if e_in % e_out == 0:
+        per = e_in // e_out
+        rows = sb.rows if per == 1 else b.mul(sb.rows, c64(per))
+    else:
+        total = b.mul(sb.rows, c64(e_in))
+        bad = b.icmp_signed("!=", b.srem(total, c64(e_out)), c64(0))
+        kb.set_error(bad, ERR_RESHAPE_ROWS)
+        rows = b.select(bad, c64(0), b.sdiv(total, c64(e_out)))
     return Rows(sb.ptr, shape, dt, rows, sb.name)
 
 
