@@ -188,3 +188,65 @@ def test_reshapes_merging_and_splitting_rows(name):
         np.testing.assert_allclose(gxv, _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
     if trips != TRIPS:
         _both_modes_raise(g, [y, gx], {T: 1, x0: x0v})
+
+
+_B = np.random.default_rng(3).standard_normal((4, 3))
+_C = np.random.default_rng(4).standard_normal((1, 1, 3))
+# tf.matmul of rank-3 operands over the run-time rows (BatchMatMulV2) of st [T, 1, 4]:
+# (build, numpy on S [T, 1, 4])
+BATCH_MATMULS = {
+    "static_matrix": (lambda st: tf.matmul(st, tf.constant(_B, st.dtype)), lambda S: S @ _B),
+    "static_adjoint": (lambda st: tf.matmul(st, tf.constant(_B.T, st.dtype), adjoint_b=True), lambda S: S @ _B),
+    "both_rows": (lambda st: tf.matmul(tf.reshape(st, [-1, 2, 2]), tf.reshape(st, [-1, 2, 2]) * 0.5,
+                                       adjoint_b=True),
+                  lambda S: S.reshape(-1, 2, 2) @ np.swapaxes(S.reshape(-1, 2, 2) * 0.5, 1, 2)),
+    "outer_per_row": (lambda st: tf.matmul(tf.transpose(st, [0, 2, 1]), tf.sin(st)),
+                      lambda S: np.swapaxes(S, 1, 2) @ np.sin(S)),
+    "adjoint_a_one_row_static": (lambda st: tf.matmul(st, tf.constant(_C, st.dtype), adjoint_a=True),
+                                 lambda S: np.swapaxes(S, 1, 2) @ _C),
+}
+
+
+@pytest.mark.parametrize("dt", [tf.float32, tf.float64])
+@pytest.mark.parametrize("name", sorted(BATCH_MATMULS))
+def test_batch_matmul_over_rows_and_its_gradient(name, dt):
+    build, ref = BATCH_MATMULS[name]
+    g, T, x0, W, st = _rnn_batch1(4, dt)
+    with g.as_default():
+        y = build(st)
+        loss = tf.reduce_sum(tf.sin(y))
+        gst, gx = tf.gradients(loss, [st, x0])
+    x0v = np.linspace(-1, 1, 4)[None]
+    out = _run_all_trips(g, [y, gst, gx], {t: {T: t, x0: x0v.astype(dt.np)} for t in TRIPS}, dt)
+    tol = dict(rtol=1e-12, atol=1e-12) if dt == tf.float64 else dict(rtol=1e-4, atol=1e-4)
+    for t, (yv, gv, _) in out.items():
+        S = _np_states(W, x0v[0], t)[:, None, :]
+        want = ref(S)
+        assert yv.shape == want.shape and yv.dtype == dt.np
+        np.testing.assert_allclose(yv, want, **tol)
+        if name == "static_matrix":   # by hand: d sum(sin(S @ B)) / dS = cos(S @ B) @ B^T
+            np.testing.assert_allclose(gv, np.cos(want) @ _B.T, **tol)
+
+
+@pytest.mark.parametrize("dt", [tf.int32, tf.int64])
+def test_integer_matmul_over_rows(dt):
+    """Integer MatMul and BatchMatMulV2 of run-time rows (the float GEMM does not take
+    them): exact, vs numpy's integer matmul."""
+    g, T, x0, W, st = _rnn_batch1(4, tf.float64)
+    m = np.arange(-4, 4).reshape(4, 2)
+    with g.as_default():
+        q = tf.cast(tf.round(st * 100.0), dt)           # [T, 1, 4]
+        flat = tf.reshape(q, [-1, 4])
+        y = tf.matmul(flat, tf.constant(m.astype(dt.np)))
+        yt = tf.matmul(flat, tf.constant(m.T.astype(dt.np)), transpose_b=True)
+        z = tf.matmul(q, q, adjoint_a=True)               # [T, 4, 4]
+        k = tf.matmul(flat, flat * 2, transpose_a=True)   # the sum over the rows
+    x0v = np.linspace(-1, 1, 4)[None]
+    out = _run_all_trips(g, [y, yt, z, k], {t: {T: t, x0: x0v} for t in TRIPS}, dt)
+    for t, (yv, ytv, zv, kv) in out.items():
+        Q = np.round(_np_states(W, x0v[0], t) * 100.0).astype(dt.np)
+        np.testing.assert_array_equal(yv, Q @ m.astype(dt.np))
+        np.testing.assert_array_equal(ytv, Q @ m.astype(dt.np))
+        np.testing.assert_array_equal(zv, Q[:, :, None] @ Q[:, None, :])
+        np.testing.assert_array_equal(kv, Q.T @ (2 * Q))
+        assert yv.dtype == dt.np and zv.shape == (t, 4, 4)

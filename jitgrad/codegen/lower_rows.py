@@ -93,7 +93,7 @@ def _sources(program):
 @dataclass(frozen=True)
 class RowsNode:
     """How lower() emits a node reading a row-dynamic value."""
-    how: str       # "nest" (elementwise / Unreduce), "reduce", "size" or "mm_rows" / "mm_kt" (MatMul)
+    how: str       # "nest" (elementwise / Unreduce), "reduce", "size", "mm_<form>" (lower_rows_matmul.py), ...
     src: Value     # the source whose rows it runs over (a While / If output)
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
@@ -220,7 +220,7 @@ def _how(program, n, dyn, elementwise):
         if n.inputs[0] not in dyn or not row_dynamic(out_shape) or row_elems(out_shape) == 0:
             return None
         return "alias"
-    if n.op == "MatMul":
+    if n.op in ("MatMul", "BatchMatMulV2"):
         form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
         return form and "mm_" + form
     form = rows_concat.how(program, n, dyn)   # concat / split along the rows
