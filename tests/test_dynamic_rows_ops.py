@@ -283,8 +283,8 @@ def test_rows_of_two_sources_checked_equal_at_run_time():
         np.testing.assert_allclose(compiled[1], S1.T @ S2, rtol=1e-12, atol=1e-12)
         for a, b in zip(interpreted, compiled):
             check_close(a, b, np.float64)
-    # (4 rows times 1 row: TF broadcasts the product y, the compiled kernel refuses it --
-    # a known difference; the matmul and the gradient through it are errors in TF too)
+    # (4 rows times 1 row: TF broadcasts the product y, and so does the kernel
+    # (test_dynamic_rows_ops2.py); the matmul and the gradient through it are errors)
     for t1, t2, fetches in ((3, 5, (y, z, gx)), (0, 2, (y, z, gx)), (4, 1, (z, gx))):
         for mode in ("compiled", "interpret"):
             s = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))

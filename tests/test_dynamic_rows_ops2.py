@@ -7,7 +7,8 @@ import pytest
 
 import jitgrad as tf
 from test_differential import check_close, run_both
-from test_dynamic_rows_ops import TRIPS, _compiles, _np_bptt, _np_states, _rnn, _rnn_batch1, _run_all_trips
+from test_dynamic_rows_ops import (TRIPS, _compiles, _np_bptt, _np_scaled, _np_states, _rnn, _rnn_batch1, _run_all_trips,
+                                   _two_loops)
 
 tf1 = tf.compat.v1
 
@@ -250,3 +251,39 @@ def test_integer_matmul_over_rows(dt):
         np.testing.assert_array_equal(zv, Q[:, :, None] @ Q[:, None, :])
         np.testing.assert_array_equal(kv, Q.T @ (2 * Q))
         assert yv.dtype == dt.np and zv.shape == (t, 4, 4)
+
+
+def test_one_run_time_row_broadcasts_against_many():
+    """s1 * s2 + 1 and tf.maximum(s1, s2 * w) for stacks of trip counts T1, T2: where one
+    is 1, its row is broadcast over the other's rows as TF does (and the interpreter);
+    the gradient wrt the one-row stack sums over those rows (numpy's broadcasting rules
+    by hand below). Counts that are neither equal nor 1 are TF's InvalidArgumentError.
+    One kernel for all of them."""
+    g, T1, T2, x0, (s1, s2) = _two_loops()
+    w = np.array([0.5, -1.0, 2.0])
+    with g.as_default():
+        y = s1 * s2 + 1.0
+        m = tf.maximum(s1, s2 * w)
+        loss = tf.reduce_sum(tf.sin(y)) + tf.reduce_sum(m * m)
+        g1, g2, gx = tf.gradients(loss, [s1, s2, x0])
+    x0v = np.array([0.3, -0.2, 0.5])
+    compiles = tf.cache_info()["compiles"]
+    for t1, t2 in ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0), (0, 1), (0, 0)):
+        feed = {T1: t1, T2: t2, x0: x0v}
+        _compiles(g, [y, m, g1, g2, gx], feed)
+        compiled, interpreted = run_both(g, [y, m, g1, g2, gx], feed)
+        S1, S2 = _np_scaled(x0v, 0.5, t1), _np_scaled(x0v, -0.7, t2)
+        Y, M = S1 * S2 + 1.0, np.maximum(S1, S2 * w)
+        dY, dM = np.cos(Y), 2 * M
+        d1 = dY * S2 + dM * (S1 >= S2 * w)   # TF's Maximum gradient: ties go to x
+        d2 = dY * S1 + dM * (S1 < S2 * w) * w
+        d1 = d1.sum(0, keepdims=True) if t1 == 1 and t2 != 1 else d1
+        d2 = d2.sum(0, keepdims=True) if t2 == 1 and t1 != 1 else d2
+        for got, want in zip(compiled[:4], (Y, M, d1, d2)):
+            assert got.shape == want.shape, (t1, t2, got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64, f"T1={t1} T2={t2}")
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    for t1, t2 in ((2, 3), (0, 2), (5, 4)):
+        _both_modes_raise(g, [y, m, g1, gx], {T1: t1, T2: t2, x0: x0v})

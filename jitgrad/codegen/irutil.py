@@ -34,7 +34,7 @@ ERROR_MESSAGES = {
     ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
     ERR_RANDOM: "a random op inside a compiled branch / loop body could not draw (the run's samplers are gone)",
     ERR_ROWS_MISMATCH: ("Incompatible shapes: operands whose leading dimensions, known only at run "
-                        "time, differ (compiled code does not broadcast a single such row)"),
+                        "time, differ (and, where the op broadcasts, neither is 1)"),
     ERR_ROW_INDEX: "slice index of dimension 0 out of bounds (x[k] with k not in [-rows, rows))",
     ERR_SLICE_STEP: "slice step cannot be zero",
     ERR_RESHAPE_ROWS: ("Input to reshape is a tensor whose values, known only at run time, do not make a "

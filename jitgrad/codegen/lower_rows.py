@@ -10,8 +10,9 @@ on it unchanged once its loops over dim 0 run R times:
 * ``plan`` finds, before fusion, the nodes that read a row-dynamic value (a RowsNode
   each). A value's rows are those of its *source* (the While / If output it derives
   from): two row-dynamic operands of one op from different sources are checked equal
-  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"; a row count of 1 that TF
-  would broadcast is refused too), so broadcasting never needs a run-time rule. Anything
+  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"), except that an
+  elementwise op broadcasts one row against R as TF does, its result rows of its own
+  (and SumToShape, its gradient, sums the R rows back): lower_rows_broadcast.py. Anything
   else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
   lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py; rows picked by
   index / slice (x[k], x[a:b], tf.gather): lower_rows_gather.py; concat / split along
@@ -44,7 +45,8 @@ from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
 from .irutil import ERR_RESHAPE_ROWS, ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
-from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
+from . import lower_rows_broadcast as rows_broadcast, lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, \
+    lower_rows_matmul as rows_matmul
 from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
@@ -99,6 +101,7 @@ class RowsNode:
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
     check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
+                        # bcast: each input's source (None: static); rowsum: g's source;
                         # rowcat / rowsplit: each part's source (None: static rows);
                         # rowslice_grad: g's source (checked against the slice's count)
 
@@ -149,6 +152,19 @@ def plan(program):
             continue
         if how == "rowslice_grad":   # rows of the sliced value; g's (the slice's) checked when it runs
             out[i] = RowsNode(how, key[n.inputs[1]], False, False, (key[n.inputs[0]],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
+            continue
+        if check and how == "nest" and n.op in elementwise and n.op != "AddN" and len(n.outputs) == 1 and \
+                not any(REGISTRY[n.op].is_shape_only(k) for k in range(len(n.inputs))):
+            # operands of different run-time rows: broadcast as TF does (one row against
+            # R), the result rows of its own (lower_rows_broadcast.py); TF's AddN (the sum
+            # of gradients) takes equal shapes only: checked equal
+            out[i] = RowsNode("bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
+            key[Value(i, 0)] = Value(i, 0)
+            continue
+        if check and how == "reduce" and n.op == "SumToShape" and n.outputs[0][0] == program.shape(n.inputs[0]):
+            # the gradient of such a broadcast: g's rows summed into x's one, or x's rows as they are
+            out[i] = RowsNode("rowsum", key[n.inputs[1]], False, False, (key[n.inputs[0]],))
             _row_outputs(n, i, key, key[n.inputs[1]])
             continue
         if how == "layout":   # an index map within each row: computed inline, never flat
@@ -332,6 +348,9 @@ def lower(kb, node, outs, rn, keep):
         res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
         return res
+    if rn.how in ("bcast", "rowsum"):   # lower_rows_broadcast.py
+        return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
+            kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))
     for o in rn.check:   # (after the check fails every loop below runs 0 rows)
         kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)
