@@ -12,8 +12,8 @@ ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, 
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random
-    from . import lower_rows_gather
+    from . import (lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random,
+                   lower_rows_gather)
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}

@@ -158,8 +158,8 @@ def _slice_grad(op, g):
 
 register("DynamicStridedSlice", infer=_slice_infer,
          kernel=lambda attrs, x, *b: np.asarray(x[_a._spec_index(_resolve(attrs["spec"], b), x.shape)], order="C"),
-         grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, lowering="interpreter",
-         kind="other")
+         grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, kind="other")
+# (lowered as it is only on a value of run-time rows: slices_run_time_rows below; elsewhere specialised)
 
 
 def _slice_grad_specialise(attrs, *bounds):
@@ -174,7 +174,7 @@ def _slice_grad_kernel(attrs, g, ref, *bounds):
 # x's; it is "data dependent" only in that the compiled form needs the bounds' values.
 register("DynamicStridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
          kernel=_slice_grad_kernel, data_dependent_shape=True, shape_from=2, specialise=_slice_grad_specialise,
-         lowering="interpreter", kind="other", shape_only=(1,),
+         kind="other", shape_only=(1,),
          grad=lambda op, g: [apply_op("DynamicStridedSlice", [g, *op.inputs[2:]], {"spec": op.get_attr("spec")}),
                              None] + [None] * (len(op.inputs) - 2))
 
