@@ -287,3 +287,29 @@ def test_one_run_time_row_broadcasts_against_many():
     assert tf.cache_info()["compiles"] - compiles <= 1
     for t1, t2 in ((2, 3), (0, 2), (5, 4)):
         _both_modes_raise(g, [y, m, g1, gx], {T1: t1, T2: t2, x0: x0v})
+
+
+def test_split_of_run_time_rows_still_compiles():
+    """tf.split along the run-time rows slices by SplitOffsets, which only the host
+    computes: those slices stay specialised on their bounds (compiled, no fallback),
+    not read by the kernel; an uneven split is TF's InvalidArgumentError."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        a, b = tf.split(st, 2)
+        c, d = tf.split(st, [-1, 1])
+        (gx,) = tf.gradients(tf.reduce_sum(a * 2.0) + tf.reduce_sum(tf.sin(d)), [x0])
+    x0v = np.linspace(-1, 1, 4)
+    for t in (4, 6):   # (T = 2 falls back on main too: a fetched piece of unknown shape)
+        feed = {T: t, x0: x0v}
+        _compiles(g, [a, b, c, d, gx], feed)
+        compiled, interpreted = run_both(g, [a, b, c, d, gx], feed)
+        S = _np_states(W, x0v, t)
+        for got, want in zip(compiled[:4], (S[:t // 2], S[t // 2:], S[:-1], S[-1:])):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[:t // 2] = 2.0
+        gS[-1] += np.cos(S[-1])
+        np.testing.assert_allclose(compiled[4], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64)
+    _both_modes_raise(g, [a], {T: 3, x0: x0v})

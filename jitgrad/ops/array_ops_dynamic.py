@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgumentError
 from . import array_ops as _a
-from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .registry import NOT_DIFFERENTIABLE, REGISTRY, apply_op, register
 
 
 def _dims(value, what="shape"):
@@ -188,7 +188,25 @@ def slices_run_time_rows(op, in_shapes):
             op.attrs["spec"][0][0] != "slice":
         return False
     x = in_shapes[0 if op.type == "DynamicStridedSlice" else 1]
-    return x is not None and len(x) >= 1 and x[0] is None and None not in x[1:]
+    return x is not None and len(x) >= 1 and x[0] is None and None not in x[1:] and \
+        _kernel_computes(op.inputs[1 if op.type == "DynamicStridedSlice" else 2:])
+
+
+def _kernel_computes(bounds):
+    """Whether compiled code can compute these bounds: no op on their way runs only in the
+    interpreter (tf.split's SplitOffsets: such a slice is specialised on its values)."""
+    seen, todo = set(), [t.op for t in bounds]
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        opdef = REGISTRY[o.type]
+        if opdef.lowering == "interpreter" or opdef.data_dependent_shape:
+            return False
+        if opdef.kind != "control" and o.type != "Shape":   # (a loop compiles whole; Shape reads no values)
+            todo.extend(t.op for t in o.inputs)
+    return True
 
 
 def strided_slice(x, key):
