@@ -3,7 +3,7 @@ under a None shape invariant), value per call:
 
     h_{t+1} = tanh(h_t * w + 0.1),  x = concat([x, [h_{t+1}]], 0),  t < T,  h of 64 floats
 
-    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond] [--grad]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py [--steps T] [--cond] [--grad | --hessian]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states [--grad | --second] [--steps T]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states --project K [--grad]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --scatter [--grad] [--steps T] \
@@ -15,6 +15,11 @@ an odd one (each branch its own row count).
 reverse loop pops the rows each iteration appended; with --cond, the gradient If
 pops one or two, passes/growing_vars.if_pops). With --all-states / --scatter: the
 gradient of the RNN's loss with respect to x0 (and with --project, W_out).
+--hessian: the loss sum(x * x) and tf.hessians of it with respect to w4, 4 floats
+tiled over the state (w = tile(w4, 16)): the batched pass runs one second-order reverse
+loop per row of the hessian, all in one kernel (with --cond, each pops per branch:
+ops/control_flow_ops._if_popped_tail). A 64-float w would make 64 such loops: the
+compile takes minutes.
 --all-states --second: and d/dx0 of sum(gx^2), gx the gradient (a gradient penalty's
 derivative: the second-order reverse loop appends what the first-order one popped).
 --project K: the loss is sum(matmul(all_states, W_out)^2), W_out 64 x K fed (a matmul
@@ -87,32 +92,47 @@ def graph_program(tf, steps_ph, w_ph, cond=False):
     return x
 
 
-def fetches_of(tf, steps_ph, w_ph, cond, grad):
-    x = graph_program(tf, steps_ph, w_ph, cond)
-    if not grad:
+HK = 4   # --hessian: the parameters w4, tiled over the state
+
+
+def reference_hessian(w4, steps, cond=False, eps=1e-5):
+    """(sum(x * x), its hessian wrt w4): central differences of the hand-derived gradient."""
+    def grad(v):
+        return reference_grad(np.tile(v, D // HK), steps, cond)[1].reshape(D // HK, HK).sum(0)
+    cols = []
+    for k in range(HK):
+        d = np.zeros(HK)
+        d[k] = eps
+        cols.append((grad(w4 + d) - grad(w4 - d)) / (2 * eps))
+    return reference_grad(np.tile(w4, D // HK), steps, cond)[0], np.stack(cols, 1)
+
+
+def fetches_of(tf, steps_ph, w_ph, cond, grad, hessian=False):
+    x = graph_program(tf, steps_ph, tf.tile(w_ph, [D // HK]) if hessian else w_ph, cond)
+    if not (grad or hessian):
         return x
     loss = tf.reduce_sum(x * x)
-    return [loss, tf.gradients(loss, w_ph)[0]]
+    return [loss, (tf.hessians if hessian else tf.gradients)(loss, w_ph)[0]]
 
 
-def jitgrad_runner(mode, w, steps, cond, grad=False):
+def jitgrad_runner(mode, w, steps, cond, grad=False, hessian=False):
     import jitgrad as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
-        wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = fetches_of(tf, n, wp, cond, grad)
+        wp = tf.compat.v1.placeholder(tf.float32, w.shape)
+        x = fetches_of(tf, n, wp, cond, grad, hessian)
     s = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
     return lambda: s.run(x, {n: steps, wp: w})
 
 
-def tf_graph_runner(w, steps, cond, grad=False):
+def tf_graph_runner(w, steps, cond, grad=False, hessian=False):
     import tensorflow as tf
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
-        wp = tf.compat.v1.placeholder(tf.float32, [D])
-        x = fetches_of(tf, n, wp, cond, grad)
+        wp = tf.compat.v1.placeholder(tf.float32, w.shape)
+        x = fetches_of(tf, n, wp, cond, grad, hessian)
     s = tf.compat.v1.Session(graph=g)
     return lambda: s.run(x, {n: steps, wp: w})
 
@@ -333,6 +353,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--all-states", action="store_true", help="the all-states RNN loss instead")
     ap.add_argument("--grad", action="store_true", help="and the gradient of a loss on the rows")
+    ap.add_argument("--hessian", action="store_true", help="and tf.hessians of that loss wrt 4 tiled weights")
     ap.add_argument("--second", action="store_true", help="with --all-states: and a second-order gradient")
     ap.add_argument("--project", type=int, default=0, metavar="K",
                     help="with --all-states: the loss on matmul(all_states, W_out[64, K])")
@@ -347,16 +368,20 @@ def main():
         return all_states(args)
     if args.second or args.project or args.baseline:
         ap.error("--second, --project and --baseline go with --all-states or --scatter")
-    w = np.linspace(-1.5, 1.5, D).astype(np.float32)
-    if args.grad:
+    w = np.linspace(-1.5, 1.5, HK if args.hessian else D).astype(np.float32)
+    if args.hessian:
+        want = reference_hessian(w.astype(np.float64), args.steps, args.cond)
+    elif args.grad:
         want = reference_grad(w.astype(np.float64), args.steps, args.cond)
     else:
         want = reference(w.astype(np.float64), args.steps, args.cond)
     how = (args.steps, args.cond, args.grad)
-    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, *how)),
-               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, *how)),
-               ("TF graph mode", lambda: tf_graph_runner(w, *how)),
-               ("TF tf.function", lambda: tf_function_runner(w, *how))]
+    hess = {"hessian": True} if args.hessian else {}
+    systems = [("jitgrad compiled", lambda: jitgrad_runner("compiled", w, *how, **hess)),
+               ("jitgrad interpreter", lambda: jitgrad_runner("interpret", w, *how, **hess)),
+               ("TF graph mode", lambda: tf_graph_runner(w, *how, **hess))]
+    if not args.hessian:   # (TF's tape jacobian of a grown loop's gradient: not timed)
+        systems.append(("TF tf.function", lambda: tf_function_runner(w, *how)))
     runs = []
     for name, make in systems:
         try:
@@ -365,7 +390,10 @@ def main():
             print(f"{name:22s} skipped ({e})")
             continue
         got = run()
-        if args.grad:
+        if args.hessian:
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-4, err_msg=name)
+            np.testing.assert_allclose(got[1], want[1], rtol=1e-2, atol=1e-3 * np.abs(want[1]).max(), err_msg=name)
+        elif args.grad:
             np.testing.assert_allclose(got[0], want[0], rtol=1e-4, err_msg=name)
             np.testing.assert_allclose(got[1], want[1], rtol=2e-3, atol=1e-3, err_msg=name)
         else:
@@ -378,6 +406,7 @@ def main():
     results = alternated_medians(runs, args.repeat)
     base = results.get("jitgrad compiled")
     how = (", rows appended by a tf.cond" if args.cond else "") + (", loss + d loss/d w" if args.grad else "")
+    how += f", loss + tf.hessians wrt w{HK} (w = tile(w{HK}, {D // HK}))" if args.hessian else ""
     print(f"growing while_loop{how}, T = {args.steps}, rows of {D} float32 (median per call, samples alternated; "
           f"load average {os.getloadavg()[0]:.2f})")
     for name, t in results.items():

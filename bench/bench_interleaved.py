@@ -28,6 +28,11 @@ settings as in run.py (same environment variables; 1 thread also pinned to one c
 ``--load N`` starts N busy processes (a pure-Python spin loop each, stopped at the
 end) for the whole run: a host with more runnable threads than cores, where a
 thread pool's wake-up latency and spinning decide what a parallel call costs.
+
+``--clock cpu`` times each call by the process's CPU time (every thread's, spin
+included) instead of the wall clock: on a host loaded far beyond its cores the wall
+time is mostly time spent descheduled, and comparing the generated code of two trees
+needs what the call itself costs.
 """
 import argparse
 import os
@@ -41,7 +46,7 @@ PAUSE = 0.25      # s before a turn: longer than the thread pools' spin-waits ab
 SKIP = 2          # first calls of a turn not counted (they wake the backend's own pool)
 
 
-def _child(case, n, backend):
+def _child(case, n, backend, clock=time.perf_counter):
     """Builds one backend, checks it against numpy, then runs the parent's requests:
     a line "k" -> k calls, their times on one line."""
     tree = backend.partition("@")[2]
@@ -68,9 +73,9 @@ def _child(case, n, backend):
     for line in sys.stdin:
         ts = []
         for _ in range(int(line)):
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            ts.append(time.perf_counter() - t0)
+            ts.append(clock() - t0)
         print(" ".join(repr(t) for t in ts), flush=True)
 
 
@@ -94,10 +99,11 @@ def main():
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--turn", type=float, default=0.3, help="seconds per backend turn")
     p.add_argument("--load", type=int, default=0, help="busy background processes during the run")
+    p.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="what a call's time is (see above)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        return _child(args.case, args.n, args.child)
+        return _child(args.case, args.n, args.child, time.process_time if args.clock == "cpu" else time.perf_counter)
     sys.path.insert(0, HERE)
     import run as R
     env, n = R.thread_env(args.threads)
@@ -120,6 +126,7 @@ def _measure(args, names, env, n):
     for k in names:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", k, "--case", args.case]
         cmd += ["--n", str(args.n)] if args.n else []
+        cmd += ["--clock", args.clock]
         pr = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         status, _, msg = pr.stdout.readline().strip().partition(" ")
         if status != "ok":
@@ -140,7 +147,7 @@ def _measure(args, names, env, n):
         pr.wait()
     first = next(k for k in names if k in times)
     base = statistics.median(times[first])
-    print(f"{args.case} threads={n} load={args.load}, {len(times[next(iter(times))])} calls per backend in turns of "
+    print(f"{args.case} threads={n} load={args.load} clock={args.clock}, {len(times[next(iter(times))])} calls per backend in turns of "
           f"{args.turn} s, one process each (load average {os.getloadavg()[0]:.1f}: noisy if above "
           f"the core count)")
     # the comparison is fair only if every backend had the same threads: say what they had

@@ -10,7 +10,13 @@ OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which may be set on this machine and
 make OpenBLAS pick a slower kernel.
 
 Usage: python bench/bench_matmul.py [--dtype float32|float64] [--repeats N]
-       [--config '{"mc": 144, "kc": 256}'] [--target CPU] [--threads N] [--sweep]
+       [--config '{"mc": 144, "kc": 256}'] [--target CPU] [--threads N] [--sweep] [--load N]
+
+``--load N`` runs N busy processes (a pure-Python spin loop each) for the whole
+run, as bench_interleaved.py's: a host with more runnable threads than cores.
+``--clock cpu`` times samples by process CPU time (every thread's, BLAS's spin
+included) on both sides: on a host loaded far beyond its cores the wall time is
+mostly time spent descheduled.  At 1 thread it is the kernels' own cost.
 """
 
 import argparse
@@ -86,12 +92,16 @@ def _calibrate(fn, min_time=0.05):
     return max(1, int(min_time / one))
 
 
+_CLOCK = [time.perf_counter]     # --clock cpu: time.process_time
+
+
 def _sample(fn, inner):
     """Seconds per call, averaged over ``inner`` back-to-back calls."""
-    t0 = time.perf_counter()
+    clock = _CLOCK[0]
+    t0 = clock()
     for _ in range(inner):
         fn()
-    return (time.perf_counter() - t0) / inner
+    return (clock() - t0) / inner
 
 
 # ---------------------------------------------------------------- numpy side
@@ -121,7 +131,7 @@ def _numpy_child(dtype):
 class _NumpyServer:
     """numpy in a subprocess with BLAS set to ``threads`` threads."""
 
-    def __init__(self, dtype, threads=1):
+    def __init__(self, dtype, threads=1, clock="wall"):
         env = dict(os.environ)
         self.removed = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
                         if env.pop(k, None) is not None]
@@ -130,7 +140,7 @@ class _NumpyServer:
             env[k] = str(threads)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--numpy-child",
-             "--dtype", dtype],
+             "--dtype", dtype, "--clock", clock],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         hello = json.loads(self.proc.stdout.readline())
         self.info = hello["info"]
@@ -260,11 +270,25 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help=">1: ours through jitgrad's compiled Session path (B packed once, "
                          "row chunks over N threads), numpy with N BLAS threads")
+    ap.add_argument("--load", type=int, default=0, help="busy background processes during the run")
+    ap.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="what a sample's time is (see above)")
     ap.add_argument("--numpy-child", action="store_true")
     args = ap.parse_args()
+    if args.clock == "cpu":
+        _CLOCK[0] = time.process_time
     if args.numpy_child:
         _numpy_child(args.dtype)
         return
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        _main(args)
+    finally:
+        for pr in load:
+            pr.kill()
+            pr.wait()
+
+
+def _main(args):
     from jitgrad.codegen import target as tg
     config = tg.get(args.target).matmul_config(args.dtype)
     config.update(json.loads(args.config) if args.config else {})
@@ -275,7 +299,7 @@ def main():
         calls = _session_setup(args.dtype, args.threads, args.target)
     else:
         calls = _ours_setup(args.dtype, config, args.target)
-    server = _NumpyServer(args.dtype, args.threads)
+    server = _NumpyServer(args.dtype, args.threads, args.clock)
     rows = []
     try:
         for i, (label, M, N, K, ta, tb, batch) in enumerate(SHAPES):
@@ -295,10 +319,10 @@ def main():
     finally:
         server.close()
     print("dtype=%s: GFLOP/s from the median of %d samples (~50 ms each), "
-          "ours and numpy interleaved; %s; target %s, config=%s" % (
+          "ours and numpy interleaved; %s; load=%d (load average %.1f), clock %s; target %s, config=%s" % (
               args.dtype, args.repeats,
               "single thread" if args.threads == 1 else "%d threads (ours: Session.run)" % args.threads,
-              tg.get(args.target).describe(), config))
+              args.load, os.getloadavg()[0], args.clock, tg.get(args.target).describe(), config))
     print("numpy: %s" % server.info)
     print("numpy subprocess env: *_NUM_THREADS=%d; unset %s" % (args.threads,
         ", ".join(server.removed) if server.removed

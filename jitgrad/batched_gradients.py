@@ -123,6 +123,8 @@ class _Ctx:
         # them directly, not Unpack(Pack(rows)) (rows of unknown shape, e.g. the per-iteration
         # values a While stacks over a trip count known at run time, cannot be packed in a kernel)
         self.rows = {}
+        self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
+        self.loop_rows = False   # some op went per row for its run-time dims (_run_time_dims)
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -508,6 +510,44 @@ def _is_shape_only(op, j):
 
 
 # ============================================================ the batched pass
+def _run_time_dims(ctx, op):
+    """Whether an input or output of ``op`` has a dim known only when the kernel runs
+    (``_loop_shaped``): such an op is applied per row (``_rule_per_row``), so no
+    ``[B, None, ...]`` value is built. The compiler lowers run-time rows only as dim 0
+    (codegen/lower_rows.py): B values of ``[None, ...]`` each compile, their stack would
+    have run-time rows in dim 1."""
+    return any(_loop_shaped(ctx, t) for t in op.inputs) or any(_loop_shaped(ctx, o) for o in op.outputs)
+
+
+def _loop_shaped(ctx, t):
+    """Whether ``t``'s shape has a dim set by a While or an If (a grown loop variable, the
+    reverse loop's popped rows, a branch-shaped output): not specialised before the kernel
+    compiles, as a fed placeholder's or a fed ``tf.zeros([n])``'s dims are (shape_specialise.py).
+    Memoised in ``ctx.loop_shaped``; iterative (long chains)."""
+    memo = ctx.loop_shaped
+    todo = [t]
+    while todo:
+        u = todo[-1]
+        if id(u) in memo:
+            todo.pop()
+            continue
+        if u.shape.is_fully_defined():
+            memo[id(u)] = False
+            todo.pop()
+            continue
+        if u.op.type in ("While", "If"):
+            memo[id(u)] = True
+            todo.pop()
+            continue
+        pending = [v for v in u.op.inputs if id(v) not in memo]
+        if pending:
+            todo.extend(pending)
+            continue
+        memo[id(u)] = any(memo[id(v)] for v in u.op.inputs)
+        todo.pop()
+    return memo[id(t)]
+
+
 def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
     """Rebuilds, with a leading batch dim, the ops ``new_ops`` that lie between
     ``seeds`` and ``results``. Returns the batched results."""
@@ -541,7 +581,11 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
         ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
         outs = None
-        if any(isinstance(t, _OneHot) for t in ins):
+        per_row = _run_time_dims(ctx, op)
+        if per_row:
+            ctx.loop_rows = True
+            ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
+        elif any(isinstance(t, _OneHot) for t in ins):
             oh_rule = _ONEHOT_RULES.get(op.type)
             try:
                 outs = oh_rule(ctx, op, ins, flags) if oh_rule is not None else None
@@ -549,7 +593,7 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
                 outs = None
             if outs is None:
                 ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
-        if outs is None:
+        if outs is None and not per_row:
             rule = batching_rule(op.type)
             try:
                 outs = rule(ctx, op, ins, flags) if rule is not None else None
@@ -634,7 +678,9 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
     dense pass. The per-row graph computes 0 * nan = nan at positions a one-hot row skips,
     e.g. the hessian of sum(tanh(x)) at x = [.5, nan, 1] has NaN in column 1 (as TF), not
     row 1. Factors whose value is known now (constants: a jacobian through a constant
-    matrix) are checked here; the others by a cond at run time."""
+    matrix) are checked here; the others by a cond at run time, unless the pass holds
+    values of run-time rows (``ctx.loop_rows``): a cond capturing them would not compile
+    (a region's inputs need static shapes), so the dense pass, exact everywhere, is taken."""
     keep = [k for k, r in enumerate(fast) if r is not None]
     factors = list({id(f): f for f in ctx.onehot_factors if f.dtype.is_floating}.values())
     known = [get_static_value(f) for f in factors]
@@ -655,7 +701,7 @@ def _exact_where_not_finite(ctx, row_ops, seeds, cts, rows, fast):
         out = _vectorize(_Ctx(ctx.graph, ctx.B), row_ops, seeds, cts, rows)
         return [out[k] for k in keep]
 
-    if known_bad:
+    if known_bad or (runtime and ctx.loop_rows):
         chosen = dense()
     else:
         chosen = cond(_all_finite(runtime), onehot, dense, name="onehot_or_dense")

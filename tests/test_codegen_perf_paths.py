@@ -377,8 +377,8 @@ def _late_schedules(delay_s):
     """call_parallel stand-ins (compiler._call_parallel) that start the workers late:
     'after': thread 0 runs the whole kernel before any worker starts (each is then
     refused at the kernel's door: thread 0 has left); 'delayed': workers start
-    ``delay_s`` into thread 0's run.  Like the pool, each resets the kernel's team
-    word once every thread has returned."""
+    ``delay_s`` into thread 0's run (a callable: drawn per worker).  Like the pool,
+    each resets the kernel's team word once every thread has returned."""
     import ctypes
     import threading
     import time
@@ -399,7 +399,7 @@ def _late_schedules(delay_s):
         fn = fntype(fn_addr)
 
         def worker(t):
-            time.sleep(delay_s)
+            time.sleep(delay_s() if callable(delay_s) else delay_s)
             fn(slots, t, n)
         ws = [threading.Thread(target=worker, args=(t,)) for t in range(1, n)]
         for w in ws:
@@ -434,6 +434,24 @@ def test_threads_that_join_late_are_not_waited_for(threads, monkeypatch, schedul
             yield
     got = _runs_watched(lambda: s.run(fetches, feed), 11, first=late_pool)   # the 11th: the real pool
     assert all(r == want for r in got)
+
+
+def test_threads_joining_at_random_points_give_the_same_bits(threads, monkeypatch):
+    # The dynamic split (codegen/sync.py, kernel.loop_grab): workers join W3's kernel
+    # at random points (before, inside or after a parallel GEMM, between its packing
+    # and its row chunks, or after thread 0 has left) and take whatever blocks are
+    # left.  Every call gives the single-thread bits, with 2 and 3 threads.
+    g, fetches, feed, inp = _mlp_xent()
+    s = _sess(g)
+    threads(1)
+    want = [np.asarray(r).tobytes() for r in s.run(fetches, feed)]
+    rng = np.random.default_rng(11)
+    late = _late_schedules(lambda: float(rng.uniform(0, 0.008)))["delayed"]
+    monkeypatch.setattr(compiler, "_call_parallel", late)
+    for t in (2, 3):
+        threads(t)
+        got = _runs_watched(lambda: s.run(fetches, feed), 25)
+        assert all(r == want for r in got), t
 
 
 def _parallel_gemm_result(threads, A, B, build):

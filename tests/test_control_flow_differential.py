@@ -271,6 +271,47 @@ def test_random_gradients_through_accumulators_a_cond_appends_to(seed, dt):
     _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt)
 
 
+@pytest.mark.parametrize("seed", range(9))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_hessians_of_grown_loops(seed, dt):
+    """tf.hessians of a random loss on a grown value (by seed: a concat accumulator, a
+    dynamic TensorArray, an accumulator a cond appends 0-3 rows to per branch) with respect
+    to the static operand of a random body and reader: the batched pass runs one
+    second-order reverse loop per hessian row (batched_gradients._loop_shaped), with the
+    cond each pops per branch. A vector of 1-3 weights (a hessian row is a loop copy).
+    Compiled, no fallback, one kernel for every trip count, vs the interpreter."""
+    rng = np.random.default_rng(6000 + seed)
+    width, k = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    counts = [int(c) for c in rng.integers(0, 4, size=2)]
+    kind = ("concat", "ta", "cond")[seed % 3]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(dt, [width])
+        w = tf.compat.v1.placeholder(dt, [width])
+        n = tf.compat.v1.placeholder(tf.int32, [])
+
+        def body(i, h, acc):
+            u = tf.tanh(_expr(rng, [h, w], k)) * 0.9
+            r = tf.reshape(u, [1, width])
+            if kind == "ta":
+                return i + 1, u, acc.write(i, u)
+            if kind == "concat":
+                return i + 1, u, tf.concat([acc, r], 0)
+            return i + 1, u, tf.cond(tf.reduce_sum(u) > 0, lambda: tf.concat([acc] + [r * float(j + 1) for j in range(counts[0])], 0),
+                                     lambda: tf.concat([acc] + [r * r + float(j) for j in range(counts[1])], 0))
+        acc0 = tf.TensorArray(dt, size=0, dynamic_size=True) if kind == "ta" else tf.ones([1, width], dt)
+        _, hT, acc = tf.while_loop(
+            lambda i, h, acc: i < n, body, [0, x, acc0],
+            shape_invariants=[tf.TensorShape([]), tf.TensorShape([width]),
+                              None if kind == "ta" else tf.TensorShape([None, width])])
+        st = acc.stack() if kind == "ta" else acc
+        r = _rows_reader(rng, st, w, dt)
+        loss = tf.reduce_sum(tf.sin(r)) + tf.reduce_sum(hT * w * w)   # (w * w: never linear in w)
+        fetches = tf.hessians(loss, w) + tf.gradients(loss, [w])
+    feed = {x: rng.standard_normal(width).astype(dt), w: rng.uniform(0.5, 1.5, width).astype(dt)}
+    _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt)
+
+
 def _check_one_kernel_for_every_trip_count(g, fetches, feed, n, dt):
     """Compiled (no fallback) vs interpreter for several trip counts fed to ``n``;
     at most one compile for all of them."""

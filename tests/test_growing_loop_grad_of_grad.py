@@ -208,8 +208,9 @@ def test_second_order_through_the_reverse_loop_compiles_once_and_is_right(kind):
 
 @pytest.mark.parametrize("kind", ["concat", "ta"])
 def test_hessians_through_the_reverse_loop_match_finite_differences(kind):
-    """(tf.hessians batches its three gradients, batched_gradients.py: the batched values
-    of run-time rows, [3, None, 3], still run in the interpreter; explain says so.)"""
+    """(tf.hessians batches its three gradients, batched_gradients.py; the values of
+    run-time rows go per row there, and the compiled run needs no interpreter:
+    test_growing_loop_hessians.py.)"""
     g, n, w, gw, ggw, hess = _rnn_graph(kind)
     for mode in ("compiled", "interpret"):
         with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:

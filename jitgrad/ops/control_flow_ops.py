@@ -34,10 +34,10 @@ from ..func_graph import Func, add_side_effect, as_output, in_region, replay, ru
 from ..graph import Tensor
 from .registry import apply_op, register
 from ..passes.prune import prune
-from ..passes.growing_vars import pop_count, popped_rows
+from ..passes.growing_vars import pop_count, popped_rows, popping_if
 from ..gradients import gradients
 from . import math_ops
-from .array_ops import concat
+from .array_ops import concat, zeros
 from .math_ops import zeros_like
 from .saved_draws import ensure_if_draws_saved, ensure_while_draws_saved, if_branch_draws, replay_drawn, \
     while_body_draws
@@ -378,7 +378,8 @@ def _ensure_saved(op):
 
 def _popped_tails(body, n, specs):
     """{var index: (rows, the rows an iteration pops, as one tensor of ``body``)} for the
-    loop variables ``body`` pops rows of (passes/growing_vars.pop_count). The gradient
+    loop variables ``body`` pops rows of (passes/growing_vars.pop_count; rows None where an
+    If pops them, its branches each their own count: _if_popped_tail). The gradient
     step replays the body on those rows alone: the split leaves an empty rest, and the
     gradient of that rest (the loop's, carried) gets the rows' own appended."""
     out = {}
@@ -387,12 +388,45 @@ def _popped_tails(body, n, specs):
         if dims is None or not dims or dims[0] is not None or None in dims[1:]:
             continue
         rows = pop_count(body, body.inputs[k], body.outputs[k], len(dims))
+        if rows is None:
+            at = popping_if(body, body.inputs[k], body.outputs[k], len(dims))
+            if at is not None and max(at[2:]):
+                out[k] = _if_popped_tail(body.outputs[k].op, at, dims, specs[k][1])
+            continue
         if not rows:
             continue
         split = body.inputs[k].consumers()[0]
         with body.graph.as_default():
             out[k] = (rows, concat(list(split.outputs[1:]), split.get_attr("axis")))
     return out
+
+
+def _if_popped_tail(op, at, dims, dt):
+    """(None, the rows If ``op`` pops, ``at`` = growing_vars.if_pops) for _popped_tails, when
+    each branch pops its own count: as many rows as the larger count, the taken branch's
+    popped rows after zero rows (static, so the saved rows stack as [T, rows, ...], not a
+    ragged stack of the whole variable: memory linear in T). ``op`` gets them as an extra
+    output. The gradient step replays the If on them: it pops its branch's rows off the
+    end, the zeros are what is left, and the gradient of what is left (the loop's, carried)
+    gets the popped rows' own appended, as for a split's tail. Declared of unknown rows
+    (the None) for the step, whose gradient of the If's capture has the carried rows plus
+    the popped ones, not the padded count."""
+    p, _, r_then, r_else = at
+    rows = max(r_then, r_else)
+    a = op.attrs
+    funcs = []
+    for name, r in (("then_branch", r_then), ("else_branch", r_else)):
+        br = a[name]
+        readers = [c for c in br.inputs[p].consumers() if c.type == "SplitToShapesOf"]
+        parts = list(readers[0].outputs[1:]) if r else []
+        with br.graph.as_default():
+            pad = [zeros([rows - r] + list(dims[1:]), dt)] if rows > r else []
+            tail = concat(pad + parts, 0) if len(pad + parts) > 1 else (pad + parts)[0]
+        funcs.append(br.with_outputs(br.outputs + (tail,)))
+    spec = ((rows,) + tuple(dims[1:]), dt)
+    op.attrs = dict(a, then_branch=funcs[0], else_branch=funcs[1], out_specs=list(a["out_specs"]) + [spec])
+    op.outputs = op.outputs + (Tensor(op, len(op.outputs), dt, spec[0]),)
+    return None, op.outputs[-1]
 
 
 def _while_grad(op, *grads):

@@ -112,9 +112,8 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
         ph, new = body.inputs[k], body.outputs[k]
         rows = pop_count(body, ph, new, len(shape), ignored)
         if rows is None:
-            readers, outputs = _reads(body, ph, ignored)
-            at = if_pops(readers[0], ph, len(shape)) if len(readers) == 1 and not outputs else None
-            if at is None or new.op is not readers[0] or new.value_index != at[1] or _reads(body, new, ignored) != ([], 1):
+            at = popping_if(body, ph, new, len(shape), ignored)
+            if at is None:
                 continue
             rows = at[2:]
         out[k] = rows
@@ -145,6 +144,16 @@ def pop_count(func, ph, out, rank, ignored=()):
     return sum(t.shape.dims[0] for t in refs)
 
 
+def popping_if(func, ph, out, rank, ignored=()):
+    """``if_pops`` of the one op reading ``ph`` in ``func`` when that is an If popping
+    rows of it whose output ``out`` (what is left) nothing else reads; else None."""
+    readers, outputs = _reads(func, ph, ignored)
+    at = if_pops(readers[0], ph, rank) if len(readers) == 1 and not outputs else None
+    if at is None or out.op is not readers[0] or out.value_index != at[1] or _reads(func, out, ignored) != ([], 1):
+        return None
+    return at
+
+
 def if_pops(op, t, rank):
     """(capture position, output index, then rows, else rows) when If ``op`` takes
     ``t`` (of ``rank``) once as a capture and each branch pops rows of it as
@@ -154,7 +163,8 @@ def if_pops(op, t, rank):
         return None
     js = []
     for br in branches:   # the output that is what is left: the split's first part, or the capture itself
-        ph, readers = br.inputs[p], br.inputs[p].consumers()
+        ph = br.inputs[p]
+        readers = _reads(br, ph)[0]   # (as pop_count reads it: an op nothing reads does not count)
         one = len(readers) == 1 and readers[0].type in ("SplitToShapesOf", "Identity")
         left = readers[0].outputs[0] if one else ph
         js.append([j for j, o in enumerate(br.outputs) if o is left])
