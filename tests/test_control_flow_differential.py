@@ -113,11 +113,12 @@ def test_random_growing_loops(seed, dt):
         assert a[1].shape == (nv,) + shape and a[2].shape == (rows0 + nv + (nv // 2 if seed % 2 else 0), width)
 
 
-def _rows_reader(rng, v, w, dt, steps=(1, 4), layout_rng=None):
+def _rows_reader(rng, v, w, dt, steps=(1, 4), layout_rng=None, more=None):
     """A random op chain on ``v`` (leading dim known at run time): elementwise ops with
     static operands broadcast per row, then (with ``layout_rng``, its own stream so the
     chains of the other seeds stay as they were) a matmul / layout op over the rows, then
-    a reduction over random axes, or none."""
+    (with ``more``: (its own stream, which reader)) one of the later readers (_rows_more),
+    then a reduction over random axes, or none."""
     for _ in range(int(rng.integers(*steps))):
         r = rng.random()
         if r < 0.35:
@@ -128,6 +129,8 @@ def _rows_reader(rng, v, w, dt, steps=(1, 4), layout_rng=None):
             v = BINARY[rng.integers(0, len(BINARY))](v, v * tf.constant(0.5, dt))
     if layout_rng is not None:
         v = _rows_layout(layout_rng, v, dt)
+    if more is not None:
+        v = _rows_more(*more, v, dt)
     rank = len(v.shape)
     choice = rng.integers(0, 4)
     reduce = [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min][rng.integers(0, 4)]
@@ -169,11 +172,30 @@ def _rows_layout(rng, v, dt):
     return v
 
 
+def _rows_more(rng, r, v, dt):
+    """Reader r of: a negative-step row slice, a slice whose bound is computed from the row
+    count, a flatten restacked (rows merged back), a per-row batch matmul by a static
+    matrix, a gather on an inner axis (each with its gradient)."""
+    shape = [int(d) for d in v.shape[1:]]
+    if r == 0:
+        return v[::-1] if rng.integers(0, 2) else v[-2::-2]
+    if r == 1:
+        return v[tf.shape(v)[0] // 2:]
+    if r == 2:
+        return tf.reshape(tf.reshape(v, [-1]) * tf.constant(1.5, dt), [-1] + shape)
+    if r == 3:
+        row = int(np.prod(shape))
+        m = tf.constant(rng.uniform(-1, 1, (row, int(rng.integers(1, 6)))).astype(dt))
+        return tf.matmul(tf.reshape(v, [-1, 1, row]), m)
+    return tf.gather(v, [int(i) for i in rng.integers(0, shape[-1], int(rng.integers(1, 5)))], axis=len(shape))
+
+
 # Seeds 0-11 short chains, 12-13 chains of 10-16 ops (with their gradients: hundreds of
 # nodes over run-time rows). Seeds 2 and 3 once took ~140 s each to compile in float32:
 # LLVM's O3 on ~57 row loops, each inlining the exact trig argument reduction; that is one
 # cold call now (vecmath), and the chains fuse into few row loops (lower_rows.py).
-@pytest.mark.parametrize("seed", range(14))
+# Seeds 14-19 add one of _rows_more's readers to each chain.
+@pytest.mark.parametrize("seed", range(20))
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_random_readers_of_grown_values(seed, dt):
     """Random ops reading a dynamic TensorArray's stack and a concat accumulator (a
@@ -199,8 +221,10 @@ def test_random_readers_of_grown_values(seed, dt):
             [0, x, tf.TensorArray(dt, size=0, dynamic_size=True), tf.zeros([1, width], dt)],
             shape_invariants=[tf.TensorShape([]), tf.TensorShape(shape), None, tf.TensorShape([None, width])])
         lrng = np.random.default_rng(5000 + seed)   # matmul / layout readers
-        r1 = _rows_reader(rng, ta.stack(), w, dt, steps, layout_rng=lrng)
-        r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt, steps, layout_rng=lrng)
+        mrng = np.random.default_rng(6000 + seed)   # seeds 14-19: each reader of _rows_more, on both values
+        more = [(mrng, seed % 5), (mrng, (seed + 2) % 5)] if seed >= 14 else [None, None]
+        r1 = _rows_reader(rng, ta.stack(), w, dt, steps, layout_rng=lrng, more=more[0])
+        r2 = _rows_reader(rng, acc, tf.reshape(w, [width]), dt, steps, layout_rng=lrng, more=more[1])
         loss = tf.reduce_sum(r1 * r1) + tf.reduce_sum(tf.sin(r2))
         # d/dx runs the reverse loop, which pops a row of each grown value's gradient per iteration
         fetches = [r1, r2] + [gr for gr in tf.gradients(loss, [w, x]) if gr is not None]

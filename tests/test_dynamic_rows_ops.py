@@ -212,25 +212,8 @@ INNER = {
     "slice_int": (lambda st: st[:, 0, 2] + st[:, 0, 1], lambda S: S[:, 0, 2] + S[:, 0, 1]),
     "split": (lambda st: tf.split(st, [1, 3], axis=2)[1] - tf.split(st, 2, axis=2)[0][:, :, :1],
               lambda S: S[:, :, 1:] - S[:, :, :1]),
-}
-
-
-# (its gradient, GatherGrad on an inner axis over run-time rows, is not compiled yet)
-FORWARD_ONLY = {
     "gather_axis2": (lambda st: tf.gather(st, [3, 0, 0, 2], axis=2), lambda S: S[:, :, [3, 0, 0, 2]]),
 }
-
-
-@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
-def test_layout_within_rows_forward(name):
-    build, ref = FORWARD_ONLY[name]
-    g, T, x0, W, st = _rnn_batch1(4, tf.float64)
-    with g.as_default():
-        y = build(st)
-    x0v = np.linspace(-1, 1, 4)
-    out = _run_all_trips(g, [y], {t: {T: t, x0: x0v[None]} for t in TRIPS}, tf.float64)
-    for t, (yv,) in out.items():
-        np.testing.assert_allclose(yv, ref(_np_states(W, x0v, t)[:, None, :]), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(INNER))
@@ -300,8 +283,8 @@ def test_rows_of_two_sources_checked_equal_at_run_time():
         np.testing.assert_allclose(compiled[1], S1.T @ S2, rtol=1e-12, atol=1e-12)
         for a, b in zip(interpreted, compiled):
             check_close(a, b, np.float64)
-    # (4 rows times 1 row: TF broadcasts the product y, the compiled kernel refuses it --
-    # a known difference; the matmul and the gradient through it are errors in TF too)
+    # (4 rows times 1 row: TF broadcasts the product y, and so does the kernel
+    # (test_dynamic_rows_ops2.py); the matmul and the gradient through it are errors)
     for t1, t2, fetches in ((3, 5, (y, z, gx)), (0, 2, (y, z, gx)), (4, 1, (z, gx))):
         for mode in ("compiled", "interpret"):
             s = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode))

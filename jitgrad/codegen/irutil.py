@@ -24,6 +24,8 @@ ERR_ASSERT = 6        # a tf.Assert in a branch / loop body failed (message: ops
 ERR_RANDOM = 7        # a random op in a branch / loop body found no draws for this run (ops/random_ops.py)
 ERR_ROWS_MISMATCH = 8  # two operands' run-time row counts differ (codegen/lower_rows.py)
 ERR_ROW_INDEX = 9      # x[k] past the run-time rows of x (codegen/lower_rows_gather.py)
+ERR_SLICE_STEP = 12    # x[a:b:s] of run-time rows with a fed s == 0 (codegen/lower_rows_gather.py)
+ERR_RESHAPE_ROWS = 13  # a reshape merging run-time rows whose elements make no whole rows (lower_rows.py)
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
@@ -32,8 +34,11 @@ ERROR_MESSAGES = {
     ERR_STACK_ROWS: "a loop's sliced input does not have one row per iteration",
     ERR_RANDOM: "a random op inside a compiled branch / loop body could not draw (the run's samplers are gone)",
     ERR_ROWS_MISMATCH: ("Incompatible shapes: operands whose leading dimensions, known only at run "
-                        "time, differ (compiled code does not broadcast a single such row)"),
+                        "time, differ (and, where the op broadcasts, neither is 1)"),
     ERR_ROW_INDEX: "slice index of dimension 0 out of bounds (x[k] with k not in [-rows, rows))",
+    ERR_SLICE_STEP: "slice step cannot be zero",
+    ERR_RESHAPE_ROWS: ("Input to reshape is a tensor whose values, known only at run time, do not make a "
+                       "whole number of the requested shape's rows"),
 }
 
 

@@ -10,13 +10,15 @@ on it unchanged once its loops over dim 0 run R times:
 * ``plan`` finds, before fusion, the nodes that read a row-dynamic value (a RowsNode
   each). A value's rows are those of its *source* (the While / If output it derives
   from): two row-dynamic operands of one op from different sources are checked equal
-  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"; a row count of 1 that TF
-  would broadcast is refused too), so broadcasting never needs a run-time rule. Anything
+  when it runs (ERR_ROWS_MISMATCH, TF's "Incompatible shapes"), except that an
+  elementwise op broadcasts one row against R as TF does, its result rows of its own
+  (and SumToShape, its gradient, sums the R rows back): lower_rows_broadcast.py. Anything
   else raises Unsupported (the interpreter runs it; explain says why). Matmuls:
   lower_rows_matmul.py; layout ops within a row: lower_rows_layout.py; rows picked by
   index / slice (x[k], x[a:b], tf.gather): lower_rows_gather.py; concat / split along
-  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting rows,
-  a row slice and a concat along rows give a value whose rows are its own (a source).
+  the rows: lower_rows_concat.py. Reshapes are views (``alias``); one splitting or
+  merging rows (the merge's divisibility checked when it runs), a row slice and a concat
+  along rows give a value whose rows are its own (a source).
 * Elementwise ops (and the Unreduce of a reduction's gradient) are fused like any
   elementwise value (fusion_plan.py: materialised only when fetched, read twice or
   read through a buffer): a chain of them is computed inside the one row loop of
@@ -42,8 +44,9 @@ from llvmlite import ir
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from ..shapes import normalize_axes
-from .irutil import ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
-from . import lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, lower_rows_matmul as rows_matmul
+from .irutil import ERR_RESHAPE_ROWS, ERR_ROWS_MISMATCH, I64, VW, Buffer, Unsupported, c64, mem_type, row_elems, store_buf
+from . import lower_rows_broadcast as rows_broadcast, lower_rows_concat as rows_concat, lower_rows_gather as rows_gather, \
+    lower_rows_matmul as rows_matmul
 from .lower_rows_layout import emit_tile_grad, is_tile_grad, keeps_rows
 from .lower_reduction import emit_reduce, reduction_axes
 from .lowering_tables import tables
@@ -92,12 +95,13 @@ def _sources(program):
 @dataclass(frozen=True)
 class RowsNode:
     """How lower() emits a node reading a row-dynamic value."""
-    how: str       # "nest" (elementwise / Unreduce), "reduce", "size" or "mm_rows" / "mm_kt" (MatMul)
+    how: str       # "nest" (elementwise / Unreduce), "reduce", "size", "mm_<form>" (lower_rows_matmul.py), ...
     src: Value     # the source whose rows it runs over (a While / If output)
     inline: bool   # elementwise (or Unreduce): its readers may compute it inside their own row loop
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
     check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
+                        # bcast: each input's source (None: static); rowsum: g's source;
                         # rowcat / rowsplit: each part's source (None: static rows);
                         # rowslice_grad: g's source (checked against the slice's count)
 
@@ -120,8 +124,9 @@ def plan(program):
         check = tuple(sorted({key[v] for v in dyn} - {src}, key=lambda u: (u.node, u.index)))
         how = _how(program, n, dyn, elementwise)
         if how == "alias" and row_elems(n.outputs[0][0]) != row_elems(program.shape(n.inputs[0])):
-            # a reshape that splits rows ([R, 4] -> [-1]: 4R rows): a source of its own rows
-            if check:
+            # a reshape that splits or merges rows ([R, 4] -> [-1]: 4R rows): a source of its
+            # own rows, counted from x's (a ReshapeLike's shape-only ref is not read)
+            if any(key.get(v, src) != src for v in _data_inputs(n)):
                 raise Unsupported(f"{n.op} of values of different run-time rows")
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
@@ -147,6 +152,19 @@ def plan(program):
             continue
         if how == "rowslice_grad":   # rows of the sliced value; g's (the slice's) checked when it runs
             out[i] = RowsNode(how, key[n.inputs[1]], False, False, (key[n.inputs[0]],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
+            continue
+        if check and how == "nest" and n.op in elementwise and n.op != "AddN" and len(n.outputs) == 1 and \
+                not any(REGISTRY[n.op].is_shape_only(k) for k in range(len(n.inputs))):
+            # operands of different run-time rows: broadcast as TF does (one row against
+            # R), the result rows of its own (lower_rows_broadcast.py); TF's AddN (the sum
+            # of gradients) takes equal shapes only: checked equal
+            out[i] = RowsNode("bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
+            key[Value(i, 0)] = Value(i, 0)
+            continue
+        if check and how == "reduce" and n.op == "SumToShape" and n.outputs[0][0] == program.shape(n.inputs[0]):
+            # the gradient of such a broadcast: g's rows summed into x's one, or x's rows as they are
+            out[i] = RowsNode("rowsum", key[n.inputs[1]], False, False, (key[n.inputs[0]],))
             _row_outputs(n, i, key, key[n.inputs[1]])
             continue
         if how == "layout":   # an index map within each row: computed inline, never flat
@@ -213,13 +231,12 @@ def _how(program, n, dyn, elementwise):
     if n.op in SIZES:
         return "size"
     if n.op in tables()[3]:   # reshape-like (ALIAS): a view of the same memory
-        # rows kept, or each row split into whole rows of the result (never rows merged:
-        # their count would have to divide at run time)
-        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or \
-                row_elems(shape(n.inputs[0])) % max(row_elems(out_shape), 1) or row_elems(out_shape) == 0:
+        # rows kept, each row split into whole rows of the result, or rows merged (R x in_row
+        # elements must make whole rows of the result: checked when it runs, alias())
+        if n.inputs[0] not in dyn or not row_dynamic(out_shape) or row_elems(out_shape) == 0:
             return None
         return "alias"
-    if n.op == "MatMul":
+    if n.op in ("MatMul", "BatchMatMulV2"):
         form = rows_matmul.how(program, n, dyn)   # its own file: lower_rows_matmul.py
         return form and "mm_" + form
     form = rows_concat.how(program, n, dyn)   # concat / split along the rows
@@ -320,7 +337,7 @@ def lower(kb, node, outs, rn, keep):
         return res
     if rn.how == "rowslice":   # rows of its own: the slice's count of the source's
         rows = _live(kb, kb.buffers[rn.src].rows)
-        _, n = rows_gather.slice_rows(kb, node, rows)
+        _, n, _ = rows_gather.slice_rows(kb, node, rows)
         shape, dt = node.outputs[0]
         res = [_alloc(kb, outs[0], shape, dt, n, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, None)
@@ -331,13 +348,16 @@ def lower(kb, node, outs, rn, keep):
         res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
         return res
+    if rn.how in ("bcast", "rowsum"):   # lower_rows_broadcast.py
+        return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
+            kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))
     for o in rn.check:   # (after the check fails every loop below runs 0 rows)
         kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)
     res = []
     for k, (ob, (shape, dt)) in enumerate(zip(outs, node.outputs)):
         res.append(_alloc(kb, ob, shape, dt, rows, keep.get(k)) if row_dynamic(shape) and ob is not None else ob)
-    if rn.how in ("gather", "gather_grad", "row", "row_grad"):
+    if rn.how in ("gather", "gather_grad", "gather_grad_inner", "row", "row_grad"):
         x = _operand(kb, node.inputs[0]) if rn.how == "gather" else None
         rows_gather.emit(kb, node, res, _live(kb, rows), rn.how, x)
         return res
@@ -354,10 +374,21 @@ def lower(kb, node, outs, rn, keep):
 
 def alias(kb, node, sb):
     """The Rows a reshape-like node (planned "alias") gives of its input's Rows ``sb``:
-    the same memory, each input row making in_row / out_row rows of the result."""
+    the same memory, each input row making in_row / out_row rows of the result; where
+    out_row does not divide in_row (rows merged, [R, 2] -> [-1, 4]) the R x in_row
+    elements must be whole rows of the result, else TF's InvalidArgumentError
+    (ERR_RESHAPE_ROWS) and 0 rows."""
     shape, dt = node.outputs[0]
-    per = sb.row_elems // row_elems(shape)
-    rows = sb.rows if per == 1 else kb.b.mul(sb.rows, c64(per))
+    b = kb.b
+    e_in, e_out = sb.row_elems, row_elems(shape)
+    if e_in % e_out == 0:
+        per = e_in // e_out
+        rows = sb.rows if per == 1 else b.mul(sb.rows, c64(per))
+    else:
+        total = b.mul(sb.rows, c64(e_in))
+        bad = b.icmp_signed("!=", b.srem(total, c64(e_out)), c64(0))
+        kb.set_error(bad, ERR_RESHAPE_ROWS)
+        rows = b.select(bad, c64(0), b.sdiv(total, c64(e_out)))
     return Rows(sb.ptr, shape, dt, rows, sb.name)
 
 

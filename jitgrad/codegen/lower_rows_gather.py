@@ -7,19 +7,35 @@
   zero from the kernel's own memory instead (R may be 0: no row 0 to fall back on);
 * ``row`` -- x[k], k a constant (negative: from the end), checked against R
   (ERR_ROW_INDEX); ``row_grad`` -- its gradient, zero rows but row k;
-* ``rowslice`` -- x[a:b:s] (constants, s >= 1, Python's clamping on the run-time R):
+* ``rowslice`` -- x[a:b:s] (a, b, s constants or fed -- a DynamicStridedSlice kept
+  unspecialised, its bounds read as the kernel runs; s == 0 is ERR_SLICE_STEP -- with
+  Python's (and TF's strided-slice) clamping on the run-time R):
   rows of their own (a source of its own, lower_rows.py); ``rowslice_grad`` -- its
   gradient: zero rows, g's rows written to rows a, a+s, ... (g's rows checked to be
   the slice's count, ERR_ROWS_MISMATCH);
 * ``gather_grad`` -- its gradient: zero rows [R, ...], then each index's slice of g
   added into its row in index order (duplicates sum in a fixed order), a bad index
-  skipped after it set the error.
+  skipped after it set the error;
+* ``gather_grad_inner`` -- the gradient of tf.gather(x, indices, axis > 0) (the gather
+  itself moves data within a row: lower_rows_layout.py): per row, zeros, then g's row
+  added in at each index of the axis in a fixed order, indices checked against the
+  axis's static extent (ERR_GATHER_RANGE).
 
 As TF's kernel, an empty gather (no elements to copy) checks nothing.
 """
 from llvmlite import ir
 
-from .irutil import ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, I64, Buffer, c64, const, mem_type, scalarise, store_buf
+from .irutil import (ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, ERR_SLICE_STEP, I64, Buffer, Unsupported, c64,
+                     const, load_buf, mem_type, scalarise, store_buf)
+
+
+def _rows_only(kb, node, outs, dry):
+    raise Unsupported(f"{node.op} with run-time bounds is compiled only on a value of run-time rows")
+
+
+# x[a:b:s] with run-time bounds reaches the kernel only on a value of run-time rows
+# (ops/array_ops_dynamic.slices_run_time_rows), which lower_rows.py plans: never this table's entry
+MATERIALISE = {"DynamicStridedSlice": _rows_only, "DynamicStridedSliceGrad": _rows_only}
 
 
 def how(program, n, dyn):
@@ -30,10 +46,13 @@ def how(program, n, dyn):
     if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) == 0 and n.inputs[0] not in dyn and \
             n.inputs[1] not in dyn and n.inputs[2] in dyn:
         return "gather_grad"
+    if n.op == "GatherGrad" and n.attrs["axis"] % len(n.outputs[0][0]) != 0 and n.inputs[0] in dyn and \
+            n.inputs[1] not in dyn and n.inputs[2] in dyn:
+        return "gather_grad_inner"
     if _slice_spec(n.attrs.get("spec")) is not None:
-        if n.op == "StridedSlice" and n.inputs[0] in dyn:
+        if n.op in ("StridedSlice", "DynamicStridedSlice") and n.inputs[0] in dyn:
             return "rowslice"
-        if n.op == "StridedSliceGrad" and n.inputs[0] in dyn and n.inputs[1] in dyn:
+        if n.op in ("StridedSliceGrad", "DynamicStridedSliceGrad") and n.inputs[0] in dyn and n.inputs[1] in dyn:
             return "rowslice_grad"
     if _row_spec(n.attrs.get("spec")) is not None:
         if n.op == "StridedSlice" and n.inputs[0] in dyn:
@@ -49,30 +68,57 @@ def _row_spec(spec):
 
 
 def _slice_spec(spec):
-    """(a, b, s) where the slice spec is x[a:b:s] on dim 0 alone with s >= 1, else None."""
+    """(a, b, s) where the slice spec is x[a:b:s] on dim 0 alone (each None, an int, or
+    ("in", k): a run-time bound of a DynamicStridedSlice), else None."""
     if not spec or len(spec) != 1 or spec[0][0] != "slice":
         return None
     _, a, b, s = spec[0]
-    s = 1 if s is None else s
-    return (a, b, s) if s >= 1 else None
+    return (a, b, 1 if s is None else s)
+
+
+# the input holding bound ("in", k) of a DynamicStridedSlice[Grad] spec (k counts from
+# 1 after x; the gradient's inputs are g, x, then the bounds)
+_BOUNDS_AT = {"StridedSlice": 0, "StridedSliceGrad": 1, "DynamicStridedSlice": 0, "DynamicStridedSliceGrad": 1}
+
+
+def _slice_part(kb, node, p):
+    """One part of a slice spec as an i64: None stays None, an int a constant, ("in", k)
+    the run-time value of that input."""
+    if p is None or isinstance(p, int):
+        return p if p is None else c64(p)
+    v = node.inputs[p[1] + _BOUNDS_AT[node.op]]
+    x = kb.gen(v, [], 1)
+    return kb.b.sext(x, I64) if kb.dtype(v).size < 8 else x
 
 
 def slice_rows(kb, node, rows):
-    """(first row, row count) of x[a:b:s] over ``rows`` rows, clamped as Python slices."""
+    """(first row, row count, step) of x[a:b:s] over ``rows`` rows, each an i64 (a, b, s
+    constants or read when the kernel runs), clamped as Python slices and TF's strided
+    slice: bounds into [0, rows] for s > 0, into [-1, rows - 1] for s < 0, a missing
+    start / stop the first / past-the-last row in s's direction. s == 0 is TF's error
+    (ERR_SLICE_STEP), counted as 0 rows."""
     b_ = kb.b
-    a, b, s = _slice_spec(node.attrs["spec"])
+    a, b, s = (_slice_part(kb, node, p) for p in _slice_spec(node.attrs["spec"]))
+    zero = b_.icmp_signed("==", s, c64(0))
+    kb.set_error(zero, ERR_SLICE_STEP)
+    s = b_.select(zero, c64(1), s)
+    pos = b_.icmp_signed(">", s, c64(0))
+    lo = b_.select(pos, c64(0), c64(-1))
+    hi = b_.select(pos, rows, b_.sub(rows, c64(1)))
 
     def clamp(v, default):
         if v is None:
             return default
-        if v < 0:
-            v = b_.add(rows, c64(v))
-            return b_.select(b_.icmp_signed("<", v, c64(0)), c64(0), v)
-        return b_.select(b_.icmp_signed("<", rows, c64(v)), rows, c64(v))
-    start, stop = clamp(a, c64(0)), clamp(b, rows)
-    span = b_.sub(stop, start)
-    n = b_.sdiv(b_.add(span, c64(s - 1)), c64(s))
-    return start, b_.select(b_.icmp_signed("<", span, c64(1)), c64(0), n)
+        v = b_.select(b_.icmp_signed("<", v, c64(0)), b_.add(rows, v), v)
+        v = b_.select(b_.icmp_signed("<", v, lo), lo, v)
+        return b_.select(b_.icmp_signed(">", v, hi), hi, v)
+    start = clamp(a, b_.select(pos, c64(0), hi))
+    stop = clamp(b, b_.select(pos, rows, lo))
+    span = b_.select(pos, b_.sub(stop, start), b_.sub(start, stop))
+    mag = b_.select(pos, s, b_.neg(s))
+    n = b_.sdiv(b_.add(span, b_.sub(mag, c64(1))), mag)
+    n = b_.select(b_.or_(zero, b_.icmp_signed("<", span, c64(1))), c64(0), n)
+    return start, n, s
 
 
 def _row_index(kb, node, rows):
@@ -99,7 +145,7 @@ def _index(kb, ind, idx, rows):
 def emit(kb, node, outs, rows, form, x):
     """x: the Rows of params (gather); rows: the live row count."""
     {"gather": _gather, "gather_grad": _gather_grad, "row": _row, "row_grad": _row_grad,
-     "rowslice": _rowslice, "rowslice_grad": _rowslice_grad}[form](kb, node, outs[0], rows, x)
+     "rowslice": _rowslice, "rowslice_grad": _rowslice_grad, "gather_grad_inner": _gather_grad_inner}[form](kb, node, outs[0], rows, x)
 
 
 def _zero_rows(kb, out, rows):
@@ -112,11 +158,10 @@ def _zero_rows(kb, out, rows):
 def _rowslice(kb, node, out, rows, x):
     """out (its rows already the slice's count, lower_rows.py) = x[a:b:s]."""
     b = kb.b
-    start, _ = slice_rows(kb, node, rows)
-    step = _slice_spec(node.attrs["spec"])[2]
+    start, _, step = slice_rows(kb, node, rows)
     with kb.loop(out.rows) as r:
         row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
-        src = b.add(start, b.mul(r, c64(step)))
+        src = b.add(start, b.mul(r, step))
         kb.emit_nest(row, lambda idx, W: kb.gen(node.inputs[0], [(src, 0)] + idx, W))
 
 
@@ -124,12 +169,11 @@ def _rowslice_grad(kb, node, out, rows, g_rows):
     """out [rows, ...] = zeros but rows a, a+s, ... = g's rows (g_rows: how many g has)."""
     b = kb.b
     _zero_rows(kb, out, rows)
-    start, n = slice_rows(kb, node, rows)
+    start, n, step = slice_rows(kb, node, rows)
     kb.set_error(b.icmp_signed("!=", n, g_rows), ERR_ROWS_MISMATCH)
     n = b.select(kb.no_error_yet(), n, c64(0))
-    step = _slice_spec(node.attrs["spec"])[2]
     with kb.loop(n) as q:
-        at = b.add(start, b.mul(q, c64(step)))
+        at = b.add(start, b.mul(q, step))
         row = Buffer(b.gep(out.ptr, [b.mul(at, c64(out.row_elems))]), out.shape[1:], out.dtype)
         kb.emit_nest(row, lambda idx, W: kb.gen(node.inputs[0], [(q, 0)] + idx, W))
 
@@ -198,3 +242,28 @@ def _gather_grad(kb, node, out, rows, x):
                 s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
                 d = b.gep(dst, [j])
                 b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
+
+
+def _gather_grad_inner(kb, node, out, rows, x):
+    """out [rows, ...] = zeros, then each element of g's row r added into out's row r at
+    its index along the axis, in g's element order (duplicates sum in a fixed order); a
+    bad index sets the error and is skipped."""
+    b = kb.b
+    g, ind = node.inputs[0], node.inputs[1]
+    axis = node.attrs["axis"] % len(out.shape)
+    gs, ri = kb.shape(g), len(kb.shape(ind))
+    dt = out.dtype
+    _zero_rows(kb, out, rows)
+    per = 1
+    for d in gs[1:]:
+        per *= d
+    if per == 0:
+        return
+    with kb.loop(rows) as r, kb.loop(per) as k:
+        gidx = [(r, 0)] + _unflatten(b, k, gs[1:])
+        ii, bad = _index(kb, ind, gidx[axis:axis + ri], c64(out.shape[axis]))
+        with b.if_then(b.not_(bad)):
+            oidx = gidx[:axis] + [(ii, 0)] + gidx[axis + ri:]
+            cur = load_buf(b, out, oidx, 1)
+            v = kb.gen(g, gidx, 1)
+            store_buf(b, out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), 1)

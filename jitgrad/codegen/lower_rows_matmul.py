@@ -12,9 +12,15 @@ Two forms cover a layer applied to every row and both of its gradients:
   A[r, i] * B[r, :] to C[i, :] in r order -- a fixed k-i-j order, so every element
   is summed the same way whatever R is, bit-identical run to run.
 
-Only float32 / float64 (the GEMM's types); others are not planned (the interpreter
-runs them)."""
-from .irutil import Buffer, c64, const, load_buf, store_buf
+* ``bmm`` -- BatchMatMulV2 of rank-3 result [R, M, N] (adj_x / adj_y), each operand
+  [R, ...] of run-time rows, [1, ...] or a static matrix (broadcast over the rows): per
+  row, each element a dot product over K in k order (bit-identical run to run), vectors
+  along N. Integer MatMul over rows (``rows`` / ``kt`` are float-only GEMMs) takes the
+  same loops, the [R, K] operand seen as [R, 1, K].
+
+The GEMM forms take float32 / float64 only; complex (conjugating adjoints) is not
+planned (the interpreter runs it)."""
+from .irutil import Buffer, c64, const, load_buf, reg_type, store_buf, vec_type
 from . import matmul as mm
 
 # the M given to the GEMM generator for run-time rows: only an upper bound on the rows
@@ -26,15 +32,30 @@ ROWS_BOUND = 1 << 40
 def how(program, n, dyn):
     """"rows", "kt" or None (not lowered here) for MatMul node n; dyn: its operands
     of run-time rows."""
-    if n.op != "MatMul" or n.outputs[0][1].name not in ("float32", "float64"):
+    dt = n.outputs[0][1]
+    if n.op == "BatchMatMulV2":
+        return _bmm_how(program, n, dyn)
+    if n.op != "MatMul" or not (dt.is_floating or dt.is_integer) or dt.is_complex:
         return None
     a, bv = n.inputs
     ta, tb = n.attrs["transpose_a"], n.attrs["transpose_b"]
+    gemm = dt.name in ("float32", "float64")
     if not ta and a in dyn and bv not in dyn:
-        return "rows"
+        return "rows" if gemm else "introws"
     if ta and not tb and a in dyn and bv in dyn:
         return "kt"
     return None
+
+
+def _bmm_how(program, n, dyn):
+    dt = n.outputs[0][1]
+    if len(n.outputs[0][0]) != 3 or dt.is_complex or not (dt.is_floating or dt.is_integer):
+        return None
+    for v in n.inputs:
+        s = program.shape(v)
+        if len(s) not in (2, 3) or (v not in dyn and len(s) == 3 and s[0] != 1):
+            return None
+    return "bmm"
 
 
 def _gemm_args(kb, node):
@@ -58,6 +79,15 @@ def dry(kb, node, how_):
 def emit(kb, node, outs, rows, how_, a, bv):
     """C = the product; a, bv: the operands' buffers (Rows where of run-time rows);
     rows: the live row count (0 after a failure: nothing read or written)."""
+    if how_ == "introws":   # C [R, N] = A [R, K] @ op(B): rows of one-row products
+        C, K = outs[0], a.shape[1]
+        _bmm(kb, Buffer(C.ptr, (None, 1, C.shape[1]), C.dtype), rows, Buffer(a.ptr, (None, 1, K), a.dtype), bv,
+             False, node.attrs["transpose_b"], (True, False))
+        return
+    if how_ == "bmm":
+        _bmm(kb, outs[0], rows, a, bv, node.attrs["adj_x"], node.attrs["adj_y"],
+             tuple(kb.shape(v)[0] is None for v in node.inputs))
+        return
     (_kt if how_ == "kt" else _rows)(kb, node, outs[0], rows, a, bv)
 
 
@@ -97,4 +127,37 @@ def _kt(kb, node, C, rows, A, B):
                 jj = (j, 1 if lanes > 1 else 0)
                 acc = load_buf(b, C, [(i, 0), jj], lanes)
                 y = load_buf(b, Br, [(r, 0), jj], lanes)
-                store_buf(b, C, [(i, 0), jj], b.fadd(acc, b.fmul(a, y)), lanes)
+                store_buf(b, C, [(i, 0), jj], _madd(b, dt, acc, a, y), lanes)
+
+
+def _madd(b, dt, acc, x, y):
+    return b.fadd(acc, b.fmul(x, y)) if dt.is_floating else b.add(acc, b.mul(x, y))
+
+
+def _bmm(kb, C, rows, A, B, adj_x, adj_y, dyn):
+    """C [rows, M, N] = op(A) @ op(B) per row; dyn: which operand has run-time rows (its
+    row r read for C's row r; any other's only matrix)."""
+    b = kb.b
+    dt = C.dtype
+    _, M, N = C.shape
+    K = A.shape[-2] if adj_x else A.shape[-1]
+    if M * N == 0:
+        return
+
+    def at(buf, is_dyn, r, p, q, adj):
+        """The index of op(buf)[row r][p, q]."""
+        lead = [] if len(buf.shape) == 2 else [(r, 0) if is_dyn else (c64(0), 0)]
+        return lead + ([q, p] if adj else [p, q])
+
+    with kb.loop(rows) as r:
+        row = Buffer(b.gep(C.ptr, [b.mul(r, c64(M * N))]), (M, N), dt)
+
+        def dot(idx, W):
+            acc = kb.alloca(vec_type(reg_type(dt), W))
+            b.store(const(dt, 0, W), acc)
+            with kb.loop(K) as k:
+                x = load_buf(b, A, at(A, dyn[0], r, idx[0], (k, 0), adj_x), W)   # the same in every lane
+                y = load_buf(b, B, at(B, dyn[1], r, (k, 0), idx[1], adj_y), W)
+                b.store(_madd(b, dt, b.load(acc), x, y), acc)
+            return b.load(acc)
+        kb.emit_nest(row, dot)

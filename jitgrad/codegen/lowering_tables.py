@@ -12,7 +12,8 @@ ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, 
 
 
 def _lowering_tables():
-    from . import lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random
+    from . import (lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random,
+                   lower_rows_gather)
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
@@ -21,6 +22,7 @@ def _lowering_tables():
     mat.update(lower_scan.MATERIALISE)
     mat.update(lower_control.MATERIALISE)
     mat.update(lower_random.MATERIALISE)
+    mat.update(lower_rows_gather.MATERIALISE)
     needs = {}
     for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))

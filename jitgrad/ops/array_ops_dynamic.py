@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgumentError
 from . import array_ops as _a
-from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .registry import NOT_DIFFERENTIABLE, REGISTRY, apply_op, register
 
 
 def _dims(value, what="shape"):
@@ -158,8 +158,8 @@ def _slice_grad(op, g):
 
 register("DynamicStridedSlice", infer=_slice_infer,
          kernel=lambda attrs, x, *b: np.asarray(x[_a._spec_index(_resolve(attrs["spec"], b), x.shape)], order="C"),
-         grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, lowering="interpreter",
-         kind="other")
+         grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, kind="other")
+# (lowered as it is only on a value of run-time rows: slices_run_time_rows below; elsewhere specialised)
 
 
 def _slice_grad_specialise(attrs, *bounds):
@@ -174,9 +174,39 @@ def _slice_grad_kernel(attrs, g, ref, *bounds):
 # x's; it is "data dependent" only in that the compiled form needs the bounds' values.
 register("DynamicStridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
          kernel=_slice_grad_kernel, data_dependent_shape=True, shape_from=2, specialise=_slice_grad_specialise,
-         lowering="interpreter", kind="other", shape_only=(1,),
+         kind="other", shape_only=(1,),
          grad=lambda op, g: [apply_op("DynamicStridedSlice", [g, *op.inputs[2:]], {"spec": op.get_attr("spec")}),
                              None] + [None] * (len(op.inputs) - 2))
+
+
+def slices_run_time_rows(op, in_shapes):
+    """Whether ``op`` is x[a:b:s] (or its gradient) on dim 0 alone of an x whose dim 0 only
+    the kernel knows (a loop's stacked rows): compiled as it is, its bounds read when the
+    kernel runs (codegen/lower_rows_gather.py), not specialised on their values (which
+    would evaluate the loop on the host and compile once per row count)."""
+    if op.type not in ("DynamicStridedSlice", "DynamicStridedSliceGrad") or len(op.attrs["spec"]) != 1 or \
+            op.attrs["spec"][0][0] != "slice":
+        return False
+    x = in_shapes[0 if op.type == "DynamicStridedSlice" else 1]
+    return x is not None and len(x) >= 1 and x[0] is None and None not in x[1:] and \
+        _kernel_computes(op.inputs[1 if op.type == "DynamicStridedSlice" else 2:])
+
+
+def _kernel_computes(bounds):
+    """Whether compiled code can compute these bounds: no op on their way runs only in the
+    interpreter (tf.split's SplitOffsets: such a slice is specialised on its values)."""
+    seen, todo = set(), [t.op for t in bounds]
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        opdef = REGISTRY[o.type]
+        if opdef.lowering == "interpreter" or opdef.data_dependent_shape:
+            return False
+        if opdef.kind != "control" and o.type != "Shape":   # (a loop compiles whole; Shape reads no values)
+            todo.extend(t.op for t in o.inputs)
+    return True
 
 
 def strided_slice(x, key):

@@ -31,6 +31,7 @@ from ..ops.registry import REGISTRY, infer_named, run_kernel
 from ..shapes import INT64_MAX, check_num_elements
 from ..ops.logging_ops import RegionEffects, host_targets, region_site
 from ..shape_specialise import static_form
+from ..ops.array_ops_dynamic import slices_run_time_rows
 from ..ops.random_ops import region_random_node_attrs
 
 # .next: the site number of the next random op inside a region of the Program being
@@ -246,7 +247,7 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
                 k = a["n_vars"] if op.type == "While" else len(op.outputs) - 1
                 var_writes.append((marker, Value(len(nodes) - 1, k)))
             continue
-        if opdef.data_dependent_shape:
+        if opdef.data_dependent_shape and not (shape_values is None and slices_run_time_rows(op, in_shapes)):
             static = static_form(op, shape_values)
             if static is None:
                 raise DataDependentShape(f"the output shape of {op.type} ({op.name}) depends on the data")

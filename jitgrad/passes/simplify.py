@@ -29,7 +29,8 @@ Fill of a Literal, or a const Arg whose value_class says it is uniform):
   MulNoNan(x, c): c known 0 -> zeros (+0.0, whatever x is); c known finite
     nonzero -> x*c (the y == 0 branch can never be taken)
   Reshape/ReshapeLike/BroadcastTo/BroadcastToShapeOf/SumToShape/Unreduce/
-    Squeeze/Tile whose input shape equals its output shape -> input
+    Squeeze/Tile whose input shape equals its output shape -> input (with run-time rows,
+    a second operand's rows must be known to be the same: _Ctx.rows_source)
   a chain of reshapes (Reshape/ReshapeLike/ExpandDims/Squeeze) -> one Reshape
   Transpose with the identity permutation -> input
   AddN of one input, Cast to the same dtype -> input
@@ -43,7 +44,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..ops.registry import has_fact
+from ..ops.registry import REGISTRY, has_fact
 from .ir import Value
 from .util import Builder, known_scalar, size
 
@@ -67,6 +68,29 @@ def _pos_zero(c, dt):
 class _Ctx:
     def __init__(self, b, args):
         self.b, self.args = b, args
+        self._rows = {}
+
+    def rows_source(self, v):
+        """The value whose run-time row count v's (shape (None, static...)) is known to
+        equal: v's own operands' where v is elementwise over operands all of one source,
+        else v itself (a While / If output, a slice, a broadcast of two sources ...; the
+        compiled code broadcasts one row against many, codegen/lower_rows.py)."""
+        stack = [v]   # (iterative: a chain of gradient ops may be deeper than Python's recursion)
+        while stack:
+            u = stack[-1]
+            n = self.b.nodes[u.node]
+            ins = [w for w in n.inputs if _rows_dynamic(self.b.shape(w))]
+            todo = [w for w in ins if w not in self._rows]
+            if u in self._rows or todo:
+                if u in self._rows:
+                    stack.pop()
+                else:
+                    stack.extend(todo)
+                continue
+            srcs = {self._rows[w] for w in ins}
+            self._rows[u] = srcs.pop() if len(srcs) == 1 and REGISTRY[n.op].kind == "elementwise" else u
+            stack.pop()
+        return self._rows[v]
 
     def known(self, v):
         return known_scalar(self.b.nodes, self.args, v)
@@ -76,6 +100,10 @@ class _Ctx:
 
     def input0(self, v):
         return self.b.nodes[v.node].inputs[0]
+
+
+def _rows_dynamic(shape):
+    return shape is not None and len(shape) >= 1 and shape[0] is None and None not in shape[1:]
 
 
 def _rule(op, ins, attrs, out, ctx):
@@ -170,7 +198,10 @@ def _rule(op, ins, attrs, out, ctx):
             return "select_known", y
         if x == y and same(x) and size(sh(c)) <= size(shape):
             return "select_same", x
-    if has_fact(op, "identity_if_same_shape") and same(ins[0]):
+    if has_fact(op, "identity_if_same_shape") and same(ins[0]) and \
+            (len(ins) == 1 or not _rows_dynamic(shape) or ctx.rows_source(ins[0]) == ctx.rows_source(ins[1])):
+        # (rows known only at run time: SumToShape(g, x) is no identity where g may be many
+        # rows broadcast from x's one)
         return "layout_identity", ins[0]
     if has_fact(op, "reshape") and has_fact(ctx.op(ins[0]), "reshape"):
         return "reshape_chain", ("Reshape", (ctx.input0(ins[0]),), {"shape": tuple(shape)})

@@ -1,0 +1,84 @@
+"""Broadcasting between values of different run-time rows (lower_rows.py plans, this
+file emits), as TF and the interpreter do: rows R1 and R2 are compatible when equal or
+when one is 1, the result has the other's rows; anything else is TF's "Incompatible
+shapes" (ERR_ROWS_MISMATCH) and 0 rows.
+
+* ``bcast`` -- an elementwise op whose operands come from different sources: its result
+  is a source of its own (the broadcast count); an operand of 1 row is read at row 0
+  for every row, the others at the row itself.
+* ``rowsum`` -- SumToShape(g, x) of the same shape, g and x of different sources (the
+  gradient of such a broadcast; passes/simplify.py keeps it): x's rows; g's rows as they
+  are where the counts agree, summed in row order into x's one row where x has 1.
+"""
+from .irutil import ERR_ROWS_MISMATCH, Buffer, bcast_idx, c64, const, load_buf
+from .lowering_tables import tables
+from ..ops.registry import REGISTRY
+
+
+def emit(kb, node, rn, alloc, live):
+    """alloc(shape, dt, rows) -> the result's Rows; live(rows): 0 once an op has failed."""
+    return (_bcast if rn.how == "bcast" else _rowsum)(kb, node, rn, alloc, live)
+
+
+def _rows(kb, src):
+    return kb.buffers[src].rows
+
+
+def _bcast(kb, node, rn, alloc, live):
+    b = kb.b
+    srcs = [s for s in dict.fromkeys(rn.check) if s is not None]
+    R = _rows(kb, srcs[0])
+    for s in srcs[1:]:
+        Ro = _rows(kb, s)
+        ok = b.or_(b.icmp_signed("==", R, Ro), b.or_(b.icmp_signed("==", R, c64(1)), b.icmp_signed("==", Ro, c64(1))))
+        kb.set_error(b.not_(ok), ERR_ROWS_MISMATCH)
+        R = b.select(b.icmp_signed("==", R, c64(1)), Ro, R)
+    shape, dt = node.outputs[0]
+    out = alloc(shape, dt, R)
+    fn = tables()[0][node.op]
+    opdef = REGISTRY[node.op]
+    with kb.loop(out.rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), shape[1:], dt)
+
+        def gen(idx, W):
+            full = [(r, 0)] + idx
+            xs = []
+            for k, (v, s) in enumerate(zip(node.inputs, rn.check)):
+                if opdef.is_shape_only(k):
+                    xs.append(None)
+                    continue
+                vi = bcast_idx(full, shape, kb.shape(v))
+                if s is not None:   # its own row, or row 0 where it has one
+                    vi[0] = (b.select(b.icmp_signed("==", _rows(kb, s), c64(1)), c64(0), r), 0)
+                xs.append(kb.gen(v, vi, W))
+            return fn(kb, node, xs, W)
+        kb.emit_nest(row, gen)
+    return [out]
+
+
+def _rowsum(kb, node, rn, alloc, live):
+    b = kb.b
+    g = node.inputs[0]
+    Rg, Rx = _rows(kb, rn.check[0]), _rows(kb, rn.src)
+    same = b.icmp_signed("==", Rg, Rx)
+    one = b.icmp_signed("==", Rx, c64(1))
+    kb.set_error(b.not_(b.or_(same, one)), ERR_ROWS_MISMATCH)
+    shape, dt = node.outputs[0]
+    out = alloc(shape, dt, Rx)
+    row_shape, n = shape[1:], out.row_elems
+
+    def row(r):
+        return Buffer(b.gep(out.ptr, [b.mul(r, c64(n))]), row_shape, dt)
+    with kb.loop(b.select(same, out.rows, c64(0))) as r:   # as they are
+        kb.emit_nest(row(r), lambda idx, W: kb.gen(g, [(r, 0)] + idx, W))
+    summing = b.and_(b.not_(same), b.icmp_signed("==", out.rows, c64(1)))
+    with kb.loop(b.select(summing, c64(1), c64(0))):
+        kb.emit_nest(row(c64(0)), lambda idx, W: const(dt, 0, W))
+    with kb.loop(b.select(summing, live(Rg), c64(0))) as r:   # g's rows into row 0, in order
+        acc = row(c64(0))
+        kb.emit_nest(acc, lambda idx, W: _add(b, dt, load_buf(b, acc, idx, W), kb.gen(g, [(r, 0)] + idx, W)))
+    return [out]
+
+
+def _add(b, dt, x, y):
+    return b.fadd(x, y) if dt.is_floating else b.add(x, y)
