@@ -66,3 +66,34 @@ def list_check(a, b, kind, name=None):
     a, b = convert_all([a, b])
     return apply_op("ListCheck", [cast(a, dtypes.int32), cast(b, dtypes.int32)], {"kind": kind},
                     name=name or "ListCheck")
+
+
+def split_offsets(rows, lengths):
+    """TF's TensorListSplit checks of ``lengths`` against a value of ``rows`` rows, in its
+    order and with its InvalidArgumentError messages; the blocks' offsets ``[0, l0, l0 + l1,
+    ..., rows]`` (int32)."""
+    rows, end, out = int(rows), 0, [0]
+    for length in np.asarray(lengths).reshape(-1):
+        length = int(length)
+        if length < 0:
+            raise InvalidArgumentError(f"Invalid value in lengths: {length}")
+        start, end = end, end + length
+        if end > rows:
+            raise InvalidArgumentError(f"Attempting to slice [{start}, {end}] from tensor with length {rows}")
+        out.append(end)
+    if end != rows:
+        raise InvalidArgumentError(f"Unused values in tensor. Length of tensor: {rows} Values used: {end}")
+    return np.asarray(out, np.int32)
+
+
+def _split_offsets_infer(shapes, dts, attrs):
+    if shapes[1] is not None and len(shapes[1]) != 1:
+        raise ValueError(f"Shape must be rank 1 but is rank {len(shapes[1])} for 'TensorListSplit'")
+    n = None if shapes[1] is None else shapes[1][0]
+    return [((None if n is None else n + 1,), dtypes.int32)]
+
+
+# Evaluated on the host: the offsets are the bounds of the blocks' slices (tensor_array_split.py),
+# which a compiled run takes as shape sources (shape_specialise.py), so TF's errors come when it runs.
+register("TensorListSplitOffsets", infer=_split_offsets_infer, kernel=lambda attrs, rows, lengths:
+         split_offsets(rows, lengths), grad=NOT_DIFFERENTIABLE, lowering="interpreter", kind="other")
