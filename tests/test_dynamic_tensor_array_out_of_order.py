@@ -130,3 +130,21 @@ def test_body_that_reads_the_array_still_runs_correctly(graph_mode):
         _, ta = tf.while_loop(lambda i, ta: i < T, body, [0, ta])
         got = tf1.Session().run(ta.stack(), {T: 3})
     np.testing.assert_array_equal(got, [[3, 3], [3, 3], [0, 0]])
+
+
+@compiled
+@pytest.mark.parametrize("slope", [-2, -1, 0, 1, 3])
+def test_random_affine_writes_match_numpys_replay(slope):
+    rng = np.random.default_rng(100 + slope)
+    feeds, entry = [], []
+    for _ in range(4):
+        t = int(rng.integers(0, 6))
+        lowest = min(slope * i for i in range(t)) if t else 0
+        feeds.append((t, -lowest + int(rng.integers(0, 3))))     # every index >= 0
+    for size0 in (0, 2):
+        got = _runs(lambda i, T, off: slope * i + off, feeds, size0=size0)
+        for (t, o), g in zip(feeds, got):
+            idx = [slope * i + o for i in range(t)]
+            want = _replay(idx, rows0=size0)
+            want[[k for k in range(size0) if k not in idx]] = -1.0     # entry rows not written
+            np.testing.assert_array_equal(g, want)
