@@ -148,3 +148,21 @@ def test_random_affine_writes_match_numpys_replay(slope):
             want = _replay(idx, rows0=size0)
             want[[k for k in range(size0) if k not in idx]] = -1.0     # entry rows not written
             np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_staged_for_loop_writes_compile(reverse):
+    # (AutoGraph hands a dynamic array to tf.while_loop as a TensorArray: in order, appends;
+    # reversed, preallocated)
+    @tf.function
+    def f(x, T):
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        for i in tf.range(T):
+            ta = ta.write(T - 1 - i if reverse else i, x * tf.cast(i + 1, tf.float32))
+        return ta.stack()
+
+    before = tf.cache_info()["fallbacks"]
+    for t in (3, 1, 4):
+        got = f(tf.constant(X), tf.constant(t)).numpy()
+        np.testing.assert_array_equal(got, _replay([t - 1 - i if reverse else i for i in range(t)]))
+    assert tf.cache_info()["fallbacks"] == before
