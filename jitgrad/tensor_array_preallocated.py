@@ -150,8 +150,10 @@ def plan(watches, body_vals, body_outs, cond_trace, entry, limit, graph):
                 count = math_ops.minimum(count, math_ops.cast(limit, dtypes.int32))
         lengths = {}
         for k, w in watches.items():
-            if w.read or not w.writes or any(scatter for _, _, scatter in w.writes):
-                return None
+            out = body_outs[k]
+            if (w.read or not w.writes or any(scatter for _, _, scatter in w.writes) or out.op.type != "ConcatV2"
+                    or out.op.inputs[0] is not body_vals[k]):
+                return None    # (not written by the body itself, every iteration: under a tf.cond, say)
             writes = []
             for index, _, _ in w.writes:
                 a, b = affine(index, body_vals[counter], body_hoist)
