@@ -8,6 +8,8 @@ under a None shape invariant), value per call:
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --all-states --project K [--grad]
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --scatter [--grad] [--steps T] \
         [--baseline /work/main]
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_growing_loop.py --reverse-write [--grad] [--steps T] \
+        [--baseline /work/main]
 
 --cond: the rows are appended by a tf.cond, [h] for an even t and [h, h * h] for
 an odd one (each branch its own row count).
@@ -30,6 +32,9 @@ over the rows) to d/dx0.
 ta.scatter(tf.stack([2 i, 2 i + 1]), ...) into a dynamic TensorArray (in-order
 appends: compiled since staged_tensor_array.check_appends proves affine scatters;
 indices of a static count, so that a tree before that runs it too).
+--reverse-write: the all-states RNN writing state i at ta.write(T - 1 - i, x), T fed: out of
+order, so not appends (compiled since tensor_array_preallocated.py preallocates the array
+to its length, computed before the loop; one kernel per T). The loss is the same sum.
 --baseline TREE adds that tree's jitgrad (compiled mode, in its own process, e.g.
 /work/main, where this loop ran in the interpreter), timed in the same turns.
 
@@ -202,7 +207,7 @@ def rnn_second_reference(W, x0, steps, scatter=False, W_out=None, eps=1e-4):
     return out
 
 
-def rnn_program(tf, steps_ph, x0_ph, W, scatter=False, wo_ph=None, second=False):
+def rnn_program(tf, steps_ph, x0_ph, W, scatter=False, wo_ph=None, second=False, reverse=False):
     """[loss, d/dx0] + [d/dW_out with wo_ph] + [d sum(gx^2)/dx0 with second]."""
     Wc = tf.constant(W)
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
@@ -211,7 +216,7 @@ def rnn_program(tf, steps_ph, x0_ph, W, scatter=False, wo_ph=None, second=False)
         x = tf.tanh(tf.linalg.matvec(Wc, x) + 0.1)
         if scatter:
             return i + 1, x, ta.scatter(tf.stack([2 * i, 2 * i + 1]), tf.stack([x, x * x]))
-        return i + 1, x, ta.write(i, x)
+        return i + 1, x, ta.write(steps_ph - 1 - i if reverse else i, x)
     _, _, ta = tf.while_loop(lambda i, x, ta: i < steps_ph, body, [0, x0_ph, ta])
     st = ta.stack()
     if wo_ph is None:
@@ -226,13 +231,13 @@ def rnn_program(tf, steps_ph, x0_ph, W, scatter=False, wo_ph=None, second=False)
     return outs
 
 
-def rnn_runner(tf, config, x0, steps, grad, scatter=False, wo=None, second=False):
+def rnn_runner(tf, config, x0, steps, grad, scatter=False, wo=None, second=False, reverse=False):
     g = tf.Graph()
     with g.as_default():
         n = tf.compat.v1.placeholder(tf.int32, [])
         xp = tf.compat.v1.placeholder(tf.float32, [D])
         wp = None if wo is None else tf.compat.v1.placeholder(tf.float32, wo.shape)
-        outs = rnn_program(tf, n, xp, rnn_weights(), scatter, wp, second)
+        outs = rnn_program(tf, n, xp, rnn_weights(), scatter, wp, second, reverse)
     s = tf.compat.v1.Session(graph=g, config=config)
     fetches = outs if grad or second else outs[:1]
     feed = {n: steps, xp: x0}
@@ -257,7 +262,7 @@ def all_states(args):
                 if args.second else None)
     systems = []
     import jitgrad
-    how = (x0, args.steps, args.grad, args.scatter, wo, args.second)
+    how = (x0, args.steps, args.grad, args.scatter, wo, args.second, args.reverse_write)
     for mode in ("compiled", "interpret"):
         cfg = jitgrad.compat.v1.ConfigProto(jitgrad_mode=mode)
         systems.append((f"jitgrad {mode}", rnn_runner(jitgrad, cfg, *how)))
@@ -288,7 +293,8 @@ def all_states(args):
     if wo is not None:
         what = (f"loss of states @ W_out[{D},{args.project}]" + (" + d/d x0, d/d W_out" if args.grad else "")
                 + (" + d sum(gx^2)/d x0" if args.second else ""))
-    how = ", two rows per step by ta.scatter" if args.scatter else ""
+    how = (", two rows per step by ta.scatter" if args.scatter else
+           ", written in reverse by ta.write(T - 1 - i)" if args.reverse_write else "")
     print(f"all-states RNN {what}{how}, T = {args.steps}, state of {D} float32 (median per call, samples "
           f"alternated; load average {os.getloadavg()[0]:.2f})")
     if fell_back:
@@ -320,6 +326,7 @@ class _baseline_worker:
         import subprocess
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(args.steps)]
         cmd += ["--grad"] * args.grad + ["--scatter"] * args.scatter + ["--second"] * args.second
+        cmd += ["--reverse-write"] * args.reverse_write
         cmd += ["--project", str(args.project)] if args.project else []
         env = dict(os.environ, BENCH_JITGRAD_TREE=args.baseline, PYTHONPATH=args.baseline)
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
@@ -335,7 +342,7 @@ def _worker(args):
     import jitgrad
     x0, wo = rnn_args(args)
     run = rnn_runner(jitgrad, jitgrad.compat.v1.ConfigProto(jitgrad_mode="compiled"), x0, args.steps, args.grad,
-                     args.scatter, wo, args.second)
+                     args.scatter, wo, args.second, args.reverse_write)
     for _ in sys.stdin:
         got = run()
         parts = [repr(float(got[0]))] + [",".join(repr(float(v)) for v in np.ravel(g)) for g in got[1:]]
@@ -359,15 +366,17 @@ def main():
                     help="with --all-states: the loss on matmul(all_states, W_out[64, K])")
     ap.add_argument("--cond", action="store_true", help="a tf.cond appends one or two rows per step")
     ap.add_argument("--scatter", action="store_true", help="the all-states RNN storing [x, x * x] by ta.scatter")
-    ap.add_argument("--baseline", help="with --all-states / --scatter: also this tree's jitgrad (e.g. /work/main)")
+    ap.add_argument("--reverse-write", action="store_true", help="the all-states RNN writing state i at T - 1 - i")
+    ap.add_argument("--baseline", help="with --all-states / --scatter / --reverse-write: also this tree's jitgrad "
+                                       "(e.g. /work/main)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
-    if args.all_states or args.scatter:
+    if args.all_states or args.scatter or args.reverse_write:
         return all_states(args)
     if args.second or args.project or args.baseline:
-        ap.error("--second, --project and --baseline go with --all-states or --scatter")
+        ap.error("--second, --project and --baseline go with --all-states, --scatter or --reverse-write")
     w = np.linspace(-1.5, 1.5, HK if args.hessian else D).astype(np.float32)
     if args.hessian:
         want = reference_hessian(w.astype(np.float64), args.steps, args.cond)

@@ -38,7 +38,7 @@ import numpy as np
 from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
-from .ops import list_ops
+from .ops import list_ops  # noqa: F401 (registers ListCheck, which a cached program may hold)
 from .ops.logging_ops import failed_assert_message, flush_region_prints
 from .ops.random_ops import region_draws, region_sites
 from .ops.registry import REGISTRY
@@ -179,13 +179,13 @@ class Kernel:
 
 
 def _raise_status(code, status=None):
-    from .codegen.irutil import ERR_ASSERT, ERROR_MESSAGES
+    from .codegen.irutil import ERR_ASSERT, VALUE_CODES, error_message
     flush_region_prints()
-    if code in list_ops.CODES and status is not None:    # its values are in words 4 and 5
-        raise InvalidArgumentError(None, None, list_ops.message(list_ops.CODES[code], status[4], status[5]))
     if code == ERR_ASSERT:
         raise InvalidArgumentError(None, None, failed_assert_message())
-    raise InvalidArgumentError(None, None, ERROR_MESSAGES.get(code, f"kernel error {code}"))
+    if code in VALUE_CODES and status is not None:    # its values are in words 4 and 5
+        raise InvalidArgumentError(None, None, error_message(code, status[4], status[5]))
+    raise InvalidArgumentError(None, None, error_message(code))
 
 
 def _run_passes(program):

@@ -7,7 +7,7 @@ as usual); while a graph is built they trace the functions into the ``If`` /
 """
 import numpy as np
 
-from . import context, dtypes, nest
+from . import context, dtypes, nest, tensor_array_preallocated
 from .assert_ops import Assert
 from .convert import convert_to_tensor
 from .graph import Tensor
@@ -324,19 +324,30 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
             inv = [d.shape if ta else _to_tensor(d).shape for d, ta in zip(dense, is_ta)]
         dense = [grows.get(k, d) for k, d in enumerate(dense)]
 
+    traced = {}   # the condition and body as last traced (for tensor_array_preallocated.plan)
+
     def dense_cond(*vals):
         set_dense(vals)
-        return call(cond)
+        watches = watch_appends(state)    # (only to see whether it reads a dynamic array)
+        out = call(cond)
+        traced["cond"] = (vals, out) if isinstance(out, Tensor) and not any(w.read for w in watches.values()) else None
+        for w in watches.values():
+            w.array._appends = None
+        return out
 
     appends = [True]   # dynamic arrays' writes traced as appends (staged_tensor_array.check_appends)
     checked = set()    # (counter slot, array slot) whose entry values the loop's entry checks
+    fixed = {}         # dynamic array slot -> (its length after the loop, its row ids): preallocated
 
     def dense_body(*vals):
         set_dense(vals)
+        for k, (length, ids) in fixed.items():    # written as a fixed-size array (tensor_array_preallocated.py)
+            state[k]._dynamic, state[k]._size, state[k]._row_ids = False, length, (ids, None)
         watches = watch_appends(state) if appends[0] else {}
         one_iteration()
         out = list(get_dense())
         if watches:
+            traced["body"] = (watches, vals, out)
             check_appends(watches, state, dense, vals, out, checked)
         return out
 
@@ -355,6 +366,12 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     except NotAppends:   # (raised while the body was traced: no op was made)
         appends[0] = False
         dense[:] = entry
+        lengths = tensor_array_preallocated.plan(*traced["body"], traced.get("cond"), entry, maximum_iterations,
+                                           context.get_default_graph())
+        for k, length in (lengths or {}).items():   # out of order, of a length known before the loop
+            dense[k] = tensor_array_preallocated.preallocated(entry[k], length, entry[k].shape.as_list()[1:],
+                                                        entry[k].dtype)
+            fixed[k] = (length, array_ops.range_(length))
         out = build()
     set_dense(out)
     result = nest.pack_sequence_as(packed, state)

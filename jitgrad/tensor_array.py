@@ -17,6 +17,7 @@ from . import context, dtypes, no_op
 from .convert import is_tensorlike, convert_all, convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .shapes import TensorShape
+from .tensor_array_split import dims_text, split
 from .ops.array_ops import concat, constant, get_static_value, shape, stack, unstack, zeros
 
 
@@ -47,6 +48,36 @@ def _staged():
 def _dense_array(dtype, size, dynamic_size, element_shape, infer_shape):
     """A graph's TensorArray of ``size`` rows known only at run time: one dense tensor."""
     return _staged().fed_size_array(dtype, size, dynamic_size, element_shape, infer_shape)
+
+
+def _check_same_shapes(values, written, element_shape, inner=False):
+    """TF's error when the elements a stack / gather (or, ``inner``, a concat: all but
+    their first dimension) reads differ in shape, raised when the graph is built (TF:
+    when it runs) with TF's InvalidArgumentError and message. Eager: Pack's, over
+    ``values`` (what is stacked, unwritten elements as their zeros); a graph: the
+    TensorList kernel's merge of the ``written`` elements' shapes into the element shape."""
+    if context.executing_eagerly():
+        first = values[0].shape if values else None
+        for j, t in enumerate(values):
+            if t.shape.rank != first.rank or any(a is not None and b is not None and a != b
+                                                  for a, b in zip(first.as_list(), t.shape.as_list())):
+                raise InvalidArgumentError(f"Shapes of all inputs must match: values[0].shape = {dims_text(first)} "
+                                           f"!= values[{j}].shape = {dims_text(t.shape)}")
+        return
+    merged = element_shape
+    if inner and merged.rank is not None:
+        merged = TensorShape(merged.as_list()[1:]) if merged.rank else TensorShape(None)
+    for t in written:
+        shape = t.shape
+        if inner and shape.rank:
+            shape = TensorShape(shape.as_list()[1:])
+        if merged.rank is not None and shape.rank is not None and merged.rank != shape.rank:
+            raise InvalidArgumentError(f"PartialTensorShape: Incompatible ranks during merge: {merged.rank} vs. "
+                                       f"{shape.rank}")
+        if not merged.is_compatible_with(shape):
+            raise InvalidArgumentError(f"PartialTensorShape: Incompatible shapes during merge: {dims_text(merged)} "
+                                       f"vs. {dims_text(shape)}")
+        merged = merged.merge_with(shape)
 
 
 class TensorArray:
@@ -88,6 +119,8 @@ class TensorArray:
                                        f"dtype {t.dtype.name}")
         if self._infer_shape:
             if not self._element_shape.is_compatible_with(t.shape):
+                if context.executing_eagerly():    # (TF's eager array words it its own way)
+                    raise ValueError(f"Incompatible shape for value ({t.shape}), expected ({self._element_shape})")
                 raise ValueError(f"Inconsistent shapes: saw {t.shape} but expected {self._element_shape}")
             self._element_shape = self._element_shape.merge_with(t.shape)
         return t
@@ -148,16 +181,23 @@ class TensorArray:
                 raise InvalidArgumentError("TensorArray has size zero, but element shape is not fully defined. "
                                            "Cannot stack an empty TensorArray with an unknown element shape.")
             return zeros([0] + self._element_shape.as_list(), self._dtype)
-        return stack([self._item(i) for i in range(len(self._items))], name=name or "stack")
+        values = [self._item(i) for i in range(len(self._items))]
+        _check_same_shapes(values, [t for t in self._items if t is not None], self._element_shape)
+        return stack(values, name=name or "stack")
 
     def gather(self, indices, name=None):
         if _run_time_index(indices):
             return self._dense().gather(indices, name=name)
         idx = [_index(i, "gather") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
-        return stack([self.read(i) for i in idx], name=name or "gather")
+        values = [self.read(i) for i in idx]
+        _check_same_shapes(values, [self._items[i] for i in idx if self._items[i] is not None], self._element_shape)
+        return stack(values, name=name or "gather")
 
     def concat(self, name=None):
-        return concat([self._item(i) for i in range(len(self._items))], 0, name=name or "concat")
+        values = [self._item(i) for i in range(len(self._items))]
+        if not context.executing_eagerly():   # (eager: ConcatV2's own error, as TF's eager array)
+            _check_same_shapes(values, [t for t in self._items if t is not None], self._element_shape, inner=True)
+        return concat(values, 0, name=name or "concat")
 
     def unstack(self, value, name=None):
         (t,) = convert_all([value])
@@ -182,6 +222,9 @@ class TensorArray:
         for i, p in zip(idx, unstack(t)):
             self.write(i, p)
         return self
+
+    def split(self, value, lengths, name=None):
+        return split(self, value, lengths)
 
     def close(self, name=None):
         return no_op(name=name)

@@ -58,6 +58,8 @@ FUNCTION_LEVEL_IMPORTS = {
     "passes/ir.py": [("regions", "recursion: region_node calls from_graph")],
     # (the dense TensorArray of a run-time size is a subclass, in a module that imports this one)
     "tensor_array.py": [("autograph.staged_tensor_array", "cycle: its LoopTensorArray subclasses TensorArray")],
+    # (the status codes' messages are codegen/irutil.py's one table; read only when a check fails)
+    "ops/list_ops.py": [("codegen.irutil", LLVMLITE)],
     "session.py": [("codegen.target", COMPILER), ("interpreter", IMPORT_TIME), ("codegen.target", COMPILER),
                    ("kernel_explain", COMPILER), ("codegen.target", COMPILER)],
     "tape.py": [("batched_gradients", IMPORT_TIME), ("batched_gradients", IMPORT_TIME)],
@@ -105,7 +107,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 45   # (45: tensor_array.py's dense array of a run-time size, listed above)
+    assert sum(listed.values()) <= 46   # (46: ops/list_ops.py's messages of irutil's status codes, listed above)
 
 
 def test_no_module_imports_a_private_name_of_another():

@@ -13,6 +13,7 @@ from ..convert import convert_to_tensor
 from ..func_graph import trace
 from ..graph import Tensor
 from ..ops import array_ops, math_ops
+from ..tensor_array import TensorArray
 from .staged_tensor_array import with_tensor_arrays
 
 _LEGAL_LOOP_TYPES = "Tensor, int, float, bool or a list, tuple or dict thereof"
@@ -306,8 +307,12 @@ def _try_handling_undefineds(body, get_state, set_state, init_vars, nulls, symbo
 
 
 def _tf_while_stmt(test, body, get_state, set_state, symbol_names, opts):
-    carried = with_tensor_arrays(body, get_state, set_state, _dry)
-    if carried is not None:      # TensorArrays in the state travel as dense loop tensors
+    # a dynamic TensorArray goes to tf.while_loop as a TensorArray, which compiles its appends
+    # and out-of-order writes (control_flow._while_with_tensor_arrays); others travel as dense
+    # loop tensors
+    dynamic = any(isinstance(v, TensorArray) and v.dynamic_size for v in get_state())
+    carried = None if dynamic else with_tensor_arrays(body, get_state, set_state, _dry)
+    if carried is not None:
         get_state, set_state = carried
     init_vars = get_state()
     nulls = tuple(_is_none_or_undef(v) for v in init_vars)

@@ -41,6 +41,7 @@ from ..ops.list_ops import list_check
 from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
 from ..tensor_array import TensorArray
+from ..tensor_array_split import graph_blocks
 
 
 class LoopTensorArray(TensorArray):
@@ -187,6 +188,19 @@ class LoopTensorArray(TensorArray):
                                        f"{self._size}")
         self._element_shape = self._element_shape.merge_with(TensorShape(t.shape.as_list()[1:]))
         self._buffer = math_ops.cast(t, self._dtype) if t.dtype != self._dtype else t
+        return self
+
+    def split(self, value, lengths, name=None):
+        """TF's split (tensor_array_split.py) into this dense array: the blocks must have one
+        shape known when the graph is built (equal lengths) to be its rows."""
+        self._reads()
+        blocks, shape = graph_blocks(self, value, lengths)
+        if not blocks or not shape.is_fully_defined() or any(b.shape != shape for b in blocks):
+            raise NotImplementedError("jitgrad's TensorArray carried as one tensor (in a staged loop, or of a size "
+                                      "known only at run time) splits only into equal lengths known when the graph "
+                                      "is built.")
+        self._size, self._element_shape, self._row_ids = len(blocks), shape, None
+        self._buffer = array_ops.stack(blocks, name=name)
         return self
 
     def _append(self, index, rows, scatter, name):

@@ -26,6 +26,18 @@ ERR_ROWS_MISMATCH = 8  # two operands' run-time row counts differ (codegen/lower
 ERR_ROW_INDEX = 9      # x[k] past the run-time rows of x (codegen/lower_rows_gather.py)
 ERR_SLICE_STEP = 12    # x[a:b:s] of run-time rows with a fed s == 0 (codegen/lower_rows_gather.py)
 ERR_RESHAPE_ROWS = 13  # a reshape merging run-time rows whose elements make no whole rows (lower_rows.py)
+# ListCheck's kinds (ops/list_ops.py): TF's TensorList errors. Their messages format the
+# failing values the kernel leaves in status words 4 and 5 ({a}, {b}; {a1} is a + 1).
+ERR_LIST_ACCESS = 20
+ERR_LIST_MODIFY = 21
+ERR_LIST_GATHER = 22
+ERR_LIST_SCATTER = 23
+ERR_LIST_LENGTH = 24
+ERR_LIST_UNSTACK = 25
+ERR_LIST_APPEND = 26
+LIST_CHECK_CODES = {"access": ERR_LIST_ACCESS, "modify": ERR_LIST_MODIFY, "gather": ERR_LIST_GATHER,
+                    "scatter": ERR_LIST_SCATTER, "length": ERR_LIST_LENGTH, "unstack": ERR_LIST_UNSTACK,
+                    "append": ERR_LIST_APPEND}
 ERROR_MESSAGES = {
     ERR_INT_DIV_ZERO: "Integer division by zero",
     ERR_GATHER_RANGE: "indices out of range for GatherV2 (index not in [0, params.shape[axis]))",
@@ -39,7 +51,28 @@ ERROR_MESSAGES = {
     ERR_SLICE_STEP: "slice step cannot be zero",
     ERR_RESHAPE_ROWS: ("Input to reshape is a tensor whose values, known only at run time, do not make a "
                        "whole number of the requested shape's rows"),
+    ERR_LIST_ACCESS: "Trying to access element {a} in a list with {b} elements.",
+    ERR_LIST_MODIFY: "Trying to modify element {a} in a list with {b} elements.",
+    ERR_LIST_GATHER: "Trying to gather element {a} in a list with {b} elements.",
+    # a scatter past the end of a list of b elements (TF: a list of a + 1 elements was made)
+    ERR_LIST_SCATTER: "Operation expected a list with {b} elements but got a list with {a1} elements.",
+    ERR_LIST_LENGTH: "Expected len(indices) == tensor.shape[0], but saw: {a} vs. {b}",
+    ERR_LIST_UNSTACK: "Operation expected a list with {b} elements but got a list with {a} elements.",
+    # jitgrad's own: a dynamic TensorArray a while_loop writes in order is carried as appends
+    # (autograph/staged_tensor_array.check_appends), which needs its first write at its end
+    ERR_LIST_APPEND: ("jitgrad compiles this while_loop's TensorArray writes as appends: the first writes at "
+                      "index {a}, but the array has {b} elements when the loop starts"),
 }
+VALUE_CODES = frozenset(LIST_CHECK_CODES.values())   # codes whose message formats status words 4, 5
+
+
+def error_message(code, a=0, b=0):
+    """The message of error ``code``; ``a``, ``b``: the values a VALUE_CODES failure left."""
+    a, b = int(a), int(b)
+    if code == ERR_LIST_SCATTER and a < 0:     # TF reports a negative scatter index as a modify
+        code = ERR_LIST_MODIFY
+    msg = ERROR_MESSAGES.get(code, f"kernel error {code}")
+    return msg.format(a=a, b=b, a1=a + 1) if code in VALUE_CODES else msg
 
 
 class Unsupported(Exception):

@@ -4,8 +4,8 @@ it: the status word is first-wins) also leaves its two values in status words 4 
 for the executor's message. The output lane is 0 where the check failed."""
 from llvmlite import ir
 
-from ..ops.list_ops import KINDS, RANGE_KINDS
-from .irutil import I32, const
+from ..ops.list_ops import RANGE_KINDS
+from .irutil import I32, LIST_CHECK_CODES, const
 
 
 def _lanes(b, v, W):
@@ -16,7 +16,7 @@ def list_check(kb, node, xs, W):
     b = kb.b
     a, n = xs
     kind = node.attrs["kind"]
-    code = KINDS[kind][0]
+    code = LIST_CHECK_CODES[kind]
     zero = const(node.outputs[0][1], 0, W)
     if kind in RANGE_KINDS:
         bad = b.or_(b.icmp_signed("<", a, zero), b.icmp_signed(">=", a, n))

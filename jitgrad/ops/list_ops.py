@@ -18,33 +18,23 @@ from ..errors import InvalidArgumentError
 from .math_ops import cast
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
-# kind -> (error code, whether a passes, TF's message of a and b). Codes 20-26: kept
-# clear of codegen/irutil.py's ERR_* numbers.
+# kind -> whether a passes. Each kind's error code and TF's message are in
+# codegen/irutil.py's one table (LIST_CHECK_CODES, ERROR_MESSAGES).
 KINDS = {
-    "access": (20, lambda a, b: 0 <= a < b, "Trying to access element {a} in a list with {b} elements."),
-    "modify": (21, lambda a, b: 0 <= a < b, "Trying to modify element {a} in a list with {b} elements."),
-    "gather": (22, lambda a, b: 0 <= a < b, "Trying to gather element {a} in a list with {b} elements."),
-    # a scatter past the end of a list of b elements (TF: a list of a + 1 elements was made)
-    "scatter": (23, lambda a, b: 0 <= a < b, "Operation expected a list with {b} elements but got a list with "
-                                            "{a1} elements."),
-    "length": (24, lambda a, b: a == b, "Expected len(indices) == tensor.shape[0], but saw: {a} vs. {b}"),
-    "unstack": (25, lambda a, b: a == b, "Operation expected a list with {b} elements but got a list with {a} "
-                                         "elements."),
-    # jitgrad's own: a dynamic TensorArray a while_loop writes in order is carried as appends
-    # (autograph/staged_tensor_array.check_appends), which needs its first write at its end
-    "append": (26, lambda a, b: a == b, "jitgrad compiles this while_loop's TensorArray writes as appends: the "
-                                        "first writes at index {a}, but the array has {b} elements when the "
-                                        "loop starts"),
+    "access": lambda a, b: 0 <= a < b,
+    "modify": lambda a, b: 0 <= a < b,
+    "gather": lambda a, b: 0 <= a < b,
+    "scatter": lambda a, b: 0 <= a < b,
+    "length": lambda a, b: a == b,
+    "unstack": lambda a, b: a == b,
+    "append": lambda a, b: a == b,
 }
-CODES = {code: kind for kind, (code, _, _) in KINDS.items()}
 RANGE_KINDS = ("access", "modify", "gather", "scatter")
 
 
 def message(kind, a, b):
-    a, b = int(a), int(b)
-    if kind == "scatter" and a < 0:
-        kind = "modify"
-    return KINDS[kind][2].format(a=a, b=b, a1=a + 1)
+    from ..codegen.irutil import LIST_CHECK_CODES, error_message   # (llvmlite: only when a check fails)
+    return error_message(LIST_CHECK_CODES[kind], a, b)
 
 
 def _infer(shapes, dts, attrs):
@@ -61,7 +51,7 @@ def _infer(shapes, dts, attrs):
 def _kernel(attrs, a, b):
     kind = attrs["kind"]
     a = np.asarray(a, np.int32)
-    ok = KINDS[kind][1]
+    ok = KINDS[kind]
     for v in a.reshape(-1):
         if not ok(int(v), int(b)):
             raise InvalidArgumentError(message(kind, v, b))
@@ -76,3 +66,34 @@ def list_check(a, b, kind, name=None):
     a, b = convert_all([a, b])
     return apply_op("ListCheck", [cast(a, dtypes.int32), cast(b, dtypes.int32)], {"kind": kind},
                     name=name or "ListCheck")
+
+
+def split_offsets(rows, lengths):
+    """TF's TensorListSplit checks of ``lengths`` against a value of ``rows`` rows, in its
+    order and with its InvalidArgumentError messages; the blocks' offsets ``[0, l0, l0 + l1,
+    ..., rows]`` (int32)."""
+    rows, end, out = int(rows), 0, [0]
+    for length in np.asarray(lengths).reshape(-1):
+        length = int(length)
+        if length < 0:
+            raise InvalidArgumentError(f"Invalid value in lengths: {length}")
+        start, end = end, end + length
+        if end > rows:
+            raise InvalidArgumentError(f"Attempting to slice [{start}, {end}] from tensor with length {rows}")
+        out.append(end)
+    if end != rows:
+        raise InvalidArgumentError(f"Unused values in tensor. Length of tensor: {rows} Values used: {end}")
+    return np.asarray(out, np.int32)
+
+
+def _split_offsets_infer(shapes, dts, attrs):
+    if shapes[1] is not None and len(shapes[1]) != 1:
+        raise ValueError(f"Shape must be rank 1 but is rank {len(shapes[1])} for 'TensorListSplit'")
+    n = None if shapes[1] is None else shapes[1][0]
+    return [((None if n is None else n + 1,), dtypes.int32)]
+
+
+# Evaluated on the host: the offsets are the bounds of the blocks' slices (tensor_array_split.py),
+# which a compiled run takes as shape sources (shape_specialise.py), so TF's errors come when it runs.
+register("TensorListSplitOffsets", infer=_split_offsets_infer, kernel=lambda attrs, rows, lengths:
+         split_offsets(rows, lengths), grad=NOT_DIFFERENTIABLE, lowering="interpreter", kind="other")
