@@ -195,6 +195,24 @@ _binary_op("RealDiv", np.divide,
                                        multiply(g, realdiv(realdiv(negative(_conj(op.inputs[0])),
                                                                    _conj(op.inputs[1])), _conj(op.inputs[1])))),
            FLOATS + COMPLEX, cost=4)
+
+
+def _div_no_nan(x, y):
+    """TF's DivNoNan kernel: y == 0 ? 0 : x / y (+0, even where x is inf or NaN)."""
+    with np.errstate(all="ignore"):
+        return np.where(y == 0, np.zeros((), x.dtype), x / y).astype(np.result_type(x, y), copy=False)
+
+
+def _div_no_nan_grad(op, g):
+    """TF 2.21's _DivNoNanGrad, operations in its order: div_no_nan(g, conj y) for x and
+    g * div_no_nan(div_no_nan(-conj x, conj y), conj y) for y. The plain multiply by g keeps
+    an inf or NaN upstream gradient meeting y == 0 as NaN (inf * 0), as TF gives (fuzz seed
+    122025), where a where(y == 0, 0, ...) composite gave 0."""
+    x, y = _conj(op.inputs[0]), _conj(op.inputs[1])
+    return _binary_grads(op, divide_no_nan(g, y), multiply(g, divide_no_nan(divide_no_nan(negative(x), y), y)))
+
+
+_binary_op("DivNoNan", _div_no_nan, _div_no_nan_grad, FLOATS + COMPLEX, cost=4)
 _binary_op("FloorDiv", _floordiv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
 _binary_op("FloorMod", _floormod,
            lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
@@ -822,11 +840,10 @@ def is_finite(x, name=None):
     return _u("IsFinite", x, name)
 
 
-# ---------------------------------------------------------------- divide_no_nan (composite)
+# ---------------------------------------------------------------- divide_no_nan (DivNoNan, registered above)
 def divide_no_nan(x, y, name=None):
     """``tf.math.divide_no_nan``: 0 where y == 0 (even if x is inf or NaN), else x / y.
-    Integers are divided as truediv does (float64). The double where gives TF's
-    DivNoNan gradients: div_no_nan(g, y) for x and -g x / y^2 for y, 0 where y == 0."""
+    Integers are divided as truediv does (float32 or float64), then TF's DivNoNan op."""
     x, y = convert_all([x, y])
     if x.dtype != y.dtype:
         raise TypeError(f"x and y must have the same dtype, got {x.dtype!r} != {y.dtype!r}.")
@@ -836,6 +853,4 @@ def divide_no_nan(x, y, name=None):
     elif not (x.dtype.is_floating or x.dtype.is_complex):
         raise TypeError(f"Value passed to parameter 'x' has DataType {x.dtype.name} not in list of allowed values: "
                         "float16, float32, float64, complex64, complex128")
-    zero = equal(y, 0.0)
-    safe_y = where(zero, ones_like(y), y)
-    return where(zero, 0.0, realdiv(x, safe_y), name=name or "div_no_nan")
+    return apply_op("DivNoNan", [x, y], name=name or "div_no_nan")

@@ -1,0 +1,106 @@
+"""Differences from TF 2.21 found by bench/tf_fuzz.py (seeds from 120000 left over, and the round
+with seeds from 130000). Each expected value is TF 2.21's, run with /work/benchenv (said per test),
+and derived by hand or with numpy as well."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from _graph_testing import run_default_graph as _run
+
+graph_modes = pytest.mark.usefixtures("graph_mode", "no_fallback")
+
+
+# ---------------------------------------------------------------- divide_no_nan is TF's DivNoNan op
+# x, y and the upstream gradient g of z = divide_no_nan(x, y). By hand, with TF 2.21's _DivNoNanGrad
+# (dx = div_no_nan(g, y), dy = g * div_no_nan(div_no_nan(-x, y), y)) and inf * 0 = NaN:
+#   z  = [0, 0, 0, 4 / 2, 0 / 3]                    (+0 where y is +-0, even for x = inf)
+#   dx = [0, 0, 0, 2 / 2, -inf / 3]
+#   dy = [inf * 0, 1 * 0, nan * 0, 2 * (-4 / 2 / 2), -inf * (-0 / 3 / 3)] = [nan, 0, nan, -2, nan]
+# TF 2.21 printed exactly these for float16, bfloat16, float32 and float64 (graph, tf.gradients).
+DNN_X = [1.0, np.inf, 3.0, 4.0, 0.0]
+DNN_Y = [0.0, 0.0, -0.0, 2.0, 3.0]
+DNN_G = [np.inf, 1.0, np.nan, 2.0, -np.inf]
+DNN_WANT = ([0.0, 0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 1.0, -np.inf], [np.nan, 0.0, np.nan, -2.0, np.nan])
+
+
+def _f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+@graph_modes
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_divide_no_nan_gradient_with_inf_upstream_at_zero_divisor_is_nan(dtype):
+    """tf_fuzz seed 122025: an inf upstream gradient meeting y == 0 gave dy = 0 (jitgrad's
+    divide_no_nan was where(y == 0, 0, x / y), whose gradient masks g); TF's DivNoNan gradient
+    multiplies g by div_no_nan(...) = 0: NaN. Compiled (no fallback) and interpreted alike."""
+    dt = tf.as_dtype(dtype)
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(dt, [5])
+        y = tf.compat.v1.placeholder(dt, [5])
+        z = tf.math.divide_no_nan(x, y)
+        assert z.op.type == "DivNoNan"
+        gx, gy = tf.gradients(z, [x, y], grad_ys=tf.constant(DNN_G, dt))
+        got = _run([z, gx, gy], {x: DNN_X, y: DNN_Y})
+    for g, w in zip(got, DNN_WANT):
+        assert g.dtype == dt.as_numpy_dtype
+        np.testing.assert_array_equal(_f64(g), w)
+    assert not np.signbit(got[0][:3]).any()     # +0, also for y = -0
+
+
+@pytest.mark.usefixtures("graph_mode")      # half types are run by the interpreter in either mode
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_divide_no_nan_half_types_value_and_gradient(dtype):
+    dt = tf.as_dtype(dtype)
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(dt, [5])
+        y = tf.compat.v1.placeholder(dt, [5])
+        z = tf.math.divide_no_nan(x, y)
+        gx, gy = tf.gradients(z, [x, y], grad_ys=tf.constant(DNN_G, dt))
+        npd = dt.as_numpy_dtype
+        got = _run([z, gx, gy], {x: np.array(DNN_X, npd), y: np.array(DNN_Y, npd)})
+    for g, w in zip(got, DNN_WANT):
+        assert g.dtype == dt.as_numpy_dtype
+        np.testing.assert_array_equal(_f64(g), w)
+
+
+def test_divide_no_nan_eager_tape_matches_graph_rule():
+    x = tf.constant(DNN_X, tf.float32)
+    y = tf.constant(DNN_Y, tf.float32)
+    with tf.GradientTape() as t:
+        t.watch([x, y])
+        z = tf.math.divide_no_nan(x, y)
+    gx, gy = t.gradient(z, [x, y], output_gradients=tf.constant(DNN_G, tf.float32))
+    for g, w in zip([z, gx, gy], DNN_WANT):
+        np.testing.assert_array_equal(_f64(g.numpy()), w)
+
+
+@graph_modes
+def test_divide_no_nan_broadcast_second_derivative_by_hand():
+    """z = sum(divide_no_nan(x, y)) with y broadcast [2, 1] against x [2, 3]: dz/dy_i = -sum_j x_ij / y_i^2
+    (0 for y_i = 0), d2z/dy_i2 = 2 sum_j x_ij / y_i^3 (0 for y_i = 0); float64, by hand."""
+    x0 = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    y0 = np.array([[2.0], [0.0]])
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [2, 3])
+        y = tf.compat.v1.placeholder(tf.float64, [2, 1])
+        z = tf.reduce_sum(tf.math.divide_no_nan(x, y))
+        (gy,) = tf.gradients(z, [y])
+        (hy,) = tf.gradients(tf.reduce_sum(gy), [y])
+        got_gy, got_hy = _run([gy, hy], {x: x0, y: y0})
+    np.testing.assert_allclose(got_gy, [[-6.0 / 4.0], [0.0]], rtol=1e-15)
+    np.testing.assert_allclose(got_hy, [[2 * 6.0 / 8.0], [0.0]], rtol=1e-15)
+
+
+def test_divide_no_nan_complex_and_integer_inputs():
+    """complex: 0 where y == 0+0j else x / y (numpy); int32 is divided in float64, int8 in float32
+    (TF's _TRUEDIV_TABLE); bool is a TypeError as in TF."""
+    xc = np.array([1 + 2j, 3 - 1j], np.complex64)
+    yc = np.array([0j, 1 + 1j], np.complex64)
+    got = tf.math.divide_no_nan(tf.constant(xc), tf.constant(yc)).numpy()
+    np.testing.assert_allclose(got, [0j, (3 - 1j) / (1 + 1j)], rtol=1e-6)
+    gi = tf.math.divide_no_nan(tf.constant([3, 1], tf.int32), tf.constant([0, 4], tf.int32))
+    assert gi.dtype == tf.float64
+    np.testing.assert_array_equal(gi.numpy(), [0.0, 0.25])
+    assert tf.math.divide_no_nan(tf.constant([3], tf.int8), tf.constant([2], tf.int8)).dtype == tf.float32
+    with pytest.raises(TypeError):
+        tf.math.divide_no_nan(tf.constant([True]), tf.constant([True]))
