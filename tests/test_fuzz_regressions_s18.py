@@ -104,3 +104,87 @@ def test_divide_no_nan_complex_and_integer_inputs():
     assert tf.math.divide_no_nan(tf.constant([3], tf.int8), tf.constant([2], tf.int8)).dtype == tf.float32
     with pytest.raises(TypeError):
         tf.math.divide_no_nan(tf.constant([True]), tf.constant([True]))
+
+
+# ---------------------------------------------------------------- map_fn / scan / folds: TF's structure and dtype checks
+# Each case was run with TF 2.21 (graph: tf.compat.v1.Session over constant elems of 2 and of 0 rows;
+# eager: the same call on an EagerTensor). map_fn's result takes fn_output_signature's structure and
+# dtypes, elems' when it is not given (TF's default signature), and fn's output is checked against it:
+# nest.assert_same_structure (ValueError; TypeError for list vs tuple), and writing a row of another
+# dtype into the result's TensorArray fails (InvalidArgumentError: at once eagerly, when the graph
+# runs in graph mode -- and not at all when there are no rows). scan / foldl / foldr carry their
+# value in a tf.while_loop: a body changing its dtype is the loop's build-time TypeError.
+def _elems(n):
+    return np.ones((n, 3), np.float32)
+
+
+FLOW_CASES = {
+    "tuple_to_single": lambda x: tf.map_fn(lambda v: v[0] * v[1], (x, x)),
+    "single_to_tuple": lambda x: tf.map_fn(lambda v: (v, v), x),
+    "list_vs_tuple": lambda x: tf.map_fn(lambda v: [v[0], v[1]], (x, x)),
+    "sig_wrong_struct": lambda x: tf.map_fn(lambda v: v, x, fn_output_signature=(tf.float32, tf.float32)),
+    "f_to_int": lambda x: tf.map_fn(lambda v: tf.cast(v, tf.int32), x),
+    "sig_wrong_dtype": lambda x: tf.map_fn(lambda v: v, x, fn_output_signature=tf.int32),
+    "scan_dtype": lambda x: tf.scan(lambda a, v: tf.cast(a, tf.int32), x, initializer=tf.zeros([3])),
+    "foldl_dtype": lambda x: tf.foldl(lambda a, v: tf.cast(a, tf.float64), x, initializer=tf.zeros([3])),
+}
+# case -> (graph with 2 rows, graph with 0 rows, eager with 2 rows): an exception class, or the
+# result's (shape, dtype) when it runs
+FLOW_WANT = {
+    "tuple_to_single": (ValueError, ValueError, ValueError),
+    "single_to_tuple": (ValueError, ValueError, ValueError),
+    "list_vs_tuple": (TypeError, TypeError, TypeError),
+    "sig_wrong_struct": (ValueError, ValueError, ValueError),
+    "f_to_int": (tf.errors.InvalidArgumentError, ((0, 3), "float32"), tf.errors.InvalidArgumentError),
+    "sig_wrong_dtype": (tf.errors.InvalidArgumentError, ((0, 3), "int32"), tf.errors.InvalidArgumentError),
+    "scan_dtype": (TypeError, TypeError, tf.errors.InvalidArgumentError),
+    "foldl_dtype": (TypeError, TypeError, ((3,), "float64")),
+}
+
+
+def _outcome(build_and_run):
+    try:
+        r = np.asarray(build_and_run())
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
+        return type(e)
+    return r.shape, str(r.dtype)
+
+
+@pytest.mark.usefixtures("graph_mode")
+@pytest.mark.parametrize("case", sorted(FLOW_CASES))
+def test_functional_ops_check_fn_output_structure_and_dtype_in_graphs(case):
+    """The 0-row graph traces fn as TF's does (its checks apply) but writes nothing."""
+    def run(n):
+        with tf.Graph().as_default():
+            y = FLOW_CASES[case](tf.constant(_elems(n)))
+            return _run(y, {})
+    want_2, want_0, _ = FLOW_WANT[case]
+    assert _outcome(lambda: run(2)) == want_2
+    assert _outcome(lambda: run(0)) == want_0
+
+
+@pytest.mark.parametrize("case", sorted(FLOW_CASES))
+def test_functional_ops_check_fn_output_structure_and_dtype_eagerly(case):
+    assert _outcome(lambda: FLOW_CASES[case](tf.constant(_elems(2)))) == FLOW_WANT[case][2]
+
+
+def test_map_fn_graph_dtype_error_is_raised_when_run_not_when_built():
+    """TF builds map_fn(cast to int32) over float32 elems fine and fails in Session.run."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        y = tf.map_fn(lambda v: tf.cast(v, tf.int32), x)
+        assert y.dtype == tf.float32
+        with tf.compat.v1.Session() as s:
+            np.testing.assert_array_equal(s.run(y, {x: _elems(0)}), np.zeros((0, 3), np.float32))
+            with pytest.raises(tf.errors.InvalidArgumentError, match="TensorArray dtype is float32"):
+                s.run(y, {x: _elems(2)})
+
+
+def test_map_fn_result_takes_the_signature_structure():
+    """A dict in, a dict out; a namedtuple-free tuple signature packs fn's tuple (values by numpy)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = tf.map_fn(lambda d: {"a": d["a"] * 2.0}, {"a": tf.constant(x)})
+    np.testing.assert_array_equal(got["a"].numpy(), x * 2)
+    got = tf.map_fn(lambda v: (v, tf.reduce_sum(v)), tf.constant(x), fn_output_signature=(tf.float32, tf.float32))
+    assert isinstance(got, tuple)
+    np.testing.assert_array_equal(got[1].numpy(), x.sum(axis=1))
