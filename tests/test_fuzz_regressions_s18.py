@@ -188,3 +188,43 @@ def test_map_fn_result_takes_the_signature_structure():
     got = tf.map_fn(lambda v: (v, tf.reduce_sum(v)), tf.constant(x), fn_output_signature=(tf.float32, tf.float32))
     assert isinstance(got, tuple)
     np.testing.assert_array_equal(got[1].numpy(), x.sum(axis=1))
+
+
+# ---------------------------------------------------------------- no rows: connectivity still decides None
+@pytest.mark.usefixtures("graph_mode")
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (3,)])
+def test_hessians_of_a_loss_linear_in_an_empty_x_fail_as_tf(shape):
+    """tf_fuzz features seed 130009 (empty_dims_graph): TF 2.21's tf.hessians traces its loop body
+    even when x has no elements, so a gradient that does not depend on x (loss linear in x) fails
+    on the None row gradient: ValueError 'None values not supported.', for (0,) and (2, 0) as for
+    (3,). jitgrad returned an empty hessian for the empty x. A quadratic loss still gives the
+    [0, 0] / [2, 0, 2, 0] empty hessian (TF: the same shapes)."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape)
+        with pytest.raises(ValueError, match="None values not supported"):
+            tf.hessians(tf.reduce_sum(x * 2.0), x)
+        (h,) = tf.hessians(tf.reduce_sum(x * x), x)
+        got = _run(h, {x: np.ones(shape, np.float32)})
+    assert got.shape == shape + shape
+    n = int(np.prod(shape))
+    np.testing.assert_array_equal(got.reshape(n, n), 2 * np.eye(n))     # d2/dx2 sum(x^2) = 2 I, by hand
+
+
+@pytest.mark.parametrize("use_pfor", [True, False])
+def test_eager_jacobian_of_an_empty_target_is_none_where_unconnected(use_pfor):
+    """TF 2.21 (pfor): jacobian(x * 2, [x, z]) with x of shape [0] is [[0, 0] zeros, None];
+    jacobian(sum(z) * ones([0]), [x, z]) is [None, [0, 2] zeros]; unconnected_gradients='zero'
+    fills the None ones. (Without pfor TF 2.21 fails to pack its result -- a ValueError of its own;
+    jitgrad answers as with pfor.)"""
+    x = tf.constant(np.ones((0,), np.float32))
+    z = tf.constant(np.ones((2,), np.float32))
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, z])
+        y1 = x * 2.0
+        y2 = tf.reduce_sum(z) * tf.ones([0])
+    j1 = t.jacobian(y1, [x, z], experimental_use_pfor=use_pfor)
+    j2 = t.jacobian(y2, [x, z], experimental_use_pfor=use_pfor)
+    assert j1[0].shape == (0, 0) and j1[1] is None
+    assert j2[0] is None and j2[1].shape == (0, 2)
+    j3 = t.jacobian(y1, [x, z], experimental_use_pfor=use_pfor, unconnected_gradients="zero")
+    assert [j.shape for j in j3] == [(0, 0), (0, 2)]
