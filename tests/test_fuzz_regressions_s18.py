@@ -228,3 +228,63 @@ def test_eager_jacobian_of_an_empty_target_is_none_where_unconnected(use_pfor):
     assert j2[0] is None and j2[1].shape == (0, 2)
     j3 = t.jacobian(y1, [x, z], experimental_use_pfor=use_pfor, unconnected_gradients="zero")
     assert [j.shape for j in j3] == [(0, 0), (0, 2)]
+
+
+# ---------------------------------------------------------------- float16 / bfloat16 sigmoid as TF's Eigen kernels round
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_sigmoid_is_e_over_one_plus_e_rounded_each_step(dtype):
+    """TF 2.21's bfloat16 sigmoid(-5.96875) is 0.0025634765625 (Eigen's generic logistic:
+    e = exp(x), e / (1 + e), each step rounded); 1 / (1 + exp(-x)) rounded once gives
+    0.0025482177734375. Checked against the step formula in numpy over [-30, 30] and the
+    specials (inf -> 1: TF's inf mask; -inf -> 0; NaN)."""
+    dt = tf.as_dtype(dtype)
+    npd = dt.as_numpy_dtype
+    x = np.concatenate([np.linspace(-30, 30, 601), [-5.96875, np.inf, -np.inf, np.nan, 0.0]]).astype(npd)
+    got = tf.sigmoid(tf.constant(x)).numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x.astype(np.float32)).astype(npd)
+        want = np.where(np.isinf(e), npd(1), (e.astype(np.float32) / (1 + e.astype(np.float32)).astype(npd)
+                                              .astype(np.float32)).astype(npd))
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+    if dtype == "bfloat16":
+        assert float(got[601]) == 0.0025634765625
+    assert [float(v) for v in got[602:604]] == [1.0, 0.0] and np.isnan(float(got[604])) and float(got[605]) == 0.5
+
+
+def test_bfloat16_sigmoid_gradient_rounds_as_tfs_sigmoid_grad_kernel():
+    """TF 2.21's SigmoidGrad runs Eigen's packet formula dy * (y * (1 - y)) over whole packets of 8
+    and the scalar one (dy * y) * (1 - y) on the rest: for these 9 bfloat16 values it printed
+    element 0 = 0.000164031982421875 (packet form; the scalar gives 0.00016307830810546875) and
+    element 8 = -0.326171875 (scalar form; the packet gives -0.32421875)."""
+    y = np.array([0.0167236328125, 0.2470703125, 0.859375, 0.1640625, 0.69140625, 0.2490234375, 0.0654296875,
+                  0.1923828125, 0.6796875])
+    g = np.array([0.00994873046875, 0.294921875, -0.28125, -1.3515625, -0.06982421875, 2.53125, -1.7890625,
+                  1.3984375, -1.4921875])
+    want = [0.000164031982421875, 0.054931640625, -0.0341796875, -0.1845703125, -0.014892578125, 0.47265625,
+            -0.109375, 0.216796875, -0.326171875]
+    # the gradient of sigmoid(x), with the sigmoid's output fed as y
+    npd = tf.bfloat16.as_numpy_dtype
+    with tf.Graph().as_default():
+        gs = tf.compat.v1.placeholder(tf.bfloat16, [9])
+        x = tf.compat.v1.placeholder(tf.bfloat16, [9])
+        (gx,) = tf.gradients(tf.sigmoid(x), x, grad_ys=gs)
+        grad_op = gx.op
+        assert grad_op.type == "SigmoidGrad"
+        got = _run(gx, {grad_op.inputs[0]: y.astype(npd), gs: g.astype(npd), x: np.zeros(9, npd)})
+    assert [float(v) for v in got] == want
+
+
+@pytest.mark.usefixtures("graph_mode")
+def test_half_sigmoid_second_derivative_matches_float64_by_hand():
+    """sigmoid'' = s (1 - s) (1 - 2 s); through SigmoidGrad's gradient (TF's _SigmoidGradGrad) in
+    float16, to float16's precision, and the same graph in float64 exactly by hand."""
+    x0 = np.array([-2.0, -0.5, 0.0, 0.75, 3.0])
+    s = 1 / (1 + np.exp(-x0))
+    want = s * (1 - s) * (1 - 2 * s)
+    for dt, tol in [(tf.float16, 2e-3), (tf.float64, 1e-15)]:
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(dt, [5])
+            (g1,) = tf.gradients(tf.reduce_sum(tf.sigmoid(x)), x)
+            (g2,) = tf.gradients(tf.reduce_sum(g1), x)
+            got = _run(g2, {x: x0.astype(dt.as_numpy_dtype)})
+        np.testing.assert_allclose(got.astype(np.float64), want, atol=tol, rtol=0)

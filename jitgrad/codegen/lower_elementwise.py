@@ -136,6 +136,13 @@ def _div_no_nan(kb, node, xs, W):
     return _where_zero(kb, node, b.fcmp_ordered("==", y, const(_dt(node), 0, W)), b.fdiv(x, y), W)
 
 
+def _sigmoid_grad(kb, node, xs, W):
+    """TF's SigmoidGrad, dy * (y * (1 - y)) (its packet form; ops/math_ops.py)."""
+    y, dy = xs
+    b = kb.b
+    return b.fmul(dy, b.fmul(y, b.fsub(const(_dt(node), 1, W), y)))
+
+
 def _sqrt_grad(kb, node, xs, W):
     y, dy = xs
     b = kb.b
@@ -391,6 +398,7 @@ ELEMENTWISE = {
     "Minimum": _minimum,
     "MulNoNan": _mul_no_nan,
     "DivNoNan": _div_no_nan,
+    "SigmoidGrad": _sigmoid_grad,
     "SqrtGrad": _sqrt_grad,
     "RsqrtGrad": _rsqrt_grad,
     "ReciprocalGrad": _reciprocal_grad,
