@@ -288,3 +288,24 @@ def test_half_sigmoid_second_derivative_matches_float64_by_hand():
             (g2,) = tf.gradients(tf.reduce_sum(g1), x)
             got = _run(g2, {x: x0.astype(dt.as_numpy_dtype)})
         np.testing.assert_allclose(got.astype(np.float64), want, atol=tol, rtol=0)
+
+
+@pytest.mark.usefixtures("graph_mode")      # bfloat16 is run by the interpreter in either mode
+def test_bfloat16_matmul_truncates_its_float32_product_as_tf():
+    """tf_fuzz features seed 130209: TF 2.21's CPU bfloat16 MatMul is a float32 product cut to its
+    high 16 bits (toward zero). By hand: row [-0.63671875, 1.453125, 0.4140625] . column
+    [-1.6328125, -0.578125, -0.1171875] = 1.0396423 - 0.8400879 - 0.0485229 = 0.151031494140625,
+    whose bfloat16 neighbours are 0.150390625 (toward zero: TF's) and 0.1513671875 (nearest);
+    the other three TF 2.21 printed as -1.640625, 3.171875, 3.703125 (exact 3.7176208: also cut)."""
+    a = np.array([[-0.63671875, 1.453125, 0.4140625], [-1.9765625, -0.9375, 0.44140625]])
+    b = np.array([[-0.7421875, -1.6328125], [-1.59375, -0.578125], [0.48046875, -0.1171875]])
+    want = [[-1.640625, 0.150390625], [3.171875, 3.703125]]
+    npd = tf.bfloat16.as_numpy_dtype
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.bfloat16, [2, 3])
+        y = tf.compat.v1.placeholder(tf.bfloat16, [3, 2])
+        got, got_b = _run([tf.matmul(x, y), tf.matmul(x[None], y[None])[0]], {x: a.astype(npd), y: b.astype(npd)})
+    assert got.astype(np.float64).tolist() == want
+    assert got_b.astype(np.float64).tolist() == want
+    assert np.isnan(tf.matmul(tf.constant([[np.nan]], tf.bfloat16), tf.constant([[1.0]], tf.bfloat16)).numpy()
+                    .astype(np.float32)).all()
