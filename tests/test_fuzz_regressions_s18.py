@@ -309,3 +309,20 @@ def test_bfloat16_matmul_truncates_its_float32_product_as_tf():
     assert got_b.astype(np.float64).tolist() == want
     assert np.isnan(tf.matmul(tf.constant([[np.nan]], tf.bfloat16), tf.constant([[1.0]], tf.bfloat16)).numpy()
                     .astype(np.float32)).all()
+
+
+@pytest.mark.usefixtures("graph_mode")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_sigmoid_hessian_batches_its_sigmoid_grad(dtype):
+    """tf_fuzz features seed 130066: tf.hessians runs SigmoidGrad on a batch of one-hot rows
+    against one y (broadcast); its kernel failed to reshape ('cannot reshape array of size 9
+    into shape (3,)'). The hessian of sum(sigmoid(x)) is diag(s (1 - s) (1 - 2 s)), by hand."""
+    dt = tf.as_dtype(dtype)
+    x0 = np.array([-1.0, 0.5, 2.0])
+    s = 1 / (1 + np.exp(-x0))
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(dt, [3])
+        (h,) = tf.hessians(tf.reduce_sum(tf.sigmoid(x)), x)
+        got = _run(h, {x: x0.astype(dt.as_numpy_dtype)})
+    assert got.shape == (3, 3)
+    np.testing.assert_allclose(got.astype(np.float64), np.diag(s * (1 - s) * (1 - 2 * s)), atol=4e-3, rtol=0)

@@ -395,6 +395,7 @@ def _sigmoid_grad(y, dy):
     (1..39, 100, 1001, 4097, 100003) where either formula alone missed up to a third of the
     elements. float32 / float64 (not used by the gradient rule; the lowering's formula) take
     the packet form everywhere."""
+    y, dy = np.broadcast_arrays(y, dy)     # (a batched jacobian's rows share one y)
     one = y.dtype.type(1)
     packet = dy * (y * (one - y))
     if y.dtype.itemsize != 2 or y.size < 1:
