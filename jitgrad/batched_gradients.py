@@ -657,9 +657,16 @@ def batched_gradients(ys, xs, cotangents, name="batched_gradients", stop_gradien
                 raise ValueError("all cotangent batches must have the same batch size")
             B = cshape[0]
         if B == 0:
+            # no rows: zeros, but None where x is unconnected, as with rows (TF traces its
+            # jacobian / hessian loop body even for no rows: tf.hessians of a loss linear in
+            # an empty x fails on the None as for any other x, tf_fuzz seed 130009)
+            seeds = [apply_op("Fill", [_const(np.zeros((), y.dtype.np), graph)], {"dims": tuple(_static(y.shape))},
+                              name="seed") for y in ys]
+            rows = gradients(ys, xs, grad_ys=seeds, name="rowgrad", stop_gradients=stop_gradients,
+                             aggregation_method=aggregation_method, unconnected_gradients=unconnected_gradients)
             return [apply_op("Fill", [_const(np.zeros((), x.dtype.np), graph)],
-                             {"dims": tuple([0] + _static(x.shape))}) if x.dtype.is_floating else None
-                    for x in xs]
+                             {"dims": tuple([0] + _static(x.shape))}) if x.dtype.is_floating and r is not None
+                    else None for r, x in zip(rows, xs)]
         seeds = [apply_op("Fill", [_const(np.zeros((), y.dtype.np), graph)], {"dims": tuple(_static(y.shape))},
                           name="seed") for y in ys]
         start = len(graph._ops)

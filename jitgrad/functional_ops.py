@@ -6,9 +6,11 @@ stacks per-iteration results). Eagerly they run Python loops.
 import numpy as np
 
 from . import context, dtypes, nest
+from .assert_ops import Assert
 from .control_flow import _to_tensor
 from .convert import convert_to_tensor
-from .errors import OutOfRangeError
+from .errors import InvalidArgumentError, OutOfRangeError
+from .shapes import as_shape
 from .ops import array_ops, math_ops
 from .ops.control_flow_ops import _make_while
 from .ops.list_ops import list_check
@@ -43,6 +45,18 @@ def _scan_loop(fn_step, init, elems, reverse, name):
 
     def body_fn(phs, rows):
         new, ys = fn_step(phs, rows)
+        # TF's scan / folds carry their value in a tf.while_loop, whose build-time checks
+        # these are: a carried value changing dtype or shape is TF's TypeError / ValueError
+        # (the While op would otherwise carry it under the initializer's dtype)
+        for t, v, (dims, dt) in zip(new, flat_init, specs):
+            if t.dtype != dt:
+                raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type {t.dtype!r} "
+                                f"after 1 iteration. {v.name} type should remain constant.")
+            if not t.shape.is_compatible_with(as_shape(dims)):
+                raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
+                                 f"shape {t.shape} after one iteration. To allow the shape to vary across "
+                                 "iterations, use the `shape_invariants` argument of tf.while_loop to specify a "
+                                 "less-specific shape.")
         return new, ys
     outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
                        reverse=reverse, static_count=static, name=name)
@@ -60,23 +74,29 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
         n = _eager_rows(flat)
         if n == 0:
             return _empty_map_result(sig, elems)
-        results = [fn(nest.pack_sequence_as(elems, [e[i] for e in flat])) for i in range(n)]
-        out_struct = results[0]
-        flat_r = [nest.flatten(r) for r in results]
-        stacked = [array_ops.stack([_to_tensor(r[k]) for r in flat_r]) for k in range(len(flat_r[0]))]
-        _check_signature(sig, stacked)
-        return nest.pack_sequence_as(out_struct, stacked)
+        want = _signature_dtypes(sig, flat)
+        flat_r = []
+        for i in range(n):
+            r = fn(nest.pack_sequence_as(elems, [e[i] for e in flat]))
+            nest.assert_same_structure(sig or elems, r)
+            flat_r.append([_to_tensor(x) for x in nest.flatten(r)])
+            for t, dt in zip(flat_r[-1], want):
+                if t.dtype != dt:     # TF's eager TensorArray write of the result row
+                    raise InvalidArgumentError(_write_dtype_message(dt, t.dtype))
+        stacked = [array_ops.stack([r[k] for r in flat_r]) for k in range(len(want))]
+        return nest.pack_sequence_as(sig or elems, stacked)
     g = context.get_default_graph()
     with g.name_scope(name or "map"):
-        box = []
 
         def step(_, rows):
             r = fn(nest.pack_sequence_as(elems, rows))
-            box.append(r)
+            nest.assert_same_structure(sig or elems, r)    # (TF's check inside its loop body)
             return [], [_to_tensor(x) for x in nest.flatten(r)]
+        flat_e = [_to_tensor(e) for e in nest.flatten(elems)]
         _, ys = _scan_loop(step, [], elems, False, "map")
-        _check_signature(sig, ys)
-        out = nest.pack_sequence_as(box[0], ys)
+        count = _leading_count(flat_e)[0]
+        ys = [y if y.dtype == dt else _written_as(y, dt, count) for y, dt in zip(ys, _signature_dtypes(sig, flat_e))]
+        out = nest.pack_sequence_as(sig or elems, ys)
         if not back_prop:
             out = nest.map_structure(math_ops.stop_gradient, out)
         return out
@@ -110,17 +130,24 @@ def _first_row(flat_e, reverse):
     return [array_ops.gather(e, k) for e in flat_e]
 
 
-def _check_signature(sig, flat_out):
+def _signature_dtypes(sig, flat_elems):
+    """The dtypes of map_fn's result: fn_output_signature's, else those of elems (TF's default)."""
     if sig is None:
-        return
-    want = nest.flatten(sig)
-    if len(want) != len(flat_out):
-        raise ValueError(f"The structure of fn's output does not match fn_output_signature {sig!r}")
-    for w, t in zip(want, flat_out):
-        dt = getattr(w, "dtype", w)
-        if dtypes.as_dtype(dt) != t.dtype:
-            raise TypeError(f"fn's output has dtype {t.dtype.name}, fn_output_signature says "
-                            f"{dtypes.as_dtype(dt).name}")
+        return [e.dtype for e in flat_elems]
+    return [dtypes.as_dtype(getattr(w, "dtype", w)) for w in nest.flatten(sig)]
+
+
+def _write_dtype_message(want, got):
+    return f"TensorArray dtype is {want.name} but Op is trying to write dtype {got.name}"
+
+
+def _written_as(y, dt, count):
+    """map_fn's stacked y (fn's dtype) as the TensorArray of dtype dt TF writes it to: TF's
+    write fails when the graph runs, so the run fails if there is a row; with no rows the
+    result is an empty dt tensor."""
+    check = Assert(math_ops.equal(count, 0), [_write_dtype_message(dt, y.dtype)])
+    with context.get_default_graph().control_dependencies([check]):
+        return array_ops.identity(math_ops.cast(y, dt))
 
 
 def _eager_rows(flat):
@@ -151,9 +178,13 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
         a = initializer
         outs = []
         order = range(n - 1, -1, -1) if reverse else range(n)
+        want = [_to_tensor(x).dtype for x in nest.flatten(initializer)]
         for i in order:
             a = fn(a, nest.pack_sequence_as(elems, [e[i] for e in flat_r]))
             outs.append([_to_tensor(x) for x in nest.flatten(a)])
+            for t, dt in zip(outs[-1], want):
+                if t.dtype != dt:     # TF's eager TensorArray write of the running value
+                    raise InvalidArgumentError(_write_dtype_message(dt, t.dtype))
         if first is not None:
             outs.insert(0, [_to_tensor(x) for x in nest.flatten(first)])
         if reverse:

@@ -650,8 +650,9 @@ class GradientTape:
         sids = [s[0] for s in srcs]
         stt = {tid: tspec} if tid in sids else {}
         n = rows.shape[0]
-        if n == 0:
-            return [_zeros((0,) + tuple(s[1]), s[2]) for s in srcs]
+        if n == 0:   # no rows: zeros, None where the source is unconnected (TF's pfor traces its body)
+            grads = compute_gradient(self._tape, [tid], sids, stt, [_zeros(*tspec)], keep_tape=True)
+            return [None if g is None else _zeros((0,) + tuple(s[1]), s[2]) for g, s in zip(grads, srcs)]
         if use_pfor and not _stack:
             eager._batching[0] = True
             try:

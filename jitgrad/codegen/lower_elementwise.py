@@ -129,6 +129,20 @@ def _mul_no_nan(kb, node, xs, W):
     return _where_zero(kb, node, b.fcmp_ordered("==", y, const(_dt(node), 0, W)), b.fmul(x, y), W)
 
 
+def _div_no_nan(kb, node, xs, W):
+    """TF's DivNoNan: +0 where y == 0 (also -0), else x / y (the numpy kernel in ops/math_ops.py)."""
+    x, y = xs
+    b = kb.b
+    return _where_zero(kb, node, b.fcmp_ordered("==", y, const(_dt(node), 0, W)), b.fdiv(x, y), W)
+
+
+def _sigmoid_grad(kb, node, xs, W):
+    """TF's SigmoidGrad, dy * (y * (1 - y)) (its packet form; ops/math_ops.py)."""
+    y, dy = xs
+    b = kb.b
+    return b.fmul(dy, b.fmul(y, b.fsub(const(_dt(node), 1, W), y)))
+
+
 def _sqrt_grad(kb, node, xs, W):
     y, dy = xs
     b = kb.b
@@ -383,6 +397,8 @@ ELEMENTWISE = {
     "Maximum": _maximum,
     "Minimum": _minimum,
     "MulNoNan": _mul_no_nan,
+    "DivNoNan": _div_no_nan,
+    "SigmoidGrad": _sigmoid_grad,
     "SqrtGrad": _sqrt_grad,
     "RsqrtGrad": _rsqrt_grad,
     "ReciprocalGrad": _reciprocal_grad,
