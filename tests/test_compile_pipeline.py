@@ -138,3 +138,48 @@ def test_parallel_kernel_has_a_compile_thread_start_the_native_pool(no_disk_cach
     assert _only_kernel().meta.get("parallel")
     if parallel._NATIVE:
         assert any(name.startswith("jitgrad-llvm") for name in callers), callers
+
+
+def test_barrier_sites_call_one_function_the_optimiser_keeps(no_disk_cache, monkeypatch):
+    """codegen/sync.py: every barrier site of a parallel kernel is a call, with the site's
+    number, of one noinline function of the module -- not a copy of the barrier's code
+    per site on the main unit's critical path.  The results stay those of one thread and
+    of numpy, bit for bit whatever the thread count."""
+    from jitgrad.codegen import parallel
+    monkeypatch.setattr(parallel, "NUM_THREADS", [3])
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((512, 256)).astype(np.float32)
+    w1 = (rng.standard_normal((256, 256)) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((256, 64)) * 0.1).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():                       # two parallel GEMMs with a serial sum between
+        pa, p1, p2 = (tf.compat.v1.placeholder(tf.float32, v.shape) for v in (a, w1, w2))
+        h = tf.nn.relu(tf.matmul(pa, p1))
+        y = tf.matmul(h / (1.0 + tf.reduce_sum(h)), p2)
+    feed = {pa: a, p1: w1, p2: w2}
+    with tf.compat.v1.Session(graph=g) as s:
+        report = s.explain(y, feed)
+        got = {}
+        for t in (1, 3):
+            parallel.set_num_threads(t)
+            got[t] = np.asarray(s.run(y, feed))
+        parallel.set_num_threads(None)
+    assert got[1].tobytes() == got[3].tobytes()
+    H = np.maximum(a.astype(np.float64) @ w1, 0)
+    np.testing.assert_allclose(got[1], (H / (1 + H.sum())) @ w2, rtol=1e-4, atol=1e-6)
+    assert _only_kernel().meta.get("parallel")
+    defs = re.findall(r'^define [^@]*@"?(jitgrad\.barrier[\w.]*)"?\(', report.unoptimised_ir, re.M)
+    sites = [int(k) for k in re.findall(r'call void @"?jitgrad\.barrier[\w.]*"?\(i32\* %"?[\w.]+"?, i32 (\d+)\)',
+                                        report.unoptimised_ir)]
+    assert len(defs) == 1 and len(sites) >= 3, (defs, sites)
+    assert sites == list(range(1, len(sites) + 1))     # numbered in program order
+    assert len(re.findall(r"^bar\.try[\w.]*:", report.unoptimised_ir, re.M)) == 1   # its code once
+    # after O3: still a function of its own, which LLVM may not assume touches only some
+    # memory (a memory(...) attribute would let loads and stores of the buffers move across)
+    m = re.search(r'^define internal [^@]*@"?jitgrad\.barrier[\w.]*"?\(.*\)[^#{]*#(\d+)', report.ir, re.M)
+    assert m, report.ir
+    attrs = re.search(rf"^attributes #{m.group(1)} = \{{(.*)\}}", report.ir, re.M).group(1)
+    assert "noinline" in attrs and "memory(" not in attrs, attrs
+    # still a call per site after O3 (noinline): the sites are not inlined back
+    opt_sites = re.findall(r'call [^@]*@"?jitgrad\.barrier[\w.]*"?\(', report.ir)
+    assert len(opt_sites) >= len(sites), (len(opt_sites), len(sites))
