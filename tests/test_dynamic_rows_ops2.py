@@ -104,6 +104,36 @@ def test_row_slices_with_fed_bounds_compile_once():
     _both_modes_raise(g, [y, gx], {T: 3, x0: x0v, a: 0, b: 2, s: 0})   # TF: "slice step cannot be zero"
 
 
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+# int64 bounds and steps at the limits: a step past every row takes the first one alone
+# (the row count, ceil(span / |s|), must not overflow on the way: it gave 0 rows)
+EXTREME_SLICES = [(0, 5, I64_MAX), (4, 0, I64_MIN), (0, I64_MAX, I64_MAX), (I64_MAX, I64_MIN, I64_MIN),
+                  (I64_MIN, I64_MAX, I64_MAX - 1), (3, I64_MIN, I64_MIN + 1), (-1, I64_MIN, -2)]
+
+
+def test_row_slices_with_int64_bounds_at_the_limits():
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        a, b, s = (tf1.placeholder(tf.int64, []) for _ in range(3))
+        y = st[a:b:s]
+        gst, gx = tf.gradients(tf.reduce_sum(tf.sin(y) * 3.0), [st, x0])
+    x0v = np.linspace(-1, 1, 4)
+    S = _np_states(W, x0v, 6)
+    for av, bv, sv in EXTREME_SLICES:
+        feed = {T: 6, x0: x0v, a: av, b: bv, s: sv}
+        _compiles(g, [y, gst, gx], feed)
+        compiled, interpreted = run_both(g, [y, gst, gx], feed)
+        sl = slice(int(av), int(bv), int(sv))
+        assert compiled[0].shape == S[sl].shape, sl
+        np.testing.assert_allclose(compiled[0], S[sl], rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[sl] = 3 * np.cos(S[sl])
+        np.testing.assert_allclose(compiled[1], gS, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(compiled[2], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64, str(sl))
+
+
 def test_row_slice_bounds_computed_from_the_row_count():
     """st[n - 3 : n - 1] and st[n // 2] with n = tf.shape(st)[0]: the bounds come from the
     loop's own result, so a kernel specialised on them would compile once per T (and run
