@@ -343,3 +343,34 @@ def test_split_of_run_time_rows_still_compiles():
         for p, q in zip(interpreted, compiled):
             check_close(p, q, np.float64)
     _both_modes_raise(g, [a], {T: 3, x0: x0v})
+
+
+def test_batch_matmul_broadcasts_one_run_time_row_against_many():
+    """tf.matmul of per-row outer products s1[:, :, None] @ s2[:, None, :] for stacks of
+    trip counts T1, T2: BatchMatMulV2 broadcasts its batch dim as TF does (one row
+    against R; compiled code refused it); gradients by hand, the one-row operand's summed
+    over the rows (numpy's broadcasting). Neither equal nor 1 is TF's error. One kernel."""
+    g, T1, T2, x0, (s1, s2) = _two_loops()
+    with g.as_default():
+        y = tf.matmul(s1[:, :, None], s2[:, None, :])
+        g1, g2, gx = tf.gradients(tf.reduce_sum(tf.sin(y)), [s1, s2, x0])
+    x0v = np.array([0.3, -0.2, 0.5])
+    compiles = tf.cache_info()["compiles"]
+    for t1, t2 in ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0), (0, 1)):
+        feed = {T1: t1, T2: t2, x0: x0v}
+        _compiles(g, [y, g1, g2, gx], feed)
+        compiled, interpreted = run_both(g, [y, g1, g2, gx], feed)
+        S1, S2 = _np_scaled(x0v, 0.5, t1), _np_scaled(x0v, -0.7, t2)
+        Y = S1[:, :, None] * S2[:, None, :]
+        dY = np.cos(Y)
+        d1, d2 = (dY * S2[:, None, :]).sum(2), (dY * S1[:, :, None]).sum(1)
+        d1 = d1.sum(0, keepdims=True) if t1 == 1 and t2 != 1 else d1
+        d2 = d2.sum(0, keepdims=True) if t2 == 1 and t1 != 1 else d2
+        for got, want in zip(compiled[:3], (Y, d1, d2)):
+            assert got.shape == want.shape, (t1, t2, got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64, f"T1={t1} T2={t2}")
+    assert tf.cache_info()["compiles"] - compiles <= 1
+    for t1, t2 in ((2, 3), (0, 2), (5, 4)):
+        _both_modes_raise(g, [y, g1, gx], {T1: t1, T2: t2, x0: x0v})
