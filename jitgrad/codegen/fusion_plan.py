@@ -196,8 +196,10 @@ class _Planner:
                 continue
             for j in range(len(n.outputs)):
                 v = Value(i, j)
+                # a ListCheck runs over its own elements: fused into a reader of no elements
+                # (a write into an empty TensorArray) it would never run, and TF's error with it
                 if (n.op in MATERIALISE or v in need_buf or (i in self.rows and not self.rows[i].inline)
-                        or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap"))):
+                        or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap")) or n.op == "ListCheck"):
                     mat.add(v)
         roots = set(need_buf) | set(out_vals)
         for i, n in enumerate(nodes):
