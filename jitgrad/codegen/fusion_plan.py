@@ -183,11 +183,16 @@ class _Planner:
                 raise Unsupported(f"op {n.op} has no lowering")
             opdef = REGISTRY[n.op]
             nb = self.NEEDS_BUFFER.get(n.op, ())
+            empty = all(s is not None and None not in s and 0 in s for s, _ in n.outputs)
             for k, v in enumerate(n.inputs):
                 if opdef.is_shape_only(k):
                     continue
                 uses[v] = uses.get(v, 0) + 1
                 if n.op in ALIAS or nb == "all" or k in nb:
+                    need_buf.add(v)
+                elif empty and self._elems(v):
+                    # a reader of no elements computes nothing inline: its operand's own
+                    # checks (x // 0, a ListCheck) run only if it is computed in a nest of its own
                     need_buf.add(v)
         out_vals = [v for v in p.outputs if v is not None] + [v for _, v in p.var_writes]
         mat = set()
@@ -213,6 +218,11 @@ class _Planner:
         self.out_vals = out_vals
         # values that must live in a buffer whatever the fusion decides
         self.hard = {self.root(v) for v in roots} | set(need_buf)
+
+    def _elems(self, v):
+        """Whether v has elements (shape known and no 0 in it)."""
+        sh = self.shape(v)
+        return sh is not None and None not in sh and 0 not in sh
 
     # ------------------------------------------------------------ reads
     def _reads2(self, v, ident, acc_i, acc_o, seen):
