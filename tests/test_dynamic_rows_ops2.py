@@ -371,3 +371,18 @@ def test_batch_matmul_broadcasts_one_run_time_row_against_many():
     _check_broadcast_rows(g, (T1, T2, x0), x0v, [y, g1, g2, gx], want, ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0), (0, 1)))
     for t1, t2 in ((2, 3), (0, 2), (5, 4)):
         _both_modes_raise(g, [y, g1, gx], {T1: t1, T2: t2, x0: x0v})
+
+
+def test_a_check_on_a_value_read_by_a_row_loop_runs_for_zero_rows():
+    """st + 2 // n with n fed 0: TF's division error whatever T is. The quotient was
+    computed inside the row loop over st, which runs 0 times for T = 0 (returning [])."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        y = st + tf.cast(tf.math.floordiv(2, n), tf.float64)
+    x0v = np.linspace(-1, 1, 4)
+    for t in (0, 3):
+        _both_modes_raise(g, [y], {T: t, x0: x0v, n: 0})
+    out = _run_all_trips(g, [y], {t: {T: t, x0: x0v, n: 3} for t in (0, 3)}, tf.float64)
+    for t, (yv,) in out.items():
+        np.testing.assert_array_equal(yv, _np_states(W, x0v, t))

@@ -176,21 +176,22 @@ class _Planner:
         # (materialised only by the rules below: fetched, read twice, read through a
         # buffer); a reduction or a Shape is a node of its own, reading its operand inline
         self.rows = plan_rows(p)
-        for n in nodes:
+        for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
             if n.op not in ELEMENTWISE and n.op not in LAYOUT and n.op not in MATERIALISE and n.op not in ALIAS:
                 raise Unsupported(f"op {n.op} has no lowering")
             opdef = REGISTRY[n.op]
             nb = self.NEEDS_BUFFER.get(n.op, ())
-            empty = all(s is not None and None not in s and 0 in s for s, _ in n.outputs)
+            # (a row loop of run-time rows may run 0 times too: its static operands likewise)
+            empty = all(s is not None and None not in s and 0 in s for s, _ in n.outputs) or i in self.rows
             for k, v in enumerate(n.inputs):
                 if opdef.is_shape_only(k):
                     continue
                 uses[v] = uses.get(v, 0) + 1
                 if n.op in ALIAS or nb == "all" or k in nb:
                     need_buf.add(v)
-                elif empty and self._elems(v):
+                elif empty and self._elems(v) and nodes[v.node].op not in ("Literal", "Const"):
                     # a reader of no elements computes nothing inline: its operand's own
                     # checks (x // 0, a ListCheck) run only if it is computed in a nest of its own
                     need_buf.add(v)
