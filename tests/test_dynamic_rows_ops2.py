@@ -78,30 +78,55 @@ def test_row_slices_with_fed_bounds_compile_once():
     """st[a:b:s] with a, b, s placeholders: the bounds are read by the kernel (not
     specialised on), so every (a, b, s) and every T runs on one kernel; values and the
     gradient wrt st vs numpy, the gradient wrt x0 vs BPTT."""
-    g, T, x0, W, st = _rnn(4, tf.float64)
-    with g.as_default():
-        a, b, s = (tf1.placeholder(tf.int32, []) for _ in range(3))
-        y = st[a:b:s]
-        gst, gx = tf.gradients(tf.reduce_sum(tf.sin(y) * 3.0), [st, x0])
+    g, T, x0, W, st, (a, b, s), fetches = _fed_slice(tf.int32)
     x0v = np.linspace(-1, 1, 4)
     compiles = tf.cache_info()["compiles"]
     for t in (0, 1, 6):
-        S = _np_states(W, x0v, t)
-        for av, bv, sv in FED_SLICES:
-            feed = {T: t, x0: x0v, a: av, b: bv, s: sv}
-            _compiles(g, [y, gst, gx], feed)
-            compiled, interpreted = run_both(g, [y, gst, gx], feed)
-            sl = slice(av, bv, sv)
-            assert compiled[0].shape == S[sl].shape, (t, sl)
-            np.testing.assert_allclose(compiled[0], S[sl], rtol=1e-12, atol=1e-12)
-            gS = np.zeros_like(S)
-            gS[sl] = 3 * np.cos(S[sl])
-            np.testing.assert_allclose(compiled[1], gS, rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(compiled[2], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
-            for p, q in zip(interpreted, compiled):
-                check_close(p, q, np.float64, f"T={t} {sl}")
+        _check_fed_slices(g, fetches, {T: t, x0: x0v}, (a, b, s), _np_states(W, x0v, t), W, x0v, FED_SLICES)
     assert tf.cache_info()["compiles"] - compiles <= 1
-    _both_modes_raise(g, [y, gx], {T: 3, x0: x0v, a: 0, b: 2, s: 0})   # TF: "slice step cannot be zero"
+    _both_modes_raise(g, [fetches[0], fetches[2]], {T: 3, x0: x0v, a: 0, b: 2, s: 0})   # TF: "slice step cannot be zero"
+
+
+def _fed_slice(dt):
+    """The RNN's states sliced st[a:b:s] by placeholders of type dt; fetches: the slice,
+    the gradients of sum(3 sin(slice)) wrt st and x0."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        bounds = tuple(tf1.placeholder(dt, []) for _ in range(3))
+        a, b, s = bounds
+        y = st[a:b:s]
+        gst, gx = tf.gradients(tf.reduce_sum(tf.sin(y) * 3.0), [st, x0])
+    return g, T, x0, W, st, bounds, [y, gst, gx]
+
+
+def _check_fed_slices(g, fetches, feed, bounds, S, W, x0v, slices):
+    """Compiled (no fallback) vs numpy's S[a:b:s] and its gradients, and vs the interpreter."""
+    for abs_ in slices:
+        fd = {**feed, **dict(zip(bounds, abs_))}
+        _compiles(g, fetches, fd)
+        compiled, interpreted = run_both(g, fetches, fd)
+        sl = slice(*(int(v) for v in abs_))
+        assert compiled[0].shape == S[sl].shape, (len(S), sl)
+        np.testing.assert_allclose(compiled[0], S[sl], rtol=1e-12, atol=1e-12)
+        gS = np.zeros_like(S)
+        gS[sl] = 3 * np.cos(S[sl])
+        np.testing.assert_allclose(compiled[1], gS, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(compiled[2], _np_bptt(W, S, gS, x0v), rtol=1e-12, atol=1e-12)
+        for p, q in zip(interpreted, compiled):
+            check_close(p, q, np.float64, f"T={len(S)} {sl}")
+
+
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+# int64 bounds and steps at the limits: a step past every row takes the first one alone
+# (the row count, ceil(span / |s|), must not overflow on the way: it gave 0 rows)
+EXTREME_SLICES = [(0, 5, I64_MAX), (4, 0, I64_MIN), (0, I64_MAX, I64_MAX), (I64_MAX, I64_MIN, I64_MIN),
+                  (I64_MIN, I64_MAX, I64_MAX - 1), (3, I64_MIN, I64_MIN + 1), (-1, I64_MIN, -2)]
+
+
+def test_row_slices_with_int64_bounds_at_the_limits():
+    g, T, x0, W, st, bounds, fetches = _fed_slice(tf.int64)
+    x0v = np.linspace(-1, 1, 4)
+    _check_fed_slices(g, fetches, {T: 6, x0: x0v}, bounds, _np_states(W, x0v, 6), W, x0v, EXTREME_SLICES)
 
 
 def test_row_slice_bounds_computed_from_the_row_count():
@@ -267,26 +292,39 @@ def test_one_run_time_row_broadcasts_against_many():
         loss = tf.reduce_sum(tf.sin(y)) + tf.reduce_sum(m * m)
         g1, g2, gx = tf.gradients(loss, [s1, s2, x0])
     x0v = np.array([0.3, -0.2, 0.5])
-    compiles = tf.cache_info()["compiles"]
-    for t1, t2 in ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0), (0, 1), (0, 0)):
-        feed = {T1: t1, T2: t2, x0: x0v}
-        _compiles(g, [y, m, g1, g2, gx], feed)
-        compiled, interpreted = run_both(g, [y, m, g1, g2, gx], feed)
-        S1, S2 = _np_scaled(x0v, 0.5, t1), _np_scaled(x0v, -0.7, t2)
+
+    def want(S1, S2):
         Y, M = S1 * S2 + 1.0, np.maximum(S1, S2 * w)
         dY, dM = np.cos(Y), 2 * M
         d1 = dY * S2 + dM * (S1 >= S2 * w)   # TF's Maximum gradient: ties go to x
         d2 = dY * S1 + dM * (S1 < S2 * w) * w
+        return Y, M, d1, d2
+    _check_broadcast_rows(g, (T1, T2, x0), x0v, [y, m, g1, g2, gx], want, ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0),
+                                                                             (0, 1), (0, 0)))
+    for t1, t2 in ((2, 3), (0, 2), (5, 4)):
+        _both_modes_raise(g, [y, m, g1, gx], {T1: t1, T2: t2, x0: x0v})
+
+
+def _check_broadcast_rows(g, feeds, x0v, fetches, want, trips):
+    """For each (t1, t2): compiled (no fallback) vs want(S1, S2) -> the first fetches'
+    values with the gradients wrt s1, s2 last, unsummed (numpy's broadcasting: a one-row
+    stack's gradient is summed over the other's rows here), and vs the interpreter; one
+    kernel for all of them."""
+    T1, T2, x0 = feeds
+    compiles = tf.cache_info()["compiles"]
+    for t1, t2 in trips:
+        feed = {T1: t1, T2: t2, x0: x0v}
+        _compiles(g, fetches, feed)
+        compiled, interpreted = run_both(g, fetches, feed)
+        *vals, d1, d2 = want(_np_scaled(x0v, 0.5, t1), _np_scaled(x0v, -0.7, t2))
         d1 = d1.sum(0, keepdims=True) if t1 == 1 and t2 != 1 else d1
         d2 = d2.sum(0, keepdims=True) if t2 == 1 and t1 != 1 else d2
-        for got, want in zip(compiled[:4], (Y, M, d1, d2)):
-            assert got.shape == want.shape, (t1, t2, got.shape, want.shape)
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        for got, w in zip(compiled, vals + [d1, d2]):
+            assert got.shape == w.shape, (t1, t2, got.shape, w.shape)
+            np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-12)
         for p, q in zip(interpreted, compiled):
             check_close(p, q, np.float64, f"T1={t1} T2={t2}")
     assert tf.cache_info()["compiles"] - compiles <= 1
-    for t1, t2 in ((2, 3), (0, 2), (5, 4)):
-        _both_modes_raise(g, [y, m, g1, gx], {T1: t1, T2: t2, x0: x0v})
 
 
 def test_split_of_run_time_rows_still_compiles():
@@ -313,3 +351,38 @@ def test_split_of_run_time_rows_still_compiles():
         for p, q in zip(interpreted, compiled):
             check_close(p, q, np.float64)
     _both_modes_raise(g, [a], {T: 3, x0: x0v})
+
+
+def test_batch_matmul_broadcasts_one_run_time_row_against_many():
+    """tf.matmul of per-row outer products s1[:, :, None] @ s2[:, None, :] for stacks of
+    trip counts T1, T2: BatchMatMulV2 broadcasts its batch dim as TF does (one row
+    against R; compiled code refused it); gradients by hand, the one-row operand's summed
+    over the rows (numpy's broadcasting). Neither equal nor 1 is TF's error. One kernel."""
+    g, T1, T2, x0, (s1, s2) = _two_loops()
+    with g.as_default():
+        y = tf.matmul(s1[:, :, None], s2[:, None, :])
+        g1, g2, gx = tf.gradients(tf.reduce_sum(tf.sin(y)), [s1, s2, x0])
+    x0v = np.array([0.3, -0.2, 0.5])
+
+    def want(S1, S2):
+        Y = S1[:, :, None] * S2[:, None, :]
+        dY = np.cos(Y)
+        return Y, (dY * S2[:, None, :]).sum(2), (dY * S1[:, :, None]).sum(1)
+    _check_broadcast_rows(g, (T1, T2, x0), x0v, [y, g1, g2, gx], want, ((3, 3), (1, 4), (4, 1), (1, 1), (1, 0), (0, 1)))
+    for t1, t2 in ((2, 3), (0, 2), (5, 4)):
+        _both_modes_raise(g, [y, g1, gx], {T1: t1, T2: t2, x0: x0v})
+
+
+def test_a_check_on_a_value_read_by_a_row_loop_runs_for_zero_rows():
+    """st + 2 // n with n fed 0: TF's division error whatever T is. The quotient was
+    computed inside the row loop over st, which runs 0 times for T = 0 (returning [])."""
+    g, T, x0, W, st = _rnn(4, tf.float64)
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [])
+        y = st + tf.cast(tf.math.floordiv(2, n), tf.float64)
+    x0v = np.linspace(-1, 1, 4)
+    for t in (0, 3):
+        _both_modes_raise(g, [y], {T: t, x0: x0v, n: 0})
+    out = _run_all_trips(g, [y], {t: {T: t, x0: x0v, n: 3} for t in (0, 3)}, tf.float64)
+    for t, (yv,) in out.items():
+        np.testing.assert_array_equal(yv, _np_states(W, x0v, t))

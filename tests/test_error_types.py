@@ -105,6 +105,9 @@ GRAPH = {
     "zeros of a negative dim": (ValueError, lambda s, e: tf.zeros([-1, 2])),
     "integer division by zero at run time": (IAE, lambda s, e: s.run(tf.math.floordiv(tf.constant(2),
                                                                                       tf.constant(0)))),
+    # (the quotient's only reader has no elements: compiled code fused it there and never divided)
+    "integer division by zero read by an empty tensor": (IAE, lambda s, e: s.run(
+        e["i"] + tf.math.floordiv(2, e["yi"]), {e["i"]: np.zeros(0, np.int32)})),
     # constants, variables, placeholders
     "placeholder of a bad dtype": (TypeError, lambda s, e: v1.placeholder("foo")),
     "constant of a ragged list": (ValueError, lambda s, e: tf.constant([[1, 2], [3]])),

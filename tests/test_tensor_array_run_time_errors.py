@@ -139,6 +139,27 @@ def test_read_out_of_range_inside_a_while_loop_body():
     _assert_error(bad, "Trying to access element 3 in a list with 3 elements.")
 
 
+def test_writes_into_an_empty_array_inside_a_while_loop():
+    """A write at a fed index into an array of 0 elements (fixed size 0, or a dynamic one
+    written out of order whose preallocated length comes out 0: n - 2k, all negative) is
+    TF's error. The write's result has no elements, so compiled code that computed the
+    check only inside that result's loop never ran it and returned an empty array."""
+    def build(dynamic):
+        def loop(i, n):
+            def body(k, ta):
+                return k + 1, ta.write(n - 2 * k, _row(1))
+            ta = tf.TensorArray(tf.float32, 0, dynamic_size=dynamic)
+            return tf.while_loop(lambda k, ta: k < i, body, [0, ta])[1].stack()
+        return loop
+    fixed = _run(build(False), [(3, -1), (1, 5), (2, 1), (0, 5)])
+    for got, k in zip(fixed, (-1, 5, 1)):
+        _assert_error(got, f"Trying to modify element {k} in a list with 0 elements.")
+    assert fixed[3].shape == (0, 2)
+    neg, ok = _run(build(True), [(3, -1), (2, 5)])
+    _assert_error(neg, "Trying to modify element -1 in a list with 0 elements.")
+    np.testing.assert_array_equal(ok, [[0, 0], [0, 0], [0, 0], [1, 1], [0, 0], [1, 1]])
+
+
 def test_gradient_through_run_time_writes_and_reads():
     g = tf.Graph()
     with g.as_default():

@@ -176,18 +176,24 @@ class _Planner:
         # (materialised only by the rules below: fetched, read twice, read through a
         # buffer); a reduction or a Shape is a node of its own, reading its operand inline
         self.rows = plan_rows(p)
-        for n in nodes:
+        for i, n in enumerate(nodes):
             if n.op == "Arg":
                 continue
             if n.op not in ELEMENTWISE and n.op not in LAYOUT and n.op not in MATERIALISE and n.op not in ALIAS:
                 raise Unsupported(f"op {n.op} has no lowering")
             opdef = REGISTRY[n.op]
             nb = self.NEEDS_BUFFER.get(n.op, ())
+            # (a row loop of run-time rows may run 0 times too: its static operands likewise)
+            empty = all(s is not None and None not in s and 0 in s for s, _ in n.outputs) or i in self.rows
             for k, v in enumerate(n.inputs):
                 if opdef.is_shape_only(k):
                     continue
                 uses[v] = uses.get(v, 0) + 1
                 if n.op in ALIAS or nb == "all" or k in nb:
+                    need_buf.add(v)
+                elif empty and self._elems(v) and nodes[v.node].op not in ("Literal", "Const"):
+                    # a reader of no elements computes nothing inline: its operand's own
+                    # checks (x // 0, a ListCheck) run only if it is computed in a nest of its own
                     need_buf.add(v)
         out_vals = [v for v in p.outputs if v is not None] + [v for _, v in p.var_writes]
         mat = set()
@@ -196,8 +202,10 @@ class _Planner:
                 continue
             for j in range(len(n.outputs)):
                 v = Value(i, j)
+                # a ListCheck runs over its own elements: fused into a reader of no elements
+                # (a write into an empty TensorArray) it would never run, and TF's error with it
                 if (n.op in MATERIALISE or v in need_buf or (i in self.rows and not self.rows[i].inline)
-                        or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap"))):
+                        or (uses.get(v, 0) > 1 and not has_fact(n.op, "cheap")) or n.op == "ListCheck"):
                     mat.add(v)
         roots = set(need_buf) | set(out_vals)
         for i, n in enumerate(nodes):
@@ -211,6 +219,11 @@ class _Planner:
         self.out_vals = out_vals
         # values that must live in a buffer whatever the fusion decides
         self.hard = {self.root(v) for v in roots} | set(need_buf)
+
+    def _elems(self, v):
+        """Whether v has elements (shape known and no 0 in it)."""
+        sh = self.shape(v)
+        return sh is not None and None not in sh and 0 not in sh
 
     # ------------------------------------------------------------ reads
     def _reads2(self, v, ident, acc_i, acc_o, seen):

@@ -101,7 +101,7 @@ class RowsNode:
     flat: bool     # every value its computation reads (through inline ops) is its operand's whole
                    # shape or one element: one flat loop over rows x row elements computes it
     check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
-                        # bcast: each input's source (None: static); rowsum: g's source;
+                        # bcast / bmm_bcast: each input's source (None: static); rowsum: g's source;
                         # rowcat / rowsplit: each part's source (None: static rows);
                         # rowslice_grad: g's source (checked against the slice's count)
 
@@ -160,6 +160,10 @@ def plan(program):
             # R), the result rows of its own (lower_rows_broadcast.py); TF's AddN (the sum
             # of gradients) takes equal shapes only: checked equal
             out[i] = RowsNode("bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
+            key[Value(i, 0)] = Value(i, 0)
+            continue
+        if check and how == "mm_bmm":   # TF broadcasts its batch dim too (lower_rows_broadcast.py)
+            out[i] = RowsNode("bmm_bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
             key[Value(i, 0)] = Value(i, 0)
             continue
         if check and how == "reduce" and n.op == "SumToShape" and n.outputs[0][0] == program.shape(n.inputs[0]):
@@ -351,6 +355,9 @@ def lower(kb, node, outs, rn, keep):
     if rn.how in ("bcast", "rowsum"):   # lower_rows_broadcast.py
         return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
             kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))
+    if rn.how == "bmm_bcast":
+        return rows_broadcast.emit_bmm(kb, node, rn, lambda shape, dt, rows: _alloc(
+            kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), *(_operand(kb, v) for v in node.inputs))
     for o in rn.check:   # (after the check fails every loop below runs 0 rows)
         kb.set_error(b.icmp_signed("!=", kb.buffers[rn.src].rows, kb.buffers[o].rows), ERR_ROWS_MISMATCH)
     rows = _live(kb, kb.buffers[rn.src].rows)

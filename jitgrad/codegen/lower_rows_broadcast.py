@@ -6,6 +6,9 @@ shapes" (ERR_ROWS_MISMATCH) and 0 rows.
 * ``bcast`` -- an elementwise op whose operands come from different sources: its result
   is a source of its own (the broadcast count); an operand of 1 row is read at row 0
   for every row, the others at the row itself.
+* ``bmm_bcast`` -- BatchMatMulV2 whose operands come from different sources: TF
+  broadcasts the batch dim as above (lower_rows_matmul's per-row products, an operand
+  of 1 row read at row 0).
 * ``rowsum`` -- SumToShape(g, x) of the same shape, g and x of different sources (the
   gradient of such a broadcast; passes/simplify.py keeps it): x's rows; g's rows as they
   are where the counts agree, summed in row order into x's one row where x has 1.
@@ -13,6 +16,7 @@ shapes" (ERR_ROWS_MISMATCH) and 0 rows.
 from .irutil import ERR_ROWS_MISMATCH, Buffer, bcast_idx, c64, const, load_buf
 from .lowering_tables import tables
 from ..ops.registry import REGISTRY
+from . import lower_rows_matmul as rows_matmul
 
 
 def emit(kb, node, rn, alloc, live):
@@ -24,17 +28,33 @@ def _rows(kb, src):
     return kb.buffers[src].rows
 
 
-def _bcast(kb, node, rn, alloc, live):
+def _broadcast_rows(kb, sources):
+    """The broadcast row count of ``sources`` (None: static, skipped), TF's error where
+    two are neither equal nor 1."""
     b = kb.b
-    srcs = [s for s in dict.fromkeys(rn.check) if s is not None]
+    srcs = [s for s in dict.fromkeys(sources) if s is not None]
     R = _rows(kb, srcs[0])
     for s in srcs[1:]:
         Ro = _rows(kb, s)
         ok = b.or_(b.icmp_signed("==", R, Ro), b.or_(b.icmp_signed("==", R, c64(1)), b.icmp_signed("==", Ro, c64(1))))
         kb.set_error(b.not_(ok), ERR_ROWS_MISMATCH)
         R = b.select(b.icmp_signed("==", R, c64(1)), Ro, R)
+    return R
+
+
+def emit_bmm(kb, node, rn, alloc, a, bv):
+    """``bmm_bcast``; a, bv: the operands' buffers (Rows where of run-time rows)."""
     shape, dt = node.outputs[0]
-    out = alloc(shape, dt, R)
+    out = alloc(shape, dt, _broadcast_rows(kb, rn.check))
+    one = tuple(False if s is None else kb.b.icmp_signed("==", _rows(kb, s), c64(1)) for s in rn.check)
+    rows_matmul.bmm(kb, out, out.rows, a, bv, node.attrs["adj_x"], node.attrs["adj_y"], one)
+    return [out]
+
+
+def _bcast(kb, node, rn, alloc, live):
+    b = kb.b
+    shape, dt = node.outputs[0]
+    out = alloc(shape, dt, _broadcast_rows(kb, rn.check))
     fn = tables()[0][node.op]
     opdef = REGISTRY[node.op]
     with kb.loop(out.rows) as r:

@@ -116,7 +116,10 @@ def slice_rows(kb, node, rows):
     stop = clamp(b, b_.select(pos, rows, lo))
     span = b_.select(pos, b_.sub(stop, start), b_.sub(start, stop))
     mag = b_.select(pos, s, b_.neg(s))
-    n = b_.sdiv(b_.add(span, b_.sub(mag, c64(1))), mag)
+    # ceil(span / |s|) as (span - 1) / |s| + 1: span + |s| - 1 overflows for a fed step
+    # near the i64 limits (0 rows instead of 1); -INT64_MIN wraps to itself, and a span
+    # of at most R + 1 divided by it is 0 as it should be
+    n = b_.add(b_.sdiv(b_.sub(span, c64(1)), mag), c64(1))
     n = b_.select(b_.or_(zero, b_.icmp_signed("<", span, c64(1))), c64(0), n)
     return start, n, s
 

@@ -81,11 +81,11 @@ def emit(kb, node, outs, rows, how_, a, bv):
     rows: the live row count (0 after a failure: nothing read or written)."""
     if how_ == "introws":   # C [R, N] = A [R, K] @ op(B): rows of one-row products
         C, K = outs[0], a.shape[1]
-        _bmm(kb, Buffer(C.ptr, (None, 1, C.shape[1]), C.dtype), rows, Buffer(a.ptr, (None, 1, K), a.dtype), bv,
+        bmm(kb, Buffer(C.ptr, (None, 1, C.shape[1]), C.dtype), rows, Buffer(a.ptr, (None, 1, K), a.dtype), bv,
              False, node.attrs["transpose_b"], (True, False))
         return
     if how_ == "bmm":
-        _bmm(kb, outs[0], rows, a, bv, node.attrs["adj_x"], node.attrs["adj_y"],
+        bmm(kb, outs[0], rows, a, bv, node.attrs["adj_x"], node.attrs["adj_y"],
              tuple(kb.shape(v)[0] is None for v in node.inputs))
         return
     (_kt if how_ == "kt" else _rows)(kb, node, outs[0], rows, a, bv)
@@ -134,9 +134,10 @@ def _madd(b, dt, acc, x, y):
     return b.fadd(acc, b.fmul(x, y)) if dt.is_floating else b.add(acc, b.mul(x, y))
 
 
-def _bmm(kb, C, rows, A, B, adj_x, adj_y, dyn):
-    """C [rows, M, N] = op(A) @ op(B) per row; dyn: which operand has run-time rows (its
-    row r read for C's row r; any other's only matrix)."""
+def bmm(kb, C, rows, A, B, adj_x, adj_y, dyn):
+    """C [rows, M, N] = op(A) @ op(B) per row; dyn: per operand, True where it has C's
+    run-time rows (its row r read for C's row r), False where it has one matrix, or an
+    i1 saying its run-time rows are 1, broadcast against C's (lower_rows_broadcast.py)."""
     b = kb.b
     dt = C.dtype
     _, M, N = C.shape
@@ -146,7 +147,9 @@ def _bmm(kb, C, rows, A, B, adj_x, adj_y, dyn):
 
     def at(buf, is_dyn, r, p, q, adj):
         """The index of op(buf)[row r][p, q]."""
-        lead = [] if len(buf.shape) == 2 else [(r, 0) if is_dyn else (c64(0), 0)]
+        if len(buf.shape) == 2:
+            return [q, p] if adj else [p, q]
+        lead = [(r if is_dyn is True else c64(0) if is_dyn is False else b.select(is_dyn, c64(0), r), 0)]
         return lead + ([q, p] if adj else [p, q])
 
     with kb.loop(rows) as r:
