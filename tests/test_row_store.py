@@ -135,3 +135,17 @@ def test_runs_are_bit_identical():
             again = s.run(out, {T: 37, x: X})
             for a, b in zip(first, again):
                 assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+@compiled
+def test_second_order_gradient_by_hand():
+    # loss = sum(W0 * new^2): d val = 2 W0[k] val; d/d val of sum(C * d val) = 2 W0[k] C
+    W0 = RNG.standard_normal((4, 3)).astype(np.float32)
+    C = RNG.standard_normal(3).astype(np.float32)
+    with tf.Graph().as_default():
+        buf, kk, val, new, old = _graph()
+        (d_val,) = tf.gradients(tf.reduce_sum(W0 * new * new), [val])
+        (dd_val,) = tf.gradients(tf.reduce_sum(C * d_val), [val])
+        got = tf1.Session().run([d_val, dd_val], {buf: BUF, kk: 2, val: VAL})
+    np.testing.assert_allclose(got[0], 2 * W0[2] * VAL, rtol=1e-6)
+    np.testing.assert_allclose(got[1], 2 * W0[2] * C, rtol=1e-6)
