@@ -10,8 +10,8 @@ before the loop: ``max(rows at entry, the largest index written + 1)``, the inde
 extremes being at the first and the last iteration. The array then enters the loop with
 that many rows (its entry rows, then zeros: what TF's unwritten elements read) and is
 written as a fixed-size array (autograph/staged_tensor_array.py: a checked row store per
-write, in place: ops/row_store.py), so the loop keeps one shape and compiles; a row written twice keeps the later value, as
-TF's TensorList does. The length is a shape source of the run (shape_specialise.py):
+write, in place: ops/row_store.py), so the loop keeps one shape and compiles; a row
+written twice keeps the later value, as TF's TensorList does. The length is a shape source of the run (shape_specialise.py):
 the kernel is specialised on it, one per final length.
 """
 from . import dtypes
