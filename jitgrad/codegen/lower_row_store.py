@@ -9,6 +9,7 @@ stores nothing (output 1 is zeros): no access ever leaves the buffer.
 """
 from llvmlite import ir
 
+from ..passes.ir import Program, Value
 from .irutil import I32, LIST_CHECK_CODES, Unsupported, c64, mem_type
 
 
@@ -70,7 +71,6 @@ def in_place_vars(body, n):
     rows of: its output k is SetRow's output 0 on argument k, which nothing else in the
     body reads (nor returns). The loop then hands the body one buffer as both the
     variable and its next value (lower_control.lower_while), and each write is a store."""
-    from ..passes.ir import Program, Value
     if not isinstance(body, Program):
         return set()
     arg_of = {k: Value(i, 0) for i, nd in enumerate(body.nodes) if nd.op == "Arg" and nd.attrs["arg"] < n

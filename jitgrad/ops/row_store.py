@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgumentError
+from .array_ops import zeros_like
 from .list_ops import message
 from .registry import apply_op, register
 
@@ -47,7 +48,6 @@ def _kernel(attrs, buf, index, value):
 
 def _grad(op, g, g_old):
     # out0 = buf with row k := value, out1 = buf[k]: d buf = g with row k := g_old, d value = g[k]
-    from .array_ops import zeros_like
     _, index, value = op.inputs
     if g is None:
         g = zeros_like(op.outputs[0])
