@@ -9,9 +9,9 @@ loop-invariant ``n`` (``maximum_iterations`` bounding it), its final length is k
 before the loop: ``max(rows at entry, the largest index written + 1)``, the index's
 extremes being at the first and the last iteration. The array then enters the loop with
 that many rows (its entry rows, then zeros: what TF's unwritten elements read) and is
-written as a fixed-size array (autograph/staged_tensor_array.py: a select per write, checked), so
-the loop keeps one shape and compiles; a row written twice keeps the later value, as
-TF's TensorList does. The length is a shape source of the run (shape_specialise.py):
+written as a fixed-size array (autograph/staged_tensor_array.py: a checked row store per
+write, in place: ops/row_store.py), so the loop keeps one shape and compiles; a row
+written twice keeps the later value, as TF's TensorList does. The length is a shape source of the run (shape_specialise.py):
 the kernel is specialised on it, one per final length.
 """
 from . import dtypes

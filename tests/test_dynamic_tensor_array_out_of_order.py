@@ -166,3 +166,30 @@ def test_staged_for_loop_writes_compile(reverse):
         got = f(tf.constant(X), tf.constant(t)).numpy()
         np.testing.assert_array_equal(got, _replay([t - 1 - i if reverse else i for i in range(t)]))
     assert tf.cache_info()["fallbacks"] == before
+
+
+@compiled
+def test_long_reversed_writes_store_rows_in_place_bit_identically(graph_mode, monkeypatch):
+    # each write is one row stored in the loop's one buffer (ops/row_store.py), forward and
+    # gradient loops alike; repeated runs give the same bytes
+    import jitgrad.codegen.lower_control as lower_control
+    from jitgrad import cache, compiler
+    seen, real = [], lower_control.in_place_vars
+    monkeypatch.setattr(lower_control, "in_place_vars", lambda body, n: seen.append(real(body, n)) or seen[-1])
+    cache.set_enabled(False)
+    compiler.clear_cache()
+    try:
+        def fetch(ta, x, T):
+            st = ta.stack()
+            loss = tf.reduce_sum(st * st)
+            return [st, tf.gradients(loss, x)[0]]
+        runs = _runs(lambda i, T, off: T - 1 - i, [(300, 0)] * 3, fetch=fetch)
+    finally:
+        cache.set_enabled(None)
+    np.testing.assert_array_equal(runs[0][0], _replay([299 - i for i in range(300)]))
+    c = sum((i + 1) ** 2 for i in range(300))     # loss = sum_i (i + 1)^2 |x|^2
+    np.testing.assert_allclose(runs[0][1], 2 * c * X, rtol=1e-5)
+    for st, g in runs[1:]:
+        assert st.tobytes() == runs[0][0].tobytes() and g.tobytes() == runs[0][1].tobytes()
+    if graph_mode == "compiled":
+        assert sum(len(s) for s in seen) >= 2

@@ -4,8 +4,9 @@ jitgrad's TensorArray is a Python list of tensors indexed by Python ints; a loop
 staged into a tf.while_loop writes it at an index known only at run time (the
 tf.function guide's ``for i in tf.range(n): ta = ta.write(i, x)``). For such a loop
 the array is carried as one dense loop tensor of shape ``[size, *element_shape]``:
-``write`` replaces row ``i`` (a select against ``range(size) == i``; an index out of
-range fails at run time, as TF's does), ``read``/``gather`` are gathers, ``stack`` is
+``write`` replaces row ``i`` (SetRow, ops/row_store.py: a store in place where the
+compiler can, O(1); an index out of range fails at run time, as TF's does; a dynamic
+array's write past its end is a select over its grown rows), ``read``/``gather`` are gathers, ``stack`` is
 the tensor itself. An element shape not given is learned from a dry run of one
 iteration, as TF's AutoGraph does for variables first defined in the loop.
 
@@ -38,6 +39,7 @@ from ..convert import is_tensorlike, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ..ops import array_ops, math_ops, reduction_ops
 from ..ops.list_ops import list_check
+from ..ops.row_store import set_row
 from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
 from ..tensor_array import TensorArray
@@ -131,8 +133,9 @@ class LoopTensorArray(TensorArray):
             index = list_check(index, math_ops.maximum(length, index + 1), "modify")
             self._buffer = self._grown(index)
             checked = index
-        else:
-            checked = self._checked_index(index, kind)
+        else:   # a row stored in place (ops/row_store.py), O(1) where the compiler can
+            self._buffer = set_row(self._buffer, self._checked_index(index, kind), t, name=name)
+            return self
         rows = self._rows()
         hit = math_ops.equal(rows, checked)
         mask = array_ops.reshape(hit, [-1] + [1] * rank)

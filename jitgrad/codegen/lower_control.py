@@ -48,6 +48,7 @@ from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
 from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
+from .lower_row_store import in_place_vars
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -324,8 +325,10 @@ def lower_while(kb, node, outs, dry):
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
     fixed = [(1,) if k in grow or k in pop else s for k, (s, _) in enumerate(var_specs)]   # (unused then)
+    in_place = in_place_vars(a["body"], n) - set(grow) - set(pop)   # rows stored in one buffer (lower_row_store.py)
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, (_, dt) in zip(fixed, var_specs)]
-    nxt = [kb.scratch_buffer(s, dt, "loop variable (next)") for s, (_, dt) in zip(fixed, var_specs)]
+    nxt = [kb.scratch_buffer((1,) if k in in_place else s, dt, "loop variable (next)")
+           for k, (s, (_, dt)) in enumerate(zip(fixed, var_specs))]
     arena, status = _region_temps(kb, (body, cond))
     pred = kb.scratch_buffer((1,), dtypes.bool_, "loop predicate") if cond is not None else None
     body_fx = body.effect_outputs(kb)
@@ -342,7 +345,7 @@ def lower_while(kb, node, outs, dry):
     for k in range(n):
         for bufs, acc in ((cur, cur_p), (nxt, nxt_p)):
             slot = kb.alloca(I8P)
-            b.store(b.bitcast(bufs[k].ptr, I8P), slot)
+            b.store(b.bitcast((cur if k in in_place else bufs)[k].ptr, I8P), slot)
             acc.append(slot)
     caps = [kb.buffers[v].ptr for v in ins[n:n + c]]
     xs = ins[n + c:n + c + nx]
