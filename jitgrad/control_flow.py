@@ -21,6 +21,19 @@ _COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same 
                   "structure of return values.")
 
 
+
+def check_loop_var(t, v, dims, dt):
+    """TF's build-time check of a while_loop body's output ``t`` for loop variable ``v``
+    (carried as ``dt`` with shape invariant ``dims``): TypeError / ValueError, TF's messages."""
+    if t.dtype != dt:
+        raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type "
+                        f"{t.dtype!r} after 1 iteration. {v.name} type should remain constant.")
+    if not t.shape.is_compatible_with(as_shape(dims)):
+        raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
+                         f"shape {t.shape} after one iteration. To allow the shape to vary across "
+                         f"iterations, use the `shape_invariants` argument of tf.while_loop to "
+                         f"specify a less-specific shape.")
+
 def _to_tensor(x, dtype=None):
     conv = getattr(x, "_graph_tensor", None)
     if conv is not None and not context.executing_eagerly():
@@ -244,14 +257,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 t = _to_tensor(x) if _is_tensorish(x) else _to_tensor(x, dtype=dt)
                 if isinstance(t, Tensor) and t.graph is not ph.graph:
                     t = as_output(ph.graph, t)
-                if t.dtype != dt:
-                    raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type "
-                                    f"{t.dtype!r} after 1 iteration. {v.name} type should remain constant.")
-                if not t.shape.is_compatible_with(as_shape(dims)):
-                    raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
-                                     f"shape {t.shape} after one iteration. To allow the shape to vary across "
-                                     f"iterations, use the `shape_invariants` argument of tf.while_loop to "
-                                     f"specify a less-specific shape.")
+                check_loop_var(t, v, dims, dt)
                 res.append(t)
             return res, []
 

@@ -7,10 +7,9 @@ import numpy as np
 
 from . import context, dtypes, nest
 from .assert_ops import Assert
-from .control_flow import _to_tensor
+from .control_flow import _to_tensor, check_loop_var
 from .convert import convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
-from .shapes import as_shape
 from .ops import array_ops, math_ops
 from .ops.control_flow_ops import _make_while
 from .ops.list_ops import list_check
@@ -49,14 +48,7 @@ def _scan_loop(fn_step, init, elems, reverse, name):
         # these are: a carried value changing dtype or shape is TF's TypeError / ValueError
         # (the While op would otherwise carry it under the initializer's dtype)
         for t, v, (dims, dt) in zip(new, flat_init, specs):
-            if t.dtype != dt:
-                raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type {t.dtype!r} "
-                                f"after 1 iteration. {v.name} type should remain constant.")
-            if not t.shape.is_compatible_with(as_shape(dims)):
-                raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
-                                 f"shape {t.shape} after one iteration. To allow the shape to vary across "
-                                 "iterations, use the `shape_invariants` argument of tf.while_loop to specify a "
-                                 "less-specific shape.")
+            check_loop_var(t, v, dims, dt)
         return new, ys
     outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
                        reverse=reverse, static_count=static, name=name)
