@@ -62,7 +62,11 @@ def _run_pipeline(mod, tm, level, vectorise, unroll, unlocked):
     pto.slp_vectorization = vectorise
     pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
-    mpm = pb.getModulePassManager()
+    _run_and_close(pb.getModulePassManager(), mod, pb, pto, unlocked)
+
+
+def _run_and_close(mpm, mod, pb, pto, unlocked):
+    """Run ``mpm`` over ``mod`` (unlocked: see _run_unlocked), then close the pass objects."""
     if unlocked:
         _run_unlocked(mpm, mod, pb)
     else:
@@ -161,13 +165,7 @@ def run_side_pipeline(mod, tm, unlocked=False, small=False):
     mpm = llvm.create_new_module_pass_manager()
     for name in SIDE_PASSES:
         getattr(mpm, f"add_{name}_pass")()
-    if unlocked:
-        _run_unlocked(mpm, mod, pb)
-    else:
-        mpm.run(mod, pb)
-    mpm.close()
-    pb.close()
-    pto.close()
+    _run_and_close(mpm, mod, pb, pto, unlocked)
 
 
 def _emit_unlocked(tm, mod):
