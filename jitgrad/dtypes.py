@@ -171,6 +171,15 @@ class _BFloat16(DType):
 bfloat16 = _BFloat16() if _HAVE_ML_DTYPES else \
     _MissingDType("bfloat16", "bfloat16 needs the ml_dtypes package (pip install ml_dtypes): numpy has no bfloat16.")
 
+def sum_accumulator(np_dtype):
+    """The numpy dtype a sum of np_dtype values is accumulated in: TF's Eigen reductions add
+    bfloat16 in float32 and round once (numpy would round every partial sum: 20 x 0.5986 gave
+    12.125, TF 11.9375). Without ml_dtypes there is no bfloat16 array to ask about."""
+    if _HAVE_ML_DTYPES and np_dtype == bfloat16.np:
+        return np.dtype(np.float32)
+    return np_dtype
+
+
 # Byte strings, held as numpy object arrays of ``bytes`` (ops/string_ops.py).
 string = DType("string", object, 7, kind="S")
 

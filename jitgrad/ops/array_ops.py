@@ -811,8 +811,7 @@ def _tile_grad_kernel(attrs, g, ref):
     inter = []
     for k, d in zip(m, ref.shape):
         inter += [k, d]
-    # (bfloat16 added in float32 and rounded once, as TF's sums: reduction_ops._accumulator)
-    acc = np.float32 if g.dtype == dtypes.bfloat16.np else g.dtype
+    acc = dtypes.sum_accumulator(g.dtype)
     return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=acc).astype(g.dtype)
 
 

@@ -81,14 +81,9 @@ def _prod_grad(op, g):
     return [multiply(unreduce(g, x, axis, keep), others)]
 
 
-def _accumulator(x):
-    """The dtype a sum of x is accumulated in: TF's Eigen reductions add bfloat16 in float32
-    and round once (numpy would round every partial sum: 20 x 0.5986 gave 12.125, TF 11.9375)."""
-    return np.float32 if x.dtype == dtypes.bfloat16.np else x.dtype
-
-
 def _sum_kernel(attrs, x):
-    return np.sum(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=_accumulator(x)).astype(x.dtype)
+    acc = dtypes.sum_accumulator(x.dtype)
+    return np.sum(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=acc).astype(x.dtype)
 
 
 def _mean_kernel(attrs, x):
@@ -107,7 +102,7 @@ def _mean_kernel(attrs, x):
             # warning (a RuntimeWarning TF never emits)
             nan = complex(np.nan, np.nan) if x.dtype.kind == "c" else np.nan
             return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), nan, x.dtype)
-        return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=_accumulator(x)).astype(x.dtype)
+        return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=dtypes.sum_accumulator(x.dtype)).astype(x.dtype)
 
 
 def _max_kernel(attrs, x):
@@ -196,7 +191,7 @@ def _sum_to_shape(attrs, g, ref):
         return g
     extra = g.ndim - len(target)
     axes = tuple(range(extra)) + tuple(i + extra for i, d in enumerate(target) if d == 1 and g.shape[i + extra] != 1)
-    out = np.sum(g, axis=axes, keepdims=True, dtype=_accumulator(g)).astype(g.dtype) if axes else g
+    out = np.sum(g, axis=axes, keepdims=True, dtype=dtypes.sum_accumulator(g.dtype)).astype(g.dtype) if axes else g
     return out.reshape(target)
 
 
