@@ -136,12 +136,9 @@ class Target:
         gets, so one is never shared with an engine)."""
         llvm = llvm_binding()
         facts = llvm_host_facts()      # LLVM's own answer: this builds code
-        if self.is_host:
-            cpu, features = facts["cpu"], facts["features"]
-        else:
-            cpu, features = self.cpu, _llvm_features(self.level, self.features)
+        cpu, features = (facts["cpu"], facts["features"]) if self.is_host else (self.cpu, self.features)
         return llvm.Target.from_triple(facts["triple"]).create_target_machine(
-            cpu=cpu, features=features, opt=opt)
+            cpu=cpu, features=_llvm_features(self.level, features), opt=opt)
 
     def __eq__(self, other):
         return isinstance(other, Target) and self.key() == other.key()
