@@ -29,11 +29,22 @@ def check_loop_var(t, v, dims, dt):
     if t.dtype != dt:
         raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type "
                         f"{t.dtype!r} after 1 iteration. {v.name} type should remain constant.")
-    if not t.shape.is_compatible_with(as_shape(dims)):
+    if not _shape_at_least_as_specific(t.shape, as_shape(dims)):
         raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
                          f"shape {t.shape} after one iteration. To allow the shape to vary across "
                          f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                          f"specify a less-specific shape.")
+
+def _shape_at_least_as_specific(shape, invariant):
+    """TF's _ShapeLessThanOrEqual: a body output must know every dim the invariant knows (an
+    unknown shape does not fit a known invariant; tf_fuzz round 140000: scan over elems of
+    unknown shape with an initializer of a known one)."""
+    if invariant.rank is None:
+        return True
+    if shape.rank != invariant.rank:
+        return False
+    return all(b is None or a == b for a, b in zip(shape.dims, invariant.dims))
+
 
 def _to_tensor(x, dtype=None):
     conv = getattr(x, "_graph_tensor", None)

@@ -357,3 +357,83 @@ def test_graph_cond_with_a_two_element_predicate_raises_when_run():
             with pytest.raises(tf.errors.InvalidArgumentError,
                                match=re.escape("The second input must be a scalar, but it has shape [2]")):
                 _run(r, feed)
+
+
+# ---------------------------------------------------------------- adversarial inputs by hand (stop 28)
+# TF 2.21 (benchenv, v1 graph, fed scalars): tf.range(0, 2**63 - 1, 1) (int64) fails with
+# ResourceExhaustedError (jitgrad returned an EMPTY range: numpy's arange(2**63 - 1) is empty);
+# tf.range(0.0, inf, 1.0): InvalidArgumentError "Requires ((limit - start) / delta) <=
+# 9223372036854775807"; tf.range(0.0, nan, 1.0): "Requires start <= limit when delta > 0: 0/nan"
+# (jitgrad: OverflowError / "cannot convert float NaN"); tf.fill([2**31 - 1] * 2, 1.0):
+# ResourceExhaustedError (2**63 elements fit, the bytes do not; jitgrad: InvalidArgumentError).
+@graph_modes
+@pytest.mark.parametrize("dtype,limit,error,msg", [
+    ("int64", 2 ** 63 - 1, tf.errors.ResourceExhaustedError, "OOM when allocating tensor"),
+    ("float32", np.inf, tf.errors.InvalidArgumentError, "Requires ((limit - start) / delta) <= 9223372036854775807"),
+    ("float32", np.nan, tf.errors.InvalidArgumentError, "Requires start <= limit when delta > 0: 0.0/nan")])
+def test_range_to_a_huge_or_non_finite_limit_is_tfs_error(dtype, limit, error, msg):
+    with tf.Graph().as_default():
+        lim = tf.compat.v1.placeholder(tf.as_dtype(dtype), [])
+        r = tf.range(tf.constant(0, tf.as_dtype(dtype)), lim, tf.constant(1, tf.as_dtype(dtype)))
+        with pytest.raises(error, match=re.escape(msg)):
+            _run(r, {lim: limit})
+        np.testing.assert_array_equal(_run(r, {lim: 3}), np.arange(3, dtype=dtype))
+
+
+@graph_modes
+def test_fill_of_more_bytes_than_memory_is_oom_not_invalid_argument():
+    with tf.Graph().as_default():
+        d = tf.compat.v1.placeholder(tf.int32, [2])
+        f = tf.fill(d, 1.0)
+        with pytest.raises(tf.errors.ResourceExhaustedError, match="OOM when allocating tensor"):
+            _run(f, {d: [2 ** 31 - 1, 2 ** 31 - 1]})
+        d64 = tf.compat.v1.placeholder(tf.int64, [2])
+        f64 = tf.fill(d64, 1.0)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape("would have more than 2**63 - 1 elements")):
+            _run(f64, {d64: [2 ** 63 - 1, 2]})     # TF 2.21: InvalidArgumentError, the element count
+
+
+# TF 2.21 (benchenv, v1 graph): map_fn / scan over 0 rows stack them in a TensorList, which fails
+# when the rows' static shape is not fully defined: InvalidArgumentError "Tried to stack elements of
+# an empty list with non-fully-defined element_shape: <unknown>" (elems of unknown shape), "[?]"
+# (elems [None, None]); elems [None, 2] give an empty (0, 2); a scalar per row gives (0,); a scan
+# carrying a [2] sum over elems [None, None] gives (0, 2) (its rows' shape is known). jitgrad's
+# compiled run gave (0, 2) and its interpreter (0,) for the unknown one.
+@graph_modes
+@pytest.mark.parametrize("static,shown", [(None, "<unknown>"), ([None, None], "[?]"), ([None, 2], None)])
+def test_map_fn_and_scan_over_no_rows_of_unknown_row_shape(static, shown):
+    with tf.Graph().as_default():
+        a = tf.compat.v1.placeholder(tf.float32, static)
+        m = tf.map_fn(lambda r: r * 2.0, a)
+        # (elems of unknown rank: the carried sum's shape would be unknown, TF's ValueError below)
+        s = [tf.scan(lambda c, r: c + r, a, initializer=tf.zeros([2]))] if static else []
+        per_row = tf.map_fn(lambda r: tf.reduce_sum(r), a)
+        empty = np.ones((0, 2), np.float32)
+        assert _run(per_row, {a: empty}).shape == (0,)
+        for out in [m] + s:
+            if shown is None or out is not m:    # the scan's rows: the carried sum, of shape [2]
+                assert _run(out, {a: empty}).shape == (0, 2)
+            else:
+                with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+                        f"Tried to stack elements of an empty list with non-fully-defined element_shape: {shown}")):
+                    _run(out, {a: empty})
+            rows = np.float32([[1, 2], [3, 4]])
+            want = rows * 2 if out is m else np.cumsum(rows, 0)
+            np.testing.assert_array_equal(_run(out, {a: rows}), want)
+
+
+def test_while_loop_body_output_less_specific_than_its_input_is_tfs_value_error():
+    """TF's while_v2 _check_shapes_compat: a body output must know every dim its loop variable's
+    shape invariant knows (a scan over elems of unknown shape with an initializer of shape [2]:
+    TF 2.21 raises this ValueError when the graph is built; jitgrad let it through)."""
+    with tf.Graph().as_default():
+        a = tf.compat.v1.placeholder(tf.float32, None)
+        with pytest.raises(ValueError, match="enters the loop with shape \\(2,\\), but has shape <unknown> after one"):
+            tf.scan(lambda c, r: c + r, a, initializer=tf.zeros([2]))
+        x = tf.compat.v1.placeholder(tf.float32, None)
+        with pytest.raises(ValueError, match="enters the loop with shape"):
+            tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v + x, [tf.zeros([2])])
+        # a less specific invariant lets it through
+        r = tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v + x, [tf.zeros([2])],
+                          shape_invariants=[tf.TensorShape(None)])
+        np.testing.assert_array_equal(_run(r, {x: np.float32([1, 2])})[0], [4.0, 8.0])   # TF 2.21: the same

@@ -4,9 +4,10 @@ import numpy as np
 
 from .. import context, dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of, to_numpy
-from ..errors import InvalidArgumentError, UnimplementedError, shape_error
+from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, shape_error
 from ..graph import Tensor
-from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
+from ..shapes import (ADDRESS_SPACE_BYTES, INT64_MAX, TensorShape, as_shape, broadcast_dims, check_num_elements,
+                      normalize_axes, oom_error, require_shape)
 from ._infer import check_same
 from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, stop_gradient, subtract, truediv,
                        where, zeros_like)
@@ -1033,14 +1034,19 @@ def _range_kernel(attrs, s, l, d):
     s, l, d = t(s), t(l), t(d)
     if d == 0:
         raise shape_error(f"Requires delta != 0: {d}")
-    if d > 0 and s > l:
+    if d > 0 and not s <= l:       # (as TF's tests: a NaN fails them)
         raise shape_error(f"Requires start <= limit when delta > 0: {s}/{l}")
-    if d < 0 and s < l:
+    if not d > 0 and not s >= l:
         raise shape_error(f"Requires start >= limit when delta < 0: {s}/{l}")
     if dtype.is_integer:
         size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
     else:
-        size = int(np.ceil(np.abs((l - s) / d)))
+        size = np.ceil(np.abs((l - s) / d))
+        if not size <= INT64_MAX:       # (inf, NaN too)
+            raise shape_error(f"Requires ((limit - start) / delta) <= {INT64_MAX}")
+        size = int(size)
+    if size * np.dtype(dtype.np).itemsize > ADDRESS_SPACE_BYTES:    # (numpy's arange(2**63 - 1) is empty)
+        raise oom_error([size], dtype, "range")
     return (s + np.arange(size).astype(dtype.np) * d).astype(dtype.np)
 
 
@@ -1060,6 +1066,8 @@ def _range_run_kernel(attrs, start, limit, delta):
         return _range_kernel(attrs, start, limit, delta)
     except ValueError as e:
         raise InvalidArgumentError(str(e)) from None
+    except MemoryError as e:     # (a compiled run's specialisation calls it directly)
+        raise ResourceExhaustedError(f"OOM when running Range: {e}") from None
 
 
 def _range_specialise(attrs, start, limit, delta):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgumentError
+from ..shapes import ADDRESS_SPACE_BYTES, check_num_elements, oom_error
 from . import array_ops as _a
 from .registry import NOT_DIFFERENTIABLE, REGISTRY, apply_op, register
 
@@ -49,8 +50,15 @@ def _fill_specialise(attrs, dims):
     return "Fill", {"dims": d}
 
 
+def _fill_kernel(attrs, v, dims):
+    d = _fill_specialise(attrs, dims)[1]["dims"]
+    if check_num_elements(d) * v.dtype.itemsize > ADDRESS_SPACE_BYTES:    # (the compiled run: concrete_specs)
+        raise oom_error(d, dtypes.as_dtype(v.dtype), "Fill")
+    return np.full(d, v, v.dtype)
+
+
 register("DynamicFill", infer=_fill_infer,
-         kernel=lambda attrs, v, dims: np.full(_fill_specialise(attrs, dims)[1]["dims"], v, v.dtype),
+         kernel=_fill_kernel,
          grad=lambda op, g: [_a._reduction("Sum", g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
          lowering="interpreter", kind="other")
 

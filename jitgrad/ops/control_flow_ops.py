@@ -93,6 +93,36 @@ def scalar_of(x, one_element):
     return apply_op("ScalarOf", [x], {"one_element": one_element}, name="ScalarOf")
 
 
+# ---------------------------------------------------------------- stacking no rows of an unknown shape
+def _stack_check(shapes, attrs):
+    s = shapes[0]
+    if s is not None and len(s) >= 1 and s[0] == 0:
+        raise ValueError(f"Tried to stack elements of an empty list with non-fully-defined element_shape: "
+                         f"{attrs['element_shape']}")
+
+
+def _stack_check_kernel(attrs, x):
+    _stack_check((np.shape(x),), attrs)
+    return x
+
+
+# Value: its input. TF's map_fn / scan stack their rows in a TensorList, whose stack of no
+# rows fails when the rows' static shape is not fully defined; the compiled and interpreted
+# loops would each make up a shape (tf_fuzz round 140000). Checked on the run's shapes.
+register("EmptyStackCheck", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], run_check=_stack_check,
+         kernel=_stack_check_kernel, grad=lambda op, g: [g], kind="other", identity=True, lowering="none")
+
+
+def check_stackable(stacked):
+    """``stacked`` (rows stacked by a loop), failing as TF's TensorListStack when it has no rows
+    and its rows' static shape is not fully defined."""
+    rows = stacked.shape[1:] if stacked.shape.rank is not None else stacked.shape
+    if rows.is_fully_defined() or (stacked.shape.rank is not None and stacked.shape.dims[0] not in (None, 0)):
+        return stacked
+    shown = "<unknown>" if rows.rank is None else "[" + ",".join("?" if d is None else str(d) for d in rows.dims) + "]"
+    return apply_op("EmptyStackCheck", [stacked], {"element_shape": shown}, name="TensorListStack")
+
+
 # ---------------------------------------------------------------- If
 def _if_infer(shapes, dts, attrs):
     if dts[0] is not dtypes.bool_:
