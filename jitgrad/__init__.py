@@ -233,6 +233,8 @@ def _fill_compat_v1():
     # tf.compat.v1.nn: tf.nn with TF 1's dropout (keep_prob)
     v1.nn = _module("compat.v1.nn", **{k: v for k, v in nn.__dict__.items() if not k.startswith("__")})
     v1.nn.dropout = _n.dropout_v1
+    v1.nn.softmax_cross_entropy_with_logits = _n.softmax_cross_entropy_with_logits_v1
+    v1.nn.softmax_cross_entropy_with_logits_v2 = _n.softmax_cross_entropy_with_logits_v2_v1
     v1.Session = Session  # the v1 names win over anything of the same name above
     _sys.modules[__name__ + ".compat"] = compat
     _sys.modules[__name__ + ".compat.v1"] = v1

@@ -12,7 +12,8 @@ from .assert_ops import Assert
 from .convert import convert_to_tensor
 from .graph import Tensor
 from .ops import array_ops, math_ops, reduction_ops
-from .ops.control_flow_ops import _make_if, _make_while, as_output, trace
+from .errors import InvalidArgumentError
+from .ops.control_flow_ops import _make_if, _make_while, as_output, scalar_of, trace
 from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
 from .eager import EagerTensor
@@ -28,11 +29,22 @@ def check_loop_var(t, v, dims, dt):
     if t.dtype != dt:
         raise TypeError(f"Loop var {v.name} enters the loop with type {dt!r} but has type "
                         f"{t.dtype!r} after 1 iteration. {v.name} type should remain constant.")
-    if not t.shape.is_compatible_with(as_shape(dims)):
+    if not _shape_at_least_as_specific(t.shape, as_shape(dims)):
         raise ValueError(f"Input tensor '{v.name}' enters the loop with shape {as_shape(dims)}, but has "
                          f"shape {t.shape} after one iteration. To allow the shape to vary across "
                          f"iterations, use the `shape_invariants` argument of tf.while_loop to "
                          f"specify a less-specific shape.")
+
+def _shape_at_least_as_specific(shape, invariant):
+    """TF's _ShapeLessThanOrEqual: a body output must know every dim the invariant knows (an
+    unknown shape does not fit a known invariant; tf_fuzz round 140000: scan over elems of
+    unknown shape with an initializer of a known one)."""
+    if invariant.rank is None:
+        return True
+    if shape.rank != invariant.rank:
+        return False
+    return all(b is None or a == b for a, b in zip(shape.dims, invariant.dims))
+
 
 def _to_tensor(x, dtype=None):
     conv = getattr(x, "_graph_tensor", None)
@@ -48,12 +60,12 @@ def _unpack_singleton(x):
 
 
 def _eager_bool(p, what):
+    """TF's eager cond / case / while_loop test the predicate with Python's ``if``: a tensor
+    of one element, any rank, is its truth value; any other is numpy's ValueError."""
     v = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
     if v.dtype != np.bool_:
         raise TypeError(f"{what} must be a bool tensor, got {v.dtype}")
-    if v.shape != ():
-        raise ValueError(f"{what} must be a scalar, got shape {list(v.shape)}")
-    return bool(v)
+    return bool(v)      # (numpy: "The truth value of an array with more than one element is ambiguous...")
 
 
 # ---------------------------------------------------------------- cond
@@ -81,8 +93,10 @@ def _cond(pred, true_fn, false_fn, strict, name):
     pred = _to_tensor(pred)
     if pred.dtype is not dtypes.bool_:
         raise TypeError(f"The predicate of tf.cond must be a bool tensor, got {pred.dtype.name}")
-    if pred.shape.rank not in (None, 0):
-        raise ValueError(f"The predicate of tf.cond must be a scalar, got shape {pred.shape}")
+    if pred.shape.rank != 0:
+        # TF's graph takes any one-element predicate (shape [1], [1, 1]); another count is
+        # built, and fails when it runs (TF 2.21 aborts in grappler for a constant one)
+        pred = scalar_of(pred, one_element=True)
     g = context.get_default_graph()
     with g.name_scope(name or "cond"):
         fg_t, _, r_t = trace("true_fn", lambda: true_fn(), [])
@@ -126,10 +140,17 @@ def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
         default = pairs[-1][1]
     idx = _to_tensor(branch_index)
     if not idx.dtype.is_integer:
-        raise TypeError(f"branch_index must be an integer tensor, got {idx.dtype.name}")
+        raise TypeError(f"'branch_index' must be an integer Tensor, got <dtype: '{idx.dtype.name}'>")
     if context.executing_eagerly():
-        i = int(np.asarray(idx.numpy()))
-        return dict(pairs).get(i, default)()
+        i = np.asarray(idx.numpy())
+        if i.ndim:
+            # TF's eager switch_case clamps the index with v1 tf.where (Select) of two scalars
+            raise InvalidArgumentError("'then' must be at least a vector, but saw shape: []" if i.ndim == 1 else
+                                       f"Inputs to operation Select of type Select must have the same size and "
+                                       f"shape.  Input 0: [{','.join(map(str, i.shape))}] != input 1: []")
+        return dict(pairs).get(int(i), default)()
+    if idx.shape.rank != 0:     # TF builds it, and its Switch kernel fails when it runs
+        idx = scalar_of(idx, one_element=False)
     return _chain([(math_ops.equal(idx, np.asarray(k, idx.dtype.np)), fn) for k, fn in pairs], default, name)
 
 
@@ -219,7 +240,12 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     if context.executing_eagerly():
         vals = nest.map_structure(_to_loop_value, packed)
-        limit = None if maximum_iterations is None else int(np.asarray(_to_tensor(maximum_iterations).numpy()))
+        limit = None
+        if maximum_iterations is not None:
+            limit = _to_tensor(maximum_iterations)
+            if limit.shape.rank != 0:
+                raise ValueError(f"'maximum_iterations' must be a scalar. Received shape: {limit.shape}")
+            limit = int(np.asarray(limit.numpy()))
         i = 0
         while (limit is None or i < limit) and _eager_bool(_to_tensor(call(cond, vals)), "The loop condition"):
             out = body_result(vals)
@@ -266,8 +292,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             limit = _to_tensor(maximum_iterations)
             if not limit.dtype.is_integer:
                 raise TypeError(f"maximum_iterations must be an integer, got {limit.dtype.name}")
-            if limit.shape.rank not in (None, 0):
-                raise ValueError(f"maximum_iterations must be a scalar, got shape {limit.shape}")
+            if limit.shape.rank != 0:   # TF builds it, and its Switch kernel fails when it runs
+                limit = scalar_of(limit, one_element=False)
         outs = _make_while(flat, specs, cond_fn, body_fn, [], [], "max" if limit is not None else None, limit,
                            name="While")[:n]
         if not back_prop:

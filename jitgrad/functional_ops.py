@@ -11,7 +11,7 @@ from .control_flow import _to_tensor, check_loop_var
 from .convert import convert_to_tensor
 from .errors import InvalidArgumentError, OutOfRangeError
 from .ops import array_ops, math_ops
-from .ops.control_flow_ops import _make_while
+from .ops.control_flow_ops import _make_while, check_stackable
 from .ops.list_ops import list_check
 
 
@@ -52,7 +52,7 @@ def _scan_loop(fn_step, init, elems, reverse, name):
         return new, ys
     outs = _make_while(flat_init, specs, None, body_fn, flat_e, _slice_specs(flat_e), "count", count,
                        reverse=reverse, static_count=static, name=name)
-    return outs[:n], outs[n + 1:]
+    return outs[:n], [check_stackable(y) for y in outs[n + 1:]]
 
 
 def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,

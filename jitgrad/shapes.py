@@ -4,7 +4,7 @@ A dim is an int or None (unknown); a shape whose rank is unknown has
 ``dims is None``. Op shape functions work on these partial shapes at graph
 construction and on fully known ones when a graph is specialised for a call.
 """
-from .errors import InvalidArgumentError, shape_error
+from .errors import InvalidArgumentError, ResourceExhaustedError, shape_error
 
 
 class TensorShape:
@@ -142,6 +142,15 @@ def check_num_elements(dims):
     if n > INT64_MAX:
         raise shape_error(f"Shape {list(dims)} would have more than 2**63 - 1 elements")
     return n
+
+
+ADDRESS_SPACE_BYTES = 1 << 47   # x86-64 and AArch64 user space: 128 TiB
+
+
+def oom_error(dims, dtype, op_name, op=None):
+    """TF's error for a tensor no engine can hold (more bytes than an address space): OOM."""
+    return ResourceExhaustedError(None, op, f"OOM when allocating tensor with shape{list(dims)} and type "
+                                              f"{dtype.name} [[node {op_name}]]")
 
 
 class InputShapeError(ValueError):

@@ -4,9 +4,10 @@ import numpy as np
 
 from .. import context, dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of, to_numpy
-from ..errors import InvalidArgumentError, UnimplementedError, shape_error
+from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, shape_error
 from ..graph import Tensor
-from ..shapes import TensorShape, as_shape, broadcast_dims, check_num_elements, normalize_axes, require_shape
+from ..shapes import (ADDRESS_SPACE_BYTES, INT64_MAX, TensorShape, as_shape, broadcast_dims, check_num_elements,
+                      normalize_axes, oom_error, require_shape)
 from ._infer import check_same
 from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, stop_gradient, subtract, truediv,
                        where, zeros_like)
@@ -241,15 +242,14 @@ def _transpose_infer(shapes, dts, attrs):
     if perm is None:
         return [(tuple(reversed(s)), dts[0])]
     if len(perm) != len(s) or not all(0 <= p < len(s) for p in perm):
-        raise ValueError(f"perm {list(perm)} is not a permutation of the dimensions of a rank-{len(s)} tensor")
+        check_perm(perm, len(s))      # raises TF's message
     return [(tuple(s[p] for p in perm), dts[0])]   # (a repeated dim passes, as in TF: _transpose_run_check)
 
 
 def _transpose_run_check(shapes, attrs):
     perm = attrs["perm"]
-    if perm is not None and shapes[0] is not None and sorted(perm) != list(range(len(shapes[0]))):
-        raise ValueError(f"perm {list(perm)} is not a permutation of the dimensions of a rank-{len(shapes[0])} "
-                         "tensor")
+    if perm is not None and shapes[0] is not None:
+        check_perm(perm, len(shapes[0]))
 
 
 def _transpose_grad(op, g):
@@ -264,10 +264,39 @@ register("Transpose", infer=_transpose_infer, run_check=_transpose_run_check,
          grad=_transpose_grad, kind="layout", keeps_uniform=True)
 
 
+def check_perm(perm, rank):
+    """TF's Transpose kernel's checks of a perm value against the input's rank, in its order and
+    with its InvalidArgumentError messages (raised here as ValueError); the perm with negative
+    entries counted from the end."""
+    perm = np.asarray(perm)
+    if perm.ndim != 1:
+        raise ValueError(f"perm must be rank 1, got shape [{','.join(map(str, perm.shape))}]")
+    if perm.size != rank:
+        raise ValueError(f"transpose expects a vector of size {rank}. But input(1) is a vector of size {perm.size}")
+    out = []
+    for d in perm.tolist():
+        d = d + rank if d < 0 else d
+        if not 0 <= d < rank:
+            raise ValueError(f"{d} is out of range [0 .. {rank})")
+        out.append(d)
+    for i in range(rank):
+        if i not in out:
+            raise ValueError(f"{i} is missing from {{{','.join(map(str, perm.tolist()))}}}.")
+    return tuple(out)
+
+
 def transpose(a, perm=None, name="transpose", conjugate=False):
     (x,) = convert_all([a])
+    if perm is not None and not isinstance(perm, (list, tuple, np.ndarray)) and get_static_value(perm) is None:
+        out = _dyn.transpose(x, perm, name=name)     # a perm known only when it runs (a fed one)
+        return apply_op("Conj", [out]) if conjugate and out.dtype.is_complex else out
     if perm is not None:
         perm = tuple(int(p) for p in (get_static_value(perm) if not isinstance(perm, (list, tuple)) else perm))
+        if context.executing_eagerly() and x.shape.rank is not None:
+            try:
+                perm = check_perm(perm, x.shape.rank)     # TF's kernel's messages
+            except ValueError as e:
+                raise InvalidArgumentError(str(e)) from None
         if x.shape.rank is not None:
             perm = tuple(p + x.shape.rank if -x.shape.rank <= p < 0 else p for p in perm)   # (5 stays 5: an error)
     out = apply_op("Transpose", [x], {"perm": perm}, name=name)
@@ -291,8 +320,8 @@ def _expand_infer(shapes, dts, attrs):
     if s is None:
         return [(None, dts[0])]
     a = attrs["axis"]
-    if not -len(s) - 1 <= a <= len(s):
-        raise ValueError(f"axis {a} is out of range for expand_dims of a rank-{len(s)} tensor")
+    if not -len(s) - 1 <= a <= len(s):     # (TF's eager message; its graph's: "dim 5 not in the interval")
+        raise ValueError(f"Tried to expand dim index {a} for tensor with {len(s)} dimensions.")
     a = a % (len(s) + 1)
     return [(s[:a] + (1,) + s[a:], dts[0])]
 
@@ -301,8 +330,35 @@ register("ExpandDims", infer=_expand_infer, kernel=lambda attrs, x: np.expand_di
          grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
+def expand_ndim_check(axis, ndim):
+    """TF's ExpandDims kernel's checks of an axis value (any one-element int tensor) against the
+    input's rank, with its messages (raised here as ValueError); the axis as an int."""
+    axis = np.asarray(axis)
+    if axis.size != 1:
+        raise ValueError("'dim' must be a tensor with a single value")
+    a = int(axis.reshape(()))
+    if not -ndim - 1 <= a <= ndim:
+        raise ValueError(f"Tried to expand dim index {a} for tensor with {ndim} dimensions.")
+    return a
+
+
 def expand_dims(input, axis, name=None):  # noqa: A002
     (x,) = convert_all([input])
+    if hasattr(axis, "dtype") and not isinstance(axis, (int, np.integer, np.ndarray)) or \
+            isinstance(axis, (list, tuple, np.ndarray)):
+        # a tensor, an array or a list (TF's ExpandDims takes any one-element int32/int64 tensor)
+        dt = dtypes.as_dtype(axis.dtype) if hasattr(axis, "dtype") else None
+        if dt is not None and dt not in (dtypes.int32, dtypes.int64):
+            _int_arg(np.zeros((), dt.np) if dt.np is not object else "", "dim")     # TF's TypeError
+        value = get_static_value(axis)
+        if value is None:
+            return _dyn.expand_dims(x, axis, name=name)
+        value = np.asarray(value)
+        if value.dtype.kind not in "iu":
+            _int_arg(value.reshape(-1)[:1], "dim")
+        if value.size != 1:
+            raise shape_error("'dim' must be a tensor with a single value")
+        axis = int(value.reshape(()))
     return apply_op("ExpandDims", [x], {"axis": _int_arg(axis, "dim")}, name=name or "ExpandDims")
 
 
@@ -977,14 +1033,19 @@ def _range_kernel(attrs, s, l, d):
     s, l, d = t(s), t(l), t(d)
     if d == 0:
         raise shape_error(f"Requires delta != 0: {d}")
-    if d > 0 and s > l:
+    if d > 0 and not s <= l:       # (as TF's tests: a NaN fails them)
         raise shape_error(f"Requires start <= limit when delta > 0: {s}/{l}")
-    if d < 0 and s < l:
+    if not d > 0 and not s >= l:
         raise shape_error(f"Requires start >= limit when delta < 0: {s}/{l}")
     if dtype.is_integer:
         size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
     else:
-        size = int(np.ceil(np.abs((l - s) / d)))
+        size = np.ceil(np.abs((l - s) / d))
+        if not size <= INT64_MAX:       # (inf, NaN too)
+            raise shape_error(f"Requires ((limit - start) / delta) <= {INT64_MAX}")
+        size = int(size)
+    if size * np.dtype(dtype.np).itemsize > ADDRESS_SPACE_BYTES:    # (numpy's arange(2**63 - 1) is empty)
+        raise oom_error([size], dtype, "range")
     return (s + np.arange(size).astype(dtype.np) * d).astype(dtype.np)
 
 
@@ -1004,6 +1065,8 @@ def _range_run_kernel(attrs, start, limit, delta):
         return _range_kernel(attrs, start, limit, delta)
     except ValueError as e:
         raise InvalidArgumentError(str(e)) from None
+    except MemoryError as e:     # (a compiled run's specialisation calls it directly)
+        raise ResourceExhaustedError(f"OOM when running Range: {e}") from None
 
 
 def _range_specialise(attrs, start, limit, delta):

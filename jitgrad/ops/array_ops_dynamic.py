@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgumentError
+from ..shapes import ADDRESS_SPACE_BYTES, check_num_elements, oom_error
 from . import array_ops as _a
 from .registry import NOT_DIFFERENTIABLE, REGISTRY, apply_op, register
 
@@ -49,8 +50,15 @@ def _fill_specialise(attrs, dims):
     return "Fill", {"dims": d}
 
 
+def _fill_kernel(attrs, v, dims):
+    d = _fill_specialise(attrs, dims)[1]["dims"]
+    if check_num_elements(d) * v.dtype.itemsize > ADDRESS_SPACE_BYTES:    # (the compiled run: concrete_specs)
+        raise oom_error(d, dtypes.as_dtype(v.dtype), "Fill")
+    return np.full(d, v, v.dtype)
+
+
 register("DynamicFill", infer=_fill_infer,
-         kernel=lambda attrs, v, dims: np.full(_fill_specialise(attrs, dims)[1]["dims"], v, v.dtype),
+         kernel=_fill_kernel,
          grad=lambda op, g: [_a._reduction("Sum", g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
          lowering="interpreter", kind="other")
 
@@ -96,6 +104,85 @@ def reshape(x, shape, name=None):
     """shape: a shape tensor, or a list of ints and scalar tensors."""
     (s,) = _a.convert_all([_a._dyn_shape(shape)])
     return apply_op("DynamicReshape", [x, s], {"known": _known_dims(shape)}, name=name or "Reshape")
+
+
+# ---------------------------------------------------------------- expand_dims / transpose by a run-time value
+def _int_input(dt, what):
+    if dt not in (dtypes.int32, dtypes.int64):
+        raise TypeError(f"Value passed to parameter '{what}' has DataType {dt.name} not in list of allowed "
+                        "values: int32, int64")
+
+
+def _expand_infer(shapes, dts, attrs):
+    _int_input(dts[1], "dim")
+    if shapes[1] is not None and None not in shapes[1] and int(np.prod(shapes[1])) != 1:
+        raise ValueError("'dim' must be a tensor with a single value")
+    return [(None if shapes[0] is None else (None,) * (len(shapes[0]) + 1), dts[0])]
+
+
+def _checked(fn, *args):
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+
+
+def _expand_specialise(attrs, axis):
+    # (the range is checked by ExpandDims's shape rule on the run's shapes)
+    return "ExpandDims", {"axis": _checked(_a.expand_ndim_check, axis, 1 << 30)}
+
+
+register("DynamicExpandDims", infer=_expand_infer,
+         kernel=lambda attrs, x, axis: np.expand_dims(x, _checked(_a.expand_ndim_check, axis, x.ndim)),
+         grad=lambda op, g: [_a.reshape_like(g, op.inputs[0]), None], data_dependent_shape=True, shape_from=1,
+         specialise=_expand_specialise, lowering="interpreter", kind="other")
+
+
+def expand_dims(x, axis, name=None):
+    """tf.expand_dims by an axis known only when it runs (a fed one-element tensor)."""
+    (a,) = _a.convert_all([axis], graph=_a.graph_of([x]))
+    return apply_op("DynamicExpandDims", [x, a], {}, name=name or "ExpandDims")
+
+
+def _transpose_infer(shapes, dts, attrs):
+    _int_input(dts[1], "perm")
+    s, p = shapes[0], shapes[1]
+    n = p[0] if p is not None and len(p) == 1 else None
+    if s is not None and n is not None and n != len(s):    # (TF's graph: "Dimension must be 2 but is 3")
+        raise ValueError(f"transpose expects a vector of size {len(s)}. But input(1) is a vector of size {n}")
+    rank = len(s) if s is not None else n
+    return [(None if rank is None else (None,) * rank, dts[0])]
+
+
+def _perm(attrs, perm, rank):
+    """The perm the op applies: ``perm`` checked (TF's messages), or its inverse for the gradient."""
+    p = _checked(_a.check_perm, perm, rank)
+    return tuple(int(i) for i in np.argsort(p)) if attrs["inverse"] else p
+
+
+def _transpose_specialise(attrs, perm):
+    # the perm's own length is the rank it is checked against here; Transpose's shape rule
+    # then checks it against the run's input rank
+    perm = np.asarray(perm)
+    return "Transpose", {"perm": _perm(attrs, perm, perm.size if perm.ndim == 1 else -1)}
+
+
+def _transpose_grad(op, g):
+    return [apply_op("DynamicTranspose", [g, op.inputs[1]], {"inverse": not op.get_attr("inverse")},
+                     name="transpose_grad"), None]
+
+
+# (inverse: transposed by the inverse of the perm, the gradient's transpose)
+register("DynamicTranspose", infer=_transpose_infer,
+         kernel=lambda attrs, x, perm: np.asarray(np.transpose(x, _perm(attrs, perm, x.ndim)), order="C"),
+         grad=_transpose_grad, data_dependent_shape=True, shape_from=1, specialise=_transpose_specialise,
+         lowering="interpreter", kind="other")
+
+
+def transpose(x, perm, name=None):
+    """tf.transpose by a perm known only when it runs (a fed int vector)."""
+    (p,) = _a.convert_all([perm], graph=_a.graph_of([x]))
+    return apply_op("DynamicTranspose", [x, p], {"inverse": False}, name=name or "transpose")
 
 
 # ---------------------------------------------------------------- x[i:j:k] with tensor bounds

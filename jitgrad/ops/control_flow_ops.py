@@ -32,7 +32,8 @@ from .. import context, dtypes
 from ..convert import convert_to_tensor
 from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
-from .registry import apply_op, register
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from . import array_ops
 from ..passes.prune import prune
 from ..passes.growing_vars import pop_count, popped_rows, popping_if
 from ..gradients import gradients
@@ -59,6 +60,67 @@ def _merge_dims(a, b):
     if a is None or b is None or len(a) != len(b):
         return None
     return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------- a predicate / index / trip limit as a scalar
+def _scalar_check(shapes, attrs):
+    """TF's Switch kernel (what a graph's cond, switch_case and while_loop limit become):
+    a cond predicate may be any one-element tensor (``one_element``), a switch_case index
+    or maximum_iterations only a scalar."""
+    s = shapes[0]
+    if s is None:
+        return
+    if (int(np.prod(s)) != 1) if attrs["one_element"] else len(s) != 0:
+        raise ValueError(f"The second input must be a scalar, but it has shape [{','.join(map(str, s))}]")
+
+
+def _scalar_kernel(attrs, x):
+    _scalar_check((np.shape(x),), attrs)
+    return np.asarray(x).reshape(())
+
+
+# Its input's element as a scalar: a free view in codegen (reshape=True); the check is made on
+# each run's shapes (run_check), so nothing of it is in the generated code.
+register("ScalarOf", infer=lambda shapes, dts, attrs: [((), dts[0])], run_check=_scalar_check,
+         kernel=_scalar_kernel, grad=NOT_DIFFERENTIABLE, kind="layout", reshape=True)
+
+
+def scalar_of(x, one_element):
+    """``x`` (a tensor whose static shape is not known to be a scalar) as a scalar, checked
+    when it runs as TF's graph checks it; a shape known to hold one element is a plain reshape."""
+    if one_element and x.shape.is_fully_defined() and x.shape.num_elements() == 1:
+        return array_ops.reshape(x, [])
+    return apply_op("ScalarOf", [x], {"one_element": one_element}, name="ScalarOf")
+
+
+# ---------------------------------------------------------------- stacking no rows of an unknown shape
+def _stack_check(shapes, attrs):
+    s = shapes[0]
+    if s is not None and len(s) >= 1 and s[0] == 0:
+        raise ValueError(f"Tried to stack elements of an empty list with non-fully-defined element_shape: "
+                         f"{attrs['element_shape']}")
+
+
+def _stack_check_kernel(attrs, x):
+    _stack_check((np.shape(x),), attrs)
+    return x
+
+
+# Value: its input. TF's map_fn / scan stack their rows in a TensorList, whose stack of no
+# rows fails when the rows' static shape is not fully defined; the compiled and interpreted
+# loops would each make up a shape (tf_fuzz round 140000). Checked on the run's shapes.
+register("EmptyStackCheck", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], run_check=_stack_check,
+         kernel=_stack_check_kernel, grad=lambda op, g: [g], kind="other", identity=True, lowering="none")
+
+
+def check_stackable(stacked):
+    """``stacked`` (rows stacked by a loop), failing as TF's TensorListStack when it has no rows
+    and its rows' static shape is not fully defined."""
+    rows = stacked.shape[1:] if stacked.shape.rank is not None else stacked.shape
+    if rows.is_fully_defined() or (stacked.shape.rank is not None and stacked.shape.dims[0] not in (None, 0)):
+        return stacked
+    shown = "<unknown>" if rows.rank is None else "[" + ",".join("?" if d is None else str(d) for d in rows.dims) + "]"
+    return apply_op("EmptyStackCheck", [stacked], {"element_shape": shown}, name="TensorListStack")
 
 
 # ---------------------------------------------------------------- If

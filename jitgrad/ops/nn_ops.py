@@ -6,6 +6,7 @@ import numpy as np
 
 from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
 from .. import dtypes
+from ..errors import InvalidArgumentError
 from ..shapes import as_shape
 from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
@@ -56,14 +57,71 @@ def _xent_grad(op, g):
             multiply(ge, negative(log_softmax(logits, axis)))]
 
 
+def _xent_check(shapes, attrs):
+    """What TF rejects when the class dimension is empty (tf_fuzz seed 130138), for the run's
+    logits shape. TF's Python wrappers reshape logits of rank != 2 to [-1, classes], and TF's
+    Reshape leaves zero-sized dims out when it infers the -1: a [P, 0] matrix, P the product
+    of the non-zero outer dims. The dense kernel then makes P losses, which fail the reshape
+    back to the outer shape when that is empty (an empty class dim alone is fine: zero losses).
+    The sparse kernel rejects P rows against the labels' real count L, or else no classes."""
+    s = shapes[1]
+    if s is None or len(s) == 0:
+        return
+    axis = attrs["axis"] % len(s)
+    if s[axis] != 0:
+        return
+    outer = [d for i, d in enumerate(s) if i != axis]
+    count = int(np.prod(outer))
+    rows = count if len(s) == 2 and attrs.get("sparse") else int(np.prod([d for d in outer if d != 0]))
+    if attrs.get("sparse"):
+        if rows != count:
+            raise ValueError(f"logits and labels must have the same first dimension, got logits shape "
+                             f"[{rows},0] and labels shape [{count}]")
+        raise ValueError(f"Must have at least one class, but got logits shape [{rows},0]")
+    if rows != count:
+        raise ValueError(f"Input to reshape is a tensor with {rows} values, but the requested shape has {count}")
+
+
+def _xent_kernel(attrs, loss, logits, labels):
+    try:
+        _xent_check((None, logits.shape), attrs)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None   # (TF's message, no op-name prefix)
+    return loss
+
+
 # Value: its first input (the loss, computed from logits and labels by the
 # primitives), so at run time it is an identity (passes/stop_gradient.py removes
-# it); the gradient is TF's (_xent_grad), never the primitives'.
-register("SoftmaxXentLoss", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
-         kernel=lambda attrs, loss, logits, labels: loss, grad=_xent_grad, kind="other", identity=True, lowering="none")
+# it); the gradient is TF's (_xent_grad), never the primitives'. TF's run-time
+# checks of the logits shape (_xent_check) are made by its kernel (eager, the
+# interpreter) and by the compiler on each run's concrete shapes (run_check), so
+# they cost nothing in the generated code.
+register("SoftmaxXentLoss", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], run_check=_xent_check,
+         kernel=_xent_kernel, grad=_xent_grad, kind="other", identity=True, lowering="none")
 
 
 def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=None):
+    return _softmax_xent(labels, logits, axis, name, sparse=False)
+
+
+def softmax_cross_entropy_with_logits_v1(labels=None, logits=None, dim=-1, name=None, axis=None):
+    """``tf.compat.v1.nn.softmax_cross_entropy_with_logits``: TF 1's, with no gradient into the
+    labels (TF: stop_gradient(labels)) and ``dim``, of which ``axis`` is an alias."""
+    if labels is None or logits is None:
+        raise ValueError("Both labels and logits must be provided.")
+    dim = axis if axis is not None else dim
+    (logits,) = convert_all([logits])
+    (labels,) = convert_all([labels], graph=graph_of([logits]))
+    return softmax_cross_entropy_with_logits(labels=stop_gradient(labels), logits=logits, axis=dim, name=name)
+
+
+def softmax_cross_entropy_with_logits_v2_v1(labels, logits, axis=None, name=None, dim=None):
+    """``tf.compat.v1.nn.softmax_cross_entropy_with_logits_v2``: tf.nn's, with ``dim`` an alias of ``axis``."""
+    axis = dim if axis is None else axis
+    return softmax_cross_entropy_with_logits(labels=labels, logits=logits, axis=axis, name=name)
+
+
+def _softmax_xent(labels, logits, axis, name, sparse):
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
     (logits,) = convert_all([logits])
@@ -82,7 +140,7 @@ def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=No
     axis = -1 if axis is None else axis
     shifted = _shifted(precise, axis)
     loss = reduce_sum(multiply(labels, subtract(log(reduce_sum(exp(shifted), axis, keepdims=True)), shifted)), axis)
-    loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": _static_int(axis, "the axis")},
+    loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": _static_int(axis, "the axis"), "sparse": sparse},
                     name=name or "softmax_cross_entropy_with_logits")
     return cast(loss, logits.dtype) if half else loss
 
@@ -97,7 +155,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
     # CPU kernel does ("Received a label value of 5 which is outside the valid range").
     g = graph_of([labels, logits])
     onehot = gather(convert_to_tensor(np.eye(n, dtype=logits.dtype.np), graph=g), labels, axis=0)
-    return softmax_cross_entropy_with_logits(labels=onehot, logits=logits, name=name)
+    return _softmax_xent(onehot, logits, -1, name, sparse=True)
 
 
 def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):

@@ -8,7 +8,7 @@ op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 import numpy as np
 
 from .. import context, dispatch
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..graph import Tensor, out_of_scope_error
 from ..shapes import InputShapeError
 
@@ -255,6 +255,8 @@ def run_kernel(opdef, arrays, attrs):
             out = opdef.kernel(attrs, *arrays)
     except (ValueError, IndexError, ZeroDivisionError, FloatingPointError) as e:
         raise InvalidArgumentError(f"{opdef.name}: {e}") from None
+    except MemoryError as e:     # (TF's allocator: OOM, as the compiled path's checks say)
+        raise ResourceExhaustedError(f"OOM when running {opdef.name}: {e}") from None
     finally:
         if token is not None:
             _np_err_cv.reset(token)

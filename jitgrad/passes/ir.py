@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import int32
-from ..errors import InvalidArgumentError, ResourceExhaustedError
+from ..errors import InvalidArgumentError
 from ..ops.registry import REGISTRY, infer_named, run_kernel
-from ..shapes import INT64_MAX, check_num_elements
+from ..shapes import ADDRESS_SPACE_BYTES, check_num_elements, oom_error
 from ..ops.logging_ops import RegionEffects, host_targets, region_site
 from ..shape_specialise import static_form
 from ..ops.array_ops_dynamic import slices_run_time_rows
@@ -112,7 +112,6 @@ def value_class(arr):
     return "other"
 
 
-ADDRESS_SPACE_BYTES = 1 << 47   # x86-64 and AArch64 user space: 128 TiB
 
 
 def concrete_specs(op, opdef, in_shapes, in_dtypes):
@@ -133,11 +132,9 @@ def concrete_specs(op, opdef, in_shapes, in_dtypes):
                 continue
             nbytes = check_num_elements(s) * d.np.itemsize
             if nbytes > ADDRESS_SPACE_BYTES:
-                if nbytes > INT64_MAX:
-                    raise ValueError(f"Shape {list(s)} of {d.name} would need more than 2**63 - 1 bytes")
-                # no engine can hold it (TF: OOM), and a fused loop over it would run for ever
-                raise ResourceExhaustedError(None, op, f"OOM when allocating tensor with shape{list(s)} and type "
-                                                       f"{d.name} [[node {op.name}]]")
+                # no engine can hold it (TF: OOM, also past 2**63 - 1 bytes of < 2**63 elements),
+                # and a fused loop over it would run for ever
+                raise oom_error(s, d, op.name, op)
             static = t.shape.dims
             if static is not None and (len(static) != len(s) or
                                        any(a is not None and b is not None and a != b for a, b in zip(static, s))):
