@@ -100,10 +100,6 @@ def _plan(dtype, M, N, K, trans_a, config=None):
     # 3x256 + 16, so no block degenerates into a tiny, overhead-bound one.
     nkb = _ceil_div(K, p["kc"])
     kc = _ceil_div(K, nkb)
-    mc = _round_up(min(p["mc"], _round_up(M, mr)), mr)
-    nc = _round_up(min(p["nc"], _round_up(N, nr)), nr)
-    per_align = _ALIGN_BYTES // _elem_bytes(dtype)
-    b_elems = _round_up(kc * nc, per_align)
     pack_a = p["pack_a"]
     if pack_a is None:
         # Packing A pays off once it is reused across enough B panels
@@ -112,6 +108,21 @@ def _plan(dtype, M, N, K, trans_a, config=None):
         # pack pass dominates, so there op(A) is read in place.
         pack_a = N > (1 if trans_a else 4) * nr
     pack_a = bool(pack_a)
+    if trans_a and not pack_a and p.get("regs"):
+        # op(A) = A^T read in place: each k takes MR adjacent elements of one row of A,
+        # a row of A (M elements) away from the last k's.  With fewer than a cache line's
+        # worth, every line is fetched by two row panels, far apart in time: W3's
+        # dW2 = H^T dY (N = 10, one vector per row) ran at 78% of OpenBLAS with 8 rows
+        # of float32 on AVX-512 and at 90% with 16 (bench/bench_matmul.py, Xeon).  Only
+        # when the larger tile still fits in registers (accumulators + B vectors + A).
+        nv = nr // vw
+        line = _ALIGN_BYTES // _elem_bytes(dtype)
+        if mr < line and line * nv + nv + 1 <= p["regs"]:
+            mr = line
+    mc = _round_up(min(p["mc"], _round_up(M, mr)), mr)
+    nc = _round_up(min(p["nc"], _round_up(N, nr)), nr)
+    per_align = _ALIGN_BYTES // _elem_bytes(dtype)
+    b_elems = _round_up(kc * nc, per_align)
     a_elems = _round_up(kc * mc, per_align) if pack_a else 0
     return _Plan(vw, mr, nr, kc, nkb, mc, nc, pack_a, b_elems, a_elems,
                  b_elems)
