@@ -596,3 +596,34 @@ def test_narrow_c_transposed_a_rows_per_tile(level, dtype, N, ta, want_mr):
     plan = mm._plan(dtype, 512, N, 256, ta, cfg)
     assert plan.mr == want_mr and plan.mc % plan.mr == 0
     assert plan.mr * (plan.nr // plan.vw) + plan.nr // plan.vw + 1 <= cfg["regs"]
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
+def test_masked_edge_tiles_write_only_their_part_of_c(level):
+    """Edge tiles (columns past N, rows past the row range) stored with masked vector
+    moves (target.py: masked): the values are right, and nothing outside the call's
+    rows of C is written -- C sits between NaN guard zones, as its last row would at
+    the end of an allocation."""
+    import re
+    from jitgrad.codegen import target as tg
+    t = tg.get(TARGETS[level])
+    rng = np.random.default_rng(13)
+    cases = [Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=t.matmul_config(dt))
+             for dt in ("float32", "float64")
+             for (M, N, K, ta, tb) in ((13, 10, 7, False, False), (37, 45, 19, True, False),
+                                       (21, 3, 40, True, True), (9, 70, 300, False, True))]
+    asm = []
+    engine = compile_cases(cases, t, asm)
+    assert re.search(r"vmaskmovp[sd]\s+%ymm" if level == "avx2" else r"vmovup[sd]\s+%zmm\d+, [^\n]*\{%k", asm[0])
+    if t.missing_on_host():
+        return
+    guard = 64
+    for c in cases:
+        full = c.run()
+        check(c, full)
+        buf = np.full(c.M * c.N + 2 * guard, np.nan, c.dtype)
+        C = buf[guard:guard + c.M * c.N].reshape(1, c.M, c.N)
+        c.run(C=C, rows=(1, c.M - 1))
+        assert np.isnan(buf[:guard + c.N]).all() and np.isnan(buf[-guard - c.N:]).all(), c
+        assert np.array_equal(C[:, 1:-1], full[:, 1:-1]), c
+    del engine
