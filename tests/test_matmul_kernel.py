@@ -554,8 +554,9 @@ def test_chunk_rows_split_evenly_over_threads(dtype, level):
         assert _busiest_rows(784, rc, t) <= 1.03 * 784 / t, (rc, t)
 
 
+@pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("level", sorted(TARGETS))
-def test_narrow_c_multiplies_only_its_columns(level):
+def test_narrow_c_multiplies_only_its_columns(level, ta):
     """C narrower than a panel (like W3's 10-class layer): the micro-kernel's
     multiplies cover ceil(N / VW) vectors per row, not the target's full NR.  K = 16
     is emitted without a k loop, so the assembly holds every multiply once:
@@ -565,12 +566,64 @@ def test_narrow_c_multiplies_only_its_columns(level):
     t = tg.get(TARGETS[level])
     cfg = t.matmul_config("float32")
     M, N, K = 40, cfg["nr"] - cfg["vw"] - 2, 16      # a vector and two columns short of a panel
-    case = Case("float32", 1, M, N, K, False, False, False, False, np.random.default_rng(7), config=cfg)
+    case = Case("float32", 1, M, N, K, ta, False, False, False, np.random.default_rng(7), config=cfg)
     asm = []
     engine = compile_cases([case], t, asm)
     vectors = -(-N // cfg["vw"])
     assert vectors * cfg["vw"] < cfg["nr"]
-    assert len(re.findall(MICROKERNEL_ASM[level], asm[0])) == cfg["mr"] * vectors * K
+    mr = mm._plan("float32", M, N, K, ta, cfg).mr    # A^T in place may take taller tiles
+    assert len(re.findall(MICROKERNEL_ASM[level], asm[0])) == mr * vectors * K
     if not t.missing_on_host():
         check(case, case.run())
+    del engine
+
+
+@pytest.mark.parametrize("level, dtype, N, ta, want_mr", [
+    ("avx512", "float32", 10, True, 16),    # W3's dW2: one vector per row, 16 + 1 + 1 registers
+    ("avx512", "float32", 10, False, 8),    # A row-major: rows are not adjacent in memory
+    ("avx512", "float32", 20, True, 8),     # two vectors per row: 16 x 2 + 2 + 1 > 32 registers
+    ("avx512", "float32", 200, True, 8),    # wide C: A is packed, the target's tile
+    ("avx512", "float64", 6, True, 8),      # a cache line is already the target's 8 rows
+    ("avx2", "float32", 10, True, 6),       # 16 + 2 + 1 > 16 registers
+    ("avx2", "float64", 4, True, 8),        # 8 + 1 + 1 <= 16
+    ("x86-64", "float32", 4, True, 6),      # 16 + 1 + 1 > 16
+])
+def test_narrow_c_transposed_a_rows_per_tile(level, dtype, N, ta, want_mr):
+    """A^T read in place by a narrow C's kernel: MR rows = one cache line of A^T per k
+    when the registers hold that tile (codegen/matmul._plan), else the target's MR."""
+    from jitgrad.codegen import target as tg
+    cfg = tg.Target("cpu", "", level, False).matmul_config(dtype)
+    plan = mm._plan(dtype, 512, N, 256, ta, cfg)
+    assert plan.mr == want_mr and plan.mc % plan.mr == 0
+    assert plan.mr * (plan.nr // plan.vw) + plan.nr // plan.vw + 1 <= cfg["regs"]
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
+def test_masked_edge_tiles_write_only_their_part_of_c(level):
+    """Edge tiles (columns past N, rows past the row range) stored with masked vector
+    moves (target.py: masked): the values are right, and nothing outside the call's
+    rows of C is written -- C sits between NaN guard zones, as its last row would at
+    the end of an allocation."""
+    import re
+    from jitgrad.codegen import target as tg
+    t = tg.get(TARGETS[level])
+    rng = np.random.default_rng(13)
+    cases = [Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=t.matmul_config(dt))
+             for dt in ("float32", "float64")
+             for (M, N, K, ta, tb) in ((13, 10, 7, False, False), (37, 45, 19, True, False),
+                                       (21, 3, 40, True, True), (9, 70, 300, False, True))]
+    asm = []
+    engine = compile_cases(cases, t, asm)
+    assert re.search(r"vmaskmovp[sd]\s+%ymm" if level == "avx2" else r"vmovup[sd]\s+%zmm\d+, [^\n]*\{%k", asm[0])
+    if t.missing_on_host():
+        return
+    guard = 64
+    for c in cases:
+        full = c.run()
+        check(c, full)
+        buf = np.full(c.M * c.N + 2 * guard, np.nan, c.dtype)
+        C = buf[guard:guard + c.M * c.N].reshape(1, c.M, c.N)
+        c.run(C=C, rows=(1, c.M - 1))
+        assert np.isnan(buf[:guard + c.N]).all() and np.isnan(buf[-guard - c.N:]).all(), c
+        assert np.array_equal(C[:, 1:-1], full[:, 1:-1]), c
     del engine

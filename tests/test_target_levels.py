@@ -1,6 +1,7 @@
 """Whole programs compiled for each ISA level whatever the host (issue 13): the SSE2
 baseline (x86-64), AVX2 (haswell) and AVX-512 (skylake-avx512).  For each level:
-elementwise vector math (exp, log, tanh, sin in float32 and float64), a matmul with
+elementwise vector math (exp, log, tanh, sin in float32 and float64), reductions along
+either axis (float32 and float64), a matmul with
 its gradients, and a while_loop holding a cond, with the gradient through the loop.
 The assembly is always inspected: packed arithmetic at the width the target chose
 (codegen/target.py: Target.vector_bits) and nothing wider, no libm call anywhere in
@@ -99,6 +100,32 @@ def test_vector_math(cpu):
             assert out.dtype == X.dtype
             want = f(X.astype(np.float64))
             np.testing.assert_allclose(out, want, rtol=tol, atol=tol, err_msg=f"{f.__name__} {X.dtype}")
+
+
+def test_reductions(cpu):
+    """Sums along the inner axis (lane accumulators + a fixed tree) and maxima along the
+    outer one (the output row vectorised), float64 and float32 (summed in float64 lanes)."""
+    rng = np.random.default_rng(3)
+    X64 = rng.standard_normal((37, 1003))
+    X32 = rng.standard_normal((37, 1003)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x64 = tf.compat.v1.placeholder(tf.float64, X64.shape)
+        x32 = tf.compat.v1.placeholder(tf.float32, X32.shape)
+        fetches = [tf.reduce_sum(x64, axis=1), tf.reduce_max(x64, axis=0),
+                   tf.reduce_sum(x32, axis=1), tf.reduce_mean(x32), tf.reduce_min(x32, axis=0)]
+    rep, got = _compiled(cpu, g, fetches, {x64: X64, x32: X32})
+    _check_asm(rep.asm, tg.get(cpu))
+    if got is None:
+        return
+    W32 = X32.astype(np.float64)
+    np.testing.assert_allclose(got[0], X64.sum(axis=1), rtol=1e-13, atol=1e-13)
+    assert np.array_equal(got[1], X64.max(axis=0))
+    # float32 sums: float64 accumulation, one rounding to float32 at the end
+    np.testing.assert_allclose(got[2], W32.sum(axis=1).astype(np.float32), rtol=2e-7, atol=1e-6)
+    np.testing.assert_allclose(got[3], np.float32(W32.mean()), rtol=2e-7, atol=1e-8)
+    assert got[2].dtype == got[3].dtype == got[4].dtype == np.float32
+    assert np.array_equal(got[4], X32.min(axis=0))
 
 
 def test_matmul_and_gradient(cpu):

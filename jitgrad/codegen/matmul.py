@@ -55,8 +55,8 @@ _I64 = ir.IntType(64)
 # Cache blocking: A block MC*KC (~144 KiB) lives in the 512 KiB L2, a B
 # micro-panel KC*NR (16 KiB) lives in the 32 KiB L1; values as in BLIS zen3.
 _DEFAULTS = {
-    "float32": dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080, pack_a=None),
-    "float64": dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080, pack_a=None),
+    "float32": dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080, pack_a=None, masked=False),
+    "float64": dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080, pack_a=None, masked=False),
 }
 
 # Buffers carved out of ``work`` start on 64-byte boundaries, so packed
@@ -64,7 +64,7 @@ _DEFAULTS = {
 _ALIGN_BYTES = 64
 
 _Plan = namedtuple("_Plan",
-                   "vw mr nr kc nkb mc nc pack_a b_elems a_elems a_off")
+                   "vw mr nr kc nkb mc nc pack_a b_elems a_elems a_off masked")
 
 
 def _ceil_div(a, b):
@@ -100,10 +100,6 @@ def _plan(dtype, M, N, K, trans_a, config=None):
     # 3x256 + 16, so no block degenerates into a tiny, overhead-bound one.
     nkb = _ceil_div(K, p["kc"])
     kc = _ceil_div(K, nkb)
-    mc = _round_up(min(p["mc"], _round_up(M, mr)), mr)
-    nc = _round_up(min(p["nc"], _round_up(N, nr)), nr)
-    per_align = _ALIGN_BYTES // _elem_bytes(dtype)
-    b_elems = _round_up(kc * nc, per_align)
     pack_a = p["pack_a"]
     if pack_a is None:
         # Packing A pays off once it is reused across enough B panels
@@ -112,9 +108,24 @@ def _plan(dtype, M, N, K, trans_a, config=None):
         # pack pass dominates, so there op(A) is read in place.
         pack_a = N > (1 if trans_a else 4) * nr
     pack_a = bool(pack_a)
+    if trans_a and not pack_a and p.get("regs"):
+        # op(A) = A^T read in place: each k takes MR adjacent elements of one row of A,
+        # a row of A (M elements) away from the last k's.  With fewer than a cache line's
+        # worth, every line is fetched by two row panels, far apart in time: W3's
+        # dW2 = H^T dY (N = 10, one vector per row) ran at 78% of OpenBLAS with 8 rows
+        # of float32 on AVX-512 and at 90% with 16 (bench/bench_matmul.py, Xeon).  Only
+        # when the larger tile still fits in registers (accumulators + B vectors + A).
+        nv = nr // vw
+        line = _ALIGN_BYTES // _elem_bytes(dtype)
+        if mr < line and line * nv + nv + 1 <= p["regs"]:
+            mr = line
+    mc = _round_up(min(p["mc"], _round_up(M, mr)), mr)
+    nc = _round_up(min(p["nc"], _round_up(N, nr)), nr)
+    per_align = _ALIGN_BYTES // _elem_bytes(dtype)
+    b_elems = _round_up(kc * nc, per_align)
     a_elems = _round_up(kc * mc, per_align) if pack_a else 0
     return _Plan(vw, mr, nr, kc, nkb, mc, nc, pack_a, b_elems, a_elems,
-                 b_elems)
+                 b_elems, bool(p["masked"]))
 
 
 def workspace_elems(dtype, batch, M, N, K, trans_a, trans_b, config=None):
@@ -267,6 +278,8 @@ class _Gen:
         # alignment promised for "aligned" vector accesses: packed panels and the
         # edge tile are 64-byte aligned, their vectors sit at multiples of VW
         self.valign = min(32, plan.vw * self.esz)
+        if plan.masked:
+            self.masked_load, self.masked_store = _declare_masked(module, self.V, plan.vw, dtype)
 
     # -- memory access -----------------------------------------------------
 
@@ -288,6 +301,24 @@ class _Gen:
 
     def splat(self, scalar):
         return _splat(self.b, scalar, self.plan.vw)
+
+
+def _declare_masked(module, vty, vw, dtype):
+    """llvm.masked.load / llvm.masked.store of ``vty`` (declared once per module)."""
+    t = "v%d%s" % (vw, "f32" if dtype == "float32" else "f64")
+    mty = ir.VectorType(ir.IntType(1), vw)
+    i32 = ir.IntType(32)
+    out = []
+    for name, fty in (("llvm.masked.load.%s.p0" % t, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty])),
+                      ("llvm.masked.store.%s.p0" % t,
+                       ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]))):
+        out.append(module.globals.get(name) or ir.Function(module, fty, name=name))
+    return out
+
+
+@contextmanager
+def _no_block():
+    yield
 
 
 # --------------------------------------------------------------------------
@@ -570,7 +601,29 @@ def _emit_store_tile(g, accs, tmp, Ct, N, mr_rt, width, first, can_be_full):
                     acc = b.fadd(g.vload(p), acc)
                 g.vstore(acc, p)
 
+    def store_edge_masked():
+        # one masked vector access per row and vector (AVX2 vmaskmov, AVX-512 {k}
+        # masks): W3's N = 10 makes every tile an edge tile, and the scalar copy
+        # below cost ~10% of those matmuls.  Masked-off lanes are not accessed; the
+        # pointers are plain GEPs, as a vector past the last column may start
+        # beyond C.
+        lane = ir.Constant(ir.VectorType(_I64, vw), list(range(vw)))
+        masks = [b.icmp_signed("<", lane, _splat(b, b.sub(width, _c(v * vw)), vw))
+                 for v in range(nv)]
+        for r in range(mr):
+            with b.if_then(b.icmp_signed("<", _c(r), mr_rt)) if r else _no_block():
+                for v in range(nv):
+                    p = b.bitcast(b.gep(Ct, [_c(r * N + v * vw)]), g.V.as_pointer())
+                    acc = b.load(accs[r][v])
+                    old = b.call(g.masked_load, [p, ir.Constant(ir.IntType(32), g.esz), masks[v], g.vzero])
+                    # C is read on the first K block too (only its valid lanes): branch-free
+                    val = b.select(first, acc, b.fadd(old, acc))
+                    b.call(g.masked_store, [val, p, ir.Constant(ir.IntType(32), g.esz), masks[v]])
+
     def store_edge():
+        if g.plan.masked:
+            store_edge_masked()
+            return
         for r in range(mr):
             for v in range(nv):
                 g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),

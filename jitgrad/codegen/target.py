@@ -50,13 +50,17 @@ VECTOR_BITS = {"x86-64": 128, "avx2": 256, "avx512": 512}
 #     bench/bench_matmul.py --sweep on the W3 shapes (znver4, loaded machine, noisy):
 #     8x32 f32 had the best geometric mean (63.6 GFLOP/s) over 6x32 (43.7), 12x32,
 #     14x32, 6x48, 8x48, 4x64 (19-36), KC 256 over 384; float64 uses the same shape.
+#   regs: vector registers, the bound for matmul._plan's taller tiles when C is narrow
+#     and A^T is read in place (one cache line of A^T per k: W3's dW2 on a Xeon).
+#   masked: edge tiles of C stored with masked vector moves (AVX2/AVX-512 have them;
+#     on SSE2 LLVM would scalarise them into a branch per lane).
 _MATMUL = {
-    ("x86-64", "float32"): dict(vw=4, mr=6, nr=8, kc=256, mc=144, nc=4080),
-    ("x86-64", "float64"): dict(vw=2, mr=6, nr=4, kc=256, mc=72, nc=4080),
-    ("avx2", "float32"): dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080),
-    ("avx2", "float64"): dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080),
-    ("avx512", "float32"): dict(vw=16, mr=8, nr=32, kc=256, mc=144, nc=4080),
-    ("avx512", "float64"): dict(vw=8, mr=8, nr=16, kc=256, mc=72, nc=4080),
+    ("x86-64", "float32"): dict(vw=4, mr=6, nr=8, kc=256, mc=144, nc=4080, regs=16),
+    ("x86-64", "float64"): dict(vw=2, mr=6, nr=4, kc=256, mc=72, nc=4080, regs=16),
+    ("avx2", "float32"): dict(vw=8, mr=6, nr=16, kc=256, mc=144, nc=4080, regs=16, masked=True),
+    ("avx2", "float64"): dict(vw=4, mr=6, nr=8, kc=256, mc=72, nc=4080, regs=16, masked=True),
+    ("avx512", "float32"): dict(vw=16, mr=8, nr=32, kc=256, mc=144, nc=4080, regs=32, masked=True),
+    ("avx512", "float64"): dict(vw=8, mr=8, nr=16, kc=256, mc=72, nc=4080, regs=32, masked=True),
 }
 
 
