@@ -68,6 +68,33 @@ def test_units_taken_while_lowering_give_the_bytes_of_the_whole_module(no_disk_c
     assert hashlib.sha256(whole).digest() == hashlib.sha256(k.obj).digest()
 
 
+def test_optimised_ir_is_made_on_demand_and_is_what_was_compiled(no_disk_cache, monkeypatch):
+    """A compile prints no optimised IR (UnitIR optimises the units again when explain asks);
+    what UnitIR gives for each unit is the module the compile emitted, text for text."""
+    printed, emitted = [], {}
+    orig_text, orig_emit = backend._optimised_text, backend._emit_unlocked
+    monkeypatch.setattr(backend, "_optimised_text", lambda *a: (printed.append(1), orig_text(*a))[1])
+
+    def emit(tm, mod):       # what the compile emitted, keyed by the object it became
+        text = str(mod)      # before code generation, which changes the module
+        obj = orig_emit(tm, mod)
+        emitted[obj] = text
+        return obj
+    monkeypatch.setattr(backend, "_emit_unlocked", emit)
+    g, fetches, feed, want = _mlp_grad(40)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(fetches, feed)
+    for w, v in zip(want, got):
+        np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
+    k = _only_kernel()
+    assert printed == [] and isinstance(k._opt_ir, backend.UnitIR)
+    objs = native.unpack(k.obj)
+    assert len(k._opt_ir) == len(objs) >= 2
+    assert list(k._opt_ir) == [emitted[o] for o in objs]
+    assert len(printed) == len(objs)
+    assert "define" in k.opt_ir and isinstance(k._opt_ir, str)    # linked once, then kept as text
+
+
 def test_take_leaves_a_declaration_and_the_function_becomes_a_unit():
     from llvmlite import ir
     module = ir.Module(name="m")
