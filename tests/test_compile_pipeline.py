@@ -210,3 +210,18 @@ def test_barrier_sites_call_one_function_the_optimiser_keeps(no_disk_cache, monk
     # still a call per site after O3 (noinline): the sites are not inlined back
     opt_sites = re.findall(r'call [^@]*@"?jitgrad\.barrier[\w.]*"?\(', report.ir)
     assert len(opt_sites) >= len(sites), (len(opt_sites), len(sites))
+
+
+def test_split_units_looks_only_at_define_lines():
+    """split_units returns None at once unless a `define` line names a matmul function
+    (a declaration of one, or the name elsewhere in the text, is not a definition)."""
+    decl = 'declare void @"k_mm1"(float* %".1")\n'
+    body = 'define void @"k"(float* %".1")\n{\nentry:\n  call void @"k_mm1"(float* %".1")\n  ret void\n}\n'
+    mm = 'define void @"k_mm1"(float* %".1")\n{\nentry:\n  ret void\n}'
+    assert backend.split_units(decl + body) is None
+    assert backend.split_units(body) is None
+    assert backend.split_units("") is None
+    for text in (body + mm, mm + "\n" + body, mm):       # at the end, at the very start, alone
+        main, units = backend.split_units(text)
+        assert len(units) == 1 and 'define void @"k_mm1"' in units[0]
+        assert 'declare void @"k_mm1"' in main and 'define void @"k_mm1"' not in main
