@@ -9,7 +9,7 @@ thread's: the compile threads' work counts) after import, so a change to the com
 can be judged by what it costs, not by when the neighbours were busy.
 
   python bench/bench_cold.py [--case w3] [--reps 7] [--backends jitgrad,jitgrad@/work/main,jax.jit]
-        [--phases]
+        [--phases] [--warm]
 
 ``jitgrad@PATH`` runs the jitgrad of another source tree.  ``--phases`` prints jitgrad's
 compile phases (the kernel's timings: lowering, per-phase LLVM CPU, wall) per run.
@@ -60,12 +60,15 @@ def child_code(backend, case):
     raise SystemExit(f"unknown backend {backend}")
 
 
-def run_once(code, env):
+def run_once(code, env, warm=False):
+    """One fresh process with an empty cache directory (warm: a second process after it,
+    with the cache the first one left, is the one timed)."""
     with tempfile.TemporaryDirectory() as d:
         env = dict(env, JITGRAD_CACHE_DIR=d, JAX_CACHE_DIR=d, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(r.stderr[-2000:])
+        for _ in range(2 if warm else 1):
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(r.stderr[-2000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -75,6 +78,7 @@ def main():
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--backends", default="jitgrad,jax.jit")
     p.add_argument("--phases", action="store_true")
+    p.add_argument("--warm", action="store_true", help="time a second process, with the disk cache the first left")
     args = p.parse_args()
     import compileall
     names = args.backends.split(",")
@@ -91,14 +95,14 @@ def main():
     for rep in range(args.reps):
         for k in order:
             loads.append(os.getloadavg()[0])
-            r = run_once(codes[k], os.environ)
+            r = run_once(codes[k], os.environ, args.warm)
             res[k].append(r)
             if args.phases and r["phases"]:
                 ph = " ".join(f"{p}={v * 1e3:.0f}" if isinstance(v, float) else f"{p}={v}"
                               for p, v in r["phases"].items())
                 print(f"  {k} rep {rep}: wall {r['wall'] * 1e3:.0f} ms cpu {r['cpu'] * 1e3:.0f} ms | {ph}")
         order = order[1:] + order[:1]
-    print(f"W6 {args.case.upper()} first result after import, empty disk cache, {args.reps} fresh processes per "
+    print(f"W6 {args.case.upper()} first result after import, {'warm' if args.warm else 'empty'} disk cache, {args.reps} fresh processes per "
           f"backend in rotating turns; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
     base = names[0]
     med = {k: {c: statistics.median(r[c] for r in rs) for c in ("wall", "cpu")} for k, rs in res.items()}
