@@ -68,6 +68,33 @@ def test_units_taken_while_lowering_give_the_bytes_of_the_whole_module(no_disk_c
     assert hashlib.sha256(whole).digest() == hashlib.sha256(k.obj).digest()
 
 
+def test_optimised_ir_is_made_on_demand_and_is_what_was_compiled(no_disk_cache, monkeypatch):
+    """A compile prints no optimised IR (UnitIR optimises the units again when explain asks);
+    what UnitIR gives for each unit is the module the compile emitted, text for text."""
+    printed, emitted = [], {}
+    orig_text, orig_emit = backend._optimised_text, backend._emit_unlocked
+    monkeypatch.setattr(backend, "_optimised_text", lambda *a: (printed.append(1), orig_text(*a))[1])
+
+    def emit(tm, mod):       # what the compile emitted, keyed by the object it became
+        text = str(mod)      # before code generation, which changes the module
+        obj = orig_emit(tm, mod)
+        emitted[obj] = text
+        return obj
+    monkeypatch.setattr(backend, "_emit_unlocked", emit)
+    g, fetches, feed, want = _mlp_grad(40)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(fetches, feed)
+    for w, v in zip(want, got):
+        np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
+    k = _only_kernel()
+    assert printed == [] and isinstance(k._opt_ir, backend.UnitIR)
+    objs = native.unpack(k.obj)
+    assert len(k._opt_ir) == len(objs) >= 2
+    assert list(k._opt_ir) == [emitted[o] for o in objs]
+    assert len(printed) == len(objs)
+    assert "define" in k.opt_ir and isinstance(k._opt_ir, str)    # linked once, then kept as text
+
+
 def test_take_leaves_a_declaration_and_the_function_becomes_a_unit():
     from llvmlite import ir
     module = ir.Module(name="m")
@@ -183,3 +210,18 @@ def test_barrier_sites_call_one_function_the_optimiser_keeps(no_disk_cache, monk
     # still a call per site after O3 (noinline): the sites are not inlined back
     opt_sites = re.findall(r'call [^@]*@"?jitgrad\.barrier[\w.]*"?\(', report.ir)
     assert len(opt_sites) >= len(sites), (len(opt_sites), len(sites))
+
+
+def test_split_units_looks_only_at_define_lines():
+    """split_units returns None at once unless a `define` line names a matmul function
+    (a declaration of one, or the name elsewhere in the text, is not a definition)."""
+    decl = 'declare void @"k_mm1"(float* %".1")\n'
+    body = 'define void @"k"(float* %".1")\n{\nentry:\n  call void @"k_mm1"(float* %".1")\n  ret void\n}\n'
+    mm = 'define void @"k_mm1"(float* %".1")\n{\nentry:\n  ret void\n}'
+    assert backend.split_units(decl + body) is None
+    assert backend.split_units(body) is None
+    assert backend.split_units("") is None
+    for text in (body + mm, mm + "\n" + body, mm):       # at the end, at the very start, alone
+        main, units = backend.split_units(text)
+        assert len(units) == 1 and 'define void @"k_mm1"' in units[0]
+        assert 'declare void @"k_mm1"' in main and 'define void @"k_mm1"' not in main

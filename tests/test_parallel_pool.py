@@ -342,3 +342,60 @@ def test_one_pool_for_kernels_of_every_target(threads, monkeypatch):
         assert parallel._pool[0] is not None and len(parallel._pool[0].threads) >= 1, cpu
         pools.add(id(parallel._pool[0]))
     assert len(pools) == 1 and len(thread_pool._CODE) == 1
+
+
+WARM_PARALLEL = r"""
+import json, sys
+import numpy as np
+import jitgrad as tf
+from jitgrad.codegen import thread_pool
+rng = np.random.default_rng(5)
+a = rng.standard_normal((512, 256)).astype(np.float32)      # 2*512*256*256 flops: a parallel kernel
+b = rng.standard_normal((256, 256)).astype(np.float32)
+g = tf.Graph()
+with g.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, a.shape)
+    w = tf.compat.v1.placeholder(tf.float32, b.shape)
+    y = tf.tanh(tf.matmul(x, w))
+with tf.compat.v1.Session(graph=g) as s:
+    out = s.run(y, {x: a, w: b})
+k = next(iter({id(k): k for k in __import__("jitgrad").compiler._kernels.values()}.values()))
+print(json.dumps({"parallel": bool(k.meta.get("parallel")), "pool": bool(thread_pool._CODE),
+                  "err": float(np.max(np.abs(out - np.tanh(a.astype(np.float64) @ b)))), "bits": out.tobytes().hex(),
+                  "info": dict(tf.cache_info()), "llvm_loaded": "llvmlite.binding" in sys.modules}))
+"""
+
+
+def test_warm_process_running_a_parallel_kernel_loads_no_llvm(tmp_path):
+    """The pool's object code is kept in the disk cache beside the host facts: a process
+    whose parallel kernel comes from the disk cache starts the pool without LLVM (it
+    compiled the pool's loops every time before), and computes the cold process's bits."""
+    env = dict(os.environ, PYTHONPATH=ROOT, JITGRAD_CACHE_DIR=str(tmp_path / "c"), JITGRAD_NUM_THREADS="2",
+               JITGRAD_COMPILE_PROCESS="0")
+    for k in ("JITGRAD_LOADER", "JITGRAD_TARGET_CPU", "JITGRAD_TARGET_FEATURES", "JITGRAD_CACHE"):
+        env.pop(k, None)
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", WARM_PARALLEL], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs.append(__import__("json").loads(r.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["parallel"] and cold["pool"] and warm["pool"]
+    assert cold["info"]["compiles"] == 1 and cold["llvm_loaded"]
+    assert warm["info"]["compiles"] == 0 and warm["info"]["disk_hits"] == 1 and not warm["llvm_loaded"]
+    assert cold["err"] < 1e-4 and warm["bits"] == cold["bits"]
+
+
+def test_compiled_code_entries_are_keyed_by_source_and_respect_the_switch(tmp_path, monkeypatch):
+    from jitgrad.cache import disk
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    disk.set_enabled(True)
+    try:
+        disk.store_compiled("pool-code", "digest-a", b"\x7fELF object a")
+        assert disk.load_compiled("pool-code", "digest-a") == b"\x7fELF object a"
+        assert disk.load_compiled("pool-code", "digest-b") is None       # other IR: compiled again
+        assert disk.load_compiled("other-kind", "digest-a") is None
+        disk.set_enabled(False)
+        assert disk.load_compiled("pool-code", "digest-a") is None
+    finally:
+        disk.set_enabled(None)

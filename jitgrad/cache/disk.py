@@ -170,21 +170,46 @@ def load_facts(kind, identity):
     """A small JSON record (a dict) another process stored with `store_facts` under
     (kind, identity) -- e.g. what LLVM answered about a named CPU -- or None.  Kept
     beside the host facts: the kernel cache's directory, its own fingerprint."""
-    cache, key = _facts_entry(kind, identity)
-    got = cache.load(key) if cache is not None else None
+    got = _load_side(kind, identity)
     if got is None:
         return None
     try:
-        facts = json.loads(got[0].decode("utf-8"))
+        facts = json.loads(got.decode("utf-8"))
     except ValueError:
         return None
     return facts if isinstance(facts, dict) else None
 
 
 def store_facts(kind, identity, facts):
+    _store_side(kind, identity, json.dumps(facts, sort_keys=True).encode("utf-8"))
+
+
+def load_compiled(kind, source_digest):
+    """Object code another process compiled with this llvmlite build on this host from
+    the source whose digest is `source_digest`, stored with `store_compiled`; or None
+    (also when the host's identity cannot be read).  Beside the host facts, like them
+    checksummed and permission-checked.  For code every process needs and that depends
+    on nothing else (codegen/thread_pool.py: the worker pool's loops)."""
+    identity = _host_identity()
+    return _load_side(kind, json.dumps([identity, source_digest])) if identity else None
+
+
+def store_compiled(kind, source_digest, payload):
+    identity = _host_identity()
+    if identity:
+        _store_side(kind, json.dumps([identity, source_digest]), bytes(payload))
+
+
+def _load_side(kind, identity):
+    cache, key = _facts_entry(kind, identity)
+    got = cache.load(key) if cache is not None else None
+    return None if got is None else got[0]
+
+
+def _store_side(kind, identity, payload):
     cache, key = _facts_entry(kind, identity)
     if cache is not None:
-        cache.store(key, json.dumps(facts, sort_keys=True).encode("utf-8"), {"kind": kind})
+        cache.store(key, payload, {"kind": kind})
 
 
 def _host_facts_cache():

@@ -118,11 +118,29 @@ def _workers():
     return pool
 
 
+def _define_lines(ir_text):
+    """The module text's `define` lines, found by str.find (a line-anchored regex took
+    ~3 ms over a 90 KB main unit)."""
+    start = 0 if ir_text.startswith("define ") else ir_text.find("\ndefine ") + 1
+    while start > 0 or (start == 0 and ir_text.startswith("define ")):
+        end = ir_text.find("\n", start)
+        if end == -1:
+            yield ir_text[start:]
+            return
+        yield ir_text[start:end]
+        nxt = ir_text.find("\ndefine ", end)
+        if nxt == -1:
+            return
+        start = nxt + 1
+
+
 def split_units(ir_text):
     """(main IR text, [matmul unit IR texts]): every matmul function moved to a module
     of its own, in the order they are defined, and declared in the main one.  None when
     there is nothing to split (or a matmul function uses metadata, which stays with the
     main module)."""
+    if not any((m := _DEFINE.match(ln)) and _SIDE_FN.search(m.group(1)) for ln in _define_lines(ir_text)):
+        return None                       # the usual case: Units took them all while lowering
     lines = ir_text.split("\n")
     header = [ln for ln in lines if ln.startswith(("target triple", "target datalayout"))]
     decls = [ln for ln in lines if ln.startswith("declare ")]
@@ -196,9 +214,18 @@ def _thread_tm(target):
     return tm
 
 
+def _optimise_unit(mod, tm, ir_text, side):
+    """The pipeline a unit gets (in place): see run_side_pipeline and run_o3."""
+    if side:
+        run_side_pipeline(mod, tm, unlocked=True, small=len(ir_text) < SIDE_O2_BELOW)
+    else:
+        run_o3(mod, tm, unlocked=True)
+
+
 def _compile_unit(ir_text, target, side):
-    """One unit in its own context: -> (object bytes, optimised IR text, {phase: CPU seconds
-    of this thread})."""
+    """One unit in its own context: -> (object bytes, {phase: CPU seconds of this thread}).
+    The optimised IR is not printed: only explain wants it, and UnitIR.text() optimises
+    the units again for it (printing every unit cost ~5% of a cold compile's CPU)."""
     tm = _thread_tm(target)
     ctx = llvm.create_context()
     try:
@@ -207,14 +234,25 @@ def _compile_unit(ir_text, target, side):
         try:
             mod.verify()
             t1 = time.thread_time()
-            if side:
-                run_side_pipeline(mod, tm, unlocked=True, small=len(ir_text) < SIDE_O2_BELOW)
-            else:
-                run_o3(mod, tm, unlocked=True)
+            _optimise_unit(mod, tm, ir_text, side)
             t2 = time.thread_time()
             obj = _emit_unlocked(tm, mod)
             t3 = time.thread_time()
-            return obj, str(mod), {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
+            return obj, {"parse+verify": t1 - t0, "optimise": t2 - t1, "codegen": t3 - t2}
+        finally:
+            mod.close()
+    finally:
+        ctx.close()
+
+
+def _optimised_text(ir_text, target, side):
+    """The optimised IR text of one unit: the same pipeline as _compile_unit, for explain."""
+    ctx = llvm.create_context()
+    try:
+        mod = llvm.parse_assembly(ir_text, context=ctx)
+        try:
+            _optimise_unit(mod, _thread_tm(target), ir_text, side)
+            return str(mod)
         finally:
             mod.close()
     finally:
@@ -224,7 +262,7 @@ def _compile_unit(ir_text, target, side):
 def optimise_to_object(ir_text, target=None):
     """Parses, verifies, optimises and emits object code for `target` (default: the
     current one), unit by unit (see above).  Returns (payload: an object or a bundle,
-    (optimised IR text of each unit), {phase: seconds}); the phases are CPU time summed
+    UnitIR: the optimised IR on demand, {phase: seconds}); the phases are CPU time summed
     over the units, "wall" is the elapsed time.  `linked_ir` makes one IR
     text of the units (for explain)."""
     return Units(target).finish(ir_text)
@@ -352,24 +390,43 @@ class Units:
                 if not fut.cancel():      # one not started yet (the pool busy elsewhere) is not waited for
                     fut.result()
         results = self._results
-        timings = {phase: sum(r[2][phase] for r in results) for phase in results[0][2]}
+        timings = {phase: sum(r[1][phase] for r in results) for phase in results[0][1]}
         timings["units"] = len(results)
         timings["wall"] = time.perf_counter() - t0
-        return native.pack([r[0] for r in results]), UnitIR(r[1] for r in results), timings
+        return native.pack([r[0] for r in results]), UnitIR(self._units, self.target), timings
 
 
-class UnitIR(tuple):
-    """The optimised IR texts of a program's units; `text()` links them into one module's
-    text (explain asks for it; a compile does not pay for it)."""
+class UnitIR:
+    """The optimised IR of a program's units, made on demand: holds the units as compiled
+    ((IR text, side) each) and their target; item i optimises unit i again, the same way,
+    and `text()` links them all into one module's text.  explain asks for it; a compile
+    does not pay for printing what it optimised."""
+
+    def __init__(self, units, target):
+        self.units, self.target_key = tuple(units), target.key()
+        self._texts = {}
+
+    def __len__(self):
+        return len(self.units)
+
+    def __getitem__(self, i):
+        if i not in self._texts:
+            text, side = self.units[i]
+            self._texts[i] = _optimised_text(text, _target.from_key(self.target_key), side)
+        return self._texts[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
 
     def text(self):
-        return linked_ir(self)
+        return linked_ir(list(self))
 
 
 def linked_ir(unit_irs):
-    """The optimised IR texts of a program's units as one module's text."""
+    """The optimised IR texts of a program's units (or a UnitIR) as one module's text."""
     if isinstance(unit_irs, str):
         return unit_irs
+    unit_irs = list(unit_irs)
     if len(unit_irs) == 1:
         return unit_irs[0]
     ctx = llvm.create_context()
