@@ -80,7 +80,61 @@ def _check_same_shapes(values, written, element_shape, inner=False):
         merged = merged.merge_with(shape)
 
 
+class BranchChanges:
+    """The TensorArrays a tf.cond branch changes, put back as they were when it has been
+    traced (cond_tensor_arrays.py). jitgrad's arrays change in place (``write`` returns
+    the array itself), but in TF a write makes a new array: what a branch writes must not
+    be seen by the other branch, nor after the cond except through its outputs. Used as a
+    context manager around the tracing; nested conds nest them."""
+
+    def __init__(self):
+        self.created = []     # arrays made while the branch was traced (nothing to put back)
+        self.saved = {}       # id -> (array, its class and attributes before the branch changed it)
+
+    def __enter__(self):
+        _BRANCHES.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _BRANCHES.remove(self)
+        for ta, (cls, attrs) in self.saved.values():
+            object.__setattr__(ta, "__class__", cls)
+            ta.__dict__.clear()
+            ta.__dict__.update(attrs)
+
+    def note(self, ta):
+        if id(ta) not in self.saved and not any(t is ta for t in self.created):
+            self.saved[id(ta)] = (ta, (type(ta), ta.state()))
+
+
+_BRANCHES = []   # the BranchChanges of the branches being traced, innermost last
+
+
 class TensorArray:
+    def __new__(cls, *args, **kwargs):
+        ta = super().__new__(cls)
+        for b in _BRANCHES:
+            b.created.append(ta)
+        return ta
+
+    def __setattr__(self, name, value):
+        for b in _BRANCHES:
+            b.note(self)
+        object.__setattr__(self, name, value)
+
+    def state(self):
+        """This array's attributes (its list of elements copied: ``write`` changes it in place)."""
+        attrs = dict(self.__dict__)
+        if isinstance(attrs.get("_items"), list):
+            attrs["_items"] = list(attrs["_items"])
+        return attrs
+
+    def snapshot(self):
+        """A new array holding what this one holds now (later writes to either do not show in the other)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.state())
+        return out
+
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
@@ -135,6 +189,8 @@ class TensorArray:
         return self
 
     def write(self, index, value, name=None):
+        for b in _BRANCHES:    # (before the elements change in place)
+            b.note(self)
         if _run_time_index(index):
             return self._dense().write(index, value, name=name)
         i = _index(index, "write")
