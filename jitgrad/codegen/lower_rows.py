@@ -421,6 +421,8 @@ def dry(kb, node, rn):
     """The temporaries ``node`` will ask for (the kernel's dry run)."""
     if rn.how.startswith("mm_"):
         rows_matmul.dry(kb, node, rn.how[3:])
+    elif rn.how == "gather_grad_inner":
+        rows_gather.dry(kb, node)
 
 
 def _operand(kb, v):
