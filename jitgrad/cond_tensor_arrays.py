@@ -74,10 +74,13 @@ def branch_outputs(fg_t, flat_t, fg_f, flat_f):
     """(leaves of the true branch, of the false branch, rebuild): TensorArray leaves as
     their dense tensors in their branch graphs; ``rebuild(outs)`` makes the If's outputs
     at those leaves TensorArrays again."""
-    arrays = {}
+    arrays, same = {}, {}
     flat_t, flat_f = list(flat_t), list(flat_f)
     for k, (a, b) in enumerate(zip(flat_t, flat_f)):
         if not isinstance(a, TensorArray) and not isinstance(b, TensorArray):
+            continue
+        if isinstance(a, TensorArray) and _unchanged(a, b):
+            same[k] = a     # (neither branch wrote it: no If output, whatever its element shape)
             continue
         if not (isinstance(a, TensorArray) and isinstance(b, TensorArray)):
             raise TypeError(f"{_MISMATCH} One returns a TensorArray where the other returns "
@@ -97,11 +100,31 @@ def branch_outputs(fg_t, flat_t, fg_f, flat_f):
         arrays[k] = (a, b, shape)
 
     def rebuild(outs):
-        outs = list(outs)
+        outs = iter(outs)
+        res = [same[k].snapshot() if k in same else next(outs) for k in range(len(flat_t))]
         for k, (a, b, shape) in arrays.items():
-            outs[k] = _result(a, b, shape, outs[k])
-        return outs
-    return flat_t, flat_f, rebuild
+            res[k] = _result(a, b, shape, res[k])
+        return res
+    keep = [k for k in range(len(flat_t)) if k not in same]
+    return [flat_t[k] for k in keep], [flat_f[k] for k in keep], rebuild
+
+
+def _unchanged(a, b):
+    """Whether ``b`` is the same array as ``a`` holding the same elements (both branches
+    returned an array they did not write)."""
+    if type(a) is not type(b) or a.__dict__.keys() != b.__dict__.keys():
+        return False
+    for key, x in a.__dict__.items():
+        y = b.__dict__[key]
+        if key == "_items":
+            if len(x) != len(y) or any(u is not v for u, v in zip(x, y)):
+                return False
+        elif key == "_element_shape":
+            if x.as_list() != y.as_list() if x.rank is not None and y.rank is not None else x.rank != y.rank:
+                return False
+        elif x is not y and not (isinstance(x, (bool, int)) and x == y):
+            return False
+    return True
 
 
 def _same_size(a, b):

@@ -103,8 +103,12 @@ def _cond(pred, true_fn, false_fn, strict, name):
                 raise TypeError(f"{_COND_MISMATCH} true_fn returns {a.dtype.name} where false_fn returns "
                                 f"{b.dtype.name}.")
         if not flat_t:
-            return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
-        out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
+            op = _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
+            if r_t is None or not nest.flatten(r_t):
+                return op
+            out = []    # (only arrays neither branch wrote)
+        else:
+            out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
     out = rebuild([out] if isinstance(out, Tensor) else list(out))
     result = nest.pack_sequence_as(r_t, out)
     return result if strict else _unpack_singleton(result)

@@ -171,3 +171,65 @@ def test_mismatched_branches_raise_tf_errors():
             tf.cond(p, lambda: ta.write(0, x), lambda: ta.write(0, tf.constant([1.0, 2.0], tf.float64)))
         # what the failed conds' branches wrote is undone: the array is still unwritten
         assert ta._items == [None]
+
+
+def test_switch_case_with_an_untouched_default():
+    # the default returns the array unwritten (element shape unknown): the last cond's
+    # branches both return it as it was, which needs no If output
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        k = tf1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.float64, size=1)
+        out = tf.switch_case(k, [lambda: ta.write(0, x), lambda: ta.write(0, tf.exp(x)), lambda: ta])
+        st = out.stack()
+        (dx,) = tf.gradients(tf.reduce_sum(st), x)
+    for kv, want, d in ((0, X0, np.ones(3)), (1, np.exp(X0), np.exp(X0)), (2, 0 * X0, 0 * X0), (7, 0 * X0, 0 * X0)):
+        got_st, got_d = _both(g, [st, dx], {x: X0, k: kv})
+        np.testing.assert_allclose(got_st, [want], rtol=1e-14)
+        np.testing.assert_allclose(got_d, d, rtol=1e-14)
+
+
+def test_dynamic_arrays_of_different_lengths_in_the_two_branches():
+    # the If's output has run-time rows: its value and size compile; its gradient (an If
+    # taking a gradient of run-time rows) runs in the interpreter, as for any such cond
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        p = tf1.placeholder(tf.bool, [])
+        ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+        out = tf.cond(p, lambda: ta.write(0, x).write(1, x * x), lambda: ta.write(0, -x))
+        st, n = out.stack(), out.size()
+        (dx,) = tf.gradients(tf.reduce_sum(st), x)
+    s = tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="interpret"))
+    for taken, rows, d in ((True, [X0, X0 * X0], 1 + 2 * X0), (False, [-X0], -np.ones(3))):
+        got_st, got_n = _both(g, [st, n], {x: X0, p: taken})
+        np.testing.assert_allclose(got_st, rows, rtol=1e-14)
+        assert got_n == len(rows)
+        np.testing.assert_allclose(s.run(dx, {x: X0, p: taken}), d, rtol=1e-14)
+
+
+def test_arrays_made_inside_the_branches():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        p = tf1.placeholder(tf.bool, [])
+        out = tf.cond(p, lambda: tf.TensorArray(tf.float64, size=2).write(0, x),
+                      lambda: tf.TensorArray(tf.float64, size=2).write(1, 3 * x))
+        fetches = [out.stack(), out.read(1)]
+    st, r1 = _both(g, fetches, {x: X0, p: True})
+    np.testing.assert_array_equal(st, [X0, 0 * X0])
+    np.testing.assert_array_equal(r1, 0 * X0)
+    st, r1 = _both(g, fetches, {x: X0, p: False})
+    np.testing.assert_array_equal(st, [0 * X0, 3 * X0])
+    np.testing.assert_array_equal(r1, 3 * X0)
+
+
+def test_tf_function_cond_returning_an_array(graph_mode):
+    @tf.function
+    def f(x, p):
+        ta = tf.TensorArray(tf.float64, size=2)
+        ta = tf.cond(p, lambda: ta.write(0, x), lambda: ta.write(1, x))
+        return ta.stack()
+    np.testing.assert_array_equal(f(tf.constant(X0), tf.constant(True)).numpy(), [X0, 0 * X0])
+    np.testing.assert_array_equal(f(tf.constant(X0), tf.constant(False)).numpy(), [0 * X0, X0])
