@@ -15,6 +15,8 @@ tensor_array.BranchChanges: what the branch writes to an array made outside it i
 undone once it has been traced (TF's writes make new arrays), and what it returns
 is a snapshot of the array at the branch's end.
 """
+import numpy as np
+
 from . import nest
 from .errors import InvalidArgumentError
 from .func_graph import as_output
@@ -28,12 +30,20 @@ _MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same numbe
 
 def traced_branch(fn):
     """``fn()``, traced with its changes to outer TensorArrays undone; returned arrays are snapshots."""
-    with BranchChanges():
+    with BranchChanges() as changes:
         result = fn()
         if result is None:
             return None
-        flat = [x.snapshot() if isinstance(x, TensorArray) else x for x in nest.flatten(result)]
+        flat = [_snapshot(x, changes) if isinstance(x, TensorArray) else x for x in nest.flatten(result)]
         return nest.pack_sequence_as(result, flat)
+
+
+def _snapshot(ta, changes):
+    out = ta.snapshot()
+    writes = changes.appended(ta)
+    if writes:
+        out._branch_writes = writes
+    return out
 
 
 def _dense_form(ta):
@@ -58,7 +68,7 @@ def _stacked(fg, ta, shape):
         if _dense_form(ta):
             if ta._buffer is None:
                 ta._element_shape = shape
-            return as_output(fg, ta.stack())
+            return as_output(fg, ta._stacked())    # (not stack(): no read of a watched array)
         dims = shape.as_list()
         items = [array_ops.zeros(dims, ta.dtype) if t is None else as_output(fg, t) for t in ta._items]
         if not items:
@@ -133,6 +143,10 @@ def _same_size(a, b):
 
 def _result(a, b, shape, out):
     """The cond's TensorArray over the If's output ``out``."""
+    watch = a.__dict__.get("_appends")
+    if watch is not None and watch is b.__dict__.get("_appends"):
+        return _appended(watch, a.__dict__.get("_branch_writes", []), b.__dict__.get("_branch_writes", []),
+                         shape, out)
     if not _dense_form(a) and not _dense_form(b) and len(a._items) == len(b._items):
         ta = TensorArray(a.dtype, size=len(a._items), dynamic_size=a.dynamic_size or b.dynamic_size,
                          element_shape=shape, infer_shape=a._infer_shape)
@@ -149,3 +163,26 @@ def _result(a, b, shape, out):
     if a._row_ids is not b._row_ids:
         ta._row_ids = None
     return ta
+
+
+def _appended(watch, writes_t, writes_f, shape, out):
+    """A dynamic array a tf.while_loop body may only append to (its writes watched:
+    autograph/staged_tensor_array.check_appends), written by the cond's branches. When
+    both append alike (the same rows at the same indices: ``ta.write(i, a)`` and
+    ``ta.write(i, b)``), that is one append of the iteration, and the If's output (each
+    branch's ``concat([array, rows])``) is the array's buffer: the growing form the
+    compiler keeps in a growing buffer. Else the loop is traced in the general form."""
+    if len(writes_t) != len(writes_f) or any(
+            (i is not j and not _same_static(i, j)) or r != q or s != t
+            for (i, r, s), (j, q, t) in zip(writes_t, writes_f)):
+        watch.read = True    # (check_appends then says NotAppends)
+    watch.writes.extend(writes_t)
+    watch.concat = None
+    ta = watch.array
+    ta._buffer, ta._element_shape = out, shape
+    return ta
+
+
+def _same_static(i, j):
+    u, v = array_ops.get_static_value(i), array_ops.get_static_value(j)
+    return u is not None and v is not None and np.array_equal(u, v)

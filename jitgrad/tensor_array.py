@@ -90,6 +90,9 @@ class BranchChanges:
     def __init__(self):
         self.created = []     # arrays made while the branch was traced (nothing to put back)
         self.saved = {}       # id -> (array, its class and attributes before the branch changed it)
+        # id -> (a loop body's watch of a dynamic array's appends (autograph/staged_tensor_array.py),
+        # its writes and concat before the branch): the branch's appends are the cond's to merge
+        self.watches = {}
 
     def __enter__(self):
         _BRANCHES.append(self)
@@ -101,10 +104,28 @@ class BranchChanges:
             object.__setattr__(ta, "__class__", cls)
             ta.__dict__.clear()
             ta.__dict__.update(attrs)
+        for w, n, concat in self.watches.values():
+            del w.writes[n:]
+            w.concat = concat
 
     def note(self, ta):
         if id(ta) not in self.saved and not any(t is ta for t in self.created):
             self.saved[id(ta)] = (ta, (type(ta), ta.state()))
+            w = ta.__dict__.get("_appends")
+            if w is not None and id(w) not in self.watches:
+                self.watches[id(w)] = (w, len(w.writes), w.concat)
+
+    def appended(self, ta):
+        """The appends this branch traced to ``ta``'s watch (none when not watched)."""
+        w = ta.__dict__.get("_appends")
+        at = self.watches.get(id(w))
+        return [] if w is None or at is None else list(w.writes[at[1]:])
+
+
+def note_change(ta):
+    """``ta`` is about to change in place: the branches being traced note how it was."""
+    for b in _BRANCHES:
+        b.note(ta)
 
 
 _BRANCHES = []   # the BranchChanges of the branches being traced, innermost last
@@ -118,8 +139,7 @@ class TensorArray:
         return ta
 
     def __setattr__(self, name, value):
-        for b in _BRANCHES:
-            b.note(self)
+        note_change(self)
         object.__setattr__(self, name, value)
 
     def state(self):
@@ -131,7 +151,7 @@ class TensorArray:
 
     def snapshot(self):
         """A new array holding what this one holds now (later writes to either do not show in the other)."""
-        out = object.__new__(type(self))
+        out = TensorArray.__new__(type(self))    # (noted as made in the branches being traced)
         out.__dict__.update(self.state())
         return out
 
@@ -189,8 +209,7 @@ class TensorArray:
         return self
 
     def write(self, index, value, name=None):
-        for b in _BRANCHES:    # (before the elements change in place)
-            b.note(self)
+        note_change(self)    # (before the elements change in place)
         if _run_time_index(index):
             return self._dense().write(index, value, name=name)
         i = _index(index, "write")

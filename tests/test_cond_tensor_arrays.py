@@ -233,3 +233,53 @@ def test_tf_function_cond_returning_an_array(graph_mode):
         return ta.stack()
     np.testing.assert_array_equal(f(tf.constant(X0), tf.constant(True)).numpy(), [X0, 0 * X0])
     np.testing.assert_array_equal(f(tf.constant(X0), tf.constant(False)).numpy(), [0 * X0, X0])
+
+
+def _np_appended(x, n):
+    """Row i: x * i for an even i, sin(x) for an odd one."""
+    return np.array([x * i if i % 2 == 0 else np.sin(x) for i in range(n)]).reshape(n, 3)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 6])
+def test_a_dynamic_array_both_branches_append_to_grows_compiled(trips):
+    """``ta = tf.cond(p, lambda: ta.write(i, a), lambda: ta.write(i, b))`` in a loop: one
+    append per iteration whichever branch runs (the growing form: compiled, no fallback).
+    loss = sum(rows^2): d/dx = sum_even 2 i^2 x + sum_odd 2 sin x cos x;
+    d2 = sum_even 2 i^2 + sum_odd 2 cos 2x."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        n = tf1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+
+        def body(i, ta):
+            fi = tf.cast(i, tf.float64)
+            return i + 1, tf.cond(tf.equal(i % 2, 0), lambda: ta.write(i, x * fi), lambda: ta.write(i, tf.sin(x)))
+        _, ta = tf.while_loop(lambda i, ta: i < n, body, [0, ta])
+        st = ta.stack()
+        (dx,) = tf.gradients(tf.reduce_sum(st * st), x)
+        (ddx,) = tf.gradients(tf.reduce_sum(dx), x)
+    st_v, dx_v, ddx_v = _both(g, [st, dx, ddx], {x: X0, n: trips})
+    np.testing.assert_allclose(st_v, _np_appended(X0, trips), rtol=1e-14)
+    even = sum(2.0 * i * i for i in range(0, trips, 2))
+    odd = len(range(1, trips, 2))
+    np.testing.assert_allclose(dx_v, even * X0 + odd * np.sin(2 * X0), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(ddx_v, even + odd * 2 * np.cos(2 * X0), rtol=1e-13, atol=1e-15)
+
+
+def test_a_dynamic_array_one_branch_appends_to_is_right():
+    # not one append per iteration: the loop is traced in the general form (interpreted)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        n = tf1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.float64, size=0, dynamic_size=True)
+
+        def body(i, j, ta):
+            p = tf.equal(i % 2, 0)
+            return i + 1, tf.where(p, j + 1, j), tf.cond(p, lambda: ta.write(j, x * tf.cast(i, tf.float64)), lambda: ta)
+        _, _, ta = tf.while_loop(lambda i, j, ta: i < n, body, [0, 0, ta])
+        st = ta.stack()
+    for mode in ("interpret", "compiled"):
+        with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
+            np.testing.assert_allclose(s.run(st, {x: X0, n: 5}), [0 * X0, 2 * X0, 4 * X0], rtol=1e-14)
