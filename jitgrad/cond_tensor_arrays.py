@@ -24,7 +24,7 @@ from .ops import array_ops
 from .shapes import TensorShape
 from .tensor_array import BranchChanges, TensorArray
 
-_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
+COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
              "structure of return values.")
 
 
@@ -93,14 +93,14 @@ def branch_outputs(fg_t, flat_t, fg_f, flat_f):
             same[k] = a     # (neither branch wrote it: no If output, whatever its element shape)
             continue
         if not (isinstance(a, TensorArray) and isinstance(b, TensorArray)):
-            raise TypeError(f"{_MISMATCH} One returns a TensorArray where the other returns "
+            raise TypeError(f"{COND_MISMATCH} One returns a TensorArray where the other returns "
                             f"{type(b if isinstance(a, TensorArray) else a).__name__}.")
         if a.dtype != b.dtype:
-            raise TypeError(f"{_MISMATCH} true_fn returns a TensorArray of {a.dtype.name} where false_fn returns "
+            raise TypeError(f"{COND_MISMATCH} true_fn returns a TensorArray of {a.dtype.name} where false_fn returns "
                             f"one of {b.dtype.name}.")
         sa, sb = _written_shape(a), _written_shape(b)
         if not sa.is_compatible_with(sb):
-            raise ValueError(f"{_MISMATCH} true_fn returns a TensorArray of elements {sa} where false_fn returns "
+            raise ValueError(f"{COND_MISMATCH} true_fn returns a TensorArray of elements {sa} where false_fn returns "
                              f"one of {sb}.")
         shape = sa.merge_with(sb)
         if not shape.is_fully_defined():

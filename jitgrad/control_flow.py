@@ -17,8 +17,7 @@ from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
 from .eager import EagerTensor
 
-_COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
-                  "structure of return values.")
+_COND_MISMATCH = cond_tensor_arrays.COND_MISMATCH
 
 
 

@@ -242,12 +242,9 @@ def _gather_grad(kb, node, out, rows, x):
     with kb.loop(n_idx) as k:
         kidx = _unflatten(b, k, ishape)
         ii, bad = _index(kb, ind, kidx, rows)
-        with b.if_then(b.not_(bad)):
-            dst = b.gep(out.ptr, [b.mul(ii, c64(row))])
-            with kb.loop(row) as j:
-                s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
-                d = b.gep(dst, [j])
-                b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
+        with b.if_then(b.not_(bad)):   # (g's slice added into the row by a vectorised nest)
+            dst = Buffer(b.gep(out.ptr, [b.mul(ii, c64(row))]), row_shape, dt)
+            kb.emit_nest(dst, lambda idx, W: _add(b, dt, load_buf(b, dst, idx, W), kb.gen(g, kidx + idx, W)))
 
 
 def _gather_grad_inner(kb, node, out, rows, x):
