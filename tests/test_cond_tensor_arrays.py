@@ -2,7 +2,9 @@
 returned, read after; in a Session graph, inside a tf.while_loop body and through
 AutoGraph. Expected values are the programs written again in numpy; first and second
 gradients are derived by hand (comments give the formulas) and checked in the
-interpreter and compiled (run_both: no fallback, both modes compared)."""
+interpreter and compiled (run_both: no fallback, both modes compared). TF 2.21 in graph
+mode gives the same values for the branch write not seen outside the cond, the arrays of
+different lengths (values, size, gradient) and the switch_case (run once in a side venv)."""
 import numpy as np
 import pytest
 
