@@ -136,8 +136,8 @@ def test_cond_writing_an_array_inside_a_while_body(fed_size):
 
 
 def test_autograph_if_writing_an_array(graph_mode):
-    @tf.function
-    def f(x):
+    @tf.function(autograph=True)
+    def autograph_if_writes(x):
         ta = tf.TensorArray(tf.float64, size=2)
         if tf.reduce_sum(x) > 0:
             ta = ta.write(0, x * 2.0)
@@ -145,8 +145,8 @@ def test_autograph_if_writing_an_array(graph_mode):
             ta = ta.write(0, -x)
         ta = ta.write(1, x)
         return ta.stack()
-    np.testing.assert_array_equal(f(tf.constant(X0)).numpy(), [2 * X0, X0])
-    np.testing.assert_array_equal(f(tf.constant(-X0 - 1)).numpy(), [X0 + 1, -X0 - 1])
+    np.testing.assert_array_equal(autograph_if_writes(tf.constant(X0)).numpy(), [2 * X0, X0])
+    np.testing.assert_array_equal(autograph_if_writes(tf.constant(-X0 - 1)).numpy(), [X0 + 1, -X0 - 1])
 
 
 def test_eager_cond_writes_run_as_python():
