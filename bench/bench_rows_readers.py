@@ -4,6 +4,8 @@ Session.run of the stacked states of a 200-step RNN (d = 32) read by
   slice_n   st[n - 50 : n - 1], n = tf.shape(st)[0] (bounds computed from the rows)
   revslice  st[::-2]
   gather2   tf.gather(st, idx, axis=2) of st [T, 1, d] (its gradient)
+  gather2w  the same with 512 indices (the inner-axis gather gradient's own cost shows)
+  gather1   tf.gather(st as [T, 4, d / 4], 64 indices, axis=1): blocks of d / 4 added per index
   merge     tf.reshape(tf.reshape(st, [-1]) * 2, [-1, 2 * d])
   bmm       tf.matmul(st [T, 1, d], W [d, d]) (BatchMatMulV2)
 
@@ -19,7 +21,7 @@ import statistics
 import subprocess
 import sys
 
-CASES = ("slice_n", "revslice", "gather2", "merge", "bmm")
+CASES = ("slice_n", "revslice", "gather2", "gather2w", "gather1", "merge", "bmm")
 
 
 def _child(case, calls):
@@ -48,6 +50,10 @@ def _child(case, calls):
             y = flat[::-2]
         elif case == "gather2":
             y = tf.gather(st, [3, 0, 0, 7, 31], axis=2)
+        elif case == "gather2w":
+            y = tf.gather(st, np.random.default_rng(1).integers(0, d, 512), axis=2)
+        elif case == "gather1":
+            y = tf.gather(tf.reshape(st, [-1, 4, d // 4]), np.random.default_rng(1).integers(0, 4, 64), axis=1)
         elif case == "merge":
             y = tf.reshape(tf.reshape(flat, [-1]) * 2.0, [-1, 2 * d])
         else:
@@ -73,13 +79,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--child", nargs=2)
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ", ".join(CASES))
     a = ap.parse_args()
     if a.child:
         return _child(a.child[0], int(a.child[1]))
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"this": here, "base": a.base}
     print(f"load average {os.getloadavg()[0]:.2f}")
-    for case in CASES:
+    for case in a.cases.split(","):
         got = {k: [] for k in trees}
         for _ in range(a.rounds):
             for k, tree in trees.items():

@@ -7,7 +7,7 @@ as usual); while a graph is built they trace the functions into the ``If`` /
 """
 import numpy as np
 
-from . import context, dtypes, nest, tensor_array_preallocated
+from . import cond_tensor_arrays, context, dtypes, nest, tensor_array_preallocated
 from .assert_ops import Assert
 from .convert import convert_to_tensor
 from .graph import Tensor
@@ -18,8 +18,7 @@ from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
 from .eager import EagerTensor
 
-_COND_MISMATCH = ("true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
-                  "structure of return values.")
+_COND_MISMATCH = cond_tensor_arrays.COND_MISMATCH
 
 
 
@@ -99,24 +98,31 @@ def _cond(pred, true_fn, false_fn, strict, name):
         pred = scalar_of(pred, one_element=True)
     g = context.get_default_graph()
     with g.name_scope(name or "cond"):
-        fg_t, _, r_t = trace("true_fn", lambda: true_fn(), [])
-        fg_f, _, r_f = trace("false_fn", lambda: false_fn(), [])
+        # (a TensorArray a branch writes is changed back after it: cond_tensor_arrays.py)
+        fg_t, _, r_t = trace("true_fn", lambda: cond_tensor_arrays.traced_branch(true_fn), [])
+        fg_f, _, r_f = trace("false_fn", lambda: cond_tensor_arrays.traced_branch(false_fn), [])
         if r_t is None and r_f is None:   # branches run for their effects (tf.print, assignments)
             return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
         try:
             nest.assert_same_structure(r_t, r_f, check_types=False)
         except (ValueError, TypeError) as e:
             raise TypeError(f"{_COND_MISMATCH}\n{e}") from None
-        flat_t = [as_output(fg_t, x) for x in nest.flatten(r_t)]
-        flat_f = [as_output(fg_f, x) for x in nest.flatten(r_f)]
+        flat_t, flat_f, rebuild = cond_tensor_arrays.branch_outputs(fg_t, nest.flatten(r_t), fg_f,
+                                                                    nest.flatten(r_f))
+        flat_t = [as_output(fg_t, x) for x in flat_t]
+        flat_f = [as_output(fg_f, x) for x in flat_f]
         for a, b in zip(flat_t, flat_f):
             if a.dtype != b.dtype:
                 raise TypeError(f"{_COND_MISMATCH} true_fn returns {a.dtype.name} where false_fn returns "
                                 f"{b.dtype.name}.")
         if not flat_t:
-            return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
-        out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
-    out = [out] if isinstance(out, Tensor) else list(out)
+            op = _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
+            if r_t is None or not nest.flatten(r_t):
+                return op
+            out = []    # (only arrays neither branch wrote)
+        else:
+            out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
+    out = rebuild([out] if isinstance(out, Tensor) else list(out))
     result = nest.pack_sequence_as(r_t, out)
     return result if strict else _unpack_singleton(result)
 

@@ -80,7 +80,81 @@ def _check_same_shapes(values, written, element_shape, inner=False):
         merged = merged.merge_with(shape)
 
 
+class BranchChanges:
+    """The TensorArrays a tf.cond branch changes, put back as they were when it has been
+    traced (cond_tensor_arrays.py). jitgrad's arrays change in place (``write`` returns
+    the array itself), but in TF a write makes a new array: what a branch writes must not
+    be seen by the other branch, nor after the cond except through its outputs. Used as a
+    context manager around the tracing; nested conds nest them."""
+
+    def __init__(self):
+        self.created = []     # arrays made while the branch was traced (nothing to put back)
+        self.saved = {}       # id -> (array, its class and attributes before the branch changed it)
+        # id -> (a loop body's watch of a dynamic array's appends (autograph/staged_tensor_array.py),
+        # its writes and concat before the branch): the branch's appends are the cond's to merge
+        self.watches = {}
+
+    def __enter__(self):
+        _BRANCHES.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _BRANCHES.remove(self)
+        for ta, (cls, attrs) in self.saved.values():
+            object.__setattr__(ta, "__class__", cls)
+            ta.__dict__.clear()
+            ta.__dict__.update(attrs)
+        for w, n, concat in self.watches.values():
+            del w.writes[n:]
+            w.concat = concat
+
+    def note(self, ta):
+        if id(ta) not in self.saved and not any(t is ta for t in self.created):
+            self.saved[id(ta)] = (ta, (type(ta), ta.state()))
+            w = ta.__dict__.get("_appends")
+            if w is not None and id(w) not in self.watches:
+                self.watches[id(w)] = (w, len(w.writes), w.concat)
+
+    def appended(self, ta):
+        """The appends this branch traced to ``ta``'s watch (none when not watched)."""
+        w = ta.__dict__.get("_appends")
+        at = self.watches.get(id(w))
+        return [] if w is None or at is None else list(w.writes[at[1]:])
+
+
+def note_change(ta):
+    """``ta`` is about to change in place: the branches being traced note how it was."""
+    for b in _BRANCHES:
+        b.note(ta)
+
+
+_BRANCHES = []   # the BranchChanges of the branches being traced, innermost last
+
+
 class TensorArray:
+    def __new__(cls, *args, **kwargs):
+        ta = super().__new__(cls)
+        for b in _BRANCHES:
+            b.created.append(ta)
+        return ta
+
+    def __setattr__(self, name, value):
+        note_change(self)
+        object.__setattr__(self, name, value)
+
+    def state(self):
+        """This array's attributes (its list of elements copied: ``write`` changes it in place)."""
+        attrs = dict(self.__dict__)
+        if isinstance(attrs.get("_items"), list):
+            attrs["_items"] = list(attrs["_items"])
+        return attrs
+
+    def snapshot(self):
+        """A new array holding what this one holds now (later writes to either do not show in the other)."""
+        out = TensorArray.__new__(type(self))    # (noted as made in the branches being traced)
+        out.__dict__.update(self.state())
+        return out
+
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
@@ -135,6 +209,7 @@ class TensorArray:
         return self
 
     def write(self, index, value, name=None):
+        note_change(self)    # (before the elements change in place)
         if _run_time_index(index):
             return self._dense().write(index, value, name=name)
         i = _index(index, "write")

@@ -42,7 +42,7 @@ from ..ops.list_ops import list_check
 from ..ops.row_store import set_row
 from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
-from ..tensor_array import TensorArray
+from ..tensor_array import TensorArray, note_change
 from ..tensor_array_split import graph_blocks
 
 
@@ -210,6 +210,7 @@ class LoopTensorArray(TensorArray):
         """An append of ``rows`` (a static count) at ``index`` (a write's index, or a
         scatter's indices), while a loop body that may only append is traced: one
         concat per iteration, the growing-variable form (passes/growing_vars.py)."""
+        note_change(self)    # (a tf.cond branch undoes its appends: cond_tensor_arrays.py)
         self._appends.writes.append((index, rows.shape.dims[0], scatter))
         buf = self._buffer
         if self._appends.concat is not None and buf is self._appends.concat:

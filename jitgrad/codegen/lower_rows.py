@@ -102,6 +102,7 @@ class RowsNode:
                    # shape or one element: one flat loop over rows x row elements computes it
     check: tuple = ()   # other sources its operands' rows come from: checked equal to src's;
                         # bcast / bmm_bcast: each input's source (None: static); rowsum: g's source;
+                        # bcast_to: x's source (ref's is src);
                         # rowcat / rowsplit: each part's source (None: static rows);
                         # rowslice_grad: g's source (checked against the slice's count)
 
@@ -161,6 +162,14 @@ def plan(program):
             # of gradients) takes equal shapes only: checked equal
             out[i] = RowsNode("bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
             key[Value(i, 0)] = Value(i, 0)
+            continue
+        if check and n.op == "BroadcastToShapeOf" and n.inputs[0] in key and n.inputs[1] in key and \
+                key[n.inputs[0]] != key[n.inputs[1]] and len(program.shape(n.inputs[0])) == len(n.outputs[0][0]):
+            # x broadcast to ref's shape, rows of two sources (a second derivative through a
+            # broadcast between two loops' values): ref's rows, x's one row read for each
+            # (lower_rows_broadcast.py); x of other rows is TF's "Incompatible shapes"
+            out[i] = RowsNode("bcast_to", key[n.inputs[1]], False, False, (key[n.inputs[0]],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
             continue
         if check and how == "mm_bmm":   # TF broadcasts its batch dim too (lower_rows_broadcast.py)
             out[i] = RowsNode("bmm_bcast", src, False, False, tuple(key.get(v) for v in n.inputs))
@@ -352,7 +361,7 @@ def lower(kb, node, outs, rn, keep):
         res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
         return res
-    if rn.how in ("bcast", "rowsum"):   # lower_rows_broadcast.py
+    if rn.how in ("bcast", "rowsum", "bcast_to"):   # lower_rows_broadcast.py
         return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
             kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))
     if rn.how == "bmm_bcast":
@@ -412,6 +421,8 @@ def dry(kb, node, rn):
     """The temporaries ``node`` will ask for (the kernel's dry run)."""
     if rn.how.startswith("mm_"):
         rows_matmul.dry(kb, node, rn.how[3:])
+    elif rn.how == "gather_grad_inner":
+        rows_gather.dry(kb, node)
 
 
 def _operand(kb, v):

@@ -9,6 +9,9 @@ shapes" (ERR_ROWS_MISMATCH) and 0 rows.
 * ``bmm_bcast`` -- BatchMatMulV2 whose operands come from different sources: TF
   broadcasts the batch dim as above (lower_rows_matmul's per-row products, an operand
   of 1 row read at row 0).
+* ``bcast_to`` -- BroadcastToShapeOf(x, ref), x and ref of different sources (the
+  gradient of ``rowsum``: a second derivative): ref's rows; x's rows as they are where
+  the counts agree, its row 0 for every row where it has 1; else TF's error.
 * ``rowsum`` -- SumToShape(g, x) of the same shape, g and x of different sources (the
   gradient of such a broadcast; passes/simplify.py keeps it): x's rows; g's rows as they
   are where the counts agree, summed in row order into x's one row where x has 1.
@@ -21,7 +24,7 @@ from . import lower_rows_matmul as rows_matmul
 
 def emit(kb, node, rn, alloc, live):
     """alloc(shape, dt, rows) -> the result's Rows; live(rows): 0 once an op has failed."""
-    return (_bcast if rn.how == "bcast" else _rowsum)(kb, node, rn, alloc, live)
+    return {"bcast": _bcast, "rowsum": _rowsum, "bcast_to": _bcast_to}[rn.how](kb, node, rn, alloc, live)
 
 
 def _rows(kb, src):
@@ -72,6 +75,25 @@ def _bcast(kb, node, rn, alloc, live):
                     vi[0] = (b.select(b.icmp_signed("==", _rows(kb, s), c64(1)), c64(0), r), 0)
                 xs.append(kb.gen(v, vi, W))
             return fn(kb, node, xs, W)
+        kb.emit_nest(row, gen)
+    return [out]
+
+
+def _bcast_to(kb, node, rn, alloc, live):
+    b = kb.b
+    x = node.inputs[0]
+    Rx, R = _rows(kb, rn.check[0]), _rows(kb, rn.src)
+    one = b.icmp_signed("==", Rx, c64(1))
+    kb.set_error(b.not_(b.or_(b.icmp_signed("==", Rx, R), one)), ERR_ROWS_MISMATCH)
+    shape, dt = node.outputs[0]
+    out = alloc(shape, dt, R)
+    with kb.loop(out.rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), shape[1:], dt)
+
+        def gen(idx, W):
+            vi = bcast_idx([(r, 0)] + idx, shape, kb.shape(x))
+            vi[0] = (b.select(one, c64(0), r), 0)
+            return kb.gen(x, vi, W)
         kb.emit_nest(row, gen)
     return [out]
 

@@ -25,6 +25,7 @@ As TF's kernel, an empty gather (no elements to copy) checks nothing.
 """
 from llvmlite import ir
 
+from .. import dtypes
 from .irutil import (ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, ERR_SLICE_STEP, I64, Buffer, Unsupported, c64,
                      const, load_buf, mem_type, scalarise, store_buf)
 
@@ -152,10 +153,12 @@ def emit(kb, node, outs, rows, form, x):
 
 
 def _zero_rows(kb, out, rows):
-    """out's ``rows`` rows set to zero (a gradient's rows no index or slice writes)."""
-    flat = Buffer(out.ptr, (None,), out.dtype)
-    with kb.loop(kb.b.mul(rows, c64(out.row_elems))) as i:
-        store_buf(kb.b, flat, [(i, 0)], const(out.dtype, 0), 1)
+    """out's ``rows`` rows set to zero (a gradient's rows no index or slice writes), a
+    vectorised nest per row."""
+    b = kb.b
+    with kb.loop(rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), out.shape[1:], out.dtype)
+        kb.emit_nest(row, lambda idx, W: const(out.dtype, 0, W))
 
 
 def _rowslice(kb, node, out, rows, x):
@@ -239,34 +242,62 @@ def _gather_grad(kb, node, out, rows, x):
     with kb.loop(n_idx) as k:
         kidx = _unflatten(b, k, ishape)
         ii, bad = _index(kb, ind, kidx, rows)
-        with b.if_then(b.not_(bad)):
-            dst = b.gep(out.ptr, [b.mul(ii, c64(row))])
-            with kb.loop(row) as j:
-                s = kb.gen(g, kidx + _unflatten(b, j, row_shape), 1)
-                d = b.gep(dst, [j])
-                b.store(b.fadd(b.load(d), s) if dt.is_floating else b.add(b.load(d), s), d)
+        with b.if_then(b.not_(bad)):   # (g's slice added into the row by a vectorised nest)
+            dst = Buffer(b.gep(out.ptr, [b.mul(ii, c64(row))]), row_shape, dt)
+            kb.emit_nest(dst, lambda idx, W: _add(b, dt, load_buf(b, dst, idx, W), kb.gen(g, kidx + idx, W)))
 
 
 def _gather_grad_inner(kb, node, out, rows, x):
     """out [rows, ...] = zeros, then each element of g's row r added into out's row r at
     its index along the axis, in g's element order (duplicates sum in a fixed order); a
-    bad index sets the error and is skipped."""
+    bad index sets the error and is skipped.
+
+    The indices are the same for every row: checked once, before the rows, into a table
+    (-1 where bad). Each row of g is computed into a scratch row by one vectorised nest
+    (g is usually an inline chain: the gradient of what read the gather), then added in
+    as blocks of the ``post`` elements after the axis, contiguous in both: vector adds
+    where ``post`` is wide, one add per index where the axis is the last."""
     b = kb.b
     g, ind = node.inputs[0], node.inputs[1]
     axis = node.attrs["axis"] % len(out.shape)
-    gs, ri = kb.shape(g), len(kb.shape(ind))
+    gs, ishape = kb.shape(g), kb.shape(ind)
     dt = out.dtype
+    table, g_row = dry(kb, node)
     _zero_rows(kb, out, rows)
-    per = 1
-    for d in gs[1:]:
-        per *= d
-    if per == 0:
+    pre, n_idx, post = _prod(out.shape[1:axis]), _prod(ishape), _prod(out.shape[axis + 1:])
+    if pre * n_idx * post == 0:
         return
-    with kb.loop(rows) as r, kb.loop(per) as k:
-        gidx = [(r, 0)] + _unflatten(b, k, gs[1:])
-        ii, bad = _index(kb, ind, gidx[axis:axis + ri], c64(out.shape[axis]))
-        with b.if_then(b.not_(bad)):
-            oidx = gidx[:axis] + [(ii, 0)] + gidx[axis + ri:]
-            cur = load_buf(b, out, oidx, 1)
-            v = kb.gen(g, gidx, 1)
-            store_buf(b, out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), 1)
+    # (an empty row count reads no index: TF's empty gather checks nothing)
+    with kb.loop(b.select(b.icmp_signed(">", rows, c64(0)), c64(n_idx), c64(0))) as k:
+        ii, bad = _index(kb, ind, _unflatten(b, k, ishape), c64(out.shape[axis]))
+        store_buf(b, table, [(k, 0)], b.select(bad, c64(-1), ii), 1)
+    extent = out.shape[axis]
+    with kb.loop(rows) as r:
+        kb.emit_nest(g_row, lambda idx, W: kb.gen(g, [(r, 0)] + idx, W))
+        base = b.mul(r, c64(out.row_elems))
+        with kb.loop(pre) as p, kb.loop(n_idx) as k:
+            ii = load_buf(b, table, [(k, 0)], 1)
+            with b.if_then(b.icmp_signed(">=", ii, c64(0))):
+                src = Buffer(b.gep(g_row.ptr, [b.mul(b.add(b.mul(p, c64(n_idx)), k), c64(post))]), (post,), dt)
+                at = b.add(base, b.mul(b.add(b.mul(p, c64(extent)), ii), c64(post)))
+                dst = Buffer(b.gep(out.ptr, [at]), (post,), dt)
+                kb.emit_nest(dst, lambda idx, W: _add(b, dt, load_buf(b, dst, idx, W), load_buf(b, src, idx, W)))
+
+
+def dry(kb, node):
+    """The scratch gather_grad_inner asks for (also in the kernel's dry run): the index
+    table and one row of g."""
+    g, ind = node.inputs[0], node.inputs[1]
+    return (kb.scratch_buffer((max(_prod(kb.shape(ind)), 1),), dtypes.int64, "gather_grad_idx"),
+            kb.scratch_buffer(tuple(kb.shape(g)[1:]), kb.dtype(g), "gather_grad_row"))
+
+
+def _prod(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _add(b, dt, x, y):
+    return b.fadd(x, y) if dt.is_floating else b.add(x, y)

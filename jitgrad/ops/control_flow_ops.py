@@ -454,6 +454,12 @@ def _popped_tails(body, n, specs):
             at = popping_if(body, body.inputs[k], body.outputs[k], len(dims))
             if at is not None and max(at[2:]):
                 out[k] = _if_popped_tail(body.outputs[k].op, at, dims, specs[k][1])
+            elif at is not None:
+                # both branches pop nothing: what is left is the whole variable, which the step
+                # reads only as the If's capture, so an empty tail stands for it (saving the
+                # variable itself every iteration would be quadratic in T)
+                with body.graph.as_default():
+                    out[k] = (0, zeros([0] + list(dims[1:]), specs[k][1]))
             continue
         if not rows:
             continue
