@@ -48,7 +48,7 @@ from ..codegen.target import current_key
 from ..passes.ir import Program
 from .disk import environment_fingerprint, make_key
 
-CODEGEN_VERSION = "codegen-16"   # 16: ListCheck materialised, row-slice counts without overflow, BatchMatMulV2 row broadcast; 15: one noinline barrier function per module, called per site; 14: large matmul units get SIDE_PASSES, not O2; 13: matmul units (O2, no LLVM vectorisers) bundled; 12: target-chosen matmul blocking
+CODEGEN_VERSION = "codegen-17-tarows"   # 17: ZeroRows, SetRow on run-time rows, While variables of run-time rows stored in place; 16: ListCheck materialised, row-slice counts without overflow, BatchMatMulV2 row broadcast; 15: one noinline barrier function per module, called per site; 14: large matmul units get SIDE_PASSES, not O2; 13: matmul units (O2, no LLVM vectorisers) bundled; 12: target-chosen matmul blocking
 PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
 
 PROGRAM_COMPONENTS = ("structure", "shapes", "dtypes", "constants")

@@ -80,10 +80,13 @@ def _sources(program):
     src = {}
     for i, n in enumerate(program.nodes):
         if n.op == "While":
-            ks = tuple(n.attrs.get("grow_vars", ())) + tuple(n.attrs.get("pop_vars", ()))
+            ks = tuple(n.attrs.get("grow_vars", ())) + tuple(n.attrs.get("pop_vars", ())) + \
+                tuple(n.attrs.get("rows_vars", ()))   # (lower_growing.FixedRowsVar)
         elif n.op == "If" and not isinstance(n.attrs.get("then_branch"), type(None)) and \
                 hasattr(n.attrs["then_branch"], "nodes"):
             ks = range(len(n.outputs))
+        elif n.op == "ZeroRows":   # (ops/zero_rows.py, lowered by lower_row_store.py)
+            ks = (0,)
         else:
             continue
         for k in ks:

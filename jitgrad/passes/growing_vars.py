@@ -179,3 +179,33 @@ def popped_rows(body, k):
     """Rows a specialised body (a Program) pops from loop variable k per iteration
     (None: as many as the branch an If in it takes, ``if_pops``)."""
     return next(n.outputs[0][0][0] for n in body.nodes if n.op == "Arg" and n.attrs["arg"] == k)
+
+
+def row_stored_vars(attrs, in_shapes, unread_ys=()):
+    """The loop variables of run-time rows, ``(None, *static)``, that keep their rows: the
+    body reads variable k only as the buffer of one SetRow (ops/row_store.py: a dynamic
+    TensorArray written out of order into a buffer of its final length, made before the
+    loop by ZeroRows, tensor_array_preallocated.py; or its gradient) whose output 0 is the
+    body's output k, which nothing else reads; the condition does not read it. The body is
+    specialised with the variable of run-time rows; the compiled loop hands it the
+    variable's one buffer, written in place (codegen/lower_growing.FixedRowsVar), so the
+    kernel does not depend on the row count. unread_ys: as appended_vars'."""
+    body, cond = attrs["body"], attrs["cond"]
+    ignored = {attrs["n_vars"] + j for j in unread_ys}
+    out = []
+    for k in range(attrs["n_vars"]):
+        shape = in_shapes[k]
+        if shape is None or not shape or shape[0] is not None or None in shape[1:]:
+            continue
+        if cond is not None and any(_reads(cond, cond.inputs[k])):
+            continue
+        ph, new = body.inputs[k], body.outputs[k]
+        readers, outputs = _reads(body, ph, ignored)
+        if outputs or len(readers) != 1:
+            continue
+        op = readers[0]
+        if (op.type != "SetRow" or op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:])
+                or new is not op.outputs[0] or _reads(body, new, ignored) != ([], 1)):
+            continue
+        out.append(k)
+    return out
