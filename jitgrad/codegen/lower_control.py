@@ -48,7 +48,7 @@ from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
 from .lower_growing import FixedRowsVar, GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
-from .lower_row_store import in_place_rows, in_place_vars
+from .lower_row_store import in_place_rows, in_place_vars, row_chains
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -318,7 +318,7 @@ def lower_while(kb, node, outs, dry):
     stored = a.get("rows_vars", ())   # and of run-time rows, written in place (lower_growing.FixedRowsVar)
     if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop and k not in stored):
         raise Unsupported("a loop variable of unknown shape")
-    if set(stored) - in_place_vars(a["body"], n):
+    if set(stored) - set(row_chains(a["body"], n)):
         raise Unsupported("a loop variable of run-time rows the body does not only store rows of")
     if any(is_dynamic(kb.shape(node.inputs[k])[1:]) or is_dynamic(var_specs[k][0][1:]) for k in grow):
         raise Unsupported("a growing loop variable entering with an unknown shape")

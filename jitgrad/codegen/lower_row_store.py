@@ -163,18 +163,47 @@ def in_place_vars(body, n):
     return out
 
 
+def row_chains(body, n):
+    """{k: the SetRow nodes from body argument k (of the first ``n``) to its output k}: each
+    reading the previous one's output 0 (the argument, first) as its buffer, which nothing
+    else reads, the last one's output 0 the body's output k, returned once (a loop variable
+    of run-time rows, written in place: lower_growing.FixedRowsVar; two writes an
+    iteration make a chain of two)."""
+    if not isinstance(body, Program):
+        return {}
+    reads = {}
+    for i, nd in enumerate(body.nodes):
+        for j, v in enumerate(nd.inputs):
+            reads.setdefault(v, []).append((i, j))
+    returned = [v for v in body.outputs if v is not None] + [v for _, v in body.var_writes]
+    out = {}
+    for i, nd in enumerate(body.nodes):
+        k = nd.attrs["arg"] if nd.op == "Arg" else None
+        if k is None or k >= n or k >= len(body.outputs) or body.outputs[k] is None:
+            continue
+        v, chain = Value(i, 0), []
+        while v != body.outputs[k]:
+            r = reads.get(v, [])
+            if len(r) != 1 or r[0][1] != 0 or body.nodes[r[0][0]].op != "SetRow" or v in returned:
+                break
+            chain.append(r[0][0])
+            v = Value(r[0][0], 0)
+        else:
+            if chain and returned.count(v) == 1 and v not in reads:
+                out[k] = chain
+    return out
+
+
 def in_place_rows(program):
     """The SetRow nodes of ``program`` (a loop body) storing into a loop variable of
-    run-time rows in place: its input 0 is argument k of row-dynamic shape, read by
-    nothing else, and its output 0 is the body's output k (its next value), returned
-    once. lower_control.check lets them (alone) read and return such a value."""
+    run-time rows in place (``row_chains``). lower_control.check lets them (alone) read
+    and return such a value."""
     if not isinstance(program, Program):
         return set()
     n = sum(1 for nd in program.nodes if nd.op == "Arg")
     out = set()
-    for k in in_place_vars(program, n):
-        v = program.outputs[k]
-        shape = program.nodes[v.node].outputs[0][0]
+    for k, chain in row_chains(program, n).items():
+        shape = program.nodes[chain[-1]].outputs[0][0]
         if shape is not None and shape and shape[0] is None:
-            out.add(v.node)
+            out.update(chain)
     return out

@@ -134,6 +134,14 @@ def plan(program):
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
             continue
+        if how is None and rows_broadcast.static_rows(program, n, dyn, elementwise):   # x * w, w of [T, 1]
+            out[i] = RowsNode("bcast_static", src, False, False, tuple(key.get(v) for v in n.inputs))
+            continue
+        if how is None and n.op == "SumToShape" and n.inputs[0] not in dyn and \
+                tuple(program.shape(n.inputs[0])[1:]) == tuple(n.outputs[0][0][1:]):   # its gradient
+            out[i] = RowsNode("rowsum", key[n.inputs[1]], False, False, (program.shape(n.inputs[0])[0],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
+            continue
         if how is None:
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
@@ -355,6 +363,8 @@ def lower(kb, node, outs, rn, keep):
         res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
         return res
+    if rn.how == "bcast_static":   # lower_rows_broadcast.py
+        return rows_broadcast.emit_static(kb, node, rn, outs, lambda r: _live(kb, r))
     if rn.how in ("bcast", "rowsum"):   # lower_rows_broadcast.py
         return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
             kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))

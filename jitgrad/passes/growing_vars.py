@@ -183,10 +183,11 @@ def popped_rows(body, k):
 
 def row_stored_vars(attrs, in_shapes, unread_ys=()):
     """The loop variables of run-time rows, ``(None, *static)``, that keep their rows: the
-    body reads variable k only as the buffer of one SetRow (ops/row_store.py: a dynamic
-    TensorArray written out of order into a buffer of its final length, made before the
-    loop by ZeroRows, tensor_array_preallocated.py; or its gradient) whose output 0 is the
-    body's output k, which nothing else reads; the condition does not read it. The body is
+    body reads variable k only as the buffer of a SetRow (ops/row_store.py: a dynamic
+    TensorArray written out of order into a buffer made before the loop by ZeroRows,
+    tensor_array_preallocated.py; or its gradient), or of a chain of them (two writes an
+    iteration), whose output 0 is the body's output k, nothing else reading any of them;
+    the condition does not read it. The body is
     specialised with the variable of run-time rows; the compiled loop hands it the
     variable's one buffer, written in place (codegen/lower_growing.FixedRowsVar), so the
     kernel does not depend on the row count. unread_ys: as appended_vars'."""
@@ -199,13 +200,21 @@ def row_stored_vars(attrs, in_shapes, unread_ys=()):
             continue
         if cond is not None and any(_reads(cond, cond.inputs[k])):
             continue
-        ph, new = body.inputs[k], body.outputs[k]
-        readers, outputs = _reads(body, ph, ignored)
-        if outputs or len(readers) != 1:
-            continue
-        op = readers[0]
-        if (op.type != "SetRow" or op.inputs[0] is not ph or any(t is ph for t in op.inputs[1:])
-                or new is not op.outputs[0] or _reads(body, new, ignored) != ([], 1)):
-            continue
-        out.append(k)
+        if _stored_chain(body, body.inputs[k], body.outputs[k], ignored):
+            out.append(k)
     return out
+
+
+def _stored_chain(body, t, new, ignored):
+    """Whether ``new`` is ``t`` through SetRows (one or more: two writes an iteration), each
+    value read by nothing but the next one's buffer input, ``new`` an output once."""
+    while True:
+        readers, outputs = _reads(body, t, ignored)
+        if t is new:
+            return not readers and outputs == 1
+        if outputs or len(readers) != 1:
+            return False
+        op = readers[0]
+        if op.type != "SetRow" or op.inputs[0] is not t or any(x is t for x in op.inputs[1:]):
+            return False
+        t = op.outputs[0]
