@@ -246,3 +246,116 @@ def test_staged_for_loop_one_kernel(permuted, graph_mode):
     assert tf.cache_info()["fallbacks"] == before
     if graph_mode == "compiled":
         assert _kernels() - kernels == 1
+
+
+@compiled
+def test_two_writes_an_iteration_one_kernel(graph_mode):
+    # ta.write(T - 1 - i, x c).write(P[i], -x c): a chain of two row stores in place
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        P = tf1.placeholder(tf.int32, [None])
+        x = tf1.placeholder(tf.float32, [X.size])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+
+        def body(i, ta):
+            c = x * tf.cast(i + 1, tf.float32)
+            return i + 1, ta.write(T - 1 - i, c).write(P[i], -c)
+        _, ta = tf.while_loop(lambda i, ta: i < T, body, [0, ta])
+        st = ta.stack()
+        fetch = [st, tf.gradients(tf.reduce_sum(st * st * st), x)[0]]
+    p = np.array([6, 0, 2, 2, 1, 9, 3, 0], np.int32)
+    before = _kernels()
+    with tf1.Session(graph=g) as s:
+        for t in (0, 3, 8):
+            got, grad = s.run(fetch, {T: t, P: p, x: X})
+            rows = max([t] + [int(k) + 1 for k in p[:t]])
+            want, last = np.zeros((rows, X.size), np.float32), {}
+            for i in range(t):
+                want[t - 1 - i], last[t - 1 - i] = X * (i + 1), i + 1.0
+                want[p[i]], last[int(p[i])] = -X * (i + 1), -(i + 1.0)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_allclose(grad, 3 * sum(c ** 3 for c in last.values()) * X * X, rtol=1e-5)
+    if graph_mode == "compiled":
+        assert _kernels() - before == 1
+
+
+@compiled
+def test_stack_times_a_static_weight_of_t_rows(graph_mode):
+    # stack (run-time rows) * w ([T, 1], T fed: TF's shapes make the product static): its rows
+    # must be T or 1, else TF's "Incompatible shapes"; the gradient sums back into the stack
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        n = tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float32, [X.size])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        _, ta = tf.while_loop(lambda i, ta: i < n, lambda i, ta: (i + 1, ta.write(n - 1 - i, x * tf.cast(i + 1, tf.float32))),
+                              [0, ta])
+        st = ta.stack()
+        w = tf.cast(tf.range(T) + 1, tf.float32)[:, None]
+        loss = tf.reduce_sum(st * st * w)
+        fetch = [loss, tf.gradients(loss, x)[0]]
+        with tf1.Session() as s:
+            for t, rows in ((3, 3), (4, 1), (2, 0)):
+                got = s.run(fetch, {T: t, n: rows, x: X}) if rows in (t, 1) else None
+                if got is None:
+                    with pytest.raises(IAE):
+                        s.run(fetch, {T: t, n: rows, x: X})
+                    continue
+                c = [rows - i for i in range(rows)]              # row r holds x * (rows - r)
+                wsum = [sum(range(1, t + 1))] if rows == 1 else list(range(1, t + 1))
+                k = sum(cc * cc * ww for cc, ww in zip(c, wsum))
+                np.testing.assert_allclose(got[0], k * np.sum(X * X), rtol=1e-6)
+                np.testing.assert_allclose(got[1], 2 * k * X, rtol=1e-6)
+
+
+def _nested_graph():
+    """An outer loop over j < 3 whose body runs the reversed-writes loop scaled by j (its
+    buffer a region's own), the same loop at the top level, and gradients."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float32, [X.size])
+
+        def inner(scale):
+            ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            _, ta = tf.while_loop(lambda i, ta: i < T,
+                                  lambda i, ta: (i + 1, ta.write(T - 1 - i, x * scale * tf.cast(i + 1, tf.float32))),
+                                  [0, ta])
+            return ta.stack()
+        _, acc = tf.while_loop(lambda j, a: j < 3,
+                               lambda j, a: (j + 1, a + tf.reduce_sum(inner(tf.cast(j, tf.float32)) ** 3)),
+                               [0, tf.constant(0.0)])
+        st = inner(1.0)
+        gx = tf.gradients(tf.reduce_sum(st * st * st), x)[0]
+        gg = tf.gradients(tf.reduce_sum(gx * gx), x)[0]
+        ga = tf.gradients(acc, x)[0]
+    return g, T, x, {"first": [acc, ga, gx], "second": [gg]}
+
+
+def _check_nested(which, want):
+    g, T, x, fetches = _nested_graph()
+    for t in (0, 2, 5):
+        c3 = sum((i + 1) ** 3 for i in range(t))
+        with tf1.Session(graph=g) as s:
+            got = s.run(fetches[which], {T: t, x: X})
+        with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="interpret")) as s:
+            ref = s.run(fetches[which], {T: t, x: X})
+        for a, b, w in zip(got, ref, want(c3)):
+            np.testing.assert_allclose(b, w, rtol=1e-5)
+            np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+@compiled
+def test_loop_in_a_loop_and_its_gradient():
+    s3 = sum(j ** 3 for j in range(3))
+    _check_nested("first", lambda c3: [s3 * c3 * np.sum(X ** 3), 3 * s3 * c3 * X * X,
+                                                         3 * c3 * X * X])
+
+
+@pytest.mark.may_fall_back
+def test_second_derivative_matches_the_interpreter():
+    # d/dx of |d/dx sum(stack^3)|^2: the gradient's SetRow differentiated again, by hand
+    # d/dx sum((3 c3 x^2)^2) = 36 c3^2 x^3 (the compiled run may use the interpreter for it)
+    _check_nested("second", lambda c3: [36 * c3 ** 2 * X ** 3])
