@@ -47,7 +47,8 @@ from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
-from .lower_growing import FixedRowsVar, GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
+from .lower_growing import (FixedRowsVar, GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture,
+                            rows_appended)
 from .lower_row_store import in_place_rows, in_place_vars, row_chains
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
@@ -327,7 +328,8 @@ def lower_while(kb, node, outs, dry):
         Region(kb, a["body"], f"r{pos}_body", tag, stacks_out=True),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
-    fixed = [(1,) if k in grow or k in pop or k in stored else s for k, (s, _) in enumerate(var_specs)]   # (unused then)
+    # (unused then)
+    fixed = [(1,) if k in grow or k in pop or k in stored else s for k, (s, _) in enumerate(var_specs)]
     # rows stored in one buffer (lower_row_store.py)
     in_place = in_place_vars(a["body"], n) - set(grow) - set(pop) - set(stored)
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, (_, dt) in zip(fixed, var_specs)]
