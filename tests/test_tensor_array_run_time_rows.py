@@ -362,3 +362,35 @@ def test_second_derivative_matches_the_interpreter():
     # d/dx of |d/dx sum(stack^3)|^2: the gradient's SetRow differentiated again, by hand
     # d/dx sum((3 c3 x^2)^2) = 36 c3^2 x^3 (the compiled run may use the interpreter for it)
     _check_nested("second", lambda c3: [36 * c3 ** 2 * X ** 3])
+
+
+@compiled
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_two_arrays_scalar_and_row_elements_of_other_dtypes(dtype):
+    # one loop writing a scalar array reversed (preallocated) and a row array at perm[i] (grown)
+    dt = tf.as_dtype(dtype)
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        P = tf1.placeholder(tf.int32, [None])
+        ta = tf.TensorArray(dt, size=0, dynamic_size=True)
+        tb = tf.TensorArray(dt, size=0, dynamic_size=True)
+
+        def body(i, ta, tb):
+            v = tf.cast(i * 10 + 1, dt)
+            return i + 1, ta.write(T - 1 - i, v), tb.write(P[i], tf.stack([v, v + 1]))
+        _, ta, tb = tf.while_loop(lambda i, ta, tb: i < T, body, [0, ta, tb])
+        fetch = [ta.stack(), tb.stack(), ta.size(), tb.size()]
+    p = [4, 0, 2, 2, 7]
+    for t in (0, 3, 5):
+        with tf1.Session(graph=g) as s:
+            a, b, na, nb = s.run(fetch, {T: t, P: p})
+        want_a = np.array([10 * (t - 1 - r) + 1 for r in range(t)], dt.np)
+        rows = max([0] + [k + 1 for k in p[:t]])
+        want_b = np.zeros((rows, 2), dt.np)
+        for i in range(t):
+            want_b[p[i]] = [10 * i + 1, 10 * i + 2]
+        assert a.dtype == dt.np and b.dtype == dt.np
+        np.testing.assert_array_equal(a, want_a)
+        np.testing.assert_array_equal(b, want_b)
+        assert (na, nb) == (t, rows)
