@@ -394,3 +394,26 @@ def test_two_arrays_scalar_and_row_elements_of_other_dtypes(dtype):
         np.testing.assert_array_equal(a, want_a)
         np.testing.assert_array_equal(b, want_b)
         assert (na, nb) == (t, rows)
+
+
+def test_gradient_tape_in_a_function_one_kernel(graph_mode):
+    @tf.function
+    def f(x, T, perm):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            for i in tf.range(T):
+                ta = ta.write(perm[i], x * tf.cast(i + 1, tf.float32))
+            loss = tf.reduce_sum(ta.stack() ** 3)
+        return loss, tape.gradient(loss, x)
+
+    perm = np.array([4, 2, 0, 1, 3, 5], np.int32)
+    before, kernels = tf.cache_info()["fallbacks"], _kernels()
+    for t in (3, 1, 6, 0):
+        loss, grad = f(tf.constant(X), tf.constant(t), tf.constant(perm))
+        idx = [int(k) for k in perm[:t]]
+        np.testing.assert_allclose(loss.numpy(), np.sum(_replay(idx).astype(np.float64) ** 3), rtol=1e-5)
+        np.testing.assert_allclose(grad.numpy(), _cube_grad(idx), rtol=1e-5)
+    assert tf.cache_info()["fallbacks"] == before
+    if graph_mode == "compiled":
+        assert _kernels() - kernels == 1
