@@ -34,7 +34,8 @@ appends: compiled since staged_tensor_array.check_appends proves affine scatters
 indices of a static count, so that a tree before that runs it too).
 --reverse-write: the all-states RNN writing state i at ta.write(T - 1 - i, x), T fed: out of
 order, so not appends (compiled since tensor_array_preallocated.py preallocates the array
-to its length, computed before the loop; one kernel per T). The loss is the same sum.
+to its length, computed before the loop; one kernel for every T: the length is a run-time
+row count, ZeroRows). The loss is the same sum.
 --baseline TREE adds that tree's jitgrad (compiled mode, in its own process, e.g.
 /work/main, where this loop ran in the interpreter), timed in the same turns.
 

@@ -38,7 +38,8 @@ import numpy as np
 from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
-from .ops import list_ops, row_store  # noqa: F401 (register ListCheck, SetRow, which a cached program may hold)
+# (register ListCheck, SetRow, ZeroRows: a cached program may hold them)
+from .ops import list_ops, row_store, zero_rows  # noqa: F401
 from .ops.logging_ops import failed_assert_message, flush_region_prints
 from .ops.random_ops import region_draws, region_sites
 from .ops.registry import REGISTRY

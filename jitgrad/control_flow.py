@@ -375,12 +375,12 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
 
     appends = [True]   # dynamic arrays' writes traced as appends (staged_tensor_array.check_appends)
     checked = set()    # (counter slot, array slot) whose entry values the loop's entry checks
-    fixed = {}         # dynamic array slot -> (its length after the loop, its row ids): preallocated
+    fixed = {}         # dynamic array slot -> how the body writes it (tensor_array_preallocated.configure)
 
     def dense_body(*vals):
         set_dense(vals)
-        for k, (length, ids) in fixed.items():    # written as a fixed-size array (tensor_array_preallocated.py)
-            state[k]._dynamic, state[k]._size, state[k]._row_ids = False, length, (ids, None)
+        for k, f in fixed.items():    # written in place (tensor_array_preallocated.py)
+            tensor_array_preallocated.configure(state[k], f)
         watches = watch_appends(state) if appends[0] else {}
         one_iteration()
         out = list(get_dense())
@@ -406,10 +406,8 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         dense[:] = entry
         lengths = tensor_array_preallocated.plan(*traced["body"], traced.get("cond"), entry, maximum_iterations,
                                            context.get_default_graph())
-        for k, length in (lengths or {}).items():   # out of order, of a length known before the loop
-            dense[k] = tensor_array_preallocated.preallocated(entry[k], length, entry[k].shape.as_list()[1:],
-                                                        entry[k].dtype)
-            fixed[k] = (length, array_ops.range_(length))
+        for k, length in (lengths or {}).items():   # out of order: preallocated, or grown in place
+            dense[k], fixed[k] = tensor_array_preallocated.preallocated(entry[k], length)
         out = build()
     set_dense(out)
     result = nest.pack_sequence_as(packed, state)

@@ -11,12 +11,24 @@ extremes being at the first and the last iteration. The array then enters the lo
 that many rows (its entry rows, then zeros: what TF's unwritten elements read) and is
 written as a fixed-size array (autograph/staged_tensor_array.py: a checked row store per
 write, in place: ops/row_store.py), so the loop keeps one shape and compiles; a row
-written twice keeps the later value, as TF's TensorList does. The length is a shape source of the run (shape_specialise.py):
-the kernel is specialised on it, one per final length.
+written twice keeps the later value, as TF's TensorList does.
+
+The length is computed in int64 (an index near 2**31 does not wrap) and is a value the
+kernel reads when it runs, not a shape it is compiled for: the buffer is
+``ZeroRows(entry, length)`` (ops/zero_rows.py), of ``[None, *element]`` rows, which
+checks the length (negative or past int32: TF's InvalidArgumentError, nothing
+allocated), and the loop carries it as a variable of run-time rows (passes/
+growing_vars.row_stored_vars). One kernel serves every trip count.
+
+Indices that are not affine in the counter (``ta.write(perm[i], x)``, ``perm`` fed) give no
+length before the loop: that buffer enters with the entry's rows and each write grows it
+as TF's TensorListSetItem does for a dynamic array (a growing SetRow: the loop's buffer
+reallocated by doubling, in place), so that loop compiles too, to one kernel.
 """
 from . import dtypes
 from .convert import is_tensorlike
 from .ops import array_ops, math_ops
+from .ops.zero_rows import INT32_MAX, zero_rows
 from .ops.registry import REGISTRY, apply_op
 
 
@@ -122,7 +134,7 @@ def trip_count(cond_out, counter, hoist):
 
 def final_length(rows, writes, start, count):
     """The array's length after the loop: ``rows`` at entry, ``writes`` [(a, B)] at
-    ``a * i + B`` for i = start, ..., start + count - 1 (int32 tensors)."""
+    ``a * i + B`` for i = start, ..., start + count - 1 (int64 tensors: no wrap-around)."""
     last = start + count - 1
     length = rows
     for a, b in writes:
@@ -131,11 +143,23 @@ def final_length(rows, writes, start, count):
     return length
 
 
+def _i64(t):
+    return math_ops.cast(t, dtypes.int64)
+
+
 def plan(watches, body_vals, body_outs, cond_trace, entry, limit, graph):
-    """{array slot: its length after the loop} (int32 tensors of ``graph``, where the loop
-    is made) when every watched array can be preallocated; None otherwise."""
+    """{array slot: its length after the loop (an int64 tensor of ``graph``, where the loop
+    is made), or None where the indices are not affine in the counter (``perm[i]``, say):
+    that array grows in place as it is written} when the body only writes every watched
+    array, once per iteration; None otherwise."""
     if cond_trace is None or not watches:
         return None
+    for k, w in watches.items():
+        out = body_outs[k]
+        if (w.read or not w.writes or any(scatter for _, _, scatter in w.writes) or out.op.type != "ConcatV2"
+                or out.op.inputs[0] is not body_vals[k]):
+            return None    # (not written by the body itself, every iteration: under a tf.cond, say)
+    lengths = dict.fromkeys(watches)
     cond_vals, cond_out = cond_trace
     try:
         body_hoist = Hoist(graph, body_vals)
@@ -143,28 +167,22 @@ def plan(watches, body_vals, body_outs, cond_trace, entry, limit, graph):
         counter = _counter(body_vals, body_outs, body_hoist)
         bound, b, inclusive = trip_count(cond_out, cond_vals[counter], cond_hoist)
         with graph.as_default():
-            start = math_ops.cast(entry[counter], dtypes.int32)
-            count = math_ops.cast(bound, dtypes.int32) - start - math_ops.cast(b, dtypes.int32) + inclusive
+            start = _i64(entry[counter])
+            count = _i64(bound) - start - _i64(b) + inclusive
             count = math_ops.maximum(count, 0)
             if limit is not None:
-                count = math_ops.minimum(count, math_ops.cast(limit, dtypes.int32))
-        lengths = {}
-        for k, w in watches.items():
-            out = body_outs[k]
-            if (w.read or not w.writes or any(scatter for _, _, scatter in w.writes) or out.op.type != "ConcatV2"
-                    or out.op.inputs[0] is not body_vals[k]):
-                return None    # (not written by the body itself, every iteration: under a tf.cond, say)
-            writes = []
-            for index, _, _ in w.writes:
-                a, b = affine(index, body_vals[counter], body_hoist)
-                writes.append((a, b))
-            with graph.as_default():
-                rows = array_ops.shape(entry[k])[0]
-                lengths[k] = final_length(rows, [(a, math_ops.cast(b, dtypes.int32)) for a, b in writes],
-                                          start, count)
-        return lengths
+                count = math_ops.minimum(count, _i64(limit))
     except Variant:
-        return None
+        return lengths
+    for k, w in watches.items():
+        try:
+            writes = [affine(index, body_vals[counter], body_hoist) for index, _, _ in w.writes]
+        except Variant:
+            continue
+        with graph.as_default():
+            rows = _i64(array_ops.shape(entry[k])[0])
+            lengths[k] = final_length(rows, [(a, _i64(b)) for a, b in writes], start, count)
+    return lengths
 
 
 def _counter(vals, outs, hoist):
@@ -182,8 +200,22 @@ def _counter(vals, outs, hoist):
     raise Variant(None)
 
 
-def preallocated(entry, length, element_shape, dtype):
-    """The array's entry value with zero rows after it, ``length`` rows in all."""
-    rows = array_ops.shape(entry)[0]
-    pad = array_ops.zeros(array_ops.stack([length - rows] + list(element_shape)), dtype)
-    return array_ops.concat([entry, pad], 0)
+def preallocated(entry, length):
+    """The array's buffer: its entry value with zero rows after it, ``length`` (int64) rows
+    in all (None: the entry's rows, grown by the writes), of rows known at run time; and how
+    the body's array writes it (``configure``)."""
+    if length is None:
+        return zero_rows(entry, _i64(array_ops.shape(entry)[0])), None
+    buf = zero_rows(entry, length)
+    n = math_ops.cast(math_ops.minimum(length, INT32_MAX), dtypes.int32)   # (past int32 ZeroRows fails the run)
+    return buf, (n, array_ops.range_(n))
+
+
+def configure(array, fixed):
+    """The body's view of a preallocated array (``fixed``: preallocated's second value): a
+    fixed-size array of that length and row ids, checked row stores; or (None) a dynamic one
+    whose every write is a growing row store (ops/row_store.py)."""
+    if fixed is None:
+        array._grows_in_place = True
+    else:
+        array._dynamic, array._size, array._row_ids = False, fixed[0], (fixed[1], None)

@@ -58,10 +58,15 @@ class LoopTensorArray(TensorArray):
         # (range(size), the buffer it numbers) made where the array was, when its size is known only at run time
         self._row_ids = row_ids
         self._appends = None   # an _Appends while a loop body that may only append is traced
+        # a dynamic array a loop body writes out of order at indices known only as it runs: each
+        # write a growing row store (tensor_array_preallocated.py, ops/row_store.py)
+        self._grows_in_place = False
 
     def _like(self, buffer):
-        return LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
-                               self._dynamic, self._row_ids)
+        out = LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
+                              self._dynamic, self._row_ids)
+        out._grows_in_place = self._grows_in_place
+        return out
 
     def size(self, name=None):
         self._reads()
@@ -125,6 +130,9 @@ class LoopTensorArray(TensorArray):
             self._element_shape = TensorShape(t.shape.as_list())
             self._buffer = self._empty(t.shape.as_list())
         rank = len(self._element_shape.as_list())
+        if self._dynamic and self._grows_in_place:   # (SetRow fails a negative index with TF's message)
+            self._buffer = set_row(self._buffer, math_ops.cast(index, dtypes.int32), t, name=name, grow=True)
+            return self
         if self._dynamic:
             # a write past the end grows the array; a negative index fails with TF's message
             # (of the length before the write)

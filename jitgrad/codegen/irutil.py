@@ -8,6 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
+from ..ops.zero_rows import LENGTH_MESSAGE
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VW = 8            # lanes of the explicitly vectorised inner loops
@@ -35,6 +36,8 @@ ERR_LIST_SCATTER = 23
 ERR_LIST_LENGTH = 24
 ERR_LIST_UNSTACK = 25
 ERR_LIST_APPEND = 26
+# ZeroRows' length (ops/zero_rows.py) below the entry's rows or past int32
+ERR_ZERO_ROWS_LENGTH = 27
 LIST_CHECK_CODES = {"access": ERR_LIST_ACCESS, "modify": ERR_LIST_MODIFY, "gather": ERR_LIST_GATHER,
                     "scatter": ERR_LIST_SCATTER, "length": ERR_LIST_LENGTH, "unstack": ERR_LIST_UNSTACK,
                     "append": ERR_LIST_APPEND}
@@ -63,6 +66,7 @@ ERROR_MESSAGES = {
     ERR_LIST_APPEND: ("jitgrad compiles this while_loop's TensorArray writes as appends: the first writes at "
                       "index {a}, but the array has {b} elements when the loop starts"),
 }
+ERROR_MESSAGES[ERR_ZERO_ROWS_LENGTH] = LENGTH_MESSAGE   # (the interpreter's too)
 VALUE_CODES = frozenset(LIST_CHECK_CODES.values())   # codes whose message formats status words 4, 5
 
 

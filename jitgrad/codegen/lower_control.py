@@ -47,8 +47,9 @@ from ..ops.logging_ops import HOOK_SYMBOL
 from ..passes.ir import Node, Program
 from ..passes.growing_vars import popped_rows
 from ..passes.regions import ragged_depth
-from .lower_growing import GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture, rows_appended
-from .lower_row_store import in_place_vars
+from .lower_growing import (FixedRowsVar, GrowingVar, PoppedVar, branch_shaped_outputs, keep_words, pop_capture,
+                            rows_appended)
+from .lower_row_store import in_place_rows, in_place_vars, row_chains
 from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
@@ -315,8 +316,11 @@ def lower_while(kb, node, outs, dry):
     var_specs = [node.outputs[k] for k in range(n)]
     grow = a.get("grow_vars", ())   # variables growing by rows: lower_growing.py
     pop = a.get("pop_vars", ())     # and shrinking by rows (read in place)
-    if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop):
+    stored = a.get("rows_vars", ())   # and of run-time rows, written in place (lower_growing.FixedRowsVar)
+    if any(is_dynamic(s) for k, (s, _) in enumerate(var_specs) if k not in grow and k not in pop and k not in stored):
         raise Unsupported("a loop variable of unknown shape")
+    if set(stored) - set(row_chains(a["body"], n)):
+        raise Unsupported("a loop variable of run-time rows the body does not only store rows of")
     if any(is_dynamic(kb.shape(node.inputs[k])[1:]) or is_dynamic(var_specs[k][0][1:]) for k in grow):
         raise Unsupported("a growing loop variable entering with an unknown shape")
     tag = a.get("effects_tag", -1)
@@ -324,8 +328,10 @@ def lower_while(kb, node, outs, dry):
         Region(kb, a["body"], f"r{pos}_body", tag, stacks_out=True),
         Region(kb, a["cond"], f"r{pos}_cond", tag) if a["cond"] is not None else None,
         _keep_words(kb, node), keep_words(kb, node)))
-    fixed = [(1,) if k in grow or k in pop else s for k, (s, _) in enumerate(var_specs)]   # (unused then)
-    in_place = in_place_vars(a["body"], n) - set(grow) - set(pop)   # rows stored in one buffer (lower_row_store.py)
+    # (unused then)
+    fixed = [(1,) if k in grow or k in pop or k in stored else s for k, (s, _) in enumerate(var_specs)]
+    # rows stored in one buffer (lower_row_store.py)
+    in_place = in_place_vars(a["body"], n) - set(grow) - set(pop) - set(stored)
     cur = [kb.scratch_buffer(s, dt, "loop variable") for s, (_, dt) in zip(fixed, var_specs)]
     nxt = [kb.scratch_buffer((1,) if k in in_place else s, dt, "loop variable (next)")
            for k, (s, (_, dt)) in enumerate(zip(fixed, var_specs))]
@@ -338,7 +344,7 @@ def lower_while(kb, node, outs, dry):
     b = kb.b
     ins = node.inputs
     for k in range(n):
-        if k not in grow and k not in pop:
+        if k not in grow and k not in pop and k not in stored:
             _copy(kb, cur[k].ptr, kb.buffers[ins[k]].ptr, *var_specs[k])
     # the two buffers of each loop variable swap roles every iteration (no copy)
     cur_p, nxt_p = [], []
@@ -366,6 +372,12 @@ def lower_while(kb, node, outs, dry):
     for k, gv in growing.items():
         gv.start(kb.buffers[ins[k]], kb.shape(ins[k]), failed)
     popping = {k: PoppedVar(kb, kb.buffers[ins[k]], popped_rows(a["body"], k)) for k in pop}
+    rows_kept = {k: FixedRowsVar(kb, _desc(kb, outs[k]), grow_keep[k], var_specs[k][0][1:], var_specs[k][1])
+                 for k in stored}
+    for k, fv in rows_kept.items():   # (the body gets the descriptor: variable and next value alike)
+        fv.start(kb.buffers[ins[k]], kb.shape(ins[k]), failed)
+        b.store(fv.desc_ptr(), cur_p[k])
+        b.store(fv.desc_ptr(), nxt_p[k])
 
     # sliced inputs: their row count must be the trip count
     x_base, x_row = [], []
@@ -489,9 +501,9 @@ def lower_while(kb, node, outs, dry):
 
     trips = b.load(i_ptr)
     for k_ in range(n):
-        if k_ not in grow and k_ not in pop:
+        if k_ not in grow and k_ not in pop and k_ not in stored:
             _copy(kb, outs[k_].ptr, b.load(cur_p[k_]), *var_specs[k_])
-    for gv in growing.values():
+    for gv in list(growing.values()) + list(rows_kept.values()):
         gv.finish()
     for k_, pv in popping.items():
         pv.finish(outs[k_])
@@ -567,10 +579,11 @@ def check(program, top_level=False, stacks_out=False):
     if not dyn:
         return
     rows = plan_rows(program)   # the ops lower_rows.py computes on values of run-time rows
+    stores = in_place_rows(program)   # SetRows storing into a loop variable of run-time rows in place
     for i, n in enumerate(program.nodes):
         # (an If hands such a value to its branches, whose own check sees who reads it there)
         v = next((v for v in n.inputs if (v.node, v.index) in dyn), None) \
-            if n.op not in ("While", "If") and i not in rows else None
+            if n.op not in ("While", "If") and i not in rows and i not in stores else None
         if v is not None:
             raise Unsupported(f"{n.op} reads a value of unknown shape ({_origin(program, v)}): the kernel "
                               "returns such a value but computes nothing on it")
@@ -582,7 +595,7 @@ def check(program, top_level=False, stacks_out=False):
         # (a region may return a nested loop's stack: a row of its loop's ragged stack, or its If's output)
         stack = v in dyn and _is_loop_stack(program, v)
         shaped = ((_returns_shaped(program, v, top_level) and not stack) or (stacks_out and stack)
-                  or (top_level and v[0] in rows))
+                  or (top_level and v[0] in rows) or v[0] in stores)
         if v in dyn and not (shaped and fetched.count(v) == 1):
             raise Unsupported(f"a fetched value of unknown shape ({_origin(program, v)})")
     if not top_level:
@@ -632,5 +645,7 @@ def _returns_shaped(program, v, top_level):
     n = program.nodes[v[0]]
     if n.op == "If":
         return n.outputs[v[1]][0] is not None
-    return (top_level and n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) and
-            not is_dynamic(n.outputs[v[1]][0][1:]))
+    if top_level and n.op == "ZeroRows":   # (lower_row_store.zero_rows keeps its memory for the host)
+        return True
+    return (top_level and n.op == "While" and v[1] in n.attrs.get("grow_vars", ()) + n.attrs.get("rows_vars", ())
+            and not is_dynamic(n.outputs[v[1]][0][1:]))

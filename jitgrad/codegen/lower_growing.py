@@ -34,7 +34,7 @@ I8P = I8.as_pointer()
 DESC_WORDS = 3   # the host's descriptor (dynamic_outputs.py)
 
 
-def _keep_pair(kb):
+def keep_pair(kb):
     """A persistent word pair (top-level kernels) or None (a region)."""
     if kb.regions.nested:
         return None
@@ -51,8 +51,9 @@ def _nbytes(shape, dt):
 
 # ---------------------------------------------------------------- growing loop variables
 def keep_words(kb, node):
-    """Per growing variable of a While: its persistent word pair, or None."""
-    return {k: _keep_pair(kb) for k in node.attrs.get("grow_vars", ())}
+    """Per growing variable (and variable of run-time rows stored in place) of a While:
+    its persistent word pair, or None."""
+    return {k: keep_pair(kb) for k in node.attrs.get("grow_vars", ()) + node.attrs.get("rows_vars", ())}
 
 
 class GrowingVar:
@@ -105,6 +106,17 @@ class GrowingVar:
 
     def finish(self):
         _stack_keep(self.kb, self.d, self.keep)
+
+
+class FixedRowsVar(GrowingVar):
+    """A While variable of run-time rows that keeps its rows (passes/growing_vars.
+    row_stored_vars: a dynamic TensorArray's buffer written out of order, its gradient):
+    the entry value is copied into the loop's own memory (kept as a growing variable's),
+    and the body is handed its descriptor {data, rows, capacity} as both the variable and
+    its next value; each SetRow stores one row there in place (lower_row_store.py)."""
+
+    def desc_ptr(self):
+        return self.kb.b.bitcast(self.d, I8P)
 
 
 def _copy_rows(kb, dst, src, rows, row_bytes):
@@ -170,7 +182,7 @@ class BranchShapedOutput:
         self.shape, self.then_shape, self.else_shape = tuple(shape), tuple(then_shape), tuple(else_shape)
         self.nbytes = nbytes
         self.in_region = kb.regions.nested
-        self.keep = None if kb.regions.nested else _keep_pair(kb)
+        self.keep = None if kb.regions.nested else keep_pair(kb)
 
     def start(self, kb, out):
         """Room for the value: (the then branch's output pointer, the else branch's, i1 ok)."""

@@ -80,10 +80,13 @@ def _sources(program):
     src = {}
     for i, n in enumerate(program.nodes):
         if n.op == "While":
-            ks = tuple(n.attrs.get("grow_vars", ())) + tuple(n.attrs.get("pop_vars", ()))
+            ks = tuple(n.attrs.get("grow_vars", ())) + tuple(n.attrs.get("pop_vars", ())) + \
+                tuple(n.attrs.get("rows_vars", ()))   # (lower_growing.FixedRowsVar)
         elif n.op == "If" and not isinstance(n.attrs.get("then_branch"), type(None)) and \
                 hasattr(n.attrs["then_branch"], "nodes"):
             ks = range(len(n.outputs))
+        elif n.op == "ZeroRows":   # (ops/zero_rows.py, lowered by lower_row_store.py)
+            ks = (0,)
         else:
             continue
         for k in ks:
@@ -131,6 +134,14 @@ def plan(program):
                 raise Unsupported(f"{n.op} of values of different run-time rows")
             out[i] = RowsNode(how, src, False, False)
             key[Value(i, 0)] = Value(i, 0)
+            continue
+        if how is None and rows_broadcast.static_rows(program, n, dyn, elementwise):   # x * w, w of [T, 1]
+            out[i] = RowsNode("bcast_static", src, False, False, tuple(key.get(v) for v in n.inputs))
+            continue
+        if how is None and n.op == "SumToShape" and n.inputs[0] not in dyn and \
+                tuple(program.shape(n.inputs[0])[1:]) == tuple(n.outputs[0][0][1:]):   # its gradient
+            out[i] = RowsNode("rowsum", key[n.inputs[1]], False, False, (program.shape(n.inputs[0])[0],))
+            _row_outputs(n, i, key, key[n.inputs[1]])
             continue
         if how is None:
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
@@ -361,6 +372,8 @@ def lower(kb, node, outs, rn, keep):
         res = [_alloc(kb, outs[0], shape, dt, rows, keep.get(0))]
         rows_gather.emit(kb, node, res, rows, rn.how, kb.buffers[rn.check[0]].rows)
         return res
+    if rn.how == "bcast_static":   # lower_rows_broadcast.py
+        return rows_broadcast.emit_static(kb, node, rn, outs, lambda r: _live(kb, r))
     if rn.how in ("bcast", "rowsum", "bcast_to"):   # lower_rows_broadcast.py
         return rows_broadcast.emit(kb, node, rn, lambda shape, dt, rows: _alloc(
             kb, outs[0], shape, dt, _live(kb, rows), keep.get(0)), lambda r: _live(kb, r))

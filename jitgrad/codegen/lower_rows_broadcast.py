@@ -15,8 +15,13 @@ shapes" (ERR_ROWS_MISMATCH) and 0 rows.
 * ``rowsum`` -- SumToShape(g, x) of the same shape, g and x of different sources (the
   gradient of such a broadcast; passes/simplify.py keeps it): x's rows; g's rows as they
   are where the counts agree, summed in row order into x's one row where x has 1.
+* ``bcast_static`` -- an elementwise op of run-time rows and a static operand of T rows
+  (``stack * w``, ``w`` of ``[T, 1]``): TF's shapes make the result static, T rows; each
+  run-time row count must be T or 1 (else ERR_ROWS_MISMATCH, nothing computed). Its
+  gradient, SumToShape(g of T rows, x of run-time rows), is ``rowsum`` with g's count
+  static (a source given as an int).
 """
-from .irutil import ERR_ROWS_MISMATCH, Buffer, bcast_idx, c64, const, load_buf
+from .irutil import ERR_ROWS_MISMATCH, Buffer, bcast_idx, c64, const, load_buf, row_elems
 from .lowering_tables import tables
 from ..ops.registry import REGISTRY
 from . import lower_rows_matmul as rows_matmul
@@ -28,7 +33,8 @@ def emit(kb, node, rn, alloc, live):
 
 
 def _rows(kb, src):
-    return kb.buffers[src].rows
+    """A source's run-time rows (an int source: a static count)."""
+    return c64(src) if isinstance(src, int) else kb.buffers[src].rows
 
 
 def _broadcast_rows(kb, sources):
@@ -58,10 +64,18 @@ def _bcast(kb, node, rn, alloc, live):
     b = kb.b
     shape, dt = node.outputs[0]
     out = alloc(shape, dt, _broadcast_rows(kb, rn.check))
+    _emit_rows(kb, node, rn, out, out.rows)
+    return [out]
+
+
+def _emit_rows(kb, node, rn, out, rows):
+    """out's ``rows`` rows: the op on its operands' rows (row r, or row 0 of one of 1 row)."""
+    b = kb.b
+    shape, dt = node.outputs[0]
     fn = tables()[0][node.op]
     opdef = REGISTRY[node.op]
-    with kb.loop(out.rows) as r:
-        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(out.row_elems))]), shape[1:], dt)
+    with kb.loop(rows) as r:
+        row = Buffer(b.gep(out.ptr, [b.mul(r, c64(row_elems(shape)))]), shape[1:], dt)
 
         def gen(idx, W):
             full = [(r, 0)] + idx
@@ -76,7 +90,29 @@ def _bcast(kb, node, rn, alloc, live):
                 xs.append(kb.gen(v, vi, W))
             return fn(kb, node, xs, W)
         kb.emit_nest(row, gen)
-    return [out]
+
+
+def static_rows(program, n, dyn, elementwise):
+    """Whether node ``n``, reading values of run-time rows ``dyn``, is ``bcast_static``: an
+    elementwise op whose result TF's shapes make static (a static operand's rows)."""
+    out = n.outputs[0][0] if len(n.outputs) == 1 else None
+    if (n.op not in elementwise or n.op == "AddN" or out is None or not out or None in out
+            or any(REGISTRY[n.op].is_shape_only(k) for k in range(len(n.inputs)))):
+        return False
+    return all(len(program.shape(v)) == len(out) for v in dyn)
+
+
+def emit_static(kb, node, rn, outs, live):
+    """``bcast_static``: each run-time row count checked against the result's T rows (or 1)."""
+    b = kb.b
+    shape, _ = node.outputs[0]
+    T = c64(shape[0])
+    for s in dict.fromkeys(rn.check):
+        if s is not None:
+            R = _rows(kb, s)
+            kb.set_error(b.not_(b.or_(b.icmp_signed("==", R, T), b.icmp_signed("==", R, c64(1)))), ERR_ROWS_MISMATCH)
+    _emit_rows(kb, node, rn, outs[0], live(T))   # (0 rows once a check failed: nothing read past a value)
+    return outs
 
 
 def _bcast_to(kb, node, rn, alloc, live):

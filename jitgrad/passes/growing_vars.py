@@ -179,3 +179,42 @@ def popped_rows(body, k):
     """Rows a specialised body (a Program) pops from loop variable k per iteration
     (None: as many as the branch an If in it takes, ``if_pops``)."""
     return next(n.outputs[0][0][0] for n in body.nodes if n.op == "Arg" and n.attrs["arg"] == k)
+
+
+def row_stored_vars(attrs, in_shapes, unread_ys=()):
+    """The loop variables of run-time rows, ``(None, *static)``, that keep their rows: the
+    body reads variable k only as the buffer of a SetRow (ops/row_store.py: a dynamic
+    TensorArray written out of order into a buffer made before the loop by ZeroRows,
+    tensor_array_preallocated.py; or its gradient), or of a chain of them (two writes an
+    iteration), whose output 0 is the body's output k, nothing else reading any of them;
+    the condition does not read it. The body is
+    specialised with the variable of run-time rows; the compiled loop hands it the
+    variable's one buffer, written in place (codegen/lower_growing.FixedRowsVar), so the
+    kernel does not depend on the row count. unread_ys: as appended_vars'."""
+    body, cond = attrs["body"], attrs["cond"]
+    ignored = {attrs["n_vars"] + j for j in unread_ys}
+    out = []
+    for k in range(attrs["n_vars"]):
+        shape = in_shapes[k]
+        if shape is None or not shape or shape[0] is not None or None in shape[1:]:
+            continue
+        if cond is not None and any(_reads(cond, cond.inputs[k])):
+            continue
+        if _stored_chain(body, body.inputs[k], body.outputs[k], ignored):
+            out.append(k)
+    return out
+
+
+def _stored_chain(body, t, new, ignored):
+    """Whether ``new`` is ``t`` through SetRows (one or more: two writes an iteration), each
+    value read by nothing but the next one's buffer input, ``new`` an output once."""
+    while True:
+        readers, outputs = _reads(body, t, ignored)
+        if t is new:
+            return not readers and outputs == 1
+        if outputs or len(readers) != 1:
+            return False
+        op = readers[0]
+        if op.type != "SetRow" or op.inputs[0] is not t or any(x is t for x in op.inputs[1:]):
+            return False
+        t = op.outputs[0]

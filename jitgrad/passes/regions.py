@@ -41,7 +41,7 @@ from ..func_graph import Func
 from ..ops.control_flow_ops import _merge_dims
 from ..ops.registry import REGISTRY
 from .prune import prune
-from .growing_vars import appended_vars, if_pops, popped_vars
+from .growing_vars import appended_vars, if_pops, popped_vars, row_stored_vars
 
 
 class _Dynamic(Exception):
@@ -110,16 +110,18 @@ def _only_sliced_by_loops(t):
 _if_popped = set()
 
 
-def sub_program(func, shapes, ragged=(), popped=()):
+def sub_program(func, shapes, ragged=(), popped=(), rows=()):
     """The Program of a graph Func for concrete input shapes. ``ragged``: the
     input positions that may be rows of a ragged stack, ``(None, ..., *static)``,
     when only loops nested in ``func`` slice them; ``popped``: the loop variables
-    of run-time rows an If in ``func`` pops (growing_vars.popped_vars)."""
+    of run-time rows an If in ``func`` pops (growing_vars.popped_vars); ``rows``:
+    those it stores rows of in place (growing_vars.row_stored_vars)."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
     for k, s in enumerate(shapes):
         if s is None or any(d is None for d in s):
-            if not (k in popped or k in ragged and ragged_depth(s) and _only_sliced_by_loops(func.inputs[k])):
+            if not (k in popped or k in rows or k in ragged and ragged_depth(s) and
+                    _only_sliced_by_loops(func.inputs[k])):
                 raise _Dynamic("an input of the region has no static shape")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
@@ -184,10 +186,13 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             # growing variables entering with run-time rows (the gradient of a popped one, in a
             # second derivative): specialised empty from the start
             run_rows = [k for k, s in enumerate(vs) if k not in pop and s and s[0] is None and None not in s[1:]]
+            # and variables of run-time rows that keep them, written in place (a TensorArray's buffer)
+            stored = [k for k in row_stored_vars(a, vs, unread) if k in run_rows]
+            run_rows = [k for k in run_rows if k not in stored]
             entering = (appended_vars(a, run_rows, vs, unread) or []) if run_rows else []
             vs = [(0,) + tuple(s[1:]) if k in entering else s for k, s in enumerate(vs)]
             ragged = range(n + c, n + c + nx)   # (a sliced input: a nested loop's saved stacks)
-            body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
+            body = sub_program(a["body"], vs + cs + xs, ragged, if_popped, stored)
             outs = _out_shapes(body)
             if any(tuple(outs[k]) != (0,) + tuple(vs[k][1:]) for k in pop):
                 raise _Dynamic("a loop variable changes shape")
@@ -198,18 +203,19 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
             grow = sorted(set(grow) | set(entering))
             if grow:   # specialised with the growing variables empty: their outputs are the rows appended
                 vs = [(0,) + tuple(s[1:]) if k in grow else s for k, s in enumerate(vs)]
-                body = sub_program(a["body"], vs + cs + xs, ragged, if_popped)
+                body = sub_program(a["body"], vs + cs + xs, ragged, if_popped, stored)
                 outs = _out_shapes(body)
                 if any(tuple(outs[k][1:]) != tuple(vs[k][1:]) if k in grow else tuple(outs[k]) != tuple(vs[k])
                        for k in range(n) if k not in pop):
                     raise _Dynamic("a loop variable changes shape")
-            cond = sub_program(a["cond"], vs + cs, (), if_popped) if a["cond"] is not None else None
+            cond = sub_program(a["cond"], vs + cs, (), if_popped, stored) if a["cond"] is not None else None
             count = a.get("static_count")
             if a["limit"] == "count" and count is None:
                 # a counted loop runs once per row of its sliced inputs (checked at run time)
                 count = next((s[0] for s in in_shapes[n + c:n + c + nx] if s and s[0] is not None), None)
             attrs = dict(a, body=body, cond=cond, static_count=count, grow_vars=tuple(grow),
                          **({"pop_vars": tuple(sorted(pop))} if pop else {}),
+                         **({"rows_vars": tuple(stored)} if stored else {}),
                          var_specs=[((None,) + tuple(s[1:]) if k in grow or k in pop else tuple(s), dt)
                                     for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
@@ -431,6 +437,8 @@ def regions(program, optimise):
                          grow_vars=tuple(keep_v.index(k) for k in a.get("grow_vars", ()) if k in keep_v),
                          **({"pop_vars": tuple(keep_v.index(k) for k in a["pop_vars"] if k in keep_v)}
                             if a.get("pop_vars") else {}),
+                         **({"rows_vars": tuple(keep_v.index(k) for k in a["rows_vars"] if k in keep_v)}
+                            if a.get("rows_vars") else {}),
                          y_specs=[a["y_specs"][j] for j in keep_y], var_specs=[a["var_specs"][k] for k in keep_v])
             keep = keep_v + [nv] + [nv + 1 + j for j in keep_y]
             outputs = tuple(n.outputs[k] for k in keep)
