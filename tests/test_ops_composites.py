@@ -240,6 +240,13 @@ def test_pad_errors():
         tf.pad(x, [[3, 0], [0, 0]], mode="SYMMETRIC")  # needs pad <= dim
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.pad(x, [[1, 0], [0, 0]], constant_values=tf.constant([1.0]))
+    # TF's MirrorPad checks every axis, an unpadded one too: REFLECT needs 0 < 0 on an empty one
+    empty = tf.zeros((2, 0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="0, 0 not less than 0"):
+        tf.pad(empty, [[1, 1], [0, 0]], mode="REFLECT")
+    assert tf.pad(empty, [[1, 1], [0, 0]], mode="SYMMETRIC").shape == (4, 0)   # 0 <= 0 holds
+    with pytest.raises(tf.errors.InvalidArgumentError, match="1, 0 greater than 0"):
+        tf.pad(empty, [[0, 0], [1, 0]], mode="SYMMETRIC")
     with pytest.raises(TypeError):
         tf.pad(tf.constant([1, 2]), [[1, 0]], constant_values=1.5)
     with tf.Graph().as_default():

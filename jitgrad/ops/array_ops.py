@@ -1237,6 +1237,19 @@ def _constant_block(r, axis, n, value):
     return tile(row, multiples)
 
 
+def _check_mirror_pads(mode, dims, pads):
+    """TF's MirrorPad kernel checks every axis in order, padded or not (REFLECT of an
+    unpadded empty axis fails too: 0, 0 not less than 0). It raises when it runs;
+    jitgrad raises when the graph is built (the sizes are known then)."""
+    shift = 1 if mode == "REFLECT" else 0
+    for dim, (before, after) in zip(dims, pads):
+        if dim is not None and (before > dim - shift or after > dim - shift):
+            raise InvalidArgumentError(
+                f"paddings must be less than the dimension size: {before}, {after} not less than {dim}"
+                if mode == "REFLECT" else
+                f"paddings must be no greater than the dimension size: {before}, {after} greater than {dim}")
+
+
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     """``tf.pad``, composed of concat (CONSTANT: with constant blocks; REFLECT /
     SYMMETRIC: with reversed slices of the input), so gradients, the interpreter
@@ -1267,6 +1280,8 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
         if value.shape.rank not in (None, 0):
             raise shape_error(f"constant_values must be a scalar. Found: {value.shape.as_list()}")
         value = stop_gradient(value)
+    if mode != "CONSTANT":
+        _check_mirror_pads(mode, x.shape.dims, pads.tolist())
     result = x
     for axis, (before, after) in enumerate(pads.tolist()):
         if not before and not after:
@@ -1284,13 +1299,6 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
                 raise NotImplementedError(f"jitgrad's tf.pad in {mode} mode needs the size of dimension {axis} "
                                           "known when the graph is built.")
             shift = 1 if mode == "REFLECT" else 0
-            limit = dim - shift
-            if before > limit or after > limit:
-                # TF's MirrorPad kernel raises this when it runs; jitgrad finds it now.
-                raise InvalidArgumentError(
-                    f"paddings must be less than the dimension size: {before}, {after} not less than {dim}"
-                    if mode == "REFLECT" else
-                    f"paddings must be no greater than the dimension size: {before}, {after} greater than {dim}")
             if before:   # REFLECT: x[before], ..., x[1]; SYMMETRIC: x[before-1], ..., x[0]
                 stop = None if shift == 0 else 0
                 parts.append(strided_slice_getitem(result, _axis_slice(axis,
