@@ -64,6 +64,18 @@ class Unsupported(Exception):
     """The batched pass cannot handle this graph (callers fall back to per-row gradients)."""
 
 
+class LoopPerRow(Unsupported):
+    """The batched pass would apply a While per row to more than LOOP_ROWS_AT rows: B
+    copies of the loop (and of its own reverse loops) in the kernel, whose compile time
+    grows faster than B (a 64-element hessian through a 64x64 tanh recurrence: 31 s).
+    Callers take the while_loop over rows instead (loop_jacobians.py): one copy, about
+    1 s to compile whatever B; each row re-runs the forward loop, so a call costs more
+    (2-3x at B = 8..32, measured) -- why small B keep their copies."""
+
+
+LOOP_ROWS_AT = 16   # B above which a While per row makes the whole pass a loop over rows
+
+
 # ============================================================ helpers
 def _static(shape):
     """A TensorShape as a list of ints, or raise Unsupported."""
@@ -600,6 +612,8 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
             except Unsupported:  # e.g. a rule that needs static shapes
                 outs = None
         if outs is None:
+            if op.type == "While" and B > LOOP_ROWS_AT:
+                raise LoopPerRow(f"{op.name} would run once per row")
             outs = _rule_per_row(ctx, op, ins, flags)
             if stats is not None:
                 stats.setdefault("per_row", []).append(op.type)

@@ -54,7 +54,8 @@ def _flat_positions(t):
 
 
 def _gradient_rows(y, x, n, seed, name, kwargs):
-    """Stack of ``gradients(y, x, grad_ys=seed(i, y))`` for i in [0, n): shape [n] + x.shape.
+    """Stack of ``gradients(y, x, grad_ys=seed(i, y))`` for i in [0, n): shape [n] + x.shape
+    (n static when known: the rows are then of static shape).
     None if y does not depend on x through differentiable ops."""
     if not _path_ops(x, y):
         return None
@@ -70,8 +71,10 @@ def _gradient_rows(y, x, n, seed, name, kwargs):
             r = math_ops.zeros_like(xc)
         return [i + 1], [r]
     with context.get_default_graph().name_scope(name):
-        out = _make_while([convert_to_tensor(np.int32(0))], [((), dtypes.int32)], None, body, [], [], "count", n,
-                          name="While")
+        static = n if isinstance(n, int) else None
+        count = convert_to_tensor(np.int32(n)) if static is not None else n
+        out = _make_while([convert_to_tensor(np.int32(0))], [((), dtypes.int32)], None, body, [], [], "count", count,
+                          static_count=static, name="While")
     return out[2] if connected[0] else None
 
 
@@ -91,7 +94,7 @@ def _outer_shaped(a, b, skip=0):
 
 def loop_jacobian(y, x, name="jacobian", kwargs=None):
     """d y / d x shaped y.shape + x.shape, one row per element of y; None if unconnected."""
-    n = array_ops.size(y, out_type=dtypes.int32)
+    n = y.shape.num_elements() if y.shape.is_fully_defined() else array_ops.size(y, out_type=dtypes.int32)
     rows = _gradient_rows(y, x, n, lambda i, yc: math_ops.cast(math_ops.equal(_flat_positions(yc), i), y.dtype),
                           name, kwargs or {})
     if rows is None:
@@ -105,10 +108,12 @@ def loop_batch_jacobian(y, x, name="batch_jacobian", kwargs=None):
     ys, xs = array_ops.shape(y), array_ops.shape(x)
     check = Assert(math_ops.equal(ys[0], xs[0]),
                    ["Need first dimension of target shape and source shape to match.", ys, xs])
-    m = reduction_ops.reduce_prod(ys[1:])
+    m = int(np.prod(y.shape.as_list()[1:], dtype=np.int64)) if y.shape.is_fully_defined() else \
+        reduction_ops.reduce_prod(ys[1:])
 
     def seed(i, yc):
-        inner = math_ops.floormod(_flat_positions(yc), context.get_default_graph().capture(m))
+        mc = context.get_default_graph().capture(m) if not isinstance(m, int) else np.int32(m)
+        inner = math_ops.floormod(_flat_positions(yc), mc)
         return math_ops.cast(math_ops.equal(inner, i), y.dtype)
     rows = _gradient_rows(y, x, m, seed, name, kwargs or {})
     if rows is None:

@@ -727,6 +727,8 @@ class GradientTape:
         if use:
             try:
                 js = bg.batched_jacobian(y, [xs[i] for i in use])
+            except bg.LoopPerRow:
+                return self._graph_jacobian_loop(y, xs, use, unconnected)
             except bg.Unsupported:
                 js = None
             if js is not None:
@@ -803,7 +805,12 @@ class GradientTape:
                 eye = bg.identity_rows(m, [m], y.dtype, g_)                       # [m, m]
                 eye = array_ops.reshape(eye, [m, 1, m])
                 rows = array_ops.reshape(array_ops.broadcast_to(eye, [m, b, m]), [m] + ys)
-            (g,) = bg.batched_gradients([y], [x], [rows], name="batch_jacobian")
+            try:
+                (g,) = bg.batched_gradients([y], [x], [rows], name="batch_jacobian")
+            except bg.LoopPerRow:   # a while_loop in the gradient: rows by a loop, not m copies of it
+                g = loop_batch_jacobian(y, x)
+                if g is not None:
+                    return g
         if g is None:   # zeros whatever `unconnected` says, as TF's batch_jacobian (see batch_jacobian)
             return array_ops.zeros(full, x.dtype if unconnected == UnconnectedGradients.ZERO else y.dtype)
         g = array_ops.reshape(g, [m, b] + xs_[1:])
