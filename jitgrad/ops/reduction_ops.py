@@ -9,10 +9,10 @@ from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX, NUMBERS, check_dtype
 from .array_ops import _int_arg, get_static_value, reshape, reshape_like, transpose
-from .complex_ops import conj
+from .complex_ops import conj, real
 from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
-from .math_ops import abs as abs_, square, subtract, zeros_like
+from .math_ops import square, subtract, zeros_like
 
 
 def _reduced_shape(shape, axis, keepdims):
@@ -468,9 +468,17 @@ def _moment_input(input_tensor, name):
 
 
 def _variance(x, axis, keepdims, name):
-    """TF's math_ops.reduce_variance: mean(square(abs(x - mean(x, keepdims=True))))."""
+    """TF's math_ops.reduce_variance: mean(square(x - mean(x, keepdims=True))), for complex x
+    mean(real(conj(d) * d)). No abs for real x: abs's gradient (times sign(d), whose own
+    derivative is 0) made the second derivative lose its diagonal where d == 0 and NaN where
+    the first derivative is NaN (tf_fuzz seed 150201)."""
     means = reduce_mean(x, axis, keepdims=True)
-    return reduce_mean(square(abs_(subtract(x, means))), axis, keepdims=keepdims, name=name)
+    diff = subtract(x, means)
+    if diff.dtype.is_complex:
+        squared = real(multiply(conj(diff), diff))
+    else:
+        squared = square(diff)
+    return reduce_mean(squared, axis, keepdims=keepdims, name=name)
 
 
 def l2_loss(t, name=None):
