@@ -422,6 +422,32 @@ def test_second_derivatives_one_kernel_for_every_trip_count(permuted, fed_scale,
             np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+@pytest.mark.may_fall_back
+def test_mixed_derivative_in_the_scale_runs_and_explain_names_the_region():
+    # d/ds sum(d loss/dx) = d/ds 3 s^3 C sum(x^2) = 9 s^2 C sum(x^2) (by hand) needs each
+    # iteration's row of the buffer's gradient: the first gradient's loop saves its [rows, 3]
+    # buffer per iteration, a stack the compiler does not specialise yet (interpreted), and
+    # explain blames that loop, not the op reading it
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float32, [X.size])
+        S = tf1.placeholder(tf.float32, [])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        _, ta = tf.while_loop(lambda i, ta: i < T,
+                              lambda i, ta: (i + 1, ta.write(T - 1 - i, x * S * tf.cast(i + 1, tf.float32))),
+                              [0, ta])
+        gx = tf.gradients(tf.reduce_sum(ta.stack() ** 3), x)[0]
+        gs = tf.gradients(tf.reduce_sum(gx), S)[0]
+        with tf1.Session() as s:
+            for t in (0, 1, 3):
+                C = sum((i + 1) ** 3 for i in range(t))
+                np.testing.assert_allclose(s.run(gs, {T: t, x: X, S: SCALE}),
+                                           9 * SCALE ** 2 * C * np.sum(X * X), rtol=1e-5)
+            r = tf.explain([gs], {T: 3, x: X, S: SCALE}, session=s)
+    assert r.fallback and "While_grad_grad/While_grad, which the compiler does not specialise" in r.reason, r.reason
+
+
 def test_hessian_matches_finite_differences_of_the_gradient():
     # (the hand-derived Hessian above, checked once against the interpreter's gradient)
     g, (T, P, x), (gx, _, h) = _second_order_graph(lambda i, T, P: P[i])

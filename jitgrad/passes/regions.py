@@ -203,7 +203,7 @@ def sub_program(func, shapes, ragged=(), popped=(), rows=()):
         if (s is None or any(d is None for d in s)) and id(func.inputs[k]) in read:   # (one nothing reads: any shape)
             if not (k in popped or k in rows or k in ragged and ragged_depth(s) and
                     _only_sliced_by_loops(func.inputs[k])):
-                raise _Dynamic("an input of the region has no static shape")
+                raise _Dynamic(f"an input of the region has no static shape (input {k}: {None if s is None else list(s)})")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
     fed = [(ph, _Ragged(s or ()) if s is None or None in s else _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
