@@ -120,6 +120,19 @@ def _func_deps(func):
     return [deps[id(t.op)] for t in func.outputs]
 
 
+def _draws_or_state(func):
+    """Whether graph Func ``func`` (or a region nested in it) draws random numbers or
+    reads / writes state."""
+    for op in prune(list(func.outputs) + list(func.side_effects), set()):
+        opdef = REGISTRY[op.type]
+        if opdef.kind in ("random", "state") or opdef.stateful:
+            return True
+        if opdef.kind == "control" and any(isinstance(op.attrs.get(k), Func) and _draws_or_state(op.attrs[k])
+                                           for k in ("then_branch", "else_branch", "cond", "body")):
+            return True
+    return False
+
+
 def needed_loop_vars(op, is_read):
     """The loop variables of While ``op`` (its body a graph Func) that what the run reads
     of it needs: those whose output is read, and those a read output, a read stack or
@@ -133,8 +146,8 @@ def needed_loop_vars(op, is_read):
     body, cond = a["body"], a["cond"]
     funcs = [f for f in (body, cond) if f is not None]
     if (not all(isinstance(f, Func) for f in funcs) or any(f.side_effects for f in funcs)
-            or a.get("var_writes")):
-        return set(range(nv))
+            or a.get("var_writes") or any(_draws_or_state(f) for f in funcs)):
+        return set(range(nv))   # (a draw skipped would renumber the draws after it: ops/random_ops.py)
     deps = _func_deps(body)
     need = {k for k in range(nv) if is_read(op.outputs[k])}
     for j in range(a["n_ys"]):
