@@ -144,6 +144,9 @@ def plan(program):
             _row_outputs(n, i, key, key[n.inputs[1]])
             continue
         if how is None:
+            region = _unspecialised(program, n, key)
+            if region:   # (the root cause: not this node, a region the compiler declines)
+                raise Unsupported(f"{n.op} reads {region}")
             shapes = [list(program.nodes[v.node].outputs[v.index][0] or ()) for v in n.inputs]
             raise Unsupported(f"{n.op} reads a value whose leading dimension is known only at run time "
                               f"({_describe(program, src)}): not lowered over run-time rows for inputs of "
@@ -231,6 +234,19 @@ def _flat(program, planned, v, full):
 
 def _data_inputs(n):
     return [u for k, u in enumerate(n.inputs) if not REGISTRY[n.op].is_shape_only(k)]
+
+
+def _unspecialised(program, n, key):
+    """What explain says of an input of ``n`` of unknown shape that a While / If gives
+    which could not be specialised (passes/regions.region_node's reason): the interpreter
+    runs that region, so its outputs are no row sources; None if there is none."""
+    for v in n.inputs:
+        src = program.nodes[v.node]
+        s = src.outputs[v.index][0]
+        if v not in key and "dynamic" in src.attrs and (s is None or None in s):
+            return (f"output {v.index} of {src.op} {src.name}, which the compiler does not specialise "
+                    f"(its shapes change at run time: {src.attrs['dynamic']})")
+    return None
 
 
 def _describe(program, v):

@@ -17,6 +17,7 @@ While kernel (ops/control_flow_ops.py) honours it the same way.
 Anything else that changes shape keeps the graph regions: it runs in the
 interpreter, and ``explain`` says why.
 """
+from .prune import prune
 
 
 def _reads(func, t, ignored=()):
@@ -27,10 +28,25 @@ def _reads(func, t, ignored=()):
 
 
 def _used(func, op):
-    """Whether anything reads ``op``'s outputs (an op without outputs counts as used): a
+    """Whether ``func`` computes ``op``: an output or a side effect depends on it. A
     traced-then-replaced op (a TensorArray's first append of an iteration, folded into
-    one concat by its second, autograph/staged_tensor_array.py) does not read its input."""
-    return not op.outputs or any(o.consumers() or any(o is f for f in func.outputs) for o in op.outputs)
+    one concat by its second, autograph/staged_tensor_array.py) does not read its input,
+    nor does what computed a loop variable no one needs (passes/regions.needed_loop_vars:
+    the Func returns that variable unchanged)."""
+    return id(op) in _live_ops(func)
+
+
+_live_cache = []   # [(func, {id(op)})], the last few Funcs asked about (a body is asked once per variable)
+
+
+def _live_ops(func):
+    for f, live in _live_cache:
+        if f is func:
+            return live
+    live = {id(op) for op in prune(list(func.outputs) + list(func.side_effects), set())}
+    _live_cache.insert(0, (func, live))
+    del _live_cache[8:]
+    return live
 
 
 def appended_vars(attrs, changed, in_shapes, unread_ys=()):

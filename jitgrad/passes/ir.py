@@ -180,7 +180,9 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
     for pos, (t, arr) in enumerate(fed):
         ref[id(t)] = add_arg("feed", arr.shape, t.dtype, key=pos, name=t.name)
     # (a While's stacked outputs nothing here reads may be specialised away: passes/growing_vars.py)
-    read_ids = {id(t) for op in ops for t in op.inputs} | {id(e) for e in elements}
+    # (and a While's inputs only its loop variables no one needs read: passes/regions.live_reads)
+    from .regions import live_reads
+    read_ids = live_reads(ops, elements)
 
     for op in ops:
         if all(id(t) in ref for t in op.outputs) and op.outputs:

@@ -105,6 +105,98 @@ def _only_sliced_by_loops(t):
     return True
 
 
+def _func_deps(func):
+    """Per output of graph Func ``func``: the input positions it depends on (through
+    every op's inputs and control inputs)."""
+    pos = {id(ph.op): k for k, ph in enumerate(func.inputs)}
+    deps = {}
+    for op in prune(list(func.outputs), set()):   # (creation order: topological)
+        d = {pos[id(op)]} if id(op) in pos else set()
+        for t in op.inputs:
+            d |= deps[id(t.op)]
+        for c in op.control_inputs:
+            d |= deps[id(c)]
+        deps[id(op)] = d
+    return [deps[id(t.op)] for t in func.outputs]
+
+
+def _draws_or_state(func):
+    """Whether graph Func ``func`` (or a region nested in it) draws random numbers or
+    reads / writes state."""
+    for op in prune(list(func.outputs) + list(func.side_effects), set()):
+        opdef = REGISTRY[op.type]
+        if opdef.kind in ("random", "state") or opdef.stateful:
+            return True
+        if opdef.kind == "control" and any(isinstance(op.attrs.get(k), Func) and _draws_or_state(op.attrs[k])
+                                           for k in ("then_branch", "else_branch", "cond", "body")):
+            return True
+    return False
+
+
+def needed_loop_vars(op, is_read):
+    """The loop variables of While ``op`` (its body a graph Func) that what the run reads
+    of it needs: those whose output is read, and those a read output, a read stack or
+    the condition depends on (transitively through the body); every one when the loop
+    has side effects. A variable no one needs (a second derivative's gradient with
+    respect to a constant the loop captures, say) may be carried unchanged: what only
+    it reads (a stack of the buffers of every iteration of the loop that fed it) is
+    then not read. is_read(tensor): whether the run reads that output."""
+    a = op.attrs
+    nv = a["n_vars"]
+    body, cond = a["body"], a["cond"]
+    funcs = [f for f in (body, cond) if f is not None]
+    if (not all(isinstance(f, Func) for f in funcs) or any(f.side_effects for f in funcs)
+            or a.get("var_writes") or any(_draws_or_state(f) for f in funcs)):
+        return set(range(nv))   # (a draw skipped would renumber the draws after it: ops/random_ops.py)
+    deps = _func_deps(body)
+    need = {k for k in range(nv) if is_read(op.outputs[k])}
+    for j in range(a["n_ys"]):
+        if is_read(op.outputs[nv + 1 + j]):
+            need |= {k for k in deps[nv + j] if k < nv}
+    if cond is not None:
+        need |= {k for k in _func_deps(cond)[0] if k < nv}
+    todo = list(need)
+    while todo:
+        for d in deps[todo.pop()]:
+            if d < nv and d not in need:
+                need.add(d)
+                todo.append(d)
+    return need
+
+
+def live_inputs(op, is_read):
+    """The inputs of ``op`` what the run reads of it needs (positions): every one, but for
+    a While whose variables are not all needed (``needed_loop_vars``): the variables and
+    the captures and sliced inputs a needed output or the condition depends on."""
+    if op.type != "While" or not isinstance(op.attrs["body"], Func):
+        return range(len(op.inputs))
+    a = op.attrs
+    nv = a["n_vars"]
+    need = needed_loop_vars(op, is_read)
+    if len(need) == nv:
+        return range(len(op.inputs))
+    deps = _func_deps(op.attrs["body"])
+    live = set(range(nv))
+    for k in need:
+        live |= deps[k]
+    for j in range(a["n_ys"]):
+        if is_read(op.outputs[nv + 1 + j]):
+            live |= deps[nv + j]
+    if a["cond"] is not None:
+        live |= _func_deps(a["cond"])[0]
+    return sorted(k for k in live if k < len(op.inputs))
+
+
+def live_reads(ops, elements):
+    """ids of the tensors that what the run fetches (``elements``) reads, ops (creation
+    order, pruned for them) visited in reverse: an input of an op counts as read, but
+    for a While, only those its needed loop variables read (``live_inputs``)."""
+    live = {id(e) for e in elements}
+    for op in reversed(ops):
+        live.update(id(op.inputs[k]) for k in live_inputs(op, lambda t: id(t) in live))
+    return live
+
+
 # the body inputs (ids) of loop variables an If in the body pops (growing_vars.if_pops),
 # while that body is specialised: such an If specialises each branch with its own rows
 _if_popped = set()
@@ -118,15 +210,16 @@ def sub_program(func, shapes, ragged=(), popped=(), rows=()):
     those it stores rows of in place (growing_vars.row_stored_vars)."""
     if not isinstance(func, Func):
         raise _Dynamic("region already specialised")
+    ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
+    read = {id(t) for op in ops for t in op.inputs} | {id(t) for t in func.outputs}
     for k, s in enumerate(shapes):
-        if s is None or any(d is None for d in s):
+        if (s is None or any(d is None for d in s)) and id(func.inputs[k]) in read:   # (one nothing reads: any shape)
             if not (k in popped or k in rows or k in ragged and ragged_depth(s) and
                     _only_sliced_by_loops(func.inputs[k])):
-                raise _Dynamic("an input of the region has no static shape")
+                raise _Dynamic(f"an input of the region has no static shape (input {k}: {None if s is None else list(s)})")
     if any(op.type not in ("PrintV2", "Assert", "If", "While") for op in func.side_effects):
         raise _Dynamic("a region with a side effect other than tf.print / tf.Assert")
-    fed = [(ph, _Ragged(s) if None in s else _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
-    ops = prune(list(func.outputs) + list(func.side_effects), {id(ph) for ph in func.inputs})
+    fed = [(ph, _Ragged(s or ()) if s is None or None in s else _stub(s, ph.dtype)) for ph, s in zip(func.inputs, shapes)]
 
     def no_vars(attrs):
         raise _Dynamic("a variable inside a region")
@@ -176,6 +269,10 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                          out_specs=[(_merge_dims(x, y), t.dtype) for x, y, t in zip(st, se, op.outputs)])
         else:
             n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
+            need = needed_loop_vars(op, is_read)
+            if len(need) < n:   # carried unchanged: what only they read is not read (the regions pass drops them)
+                a = dict(a, body=a["body"].with_outputs(
+                    [a["body"].inputs[k] if k < n and k not in need else t for k, t in enumerate(a["body"].outputs)]))
             vs, cs = in_shapes[:n], in_shapes[n:n + c]
             xs = [None if s is None or not s else s[1:] for s in in_shapes[n + c:n + c + nx]]
             unread = [j for j in range(a["n_ys"]) if not is_read(op.outputs[n + 1 + j])]
@@ -220,7 +317,7 @@ def region_node(op, in_shapes, in_dtypes, is_read=lambda t: True):
                                     for k, (s, dt) in enumerate(zip(vs, in_dtypes[:n]))],
                          y_specs=[(tuple(s), body.dtype(v)) for s, v in zip(outs[n:], body.outputs[n:])])
     except _Dynamic as e:
-        attrs = dict(a, dynamic=str(e))   # (why: explain reports it, codegen/lower_control._origin)
+        attrs = dict(op.attrs, dynamic=str(e))   # (why: explain reports it, codegen/lower_control._origin)
     try:
         specs = REGISTRY[op.type].infer(in_shapes, in_dtypes, attrs)
     except (ValueError, TypeError) as e:
