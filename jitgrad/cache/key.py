@@ -48,7 +48,7 @@ from ..codegen.target import current_key
 from ..passes.ir import Program
 from .disk import environment_fingerprint, make_key
 
-CODEGEN_VERSION = "codegen-17-so2"   # 17-so2: While variables no one needs carried unchanged (what only they read, a buffer saved per iteration, not built); 17: taller matmul tile for narrow C with A^T read in place, masked edge-tile stores (AVX2/AVX-512), host AVX-512 code at 512 bits (-prefer-256-bit), BroadcastToShapeOf between two row sources, vectorised inner-axis gather gradient on rows, ZeroRows, SetRow on run-time rows, While variables of run-time rows stored in place; 16: ListCheck materialised, row-slice counts without overflow, BatchMatMulV2 row broadcast; 15: one noinline barrier function per module, called per site; 14: large matmul units get SIDE_PASSES, not O2; 13: matmul units (O2, no LLVM vectorisers) bundled; 12: target-chosen matmul blocking
+CODEGEN_VERSION = "codegen-18"   # 18: taller matmul tile for narrow C with A^T read in place, masked edge-tile stores (AVX2/AVX-512), BroadcastToShapeOf between two row sources, vectorised inner-axis gather gradient on rows, ZeroRows, SetRow on run-time rows, While variables of run-time rows stored in place, While variables no one needs carried unchanged; 17: host AVX-512 code at 512 bits (-prefer-256-bit); 16: ListCheck materialised, row-slice counts without overflow, BatchMatMulV2 row broadcast; 15: one noinline barrier function per module, called per site; 14: large matmul units get SIDE_PASSES, not O2; 13: matmul units (O2, no LLVM vectorisers) bundled; 12: target-chosen matmul blocking
 PREPASS_VERSION = "prepass-2"     # 2: the graph's per-call gradient aggregation records left the key
 
 PROGRAM_COMPONENTS = ("structure", "shapes", "dtypes", "constants")
