@@ -12,16 +12,9 @@ from llvmlite import ir
 
 from ..ops.zero_rows import INT32_MAX
 from ..passes.ir import Program, Value
-from .irutil import ERR_ZERO_ROWS_LENGTH, I8, I32, I64, LIST_CHECK_CODES, Unsupported, c64, mem_type
+from .irutil import ERR_ZERO_ROWS_LENGTH, I8, I32, I64, LIST_CHECK_CODES, Unsupported, c64, mem_type, row_elems
 from .lower_growing import keep_pair
 from .stacks import desc, field, stack_init, stack_keep, stack_reserve
-
-
-def _elems(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _copy(kb, dst, src, n):
@@ -47,7 +40,7 @@ def set_row(kb, node, outs, dry):
     b = kb.b
     ty = mem_type(dt).as_pointer()
     buf, index, value = (kb.buffers[v] for v in node.inputs)
-    row = _elems(shape[1:])
+    row = row_elems(shape)
     if shape[0] is None:
         # a loop variable of run-time rows (passes/growing_vars.row_stored_vars): the body is
         # handed its descriptor {data, rows, capacity} as both the variable and its next value
@@ -120,7 +113,7 @@ def zero_rows(kb, node, outs, dry):
     bad = b.or_(b.icmp_signed("<", n, c64(rows0)), b.icmp_signed(">", n, c64(INT32_MAX)))
     kb.set_error(bad, ERR_ZERO_ROWS_LENGTH)
     n = b.select(kb.no_error_yet(), n, c64(0))
-    row_bytes = _elems(shape[1:]) * dt.size
+    row_bytes = row_elems(shape) * dt.size
     d = desc(kb, outs[0])
     stack_init(kb, d, keep)
     failed = stack_reserve(kb, d, n, row_bytes)

@@ -26,6 +26,7 @@ As TF's kernel, an empty gather (no elements to copy) checks nothing.
 from llvmlite import ir
 
 from .. import dtypes
+from ..shapes import num_elements
 from .irutil import (ERR_GATHER_RANGE, ERR_ROW_INDEX, ERR_ROWS_MISMATCH, ERR_SLICE_STEP, I64, Buffer, Unsupported, c64,
                      const, load_buf, mem_type, scalarise, store_buf)
 
@@ -264,7 +265,7 @@ def _gather_grad_inner(kb, node, out, rows, x):
     dt = out.dtype
     table, g_row = dry(kb, node)
     _zero_rows(kb, out, rows)
-    pre, n_idx, post = _prod(out.shape[1:axis]), _prod(ishape), _prod(out.shape[axis + 1:])
+    pre, n_idx, post = num_elements(out.shape[1:axis]), num_elements(ishape), num_elements(out.shape[axis + 1:])
     if pre * n_idx * post == 0:
         return
     # (an empty row count reads no index: TF's empty gather checks nothing)
@@ -288,15 +289,8 @@ def dry(kb, node):
     """The scratch gather_grad_inner asks for (also in the kernel's dry run): the index
     table and one row of g."""
     g, ind = node.inputs[0], node.inputs[1]
-    return (kb.scratch_buffer((max(_prod(kb.shape(ind)), 1),), dtypes.int64, "gather_grad_idx"),
+    return (kb.scratch_buffer((max(num_elements(kb.shape(ind)), 1),), dtypes.int64, "gather_grad_idx"),
             kb.scratch_buffer(tuple(kb.shape(g)[1:]), kb.dtype(g), "gather_grad_row"))
-
-
-def _prod(dims):
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def _add(b, dt, x, y):

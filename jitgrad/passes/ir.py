@@ -181,7 +181,7 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
         ref[id(t)] = add_arg("feed", arr.shape, t.dtype, key=pos, name=t.name)
     # (a While's stacked outputs nothing here reads may be specialised away: passes/growing_vars.py)
     # (and a While's inputs only its loop variables no one needs read: passes/regions.live_reads)
-    from .regions import live_reads
+    from .regions import live_reads, region_node
     read_ids = live_reads(ops, elements)
 
     for op in ops:
@@ -226,7 +226,6 @@ def from_graph(ops, elements, fed, var_reader, in_region=False, shape_values=Non
         in_shapes = [nodes[v.node].outputs[v.index][0] for v in ins]
         in_dtypes = [nodes[v.node].outputs[v.index][1] for v in ins]
         if opdef.kind == "control":   # If / While: sub-graphs become sub-Programs (passes/regions.py)
-            from .regions import region_node
             attrs, specs = region_node(op, in_shapes, in_dtypes, lambda t: id(t) in read_ids)
             a = op.attrs
             marker = None
