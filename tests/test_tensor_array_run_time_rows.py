@@ -11,6 +11,8 @@ Every compiled run is also compared with the interpreter's on the same graph. TF
 mode, same program) gives the same stacks and gradients for perm [5, 1, 5] and [2, 2, 0, 2]
 and an InvalidArgumentError for a perm shorter than T; on a negative index it crashes, where
 jitgrad raises its TensorList error."""
+import re
+
 import numpy as np
 import pytest
 
@@ -422,30 +424,127 @@ def test_second_derivatives_one_kernel_for_every_trip_count(permuted, fed_scale,
             np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
-@pytest.mark.may_fall_back
-def test_mixed_derivative_in_the_scale_runs_and_explain_names_the_region():
-    # d/ds sum(d loss/dx) = d/ds 3 s^3 C sum(x^2) = 9 s^2 C sum(x^2) (by hand) needs each
-    # iteration's row of the buffer's gradient: the first gradient's loop saves its [rows, 3]
-    # buffer per iteration, a stack the compiler does not specialise yet (interpreted), and
-    # explain blames that loop, not the op reading it
+def _mixed_graph(index):
+    """for i < T: ta.write(index(i, T, P), x * s * (i + 1)), s a fed scalar the loop captures;
+    loss = sum(stack^3); fetches [stack, d loss/dx, d/ds sum(d loss/dx), d/dx sum(d loss/dx)]."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        P = tf1.placeholder(tf.int32, [None])
+        x = tf1.placeholder(tf.float32, [X.size])
+        S = tf1.placeholder(tf.float32, [])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        _, ta = tf.while_loop(lambda i, ta: i < T,
+                              lambda i, ta: (i + 1, ta.write(index(i, T, P), x * S * tf.cast(i + 1, tf.float32))),
+                              [0, ta])
+        st = ta.stack()
+        gx = tf.gradients(tf.reduce_sum(st ** 3), x)[0]
+        gs, gxx = tf.gradients(tf.reduce_sum(gx), [S, x])
+    return g, (T, P, x, S), [st, gx, gs, gxx]
+
+
+@compiled
+@pytest.mark.parametrize("permuted", [False, True])
+def test_mixed_derivative_in_the_scale_one_kernel_for_every_trip_count(permuted, graph_mode):
+    # by hand (each row x * s * c, C the sum of c^3 over the rows' last writes): d loss/dx =
+    # 3 s^3 C x^2; d/ds sum(3 s^3 C x^2) = 9 s^2 C sum(x^2); d/dx of it 6 s^3 C x. The d/ds needs
+    # each iteration's replaced row of the first gradient's buffer gradient: the first gradient's
+    # loop saves that row ([T, 3]), not its whole buffer ([T, rows, 3]), so it compiles
+    g, (T, P, x, S), fetch = _mixed_graph((lambda i, T, P: P[i]) if permuted else (lambda i, T, P: T - 1 - i))
+    ts = (0, 1, 2, 5)
+    feed = lambda t: {T: t, P: PERM, x: X, S: SCALE}
+    before = _kernels()
+    with tf1.Session(graph=g) as s:
+        got = [s.run(fetch, feed(t)) for t in ts]
+        kernels = _kernels() - before
+        r = tf.explain(fetch, feed(5), session=s)
+    if graph_mode == "compiled":
+        assert kernels == 1     # (one kernel, four trip counts)
+        assert not r.fallback, r.reason
+    with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="interpret")) as s:
+        ref = [s.run(fetch, feed(t)) for t in ts]
+    for t, (st, gx, gs, gxx), rf in zip(ts, got, ref):
+        idx = [int(PERM[i]) if permuted else t - 1 - i for i in range(t)]
+        last = {}
+        for i, k in enumerate(idx):
+            last[k] = i + 1
+        C = sum(c ** 3 for c in last.values())
+        np.testing.assert_allclose(st, _replay(idx) * np.float32(SCALE), rtol=1e-6)
+        np.testing.assert_allclose(gx, 3 * SCALE ** 3 * C * X * X, rtol=1e-5)
+        np.testing.assert_allclose(gs, 9 * SCALE ** 2 * C * np.sum(X * X), rtol=1e-5)
+        np.testing.assert_allclose(gxx, 6 * SCALE ** 3 * C * X, rtol=1e-5)
+        for a, b in zip((st, gx, gs, gxx), rf):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_mixed_derivative_saves_one_row_per_iteration_not_the_buffer(graph_mode):
+    # memory linear in T: the first gradient's loop saves per iteration the row its SetRow
+    # replaces ([T, 3], static rank 2) for the reverse loop of the second derivative, which
+    # reads no [T, rows, 3] stack (the loop's whole buffer gradient per iteration)
+    g, (T, P, x, S), fetch = _mixed_graph(lambda i, T, P: T - 1 - i)
+    first = [op for op in g.get_operations() if op.type == "While" and op.attrs.get("saved_rows")]
+    assert len(first) == 1
+    a = first[0].attrs
+    n = a["n_vars"]
+    rows = first[0].outputs[n + 1 + a["saved_at"] + 2 * n]
+    assert rows.shape.as_list() == [None, 3]
+    second = [op for op in g.get_operations() if op.type == "While" and any(t is rows for t in op.inputs)]
+    assert len(second) == 1 and "While_grad_grad" in second[0].name
+    for op in g.get_operations():
+        if op.type == "While":
+            for t in op.inputs:
+                assert t.shape.rank is None or t.shape.rank < 3, (op.name, t)
+    # the saved rows: forward iteration k wrote row T-1-k as x s (k + 1); the buffer gradient's
+    # row there, d sum(stack^3)/d row, is 3 (x s (k + 1))^2 (interpreted: a fetched stack of a
+    # run-time trip count is not compiled)
+    with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode="interpret")) as s:
+        for t in (0, 1, 2, 5):
+            got = s.run(rows, {T: t, x: X, S: SCALE})
+            assert got.shape == (t, 3)
+            want = np.array([3 * (X * SCALE * (k + 1)) ** 2 for k in range(t)], np.float32).reshape(t, 3)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    if graph_mode == "compiled":
+        # and the kernel holds no buffer of rank 3 (a stack of buffers)
+        with tf1.Session(graph=g) as s:
+            r = tf.explain(fetch[2:], {T: 5, x: X, S: SCALE, P: PERM}, session=s)
+        assert not r.fallback, r.reason
+        shapes = [re.search(r"\[([^\]]*)\] \w+$", name) for name, _, _ in r.buffers]
+        shapes = [m.group(1).split(", ") for m in shapes if m]
+        assert shapes and all(len(d) < 3 for d in shapes), shapes
+        assert ["None", "3"] in shapes
+
+
+@compiled
+def test_two_writes_an_iteration_mixed_and_third_derivative_in_the_scale(graph_mode):
+    # rows 2T-1-2i = x s c and 2T-2-2i = x s^2 c (c = i + 1, two SetRows chained, each saving
+    # the row it replaces): loss = (s^3 + s^6) C sum(x^3), C the sum of c^3, so by hand
+    # d/ds sum(d loss/dx) = (9 s^2 + 18 s^5) C sum(x^2), and d/ds of that (third order)
+    # (18 s + 90 s^4) C sum(x^2)
     g = tf.Graph()
     with g.as_default():
         T = tf1.placeholder(tf.int32, [])
         x = tf1.placeholder(tf.float32, [X.size])
         S = tf1.placeholder(tf.float32, [])
         ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-        _, ta = tf.while_loop(lambda i, ta: i < T,
-                              lambda i, ta: (i + 1, ta.write(T - 1 - i, x * S * tf.cast(i + 1, tf.float32))),
-                              [0, ta])
+
+        def body(i, ta):
+            c = tf.cast(i + 1, tf.float32)
+            ta = ta.write(2 * T - 1 - 2 * i, x * S * c)
+            return i + 1, ta.write(2 * T - 2 - 2 * i, x * S * S * c)
+        _, ta = tf.while_loop(lambda i, ta: i < T, body, [0, ta])
         gx = tf.gradients(tf.reduce_sum(ta.stack() ** 3), x)[0]
         gs = tf.gradients(tf.reduce_sum(gx), S)[0]
-        with tf1.Session() as s:
-            for t in (0, 1, 3):
-                C = sum((i + 1) ** 3 for i in range(t))
-                np.testing.assert_allclose(s.run(gs, {T: t, x: X, S: SCALE}),
-                                           9 * SCALE ** 2 * C * np.sum(X * X), rtol=1e-5)
-            r = tf.explain([gs], {T: 3, x: X, S: SCALE}, session=s)
-    assert r.fallback and "While_grad_grad/While_grad, which the compiler does not specialise" in r.reason, r.reason
+        gss = tf.gradients(gs, S)[0]
+    ts = (0, 1, 2, 5)
+    out = {}
+    for mode in (None, "interpret"):
+        with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode) if mode else None) as s:
+            out[mode] = [s.run([gs, gss], {T: t, x: X, S: SCALE}) for t in ts]
+    for t, (gs_, gss_), ref in zip(ts, out[None], out["interpret"]):
+        C = sum((i + 1) ** 3 for i in range(t))
+        np.testing.assert_allclose(gs_, (9 * SCALE ** 2 + 18 * SCALE ** 5) * C * np.sum(X * X), rtol=1e-5)
+        np.testing.assert_allclose(gss_, (18 * SCALE + 90 * SCALE ** 4) * C * np.sum(X * X), rtol=1e-5)
+        np.testing.assert_allclose([gs_, gss_], ref, rtol=1e-6)
 
 
 def test_hessian_matches_finite_differences_of_the_gradient():

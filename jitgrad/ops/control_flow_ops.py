@@ -35,7 +35,7 @@ from ..graph import Tensor
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from . import array_ops
 from ..passes.prune import prune
-from ..passes.growing_vars import pop_count, popped_rows, popping_if
+from ..passes.growing_vars import pop_count, popped_rows, popping_if, set_row_chain
 from ..gradients import gradients
 from . import math_ops
 from .array_ops import concat, zeros
@@ -413,7 +413,9 @@ def _ensure_saved(op):
     variables at the start and at the end of every iteration, as while_v2
     adds accumulators. The backward body recomputes the forward body from the
     first; the second replace what the body outputs (a tanh's result, say),
-    so that what only computes them is not recomputed."""
+    so that what only computes them is not recomputed. A variable the body only writes
+    rows of (SetRow) is read by the step only through the rows its SetRows replace: those
+    are saved too, one row per iteration (``_replaced_rows``)."""
     if "saved_at" in op.attrs:
         return
     # and what the body's random ops drew in every iteration (the backward body reads them)
@@ -428,14 +430,35 @@ def _ensure_saved(op):
     tails = _popped_tails(body, n, specs)
     saved_in = [tails[k][1] if k in tails else t for k, t in enumerate(body.inputs[:n])]
     in_specs = [((tails[k][0],) + tuple(d[1:]), dt) if k in tails else (d, dt) for k, (d, dt) in enumerate(specs)]
-    op.attrs = dict(a, body=body.with_outputs(body.outputs + tuple(saved_in) + body.outputs[:n]),
-                    n_ys=at + 2 * n, y_specs=list(a["y_specs"]) + in_specs + specs, saved_at=at,
-                    saved_tails=tuple(sorted(tails)))
+    rows = _replaced_rows(body, n, tails)
+    row_specs = [(t.shape.dims, t.dtype) for t in rows]
+    op.attrs = dict(a, body=body.with_outputs(body.outputs + tuple(saved_in) + body.outputs[:n] + tuple(rows)),
+                    n_ys=at + 2 * n + len(rows), y_specs=list(a["y_specs"]) + in_specs + specs + row_specs,
+                    saved_at=at, saved_tails=tuple(sorted(tails)), saved_rows=len(rows))
     count = a.get("static_count")
     extra = []
-    for k, (dims, dt) in enumerate(in_specs + specs):
+    for k, (dims, dt) in enumerate(in_specs + specs + row_specs):
         extra.append(Tensor(op, len(op.outputs) + k, dt, None if dims is None else (count,) + tuple(dims)))
     op.outputs = op.outputs + tuple(extra)
+
+
+def _replaced_rows(body, n, skip):
+    """The rows the SetRows of ``body`` replace (their output 1) that the body reads, for
+    the loop variables (not in ``skip``) it reads only as SetRow buffers
+    (growing_vars.set_row_chain): a first gradient's buffer gradient, whose replaced rows
+    are the written values' gradients. The step of the loop's gradient reads such a
+    variable only through those rows (SetRow's gradient reads no buffer), so saving them
+    ([T, *row]) and substituting them in the step leaves the variable's whole buffer per
+    iteration ([T, rows, *row]: no static shape, memory quadratic in T) unread."""
+    out = []
+    for k in range(n):
+        if k in skip:
+            continue
+        for op in set_row_chain(body, k) or ():
+            row = op.outputs[1]
+            if row.consumers() and row.shape.is_fully_defined():
+                out.append(row)
+    return out
 
 
 def _popped_tails(body, n, specs):
@@ -534,6 +557,8 @@ def _while_grad(op, *grads):
     gy_specs = [a["y_specs"][j] for j in gy]
     body = a["body"]
     draws = while_body_draws(real)   # (what the body drew, in saved order)
+    nr = a.get("saved_rows", 0)   # (the rows SetRows replaced: _replaced_rows)
+    saved_rows = list(ys_out[at + 2 * n:at + 2 * n + nr])
 
     # The gradient of one iteration, traced once on placeholders: (v_i, gradients
     # of the body's outputs, x rows) -> (gradients of v_i, of the captures, of the rows).
@@ -549,24 +574,25 @@ def _while_grad(op, *grads):
         gs = gradients([new_v[k] for k in fv] + [y[j] for j in gy], srcs,
                        grad_ys=list(g_v) + list(gy_i), unconnected_gradients="zero")
         acc = [s + g for s, g in zip(g_c, gs[nv:nv + ncap])]
-        return list(gs[:nv]) + acc + list(gs[nv + ncap:]), new_v
+        return list(gs[:nv]) + acc + list(gs[nv + ncap:]), new_v, y[at + 2 * n:at + 2 * n + nr]
 
     step_specs = in_specs + var_specs + gy_specs + x_row_specs + draw_specs
-    fg1, ph1, (step_outs, new_v) = trace("body_grad", one_step, step_specs)
+    fg1, ph1, (step_outs, new_v, row_v) = trace("body_grad", one_step, step_specs)
     step = Func(fg1, list(ph1) + [ph for _, ph in fg1.captures], [as_output(fg1, t) for t in step_outs])
     step_caps = [outer for outer, _ in fg1.captures]
     # the saved values the step reads (the body's outputs come from the forward loop's
     # stacks, not recomputed): only those are stacked for it
-    subs = {id(t) for t in new_v if t.op.type != "Placeholder"}
+    subs = {id(t) for t in new_v if t.op.type != "Placeholder"} | {id(t) for t in row_v}
     read = {id(t) for t in step.outputs}
     for o in prune(list(step.outputs), {id(ph) for ph in step.inputs} | subs):
         read.update(id(t) for t in o.inputs)
     keep_in = [k for k in range(n) if id(ph1[k]) in read]
     keep_out = [k for k in range(n) if id(new_v[k]) in read and id(new_v[k]) in subs and k not in a["saved_tails"]]
-    bwd_xs = ([saved_in[k] for k in keep_in] + [saved_out[k] for k in keep_out] + [g_ys[j] for j in gy] +
-              list(xs) + saved_draws)
-    x_specs = ([in_specs[k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] + gy_specs +
-               x_row_specs + draw_specs)
+    keep_rows = [j for j in range(nr) if id(row_v[j]) in read]
+    bwd_xs = ([saved_in[k] for k in keep_in] + [saved_out[k] for k in keep_out] + [saved_rows[j] for j in keep_rows] +
+              [g_ys[j] for j in gy] + list(xs) + saved_draws)
+    x_specs = ([in_specs[k] for k in keep_in] + [a["var_specs"][k] for k in keep_out] +
+               [a["y_specs"][at + 2 * n + j] for j in keep_rows] + gy_specs + x_row_specs + draw_specs)
 
     def bwd_body(gvars, sl):
         v_i, v_next = [None] * n, [None] * n   # (None: a saved value the step does not read)
@@ -575,8 +601,10 @@ def _while_grad(op, *grads):
         for j, k in enumerate(keep_out):
             v_next[k] = sl[len(keep_in) + j]
         sl = sl[len(keep_in) + len(keep_out):]
+        row_i, sl = sl[:len(keep_rows)], sl[len(keep_rows):]
         gy_i, x_i, d_i = sl[:ngy], sl[ngy:len(sl) - nd], sl[len(sl) - nd:]
         sub = {id(new_v[k]): v_next[k] for k in keep_out}
+        sub.update({id(row_v[j]): r for j, r in zip(keep_rows, row_i)})
         r = replay(step, list(v_i) + list(gvars) + list(gy_i) + list(x_i) + list(d_i) + step_caps, substitute=sub)
         return r[:nv + ncap], r[nv + ncap:]
 

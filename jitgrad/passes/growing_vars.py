@@ -234,3 +234,22 @@ def _stored_chain(body, t, new, ignored):
         if op.type != "SetRow" or op.inputs[0] is not t or any(x is t for x in op.inputs[1:]):
             return False
         t = op.outputs[0]
+
+
+def set_row_chain(body, k):
+    """The SetRow ops through which ``body`` (a graph Func) writes loop variable k, in order,
+    when that is all it reads of it (``_stored_chain``: each buffer read by nothing but the
+    next SetRow, the last one's output 0 the body's output k); else None. What else the body
+    reads of the variable is then only the rows those SetRows replace (their output 1)."""
+    t, new, chain = body.inputs[k], body.outputs[k], []
+    while True:
+        readers, outputs = _reads(body, t)
+        if t is new:
+            return chain if chain and not readers and outputs == 1 else None
+        if outputs or len(readers) != 1:
+            return None
+        op = readers[0]
+        if op.type != "SetRow" or op.inputs[0] is not t or any(x is t for x in op.inputs[1:]):
+            return None
+        chain.append(op)
+        t = op.outputs[0]
