@@ -166,7 +166,8 @@ def split_units(ir_text):
 # kernels (W3's dW2 = H^T dY, N = 10) are ~8% faster with it (LLVM's LICM, which
 # llvmlite cannot add to a pass list by itself).
 SIDE_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
-SIDE_O2_BELOW = 64 << 10
+SIDE_O2_BELOW = 40 << 10   # 64 KiB before splat constants were printed short (irutil.SplatConst):
+                           # W3's units shrank to 0.5-0.65x, this keeps each one's pipeline
 
 
 def run_side_pipeline(mod, tm, unlocked=False, small=False):
