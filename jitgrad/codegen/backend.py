@@ -22,6 +22,14 @@ from . import target as _target
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
+# LLVM's loop strength reduction was ~40% of the code generator's time on W3's units
+# (LSR and its IVUsers analysis over the unrolled micro-kernels).  The matmul IR bases
+# its pointers per unrolled step itself (constant displacements: matmul._emit_microkernel),
+# so without LSR its loops are as tight: bench_matmul shapes and W1-W5 unchanged
+# (interleaved A/B), W3's LLVM CPU 0.76-0.84x.  A process-wide LLVM option (llvmlite
+# has no per-TargetMachine switch): it also applies to other llvmlite users in the process.
+llvm.set_option("jitgrad", "-disable-lsr")
+
 _lock = threading.Lock()
 _tms = {}     # Target.key() -> TargetMachine used for optimising and emitting (never given to MCJIT)
 

@@ -539,19 +539,21 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
             for a, v in zip(row, vrow):
                 b.store(v, a)
 
-    def rank1(k, vals):
-        bvec = [g.vload(_gep(b, Bpan, b.add(b.mul(k, _c(nr)), _c(v * vw))),
-                        aligned=True) for v in range(nv)]
-        koff = b.mul(k, _c(a_kstride))
-        for r in range(mr):
-            a = g.splat(g.sload(_gep(b, a_rows[r], koff)))
-            for v in range(nv):
-                vals[r][v] = b.call(g.fma, [a, bvec[v], vals[r][v]])
-
-    def run(ks):
+    def run(k, us):
+        """Rank-1 updates k + u for u in ``us``, in line.  The pointers are based at k
+        once; u is a constant offset, which x86 addressing folds into displacements
+        (LLVM's loop strength reduction, which used to find that out, is off:
+        backend.py)."""
         vals = load_accs()
-        for k in ks:
-            rank1(k, vals)
+        Bk = _gep(b, Bpan, b.mul(k, _c(nr)))
+        koff = b.mul(k, _c(a_kstride))
+        Ak = [_gep(b, a_rows[r], koff) for r in range(mr)]
+        for u in us:
+            bvec = [g.vload(_gep(b, Bk, u * nr + v * vw), aligned=True) for v in range(nv)]
+            for r in range(mr):
+                a = g.splat(g.sload(_gep(b, Ak[r], u * a_kstride)))
+                for v in range(nv):
+                    vals[r][v] = b.call(g.fma, [a, bvec[v], vals[r][v]])
         store_accs(vals)
 
     store_accs([[g.vzero] * nv for _ in range(mr)])
@@ -560,15 +562,15 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
         kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
         if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
             with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-                run([b.add(k0, _c(u)) for u in range(_UNROLL_K)])
+                run(k0, range(_UNROLL_K))
         if kmain < kc_const:
-            run([_c(k) for k in range(kmain, kc_const)])
+            run(_c(kmain), range(kc_const - kmain))
         return
     kmain = b.and_(kc, _c(-_UNROLL_K))
     with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-        run([b.add(k0, _c(u)) for u in range(_UNROLL_K)])
+        run(k0, range(_UNROLL_K))
     with _for_range(b, kmain, kc, name="ukr") as k:
-        run([k])
+        run(k, [0])
 
 
 def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
