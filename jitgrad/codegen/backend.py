@@ -22,6 +22,10 @@ from . import target as _target
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
+# (LLVM's loop strength reduction is ~40% of the code generator's time on W3's units, and
+# -disable-lsr cut W3's cold CPU by ~8%; but it is a process-wide LLVM option: it would
+# change the code of every other llvmlite user in the process (numba), so it stays on.)
+
 _lock = threading.Lock()
 _tms = {}     # Target.key() -> TargetMachine used for optimising and emitting (never given to MCJIT)
 
@@ -166,7 +170,8 @@ def split_units(ir_text):
 # kernels (W3's dW2 = H^T dY, N = 10) are ~8% faster with it (LLVM's LICM, which
 # llvmlite cannot add to a pass list by itself).
 SIDE_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
-SIDE_O2_BELOW = 64 << 10
+SIDE_O2_BELOW = 40 << 10   # 64 KiB before splat constants were printed short (irutil.SplatConst):
+                           # W3's units shrank to 0.5-0.65x, this keeps each one's pipeline
 
 
 def run_side_pipeline(mod, tm, unlocked=False, small=False):
@@ -303,23 +308,34 @@ class Units:
         """Takes every matmul function (_SIDE_FN) `module` has defined since the last call:
         the KernelBuilder calls it after each node it lowered, so they are complete."""
         fns = module.functions
-        for fn in fns[self._seen:]:
-            if fn.blocks and _SIDE_FN.search(fn.name):
-                self.take(module, fn)
+        new = [fn for fn in fns[self._seen:] if fn.blocks and _SIDE_FN.search(fn.name)]
         self._seen = len(fns)
+        # A parallel GEMM's B-packing function goes into its compute function's unit:
+        # a unit of its own cost ~15 ms CPU (O2 and code generation's fixed costs) for
+        # a copy loop of a few dozen instructions.
+        names = {fn.name for fn in new}
+        for fn in new:
+            if fn.name.endswith("_pack") and fn.name[:-5] in names:
+                continue
+            group = [fn]
+            if fn.name + "_pack" in names:
+                group.insert(0, next(f for f in new if f.name == fn.name + "_pack"))
+            self.take(module, group)
 
-    def take(self, module, fn):
-        """Makes the finished function `fn` of `module` a unit of its own (compiled from
-        now on) and leaves a declaration of it in `module`.  A function that uses
-        metadata stays (module metadata is not copied into a unit)."""
-        text = str(fn)
-        if "!" in text[text.index("\n"):]:
+    def take(self, module, fns):
+        """Makes the finished functions `fns` of `module` (one, or a list) a unit of their
+        own (compiled from now on) and leaves declarations of them in `module`.  Functions
+        that use metadata stay (module metadata is not copied into a unit)."""
+        fns = fns if isinstance(fns, list) else [fns]
+        texts = [str(fn) for fn in fns]
+        if any("!" in text[text.index("\n"):] for text in texts):
             return
         decls = "".join(str(f) for f in module.functions if f.is_declaration)
         header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
-        fn.blocks = []                    # llvmlite prints a function without blocks as `declare`
-        self._taken.append((str(fn), text))
-        self._add(header + decls + text, True)
+        for fn, text in zip(fns, texts):
+            fn.blocks = []                # llvmlite prints a function without blocks as `declare`
+            self._taken.append((str(fn), text))
+        self._add(header + decls + "".join(texts), True)
 
     def full_text(self, main_text):
         """The module's text with the taken functions defined again (explain's unoptimised IR)."""

@@ -2,6 +2,7 @@
 jitgrad dtypes, buffers, runtime error codes, and small IR-building helpers as
 free functions of an ``ir.IRBuilder`` (they need no kernel state, so lowerings
 and helpers such as vecmath / matmul can use them without the builder)."""
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -134,6 +135,45 @@ def nullctx():
 
 
 # ------------------------------------------------------------ constants and types
+class SplatConst(ir.Constant):
+    """A <W x T> constant whose lanes are all ``value`` (a Python number, an
+    ir.Constant, or ir.Undefined), printed in LLVM's short forms -- zeroinitializer,
+    ``splat (T v)``, undef -- instead of lane by lane as llvmlite prints a vector
+    constant: 16 lanes of ``float              0x0`` were a third of the text of
+    W3's matmul units, which Python prints and LLVM parses.  ``.constant`` still
+    holds the lanes (llvmlite's shufflevector checks its mask's)."""
+
+    def __init__(self, vty, value):
+        if value is ir.Undefined:
+            ir.Constant.__init__(self, vty, ir.Undefined)
+            self._short = "undef"
+            return
+        lane = value if isinstance(value, ir.Constant) else ir.Constant(vty.element, value)
+        ir.Constant.__init__(self, vty, [lane] * vty.count)
+        v = lane.constant
+        zero = not isinstance(v, str) and v == 0 and not (isinstance(v, float) and math.copysign(1.0, v) < 0)
+        if zero:
+            self._short = "zeroinitializer"
+        elif _splat_syntax():
+            self._short = f"splat ({vty.element} {lane.get_reference()})"
+        else:
+            self._short = None       # LLVM before 19 has no splat syntax: lane by lane
+
+    def _get_reference(self):
+        return self._short if self._short is not None else ir.Constant._get_reference(self)
+
+
+_SPLAT_SYNTAX = []
+
+
+def _splat_syntax():
+    """Whether LLVM's IR parser takes ``splat (T v)`` (LLVM 19 on; llvmlite >= 0.42 is allowed)."""
+    if not _SPLAT_SYNTAX:
+        import llvmlite.binding as llvm      # only while generating code, which needs it anyway
+        _SPLAT_SYNTAX.append(llvm.llvm_version_info[0] >= 19)
+    return _SPLAT_SYNTAX[0]
+
+
 def const(dt, value, W=1):
     """A constant of dtype dt (a <W x T> splat when W > 1)."""
     ty = reg_type(dt)
@@ -146,7 +186,7 @@ def const(dt, value, W=1):
     c = ir.Constant(ty, value)
     if W == 1:
         return c
-    return ir.Constant(ir.VectorType(ty, W), [value] * W)
+    return SplatConst(ir.VectorType(ty, W), c)
 
 
 def vec_type(ty, W):
@@ -209,12 +249,12 @@ def splat(b, v, W):
     if W == 1:
         return v
     if isinstance(v, ir.Constant):
-        return ir.Constant(ir.VectorType(v.type, W), [v.constant] * W)
+        return SplatConst(ir.VectorType(v.type, W), v)
     key = (str(v.type), W)
     c = _SPLAT.get(key)
     if c is None:
-        c = _SPLAT[key] = (ir.Constant(ir.VectorType(v.type, W), ir.Undefined),
-                           ir.Constant(ir.VectorType(I32, W), [0] * W), ir.Constant(I32, 0))
+        c = _SPLAT[key] = (SplatConst(ir.VectorType(v.type, W), ir.Undefined),
+                           SplatConst(ir.VectorType(I32, W), 0), ir.Constant(I32, 0))
     u, mask, zero = c
     return b.shuffle_vector(b.insert_element(u, v, zero), u, mask)
 
@@ -267,12 +307,12 @@ def load_buf(b, buf, idx, W):
         p = b.bitcast(b.gep(buf.ptr, [lin]), ir.VectorType(mt, W).as_pointer())
         v = b.load(p, align=buf.dtype.size)
     else:
-        v = ir.Constant(ir.VectorType(mt, W), ir.Undefined)
+        v = SplatConst(ir.VectorType(mt, W), ir.Undefined)
         for l_ in range(W):
             x = b.load(b.gep(buf.ptr, [iadd(b, lin, lane * l_)]))
             v = b.insert_element(v, x, ir.Constant(I32, l_))
     if buf.dtype is dtypes.bool_:
-        v = b.icmp_unsigned("!=", v, ir.Constant(ir.VectorType(I8, W), [0] * W))
+        v = b.icmp_unsigned("!=", v, SplatConst(ir.VectorType(I8, W), 0))
     return v
 
 

@@ -501,12 +501,18 @@ class KernelBuilder(LoweringContext):
                                         rec(k + 1, vals + [(ik, 0)])
                                 rec(1, [(i0, 0)])
                     else:
-                        with self.loop_dyn(r0, r1) as i0:
+                        # A short innermost run (W3's N = 10 bias and softmax rows) is a
+                        # scalar loop; LLVM unrolled it and vectorised the loop around it
+                        # across rows, with a gather per element (61 in W3's kernel): ~30%
+                        # of the main unit's optimise + codegen time for a few microseconds
+                        # of work.  That loop stays scalar.
+                        short = runs[-1][0] < NW
+                        with self.loop_dyn(r0, r1, vectorise=not (short and len(runs) == 2)) as i0:
                             def rec(k, vals):
                                 if k == len(runs) - 1:
                                     inner(vals, 0, runs[k][0], runs[k][0])
                                     return
-                                with self.loop(runs[k][0]) as ik:
+                                with self.loop(runs[k][0], vectorise=not (short and k == len(runs) - 2)) as ik:
                                     rec(k + 1, vals + [(ik, 0)])
                             rec(1, [(i0, 0)])
                 for (u, n, dt, acc_dt), (av, as_), pp in zip(red_info, accs, parts):

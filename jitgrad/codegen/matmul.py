@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from .irutil import c64 as _c, declare_vector_fma as _declare_vector_fma, for_range as _for_range
-from .irutil import gep_inbounds as _gep, smin as _smin, splat as _splat
+from .irutil import gep_inbounds as _gep, smin as _smin, splat as _splat, SplatConst as _SplatConst
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
@@ -273,7 +273,7 @@ class _Gen:
         self.esz = _elem_bytes(dtype)
         self.V = ir.VectorType(self.T, plan.vw)
         self.zero = ir.Constant(self.T, 0.0)
-        self.vzero = ir.Constant(self.V, [0.0] * plan.vw)
+        self.vzero = _SplatConst(self.V, 0.0)
         self.fma = _declare_vector_fma(module, self.V, plan.vw, dtype)
         # alignment promised for "aligned" vector accesses: packed panels and the
         # edge tile are 64-byte aligned, their vectors sit at multiples of VW
@@ -527,36 +527,50 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
     """
     b, mr, nr, vw = g.b, g.plan.mr, g.plan.nr, g.plan.vw
     nv = nr // vw
-    for row in accs:
-        for a in row:
-            b.store(g.vzero, a)
 
-    def rank1(k):
-        bvec = [g.vload(_gep(b, Bpan, b.add(b.mul(k, _c(nr)), _c(v * vw))),
-                        aligned=True) for v in range(nv)]
+    # The accumulators are loaded once per straight-line run of rank-1 updates and
+    # stored at its end (not around every FMA): the same IR once mem2reg has run, with
+    # a third of the instructions for Python to build and print and LLVM to parse.
+    def load_accs():
+        return [[b.load(a) for a in row] for row in accs]
+
+    def store_accs(vals):
+        for row, vrow in zip(accs, vals):
+            for a, v in zip(row, vrow):
+                b.store(v, a)
+
+    def run(k, us):
+        """Rank-1 updates k + u for u in ``us``, in line.  The pointers are based at k
+        once; u is a constant offset, which x86 addressing folds into displacements
+        (LLVM's loop strength reduction, which used to find that out, is off:
+        backend.py)."""
+        vals = load_accs()
+        Bk = _gep(b, Bpan, b.mul(k, _c(nr)))
         koff = b.mul(k, _c(a_kstride))
-        for r in range(mr):
-            a = g.splat(g.sload(_gep(b, a_rows[r], koff)))
-            for v in range(nv):
-                acc = b.load(accs[r][v])
-                b.store(b.call(g.fma, [a, bvec[v], acc]), accs[r][v])
+        Ak = [_gep(b, a_rows[r], koff) for r in range(mr)]
+        for u in us:
+            bvec = [g.vload(_gep(b, Bk, u * nr + v * vw), aligned=True) for v in range(nv)]
+            for r in range(mr):
+                a = g.splat(g.sload(_gep(b, Ak[r], u * a_kstride)))
+                for v in range(nv):
+                    vals[r][v] = b.call(g.fma, [a, bvec[v], vals[r][v]])
+        store_accs(vals)
 
+    store_accs([[g.vzero] * nv for _ in range(mr)])
     if kc_const is not None:
         # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
         kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
         if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
             with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-                for u in range(_UNROLL_K):
-                    rank1(b.add(k0, _c(u)))
-        for k in range(kmain, kc_const):
-            rank1(_c(k))
+                run(k0, range(_UNROLL_K))
+        if kmain < kc_const:
+            run(_c(kmain), range(kc_const - kmain))
         return
     kmain = b.and_(kc, _c(-_UNROLL_K))
     with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
-        for u in range(_UNROLL_K):
-            rank1(b.add(k0, _c(u)))
+        run(k0, range(_UNROLL_K))
     with _for_range(b, kmain, kc, name="ukr") as k:
-        rank1(k)
+        run(k, [0])
 
 
 def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):

@@ -28,7 +28,7 @@ from collections import namedtuple
 
 from llvmlite import ir
 
-from .irutil import c64, declare_vector_fma, for_range, gep_inbounds, smin, splat
+from .irutil import SplatConst, c64, declare_vector_fma, for_range, gep_inbounds, smin, splat
 
 __all__ = ["MatVec", "matvec_plan", "emit_matvec"]
 
@@ -71,7 +71,7 @@ class _Emit:
             self.fma = module.globals.get(name) or ir.Function(module, ir.FunctionType(T, [T, T, T]), name)
         else:
             self.V = ir.VectorType(T, w)
-            self.vzero = ir.Constant(self.V, [0.0] * w)
+            self.vzero = SplatConst(self.V, 0.0)
             self.fma = declare_vector_fma(module, self.V, w, "float32" if self.esz == 4 else "float64")
 
     def alloca(self):

@@ -116,6 +116,36 @@ from fractions import Fraction
 import numpy as np
 from llvmlite import ir
 
+
+class SplatConst(ir.Constant):
+    """irutil.SplatConst (this module is also loaded on its own, outside the package,
+    by tests/_jit_harness.py): a vector constant of equal lanes printed as
+    ``splat (T v)`` / zeroinitializer, not lane by lane."""
+
+    def __init__(self, vty, lane):
+        ir.Constant.__init__(self, vty, [lane] * vty.count)
+        v = lane.constant
+        zero = v == 0 and not (isinstance(v, float) and np.signbit(v))
+        if zero:
+            self._short = "zeroinitializer"
+        elif _splat_syntax():
+            self._short = f"splat ({vty.element} {lane.get_reference()})"
+        else:
+            self._short = None       # LLVM before 19 has no splat syntax: lane by lane
+
+    def _get_reference(self):
+        return self._short if self._short is not None else ir.Constant._get_reference(self)
+
+
+_SPLAT_SYNTAX = []
+
+
+def _splat_syntax():
+    if not _SPLAT_SYNTAX:
+        import llvmlite.binding as llvm
+        _SPLAT_SYNTAX.append(llvm.llvm_version_info[0] >= 19)
+    return _SPLAT_SYNTAX[0]
+
 __all__ = ["emit", "FUNCTIONS"]
 
 # Enough digits for a 3 x 53-bit split of pi/2 (Cody-Waite) and of ln 2.
@@ -175,14 +205,14 @@ class _Em:
         v = float(self.np(v))
         el = self.ty.element if self.count else self.ty
         if self.count:
-            return ir.Constant(self.ty, [ir.Constant(el, v)] * self.count)
+            return SplatConst(self.ty, ir.Constant(el, v))
         return ir.Constant(self.ty, v)
 
     def ci(self, v):
         el = self.ity.element if self.count else self.ity
         v = int(v) & ((1 << self.bits) - 1)
         if self.count:
-            return ir.Constant(self.ity, [ir.Constant(el, v)] * self.count)
+            return SplatConst(self.ity, ir.Constant(el, v))
         return ir.Constant(self.ity, v)
 
     def bits_of(self, v):
