@@ -33,3 +33,39 @@ def test_hessian_through_sqrt_at_zero_has_nan_in_the_whole_column(mode):
     expected[:, 1] = np.nan
     got = _hessian(lambda x: tf.reduce_sum(tf.where(x > 0, tf.sqrt(tf.abs(x)), tf.zeros_like(x))), x0, mode)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0, equal_nan=True)
+
+
+_NAN_MATRIX = np.array([[np.nan, 1.0, 2.0], [3.0, 4.0, 5.0], [1.0, 0.0, 1.0]])
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+@pytest.mark.parametrize("what", ["inv", "solve", "det_gradient", "slogdet_gradient"])
+def test_lu_of_a_matrix_with_nan_is_not_invertible(what, mode):
+    # TF's MatrixInverse / MatrixSolve kernels raise unless every LU pivot has |p| > 0; a NaN
+    # entry always ends up in a pivot (NaN > 0 is false). TF 2.x: InvalidArgumentError "Input is
+    # not invertible." (inv, and the gradients of det / slogdet, which invert the matrix) and
+    # "Input matrix is not invertible." (solve). jitgrad's LAPACK kernels returned NaN.
+    # (det / slogdet themselves give NaN in TF, no error: checked below.)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float64, [3, 3])
+        if what == "inv":
+            out = tf.linalg.inv(a)
+        elif what == "solve":
+            out = tf.linalg.solve(a, tf.ones([3, 2], tf.float64))
+        elif what == "det_gradient":
+            out = tf.gradients(tf.linalg.det(a), a)[0]
+        else:
+            out = tf.gradients(tf.linalg.slogdet(a)[1], a)[0]
+        det = tf.linalg.det(a)
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            assert np.isnan(s.run(det, {a: _NAN_MATRIX}))
+            with pytest.raises(tf.errors.InvalidArgumentError, match="not invertible"):
+                s.run(out, {a: _NAN_MATRIX})
+
+
+def test_eager_inv_of_a_matrix_with_nan_raises():
+    # TF 2.x eager: InvalidArgumentError "Input is not invertible." [Op:MatrixInverse].
+    assert tf.executing_eagerly()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not invertible"):
+        tf.linalg.inv(tf.constant(_NAN_MATRIX))

@@ -317,7 +317,13 @@ def _adj(x):
 
 
 def _linalg_kernel(fn, message):
+    """An LU-based kernel (inverse, solve) failing as TF's does: TF's kernels raise unless
+    every LU pivot has |pivot| > 0. LAPACK (numpy) raises for a zero pivot only; a NaN in a
+    matrix always makes a pivot NaN (the NaN row or column spreads through the elimination
+    until it is the pivot's), so such a matrix is not invertible for TF either."""
     def kernel(attrs, *xs):
+        if np.isnan(xs[0]).any():
+            raise InvalidArgumentError(message)
         try:
             return fn(attrs, *xs)
         except np.linalg.LinAlgError:
