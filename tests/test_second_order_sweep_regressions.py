@@ -69,3 +69,57 @@ def test_eager_inv_of_a_matrix_with_nan_raises():
     assert tf.executing_eagerly()
     with pytest.raises(tf.errors.InvalidArgumentError, match="not invertible"):
         tf.linalg.inv(tf.constant(_NAN_MATRIX))
+
+
+def _run(build, *feeds, mode="compiled"):
+    g = tf.Graph()
+    with g.as_default():
+        phs = [tf.compat.v1.placeholder(tf.float64, np.shape(f)) for f in feeds]
+        out = build(*phs)
+        with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+            return s.run(out, dict(zip(phs, feeds)))
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_lu_with_a_later_nan_pivot_gives_nan_not_an_error(mode):
+    # TF's check is Eigen's minCoeff over |pivots| (std::min from the first: a later NaN is
+    # skipped) > 0. [[2, 1], [nan, 1]]: pivot 2, then l = nan / 2, u11 = 1 - nan = nan; the
+    # check sees min(2, nan) = 2 > 0 and the inverse is all NaN. TF 2.x: [[nan, nan], [nan, nan]].
+    got = _run(lambda a: tf.linalg.inv(a), np.array([[2.0, 1.0], [np.nan, 1.0]]), mode=mode)
+    assert np.isnan(got).all()
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_inverse_of_a_matrix_with_inf_keeps_ieee_nans(mode):
+    # By hand (partial pivoting, IEEE): pivot inf, l10 = -inf / inf = nan, so row 1 and every
+    # later pivot are nan (min |pivot| = inf > 0: no error), the inverse is all NaN.
+    # TF 2.x: all nan. LAPACK (OpenBLAS) gave [[0, -0, -0], [0, 0.6, -0.2], [0, -0.2, 0.4]].
+    a = np.array([[np.inf, 1.0, 1.0], [-np.inf, 2.0, 1.0], [1.0, 1.0, 3.0]])
+    assert np.isnan(_run(lambda x: tf.linalg.inv(x), a, mode=mode)).all()
+    assert np.isnan(_run(lambda x: tf.linalg.solve(x, tf.ones([3, 1], tf.float64)), a, mode=mode)).all()
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_cholesky_of_inf_and_nan_is_ieee(mode):
+    # By hand: L00 = sqrt(inf) = inf, L10 = nan / inf = nan, L11 = sqrt(1 - nan^2) = nan.
+    # TF 2.x: [[inf, 0], [nan, nan]]; LAPACK (OpenBLAS) gave [[inf, 0], [0, 1]].
+    got = _run(lambda x: tf.linalg.cholesky(x), np.array([[np.inf, np.nan], [np.nan, 1.0]]), mode=mode)
+    np.testing.assert_array_equal(got, [[np.inf, 0.0], [np.nan, np.nan]])
+    # ... and its gradient is NaN, not the "not invertible" error of an inverse of L.
+    # TF 2.x: [[nan, nan], [nan, nan]] (L^-1 by a triangular solve, no pivot check).
+    g = _run(lambda x: tf.gradients(tf.reduce_sum(tf.linalg.cholesky(x)), x)[0],
+             np.array([[np.inf, np.nan], [np.nan, 1.0]]), mode=mode)
+    assert np.isnan(g).all()
+
+
+@pytest.mark.parametrize("lower,adjoint,a", [
+    (True, False, [[2.0, 99.0], [1.0, 4.0]]),      # x0 = 2/2, x1 = (5 - 1*1)/4
+    (False, False, [[2.0, 3.0], [99.0, 4.0]]),     # x1 = 4/4, x0 = (5 - 3*1)/2
+    (True, True, [[2.0, 0.0], [3.0, 4.0]]),        # L^T x = b: as the upper case
+])
+def test_triangular_solve(lower, adjoint, a):
+    # TF 2.x: [[1], [1]] for all three (the other triangle is not read).
+    b = [[2.0], [5.0]] if lower and not adjoint else [[5.0], [4.0]]
+    got = _run(lambda m, r: tf.linalg.triangular_solve(m, r, lower=lower, adjoint=adjoint), np.array(a),
+               np.array(b))
+    np.testing.assert_array_equal(got, [[1.0], [1.0]])
