@@ -259,6 +259,7 @@ linalg.inv, linalg.det, linalg.slogdet = _l.matrix_inverse, _l.matrix_determinan
 linalg.matrix_transpose = _a.matrix_transpose
 linalg.adjoint = lambda matrix, name=None: _a.matrix_transpose(matrix, name=name or "adjoint", conjugate=True)
 linalg.solve, linalg.cholesky, linalg.diag, linalg.diag_part = _l.matrix_solve, _l.cholesky, _l.diag, _l.diag_part
+linalg.triangular_solve = _l.matrix_triangular_solve
 v1.matrix_inverse, v1.matrix_determinant, v1.matrix_solve, v1.cholesky = (
     _l.matrix_inverse, _l.matrix_determinant, _l.matrix_solve, _l.cholesky)
 v1.diag, v1.diag_part, v1.py_func = _l.diag, _l.diag_part, _pyf.numpy_function

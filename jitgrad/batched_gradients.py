@@ -427,10 +427,21 @@ def _oh_scale(ctx, op, ins, flags):
         return None
     if op.type == "RealDiv" and j != 0:
         return None
-    ctx.onehot_factors.append(other)
+    # The factor the skipped zeros are scaled by: a divisor scales by its reciprocal, so
+    # 0 / 0 = nan (SqrtGrad's gradient g / sqrt(x) at x = 0) also needs the dense pass.
+    ctx.onehot_factors.append(_reciprocal(other) if op.type == "RealDiv" else other)
     v = _take(ctx, other, oh.shape, oh.idx)
     args = [oh.d, v] if j == 0 else [v, oh.d]
     return [_OneHot(apply_op(op.type, args, op.attrs), oh.idx, oh.shape)]
+
+
+def _reciprocal(t):
+    """1 / t: a constant when t's value is known (checked when the graph is built), else an op."""
+    v = get_static_value(t)
+    if v is None:
+        return apply_op("Reciprocal", [t])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _const(np.reciprocal(np.asarray(v, t.dtype.np)), t.graph)
 
 
 def _oh_unary(ctx, op, ins, flags):

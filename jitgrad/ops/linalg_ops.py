@@ -11,7 +11,7 @@ from .complex_ops import complex as complex_, conj, real
 from .math_ops import reduce_to
 from .registry import apply_op, register
 from .array_ops import _static_value, constant, expand_dims, gather, reshape, squeeze, transpose
-from .math_ops import abs as abs_, identity, multiply, pow as pow_, sqrt, where, zeros_like
+from .math_ops import abs as abs_, identity, multiply, ones_like, pow as pow_, sqrt, where, zeros_like
 from .reduction_ops import reduce_max, reduce_sum
 
 
@@ -316,12 +316,71 @@ def _adj(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _linalg_kernel(fn, message):
-    def kernel(attrs, *xs):
-        try:
-            return fn(attrs, *xs)
-        except np.linalg.LinAlgError:
-            raise InvalidArgumentError(message) from None
+def _lu_ieee(m):
+    """Eigen's unblocked PartialPivLU (TF's kernels) of one matrix in numpy: the pivot is the
+    first entry of largest |.| in the column (a later NaN never wins, a first NaN stays),
+    and the elimination is plain IEEE arithmetic. Returns (lu, row order, min |pivot|) with
+    the minimum taken as Eigen's scalar minCoeff (std::min from the first pivot: a later
+    NaN is skipped, a first NaN is the result)."""
+    lu = m.copy()
+    n = lu.shape[-1]
+    order = np.arange(n)
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            col = np.abs(lu[k:, k])
+            best = 0
+            for i in range(1, n - k):
+                if col[i] > col[best]:
+                    best = i
+            if best:
+                lu[[k, k + best]] = lu[[k + best, k]]
+                order[[k, k + best]] = order[[k + best, k]]
+            if col[best] != 0 and k + 1 < n:
+                lu[k + 1:, k] /= lu[k, k]
+                lu[k + 1:, k + 1:] -= np.outer(lu[k + 1:, k], lu[k, k + 1:])
+        piv = np.abs(np.diagonal(lu))
+        low = piv[0]
+        for p in piv[1:]:
+            low = p if p < low else low
+    return lu, order, low
+
+
+def _lu_solve_ieee(lu, order, b):
+    """x with P^-1 L U x = b: forward (unit lower) and back substitution, IEEE arithmetic."""
+    n = lu.shape[-1]
+    x = b[order].astype(np.result_type(lu, b))
+    with np.errstate(all="ignore"):
+        for i in range(n):
+            x[i] -= lu[i, :i] @ x[:i]
+        for i in range(n - 1, -1, -1):
+            x[i] = (x[i] - lu[i, i + 1:] @ x[i + 1:]) / lu[i, i]
+    return x
+
+
+def _lu_kernel(message):
+    """An LU-based kernel (inverse, solve) failing as TF's does: unless every LU pivot has
+    |p| > 0 (Eigen's check: see ``_lu_ieee``). Finite matrices go to LAPACK (numpy), which
+    fails on an exactly zero pivot; a matrix holding inf or NaN is factored and solved by
+    ``_lu_ieee``: LAPACK neither sees a NaN pivot nor keeps IEEE's 0 * inf = NaN (OpenBLAS
+    scales a column by 1 / inf = 0 and gets zeros), where TF fails or gives NaN."""
+    def kernel(attrs, a, *b):
+        if attrs["adjoint"]:
+            a = np.conj(_adj(a))
+        rhs = b[0] if b else np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+        if np.isfinite(a).all() and np.isfinite(rhs).all():
+            try:
+                return np.linalg.solve(a, rhs) if b else np.linalg.inv(a)
+            except np.linalg.LinAlgError:
+                raise InvalidArgumentError(message) from None
+        rhs = np.broadcast_to(rhs, a.shape[:-1] + rhs.shape[-1:])
+        out = np.empty(rhs.shape, np.result_type(a, rhs))
+        for m, r, o in zip(a.reshape((-1,) + a.shape[-2:]), rhs.reshape((-1,) + rhs.shape[-2:]),
+                           out.reshape((-1,) + out.shape[-2:])):
+            lu, order, low = _lu_ieee(m)
+            if not low > 0:
+                raise InvalidArgumentError(message)
+            o[...] = _lu_solve_ieee(lu, order, r)
+        return out
     return kernel
 
 
@@ -369,9 +428,14 @@ def _cholesky_grad(op, g):
     n = l_.shape[-1]
     if n is None:
         raise NotImplementedError("jitgrad's Cholesky gradient needs the matrix size known when the graph is built.")
-    l_inv = matrix_inverse(l_)
+    # TF: L^-1 by a triangular solve (no pivot check, unlike MatrixInverse: a NaN factor gives
+    # a NaN gradient, not an error), the upper triangle of M dropped by matrix_band_part
+    # (a select here: a NaN there must not leak through a multiply by 0)
+    l_inv = matrix_triangular_solve(l_, constant(np.eye(n, dtype=l_.dtype.np)) * ones_like(l_), lower=True)
     mask = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
-    middle = matmul(l_, g, adjoint_a=True) * constant(mask.astype(l_.dtype.np))
+    middle = matmul(l_, g, adjoint_a=True)
+    middle = where(constant(np.tril(np.ones((n, n), bool))), middle * constant(mask.astype(l_.dtype.np)),
+                   zeros_like(middle))
     grad_a = matmul(matmul(l_inv, middle, adjoint_a=True), l_inv)
     rank = l_.shape.rank
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
@@ -383,9 +447,40 @@ def _slogdet(attrs, a):
     return np.asarray(sign, a.dtype), np.asarray(logdet, a.dtype)
 
 
+def _cholesky_ieee(m):
+    """Eigen's unblocked LLT (TF's kernel) in numpy, one column at a time: x = a_kk -
+    |L_k,:k|^2 (not positive: the factor fails), L_kk = sqrt(x), L_k+1:,k = (a_k+1:,k -
+    L_k+1:,:k L_k,:k^T) / L_kk. Every product and quotient is IEEE's, so inf / inf and
+    nan * 0 are NaN. (LAPACK under OpenBLAS scales a column by 1 / L_kk, and a scale by
+    1 / inf = 0 sets it to zeros: the Cholesky factor of [[inf, nan], [nan, 1]] came out
+    [[inf, 0], [0, 1]], TF's is [[inf, 0], [nan, nan]].)"""
+    n = m.shape[-1]
+    out = np.tril(m).astype(m.dtype)
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            x = out[k, k] - np.dot(out[k, :k], out[k, :k])
+            if x <= 0:
+                return None
+            out[k, k] = x = np.sqrt(x)
+            if k + 1 < n:
+                out[k + 1:, k] = (out[k + 1:, k] - out[k + 1:, :k] @ out[k, :k]) / x
+    return out
+
+
 def _cholesky(attrs, a):
     """numpy's factor (it reads the lower triangle only, as TF). A matrix that is not
-    positive definite gets NaN in its lower triangle and no error, as TF's kernel does."""
+    positive definite gets NaN in its lower triangle and no error, as TF's kernel does.
+    One whose lower triangle holds inf or NaN is factored by ``_cholesky_ieee``."""
+    lower = np.tril(np.ones(a.shape[-2:], bool))
+    if not np.isfinite(a[..., lower]).all():
+        out = np.zeros_like(a)
+        for m, o in zip(a.reshape((-1,) + a.shape[-2:]), out.reshape((-1,) + a.shape[-2:])):
+            f = _cholesky_ieee(m)
+            if f is None:
+                o[lower] = np.nan
+            else:
+                o[...] = f
+        return out
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
@@ -401,8 +496,7 @@ def _cholesky(attrs, a):
 
 
 register("MatrixInverse", infer=_square_infer("MatrixInverse"),
-         kernel=_linalg_kernel(lambda attrs, a: np.linalg.inv(_adj(a) if attrs["adjoint"] else a),
-                               "Input is not invertible."),
+         kernel=_lu_kernel("Input is not invertible."),
          grad=_inverse_grad, lowering="interpreter")
 register("MatrixDeterminant", infer=_square_infer("MatrixDeterminant", out=lambda s: s[:-2]),
          kernel=lambda attrs, a: np.asarray(np.linalg.det(a), a.dtype), grad=_det_grad,
@@ -410,10 +504,54 @@ register("MatrixDeterminant", infer=_square_infer("MatrixDeterminant", out=lambd
 register("LogMatrixDeterminant", infer=_square_infer("LogMatrixDeterminant", out=lambda s: s[:-2], n_out=2),
          kernel=_slogdet, grad=_slogdet_grad, lowering="interpreter")
 register("MatrixSolve", infer=_solve_infer,
-         kernel=_linalg_kernel(lambda attrs, a, b: np.linalg.solve(_adj(a) if attrs["adjoint"] else a, b),
-                               "Input matrix is not invertible."),
+         kernel=_lu_kernel("Input matrix is not invertible."),
          grad=_solve_grad, lowering="interpreter")
 register("Cholesky", infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad, lowering="interpreter")
+
+
+def _triangular_solve(attrs, a, b):
+    """X with A X = B for triangular A (``lower``; ``adjoint``: A^H X = B), by substitution
+    row by row as Eigen's triangular solve: no pivoting and no check, IEEE arithmetic (a NaN
+    or zero on the diagonal gives NaN / inf, as in TF)."""
+    lower = attrs["lower"]
+    if attrs["adjoint"]:
+        a, lower = np.conj(_adj(a)), not lower
+    a = np.tril(a) if lower else np.triu(a)
+    b = np.broadcast_to(b, a.shape[:-2] + b.shape[-2:]) if b.ndim < a.ndim else b
+    x = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], np.result_type(a, b))
+    n = a.shape[-1]
+    with np.errstate(all="ignore"):
+        for i in (range(n) if lower else range(n - 1, -1, -1)):
+            done = slice(0, i) if lower else slice(i + 1, n)
+            acc = b[..., i, :] - np.einsum("...k,...kj->...j", a[..., i, done], x[..., done, :])
+            x[..., i, :] = acc / a[..., i, i][..., None]
+    return x
+
+
+def _triangular_solve_grad(op, g):
+    """TF's _MatrixTriangularSolveGrad (same batch shapes)."""
+    a, c = op.inputs[0], op.outputs[0]
+    adjoint, lower = op.get_attr("adjoint"), op.get_attr("lower")
+    grad_b = matrix_triangular_solve(a, g, lower=lower, adjoint=not adjoint)
+    grad_a = -matmul(c, grad_b, adjoint_b=True) if adjoint else -matmul(grad_b, c, adjoint_b=True)
+    n = a.shape[-1]
+    if n is None:
+        raise NotImplementedError("jitgrad's triangular_solve gradient needs the matrix size known when the "
+                                  "graph is built.")
+    band = np.tril(np.ones((n, n), bool)) if lower else np.triu(np.ones((n, n), bool))
+    return [where(constant(band), grad_a, zeros_like(grad_a)), grad_b]
+
+
+register("MatrixTriangularSolve", infer=_solve_infer, kernel=_triangular_solve, grad=_triangular_solve_grad,
+         lowering="interpreter")
+
+
+def matrix_triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
+    """``tf.linalg.triangular_solve``: X with matrix @ X = rhs, matrix triangular (only its
+    ``lower`` or upper triangle is read; ``adjoint``: matrix^H @ X = rhs)."""
+    a, b = convert_all([matrix, rhs])
+    return apply_op("MatrixTriangularSolve", [a, b], {"lower": bool(lower), "adjoint": bool(adjoint)},
+                    name=name or "MatrixTriangularSolve")
 
 
 def matrix_inverse(input, adjoint=False, name=None):  # noqa: A002
