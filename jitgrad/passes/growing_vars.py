@@ -116,15 +116,10 @@ def popped_vars(attrs, in_shapes, unread_ys=()):
     output (the reverse loop of a cond appending rows, ``if_pops``): the body then
     sees ``v`` whole, of run-time rows, and the If pops what its taken branch does.
     unread_ys: as appended_vars'."""
-    body, cond = attrs["body"], attrs["cond"]
+    body = attrs["body"]
     ignored = {attrs["n_vars"] + j for j in unread_ys}   # (as appended_vars: saved for a gradient not run)
     out = {}
-    for k in range(attrs["n_vars"]):
-        shape = in_shapes[k]
-        if shape is None or not shape or shape[0] is not None or None in shape[1:]:
-            continue
-        if cond is not None and any(_reads(cond, cond.inputs[k])):
-            continue
+    for k, shape in _run_time_rows_vars(attrs, in_shapes):
         ph, new = body.inputs[k], body.outputs[k]
         rows = pop_count(body, ph, new, len(shape), ignored)
         if rows is None:
@@ -207,18 +202,23 @@ def row_stored_vars(attrs, in_shapes, unread_ys=()):
     specialised with the variable of run-time rows; the compiled loop hands it the
     variable's one buffer, written in place (codegen/lower_growing.FixedRowsVar), so the
     kernel does not depend on the row count. unread_ys: as appended_vars'."""
-    body, cond = attrs["body"], attrs["cond"]
+    body = attrs["body"]
     ignored = {attrs["n_vars"] + j for j in unread_ys}
-    out = []
+    return [k for k, _ in _run_time_rows_vars(attrs, in_shapes)
+            if _stored_chain(body, body.inputs[k], body.outputs[k], ignored)]
+
+
+def _run_time_rows_vars(attrs, in_shapes):
+    """(k, shape) for the loop variables entering as ``(None, *static)`` that the
+    condition does not read: the candidates of popped_vars and row_stored_vars."""
+    cond = attrs["cond"]
     for k in range(attrs["n_vars"]):
         shape = in_shapes[k]
         if shape is None or not shape or shape[0] is not None or None in shape[1:]:
             continue
         if cond is not None and any(_reads(cond, cond.inputs[k])):
             continue
-        if _stored_chain(body, body.inputs[k], body.outputs[k], ignored):
-            out.append(k)
-    return out
+        yield k, shape
 
 
 def _stored_chain(body, t, new, ignored):
