@@ -58,6 +58,7 @@ from .ops.array_ops import _spec_index, get_static_value
 from .ops.complex_ops import conj
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
+from .while_batching import batch_while
 
 
 class Unsupported(Exception):
@@ -137,6 +138,14 @@ class _Ctx:
         self.rows = {}
         self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
         self.loop_rows = False   # some op went per row for its run-time dims (_run_time_dims)
+        # id(batched stack of a batched While, [B, T, ...]) -> the loop's own [T, B, ...] stack,
+        # which the next While slices (while_batching.py: [B, T] with T known only at run time
+        # does not compile)
+        self.time_major = {}
+
+    def nested(self, graph):
+        """A context for the batched body of a While being built in ``graph``."""
+        return _Ctx(graph, self.B)
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -349,6 +358,7 @@ _RULES = {
     "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
+    "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize),
 }
 
 
@@ -604,8 +614,10 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
         ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
         outs = None
-        per_row = _run_time_dims(ctx, op)
-        if per_row:
+        run_time = _run_time_dims(ctx, op)
+        # (a While's rule slices its run-time-rows stacks time-major itself)
+        per_row = run_time and op.type != "While"
+        if run_time:
             ctx.loop_rows = True
             ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
         elif any(isinstance(t, _OneHot) for t in ins):
