@@ -125,14 +125,16 @@ def batch_while(ctx, op, ins, flags, vectorize):
     body, cond = a["body"], a["cond"]
     if a["limit"] is not None and flags[n + c + nx]:
         return None   # a per-row trip count
-    if not _plain(body) or (cond is not None and not _plain(cond)):
+    if "var_writes" in a or not _plain(body) or (cond is not None and not _plain(cond)):
         return None
     if any(_static(ph.shape) is None for ph in body.inputs):
         return None   # (a growing / popped variable, rows of a run-time count)
     bflags, dep = _fixed_point(body, n, flags[:n + c + nx])
     if cond is not None and id(cond.outputs[0]) in _reached(cond, bflags[:n + c]):
         return None   # the predicate would differ per row
-    out_flags = [id(t) in dep for t in body.outputs]
+    # a batched variable stays batched even where its next value does not depend on a batched
+    # input (the body then broadcasts it): its spec is [B] + shape in every iteration
+    out_flags = list(bflags[:n]) + [id(t) in dep for t in body.outputs[n:]]
     with ctx.graph.as_default():
         fgb, phb, new_out = _batched_func(ctx, body, bflags, out_flags, vectorize, "body")
         if cond is not None:

@@ -230,3 +230,40 @@ def test_a_condition_reading_batched_values_falls_back(n):
         assert not [op for op in _whiles(g) if op.name.endswith("_batched")]
     for mode in ("compiled", "interpret"):
         np.testing.assert_allclose(_run(g, j, {x: _bvals(n)}, mode), 3 * np.eye(n), rtol=0, atol=0)
+
+
+def _custom_grad_jacobian(n, grad_loop):
+    """jacobian of an identity whose gradient is ``grad_loop(dy, T)`` (a while_loop in the
+    gradient graph that reads the batched cotangent as a loop variable or a capture)."""
+    g = tf.Graph()
+    with g.as_default():
+        T = tf1.placeholder(tf.int32, [])
+        x = tf1.placeholder(tf.float64, [n])
+
+        @tf.custom_gradient
+        def f(x):
+            return tf.identity(x), lambda dy: grad_loop(dy, T)
+        (j,) = bg.batched_jacobian(f(x), [x])
+        assert [op for op in _whiles(g) if op.name.endswith("_batched")]
+    return g, T, x, j
+
+
+@pytest.mark.parametrize("n", [FEW, MANY])
+def test_a_captured_batched_value_makes_an_unbatched_variable_batched(n):
+    # r starts unbatched (zeros of dy's shape) and adds the captured dy each step: the fixed
+    # point batches it; the gradient is T dy, the jacobian T I
+    g, T, x, j = _custom_grad_jacobian(n, lambda dy, T: tf.while_loop(
+        lambda i, r: i < T, lambda i, r: (i + 1, r + dy), [0, tf.zeros_like(dy)])[1])
+    for mode in ("compiled", "interpret"):
+        for t in (0, 3):
+            np.testing.assert_allclose(_run(g, j, {T: t, x: _bvals(n)}, mode), t * np.eye(n), rtol=0, atol=0)
+
+
+def test_a_batched_variable_whose_next_value_is_unbatched_stays_batched():
+    # r = dy on entry, ones after the first step: [B] + shape in every iteration
+    n = FEW
+    g, T, x, j = _custom_grad_jacobian(n, lambda dy, T: tf.while_loop(
+        lambda i, r: i < T, lambda i, r: (i + 1, tf.ones_like(r)), [0, dy])[1])
+    for mode in ("compiled", "interpret"):
+        np.testing.assert_allclose(_run(g, j, {T: 0, x: _bvals(n)}, mode), np.eye(n), rtol=0, atol=0)
+        np.testing.assert_allclose(_run(g, j, {T: 2, x: _bvals(n)}, mode), np.ones((n, n)), rtol=0, atol=0)
