@@ -135,43 +135,43 @@ def batch_while(ctx, op, ins, flags, vectorize):
     # a batched variable stays batched even where its next value does not depend on a batched
     # input (the body then broadcasts it): its spec is [B] + shape in every iteration
     out_flags = list(bflags[:n]) + [id(t) in dep for t in body.outputs[n:]]
-    with ctx.graph.as_default():
-        fgb, phb, new_out = _batched_func(ctx, body, bflags, out_flags, vectorize, "body")
-        if cond is not None:
-            fgc, phc, (pred,) = _batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
-        graphs = [fgb] + ([fgc] if cond is not None else [])
-        extra, seen = [], set()
-        for fg in graphs:
-            for outer, _ in fg.captures:
-                if id(outer) not in seen:
-                    seen.add(id(outer))
-                    extra.append(outer)
-        new_body = Func(fgb, list(phb[:n + c]) + [fgb.capture(t) for t in extra] + list(phb[n + c:]), new_out)
-        new_cond = None if cond is None else \
-            Func(fgc, list(phc) + [fgc.capture(t) for t in extra], [pred])
-        new_ins = []
-        for j, (t, f) in enumerate(zip(ins[:n + c], flags[:n + c])):
-            new_ins.append(ctx.batched_unbatched(t) if bflags[j] and not f else t)
-        new_ins += extra
-        for t, f in zip(ins[n + c:n + c + nx], flags[n + c:n + c + nx]):
-            if not f:
-                new_ins.append(t)
-                continue
-            tm = ctx.time_major.get(id(t))
-            if tm is None:
-                if _static(t.shape) is None:
-                    return None
-                r = t.shape.rank
-                tm = apply_op("Transpose", [t], {"perm": (1, 0) + tuple(range(2, r))})
-            new_ins.append(tm)
-        new_ins += list(ins[n + c + nx:])
-        var_specs = [(((B,) + tuple(d)) if bflags[k] else d, dt) for k, (d, dt) in enumerate(a["var_specs"])]
-        y_specs = [(((B,) + tuple(d)) if out_flags[n + j] and d is not None else d, dt)
-                   for j, (d, dt) in enumerate(a["y_specs"])]
-        attrs = dict(a, body=new_body, cond=new_cond, n_caps=c + len(extra), var_specs=var_specs, y_specs=y_specs)
-        res = apply_op("While", new_ins, attrs, name=op.name.rsplit("/", 1)[-1] + "_batched")
-        res = list(res) if isinstance(res, tuple) else [res]
-        return _batch_first(ctx, op, res, out_flags[:n], out_flags[n:])
+    # (built in the default graph: the batched pass's, or a branch of its one-hot / dense cond)
+    fgb, phb, new_out = _batched_func(ctx, body, bflags, out_flags, vectorize, "body")
+    if cond is not None:
+        fgc, phc, (pred,) = _batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
+    graphs = [fgb] + ([fgc] if cond is not None else [])
+    extra, seen = [], set()
+    for fg in graphs:
+        for outer, _ in fg.captures:
+            if id(outer) not in seen:
+                seen.add(id(outer))
+                extra.append(outer)
+    new_body = Func(fgb, list(phb[:n + c]) + [fgb.capture(t) for t in extra] + list(phb[n + c:]), new_out)
+    new_cond = None if cond is None else \
+        Func(fgc, list(phc) + [fgc.capture(t) for t in extra], [pred])
+    new_ins = []
+    for j, (t, f) in enumerate(zip(ins[:n + c], flags[:n + c])):
+        new_ins.append(ctx.batched_unbatched(t) if bflags[j] and not f else t)
+    new_ins += extra
+    for t, f in zip(ins[n + c:n + c + nx], flags[n + c:n + c + nx]):
+        if not f:
+            new_ins.append(t)
+            continue
+        tm = ctx.time_major.get(id(t))
+        if tm is None:
+            if _static(t.shape) is None:
+                return None
+            r = t.shape.rank
+            tm = apply_op("Transpose", [t], {"perm": (1, 0) + tuple(range(2, r))})
+        new_ins.append(tm)
+    new_ins += list(ins[n + c + nx:])
+    var_specs = [(((B,) + tuple(d)) if bflags[k] else d, dt) for k, (d, dt) in enumerate(a["var_specs"])]
+    y_specs = [(((B,) + tuple(d)) if out_flags[n + j] and d is not None else d, dt)
+               for j, (d, dt) in enumerate(a["y_specs"])]
+    attrs = dict(a, body=new_body, cond=new_cond, n_caps=c + len(extra), var_specs=var_specs, y_specs=y_specs)
+    res = apply_op("While", new_ins, attrs, name=op.name.rsplit("/", 1)[-1] + "_batched")
+    res = list(res) if isinstance(res, tuple) else [res]
+    return _batch_first(ctx, op, res, out_flags[:n], out_flags[n:])
 
 
 def _batch_first(ctx, op, res, var_flags, y_flags):

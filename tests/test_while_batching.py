@@ -267,3 +267,34 @@ def test_a_batched_variable_whose_next_value_is_unbatched_stays_batched():
     for mode in ("compiled", "interpret"):
         np.testing.assert_allclose(_run(g, j, {T: 0, x: _bvals(n)}, mode), np.eye(n), rtol=0, atol=0)
         np.testing.assert_allclose(_run(g, j, {T: 2, x: _bvals(n)}, mode), np.ones((n, n)), rtol=0, atol=0)
+
+
+def _sin_times_foldl_jacobian(n):
+    # y = sin(b) * S sin(b) (a static-length loop): dy/db = diag(S sin(2b)); the cotangent rows
+    # are one-hot, scaled by sin(b) before the loop, so the batched pass checks that factor for
+    # non-finite values at run time: a cond whose branches each hold the batched loop
+    c = np.array([0.5, -1.0, 2.0, 0.25])
+    g = tf.Graph()
+    with g.as_default():
+        b = tf1.placeholder(tf.float64, [n])
+        acc = tf.foldl(lambda a, e: a + e * tf.sin(b), tf.constant(c), initializer=tf.zeros_like(b))
+        (j,) = bg.batched_jacobian(tf.sin(b) * acc, [b])
+    return g, b, j, c.sum()
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_the_batched_loop_inside_the_one_hot_or_dense_cond(mode, monkeypatch):
+    n = FEW
+    g, b, j, S = _sin_times_foldl_jacobian(n)
+    ifs = [op for op in g.get_operations() if op.type == "If"]
+    assert ifs and all(any(o.name.endswith("_batched") for o in ifs[0].get_attr(br).graph.get_operations())
+                       for br in ("then_branch", "else_branch"))
+    x = _bvals(n)
+    np.testing.assert_allclose(_run(g, j, {b: x}, mode), np.diag(S * np.sin(2 * x)), rtol=1e-12, atol=1e-14)
+    xn = x.copy()
+    xn[1] = np.nan
+    got = _run(g, j, {b: xn}, mode)
+    monkeypatch.delitem(bg._RULES, "While")
+    g_old, b_old, j_old, _ = _sin_times_foldl_jacobian(n)
+    np.testing.assert_array_equal(got, _run(g_old, j_old, {b_old: xn}, mode))   # NaN where the per-row loops put it
+    assert np.isnan(got[:, 1]).all() and not np.isnan(np.delete(got, 1, axis=1)).any()
