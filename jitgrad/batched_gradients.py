@@ -29,7 +29,8 @@ reference input becomes a ``[B] + ref.shape`` stand-in, which DCE removes),
 reshape / expand / squeeze / transpose (perm ``[0] + [p + 1]``), slicing,
 concat / pack / unpack, gather, tile, broadcast_to, fill, MatMul (a batched
 operand times an unbatched matrix is ONE 2-D matmul of the batch folded into
-rows) and BatchMatMulV2. Anything else falls back to a per-row loop
+rows) and BatchMatMulV2, and While (while_batching.py: one loop over batched loop
+variables, its body rebuilt by these rules). Anything else falls back to a per-row loop
 (unstack, apply the op per row, stack): correct, just not vectorised.
 
 Jacobians (``batched_jacobian``) start from identity rows kept as one-hot
@@ -66,7 +67,8 @@ class Unsupported(Exception):
 
 
 class LoopPerRow(Unsupported):
-    """The batched pass would apply a While per row to more than LOOP_ROWS_AT rows: B
+    """The batched pass would apply a While per row (one its batching rule does not take:
+    while_batching.py) to more than LOOP_ROWS_AT rows: B
     copies of the loop (and of its own reverse loops) in the kernel, whose compile time
     grows faster than B (a 64-element hessian through a 64x64 tanh recurrence: 31 s).
     Callers take the while_loop over rows instead (loop_jacobians.py): one copy, about

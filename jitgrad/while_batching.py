@@ -158,9 +158,12 @@ def batch_while(ctx, op, ins, flags, vectorize):
             new_ins.append(t)
             continue
         tm = ctx.time_major.get(id(t))
-        if tm is None:
-            if _static(t.shape) is None:
+        if tm is None and _static(t.shape) is None:
+            rows = ctx.rows.get(id(t))   # (a per-row op's rows, each [T] + row: stacked in dim 1)
+            if rows is None:
                 return None
+            tm = apply_op("Pack", list(rows), {"axis": 1})
+        if tm is None:
             r = t.shape.rank
             tm = apply_op("Transpose", [t], {"perm": (1, 0) + tuple(range(2, r))})
         new_ins.append(tm)

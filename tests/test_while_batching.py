@@ -40,6 +40,11 @@ def _whiles(g):
     return [op for op in g.get_operations() if op.type == "While"]
 
 
+def _batched(ops):
+    """The Whiles the rule built (named ``<loop>_batched``, maybe with a ``_k`` suffix)."""
+    return [op for op in ops if op.type == "While" and "_batched" in op.name.rsplit("/", 1)[-1]]
+
+
 def _run(g, fetch, feed, mode):
     with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
         return s.run(fetch, feed)
@@ -64,7 +69,7 @@ def test_the_gradient_loops_are_batched_not_copied():
         g = _hessian_graph(n, lambda b, T: tf.reduce_sum(_sin_loop(b, T) ** 2))[0]
         whiles = _whiles(g)
         counts[n] = len(whiles)
-        batched = [op for op in whiles if op.name.endswith("_batched")]
+        batched = _batched(whiles)
         assert batched, [op.name for op in whiles]
         for op in batched:
             specs = op.get_attr("var_specs")
@@ -227,7 +232,7 @@ def test_a_condition_reading_batched_values_falls_back(n):
                 bg.batched_jacobian(y, [x])
             return
         (j,) = bg.batched_jacobian(y, [x])
-        assert not [op for op in _whiles(g) if op.name.endswith("_batched")]
+        assert not _batched(_whiles(g))
     for mode in ("compiled", "interpret"):
         np.testing.assert_allclose(_run(g, j, {x: _bvals(n)}, mode), 3 * np.eye(n), rtol=0, atol=0)
 
@@ -244,7 +249,7 @@ def _custom_grad_jacobian(n, grad_loop):
         def f(x):
             return tf.identity(x), lambda dy: grad_loop(dy, T)
         (j,) = bg.batched_jacobian(f(x), [x])
-        assert [op for op in _whiles(g) if op.name.endswith("_batched")]
+        assert _batched(_whiles(g))
     return g, T, x, j
 
 
@@ -287,7 +292,7 @@ def test_the_batched_loop_inside_the_one_hot_or_dense_cond(mode, monkeypatch):
     n = FEW
     g, b, j, S = _sin_times_foldl_jacobian(n)
     ifs = [op for op in g.get_operations() if op.type == "If"]
-    assert ifs and all(any(o.name.endswith("_batched") for o in ifs[0].get_attr(br).graph.get_operations())
+    assert ifs and all(_batched(ifs[0].get_attr(br).graph.get_operations())
                        for br in ("then_branch", "else_branch"))
     x = _bvals(n)
     np.testing.assert_allclose(_run(g, j, {b: x}, mode), np.diag(S * np.sin(2 * x)), rtol=1e-12, atol=1e-14)
@@ -298,3 +303,23 @@ def test_the_batched_loop_inside_the_one_hot_or_dense_cond(mode, monkeypatch):
     g_old, b_old, j_old, _ = _sin_times_foldl_jacobian(n)
     np.testing.assert_array_equal(got, _run(g_old, j_old, {b_old: xn}, mode))   # NaN where the per-row loops put it
     assert np.isnan(got[:, 1]).all() and not np.isnan(np.delete(got, 1, axis=1)).any()
+
+
+@pytest.mark.parametrize("n", [FEW, MANY])
+def test_sliced_input_of_run_time_rows_built_per_row(n):
+    # foldl over elems [T, n] (T fed): the second-order loop slices a batched input that the
+    # ops before it built per row ([T] + row each, run-time rows): stacked time-major for it.
+    # acc = T sin(b), so the Hessian of sum(acc^2) is diag(2 T^2 cos(2b))
+    def loss(b, T):
+        elems = tf.ones(tf.stack([T, 1]), tf.float64) * b
+        acc = tf.foldl(lambda a, e: a + tf.sin(e), elems, initializer=tf.zeros_like(b))
+        return tf.reduce_sum(acc ** 2)
+    g, T, b, h = _hessian_graph(n, loss)
+    assert len(_batched(_whiles(g))) == 2
+    x = _bvals(n)
+    before = tf.cache_info()["fallbacks"]
+    for mode in ("compiled", "interpret"):
+        for t in (0, 1, 3):
+            np.testing.assert_allclose(_run(g, h, {T: t, b: x}, mode), np.diag(2 * t * t * np.cos(2 * x)),
+                                       rtol=1e-12, atol=1e-12)
+    assert tf.cache_info()["fallbacks"] == before
