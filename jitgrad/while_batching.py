@@ -29,6 +29,7 @@ and DCE drops it. A per-row fallback reading such a stack gets its rows
 """
 import numpy as np
 
+from . import context
 from .convert import convert_to_tensor
 from .func_graph import Func, replay, trace
 from .ops.registry import REGISTRY, apply_op
@@ -104,7 +105,7 @@ def _batched_func(ctx, func, flags, batched_out, vectorize, name):
     specs = [(((B,) + tuple(ph.shape.dims)) if f else ph.shape.dims, ph.dtype) for ph, f in zip(func.inputs, flags)]
 
     def build(*phs):
-        graph = phs[0].graph if phs else None
+        graph = context.get_default_graph()
         seeds = _seeds(phs, func.inputs, flags, graph)
         start = len(graph._ops)
         outs = replay(func, seeds)
@@ -127,8 +128,8 @@ def batch_while(ctx, op, ins, flags, vectorize):
         return None   # a per-row trip count
     if "var_writes" in a or not _plain(body) or (cond is not None and not _plain(cond)):
         return None
-    if any(_static(ph.shape) is None for ph in body.inputs):
-        return None   # (a growing / popped variable, rows of a run-time count)
+    if any(_static(ph.shape) is None for ph in body.inputs) or any(d is None for d, _ in a["y_specs"]):
+        return None   # (a growing / popped variable, rows of a run-time count; a y of unknown rank)
     bflags, dep = _fixed_point(body, n, flags[:n + c + nx])
     if cond is not None and id(cond.outputs[0]) in _reached(cond, bflags[:n + c]):
         return None   # the predicate would differ per row
