@@ -59,7 +59,7 @@ from .ops.array_ops import _spec_index, get_static_value
 from .ops.complex_ops import conj
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
-from .while_batching import batch_while
+from .while_batching import batch_while, shape_only_input as _is_shape_only
 
 
 class Unsupported(Exception):
@@ -537,11 +537,6 @@ def batching_rule(op_type):
         if opdef is not None and opdef.pointwise:
             rule = _rule_elementwise
     return rule
-
-
-def _is_shape_only(op, j):
-    opdef = REGISTRY.get(op.type)
-    return opdef is not None and opdef.is_shape_only(j)
 
 
 # ============================================================ the batched pass

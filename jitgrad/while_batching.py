@@ -56,7 +56,8 @@ def _plain(func):
     return True
 
 
-def _shape_only(op, j):
+def shape_only_input(op, j):
+    """Whether ``op`` reads only the shape of its input ``j`` (never its value)."""
     opdef = REGISTRY.get(op.type)
     return opdef is not None and opdef.is_shape_only(j)
 
@@ -67,7 +68,7 @@ def _reached(func, batched):
     one such input has all its outputs batched."""
     dep = {id(ph) for ph, f in zip(func.inputs, batched) if f}
     for op in func.graph.get_operations():   # (creation order: producers first)
-        if any(id(t) in dep and not _shape_only(op, j) for j, t in enumerate(op.inputs)):
+        if any(id(t) in dep and not shape_only_input(op, j) for j, t in enumerate(op.inputs)):
             dep.update(id(o) for o in op.outputs)
     return dep
 
