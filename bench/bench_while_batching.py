@@ -63,6 +63,9 @@ def main():
             rtf.compat.v1.disable_eager_execution()
         except ImportError:
             print("tensorflow not installed: --tf skipped")
+    # one-time costs (LLVM's initialisation, first imports) out of the first path's compile
+    g, b, h = build(tf, np.eye(2, dtype=np.float32), 2)
+    session(tf, g, b, h, np.zeros((2, 1), np.float32))[0].close()
     print(f"tanh recurrence T={args.steps}, tf.hessians w.r.t. b, float32; load {os.getloadavg()[0]:.2f}")
     for n in args.rows:
         rng = np.random.RandomState(0)
