@@ -29,7 +29,8 @@ reference input becomes a ``[B] + ref.shape`` stand-in, which DCE removes),
 reshape / expand / squeeze / transpose (perm ``[0] + [p + 1]``), slicing,
 concat / pack / unpack, gather, tile, broadcast_to, fill, MatMul (a batched
 operand times an unbatched matrix is ONE 2-D matmul of the batch folded into
-rows) and BatchMatMulV2. Anything else falls back to a per-row loop
+rows) and BatchMatMulV2, and While (while_batching.py: one loop over batched loop
+variables, its body rebuilt by these rules). Anything else falls back to a per-row loop
 (unstack, apply the op per row, stack): correct, just not vectorised.
 
 Jacobians (``batched_jacobian``) start from identity rows kept as one-hot
@@ -58,6 +59,7 @@ from .ops.array_ops import _spec_index, get_static_value
 from .ops.complex_ops import conj
 from .ops.registry import REGISTRY, apply_op
 from .shapes import normalize_axes
+from .while_batching import batch_while, shape_only_input as _is_shape_only
 
 
 class Unsupported(Exception):
@@ -65,7 +67,8 @@ class Unsupported(Exception):
 
 
 class LoopPerRow(Unsupported):
-    """The batched pass would apply a While per row to more than LOOP_ROWS_AT rows: B
+    """The batched pass would apply a While per row (one its batching rule does not take:
+    while_batching.py) to more than LOOP_ROWS_AT rows: B
     copies of the loop (and of its own reverse loops) in the kernel, whose compile time
     grows faster than B (a 64-element hessian through a 64x64 tanh recurrence: 31 s).
     Callers take the while_loop over rows instead (loop_jacobians.py): one copy, about
@@ -137,6 +140,14 @@ class _Ctx:
         self.rows = {}
         self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
         self.loop_rows = False   # some op went per row for its run-time dims (_run_time_dims)
+        # id(batched stack of a batched While, [B, T, ...]) -> the loop's own [T, B, ...] stack,
+        # which the next While slices (while_batching.py: [B, T] with T known only at run time
+        # does not compile)
+        self.time_major = {}
+
+    def nested(self, graph):
+        """A context for the batched body of a While being built in ``graph``."""
+        return _Ctx(graph, self.B)
 
     def shape_ref(self, ref, lead=()):
         """A tensor of shape [B] + lead + ref.shape, read only for its shape (DCE drops it)."""
@@ -349,6 +360,7 @@ _RULES = {
     "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
+    "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize),
 }
 
 
@@ -527,11 +539,6 @@ def batching_rule(op_type):
     return rule
 
 
-def _is_shape_only(op, j):
-    opdef = REGISTRY.get(op.type)
-    return opdef is not None and opdef.is_shape_only(j)
-
-
 # ============================================================ the batched pass
 def _run_time_dims(ctx, op):
     """Whether an input or output of ``op`` has a dim known only when the kernel runs
@@ -604,8 +611,10 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
         ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
         outs = None
-        per_row = _run_time_dims(ctx, op)
-        if per_row:
+        run_time = _run_time_dims(ctx, op)
+        # (a While's rule slices its run-time-rows stacks time-major itself)
+        per_row = run_time and op.type != "While"
+        if run_time:
             ctx.loop_rows = True
             ins = [_dense(ctx, t) if isinstance(t, _OneHot) else t for t in ins]
         elif any(isinstance(t, _OneHot) for t in ins):

@@ -1,6 +1,8 @@
-"""Hessians and jacobians through a tf.while_loop of more than LOOP_ROWS_AT rows are computed
-by a while_loop over the rows (loop_jacobians.py), not one copy of the loop per row (whose
-compile time grew faster than the row count: 31 s for 64 rows). The loop
+"""The fallbacks for loops the While batching rule (while_batching.py, tests in
+test_while_batching.py) does not take, here forced by removing the rule: Hessians and jacobians
+through a tf.while_loop of more than LOOP_ROWS_AT rows are computed by a while_loop over the
+rows (loop_jacobians.py), not one copy of the loop per row (whose compile time grew faster than
+the row count: 31 s for 64 rows). The loop
 v_{t+1} = v_t + sin(b), v_0 = 0, gives v_T = T sin(b), so by hand, for loss = sum(v_T^2):
 d loss / db = 2 T^2 sin(b) cos(b) = T^2 sin(2b), whose Hessian is diag(2 T^2 cos(2b)), and
 d v_T / db = diag(T cos(b))."""
@@ -13,6 +15,11 @@ from jitgrad import batched_gradients as bg
 tf1 = tf.compat.v1
 N = bg.LOOP_ROWS_AT + 8       # rows beyond the batched pass's copies
 B = np.linspace(-1.5, 1.5, N).astype(np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _no_while_rule(monkeypatch):
+    monkeypatch.delitem(bg._RULES, "While")
 
 
 def _loop(b, T):

@@ -1,0 +1,105 @@
+"""Hessian through a while_loop: the While batching rule (jitgrad/while_batching.py: one
+loop over [B]-batched loop variables) against the old paths (the rule removed: B copies
+of the loop up to LOOP_ROWS_AT rows, a while_loop over the rows beyond), side by side:
+
+    x_{t+1} = tanh(W x_t + b),  t < T (T = 50),  W N x N, x and b N x 1 float32,
+    tf.hessians(sum(x_T^2), b): N rows
+
+    PYTHONPATH=. /work/benchenv/bin/python bench/bench_while_batching.py [--rows 16 64] [--steps 50] [--tf]
+
+Compile = the first Session.run (a fresh cache dir: no disk hits), per call = median of
+the following runs, timed in alternating turns. --tf adds TensorFlow's tf.hessians of the
+same graph (graph mode, Session.run) when tensorflow is installed.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+if __name__ == "__main__" and "JITGRAD_CACHE_DIR" not in os.environ:
+    os.environ["JITGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_while_batching_")
+
+import jitgrad as tf   # noqa: E402
+from jitgrad import batched_gradients as bg   # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import call_times   # noqa: E402
+
+
+def build(rtf, W, T):
+    """(graph, b placeholder, hessian) in the TF-like module ``rtf``."""
+    v1 = rtf.compat.v1
+    g = rtf.Graph()
+    with g.as_default():
+        b = v1.placeholder(rtf.float32, list(W.shape[:1]) + [1])
+        _, xT = rtf.while_loop(lambda t, x: t < T, lambda t, x: (t + 1, rtf.tanh(rtf.matmul(W, x) + b)),
+                               [0, rtf.zeros_like(b)])
+        (h,) = rtf.hessians(rtf.reduce_sum(xT * xT), b)
+    return g, b, h
+
+
+def session(rtf, g, b, h, bv):
+    s = rtf.compat.v1.Session(graph=g)
+    t0 = time.perf_counter()
+    first = s.run(h, {b: bv})
+    return s, time.perf_counter() - t0, first, lambda: s.run(h, {b: bv})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--tf", action="store_true")
+    args = ap.parse_args()
+    rule = bg._RULES["While"]
+    rtf = None
+    if args.tf:
+        try:
+            import tensorflow as rtf
+            rtf.compat.v1.disable_eager_execution()
+        except ImportError:
+            print("tensorflow not installed: --tf skipped")
+    # one-time costs (LLVM's initialisation, first imports) out of the first path's compile
+    g, b, h = build(tf, np.eye(2, dtype=np.float32), 2)
+    session(tf, g, b, h, np.zeros((2, 1), np.float32))[0].close()
+    print(f"tanh recurrence T={args.steps}, tf.hessians w.r.t. b, float32; load {os.getloadavg()[0]:.2f}")
+    for n in args.rows:
+        rng = np.random.RandomState(0)
+        W = (rng.randn(n, n) / np.sqrt(n)).astype(np.float32)
+        bv = (rng.randn(n, 1) * 0.3).astype(np.float32)
+        runs = {}
+        for name, with_rule in (("batched While", True), ("old path", False)):
+            if with_rule:
+                bg._RULES["While"] = rule
+            else:
+                del bg._RULES["While"]
+            g, b, h = build(tf, W, args.steps)
+            whiles = sum(op.type == "While" for op in g.get_operations())
+            runs[name] = session(tf, g, b, h, bv) + (whiles,)
+        bg._RULES["While"] = rule
+        if rtf is not None:
+            g, b, h = build(rtf, W, args.steps)
+            runs["TensorFlow"] = session(rtf, g, b, h, bv) + (None,)
+        ref = runs["batched While"][2]
+        times = {k: [] for k in runs}
+        for _ in range(args.repeat):   # alternating turns: load changes hit every path alike
+            for k, r in runs.items():
+                times[k] += call_times(r[3], 1, warm=False)
+        print(f"N = {n} rows ({'copies' if n <= bg.LOOP_ROWS_AT else 'loop over rows'} on the old path):")
+        base = np.median(times["batched While"])
+        for k, (s, compile_s, first, _, whiles) in runs.items():
+            med = np.median(times[k])
+            err = np.abs(first - ref).max() / max(np.abs(ref).max(), 1e-30)
+            w = f", {whiles} While ops" if whiles is not None else ""
+            print(f"  {k:14s} first run {compile_s:7.2f} s   per call {med * 1e3:8.3f} ms "
+                  f"({med / base:5.2f}x){w}, max rel diff {err:.1e}")
+            s.close()
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
