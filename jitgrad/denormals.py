@@ -11,8 +11,8 @@ Known differences). With the mode on:
     cleared, as numpy expects;
   * the numpy reference kernels (interpreter and eager mode, ops/registry.run_kernel)
     flush denormal float inputs and outputs of every op that computes (``flushes``):
-    data movement (layout, identity, reshape), sources and state keep them, as TF's
-    (and the compiled code's) copies do;
+    data movement (layout, identity, reshape), sources, state and sign-bit ops (neg,
+    abs, select) keep them, as TF's kernels and the compiled code do;
   * the mode is part of every kernel's cache key (cache/key.py): a kernel compiled in
     one mode never runs in the other; switching the mode rebuilds Sessions' plans.
 
@@ -35,8 +35,12 @@ _listeners = []    # called after the mode changes (compiler.py: Sessions' plans
 # The smallest normal number per float dtype: |x| below it and x != 0 is a denormal.
 _TINY = {np.dtype(np.float32): np.float32(np.finfo(np.float32).tiny),
          np.dtype(np.float64): np.float64(np.finfo(np.float64).tiny)}
-# Op kinds (ops/registry.OpDef.kind) whose kernels only move, make or store values.
+# Op kinds (ops/registry.OpDef.kind) whose kernels only move, make or store values, and
+# ops that only copy or flip a sign bit: TF's kernels, XLA's and jitgrad's compiled code
+# (fneg, fabs, select) pass a denormal through them (measured with TF 2.21: neg, abs,
+# where and identity of 1e-39 keep it; multiply and maximum flush it).
 _MOVES = frozenset({"layout", "source", "state", "random"})
+_SIGN_BIT_OPS = frozenset({"Neg", "Abs", "SelectV2"})
 _flushes = {}      # OpDef -> bool
 
 
@@ -67,12 +71,12 @@ def cache_tag():
 
 def flushes(opdef):
     """Whether ``opdef``'s reference kernel computes (its inputs and outputs are flushed)
-    rather than moves values: layout, identity and reshape ops, sources and state keep
-    denormals, as a copy in TF or in compiled code does."""
+    rather than moves values: layout, identity and reshape ops, sources, state and
+    sign-bit ops keep denormals, as TF and compiled code do."""
     got = _flushes.get(opdef)
     if got is None:
-        got = _flushes[opdef] = not (opdef.kind in _MOVES or getattr(opdef, "identity", False)
-                                     or getattr(opdef, "reshape", False))
+        got = _flushes[opdef] = not (opdef.kind in _MOVES or opdef.name in _SIGN_BIT_OPS
+                                     or getattr(opdef, "identity", False) or getattr(opdef, "reshape", False))
     return got
 
 
