@@ -152,6 +152,25 @@ def test_eager():
     assert float(a * one) == float(F32_DENORMAL)
 
 
+def test_tf_function():
+    @tf.function
+    def f(x, w):
+        return x * w
+    x, w = tf.constant(np.float32([1e-39, 2.0])), tf.constant(np.float32([1.0, 1.0]))
+    np.testing.assert_array_equal(f(x, w).numpy(), np.float32([1e-39, 2.0]))
+    tf.config.set_flush_denormals(True)
+    np.testing.assert_array_equal(f(x, w).numpy(), np.float32([0.0, 2.0]))
+
+
+def test_compiled_in_the_compile_process(monkeypatch):
+    """A compile sent to the child process (codegen/compile_server.py) gets the marked text."""
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "1")
+    tf.config.set_flush_denormals(True)
+    g, x, w, y = _mul_graph()
+    feed = {x: np.full(4, 1e-39, np.float32), w: np.ones(4, np.float32)}
+    assert not _session(g, "compiled").run(y, feed).any()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_inside_compiled_while_loop(mode):
     g = tf.Graph()
