@@ -14,7 +14,7 @@ from llvmlite import ir
 
 import jitgrad as tf
 from jitgrad import cache, compiler, denormals
-from jitgrad.cache.native import host_target_machine, load
+from jitgrad.cache.native import host_target_machine, llvm_binding, load
 from jitgrad.codegen import parallel, thread_pool
 from jitgrad.ops import logging_ops
 from test_differential import check_close, run_both
@@ -54,7 +54,6 @@ def read_mxcsr():
         slot = b.alloca(i32)
         b.call(st, [b.bitcast(slot, ir.IntType(8).as_pointer())])
         b.ret(b.load(slot))
-        from jitgrad.cache.native import llvm_binding
         m = llvm_binding().parse_assembly(str(mod))
         code = load(host_target_machine(opt=0).emit_object(m))
         _MXCSR.append((code, ctypes.CFUNCTYPE(ctypes.c_uint32)(code.address("read_mxcsr"))))
