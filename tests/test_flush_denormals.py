@@ -7,6 +7,7 @@ off both keep numpy's denormal results. Compiled (Session), interpreted, eager a
 inside a compiled while_loop; MXCSR is read back through a tiny native function.
 """
 import ctypes
+import threading
 
 import numpy as np
 import pytest
@@ -209,21 +210,44 @@ def test_caller_mxcsr_restored_after_return_and_after_error():
 
 @pytest.mark.skipif(not thread_pool.supported(), reason="native pool: Linux x86-64 only")
 def test_parallel_kernel_flushes_in_worker_threads_and_restores_them(threads):
-    n = 300_000
+    """Workers enter a parallel kernel through ``<name>_mt`` (codegen/parallel.py). Whether
+    a pool worker takes a block depends on scheduling (on a loaded host thread 0 may do
+    them all), so the entry is also called by hand on a thread of its own: it must flush
+    there and leave that thread's MXCSR as it found it."""
+    n = 2_000_000
     g, x, w, y = _mul_graph((n,))
     with g.as_default():
         y = tf.sin(x) * w          # sin(x) = x here; costly enough to be split across threads
-    feed = {x: np.full(n, 1e-39, np.float32), w: np.ones(n, np.float32)}
+    xv = np.where(np.arange(n) % 2 == 0, np.float32(1e-39), np.float32(2.0)).astype(np.float32)
+    feed = {x: xv, w: np.ones(n, np.float32)}
+    want = np.where(np.arange(n) % 2 == 0, np.float32(0.0), np.sin(np.float32(2.0))).astype(np.float32)
     threads(2)
     tf.config.set_flush_denormals(True)
     s = _session(g, "compiled")
-    plan = compiler.make_plan(s, [y], [(x, feed[x]), (w, feed[w])])
-    assert plan.kernel.meta["parallel"] and plan.kernel.meta["threads"] >= 2
-    for _ in range(3):      # every block, whichever thread ran it, flushed
-        assert not s.run(y, feed).any()
+    plan = compiler.make_plan(s, [y], [(x, xv), (w, feed[w])])
+    k = plan.kernel
+    assert k.meta["parallel"] and k.meta["threads"] >= 2 and k.mt_addr
+    for _ in range(3):         # through the pool: every block, whichever thread ran it, flushed
+        np.testing.assert_allclose(s.run(y, feed), want, rtol=1e-6, atol=0)
+    out = s.run(y, feed)       # the run's plan's slots now point at `out` and at the feeds
+    (plan, _), = s._plans.values()
+    assert plan.kernel is k
+    out[:] = np.nan
+    seen = []
+
+    def worker():
+        before = read_mxcsr()
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(k.mt_addr)(plan.ptrs_addr, 0, 1)
+        seen.append((before, read_mxcsr()))
+    with k.lock:
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(120)
+    assert seen and seen[0][0] == seen[0][1] and seen[0][0] & FTZ_DAZ == 0
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=0)
     tf.config.set_flush_denormals(False)
-    for _ in range(3):      # the workers' MXCSR was restored: no block flushes now
-        np.testing.assert_array_equal(_session(g, "compiled").run(y, feed), feed[x])
+    for _ in range(3):         # the pool's workers' MXCSR was restored: no block flushes now
+        np.testing.assert_array_equal(_session(g, "compiled").run(y, feed)[::2], xv[::2])
 
 
 @pytest.mark.skipif(not thread_pool.supported(), reason="x86-64 Linux")
