@@ -86,9 +86,8 @@ def flush(a):
     tiny = _TINY.get(getattr(a, "dtype", None))
     if tiny is None:
         return a
-    with np.errstate(invalid="ignore"):
-        small = np.abs(a) < tiny          # NaN compares False
-    if not small.any():
+    small = np.abs(a) < tiny              # (NaN compares False, without a warning)
+    if not small.any():                   # the usual case: three numpy calls
         return a
     small &= a != 0
     if not small.any():                   # only zeros: the usual case after the first test
