@@ -12,7 +12,8 @@ Known differences). With the mode on:
   * the numpy reference kernels (interpreter and eager mode, ops/registry.run_kernel)
     flush denormal float inputs and outputs of every op that computes (``flushes``):
     data movement (layout, identity, reshape), sources, state and sign-bit ops (neg,
-    abs, select) keep them, as TF's kernels and the compiled code do;
+    abs, select) keep them, as TF's kernels and the compiled code do; so do a variable's
+    assign_add / assign_sub (``compute``), which update it outside those kernels;
   * the mode is part of every kernel's cache key (cache/key.py): a kernel compiled in
     one mode never runs in the other; switching the mode rebuilds Sessions' plans.
 
@@ -98,3 +99,11 @@ def flush(a):
 def flush_all(arrays):
     """``flush`` over a sequence of arrays (a list back)."""
     return [flush(a) for a in arrays]
+
+
+def compute(fn, *arrays):
+    """``fn(*arrays)``, in the mode with inputs and result flushed: for arithmetic outside
+    the reference kernels (a variable's assign_add / assign_sub updates it in place)."""
+    if not FLUSH[0]:
+        return fn(*arrays)
+    return flush(fn(*flush_all(arrays)))

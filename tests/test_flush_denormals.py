@@ -152,6 +152,34 @@ def test_eager():
     assert float(a * one) == float(F32_DENORMAL)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_variable_updates(mode):
+    """assign_add computes (DAZ: 1e-39 + 0 is 0); assign copies (1e-39 stays)."""
+    tf.config.set_flush_denormals(True)
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.Variable(np.float32([1e-39, 1.0]))
+        d = tf.compat.v1.placeholder(tf.float32, [2])
+        up, down, put = v.assign_add(d), v.assign_sub(d), v.assign(d)
+        init = tf.compat.v1.global_variables_initializer()
+    s = _session(g, mode)
+    s.run(init)
+    np.testing.assert_array_equal(s.run(up, {d: np.float32([0.0, 0.0])}), np.float32([0.0, 1.0]))
+    np.testing.assert_array_equal(s.run(put, {d: np.float32([1e-39, 2.0])}), np.float32([1e-39, 2.0]))
+    np.testing.assert_array_equal(s.run(down, {d: np.float32([-1e-39, 0.0])}), np.float32([0.0, 2.0]))
+
+
+def test_eager_variable_updates():
+    tf.config.set_flush_denormals(True)
+    v = tf.Variable(np.float32([1e-39, 1.0]))
+    v.assign_add(np.float32([0.0, 0.0]))
+    np.testing.assert_array_equal(v.numpy(), np.float32([0.0, 1.0]))
+    v.assign(np.float32([-1e-39, 1.0]))
+    np.testing.assert_array_equal(v.numpy(), np.float32([-1e-39, 1.0]))
+    v.assign_sub(np.float32([0.0, 0.0]))
+    assert v.numpy()[0] == 0.0 and np.signbit(v.numpy()[0])
+
+
 def test_tf_function():
     @tf.function
     def f(x, w):
