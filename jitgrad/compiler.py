@@ -119,6 +119,7 @@ def _new_epoch():
     """Sessions' plans hold kernels of one flush-denormals mode: a change rebuilds them."""
     _epoch[0] += 1
 
+
 # The data pointer of an ndarray without building __array_interface__ or a
 # ctypes object: it is the first field after PyObject_HEAD in numpy's
 # PyArrayObject (public, stable layout).  Checked once; otherwise the slow way.
