@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from . import buffers as _buffers, dynamic_outputs as _dynamic_outputs, interpreter
+from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 # (register ListCheck, SetRow, ZeroRows: a cached program may hold them)
@@ -112,6 +112,13 @@ def _malloc_trim():
 
 
 _epoch = [0]
+
+
+@denormals.on_change
+def _new_epoch():
+    """Sessions' plans hold kernels of one flush-denormals mode: a change rebuilds them."""
+    _epoch[0] += 1
+
 
 # The data pointer of an ndarray without building __array_interface__ or a
 # ctypes object: it is the first field after PyObject_HEAD in numpy's
@@ -218,8 +225,10 @@ def compile_program(program, key):
     # in this process the matmul units compile while the rest is lowered
     units = None if compile_server.use_child() else backend.Units()
     kb.unit_sink = units
+    if units is not None:
+        units.flush_denormals = kb.flush_denormals
     try:
-        ir_text = str(kb.build())
+        ir_text = kb.build_text()
     except BaseException:
         if units is not None:
             units.cancel()

@@ -11,7 +11,7 @@ import contextlib
 
 import numpy as np
 
-from . import context
+from . import context, denormals
 from .convert import is_tensorlike, to_numpy
 from .errors import shape_error
 from .ops.array_ops import constant, get_static_value
@@ -140,6 +140,20 @@ def functions_run_eagerly():
     return context.functions_run_eagerly[0]
 
 
+# ---------------------------------------------------------------- numerics
+def set_flush_denormals(enabled):
+    """Flush-denormals mode (jitgrad/denormals.py): True computes as TF's CPU kernels do,
+    denormal float inputs and results as zeros of their sign (FTZ + DAZ); False (the
+    default, or ``JITGRAD_FLUSH_DENORMALS=1`` at import) keeps them, as numpy does."""
+    if not isinstance(enabled, (bool, np.bool_, int)):
+        raise TypeError(f"set_flush_denormals takes a bool, got {type(enabled).__name__}")
+    denormals.set_enabled(enabled)
+
+
+def get_flush_denormals():
+    return denormals.enabled()
+
+
 # ---------------------------------------------------------------- broadcasting shapes
 def broadcast_static_shape(shape_x, shape_y):
     """``tf.broadcast_static_shape``: TensorShapes in, TensorShape out; ValueError if incompatible."""
@@ -179,11 +193,13 @@ def _modules(make):
     experimental = make("config.experimental", list_physical_devices=list_physical_devices,
                         list_logical_devices=list_logical_devices, set_memory_growth=set_memory_growth,
                         get_memory_growth=get_memory_growth, get_visible_devices=get_visible_devices,
-                        set_visible_devices=set_visible_devices, enable_op_determinism=enable_op_determinism)
+                        set_visible_devices=set_visible_devices, enable_op_determinism=enable_op_determinism,
+                        set_flush_denormals=set_flush_denormals, get_flush_denormals=get_flush_denormals)
     return make("config", list_physical_devices=list_physical_devices, list_logical_devices=list_logical_devices,
                 get_visible_devices=get_visible_devices, set_visible_devices=set_visible_devices,
                 threading=threading_, experimental=experimental, run_functions_eagerly=run_functions_eagerly,
                 functions_run_eagerly=functions_run_eagerly, PhysicalDevice=PhysicalDevice,
                 set_soft_device_placement=set_soft_device_placement,
                 get_soft_device_placement=get_soft_device_placement,
-                LogicalDevice=LogicalDevice)
+                LogicalDevice=LogicalDevice, set_flush_denormals=set_flush_denormals,
+                get_flush_denormals=get_flush_denormals)

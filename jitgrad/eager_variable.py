@@ -13,7 +13,7 @@ variable store reads and writes the eager variables (see function.py).
 """
 import numpy as np
 
-from . import context, dispatch, dtypes, tape
+from . import context, denormals, dispatch, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
@@ -153,8 +153,8 @@ class EagerVariable(Variable):
                     raise InvalidArgumentError(f"Cannot update variable with shape {list(self._value.shape)} "
                                                f"using a Tensor with shape {list(t._value.shape)}, shapes "
                                                f"must be equal.")
-            new = self._value + t._value if op_type == "AssignAdd" else self._value - t._value
-            self._value = np.asarray(new, dtype=self._value.dtype)
+            op = np.add if op_type == "AssignAdd" else np.subtract
+            self._value = denormals.compute(lambda a, b: np.asarray(op(a, b), dtype=a.dtype), self._value, t._value)
         return self if read_value else None
 
     def assign(self, value, use_locking=None, name=None, read_value=True):

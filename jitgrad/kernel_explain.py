@@ -71,7 +71,7 @@ def explain(session, elements, fed):
         from .codegen.kernel import KernelBuilder
         kb = KernelBuilder(p, k.meta["name"], str(backend.target_machine().target_data),
                            backend.target_machine().triple)
-        ir_text = str(kb.build())
+        ir_text = kb.build_text()
         _, k.opt_ir, _ = backend.optimise_to_object(ir_text, tgt)
         k.ir_text = ir_text
         k.report = {"groups": kb.groups, "buffers": kb.buffer_report}

@@ -24,7 +24,8 @@ recompile can be explained ("shapes changed") rather than only detected:
              and may only run on, this CPU.
   target     the CPU code is generated for when it is not the host (``JITGRAD_TARGET_CPU`` /
              ``_FEATURES`` or a Session's ``jitgrad_target_cpu``, jitgrad.codegen.target):
-             it picks the vector width and the matmul blocking; "host" otherwise.
+             it picks the vector width and the matmul blocking; "host" otherwise. Then
+             "+flush-denormals" in that mode (jitgrad/denormals.py: MXCSR set on entry).
 
 The toolchain and host components come from the environment fingerprint, which the disk
 cache also writes into every entry and checks on load; ``HOST_FACTS`` says which of its
@@ -44,6 +45,7 @@ import threading
 
 import numpy as np
 
+from .. import denormals
 from ..codegen.target import current_key
 from ..passes.ir import Program
 from .disk import environment_fingerprint, make_key
@@ -172,7 +174,7 @@ def _build(kind, program, private_attrs, version, fingerprint):
     comps = {c: (_digest(parts[c]), summaries[c]) for c in PROGRAM_COMPONENTS}
     comps["codegen"] = (_digest([version, CODEGEN_VERSION]), f"{version}, {CODEGEN_VERSION}")
     comps.update(_environment_components(fp))
-    target = current_key()
+    target = current_key() + denormals.cache_tag()   # the flush-denormals mode: other code
     comps["target"] = (_digest([target]), target)
     digests = {c: comps[c][0] for c in COMPONENTS}
     inner = "\0".join(f"{c}={digests[c]}" for c in PROGRAM_COMPONENTS + ("codegen",)) + \

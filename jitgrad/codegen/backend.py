@@ -18,7 +18,7 @@ import time
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
-from . import target as _target
+from . import mxcsr, target as _target
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
@@ -291,6 +291,7 @@ class Units:
         self._pool = _workers()
         self._helpers = []
         self._running = 0                 # helpers that have not returned
+        self.flush_denormals = False      # units get mxcsr.ATTRS (the KernelBuilder's mode)
         self.reset()
 
     def reset(self):
@@ -335,7 +336,8 @@ class Units:
         for fn, text in zip(fns, texts):
             fn.blocks = []                # llvmlite prints a function without blocks as `declare`
             self._taken.append((str(fn), text))
-        self._add(header + decls + "".join(texts), True)
+        unit = header + decls + "".join(texts)
+        self._add(mxcsr.mark_text(unit) if self.flush_denormals else unit, True)
 
     def full_text(self, main_text):
         """The module's text with the taken functions defined again (explain's unoptimised IR)."""

@@ -36,9 +36,10 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
+from .. import denormals
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
-from . import irutil
+from . import irutil, mxcsr
 from .buffer_plan import plan_buffers
 from .fusion_plan import BLOCK_ELEMS, fused_ops, node_ops, plan_fusion
 from .irutil import (I32, I64, I8, VW, Buffer, bcast_idx, c64, const, load_buf, mem_type, nullctx,
@@ -95,6 +96,8 @@ class KernelBuilder(LoweringContext):
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
+        # flush-denormals mode (jitgrad/denormals.py, codegen/mxcsr.py): MXCSR is x86's
+        self.flush_denormals = self.x86 and denormals.enabled()
         self.futex = self.x86 and "linux" in (triple or "x86_64-unknown-linux-gnu")   # barrier waiters sleep (sync.py)
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
@@ -551,6 +554,12 @@ class KernelBuilder(LoweringContext):
             self.build_body(allow_parallel=False)
         return self.module
 
+    def build_text(self):
+        """``build()``'s module as LLVM IR text: in the flush-denormals mode with its
+        functions marked (codegen/mxcsr.py), so that LLVM folds constants as they run."""
+        text = str(self.build())
+        return mxcsr.mark_text(text) if self.flush_denormals else text
+
     def _dry_run(self, nests, rows):
         """Asks each MATERIALISE lowering (and lower_rows.py for the nodes ``rows``
         plans) for the temporaries it will need (matmul workspaces): node index ->
@@ -609,13 +618,15 @@ class KernelBuilder(LoweringContext):
 
         # ---- the function(s)
         slots_ty = I8.as_pointer().as_pointer()
+        # in the flush-denormals mode the exported entries are wrappers (codegen/mxcsr.py)
+        body_suffix = "_body" if self.flush_denormals and not self.is_region else ""
         if self.parallel:
             fnty = ir.FunctionType(ir.VoidType(), [slots_ty, I64, I64])
-            self.fn = fn = ir.Function(self.module, fnty, name=self.name + "_mt")
+            self.fn = fn = ir.Function(self.module, fnty, name=self.name + "_mt" + body_suffix)
             self.tid, self.nthreads = fn.args[1], fn.args[2]
         else:
             fnty = ir.FunctionType(ir.VoidType(), [slots_ty])
-            self.fn = fn = ir.Function(self.module, fnty, name=self.name)
+            self.fn = fn = ir.Function(self.module, fnty, name=self.name + body_suffix)
             self.tid, self.nthreads = c64(0), c64(1)
         fn.attributes.add("nounwind")
         slots = fn.args[0]
@@ -769,6 +780,8 @@ class KernelBuilder(LoweringContext):
             emit_exit(self)
         b.ret_void()
         self.entry_b.branch(body)
+        if body_suffix:    # every thread that runs the kernel enters through a wrapper
+            fn = mxcsr.wrap_entry(self.module, fn, fn.name[:-len(body_suffix)])
         if self.parallel:
             # single-threaded entry: name(slots) == name_mt(slots, 0, 1)
             w = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [slots_ty]), name=self.name)

@@ -54,6 +54,7 @@ from .lower_rows import plan as plan_rows
 from .stacks import (copy as _copy, desc as _desc, field as _field, row_ptr as _row_ptr, stack_free as _stack_free,
                      stack_init as _stack_init, stack_keep as _stack_keep, stack_reserve as _stack_reserve)
 from .irutil import I1, I8, I32, I64, ERR_ASSERT, ERR_STACK_ROWS, Unsupported, c64, intrinsic, mem_type
+from .mxcsr import around_host_call
 
 I8P = I8.as_pointer()
 DESC_WORDS = 3   # data pointer, rows, capacity (rows)
@@ -533,7 +534,8 @@ def _call_region_hook(kb, node):
     fn = kb.b.module.globals.get(HOOK_SYMBOL)
     if fn is None:
         fn = ir.Function(kb.b.module, ir.FunctionType(ir.VoidType(), [I64, I64, I8P.as_pointer()]), HOOK_SYMBOL)
-    b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
+    with around_host_call(kb):           # Python code: with MXCSR as numpy expects it
+        b.call(fn, [c64(getattr(kb, "effects_tag", -1)), c64(node.attrs["site"]), b.bitcast(block, I8P.as_pointer())])
 
 
 def lower_region_print(kb, node, outs, dry):

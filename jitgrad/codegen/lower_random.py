@@ -13,6 +13,7 @@ from llvmlite import ir
 from ..ops.random_ops import HOOK_SYMBOL
 
 from .irutil import ERR_RANDOM, I8, I32, I64, c64
+from .mxcsr import around_host_call
 
 I8P = I8.as_pointer()
 
@@ -39,7 +40,8 @@ def lower_region_random(kb, node, outs, dry):
     if fn is None:
         fn = ir.Function(kb.b.module, ir.FunctionType(I32, [I8P, I64, I8P]), HOOK_SYMBOL)
     with b.if_then(kb.no_error_yet()):   # nothing runs after a failed op (and TF draws nothing)
-        rc = b.call(fn, [kb.regions.rng, c64(node.attrs["site"]), b.bitcast(outs[0].ptr, I8P)])
+        with around_host_call(kb):       # numpy draws: with MXCSR as numpy expects it
+            rc = b.call(fn, [kb.regions.rng, c64(node.attrs["site"]), b.bitcast(outs[0].ptr, I8P)])
         kb.set_error(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), ERR_RANDOM)
 
 

@@ -7,7 +7,7 @@ op means adding one ``register(...)`` call in one file of ``jitgrad/ops/``.
 """
 import numpy as np
 
-from .. import context, dispatch
+from .. import context, denormals, dispatch
 from ..errors import InvalidArgumentError, ResourceExhaustedError
 from ..graph import Tensor, out_of_scope_error
 from ..shapes import InputShapeError
@@ -242,10 +242,17 @@ def _ignoring_fp_errors():
     return ign
 
 
+_FLUSH = denormals.FLUSH     # [on?]
+
+
 def run_kernel(opdef, arrays, attrs):
     """Runs the reference kernel, turning numpy failures into TF's runtime error. TF's kernels
     return inf / NaN without a word, so numpy's RuntimeWarnings (divide by zero, overflow,
     invalid value) are off while it runs."""
+    # flush-denormals mode (jitgrad/denormals.py): off, this is one list index
+    flushing = _FLUSH[0] and denormals.flushes(opdef)
+    if flushing:
+        arrays = denormals.flush_all(arrays)
     token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
     try:
         if token is None:
@@ -260,4 +267,5 @@ def run_kernel(opdef, arrays, attrs):
     finally:
         if token is not None:
             _np_err_cv.reset(token)
-    return out if isinstance(out, tuple) else (out,)
+    out = out if isinstance(out, tuple) else (out,)
+    return tuple(denormals.flush_all(out)) if flushing else out

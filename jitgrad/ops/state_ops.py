@@ -3,6 +3,7 @@ VariableStore) so that a Session's graph variables and eager variables
 captured by jitgrad.function share one mechanism."""
 import numpy as np
 
+from .. import denormals
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ..shapes import TensorShape
 from .registry import NOT_DIFFERENTIABLE, NO_GRADIENT_RULE, register
@@ -35,8 +36,8 @@ def _assign_update(sign):
         if old.shape != np.shape(value):
             raise InvalidArgumentError(f"Cannot update variable with shape {list(old.shape)} using a Tensor with "
                                        f"shape {list(np.shape(value))}, shapes must be equal.")
-        new = (old + value) if sign > 0 else (old - value)
-        new = new.astype(old.dtype, copy=False)
+        new = denormals.compute(lambda a, b: ((a + b) if sign > 0 else (a - b)).astype(a.dtype, copy=False),
+                                old, value)
         state.write(attrs["var"], new)
         return new
     return kernel
