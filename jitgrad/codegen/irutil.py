@@ -271,8 +271,10 @@ def intrinsic(b, name, ret, args):
 def loop_base(b, ptr):
     """``ptr``, hidden from LLVM's scalar evolution: the base a loop body's constant-offset
     accesses start from.  llvm.launder.invariant.group is the identity here (no
-    invariant.group metadata anywhere) and leaves alias analysis its underlying object;
-    instruction selection reads it as its operand.
+    invariant.group metadata anywhere), touches only memory the program cannot see (loads
+    and stores move freely around it) and leaves alias analysis its underlying object;
+    CodeGenPrepare replaces it by its operand before instruction selection.  (``.p0``:
+    opaque-pointer mangling, as matmul's masked load/store.)
 
     Why: LLVM's loop strength reduction (in the code generator, for every module: llvmlite
     has no per-module switch, and -disable-lsr would be process-wide) works on every
