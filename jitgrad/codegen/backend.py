@@ -22,9 +22,10 @@ from . import mxcsr, target as _target
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
-# (LLVM's loop strength reduction is ~40% of the code generator's time on W3's units, and
-# -disable-lsr cut W3's cold CPU by ~8%; but it is a process-wide LLVM option: it would
-# change the code of every other llvmlite user in the process (numba), so it stays on.)
+# (LLVM's loop strength reduction was ~40% of the code generator's time on W3's units;
+# -disable-lsr is a process-wide LLVM option (it would change the code of every other
+# llvmlite user in the process, numba), so LSR stays on and the matmul loops address
+# their memory from laundered bases instead (irutil.loop_base): LSR sees few addresses.)
 
 _lock = threading.Lock()
 _tms = {}     # Target.key() -> TargetMachine used for optimising and emitting (never given to MCJIT)

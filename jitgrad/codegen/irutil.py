@@ -268,6 +268,25 @@ def intrinsic(b, name, ret, args):
     return b.call(fn, args)
 
 
+def loop_base(b, ptr):
+    """``ptr``, hidden from LLVM's scalar evolution: the base a loop body's constant-offset
+    accesses start from.  llvm.launder.invariant.group is the identity here (no
+    invariant.group metadata anywhere), touches only memory the program cannot see (loads
+    and stores move freely around it) and leaves alias analysis its underlying object;
+    CodeGenPrepare replaces it by its operand before instruction selection.  (``.p0``:
+    opaque-pointer mangling, as matmul's masked load/store.)
+
+    Why: LLVM's loop strength reduction (in the code generator, for every module: llvmlite
+    has no per-module switch, and -disable-lsr would be process-wide) works on every
+    address that is an affine function of a loop counter.  A hand-unrolled matmul body
+    has dozens (one per load and store); past a laundered base, the body's accesses are
+    base + constant and LSR sees only the base.  W3's matmul units: LSR and its IVUsers
+    analysis were ~40% of their code generation time."""
+    i8p = I8.as_pointer()
+    p = intrinsic(b, "llvm.launder.invariant.group.p0", i8p, [b.bitcast(ptr, i8p)])
+    return b.bitcast(p, ptr.type)
+
+
 def any_true(b, cond):
     """i1 (scalar) true when any lane of cond is set."""
     if isinstance(cond.type, ir.VectorType):

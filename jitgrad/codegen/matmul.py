@@ -41,7 +41,8 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from .irutil import c64 as _c, declare_vector_fma as _declare_vector_fma, for_range as _for_range
-from .irutil import gep_inbounds as _gep, smin as _smin, splat as _splat, SplatConst as _SplatConst
+from .irutil import gep_inbounds as _gep, loop_base as _loop_base, smin as _smin
+from .irutil import splat as _splat, SplatConst as _SplatConst
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
@@ -293,6 +294,11 @@ class _Gen:
         p = self.b.bitcast(ptr, self.V.as_pointer())
         self.b.store(val, p, align=self.valign if aligned else self.esz)
 
+    def opaque(self, ptr):
+        """irutil.loop_base: a loop body's accesses at constant offsets from ``ptr`` are
+        not each a use for LLVM's loop strength reduction (its cost in code generation)."""
+        return _loop_base(self.b, ptr)
+
     def sload(self, ptr):
         return self.b.load(ptr, align=self.esz)
 
@@ -390,6 +396,7 @@ def _emit_copy_row(g, src, stride, dst, width):
     loop alone (it would otherwise bloat it with interleaving code).
     """
     b, nr, vw = g.b, g.plan.nr, g.plan.vw
+    src, dst = g.opaque(src), g.opaque(dst)
     for v in range(nr // vw):
         lanes = max(0, min(vw, width - v * vw))
         if lanes == vw and stride == 1:
@@ -439,8 +446,8 @@ def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
     src0 = _gep(b, Bb, b.add(b.mul(col0, _c(K)), pc))
     kmain = b.and_(kc, _c(-vw))
     with _for_range(b, 0, kmain, vw, name="pbt") as k0:
-        src = _gep(b, src0, k0)
-        dst = _gep(b, dst_panel, b.mul(k0, _c(nr)))
+        src = g.opaque(_gep(b, src0, k0))
+        dst = g.opaque(_gep(b, dst_panel, b.mul(k0, _c(nr))))
         for v in range(nr // vw):
             rows = [g.vload(_gep(b, src, (v * vw + t) * K))
                     if v * vw + t < width else g.vzero for t in range(vw)]
@@ -467,11 +474,14 @@ def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
                 for r in range(mr)]
         if not trans_a:
             # A is M x K: each of the MR rows is contiguous in k.
-            srcs = [_gep(b, Ab, b.add(b.mul(row, _c(K)), pc)) for row in rows]
+            # (row r's element k at A + pc + k + rows[r]*K: one base for the MR rows)
+            offs = [b.mul(row, _c(K)) for row in rows]
+            Apc = _gep(b, Ab, pc)
             with _for_range(b, 0, kc, name="pak") as k:
-                dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+                dst = g.opaque(_gep(b, dst_panel, b.mul(k, _c(mr))))
+                src = g.opaque(_gep(b, Apc, k))
                 for r in range(mr):
-                    val = g.sload(_gep(b, srcs[r], k))
+                    val = g.sload(_gep(b, src, offs[r]))
                     if r:
                         val = b.select(row_ok[r], val, g.zero)
                     g.sstore(val, _gep(b, dst, r))
@@ -499,8 +509,8 @@ def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
     rows past the edge read a clamped valid row and store zero."""
     b, mr = g.b, g.plan.mr
     with _for_range(b, 0, kc, name="pak") as k:
-        src = _gep(b, Ab, b.mul(b.add(pc, k), _c(M)))
-        dst = _gep(b, dst_panel, b.mul(k, _c(mr)))
+        src = g.opaque(_gep(b, Ab, b.mul(b.add(pc, k), _c(M))))
+        dst = g.opaque(_gep(b, dst_panel, b.mul(k, _c(mr))))
         for r in range(mr):
             val = g.sload(_gep(b, src, rows[r]))
             if r:
@@ -515,11 +525,11 @@ def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
 _UNROLL_K = 4
 
 
-def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
+def _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const=None):
     """acc[r][v] = sum_k A(r, k) * B_panel[k][v*VW:(v+1)*VW]   (k < kc).
 
-    A(r, k) lives at ``a_rows[r] + k*a_kstride``: a packed panel
-    (a_rows[r] = Apan + r, stride MR) or op(A) read in place.  ``accs`` are
+    A(r, k) lives at ``a_base + a_offs[r] + k*a_kstride`` (``a_op``, _a_operand): a
+    packed panel (a_offs[r] = r, stride MR) or op(A) read in place.  ``accs`` are
     allocas of the MR x NR/VW accumulator vectors (promoted to registers by
     mem2reg).  The k loop is unrolled by hand by _UNROLL_K to amortise loop
     overhead; a remainder loop handles kc % _UNROLL_K, or, when every K block has
@@ -527,6 +537,7 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
     """
     b, mr, nr, vw = g.b, g.plan.mr, g.plan.nr, g.plan.vw
     nv = nr // vw
+    a_base, a_offs, a_kstride = a_op
 
     # The accumulators are loaded once per straight-line run of rank-1 updates and
     # stored at its end (not around every FMA): the same IR once mem2reg has run, with
@@ -541,13 +552,13 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
 
     def run(k, us):
         """Rank-1 updates k + u for u in ``us``, in line.  The pointers are based at k
-        once; u is a constant offset, which x86 addressing folds into displacements
-        (LLVM's loop strength reduction, which used to find that out, is off:
-        backend.py)."""
+        once (g.opaque: LLVM's loop strength reduction sees the bases, not each access);
+        u is a constant offset, which x86 addressing folds into displacements."""
         vals = load_accs()
-        Bk = _gep(b, Bpan, b.mul(k, _c(nr)))
+        Bk = g.opaque(_gep(b, Bpan, b.mul(k, _c(nr))))
         koff = b.mul(k, _c(a_kstride))
-        Ak = [_gep(b, a_rows[r], koff) for r in range(mr)]
+        A0 = g.opaque(_gep(b, a_base, koff))     # one base for the MR rows
+        Ak = [_gep(b, A0, off) for off in a_offs]
         for u in us:
             bvec = [g.vload(_gep(b, Bk, u * nr + v * vw), aligned=True) for v in range(nv)]
             for r in range(mr):
@@ -574,7 +585,8 @@ def _emit_microkernel(g, accs, a_rows, a_kstride, Bpan, kc, kc_const=None):
 
 
 def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
-    """Row pointers and k stride through which the micro-kernel reads A.
+    """(base, row offsets, k stride) through which the micro-kernel reads A: A(r, k)
+    is at base + offsets[r] + k*stride.
 
     Packed: panel ``ir0/MR`` of Ap, [k][MR] layout.  In place: rows of op(A)
     starting at column pc; rows past ``mr_rt`` (bottom edge) are clamped to
@@ -583,14 +595,12 @@ def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
     """
     b, mr = g.b, g.plan.mr
     if g.plan.pack_a:
-        Apan = _gep(b, Ap, b.mul(ir0, kc))
-        return [_gep(b, Apan, r) for r in range(mr)], mr
+        return _gep(b, Ap, b.mul(ir0, kc)), list(range(mr)), mr
     last = b.sub(mr_rt, _c(1))
     rows = [b.add(b.add(ic, ir0), _smin(b, r, last)) for r in range(mr)]
     if not trans_a:                       # A is M x K, row-major
-        return [_gep(b, Ab, b.add(b.mul(i, _c(K)), pc)) for i in rows], 1
-    base = _gep(b, Ab, b.mul(pc, _c(M)))  # A is K x M
-    return [_gep(b, base, i) for i in rows], M
+        return _gep(b, Ab, pc), [b.mul(i, _c(K)) for i in rows], 1
+    return _gep(b, Ab, b.mul(pc, _c(M))), rows, M   # A is K x M
 
 
 def _emit_store_tile(g, accs, tmp, Ct, N, mr_rt, width, first, can_be_full):
@@ -813,13 +823,12 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
                     Bpan = _gep(b, Bk, b.mul(b.mul(jr, _c(nr)), kc))
                     with _for_range(b, 0, mc, mr, name="ir") as ir0:
                         mr_rt = _smin(b, mr, b.sub(mc, ir0))
-                        a_rows, a_kstride = _a_operand(
+                        a_op = _a_operand(
                             g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K,
                             trans_a)
-                        _emit_microkernel(g, accs, a_rows, a_kstride,
-                                          Bpan, kc, kc_const)
+                        _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
                         row = b.add(ic, ir0)
-                        Ct = _gep(b, Cb, b.add(b.mul(row, _c(N)), col))
+                        Ct = g.opaque(_gep(b, Cb, b.add(b.mul(row, _c(N)), col)))
                         _emit_store_tile(g, accs, tmp, Ct, N, mr_rt,
                                          width, first,
                                          can_be_full=(nfull > 0))
