@@ -178,6 +178,8 @@ math.reduce_euclidean_norm = _r.reduce_euclidean_norm
 math.softsign = _n.softsign   # TF exports softsign under tf.math too
 math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
 math.erfc = v1.erfc = _m.erfc  # likewise
+from .ops import xlogy_ops as _xlogy  # noqa: E402
+math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1py
 
 
 def is_tensor(x):
