@@ -180,6 +180,9 @@ math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
 math.erfc = v1.erfc = _m.erfc  # likewise
 from .ops import xlogy_ops as _xlogy  # noqa: E402
 math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1py
+from .ops import segment_ops as _segment  # noqa: E402
+for _name in _segment.__all__:
+    setattr(math, _name, getattr(_segment, _name))
 
 
 def is_tensor(x):

@@ -13,7 +13,7 @@ ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, 
 
 def _lowering_tables():
     from . import (lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random,
-                   lower_rows_gather, lower_row_store)
+                   lower_rows_gather, lower_row_store, lower_segment)
     elem = dict(lower_elementwise.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     mat = {}
@@ -24,8 +24,10 @@ def _lowering_tables():
     mat.update(lower_random.MATERIALISE)
     mat.update(lower_rows_gather.MATERIALISE)
     mat.update(lower_row_store.MATERIALISE)
+    mat.update(lower_segment.MATERIALISE)
     needs = {}
-    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random, lower_row_store):
+    for mod in (lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random, lower_row_store,
+                lower_segment):
         needs.update(getattr(mod, "NEEDS_BUFFER", {}))
     return elem, layout, mat, lower_layout.ALIAS, needs
 
