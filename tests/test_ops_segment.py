@@ -199,3 +199,10 @@ def test_eager_values_and_tape_gradients():
         np.testing.assert_allclose(t.gradient(y, x, output_gradients=tf.constant(up)).numpy(), want, rtol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError):
         M.segment_sum(tf.constant([1.0, 2.0]), tf.constant([1, 0]))
+
+
+def test_ids_are_checked_even_with_no_data_to_combine():
+    # rows of zero elements (and num_segments 0): both engines still reject an id out of range
+    for nseg, rows in ((3, np.ones((3, 0), np.float32)), (0, np.ones((3, 2), np.float32))):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
+            _run(lambda d, i: M.unsorted_segment_sum(d, i, nseg), [rows, np.array([0, 1, 9], np.int32)])

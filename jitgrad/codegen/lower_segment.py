@@ -65,8 +65,6 @@ def _segment_reduction(kb, node, outs, dry):
     if sorted_ and kind in ("max", "min"):
         start = 0           # an empty sorted segment is 0; the ones named are reset below
     kb.emit_nest(out, lambda idx, W: const(dt, start, W))
-    if any(d == 0 for d in ds):
-        return
 
     def segment_row(idx):
         """(row index, i1 drop) of the data element at idx; the range check."""
@@ -79,7 +77,11 @@ def _segment_reduction(kb, node, outs, dry):
         drop = b.or_(bad, neg)
         return b.select(drop, c64(0), ii), drop
 
-    if sorted_ and kind in ("max", "min") and n > 0:
+    if n == 0 or any(d == 0 for d in ds):
+        if all(d > 0 for d in ishape):        # no data to combine, but the ids are still checked
+            _walk(kb, ishape, ri + 1, lambda idx, W: segment_row(idx))
+        return
+    if sorted_ and kind in ("max", "min"):
         first = identity_value(kind, dt, True)     # NaN (ints: lowest / highest): the first element wins
 
         def reset(idx, W):
@@ -88,9 +90,6 @@ def _segment_reduction(kb, node, outs, dry):
             cur = load_buf(b, out, oidx, W)
             store_buf(b, out, oidx, b.select(drop, cur, const(dt, first, W)), W)
         _walk(kb, ds, ri, reset)
-    if n == 0:
-        _walk(kb, ishape, ri + 1, lambda idx, W: segment_row(idx))      # (ids are still checked)
-        return
 
     def body(idx, W):
         ii, drop = segment_row(idx)

@@ -161,7 +161,10 @@ def _grad(op, g):
     nonzero_data = where(is_zero, ones_like(data), data)
     nonzero_prod = _same_segments(op, "prod")(nonzero_data)
     clipped = maximum(ids, zeros_like(ids))
-    partial = where(is_zero, gather(nonzero_prod, clipped), realdiv(gather(op.outputs[0], clipped), data))
+    # TF divides by the data itself in the unsorted rule and by the data with zeros made 1 in the
+    # sorted one: the same first derivative, but the sorted one's own derivative stays finite
+    divisor = nonzero_data if sorted_ else data
+    partial = where(is_zero, gather(nonzero_prod, clipped), realdiv(gather(op.outputs[0], clipped), divisor))
     return [multiply(_gather_drop_negatives(g, ids, rank)[0], partial)] + rest
 
 

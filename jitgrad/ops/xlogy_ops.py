@@ -11,7 +11,7 @@ import numpy as np
 
 from ..convert import convert_all
 from ._infer import COMPLEX, FLOATS, broadcasting
-from .math_ops import _binary_grads, add, cast, multiply, negative, not_equal, square
+from .math_ops import add, cast, multiply, negative, not_equal, reduce_to, square
 from .registry import apply_op, register
 
 _TYPES = FLOATS + COMPLEX
@@ -49,6 +49,11 @@ def _xlog1py(x, y):
 def _nonzero(x):
     """TF's not_zero_x: 1 where x != 0 (NaN included), else 0, in x's dtype."""
     return cast(not_equal(x, apply_op("ZerosLike", [x])), x.dtype)
+
+
+def _binary_grads(op, gx, gy):
+    x, y = op.inputs
+    return [reduce_to(gx, x), reduce_to(gy, y)]
 
 
 def _xlogy_grad(op, g):
