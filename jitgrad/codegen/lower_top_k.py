@@ -1,9 +1,9 @@
 """TopKV2 and its gradient pair (ops/sort_ops.py).
 
-TopKV2 (MATERIALISE): per last-axis row, an insertion into the k-long output row: elements in
-index order, each shifted up past the kept ones it beats (strictly: ties stay in index order,
-TF's rule; NaN beats every number, jitgrad's rule). O(n) for a row already in order, O(n k) at
-worst (a full sort of a reversed row is O(n^2)): the rows tf.sort sees in practice are short.
+TopKV2 (MATERIALISE): per last-axis row, a heap selection of the k best in the k-long output
+row, then a heapsort of them: O(n log k), no scratch memory. The ranking is total (larger first;
+NaN above every number, jitgrad's rule; equal values by index, TF's), so the heap, not itself
+stable, gives TF's stable order.
 TopKGrad (MATERIALISE) scatters a gradient to its indices along the last axis; TakeAlongLastAxis
 (LAYOUT) gathers there. Both check every index in the kernel (ERR_GATHER_RANGE) and clamp a bad
 one to 0, so nothing outside a buffer is ever read or written.
@@ -36,7 +36,65 @@ def _index_value(kb, v, out_dt):
     return kb.b.trunc(v, const(out_dt, 0).type) if out_dt.size < 8 else v
 
 
+class _Heap:
+    """One output row (values, indices) as a binary heap of (value, index) pairs with the
+    worst-ranked pair at the root. Ranking: larger first, NaN above every number, then lower
+    index first: a total order, so the unstable heap gives TF's stable order."""
+
+    def __init__(self, kb, vals, inds, oidx, dt):
+        self.kb, self.b, self.vals, self.inds, self.oidx, self.dt = kb, kb.b, vals, inds, oidx, dt
+        self.p = kb.alloca(I64)
+
+    def load(self, pos):
+        at = self.oidx + [(pos, 0)]
+        i = load_buf(self.b, self.inds, at, 1)
+        return load_buf(self.b, self.vals, at, 1), (self.b.sext(i, I64) if self.inds.dtype.size < 8 else i)
+
+    def store(self, pos, pair):
+        at = self.oidx + [(pos, 0)]
+        store_buf(self.b, self.vals, at, pair[0], 1)
+        store_buf(self.b, self.inds, at, _index_value(self.kb, pair[1], self.inds.dtype), 1)
+
+    def worse(self, a, c):
+        """i1: pair a ranks after pair c."""
+        b = self.b
+        c_beats = _beats(self.kb, self.dt, c[0], a[0])
+        tie = b.not_(b.or_(c_beats, _beats(self.kb, self.dt, a[0], c[0])))
+        return b.or_(c_beats, b.and_(tie, b.icmp_signed(">", a[1], c[1])))
+
+    def sift_down(self, start, end):
+        """Moves the pair at ``start`` down until both children rank before it (heap in [0, end))."""
+        b = self.b
+        fn = b.function
+        head, pick, done = (fn.append_basic_block(f"heap.{s}") for s in ("head", "pick", "done"))
+        b.store(start, self.p)
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.load(self.p)
+        c = b.add(b.mul(p, c64(2)), c64(1))
+        b.cbranch(b.icmp_signed("<", c, end), pick, done)
+        b.position_at_end(pick)
+        left = self.load(c)
+        has_right = b.icmp_signed("<", b.add(c, c64(1)), end)
+        c2 = b.select(has_right, b.add(c, c64(1)), c)          # (c itself when there is no right child)
+        right = self.load(c2)
+        take_right = b.and_(has_right, self.worse(right, left))
+        child = b.select(take_right, c2, c)
+        cp = (b.select(take_right, right[0], left[0]), b.select(take_right, right[1], left[1]))
+        parent = self.load(p)
+        swap = self.worse(cp, parent)
+        with b.if_then(swap):
+            self.store(p, cp)
+            self.store(child, parent)
+            b.store(child, self.p)
+        # continue only after a swap (a child ranked after the parent); else the heap holds
+        b.cbranch(swap, head, done)
+        b.position_at_end(done)
+
+
 def _top_k(kb, node, outs, dry):
+    """Per row: the first k pairs heapified, every later pair that ranks before the root
+    replaces it, then a heapsort puts the k kept best first: O(n log k), in the output row."""
     if dry:
         return
     x = node.inputs[0]
@@ -45,41 +103,27 @@ def _top_k(kb, node, outs, dry):
     n, k = shape[-1], node.attrs["k"]
     if k == 0 or any(d == 0 for d in shape):
         return
-    dt, idt = kb.dtype(x), inds.dtype
+    dt = kb.dtype(x)
     b = kb.b
-    fn = b.function
-    filled, pos = kb.alloca(I64), kb.alloca(I64)
 
     def row(oidx):
-        b.store(c64(0), filled)
-        with kb.loop(n, vectorise=False) as i:
-            v = kb.gen(x, oidx + [(i, 0)], 1)
-            c = b.load(filled)
-            full = b.icmp_signed(">=", c, c64(k))
-            last = load_buf(b, vals, oidx + [(c64(k - 1), 0)], 1)       # (read only when full)
-            take = b.or_(b.not_(full), _beats(kb, dt, v, last))
-            b.store(b.select(full, c, b.add(c, c64(1))), filled)
-            with b.if_then(take):
-                b.store(b.select(full, c64(k - 1), c), pos)
-                head, check, shift, done = (fn.append_basic_block(f"topk.{s}") for s in ("head", "check", "shift",
-                                                                                          "done"))
-                b.branch(head)
-                b.position_at_end(head)
-                p = b.load(pos)
-                b.cbranch(b.icmp_signed(">", p, c64(0)), check, done)
-                b.position_at_end(check)
-                q = b.sub(p, c64(1))
-                prev = load_buf(b, vals, oidx + [(q, 0)], 1)
-                b.cbranch(_beats(kb, dt, v, prev), shift, done)
-                b.position_at_end(shift)
-                store_buf(b, vals, oidx + [(p, 0)], prev, 1)
-                store_buf(b, inds, oidx + [(p, 0)], load_buf(b, inds, oidx + [(q, 0)], 1), 1)
-                b.store(q, pos)
-                b.branch(head)
-                b.position_at_end(done)
-                p = b.load(pos)
-                store_buf(b, vals, oidx + [(p, 0)], v, 1)
-                store_buf(b, inds, oidx + [(p, 0)], _index_value(kb, i, idt), 1)
+        heap = _Heap(kb, vals, inds, oidx, dt)
+        with kb.loop(k, vectorise=False) as i:
+            heap.store(i, (kb.gen(x, oidx + [(i, 0)], 1), i))
+        with kb.loop(k // 2, vectorise=False) as t:
+            heap.sift_down(b.sub(c64(k // 2 - 1), t), c64(k))
+        if n > k:
+            with kb.loop(n, k, vectorise=False) as i:
+                pair = (kb.gen(x, oidx + [(i, 0)], 1), i)
+                with b.if_then(heap.worse(heap.load(c64(0)), pair)):
+                    heap.store(c64(0), pair)
+                    heap.sift_down(c64(0), c64(k))
+        with kb.loop(k - 1, vectorise=False) as t:
+            end = b.sub(c64(k - 1), t)              # the worst left goes to the back
+            root, last = heap.load(c64(0)), heap.load(end)
+            heap.store(end, root)
+            heap.store(c64(0), last)
+            heap.sift_down(c64(0), end)
     _outer(kb, shape[:-1], row)
 
 
