@@ -206,3 +206,22 @@ def test_ids_are_checked_even_with_no_data_to_combine():
     for nseg, rows in ((3, np.ones((3, 0), np.float32)), (0, np.ones((3, 2), np.float32))):
         with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
             _run(lambda d, i: M.unsorted_segment_sum(d, i, nseg), [rows, np.array([0, 1, 9], np.int32)])
+
+
+def test_sorted_ids_fed_anew_run_the_kernel_of_their_segment_count(graph_mode):
+    # the compiled run is specialised on max(ids) + 1, not on the ids' values: new ids with as
+    # many segments run the same kernel, which checks their order itself
+    g = tf.Graph()
+    with g.as_default():
+        d, i = tf.compat.v1.placeholder(tf.float32, [6]), tf.compat.v1.placeholder(tf.int32, [6])
+        y = M.segment_sum(d, i)
+    s = session(g)
+    data = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(s.run(y, {d: data, i: [0, 0, 1, 1, 2, 2]}), [1, 5, 9])
+    before = tf.cache_info()
+    for ids, want in (([0, 1, 1, 1, 1, 2], [0, 10, 5]), ([0, 0, 0, 0, 2, 2], [6, 0, 9])):
+        np.testing.assert_array_equal(s.run(y, {d: data, i: ids}), want)
+    after = tf.cache_info()
+    assert (after["compiles"], after["plan_misses"]) == (before["compiles"], before["plan_misses"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not increasing"):
+        s.run(y, {d: data, i: [0, 0, 2, 1, 2, 2]})       # (the same count: the kernel checks the order)

@@ -2,13 +2,14 @@
 
 out[ids[i...], rest] (+)= data[i..., rest], walked in data order (so max / min keep TF's
 order-dependent NaN rule and sums add in TF's order), the trailing data dims vectorised as
-GatherGrad's scatter (lower_reduction.py) is. Every id is checked in the kernel: one at or past
+GatherGrad's scatter (lower_reduction.py) is. Sorted ids are checked to increase, and every id
+is checked in the kernel: one at or past
 num_segments (or a negative sorted one) sets ERR_SEGMENT_RANGE and is clamped to row 0, and a
 negative unsorted id (TF drops it) rewrites row 0 with its own value, so nothing is ever read or
 written outside ``out``.
 """
 from ..ops.segment_ops import identity_value
-from .irutil import ERR_SEGMENT_RANGE, I64, VW, c64, const, load_buf, store_buf
+from .irutil import ERR_SEGMENT_ORDER, ERR_SEGMENT_RANGE, I64, VW, c64, const, load_buf, store_buf
 
 
 def _combine(kb, kind, dt, cur, v):
@@ -77,6 +78,12 @@ def _segment_reduction(kb, node, outs, dry):
         drop = b.or_(bad, neg)
         return b.select(drop, c64(0), ii), drop
 
+    if sorted_ and len(ishape) == 1 and ishape[0] > 1:
+        # TF's "not increasing" comes first (the first error set wins): num_segments was taken
+        # from the largest id, which is the last only when they are sorted
+        with kb.loop(ishape[0], 1) as i:
+            here, before = kb.gen(ind, [(i, 0)], 1), kb.gen(ind, [(b.sub(i, c64(1)), 0)], 1)
+            kb.set_error(b.icmp_signed("<", here, before), ERR_SEGMENT_ORDER)
     if n == 0 or any(d == 0 for d in ds):
         if all(d > 0 for d in ishape):        # no data to combine, but the ids are still checked
             _walk(kb, ishape, ri + 1, lambda idx, W: segment_row(idx))

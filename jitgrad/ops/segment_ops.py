@@ -4,9 +4,10 @@ tf.math.segment_{sum,mean,max,min,prod} (segment ids sorted).
 One static op, ``SegmentReduction`` (data, ids) with attrs kind (sum / max / min / prod),
 num_segments and sorted, lowered natively (codegen/lower_segment.py: ids bounds-checked in the
 kernel). Where the number of segments is a run-time value (a num_segments tensor, or the last of
-sorted ids) the graph holds ``DynamicSegmentReduction`` (data, ids, source): the interpreter runs
-it as it is, a compiled run evaluates ``source`` on the host and compiles the static op for its
-value (OpDef.specialise, as array_ops_dynamic.py's ops). Means and sqrt_n are TF's composites
+sorted ids) the graph holds ``DynamicSegmentReduction`` (data, ids, count): the interpreter runs
+it as it is, a compiled run evaluates ``count`` on the host and compiles the static op for its
+value (OpDef.specialise, as array_ops_dynamic.py's ops); sorted ids' count is max(0, ids + 1), so
+new ids with as many segments reuse the kernel (which checks their order itself). Means and sqrt_n are TF's composites
 (sum / count); the gradients are TF's (_UnsortedSegmentSumGrad, _SegmentMinOrMaxGrad, ...).
 
 TF's values: unsorted ops drop negative ids; an unsorted max / min of an empty segment is the
@@ -21,9 +22,10 @@ from .. import dtypes
 from ..convert import convert_to_tensor
 from ..errors import InvalidArgumentError
 from ._infer import FLOATS, NUMBERS, check_dtype
-from .array_ops import expand_dims, gather, get_static_value
-from .math_ops import (abs, cast, equal, floordiv, greater, greater_equal, logical_and, maximum, multiply,  # noqa: A004
+from .array_ops import concat, expand_dims, gather, get_static_value, reshape, zeros
+from .math_ops import (abs, add, cast, equal, floordiv, greater, greater_equal, logical_and, maximum, multiply,  # noqa: A004
                        ones_like, realdiv, sign, sqrt, where, zeros_like)
+from .reduction_ops import reduce_max
 from .registry import apply_op, register
 
 KINDS = ("sum", "max", "min", "prod")
@@ -174,7 +176,7 @@ register("SegmentReduction", infer=_infer, kernel=_kernel, grad=_grad, kind="oth
 # ---------------------------------------------------------------- the number of segments a run-time value
 def _dynamic_infer(shapes, dts, attrs):
     check_dtype("SegmentReduction", dts[2], _INDEX_TYPES, "num_segments")
-    if not attrs["sorted"] and shapes[2] not in (None, ()):
+    if shapes[2] not in (None, ()):
         raise ValueError(f"Shape must be rank 0 but is rank {len(shapes[2])} for 'UnsortedSegmentReduction' "
                          "(num_segments)")
     (out,) = _infer(shapes[:2], dts[:2], {**attrs, "num_segments": None})
@@ -182,11 +184,7 @@ def _dynamic_infer(shapes, dts, attrs):
 
 
 def _count(attrs, source):
-    """The static op's num_segments: the num_segments value, or the last sorted id + 1."""
-    source = np.asarray(source)
-    if attrs["sorted"]:
-        check_sorted_ids(source)
-        return int(source.reshape(-1)[-1]) + 1 if source.size else 0
+    """The static op's num_segments: the num_segments value, or (sorted) the largest id + 1."""
     n = int(source)
     if n < 0:
         raise InvalidArgumentError(f"Input num_segments == {n} must not be negative.")
@@ -209,7 +207,11 @@ def _reduce(kind, data, ids, num_segments, sorted_, name):
     attrs = {"kind": kind, "sorted": sorted_}
     op_name = name or ("Segment" if sorted_ else "UnsortedSegment") + kind.capitalize()
     if sorted_:
-        return apply_op("DynamicSegmentReduction", [data, ids, ids], attrs, name=op_name)
+        # the number of segments, max(0, ids + 1) (the last id + 1 when they are sorted, which the
+        # kernels check): a compiled run is specialised on this count, not on the ids' values
+        flat = add(reshape(ids, [-1]), 1)
+        count = reduce_max(concat([zeros([1], flat.dtype), flat], 0))
+        return apply_op("DynamicSegmentReduction", [data, ids, count], attrs, name=op_name)
     n = get_static_value(num_segments) if not isinstance(num_segments, (int, np.integer)) else num_segments
     if n is None:
         return apply_op("DynamicSegmentReduction", [data, ids, convert_to_tensor(num_segments)], attrs, name=op_name)
