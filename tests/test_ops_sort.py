@@ -164,3 +164,25 @@ def test_eager_and_tape():
     np.testing.assert_array_equal(r.indices.numpy(), [[0, 2], [1, 3]])
     np.testing.assert_array_equal(t.gradient(y, x).numpy(), [[1, 0, 1, 0], [0, 1, 0, 1]])
     np.testing.assert_array_equal(tf.argsort(tf.constant([2.0, 1.0, 2.0, 1.0])).numpy(), [1, 3, 0, 2])
+
+
+def test_k_and_row_length_known_only_at_run_time():
+    # DynamicTopK: the interpreter runs it, a compiled run specialises TopKV2 on k's value
+    x = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        p, k = tf.compat.v1.placeholder(tf.float32, [None, None]), tf.compat.v1.placeholder(tf.int32, [])
+        r = tf.math.top_k(p, k)
+        assert r.values.shape.as_list() == [None, None]
+        s = tf.sort(p)
+        (g_top,) = tf.gradients(tf.reduce_sum(r.values * r.values), p)
+    sess = session(g)
+    vals, inds, srt, gt = sess.run([r.values, r.indices, s, g_top], {p: x, k: 2})
+    np.testing.assert_array_equal(vals, [[3, 2], [5, 4]])
+    np.testing.assert_array_equal(inds, [[0, 2], [1, 2]])
+    np.testing.assert_array_equal(srt, [[1, 2, 3], [0, 4, 5]])
+    np.testing.assert_array_equal(gt, [[6, 0, 4], [0, 10, 8]])          # 2 x at the two kept
+    assert sess.run(r.values, {p: x, k: 0}).shape == (2, 0)
+    for bad in (4, -1):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(r.values, {p: x, k: bad})

@@ -23,7 +23,7 @@ from .. import dtypes
 from ..convert import convert_to_tensor
 from ..errors import InvalidArgumentError
 from ._infer import NUMBERS, check_dtype
-from .array_ops import get_static_value, transpose
+from .array_ops import get_static_value, shape, transpose
 from .math_ops import negative, subtract
 from .registry import apply_op, register
 
@@ -69,7 +69,8 @@ def _top_k_kernel(attrs, x):
 
 
 def _top_k_grad(op, g_values, g_indices=None):
-    return [apply_op("TopKGrad", [g_values, op.outputs[1], op.inputs[0]])]
+    """TF's _TopKGrad: the values' gradient scattered to the indices (none for a run-time k)."""
+    return [apply_op("TopKGrad", [g_values, op.outputs[1], op.inputs[0]])] + [None] * (len(op.inputs) - 1)
 
 
 register("TopKV2", infer=_top_k_infer, kernel=_top_k_kernel, grad=_top_k_grad, kind="other", cost=4)
@@ -127,12 +128,38 @@ register("TopKGrad", infer=_scatter_infer, kernel=_scatter_kernel, kind="other",
 
 # ---------------------------------------------------------------- public functions
 def _static_k(k):
+    """k's value when the graph is built (a Python int or a constant), else None."""
     v = k if isinstance(k, (int, np.integer)) else get_static_value(k)
-    if v is None:
-        raise NotImplementedError("top_k needs k as a Python int or a constant (its output shape)")
-    if np.ndim(v) != 0:
+    if v is not None and np.ndim(v) != 0:
         raise ValueError(f"Shape must be rank 0 but is rank {np.ndim(v)} for 'TopKV2' (k)")
-    return int(v)
+    return None if v is None else int(v)
+
+
+# ---------------------------------------------------------------- k a run-time value
+def _dynamic_infer(shapes, dts, attrs):
+    check_dtype("TopKV2", dts[1], (dtypes.int32,), "k")
+    if shapes[1] not in (None, ()):
+        raise ValueError(f"Shape must be rank 0 but is rank {len(shapes[1])} for 'TopKV2' (k)")
+    check_dtype("TopKV2", dts[0], NUMBERS, "input")
+    s = shapes[0]
+    if s is not None and len(s) < 1:
+        raise ValueError(f"Shape must be at least rank 1 but is rank 0 for 'TopKV2' (input), got shape {list(s)}")
+    out = None if s is None else tuple(s[:-1]) + (None,)
+    return [(out, dts[0]), (out, attrs["index_type"])]
+
+
+def _k_of(attrs, k):
+    k = int(k)
+    if k < 0:
+        raise InvalidArgumentError(f"Need k >= 0, got {k}")
+    return {**attrs, "k": k}
+
+
+# TF's TopKV2 with k a tensor: the interpreter runs it as it is, a compiled run evaluates k on
+# the host and compiles TopKV2 for its value (OpDef.specialise, as array_ops_dynamic.py's ops)
+register("DynamicTopK", infer=_dynamic_infer, kernel=lambda attrs, x, k: _top_k_kernel(_k_of(attrs, k), x),
+         grad=_top_k_grad, data_dependent_shape=True, shape_from=1, kind="other", lowering="interpreter",
+         specialise=lambda attrs, k: ("TopKV2", _k_of(attrs, k)))
 
 
 def top_k(input, k=1, sorted=True, index_type=dtypes.int32, name=None):  # noqa: A002 - TF's names
@@ -141,8 +168,12 @@ def top_k(input, k=1, sorted=True, index_type=dtypes.int32, name=None):  # noqa:
     x = convert_to_tensor(input)
     index_type = dtypes.as_dtype(index_type)
     check_dtype("TopKV2", index_type, _INDEX_TYPES, "index_type")
-    values, indices = apply_op("TopKV2", [x], {"k": _static_k(k), "sorted": bool(sorted), "index_type": index_type},
-                               name=name or "TopKV2")
+    attrs = {"sorted": bool(sorted), "index_type": index_type}
+    kv = _static_k(k)
+    if kv is None:
+        values, indices = apply_op("DynamicTopK", [x, convert_to_tensor(k)], attrs, name=name or "TopKV2")
+    else:
+        values, indices = apply_op("TopKV2", [x], {**attrs, "k": kv}, name=name or "TopKV2")
     return TopKV2(values, indices)
 
 
@@ -158,7 +189,7 @@ def _descending(x, axis, return_argsort):
     axis %= rank
     n = x.shape[axis]
     if n is None:
-        raise NotImplementedError("tf.sort / tf.argsort need the length of the sorted axis when the graph is built")
+        n = shape(x)[axis]        # (a run-time k: DynamicTopK)
     perm = None
     if axis != rank - 1:
         perm = list(range(rank))
