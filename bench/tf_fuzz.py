@@ -102,6 +102,8 @@ BINARY = {
     "pow": lambda tf, a, b, p: tf.pow(a, b), "sqdiff": lambda tf, a, b, p: tf.math.squared_difference(a, b),
     "divide_no_nan": lambda tf, a, b, p: tf.math.divide_no_nan(a, b),
     "multiply_no_nan": lambda tf, a, b, p: tf.math.multiply_no_nan(a, b),
+    "xlogy": lambda tf, a, b, p: tf.math.xlogy(a, b), "xdivy": lambda tf, a, b, p: tf.math.xdivy(a, b),
+    "xlog1py": lambda tf, a, b, p: tf.math.xlog1py(a, b),
     "where_gt": lambda tf, a, b, p: tf.where(a > b, a, b),
     "where_eq": lambda tf, a, b, p: tf.where(tf.equal(a, b), a * 2.0, b),
     "add_n": lambda tf, a, b, p: tf.add_n([a, b, a]) if tuple(a.shape) == tuple(b.shape) else a + b,
@@ -148,6 +150,38 @@ def _gather(tf, x, p):
     return tf.gather(x, idx, axis=ax)
 
 
+def _segment_ids(x, p):
+    """Sorted ids, one per row of x (axis 0), with repeats and gaps: rows 0, 0, 2, 3, 3, ..."""
+    return np.cumsum(np.random.default_rng(p).integers(0, 3, size=x.shape[0])).astype(np.int32)
+
+
+def _segment(tf, x, p):
+    if _rank(x) == 0 or x.shape[0] == 0:
+        return x
+    ids = _segment_ids(x, p)
+    kind = ["sum", "max", "min", "prod", "mean"][p % 5]
+    if p % 2:
+        return getattr(tf.math, "segment_" + kind)(x, ids)
+    # unsorted: ids reversed (not sorted), and a dropped negative one when p % 4 == 2; max / min
+    # without gaps (an empty segment is -+FLT_MAX, too large for the sums of the loss)
+    ids = ids[::-1].copy()
+    if kind in ("max", "min"):
+        ids = np.unique(ids, return_inverse=True)[1].astype(np.int32)
+    elif p % 4 == 2:
+        ids[0] = -1
+    n = int(ids.max()) + 1
+    fn = {"mean": "unsorted_segment_mean"}.get(kind, "unsorted_segment_" + kind)
+    return getattr(tf.math, fn)(x, ids, n)
+
+
+def _top_k(tf, x, p):
+    if _rank(x) == 0:
+        return x
+    if p % 3 == 0:
+        return tf.sort(x, axis=p % _rank(x), direction=["ASCENDING", "DESCENDING"][p % 2])
+    return tf.math.top_k(x, k=int(p % (x.shape[-1] + 1))).values
+
+
 def _pad(tf, x, p):
     if _rank(x) == 0:
         return x
@@ -179,7 +213,7 @@ ARRAY = {
     "transpose": lambda tf, x, p: tf.transpose(x, _perm(x, p)),
     "concat": lambda tf, x, p: tf.concat([x, x * 2.0], axis=(p % _rank(x)) if _rank(x) else 0) if _rank(x) else x,
     "stack": lambda tf, x, p: tf.stack([x, -x], axis=p % (_rank(x) + 1)),
-    "slice": _slice, "gather": _gather, "pad": _pad,
+    "slice": _slice, "gather": _gather, "pad": _pad, "segment": _segment, "top_k": _top_k,
     "tile": lambda tf, x, p: tf.tile(x, [1 + (p >> i) % 2 for i in range(_rank(x))]) if _rank(x) else x,
     "reverse": lambda tf, x, p: tf.reverse(x, [p % _rank(x)]) if _rank(x) else x,
     "expand_squeeze": lambda tf, x, p: tf.squeeze(tf.expand_dims(x, 0), [0]),

@@ -170,7 +170,7 @@ from .ops.clip_ops import clip_by_norm, clip_by_global_norm  # noqa: E402,F401
 from .ops.linalg_ops import tensordot  # noqa: E402,F401
 linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 v1.global_norm = _clip.global_norm   # TF 1's name (tf.compat.v1.global_norm)
-for _name in ("dropout", "moments", "batch_normalization", "embedding_lookup", "selu", "softsign", "gelu"):
+for _name in ("dropout", "moments", "normalize_moments", "batch_normalization", "embedding_lookup", "selu", "softsign", "gelu"):
     setattr(nn, _name, getattr(_n, _name))
 math.log_softmax = _n.log_softmax
 math.divide_no_nan = _m.divide_no_nan
@@ -178,6 +178,14 @@ math.reduce_euclidean_norm = _r.reduce_euclidean_norm
 math.softsign = _n.softsign   # TF exports softsign under tf.math too
 math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
 math.erfc = v1.erfc = _m.erfc  # likewise
+from .ops import xlogy_ops as _xlogy  # noqa: E402
+math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1py
+from .ops import segment_ops as _segment  # noqa: E402
+for _name in _segment.__all__:
+    setattr(math, _name, getattr(_segment, _name))
+from .ops.sort_ops import sort, argsort  # noqa: E402,F401
+from .ops import sort_ops as _sort  # noqa: E402
+math.top_k = nn.top_k = _sort.top_k
 
 
 def is_tensor(x):

@@ -39,6 +39,8 @@ ERR_LIST_UNSTACK = 25
 ERR_LIST_APPEND = 26
 # ZeroRows' length (ops/zero_rows.py) below the entry's rows or past int32
 ERR_ZERO_ROWS_LENGTH = 27
+ERR_SEGMENT_RANGE = 28  # a segment id past num_segments, or a negative sorted one (codegen/lower_segment.py)
+ERR_SEGMENT_ORDER = 29  # sorted segment ids that decrease (codegen/lower_segment.py)
 LIST_CHECK_CODES = {"access": ERR_LIST_ACCESS, "modify": ERR_LIST_MODIFY, "gather": ERR_LIST_GATHER,
                     "scatter": ERR_LIST_SCATTER, "length": ERR_LIST_LENGTH, "unstack": ERR_LIST_UNSTACK,
                     "append": ERR_LIST_APPEND}
@@ -67,6 +69,8 @@ ERROR_MESSAGES = {
     ERR_LIST_APPEND: ("jitgrad compiles this while_loop's TensorArray writes as appends: the first writes at "
                       "index {a}, but the array has {b} elements when the loop starts"),
 }
+ERROR_MESSAGES[ERR_SEGMENT_RANGE] = "segment_ids out of range [0, num_segments) (sorted ids: must be >= 0)"
+ERROR_MESSAGES[ERR_SEGMENT_ORDER] = "segment ids are not increasing"
 ERROR_MESSAGES[ERR_ZERO_ROWS_LENGTH] = LENGTH_MESSAGE   # (the interpreter's too)
 VALUE_CODES = frozenset(LIST_CHECK_CODES.values())   # codes whose message formats status words 4, 5
 

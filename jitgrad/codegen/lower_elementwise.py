@@ -136,6 +136,17 @@ def _div_no_nan(kb, node, xs, W):
     return _where_zero(kb, node, b.fcmp_ordered("==", y, const(_dt(node), 0, W)), b.fdiv(x, y), W)
 
 
+def _x_times(fn):
+    """TF's Xlogy / Xdivy / Xlog1py: +0 where x == 0 (whatever y is, NaN too), else
+    x * log(y), x / y, x * log1p(y) (the numpy kernels in ops/xlogy_ops.py)."""
+    def f(kb, node, xs, W):
+        x, y = xs
+        b = kb.b
+        v = b.fdiv(x, y) if fn == "div" else b.fmul(x, _vm(kb, fn, [y]))
+        return _where_zero(kb, node, b.fcmp_ordered("==", x, const(_dt(node), 0, W)), v, W)
+    return f
+
+
 def _sigmoid_grad(kb, node, xs, W):
     """TF's SigmoidGrad, dy * (y * (1 - y)) (its packet form; ops/math_ops.py)."""
     y, dy = xs
@@ -398,6 +409,9 @@ ELEMENTWISE = {
     "Minimum": _minimum,
     "MulNoNan": _mul_no_nan,
     "DivNoNan": _div_no_nan,
+    "Xlogy": _x_times("log"),
+    "Xdivy": _x_times("div"),
+    "Xlog1py": _x_times("log1p"),
     "SigmoidGrad": _sigmoid_grad,
     "SqrtGrad": _sqrt_grad,
     "RsqrtGrad": _rsqrt_grad,

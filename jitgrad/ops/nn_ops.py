@@ -10,7 +10,7 @@ from ..errors import InvalidArgumentError
 from ..shapes import as_shape
 from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
-                       realdiv, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
+                       realdiv, reciprocal, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import _static_int, reduce_max, reduce_sum, reduce_mean
 from .registry import apply_op, register
 from . import random_ops
@@ -303,6 +303,19 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     if x.dtype == dtypes.float16:
         mean, variance = cast(mean, dtypes.float16), cast(variance, dtypes.float16)
     prefix = name or "moments"
+    return identity(mean, name=prefix + "_mean"), identity(variance, name=prefix + "_variance")
+
+
+def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
+    """``tf.nn.normalize_moments``: (mean, variance) from sufficient statistics, composed as TF's
+    nn_impl: divisor = 1 / counts, shifted = mean_ss * divisor, mean = shifted (+ shift),
+    variance = variance_ss * divisor - shifted ** 2."""
+    counts, mean_ss, variance_ss = convert_all([counts, mean_ss, variance_ss])
+    divisor = reciprocal(counts)
+    shifted_mean = multiply(mean_ss, divisor)
+    mean = add(shifted_mean, shift) if shift is not None else shifted_mean
+    variance = subtract(multiply(variance_ss, divisor), square(shifted_mean))
+    prefix = name or "normalize"
     return identity(mean, name=prefix + "_mean"), identity(variance, name=prefix + "_variance")
 
 
