@@ -335,6 +335,34 @@ def test_cache_key_differs_and_switching_recompiles():
     assert tf.cache_info()["compiles"] == c0 + 1
 
 
+def test_mode_read_once_per_compile(monkeypatch, tmp_path):
+    """Another thread switching the mode between the kernel's key and its code generation
+    cannot file a kernel of one mode under the other's key (in memory or on disk): the
+    compile builds in the mode its key was made with (compiler.make_plan reads it once)."""
+    g, x, w, y = _mul_graph()
+    feed = {x: np.full(4, F32_DENORMAL), w: np.ones(4, np.float32)}
+    compile_program = compiler.compile_program
+
+    def switched_meanwhile(program, key, flush):
+        monkeypatch.setattr(denormals, "_on", True)     # (listeners skipped, as mid-compile)
+        try:
+            return compile_program(program, key, flush)
+        finally:
+            monkeypatch.setattr(denormals, "_on", False)
+    monkeypatch.setattr(compiler, "compile_program", switched_meanwhile)
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))   # an empty disk cache, used
+    cache.set_enabled(True)
+    compiler.clear_cache()
+    s = _session(g, "compiled")
+    assert s.run(y, feed).tolist() == [float(F32_DENORMAL)] * 4     # built in the key's mode: off
+    assert tf.cache_info()["compiles"] == 1
+    monkeypatch.setattr(compiler, "compile_program", compile_program)
+    compiler.clear_cache()                               # memory only: the next run loads from disk
+    assert _session(g, "compiled").run(y, feed).tolist() == [float(F32_DENORMAL)] * 4
+    tf.config.set_flush_denormals(True)
+    assert _session(g, "compiled").run(y, feed).tolist() == [0.0] * 4
+
+
 # ---------------------------------------------------------------- differential
 def _is_denormal(v):
     return np.asarray(v).dtype.kind == "f" and v != 0 and abs(v) < np.finfo(np.asarray(v).dtype).tiny

@@ -204,7 +204,7 @@ def _if_grad(op, *grads):
     return res
 
 
-register("If", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
+register("If", denormals="keep", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
 
 
 def _drop_unread_captures(fg, outs):
@@ -623,7 +623,7 @@ def _while_grad(op, *grads):
     return res
 
 
-register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+register("While", denormals="keep", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
 
 
 def _self_contained_vars(body, n, graded_ys):
