@@ -142,6 +142,12 @@ def has_fact(op_type, fact):
     return opdef is not None and bool(getattr(opdef, fact))
 
 
+def shape_only_input(op, j):
+    """Whether ``op`` (a graph op) reads only the shape of its input ``j``, never its value."""
+    opdef = REGISTRY.get(op.type)
+    return opdef is not None and opdef.is_shape_only(j)
+
+
 def ops_with(fact):
     """The names of the registered ops for which ``fact`` (an OpDef attribute) is true."""
     return frozenset(name for name, opdef in REGISTRY.items() if getattr(opdef, fact))
