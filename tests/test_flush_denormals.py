@@ -403,3 +403,20 @@ def test_random_graphs_with_denormal_inputs_compiled_vs_interpreted(seed):
                 near = (np.abs(x) < 1e-30) & (np.abs(y) < 1e-30)
             np.testing.assert_allclose(y[near], x[near], rtol=2e-4 if dt == np.float32 else 1e-9, atol=0,
                                        err_msg=f"seed {seed} fetch {i}")
+
+
+def test_explain_shows_the_flush_attributes_on_every_function(monkeypatch):
+    """explain's unoptimised IR is what was compiled: in the mode every function defined,
+    the matmul units compiled on the side included, carries denormal-fp-math."""
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "0")      # units compiled in this process
+    tf.config.set_flush_denormals(True)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [64, 64])
+        y = tf.matmul(a, a)
+    compiler.clear_cache()
+    with _session(g, "compiled") as s:
+        ir_text = s.explain(y, {a: np.ones((64, 64), np.float32)}).unoptimised_ir
+    defines = [line for line in ir_text.splitlines() if line.startswith("define ")]
+    assert any("_mm" in line for line in defines)          # (a matmul unit was taken)
+    assert all("denormal-fp-math" in line for line in defines)
