@@ -80,6 +80,7 @@ def _mul_graph(shape=(4,), dtype=tf.float32):
 
 # ---------------------------------------------------------------- API
 def test_api_and_namespaces():
+    tf.config.set_flush_denormals(False)       # (off by default; JITGRAD_FLUSH_DENORMALS=1 runs start on)
     assert tf.config.get_flush_denormals() is False
     tf.config.experimental.set_flush_denormals(True)
     assert tf.config.get_flush_denormals() and tf.config.experimental.get_flush_denormals()
