@@ -1,14 +1,20 @@
 """TopKV2 and its gradient pair (ops/sort_ops.py).
 
-TopKV2 (MATERIALISE): per last-axis row, a heap selection of the k best in the k-long output
-row, then a heapsort of them: O(n log k), no scratch memory. The ranking is total (larger first;
+TopKV2 (MATERIALISE): per last-axis row, chosen by the static n and k (top_k_method): for a
+small k of a long row, a heap selection of the k best in the k-long output row, then a heapsort
+of them: O(n log k), no scratch memory; otherwise a full sort of the row (lower_sort_rows.py:
+counting ranks for short rows, LSD radix for long ones). The ranking is total (larger first;
 NaN above every number, jitgrad's rule; equal values by index, TF's), so the heap, not itself
 stable, gives TF's stable order.
 TopKGrad (MATERIALISE) scatters a gradient to its indices along the last axis; TakeAlongLastAxis
 (LAYOUT) gathers there. Both check every index in the kernel (ERR_GATHER_RANGE) and clamp a bad
 one to 0, so nothing outside a buffer is ever read or written.
 """
+from . import lower_sort_rows as sort_rows
 from .irutil import ERR_GATHER_RANGE, I64, c64, const, load_buf, scalarise, store_buf
+
+# the heap for k at most HEAP_MAX_K and at most 1/HEAP_FRACTION of a row (bench/bench_top_k.py)
+HEAP_MAX_K, HEAP_FRACTION = 64, 16
 
 
 def _beats(kb, dt, a, b_):
@@ -92,18 +98,40 @@ class _Heap:
         b.position_at_end(done)
 
 
+def top_k_method(n, k):
+    """How a row of n gives its best k: "rank" (short rows), "heap" (few of a long row: one
+    compare per element with the heap's root, mostly), else "radix" (the whole row sorted)."""
+    if n <= sort_rows.RANK_MAX:
+        return "rank"
+    small_k = k * HEAP_FRACTION <= n and k <= HEAP_MAX_K
+    return "heap" if small_k or n >= 2 ** 31 else "radix"     # (radix counts in i32)
+
+
 def _top_k(kb, node, outs, dry):
-    """Per row: the first k pairs heapified, every later pair that ranks before the root
-    replaces it, then a heapsort puts the k kept best first: O(n log k), in the output row."""
-    if dry:
-        return
     x = node.inputs[0]
-    vals, inds = outs
+    vals, inds = outs if not dry else (None, None)      # (no buffers in the dry run)
     shape = kb.shape(x)
     n, k = shape[-1], node.attrs["k"]
     if k == 0 or any(d == 0 for d in shape):
         return
     dt = kb.dtype(x)
+    method = top_k_method(n, k)
+    if method == "rank":
+        scratch = sort_rows.rank_scratch(kb, n, dt)
+        if not dry:
+            _outer(kb, shape[:-1], lambda oidx: sort_rows.rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch))
+    elif method == "radix":
+        scratch = sort_rows.radix_scratch(kb, n, dt)
+        if not dry:
+            _outer(kb, shape[:-1], lambda oidx: sort_rows.radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch))
+    elif not dry:
+        _heap_top_k(kb, x, vals, inds, shape, k, dt)
+
+
+def _heap_top_k(kb, x, vals, inds, shape, k, dt):
+    """Per row: the first k pairs heapified, every later pair that ranks before the root
+    replaces it, then a heapsort puts the k kept best first: O(n log k), in the output row."""
+    n = shape[-1]
     b = kb.b
 
     def row(oidx):

@@ -1,0 +1,155 @@
+"""Full-row sorts for TopKV2 (lower_top_k.py picks one per node; shapes are static).
+
+Both rank by an order key: the element mapped to an unsigned integer of its width whose
+ascending order is the ranking (larger first; NaN above +inf, all NaNs equal; -0 equal to +0),
+so comparisons are integer ones and equal keys are ties, broken by index (TF's stable order).
+
+* rank sort (short rows): each element's output position is the number of elements ranked
+  before it, counted with vectorised integer compares, O(n^2) but branch-free: for rows up to
+  RANK_MAX long this beats any branchy sort, as numpy's SIMD sort does.
+* LSD radix sort (long rows): 8-bit digits, one histogram pass for all digits, then a stable
+  counting scatter per digit between two scratch rows (a digit that every key shares is
+  skipped); stability gives index-order ties for free. O(n * bytes).
+
+Only the first k of the sorted row are written (values re-read from x at the index, so -0
+and NaN payloads come out as they went in). Every position written comes from counts that
+sum to n, so scratch and output stay in bounds.
+"""
+from llvmlite import ir
+
+from .. import dtypes
+from .irutil import I32, I64, c64, store_buf
+
+RANK_MAX = 128        # longest row sorted by counting ranks (n^2 compares); longer: radix
+DIGIT_BITS = 8
+
+
+def _key(kb, v, dt):
+    """The order key of v (an i<bits>, compared unsigned): smaller sorts first."""
+    b = kb.b
+    ity = ir.IntType(dt.size * 8)
+    if dt.is_unsigned:
+        return b.not_(v)
+    maxs = ir.Constant(ity, (1 << (dt.size * 8 - 1)) - 1)
+    if not dt.is_floating:
+        return b.xor(v, maxs)                 # ~(v ^ sign): signed order, flipped
+    bits = b.bitcast(v, ity)
+    bits = b.select(b.fcmp_ordered("==", v, ir.Constant(v.type, 0.0)), ir.Constant(ity, 0), bits)   # -0 -> +0
+    neg = b.icmp_signed("<", bits, ir.Constant(ity, 0))
+    key = b.select(neg, bits, b.xor(bits, maxs))   # negatives: bits rise as values fall
+    return b.select(b.fcmp_unordered("uno", v, v), ir.Constant(ity, 0), key)    # NaN first
+
+
+def _at(b, ptr, i):
+    return b.gep(ptr, [i])
+
+
+def _emit_output(kb, x, vals, inds, oidx, pos, i):
+    """Output position pos (i64) of the row gets x's element i (i64)."""
+    at = oidx + [(pos, 0)]
+    store_buf(kb.b, vals, at, kb.gen(x, oidx + [(i, 0)], 1), 1)
+    it = inds.dtype
+    store_buf(kb.b, inds, at, kb.b.trunc(i, ir.IntType(it.size * 8)) if it.size < 8 else i, 1)
+
+
+def _key_dtype(dt):
+    return dtypes.int64 if dt.size == 8 else dtypes.int32
+
+
+def rank_scratch(kb, n, dt):
+    """The scratch the rank sort uses (ask for it in the dry run too): a row of keys and one
+    of output positions."""
+    return (kb.scratch_buffer((n,), _key_dtype(dt), "top_k keys"),
+            kb.scratch_buffer((n,), dtypes.int32, "top_k ranks"))
+
+
+def rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
+    """Output position of element i = #{j: key_j < key_i, or key_j == key_i and j < i}.
+    Each j adds its compare to every i's count in one vector loop over the row (a constant
+    trip count, no horizontal sums): n^2 compares at the vector width."""
+    b = kb.b
+    kp, rp = scratch[0].ptr, scratch[1].ptr
+    with kb.loop(n) as i:
+        b.store(_key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt), _at(b, kp, i))
+        b.store(ir.Constant(I32, 0), _at(b, rp, i))
+    with kb.loop(n, vectorise=False) as j:
+        kj = b.load(_at(b, kp, j))
+        j32 = b.trunc(j, I32)           # (n <= RANK_MAX: index compares at the key's width)
+        with kb.loop(n) as i:
+            ki = b.load(_at(b, kp, i))
+            if dt.is_floating:
+                # one compare a lane (vector compares share one port): ki >= kj + (i <= j),
+                # the + 1 from a shift; no overflow as a float's key is never all ones (NaN's is 0)
+                lower = b.ashr(b.sub(b.trunc(i, I32), b.add(j32, ir.Constant(I32, 1))), ir.Constant(I32, 31))
+                before = b.icmp_unsigned(">=", ki, b.sub(kj, b.sext(lower, kj.type) if dt.size == 8 else lower))
+            else:
+                tie_before = b.and_(b.icmp_unsigned("==", kj, ki), b.icmp_signed("<", j32, b.trunc(i, I32)))
+                before = b.or_(b.icmp_unsigned("<", kj, ki), tie_before)
+            r = _at(b, rp, i)
+            b.store(b.add(b.load(r), b.zext(before, I32)), r)
+    with kb.loop(n, vectorise=False) as i:
+        pos = b.zext(b.load(_at(b, rp, i)), I64)      # a permutation of 0..n-1
+        if k == n:
+            _emit_output(kb, x, vals, inds, oidx, pos, i)
+        else:
+            with b.if_then(b.icmp_unsigned("<", pos, c64(k))):
+                _emit_output(kb, x, vals, inds, oidx, pos, i)
+
+
+def radix_scratch(kb, n, dt):
+    """Two rows of keys, two of indices, a 256-count histogram per digit (dry run too)."""
+    kd = _key_dtype(dt)
+    digits = dt.size * 8 // DIGIT_BITS
+    return ([kb.scratch_buffer((n,), kd, "top_k keys") for _ in range(2)]
+            + [kb.scratch_buffer((n,), dtypes.int32, "top_k order") for _ in range(2)]
+            + [kb.scratch_buffer((digits << DIGIT_BITS,), dtypes.int32, "top_k histograms")])
+
+
+def radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
+    b = kb.b
+    ka, kb2, ia, ib, hp = (s.ptr for s in scratch)
+    kty = ka.type.pointee
+    digits = dt.size * 8 // DIGIT_BITS
+    radix = 1 << DIGIT_BITS
+    mask = ir.Constant(kty, radix - 1)
+    with kb.loop(digits * radix) as j:
+        b.store(ir.Constant(I32, 0), _at(b, hp, j))
+    with kb.loop(n) as i:           # keys, identity order, every digit's histogram in one pass
+        key = _key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt)
+        b.store(key, _at(b, ka, i))
+        b.store(b.trunc(i, I32), _at(b, ia, i))
+        for d in range(digits):
+            dg = b.zext(b.and_(b.lshr(key, ir.Constant(kty, d * DIGIT_BITS)), mask), I64)
+            p = _at(b, hp, b.add(dg, c64(d * radix)))
+            b.store(b.add(b.load(p), ir.Constant(I32, 1)), p)
+    key0 = b.load(_at(b, ka, c64(0)))
+    src_k, dst_k, src_i, dst_i = (kb.alloca(p.type) for p in (ka, kb2, ia, ib))
+    for slot, p in zip((src_k, dst_k, src_i, dst_i), (ka, kb2, ia, ib)):
+        b.store(p, slot)
+    acc = kb.alloca(I32)
+    for d in range(digits):
+        shift = ir.Constant(kty, d * DIGIT_BITS)
+        hd = b.gep(hp, [c64(d * radix)])
+        dg0 = b.zext(b.and_(b.lshr(key0, shift), mask), I64)
+        shared = b.icmp_signed("==", b.load(_at(b, hd, dg0)), ir.Constant(I32, n))
+        with b.if_then(b.not_(shared)):         # a digit every key shares leaves the order as is
+            b.store(ir.Constant(I32, 0), acc)
+            with kb.loop(radix, vectorise=False) as j:      # counts -> first positions
+                p = _at(b, hd, j)
+                c = b.load(p)
+                b.store(b.load(acc), p)
+                b.store(b.add(b.load(acc), c), acc)
+            sk, dk, si, di = (b.load(s) for s in (src_k, dst_k, src_i, dst_i))
+            with kb.loop(n, vectorise=False) as i:          # stable scatter by this digit
+                key = b.load(_at(b, sk, i))
+                p = _at(b, hd, b.zext(b.and_(b.lshr(key, shift), mask), I64))
+                pos = b.load(p)
+                b.store(b.add(pos, ir.Constant(I32, 1)), p)
+                pos = b.zext(pos, I64)
+                b.store(key, _at(b, dk, pos))
+                b.store(b.load(_at(b, si, i)), _at(b, di, pos))
+            for s, v in zip((src_k, dst_k, src_i, dst_i), (dk, sk, di, si)):
+                b.store(v, s)
+    order = b.load(src_i)
+    with kb.loop(k, vectorise=False) as j:
+        _emit_output(kb, x, vals, inds, oidx, j, b.zext(b.load(_at(b, order, j)), I64))
