@@ -217,7 +217,7 @@ def _row_data(rng, shape, dtype):
 
 CASES = [((3, 7), 7, "rank"), ((2, 2, 64), 5, "rank"), ((4, 128), 128, "rank"), ((1,), 1, "rank"),
          ((3, 129), 129, "radix"), ((2, 300), 40, "radix"), ((2, 1000), 1000, "radix"),
-         ((3, 300), 10, "heap"), ((2, 1000), 62, "heap")]
+         ((3, 300), 10, "heap"), ((2, 1000), 16, "heap"), ((2, 1000), 17, "radix")]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
