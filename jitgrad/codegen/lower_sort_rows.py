@@ -89,11 +89,8 @@ def rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
             b.store(b.add(b.load(r), b.zext(before, I32)), r)
     with kb.loop(n, vectorise=False) as i:
         pos = b.zext(b.load(_at(b, rp, i)), I64)      # a permutation of 0..n-1
-        if k == n:
+        with b.if_then(b.icmp_unsigned("<", pos, c64(k))):      # (also when k == n: never past the row)
             _emit_output(kb, x, vals, inds, oidx, pos, i)
-        else:
-            with b.if_then(b.icmp_unsigned("<", pos, c64(k))):
-                _emit_output(kb, x, vals, inds, oidx, pos, i)
 
 
 def radix_scratch(kb, n, dt):
