@@ -24,7 +24,7 @@ RANK_MAX = 128        # longest row sorted by counting ranks (n^2 compares); lon
 DIGIT_BITS = 8
 
 
-def _key(kb, v, dt):
+def order_key(kb, v, dt):
     """The order key of v (an i<bits>, compared unsigned): smaller sorts first."""
     b = kb.b
     ity = ir.IntType(dt.size * 8)
@@ -44,7 +44,7 @@ def _at(b, ptr, i):
     return b.gep(ptr, [i])
 
 
-def _emit_output(kb, x, vals, inds, oidx, pos, i):
+def emit_output(kb, x, vals, inds, oidx, pos, i):
     """Output position pos (i64) of the row gets x's element i (i64)."""
     at = oidx + [(pos, 0)]
     store_buf(kb.b, vals, at, kb.gen(x, oidx + [(i, 0)], 1), 1)
@@ -70,7 +70,7 @@ def rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
     b = kb.b
     kp, rp = scratch[0].ptr, scratch[1].ptr
     with kb.loop(n) as i:
-        b.store(_key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt), _at(b, kp, i))
+        b.store(order_key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt), _at(b, kp, i))
         b.store(ir.Constant(I32, 0), _at(b, rp, i))
     with kb.loop(n, vectorise=False) as j:
         kj = b.load(_at(b, kp, j))
@@ -90,7 +90,7 @@ def rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
     with kb.loop(n, vectorise=False) as i:
         pos = b.zext(b.load(_at(b, rp, i)), I64)      # a permutation of 0..n-1
         with b.if_then(b.icmp_unsigned("<", pos, c64(k))):      # (also when k == n: never past the row)
-            _emit_output(kb, x, vals, inds, oidx, pos, i)
+            emit_output(kb, x, vals, inds, oidx, pos, i)
 
 
 def radix_scratch(kb, n, dt):
@@ -112,7 +112,7 @@ def radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
     with kb.loop(digits * radix) as j:
         b.store(ir.Constant(I32, 0), _at(b, hp, j))
     with kb.loop(n) as i:           # keys, identity order, every digit's histogram in one pass
-        key = _key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt)
+        key = order_key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt)
         b.store(key, _at(b, ka, i))
         b.store(b.trunc(i, I32), _at(b, ia, i))
         for d in range(digits):
@@ -149,4 +149,14 @@ def radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
                 b.store(v, s)
     order = b.load(src_i)
     with kb.loop(k, vectorise=False) as j:
-        _emit_output(kb, x, vals, inds, oidx, j, b.zext(b.load(_at(b, order, j)), I64))
+        emit_output(kb, x, vals, inds, oidx, j, b.zext(b.load(_at(b, order, j)), I64))
+
+
+
+def packs(dt, n):
+    """An element's order key and index fit one 64-bit integer (lower_top_k._PackedHeap)."""
+    return dt.size <= 4 and n <= 1 << 32
+
+
+def packed_heap_scratch(kb, k):
+    return kb.scratch_buffer((k,), dtypes.int64, "top_k heap")

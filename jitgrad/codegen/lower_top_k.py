@@ -1,9 +1,9 @@
 """TopKV2 and its gradient pair (ops/sort_ops.py).
 
 TopKV2 (MATERIALISE): per last-axis row, chosen by the static n and k (top_k_method): for a
-small k of a long row, a heap selection of the k best in the k-long output row, then a heapsort
-of them: O(n log k), no scratch memory; otherwise a full sort of the row (lower_sort_rows.py:
-counting ranks for short rows, LSD radix for long ones). The ranking is total (larger first;
+small k of a long row, a heap selection of the k best, then a heapsort of them: O(n log k), in
+a k-long scratch row of packed integer keys (32-bit dtypes) or in the output row; otherwise a
+full sort of the row (lower_sort_rows.py: counting ranks for short rows, LSD radix for long ones). The ranking is total (larger first;
 NaN above every number, jitgrad's rule; equal values by index, TF's), so the heap, not itself
 stable, gives TF's stable order.
 TopKGrad (MATERIALISE) scatters a gradient to its indices along the last axis; TakeAlongLastAxis
@@ -13,9 +13,9 @@ one to 0, so nothing outside a buffer is ever read or written.
 from . import lower_sort_rows as sort_rows
 from .irutil import ERR_GATHER_RANGE, I64, c64, const, load_buf, scalarise, store_buf
 
-# the heap for k at most HEAP_MAX_K and at most 1/HEAP_FRACTION of a row: of rows of 1000 floats it took
-# 0.4-0.6x radix's time for k = 5-10 of random rows (one compare with the root an element, mostly),
-# 1.1x for k = 30 and 1.8-2.8x for ascending rows (every element sifted)
+# the heap for k at most HEAP_MAX_K and at most 1/HEAP_FRACTION of a row: of rows of 1000 float32
+# (the packed heap) it took 0.25-0.4x radix's time for k = 5-10 of random rows, 0.45-0.75x of
+# ascending ones (every element sifted), 0.8-1x for k = 30 and 1.4-1.5x for k = 62
 HEAP_MAX_K, HEAP_FRACTION = 16, 16
 
 
@@ -49,9 +49,17 @@ class _Heap:
     worst-ranked pair at the root. Ranking: larger first, NaN above every number, then lower
     index first: a total order, so the unstable heap gives TF's stable order."""
 
-    def __init__(self, kb, vals, inds, oidx, dt):
+    def __init__(self, kb, x, vals, inds, oidx, dt):
         self.kb, self.b, self.vals, self.inds, self.oidx, self.dt = kb, kb.b, vals, inds, oidx, dt
+        self.x = x
         self.p = kb.alloca(I64)
+
+    def entry(self, i):
+        """The heap's element for x's element i of the row."""
+        return (self.kb.gen(self.x, self.oidx + [(i, 0)], 1), i)
+
+    def finish(self, k):
+        """The sorted heap to the output row (here it already is)."""
 
     def load(self, pos):
         at = self.oidx + [(pos, 0)]
@@ -88,7 +96,7 @@ class _Heap:
         right = self.load(c2)
         take_right = b.and_(has_right, self.worse(right, left))
         child = b.select(take_right, c2, c)
-        cp = (b.select(take_right, right[0], left[0]), b.select(take_right, right[1], left[1]))
+        cp = tuple(b.select(take_right, r, l) for r, l in zip(right, left))
         parent = self.load(p)
         swap = self.worse(cp, parent)
         with b.if_then(swap):
@@ -98,6 +106,35 @@ class _Heap:
         # continue only after a swap (a child ranked after the parent); else the heap holds
         b.cbranch(swap, head, done)
         b.position_at_end(done)
+
+
+class _PackedHeap(_Heap):
+    """The heap over (order key << 32 | index) integers in scratch (keys of at most 32 bits):
+    the ranking, ties by index included, is one unsigned compare where _Heap's pairs need NaN
+    and tie logic. The sorted heap goes to the output row at the end."""
+
+    def __init__(self, kb, x, vals, inds, oidx, dt, scratch):
+        super().__init__(kb, x, vals, inds, oidx, dt)
+        self.ptr = scratch.ptr
+
+    def entry(self, i):
+        key = sort_rows.order_key(self.kb, self.kb.gen(self.x, self.oidx + [(i, 0)], 1), self.dt)
+        return (self.b.or_(self.b.shl(self.b.zext(key, I64), c64(32)), i),)
+
+    def load(self, pos):
+        return (self.b.load(self.b.gep(self.ptr, [pos])),)
+
+    def store(self, pos, e):
+        self.b.store(e[0], self.b.gep(self.ptr, [pos]))
+
+    def worse(self, a, c):
+        return self.b.icmp_unsigned(">", a[0], c[0])
+
+    def finish(self, k):
+        b = self.b
+        with self.kb.loop(k, vectorise=False) as j:
+            i = b.and_(b.load(b.gep(self.ptr, [j])), c64(0xFFFFFFFF))
+            sort_rows.emit_output(self.kb, self.x, self.vals, self.inds, self.oidx, j, i)
 
 
 def top_k_method(n, k):
@@ -126,25 +163,29 @@ def _top_k(kb, node, outs, dry):
         scratch = sort_rows.radix_scratch(kb, n, dt)
         if not dry:
             _outer(kb, shape[:-1], lambda oidx: sort_rows.radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch))
-    elif not dry:
-        _heap_top_k(kb, x, vals, inds, shape, k, dt)
+    else:
+        scratch = sort_rows.packed_heap_scratch(kb, k) if sort_rows.packs(dt, n) else None
+        if not dry:
+            _heap_top_k(kb, x, vals, inds, shape, k, dt, scratch)
 
 
-def _heap_top_k(kb, x, vals, inds, shape, k, dt):
+def _heap_top_k(kb, x, vals, inds, shape, k, dt, scratch):
     """Per row: the first k pairs heapified, every later pair that ranks before the root
-    replaces it, then a heapsort puts the k kept best first: O(n log k), in the output row."""
+    replaces it, then a heapsort puts the k kept best first: O(n log k), in the output row
+    (scratch None) or, for keys of at most 32 bits, as packed integers in scratch."""
     n = shape[-1]
     b = kb.b
 
     def row(oidx):
-        heap = _Heap(kb, vals, inds, oidx, dt)
+        heap = (_Heap(kb, x, vals, inds, oidx, dt) if scratch is None
+                else _PackedHeap(kb, x, vals, inds, oidx, dt, scratch))
         with kb.loop(k, vectorise=False) as i:
-            heap.store(i, (kb.gen(x, oidx + [(i, 0)], 1), i))
+            heap.store(i, heap.entry(i))
         with kb.loop(k // 2, vectorise=False) as t:
             heap.sift_down(b.sub(c64(k // 2 - 1), t), c64(k))
         if n > k:
             with kb.loop(n, k, vectorise=False) as i:
-                pair = (kb.gen(x, oidx + [(i, 0)], 1), i)
+                pair = heap.entry(i)
                 with b.if_then(heap.worse(heap.load(c64(0)), pair)):
                     heap.store(c64(0), pair)
                     heap.sift_down(c64(0), c64(k))
@@ -154,6 +195,7 @@ def _heap_top_k(kb, x, vals, inds, shape, k, dt):
             heap.store(end, root)
             heap.store(c64(0), last)
             heap.sift_down(c64(0), end)
+        heap.finish(k)
     _outer(kb, shape[:-1], row)
 
 
