@@ -94,41 +94,57 @@ def rank_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
 
 
 def radix_scratch(kb, n, dt):
-    """Two rows of keys, two of indices, a 256-count histogram per digit (dry run too)."""
-    kd = _key_dtype(dt)
+    """Two rows of elements to scatter between (packed keys, or keys and indices) and a
+    256-count histogram per digit (ask for them in the dry run too)."""
     digits = dt.size * 8 // DIGIT_BITS
-    return ([kb.scratch_buffer((n,), kd, "top_k keys") for _ in range(2)]
-            + [kb.scratch_buffer((n,), dtypes.int32, "top_k order") for _ in range(2)]
-            + [kb.scratch_buffer((digits << DIGIT_BITS,), dtypes.int32, "top_k histograms")])
+    if packs(dt, n):
+        rows = [kb.scratch_buffer((n,), dtypes.int64, "top_k packed keys") for _ in range(2)]
+    else:
+        rows = ([kb.scratch_buffer((n,), _key_dtype(dt), "top_k keys") for _ in range(2)]
+                + [kb.scratch_buffer((n,), dtypes.int32, "top_k order") for _ in range(2)])
+    return rows + [kb.scratch_buffer((digits << DIGIT_BITS,), dtypes.int32, "top_k histograms")]
 
 
 def radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
+    """Elements are (order key << 32 | index) integers for 32-bit dtypes (one scattered store
+    each), else keys and indices in two rows."""
     b = kb.b
-    ka, kb2, ia, ib, hp = (s.ptr for s in scratch)
-    kty = ka.type.pointee
+    packed = packs(dt, n)
+    ptrs = [s.ptr for s in scratch[:-1]]
+    hp = scratch[-1].ptr
+    cols = [ptrs[:1], ptrs[1:]] if packed else [ptrs[0::2], ptrs[1::2]]     # [source row(s), target row(s)]
+    ety = ptrs[0].type.pointee              # the type digits are taken from
+    low = 32 if packed else 0               # where the key's bits start in it
     digits = dt.size * 8 // DIGIT_BITS
     radix = 1 << DIGIT_BITS
-    mask = ir.Constant(kty, radix - 1)
+    mask = ir.Constant(ety, radix - 1)
+
+    def digit(e, d):
+        return b.zext(b.trunc(b.and_(b.lshr(e, ir.Constant(ety, low + d * DIGIT_BITS)), mask), I32), I64)
+
     with kb.loop(digits * radix) as j:
         b.store(ir.Constant(I32, 0), _at(b, hp, j))
     with kb.loop(n) as i:           # keys, identity order, every digit's histogram in one pass
         key = order_key(kb, kb.gen(x, oidx + [(i, 0)], 1), dt)
-        b.store(key, _at(b, ka, i))
-        b.store(b.trunc(i, I32), _at(b, ia, i))
+        if packed:
+            e = b.or_(b.shl(b.zext(key, I64), c64(32)), i)
+            b.store(e, _at(b, cols[0][0], i))
+        else:
+            e = key
+            b.store(key, _at(b, cols[0][0], i))
+            b.store(b.trunc(i, I32), _at(b, cols[0][1], i))
         for d in range(digits):
-            dg = b.zext(b.and_(b.lshr(key, ir.Constant(kty, d * DIGIT_BITS)), mask), I64)
-            p = _at(b, hp, b.add(dg, c64(d * radix)))
+            p = _at(b, hp, b.add(digit(e, d), c64(d * radix)))
             b.store(b.add(b.load(p), ir.Constant(I32, 1)), p)
-    key0 = b.load(_at(b, ka, c64(0)))
-    src_k, dst_k, src_i, dst_i = (kb.alloca(p.type) for p in (ka, kb2, ia, ib))
-    for slot, p in zip((src_k, dst_k, src_i, dst_i), (ka, kb2, ia, ib)):
+    e0 = b.load(_at(b, cols[0][0], c64(0)))
+    src = [kb.alloca(p.type) for p in cols[0]]
+    dst = [kb.alloca(p.type) for p in cols[1]]
+    for slot, p in zip(src + dst, cols[0] + cols[1]):
         b.store(p, slot)
     acc = kb.alloca(I32)
     for d in range(digits):
-        shift = ir.Constant(kty, d * DIGIT_BITS)
         hd = b.gep(hp, [c64(d * radix)])
-        dg0 = b.zext(b.and_(b.lshr(key0, shift), mask), I64)
-        shared = b.icmp_signed("==", b.load(_at(b, hd, dg0)), ir.Constant(I32, n))
+        shared = b.icmp_signed("==", b.load(_at(b, hd, digit(e0, d))), ir.Constant(I32, n))
         with b.if_then(b.not_(shared)):         # a digit every key shares leaves the order as is
             b.store(ir.Constant(I32, 0), acc)
             with kb.loop(radix, vectorise=False) as j:      # counts -> first positions
@@ -136,21 +152,22 @@ def radix_row(kb, x, vals, inds, oidx, n, k, dt, scratch):
                 c = b.load(p)
                 b.store(b.load(acc), p)
                 b.store(b.add(b.load(acc), c), acc)
-            sk, dk, si, di = (b.load(s) for s in (src_k, dst_k, src_i, dst_i))
+            sp, dp = [b.load(s) for s in src], [b.load(s) for s in dst]
             with kb.loop(n, vectorise=False) as i:          # stable scatter by this digit
-                key = b.load(_at(b, sk, i))
-                p = _at(b, hd, b.zext(b.and_(b.lshr(key, shift), mask), I64))
+                e = b.load(_at(b, sp[0], i))
+                p = _at(b, hd, digit(e, d))
                 pos = b.load(p)
                 b.store(b.add(pos, ir.Constant(I32, 1)), p)
                 pos = b.zext(pos, I64)
-                b.store(key, _at(b, dk, pos))
-                b.store(b.load(_at(b, si, i)), _at(b, di, pos))
-            for s, v in zip((src_k, dst_k, src_i, dst_i), (dk, sk, di, si)):
-                b.store(v, s)
-    order = b.load(src_i)
+                b.store(e, _at(b, dp[0], pos))
+                for s_, d_ in zip(sp[1:], dp[1:]):
+                    b.store(b.load(_at(b, s_, i)), _at(b, d_, pos))
+            for slot, v in zip(src + dst, dp + sp):
+                b.store(v, slot)
+    first = b.load(src[-1])                 # the indices' row (packed: the one row)
     with kb.loop(k, vectorise=False) as j:
-        emit_output(kb, x, vals, inds, oidx, j, b.zext(b.load(_at(b, order, j)), I64))
-
+        v = b.load(_at(b, first, j))
+        emit_output(kb, x, vals, inds, oidx, j, b.and_(v, c64(0xFFFFFFFF)) if packed else b.zext(v, I64))
 
 
 def packs(dt, n):
