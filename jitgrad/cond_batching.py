@@ -26,7 +26,7 @@ from . import context
 from .func_graph import Func, replay
 from .gradients import gradients
 from .ops.registry import REGISTRY, apply_op
-from .while_batching import _batched_func, _plain, _reached, _seeds, _static
+from .while_batching import batched_func, plain, reached, row_seeds, static_dims
 
 
 def batch_if(ctx, op, ins, flags, vectorize):
@@ -34,17 +34,17 @@ def batch_if(ctx, op, ins, flags, vectorize):
     does not apply. ``ins[j]`` is ``[B] + shape`` where ``flags[j]``."""
     a = op.attrs
     branches = (a["then_branch"], a["else_branch"])
-    if "var_writes" in a or a.get("pop_caps") or not all(_plain(f) for f in branches):
+    if "var_writes" in a or a.get("pop_caps") or not all(plain(f) for f in branches):
         return None
-    if any(_static(ph.shape) is None for f in branches for ph in f.inputs) or \
+    if any(static_dims(ph.shape) is None for f in branches for ph in f.inputs) or \
             any(d is None or None in d for d, _ in a["out_specs"]):
         return None   # (TensorArray rows, growing / popped rows, branch-shaped outputs)
     if flags[0]:
         return _batch_by_select(ctx, op, ins, flags, vectorize)
     bflags = list(flags[1:])
-    deps = [_reached(f, bflags) for f in branches]
+    deps = [reached(f, bflags) for f in branches]
     out_flags = [any(id(f.outputs[k]) in dep for f, dep in zip(branches, deps)) for k in range(len(op.outputs))]
-    built = [_batched_func(ctx, f, bflags, out_flags, vectorize, name)
+    built = [batched_func(ctx, f, bflags, out_flags, vectorize, name)
              for f, name in zip(branches, ("then_batched", "else_batched"))]
     extra, seen = [], set()
     for fg, _, _ in built:
@@ -90,7 +90,7 @@ def _total(func):
         if op.type not in _TOTAL and not (opdef.pointwise and all(_inexact(t.dtype) for t in
                                                                    list(op.inputs) + list(op.outputs))):
             return False
-        if any(_static(t.shape) is None for t in op.outputs):
+        if any(static_dims(t.shape) is None for t in op.outputs):
             return False
     return True
 
@@ -109,7 +109,7 @@ def _batch_by_select(ctx, op, ins, flags, vectorize):
     def batched(func):
         def build(zs):
             graph = context.get_default_graph()
-            stand = _seeds(func.inputs, func.inputs, bflags, graph)
+            stand = row_seeds(func.inputs, func.inputs, bflags, graph)
             seeds = [s if f else z for s, z, f in zip(stand, zs, bflags)]   # (unbatched: the input itself)
             start = len(graph._ops)
             outs = replay(func, seeds)
@@ -118,10 +118,10 @@ def _batch_by_select(ctx, op, ins, flags, vectorize):
             # (an output that does not depend on a batched input comes back broadcast)
             return [next(got) for _ in outs]
         return build
-    return _selected(ctx, pred, [batched(f) for f in branches], xs)
+    return _selected(pred, [batched(f) for f in branches], xs)
 
 
-def _selected(ctx, pred, branches, xs):
+def _selected(pred, branches, xs):
     """Per row b, ``branches[0](xs)[k][b]`` where ``pred[b]`` else ``branches[1](xs)[k][b]``
     (each branch builds batched outputs from the batched ``xs``). Its gradient is the same
     construction over the two branches' vector-Jacobian products (so to any order only the
@@ -141,7 +141,7 @@ def _selected(ctx, pred, branches, xs):
 
     def grad_fn(*grads):
         dys = [g if g is not None else _zeros(o) for g, o in zip(grads[:len(outs)], outs)]
-        gs = iter(_selected(ctx, pred, [vjp(branches[0]), vjp(branches[1])], list(xs) + dys)) if fl else iter(())
+        gs = iter(_selected(pred, [vjp(branches[0]), vjp(branches[1])], list(xs) + dys)) if fl else iter(())
         return [None] * len(outs) + [next(gs) if k in fl else None for k in range(len(xs))]
 
     res = apply_op("IdentityN", outs + list(xs), {"_grad_fn": grad_fn}, name="If_selected")
