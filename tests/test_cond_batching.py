@@ -164,6 +164,30 @@ def test_jacobian_through_a_cond():
         assert len(_ifs(graphs[0][0])) < len(_ifs(graphs[1][0]))
 
 
+def test_tape_jacobian_and_hessian_in_a_function():
+    # GradientTape.jacobian inside a jitgrad.function takes the batched pass too
+    x = _bvals(MANY)
+
+    @tf.function
+    def jac(b, k):
+        with tf.GradientTape() as outer:
+            outer.watch(b)
+            with tf.GradientTape() as inner:
+                inner.watch(b)
+                y = tf.cond(k > 0, lambda: tf.sin(b) * b, lambda: b * b)
+            j = inner.jacobian(y, b)
+            s = tf.reduce_sum(j, axis=0)
+        return j, outer.jacobian(s, b)
+    before = tf.cache_info()["fallbacks"]
+    j, h = jac(tf.constant(x), tf.constant(1))
+    np.testing.assert_allclose(j.numpy(), np.diag(np.cos(x) * x + np.sin(x)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h.numpy(), np.diag(2 * np.cos(x) - x * np.sin(x)), rtol=1e-12, atol=1e-12)
+    j, h = jac(tf.constant(x), tf.constant(0))
+    np.testing.assert_allclose(j.numpy(), np.diag(2 * x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h.numpy(), 2 * np.eye(MANY), rtol=1e-12, atol=1e-12)
+    assert tf.cache_info()["fallbacks"] == before
+
+
 def test_nonfinite_inputs_give_the_fallbacks_pattern():
     def loss(b, k):
         return tf.cond(k > 0, lambda: tf.reduce_sum(tf.sqrt(b) * b), lambda: tf.reduce_sum(tf.tanh(b) ** 2))
