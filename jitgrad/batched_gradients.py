@@ -632,6 +632,10 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
             rule = batching_rule(op.type)
             try:
                 outs = rule(ctx, op, ins, flags) if rule is not None else None
+            except LoopPerRow:
+                # a loop in the body / branch of a While / If being batched would run per row:
+                # the region per row would copy it B times too, so the caller loops over rows
+                raise
             except Unsupported:  # e.g. a rule that needs static shapes
                 outs = None
         if outs is None:

@@ -243,6 +243,38 @@ def test_cond_in_a_while_body_against_finite_differences():
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
 
 
+def _growing_loop_in_a_branch(b, k):
+    # acc gains (i + 1) sin(b) as row i, i < 3: sum(acc^2) = 14 sum(sin(b)^2), Hessian diag(28 cos(2b));
+    # a loop variable without a static shape, which the While rule does not take
+    n = int(b.shape[0])
+
+    def grow():
+        _, acc = tf.while_loop(
+            lambda i, a: i < 3,
+            lambda i, a: (i + 1, tf.concat([a, tf.sin(b)[None] * tf.cast(i + 1, tf.float64)], 0)),
+            [0, tf.zeros([0, n], tf.float64)], shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, n])])
+        return tf.reduce_sum(acc ** 2)
+    return tf.cond(k > 0, grow, lambda: tf.reduce_sum(b ** 3))
+
+
+@pytest.mark.parametrize("n", [FEW, MANY])
+def test_a_loop_the_while_rule_refuses_inside_a_branch(n):
+    # beyond LOOP_ROWS_AT rows the pass must not copy that loop per row inside the batched If
+    # (nor the If per row): it gives up (LoopPerRow) and tf.hessians loops over the rows
+    g = tf.Graph()
+    with g.as_default():
+        k = tf1.placeholder(tf.int32, [])
+        b = tf1.placeholder(tf.float64, [n])
+        if n > bg.LOOP_ROWS_AT:
+            with pytest.raises(bg.LoopPerRow):
+                bg.batched_hessians([_growing_loop_in_a_branch(b, k)], [b])
+        (h,) = tf.hessians(_growing_loop_in_a_branch(b, k), b)
+    x = _bvals(n)
+    for mode in MODES:
+        for kv, want in ((1, np.diag(28 * np.cos(2 * x))), (0, np.diag(6 * x))):
+            np.testing.assert_allclose(_run(g, h, {k: kv, b: x}, mode), want, rtol=1e-12, atol=1e-12)
+
+
 # ---------------------------------------------------------------- predicate per row (select)
 @tf.custom_gradient
 def _clip_sqrt(v):
