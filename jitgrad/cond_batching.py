@@ -16,8 +16,8 @@ branches in the kernel, also inside a batched While body). This rule builds one:
   row does not take them (``_total``: static shapes, no region / gather / integer op
   that could raise, loop forever or write), and the result's own gradient selects per
   row between the two branches' gradients (``_selected``), never multiplying an untaken
-  branch's inf / NaN derivative by zero: exactly the values (NaN patterns included) of
-  the per-row Ifs at every order.
+  branch's inf / NaN derivative by zero: the values (NaN patterns included) of the
+  per-row Ifs, for the result and its gradient.
 
 Anything else (variable writes, side effects, random ops, values without static shapes:
 TensorArrays, growing rows) returns None, and the per-row fallback runs.
@@ -124,29 +124,31 @@ def _batch_by_select(ctx, op, ins, flags, vectorize):
 def _selected(pred, branches, xs):
     """Per row b, ``branches[0](xs)[k][b]`` where ``pred[b]`` else ``branches[1](xs)[k][b]``
     (each branch builds batched outputs from the batched ``xs``). Its gradient is the same
-    construction over the two branches' vector-Jacobian products (so to any order only the
-    taken branch's derivatives reach a row, as with one If per row)."""
+    construction over the two branches' vector-Jacobian products (so only the taken
+    branch's derivatives reach a row, as with one If per row)."""
     outs = [_select(pred, t, e) for t, e in zip(branches[0](xs), branches[1](xs))]
-    fl = [k for k, x in enumerate(xs) if x.dtype.is_floating or x.dtype.is_complex]
+    n = len(outs)
 
-    def vjp(branch):
-        def build(zs):
-            ws, dys = zs[:len(xs)], zs[len(xs):]
-            got = branch(ws)
-            pairs = [(o, d) for o, d in zip(got, dys) if o.dtype.is_floating or o.dtype.is_complex]
-            gs = gradients([o for o, _ in pairs], [ws[k] for k in fl], grad_ys=[d for _, d in pairs]) \
-                if pairs else [None] * len(fl)
-            return [g if g is not None else _zeros(ws[k]) for g, k in zip(gs, fl)]
-        return build
+    def grad_of_op(op, *grads):
+        # (the tensors from ``op``, not this call: a replayed copy differentiates its own)
+        pred, xs = op.inputs[n], list(op.inputs[n + 1:])
+        fl = [k for k, x in enumerate(xs) if x.dtype.is_floating or x.dtype.is_complex]
 
-    def grad_fn(*grads):
-        dys = [g if g is not None else _zeros(o) for g, o in zip(grads[:len(outs)], outs)]
-        gs = iter(_selected(pred, [vjp(branches[0]), vjp(branches[1])], list(xs) + dys)) if fl else iter(())
-        return [None] * len(outs) + [next(gs) if k in fl else None for k in range(len(xs))]
+        def vjp(branch):
+            def build(zs):
+                ws, dys = zs[:len(xs)], zs[len(xs):]
+                got = branch(ws)
+                pairs = [(o, d) for o, d in zip(got, dys) if o.dtype.is_floating or o.dtype.is_complex]
+                gs = gradients([o for o, _ in pairs], [ws[k] for k in fl], grad_ys=[d for _, d in pairs]) \
+                    if pairs else [None] * len(fl)
+                return [g if g is not None else _zeros(ws[k]) for g, k in zip(gs, fl)]
+            return build
+        dys = [g if g is not None else _zeros(o) for g, o in zip(grads[:n], op.inputs[:n])]
+        gs = iter(_selected(pred, [vjp(branches[0]), vjp(branches[1])], xs + dys)) if fl else iter(())
+        return [None] * (n + 1) + [next(gs) if k in fl else None for k in range(len(xs))]
 
-    res = apply_op("IdentityN", outs + list(xs), {"_grad_fn": grad_fn}, name="If_selected")
-    res = res if isinstance(res, tuple) else (res,)
-    return list(res[:len(outs)])
+    res = apply_op("IdentityN", outs + [pred] + list(xs), {"_grad_of_op": grad_of_op}, name="If_selected")
+    return list(res[:n]) if isinstance(res, tuple) else [res]
 
 
 def _select(pred, t, e):
