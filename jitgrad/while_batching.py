@@ -35,13 +35,13 @@ from .func_graph import Func, replay, trace
 from .ops.registry import REGISTRY, apply_op
 
 
-def _static(shape):
+def static_dims(shape):
     if shape.rank is None or not shape.is_fully_defined():
         return None
     return [int(d) for d in shape.as_list()]
 
 
-def _plain(func):
+def plain(func):
     """Whether ``func`` (and every region nested in it) has no random, stateful or
     side-effecting op: one batched copy then computes what B copies would."""
     if func.side_effects:
@@ -51,7 +51,7 @@ def _plain(func):
         if opdef is None or opdef.stateful or opdef.kind in ("random", "state"):
             return False
         for v in op.attrs.values():
-            if isinstance(v, Func) and not _plain(v):
+            if isinstance(v, Func) and not plain(v):
                 return False
     return True
 
@@ -62,7 +62,7 @@ def shape_only_input(op, j):
     return opdef is not None and opdef.is_shape_only(j)
 
 
-def _reached(func, batched):
+def reached(func, batched):
     """ids of ``func``'s tensors that depend (through values, not shapes only) on the
     inputs flagged in ``batched``; as the batched pass's own dependency: an op with
     one such input has all its outputs batched."""
@@ -78,7 +78,7 @@ def _fixed_point(body, n, flags):
     next value depends on a batched input is batched itself, and the reached set."""
     flags = list(flags)
     while True:
-        dep = _reached(body, flags)
+        dep = reached(body, flags)
         grown = [k for k in range(n) if not flags[k] and id(body.outputs[k]) in dep]
         if not grown:
             return flags, dep
@@ -86,7 +86,7 @@ def _fixed_point(body, n, flags):
             flags[k] = True
 
 
-def _seeds(phs, rows, flags, graph):
+def row_seeds(phs, rows, flags, graph):
     """Per input, the tensor the replayed graph reads: the placeholder where unbatched,
     else a zero Fill of the row shape (a stand-in, rebuilt batched by ``vectorize``;
     a shape-only reader sees the row's shape, as per row)."""
@@ -94,12 +94,12 @@ def _seeds(phs, rows, flags, graph):
     for ph, row, f in zip(phs, rows, flags):
         if f:
             zero = convert_to_tensor(np.zeros((), ph.dtype.np), graph=graph)
-            ph = apply_op("Fill", [zero], {"dims": tuple(_static(row.shape))}, name="row_seed")
+            ph = apply_op("Fill", [zero], {"dims": tuple(static_dims(row.shape))}, name="row_seed")
         out.append(ph)
     return out
 
 
-def _batched_func(ctx, func, flags, batched_out, vectorize, name):
+def batched_func(ctx, func, flags, batched_out, vectorize, name):
     """``func`` rebuilt on inputs batched where ``flags`` (``[B] + shape``): a traced
     graph, its input placeholders and its outputs (batched where ``batched_out``)."""
     B = ctx.B
@@ -107,7 +107,7 @@ def _batched_func(ctx, func, flags, batched_out, vectorize, name):
 
     def build(*phs):
         graph = context.get_default_graph()
-        seeds = _seeds(phs, func.inputs, flags, graph)
+        seeds = row_seeds(phs, func.inputs, flags, graph)
         start = len(graph._ops)
         outs = replay(func, seeds)
         want = [o for o, f in zip(outs, batched_out) if f]
@@ -127,20 +127,20 @@ def batch_while(ctx, op, ins, flags, vectorize):
     body, cond = a["body"], a["cond"]
     if a["limit"] is not None and flags[n + c + nx]:
         return None   # a per-row trip count
-    if "var_writes" in a or not _plain(body) or (cond is not None and not _plain(cond)):
+    if "var_writes" in a or not plain(body) or (cond is not None and not plain(cond)):
         return None
-    if any(_static(ph.shape) is None for ph in body.inputs) or any(d is None for d, _ in a["y_specs"]):
+    if any(static_dims(ph.shape) is None for ph in body.inputs) or any(d is None for d, _ in a["y_specs"]):
         return None   # (a growing / popped variable, rows of a run-time count; a y of unknown rank)
     bflags, dep = _fixed_point(body, n, flags[:n + c + nx])
-    if cond is not None and id(cond.outputs[0]) in _reached(cond, bflags[:n + c]):
+    if cond is not None and id(cond.outputs[0]) in reached(cond, bflags[:n + c]):
         return None   # the predicate would differ per row
     # a batched variable stays batched even where its next value does not depend on a batched
     # input (the body then broadcasts it): its spec is [B] + shape in every iteration
     out_flags = list(bflags[:n]) + [id(t) in dep for t in body.outputs[n:]]
     # (built in the default graph: the batched pass's, or a branch of its one-hot / dense cond)
-    fgb, phb, new_out = _batched_func(ctx, body, bflags, out_flags, vectorize, "body")
+    fgb, phb, new_out = batched_func(ctx, body, bflags, out_flags, vectorize, "body")
     if cond is not None:
-        fgc, phc, (pred,) = _batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
+        fgc, phc, (pred,) = batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
     graphs = [fgb] + ([fgc] if cond is not None else [])
     extra, seen = [], set()
     for fg in graphs:
@@ -160,7 +160,7 @@ def batch_while(ctx, op, ins, flags, vectorize):
             new_ins.append(t)
             continue
         tm = ctx.time_major.get(id(t))
-        if tm is None and _static(t.shape) is None:
+        if tm is None and static_dims(t.shape) is None:
             rows = ctx.rows.get(id(t))   # (a per-row op's rows, each [T] + row: stacked in dim 1)
             if rows is None:
                 return None
