@@ -1,5 +1,6 @@
-"""Compiled tf.math.top_k / tf.sort (codegen/lower_top_k.py: a heap per row, O(n log k)) against
-numpy's sort of the same rows, medians of repeated Session.run calls:
+"""Compiled tf.math.top_k / tf.sort (codegen/lower_top_k.py: rank counting for rows up to 128,
+LSD radix beyond, a heap per row for a small k of a long row) against numpy's sort of the same
+rows, medians of repeated Session.run calls:
 
     PYTHONPATH=. python bench/bench_top_k.py [--repeat 30]
 

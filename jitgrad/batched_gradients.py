@@ -29,8 +29,9 @@ reference input becomes a ``[B] + ref.shape`` stand-in, which DCE removes),
 reshape / expand / squeeze / transpose (perm ``[0] + [p + 1]``), slicing,
 concat / pack / unpack, gather, tile, broadcast_to, fill, MatMul (a batched
 operand times an unbatched matrix is ONE 2-D matmul of the batch folded into
-rows) and BatchMatMulV2, and While (while_batching.py: one loop over batched loop
-variables, its body rebuilt by these rules). Anything else falls back to a per-row loop
+rows) and BatchMatMulV2, While (while_batching.py: one loop over batched loop
+variables, its body rebuilt by these rules) and If (cond_batching.py: one If of batched
+branches, or a per-row select of both where the predicate differs per row). Anything else falls back to a per-row loop
 (unstack, apply the op per row, stack): correct, just not vectorised.
 
 Jacobians (``batched_jacobian``) start from identity rows kept as one-hot
@@ -52,6 +53,7 @@ import numpy as np
 
 from . import dtypes
 from .convert import convert_to_tensor
+from .cond_batching import batch_if
 from .control_flow import cond
 from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_graph_tensor
 from .graph import Tensor
@@ -370,6 +372,7 @@ _RULES = {
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
     "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize),
+    "If": lambda ctx, op, ins, flags: batch_if(ctx, op, ins, flags, _vectorize),
 }
 
 
@@ -638,6 +641,10 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
             rule = batching_rule(op.type)
             try:
                 outs = rule(ctx, op, ins, flags) if rule is not None else None
+            except LoopPerRow:
+                # a loop in the body / branch of a While / If being batched would run per row:
+                # the region per row would copy it B times too, so the caller loops over rows
+                raise
             except Unsupported:  # e.g. a rule that needs static shapes
                 outs = None
         if outs is None:

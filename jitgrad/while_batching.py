@@ -39,7 +39,7 @@ from .ops.registry import REGISTRY, apply_op, shape_only_input
 from .shapes import static_dims
 
 
-def _plain(func):
+def plain(func):
     """Whether ``func`` (and every region nested in it) has no random, stateful or
     side-effecting op: one batched copy then computes what B copies would."""
     if func.side_effects:
@@ -49,12 +49,12 @@ def _plain(func):
         if opdef is None or opdef.stateful or opdef.kind in ("random", "state"):
             return False
         for v in op.attrs.values():
-            if isinstance(v, Func) and not _plain(v):
+            if isinstance(v, Func) and not plain(v):
                 return False
     return True
 
 
-def _reached(func, batched):
+def reached(func, batched):
     """ids of ``func``'s tensors that depend (through values, not shapes only) on the
     inputs flagged in ``batched``; as the batched pass's own dependency: an op with
     one such input has all its outputs batched."""
@@ -70,7 +70,7 @@ def _fixed_point(body, n, flags):
     next value depends on a batched input is batched itself, and the reached set."""
     flags = list(flags)
     while True:
-        dep = _reached(body, flags)
+        dep = reached(body, flags)
         grown = [k for k in range(n) if not flags[k] and id(body.outputs[k]) in dep]
         if not grown:
             return flags, dep
@@ -78,7 +78,7 @@ def _fixed_point(body, n, flags):
             flags[k] = True
 
 
-def _seeds(phs, rows, flags, graph):
+def row_seeds(phs, rows, flags, graph):
     """Per input, the tensor the replayed graph reads: the placeholder where unbatched,
     else a zero Fill of the row shape (a stand-in, rebuilt batched by ``vectorize``;
     a shape-only reader sees the row's shape, as per row)."""
@@ -91,7 +91,7 @@ def _seeds(phs, rows, flags, graph):
     return out
 
 
-def _batched_func(ctx, func, flags, batched_out, vectorize, name):
+def batched_func(ctx, func, flags, batched_out, vectorize, name):
     """``func`` rebuilt on inputs batched where ``flags`` (``[B] + shape``): a traced
     graph, its input placeholders and its outputs (batched where ``batched_out``)."""
     B = ctx.B
@@ -99,7 +99,7 @@ def _batched_func(ctx, func, flags, batched_out, vectorize, name):
 
     def build(*phs):
         graph = context.get_default_graph()
-        seeds = _seeds(phs, func.inputs, flags, graph)
+        seeds = row_seeds(phs, func.inputs, flags, graph)
         start = len(graph._ops)
         outs = replay(func, seeds)
         want = [o for o, f in zip(outs, batched_out) if f]
@@ -119,20 +119,20 @@ def batch_while(ctx, op, ins, flags, vectorize):
     body, cond = a["body"], a["cond"]
     if a["limit"] is not None and flags[n + c + nx]:
         return None   # a per-row trip count
-    if "var_writes" in a or not _plain(body) or (cond is not None and not _plain(cond)):
+    if "var_writes" in a or not plain(body) or (cond is not None and not plain(cond)):
         return None
     if any(static_dims(ph.shape) is None for ph in body.inputs) or any(d is None for d, _ in a["y_specs"]):
         return None   # (a growing / popped variable, rows of a run-time count; a y of unknown rank)
     bflags, dep = _fixed_point(body, n, flags[:n + c + nx])
-    if cond is not None and id(cond.outputs[0]) in _reached(cond, bflags[:n + c]):
+    if cond is not None and id(cond.outputs[0]) in reached(cond, bflags[:n + c]):
         return None   # the predicate would differ per row
     # a batched variable stays batched even where its next value does not depend on a batched
     # input (the body then broadcasts it): its spec is [B] + shape in every iteration
     out_flags = list(bflags[:n]) + [id(t) in dep for t in body.outputs[n:]]
     # (built in the default graph: the batched pass's, or a branch of its one-hot / dense cond)
-    fgb, phb, new_out = _batched_func(ctx, body, bflags, out_flags, vectorize, "body")
+    fgb, phb, new_out = batched_func(ctx, body, bflags, out_flags, vectorize, "body")
     if cond is not None:
-        fgc, phc, (pred,) = _batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
+        fgc, phc, (pred,) = batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
     graphs = [fgb] + ([fgc] if cond is not None else [])
     extra = union_captures(graphs)
     new_body = Func(fgb, list(phb[:n + c]) + [fgb.capture(t) for t in extra] + list(phb[n + c:]), new_out)

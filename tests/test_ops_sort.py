@@ -6,6 +6,7 @@ import pytest
 
 import jitgrad as tf
 from _graph_testing import check_hessian, numeric_grad, session
+from jitgrad.codegen import lower_top_k
 
 pytestmark = pytest.mark.usefixtures("graph_mode")
 
@@ -186,3 +187,71 @@ def test_k_and_row_length_known_only_at_run_time():
     for bad in (4, -1):
         with pytest.raises(tf.errors.InvalidArgumentError):
             sess.run(r.values, {p: x, k: bad})
+
+
+# ------------------------------------------------------------------ each lowering, differentially
+def _rank_desc(x):
+    """Reference order: NaN first, then larger first (-0 equal to +0), ties by index; numpy's
+    lexsort on independent keys (not the interpreter's order_key_desc)."""
+    idx = np.broadcast_to(np.arange(x.shape[-1]), x.shape)
+    if x.dtype.kind == "f":
+        nan = np.isnan(x)
+        return np.lexsort((idx, -np.where(nan, 0, x), ~nan), axis=-1)
+    return np.lexsort((idx, ~x), axis=-1)          # ~x reverses an integer order without overflow
+
+
+def _row_data(rng, shape, dtype):
+    """Many ties, and for floats NaN, +-0 and +-inf; for integers the extremes."""
+    if np.dtype(dtype).kind == "f":
+        pool = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.5, -1.5, 2.0], dtype)
+        x = np.where(rng.random(shape) < 0.4, rng.choice(pool, shape), rng.normal(size=shape)).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.max, 0, -1, 1, 7], dtype)
+        x = np.where(rng.random(shape) < 0.4, rng.choice(pool, shape),
+                     rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True))
+    if shape[-1] > 1:
+        x.reshape(-1, shape[-1])[0] = x.reshape(-1)[0]      # a row of one value: every digit shared
+    return x
+
+
+CASES = [((3, 7), 7, "rank"), ((2, 2, 64), 5, "rank"), ((4, 128), 128, "rank"), ((1,), 1, "rank"),
+         ((3, 129), 129, "radix"), ((2, 300), 40, "radix"), ((2, 1000), 1000, "radix"),
+         ((3, 300), 10, "heap"), ((2, 1000), 16, "heap"), ((2, 1000), 17, "radix")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape,k,method", CASES)
+def test_each_lowering_against_numpy(dtype, shape, k, method):
+    assert lower_top_k.top_k_method(shape[-1], k) == method
+    rng = np.random.default_rng([*shape, k, np.dtype(dtype).num])
+    x = _row_data(rng, shape, dtype)
+    vals, inds = _run(lambda p: tuple(tf.math.top_k(p, k)), [x])
+    want = _rank_desc(x)[..., :k]
+    np.testing.assert_array_equal(inds, want)
+    got_vals = np.take_along_axis(x, want, -1)
+    np.testing.assert_array_equal(vals, got_vals)                   # (NaN equals NaN here)
+    np.testing.assert_array_equal(np.signbit(vals), np.signbit(got_vals))     # -0 stays -0
+
+
+def test_ascending_sort_of_a_long_row_keeps_index_order():
+    rng = np.random.default_rng(9)
+    x = rng.integers(-3, 3, (2, 500)).astype(np.float32)
+    x[0, 7], x[1, 100] = np.nan, -0.0
+    srt, arg = _run(lambda p: [tf.sort(p), tf.argsort(p, stable=True)], [x])
+    # numpy's stable ascending argsort puts the one NaN last; jitgrad puts NaNs first
+    want0 = np.argsort(x[0], kind="stable")
+    np.testing.assert_array_equal(arg[0], np.concatenate([want0[-1:], want0[:-1]]))
+    np.testing.assert_array_equal(arg[1], np.argsort(x[1], kind="stable"))
+    np.testing.assert_array_equal(srt, np.take_along_axis(x, arg, -1))
+
+
+def test_radix_skips_shared_digits_and_keeps_order():
+    # int32 0..5 (only the low digit differs: three passes skipped) and int64 values that
+    # differ only in digit 5 (the passes before and after it skipped)
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 6, (3, 400)).astype(np.int32)
+    y = (rng.integers(0, 4, (2, 300)) << 40).astype(np.int64)
+    got = _run(lambda p, q: [tf.math.top_k(p, 400).indices, tf.math.top_k(q, 300).indices], [x, y])
+    np.testing.assert_array_equal(got[0], np.argsort(-x, axis=-1, kind="stable"))
+    np.testing.assert_array_equal(got[1], np.argsort(-y, axis=-1, kind="stable"))

@@ -171,6 +171,11 @@ def _identity_n_kernel(attrs, *arrays):
 
 
 def _identity_n_grad(op, *grads):
+    of_op = op.attrs.get("_grad_of_op")
+    if of_op is not None:
+        # fn(op, *grads): reads the tensors it needs from ``op``, so a copy of the op (a loop
+        # body replayed for its gradient) differentiates its own inputs (cond_batching.py)
+        return list(of_op(op, *grads))
     return list(op.attrs["_grad_fn"](*grads))
 
 
