@@ -59,9 +59,9 @@ from .gradients import as_list as _as_list, gradients, to_graph_tensor as _to_gr
 from .graph import Tensor
 from .ops.array_ops import _spec_index, get_static_value
 from .ops.complex_ops import conj
-from .ops.registry import REGISTRY, apply_op
-from .shapes import normalize_axes
-from .while_batching import batch_while, shape_only_input as _is_shape_only
+from .ops.registry import REGISTRY, apply_op, shape_only_input
+from .shapes import normalize_axes, static_dims
+from .while_batching import batch_while
 
 
 class Unsupported(Exception):
@@ -84,9 +84,10 @@ LOOP_ROWS_AT = 16   # B above which a While per row makes the whole pass a loop 
 # ============================================================ helpers
 def _static(shape):
     """A TensorShape as a list of ints, or raise Unsupported."""
-    if shape.rank is None or not shape.is_fully_defined():
+    dims = static_dims(shape)
+    if dims is None:
         raise Unsupported(f"shape {shape} is not fully defined")
-    return [int(d) for d in shape.as_list()]
+    return dims
 
 
 def _rank(t):
@@ -138,7 +139,8 @@ class _Ctx:
         self.onehot_factors = []
         # id(stacked output of the per-row fallback) -> its rows: the next per-row op reads
         # them directly, not Unpack(Pack(rows)) (rows of unknown shape, e.g. the per-iteration
-        # values a While stacks over a trip count known at run time, cannot be packed in a kernel)
+        # values a While stacks over a trip count known at run time, cannot be packed in a kernel);
+        # a function making the rows where they are built only if read (``rows_of``)
         self.rows = {}
         self.loop_shaped = {}   # id(tensor) -> _loop_shaped's answer
         self.loop_rows = False   # some op went per row for its run-time dims (_run_time_dims)
@@ -146,6 +148,13 @@ class _Ctx:
         # which the next While slices (while_batching.py: [B, T] with T known only at run time
         # does not compile)
         self.time_major = {}
+
+    def rows_of(self, t):
+        """The rows recorded for ``t`` (a list; made now if recorded as a function), or None."""
+        rows = self.rows.get(id(t))
+        if callable(rows):
+            rows = self.rows[id(t)] = rows()
+        return rows
 
     def nested(self, graph):
         """A context for the batched body of a While being built in ``graph``."""
@@ -370,7 +379,7 @@ _RULES = {
 def _rule_per_row(ctx, op, ins, flags):
     """Fallback: unstack the batched inputs, apply the op to each row, stack the outputs."""
     B = ctx.B
-    rows_in = [(ctx.rows.get(id(t)) or apply_op("Unpack", [t], {"num": B, "axis": 0})) if f else None
+    rows_in = [(ctx.rows_of(t) or apply_op("Unpack", [t], {"num": B, "axis": 0})) if f else None
                for t, f in zip(ins, flags)]
     rows_in = [(list(r) if isinstance(r, (tuple, list)) else [r]) if r is not None else None for r in rows_in]
     per_out = [[] for _ in op.outputs]
@@ -590,7 +599,7 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
     dep = set(env)
     dep_ops = []
     for op in new_ops:
-        if any(id(t) in dep and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)):
+        if any(id(t) in dep and not shape_only_input(op, j) for j, t in enumerate(op.inputs)):
             dep_ops.append(op)
             for o in op.outputs:
                 dep.add(id(o))
@@ -607,11 +616,11 @@ def _vectorize(ctx, new_ops, seeds, batched_seeds, results, stats=None):
         if op is None or id(op) in needed:
             continue
         needed.add(id(op))
-        stack.extend(t2 for j, t2 in enumerate(op.inputs) if id(t2) in dep and not _is_shape_only(op, j))
+        stack.extend(t2 for j, t2 in enumerate(op.inputs) if id(t2) in dep and not shape_only_input(op, j))
     for op in dep_ops:
         if id(op) not in needed:
             continue
-        flags = [id(t) in env and not _is_shape_only(op, j) for j, t in enumerate(op.inputs)]
+        flags = [id(t) in env and not shape_only_input(op, j) for j, t in enumerate(op.inputs)]
         ins = [env[id(t)] if f else t for t, f in zip(op.inputs, flags)]
         outs = None
         run_time = _run_time_dims(ctx, op)

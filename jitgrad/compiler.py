@@ -214,13 +214,14 @@ def _disk():
         return None
 
 
-def compile_program(program, key):
-    """Builds a Kernel for a (post-pass) Program; raises kernel.Unsupported."""
+def compile_program(program, key, flush):
+    """Builds a Kernel for a (post-pass) Program in flush-denormals mode ``flush`` (the one
+    ``key`` was made with); raises kernel.Unsupported."""
     from .codegen import backend
     from .codegen.kernel import KernelBuilder
     t0 = time.perf_counter()
     kb = KernelBuilder(program, "jg_" + key[:24], str(backend.target_machine().target_data),
-                       backend.target_machine().triple)
+                       backend.target_machine().triple, flush)
     # LLVM's optimiser keeps memory: many compiles go to a child, given the whole text;
     # in this process the matmul units compile while the rest is lowered
     units = None if compile_server.use_child() else backend.Units()
@@ -301,11 +302,13 @@ def lookup_kernel(key):
     return k, "disk"
 
 
-def get_kernel(program, pre_key=None):
+def get_kernel(program, pre_key=None, flush=None):
     """(Kernel, source) for a post-pass Program: memory, disk or compile.
     With ``pre_key`` (the pre-pass key's hex, already looked up) the kernel is
-    compiled and stored under it, and filed in memory under both keys."""
-    key = cache_key.post_pass_key(program).hex
+    compiled and stored under it, and filed in memory under both keys. ``flush``: the
+    flush-denormals mode ``pre_key`` was made with (read once: key and code agree)."""
+    flush = denormals.enabled() if flush is None else flush
+    key = cache_key.post_pass_key(program, flush=flush).hex
     if pre_key is None:
         k, src = lookup_kernel(key)
         if k is not None:
@@ -318,13 +321,13 @@ def get_kernel(program, pre_key=None):
             _remember([key, pre_key], k)
             _store(pre_key, k.obj, k.meta)   # so that a later process finds it without the passes
             return k, "memory"
-    return _compile_once(program, key, pre_key)
+    return _compile_once(program, key, pre_key, flush)
 
 
 _compiling = {}   # compile key -> Lock held by the thread compiling it
 
 
-def _compile_once(program, key, pre_key):
+def _compile_once(program, key, pre_key, flush):
     """Compiles under the key ``pre_key or key`` unless another thread already is:
     then waits for it and takes its kernel from memory (threads tracing one
     jitgrad.function compiled the same kernel each)."""
@@ -343,7 +346,7 @@ def _compile_once(program, key, pre_key):
         with busy:    # wait for the compiling thread; then look again (it may have failed)
             pass
     try:
-        k = compile_program(program, ckey)
+        k = compile_program(program, ckey, flush)
         _remember([key, pre_key], k)
         return k, "compile"
     finally:
@@ -455,7 +458,8 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
     if other:   # float16, int8, complex64, ...: the numpy reference kernels compute them
         plan.fallback, plan.reason, plan.program = True, f"dtypes without a lowering: {', '.join(other)}", pre
         return plan
-    pre_key = cache_key.pre_pass_key(pre)
+    flush = denormals.enabled()   # once per plan: its keys and its code (compile_program)
+    pre_key = cache_key.pre_pass_key(pre, flush=flush)
     key = pre_key.hex
     kernel, source = lookup_kernel(key)
     program = pre
@@ -471,7 +475,7 @@ def make_plan(session, elements, fed, run_passes=False, shape_values=None):
         if _layout(program) != _layout(pre):   # cannot be served from the pre-pass key: file it by post key only
             key = None
         try:
-            kernel, source = get_kernel(program, key)
+            kernel, source = get_kernel(program, key, flush)
         except Unsupported as e:
             plan.fallback, plan.reason = True, f"unsupported: {e}"
             return plan

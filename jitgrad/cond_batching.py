@@ -25,8 +25,10 @@ TensorArrays, growing rows) returns None, and the per-row fallback runs.
 from . import context
 from .func_graph import Func, replay
 from .gradients import gradients
+from .ops.control_flow_ops import union_captures
 from .ops.registry import REGISTRY, apply_op
-from .while_batching import batched_func, plain, reached, row_seeds, static_dims
+from .shapes import static_dims
+from .while_batching import batched_func, plain, reached, row_seeds
 
 
 def batch_if(ctx, op, ins, flags, vectorize):
@@ -46,12 +48,7 @@ def batch_if(ctx, op, ins, flags, vectorize):
     out_flags = [any(id(f.outputs[k]) in dep for f, dep in zip(branches, deps)) for k in range(len(op.outputs))]
     built = [batched_func(ctx, f, bflags, out_flags, vectorize, name)
              for f, name in zip(branches, ("then_batched", "else_batched"))]
-    extra, seen = [], set()
-    for fg, _, _ in built:
-        for outer, _ in fg.captures:
-            if id(outer) not in seen:
-                seen.add(id(outer))
-                extra.append(outer)
+    extra = union_captures([fg for fg, _, _ in built])
     # both branches take the same inputs: the batched ones, then what either rebuilt branch captured
     funcs = [Func(fg, list(phs) + [fg.capture(t) for t in extra], outs) for fg, phs, outs in built]
     specs = [(((ctx.B,) + tuple(d)) if f else d, dt) for (d, dt), f in zip(a["out_specs"], out_flags)]

@@ -10,10 +10,12 @@ Known differences). With the mode on:
     callbacks from inside a kernel (region random draws, tf.print) run with them
     cleared, as numpy expects;
   * the numpy reference kernels (interpreter and eager mode, ops/registry.run_kernel)
-    flush denormal float inputs and outputs of every op that computes (``flushes``):
-    data movement (layout, identity, reshape), sources, state and sign-bit ops (neg,
-    abs, select) keep them, as TF's kernels and the compiled code do; so do a variable's
-    assign_add / assign_sub (``compute``), which update it outside those kernels;
+    flush denormal float inputs and outputs of every op that computes new values, as
+    each op registers (OpDef.denormals): ops that move, copy or store values (layout,
+    gather, broadcast_to, identity, control flow: the ops in a loop or branch body flush
+    on their own), sources, state and sign-bit ops (neg, abs, select) keep them, as TF's
+    kernels and the compiled code do; so do a variable's assign_add / assign_sub
+    (``compute``), which update it outside those kernels;
   * the mode is part of every kernel's cache key (cache/key.py): a kernel compiled in
     one mode never runs in the other; switching the mode rebuilds Sessions' plans.
 
@@ -30,31 +32,28 @@ import numpy as np
 ENV = "JITGRAD_FLUSH_DENORMALS"
 
 _FALSE = ("", "0", "false", "off", "no")
-FLUSH = [os.environ.get(ENV, "").strip().lower() not in _FALSE]
+_on = os.environ.get(ENV, "").strip().lower() not in _FALSE    # the mode (set_enabled changes it)
 _listeners = []    # called after the mode changes (compiler.py: Sessions' plans are rebuilt)
 
 # The smallest normal number per float dtype: |x| below it and x != 0 is a denormal.
 _TINY = {np.dtype(np.float32): np.float32(np.finfo(np.float32).tiny),
          np.dtype(np.float64): np.float64(np.finfo(np.float64).tiny)}
-# Op kinds (ops/registry.OpDef.kind) whose kernels only move, make or store values, and
-# ops that only copy or flip a sign bit: TF's kernels, XLA's and jitgrad's compiled code
-# (fneg, fabs, select) pass a denormal through them (measured with TF 2.21: neg, abs,
-# where and identity of 1e-39 keep it; multiply and maximum flush it).
-_MOVES = frozenset({"layout", "source", "state", "random"})
-_SIGN_BIT_OPS = frozenset({"Neg", "Abs", "SelectV2"})
-_flushes = {}      # OpDef -> bool
 
 
 def enabled():
-    return FLUSH[0]
+    """The mode now. A compile reads it once and hands that value to both the kernel's
+    cache key and its code generator (compiler.py), so a switch by another thread in
+    between cannot file a kernel of one mode under the other's key."""
+    return _on
 
 
 def set_enabled(flag):
     """Sets the mode; a change rebuilds the plans (each run then keys its kernel by the mode)."""
+    global _on
     flag = bool(flag)
-    if flag == FLUSH[0]:
+    if flag == _on:
         return
-    FLUSH[0] = flag
+    _on = flag
     for fn in list(_listeners):
         fn()
 
@@ -65,20 +64,10 @@ def on_change(fn):
     return fn
 
 
-def cache_tag():
-    """What the kernel cache key adds for the mode ("" when off: default keys unchanged)."""
-    return "+flush-denormals" if FLUSH[0] else ""
-
-
-def flushes(opdef):
-    """Whether ``opdef``'s reference kernel computes (its inputs and outputs are flushed)
-    rather than moves values: layout, identity and reshape ops, sources, state and
-    sign-bit ops keep denormals, as TF and compiled code do."""
-    got = _flushes.get(opdef)
-    if got is None:
-        got = _flushes[opdef] = not (opdef.kind in _MOVES or opdef.name in _SIGN_BIT_OPS
-                                     or getattr(opdef, "identity", False) or getattr(opdef, "reshape", False))
-    return got
+def cache_tag(flush):
+    """What the kernel cache key adds for a kernel of mode ``flush`` ("" when off:
+    default keys unchanged)."""
+    return "+flush-denormals" if flush else ""
 
 
 def flush(a):
@@ -101,9 +90,21 @@ def flush_all(arrays):
     return [flush(a) for a in arrays]
 
 
+def pass_input(x, y):
+    """``y`` (an op's flushed result) with ``x``'s denormal elements put back where ``y``
+    has ``x``'s shape: ops registered denormals="pass_input" (expm1(x) is x for such x)."""
+    tiny = _TINY.get(getattr(x, "dtype", None))
+    if tiny is None or getattr(y, "dtype", None) != x.dtype or np.shape(y) != np.shape(x):
+        return y
+    small = (np.abs(x) < tiny) & (x != 0)
+    if not small.any():
+        return y
+    return np.where(small, x, y).astype(x.dtype, copy=False)
+
+
 def compute(fn, *arrays):
     """``fn(*arrays)``, in the mode with inputs and result flushed: for arithmetic outside
     the reference kernels (a variable's assign_add / assign_sub updates it in place)."""
-    if not FLUSH[0]:
+    if not _on:
         return fn(*arrays)
     return flush(fn(*flush_all(arrays)))

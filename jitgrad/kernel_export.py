@@ -46,9 +46,10 @@ def export_kernel(session, fetches, feed_dict):
     # the post-pass key only, and a pre-pass hit would call it with the wrong layout).
     pre = compiler.build_pre_program(session, elements, fed)
     post = compiler.optimise(compiler.build_pre_program(session, elements, fed))
-    keys = [cache_key.post_pass_key(post).hex]
+    flush = plan.kernel.meta.get("flush_denormals", False)   # the mode the kernel was built in
+    keys = [cache_key.post_pass_key(post, flush=flush).hex]
     if compiler._layout(post) == compiler._layout(pre):
-        keys.append(cache_key.pre_pass_key(pre).hex)
+        keys.append(cache_key.pre_pass_key(pre, flush=flush).hex)
     k = plan.kernel
     return ShippedKernel(tuple(keys), bytes(k.obj), dict(k.meta), fingerprint)
 

@@ -106,6 +106,13 @@ def as_shape(shape):
     return shape if isinstance(shape, TensorShape) else TensorShape(shape)
 
 
+def static_dims(shape):
+    """A TensorShape's dims as a list of ints, or None where its rank or a dim is unknown."""
+    if shape.rank is None or not shape.is_fully_defined():
+        return None
+    return [int(d) for d in shape.as_list()]
+
+
 def broadcast_dims(a, b, what="operands"):
     """numpy/TF broadcasting of two partial shapes (tuples or None)."""
     if a is None or b is None:

@@ -25,20 +25,18 @@ is handed on as its transpose, and the time-major stack is remembered
 only at run time ``[B, T, ...]`` has its run-time dim second, which the compiler
 cannot lay out (run-time rows are dim 0 only); the transpose is then never read
 and DCE drops it. A per-row fallback reading such a stack gets its rows
-(``ctx.rows``: ``stack[:, b]``) for the same reason.
+(``ctx.rows``: ``stack[:, b]``, built only when one reads them) for the same reason.
 """
+import functools
+
 import numpy as np
 
 from . import context
 from .convert import convert_to_tensor
 from .func_graph import Func, replay, trace
-from .ops.registry import REGISTRY, apply_op
-
-
-def static_dims(shape):
-    if shape.rank is None or not shape.is_fully_defined():
-        return None
-    return [int(d) for d in shape.as_list()]
+from .ops.control_flow_ops import union_captures
+from .ops.registry import REGISTRY, apply_op, shape_only_input
+from .shapes import static_dims
 
 
 def plain(func):
@@ -54,12 +52,6 @@ def plain(func):
             if isinstance(v, Func) and not plain(v):
                 return False
     return True
-
-
-def shape_only_input(op, j):
-    """Whether ``op`` reads only the shape of its input ``j`` (never its value)."""
-    opdef = REGISTRY.get(op.type)
-    return opdef is not None and opdef.is_shape_only(j)
 
 
 def reached(func, batched):
@@ -142,12 +134,7 @@ def batch_while(ctx, op, ins, flags, vectorize):
     if cond is not None:
         fgc, phc, (pred,) = batched_func(ctx, cond, bflags[:n + c], [False], vectorize, "cond")
     graphs = [fgb] + ([fgc] if cond is not None else [])
-    extra, seen = [], set()
-    for fg in graphs:
-        for outer, _ in fg.captures:
-            if id(outer) not in seen:
-                seen.add(id(outer))
-                extra.append(outer)
+    extra = union_captures(graphs)
     new_body = Func(fgb, list(phb[:n + c]) + [fgb.capture(t) for t in extra] + list(phb[n + c:]), new_out)
     new_cond = None if cond is None else \
         Func(fgc, list(phc) + [fgc.capture(t) for t in extra], [pred])
@@ -161,7 +148,7 @@ def batch_while(ctx, op, ins, flags, vectorize):
             continue
         tm = ctx.time_major.get(id(t))
         if tm is None and static_dims(t.shape) is None:
-            rows = ctx.rows.get(id(t))   # (a per-row op's rows, each [T] + row: stacked in dim 1)
+            rows = ctx.rows_of(t)   # (a per-row op's rows, each [T] + row: stacked in dim 1)
             if rows is None:
                 return None
             tm = apply_op("Pack", list(rows), {"axis": 1})
@@ -179,6 +166,11 @@ def batch_while(ctx, op, ins, flags, vectorize):
     return _batch_first(ctx, op, res, out_flags[:n], out_flags[n:])
 
 
+def _rows_of_time_major(stack, B):
+    """Row b of a batched stack ``[T, B] + row`` is ``stack[:, b]``."""
+    return [apply_op("StridedSlice", [stack], {"spec": (("slice", None, None, None), ("int", b))}) for b in range(B)]
+
+
 def _batch_first(ctx, op, res, var_flags, y_flags):
     """The new While's outputs as the batched pass's values (batch dim first)."""
     n = len(var_flags)
@@ -189,8 +181,7 @@ def _batch_first(ctx, op, res, var_flags, y_flags):
         if f:
             tm = stack
             first = apply_op("Transpose", [stack], {"perm": (1, 0) + tuple(range(2, r))})
-            rows = [apply_op("StridedSlice", [stack], {"spec": (("slice", None, None, None), ("int", b))})
-                    for b in range(ctx.B)]
+            rows = functools.partial(_rows_of_time_major, stack, ctx.B)   # (built if a per-row op reads them)
         else:
             tm = apply_op("Tile", [apply_op("ExpandDims", [stack], {"axis": 1})],
                           {"multiples": (1, ctx.B) + (1,) * (r - 1)})

@@ -80,6 +80,7 @@ def _mul_graph(shape=(4,), dtype=tf.float32):
 
 # ---------------------------------------------------------------- API
 def test_api_and_namespaces():
+    tf.config.set_flush_denormals(False)       # (off by default; JITGRAD_FLUSH_DENORMALS=1 runs start on)
     assert tf.config.get_flush_denormals() is False
     tf.config.experimental.set_flush_denormals(True)
     assert tf.config.get_flush_denormals() and tf.config.experimental.get_flush_denormals()
@@ -335,6 +336,34 @@ def test_cache_key_differs_and_switching_recompiles():
     assert tf.cache_info()["compiles"] == c0 + 1
 
 
+def test_mode_read_once_per_compile(monkeypatch, tmp_path):
+    """Another thread switching the mode between the kernel's key and its code generation
+    cannot file a kernel of one mode under the other's key (in memory or on disk): the
+    compile builds in the mode its key was made with (compiler.make_plan reads it once)."""
+    g, x, w, y = _mul_graph()
+    feed = {x: np.full(4, F32_DENORMAL), w: np.ones(4, np.float32)}
+    compile_program = compiler.compile_program
+
+    def switched_meanwhile(program, key, flush):
+        monkeypatch.setattr(denormals, "_on", True)     # (listeners skipped, as mid-compile)
+        try:
+            return compile_program(program, key, flush)
+        finally:
+            monkeypatch.setattr(denormals, "_on", False)
+    monkeypatch.setattr(compiler, "compile_program", switched_meanwhile)
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))   # an empty disk cache, used
+    cache.set_enabled(True)
+    compiler.clear_cache()
+    s = _session(g, "compiled")
+    assert s.run(y, feed).tolist() == [float(F32_DENORMAL)] * 4     # built in the key's mode: off
+    assert tf.cache_info()["compiles"] == 1
+    monkeypatch.setattr(compiler, "compile_program", compile_program)
+    compiler.clear_cache()                               # memory only: the next run loads from disk
+    assert _session(g, "compiled").run(y, feed).tolist() == [float(F32_DENORMAL)] * 4
+    tf.config.set_flush_denormals(True)
+    assert _session(g, "compiled").run(y, feed).tolist() == [0.0] * 4
+
+
 # ---------------------------------------------------------------- differential
 def _is_denormal(v):
     return np.asarray(v).dtype.kind == "f" and v != 0 and abs(v) < np.finfo(np.asarray(v).dtype).tiny
@@ -375,3 +404,20 @@ def test_random_graphs_with_denormal_inputs_compiled_vs_interpreted(seed):
                 near = (np.abs(x) < 1e-30) & (np.abs(y) < 1e-30)
             np.testing.assert_allclose(y[near], x[near], rtol=2e-4 if dt == np.float32 else 1e-9, atol=0,
                                        err_msg=f"seed {seed} fetch {i}")
+
+
+def test_explain_shows_the_flush_attributes_on_every_function(monkeypatch):
+    """explain's unoptimised IR is what was compiled: in the mode every function defined,
+    the matmul units compiled on the side included, carries denormal-fp-math."""
+    monkeypatch.setenv("JITGRAD_COMPILE_PROCESS", "0")      # units compiled in this process
+    tf.config.set_flush_denormals(True)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [64, 64])
+        y = tf.matmul(a, a)
+    compiler.clear_cache()
+    with _session(g, "compiled") as s:
+        ir_text = s.explain(y, {a: np.ones((64, 64), np.float32)}).unoptimised_ir
+    defines = [line for line in ir_text.splitlines() if line.startswith("define ")]
+    assert any("_mm" in line for line in defines)          # (a matmul unit was taken)
+    assert all("denormal-fp-math" in line for line in defines)

@@ -11,6 +11,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad import batched_gradients as bg
+from _loop_jacobians import check_batch_jacobian, check_tape_jacobians, sin_loop
 
 tf1 = tf.compat.v1
 N = bg.LOOP_ROWS_AT + 8       # rows beyond the batched pass's copies
@@ -22,9 +23,6 @@ def _no_while_rule(monkeypatch):
     monkeypatch.delitem(bg._RULES, "While")
 
 
-def _loop(b, T):
-    _, v = tf.while_loop(lambda i, v: i < T, lambda i, v: (i + 1, v + tf.sin(b)), [0, tf.zeros_like(b)])
-    return v
 
 
 def _graph(n=N):
@@ -32,7 +30,7 @@ def _graph(n=N):
     with g.as_default():
         T = tf1.placeholder(tf.int32, [])
         b = tf1.placeholder(tf.float64, [n])
-        (h,) = tf.hessians(tf.reduce_sum(_loop(b, T) ** 2), b)
+        (h,) = tf.hessians(tf.reduce_sum(sin_loop(b, T) ** 2), b)
     return g, T, b, h
 
 
@@ -69,31 +67,8 @@ def test_few_rows_keep_the_batched_pass():
 
 
 def test_tape_jacobians_in_a_function():
-    @tf.function
-    def jac(b, T):
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(b)
-            v = _loop(b, T)
-            v2 = tf.reshape(v, [2, N // 2])
-        return tape.jacobian(v, b), tape.jacobian(v2, b)
-    before = tf.cache_info()["fallbacks"]
-    j, j2 = jac(tf.constant(B), tf.constant(5))
-    np.testing.assert_allclose(j.numpy(), np.diag(5 * np.cos(B)), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(j2.numpy(), np.diag(5 * np.cos(B)).reshape(2, N // 2, N), rtol=1e-12, atol=1e-12)
-    assert tf.cache_info()["fallbacks"] == before
+    check_tape_jacobians(B)
 
 
 def test_batch_jacobian_through_a_loop_of_many_rows():
-    # per example e, d v[e, i] / d b[e, k] = delta_ik T cos(b[e, i]); N inner elements per example
-    bb = np.stack([B, B[::-1] * 0.5])
-
-    @tf.function
-    def bj(b, T):
-        with tf.GradientTape() as tape:
-            tape.watch(b)
-            v = _loop(b, T)
-        return tape.batch_jacobian(v, b)
-    before = tf.cache_info()["fallbacks"]
-    got = bj(tf.constant(bb), tf.constant(4)).numpy()
-    np.testing.assert_allclose(got, np.stack([np.diag(4 * np.cos(r)) for r in bb]), rtol=1e-12, atol=1e-12)
-    assert tf.cache_info()["fallbacks"] == before
+    check_batch_jacobian(np.stack([B, B[::-1] * 0.5]))   # N inner elements per example

@@ -6,7 +6,7 @@ import pytest
 import jitgrad  # noqa: F401  (registers the ops)
 from jitgrad.codegen import lowering_tables
 from jitgrad.ops import registry
-from jitgrad.ops.registry import LOWERINGS, NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, REGISTRY, OpDef
+from jitgrad.ops.registry import DENORMALS, LOWERINGS, NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, REGISTRY, OpDef, register
 
 
 def problems(opdef, lowered):
@@ -26,6 +26,8 @@ def problems(opdef, lowered):
         out.append("reshape=True ops are aliased by codegen")
     if opdef.full_reduce not in (None, "sum", "mean", "max", "min", "prod"):
         out.append(f"unknown full_reduce {opdef.full_reduce!r}")
+    if opdef.denormals not in DENORMALS:
+        out.append("no denormals= (what the flush-denormals mode does to it: flush or keep)")
     if not (isinstance(opdef.cost, int) and opdef.cost >= 1):
         out.append(f"cost must be a positive int, got {opdef.cost!r}")
     return out
@@ -63,10 +65,18 @@ def test_every_op_is_defined_in_jitgrad_ops():
 def test_the_walk_can_fail():
     """The checks above catch an op registered without its facts."""
     bare = OpDef("Bare", infer=None, kernel=None)
-    assert len(problems(bare, set())) == 2          # no gradient story, no emitter
-    assert problems(OpDef("Bare", None, None, grad=NOT_DIFFERENTIABLE, lowering="argument"), set()) == []
+    assert len(problems(bare, set())) == 3          # no gradient story, no emitter, no denormals
+    assert problems(OpDef("Bare", None, None, grad=NOT_DIFFERENTIABLE, lowering="argument", denormals="keep"),
+                    set()) == []
     with pytest.raises(ValueError):
         OpDef("Bare", None, None, lowering="somewhere")
+    with pytest.raises(ValueError):
+        OpDef("Bare", None, None, denormals="sometimes")
+    with pytest.raises(ValueError, match="denormals"):   # an op of kind 'other' must say
+        register("BareUnclassified", infer=None, kernel=None, grad=NOT_DIFFERENTIABLE, lowering="argument")
+    assert "BareUnclassified" not in REGISTRY
+    assert OpDef("Bare", None, None, kind="layout").denormals == "keep"
+    assert OpDef("Bare", None, None, kind="elementwise").denormals == "flush"
     assert "interpreter" in LOWERINGS
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad import batched_gradients as bg
+from _loop_jacobians import check_batch_jacobian, check_tape_jacobians, sin_loop
 
 tf1 = tf.compat.v1
 FEW, MANY = 4, bg.LOOP_ROWS_AT + 8     # rows below and beyond the old per-row copies
@@ -20,9 +21,6 @@ def _bvals(n):
     return np.linspace(-1.5, 1.5, n)
 
 
-def _sin_loop(b, T, **kw):
-    _, v = tf.while_loop(lambda i, v: i < T, lambda i, v: (i + 1, v + tf.sin(b)), [0, tf.zeros_like(b)], **kw)
-    return v
 
 
 def _hessian_graph(n, make_loss):
@@ -53,7 +51,7 @@ def _run(g, fetch, feed, mode):
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
 @pytest.mark.parametrize("n", [FEW, MANY])
 def test_hessian_through_a_loop_with_a_fed_trip_count(n, mode):
-    g, T, b, h = _hessian_graph(n, lambda b, T: tf.reduce_sum(_sin_loop(b, T) ** 2))
+    g, T, b, h = _hessian_graph(n, lambda b, T: tf.reduce_sum(sin_loop(b, T) ** 2))
     x = _bvals(n)
     before = tf.cache_info()["fallbacks"]
     for t in (0, 1, 3, 7):   # one kernel for every trip count
@@ -66,7 +64,7 @@ def test_the_gradient_loops_are_batched_not_copied():
     # the same While ops for 1, FEW and MANY rows; the ones the rule built carry [B] + shape
     counts = {}
     for n in (1, FEW, MANY):
-        g = _hessian_graph(n, lambda b, T: tf.reduce_sum(_sin_loop(b, T) ** 2))[0]
+        g = _hessian_graph(n, lambda b, T: tf.reduce_sum(sin_loop(b, T) ** 2))[0]
         whiles = _whiles(g)
         counts[n] = len(whiles)
         batched = _batched(whiles)
@@ -80,7 +78,7 @@ def test_the_gradient_loops_are_batched_not_copied():
 @pytest.mark.parametrize("n", [FEW, MANY])
 def test_maximum_iterations_bounds_the_batched_loop(n):
     g, T, b, h = _hessian_graph(n, lambda b, T: tf.reduce_sum(
-        _sin_loop(b, 1000, maximum_iterations=T) ** 2))
+        sin_loop(b, 1000, maximum_iterations=T) ** 2))
     x = _bvals(n)
     for mode in ("compiled", "interpret"):
         np.testing.assert_allclose(_run(g, h, {T: 5, b: x}, mode), np.diag(50 * np.cos(2 * x)), rtol=1e-12, atol=1e-12)
@@ -176,35 +174,11 @@ def test_tanh_recurrence_hessian_against_finite_differences_and_the_old_paths(n,
 
 
 def test_tape_jacobians_in_a_function():
-    n = MANY
-    x = _bvals(n)
-
-    @tf.function
-    def jac(b, T):
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(b)
-            v = _sin_loop(b, T)
-            v2 = tf.reshape(v, [2, n // 2])
-        return tape.jacobian(v, b), tape.jacobian(v2, b)
-    before = tf.cache_info()["fallbacks"]
-    j, j2 = jac(tf.constant(x), tf.constant(5))
-    np.testing.assert_allclose(j.numpy(), np.diag(5 * np.cos(x)), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(j2.numpy(), np.diag(5 * np.cos(x)).reshape(2, n // 2, n), rtol=1e-12, atol=1e-12)
-    assert tf.cache_info()["fallbacks"] == before
+    check_tape_jacobians(_bvals(MANY))
 
 
 def test_batch_jacobian_in_a_function():
-    # per example e, d v[e, i] / d b[e, k] = delta_ik T cos(b[e, i])
-    bb = np.stack([_bvals(MANY), _bvals(MANY)[::-1] * 0.5])
-
-    @tf.function
-    def bj(b, T):
-        with tf.GradientTape() as tape:
-            tape.watch(b)
-            v = _sin_loop(b, T)
-        return tape.batch_jacobian(v, b)
-    got = bj(tf.constant(bb), tf.constant(4)).numpy()
-    np.testing.assert_allclose(got, np.stack([np.diag(4 * np.cos(r)) for r in bb]), rtol=1e-12, atol=1e-12)
+    check_batch_jacobian(np.stack([_bvals(MANY), _bvals(MANY)[::-1] * 0.5]))
 
 
 # ---------------------------------------------------------------- what the rule leaves to the fallbacks
@@ -323,3 +297,17 @@ def test_sliced_input_of_run_time_rows_built_per_row(n):
             np.testing.assert_allclose(_run(g, h, {T: t, b: x}, mode), np.diag(2 * t * t * np.cos(2 * x)),
                                        rtol=1e-12, atol=1e-12)
     assert tf.cache_info()["fallbacks"] == before
+
+
+def test_rows_of_a_stacked_output_are_built_only_when_read():
+    """A batched loop's stacked output ([T, B] + row) gets its per-row slices only if a
+    per-row op reads them: a Hessian through tf.scan builds none, whatever B (it once built
+    B StridedSlices per stack, left to DCE)."""
+    def slices(n):
+        g = tf.Graph()
+        with g.as_default():
+            b = tf.compat.v1.placeholder(tf.float64, [n])
+            ys = tf.scan(lambda a, e: tf.sin(a * e + b), tf.constant(np.ones((5, n))), initializer=b)
+            tf.hessians(tf.reduce_sum(ys ** 2), b)
+        return sum(op.type == "StridedSlice" for op in g.get_operations())
+    assert slices(FEW) == slices(MANY) == 0

@@ -168,13 +168,13 @@ def _environment_components(fingerprint):
     }
 
 
-def _build(kind, program, private_attrs, version, fingerprint):
+def _build(kind, program, private_attrs, version, fingerprint, flush):
     fp = environment_fingerprint() if fingerprint is None else fingerprint
     parts, summaries = _program_parts(program, private_attrs), _program_summaries(program)
     comps = {c: (_digest(parts[c]), summaries[c]) for c in PROGRAM_COMPONENTS}
     comps["codegen"] = (_digest([version, CODEGEN_VERSION]), f"{version}, {CODEGEN_VERSION}")
     comps.update(_environment_components(fp))
-    target = current_key() + denormals.cache_tag()   # the flush-denormals mode: other code
+    target = current_key() + denormals.cache_tag(flush)   # the flush-denormals mode: other code
     comps["target"] = (_digest([target]), target)
     digests = {c: comps[c][0] for c in COMPONENTS}
     inner = "\0".join(f"{c}={digests[c]}" for c in PROGRAM_COMPONENTS + ("codegen",)) + \
@@ -182,17 +182,23 @@ def _build(kind, program, private_attrs, version, fingerprint):
     return KernelKey(kind, digests, {c: comps[c][1] for c in COMPONENTS}, make_key(inner, fp))
 
 
-def pre_pass_key(program, fingerprint=None):
+def _mode(flush):
+    """``flush`` as given, or the mode now: a compile passes the value it also gives the
+    code generator (compiler.py), so key and code are of one mode."""
+    return denormals.enabled() if flush is None else bool(flush)
+
+
+def pre_pass_key(program, fingerprint=None, flush=None):
     """Key of a canonical program *before* the passes. The passes are deterministic functions
     of what it covers (private attrs included) and their code is in ``toolchain``, so this
     key alone decides the machine code: a hit needs no passes and no code generator."""
-    return _build("pre-pass", program, True, PREPASS_VERSION, fingerprint)
+    return _build("pre-pass", program, True, PREPASS_VERSION, fingerprint, _mode(flush))
 
 
-def post_pass_key(program, fingerprint=None):
+def post_pass_key(program, fingerprint=None, flush=None):
     """Key of an optimised program: programs that only become equal after the passes share
     one kernel within a process."""
-    return _build("post-pass", program, False, "post-pass", fingerprint)
+    return _build("post-pass", program, False, "post-pass", fingerprint, _mode(flush))
 
 
 # ---------------------------------------------------------------- recompile reports

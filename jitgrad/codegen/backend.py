@@ -336,7 +336,8 @@ class Units:
         header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
         for fn, text in zip(fns, texts):
             fn.blocks = []                # llvmlite prints a function without blocks as `declare`
-            self._taken.append((str(fn), text))
+            # (explain's full_text shows what was compiled: the mode's attributes too)
+            self._taken.append((str(fn), mxcsr.mark_text(text) if self.flush_denormals else text))
         unit = header + decls + "".join(texts)
         self._add(mxcsr.mark_text(unit) if self.flush_denormals else unit, True)
 

@@ -36,7 +36,6 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from .. import denormals
 from ..ops.registry import REGISTRY
 from ..passes.ir import Value
 from . import irutil, mxcsr
@@ -74,7 +73,7 @@ class KernelBuilder(LoweringContext):
     lowering_context.py's interface, which is all a lowering uses.
     """
 
-    def __init__(self, program, name, target_data=None, triple=None):
+    def __init__(self, program, name, target_data=None, triple=None, flush_denormals=False):
         self.p = program
         self.name = name
         self.module = ir.Module(name=name)
@@ -96,8 +95,11 @@ class KernelBuilder(LoweringContext):
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
         self.x86 = (triple or "x86_64").startswith(("x86_64", "i686", "i386"))
-        # flush-denormals mode (jitgrad/denormals.py, codegen/mxcsr.py): MXCSR is x86's
-        self.flush_denormals = self.x86 and denormals.enabled()
+        # flush-denormals mode (jitgrad/denormals.py, codegen/mxcsr.py): MXCSR is x86's. The
+        # caller passes the mode its cache key was made with (never read here again: a switch
+        # in between would file this kernel under the other mode's key)
+        self.flush_mode = bool(flush_denormals)
+        self.flush_denormals = self.x86 and self.flush_mode
         self.futex = self.x86 and "linux" in (triple or "x86_64-unknown-linux-gnu")   # barrier waiters sleep (sync.py)
         self.target = current()   # vector width / matmul tiles come from it (codegen/target.py)
         self.finish_hooks = []    # emitted before the entry function returns (frees of loop stacks)
@@ -131,7 +133,7 @@ class KernelBuilder(LoweringContext):
 
     def sub_builder(self, program, tag):
         """A builder for a control-flow region emitted into this kernel's module."""
-        sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple)
+        sub = KernelBuilder(program, f"{self.name}_{tag}", self._dl, self._triple, self.flush_mode)
         sub.module = self.module
         sub.is_region = True
         sub.unit_sink = self.unit_sink
@@ -806,5 +808,6 @@ class KernelBuilder(LoweringContext):
             "parallel_nests": n_par,
             "target": self.target.key(),   # jitgrad.codegen.target: refused where the host cannot run it
             "persistent": [self.persistent_base, self.persistent_words],
+            "flush_denormals": self.flush_mode,   # the mode it was built in (explain rebuilds in it)
         }
         return self.module

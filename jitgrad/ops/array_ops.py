@@ -108,7 +108,7 @@ def _reduction(op_type, x, axis=None, keepdims=False, name=None):
     return apply_op(op_type, [x], {"axis": axis, "keepdims": keepdims}, name=name or op_type)
 
 
-register("Fill", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
+register("Fill", denormals="keep", infer=_fill_infer, kernel=lambda attrs, v: np.full(attrs["dims"], v, v.dtype),
          grad=lambda op, g: [_reduction("Sum", g)], kind="elementwise", pointwise=False)
 
 
@@ -826,7 +826,7 @@ def _gather_grad_kernel(attrs, g, i, ref):
     return out
 
 
-register("GatherV2", infer=_gather_infer, kernel=_gather_kernel,
+register("GatherV2", denormals="keep", infer=_gather_infer, kernel=_gather_kernel,
          grad=lambda op, g: [apply_op("GatherGrad", [g, op.inputs[1], op.inputs[0]], {"axis": op.get_attr("axis")}),
                              None], kind="other")
 def _gather_grad_infer(shapes, dts, attrs):
@@ -836,7 +836,7 @@ def _gather_grad_infer(shapes, dts, attrs):
     return [(shapes[2], dts[0])]
 
 
-register("GatherGrad", infer=_gather_grad_infer, kernel=_gather_grad_kernel,
+register("GatherGrad", denormals="flush", infer=_gather_grad_infer, kernel=_gather_grad_kernel,
          grad=lambda op, g: [gather(g, op.inputs[1], axis=op.get_attr("axis")), None, None], kind="other",
          shape_only=(2,))
 
@@ -904,7 +904,7 @@ def _broadcast_to_infer(shapes, dts, attrs):
     return [(tuple(target), dts[0])]
 
 
-register("BroadcastTo", infer=_broadcast_to_infer,
+register("BroadcastTo", denormals="keep", infer=_broadcast_to_infer,
          kernel=lambda attrs, x: np.asarray(np.broadcast_to(x, attrs["shape"]), order="C"),
          grad=lambda op, g: [reduce_to(g, op.inputs[0])], kind="elementwise", pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 
@@ -1078,7 +1078,8 @@ def _range_specialise(attrs, start, limit, delta):
     return "Const", _range_run_kernel(attrs, start, limit, delta)   # (a compiled run: a constant of that length)
 
 
-register("Range", infer=_range_infer, kernel=_range_run_kernel, data_dependent_shape=True, lowering="interpreter",
+register("Range", denormals="flush",
+         infer=_range_infer, kernel=_range_run_kernel, data_dependent_shape=True, lowering="interpreter",
          grad=NOT_DIFFERENTIABLE, specialise=_range_specialise)
 
 

@@ -57,7 +57,7 @@ def _fill_kernel(attrs, v, dims):
     return np.full(d, v, v.dtype)
 
 
-register("DynamicFill", infer=_fill_infer,
+register("DynamicFill", denormals="keep", infer=_fill_infer,
          kernel=_fill_kernel,
          grad=lambda op, g: [_a._reduction("Sum", g), None], data_dependent_shape=True, shape_from=1, specialise=_fill_specialise,
          lowering="interpreter", kind="other")
@@ -95,7 +95,7 @@ def _reshape_kernel(attrs, x, shape):
         raise InvalidArgumentError(str(e)) from None
 
 
-register("DynamicReshape", infer=_reshape_infer, kernel=_reshape_kernel,
+register("DynamicReshape", denormals="keep", infer=_reshape_infer, kernel=_reshape_kernel,
          grad=lambda op, g: [_a.reshape_like(g, op.inputs[0]), None], data_dependent_shape=True,
          shape_from=1, specialise=_reshape_specialise, lowering="interpreter", kind="other")
 
@@ -132,7 +132,7 @@ def _expand_specialise(attrs, axis):
     return "ExpandDims", {"axis": _checked(_a.expand_ndim_check, axis, 1 << 30)}
 
 
-register("DynamicExpandDims", infer=_expand_infer,
+register("DynamicExpandDims", denormals="keep", infer=_expand_infer,
          kernel=lambda attrs, x, axis: np.expand_dims(x, _checked(_a.expand_ndim_check, axis, x.ndim)),
          grad=lambda op, g: [_a.reshape_like(g, op.inputs[0]), None], data_dependent_shape=True, shape_from=1,
          specialise=_expand_specialise, lowering="interpreter", kind="other")
@@ -173,7 +173,7 @@ def _transpose_grad(op, g):
 
 
 # (inverse: transposed by the inverse of the perm, the gradient's transpose)
-register("DynamicTranspose", infer=_transpose_infer,
+register("DynamicTranspose", denormals="keep", infer=_transpose_infer,
          kernel=lambda attrs, x, perm: np.asarray(np.transpose(x, _perm(attrs, perm, x.ndim)), order="C"),
          grad=_transpose_grad, data_dependent_shape=True, shape_from=1, specialise=_transpose_specialise,
          lowering="interpreter", kind="other")
@@ -243,7 +243,7 @@ def _slice_grad(op, g):
         + [None] * (len(op.inputs) - 1)
 
 
-register("DynamicStridedSlice", infer=_slice_infer,
+register("DynamicStridedSlice", denormals="keep", infer=_slice_infer,
          kernel=lambda attrs, x, *b: np.asarray(x[_a._spec_index(_resolve(attrs["spec"], b), x.shape)], order="C"),
          grad=_slice_grad, data_dependent_shape=True, shape_from=1, specialise=_slice_specialise, kind="other")
 # (lowered as it is only on a value of run-time rows: slices_run_time_rows below; elsewhere specialised)
@@ -259,7 +259,7 @@ def _slice_grad_kernel(attrs, g, ref, *bounds):
 
 # The gradient of x[i:j:k]: g scattered into zeros shaped as x (input 1). Its shape is
 # x's; it is "data dependent" only in that the compiled form needs the bounds' values.
-register("DynamicStridedSliceGrad", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+register("DynamicStridedSliceGrad", denormals="keep", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
          kernel=_slice_grad_kernel, data_dependent_shape=True, shape_from=2, specialise=_slice_grad_specialise,
          kind="other", shape_only=(1,),
          grad=lambda op, g: [apply_op("DynamicStridedSlice", [g, *op.inputs[2:]], {"spec": op.get_attr("spec")}),
@@ -330,7 +330,8 @@ def _split_offsets_kernel(attrs, dim):
     return np.cumsum([0] + sizes).astype(np.int32)
 
 
-register("SplitOffsets", infer=lambda shapes, dts, attrs: [((_num_pieces(attrs["sizes"]) + 1,), dtypes.int32)],
+register("SplitOffsets", denormals="keep",
+         infer=lambda shapes, dts, attrs: [((_num_pieces(attrs["sizes"]) + 1,), dtypes.int32)],
          kernel=_split_offsets_kernel, grad=NOT_DIFFERENTIABLE, lowering="interpreter", kind="other")
 
 

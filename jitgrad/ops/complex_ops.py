@@ -47,10 +47,12 @@ def _complex_abs_grad(op, g):
 
 
 _register("Real", lambda op, g: [complex(g, zeros_like(g))], infer=_to_real_infer("Real"),
-          kernel=lambda attrs, x: np.asarray(np.real(x), order="C"))   # (ascontiguousarray makes 0-d 1-d)
+          kernel=lambda attrs, x: np.asarray(np.real(x), order="C"),   # (ascontiguousarray makes 0-d 1-d)
+          denormals="keep")
 _register("Imag", lambda op, g: [complex(zeros_like(g), g)], infer=_to_real_infer("Imag"),
-          kernel=lambda attrs, x: np.asarray(np.imag(x), order="C"))
-_register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x))
+          kernel=lambda attrs, x: np.asarray(np.imag(x), order="C"), denormals="keep")
+_register("ComplexAbs", _complex_abs_grad, infer=_to_real_infer("ComplexAbs"), kernel=lambda attrs, x: np.abs(x),
+          denormals="flush")
 
 
 def _angle_grad(op, g):
@@ -59,9 +61,9 @@ def _angle_grad(op, g):
     return [multiply(negative(complex(g, zeros_like(g))), reciprocal(complex(imag(z), real(z))))]
 
 
-_register("Angle", _angle_grad, infer=_to_real_infer("Angle"), kernel=lambda attrs, x: np.angle(x))
+_register("Angle", _angle_grad, infer=_to_real_infer("Angle"), kernel=lambda attrs, x: np.angle(x), denormals="flush")
 _register("Conj", lambda op, g: [conj(g)], infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])],
-          kernel=lambda attrs, x: np.conj(x))
+          kernel=lambda attrs, x: np.conj(x), denormals="keep")
 
 
 def _complex_kernel(attrs, re, im):
@@ -73,7 +75,7 @@ def _complex_kernel(attrs, re, im):
 
 
 _register("Complex", lambda op, g: [reduce_to(real(g), op.inputs[0]), reduce_to(imag(g), op.inputs[1])],
-          infer=_complex_infer, kernel=_complex_kernel)
+          infer=_complex_infer, kernel=_complex_kernel, denormals="keep")
 
 
 def real(input, name=None):  # noqa: A002

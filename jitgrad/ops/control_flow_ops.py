@@ -204,7 +204,7 @@ def _if_grad(op, *grads):
     return res
 
 
-register("If", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
+register("If", denormals="keep", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
 
 
 def _drop_unread_captures(fg, outs):
@@ -228,7 +228,7 @@ def _trace_branch(name, fn):
     return fg, list(result) if isinstance(result, list) else result
 
 
-def _union_captures(graphs):
+def union_captures(graphs):
     """The outer tensors the traced graphs use, in first-use order."""
     caps, seen = [], set()
     for fg in graphs:
@@ -323,7 +323,7 @@ def _make_if(pred, traced, name):
     for fg in graphs:
         for var in used.values():
             fg.entry_value(var)
-    caps = _union_captures(graphs)
+    caps = union_captures(graphs)
     var_in = [current_value(var) for var in used.values()]
     n_out = len(traced[0][1])
     if not n_out and not written and any(fg.side_effects for fg in graphs):
@@ -623,7 +623,7 @@ def _while_grad(op, *grads):
     return res
 
 
-register("While", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+register("While", denormals="keep", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
 
 
 def _self_contained_vars(body, n, graded_ys):
@@ -680,7 +680,7 @@ def _make_while(init, var_specs, cond_fn, body_fn, xs, x_specs, limit, limit_ten
     for fg in graphs:
         for var in used.values():
             fg.entry_value(var)
-    caps = _union_captures(graphs)
+    caps = union_captures(graphs)
     var_init = [current_value(v) for v in carried]
     var_caps = [current_value(v) for v in read_only]
     carried_specs = [(v.shape.dims, v.dtype) for v in carried]

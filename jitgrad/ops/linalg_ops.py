@@ -495,18 +495,20 @@ def _cholesky(attrs, a):
         return out
 
 
-register("MatrixInverse", infer=_square_infer("MatrixInverse"),
+register("MatrixInverse", denormals="flush", infer=_square_infer("MatrixInverse"),
          kernel=_lu_kernel("Input is not invertible."),
          grad=_inverse_grad, lowering="interpreter")
-register("MatrixDeterminant", infer=_square_infer("MatrixDeterminant", out=lambda s: s[:-2]),
+register("MatrixDeterminant", denormals="flush", infer=_square_infer("MatrixDeterminant", out=lambda s: s[:-2]),
          kernel=lambda attrs, a: np.asarray(np.linalg.det(a), a.dtype), grad=_det_grad,
          lowering="interpreter")
-register("LogMatrixDeterminant", infer=_square_infer("LogMatrixDeterminant", out=lambda s: s[:-2], n_out=2),
+register("LogMatrixDeterminant", denormals="flush",
+         infer=_square_infer("LogMatrixDeterminant", out=lambda s: s[:-2], n_out=2),
          kernel=_slogdet, grad=_slogdet_grad, lowering="interpreter")
-register("MatrixSolve", infer=_solve_infer,
+register("MatrixSolve", denormals="flush", infer=_solve_infer,
          kernel=_lu_kernel("Input matrix is not invertible."),
          grad=_solve_grad, lowering="interpreter")
-register("Cholesky", infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad, lowering="interpreter")
+register("Cholesky", denormals="flush",
+         infer=_square_infer("Cholesky"), kernel=_cholesky, grad=_cholesky_grad, lowering="interpreter")
 
 
 def _triangular_solve(attrs, a, b):
@@ -542,7 +544,8 @@ def _triangular_solve_grad(op, g):
     return [where(constant(band), grad_a, zeros_like(grad_a)), grad_b]
 
 
-register("MatrixTriangularSolve", infer=_solve_infer, kernel=_triangular_solve, grad=_triangular_solve_grad,
+register("MatrixTriangularSolve", denormals="flush",
+         infer=_solve_infer, kernel=_triangular_solve, grad=_triangular_solve_grad,
          lowering="interpreter")
 
 

@@ -58,7 +58,8 @@ def _kernel(attrs, a, b):
     return a
 
 
-register("ListCheck", infer=_infer, kernel=_kernel, grad=NOT_DIFFERENTIABLE, kind="other", pointwise=True)
+register("ListCheck", denormals="keep",
+         infer=_infer, kernel=_kernel, grad=NOT_DIFFERENTIABLE, kind="other", pointwise=True)
 
 
 def list_check(a, b, kind, name=None):
@@ -95,5 +96,5 @@ def _split_offsets_infer(shapes, dts, attrs):
 
 # Evaluated on the host: the offsets are the bounds of the blocks' slices (tensor_array_split.py),
 # which a compiled run takes as shape sources (shape_specialise.py), so TF's errors come when it runs.
-register("TensorListSplitOffsets", infer=_split_offsets_infer, kernel=lambda attrs, rows, lengths:
+register("TensorListSplitOffsets", denormals="keep", infer=_split_offsets_infer, kernel=lambda attrs, rows, lengths:
          split_offsets(rows, lengths), grad=NOT_DIFFERENTIABLE, lowering="interpreter", kind="other")

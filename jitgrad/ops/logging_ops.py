@@ -121,7 +121,7 @@ def _print_kernel(attrs, *arrays):
     return ()
 
 
-register("PrintV2", infer=lambda shapes, dts, attrs: [], kernel=_print_kernel, kind="other",
+register("PrintV2", denormals="keep", infer=lambda shapes, dts, attrs: [], kernel=_print_kernel, kind="other",
          lowering="state", grad=NOT_DIFFERENTIABLE)   # passes/ir.from_graph makes it var-writes
 
 
@@ -154,7 +154,7 @@ def _assert_infer(shapes, dts, attrs):
     return []
 
 
-register("Assert", infer=_assert_infer, kernel=_assert_kernel, kind="other", lowering="state",
+register("Assert", denormals="keep", infer=_assert_infer, kernel=_assert_kernel, kind="other", lowering="state",
          grad=NOT_DIFFERENTIABLE)   # passes/ir.from_graph makes it var-writes
 
 

@@ -57,11 +57,13 @@ def _boolean_mask_grad_kernel(attrs, g, mask, ref):
     return out
 
 
-register("BooleanMask", infer=_boolean_mask_infer, kernel=_boolean_mask_kernel, grad=_boolean_mask_grad,
+register("BooleanMask", denormals="keep",
+         infer=_boolean_mask_infer, kernel=_boolean_mask_kernel, grad=_boolean_mask_grad,
          data_dependent_shape=True, lowering="interpreter")
 # The gradient scatters g back into zeros shaped like the input (TF's is an
 # IndexedSlices of the same values; jitgrad's gradients are dense).
-register("BooleanMaskGrad", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])],
+# (denormals: TF's gradient is a scatter-add of the rows into zeros, which flushes)
+register("BooleanMaskGrad", denormals="flush", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])],
          kernel=_boolean_mask_grad_kernel,
          grad=lambda op, g: [apply_op("BooleanMask", [g, op.inputs[1]], dict(op.attrs)), None, None],
          lowering="interpreter")
@@ -92,6 +94,7 @@ def _where_kernel(attrs, c):
     return np.ascontiguousarray(np.argwhere(c).astype(np.int64))
 
 
-register("Where", infer=lambda shapes, dts, attrs: [((None, None if shapes[0] is None else len(shapes[0])),
+register("Where", denormals="keep",
+         infer=lambda shapes, dts, attrs: [((None, None if shapes[0] is None else len(shapes[0])),
                                                       dtypes.int64)],
          kernel=_where_kernel, data_dependent_shape=True, lowering="interpreter", grad=NOT_DIFFERENTIABLE)

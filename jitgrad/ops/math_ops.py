@@ -334,8 +334,9 @@ def _is_eager(t):
     return isinstance(t, dispatch.eager_tensor)
 
 
-_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned)
-_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned)
+_unary_op("Neg", np.negative, lambda op, g: [negative(g)], ARITH, infer_wrap=_no_unsigned, denormals="keep")
+_unary_op("Abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], NUMBERS, infer_wrap=_no_unsigned,
+          denormals="keep")   # (a sign bit: TF and compiled code keep a denormal)
 _unary_op("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], NUMBERS + COMPLEX,   # complex: z / |z|
           infer_wrap=_no_unsigned)
 _unary_op("Square", np.square,   # TF's _SquareGrad: g * 2 conj(x) (for complex x, as for Mul)
@@ -363,14 +364,16 @@ def _reciprocal_gradient(op, g):
 _unary_op("Rsqrt", lambda x: 1 / np.sqrt(x), _rsqrt_gradient, FLOATS + COMPLEX, cost=4)
 _unary_op("Reciprocal", lambda x: 1 / x, _reciprocal_gradient, FLOATS + COMPLEX, cost=4)
 _unary_op("Exp", np.exp, lambda op, g: [multiply(g, _conj(op.outputs[0]))], FLOATS + COMPLEX, cost=12)
-_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12,
+          denormals="pass_input")   # (TF and compiled code: expm1(x) is x for a denormal x)
 _unary_op("Log", np.log, lambda op, g: [multiply(g, reciprocal(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Log1p", np.log1p,
           lambda op, g: [multiply(g, reciprocal(add(1.0, _conj(op.inputs[0]))))], FLOATS + COMPLEX, cost=12)
 _unary_op("Sin", np.sin, lambda op, g: [multiply(g, cos(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
 _unary_op("Tan", np.tan,
-          lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12)
+          lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12,
+          denormals="pass_input")
 _unary_op("Tanh", np.tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
           FLOATS + COMPLEX, cost=12)
@@ -470,7 +473,8 @@ def _softsign_grad(op, g):
 
 
 _unary_op("Softsign", _softsign, _softsign_grad, narrow_in_float32=False, cost=4)
-_unary_op("Elu", _elu, lambda op, g: [elu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12)
+_unary_op("Elu", _elu, lambda op, g: [elu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12,
+          denormals="pass_input")
 # TF's EluGrad(gradients, outputs) and its gradient _EluGradGrad: the derivative wrt the outputs
 # is where(y < 0, g * gradients, 0), so a NaN upstream gradient where y >= 0 (or y is NaN)
 # gives 0, not the NaN of 0 * NaN that differentiating g * (y + 1) would give.
@@ -535,7 +539,8 @@ def _select_grad(op, g):
     return [None, reduce_to(where(c, g, zeros), x), reduce_to(where(c, zeros, g), y)]
 
 
-register("SelectV2", infer=_select_infer, kernel=lambda attrs, c, x, y: np.where(c, x, y), grad=_select_grad,
+register("SelectV2", denormals="keep",
+         infer=_select_infer, kernel=lambda attrs, c, x, y: np.where(c, x, y), grad=_select_grad,
          kind="elementwise")
 
 
@@ -855,10 +860,11 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
     return out if dtype is None else cast(out, dtype)
 
 
-register("ZerosLike", infer=unary(ALL),
+register("ZerosLike", denormals="keep", infer=unary(ALL),
          kernel=lambda attrs, x: np.full(x.shape, b"", object) if x.dtype == object else np.zeros_like(x),
          grad=lambda op, g: [None], kind="elementwise", shape_only=(0,), cheap=True)
-register("OnesLike", infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
+register("OnesLike", denormals="keep",
+         infer=unary(ALL), kernel=lambda attrs, x: np.ones_like(x), grad=lambda op, g: [None],
          kind="elementwise", shape_only=(0,), cheap=True)
 
 

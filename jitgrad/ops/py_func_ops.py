@@ -44,7 +44,7 @@ def _kernel(attrs, state, *arrays):
     return _outputs_to_arrays(result, touts, "PyFunction")
 
 
-register("PyFunction", infer=lambda shapes, dts, attrs: [(None, dt) for dt in attrs["Tout"]],
+register("PyFunction", denormals="keep", infer=lambda shapes, dts, attrs: [(None, dt) for dt in attrs["Tout"]],
          kernel=_kernel, stateful=True, data_dependent_shape=True, lowering="interpreter",
          grad=NO_GRADIENT_RULE)   # in a graph (eagerly the tape sees the ops inside)
 

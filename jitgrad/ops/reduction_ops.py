@@ -180,7 +180,8 @@ def _prod_except_grad(op, g):
     return [transpose(reshape_like(d_flat, transpose(x, perm)), [int(i) for i in np.argsort(perm)])]
 
 
-register("ProdExcept", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=_prod_except_kernel,
+register("ProdExcept", denormals="flush",
+         infer=lambda shapes, dts, attrs: [(shapes[0], dts[0])], kernel=_prod_except_kernel,
          kind="other", grad=lambda op, g: _prod_except_grad(op, g))
 
 
@@ -236,11 +237,11 @@ def _unreduce_infer(shapes, dts, attrs):
 register("SumToShape", infer=_sum_to_shape_infer, kernel=_sum_to_shape,
          grad=lambda op, g: [apply_op("BroadcastToShapeOf", [g, op.inputs[0]]), None],
          kind="reduction", shape_only=(1,), identity_if_same_shape=True, full_reduce="sum")
-register("BroadcastToShapeOf", infer=_broadcast_to_shape_of_infer,
+register("BroadcastToShapeOf", denormals="keep", infer=_broadcast_to_shape_of_infer,
          kernel=lambda attrs, x, ref: np.asarray(np.broadcast_to(x, ref.shape), order="C"),
          grad=lambda op, g: [apply_op("SumToShape", [g, op.inputs[0]]), None],
          kind="elementwise", shape_only=(1,), pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
-register("Unreduce", infer=_unreduce_infer, kernel=_unreduce_kernel,
+register("Unreduce", denormals="keep", infer=_unreduce_infer, kernel=_unreduce_kernel,
          grad=lambda op, g: [reduce_sum(g, op.get_attr("axis"), op.get_attr("keepdims")), None],
          kind="elementwise", shape_only=(1,), pointwise=False, identity_if_same_shape=True, keeps_uniform=True)
 register("SizeRatio", infer=lambda shapes, dts, attrs: [((), dtypes.int32)],
@@ -341,8 +342,10 @@ def _arg_kernel(fn):
     return kernel
 
 
-register("ArgMax", infer=_arg_infer, kernel=_arg_kernel(np.argmax), grad=NOT_DIFFERENTIABLE, kind="other")
-register("ArgMin", infer=_arg_infer, kernel=_arg_kernel(np.argmin), grad=NOT_DIFFERENTIABLE, kind="other")
+register("ArgMax", denormals="flush",
+         infer=_arg_infer, kernel=_arg_kernel(np.argmax), grad=NOT_DIFFERENTIABLE, kind="other")
+register("ArgMin", denormals="flush",
+         infer=_arg_infer, kernel=_arg_kernel(np.argmin), grad=NOT_DIFFERENTIABLE, kind="other")
 
 
 def _arg(op_type, input, axis, output_type, name):  # noqa: A002
@@ -363,10 +366,10 @@ def argmin(input, axis=None, output_type=dtypes.int64, name=None):  # noqa: A002
     return _arg("ArgMin", input, axis, output_type, name)
 
 
-register("Any", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
+register("Any", denormals="keep", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.any(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
          grad=NOT_DIFFERENTIABLE, kind="other")
-register("All", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
+register("All", denormals="keep", run_check=_reduce_run_check, infer=_reduce_infer((dtypes.bool_,)),
          kernel=lambda attrs, x: np.all(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"]),
          grad=NOT_DIFFERENTIABLE, kind="other")
 
@@ -434,9 +437,11 @@ def _cumprod_vjp(x, g, attrs):
     return divide_no_nan(out, x)
 
 
-register("Cumsum", infer=_scan_infer("Cumsum", NUMBERS + COMPLEX), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
+register("Cumsum", denormals="flush",
+         infer=_scan_infer("Cumsum", NUMBERS + COMPLEX), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
          kind="other")
-register("Cumprod", infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
+register("Cumprod", denormals="flush",
+         infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
          kind="other")
 
 

@@ -18,6 +18,14 @@ REGISTRY = {}
 NOT_DIFFERENTIABLE = "not differentiable"   # grad=: TF's ops.NotDifferentiable, a constant to gradients
 NO_GRADIENT_RULE = "no gradient rule"       # grad=: differentiating through it raises LookupError (as TF)
 LOWERINGS = ("codegen", "argument", "state", "none", "interpreter")
+# What an op's reference kernel does to float denormals in the flush-denormals mode
+# (jitgrad/denormals.py): "flush" computes new values (inputs and outputs flushed, as
+# TF's FTZ + DAZ kernels), "keep" moves, copies or stores values (denormals pass, as in
+# TF and compiled code), "pass_input" computes, but f(x) is x itself for a denormal x
+# (TF's expm1 / tan / elu kernels and jitgrad's compiled code return x there).
+DENORMALS = ("flush", "keep", "pass_input")
+_COMPUTING_KINDS = ("elementwise", "reduction", "matmul")   # default "flush"
+_MOVING_KINDS = ("layout", "source", "state", "random")     # default "keep"
 
 
 class OpDef:
@@ -70,6 +78,11 @@ class OpDef:
         run; shape_specialise.py), ``(op type, attrs)`` of the static op that takes the
         inputs before them, or ``("Const", value)``; the compiled run is then
         specialised on them.
+    denormals: one of DENORMALS (above). Kinds 'elementwise', 'reduction' and 'matmul'
+        default to "flush" (an elementwise op that only moves values, such as
+        broadcast_to, says "keep"); 'layout', 'source', 'state', 'random' and identity /
+        reshape ops to "keep"; every other op ('other', 'control') must say which, so
+        that a new op cannot be flushed or kept by accident.
     run_check(shapes, attrs): optional; what TF's kernel rejects but its shape
         function lets through (a repeated axis): run on a run's concrete shapes
         only (passes/ir.py: concrete_specs), raising ValueError.
@@ -77,14 +90,22 @@ class OpDef:
 
     __slots__ = ("name", "infer", "kernel", "grad", "no_gradient", "kind", "stateful", "shape_only", "lowering",
                  "cost", "pointwise", "identity", "reshape", "identity_if_same_shape", "keeps_uniform",
-                 "full_reduce", "cheap", "data_dependent_shape", "run_check", "specialise", "shape_from")
+                 "full_reduce", "cheap", "data_dependent_shape", "run_check", "specialise", "shape_from",
+                 "denormals")
 
     def __init__(self, name, infer, kernel, grad=None, kind="other", stateful=False, shape_only=(),
                  lowering="codegen", cost=1, pointwise=None, identity=False, reshape=False,
                  identity_if_same_shape=False, keeps_uniform=False, full_reduce=None, cheap=False,
-                 data_dependent_shape=False, run_check=None, specialise=None, shape_from=0):
+                 data_dependent_shape=False, run_check=None, specialise=None, shape_from=0, denormals=None):
         if lowering not in LOWERINGS:
             raise ValueError(f"op {name}: lowering must be one of {LOWERINGS}, got {lowering!r}")
+        if denormals is None:
+            if identity or reshape or kind in _MOVING_KINDS:
+                denormals = "keep"
+            elif kind in _COMPUTING_KINDS:
+                denormals = "flush"
+        if denormals not in DENORMALS + (None,):   # (None: register() refuses it)
+            raise ValueError(f"op {name} (kind {kind!r}): denormals must be one of {DENORMALS}, got {denormals!r}")
         self.name = name
         self.infer = infer
         self.kernel = kernel
@@ -106,6 +127,7 @@ class OpDef:
         self.run_check = run_check
         self.specialise = specialise
         self.shape_from = shape_from
+        self.denormals = denormals
 
     def is_shape_only(self, index):
         return index > 0 if self.shape_only == "rest" else index in self.shape_only
@@ -118,6 +140,12 @@ def has_fact(op_type, fact):
     """``fact`` (an OpDef attribute) of ``op_type``; False for non-ops such as the IR's "Arg"."""
     opdef = REGISTRY.get(op_type)
     return opdef is not None and bool(getattr(opdef, fact))
+
+
+def shape_only_input(op, j):
+    """Whether ``op`` (a graph op) reads only the shape of its input ``j``, never its value."""
+    opdef = REGISTRY.get(op.type)
+    return opdef is not None and opdef.is_shape_only(j)
 
 
 def ops_with(fact):
@@ -146,6 +174,9 @@ def register(name, **kwargs):
     if getattr(kwargs.get("infer"), "op_name", None) == "?":
         kwargs["infer"].op_name = name
     opdef = OpDef(name, **kwargs)
+    if opdef.denormals is None:
+        raise ValueError(f"op {name} (kind {opdef.kind!r}): say what it does to denormals "
+                         f"(denormals='flush': it computes new values; 'keep': it moves them)")
     REGISTRY[name] = opdef
     return opdef
 
@@ -242,17 +273,14 @@ def _ignoring_fp_errors():
     return ign
 
 
-_FLUSH = denormals.FLUSH     # [on?]
-
-
 def run_kernel(opdef, arrays, attrs):
     """Runs the reference kernel, turning numpy failures into TF's runtime error. TF's kernels
     return inf / NaN without a word, so numpy's RuntimeWarnings (divide by zero, overflow,
     invalid value) are off while it runs."""
-    # flush-denormals mode (jitgrad/denormals.py): off, this is one list index
-    flushing = _FLUSH[0] and denormals.flushes(opdef)
-    if flushing:
-        arrays = denormals.flush_all(arrays)
+    # flush-denormals mode (jitgrad/denormals.py): what the op does to denormals
+    policy = opdef.denormals if denormals.enabled() else "keep"
+    if policy != "keep":
+        given, arrays = arrays, denormals.flush_all(arrays)
     token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
     try:
         if token is None:
@@ -268,4 +296,9 @@ def run_kernel(opdef, arrays, attrs):
         if token is not None:
             _np_err_cv.reset(token)
     out = out if isinstance(out, tuple) else (out,)
-    return tuple(denormals.flush_all(out)) if flushing else out
+    if policy == "keep":
+        return out
+    out = denormals.flush_all(out)
+    if policy == "pass_input":
+        out[0] = denormals.pass_input(given[0], out[0])
+    return tuple(out)

@@ -74,7 +74,7 @@ def _grad(op, g, g_old):
     return [d_buf, None, d_value]
 
 
-register("SetRow", infer=_infer, kernel=_kernel, grad=_grad, kind="other")
+register("SetRow", denormals="keep", infer=_infer, kernel=_kernel, grad=_grad, kind="other")
 
 
 def set_row(buffer, index, value, name=None, grow=False):

@@ -170,7 +170,7 @@ def _grad(op, g):
     return [multiply(_gather_drop_negatives(g, ids, rank)[0], partial)] + rest
 
 
-register("SegmentReduction", infer=_infer, kernel=_kernel, grad=_grad, kind="other", cost=1)
+register("SegmentReduction", denormals="flush", infer=_infer, kernel=_kernel, grad=_grad, kind="other", cost=1)
 
 
 # ---------------------------------------------------------------- the number of segments a run-time value
@@ -195,7 +195,7 @@ def _dynamic_specialise(attrs, source):
     return "SegmentReduction", {**attrs, "num_segments": _count(attrs, source)}
 
 
-register("DynamicSegmentReduction", infer=_dynamic_infer,
+register("DynamicSegmentReduction", denormals="flush", infer=_dynamic_infer,
          kernel=lambda attrs, data, ids, source: _kernel({**attrs, "num_segments": _count(attrs, source)}, data, ids),
          grad=_grad, data_dependent_shape=True, shape_from=2, specialise=_dynamic_specialise,
          lowering="interpreter", kind="other")

@@ -73,7 +73,7 @@ def _top_k_grad(op, g_values, g_indices=None):
     return [apply_op("TopKGrad", [g_values, op.outputs[1], op.inputs[0]])] + [None] * (len(op.inputs) - 1)
 
 
-register("TopKV2", infer=_top_k_infer, kernel=_top_k_kernel, grad=_top_k_grad, kind="other", cost=4)
+register("TopKV2", denormals="keep", infer=_top_k_infer, kernel=_top_k_kernel, grad=_top_k_grad, kind="other", cost=4)
 
 
 # ---------------------------------------------------------------- the gradient pair
@@ -122,7 +122,8 @@ def _scatter_kernel(attrs, g, indices, x):
 
 register("TakeAlongLastAxis", infer=_take_infer, kernel=_take_kernel, kind="layout",
          grad=lambda op, g: [apply_op("TopKGrad", [g, op.inputs[1], op.inputs[0]]), None])
-register("TopKGrad", infer=_scatter_infer, kernel=_scatter_kernel, kind="other", shape_only=(2,),
+# (denormals: a scatter-add into zeros, as TF's scatter_nd and the compiled code: it flushes)
+register("TopKGrad", infer=_scatter_infer, kernel=_scatter_kernel, kind="other", shape_only=(2,), denormals="flush",
          grad=lambda op, g: [apply_op("TakeAlongLastAxis", [g, op.inputs[1]]), None, None])
 
 
@@ -157,7 +158,8 @@ def _k_of(attrs, k):
 
 # TF's TopKV2 with k a tensor: the interpreter runs it as it is, a compiled run evaluates k on
 # the host and compiles TopKV2 for its value (OpDef.specialise, as array_ops_dynamic.py's ops)
-register("DynamicTopK", infer=_dynamic_infer, kernel=lambda attrs, x, k: _top_k_kernel(_k_of(attrs, k), x),
+register("DynamicTopK", denormals="keep",
+         infer=_dynamic_infer, kernel=lambda attrs, x, k: _top_k_kernel(_k_of(attrs, k), x),
          grad=_top_k_grad, data_dependent_shape=True, shape_from=1, kind="other", lowering="interpreter",
          specialise=lambda attrs, k: ("TopKV2", _k_of(attrs, k)))
 

@@ -20,8 +20,9 @@ from .registry import NOT_DIFFERENTIABLE, apply_op, register as _register_op
 
 def _register(name, **facts):
     """String ops run in the interpreter only (a compiled run holding one is a counted fallback)
-    and stop gradients, as documented in the README."""
-    return _register_op(name, grad=NOT_DIFFERENTIABLE, lowering="interpreter", **facts)
+    and stop gradients, as documented in the README; they only format or parse numbers, so
+    the flush-denormals mode leaves their inputs and outputs alone (denormals="keep")."""
+    return _register_op(name, grad=NOT_DIFFERENTIABLE, lowering="interpreter", denormals="keep", **facts)
 
 STRING = (dtypes.string,)
 

@@ -52,7 +52,7 @@ def _grad(op, g):
     return [apply_op("SplitToShapesOf", [g, entry], {"axis": 0, "rest": 1})[0], None]
 
 
-register("ZeroRows", infer=_infer, kernel=_kernel, grad=_grad, kind="other")
+register("ZeroRows", denormals="keep", infer=_infer, kernel=_kernel, grad=_grad, kind="other")
 
 
 def zero_rows(entry, length, name=None):
