@@ -349,6 +349,7 @@ _RULES = {
     "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
+    "MirrorPadCheck": _rule_elementwise,    # (it checks its input's trailing dims: each row's)
 }
 
 
