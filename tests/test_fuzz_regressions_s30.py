@@ -95,3 +95,17 @@ def test_symmetric_pad_gradients_of_non_empty_inputs_are_unchanged():
     np.testing.assert_array_equal(y.numpy(), [2, 1, 1, 2, 3, 3])
     np.testing.assert_array_equal(g.numpy(), [5, 5, 11])
     assert outer.gradient(s, x) is None      # g does not depend on x (TF: None too)
+
+
+@graph_modes
+def test_graph_hessian_through_reflect_pad_of_run_time_size():
+    """loss = sum(pad(x, 0, REFLECT)^2 * sin(x)) = sum(x^2 sin x) on a [None] input: the check
+    op sits on the Hessian's row loop. By hand, d2/dx2 (x^2 sin x) = 2 sin x + 4 x cos x - x^2 sin x
+    on the diagonal, 0 elsewhere."""
+    x = np.array([1.0, 2.0], np.float32)
+    want = np.diag(2 * np.sin(x) + 4 * x * np.cos(x) - x * x * np.sin(x))
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [None])
+        loss = tf.reduce_sum(tf.square(tf.pad(p, [[0, 0]], mode="REFLECT")) * tf.sin(p))
+        (h,) = tf.hessians(loss, p)
+        np.testing.assert_allclose(_run(h, {p: x}), want, rtol=1e-5, atol=1e-6)
