@@ -25,6 +25,11 @@ jitgrad does not offer (AttributeError / NotImplementedError at build time) is c
 not reported. Each mismatch is printed with a reproducer (seed, mode) so it can be
 re-run with --only SEED.
 
+Long runs: run a copy of bench/ (cp -r bench /tmp/...) if the files may change while it runs.
+tf.function's AutoGraph reads a lambda's source from the file when it first converts it; after
+an edit it reads the new text at the old line numbers and runs another lambda, so TF's
+function-mode results turn wrong for the rest of the run (seen in round 160000).
+
 TensorFlow is not a dependency of jitgrad: this is a tool, never needed by the tests.
 """
 import argparse
