@@ -25,6 +25,11 @@ jitgrad does not offer (AttributeError / NotImplementedError at build time) is c
 not reported. Each mismatch is printed with a reproducer (seed, mode) so it can be
 re-run with --only SEED.
 
+Long runs: run a copy of bench/ (cp -r bench /tmp/...) if the files may change while it runs.
+tf.function's AutoGraph reads a lambda's source from the file when it first converts it; after
+an edit it reads the new text at the old line numbers and runs another lambda, so TF's
+function-mode results turn wrong for the rest of the run (seen in round 160000).
+
 TensorFlow is not a dependency of jitgrad: this is a tool, never needed by the tests.
 """
 import argparse
@@ -41,6 +46,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # with the reference kernels. Pass TF_ENABLE_ONEDNN_OPTS=1 to see the oneDNN ones.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tf_fuzz_wide  # noqa: E402
 
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-30, 3e38, 1.0, -1.0, 0.5],
                     dtype=np.float32)
@@ -303,7 +310,7 @@ def _control(tf, kind, x, sub, p):
 Program = collections.namedtuple("Program", "shapes values steps n_out weights method grad_ys stop unconnected hess dtype")
 
 
-def make_program(seed, edge, float_dtypes=True):
+def make_program(seed, edge, float_dtypes=True, wide=False):
     rng = np.random.default_rng(seed)
     n_in = int(rng.integers(1, 4))
     shapes = [BASE_SHAPES[int(rng.integers(0, len(BASE_SHAPES)))] for _ in range(n_in)]
@@ -318,6 +325,8 @@ def make_program(seed, edge, float_dtypes=True):
         values.append(v)
     steps = []
     kinds = ["u"] * 6 + ["b"] * 4 + ["a"] * 4 + ["ba"] * 1 + ["c"] * 1
+    if wide:     # (only then: without it the draws, and so earlier rounds' seeds, are unchanged)
+        kinds += ["w"] * 5 + ["wb"] * 2
     for _ in range(int(rng.integers(1, 7))):
         k = kinds[int(rng.integers(0, len(kinds)))]
         p = int(rng.integers(0, 1 << 20))
@@ -330,6 +339,10 @@ def make_program(seed, edge, float_dtypes=True):
             steps.append(("a", str(rng.choice(sorted(ARRAY))), i, p))
         elif k == "ba":
             steps.append(("ba", str(rng.choice(sorted(BINARY_ARRAY))), i, j, p))
+        elif k == "w":
+            steps.append(("w", str(rng.choice(sorted(tf_fuzz_wide.WIDE_UNARY))), i, p))
+        elif k == "wb":
+            steps.append(("wb", str(rng.choice(sorted(tf_fuzz_wide.WIDE_BINARY))), i, j, p))
         else:
             sub = [str(x) for x in rng.choice(["tanh", "sin", "square", "sigmoid", "relu", "exp", "abs"],
                                               int(rng.integers(1, 3)))]
@@ -406,6 +419,11 @@ def build_pool(tf, prog, xs):
             pool.append(UNARY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
         elif k == "a":
             pool.append(ARRAY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
+        elif k == "w":
+            pool.append(tf_fuzz_wide.WIDE_UNARY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
+        elif k == "wb":
+            a = pool[st[2] % len(pool)]
+            pool.append(tf_fuzz_wide.WIDE_BINARY[st[1]](tf, a, _bcast(a, pool[st[3] % len(pool)], tf), st[4]))
         elif k in ("b", "ba"):
             a = pool[st[2] % len(pool)]
             b = pool[st[3] % len(pool)]
@@ -668,6 +686,8 @@ def main():
     ap.add_argument("--float32-only", action="store_true")
     ap.add_argument("--edge-fraction", type=float, default=0.3)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--wide", action="store_true", help="also draw bench/tf_fuzz_wide.py's ops (graph, eager, "
+                                                        "function modes)")
     args = ap.parse_args()
 
     import tensorflow as real
@@ -681,7 +701,7 @@ def main():
     found = collections.defaultdict(list)
     for seed in seeds:
         edge = (seed % 10) < args.edge_fraction * 10
-        prog = make_program(seed, edge, not args.float32_only)
+        prog = make_program(seed, edge, not args.float32_only, args.wide)
         iprog = make_int_program(seed)
         for mode in modes:
             if mode == "keras":

@@ -290,6 +290,7 @@ def control_flow_grads(tf, seed, mode):
         y = _flow_body(tf, kind, fl[-1], fl[seed % len(fl)], seed >> 3)
         loss = tf.reduce_sum(y * y) * 0.5
         grads = tf.gradients(loss, xs, unconnected_gradients="zero")
+        grads = [tf.convert_to_tensor(gr) for gr in grads]    # TF: IndexedSlices of a gather (README)
         fetch = [y] + grads
         if _small(prog) and len(xs) == 1:
             fetch += tf.hessians(loss, xs)

@@ -373,6 +373,7 @@ _RULES = {
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
     "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize),
     "If": lambda ctx, op, ins, flags: batch_if(ctx, op, ins, flags, _vectorize),
+    "MirrorPadCheck": _rule_elementwise,    # (it checks its input's trailing dims: each row's)
 }
 
 

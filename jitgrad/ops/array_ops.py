@@ -11,6 +11,7 @@ from ..shapes import (ADDRESS_SPACE_BYTES, INT64_MAX, TensorShape, as_shape, bro
 from ._infer import check_same
 from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, stop_gradient, subtract, truediv,
                        where, zeros_like)
+from .mirror_pad import check_mirror_pads, mirror_pad_check
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from ..eager import EagerTensor
 
@@ -1243,19 +1244,6 @@ def _constant_block(r, axis, n, value):
     return tile(row, multiples)
 
 
-def _check_mirror_pads(mode, dims, pads):
-    """TF's MirrorPad kernel checks every axis in order, padded or not (REFLECT of an
-    unpadded empty axis fails too: 0, 0 not less than 0). It raises when it runs;
-    jitgrad raises when the graph is built (the sizes are known then)."""
-    shift = 1 if mode == "REFLECT" else 0
-    for dim, (before, after) in zip(dims, pads):
-        if dim is not None and (before > dim - shift or after > dim - shift):
-            raise InvalidArgumentError(
-                f"paddings must be less than the dimension size: {before}, {after} not less than {dim}"
-                if mode == "REFLECT" else
-                f"paddings must be no greater than the dimension size: {before}, {after} greater than {dim}")
-
-
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     """``tf.pad``, composed of concat (CONSTANT: with constant blocks; REFLECT /
     SYMMETRIC: with reversed slices of the input), so gradients, the interpreter
@@ -1287,7 +1275,9 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
             raise shape_error(f"constant_values must be a scalar. Found: {value.shape.as_list()}")
         value = stop_gradient(value)
     if mode != "CONSTANT":
-        _check_mirror_pads(mode, x.shape.dims, pads.tolist())
+        # (TF raises when the kernel runs; the sizes known now are checked now: README)
+        check_mirror_pads(mode, x.shape.dims, pads.tolist())
+        x = mirror_pad_check(x, mode, pads.tolist())
     result = x
     for axis, (before, after) in enumerate(pads.tolist()):
         if not before and not after:
