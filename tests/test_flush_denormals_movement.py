@@ -56,6 +56,8 @@ CASES = {
     "boolean_mask": (lambda x, gy, i: tf.boolean_mask(x, [False, True]), D[1:]),
     "dynamic_slice": (lambda x, gy, i: x[i:], D[1:]),
     "dynamic_reshape": (lambda x, gy, i: tf.reshape(x, tf.stack([i + 1])), D),
+    # (a REFLECT pad of a run-time size carries TF's size check: MirrorPadCheck)
+    "mirror_pad_check": (lambda x, gy, i: tf.pad(tf.reshape(x, tf.stack([i + 1])), [[0, 0]], mode="REFLECT"), D),
     "dynamic_expand_dims": (lambda x, gy, i: tf.expand_dims(x, i - 1), D[None]),
     "dynamic_transpose": (lambda x, gy, i: tf.transpose(tf.reshape(x, [1, 2]), tf.stack([i, i - 1])),
                           D.reshape(2, 1)),
