@@ -76,3 +76,26 @@ def test_custom_gradient_in_nested_loops_and_cond(mode):
     ov, gv = _run(g, [out, gx], {x: _X, p: False}, mode)
     np.testing.assert_allclose(ov, 4 * _X, rtol=1e-14)
     np.testing.assert_allclose(gv, np.full(3, 4.0), rtol=1e-14)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hessian_through_custom_gradient_in_while_body(mode):
+    """Body v -> exp(v / 2) with the custom gradient dy * 2 exp(v / 2), twice: v1 = exp(x / 2),
+    v2 = exp(v1 / 2); the gradient is (v2)(v1) (each factor 2 e * 1/2); differentiating it,
+    e2's own derivative reaches v1 through the custom gradient again (d v1 / dx = v1, as
+    TF's), d e1 / dx = v1 / 2 through exp: H = diag(v1 v2 (1/2 + v1 / 2)) (TF's values)."""
+    @tf.custom_gradient
+    def half_exp(v):
+        e = tf.exp(v * 0.5)
+
+        def grad(dy):
+            return dy * e
+        return e, grad
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [3])
+        out = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, half_exp(v)), [0, x])[1]
+        h = tf.hessians(tf.reduce_sum(out), x)[0]
+    v1 = np.exp(_X / 2)
+    v2 = np.exp(v1 / 2)
+    np.testing.assert_allclose(_run(g, h, {x: _X}, mode), np.diag(v1 * v2 * (0.5 + v1 / 2)), rtol=1e-13)
