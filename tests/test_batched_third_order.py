@@ -124,3 +124,26 @@ def test_tape_jacobian_of_tape_jacobian_in_a_function():
     want = np.zeros((4, 4, 4))
     want[np.arange(4), np.arange(4), np.arange(4)] = _FUNCS["sqrt"][2](_X)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_tape_third_derivative_through_cond_in_a_loop_in_a_function(k):
+    """Two steps each adding cond(k > 0, sqrt(x), x^3): d^3 sum / dx^3 = diag(2 f''')."""
+    @tf.function
+    def third(x, k):
+        with tf.GradientTape() as t3:
+            t3.watch(x)
+            with tf.GradientTape() as t2:
+                t2.watch(x)
+                with tf.GradientTape() as t1:
+                    t1.watch(x)
+                    v = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + tf.cond(
+                        k > 0, lambda: tf.sqrt(x), lambda: x * x * x)), [0, tf.zeros_like(x)])[1]
+                    y = tf.reduce_sum(v)
+                gr = t1.gradient(y, x)
+            h = t2.jacobian(gr, x)
+        return t3.jacobian(h, x)
+    got = third(tf.constant(_X), tf.constant(k)).numpy()
+    want = np.zeros((4, 4, 4))
+    want[np.arange(4), np.arange(4), np.arange(4)] = 2 * (_FUNCS["sqrt"][2](_X) if k else 6.0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
