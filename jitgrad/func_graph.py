@@ -52,8 +52,12 @@ class FuncGraph(Graph):
             return ph
         outer = t
         if t.graph is not self.outer_graph:
-            if not isinstance(self.outer_graph, FuncGraph):
-                raise ValueError(f"Tensor {t.name} is not from this graph or an enclosing one.")
+            if not self._enclosed_by(t.graph):
+                # a custom gradient's closure run for a replayed copy of its op: the copy's tensor
+                copy = _copy_in_replay(t)
+                if copy is None:
+                    raise ValueError(f"Tensor {t.name} is not from this graph or an enclosing one.")
+                return self.capture(copy)
             outer = self.outer_graph.capture(t)
         with self.as_default():
             ph = apply_op("Placeholder", [], {"dtype": t.dtype, "shape": t.shape.dims}, name="capture")
@@ -62,6 +66,12 @@ class FuncGraph(Graph):
         self._capture_of[id(outer)] = ph
         self._keep.append(t)   # ids stay unique while this graph lives
         return ph
+
+    def _enclosed_by(self, graph):
+        g = self.outer_graph
+        while g is not graph and isinstance(g, FuncGraph):
+            g = g.outer_graph
+        return g is graph
 
     # -- variables (see the module docstring)
     def entry_value(self, var):
@@ -149,11 +159,42 @@ def replay(func, inputs, substitute=None, rebuild=None):
         if rebuild and id(op) in rebuild:
             outs = tuple(rebuild[id(op)](ins))
         else:
-            out = apply_op(op.type, ins, dict(op.attrs), name=op.name.rsplit("/", 1)[-1])
+            attrs = dict(op.attrs)
+            if "_grad_fn" in attrs:
+                attrs["_grad_fn"] = _reading_copies(attrs["_grad_fn"], mapping)
+            out = apply_op(op.type, ins, attrs, name=op.name.rsplit("/", 1)[-1])
             outs = () if not op.outputs else ((out,) if len(op.outputs) == 1 else tuple(out))
         for t, o in zip(op.outputs, outs):
             mapping[id(t)] = o
     return [mapping[id(t)] for t in func.outputs]
+
+
+# While a copied op's gradient closure runs (``_reading_copies``): {id(tensor of the graph
+# replayed): its copy}, innermost last. Graphs are built by one thread at a time.
+_replay_maps = []
+
+
+def _reading_copies(grad_fn, mapping):
+    """``grad_fn`` (a ``tf.custom_gradient``'s, an IdentityN's ``_grad_fn`` attr) for the copy
+    ``replay`` makes of its op: the user's closure refers to tensors of the graph replayed (a
+    loop body the While gradient re-creates in its step), which no graph being built encloses;
+    while it runs, ``FuncGraph.capture`` reads their copies from ``mapping`` instead."""
+    def copied_grad_fn(*grads):
+        _replay_maps.append(mapping)
+        try:
+            return grad_fn(*grads)
+        finally:
+            _replay_maps.pop()
+    return copied_grad_fn
+
+
+def _copy_in_replay(t):
+    """The copy of ``t`` made by the replay whose gradient closure is running, or None."""
+    for mapping in reversed(_replay_maps):
+        copy = mapping.get(id(t))
+        if copy is not None:
+            return copy
+    return None
 
 
 def run(func, arrays):

@@ -301,19 +301,19 @@ def _sqrt_grad_grad(op, g):
     """TF's _SqrtGradGrad: with ga = g / a, (-conj(ga) * y, 0.5 * ga) -- y = 0.5 b / conj(a) is
     anti-holomorphic in a, hence the conj (the identity for real a)."""
     ga = realdiv(g, op.inputs[0])
-    return [multiply(negative(_conj(ga)), op.outputs[0]), multiply(0.5, ga)]
+    return _binary_grads(op, multiply(negative(_conj(ga)), op.outputs[0]), multiply(0.5, ga))
 
 
 def _rsqrt_grad_grad(op, g):
     """TF's _RsqrtGradGrad: (-1.5 * g * b * a^2, RsqrtGrad(a, g)) for a = rsqrt(x), b its gradient."""
     a, b = op.inputs
-    return [multiply(multiply(multiply(-1.5, g), b), square(a)), rsqrt_grad(a, g)]
+    return _binary_grads(op, multiply(multiply(multiply(-1.5, g), b), square(a)), rsqrt_grad(a, g))
 
 
 def _reciprocal_grad_grad(op, g):
     """TF's _ReciprocalGradGrad: (g * -2 * b * a, ReciprocalGrad(a, g)) for a = 1 / x, b its gradient."""
     a, b = op.inputs
-    return [multiply(multiply(multiply(g, -2.0), b), a), reciprocal_grad(a, g)]
+    return _binary_grads(op, multiply(multiply(multiply(g, -2.0), b), a), reciprocal_grad(a, g))
 
 
 _binary_op("SqrtGrad", _sqrt_grad, _sqrt_grad_grad, FLOATS + COMPLEX, cost=4)
@@ -414,7 +414,7 @@ def _sigmoid_grad_grad(op, g):
     """TF's _SigmoidGradGrad: (g dy - 2 g dy y, SigmoidGrad(y, g))."""
     y, dy = _conj(op.inputs[0]), _conj(op.inputs[1])
     gb = multiply(g, dy)
-    return [subtract(gb, multiply(multiply(2.0, gb), y)), apply_op("SigmoidGrad", [y, g])]
+    return _binary_grads(op, subtract(gb, multiply(multiply(2.0, gb), y)), apply_op("SigmoidGrad", [y, g]))
 
 
 register("SigmoidGrad", infer=broadcasting(FLOATS + COMPLEX), kernel=lambda attrs, y, dy: _sigmoid_grad(y, dy),
@@ -479,8 +479,8 @@ _unary_op("Elu", _elu, lambda op, g: [elu_grad(g, op.outputs[0])], narrow_in_flo
 # is where(y < 0, g * gradients, 0), so a NaN upstream gradient where y >= 0 (or y is NaN)
 # gives 0, not the NaN of 0 * NaN that differentiating g * (y + 1) would give.
 _binary_op("EluGrad", lambda g, y: np.where(y < 0, g * (y + 1), g),
-           lambda op, g: [elu_grad(g, op.inputs[1]),
-                          where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(op.inputs[1]))],
+           lambda op, g: _binary_grads(op, elu_grad(g, op.inputs[1]),
+                                       where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(g))),
            FLOATS)
 def _leaky_relu_grad(op, g):
     """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m

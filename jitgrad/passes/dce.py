@@ -1,6 +1,10 @@
 """Dead-code elimination.
 
-Roots are the fetched Values and var_writes. Everything not reachable from
+Roots are the fetched Values, var_writes and the random draws of regions (a
+RegionRandom node, or an If / While holding one: the interpreter runs a branch
+or body whole, so each draw advances its op's generator even when nothing reads
+it, e.g. an If output only the gradient reads; dropping it would shift every
+later draw of that op, ops/random_ops.py). Everything not reachable from
 them is removed, except Arg nodes: every Program.arg keeps its Arg node and
 Program.args is never renumbered, because args are positional runtime
 inputs the Session packs by index (an unused arg costs nothing; the codegen
@@ -14,6 +18,7 @@ dtype (never across a dim known only at run time: two values of shape
 [None, 3] may have different row counts); only when there is none does the
 producer stay.
 """
+from ..ops.random_ops import region_sites
 from ..ops.registry import REGISTRY
 from .ir import Node, Program, Value
 from .util import clean
@@ -22,6 +27,16 @@ from .util import clean
 def _is_shape_only(node, j):
     opdef = REGISTRY.get(node.op)
     return opdef is not None and opdef.is_shape_only(j)
+
+
+def _draws(node):
+    """Whether ``node`` draws random numbers inside a region (at any depth)."""
+    if node.op == "RegionRandom":
+        return True
+    if node.op not in ("If", "While"):
+        return False
+    return any(region_sites(sub) for sub in (node.attrs.get(k) for k in ("then_branch", "else_branch", "body", "cond"))
+               if hasattr(sub, "nodes"))
 
 
 def _mark(program, live, seeds):
@@ -43,6 +58,7 @@ def dce(program, dropped_args=()):
     loop variables nothing needs): their Arg nodes are not substitutes for shapes."""
     nodes = program.nodes
     roots = [v.node for v in program.outputs if v is not None] + [v.node for _, v in program.var_writes]
+    roots += [i for i, n in enumerate(nodes) if _draws(n)]
     live = set()
     _mark(program, live, roots + [i for i, n in enumerate(nodes) if n.op == "Arg" and n.attrs["arg"] not in
                                   dropped_args])
