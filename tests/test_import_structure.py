@@ -79,7 +79,7 @@ PRIVATE_IMPORTS = {
     ("functional_ops.py", "_to_tensor"),
     ("functional_ops.py", "_make_while"), ("keras_optimizers.py", "_new_variable"), ("kernel_explain.py", "_disk"), ("kernel_explain.py", "_kernels"),
     ("kernel_explain.py", "_klock"), ("loop_jacobians.py", "_make_while"), ("ops/linalg_ops.py", "_static_value"),
-    ("ops/nn_ops.py", "_static_value"), ("ops/nn_ops.py", "_static_int"),
+    ("ops/nn_ops.py", "_static_value"),
     ("ops/reduction_ops.py", "_int_arg"), ("passes/regions.py", "_merge_dims"), ("session.py", "_Reference"), }
 
 

@@ -1,6 +1,6 @@
-"""Softmax family, written as compositions of primitive ops so the compiler
-fuses them and their gradients come from the primitives' rules (except
-softmax_cross_entropy_with_logits, whose gradient is TF's: SoftmaxXentLoss)."""
+"""Softmax family, written as compositions of primitive ops so the compiler fuses
+them; softmax / log_softmax (softmax.py) and softmax_cross_entropy_with_logits
+(SoftmaxXentLoss) carry TF's gradients, the rest the primitives' rules."""
 import numbers
 import numpy as np
 
@@ -11,33 +11,14 @@ from ..shapes import as_shape
 from .array_ops import expand_dims, gather, _static_value, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, reciprocal, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
-from .reduction_ops import _static_int, reduce_max, reduce_sum, reduce_mean
+from .reduction_ops import static_int, reduce_max, reduce_sum, reduce_mean
 from .registry import apply_op, register
 from . import random_ops
+from .softmax import log_softmax, shifted, softmax
 from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
 from .math_ops import elu, less, softsign
 from .math_ops import erfc, pow as pow_, tanh
-
-
-def _shifted(logits, axis):
-    # Subtracting the max changes nothing mathematically, so it is a constant
-    # for differentiation; stop_gradient keeps its (exactly zero) gradient out.
-    return subtract(logits, stop_gradient(reduce_max(logits, axis, keepdims=True)))
-
-
-def softmax(logits, axis=None, name=None):
-    (x,) = convert_all([logits])
-    axis = -1 if axis is None else axis
-    e = exp(_shifted(x, axis))
-    return realdiv(e, reduce_sum(e, axis, keepdims=True), name=name or "Softmax")
-
-
-def log_softmax(logits, axis=None, name=None):
-    (x,) = convert_all([logits])
-    axis = -1 if axis is None else axis
-    s = _shifted(x, axis)
-    return subtract(s, log(reduce_sum(exp(s), axis, keepdims=True)), name=name or "LogSoftmax")
 
 
 def _xent_grad(op, g):
@@ -138,9 +119,9 @@ def _softmax_xent(labels, logits, axis, name, sparse):
     # TF's kernel: sum(labels * (log(sum(exp(shifted))) - shifted)); -sum(labels * log_softmax)
     # is -0 where that is +0 (one class: a following rsqrt gave -inf, TF inf; tf_fuzz seed 122033)
     axis = -1 if axis is None else axis
-    shifted = _shifted(precise, axis)
-    loss = reduce_sum(multiply(labels, subtract(log(reduce_sum(exp(shifted), axis, keepdims=True)), shifted)), axis)
-    loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": _static_int(axis, "the axis"), "sparse": sparse},
+    s = shifted(precise, axis)
+    loss = reduce_sum(multiply(labels, subtract(log(reduce_sum(exp(s), axis, keepdims=True)), s)), axis)
+    loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": static_int(axis, "the axis"), "sparse": sparse},
                     name=name or "softmax_cross_entropy_with_logits")
     return cast(loss, logits.dtype) if half else loss
 

@@ -302,7 +302,7 @@ def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):
 _ARG_DTYPES = NUMBERS + (dtypes.bool_,)
 
 
-def _static_int(value, what):
+def static_int(value, what):
     if isinstance(value, (int, np.integer)):
         return int(value)
     v = get_static_value(value)
@@ -353,7 +353,7 @@ def _arg(op_type, input, axis, output_type, name):  # noqa: A002
     if output_type not in (dtypes.int32, dtypes.int64):
         raise TypeError(f"output_type must be int32 or int64, got {output_type.name}")
     (x,) = convert_all([input])
-    axis = 0 if axis is None else _static_int(axis, "the axis of argmax/argmin")
+    axis = 0 if axis is None else static_int(axis, "the axis of argmax/argmin")
     return apply_op(op_type, [x], {"axis": axis, "output_type": output_type}, name=name or op_type)
 
 
@@ -447,7 +447,7 @@ register("Cumprod", denormals="flush",
 
 def _scan(op_type, x, axis, exclusive, reverse, name):
     (x,) = convert_all([x])
-    axis = _static_int(axis, f"the axis of {op_type.lower()}")
+    axis = static_int(axis, f"the axis of {op_type.lower()}")
     return apply_op(op_type, [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
                     name=name or op_type)
 
