@@ -260,7 +260,7 @@ def _store(key, obj, meta):
     d = _disk()
     if d is not None:
         try:
-            d.store(key, obj, dict(meta))
+            d.store(key, obj, dict(meta), later=True)   # its fsyncs after the result (cache/deferred.py)
         except Exception:
             pass
 
