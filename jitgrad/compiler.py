@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, interpreter
+from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, gc_pause, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 # (register ListCheck, SetRow, ZeroRows: a cached program may hold them)
@@ -346,7 +346,8 @@ def _compile_once(program, key, pre_key, flush):
         with busy:    # wait for the compiling thread; then look again (it may have failed)
             pass
     try:
-        k = compile_program(program, ckey, flush)
+        with gc_pause.paused():   # the collector's runs over the IR being built free nothing
+            k = compile_program(program, ckey, flush)
         _remember([key, pre_key], k)
         return k, "compile"
     finally:
