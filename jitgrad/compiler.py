@@ -246,6 +246,7 @@ def compile_program(program, key, flush):
     meta = dict(kb.meta)
     meta["timings"] = timings
     report = {"groups": kb.groups, "buffers": kb.buffer_report}
+    kb.release()
     t2 = time.perf_counter()
     k = Kernel(key, obj, meta, ir_text, opt_ir, timings, report, "compile")
     timings["load"] = time.perf_counter() - t2
