@@ -145,6 +145,7 @@ def drop_body(fn):
     for while compiling (jitgrad/gc_pause.py); emptied, reference counting frees it."""
     for blk in fn.blocks:
         blk.instructions = []
+        blk.terminator = None
     fn.blocks = []
 
 
