@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
-from jitgrad import compiler, gc_pause
+from jitgrad import cache, compiler, gc_pause
 
 
 def test_paused_restores_the_state_it_found():
@@ -81,6 +81,7 @@ def _ir_garbage_after_a_matmul_compile():
     bv = np.linspace(1, -1, 24 * 20, dtype=np.float32).reshape(24, 20)
     compiler.clear_cache()
     gc.collect()
+    cache.set_enabled(False)              # compiled here, not loaded from disk
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         with tf.compat.v1.Session(graph=g) as s:
@@ -90,6 +91,7 @@ def _ir_garbage_after_a_matmul_compile():
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
+        cache.set_enabled(None)
     want = np.maximum(av.astype(np.float64) @ bv.astype(np.float64), 0).sum()
     assert np.isclose(got, want, rtol=1e-5)
     return n
