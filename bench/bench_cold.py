@@ -1,5 +1,6 @@
 """W6 after import, interleaved: a workload's first result in a fresh process with an
-empty disk cache, timed from the end of the framework's import, wall clock and CPU time.
+empty disk cache, timed from the end of the framework's import, wall clock and CPU time
+(and from process start: wall since the parent spawned the child, CPU since exec).
 
 bench/run.py's W6 gives wall-clock medians of 3 processes per backend, run one backend
 after the other inside each repetition; on a shared 2-core host the wall clock of one
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,7 +42,9 @@ if {module!r} == "jitgrad":
     from jitgrad import compiler
     for k in compiler._kernels.values():
         phases = {{p: v for p, v in k.timings.items()}}
-print(json.dumps({{"wall": t1 - t0, "cpu": c1 - c0, "phases": phases}}))
+# from process start: wall since the parent spawned it (JG_SPAWNED), CPU since exec
+print(json.dumps({{"wall": t1 - t0, "cpu": c1 - c0, "phases": phases,
+                  "start_wall": time.time() - float(os.environ["JG_SPAWNED"]), "start_cpu": c1}}))
 """
 _JAX_SETUP = ("import jax; jax.config.update('jax_compilation_cache_dir', os.environ['JAX_CACHE_DIR']); "
               "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0); "
@@ -66,6 +70,7 @@ def run_once(code, env, warm=False):
     with tempfile.TemporaryDirectory() as d:
         env = dict(env, JITGRAD_CACHE_DIR=d, JAX_CACHE_DIR=d, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
         for _ in range(2 if warm else 1):
+            env["JG_SPAWNED"] = repr(time.time())
             r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 raise SystemExit(r.stderr[-2000:])
@@ -105,11 +110,16 @@ def main():
     print(f"W6 {args.case.upper()} first result after import, {'warm' if args.warm else 'empty'} disk cache, {args.reps} fresh processes per "
           f"backend in rotating turns; load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
     base = names[0]
-    med = {k: {c: statistics.median(r[c] for r in rs) for c in ("wall", "cpu")} for k, rs in res.items()}
+    cols = ("wall", "cpu", "start_wall", "start_cpu")
+    med = {k: {c: statistics.median(r[c] for r in rs) for c in cols} for k, rs in res.items()}
     for k, rs in res.items():
         print(f"  {k:28s} wall median {med[k]['wall'] * 1e3:7.0f} ms (min {min(r['wall'] for r in rs) * 1e3:5.0f})"
               f"   cpu median {med[k]['cpu'] * 1e3:7.0f} ms (min {min(r['cpu'] for r in rs) * 1e3:5.0f})"
               f"   x {base}: wall {med[k]['wall'] / med[base]['wall']:.2f} cpu {med[k]['cpu'] / med[base]['cpu']:.2f}")
+        print(f"  {'':28s} from process start: wall median {med[k]['start_wall'] * 1e3:7.0f} ms"
+              f"   cpu median {med[k]['start_cpu'] * 1e3:7.0f} ms"
+              f"   x {base}: wall {med[k]['start_wall'] / med[base]['start_wall']:.2f}"
+              f" cpu {med[k]['start_cpu'] / med[base]['start_cpu']:.2f}")
 
 
 if __name__ == "__main__":

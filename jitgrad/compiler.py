@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, interpreter
+from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, gc_pause, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
 from .errors import InvalidArgumentError
 # (register ListCheck, SetRow, ZeroRows: a cached program may hold them)
@@ -246,6 +246,7 @@ def compile_program(program, key, flush):
     meta = dict(kb.meta)
     meta["timings"] = timings
     report = {"groups": kb.groups, "buffers": kb.buffer_report}
+    kb.release()
     t2 = time.perf_counter()
     k = Kernel(key, obj, meta, ir_text, opt_ir, timings, report, "compile")
     timings["load"] = time.perf_counter() - t2
@@ -260,7 +261,7 @@ def _store(key, obj, meta):
     d = _disk()
     if d is not None:
         try:
-            d.store(key, obj, dict(meta))
+            d.store(key, obj, dict(meta), later=True)   # its fsyncs after the result (cache/deferred.py)
         except Exception:
             pass
 
@@ -346,7 +347,8 @@ def _compile_once(program, key, pre_key, flush):
         with busy:    # wait for the compiling thread; then look again (it may have failed)
             pass
     try:
-        k = compile_program(program, ckey, flush)
+        with gc_pause.paused():   # the collector's runs over the IR being built free nothing
+            k = compile_program(program, ckey, flush)
         _remember([key, pre_key], k)
         return k, "compile"
     finally:

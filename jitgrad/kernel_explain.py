@@ -3,7 +3,7 @@ cache-key components, fused loop nests, buffers, LLVM IR, assembly, compile
 time, where the kernel came from), and why a run would recompile."""
 import os
 
-from .cache import key as cache_key
+from .cache import deferred, key as cache_key
 from .codegen.target import from_key
 from .compiler import _disk, _kernels, _klock, build_pre_program, make_plan
 
@@ -92,6 +92,7 @@ def explain_recompile(session, elements, fed):
         head = f"kernel {key.hex[:16]} is in memory: this run does not compile"
     else:
         d = _disk()
+        deferred.wait()   # an entry this process queued counts as on disk
         on_disk = d is not None and d.enabled and os.path.exists(d.path_for(key.hex))
         head = (f"kernel {key.hex[:16]} is on disk: this run loads it, it does not compile" if on_disk
                 else cache_key.why_recompiled(key))

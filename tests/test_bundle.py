@@ -13,7 +13,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad import cache, compiler
-from jitgrad.cache import elf, native
+from jitgrad.cache import deferred, elf, native
 
 pytestmark = pytest.mark.skipif(not elf.supported(), reason="the ELF loader is for Linux x86-64")
 
@@ -145,6 +145,7 @@ def _mlp():
 
 
 def _entries(directory):
+    deferred.wait()     # the compile's store is written after its result (cache/deferred.py)
     return [os.path.join(r, f) for r, _, fs in os.walk(directory) for f in fs if f.endswith(".jgk")]
 
 

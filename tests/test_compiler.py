@@ -293,10 +293,10 @@ def test_eight_threads_compile_one_kernel_once(monkeypatch):
     from jitgrad import compiler
     real = compiler.compile_program
 
-    def slow_compile(program, key):     # widen the window in which the others arrive
+    def slow_compile(program, key, flush):     # widen the window in which the others arrive
         import time
         time.sleep(0.2)
-        return real(program, key)
+        return real(program, key, flush)
     monkeypatch.setattr(compiler, "compile_program", slow_compile)
 
     def run(i):
@@ -329,13 +329,13 @@ def test_a_failed_compile_lets_a_waiting_thread_compile(monkeypatch):
     real = compiler.compile_program
     calls = []
 
-    def flaky(program, key):
+    def flaky(program, key, flush):
         import time
         calls.append(key)
         time.sleep(0.2)
         if len(calls) == 1:
             raise MemoryError("first compile fails")
-        return real(program, key)
+        return real(program, key, flush)
     monkeypatch.setattr(compiler, "compile_program", flaky)
     g = tf.Graph()
     with g.as_default():

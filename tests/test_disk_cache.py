@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from jitgrad.cache import disk
+from jitgrad.cache import deferred, disk
 from jitgrad.cache.cli import main as cli_main
 from jitgrad.cache.disk import DiskCache, default_cache, make_key, set_enabled
 
@@ -561,6 +561,7 @@ def test_load_object_does_not_steal_a_shared_target_machine():
 def _facts_path():
     identity = disk._host_identity()
     assert identity, "host identity readable on this platform"
+    deferred.wait()     # the facts are written after they are used (cache/deferred.py)
     return disk._host_facts_cache().path_for(disk._host_facts_key(identity))
 
 

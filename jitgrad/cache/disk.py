@@ -72,6 +72,7 @@ import threading
 import time
 from collections import OrderedDict
 from .. import __version__ as jv
+from . import deferred
 from .native import llvm_host_facts
 
 log = logging.getLogger("jitgrad.cache")
@@ -209,7 +210,7 @@ def _load_side(kind, identity):
 def _store_side(kind, identity, payload):
     cache, key = _facts_entry(kind, identity)
     if cache is not None:
-        cache.store(key, payload, {"kind": kind})
+        cache.store(key, payload, {"kind": kind}, later=True)   # not waited for (deferred.py)
 
 
 def _host_facts_cache():
@@ -502,6 +503,7 @@ class DiskCache:
             return None
         if not _is_key(key):
             raise ValueError(f"not a cache key: {key!r} (use make_key)")
+        deferred.wait()             # this process's queued writes first
         with self._lock:
             hit = self._mem.get(key)
             if hit is not None:
@@ -591,9 +593,11 @@ class DiskCache:
             os.close(fd)
 
     # ---------------------------------------------------------------- store
-    def store(self, key, payload, meta):
+    def store(self, key, payload, meta, later=False):
         """Write an entry; True if it is on disk, False otherwise (disabled, memory-only
-        mode, too big, I/O error: logged, never raised).  TypeError for a non-JSON meta."""
+        mode, too big, I/O error: logged, never raised).  TypeError for a non-JSON meta.
+        `later`: the entry is checked and encoded now, written by deferred.py's writer
+        thread (True: queued); for a write that should not delay a result."""
         if not self.enabled:
             return False
         if not _is_key(key):
@@ -610,6 +614,13 @@ class DiskCache:
             log.debug("jitgrad cache: entry %s (%d bytes) exceeds the limit %d; not stored",
                       key, len(blob), self.max_bytes)
             return False
+        if later:
+            deferred.submit(self._write_entry, key, blob, bytes(payload), dict(meta))
+            return True
+        return self._write_entry(key, blob, payload, meta)
+
+    def _write_entry(self, key, blob, payload, meta):
+        """store's write of the encoded entry `blob` (to memory when the directory is unusable)."""
         state = self._check_directory()
         if state == "ok":
             written = self._write_file(key, blob)
@@ -705,6 +716,7 @@ class DiskCache:
     # ---------------------------------------------------------------- maintenance
     def _entries(self):
         """[(path, size, mtime)] of entry files, plus [(path, mtime)] of temp files."""
+        deferred.wait()             # this process's queued writes first
         entries, temps = [], []
         try:
             tops = list(os.scandir(self.directory))
@@ -770,6 +782,7 @@ class DiskCache:
 
     def clear(self):
         """Remove every entry (and stray temp file).  Returns the number of entries removed."""
+        deferred.wait()             # a write queued before must not bring an entry back
         with self._lock:
             removed = len(self._mem)
             self._mem.clear()

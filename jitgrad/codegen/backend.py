@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from . import mxcsr, target as _target
+from .irutil import drop_body
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
 
@@ -335,7 +336,7 @@ class Units:
         decls = "".join(str(f) for f in module.functions if f.is_declaration)
         header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
         for fn, text in zip(fns, texts):
-            fn.blocks = []                # llvmlite prints a function without blocks as `declare`
+            drop_body(fn)                 # printed: it stays as a declaration
             # (explain's full_text shows what was compiled: the mode's attributes too)
             self._taken.append((str(fn), mxcsr.mark_text(text) if self.flush_denormals else text))
         unit = header + decls + "".join(texts)

@@ -138,6 +138,17 @@ def nullctx():
     yield
 
 
+def drop_body(fn):
+    """Leaves `fn` a declaration (llvmlite prints a function without blocks as
+    `declare`), its blocks emptied: llvmlite's blocks and instructions point at each
+    other, so a body merely unlinked is cyclic garbage, which the collector is paused
+    for while compiling (jitgrad/gc_pause.py); emptied, reference counting frees it."""
+    for blk in fn.blocks:
+        blk.instructions = []
+        blk.terminator = None
+    fn.blocks = []
+
+
 # ------------------------------------------------------------ constants and types
 class SplatConst(ir.Constant):
     """A <W x T> constant whose lanes are all ``value`` (a Python number, an
