@@ -16,7 +16,8 @@ from .errors import InvalidArgumentError
 from .ops.control_flow_ops import _make_if, _make_while, as_output, scalar_of, trace
 from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
-from .eager import EagerTensor
+from .eager import BatchedTensor, EagerTensor
+from .eager_batched_cond import batched_cond
 
 _COND_MISMATCH = cond_tensor_arrays.COND_MISMATCH
 
@@ -86,7 +87,11 @@ def _cond(pred, true_fn, false_fn, strict, name):
     if not callable(false_fn):
         raise TypeError("'false_fn' must be callable.")
     if context.executing_eagerly():
-        taken = _eager_bool(_to_tensor(pred), "The predicate of tf.cond")
+        pred = _to_tensor(pred)
+        if type(pred) is BatchedTensor:       # one predicate per row of an eager jacobian
+            result = batched_cond(pred, true_fn, false_fn)
+            return result if strict else _unpack_singleton(result)
+        taken = _eager_bool(pred, "The predicate of tf.cond")
         result = true_fn() if taken else false_fn()
         return result if strict else _unpack_singleton(result)
     pred = _to_tensor(pred)
