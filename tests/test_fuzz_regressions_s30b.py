@@ -62,3 +62,39 @@ def test_a_per_row_predicate_of_more_than_one_element_is_still_an_error():
         y = h(x)
     with pytest.raises(ValueError):
         t.jacobian(y, x)
+
+
+def _branching(kind):
+    """y = u * u whose custom gradient branches on dy per kind (see the test's docstring)."""
+    @tf.custom_gradient
+    def h(u):
+        def grad(dy):
+            s = tf.reduce_sum(dy * u)
+            if kind == "switch_case":
+                return tf.switch_case(tf.cast(s > 0.0, tf.int32), [lambda: dy * (u - 1.0), lambda: dy * 2.0 * u])
+            if kind == "case":
+                return tf.case([(s > 0.0, lambda: dy * 2.0 * u)], default=lambda: dy * (u - 1.0))
+            return tf.while_loop(lambda i, g: tf.logical_and(i < 3, tf.reduce_sum(g) > 0.0),
+                                 lambda i, g: (i + 1, g * 2.0), [0, dy * u])[1]
+        return u * u, grad
+    return h
+
+
+@pytest.mark.parametrize("how", ["eager", "eager-per-row", "function"])
+@pytest.mark.parametrize("kind, diag", [("switch_case", [2.0, -3.0, 1.0]), ("case", [2.0, -3.0, 1.0]),
+                                        ("while_loop", [8.0, -2.0, 4.0])])
+def test_case_switch_and_loop_on_the_upstream_gradient_per_jacobian_row(how, kind, diag):
+    """As above for x = [1, -2, .5] (row i: sum(dy * u) = u_i): switch_case / case pick 2u
+    where u_i > 0, else u - 1: diag(2, -3, 1). The loop doubles g = dy * u while its sum is
+    positive, at most 3 times: rows 0 and 2 double 3 times (8 * 1, 8 * .5), row 1 (-2) never:
+    diag(8, -2, 4), each row stopping on its own (eager: a per-row loop condition used to be
+    numpy's ValueError, a per-row switch_case index TF's Select error)."""
+    x = tf.constant([1.0, -2.0, 0.5])
+
+    def jac(a, pfor):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(a)
+            y = _branching(kind)(a)
+        return t.jacobian(y, a, experimental_use_pfor=pfor)
+    j = tf.function(lambda a: jac(a, True))(x) if how == "function" else jac(x, how == "eager")
+    np.testing.assert_allclose(j.numpy(), np.diag(diag), rtol=1e-6)
