@@ -250,12 +250,20 @@ def check(real, jg, seed, stats, found, verbose):
                 key = "%s-vs-%s" % (sub, against)
                 stats[cls] += 1
                 found[(cls, key)].append(seed)
-                print("%s seed %d %s vs %s: %s\n   %s" % (cls.upper(), seed, sub, against, why, describe(prog)))
+                print("%s seed %d %s vs %s: %s\n   %s" % (cls.upper(), seed, sub, against,
+                                                       why if verbose else why[:300], describe(prog)))
                 if verbose:
                     for x in (r, gres):
                         if isinstance(x, BaseException):
                             import traceback
                             traceback.print_exception(x)
+
+
+def _summary(stats, seed):
+    print("programs %d (to seed %d), runs %d: agree %d, mismatch %d, nonfinite-input mismatch %d, "
+          "jitgrad-unsupported %d, TF lacks a gradient %d, TF float32 artifact %d" % (
+              stats["programs"], seed, stats["runs"], stats["agree"], stats["mismatch"], stats["nonfinite"],
+              stats["unsupported"], stats["tf_lacks_gradient"], stats["tf_float32_artifact"]))
 
 
 def main():
@@ -272,11 +280,10 @@ def main():
     for seed in seeds:
         check(real, jg, seed, stats, found, args.only is not None)
         stats["programs"] += 1
+        if stats["programs"] % 10 == 0:
+            _summary(stats, seed)
         sys.stdout.flush()
-    print("\nprograms %d, runs %d: agree %d, mismatch %d, nonfinite-input mismatch %d, jitgrad-unsupported %d, "
-          "TF lacks a gradient %d, TF float32 artifact %d" % (
-              stats["programs"], stats["runs"], stats["agree"], stats["mismatch"], stats["nonfinite"],
-              stats["unsupported"], stats["tf_lacks_gradient"], stats["tf_float32_artifact"]))
+    _summary(stats, seed)
     for (cls, key), ss in sorted(found.items()):
         print("  %s %s: seeds %s" % (cls, key, ss[:40]))
 
