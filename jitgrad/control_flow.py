@@ -16,7 +16,8 @@ from .errors import InvalidArgumentError
 from .ops.control_flow_ops import _make_if, _make_while, as_output, scalar_of, trace
 from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
-from .eager import EagerTensor
+from .eager import BatchedTensor, EagerTensor
+from .eager_batched_cond import batched_case, batched_cond, batched_switch, merge_rows, rows_active
 
 _COND_MISMATCH = cond_tensor_arrays.COND_MISMATCH
 
@@ -86,7 +87,11 @@ def _cond(pred, true_fn, false_fn, strict, name):
     if not callable(false_fn):
         raise TypeError("'false_fn' must be callable.")
     if context.executing_eagerly():
-        taken = _eager_bool(_to_tensor(pred), "The predicate of tf.cond")
+        pred = _to_tensor(pred)
+        if type(pred) is BatchedTensor:       # one predicate per row of an eager jacobian
+            result = batched_cond(pred, true_fn, false_fn)
+            return result if strict else _unpack_singleton(result)
+        taken = _eager_bool(pred, "The predicate of tf.cond")
         result = true_fn() if taken else false_fn()
         return result if strict else _unpack_singleton(result)
     pred = _to_tensor(pred)
@@ -148,6 +153,8 @@ def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
     if not idx.dtype.is_integer:
         raise TypeError(f"'branch_index' must be an integer Tensor, got <dtype: '{idx.dtype.name}'>")
     if context.executing_eagerly():
+        if type(idx) is BatchedTensor and idx._value.ndim == 1:   # one index per row of an eager jacobian
+            return batched_switch(idx, lambda k: dict(pairs).get(k, default))
         i = np.asarray(idx.numpy())
         if i.ndim:
             # TF's eager switch_case clamps the index with v1 tf.where (Select) of two scalars
@@ -191,6 +198,8 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
     if context.executing_eagerly():
         for ok, data in checks:
             Assert(ok, data, summarize=len(pairs))
+        if any(type(p) is BatchedTensor for p in preds):     # one predicate per row of an eager jacobian
+            return _unpack(batched_case(preds, fns, default), strict)
         for p, fn in zip(preds, fns):
             if _eager_bool(p, "A tf.case predicate"):
                 return _unpack(fn(), strict)
@@ -252,8 +261,15 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             if limit.shape.rank != 0:
                 raise ValueError(f"'maximum_iterations' must be a scalar. Received shape: {limit.shape}")
             limit = int(np.asarray(limit.numpy()))
-        i = 0
-        while (limit is None or i < limit) and _eager_bool(_to_tensor(call(cond, vals)), "The loop condition"):
+        i, active = 0, None
+        while limit is None or i < limit:
+            c = _to_tensor(call(cond, vals))
+            if type(c) is BatchedTensor or active is not None:   # per row of an eager jacobian
+                active = rows_active(c, active)
+                if not active.any():
+                    break
+            elif not _eager_bool(c, "The loop condition"):
+                break
             out = body_result(vals)
             flat_old = nest.flatten(vals)
             flat = [x if isinstance(o, TensorArray) else
@@ -266,6 +282,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 if x.dtype != o.dtype:
                     raise TypeError(f"Loop var enters the loop with type {o.dtype!r} but has type {x.dtype!r} "
                                     f"after 1 iteration.")
+            if active is not None:      # the rows that stopped keep their values
+                flat = merge_rows(active, flat_old, flat)
             vals = nest.pack_sequence_as(packed, flat)
             i += 1
         return vals[0] if single else nest.pack_sequence_as(loop_vars, nest.flatten(vals))
