@@ -37,10 +37,6 @@ FUNCTION_LEVEL_IMPORTS = {
     "compiler.py": [("codegen.irutil", LLVMLITE), ("passes.pipeline", "not on a warm run: the disk cache is "
                                                    "looked up by the pre-pass key"),
                     ("codegen.backend", LLVMLITE), ("codegen.kernel", LLVMLITE), ("codegen.irutil", LLVMLITE)],
-    # LLVM's version decides how a splat constant is printed (irutil.SplatConst; vecmath's copy:
-    # that module also loads on its own, outside the package, in tests/_jit_harness.py)
-    "codegen/irutil.py": [("llvmlite.binding", LLVMLITE)],
-    "codegen/vecmath.py": [("llvmlite.binding", LLVMLITE)],
     "config.py": [("codegen.parallel", COMPILER)],
     "control_flow.py": [("autograph.operators", IMPORT_TIME), ("autograph.staged_tensor_array", IMPORT_TIME)],
     "demo.py": [("seeds.eager_examples", "optional: absent from some builds")],
@@ -111,8 +107,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 48   # (46: ops/list_ops.py's messages of irutil's status codes; 48: LLVM's
-                                        # version for splat constants, irutil and vecmath, listed above)
+    assert sum(listed.values()) <= 46   # (46: ops/list_ops.py's messages of irutil's status codes)
 
 
 def test_no_module_imports_a_private_name_of_another():

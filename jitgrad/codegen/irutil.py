@@ -169,24 +169,11 @@ class SplatConst(ir.Constant):
         zero = not isinstance(v, str) and v == 0 and not (isinstance(v, float) and math.copysign(1.0, v) < 0)
         if zero:
             self._short = "zeroinitializer"
-        elif _splat_syntax():
-            self._short = f"splat ({vty.element} {lane.get_reference()})"
         else:
-            self._short = None       # LLVM before 19 has no splat syntax: lane by lane
+            self._short = f"splat ({vty.element} {lane.get_reference()})"
 
     def _get_reference(self):
-        return self._short if self._short is not None else ir.Constant._get_reference(self)
-
-
-_SPLAT_SYNTAX = []
-
-
-def _splat_syntax():
-    """Whether LLVM's IR parser takes ``splat (T v)`` (LLVM 19 on; llvmlite >= 0.42 is allowed)."""
-    if not _SPLAT_SYNTAX:
-        import llvmlite.binding as llvm      # only while generating code, which needs it anyway
-        _SPLAT_SYNTAX.append(llvm.llvm_version_info[0] >= 19)
-    return _SPLAT_SYNTAX[0]
+        return self._short
 
 
 def const(dt, value, W=1):

@@ -128,23 +128,12 @@ class SplatConst(ir.Constant):
         zero = v == 0 and not (isinstance(v, float) and np.signbit(v))
         if zero:
             self._short = "zeroinitializer"
-        elif _splat_syntax():
-            self._short = f"splat ({vty.element} {lane.get_reference()})"
         else:
-            self._short = None       # LLVM before 19 has no splat syntax: lane by lane
+            self._short = f"splat ({vty.element} {lane.get_reference()})"
 
     def _get_reference(self):
-        return self._short if self._short is not None else ir.Constant._get_reference(self)
+        return self._short
 
-
-_SPLAT_SYNTAX = []
-
-
-def _splat_syntax():
-    if not _SPLAT_SYNTAX:
-        import llvmlite.binding as llvm
-        _SPLAT_SYNTAX.append(llvm.llvm_version_info[0] >= 19)
-    return _SPLAT_SYNTAX[0]
 
 __all__ = ["emit", "FUNCTIONS"]
 
