@@ -291,6 +291,46 @@ def _tile_grad(kb, node, outs, dry):
     emit_reduce(kb, outs[0], tuple(in_shape), gen_in, red, out_map, "sum", kb.dtype(g))
 
 
+def checked_index(kb, ind, idx, n):
+    """The index at idx as i64, range-checked against n (ERR_GATHER_RANGE) and clamped to 0
+    when bad, so a scatter or gather through it stays in bounds."""
+    b = kb.b
+    ii = kb.gen(ind, idx, 1)
+    if kb.dtype(ind).size < 8:
+        ii = b.sext(ii, I64)
+    bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
+    kb.set_error(bad, ERR_GATHER_RANGE)
+    return b.select(bad, c64(0), ii)
+
+
+def walk_vector_last(kb, shape, vector_from, body):
+    """body(idx, W) over ``shape``, the last dim in VW lanes when it is at or past
+    ``vector_from`` and at least VW long (a scalar loop takes the remainder)."""
+    R = len(shape)
+    lastv = R - 1 >= vector_from and shape[-1] >= VW
+
+    def rec(k, idx):
+        d = shape[k]
+        if k < R - 1:
+            with kb.loop(d) as i:
+                rec(k + 1, idx + [(i, 0)])
+            return
+        if lastv:
+            nv = d - d % VW
+            with kb.loop(nv, 0, VW) as i:
+                body(idx + [(i, 1)], VW)
+            if nv < d:
+                with kb.loop(d, nv, vectorise=False) as i:
+                    body(idx + [(i, 0)], 1)
+        else:
+            with kb.loop(d) as i:
+                body(idx + [(i, 0)], 1)
+    if R == 0:
+        body([], 1)
+    else:
+        rec(0, [])
+
+
 def _gather_grad(kb, node, outs, dry):
     if dry:
         return
@@ -306,43 +346,16 @@ def _gather_grad(kb, node, outs, dry):
     kb.emit_nest(out, lambda idx, W: const(dt, 0, W))
     if any(d == 0 for d in gs):
         return
-    R = len(gs)
-    lastv = R - 1 >= axis + ri and gs[-1] >= VW
 
     def body(idx, W):
-        ii = kb.gen(ind, idx[axis:axis + ri], 1)
-        if kb.dtype(ind).size < 8:
-            ii = b.sext(ii, I64)
-        bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
-        kb.set_error(bad, ERR_GATHER_RANGE)
+        ii = checked_index(kb, ind, idx[axis:axis + ri], n)
         if n == 0:
             return
-        ii = b.select(bad, c64(0), ii)
         oidx = idx[:axis] + [(ii, 0)] + idx[axis + ri:]
         cur = load_buf(kb.b, out, oidx, W)
         v = kb.gen(g, idx, W)
         store_buf(kb.b, out, oidx, b.fadd(cur, v) if dt.is_floating else b.add(cur, v), W)
-
-    def rec(k, idx):
-        d = gs[k]
-        if k == R - 1:
-            if lastv:
-                nv = d - d % VW
-                with kb.loop(nv, 0, VW) as i:
-                    body(idx + [(i, 1)], VW)
-                if nv < d:
-                    with kb.loop(d, nv, vectorise=False) as i:
-                        body(idx + [(i, 0)], 1)
-            else:
-                with kb.loop(d) as i:
-                    body(idx + [(i, 0)], 1)
-            return
-        with kb.loop(d) as i:
-            rec(k + 1, idx + [(i, 0)])
-    if R == 0:
-        body([], 1)
-    else:
-        rec(0, [])
+    walk_vector_last(kb, gs, axis + ri, body)
 
 
 def _arg_lowest(dt, kind):

@@ -9,7 +9,8 @@ negative unsorted id (TF drops it) rewrites row 0 with its own value, so nothing
 written outside ``out``.
 """
 from ..ops.segment_ops import identity_value
-from .irutil import ERR_SEGMENT_ORDER, ERR_SEGMENT_RANGE, I64, VW, c64, const, load_buf, store_buf
+from .irutil import ERR_SEGMENT_ORDER, ERR_SEGMENT_RANGE, I64, c64, const, load_buf, store_buf
+from .lower_reduction import walk_vector_last
 
 
 def _combine(kb, kind, dt, cur, v):
@@ -22,34 +23,6 @@ def _combine(kb, kind, dt, cur, v):
     op = ">" if kind == "max" else "<"
     keep = b.fcmp_ordered(op, cur, v) if f else b.icmp_signed(op, cur, v)   # (cur > v) ? cur : v
     return b.select(keep, cur, v)
-
-
-def _walk(kb, shape, vector_from, body):
-    """body(idx, W) over ``shape``, the last dim in VW lanes when it is at or past
-    ``vector_from`` and at least VW long."""
-    R = len(shape)
-    lastv = R - 1 >= vector_from and shape[-1] >= VW
-
-    def rec(k, idx):
-        d = shape[k]
-        if k < R - 1:
-            with kb.loop(d) as i:
-                rec(k + 1, idx + [(i, 0)])
-            return
-        if lastv:
-            nv = d - d % VW
-            with kb.loop(nv, 0, VW) as i:
-                body(idx + [(i, 1)], VW)
-            if nv < d:
-                with kb.loop(d, nv, vectorise=False) as i:
-                    body(idx + [(i, 0)], 1)
-        else:
-            with kb.loop(d) as i:
-                body(idx + [(i, 0)], 1)
-    if R == 0:
-        body([], 1)
-    else:
-        rec(0, [])
 
 
 def _segment_reduction(kb, node, outs, dry):
@@ -86,7 +59,7 @@ def _segment_reduction(kb, node, outs, dry):
             kb.set_error(b.icmp_signed("<", here, before), ERR_SEGMENT_ORDER)
     if n == 0 or any(d == 0 for d in ds):
         if all(d > 0 for d in ishape):        # no data to combine, but the ids are still checked
-            _walk(kb, ishape, ri + 1, lambda idx, W: segment_row(idx))
+            walk_vector_last(kb, ishape, ri + 1, lambda idx, W: segment_row(idx))
         return
     if sorted_ and kind in ("max", "min"):
         first = identity_value(kind, dt, True)     # NaN (ints: lowest / highest): the first element wins
@@ -96,7 +69,7 @@ def _segment_reduction(kb, node, outs, dry):
             oidx = [(ii, 0)] + idx[ri:]
             cur = load_buf(b, out, oidx, W)
             store_buf(b, out, oidx, b.select(drop, cur, const(dt, first, W)), W)
-        _walk(kb, ds, ri, reset)
+        walk_vector_last(kb, ds, ri, reset)
 
     def body(idx, W):
         ii, drop = segment_row(idx)
@@ -104,7 +77,7 @@ def _segment_reduction(kb, node, outs, dry):
         cur = load_buf(b, out, oidx, W)
         new = _combine(kb, kind, dt, cur, kb.gen(data, idx, W))
         store_buf(b, out, oidx, b.select(drop, cur, new), W)
-    _walk(kb, ds, ri, body)
+    walk_vector_last(kb, ds, ri, body)
 
 
 MATERIALISE = {"SegmentReduction": _segment_reduction}

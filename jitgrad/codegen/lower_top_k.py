@@ -11,7 +11,8 @@ TopKGrad (MATERIALISE) scatters a gradient to its indices along the last axis; T
 one to 0, so nothing outside a buffer is ever read or written.
 """
 from . import lower_sort_rows as sort_rows
-from .irutil import ERR_GATHER_RANGE, I64, c64, const, load_buf, scalarise, store_buf
+from .irutil import I64, c64, const, load_buf, scalarise, store_buf
+from .lower_reduction import checked_index
 
 # the heap for k at most HEAP_MAX_K and at most 1/HEAP_FRACTION of a row: of rows of 1000 float32
 # (the packed heap) it took 0.25-0.4x radix's time for k = 5-10 of random rows, 0.45-0.75x of
@@ -199,17 +200,6 @@ def _heap_top_k(kb, x, vals, inds, shape, k, dt, scratch):
     _outer(kb, shape[:-1], row)
 
 
-def _checked_index(kb, ind, idx, n):
-    """The index at idx as i64, range-checked against n and clamped to 0 when bad."""
-    b = kb.b
-    ii = kb.gen(ind, idx, 1)
-    if kb.dtype(ind).size < 8:
-        ii = b.sext(ii, I64)
-    bad = b.or_(b.icmp_signed("<", ii, c64(0)), b.icmp_signed(">=", ii, c64(n)))
-    kb.set_error(bad, ERR_GATHER_RANGE)
-    return b.select(bad, c64(0), ii)
-
-
 def _top_k_grad(kb, node, outs, dry):
     if dry:
         return
@@ -224,7 +214,7 @@ def _top_k_grad(kb, node, outs, dry):
         return
 
     def elem(idx):
-        ii = _checked_index(kb, ind, idx, n)
+        ii = checked_index(kb, ind, idx, n)
         if n == 0:
             return
         oidx = idx[:-1] + [(ii, 0)]
@@ -240,7 +230,7 @@ def _take_along_last_axis(kb, node, j, idx, W):
     dt = node.outputs[0][1]
 
     def f(ix, W_):
-        ii = _checked_index(kb, ind, ix, n)
+        ii = checked_index(kb, ind, ix, n)
         if n == 0:
             return const(dt, 0, W_)
         return kb.gen(p, ix[:-1] + [(ii, 0)], W_)
