@@ -106,20 +106,25 @@ def test_gradient_of_hessian_through_while_loop_with_cond(mode):
         np.testing.assert_allclose(tv, 2 * e2 * e3, rtol=1e-12)
 
 
+def _third_by_tapes(loss, x):
+    """d^3 loss / dx^3 as a [n, n, n] tensor: a tape jacobian of a tape jacobian of a gradient."""
+    with tf.GradientTape() as t3:
+        t3.watch(x)
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = loss(x)
+            gr = t1.gradient(y, x)
+        h = t2.jacobian(gr, x)
+    return t3.jacobian(h, x)
+
+
 def test_tape_jacobian_of_tape_jacobian_in_a_function():
     """d^3/dx^3 of sum(sqrt(x)) as a [n, n, n] tensor: f''' on the diagonal, 0 elsewhere."""
     @tf.function
     def third(x):
-        with tf.GradientTape() as t3:
-            t3.watch(x)
-            with tf.GradientTape() as t2:
-                t2.watch(x)
-                with tf.GradientTape() as t1:
-                    t1.watch(x)
-                    y = tf.reduce_sum(tf.sqrt(x))
-                gr = t1.gradient(y, x)
-            h = t2.jacobian(gr, x)
-        return t3.jacobian(h, x)
+        return _third_by_tapes(lambda x: tf.reduce_sum(tf.sqrt(x)), x)
     got = third(tf.constant(_X)).numpy()
     want = np.zeros((4, 4, 4))
     want[np.arange(4), np.arange(4), np.arange(4)] = _FUNCS["sqrt"][2](_X)
@@ -131,18 +136,11 @@ def test_tape_third_derivative_through_cond_in_a_loop_in_a_function(k):
     """Two steps each adding cond(k > 0, sqrt(x), x^3): d^3 sum / dx^3 = diag(2 f''')."""
     @tf.function
     def third(x, k):
-        with tf.GradientTape() as t3:
-            t3.watch(x)
-            with tf.GradientTape() as t2:
-                t2.watch(x)
-                with tf.GradientTape() as t1:
-                    t1.watch(x)
-                    v = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + tf.cond(
-                        k > 0, lambda: tf.sqrt(x), lambda: x * x * x)), [0, tf.zeros_like(x)])[1]
-                    y = tf.reduce_sum(v)
-                gr = t1.gradient(y, x)
-            h = t2.jacobian(gr, x)
-        return t3.jacobian(h, x)
+        def loss(x):
+            v = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + tf.cond(
+                k > 0, lambda: tf.sqrt(x), lambda: x * x * x)), [0, tf.zeros_like(x)])[1]
+            return tf.reduce_sum(v)
+        return _third_by_tapes(loss, x)
     got = third(tf.constant(_X), tf.constant(k)).numpy()
     want = np.zeros((4, 4, 4))
     want[np.arange(4), np.arange(4), np.arange(4)] = 2 * (_FUNCS["sqrt"][2](_X) if k else 6.0)
