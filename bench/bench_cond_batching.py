@@ -76,7 +76,6 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=30)
     args = ap.parse_args()
-    rule = bg._RULES["If"]
     g, b, p, h = build(plain_cond, np.eye(2, dtype=np.float32), 2)   # LLVM's one-time start-up
     session(g, b, p, h, np.zeros((2, 1), np.float32))[0].close()
     print(f"Hessians w.r.t. b through tf.cond, float32, loop T={args.steps}; load {os.getloadavg()[0]:.2f}")
@@ -86,15 +85,9 @@ def main():
             W = (rng.randn(n, n) / np.sqrt(n)).astype(np.float32)
             bv = (rng.randn(n, 1) * 0.3).astype(np.float32)
             runs = {}
-            for name, with_rule in (("If rule", True), ("per row", False)):
-                if with_rule:
-                    bg._RULES["If"] = rule
-                else:
-                    del bg._RULES["If"]
-                try:
+            for name, removed in (("If rule", ()), ("per row", ("If",))):
+                with bg.rules_removed(*removed):
                     g, b, p, h = build(loss, W, args.steps)
-                finally:
-                    bg._RULES["If"] = rule
                 runs[name] = session(g, b, p, h, bv) + (ifs(g),)
             times = {k: [] for k in runs}
             for _ in range(args.repeat):   # alternating turns: load changes hit both paths alike

@@ -192,11 +192,8 @@ def run_eager(tf, prog, pfor=True):
 def without_rules(fn, *args):
     """fn(*args) with the While and If batching rules removed: the per-row fallbacks."""
     from jitgrad import batched_gradients as bg
-    saved = {name: bg._RULES.pop(name) for name in ("While", "If")}
-    try:
+    with bg.rules_removed("While", "If"):
         return core.attempt(fn, *args)
-    finally:
-        bg._RULES.update(saved)
 
 
 def reference(real, prog):

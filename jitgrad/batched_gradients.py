@@ -49,6 +49,8 @@ where a factor they scaled by is not finite the dense pass is used instead
 (``_exact_where_not_finite``: constants are checked when the graph is built, the
 others by a run-time cond), so NaN lands where TF's per-row loop puts it.
 """
+import contextlib
+
 import numpy as np
 
 from . import dtypes
@@ -375,6 +377,17 @@ _RULES = {
     "If": lambda ctx, op, ins, flags: batch_if(ctx, op, ins, flags, _vectorize),
     "MirrorPadCheck": _rule_elementwise,    # (it checks its input's trailing dims: each row's)
 }
+
+
+@contextlib.contextmanager
+def rules_removed(*op_types):
+    """Within: the batched pass has no rule for ``op_types``, so they take the per-row
+    fallbacks -- what tests and benchmarks compare the rules (While, If) against."""
+    saved = {t: _RULES.pop(t) for t in op_types}
+    try:
+        yield
+    finally:
+        _RULES.update(saved)
 
 
 def _rule_per_row(ctx, op, ins, flags):

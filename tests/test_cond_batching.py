@@ -8,6 +8,8 @@ m = min(k, T) steps and b^2 on the others gives v = m sin(b) + (T - m) b^2, so t
 sum(v^2) is diag(2 (v'^2 + v v'')), v' = m cos(b) + 2 (T - m) b, v'' = -m sin(b) + 2 (T - m).
 Every case also runs with the rule removed (``_no_if_rule``: the per-row fallback) and in the
 reference interpreter; NaN / inf inputs must give the fallback's NaN pattern."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -19,14 +21,9 @@ FEW, MANY = 4, bg.LOOP_ROWS_AT + 8
 MODES = ("compiled", "interpret")
 
 
-class _no_if_rule:
-    """Within: the batched pass has no If rule (every If goes per row)."""
-
-    def __enter__(self):
-        self.rule = bg._RULES.pop("If")
-
-    def __exit__(self, *exc):
-        bg._RULES["If"] = self.rule
+def _no_if_rule(removed=True):
+    """Within: the batched pass has no If rule (every If goes per row), when ``removed``."""
+    return bg.rules_removed("If") if removed else contextlib.nullcontext()
 
 
 def _bvals(n):
@@ -143,19 +140,13 @@ def test_jacobian_through_a_cond():
     for structured in (True, False):
         graphs = []
         for rule in (True, False):
-            ctx = _no_if_rule() if not rule else None
-            if ctx:
-                ctx.__enter__()
-            try:
+            with _no_if_rule(removed=not rule):
                 g = tf.Graph()
                 with g.as_default():
                     k = tf1.placeholder(tf.int32, [])
                     b = tf1.placeholder(tf.float64, [MANY])
                     y = tf.cond(k > 0, lambda: tf.sin(b) * b, lambda: b * b)
                     (j,) = bg.batched_jacobian(y, [b], structured=structured)
-            finally:
-                if ctx:
-                    ctx.__exit__()
             graphs.append((g, k, b, j))
         for kv, want in ((1, np.diag(np.cos(x) * x + np.sin(x))), (0, np.diag(2 * x))):
             for mode in MODES:
@@ -290,19 +281,13 @@ _CTS = np.array([[1., 0, 0, 0], [-1, 0, 0, 0], [0, 2, 0, 0], [0, 0, -3, 1], [0, 
 
 def _select_graph(branch=_clip_sqrt, rule=True):
     """(graph, b, batched vjp rows of branch(b) for _CTS, gradient of sum(rows^2) w.r.t. b, stats)."""
-    ctx = None if rule else _no_if_rule()
-    if ctx:
-        ctx.__enter__()
-    try:
+    with _no_if_rule(removed=not rule):
         g = tf.Graph()
         with g.as_default():
             b = tf1.placeholder(tf.float64, [4])
             st = {}
             (j,) = bg.batched_gradients([branch(b)], [b], [_CTS], _stats=st)
             gg = tf.gradients(tf.reduce_sum(j * j), b)[0]
-    finally:
-        if ctx:
-            ctx.__exit__()
     return g, b, j, gg, st
 
 
