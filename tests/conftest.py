@@ -112,5 +112,12 @@ def _reset():
 
 
 @pytest.fixture
+def keep_denormals():
+    """Pins numpy's keep-denormals numerics (flush-denormals mode off, the opt-out) for a test
+    whose claim is about IEEE arithmetic on denormals; reset_jitgrad_state restores the mode."""
+    denormals.set_enabled(False)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)
