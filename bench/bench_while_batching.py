@@ -8,10 +8,11 @@ of the loop up to LOOP_ROWS_AT rows, a while_loop over the rows beyond), side by
     PYTHONPATH=. /work/benchenv/bin/python bench/bench_while_batching.py [--rows 16 64] [--steps 50] [--tf]
         [--case tanh trips]
 
---case trips: trip counts that differ per row (jitgrad/while_batching_pred.py): the Hessian of
-sum(f(x)), x float64 [N], whose second-order gradient solves z^3 + a z = dy (a = 1 + x^2) by
-Newton's method from z = dy until the row's residual is below 1e-12 -- a loop whose condition
-reads each cotangent row (here 3 to 10 steps per row); batched rule against the old paths.
+--case trips: trip counts that differ per row (jitgrad/while_batching_pred.py): the same
+recurrence in float64, then sum(f(x_T)) whose second-order gradient solves z^3 + a z = dy
+(a = 1 + x_T^2) by Newton's method from z = dy until the row's residual is below 1e-12 -- a
+loop whose condition reads each cotangent row of the Hessian (6 to 10 steps per row at N = 64,
+7 to 10 at N = 16); batched rule against the old paths.
 
 Compile = the first Session.run (a fresh cache dir: no disk hits), per call = median of
 the following runs, timed in alternating turns. --tf adds TensorFlow's tf.hessians of the
@@ -47,13 +48,14 @@ def build(rtf, W, T):
     return g, b, h
 
 
-def build_trips(rtf, n):
-    """(graph, x placeholder, hessian) for --case trips (see the module docstring)."""
+def build_trips(rtf, W, T):
+    """(graph, b placeholder, hessian) for --case trips (see the module docstring)."""
     v1 = rtf.compat.v1
-    w = np.linspace(0.05, 20.0, n)
+    n = W.shape[0]
+    w = np.linspace(0.05, 20.0, n).reshape(n, 1)
     g = rtf.Graph()
     with g.as_default():
-        x = v1.placeholder(rtf.float64, [n])
+        b = v1.placeholder(rtf.float64, [n, 1])
 
         def newton(dy, a):
             def resid(z):
@@ -69,8 +71,10 @@ def build_trips(rtf, n):
         @rtf.custom_gradient
         def f(u):
             return rtf.reduce_sum(u), lambda dy: dy * w * solve(u)
-        (h,) = rtf.hessians(f(x), x)
-    return g, x, h
+        _, xT = rtf.while_loop(lambda t, x: t < T, lambda t, x: (t + 1, rtf.tanh(rtf.matmul(W, x) + b)),
+                               [0, rtf.zeros_like(b)])
+        (h,) = rtf.hessians(f(xT), b)
+    return g, b, h
 
 
 def session(rtf, g, b, h, bv):
@@ -124,16 +128,18 @@ def compare(runs, repeat):
 
 
 def bench_trips(args):
-    print(f"per-row trip counts (Newton until converged on each cotangent row), tf.hessians, float64; "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(f"per-row trip counts (Newton until converged on each cotangent row) after the tanh recurrence "
+          f"T={args.steps}, tf.hessians w.r.t. b, float64; load {os.getloadavg()[0]:.2f}")
     for n in args.rows:
-        xv = np.linspace(-1.0, 1.0, n)
+        rng = np.random.RandomState(0)
+        W = rng.randn(n, n) / np.sqrt(n)
+        bv = rng.randn(n, 1) * 0.3
         runs = {}
         for name, removed in (("batched While", ()), ("old path", ("While",))):
             with bg.rules_removed(*removed):
-                g, x, h = build_trips(tf, n)
+                g, b, h = build_trips(tf, W, args.steps)
             whiles = sum(op.type == "While" for op in g.get_operations())
-            runs[name] = session(tf, g, x, h, xv) + (whiles,)
+            runs[name] = session(tf, g, b, h, bv) + (whiles,)
         print(f"N = {n} rows ({'copies' if n <= bg.LOOP_ROWS_AT else 'loop over rows'} on the old path):")
         compare(runs, args.repeat)
 
