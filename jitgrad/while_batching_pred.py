@@ -40,6 +40,10 @@ def batch_while_pred(ctx, op, ins, flags, vectorize):
     body, cond = a["body"], a["cond"]
     if nx or a["n_ys"] or a["limit"] == "count" or not total(body):
         return None
+    if a["limit"] is not None and cond is not None and not total(cond):
+        # (the loop evaluates the condition after a row's last step, also where the row
+        # stopped by its limit, so where the per-row loop does not: it must not fail there)
+        return None
     B = ctx.B
     lim_batched = a["limit"] is not None and flags[n + c + nx]
     caps, cflags = list(ins[n:n + c]), list(flags[n:n + c])
@@ -65,7 +69,7 @@ def batch_while_pred(ctx, op, ins, flags, vectorize):
         return rebuilt(ctx, body, [True] * n + zflags, zs, vectorize)[:n]
 
     var_specs = [((B,) + tuple(d), dt) for d, dt in a["var_specs"][:n]] + [((B,), i32), ((B,), dtypes.bool_)]
-    cap_specs = [(tuple(t.shape.as_list()), t.dtype) for t in caps]
+    cap_specs = [(((B,) if f else ()) + tuple(ph.shape.dims), ph.dtype) for ph, f in zip(body.inputs[n:n + c], cflags)]
 
     def body_fn(*phs):
         graph = context.get_default_graph()
