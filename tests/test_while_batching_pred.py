@@ -269,3 +269,29 @@ def test_a_body_that_could_fail_on_a_stopped_row_falls_back(n):
     want = np.diag([w[b] * np.prod(table[:k[b]]) for b in range(n)])
     for mode in MODES:
         np.testing.assert_allclose(_run(g, j, {x: _x(n)}, mode), want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("n", [FEW, MANY])
+def test_inside_the_body_of_a_batched_loop(n):
+    # v <- 0.9 grow(v) T times: the reverse loop's body holds the loop on its cotangent, so the
+    # per-row rule runs inside the body the (unbatched-predicate) rule rebuilds; numpy's
+    # per-row reverse pass: r = e_b, then per step back r = 0.9 r grown by 1.5 + v_t^2
+    g = tf.Graph()
+    stats = {}
+    with g.as_default():
+        x = tf1.placeholder(tf.float64, [n])
+        T = tf1.placeholder(tf.int32, [])
+        _, v = tf.while_loop(lambda t, v: t < T, lambda t, v: (t + 1, _identity_with_grad(v, _grow) * 0.9), [0, x])
+        (j,) = bg.batched_jacobian(v, [x], _stats=stats)
+    _check_rule_used(g, stats)
+    xv = _x(n)
+    for steps in (0, 3):
+        vs = [xv * 0.9 ** t for t in range(steps)]
+        want = np.eye(n)
+        for b in range(n):
+            for t in reversed(range(steps)):
+                want[b] *= 0.9
+                while np.abs(want[b]).sum() < 1.0:
+                    want[b] *= 1.5 + vs[t] ** 2
+        for mode in MODES:
+            np.testing.assert_allclose(_run(g, j, {x: xv, T: steps}, mode), want, rtol=1e-14, atol=0)
