@@ -295,3 +295,22 @@ def test_inside_the_body_of_a_batched_loop(n):
                     want[b] *= 1.5 + vs[t] ** 2
         for mode in MODES:
             np.testing.assert_allclose(_run(g, j, {x: xv, T: steps}, mode), want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("per_row_limit", [False, True])
+def test_eager_jacobian_with_a_per_row_maximum_iterations(per_row_limit):
+    # the eager jacobian's rows (pfor-like BatchedTensors, control_flow.while_loop) stop each at
+    # its own limit too (it raised numpy's TypeError on a per-row maximum_iterations)
+    n = FEW
+    w, xv = _w(n), _x(n)
+    c = 1.5 + xv ** 2
+    limit = np.floor(4 * w) if per_row_limit else np.full(n, 3)
+
+    def grad(dy, x):
+        mi = tf.cast(4.0 * tf.reduce_sum(tf.abs(dy)), tf.int32) if per_row_limit else 3
+        return _grow(dy, x, maximum_iterations=mi)
+    x = tf.constant(xv)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = _identity_with_grad(x, grad) * w
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(), np.diag(w * c ** _trips(w, c, limit)), rtol=1e-13, atol=0)
