@@ -53,12 +53,12 @@ def batch_while_pred(ctx, op, ins, flags, vectorize):
     vars0 = [t if f else ctx.batched_unbatched(t) for t, f in zip(ins[:n], flags[:n])]
     i32 = dtypes.int32
 
-    def running(vs, cs, count, graph):
+    def running(vs, cs, count):
         """[B] bool: each row's predicate at state ``vs`` (and its limit, when batched)."""
         if cond is not None:
             (p,) = rebuilt(ctx, cond, [True] * n + cflags, list(vs) + list(cs), vectorize)
         else:
-            p = apply_op("Fill", [convert_to_tensor(True, graph=graph)], {"dims": (B,)})
+            p = apply_op("Fill", [convert_to_tensor(True, graph=context.get_default_graph())], {"dims": (B,)})
         if lim_batched:
             below = apply_op("Less", [apply_op("Cast", [count], {"DstT": lim.dtype}), lim])
             p = apply_op("LogicalAnd", [p, below])
@@ -72,11 +72,10 @@ def batch_while_pred(ctx, op, ins, flags, vectorize):
     cap_specs = [(((B,) if f else ()) + tuple(ph.shape.dims), ph.dtype) for ph, f in zip(body.inputs[n:n + c], cflags)]
 
     def body_fn(*phs):
-        graph = context.get_default_graph()
         vs, count, run, cs = phs[:n], phs[n], phs[n + 1], phs[n + 2:]
         new = _masked_step(ctx, run, list(vs), list(cs), cflags, step)
         count = apply_op("AddV2", [count, apply_op("Cast", [run], {"DstT": i32})])
-        run = apply_op("LogicalAnd", [run, running(new, cs, count, graph)])
+        run = apply_op("LogicalAnd", [run, running(new, cs, count)])
         return list(new) + [count, run]
 
     def cond_fn(*phs):
@@ -87,8 +86,9 @@ def batch_while_pred(ctx, op, ins, flags, vectorize):
     extra = union_captures([fgb, fgc])
     new_body = Func(fgb, list(phb) + [fgb.capture(t) for t in extra], new_out)
     new_cond = Func(fgc, list(phc) + [fgc.capture(t) for t in extra], [pred])
-    zero = convert_to_tensor(np.zeros((B,), np.int32), graph=ctx.graph)
-    run0 = running(vars0, caps, zero, ctx.graph)
+    # (in the default graph: the batched pass's, or a branch of its one-hot / dense cond)
+    zero = convert_to_tensor(np.zeros((B,), np.int32), graph=context.get_default_graph())
+    run0 = running(vars0, caps, zero)
     new_ins = vars0 + [zero, run0] + caps + extra + ([lim] if a["limit"] is not None and not lim_batched else [])
     attrs = dict(a, body=new_body, cond=new_cond, n_vars=n + 2, n_caps=c + len(extra), var_specs=var_specs,
                  limit=None if lim_batched else a["limit"], static_count=None)

@@ -314,3 +314,31 @@ def test_eager_jacobian_with_a_per_row_maximum_iterations(per_row_limit):
         tape.watch(x)
         y = _identity_with_grad(x, grad) * w
     np.testing.assert_allclose(tape.jacobian(y, x).numpy(), np.diag(w * c ** _trips(w, c, limit)), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_inside_the_one_hot_or_dense_cond(mode):
+    # y = f(x) * 2 sin(x): the one-hot cotangent rows are scaled by a factor known at run time,
+    # so the batched pass checks it for NaN in a cond whose branches each hold the loop; the
+    # jacobian is diag(w c^k + 2 x cos x) with w = 2 sin x (by hand); with a NaN in x, NaN lands
+    # where the per-row loops put it
+    n = FEW
+
+    def build(removed=()):
+        g = tf.Graph()
+        with g.as_default(), bg.rules_removed(*removed):
+            x = tf1.placeholder(tf.float64, [n])
+            (j,) = bg.batched_jacobian(_identity_with_grad(x, _grow) * tf.sin(x) * 2.0, [x])
+        return g, x, j
+    g, x, j = build()
+    ifs = [op for op in g.get_operations() if op.type == "If"]
+    assert ifs and all(_batched(ifs[0].get_attr(br).graph) for br in ("then_branch", "else_branch"))
+    xv = _x(n) + 1.0
+    w, c = 2 * np.sin(xv), 1.5 + xv ** 2
+    np.testing.assert_allclose(_run(g, j, {x: xv}, mode), np.diag(w * c ** _trips(w, c) + 2 * xv * np.cos(xv)),
+                               rtol=1e-13, atol=0)
+    xv[1] = np.nan
+    got = _run(g, j, {x: xv}, mode)
+    g_old, x_old, j_old = build(("While",))
+    np.testing.assert_array_equal(got, _run(g_old, j_old, {x_old: xv}, mode))
+    assert np.isnan(got[:, 1]).all() and not np.isnan(np.delete(got, 1, axis=1)).any()
