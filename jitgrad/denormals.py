@@ -85,6 +85,40 @@ def flush(a):
     return np.where(small, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype, copy=False)
 
 
+# The ops whose reference kernel, in the mode, runs with FTZ + DAZ set in this thread's
+# MXCSR (mxcsr_host.py: TF's ScopedFlushDenormal) instead of flushing its inputs and
+# outputs here: numpy's loops then flush as TF's kernels do, at ~0.2 us per op where
+# ``flush`` costs three numpy calls per array (~5x a small eager op). Exact only where
+# every output element is IEEE arithmetic (+ - * / sqrt) or a comparison of
+# float32/float64 inputs, computed in numpy's own loops on this thread. Not here:
+# selections and copies (maximum, relu: numpy blends the input itself through), libm's
+# functions (float64 sin(x) returns a tiny x unchanged), reductions (a length-1 axis
+# copies), casts (same dtype: no copy), matmul (OpenBLAS's threads keep their own MXCSR).
+# tests/test_flush_denormals_scoped.py pins each against the explicit path. One
+# difference, TF's and the compiled code's: a result that rounds up to the smallest
+# normal from below (tiny * (1 - ulp)) is 0 with FTZ (the hardware flushes by the
+# unrounded value), where ``flush`` keeps the rounded tiny.
+SCOPED_OPS = frozenset({"AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "MulNoNan", "Square",
+                        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "Sign", "Equal",
+                        "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
+_scope = []     # [(flush_on, restore) or None], on first use: loading it may load LLVM
+
+
+def scope(name, arrays):
+    """``(flush_on, restore)`` (mxcsr_host.py) when op ``name``'s reference kernel may run
+    with MXCSR's FTZ + DAZ on ``arrays`` instead of ``flush``: a SCOPED_OPS op whose
+    inputs are all float32/float64 arrays, on a host with the native scope; else None."""
+    if name not in SCOPED_OPS:
+        return None
+    for a in arrays:
+        if getattr(a, "dtype", None) not in _TINY:
+            return None
+    if not _scope:
+        from . import mxcsr_host
+        _scope.append(mxcsr_host.get())
+    return _scope[0]
+
+
 def flush_all(arrays):
     """``flush`` over a sequence of arrays (a list back)."""
     return [flush(a) for a in arrays]
