@@ -103,6 +103,7 @@ def flush(a):
 SCOPED_OPS = frozenset({"AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "MulNoNan", "Square",
                         "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "Sign", "Equal",
                         "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _scope = []     # [(flush_on, restore) or None], on first use: loading it may load LLVM
 
 
@@ -113,7 +114,8 @@ def scope(name, arrays):
     if name not in SCOPED_OPS:
         return None
     for a in arrays:
-        if getattr(a, "dtype", None) not in _TINY:
+        dt = getattr(a, "dtype", None)
+        if dt is not _F32 and dt is not _F64 and dt not in _TINY:   # (identity first: hashing a dtype costs ~0.1 us)
             return None
     if not _scope:
         from . import mxcsr_host
