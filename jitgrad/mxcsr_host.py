@@ -8,31 +8,23 @@ cheap path for the numpy reference kernels (jitgrad/denormals.py says which ops)
 TF's kernels get their numerics the same way (ScopedFlushDenormal). MXCSR is per
 thread, so only this thread's numpy loops flush, and only until ``restore``.
 
-Why native builtins and not ctypes: a ctypes call costs about as much as a small numpy
-call (~0.5 us), twice per op; these are two tiny functions compiled from the LLVM IR
-below and made Python builtins (``PyCFunction_NewEx``, METH_NOARGS / METH_O), which
-Python calls like ``len`` (~0.05 us). The IR names the C-API functions it calls, which
-the loader resolves in this process, so its object code is position independent and
-kept in the disk cache as the thread pool's is (codegen/target.baseline_object_code).
+Two tiny functions compiled from the LLVM IR below, made Python builtins
+(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us, twice per op).
 
 ``get()`` returns the pair, or None where it cannot work (not x86-64 CPython, or
 building failed): the caller then flushes explicitly.
 """
-import ctypes
 import logging
 import platform
 import sys
 import threading
 
-from .cache.native import load as load_native
-from .codegen.target import baseline_object_code
+from . import native_builtins
 
 log = logging.getLogger("jitgrad")
 
 FTZ = 1 << 15
 DAZ = 1 << 6
-_METH_NOARGS = 0x0004
-_METH_O = 0x0008
 
 # flush_on: a NULL from PyLong_FromUnsignedLong (MemoryError) restores MXCSR before it
 # returns, so a failed call leaves nothing set. restore: a value that is not an int in
@@ -87,27 +79,16 @@ fail:
 assert FTZ | DAZ == 32832
 
 
-class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
-                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
-
-
 _lock = threading.Lock()
 _built = []     # [(flush_on, restore) or None]: built once per process
-_keep = []      # the loaded code and the method defs the builtins point into: never freed
 
 
 def _build():
-    code = load_native(baseline_object_code("mxcsr-code", IR))
-    new = ctypes.pythonapi.PyCFunction_NewEx
-    new.restype = ctypes.py_object
-    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    defs = [_MethodDef(b"flush_on", code.address("jitgrad_mxcsr_flush_on"), _METH_NOARGS,
-                       b"Sets FTZ and DAZ in this thread's MXCSR; returns the previous MXCSR."),
-            _MethodDef(b"restore", code.address("jitgrad_mxcsr_restore"), _METH_O,
-                       b"Loads this thread's MXCSR with the value flush_on returned.")]
-    _keep.extend([code, defs])
-    return tuple(new(ctypes.addressof(d), None, None) for d in defs)
+    return native_builtins.build("mxcsr-code", IR, [
+        ("jitgrad_mxcsr_flush_on", native_builtins.METH_NOARGS,
+         "Sets FTZ and DAZ in this thread's MXCSR; returns the previous MXCSR.", None),
+        ("jitgrad_mxcsr_restore", native_builtins.METH_O,
+         "Loads this thread's MXCSR with the value flush_on returned.", None)])
 
 
 def get():
