@@ -5,10 +5,10 @@ busy host's drift hits both alike.
     python bench/bench_flush_denormals.py [--quick]
 
 Prints per-call medians (microseconds) and ratios to the mode off, for the mode on as
-it runs and for the mode on with every op on the explicit path ("explicit": flush()
-on inputs and outputs, three numpy calls per array, the only path before the MXCSR
-scope). x * y and the interpreted graph's ops are scoped (FTZ + DAZ set around the
-kernel, jitgrad/denormals.py SCOPED_OPS); exp and reduce_sum flush explicitly.
+it runs and as it ran before its native helpers ("before": every op flushes inputs and
+outputs with three numpy calls per array). x * y and the interpreted graph's ops are
+scoped (FTZ + DAZ set around the kernel, jitgrad/denormals.py SCOPED_OPS); exp and
+reduce_sum flush explicitly, testing each array in one native pass (denormal_scan.py).
 """
 import os
 import statistics
@@ -39,19 +39,20 @@ def cases():
 
 def main(quick):
     rounds, number = (5, 200) if quick else (15, 2000)
-    modes = ("off", "on", "explicit")
+    modes = ("off", "on", "before")
     fns = cases()
     got = {name: {m: [] for m in modes} for name in fns}
-    scope = denormals.scope
+    denormals.scope("Mul", [])                 # (loads the native helpers)
+    native = list(denormals._native)
     for _ in range(rounds):
         for m in modes:
             denormals.set_enabled(m != "off")
-            denormals.scope = scope if m == "on" else (lambda name, arrays: None)
+            denormals._native[:] = native if m == "on" else [None, None]
             for name, (fn, _) in fns.items():
                 got[name][m].extend(call_times(fn, 1, number))
     denormals.set_enabled(False)
-    denormals.scope = scope
-    print(f"{'':<26} {'off':>9} {'on':>9} {'explicit':>9}   on/off  explicit/off   (median per call; per op interpreted)")
+    denormals._native[:] = native
+    print(f"{'':<26} {'off':>9} {'on':>9} {'before':>9}   on/off  before/off   (median per call; per op interpreted)")
     for name, (fn, ops) in fns.items():
         off, on, ex = (statistics.median(got[name][m]) / ops * 1e6 for m in modes)
         print(f"{name:<26} {off:7.2f}us {on:7.2f}us {ex:7.2f}us   {on / off:5.2f}x  {ex / off:8.2f}x")

@@ -80,6 +80,11 @@ def flush(a):
     tiny = _TINY.get(getattr(a, "dtype", None))
     if tiny is None:
         return a
+    if type(a) is np.ndarray:             # one native pass (denormal_scan.py) where numpy needs three
+        if not _native:
+            _load_native()
+        if _native[1] is not None and not _native[1][a.dtype](a):
+            return a
     small = np.abs(a) < tiny              # (NaN compares False, without a warning)
     if not small.any():                   # the usual case: three numpy calls
         return a
@@ -106,7 +111,7 @@ SCOPED_OPS = frozenset({"AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "MulNoNan"
                         "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "Sign", "Equal",
                         "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_scope = []     # [(flush_on, restore) or None], on first use: loading it may load LLVM
+_native = []    # [(flush_on, restore) or None, {dtype: has_denormal} or None] on first use
 
 
 def scope(name, arrays):
@@ -119,10 +124,17 @@ def scope(name, arrays):
         dt = getattr(a, "dtype", None)
         if dt is not _F32 and dt is not _F64 and dt not in _TINY:   # (identity first: hashing a dtype costs ~0.1 us)
             return None
-    if not _scope:
-        from . import mxcsr_host
-        _scope.append(mxcsr_host.get())
-    return _scope[0]
+    if not _native:
+        _load_native()
+    return _native[0]
+
+
+def _load_native():
+    """Builds (or loads from the disk cache) the native helpers, on first use in the mode:
+    importing them loads the cache modules (and LLVM on a cache miss)."""
+    from . import denormal_scan, mxcsr_host
+    if not _native:
+        _native.extend([mxcsr_host.get(), denormal_scan.get()])
 
 
 def flush_all(arrays):
