@@ -18,7 +18,8 @@ Known differences). With the mode on:
     (``compute``), which update it outside those kernels. Arithmetic and comparisons
     (SCOPED_OPS) instead run with FTZ + DAZ set in the thread's MXCSR, as TF's own
     kernels (ScopedFlushDenormal): the same results (one boundary aside: SCOPED_OPS),
-    at ~1.1x the mode-off cost where the explicit flush costs ~3x
+    at ~1.1x the mode-off cost where flushing with numpy cost ~3x; ``flush`` tests an
+    array in one native pass (denormal_scan.py) before numpy's three calls
     (bench/bench_flush_denormals.py);
   * the mode is part of every kernel's cache key (cache/key.py): a kernel compiled in
     one mode never runs in the other; switching the mode rebuilds Sessions' plans.
