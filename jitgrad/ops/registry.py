@@ -284,9 +284,11 @@ def run_kernel(opdef, arrays, attrs):
         scope = denormals.scope(opdef.name, arrays)
         if scope is None:
             given, arrays = arrays, denormals.flush_all(arrays)
+    saved = None
     token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
-    saved = scope[0]() if scope is not None else None     # (a failed flush_on sets nothing)
     try:
+        if scope is not None:
+            saved = scope[0]()      # (a failed flush_on sets nothing: saved stays None)
         if token is None:
             with np.errstate(all="ignore"):
                 out = opdef.kernel(attrs, *arrays)
@@ -297,7 +299,7 @@ def run_kernel(opdef, arrays, attrs):
     except MemoryError as e:     # (TF's allocator: OOM, as the compiled path's checks say)
         raise ResourceExhaustedError(f"OOM when running {opdef.name}: {e}") from None
     finally:
-        if scope is not None:
+        if saved is not None:
             scope[1](saved)
         if token is not None:
             _np_err_cv.reset(token)
