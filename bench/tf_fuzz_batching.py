@@ -2,6 +2,7 @@
 cond_batching.py, used by batched_gradients.py) against real TensorFlow:
 
     PYTHONPATH=. /work/benchenv/bin/python bench/tf_fuzz_batching.py [--programs 200] [--seed 0] [--only SEED]
+        [--loops]
 
 Each random program maps x ([E, n], float32 or float64) to y of the same shape through 1-3
 control-flow steps: while_loops with a fixed, fed or data-dependent trip count (also with
@@ -39,10 +40,16 @@ BODY_UNARY = ["tanh", "sin", "square", "sigmoid", "softplus", "relu", "abs", "co
 FLOWS = ["while_fixed", "while_fed", "while_data", "while_nested", "while_cond", "while_two", "cond",
          "cond_fed", "switch_case", "case", "map_fn", "scan", "foldl", "custom_cond", "while_cast"]
 
+# --loops: loop-heavy programs, also a custom gradient iterating on its upstream gradient until
+# a per-row condition holds (a per-row trip count in a jacobian: while_batching_pred.py). (The
+# default list stays as it was: a seed names the same program as before.)
+LOOP_FLOWS = ["while_fixed", "while_fed", "while_data", "while_nested", "while_cond", "while_two", "while_cast",
+              "scan", "foldl", "custom_while", "custom_while"]
+
 Program = collections.namedtuple("Program", "dtype shape values T k steps weights special")
 
 
-def make_program(seed):
+def make_program(seed, flows=FLOWS):
     rng = np.random.default_rng(seed)
     dtype = ["float32", "float64"][seed % 2]
     shape = [(2, 2), (2, 3), (3, 2), (1, 3), (3, 1), (4, 5)][int(rng.integers(0, 6))]
@@ -58,7 +65,7 @@ def make_program(seed):
         v = np.round(v * 2) / 2
     steps = []
     for _ in range(int(rng.integers(1, 4))):
-        kind = str(rng.choice(FLOWS))
+        kind = str(rng.choice(flows))
         sub = tuple(str(s) for s in rng.choice(BODY_UNARY, 2))
         steps.append((kind, sub, int(rng.integers(0, 1 << 20))))
     weights = rng.uniform(0.2, 1.0, shape)
@@ -124,6 +131,18 @@ def _flow(tf, kind, sub, p, v, c, T, k):
             def grad(dy):
                 # per row of a jacobian: the sign of the row's dy . u picks the formula
                 return tf.cond(tf.reduce_sum(dy * u) > 0.0, lambda: dy * 2.0 * u, lambda: dy * (u - 1.0))
+            return u * u, grad
+        return h(f(v))
+    if kind == "custom_while":
+        @tf.custom_gradient
+        def h(u):
+            def grad(dy):
+                # per row of a jacobian: dy grows until the row's sum |r| reaches 1, at most 4
+                # steps (or as many as the row's 2 sum |dy|: a per-row maximum_iterations)
+                mi = 4 if p % 2 else tf.cast(2.0 * tf.reduce_sum(tf.abs(dy)), tf.int32)
+                return tf.while_loop(lambda i, r: tf.reduce_sum(tf.abs(r)) < 1.0,
+                                     lambda i, r: (i + 1, r * (1.5 + u * u) + dy * 0.1), [0, dy],
+                                     maximum_iterations=mi)[1]
             return u * u, grad
         return h(f(v))
     raise KeyError(kind)
@@ -233,8 +252,8 @@ def describe(prog):
         prog.dtype, prog.shape, prog.T, prog.k, prog.steps, prog.special, prog.values.tolist())
 
 
-def check(real, jg, seed, stats, found, verbose):
-    prog = make_program(seed)
+def check(real, jg, seed, stats, found, verbose, flows=FLOWS):
+    prog = make_program(seed, flows)
     runners = {"graph": (run_graph, ("compiled", "interpret")), "function": (run_function, (None,)),
                "eager": (run_eager, (None,))}
     ref = reference(real, prog)
@@ -293,6 +312,7 @@ def main():
     ap.add_argument("--programs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", type=int, default=None)
+    ap.add_argument("--loops", action="store_true", help="loop-heavy programs (LOOP_FLOWS)")
     args = ap.parse_args()
     import tensorflow as real
     import jitgrad as jg
@@ -300,7 +320,7 @@ def main():
     seeds = [args.only] if args.only is not None else range(args.seed, args.seed + args.programs)
     stats, found = collections.Counter(), collections.defaultdict(list)
     for seed in seeds:
-        check(real, jg, seed, stats, found, args.only is not None)
+        check(real, jg, seed, stats, found, args.only is not None, LOOP_FLOWS if args.loops else FLOWS)
         stats["programs"] += 1
         if stats["programs"] % 10 == 0:
             _summary(stats, seed)

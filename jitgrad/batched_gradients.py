@@ -64,6 +64,7 @@ from .ops.complex_ops import conj
 from .ops.registry import REGISTRY, apply_op, shape_only_input
 from .shapes import normalize_axes, static_dims
 from .while_batching import batch_while
+from .while_batching_pred import batch_while_pred
 
 
 class Unsupported(Exception):
@@ -373,7 +374,7 @@ _RULES = {
     "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
-    "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize),
+    "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize, batch_while_pred),
     "If": lambda ctx, op, ins, flags: batch_if(ctx, op, ins, flags, _vectorize),
     "MirrorPadCheck": _rule_elementwise,    # (it checks its input's trailing dims: each row's)
 }

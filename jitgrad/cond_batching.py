@@ -13,22 +13,23 @@ branches in the kernel, also inside a batched While body). This rule builds one:
 - predicate batched (``[B]``: it depends on a cotangent, e.g. a custom gradient that
   clips its upstream gradient with a cond): both branches run batched and each row takes
   its branch's value with a select. Only for branches that cannot fail or act when their
-  row does not take them (``_total``: static shapes, no region / gather / integer op
+  row does not take them (``total``: static shapes, no region / gather / integer op
   that could raise, loop forever or write), and the result's own gradient selects per
-  row between the two branches' gradients (``_selected``), never multiplying an untaken
+  row between the two branches' gradients (``selected``), never multiplying an untaken
   branch's inf / NaN derivative by zero: the values (NaN patterns included) of the
   per-row Ifs, for the result and its gradient.
 
 Anything else (variable writes, side effects, random ops, values without static shapes:
 TensorArrays, growing rows) returns None, and the per-row fallback runs.
 """
-from . import context
-from .func_graph import Func, replay
+import functools
+
+from .func_graph import Func
 from .gradients import gradients
 from .ops.control_flow_ops import union_captures
 from .ops.registry import REGISTRY, apply_op
 from .shapes import static_dims
-from .while_batching import batched_func, plain, reached, row_seeds
+from .while_batching import batched_func, plain, reached, rebuilt
 
 
 def batch_if(ctx, op, ins, flags, vectorize):
@@ -71,21 +72,31 @@ _TOTAL = frozenset((
 ))
 
 
-def _inexact(dtype):
+def inexact(dtype):
     return dtype.is_floating or dtype.is_complex or dtype.is_bool
 
 
-def _total(func):
-    """Whether every op of ``func`` is total (``_TOTAL``, or pointwise on floats / bools:
-    no integer division) with static shapes, and ``func`` has no side effects."""
+# Pointwise ops that cannot raise on integers either (unlike FloorDiv / FloorMod, an integer
+# Pow's negative exponent, a ListCheck): a loop counter's ``i + 1``, its ``i < n``.
+_INT_TOTAL = frozenset((
+    "AddV2", "AddN", "Sub", "Mul", "Neg", "Abs", "Sign", "Square", "Maximum", "Minimum", "Cast", "Identity",
+    "StopGradient", "ZerosLike", "OnesLike", "SelectV2", "Equal", "NotEqual", "Less", "LessEqual", "Greater",
+    "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot",
+))
+
+
+def total(func):
+    """Whether every op of ``func`` is total (``_TOTAL``, pointwise on floats / bools, or
+    pointwise and in ``_INT_TOTAL``: no integer division) with static shapes, and ``func``
+    has no side effects."""
     if func.side_effects:
         return False
     for op in func.graph.get_operations():
         opdef = REGISTRY.get(op.type)
         if opdef is None or opdef.stateful:
             return False
-        if op.type not in _TOTAL and not (opdef.pointwise and all(_inexact(t.dtype) for t in
-                                                                   list(op.inputs) + list(op.outputs))):
+        if op.type not in _TOTAL and op.type not in _INT_TOTAL and \
+                not (opdef.pointwise and all(inexact(t.dtype) for t in list(op.inputs) + list(op.outputs))):
             return False
         if any(static_dims(t.shape) is None for t in op.outputs):
             return False
@@ -95,35 +106,23 @@ def _total(func):
 def _batch_by_select(ctx, op, ins, flags, vectorize):
     a = op.attrs
     branches = (a["then_branch"], a["else_branch"])
-    if not all(_total(f) for f in branches):
+    if not all(total(f) for f in branches):
         return None
     # every inexact input batched (an unbatched one broadcast): the select's gradient is then
     # per row, and only summed over rows (by the broadcast's gradient) after the select
-    bflags = [f or _inexact(t.dtype) for t, f in zip(ins[1:], flags[1:])]
+    bflags = [f or inexact(t.dtype) for t, f in zip(ins[1:], flags[1:])]
     xs = [t if f or not b else ctx.batched_unbatched(t) for t, f, b in zip(ins[1:], flags[1:], bflags)]
     pred = _reshape(ins[0], [ctx.B])
 
-    def batched(func):
-        def build(zs):
-            graph = context.get_default_graph()
-            stand = row_seeds(func.inputs, func.inputs, bflags, graph)
-            seeds = [s if f else z for s, z, f in zip(stand, zs, bflags)]   # (unbatched: the input itself)
-            start = len(graph._ops)
-            outs = replay(func, seeds)
-            got = iter(vectorize(ctx.nested(graph), graph._ops[start:], [s for s, f in zip(seeds, bflags) if f],
-                                 [z for z, f in zip(zs, bflags) if f], outs))
-            # (an output that does not depend on a batched input comes back broadcast)
-            return [next(got) for _ in outs]
-        return build
-    return _selected(pred, [batched(f) for f in branches], xs)
+    return selected(pred, [functools.partial(rebuilt, ctx, f, bflags, vectorize=vectorize) for f in branches], xs)
 
 
-def _selected(pred, branches, xs):
+def selected(pred, branches, xs):
     """Per row b, ``branches[0](xs)[k][b]`` where ``pred[b]`` else ``branches[1](xs)[k][b]``
     (each branch builds batched outputs from the batched ``xs``). Its gradient is the same
     construction over the two branches' vector-Jacobian products (so only the taken
     branch's derivatives reach a row, as with one If per row)."""
-    outs = [_select(pred, t, e) for t, e in zip(branches[0](xs), branches[1](xs))]
+    outs = [select(pred, t, e) for t, e in zip(branches[0](xs), branches[1](xs))]
     n = len(outs)
 
     def grad_of_op(op, *grads):
@@ -141,14 +140,14 @@ def _selected(pred, branches, xs):
                 return [g if g is not None else _zeros(ws[k]) for g, k in zip(gs, fl)]
             return build
         dys = [g if g is not None else _zeros(o) for g, o in zip(grads[:n], op.inputs[:n])]
-        gs = iter(_selected(pred, [vjp(branches[0]), vjp(branches[1])], xs + dys)) if fl else iter(())
+        gs = iter(selected(pred, [vjp(branches[0]), vjp(branches[1])], xs + dys)) if fl else iter(())
         return [None] * (n + 1) + [next(gs) if k in fl else None for k in range(len(xs))]
 
     res = apply_op("IdentityN", outs + [pred] + list(xs), {"_grad_of_op": grad_of_op}, name="If_selected")
     return list(res[:n]) if isinstance(res, tuple) else [res]
 
 
-def _select(pred, t, e):
+def select(pred, t, e):
     r = t.shape.rank
     p = pred if r == 1 else _reshape(pred, [int(pred.shape.dims[0])] + [1] * (r - 1))
     return apply_op("SelectV2", [p, t, e])

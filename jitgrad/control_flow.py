@@ -17,7 +17,7 @@ from .ops.control_flow_ops import _make_if, _make_while, as_output, scalar_of, t
 from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
 from .eager import BatchedTensor, EagerTensor
-from .eager_batched_cond import batched_case, batched_cond, batched_switch, merge_rows, rows_active
+from .eager_batched_cond import batched_case, batched_cond, batched_switch, merge_rows, row_scalars, rows_active
 
 _COND_MISMATCH = cond_tensor_arrays.COND_MISMATCH
 
@@ -255,17 +255,22 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     if context.executing_eagerly():
         vals = nest.map_structure(_to_loop_value, packed)
-        limit = None
+        limit, row_limit = None, None
         if maximum_iterations is not None:
             limit = _to_tensor(maximum_iterations)
             if limit.shape.rank != 0:
                 raise ValueError(f"'maximum_iterations' must be a scalar. Received shape: {limit.shape}")
-            limit = int(np.asarray(limit.numpy()))
-        i, active = 0, None
+            if type(limit) is BatchedTensor:   # one per row of an eager jacobian: each row stops at its own
+                row_limit, limit = row_scalars(limit, "maximum_iterations", np.integer), None
+            else:
+                limit = int(np.asarray(limit.numpy()))
+        i, active = 0, (None if row_limit is None else np.ones(len(row_limit), bool))
         while limit is None or i < limit:
             c = _to_tensor(call(cond, vals))
             if type(c) is BatchedTensor or active is not None:   # per row of an eager jacobian
                 active = rows_active(c, active)
+                if row_limit is not None:
+                    active = active & (i < row_limit)
                 if not active.any():
                     break
             elif not _eager_bool(c, "The loop condition"):

@@ -15,7 +15,12 @@ which keeps denormals as numpy does (README, Known differences). With the mode o
     gather, broadcast_to, identity, control flow: the ops in a loop or branch body flush
     on their own), sources, state and sign-bit ops (neg, abs, select) keep them, as TF's
     kernels and the compiled code do; so do a variable's assign_add / assign_sub
-    (``compute``), which update it outside those kernels;
+    (``compute``), which update it outside those kernels. Arithmetic and comparisons
+    (SCOPED_OPS) instead run with FTZ + DAZ set in the thread's MXCSR, as TF's own
+    kernels (ScopedFlushDenormal): the same results (one boundary aside: SCOPED_OPS),
+    at ~1.1x the mode-off cost where flushing with numpy cost ~3x; ``flush`` tests an
+    array in one native pass (denormal_scan.py) before numpy's three calls
+    (bench/bench_flush_denormals.py);
   * the mode is part of every kernel's cache key (cache/key.py; the default mode's keys
     carry no tag): a kernel compiled in one mode never runs in the other; switching the
     mode rebuilds Sessions' plans.
@@ -80,6 +85,11 @@ def flush(a):
     tiny = _TINY.get(getattr(a, "dtype", None))
     if tiny is None:
         return a
+    if type(a) is np.ndarray:             # one native pass (denormal_scan.py) where numpy needs three
+        if not _native:
+            _load_native()
+        if _native[1] is not None and not _native[1][a.dtype](a):
+            return a
     small = np.abs(a) < tiny              # (NaN compares False, without a warning)
     if not small.any():                   # the usual case: three numpy calls
         return a
@@ -87,6 +97,49 @@ def flush(a):
     if not small.any():                   # only zeros: the usual case after the first test
         return a
     return np.where(small, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype, copy=False)
+
+
+# The ops whose reference kernel, in the mode, runs with FTZ + DAZ set in this thread's
+# MXCSR (mxcsr_host.py: TF's ScopedFlushDenormal) instead of flushing its inputs and
+# outputs here: numpy's loops then flush as TF's kernels do, at ~0.2 us per op where
+# ``flush`` costs three numpy calls per array (~5x a small eager op). Exact only where
+# every output element is IEEE arithmetic (+ - * / sqrt) or a comparison of
+# float32/float64 inputs, computed in numpy's own loops on this thread. Not here:
+# selections and copies (maximum, relu: numpy blends the input itself through), libm's
+# functions (float64 sin(x) returns a tiny x unchanged), reductions (a length-1 axis
+# copies), casts (same dtype: no copy), matmul (OpenBLAS's threads keep their own MXCSR).
+# tests/test_flush_denormals_scoped.py pins each against the explicit path. One
+# difference, TF's and the compiled code's: a result that rounds up to the smallest
+# normal from below (tiny * (1 - ulp)) is 0 with FTZ (the hardware flushes by the
+# unrounded value), where ``flush`` keeps the rounded tiny.
+SCOPED_OPS = frozenset({"AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "MulNoNan", "Square",
+                        "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "Sign", "Equal",
+                        "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_native = []    # [(flush_on, restore) or None, {dtype: has_denormal} or None] on first use
+
+
+def scope(name, arrays):
+    """``(flush_on, restore)`` (mxcsr_host.py) when op ``name``'s reference kernel may run
+    with MXCSR's FTZ + DAZ on ``arrays`` instead of ``flush``: a SCOPED_OPS op whose
+    inputs are all float32/float64 arrays, on a host with the native scope; else None."""
+    if name not in SCOPED_OPS:
+        return None
+    for a in arrays:
+        dt = getattr(a, "dtype", None)
+        if dt is not _F32 and dt is not _F64 and dt not in _TINY:   # (identity first: hashing a dtype costs ~0.1 us)
+            return None
+    if not _native:
+        _load_native()
+    return _native[0]
+
+
+def _load_native():
+    """Builds (or loads from the disk cache) the native helpers, on first use in the mode:
+    importing them loads the cache modules (and LLVM on a cache miss)."""
+    from . import denormal_scan, mxcsr_host
+    if not _native:
+        _native.extend([mxcsr_host.get(), denormal_scan.get()])
 
 
 def flush_all(arrays):

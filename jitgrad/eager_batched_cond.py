@@ -22,7 +22,7 @@ def is_batched(t):
 
 def batched_cond(pred, true_fn, false_fn):
     """``pred``: a BatchedTensor of one bool per row."""
-    p = _row_scalars(pred, "The predicate of tf.cond")
+    p = row_scalars(pred, "The predicate of tf.cond")
     return select_rows(np.where(p, 0, 1), [true_fn, false_fn])
 
 
@@ -32,14 +32,14 @@ def batched_case(preds, fns, default):
     choice = np.full(B, len(fns))
     for k in reversed(range(len(preds))):
         p = preds[k]
-        v = _row_scalars(p, "A tf.case predicate") if is_batched(p) else np.broadcast_to(_scalar(p), B)
+        v = row_scalars(p, "A tf.case predicate") if is_batched(p) else np.broadcast_to(_scalar(p), B)
         choice = np.where(v, k, choice)
     return select_rows(choice, list(fns) + [default])
 
 
 def batched_switch(idx, branch_of):
     """``branch_of(i)``: the fn of index i (the default for an index out of range)."""
-    i = _row_scalars(idx, "The branch index of tf.switch_case", np.integer)
+    i = row_scalars(idx, "The branch index of tf.switch_case", np.integer)
     fns, choice = [], np.empty(i.shape[0], np.int64)
     for v in np.unique(i):
         choice[i == v] = len(fns)
@@ -72,7 +72,7 @@ def select_rows(choice, fns):
     return nest.pack_sequence_as(first, out)
 
 
-def _row_scalars(t, what, kind=np.bool_):
+def row_scalars(t, what, kind=np.bool_):
     """One value per row of BatchedTensor ``t`` (a row of one element, any rank, as TF's eager ``if``)."""
     v = np.asarray(t._value)
     if not (v.dtype == kind if kind is np.bool_ else np.issubdtype(v.dtype, kind)):
@@ -102,7 +102,7 @@ def rows_active(c, active):
     stopped, as in TF's pfor). ``c``: this test's value, batched or not; ``active``: the
     rows of the last test, or None before the first batched one."""
     if is_batched(c):
-        v = _row_scalars(c, "The loop condition")
+        v = row_scalars(c, "The loop condition")
     else:
         v = np.broadcast_to(_scalar(c), active.shape)
     return v if active is None else active & v

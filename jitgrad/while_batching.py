@@ -12,10 +12,11 @@ per row (compile time grows faster than the row count) or loops over the rows
   is grown to a fixed point over the body's data dependencies;
 - the body is the batched body: replayed into a new body graph and rebuilt by the
   batched pass's own rules (``vectorize``), nested loops included;
-- the condition must not read a batched value (its trip count would differ per row):
-  then, as for anything else the rule does not take (a batched trip-count limit,
-  loop variables or inputs without static shapes, bodies with random or stateful
-  ops or side effects), it returns None and the caller's fallbacks run.
+- a condition that reads a batched value, or a batched ``maximum_iterations``, makes the
+  trip count differ per row: while_batching_pred.py's rule then runs the loop while any
+  row's predicate holds, each stopped row keeping its values. Where neither takes the
+  loop (loop variables or inputs without static shapes, bodies with random or stateful
+  ops or side effects), the rule returns None and the caller's fallbacks run.
 
 Sliced inputs (``xs``, ``[T] + row``) and stacked outputs (``ys``) are time-major
 inside the loop: a batched x enters as ``[T, B] + row`` and a batched y leaves as
@@ -91,6 +92,19 @@ def row_seeds(phs, rows, flags, graph):
     return out
 
 
+def rebuilt(ctx, func, flags, ins, vectorize):
+    """``func`` replayed in the default graph on ``ins`` (``[B] + shape`` where ``flags``,
+    the input itself elsewhere) and rebuilt batched by ``vectorize``: all its outputs, each
+    ``[B] + shape`` (one that does not depend on a batched input comes back broadcast)."""
+    graph = context.get_default_graph()
+    stand = row_seeds(func.inputs, func.inputs, flags, graph)
+    seeds = [s if f else z for s, z, f in zip(stand, ins, flags)]
+    start = len(graph._ops)
+    outs = replay(func, seeds)
+    return vectorize(ctx.nested(graph), graph._ops[start:], [s for s, f in zip(seeds, flags) if f],
+                     [z for z, f in zip(ins, flags) if f], outs)
+
+
 def batched_func(ctx, func, flags, batched_out, vectorize, name):
     """``func`` rebuilt on inputs batched where ``flags`` (``[B] + shape``): a traced
     graph, its input placeholders and its outputs (batched where ``batched_out``)."""
@@ -110,22 +124,24 @@ def batched_func(ctx, func, flags, batched_out, vectorize, name):
     return trace(name, build, specs)
 
 
-def batch_while(ctx, op, ins, flags, vectorize):
+def batch_while(ctx, op, ins, flags, vectorize, per_row_trips):
     """The batching rule (see the module docstring): the batched outputs of ``op``, or
-    None where the rule does not apply. ``ins[j]`` is ``[B] + shape`` where ``flags[j]``."""
+    None where the rule does not apply. ``ins[j]`` is ``[B] + shape`` where ``flags[j]``.
+    ``per_row_trips(ctx, op, ins, flags, vectorize)``: the rule for a trip count that
+    differs per row (while_batching_pred.py)."""
     a = op.attrs
     n, c, nx = a["n_vars"], a["n_caps"], a["n_xs"]
     B = ctx.B
     body, cond = a["body"], a["cond"]
-    if a["limit"] is not None and flags[n + c + nx]:
-        return None   # a per-row trip count
     if "var_writes" in a or not plain(body) or (cond is not None and not plain(cond)):
         return None
     if any(static_dims(ph.shape) is None for ph in body.inputs) or any(d is None for d, _ in a["y_specs"]):
         return None   # (a growing / popped variable, rows of a run-time count; a y of unknown rank)
+    if a["limit"] is not None and flags[n + c + nx]:
+        return per_row_trips(ctx, op, ins, flags, vectorize)   # a batched limit
     bflags, dep = _fixed_point(body, n, flags[:n + c + nx])
     if cond is not None and id(cond.outputs[0]) in reached(cond, bflags[:n + c]):
-        return None   # the predicate would differ per row
+        return per_row_trips(ctx, op, ins, flags, vectorize)   # the predicate differs per row
     # a batched variable stays batched even where its next value does not depend on a batched
     # input (the body then broadcasts it): its spec is [B] + shape in every iteration
     out_flags = list(bflags[:n]) + [id(t) in dep for t in body.outputs[n:]]

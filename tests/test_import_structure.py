@@ -39,6 +39,9 @@ FUNCTION_LEVEL_IMPORTS = {
                     ("codegen.backend", LLVMLITE), ("codegen.kernel", LLVMLITE), ("codegen.irutil", LLVMLITE)],
     "config.py": [("codegen.parallel", COMPILER)],
     "control_flow.py": [("autograph.operators", IMPORT_TIME), ("autograph.staged_tensor_array", IMPORT_TIME)],
+    "denormals.py": [("denormal_scan, mxcsr_host", "the disk cache and codegen.target (hashlib; LLVM on a cache miss): "
+                                    "when the flush-denormals mode first runs a reference kernel, not at "
+                                    "`import jitgrad`")],
     "demo.py": [("seeds.eager_examples", "optional: absent from some builds")],
     "distribute/strategy.py": [("distributed", OPTIONAL), ("dask", OPTIONAL)],
     "distribute/worker.py": [("distributed", OPTIONAL)],
@@ -107,7 +110,7 @@ def test_function_level_imports_are_the_justified_ones():
     found = {name: n for name, n in found.items() if n}
     listed = {name: len(entries) for name, entries in FUNCTION_LEVEL_IMPORTS.items()}
     assert found == listed
-    assert sum(listed.values()) <= 46   # (46: ops/list_ops.py's messages of irutil's status codes)
+    assert sum(listed.values()) <= 47   # (46: ops/list_ops.py's messages of irutil's status codes; 47: denormals.py's native helpers)
 
 
 def test_no_module_imports_a_private_name_of_another():

@@ -181,10 +181,10 @@ def test_batch_jacobian_in_a_function():
     check_batch_jacobian(np.stack([_bvals(MANY), _bvals(MANY)[::-1] * 0.5]))
 
 
-# ---------------------------------------------------------------- what the rule leaves to the fallbacks
+# ---------------------------------------------------------------- a condition on batched values
 def _loop_on_dy(x):
-    """identity forward; its gradient is 3 dy, by a while_loop whose condition reads dy
-    (so its trip count could differ per row: the rule must not batch it)."""
+    """identity forward; its gradient is 3 dy, by a while_loop whose condition reads dy (its
+    trip count could differ per row: while_batching_pred.py, tests/test_while_batching_pred.py)."""
     @tf.custom_gradient
     def f(x):
         def grad(dy):
@@ -196,17 +196,13 @@ def _loop_on_dy(x):
 
 
 @pytest.mark.parametrize("n", [FEW, MANY])
-def test_a_condition_reading_batched_values_falls_back(n):
+def test_a_condition_reading_batched_values_is_batched(n):
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(tf.float64, [n])
         y = _loop_on_dy(x)
-        if n > bg.LOOP_ROWS_AT:
-            with pytest.raises(bg.LoopPerRow):
-                bg.batched_jacobian(y, [x])
-            return
-        (j,) = bg.batched_jacobian(y, [x])
-        assert not _batched(_whiles(g))
+        (j,) = bg.batched_jacobian(y, [x])   # (MANY rows: LoopPerRow here without the rule)
+        assert _batched(_whiles(g))
     for mode in ("compiled", "interpret"):
         np.testing.assert_allclose(_run(g, j, {x: _bvals(n)}, mode), 3 * np.eye(n), rtol=0, atol=0)
 

@@ -32,7 +32,6 @@ finished and the kernel's team word, and returns.  The caller never waits for
 a worker that has not started.
 """
 import ctypes
-import hashlib
 import platform
 import signal
 import sys
@@ -40,8 +39,7 @@ import time
 
 from llvmlite import ir
 
-from ..cache import disk
-from ..cache.native import llvm_binding, load as load_native
+from ..cache.native import load as load_native
 from . import target as _target
 from .irutil import I8, I32, I64, c64, intrinsic
 from .sync import FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE, futex
@@ -255,7 +253,7 @@ class _Code:
     """The pool's functions, compiled once per process (`target_machine`)."""
 
     def __init__(self):
-        self.code = load_native(_object_code(str(build_module())))
+        self.code = load_native(_target.baseline_object_code("pool-code", str(build_module())))
         vp = ctypes.c_void_p
         self.run = ctypes.CFUNCTYPE(None, vp, vp, vp, ctypes.c_int64, vp)(self.code.address("jitgrad_pool_run"))
         self.stop = ctypes.CFUNCTYPE(None, vp)(self.code.address("jitgrad_pool_stop"))
@@ -266,27 +264,6 @@ class _Code:
         time.sleep(0.002)
         t1, c1 = time.perf_counter(), tsc()
         self.tsc_per_us = max(1.0, (c1 - c0) / ((t1 - t0) * 1e6))
-
-
-def _object_code(text):
-    """The pool's object code for its IR `text`: from the disk cache when a process with
-    this llvmlite build compiled the same IR before (then a process whose kernels all
-    come from the disk cache loads no LLVM at all: asking LLVM for this code cost a warm
-    W3 process ~40% of its CPU after import), else compiled here and stored."""
-    digest = hashlib.sha256(f"{_target.baseline().key()}\0opt=2\0{text}".encode("utf-8")).hexdigest()   # target_machine()'s
-    try:
-        obj = disk.load_compiled("pool-code", digest)
-    except Exception:          # an unusable cache directory: compile, as without one
-        obj = None
-    if obj is None:
-        mod = llvm_binding().parse_assembly(text)
-        mod.verify()
-        obj = target_machine().emit_object(mod)
-        try:
-            disk.store_compiled("pool-code", digest, obj)
-        except Exception:
-            pass
-    return obj
 
 
 def _code():

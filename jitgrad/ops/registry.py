@@ -279,10 +279,16 @@ def run_kernel(opdef, arrays, attrs):
     invalid value) are off while it runs."""
     # flush-denormals mode (jitgrad/denormals.py): what the op does to denormals
     policy = opdef.denormals if denormals.enabled() else "keep"
+    scope = None     # (flush_on, restore): the kernel runs with FTZ + DAZ set instead
     if policy != "keep":
-        given, arrays = arrays, denormals.flush_all(arrays)
+        scope = denormals.scope(opdef.name, arrays)
+        if scope is None:
+            given, arrays = arrays, denormals.flush_all(arrays)
+    saved = None
     token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
     try:
+        if scope is not None:
+            saved = scope[0]()      # (a failed flush_on sets nothing: saved stays None)
         if token is None:
             with np.errstate(all="ignore"):
                 out = opdef.kernel(attrs, *arrays)
@@ -293,10 +299,12 @@ def run_kernel(opdef, arrays, attrs):
     except MemoryError as e:     # (TF's allocator: OOM, as the compiled path's checks say)
         raise ResourceExhaustedError(f"OOM when running {opdef.name}: {e}") from None
     finally:
+        if saved is not None:
+            scope[1](saved)
         if token is not None:
             _np_err_cv.reset(token)
     out = out if isinstance(out, tuple) else (out,)
-    if policy == "keep":
+    if policy == "keep" or scope is not None:
         return out
     out = denormals.flush_all(out)
     if policy == "pass_input":

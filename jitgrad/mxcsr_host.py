@@ -1,0 +1,106 @@
+"""FTZ + DAZ in the calling thread's MXCSR, from Python: the flush-denormals mode's
+cheap path for the numpy reference kernels (jitgrad/denormals.py says which ops).
+
+    old = flush_on()        # MXCSR |= FTZ | DAZ; the previous MXCSR back (an int)
+    try: ...numpy...
+    finally: restore(old)   # MXCSR = old
+
+TF's kernels get their numerics the same way (ScopedFlushDenormal). MXCSR is per
+thread, so only this thread's numpy loops flush, and only until ``restore``.
+
+Two tiny functions compiled from the LLVM IR below, made Python builtins
+(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us, twice per op).
+
+``get()`` returns the pair, or None where it cannot work (not x86-64 CPython, or
+building failed): the caller then flushes explicitly.
+"""
+import logging
+import platform
+import sys
+import threading
+
+from . import native_builtins
+
+log = logging.getLogger("jitgrad")
+
+FTZ = 1 << 15
+DAZ = 1 << 6
+
+# flush_on: a NULL from PyLong_FromUnsignedLong (MemoryError) restores MXCSR before it
+# returns, so a failed call leaves nothing set. restore: a value that is not an int in
+# 0..0xFFFF never reaches ldmxcsr (a reserved bit set would fault): NULL, with the
+# conversion's exception (TypeError / OverflowError) or, for a too-large int, Python's
+# SystemError.
+IR = r"""
+declare void @llvm.x86.sse.stmxcsr(i8*)
+declare void @llvm.x86.sse.ldmxcsr(i8*)
+declare i8* @PyLong_FromUnsignedLong(i64)
+declare i64 @PyLong_AsUnsignedLong(i8*)
+
+define i8* @jitgrad_mxcsr_flush_on(i8* %self, i8* %unused) nounwind {
+entry:
+  %old = alloca i32, align 4
+  %new = alloca i32, align 4
+  %oldp = bitcast i32* %old to i8*
+  %newp = bitcast i32* %new to i8*
+  call void @llvm.x86.sse.stmxcsr(i8* %oldp)
+  %o = load i32, i32* %old
+  %n = or i32 %o, 32832
+  store i32 %n, i32* %new
+  call void @llvm.x86.sse.ldmxcsr(i8* %newp)
+  %o64 = zext i32 %o to i64
+  %r = call i8* @PyLong_FromUnsignedLong(i64 %o64)
+  %failed = icmp eq i8* %r, null
+  br i1 %failed, label %undo, label %done
+undo:
+  call void @llvm.x86.sse.ldmxcsr(i8* %oldp)
+  ret i8* null
+done:
+  ret i8* %r
+}
+
+define i8* @jitgrad_mxcsr_restore(i8* %self, i8* %arg) nounwind {
+entry:
+  %slot = alloca i32, align 4
+  %v = call i64 @PyLong_AsUnsignedLong(i8* %arg)
+  %bad = icmp ugt i64 %v, 65535
+  br i1 %bad, label %fail, label %ok
+ok:
+  %v32 = trunc i64 %v to i32
+  store i32 %v32, i32* %slot
+  %p = bitcast i32* %slot to i8*
+  call void @llvm.x86.sse.ldmxcsr(i8* %p)
+  %r = call i8* @PyLong_FromUnsignedLong(i64 %v)
+  ret i8* %r
+fail:
+  ret i8* null
+}
+"""
+assert FTZ | DAZ == 32832
+
+
+_lock = threading.Lock()
+_built = []     # [(flush_on, restore) or None]: built once per process
+
+
+def _build():
+    return native_builtins.build("mxcsr-code", IR, [
+        ("jitgrad_mxcsr_flush_on", native_builtins.METH_NOARGS,
+         "Sets FTZ and DAZ in this thread's MXCSR; returns the previous MXCSR.", None),
+        ("jitgrad_mxcsr_restore", native_builtins.METH_O,
+         "Loads this thread's MXCSR with the value flush_on returned.", None)])
+
+
+def get():
+    """``(flush_on, restore)``, or None where this host cannot have them."""
+    if not _built:
+        with _lock:
+            if not _built:
+                fns = None
+                if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
+                    try:
+                        fns = _build()
+                    except Exception as e:     # (no LLVM target, an odd loader): flush explicitly
+                        log.debug("flush-denormals: no native MXCSR scope (%s); flushing explicitly", e)
+                _built.append(fns)
+    return _built[0]
