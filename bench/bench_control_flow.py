@@ -8,10 +8,11 @@
 Prints the median time per call of each system and its ratio to jitgrad's, all
 measured in this one run:
   * jitgrad: graph + Session, tf.while_loop with the trip count fed at run time
-    (one kernel for every T), tf.gradients; then the same in the flush-denormals mode
-    (jitgrad.config.set_flush_denormals: FTZ/DAZ, as TF's CPU kernels and XLA run):
-    the gradient decays into float32 denormals over the last ~150 steps, which costs
-    a microcode assist per operation on Intel CPUs unless they are flushed;
+    (one kernel for every T), tf.gradients, in its default flush-denormals mode (FTZ/DAZ,
+    as TF's CPU kernels and XLA run); then the same opted out
+    (jitgrad.config.set_flush_denormals(False): numpy's numerics): the gradient decays
+    into float32 denormals over the last ~150 steps, which costs a microcode assist per
+    operation on Intel CPUs unless they are flushed;
   * TensorFlow graph mode (tf.compat.v1 Session, tf.while_loop, tf.gradients);
   * TensorFlow tf.function(jit_compile=True) with a GradientTape;
   * JAX jax.jit(value_and_grad) with lax.fori_loop and with lax.scan;
@@ -91,17 +92,17 @@ def jitgrad_graph(steps):
     return _graph_mode(jitgrad, steps)
 
 
-def jitgrad_graph_flushed(steps):
-    """jitgrad in its flush-denormals mode (TF's CPU numerics; README "Known differences").
-    The mode is global: main() turns it off again after this system's measurement."""
+def jitgrad_graph_kept(steps):
+    """jitgrad opted out of its flush-denormals mode (numpy's numerics; README "Known
+    differences"). The mode is global: main() turns it on again after this system's measurement."""
     import jitgrad
-    jitgrad.config.set_flush_denormals(True)
+    jitgrad.config.set_flush_denormals(False)
     return _graph_mode(jitgrad, steps)
 
 
-def _flush_mode_off():
+def _flush_mode_default():
     if "jitgrad" in sys.modules:
-        sys.modules["jitgrad"].config.set_flush_denormals(False)
+        sys.modules["jitgrad"].config.set_flush_denormals(True)
 
 
 def tf_graph(steps):
@@ -172,7 +173,7 @@ def torch_eager(steps):
     return run
 
 
-SYSTEMS = [("jitgrad (graph, T fed)", jitgrad_graph), ("jitgrad (flush denormals)", jitgrad_graph_flushed),
+SYSTEMS = [("jitgrad (graph, T fed)", jitgrad_graph), ("jitgrad (keep denormals)", jitgrad_graph_kept),
            ("TF graph mode", tf_graph),
            ("TF function jit_compile", tf_function_xla), ("jax.jit fori_loop", jax_fori),
            ("jax.jit scan", jax_scan), ("PyTorch eager", torch_eager)]
@@ -208,7 +209,7 @@ def main():
             continue
         check(name, out, steps)
         times[name] = median_time(fn, repeat)
-        _flush_mode_off()
+        _flush_mode_default()
         med, low = times[name]
         print(f"  {name:26s} {med * 1e3:9.3f} ms median {low * 1e3:9.3f} ms min   (first call {first:.2f} s)")
     base = times.get(SYSTEMS[0][0])

@@ -44,13 +44,14 @@ def main(quick):
     got = {name: {m: [] for m in modes} for name in fns}
     denormals.scope("Mul", [])                 # (loads the native helpers)
     native = list(denormals._native)
+    mode = denormals.enabled()                 # (on by default; restored after)
     for _ in range(rounds):
         for m in modes:
             denormals.set_enabled(m != "off")
             denormals._native[:] = native if m == "on" else [None, None]
             for name, (fn, _) in fns.items():
                 got[name][m].extend(call_times(fn, 1, number))
-    denormals.set_enabled(False)
+    denormals.set_enabled(mode)
     denormals._native[:] = native
     # (the minimum too: on a shared host a median carries other processes' time)
     print(f"{'':<26} {'off':>9} {'on':>9} {'before':>9}   on/off  before/off   min: on/off  before/off"

@@ -142,9 +142,9 @@ def functions_run_eagerly():
 
 # ---------------------------------------------------------------- numerics
 def set_flush_denormals(enabled):
-    """Flush-denormals mode (jitgrad/denormals.py): True computes as TF's CPU kernels do,
-    denormal float inputs and results as zeros of their sign (FTZ + DAZ); False (the
-    default, or ``JITGRAD_FLUSH_DENORMALS=1`` at import) keeps them, as numpy does."""
+    """Flush-denormals mode (jitgrad/denormals.py): True (the default) computes as TF's CPU
+    kernels do, denormal float inputs and results as zeros of their sign (FTZ + DAZ);
+    False (or ``JITGRAD_FLUSH_DENORMALS=0`` at import) keeps them, as numpy does."""
     if not isinstance(enabled, (bool, np.bool_, int)):
         raise TypeError(f"set_flush_denormals takes a bool, got {type(enabled).__name__}")
     denormals.set_enabled(enabled)

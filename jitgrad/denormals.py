@@ -1,9 +1,9 @@
-"""Flush-denormals mode: TF's CPU numerics for float32/float64 denormals, opt-in.
+"""Flush-denormals mode: TF's CPU numerics for float32/float64 denormals, the default.
 
 TF's CPU kernels and XLA run with FTZ (flush-to-zero: a denormal result becomes a
 zero of its sign) and DAZ (denormals-are-zero: a denormal input counts as a zero of
-its sign) set in MXCSR. jitgrad keeps denormals by default, as numpy does (README,
-Known differences). With the mode on:
+its sign) set in MXCSR, always. jitgrad does the same unless the mode is turned off,
+which keeps denormals as numpy does (README, Known differences). With the mode on:
 
   * compiled kernels set FTZ + DAZ on entry (worker threads of parallel kernels too)
     and restore the caller's MXCSR on return (jitgrad/codegen/mxcsr.py); host
@@ -21,14 +21,18 @@ Known differences). With the mode on:
     at ~1.1x the mode-off cost where flushing with numpy cost ~3x; ``flush`` tests an
     array in one native pass (denormal_scan.py) before numpy's three calls
     (bench/bench_flush_denormals.py);
-  * the mode is part of every kernel's cache key (cache/key.py): a kernel compiled in
-    one mode never runs in the other; switching the mode rebuilds Sessions' plans.
+  * the mode is part of every kernel's cache key (cache/key.py; the default mode's keys
+    carry no tag): a kernel compiled in one mode never runs in the other; switching the
+    mode rebuilds Sessions' plans.
 
-    jitgrad.config.set_flush_denormals(True)      # or tf.config.experimental.…
-    JITGRAD_FLUSH_DENORMALS=1                      # read at import
+Opting out (numpy's numerics: denormal inputs and results kept):
 
-Why: on Intel CPUs every operation on a denormal takes a microcode assist (~100
-cycles); a recurrence whose gradient decays into them (W7) ran 2x slower than TF.
+    jitgrad.config.set_flush_denormals(False)     # or tf.config.experimental.…
+    JITGRAD_FLUSH_DENORMALS=0                      # read at import; also false / off / no
+
+Why the default: "real TF behaviour is the spec" (issue 12), and on Intel CPUs every
+operation on a denormal takes a microcode assist (~100 cycles): a recurrence whose
+gradient decays into them (W7) ran several times slower than TF unflushed.
 """
 import os
 
@@ -36,8 +40,8 @@ import numpy as np
 
 ENV = "JITGRAD_FLUSH_DENORMALS"
 
-_FALSE = ("", "0", "false", "off", "no")
-_on = os.environ.get(ENV, "").strip().lower() not in _FALSE    # the mode (set_enabled changes it)
+_FALSE = ("0", "false", "off", "no")
+_on = os.environ.get(ENV, "").strip().lower() not in _FALSE    # the mode (set_enabled changes it): on unless opted out
 _listeners = []    # called after the mode changes (compiler.py: Sessions' plans are rebuilt)
 
 # The smallest normal number per float dtype: |x| below it and x != 0 is a denormal.
@@ -70,9 +74,9 @@ def on_change(fn):
 
 
 def cache_tag(flush):
-    """What the kernel cache key adds for a kernel of mode ``flush`` ("" when off:
-    default keys unchanged)."""
-    return "+flush-denormals" if flush else ""
+    """What the kernel cache key adds for a kernel of mode ``flush`` ("" in the default
+    mode, on: its keys are the plain ones; the opt-out's are suffixed)."""
+    return "" if flush else "+keep-denormals"
 
 
 def flush(a):

@@ -2,7 +2,8 @@
 
 * ``reset_jitgrad_state`` (autouse): every test starts in TF 2's default state:
   eager execution enabled, a fresh global default graph, no default session,
-  and the Session mode it found (tests that switch modes cannot leak them).
+  and the Session mode and flush-denormals mode it found (tests that switch
+  modes cannot leak them).
 * ``graph_mode``: runs a graph-mode test once per Session execution mode,
   "interpret" (the numpy reference kernels) and "compiled". A module opts in
   with ``pytestmark = pytest.mark.usefixtures("graph_mode")`` (or a test asks
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 import jitgrad
-from jitgrad import context, session as _session
+from jitgrad import context, denormals, session as _session
 
 ALL_MODES = ("interpret", "compiled")
 
@@ -89,12 +90,14 @@ def no_fallback(graph_mode):
 @pytest.fixture(autouse=True)
 def reset_jitgrad_state():
     saved_mode = jitgrad.get_default_mode()
+    saved_flush = denormals.enabled()
     _reset()
     try:
         yield
     finally:
         _reset()
         jitgrad.set_default_mode(saved_mode)
+        denormals.set_enabled(saved_flush)    # a test that pins the flush-denormals mode cannot leak it
 
 
 def _reset():
@@ -106,6 +109,13 @@ def _reset():
     context.enable_eager_execution()
     context.enable_tensor_equality()
     context.reset_global_default_graph()
+
+
+@pytest.fixture
+def keep_denormals():
+    """Pins numpy's keep-denormals numerics (flush-denormals mode off, the opt-out) for a test
+    whose claim is about IEEE arithmetic on denormals; reset_jitgrad_state restores the mode."""
+    denormals.set_enabled(False)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The flush-denormals mode (jitgrad/denormals.py, codegen/mxcsr.py): TF's CPU numerics
-(FTZ + DAZ) on request, numpy's by default.
+(FTZ + DAZ) by default, numpy's when turned off (set_flush_denormals(False) or
+JITGRAD_FLUSH_DENORMALS=0). Tests set the mode they check explicitly (the conftest and
+the fixture below restore the one they found), so they hold in either starting mode.
 
 Expected values are IEEE facts: 1e-39 is a float32 denormal (the smallest normal is
 1.18e-38), so with the mode on 1e-39 * 1 is +0 and exp(-100) (3.7e-44) is 0; with it
@@ -27,10 +29,12 @@ MODES = ("compiled", "interpret")
 
 
 @pytest.fixture(autouse=True)
-def _mode_off_after():
+def _mode_restored_after():
+    """(conftest's reset restores the mode too; this one also covers the cache switch.)"""
     cache.set_enabled(False)       # kernels compiled here, never one a previous run left on disk
+    saved = denormals.enabled()
     yield
-    tf.config.set_flush_denormals(False)
+    tf.config.set_flush_denormals(saved)
     cache.set_enabled(None)
 
 
@@ -80,7 +84,7 @@ def _mul_graph(shape=(4,), dtype=tf.float32):
 
 # ---------------------------------------------------------------- API
 def test_api_and_namespaces():
-    tf.config.set_flush_denormals(False)       # (off by default; JITGRAD_FLUSH_DENORMALS=1 runs start on)
+    tf.config.set_flush_denormals(False)       # (the default, on, is checked in a fresh process below)
     assert tf.config.get_flush_denormals() is False
     tf.config.experimental.set_flush_denormals(True)
     assert tf.config.get_flush_denormals() and tf.config.experimental.get_flush_denormals()
@@ -91,14 +95,43 @@ def test_api_and_namespaces():
         tf.config.set_flush_denormals("yes")
 
 
-def test_env_var_read_at_import():
+def _in_fresh_process(env_value, code="import jitgrad as tf; print(tf.config.get_flush_denormals())"):
+    """What ``code`` prints just after import, with JITGRAD_FLUSH_DENORMALS set to
+    ``env_value`` (None: unset)."""
+    import os
     import subprocess
     import sys
-    code = "import jitgrad as tf; print(tf.config.get_flush_denormals())"
-    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env=dict(__import__("os").environ, JITGRAD_FLUSH_DENORMALS=v)).stdout.strip()
-            for v in ("1", "0")]
-    assert outs == ["True", "False"]
+    env = {k: v for k, v in os.environ.items() if k != denormals.ENV}
+    if env_value is not None:
+        env[denormals.ENV] = env_value
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+def test_default_is_on_and_env_var_opts_out():
+    """TF always flushes, so the mode is on unless the variable says a false value."""
+    assert _in_fresh_process(None) == "True"
+    on = [_in_fresh_process(v) for v in ("1", "true", "on", "yes", "")]
+    off = [_in_fresh_process(v) for v in ("0", "false", "off", "no", " False ", "OFF")]
+    assert on == ["True"] * 5 and off == ["False"] * 6
+
+
+def test_default_flushes_and_opt_out_keeps_in_fresh_process():
+    """Eager 1e-39 * 1 and a compiled Session's: 0 by default (TF), 1e-39 with
+    JITGRAD_FLUSH_DENORMALS=0 (numpy)."""
+    code = ("import numpy as np, jitgrad as tf\n"
+            "a = np.float32([1e-39]); one = np.float32([1.0])\n"
+            "eager = float((tf.constant(a) * tf.constant(one))[0])\n"
+            "g = tf.Graph()\n"
+            "with g.as_default():\n"
+            "    x = tf.compat.v1.placeholder(tf.float32, [1]); w = tf.compat.v1.placeholder(tf.float32, [1])\n"
+            "    y = x * w\n"
+            "cfg = tf.compat.v1.ConfigProto(jitgrad_mode='compiled')\n"
+            "compiled = float(tf.compat.v1.Session(graph=g, config=cfg).run(y, {x: a, w: one})[0])\n"
+            "print(eager, compiled)")
+    assert _in_fresh_process(None, code) == "0.0 0.0"
+    kept = f"{float(F32_DENORMAL)} {float(F32_DENORMAL)}"
+    assert _in_fresh_process("0", code) == kept
 
 
 # ---------------------------------------------------------------- values
@@ -106,8 +139,9 @@ def test_env_var_read_at_import():
 def test_denormal_times_one(mode):
     g, x, w, y = _mul_graph()
     feed = {x: np.array([1e-39, -1e-39, 2e-38, 0.0], np.float32), w: np.ones(4, np.float32)}
+    tf.config.set_flush_denormals(False)
     kept = _session(g, mode).run(y, feed)
-    np.testing.assert_array_equal(kept, feed[x])            # default: numpy's numerics
+    np.testing.assert_array_equal(kept, feed[x])            # opted out: numpy's numerics
     tf.config.set_flush_denormals(True)
     got = _session(g, mode).run(y, feed)
     np.testing.assert_array_equal(got, np.array([0.0, -0.0, 2e-38, 0.0], np.float32))
@@ -143,6 +177,7 @@ def test_exp_underflow_and_daz(mode, dt):
 
 def test_eager():
     a, one = tf.constant(np.float32(1e-39)), tf.constant(np.float32(1.0))
+    tf.config.set_flush_denormals(False)
     assert float(a * one) == float(F32_DENORMAL)
     tf.config.set_flush_denormals(True)
     r = a * one
@@ -186,6 +221,7 @@ def test_tf_function():
     def f(x, w):
         return x * w
     x, w = tf.constant(np.float32([1e-39, 2.0])), tf.constant(np.float32([1.0, 1.0]))
+    tf.config.set_flush_denormals(False)
     np.testing.assert_array_equal(f(x, w).numpy(), np.float32([1e-39, 2.0]))
     tf.config.set_flush_denormals(True)
     np.testing.assert_array_equal(f(x, w).numpy(), np.float32([0.0, 2.0]))
@@ -209,6 +245,7 @@ def test_inside_compiled_while_loop(mode):
         _, x = tf.while_loop(lambda i, x: i < 3, lambda i, x: (i + 1, x * w), [tf.constant(0), x0])
         gx = tf.gradients(x, x0)[0]      # w^3 = 1
     feed = {x0: np.float32(1e-39), w: np.float32(1.0)}
+    tf.config.set_flush_denormals(False)
     assert _session(g, mode).run(x, feed) == F32_DENORMAL
     tf.config.set_flush_denormals(True)
     before = tf.cache_info()["fallbacks"]
@@ -318,11 +355,13 @@ def test_cache_key_differs_and_switching_recompiles():
     g, x, w, y = _mul_graph()
     feed = [(x, np.ones(4, np.float32)), (w, np.ones(4, np.float32))]
     s = _session(g, "compiled")
+    tf.config.set_flush_denormals(False)
     k_off = compiler.make_plan(s, [y], feed).key
     tf.config.set_flush_denormals(True)
     k_on = compiler.make_plan(s, [y], feed).key
     assert k_on.hex != k_off.hex and k_on.changed_from(k_off) == ["target"]
-    assert "flush-denormals" in k_on.summaries["target"]
+    assert "keep-denormals" in k_off.summaries["target"]
+    assert "denormals" not in k_on.summaries["target"]     # the default mode's key: the plain one
     tf.config.set_flush_denormals(False)
     compiler.clear_cache()
     fd = dict(feed)
@@ -350,6 +389,7 @@ def test_mode_read_once_per_compile(monkeypatch, tmp_path):
             return compile_program(program, key, flush)
         finally:
             monkeypatch.setattr(denormals, "_on", False)
+    tf.config.set_flush_denormals(False)
     monkeypatch.setattr(compiler, "compile_program", switched_meanwhile)
     monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))   # an empty disk cache, used
     cache.set_enabled(True)

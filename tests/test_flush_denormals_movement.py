@@ -24,9 +24,10 @@ D = np.float32([1e-39, -2e-39])
 @pytest.fixture(autouse=True)
 def _mode_on():
     cache.set_enabled(False)       # kernels compiled here, never one a previous run left on disk
-    tf.config.set_flush_denormals(True)
+    saved = tf.config.get_flush_denormals()
+    tf.config.set_flush_denormals(True)    # (the default; pinned: the suite may start opted out)
     yield
-    tf.config.set_flush_denormals(False)
+    tf.config.set_flush_denormals(saved)
     cache.set_enabled(None)
 
 
