@@ -33,6 +33,13 @@ from .lowering_tables import tables
 PAR_MIN_WORK = 1 << 21   # W2 at 1e5 (work ~5M) now splits: 143 -> 87 us on 2 cores; 3e4 still gains
 MAX_THREADS = 8
 PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across threads
+# Once some nest makes the kernel parallel, its threads are awake inside the call: a
+# smaller nest split across them costs a barrier (~1 us, spinning), not a wake-up.
+# Nests and GEMMs from these (lower) sizes on are split too then: W3 at 2 threads ran
+# its [256, 512] bias+relu and relu-grad passes and three 2.6 MFLOP GEMMs (N or K = 10)
+# on thread 0 while the other thread waited, ~0.65 ms of a ~3 ms call.
+PAR_MIN_WORK_JOINED = 1 << 18
+PAR_MIN_FLOPS_JOINED = 1 << 21
 # Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
 # elements (independent of the thread count); block partials are combined in
 # block order, so results are bit-identical for any number of threads.
@@ -63,6 +70,7 @@ class Nest:
     reduced: set = field(default_factory=set)
     runs: list = field(default_factory=list)   # [(extent, last dim of the run)] merged dims
     work: int = 0
+    gemm_rows: int = 0       # a GEMM node unit's rows of C (split across threads)
     parallel: bool = False
 
 
@@ -118,31 +126,17 @@ def plan_fusion(program, allow_parallel):
     nests = planner.plan_nests()
     any_par = False
     for g in nests:
-        if g.shape is None:
-            n0 = program.nodes[g.units[0].pos]
-            g.parallel = False
-            if allow_parallel and n0.op in ("MatMul", "BatchMatMulV2") and n0.outputs[0][1].is_floating:
-                # GEMM rows (or a batch's matrices) split across threads, each with its
-                # own workspace (lower_matmul.py)
-                out_shape = n0.outputs[0][0]
-                mM, mN = out_shape[-2:]
-                a_sh = planner.shape(n0.inputs[0])
-                ta = n0.attrs["transpose_a"] if n0.op == "MatMul" else n0.attrs["adj_x"]
-                mK = a_sh[-2] if ta else a_sh[-1]
-                g.work = 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK
-                g.parallel = bool(g.work >= PAR_MIN_FLOPS and mM >= 16)
-            any_par = any_par or g.parallel
-            continue
-        g.runs = planner.merge_dims(g)
-        g.work = planner.work(g)
-        g.parallel = bool(allow_parallel and g.runs and g.work >= PAR_MIN_WORK)
-        if g.parallel:
-            outer = g.runs[0][0]
-            inner = int(np.prod([e for e, _ in g.runs[1:]], dtype=np.int64)) if len(g.runs) > 1 else 1
-            nb = -(-outer // (BLOCK_ELEMS if len(g.runs) == 1 else max(1, BLOCK_ELEMS // inner)))
-            g.parallel = nb >= 2
+        if g.shape is not None:
+            g.runs = planner.merge_dims(g)
+            g.work = planner.work(g)
+        else:
+            g.work, g.gemm_rows = _gemm_size(planner, program.nodes[g.units[0].pos])
+        g.parallel = _splits(g, allow_parallel, PAR_MIN_FLOPS, PAR_MIN_WORK)
         any_par = any_par or g.parallel
     work = max([g.work for g in nests if g.parallel] or [0])
+    if any_par:
+        for g in nests:
+            g.parallel = g.parallel or _splits(g, allow_parallel, PAR_MIN_FLOPS_JOINED, PAR_MIN_WORK_JOINED)
     par_slots = int(min(MAX_THREADS, max(2, work // PAR_MIN_WORK))) if any_par else 1
     return FusionPlan(mat=planner.mat, hard=planner.hard, soft=planner.soft, out_vals=planner.out_vals,
                       nests=nests, rows=planner.rows, parallel=any_par, par_slots=par_slots)
@@ -151,6 +145,36 @@ def plan_fusion(program, allow_parallel):
 def unit_reads(program, mat, unit):
     """(read at own index, read otherwise): the buffers a unit reads."""
     return _Planner(program, mat).unit_reads(unit.kind, unit.pos, unit.val if unit.kind == "store" else None)
+
+
+def _gemm_size(planner, n0):
+    """(flops, rows of C) of a float MatMul / BatchMatMulV2 node (the only node units
+    split across threads, lower_matmul.py); (0, 0) for any other node unit."""
+    if n0.op not in ("MatMul", "BatchMatMulV2") or not n0.outputs[0][1].is_floating:
+        return 0, 0
+    out_shape = n0.outputs[0][0]
+    mM, mN = out_shape[-2:]
+    a_sh = planner.shape(n0.inputs[0])
+    ta = n0.attrs["transpose_a"] if n0.op == "MatMul" else n0.attrs["adj_x"]
+    mK = a_sh[-2] if ta else a_sh[-1]
+    return 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK, mM
+
+
+def _splits(g, allow_parallel, min_flops, min_work):
+    """Whether nest g runs on all threads at these thresholds: a GEMM's rows (or a
+    batch's matrices, each thread with its own workspace: lower_matmul.py) from
+    min_flops on, with at least 16 rows; a loop nest from min_work on, if its outer
+    run has at least two fixed blocks to hand out."""
+    if not allow_parallel:
+        return False
+    if g.shape is None:
+        return bool(g.work and g.work >= min_flops and g.gemm_rows >= 16)
+    if not (g.runs and g.work >= min_work):
+        return False
+    outer = g.runs[0][0]
+    inner = int(np.prod([e for e, _ in g.runs[1:]], dtype=np.int64)) if len(g.runs) > 1 else 1
+    nb = -(-outer // (BLOCK_ELEMS if len(g.runs) == 1 else max(1, BLOCK_ELEMS // inner)))
+    return nb >= 2
 
 
 class _Planner:
