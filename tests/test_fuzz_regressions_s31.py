@@ -74,3 +74,52 @@ def test_eager_bfloat16_floormod_keeps_the_sign_of_a_zero_as_fmod():
     r = _f32(tf.math.floormod(_bf([-0.0, -3.0, 3.0, 5.0, 0.0]), _bf([2.0, 2.0, -2.0, np.inf, -2.0])).numpy())
     np.testing.assert_array_equal(r, [0.0, 1.0, -1.0, 5.0, 0.0])
     np.testing.assert_array_equal(np.signbit(r), [True, False, True, False, False])   # -0 and -1
+
+
+# ---------------------------------------------------------------- bfloat16 @ float32
+# TF's tf.linalg.matmul of a rank-2 bfloat16 operand and a float32 one runs SparseMatMul: a
+# float32 result, the bfloat16 operand's gradient back in bfloat16. jitgrad raised MatMul's
+# dtype TypeError (tf_fuzz features seeds 210008, 210065: bfloat16_program, compiled and
+# interpreted). By hand: A @ B with A = [[1.5, -2], [.25, 3]], B = [[1, 2, .5], [-1, .125, 4]];
+# d sum(A @ B) / dA = row sums of B, / dB = column sums of A (all exact in bfloat16).
+MM_A = [[1.5, -2.0], [0.25, 3.0]]
+MM_B = [[1.0, 2.0, 0.5], [-1.0, 0.125, 4.0]]
+MM_Y = [[3.5, 2.75, -7.25], [-2.75, 0.875, 12.125]]
+MM_GA = [[3.5, 3.125], [3.5, 3.125]]
+MM_GB = [[1.75, 1.75, 1.75], [1.0, 1.0, 1.0]]
+
+
+def test_eager_matmul_of_float32_and_bfloat16_is_float32():
+    a, b = tf.constant(MM_A), _bf(MM_B)
+    with tf.GradientTape() as t:
+        t.watch([a, b])
+        y = tf.linalg.matmul(a, b)
+    ga, gb = t.gradient(y, [a, b])
+    assert (y.dtype, ga.dtype, gb.dtype) == (tf.float32, tf.float32, tf.bfloat16)
+    np.testing.assert_array_equal(y.numpy(), MM_Y)
+    np.testing.assert_array_equal(ga.numpy(), MM_GA)
+    np.testing.assert_array_equal(_f32(gb.numpy()), MM_GB)
+    # the other order with a transposed operand: (B^T A^T)^T = A B
+    np.testing.assert_array_equal(tf.linalg.matmul(b, a, transpose_a=True, transpose_b=True).numpy(),
+                                  np.array(MM_Y).T)
+
+
+@pytest.mark.usefixtures("graph_mode")
+def test_graph_matmul_of_float32_and_bfloat16_is_float32():
+    with tf.Graph().as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [2, 2])
+        b = tf.compat.v1.placeholder(tf.bfloat16, [2, 3])
+        y = tf.linalg.matmul(a, b)
+        ga, gb = tf.gradients(y, [a, b])
+        assert (y.dtype, ga.dtype, gb.dtype) == (tf.float32, tf.float32, tf.bfloat16)
+        yy, gga, ggb = _run([y, ga, gb], {a: np.array(MM_A, np.float32),
+                                           b: np.array(MM_B, np.float32).astype(tf.bfloat16.as_numpy_dtype)})
+    np.testing.assert_array_equal(yy, MM_Y)
+    np.testing.assert_array_equal(gga, MM_GA)
+    np.testing.assert_array_equal(_f32(ggb), MM_GB)
+
+
+def test_batched_matmul_of_float32_and_bfloat16_stays_an_error():
+    """Rank 3: TF's BatchMatMulV2 takes one dtype (InvalidArgumentError eagerly in TF 2.21)."""
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError)):
+        tf.linalg.matmul(tf.zeros([2, 2, 2]), _bf(np.zeros([2, 2, 2])))
