@@ -123,3 +123,17 @@ def test_batched_matmul_of_float32_and_bfloat16_stays_an_error():
     """Rank 3: TF's BatchMatMulV2 takes one dtype (InvalidArgumentError eagerly in TF 2.21)."""
     with pytest.raises((TypeError, tf.errors.InvalidArgumentError)):
         tf.linalg.matmul(tf.zeros([2, 2, 2]), _bf(np.zeros([2, 2, 2])))
+
+
+# ---------------------------------------------------------------- top_k of an empty axis
+# tf_fuzz 180118 (empty_dims): TF's _TopKGrad builds tf.range(0, rows * n, n), which fails for
+# n = 0 (InvalidArgumentError "Requires delta != 0"): a TF artifact, documented in README
+# (top_k / sort). jitgrad's gradient is the empty tensor of the input's shape.
+@graph_modes
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_graph_sort_gradient_along_an_empty_axis_is_empty(shape):
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float32, shape)
+        (g,) = tf.gradients(tf.reduce_sum(tf.sort(p) * 2.0), p)
+        got = _run(g, {p: np.zeros(shape, np.float32)})
+    assert got.shape == shape and got.dtype == np.float32
