@@ -11,7 +11,7 @@ from .complex_ops import complex as complex_, conj, real
 from .math_ops import reduce_to
 from .registry import apply_op, register
 from .array_ops import _static_value, constant, expand_dims, gather, reshape, squeeze, transpose
-from .math_ops import abs as abs_, identity, multiply, ones_like, pow as pow_, sqrt, where, zeros_like
+from .math_ops import abs as abs_, cast, identity, multiply, ones_like, pow as pow_, sqrt, where, zeros_like
 from .reduction_ops import reduce_max, reduce_sum
 
 
@@ -113,6 +113,17 @@ def _batch_matmul(a, b, adj_x, adj_y, name=None):
                     name=name or "BatchMatMulV2")
 
 
+def _mixed_bfloat16_to_float32(a, b):
+    """TF multiplies a rank-2 bfloat16 operand with a float32 one by SparseMatMul, whose result
+    is float32 (each bfloat16 widened exactly; its gradient comes back as bfloat16): the same
+    as casting the bfloat16 operand to float32 first (tf_fuzz features 210008 raised a dtype
+    TypeError here)."""
+    pair = {a.dtype, b.dtype}
+    if dtypes.bfloat16 in pair and dtypes.float32 in pair:
+        return [cast(t, dtypes.float32) if t.dtype == dtypes.bfloat16 else t for t in (a, b)]
+    return a, b
+
+
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
     """``tf.linalg.matmul``, as TF composes it: MatMul (rank 2) only transposes, so an adjoint
@@ -127,6 +138,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if ra is not None and rb is not None and (ra < 2 or rb < 2):
         raise shape_error(f"Shape must be rank >= 2 for MatMul, got shapes {a.shape} and {b.shape}.")
     if ra == 2 and rb == 2:
+        a, b = _mixed_bfloat16_to_float32(a, b)
         a, b = (conj(a) if adjoint_a else a), (conj(b) if adjoint_b else b)
         return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
                                            "transpose_b": bool(transpose_b or adjoint_b)}, name=name or "MatMul")

@@ -106,7 +106,7 @@ def _floordiv(x, y):
 
 def _floormod(x, y):
     _int_div_check(y)
-    if x.dtype.kind != "f":
+    if x.dtype not in dtypes.FLOAT_NP:      # bfloat16 is a float too (numpy kind "V")
         return np.mod(x, y)
     # TF's FloorMod for floats (Eigen google_floor_fmod): fmod, exact, moved into y's sign when
     # the signs differ. A zero keeps fmod's sign (x's): floormod(-0., 2.) is -0., where numpy's

@@ -49,7 +49,7 @@ def _top_k_infer(shapes, dts, attrs):
 
 def order_key_desc(x):
     """Indices sorting each last-axis row of x largest first, ties in index order, NaN above +inf."""
-    if x.dtype.kind == "f":
+    if x.dtype in dtypes.FLOAT_NP:          # bfloat16 too: its numpy kind is "V" (tf_fuzz 180020)
         nan = np.isnan(x)
         neg = np.where(nan, 0, -x)
         first = np.argsort(neg, axis=-1, kind="stable")             # by value, largest first
