@@ -14,16 +14,10 @@ A denormal is a word w with (w & ~sign) - 1 < (mantissa mask) unsigned: exponent
 not a zero.
 """
 import ctypes
-import logging
-import platform
-import sys
-import threading
 
 import numpy as np
 
 from . import native_builtins
-
-log = logging.getLogger("jitgrad")
 
 # byte offsets in PyArrayObject_fields (numpy 1.x and 2.x): data, nd, dimensions, flags
 OFFSETS = {"data": 16, "nd": 24, "dimensions": 32, "flags": 64}
@@ -99,10 +93,6 @@ IR = "declare i8* @PyBool_FromLong(i64)\n" + "".join(
     for name, ity, abs_mask, mant_mask in (("f32", "i32", 0x7FFFFFFF, 0x7FFFFF),
                                            ("f64", "i64", 0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF)))
 
-_lock = threading.Lock()
-_built = []     # [{dtype: builtin} or None]
-
-
 def _layout_matches():
     """numpy's struct as OFFSETS says, read from a live 2-d array (else no native test)."""
     a = np.zeros((2, 3), np.float32)
@@ -123,16 +113,9 @@ def _build():
     return {np.dtype(np.float32): f32, np.dtype(np.float64): f64}
 
 
+_once = native_builtins.Once(_build, "flush-denormals: no native denormal scan; numpy tests")
+
+
 def get():
     """``{dtype: has_denormal}`` for float32 / float64, or None where it cannot work."""
-    if not _built:
-        with _lock:
-            if not _built:
-                fns = None
-                if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
-                    try:
-                        fns = _build()
-                    except Exception as e:
-                        log.debug("flush-denormals: no native denormal scan (%s); numpy tests", e)
-                _built.append(fns)
-    return _built[0]
+    return _once.get()

@@ -15,20 +15,13 @@ everywhere, the opt-out mode included) with ``old`` never bound.
 TF's kernels get their numerics the same way (ScopedFlushDenormal). MXCSR is per
 thread, so only this thread's numpy loops flush, and only until ``restore``.
 
-Two tiny functions compiled from the LLVM IR below, made Python builtins
-(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us, twice per op).
+Three tiny functions compiled from the LLVM IR below, made Python builtins
+(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us; three per op).
 
-``get()`` returns ``(flush_on, restore, read)``, or None where it cannot work (not x86-64 CPython, or
-building failed): the caller then flushes explicitly.
+``get()`` returns ``(flush_on, restore, read)``, or None where it cannot work (not
+x86-64 CPython, or building failed): the caller then flushes explicitly.
 """
-import logging
-import platform
-import sys
-import threading
-
 from . import native_builtins
-
-log = logging.getLogger("jitgrad")
 
 FTZ = 1 << 15
 DAZ = 1 << 6
@@ -97,10 +90,6 @@ fail:
 assert FTZ | DAZ == 32832
 
 
-_lock = threading.Lock()
-_built = []     # [(flush_on, restore, read) or None]: built once per process
-
-
 def _build():
     return native_builtins.build("mxcsr-code", IR, [
         ("jitgrad_mxcsr_flush_on", native_builtins.METH_NOARGS,
@@ -110,16 +99,9 @@ def _build():
         ("jitgrad_mxcsr_read", native_builtins.METH_NOARGS, "This thread's MXCSR, unchanged.", None)])
 
 
+_once = native_builtins.Once(_build, "flush-denormals: no native MXCSR scope; flushing explicitly")
+
+
 def get():
     """``(flush_on, restore, read)``, or None where this host cannot have them."""
-    if not _built:
-        with _lock:
-            if not _built:
-                fns = None
-                if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
-                    try:
-                        fns = _build()
-                    except Exception as e:     # (no LLVM target, an odd loader): flush explicitly
-                        log.debug("flush-denormals: no native MXCSR scope (%s); flushing explicitly", e)
-                _built.append(fns)
-    return _built[0]
+    return _once.get()
