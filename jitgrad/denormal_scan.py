@@ -8,25 +8,24 @@ where numpy needs three calls, ~5x a small eager op, to find usually nothing).
 The builtin (native_builtins.py) reads the ndarray's C struct (numpy's public
 PyArrayObject_fields, ``OFFSETS``, checked against a live array when built) and is
 given ``numpy.ndarray`` as ``self``: it refuses any other type (SystemError) before
-reading a field, and scans only C-contiguous aligned arrays of the size their shape
-gives. Anything else answers True ("maybe"), so the caller falls back to numpy.
+reading a field, and scans only C-contiguous aligned arrays of its own dtype in native
+byte order, of the size their shape gives. Anything else answers True ("maybe"), so the caller falls back to numpy.
 A denormal is a word w with (w & ~sign) - 1 < (mantissa mask) unsigned: exponent 0,
 not a zero.
 """
 import ctypes
-import logging
-import platform
-import sys
-import threading
 
 import numpy as np
 
 from . import native_builtins
 
-log = logging.getLogger("jitgrad")
-
-# byte offsets in PyArrayObject_fields (numpy 1.x and 2.x): data, nd, dimensions, flags
-OFFSETS = {"data": 16, "nd": 24, "dimensions": 32, "flags": 64}
+# byte offsets in PyArrayObject_fields (numpy 1.x and 2.x): data, nd, dimensions, descr, flags
+OFFSETS = {"data": 16, "nd": 24, "dimensions": 32, "descr": 56, "flags": 64}
+# ... and in PyArray_Descr (both): the byte order char, the type number. A builtin scans
+# only arrays of its own dtype (NPY_FLOAT 11 / NPY_DOUBLE 12) in native byte order: the
+# f64 scan of a float32[3] read 24 bytes of a 12-byte buffer.
+DESCR_OFFSETS = {"byteorder": 26, "type_num": 28}
+_TYPE_NUM = {"f32": 11, "f64": 12}
 _NEED = 0x1 | 0x100     # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 
 _TEMPLATE = r"""
@@ -36,9 +35,23 @@ entry:
   %typepp = bitcast i8* %typep to i8**
   %type = load i8*, i8** %typepp
   %isarr = icmp eq i8* %type, %self
-  br i1 %isarr, label %flags, label %refuse
+  br i1 %isarr, label %dtype, label %refuse
 refuse:
   ret i8* null
+dtype:
+  %dsp = getelementptr i8, i8* %arr, i64 {descr}
+  %dspp = bitcast i8* %dsp to i8**
+  %descr = load i8*, i8** %dspp
+  %tnp = getelementptr i8, i8* %descr, i64 {type_num}
+  %tnpp = bitcast i8* %tnp to i32*
+  %tn = load i32, i32* %tnpp
+  %bop = getelementptr i8, i8* %descr, i64 {byteorder}
+  %bo = load i8, i8* %bop
+  %ownt = icmp eq i32 %tn, {tnum}
+  %swapped = icmp eq i8 %bo, 62
+  %notswapped = xor i1 %swapped, true
+  %own = and i1 %ownt, %notswapped
+  br i1 %own, label %flags, label %maybe
 flags:
   %fp = getelementptr i8, i8* %arr, i64 {flags}
   %fpp = bitcast i8* %fp to i32*
@@ -95,13 +108,10 @@ done:
 }}
 """
 IR = "declare i8* @PyBool_FromLong(i64)\n" + "".join(
-    _TEMPLATE.format(name=name, ity=ity, abs_mask=abs_mask, mant_mask=mant_mask, need=_NEED, **OFFSETS)
+    _TEMPLATE.format(name=name, ity=ity, abs_mask=abs_mask, mant_mask=mant_mask, need=_NEED, tnum=_TYPE_NUM[name],
+                     **OFFSETS, **DESCR_OFFSETS)
     for name, ity, abs_mask, mant_mask in (("f32", "i32", 0x7FFFFFFF, 0x7FFFFF),
                                            ("f64", "i64", 0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFF)))
-
-_lock = threading.Lock()
-_built = []     # [{dtype: builtin} or None]
-
 
 def _layout_matches():
     """numpy's struct as OFFSETS says, read from a live 2-d array (else no native test)."""
@@ -111,7 +121,16 @@ def _layout_matches():
     dims = read(OFFSETS["dimensions"], ctypes.c_void_p)
     return (read(OFFSETS["data"], ctypes.c_void_p) == a.ctypes.data and read(OFFSETS["nd"], ctypes.c_int32) == 2
             and (ctypes.c_int64 * 2).from_address(dims)[:] == [2, 3]
-            and read(OFFSETS["flags"], ctypes.c_int32) & _NEED == _NEED)
+            and read(OFFSETS["flags"], ctypes.c_int32) & _NEED == _NEED
+            and read(OFFSETS["descr"], ctypes.c_void_p) == id(a.dtype) and _descr_matches(a.dtype)
+            and _descr_matches(np.dtype(np.float64)) and _descr_matches(np.dtype(np.float32).newbyteorder()))
+
+
+def _descr_matches(dt):
+    """PyArray_Descr as DESCR_OFFSETS says, read from the live ``dt`` ('>' where swapped)."""
+    read = lambda off, ct: ct.from_address(id(dt) + off).value     # noqa: E731
+    return (read(DESCR_OFFSETS["type_num"], ctypes.c_int32) == dt.num
+            and read(DESCR_OFFSETS["byteorder"], ctypes.c_char) == dt.byteorder.encode())
 
 
 def _build():
@@ -123,16 +142,9 @@ def _build():
     return {np.dtype(np.float32): f32, np.dtype(np.float64): f64}
 
 
+_once = native_builtins.Once(_build, "flush-denormals: no native denormal scan; numpy tests")
+
+
 def get():
     """``{dtype: has_denormal}`` for float32 / float64, or None where it cannot work."""
-    if not _built:
-        with _lock:
-            if not _built:
-                fns = None
-                if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
-                    try:
-                        fns = _build()
-                    except Exception as e:
-                        log.debug("flush-denormals: no native denormal scan (%s); numpy tests", e)
-                _built.append(fns)
-    return _built[0]
+    return _once.get()

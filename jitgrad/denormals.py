@@ -116,11 +116,11 @@ SCOPED_OPS = frozenset({"AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "MulNoNan"
                         "SquaredDifference", "Sqrt", "Rsqrt", "Reciprocal", "Sign", "Equal",
                         "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_native = []    # [(flush_on, restore) or None, {dtype: has_denormal} or None] on first use
+_native = []    # [(flush_on, restore, read) or None, {dtype: has_denormal} or None] on first use
 
 
 def scope(name, arrays):
-    """``(flush_on, restore)`` (mxcsr_host.py) when op ``name``'s reference kernel may run
+    """``(flush_on, restore, read)`` (mxcsr_host.py) when op ``name``'s reference kernel may run
     with MXCSR's FTZ + DAZ on ``arrays`` instead of ``flush``: a SCOPED_OPS op whose
     inputs are all float32/float64 arrays, on a host with the native scope; else None."""
     if name not in SCOPED_OPS:

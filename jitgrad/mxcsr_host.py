@@ -1,27 +1,27 @@
 """FTZ + DAZ in the calling thread's MXCSR, from Python: the flush-denormals mode's
 cheap path for the numpy reference kernels (jitgrad/denormals.py says which ops).
 
-    old = flush_on()        # MXCSR |= FTZ | DAZ; the previous MXCSR back (an int)
-    try: ...numpy...
+    old = read()            # MXCSR now (an int), taken before anything changes
+    try:
+        flush_on()          # MXCSR |= FTZ | DAZ (also returns the previous MXCSR)
+        ...numpy...
     finally: restore(old)   # MXCSR = old
+
+Why ``read`` and not ``old = flush_on()`` inside the try: Python runs pending signal
+handlers right after a builtin call returns, before the result is stored, so a
+KeyboardInterrupt there left FTZ + DAZ set in the thread for good (numpy then flushed
+everywhere, the opt-out mode included) with ``old`` never bound.
 
 TF's kernels get their numerics the same way (ScopedFlushDenormal). MXCSR is per
 thread, so only this thread's numpy loops flush, and only until ``restore``.
 
-Two tiny functions compiled from the LLVM IR below, made Python builtins
-(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us, twice per op).
+Three tiny functions compiled from the LLVM IR below, made Python builtins
+(native_builtins.py: ~0.05 us a call, where a ctypes call costs ~0.5 us; three per op).
 
-``get()`` returns the pair, or None where it cannot work (not x86-64 CPython, or
-building failed): the caller then flushes explicitly.
+``get()`` returns ``(flush_on, restore, read)``, or None where it cannot work (not
+x86-64 CPython, or building failed): the caller then flushes explicitly.
 """
-import logging
-import platform
-import sys
-import threading
-
 from . import native_builtins
-
-log = logging.getLogger("jitgrad")
 
 FTZ = 1 << 15
 DAZ = 1 << 6
@@ -59,6 +59,17 @@ done:
   ret i8* %r
 }
 
+define i8* @jitgrad_mxcsr_read(i8* %self, i8* %unused) nounwind {
+entry:
+  %cur = alloca i32, align 4
+  %curp = bitcast i32* %cur to i8*
+  call void @llvm.x86.sse.stmxcsr(i8* %curp)
+  %c = load i32, i32* %cur
+  %c64 = zext i32 %c to i64
+  %r = call i8* @PyLong_FromUnsignedLong(i64 %c64)
+  ret i8* %r
+}
+
 define i8* @jitgrad_mxcsr_restore(i8* %self, i8* %arg) nounwind {
 entry:
   %slot = alloca i32, align 4
@@ -79,28 +90,18 @@ fail:
 assert FTZ | DAZ == 32832
 
 
-_lock = threading.Lock()
-_built = []     # [(flush_on, restore) or None]: built once per process
-
-
 def _build():
     return native_builtins.build("mxcsr-code", IR, [
         ("jitgrad_mxcsr_flush_on", native_builtins.METH_NOARGS,
          "Sets FTZ and DAZ in this thread's MXCSR; returns the previous MXCSR.", None),
         ("jitgrad_mxcsr_restore", native_builtins.METH_O,
-         "Loads this thread's MXCSR with the value flush_on returned.", None)])
+         "Loads this thread's MXCSR with the value read (or flush_on) returned.", None),
+        ("jitgrad_mxcsr_read", native_builtins.METH_NOARGS, "This thread's MXCSR, unchanged.", None)])
+
+
+_once = native_builtins.Once(_build, "flush-denormals: no native MXCSR scope; flushing explicitly")
 
 
 def get():
-    """``(flush_on, restore)``, or None where this host cannot have them."""
-    if not _built:
-        with _lock:
-            if not _built:
-                fns = None
-                if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
-                    try:
-                        fns = _build()
-                    except Exception as e:     # (no LLVM target, an odd loader): flush explicitly
-                        log.debug("flush-denormals: no native MXCSR scope (%s); flushing explicitly", e)
-                _built.append(fns)
-    return _built[0]
+    """``(flush_on, restore, read)``, or None where this host cannot have them."""
+    return _once.get()

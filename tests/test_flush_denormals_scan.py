@@ -52,6 +52,19 @@ def test_arrays_it_must_not_scan_answer_maybe_or_are_refused():
             has(other)
 
 
+def test_an_array_of_another_dtype_or_byte_order_answers_maybe_unread():
+    """Each builtin scans only its own dtype in native byte order. Without that check the
+    float64 scan read a float32[3]'s 12 bytes as 24 (past the buffer), and these arrays,
+    each holding a denormal (numpy says so), answered False: 'holds none'."""
+    f32, f64 = SCAN[np.dtype(np.float32)], SCAN[np.dtype(np.float64)]
+    as64 = np.array([0.0, 5e-324])                  # float32 words 0, 0 where the f32 scan looks
+    swapped = np.array([1e-40], np.dtype(">f4"))    # byte-swapped: a normal float32 word natively
+    assert _numpy_has(as64) and _numpy_has(swapped)
+    assert f32(as64) is True and f32(swapped) is True
+    assert f64(np.zeros(3, np.float32)) is True and f64(np.array([1e-310], ">f8")) is True
+    assert f32(np.zeros(3, np.float32)) is False and f64(np.zeros(3)) is False   # (own dtype: scanned)
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_flush_gives_numpys_result_with_and_without_the_scan(dt, monkeypatch):
     tiny = np.finfo(dt).tiny

@@ -118,8 +118,30 @@ def test_the_kernel_runs_with_ftz_daz_and_mxcsr_is_restored_after_return_and_err
 
 
 @needs_scope
+def test_an_exception_right_after_flush_on_returns_still_restores_mxcsr(monkeypatch):
+    """A KeyboardInterrupt's handler runs just after a builtin call returns, before its
+    result is stored: raised there, run_kernel once left FTZ + DAZ set in the thread for
+    good (numpy flushing everywhere after, the opt-out mode included). Simulated
+    deterministically: a flush_on that sets MXCSR, then raises."""
+    flush_on, restore, read = SCOPE
+    assert read_mxcsr() & FTZ_DAZ == 0
+
+    def interrupted():
+        flush_on()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(denormals, "scope", lambda name, arrays: (interrupted, restore, read))
+    x = np.full(3, 1e-39, np.float32)
+    with pytest.raises(KeyboardInterrupt):
+        run_kernel(REGISTRY["Mul"], [x, np.ones(3, np.float32)], {})
+    assert read_mxcsr() & FTZ_DAZ == 0
+    assert float(np.float32(1e-39) * np.float32(1.0)) != 0.0      # numpy keeps denormals again
+
+
+@needs_scope
 def test_restore_refuses_bad_values_without_touching_mxcsr():
-    flush_on, restore = SCOPE
+    flush_on, restore, read = SCOPE
+    assert read() == read_mxcsr()
     before = read_mxcsr()
     for bad, err in ((-1, OverflowError), ("x", TypeError), (1 << 70, OverflowError), (1 << 16, SystemError)):
         with pytest.raises(err):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import kernel_export
+from .. import denormals, kernel_export
 import jitgrad
 from ..errors import FailedPreconditionError
 from ..session import Session
@@ -57,11 +57,16 @@ class Bundle:
     targets: tuple           # names of the fetched tensors, then of the ops that must run
     n_fetches: int
     kernels: tuple           # ShippedKernel
+    # the client's flush-denormals mode (jitgrad/denormals.py) when it made the bundle: a
+    # worker process starts in its own (the default, or its JITGRAD_FLUSH_DENORMALS), and
+    # running in that one computed other numbers than the client asked for (and missed the
+    # shipped kernels, filed under the client's mode's keys: the worker compiled its own)
+    flush_denormals: bool = True
 
     @classmethod
     def make(cls, graph, inputs, targets, n_fetches, kernels):
         return cls(uuid.uuid4().hex, pickle.dumps(graph), tuple(t.name for t in inputs),
-                   tuple(t.name for t in targets), n_fetches, tuple(kernels))
+                   tuple(t.name for t in targets), n_fetches, tuple(kernels), denormals.enabled())
 
 
 class Mirror:
@@ -97,10 +102,12 @@ class _Program:
         self.inputs = [self.graph.as_graph_element(n) for n in bundle.inputs]
         self.targets = [self.graph.as_graph_element(n) for n in bundle.targets]
         self.n_fetches = bundle.n_fetches
+        self.flush_denormals = bundle.flush_denormals
         self.session = Session(graph=self.graph)
         self.kernel_status = [kernel_export.install(k) for k in bundle.kernels]
 
     def run(self, store, arrays):
+        denormals.set_enabled(self.flush_denormals)     # (the process's mode: callers hold _lock)
         self.session._store = store
         out = self.session.run(self.targets, {t.ref(): a for t, a in zip(self.inputs, arrays)}) if self.targets else []
         return [np.asarray(v) for v in out[:self.n_fetches]]

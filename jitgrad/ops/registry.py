@@ -279,7 +279,7 @@ def run_kernel(opdef, arrays, attrs):
     invalid value) are off while it runs."""
     # flush-denormals mode (jitgrad/denormals.py): what the op does to denormals
     policy = opdef.denormals if denormals.enabled() else "keep"
-    scope = None     # (flush_on, restore): the kernel runs with FTZ + DAZ set instead
+    scope = None     # (flush_on, restore, read): the kernel runs with FTZ + DAZ set instead
     if policy != "keep":
         scope = denormals.scope(opdef.name, arrays)
         if scope is None:
@@ -288,7 +288,11 @@ def run_kernel(opdef, arrays, attrs):
     token = _np_err_cv.set(_ignoring_fp_errors()) if _np_err_cv is not None else None
     try:
         if scope is not None:
-            saved = scope[0]()      # (a failed flush_on sets nothing: saved stays None)
+            # MXCSR read before it changes: an exception raised between flush_on's return
+            # and a store of its result (a KeyboardInterrupt's handler runs there) would
+            # leave FTZ + DAZ set with nothing to restore (mxcsr_host.py)
+            saved = scope[2]()
+            scope[0]()              # (a failed flush_on sets nothing; restoring is harmless)
         if token is None:
             with np.errstate(all="ignore"):
                 out = opdef.kernel(attrs, *arrays)
