@@ -70,7 +70,7 @@ def explain(session, elements, fed):
     if k.opt_ir is None or not k.report:  # loaded from disk: rebuild the texts (not cached)
         from .codegen.kernel import KernelBuilder
         kb = KernelBuilder(p, k.meta["name"], str(backend.target_machine().target_data),
-                           backend.target_machine().triple, k.meta.get("flush_denormals", False))
+                           backend.target_machine().triple, k.meta["flush_denormals"])
         ir_text = kb.build_text()
         _, k.opt_ir, _ = backend.optimise_to_object(ir_text, tgt)
         k.ir_text = ir_text

@@ -46,7 +46,7 @@ def export_kernel(session, fetches, feed_dict):
     # the post-pass key only, and a pre-pass hit would call it with the wrong layout).
     pre = compiler.build_pre_program(session, elements, fed)
     post = compiler.optimise(compiler.build_pre_program(session, elements, fed))
-    flush = plan.kernel.meta.get("flush_denormals", False)   # the mode the kernel was built in
+    flush = plan.kernel.meta["flush_denormals"]   # the mode the kernel was built in (codegen/kernel.py always records it)
     keys = [cache_key.post_pass_key(post, flush=flush).hex]
     if compiler._layout(post) == compiler._layout(pre):
         keys.append(cache_key.pre_pass_key(pre, flush=flush).hex)
