@@ -157,6 +157,8 @@ def _gemm_size(planner, n0):
     a_sh = planner.shape(n0.inputs[0])
     ta = n0.attrs["transpose_a"] if n0.op == "MatMul" else n0.attrs["adj_x"]
     mK = a_sh[-2] if ta else a_sh[-1]
+    if None in out_shape or mK is None:     # run-time rows (lower_rows.py): never split
+        return 0, 0
     return 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK, mM
 
 
