@@ -538,20 +538,28 @@ def _busiest_rows(M, rc, threads):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("level", ["avx512", "avx2", "x86-64"])
-def test_chunk_rows_split_evenly_over_threads(dtype, level):
+@pytest.mark.parametrize("level, cpu", [("avx512", "cpu"), ("avx2", "cpu"), ("x86-64", "cpu"),
+                                        ("avx512", "icelake-server")])
+def test_chunk_rows_split_evenly_over_threads(dtype, level, cpu):
     from jitgrad.codegen import target as tg
-    cfg = tg.Target("cpu", "", level, False).matmul_config(dtype)
+    cfg = tg.Target(cpu, "", level, False).matmul_config(dtype)
     plan = mm._plan(dtype, 784, 512, 256, True, cfg)
     for M in range(1, 2049):
         rc = mm.chunk_rows(dtype, M, 512, 256, True, config=cfg)
         assert rc % plan.mr == 0 and min(M, 4 * plan.mr) <= rc <= plan.mc, (M, rc)
         if M >= 256:   # chunks of whole MR panels cannot split small M finely
-            assert _busiest_rows(M, rc, 2) <= 1.10 * M / 2, (M, rc)
+            # (12-row tiles and MC 72, icelake-server float32: chunks of 48-72 rows,
+            # worst 2-thread split 14% over even at M = 420, 2.7% on average)
+            bound = 1.15 if plan.mr == 12 else 1.10
+            assert _busiest_rows(M, rc, 2) <= bound * M / 2, (M, rc)
     # W3's dW1 = X^T dH (784 rows): even on 2 and on 4 threads
     rc = mm.chunk_rows(dtype, 784, 512, 256, True, config=cfg)
     for t in (2, 4):
-        assert _busiest_rows(784, rc, t) <= 1.03 * 784 / t, (rc, t)
+        # 12-row tiles (icelake-server float32) cannot cut 784 rows into 4 equal
+        # parts of whole tiles (196 = 16.3 x 12): its 48-row chunks give 4 threads
+        # 208 rows at most, 6% over an even split; 2 threads stay within 3%
+        slack = 1.07 if cfg["mr"] == 12 and t == 4 else 1.03
+        assert _busiest_rows(784, rc, t) <= slack * 784 / t, (rc, t)
 
 
 @pytest.mark.parametrize("ta", [False, True])
@@ -662,3 +670,44 @@ def test_microkernel_loop_reads_through_two_laundered_bases(ta):
     assert len({id(b) for b in bases}) == 2
     assert sum(isinstance(i, ir.CallInstr) for i in body.instructions
                if "launder" in str(getattr(i, "callee", ""))) == 2
+
+
+def test_icelake_server_blocking_matches_numpy_and_the_default_bits():
+    """icelake-server's float32 blocking (target._MATMUL_CPU: 12 x 32 tile, MC 72): edge
+    shapes (M, N, K not multiples of MR / NR / VW, narrow C, A^T in place), row splits
+    and the shared-B path give numpy's values, and exactly the bits of the level's
+    default 8 x 32 blocking (no element's summation order depends on MR or MC)."""
+    from jitgrad.codegen import target as tg
+    t = tg.get("icelake-server")
+    cfg = t.matmul_config("float32")
+    assert (cfg["mr"], cfg["nr"], cfg["mc"]) == (12, 32, 72)
+    default = tg.Target("cpu", "", "avx512", False).matmul_config("float32")
+    assert default["mr"] == 8
+    rng = np.random.default_rng(17)
+    shapes = ((256, 512, 784, False, False), (784, 512, 256, True, False), (37, 45, 19, True, True),
+              (13, 10, 7, False, False), (512, 10, 256, True, False), (25, 70, 300, False, True))
+    cases = []
+    for (M, N, K, ta, tb) in shapes:
+        c = Case("float32", 1, M, N, K, ta, tb, False, False, rng, config=cfg)
+        d = Case("float32", 1, M, N, K, ta, tb, False, False, rng, config=default)
+        d.A, d.B = c.A, c.B
+        cases += [c, d]
+    engine = compile_cases(cases, t, also=lambda module, i, c: mm.emit_matmul_prepacked(
+        module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config))
+    if t.missing_on_host():
+        return      # compiled only: this host cannot run AVX-512 code
+    for i in range(0, len(cases), 2):
+        c, d = cases[i], cases[i + 1]
+        c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d_pack" % i))
+        c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+            engine.get_function_address("pre_%d" % i))
+        full = c.run()
+        check(c, full)
+        assert np.array_equal(full, d.run()), c
+        split = c.new_out()
+        for lo, hi in _split_points(c.M, rng):
+            c.run(C=split, rows=(lo, hi))
+        assert np.array_equal(split, full), c
+        assert np.array_equal(_run_prepacked(c, rng), full), c
+    del engine

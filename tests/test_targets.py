@@ -230,3 +230,20 @@ def test_named_cpu_level_is_kept_in_the_disk_cache(monkeypatch, tmp_path):
     monkeypatch.setattr(tg, "_targets", {})
     assert tg.get("haswell", "-fma").level == "x86-64"    # no FMA: not the AVX2 level
     assert probed[-1] == ("haswell", "-fma")
+
+
+def test_icelake_server_float32_blocking_is_its_measured_tile():
+    """target._MATMUL_CPU: icelake-server float32 GEMMs take 12 x 32 and MC 72 (W3 A/B);
+    float64, other AVX-512 CPUs (znver4's sweep preferred 8 x 32) and 256-bit code keep
+    their level's blocking.  The taller tile still fits the register file."""
+    icx = tg.Target("icelake-server", "", "avx512", False)
+    c32 = icx.matmul_config("float32")
+    assert (c32["mr"], c32["nr"], c32["mc"], c32["vw"]) == (12, 32, 72, 16)
+    assert c32["mr"] * c32["nr"] // c32["vw"] + c32["nr"] // c32["vw"] + 1 <= c32["regs"]
+    assert c32["mc"] % c32["mr"] == 0
+    generic = tg.Target("cpu", "", "avx512", False)
+    assert icx.matmul_config("float64") == generic.matmul_config("float64")
+    assert tg.Target("znver4", "", "avx512", False).matmul_config("float32") == generic.matmul_config("float32")
+    assert generic.matmul_config("float32")["mr"] == 8
+    assert tg.Target("icelake-server", "+prefer-256-bit", "avx512", False).matmul_config("float32") == \
+        tg.Target("cpu", "", "avx2", False).matmul_config("float32")

@@ -64,6 +64,17 @@ _MATMUL = {
     ("avx512", "float64"): dict(vw=8, mr=8, nr=16, kc=256, mc=72, nc=4080, regs=32, masked=True),
 }
 
+# Per-CPU changes to the level's blocking, where measured.  icelake-server (Xeon,
+# float32): 12 x 32 (24 accumulators + 2 + 1 = 27 of 32 registers: 16 FMAs per k on
+# 10 loads became 24 on 14) and MC 72, which makes a parallel GEMM's row chunks 60 /
+# 48 rows (matmul.chunk_rows; 32 / 40 with 8 x 32).  W3 at 1 thread, in-process A/B
+# against 8 x 32 (alternating bursts, thread CPU time, load ~2): median -4 to -9%, p10
+# -5%, repeated; same bits (no element's summation order depends on MR or MC).  znver4
+# keeps 8 x 32: its sweep (above) had 12 x 32 well behind.
+_MATMUL_CPU = {
+    ("icelake-server", "float32"): dict(mr=12, mc=72),
+}
+
 
 def _split_features(text):
     """'+a,-b, +c' -> {'a': True, 'b': False, 'c': True} (later entries win, as in LLVM)."""
@@ -124,6 +135,7 @@ class Target:
         cfg["vw"] = self.lanes(4 if dtype == "float32" else 8)
         if cfg["vw"] != _MATMUL[(self.level, dtype)]["vw"]:   # AVX-512 told to prefer 256 bits
             return dict(_MATMUL[("avx2", dtype)])
+        cfg.update(_MATMUL_CPU.get((self.cpu, dtype), {}))
         return cfg
 
     def missing_on_host(self):
