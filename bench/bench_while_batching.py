@@ -127,6 +127,18 @@ def compare(runs, repeat):
         s.close()
 
 
+def rule_vs_old_path(builder, W, bv, steps):
+    """{name: session timings + (While ops,)} of the graph ``builder`` makes, built with
+    the While batching rule and without it (the old path)."""
+    runs = {}
+    for name, removed in (("batched While", ()), ("old path", ("While",))):
+        with bg.rules_removed(*removed):
+            g, b, h = builder(tf, W, steps)
+        whiles = sum(op.type == "While" for op in g.get_operations())
+        runs[name] = session(tf, g, b, h, bv) + (whiles,)
+    return runs
+
+
 def bench_trips(args):
     print(f"per-row trip counts (Newton until converged on each cotangent row) after the tanh recurrence "
           f"T={args.steps}, tf.hessians w.r.t. b, float64; load {os.getloadavg()[0]:.2f}")
@@ -134,12 +146,7 @@ def bench_trips(args):
         rng = np.random.RandomState(0)
         W = rng.randn(n, n) / np.sqrt(n)
         bv = rng.randn(n, 1) * 0.3
-        runs = {}
-        for name, removed in (("batched While", ()), ("old path", ("While",))):
-            with bg.rules_removed(*removed):
-                g, b, h = build_trips(tf, W, args.steps)
-            whiles = sum(op.type == "While" for op in g.get_operations())
-            runs[name] = session(tf, g, b, h, bv) + (whiles,)
+        runs = rule_vs_old_path(build_trips, W, bv, args.steps)
         print(f"N = {n} rows ({'copies' if n <= bg.LOOP_ROWS_AT else 'loop over rows'} on the old path):")
         compare(runs, args.repeat)
 
@@ -150,12 +157,7 @@ def bench_tanh(args, rtf):
         rng = np.random.RandomState(0)
         W = (rng.randn(n, n) / np.sqrt(n)).astype(np.float32)
         bv = (rng.randn(n, 1) * 0.3).astype(np.float32)
-        runs = {}
-        for name, removed in (("batched While", ()), ("old path", ("While",))):
-            with bg.rules_removed(*removed):
-                g, b, h = build(tf, W, args.steps)
-            whiles = sum(op.type == "While" for op in g.get_operations())
-            runs[name] = session(tf, g, b, h, bv) + (whiles,)
+        runs = rule_vs_old_path(build, W, bv, args.steps)
         if rtf is not None:
             g, b, h = build(rtf, W, args.steps)
             runs["TensorFlow"] = session(rtf, g, b, h, bv) + (None,)

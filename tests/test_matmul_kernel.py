@@ -339,6 +339,23 @@ _PRE_SHAPES = [
 ]
 
 
+def _bind_prepacked(c, engine, name):
+    """Case c's ``pack`` / ``comp``: the prepacked-B GEMM ``name`` (emit_matmul_prepacked)."""
+    c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+        engine.get_function_address(name + "_pack"))
+    c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
+        engine.get_function_address(name))
+
+
+def _compile_prepacked(cases, t):
+    """The engine of cases' prepacked-B GEMMs for target t, each case bound to its own."""
+    engine = compile_cases(cases, t, also=lambda module, i, c: mm.emit_matmul_prepacked(
+        module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config))
+    for i, c in enumerate(cases):
+        _bind_prepacked(c, engine, "pre_%d" % i)
+    return engine
+
+
 @pytest.fixture(scope="module")
 def prepacked_cases():
     rng = np.random.default_rng(11)
@@ -361,11 +378,7 @@ def prepacked_cases():
     engine.finalize_object()
     for i, c in enumerate(cases):
         c.bind(engine)
-        P = c.P
-        c.pack = ctypes.CFUNCTYPE(None, P, P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d_pack" % i))
-        c.comp = ctypes.CFUNCTYPE(None, P, P, P, P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d" % i))
+        _bind_prepacked(c, engine, "pre_%d" % i)
     yield cases
     del engine
 
@@ -515,13 +528,8 @@ def test_host_blocking_prepacked_matches_emit_matmul():
         for (M, N, K, ta, tb) in ((256, 512, 784, False, False), (130, 45, 77, True, False),
                                   (64, 100, 33, False, True)):
             cases.append(Case(dt, 1, M, N, K, ta, tb, False, False, rng, config=cfg))
-    engine = compile_cases(cases, t, also=lambda module, i, c: mm.emit_matmul_prepacked(
-        module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config))
-    for i, c in enumerate(cases):
-        c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d_pack" % i))
-        c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d" % i))
+    engine = _compile_prepacked(cases, t)
+    for c in cases:
         full = c.run()
         check(c, full)
         got = _run_prepacked(c, rng)
@@ -692,16 +700,10 @@ def test_icelake_server_blocking_matches_numpy_and_the_default_bits():
         d = Case("float32", 1, M, N, K, ta, tb, False, False, rng, config=default)
         d.A, d.B = c.A, c.B
         cases += [c, d]
-    engine = compile_cases(cases, t, also=lambda module, i, c: mm.emit_matmul_prepacked(
-        module, "pre_%d" % i, c.dtype, c.M, c.N, c.K, c.ta, c.tb, config=c.config))
+    engine = _compile_prepacked(cases, t)
     if t.missing_on_host():
         return      # compiled only: this host cannot run AVX-512 code
-    for i in range(0, len(cases), 2):
-        c, d = cases[i], cases[i + 1]
-        c.pack = ctypes.CFUNCTYPE(None, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d_pack" % i))
-        c.comp = ctypes.CFUNCTYPE(None, c.P, c.P, c.P, c.P, ctypes.c_int64, ctypes.c_int64)(
-            engine.get_function_address("pre_%d" % i))
+    for c, d in zip(cases[::2], cases[1::2]):
         full = c.run()
         check(c, full)
         assert np.array_equal(full, d.run()), c
