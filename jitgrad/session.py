@@ -196,6 +196,7 @@ class BaseSession:
             raise RuntimeError("Attempted to use a closed Session.")
         # Hot path: a runner generated for this (fetch structure, fetch ids,
         # feed ids) once its plan has been used twice (jitgrad.fast_runner.make_runner).
+        # fk is runner_key(fetches, feed_dict), inline: this is every run's cost.
         # The runner holds the fetched and fed tensors, so their ids cannot be reused.
         t = type(fetches)
         if t is list or t is tuple:
@@ -331,9 +332,7 @@ class BaseSession:
         key = None
         if (t is list or t is tuple or t is Tensor or t is Operation) and \
                 all(type(f) is Tensor for f in feed_list) and len({id(f) for f in feed_list}) == n:
-            key = (t, *map(id, fetches)) if t is list or t is tuple else id(fetches)
-            if n:
-                key = (key, *map(id, feed_list))
+            key = runner_key(fetches, feed_list)
         runner = [None]
         run, fast = self.run, self._fast
 
@@ -350,6 +349,16 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
+
+
+def runner_key(fetches, feed_keys):
+    """The key Session.run files a hot-path runner under (run() computes it inline): the
+    fetch structure and fetch ids, then the feed keys' ids in feed order.  fetches: a
+    list or tuple of Tensors/Operations, or one of them; callers hold fetches and feed
+    keys for as long as they use the key, so the ids cannot be reused."""
+    t = type(fetches)
+    key = (t, *map(id, fetches)) if t is list or t is tuple else id(fetches)
+    return (key, *map(id, feed_keys)) if feed_keys else key
 
 
 class _Miss:
