@@ -615,7 +615,8 @@ def _python_value_to_tensor(x):
 
 
 def _tape_is_recording():
-    return any(gt._tape is not None for gt in tape._stack)
+    # checked on every call: no generator when no tape is open (the usual case)
+    return bool(tape._stack) and any(gt._tape is not None for gt in tape._stack)
 
 
 def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
