@@ -150,3 +150,30 @@ def test_wrong_argument_count_still_raises(mode):
         f(x)
     with pytest.raises(TypeError):
         f(x, x)
+
+
+def test_open_tape_and_run_functions_eagerly_still_bypass_the_trace():
+    calls = []
+
+    @tf.function
+    def f(x):
+        calls.append(1)          # runs at trace time, and on every eager call
+        return x * x
+
+    x = tf.constant(np.array([1., 3.], np.float32))
+    for _ in range(3):
+        f(x)
+    assert len(calls) == 1
+    with tf.GradientTape() as tape:   # an outer tape must see the ops: run eagerly
+        tape.watch(x)
+        y = f(x)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [2., 6.])
+    assert len(calls) == 2
+    tf.config.run_functions_eagerly(True)
+    try:
+        np.testing.assert_array_equal(f(x).numpy(), [1., 9.])
+        assert len(calls) == 3
+    finally:
+        tf.config.run_functions_eagerly(False)
+    f(x)
+    assert len(calls) == 3
