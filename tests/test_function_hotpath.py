@@ -120,6 +120,7 @@ def test_python_values_keyword_and_numpy_arguments_keep_the_full_key(mode):
     np.testing.assert_array_equal(f(np.array([1., 2.], np.float32)).numpy(), [1., 2.])
     np.testing.assert_array_equal(f(x).numpy(), [1., 2.])
     np.testing.assert_array_equal(f(x, 2.).numpy(), [2., 4.])
+    assert f.experimental_get_tracing_count() == 4   # as TF 2.x: (x, 2.), (x, 3.), (x=, k=), (x)
 
 
 @pytest.mark.parametrize("mode", MODES)
