@@ -259,6 +259,12 @@ def _tensor_args_key(args):
     (the usual call), else None: each one's shape and dtype.  For such calls it determines
     _key_of's key (structure: a flat tuple of len(args) leaves; leaf keys: ("T", shape,
     dtype.str)), so a trace found for it is the one the full key finds."""
+    if len(args) == 1:           # the usual call, without the loop
+        a = args[0]
+        if type(a) is not EagerTensor:
+            return None
+        v = a._value
+        return (v.shape, v.dtype.str)
     key = []
     for a in args:
         if type(a) is not EagerTensor:
