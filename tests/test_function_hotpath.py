@@ -178,3 +178,21 @@ def test_open_tape_and_run_functions_eagerly_still_bypass_the_trace():
         tf.config.run_functions_eagerly(False)
     f(x)
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_two_tensor_arguments_keyed_by_both(mode):
+    tf.set_default_mode(mode)
+
+    @tf.function
+    def f(a, b):
+        return tf.reduce_sum(a) - 2. * tf.reduce_sum(b)
+
+    two = tf.constant(np.array([1., 2.], np.float32))
+    three = tf.constant(np.array([10., 20., 30.], np.float32))
+    for _ in range(3):
+        assert f(two, three).numpy() == 3. - 120.
+        assert f(three, two).numpy() == 60. - 6.
+    assert f.experimental_get_tracing_count() == 2
+    assert f(two, two).numpy() == -3.
+    assert f.experimental_get_tracing_count() == 3
