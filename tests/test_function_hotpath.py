@@ -196,3 +196,20 @@ def test_two_tensor_arguments_keyed_by_both(mode):
     assert f.experimental_get_tracing_count() == 2
     assert f(two, two).numpy() == -3.
     assert f.experimental_get_tracing_count() == 3
+
+
+def test_equal_dtypes_share_a_trace_and_unsupported_ones_still_raise():
+    E = type(tf.constant(0.))
+
+    @tf.function
+    def g(x):
+        return x + 1
+
+    # 'l' and 'q' are distinct numpy dtype objects for one int64 (equal, same .str)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(E(np.array([1, 2], "l"))).numpy(), [2, 3])
+        np.testing.assert_array_equal(g(E(np.array([1, 2], "q"))).numpy(), [2, 3])
+    assert g.experimental_get_tracing_count() == 1
+    with pytest.raises(TypeError):    # a byte-swapped float32 has no jitgrad dtype
+        g(E(np.array([1., 2.], ">f4")))
+    assert g.experimental_get_tracing_count() == 1
