@@ -29,7 +29,7 @@ from .ops.control_flow_ops import assign_in_region
 from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
-from .session import ConfigProto, Session
+from .session import FAST_MISS, ConfigProto, Session, runner_key
 from .shapes import TensorShape
 from .tape import is_eager_variable
 from .errors import InvalidArgumentError
@@ -254,6 +254,29 @@ def _key_of(x):
     return (_structure_key(x), tuple(_leaf_key(v) for v in nest.flatten(x)))
 
 
+def _tensor_args_key(args):
+    """A cheap stand-in for ``_key_of((args, {}))`` when every argument is an EagerTensor
+    (the usual call), else None: each one's shape and numpy dtype.  For such calls it
+    determines _key_of's key (structure: a flat tuple of len(args) leaves; leaf keys:
+    ("T", shape, dtype.str), and equal dtypes have equal .str), so a trace found for it
+    is the one the full key finds.  The dtype itself, not .str: .str is built with
+    sprintf on every access, a third of this function's cost."""
+    if len(args) == 1:           # the usual call, without the loop
+        a = args[0]
+        if type(a) is not EagerTensor:
+            return None
+        v = a._value
+        return (v.shape, v.dtype)
+    key = []
+    for a in args:
+        if type(a) is not EagerTensor:
+            return None
+        v = a._value
+        key.append(v.shape)
+        key.append(v.dtype)
+    return tuple(key)
+
+
 def _flat_tensors(x):
     """The arrays a call feeds: its tensor leaves in nest's order (variables are captured)."""
     out = []
@@ -279,16 +302,21 @@ class ConcreteFunction:
         self._session = Session(graph=graph)
         self._session._store = _EagerVariableStore(dict(ctx.variables))
         self._targets = list(fetches) + list(ctx.stateful)
+        self._run_key = runner_key(self._targets, self._feed_keys)
+        self._out_dtypes = [t.dtype.np for t in fetches]
         self.captured_variables = tuple(ctx.variables.values())
         self.created_variables = tuple(ctx.created_variables)
 
     def _call_flat(self, arrays):
-        feed = dict(zip(self._feed_keys, arrays))
-        vals = self._session.run(self._targets, feed) if self._targets else []
-        outs = []
-        for t, v in zip(self._fetches, vals):
-            outs.append(EagerTensor(np.asarray(v, dtype=t.dtype.np)))
-        return self._build(outs)
+        s = self._session
+        # Session.run's hot-path runner, called as run() would call it, without building the
+        # feed dict and run()'s key each call; the runner checks every feed itself, and
+        # reads captured variables at each call.  A miss takes run()'s general path.
+        runner = s._fast.get(self._run_key)
+        vals = runner(*arrays) if runner is not None and not s._closed else FAST_MISS
+        if vals is FAST_MISS:
+            vals = s.run(self._targets, dict(zip(self._feed_keys, arrays))) if self._targets else []
+        return self._build([EagerTensor(np.asarray(v, dtype=d)) for v, d in zip(vals, self._out_dtypes)])
 
     def __call__(self, *args, **kwargs):
         flat = _flat_tensors((args, kwargs))
@@ -341,6 +369,7 @@ class Function:
         self._reduce_retracing = bool(reduce_retracing)
         self._relaxed = {}   # reduce_retracing: shape-free key -> [(relaxed shapes, concrete)]
         self._cache = {}
+        self._by_tensor_args = {}   # _tensor_args_key -> the trace _cache/_dispatch chose for it
         self._tracing_count = 0
         self._bound = {}
         functools.update_wrapper(self, python_function)
@@ -420,11 +449,18 @@ class Function:
             if concrete is None:
                 concrete = self._trace(tuple(flat), {}, key, specs=self._input_signature)
             return concrete._call_flat([t._value for t in flat])
+        fast = None if kwargs else _tensor_args_key(args)
+        if fast is not None:
+            concrete = self._by_tensor_args.get(fast)
+            if concrete is not None:
+                return concrete._call_flat([a._value for a in args])
         key = _key_of((args, kwargs))
         concrete = self._cache.get(key)
         flat = _flat_tensors((args, kwargs))
         if concrete is None:
             concrete = self._dispatch(args, kwargs, key, flat)
+        if fast is not None:
+            self._by_tensor_args[fast] = concrete
         return concrete._call_flat(flat)
 
     def _dispatch(self, args, kwargs, key, flat):
@@ -587,7 +623,8 @@ def _python_value_to_tensor(x):
 
 
 def _tape_is_recording():
-    return any(gt._tape is not None for gt in tape._stack)
+    # checked on every call: no generator when no tape is open (the usual case)
+    return bool(tape._stack) and any(gt._tape is not None for gt in tape._stack)
 
 
 def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
