@@ -5,7 +5,7 @@ cheap path for the numpy reference kernels (jitgrad/denormals.py says which ops)
     try:
         flush_on()          # MXCSR |= FTZ | DAZ (also returns the previous MXCSR)
         ...numpy...
-    finally: restore(old)   # MXCSR = old
+    finally: restore(old)   # MXCSR's FTZ, DAZ = old's
 
 Why ``read`` and not ``old = flush_on()`` inside the try: Python runs pending signal
 handlers right after a builtin call returns, before the result is stored, so a
@@ -27,15 +27,17 @@ FTZ = 1 << 15
 DAZ = 1 << 6
 
 # flush_on: a NULL from PyLong_FromUnsignedLong (MemoryError) restores MXCSR before it
-# returns, so a failed call leaves nothing set. restore: a value that is not an int in
-# 0..0xFFFF never reaches ldmxcsr (a reserved bit set would fault): NULL, with the
-# conversion's exception (TypeError / OverflowError) or, for a too-large int, Python's
-# SystemError.
+# returns, so a failed call leaves nothing set. restore: only the FTZ and DAZ bits of its
+# argument reach MXCSR (the thread's exception masks, rounding mode and flags stay as
+# they are), so no value can unmask an FP exception (numpy's next invalid op would then
+# kill the process with SIGFPE) or set a reserved bit (ldmxcsr faults); a value that is
+# not an int in 0..2**64-1 returns NULL with the conversion's TypeError / OverflowError.
 IR = r"""
 declare void @llvm.x86.sse.stmxcsr(i8*)
 declare void @llvm.x86.sse.ldmxcsr(i8*)
 declare i8* @PyLong_FromUnsignedLong(i64)
 declare i64 @PyLong_AsUnsignedLong(i8*)
+declare i8* @PyErr_Occurred()
 
 define i8* @jitgrad_mxcsr_flush_on(i8* %self, i8* %unused) nounwind {
 entry:
@@ -73,21 +75,31 @@ entry:
 define i8* @jitgrad_mxcsr_restore(i8* %self, i8* %arg) nounwind {
 entry:
   %slot = alloca i32, align 4
-  %v = call i64 @PyLong_AsUnsignedLong(i8* %arg)
-  %bad = icmp ugt i64 %v, 65535
-  br i1 %bad, label %fail, label %ok
-ok:
-  %v32 = trunc i64 %v to i32
-  store i32 %v32, i32* %slot
   %p = bitcast i32* %slot to i8*
+  %v = call i64 @PyLong_AsUnsignedLong(i8* %arg)
+  %maybe = icmp eq i64 %v, -1
+  br i1 %maybe, label %check, label %ok
+check:
+  %err = call i8* @PyErr_Occurred()
+  %failed = icmp ne i8* %err, null
+  br i1 %failed, label %fail, label %ok
+ok:
+  call void @llvm.x86.sse.stmxcsr(i8* %p)
+  %cur = load i32, i32* %slot
+  %v32 = trunc i64 %v to i32
+  %keep = and i32 %cur, -32833
+  %take = and i32 %v32, 32832
+  %new = or i32 %keep, %take
+  store i32 %new, i32* %slot
   call void @llvm.x86.sse.ldmxcsr(i8* %p)
-  %r = call i8* @PyLong_FromUnsignedLong(i64 %v)
+  %new64 = zext i32 %new to i64
+  %r = call i8* @PyLong_FromUnsignedLong(i64 %new64)
   ret i8* %r
 fail:
   ret i8* null
 }
 """
-assert FTZ | DAZ == 32832
+assert FTZ | DAZ == 32832 and ~(FTZ | DAZ) == -32833
 
 
 def _build():
@@ -95,7 +107,7 @@ def _build():
         ("jitgrad_mxcsr_flush_on", native_builtins.METH_NOARGS,
          "Sets FTZ and DAZ in this thread's MXCSR; returns the previous MXCSR.", None),
         ("jitgrad_mxcsr_restore", native_builtins.METH_O,
-         "Loads this thread's MXCSR with the value read (or flush_on) returned.", None),
+         "Sets FTZ and DAZ in this thread's MXCSR as in the value read (or flush_on) returned; returns MXCSR.", None),
         ("jitgrad_mxcsr_read", native_builtins.METH_NOARGS, "This thread's MXCSR, unchanged.", None)])
 
 

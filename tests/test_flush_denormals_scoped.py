@@ -143,13 +143,32 @@ def test_restore_refuses_bad_values_without_touching_mxcsr():
     flush_on, restore, read = SCOPE
     assert read() == read_mxcsr()
     before = read_mxcsr()
-    for bad, err in ((-1, OverflowError), ("x", TypeError), (1 << 70, OverflowError), (1 << 16, SystemError)):
+    for bad, err in ((-1, OverflowError), ("x", TypeError), (1 << 70, OverflowError), (None, TypeError)):
         with pytest.raises(err):
             restore(bad)
         assert read_mxcsr() == before
     old = flush_on()
     assert old == before and read_mxcsr() == before | FTZ_DAZ
     assert restore(old) == old and read_mxcsr() == before
+
+
+@needs_scope
+def test_restore_sets_only_ftz_and_daz():
+    """Any other MXCSR bit a caller passes is ignored: restore(0) would otherwise unmask
+    every FP exception (numpy's next 0/0 a SIGFPE killing the process) and round to
+    nearest whatever the thread had; a reserved bit would make ldmxcsr fault."""
+    flush_on, restore, read = SCOPE
+    before = read_mxcsr()
+    masks_and_rounding = 0x7F80          # exception masks (bits 7-12) and rounding (13-14)
+    for value in (0, 1 << 16, (1 << 32) - 1, (1 << 64) - 1, before ^ masks_and_rounding):
+        got = restore(value)
+        assert read_mxcsr() & ~FTZ_DAZ == before & ~FTZ_DAZ
+        assert read_mxcsr() & FTZ_DAZ == value & FTZ_DAZ and got == read_mxcsr()
+        restore(before)
+    with np.errstate(all="ignore"):
+        restore(0)
+        assert np.isnan(np.float32(0) / np.float32(0))       # still masked: no SIGFPE
+    assert read_mxcsr() == before
 
 
 @needs_scope
