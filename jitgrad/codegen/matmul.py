@@ -444,7 +444,22 @@ def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
     """
     b, nr, vw = g.b, g.plan.nr, g.plan.vw
     src0 = _gep(b, Bb, b.add(b.mul(col0, _c(K)), pc))
-    kmain = b.and_(kc, _c(-vw))
+    if g.plan.kc < vw:
+        # No K block holds a whole VW x VW block (W3's dH = dY @ W2^T: K = 10, VW = 16):
+        # the transposing loop would never run, and its IR (VW loads, VW log2 VW
+        # shuffles per vector) was ~85% of the pack function's code generation time.
+        kmain = _c(0)
+    else:
+        kmain = b.and_(kc, _c(-vw))
+        _emit_pack_bt_blocks(g, src0, dst_panel, kmain, width, K)
+    with _for_range(b, kmain, kc, name="pbtr") as k:
+        _emit_copy_row(g, _gep(b, src0, k), K,
+                       _gep(b, dst_panel, b.mul(k, _c(nr))), width)
+
+
+def _emit_pack_bt_blocks(g, src0, dst_panel, kmain, width, K):
+    """The whole VW x VW blocks [0, kmain) of _emit_pack_bt_panel, transposed in registers."""
+    b, nr, vw = g.b, g.plan.nr, g.plan.vw
     with _for_range(b, 0, kmain, vw, name="pbt") as k0:
         src = g.opaque(_gep(b, src0, k0))
         dst = g.opaque(_gep(b, dst_panel, b.mul(k0, _c(nr))))
@@ -453,9 +468,6 @@ def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
                     if v * vw + t < width else g.vzero for t in range(vw)]
             for i, col in enumerate(_transpose(g, rows)):
                 g.vstore(col, _gep(b, dst, i * nr + v * vw), aligned=True)
-    with _for_range(b, kmain, kc, name="pbtr") as k:
-        _emit_copy_row(g, _gep(b, src0, k), K,
-                       _gep(b, dst_panel, b.mul(k, _c(nr))), width)
 
 
 def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
