@@ -352,12 +352,13 @@ class Units:
             return False
         decls = "".join(str(f) for f in module.functions if f.is_declaration)
         header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
+        if self.flush_denormals:          # the mode's attributes on their define lines (the only ones)
+            texts = [mxcsr.mark_text(text) for text in texts]
         for fn, text in zip(fns, texts):
             drop_body(fn)                 # printed: it stays as a declaration
             # (explain's full_text shows what was compiled: the mode's attributes too)
-            self._taken.append((str(fn), mxcsr.mark_text(text) if self.flush_denormals else text))
-        unit = header + decls + "".join(texts)
-        self._add(mxcsr.mark_text(unit) if self.flush_denormals else unit, True)
+            self._taken.append((str(fn), text))
+        self._add(header + decls + "".join(texts), True)
         return True
 
     def full_text(self, main_text):
