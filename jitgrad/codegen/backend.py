@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from . import mxcsr, target as _target
+from .. import gil_turns
 from .irutil import drop_body
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
@@ -292,7 +293,9 @@ class Units:
     module is lowered, so it decided when a cold compile ended (W3: ~170 ms CPU after
     ~110 ms of Python lowering, of which ~70 ms built and printed the matmul
     functions, while the other core had finished their units and idled).  Deferred,
-    the main unit starts before the matmul functions are built."""
+    the main unit starts before the matmul functions are built -- with short GIL turns
+    meanwhile (jitgrad/gil_turns.py), or the compile thread's LLVM calls would each wait
+    up to 5 ms for the GIL while this thread runs Python."""
 
     def __init__(self, target=None):
         self.target = target or _target.current()
@@ -436,10 +439,11 @@ class Units:
             self._pool.submit(fn)
         self._later = []
         try:
-            for module, fns, define in deferred:
-                define()
-                if not self.take(module, fns):
-                    raise RuntimeError(f"deferred functions {[f.name for f in fns]} use metadata")
+            with gil_turns.short():       # the compile thread's LLVM calls get the GIL back at once
+                for module, fns, define in deferred:
+                    define()
+                    if not self.take(module, fns):
+                        raise RuntimeError(f"deferred functions {[f.name for f in fns]} use metadata")
             self._drain()
         finally:
             for fut in self._helpers:
