@@ -4,12 +4,13 @@ rest.  That must change nothing but the time: the payload is byte for byte the o
 whole module's text compiled at once gives, and the numbers are numpy's."""
 import hashlib
 import re
+import sys
 
 import numpy as np
 import pytest
 
 import jitgrad as tf
-from jitgrad import cache, compiler
+from jitgrad import cache, compiler, gil_turns
 from jitgrad.cache import native
 from jitgrad.codegen import backend
 
@@ -225,3 +226,35 @@ def test_split_units_looks_only_at_define_lines():
         main, units = backend.split_units(text)
         assert len(units) == 1 and 'define void @"k_mm1"' in units[0]
         assert 'declare void @"k_mm1"' in main and 'define void @"k_mm1"' not in main
+
+
+def test_matmul_functions_are_defined_once_the_main_text_is_made(no_disk_cache, monkeypatch):
+    """Lowering only declares a kernel's matmul functions (KernelBuilder.define_later);
+    Units.finish queues the main unit -- the largest, O3 -- for a compile thread first and
+    then has them defined and taken, so it compiles while Python builds them.  Every one
+    becomes a unit of its own, the numbers are numpy's (and the payload the one-shot
+    path's bytes: the first test)."""
+    from jitgrad.codegen import matmul as mm
+    monkeypatch.setenv("JITGRAD_COMPILE_THREADS", "2")
+    events = []
+    orig_finish = backend.Units.finish
+    monkeypatch.setattr(backend.Units, "finish",
+                        lambda self, text: (events.append(("finish", _defined(text))), orig_finish(self, text))[1])
+    for name in ("define_matmul", "define_matmul_prepacked"):   # (with short GIL turns: gil_turns.py)
+        monkeypatch.setattr(mm, name, lambda *a, _orig=getattr(mm, name), **k: (
+            events.append(("define", sys.getswitchinterval())), _orig(*a, **k))[1])
+    orig_unit = backend._compile_unit
+    monkeypatch.setattr(backend, "_compile_unit",
+                        lambda text, target, side: (events.append(("unit", side)), orig_unit(text, target, side))[1])
+    g, fetches, feed, want = _mlp_grad(96)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(fetches, feed)
+    for w, v in zip(want, got):
+        np.testing.assert_allclose(v, w, rtol=2e-4, atol=1e-6)
+    assert events[0] == ("finish", [])              # nothing defined while lowering, none in the main text
+    defines = [e for e in events if e[0] == "define"]
+    units = [e[1] for e in events if e[0] == "unit"]
+    assert len(defines) >= 3 and sorted(units) == [False] + [True] * len(defines)
+    assert all(e[1] == pytest.approx(gil_turns.GIL_TURN) for e in defines)
+    assert sys.getswitchinterval() == pytest.approx(0.005)          # restored (CPython's default)
+    assert _only_kernel().timings["units"] == 1 + len(defines) == len(native.unpack(_only_kernel().obj))

@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from . import mxcsr, target as _target
+from .. import gil_turns
 from .irutil import drop_body
 from ..cache import native
 from ..cache.disk import ask_llvm, confirm_host_facts
@@ -282,9 +283,19 @@ class Units:
     function, once its node is lowered, is taken (`collect`, `take`: its text becomes a
     unit and it stays in the module as a declaration) and a worker thread starts optimising it while Python
     lowers the rest (the compile threads run outside llvmlite's lock and release the
-    GIL).  `finish(main text)` compiles the main unit on the calling thread, helps
+    GIL).  A matmul function may instead be declared while lowering and its body
+    emitted only at `finish` (`defer`).  `finish(main text)` compiles the main unit --
+    on a compile thread, while this one emits the deferred functions, if any -- helps
     with what is still queued and bundles the objects: main unit first, then the
-    others in the order they were taken -- the same bytes for any number of threads."""
+    others in the order they were taken -- the same bytes for any number of threads.
+
+    Why defer: the main unit is the largest (O3) and can only start once the whole
+    module is lowered, so it decided when a cold compile ended (W3: ~170 ms CPU after
+    ~110 ms of Python lowering, of which ~70 ms built and printed the matmul
+    functions, while the other core had finished their units and idled).  Deferred,
+    the main unit starts before the matmul functions are built -- with short GIL turns
+    meanwhile (jitgrad/gil_turns.py), or the compile thread's LLVM calls would each wait
+    up to 5 ms for the GIL while this thread runs Python."""
 
     def __init__(self, target=None):
         self.target = target or _target.current()
@@ -305,6 +316,8 @@ class Units:
             self._todo = collections.deque()
             self._taken = []              # (declaration text, definition text) per taken function
             self._seen = 0                # functions of the module `collect` has looked at
+            self._deferred = []           # (module, functions, define) for finish (`defer`)
+            self._later = []              # `alongside` functions waiting for finish to queue the main unit
             self._generation = getattr(self, "_generation", 0) + 1
 
     def collect(self, module):
@@ -325,22 +338,31 @@ class Units:
                 group.insert(0, next(f for f in new if f.name == fn.name + "_pack"))
             self.take(module, group)
 
+    def defer(self, module, fns, define):
+        """`fns`: functions declared in `module` (the main unit calls them); `define()`
+        emits their bodies (no metadata: see take), which finish does once the main text
+        is made, and takes them as one unit then (a pack function first, as `collect`)."""
+        with self._lock:
+            self._deferred.append((module, list(fns), define))
+
     def take(self, module, fns):
         """Makes the finished functions `fns` of `module` (one, or a list) a unit of their
         own (compiled from now on) and leaves declarations of them in `module`.  Functions
-        that use metadata stay (module metadata is not copied into a unit)."""
+        that use metadata stay (module metadata is not copied into a unit): -> False."""
         fns = fns if isinstance(fns, list) else [fns]
         texts = [str(fn) for fn in fns]
         if any("!" in text[text.index("\n"):] for text in texts):
-            return
+            return False
         decls = "".join(str(f) for f in module.functions if f.is_declaration)
         header = f'target triple = "{module.triple}"\ntarget datalayout = "{module.data_layout}"\n'
+        if self.flush_denormals:          # the mode's attributes on their define lines (the only ones)
+            texts = [mxcsr.mark_text(text) for text in texts]
         for fn, text in zip(fns, texts):
             drop_body(fn)                 # printed: it stays as a declaration
             # (explain's full_text shows what was compiled: the mode's attributes too)
-            self._taken.append((str(fn), mxcsr.mark_text(text) if self.flush_denormals else text))
-        unit = header + decls + "".join(texts)
-        self._add(mxcsr.mark_text(unit) if self.flush_denormals else unit, True)
+            self._taken.append((str(fn), text))
+        self._add(header + decls + "".join(texts), True)
+        return True
 
     def full_text(self, main_text):
         """The module's text with the taken functions defined again (explain's unoptimised IR)."""
@@ -380,14 +402,19 @@ class Units:
 
     def alongside(self, fn):
         """Runs `fn()` on a compile thread, after the units queued so far, not waited for
-        (compiler.py: the native thread pool's code for a parallel kernel's first call)."""
+        (compiler.py: the native thread pool's code for a parallel kernel's first call).
+        With functions deferred, after the main unit (finish queues it then)."""
         if self._pool is not None:
-            self._pool.submit(fn)
+            if self._deferred:
+                self._later.append(fn)
+            else:
+                self._pool.submit(fn)
 
     def cancel(self):
         """The program will not be finished (lowering failed): drops what is queued."""
         with self._lock:
             self._todo.clear()
+            self._deferred = []
         for fut in self._helpers:
             fut.cancel()
 
@@ -403,8 +430,20 @@ class Units:
                 self._add(text, True)
         with self._lock:
             self._units[0] = (ir_text, False)
-            self._todo.appendleft(0)      # the largest, and the caller's to compile
+            self._todo.appendleft(0)      # the largest: first
+            deferred, self._deferred = self._deferred, []
+            if deferred and self._pool is not None and self._running < self._pool._max_workers:
+                self._running += 1        # a compile thread takes the main unit now
+                self._helpers.append(self._pool.submit(self._drain, True))
+        for fn in self._later:
+            self._pool.submit(fn)
+        self._later = []
         try:
+            with gil_turns.short():       # the compile thread's LLVM calls get the GIL back at once
+                for module, fns, define in deferred:
+                    define()
+                    if not self.take(module, fns):
+                        raise RuntimeError(f"deferred functions {[f.name for f in fns]} use metadata")
             self._drain()
         finally:
             for fut in self._helpers:

@@ -121,6 +121,15 @@ class KernelBuilder(LoweringContext):
         self._fn_counter += 1
         return f"{self.name}_{tag}{self._fn_counter}"
 
+    def define_later(self, fns, define):
+        """`fns` are declared in this module and called from it; `define()` emits their
+        bodies: now, or with a unit sink (backend.Units.defer) once the module's own text
+        is made, so that its compile starts first (matmul functions: lower_matmul.py)."""
+        if self.unit_sink is None:
+            define()
+        else:
+            self.unit_sink.defer(self.module, fns, define)
+
     def literal_buffer(self, key, shape, dt, make_global):
         """The Buffer of a module-level constant array, created once per key by
         make_global(name) -> ir.GlobalVariable."""

@@ -1,6 +1,8 @@
 """MatMul / BatchMatMulV2 via matvec.emit_matvec when one side is a vector,
 else matmul.emit_matmul (float types), plain loops for integers (or if the
 GEMM generator refuses a shape)."""
+import functools
+
 import numpy as np
 
 from . import matmul as mm
@@ -78,16 +80,18 @@ def _matmul(kb, node, outs, dry):
             work = kb.scratch_buffer((wel * (kb.threads.count if par else 1),), dt,
                                      "matmul workspace" + (f" x{kb.threads.count} threads" if par else ""))
             if not dry:
+                # declared now, called below, defined when the kernel's text is made
+                # (KernelBuilder.define_later: the rest of the kernel compiles meanwhile)
                 name = kb.unique_name("mm")
                 if dyn:
-                    fn = mm.emit_matmul_prepacked(kb.b.module, name, dt.name,
-                                                  M, N, K, ta, tb, cfg)
-                elif by_batch:
-                    fn = mm.emit_matmul(kb.b.module, name, dt.name, 1, M, N, K,
-                                        ta, tb, 0, 0, cfg)
+                    fn = mm.declare_matmul_prepacked(kb.b.module, name, dt.name)
+                    kb.define_later(fn, functools.partial(mm.define_matmul_prepacked, fn, dt.name,
+                                                          M, N, K, ta, tb, cfg))
                 else:
-                    fn = mm.emit_matmul(kb.b.module, name, dt.name, batch, M, N, K,
-                                        ta, tb, sa, sb, cfg)
+                    nb, ab, bb = (1, 0, 0) if by_batch else (batch, sa, sb)
+                    fn = mm.declare_matmul(kb.b.module, name, dt.name)
+                    kb.define_later([fn], functools.partial(mm.define_matmul, fn, dt.name, nb, M, N, K,
+                                                            ta, tb, ab, bb, cfg))
         except Exception:
             if dry:
                 raise

@@ -45,6 +45,7 @@ from .irutil import gep_inbounds as _gep, loop_base as _loop_base, smin as _smin
 from .irutil import splat as _splat, SplatConst as _SplatConst
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
+           "declare_matmul", "define_matmul", "declare_matmul_prepacked", "define_matmul_prepacked",
            "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
 
 _I64 = ir.IntType(64)
@@ -215,14 +216,38 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
     ``work``: compute_workspace_elems, per concurrent caller).  Requires
     prepack_supported.  Returns (pack_fn, compute_fn)."""
     assert prepack_supported(dtype, 1, M, N, K, trans_a, config)
-    plan = _plan(dtype, M, N, K, trans_a, config)
+    return define_matmul_prepacked(declare_matmul_prepacked(module, name, dtype),
+                                   dtype, M, N, K, trans_a, trans_b, config)
+
+
+def declare_matmul_prepacked(module, name, dtype):
+    """emit_matmul_prepacked's two functions, declared (no bodies yet): (pack_fn,
+    compute_fn).  A caller may call them now and have define_matmul_prepacked emit the
+    bodies later (backend.Units.defer: after the calling module's own text is made)."""
+    _elem_bytes(dtype)                          # validates dtype
     T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     Tp = T.as_pointer()
-    # pack
     pf = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, _I64, _I64]), name=name + "_pack")
     pf.attributes.add("nounwind")
     for arg in pf.args[:2]:
         arg.add_attribute("noalias")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, Tp, _I64, _I64]), name=name)
+    fn.attributes.add("nounwind")
+    for arg, nm in zip(fn.args, ("A", "Bpk", "C", "work", "row_begin", "row_end")):
+        arg.name = nm
+    for arg in fn.args[:4]:
+        arg.add_attribute("noalias")
+    return pf, fn
+
+
+def define_matmul_prepacked(fns, dtype, M, N, K, trans_a, trans_b, config=None):
+    """The bodies of declare_matmul_prepacked's functions ``fns`` (see
+    emit_matmul_prepacked).  Returns ``fns``."""
+    assert prepack_supported(dtype, 1, M, N, K, trans_a, config)
+    pf, fn = fns
+    module = fn.module
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    # pack
     Bsrc, Bpk, lo, hi = pf.args
     b = ir.IRBuilder(pf.append_basic_block("entry"))
     g = _Gen(module, b, dtype, plan)
@@ -253,13 +278,6 @@ def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,
             _emit_pack_b_panel(g, Bsrc, dst, pc, kc, q, _c(0), nr if nfull else tail, N, K, trans_b)
     b.ret_void()
     # compute
-    fnty = ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, Tp, _I64, _I64])
-    fn = ir.Function(module, fnty, name=name)
-    fn.attributes.add("nounwind")
-    for arg, nm in zip(fn.args, ("A", "Bpk", "C", "work", "row_begin", "row_end")):
-        arg.name = nm
-    for arg in fn.args[:4]:
-        arg.add_attribute("noalias")
     _emit_gemm(fn, module, dtype, 1, M, N, K, trans_a, trans_b, 0, 0, plan, prepacked=True)
     return pf, fn
 
@@ -444,7 +462,22 @@ def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
     """
     b, nr, vw = g.b, g.plan.nr, g.plan.vw
     src0 = _gep(b, Bb, b.add(b.mul(col0, _c(K)), pc))
-    kmain = b.and_(kc, _c(-vw))
+    if g.plan.kc < vw:
+        # No K block holds a whole VW x VW block (W3's dH = dY @ W2^T: K = 10, VW = 16):
+        # the transposing loop would never run, and its IR (VW loads, VW log2 VW
+        # shuffles per vector) was ~85% of the pack function's code generation time.
+        kmain = _c(0)
+    else:
+        kmain = b.and_(kc, _c(-vw))
+        _emit_pack_bt_blocks(g, src0, dst_panel, kmain, width, K)
+    with _for_range(b, kmain, kc, name="pbtr") as k:
+        _emit_copy_row(g, _gep(b, src0, k), K,
+                       _gep(b, dst_panel, b.mul(k, _c(nr))), width)
+
+
+def _emit_pack_bt_blocks(g, src0, dst_panel, kmain, width, K):
+    """The whole VW x VW blocks [0, kmain) of _emit_pack_bt_panel, transposed in registers."""
+    b, nr, vw = g.b, g.plan.nr, g.plan.vw
     with _for_range(b, 0, kmain, vw, name="pbt") as k0:
         src = g.opaque(_gep(b, src0, k0))
         dst = g.opaque(_gep(b, dst_panel, b.mul(k0, _c(nr))))
@@ -453,9 +486,6 @@ def _emit_pack_bt_panel(g, Bb, dst_panel, pc, kc, col0, width, K):
                     if v * vw + t < width else g.vzero for t in range(vw)]
             for i, col in enumerate(_transpose(g, rows)):
                 g.vstore(col, _gep(b, dst, i * nr + v * vw), aligned=True)
-    with _for_range(b, kmain, kc, name="pbtr") as k:
-        _emit_copy_row(g, _gep(b, src0, k), K,
-                       _gep(b, dst_panel, b.mul(k, _c(nr))), width)
 
 
 def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
@@ -697,6 +727,12 @@ def emit_matmul(module, name, dtype, batch, M, N, K, trans_a, trans_b,
     if min(batch, M, N, K) < 0:
         raise ValueError("matmul: negative dimension "
                          "(batch=%d M=%d N=%d K=%d)" % (batch, M, N, K))
+    return define_matmul(declare_matmul(module, name, dtype), dtype, batch, M, N, K,
+                         trans_a, trans_b, a_batch_stride, b_batch_stride, config)
+
+
+def declare_matmul(module, name, dtype):
+    """emit_matmul's function, declared (no body yet): see declare_matmul_prepacked."""
     _elem_bytes(dtype)                          # validates dtype
     T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     Tp = T.as_pointer()
@@ -710,10 +746,20 @@ def emit_matmul(module, name, dtype, batch, M, N, K, trans_a, trans_b,
     # C and work must not overlap anything else.
     for arg in fn.args[:4]:
         arg.add_attribute("noalias")
+    return fn
+
+
+def define_matmul(fn, dtype, batch, M, N, K, trans_a, trans_b,
+                  a_batch_stride, b_batch_stride, config=None):
+    """The body of declare_matmul's function ``fn`` (see emit_matmul).  Returns ``fn``."""
+    if min(batch, M, N, K) < 0:
+        raise ValueError("matmul: negative dimension "
+                         "(batch=%d M=%d N=%d K=%d)" % (batch, M, N, K))
+    T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     if batch * M * N * K == 0:
         _emit_degenerate(fn, T, batch, M, N)
     else:
-        _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
+        _emit_gemm(fn, fn.module, dtype, batch, M, N, K, trans_a, trans_b,
                    a_batch_stride, b_batch_stride,
                    _plan(dtype, M, N, K, trans_a, config))
     return fn
