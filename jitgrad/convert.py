@@ -129,10 +129,12 @@ def to_numpy(value, dtype=None):
     inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred
+    elif isinstance(value, (list, tuple)) and np.asarray(value, dtype=object).size == 0:
+        pass    # no element to disagree with the dtype asked for: [], [[]], () take any (as TF)
     elif (inferred.is_floating and not (want.is_floating or want.is_complex)) or \
             (inferred.is_complex and not want.is_complex):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
-    elif inferred.is_bool != want.is_bool and not (isinstance(value, (list, tuple)) and len(value) == 0):
+    elif inferred.is_bool != want.is_bool:
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
     try:
         with np.errstate(over="ignore"):

@@ -54,3 +54,26 @@ def test_graph_and_function_modes(graph_mode):
     def f(x):
         return tf.maximum(x, 0) + tf.maximum(0., [1, -1])
     np.testing.assert_array_equal(f(tf.constant([3.0, -1.0])).numpy(), [4.0, 0.0])
+
+
+@pytest.mark.parametrize("value, shape", [([], (0,)), ((), (0,)), ([[]], (1, 0)), ([[], []], (2, 0)), ([[[]]], (1, 1, 0))])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool", "float32", "complex64"])
+def test_an_empty_sequence_takes_any_dtype(value, shape, dtype):
+    """TF 2.21: tf.constant([], tf.int32) is an empty int32 tensor (there is no element to
+    disagree with the dtype); jitgrad inferred float32 for the empty list and refused."""
+    want = getattr(tf, dtype)
+    for make in (tf.constant, tf.convert_to_tensor):
+        t = make(value, want)
+        assert t.dtype == want and tuple(t.shape) == shape and t.numpy().dtype == want.as_numpy_dtype
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant(value, want)
+    with tf.compat.v1.Session(graph=g) as s:
+        got = s.run(c)
+    assert got.shape == shape and got.dtype == want.as_numpy_dtype
+
+
+def test_a_non_empty_sequence_still_refuses_a_dtype_it_cannot_take():
+    for value, dtype in (([1.5], tf.int32), ([True], tf.int32), ([1], tf.bool), ([[1.0], []], tf.int32)):
+        with pytest.raises((TypeError, ValueError)):
+            tf.constant(value, dtype)
