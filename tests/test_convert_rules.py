@@ -77,3 +77,30 @@ def test_a_non_empty_sequence_still_refuses_a_dtype_it_cannot_take():
     for value, dtype in (([1.5], tf.int32), ([True], tf.int32), ([1], tf.bool), ([[1.0], []], tf.int32)):
         with pytest.raises((TypeError, ValueError)):
             tf.constant(value, dtype)
+
+
+@pytest.mark.parametrize("value, dtype", [([["a"], ["b", "c"]], "string"), ([[1], []], "string"),
+                                          ([[b"a"], [b"b", b"c"]], "string"), ([[[1]], [[2, 3]]], None),
+                                          ([[[1.]], [[2., 3.]]], "float32"), ([[1, 2], 3], None),
+                                          ([[["a"]], [["b", "c"]]], None)])
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_a_non_rectangular_sequence_is_a_value_error_at_any_depth(value, dtype, mode):
+    """TF 2.21: ragged nesting -- in the first level or deeper, with dtype=tf.string too --
+    is a ValueError ("Can't convert non-rectangular Python sequence to Tensor"); jitgrad
+    raised TypeError for a ragged string list given tf.string, and for a ragged list
+    below the first level in a graph."""
+    want = None if dtype is None else getattr(tf, dtype)
+    if mode == "graph":
+        with tf.Graph().as_default():
+            with pytest.raises(ValueError, match="non-rectangular"):
+                tf.constant(value, want)
+    else:
+        for make in (tf.constant, tf.convert_to_tensor):
+            with pytest.raises(ValueError, match="non-rectangular"):
+                make(value, want)
+
+
+def test_rectangular_nesting_still_converts():
+    got = tf.constant([[["a"], ["b"]]], tf.string)
+    assert tuple(got.shape) == (1, 2, 1) and got.numpy().tolist() == [[[b"a"], [b"b"]]]
+    np.testing.assert_array_equal(tf.constant(((1, 2), [3, 4])).numpy(), np.array([[1, 2], [3, 4]], np.int32))
