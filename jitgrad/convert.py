@@ -127,6 +127,8 @@ def to_numpy(value, dtype=None):
                 raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.") from None
         if want is None:
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
+        if arr.size == 0:      # np.array([]) is float64: no element to disagree with the dtype (as [])
+            return np.empty(arr.shape, want.np)
         if arr.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
         if (arr.dtype.kind == "b") != want.is_bool or (arr.dtype.kind == "c" and not want.is_complex):

@@ -104,3 +104,28 @@ def test_rectangular_nesting_still_converts():
     got = tf.constant([[["a"], ["b"]]], tf.string)
     assert tuple(got.shape) == (1, 2, 1) and got.numpy().tolist() == [[[b"a"], [b"b"]]]
     np.testing.assert_array_equal(tf.constant(((1, 2), [3, 4])).numpy(), np.array([[1, 2], [3, 4]], np.int32))
+
+
+@pytest.mark.parametrize("src", ["float64", "int64", "bool", "complex128"])
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float32", "complex64", "uint8"])
+def test_an_empty_numpy_array_takes_any_dtype(src, dtype):
+    """TF 2.21: tf.constant(np.array([]), tf.bool) -- np.array([]) is float64 -- is an
+    empty bool tensor, as tf.constant([], tf.bool) is; jitgrad refused float -> bool,
+    bool -> int and complex -> real even with no element."""
+    want = getattr(tf, dtype)
+    for shape in ((0,), (2, 0)):
+        arr = np.zeros(shape, src)
+        for make in (tf.constant, tf.convert_to_tensor):
+            t = make(arr, want)
+            assert t.dtype == want and tuple(t.shape) == shape and t.numpy().dtype == want.as_numpy_dtype
+        with tf.Graph().as_default() as g:
+            c = tf.constant(arr, want)
+        with tf.compat.v1.Session(graph=g) as s:
+            got = s.run(c)
+        assert got.shape == shape and got.dtype == want.as_numpy_dtype
+
+
+def test_a_non_empty_numpy_array_keeps_its_conversion_rules():
+    for arr, dtype in ((np.array([1.5]), tf.int32), (np.array([True]), tf.int32), (np.array([1.0]), tf.bool)):
+        with pytest.raises(TypeError):
+            tf.constant(arr, dtype)
