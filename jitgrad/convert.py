@@ -50,6 +50,8 @@ def _infer_python_dtype(value):
             kinds.add("c")
         elif isinstance(x, (str, bytes, np.str_, np.bytes_)):
             kinds.add("s")
+        elif isinstance(x, (list, tuple)):
+            raise _non_rectangular(value)     # (not _unconvertible's: a TypeError in a graph)
         else:
             raise _unconvertible(x)
     if not kinds:
@@ -83,11 +85,19 @@ def _as_bytes(x):
     raise TypeError(f"Can't convert {type(x).__name__} ({x!r}) to a string Tensor.")
 
 
+def _non_rectangular(value):
+    """TF's error for a nested sequence whose rows differ in length, at any depth: numpy's
+    object array of it holds a list or tuple where rectangular data has an element."""
+    return ValueError(f"Can't convert non-rectangular Python sequence to Tensor: {value!r}")
+
+
 def string_array(value):
     """str / bytes (nested lists, numpy U/S/object arrays) as an object array of bytes (tf.string)."""
     arr = np.asarray(value, dtype=object)
     out = np.empty(arr.shape, object)
     for idx in np.ndindex(*arr.shape):
+        if isinstance(arr[idx], (list, tuple)):
+            raise _non_rectangular(value)
         out[idx] = _as_bytes(arr[idx])
     return out
 
@@ -117,6 +127,8 @@ def to_numpy(value, dtype=None):
                 raise TypeError(f"Can't convert an array of dtype {arr.dtype} to a Tensor.") from None
         if want is None:
             return np.asarray(arr.astype(dtypes.as_dtype(arr.dtype).np, copy=False), order="C")
+        if arr.size == 0:      # np.array([]) is float64: no element to disagree with the dtype (as [])
+            return np.empty(arr.shape, want.np)
         if arr.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
         if (arr.dtype.kind == "b") != want.is_bool or (arr.dtype.kind == "c" and not want.is_complex):
@@ -125,7 +137,7 @@ def to_numpy(value, dtype=None):
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
         lens = {len(v) if isinstance(v, (list, tuple)) else -1 for v in value}
         if len(lens) != 1:
-            raise ValueError(f"Can't convert non-rectangular Python sequence to Tensor: {value!r}")
+            raise _non_rectangular(value)
     inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred

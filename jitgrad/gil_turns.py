@@ -7,8 +7,9 @@ the GIL back from the thread running Python: CPython makes it wait the switch in
 (5 ms by default) before asking for it -- up to ~50 ms added to the main unit's compile
 before its O3 run even starts (the calls that parse, verify and set up the pass
 builder).  Inside the block the interval is GIL_TURN; concurrent blocks are counted,
-the last one out restores the interval found by the first one in.  A thread with no
-other thread waiting for the GIL is not interrupted by a short interval.
+the last one out restores the interval found by the first one in -- unless the program
+set one of its own meanwhile, which stays.  A thread with no other thread waiting for
+the GIL is not interrupted by a short interval.
 """
 import contextlib
 import sys
@@ -17,7 +18,7 @@ import threading
 GIL_TURN = 0.0002      # seconds
 
 _lock = threading.Lock()
-_state = {"depth": 0, "interval": None}
+_state = {"depth": 0, "interval": None, "short": None}
 
 
 @contextlib.contextmanager
@@ -27,11 +28,13 @@ def short():
         if _state["depth"] == 0:
             _state["interval"] = sys.getswitchinterval()
             sys.setswitchinterval(min(GIL_TURN, _state["interval"]))
+            _state["short"] = sys.getswitchinterval()     # as CPython keeps it (whole microseconds)
         _state["depth"] += 1
     try:
         yield
     finally:
         with _lock:
             _state["depth"] -= 1
-            if _state["depth"] == 0:
+            # a different interval now is one the program set meanwhile: not ours to undo
+            if _state["depth"] == 0 and sys.getswitchinterval() == _state["short"]:
                 sys.setswitchinterval(_state["interval"])

@@ -198,7 +198,7 @@ class Operation:
 
 class Tensor:
     """A symbolic output of an Operation. Arithmetic operators come from ops/overloads.py."""
-    __slots__ = ("op", "value_index", "dtype", "_shape", "__weakref__")
+    __slots__ = ("op", "value_index", "dtype", "_shape", "_ref", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, op, value_index, dtype, shape):
@@ -206,6 +206,7 @@ class Tensor:
         self.value_index = value_index
         self.dtype = dtype
         self._shape = as_shape(shape)
+        self._ref = None
 
     @property
     def graph(self):
@@ -244,7 +245,13 @@ class Tensor:
         return dispatch.default_session_for(self.graph, session).run(self, feed_dict)
 
     def ref(self):
-        return _Reference(self)
+        # One Reference per tensor, held by it: Session.run keys its hot-path runners by
+        # the feed keys' ids, and a fresh ref per call could reuse a dead ref's id -- of
+        # another tensor -- and be fed through that ref's runner.
+        r = self._ref
+        if r is None:
+            r = self._ref = _Reference(self)
+        return r
 
     def experimental_ref(self):
         return self.ref()

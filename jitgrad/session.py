@@ -234,9 +234,9 @@ class BaseSession:
         return plan.build([None if v is None else (v[()] if v.ndim == 0 else v) for v in values])
 
     def _install_runner(self, fk, t, fetches, elements, fed, feed_dict):
-        if not elements or (feed_dict and any(type(k) is not Tensor and type(k) is not _Reference
-                                              for k in feed_dict)):
-            return
+        if not elements or (feed_dict and any(type(k) is not Tensor and not (
+                type(k) is _Reference and type(k._obj) is Tensor and k._obj._ref is k) for k in feed_dict)):
+            return      # a key must live as long as its tensor (a ref: the tensor's own), its id is the key
         if t is list or t is tuple:
             if any(type(e) is not Tensor and type(e) is not Operation for e in fetches):
                 return

@@ -77,3 +77,55 @@ def test_a_non_empty_sequence_still_refuses_a_dtype_it_cannot_take():
     for value, dtype in (([1.5], tf.int32), ([True], tf.int32), ([1], tf.bool), ([[1.0], []], tf.int32)):
         with pytest.raises((TypeError, ValueError)):
             tf.constant(value, dtype)
+
+
+@pytest.mark.parametrize("value, dtype", [([["a"], ["b", "c"]], "string"), ([[1], []], "string"),
+                                          ([[b"a"], [b"b", b"c"]], "string"), ([[[1]], [[2, 3]]], None),
+                                          ([[[1.]], [[2., 3.]]], "float32"), ([[1, 2], 3], None),
+                                          ([[["a"]], [["b", "c"]]], None)])
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_a_non_rectangular_sequence_is_a_value_error_at_any_depth(value, dtype, mode):
+    """TF 2.21: ragged nesting -- in the first level or deeper, with dtype=tf.string too --
+    is a ValueError ("Can't convert non-rectangular Python sequence to Tensor"); jitgrad
+    raised TypeError for a ragged string list given tf.string, and for a ragged list
+    below the first level in a graph."""
+    want = None if dtype is None else getattr(tf, dtype)
+    if mode == "graph":
+        with tf.Graph().as_default():
+            with pytest.raises(ValueError, match="non-rectangular"):
+                tf.constant(value, want)
+    else:
+        for make in (tf.constant, tf.convert_to_tensor):
+            with pytest.raises(ValueError, match="non-rectangular"):
+                make(value, want)
+
+
+def test_rectangular_nesting_still_converts():
+    got = tf.constant([[["a"], ["b"]]], tf.string)
+    assert tuple(got.shape) == (1, 2, 1) and got.numpy().tolist() == [[[b"a"], [b"b"]]]
+    np.testing.assert_array_equal(tf.constant(((1, 2), [3, 4])).numpy(), np.array([[1, 2], [3, 4]], np.int32))
+
+
+@pytest.mark.parametrize("src", ["float64", "int64", "bool", "complex128"])
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float32", "complex64", "uint8"])
+def test_an_empty_numpy_array_takes_any_dtype(src, dtype):
+    """TF 2.21: tf.constant(np.array([]), tf.bool) -- np.array([]) is float64 -- is an
+    empty bool tensor, as tf.constant([], tf.bool) is; jitgrad refused float -> bool,
+    bool -> int and complex -> real even with no element."""
+    want = getattr(tf, dtype)
+    for shape in ((0,), (2, 0)):
+        arr = np.zeros(shape, src)
+        for make in (tf.constant, tf.convert_to_tensor):
+            t = make(arr, want)
+            assert t.dtype == want and tuple(t.shape) == shape and t.numpy().dtype == want.as_numpy_dtype
+        with tf.Graph().as_default() as g:
+            c = tf.constant(arr, want)
+        with tf.compat.v1.Session(graph=g) as s:
+            got = s.run(c)
+        assert got.shape == shape and got.dtype == want.as_numpy_dtype
+
+
+def test_a_non_empty_numpy_array_keeps_its_conversion_rules():
+    for arr, dtype in ((np.array([1.5]), tf.int32), (np.array([True]), tf.int32), (np.array([1.0]), tf.bool)):
+        with pytest.raises(TypeError):
+            tf.constant(arr, dtype)

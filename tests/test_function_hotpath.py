@@ -213,3 +213,24 @@ def test_equal_dtypes_share_a_trace_and_unsupported_ones_still_raise():
     with pytest.raises(TypeError):    # a byte-swapped float32 has no jitgrad dtype
         g(E(np.array([1., 2.], ">f4")))
     assert g.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_captured_variable_of_unknown_shape_given_a_new_shape(mode):
+    """A variable made with shape=None may be assigned a value of another shape: the
+    runner the short cut calls checks each captured variable's shape and the call
+    takes the general path (TF: no retrace, the new value is read)."""
+    tf.set_default_mode(mode)
+    v = tf.Variable(np.ones(3, np.float32), shape=tf.TensorShape(None))
+
+    @tf.function
+    def f(x):
+        return x * tf.reduce_sum(v)
+
+    x = tf.constant(np.float32(2.0))
+    for _ in range(3):
+        assert f(x).numpy() == 6.0
+    v.assign(np.arange(5, dtype=np.float32))       # 0 + 1 + 2 + 3 + 4 = 10
+    for _ in range(3):
+        assert f(x).numpy() == 20.0
+    assert f.experimental_get_tracing_count() == 1

@@ -56,3 +56,18 @@ def test_never_longer_than_the_interval_set():
             assert sys.getswitchinterval() == pytest.approx(gil_turns.GIL_TURN / 4, abs=2e-6)   # kept in whole microseconds
     finally:
         sys.setswitchinterval(before)
+
+
+def test_an_interval_the_program_sets_inside_the_block_stays(interval):
+    """sys.setswitchinterval is process-wide: a program (another thread, say) that sets
+    its own interval while a compile's block is open keeps it -- the block's exit does
+    not put back the one it found."""
+    with gil_turns.short():
+        sys.setswitchinterval(0.01)
+    assert sys.getswitchinterval() == pytest.approx(0.01)
+    sys.setswitchinterval(interval)
+    with gil_turns.short():
+        with gil_turns.short():
+            sys.setswitchinterval(0.02)
+        assert sys.getswitchinterval() == pytest.approx(0.02)
+    assert sys.getswitchinterval() == pytest.approx(0.02)

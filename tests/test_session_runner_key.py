@@ -50,3 +50,28 @@ def test_keys_of_different_forms_differ():
             runner_key(a, {b: 0}), runner_key([a, b], {x: 0}), runner_key([a], {b: 0, x: 0}),
             runner_key([], {a: 0}), runner_key((), {})]
     assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_a_dead_refs_id_reused_by_another_tensors_ref_finds_no_runner(mode):
+    """Feeds keyed by Tensor.ref(): run() keys its runner by the feed keys' ids, so a
+    ref that died could lend its id to a new ref of another tensor, and the runner of
+    the first feed would take the second feed's value (y fed 5 computed as x = 5: 15)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        y = x * 3.0
+    sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode))
+    r = x.ref()
+    for _ in range(3):
+        assert sess.run(y, {r: 1.0}) == 3.0
+    dead = id(r)
+    del r
+    held = []                    # each candidate a new object, until one has the dead ref's id
+    for _ in range(100000):
+        c = y.ref()
+        if id(c) == dead:
+            break
+        held.append(c)
+    assert sess.run(y, {c: 5.0}) == 5.0      # a fed tensor is its fed value (TF)
+    assert sess.run(y, {x.ref(): 2.0}) == 6.0
