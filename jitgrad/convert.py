@@ -35,8 +35,59 @@ def _unconvertible(x):
                      "supported are bool, int, float and nested lists of them.")
 
 
+def _first_leaf(value):
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
+
+
+def _is_empty_sequence(value):
+    """A (rectangular) nested sequence with no element: [], (), [[]], [np.zeros((0, 3))]."""
+    leaf = value
+    while isinstance(leaf, (list, tuple)):
+        if not leaf:
+            return True
+        leaf = leaf[0]
+    return isinstance(leaf, np.ndarray) and leaf.size == 0 and isinstance(value, (list, tuple))
+
+
+def _array_kinds(items):
+    """The element kinds of a sequence of numeric ndarrays, read from their dtypes (and an
+    integer array's range) instead of element by element -- a list of large arrays took
+    seconds to walk; None when an item is not a bool/int/float/complex ndarray."""
+    kinds = set()
+    for a in items:
+        if type(a) is not np.ndarray or a.dtype.kind not in "biufc":
+            return None
+        if not a.size:
+            continue
+        k = a.dtype.kind
+        if k in "iu":
+            kinds.add("i64" if int(a.min()) < _INT32.min or int(a.max()) > _INT32.max else "i")
+        else:
+            kinds.add({"b": "b", "f": "f", "c": "c"}[k])
+    return kinds
+
+
 def _infer_python_dtype(value):
-    """TF's dtype for a Python scalar / nested list (no tensors inside)."""
+    """TF's dtype for a Python scalar / nested list (no tensors inside).  As TF's sequence
+    conversion, a sequence whose first element is a numpy float (scalar or array) keeps
+    that float's dtype: [np.float64(1), 2.0] is float64, [2.0, np.float64(1)] float32."""
+    kinds = _array_kinds(value) if isinstance(value, (list, tuple)) and value else None
+    if kinds is not None:
+        if len({a.shape for a in value}) != 1:
+            raise _non_rectangular(value)
+    else:
+        kinds = _element_kinds(value)
+    dtype = _dtype_of_kinds(kinds, value)
+    first = _first_leaf(value) if isinstance(value, (list, tuple)) else None
+    if dtype is dtypes.float32 and isinstance(first, (np.ndarray, np.floating)) and \
+            first.dtype in (np.float16, np.float32, np.float64):
+        return dtypes.as_dtype(first.dtype)
+    return dtype
+
+
+def _element_kinds(value):
     flat = np.asarray(value, dtype=object).ravel() if isinstance(value, (list, tuple)) else [value]
     kinds = set()
     for x in flat:
@@ -54,6 +105,10 @@ def _infer_python_dtype(value):
             raise _non_rectangular(value)     # (not _unconvertible's: a TypeError in a graph)
         else:
             raise _unconvertible(x)
+    return kinds
+
+
+def _dtype_of_kinds(kinds, value):
     if not kinds:
         return dtypes.float32
     if "s" in kinds:
@@ -141,7 +196,7 @@ def to_numpy(value, dtype=None):
     inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred
-    elif isinstance(value, (list, tuple)) and np.asarray(value, dtype=object).size == 0:
+    elif _is_empty_sequence(value):
         pass    # no element to disagree with the dtype asked for: [], [[]], () take any (as TF)
     elif (inferred.is_floating and not (want.is_floating or want.is_complex)) or \
             (inferred.is_complex and not want.is_complex):

@@ -129,3 +129,52 @@ def test_a_non_empty_numpy_array_keeps_its_conversion_rules():
     for arr, dtype in ((np.array([1.5]), tf.int32), (np.array([True]), tf.int32), (np.array([1.0]), tf.bool)):
         with pytest.raises(TypeError):
             tf.constant(arr, dtype)
+
+
+# TF 2.21's sequence conversion (checked with tensorflow-cpu 2.21): the first element, when a
+# numpy float scalar or array, decides a float result's dtype; else Python's rules (float32).
+FIRST_FLOAT_CASES = [
+    ([np.ones(2), np.ones(2)], "float64"),
+    ([np.ones(2), np.ones(2, np.float32)], "float64"),
+    ([np.ones(2, np.float32), np.ones(2)], "float32"),
+    ([np.float64(1), 2.0], "float64"),
+    ([2.0, np.float64(1)], "float32"),
+    ([np.float16(1), 2.0], "float16"),
+    ([[np.float64(1)], [np.float64(2)]], "float64"),
+    ([np.float64(2), np.int64(1)], "float64"),
+    ([np.int64(1), np.float64(2)], "float32"),
+    ([np.ones(2, np.float16), np.ones(2)], "float16"),
+    ([np.ones(2, np.int64), np.ones(2, np.int64)], "int32"),
+    ([np.ones(2, np.uint8)], "int32"),
+    ([np.array([2 ** 40, 1])], "int64"),
+    ([np.ones(2, bool)], "bool"),
+    ([np.complex64(1)], "complex128"),
+]
+
+
+@pytest.mark.parametrize("value, dtype", FIRST_FLOAT_CASES)
+def test_a_sequence_of_numpy_values_gets_tfs_dtype(value, dtype):
+    want = np.asarray(value).astype(getattr(tf, dtype).as_numpy_dtype)
+    for make in (tf.constant, tf.convert_to_tensor):
+        t = make(value)
+        assert t.dtype.name == dtype
+        np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_a_list_of_arrays_converts_by_dtype_not_element_by_element():
+    """Stacked as numpy would (the kinds come from each array's dtype and range): ragged
+    arrays are a ValueError, a dtype asked for is honoured, and an int array outside int32
+    makes the result int64."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((50, 40)).astype(np.float32) for _ in range(3)]
+    got = tf.convert_to_tensor(arrays, tf.float32)
+    assert got.dtype == tf.float32
+    np.testing.assert_array_equal(got.numpy(), np.stack(arrays))
+    np.testing.assert_array_equal(tf.constant(arrays, tf.float64).numpy(), np.stack(arrays).astype(np.float64))
+    with pytest.raises(ValueError):
+        tf.constant([np.ones(2, np.float32), np.ones(3, np.float32)])
+    assert tf.constant([np.arange(3), np.array([0, 1, 2 ** 33])]).dtype == tf.int64
+    assert tf.constant([np.arange(3), np.arange(3)]).dtype == tf.int32
+    with pytest.raises(TypeError):
+        tf.constant([np.ones(2, bool), np.ones(2)])          # bool and float mixed
+    assert tuple(tf.constant([np.zeros((0, 3))], tf.int32).shape) == (1, 0, 3)
