@@ -35,6 +35,7 @@ rows of C and its own ``work`` buffer, so disjoint row ranges with different
 work buffers may run concurrently.  C must not overlap A or B.
 """
 
+import copy
 from collections import namedtuple
 from contextlib import contextmanager
 
@@ -645,6 +646,36 @@ def _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const=None):
         run(k, [0])
 
 
+# A GEMM of at least this many flops whose last row tile is short (M % MR rows, at most
+# a third of MR) gets a micro-kernel of that many rows for it: W3's X @ W1 and X^T dH
+# (M = 256 and 784, MR = 12) ran the full 12-row kernel on 4 real rows, 1/22 and 1/66
+# of their tiles.  Smaller GEMMs keep one micro-kernel (IR size, compile time).
+_EDGE_MIN_FLOPS = 1 << 26
+
+
+def _edge_rows(plan, M, N, K):
+    """Rows of the short-tile micro-kernel (0: none)."""
+    e = M % plan.mr
+    return e if e and e <= plan.mr // 3 and 2 * M * N * K >= _EDGE_MIN_FLOPS else 0
+
+
+def _emit_tile_sums(g, accs, a_op, Bpan, kc, kc_const, mr_rt, edge):
+    """The micro-kernel for a tile of ``mr_rt`` rows: with ``edge`` rows or fewer (and
+    ``edge`` set) one of ``edge`` rows, on the first rows of A's operand and of the
+    accumulators (the others are not stored), else the full one.  Every C element is
+    the same sum either way (same k order, same FMAs)."""
+    if not edge:
+        _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
+        return
+    short = copy.copy(g)
+    short.plan = g.plan._replace(mr=edge)
+    with g.b.if_else(g.b.icmp_signed("<=", mr_rt, _c(edge))) as (few, whole):
+        with few:
+            _emit_microkernel(short, accs[:edge], (a_op[0], a_op[1][:edge], a_op[2]), Bpan, kc, kc_const)
+        with whole:
+            _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
+
+
 def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
     """(base, row offsets, k stride) through which the micro-kernel reads A: A(r, k)
     is at base + offsets[r] + k*stride.
@@ -903,13 +934,14 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
                         a_op = _a_operand(
                             g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K,
                             trans_a)
-                        _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
+                        _emit_tile_sums(g, accs, a_op, Bpan, kc, kc_const, mr_rt, edge)
                         row = b.add(ic, ir0)
                         Ct = g.opaque(_gep(b, Cb, b.add(b.mul(row, _c(N)), col)))
                         _emit_store_tile(g, accs, tmp, Ct, N, mr_rt,
                                          width, first,
                                          can_be_full=(nfull > 0))
 
+    edge = _edge_rows(plan, M, N, K)
     with batch_loop(not hoist_b, _c(0)) as bi_out:
         # NC blocking only matters for very wide C; the full blocks share one
         # runtime loop and the last, narrower block is emitted once more.
