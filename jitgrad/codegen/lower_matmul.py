@@ -7,7 +7,7 @@ import numpy as np
 
 from . import matmul as mm
 from .irutil import bcast_idx, c64, const, load_buf, nullctx as _null
-from .matmul_skinny import emit_skinny, skinny_plan
+from .matmul_skinny import declare_skinny, define_skinny, skinny_plan
 from .matvec import emit_matvec, matvec_plan
 
 
@@ -165,7 +165,8 @@ def _skinny(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, par):
         return False
     if dry:
         return True
-    fn = emit_skinny(kb.b.module, kb.unique_name("mm"), dt.name, plan)
+    fn = declare_skinny(kb.b.module, kb.unique_name("mm"), dt.name)
+    kb.define_later([fn], functools.partial(define_skinny, fn, dt.name, plan))   # as the GEMMs below
     if par:
         # one chunk per thread slot: each call walks A's rows once, side by side
         with kb.threads.grab_rows(M, align=plan.vw * plan.nv, chunks=kb.threads.count) as (lo, hi):

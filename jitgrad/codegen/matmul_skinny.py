@@ -29,7 +29,7 @@ from llvmlite import ir
 from .irutil import SplatConst, c64, declare_vector_fma, for_range, gep_inbounds, loop_base, smin, splat
 from .matmul import k_blocks
 
-__all__ = ["Skinny", "skinny_plan", "emit_skinny"]
+__all__ = ["Skinny", "skinny_plan", "emit_skinny", "declare_skinny", "define_skinny"]
 
 # kc, nkb: the packed GEMM's K blocking (same bits); nv: vectors of C^T columns per block
 Skinny = namedtuple("Skinny", "M N K kc nkb vw nv")
@@ -51,6 +51,11 @@ def skinny_plan(dtype, batch, M, N, K, ta, tb, config):
 
 
 def emit_skinny(module, name, dtype, plan):
+    return define_skinny(declare_skinny(module, name, dtype), dtype, plan)
+
+
+def declare_skinny(module, name, dtype):
+    """emit_skinny's function, declared (no body yet; as matmul.declare_matmul)."""
     T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
     Tp, I64 = T.as_pointer(), ir.IntType(64)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [Tp, Tp, Tp, I64, I64]), name=name)
@@ -59,6 +64,14 @@ def emit_skinny(module, name, dtype, plan):
         arg.name = nm
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
+    return fn
+
+
+def define_skinny(fn, dtype, plan):
+    """The body of declare_skinny's function ``fn``.  Returns ``fn``."""
+    module = fn.module
+    T = ir.FloatType() if dtype == "float32" else ir.DoubleType()
+    Tp = T.as_pointer()
     entry = ir.IRBuilder(fn.append_basic_block("entry"))     # allocas only
     b = ir.IRBuilder(fn.append_basic_block("body"))
     A, B, C, lo, hi = fn.args
