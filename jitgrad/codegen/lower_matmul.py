@@ -7,7 +7,7 @@ import numpy as np
 
 from . import matmul as mm
 from .irutil import bcast_idx, c64, const, load_buf, nullctx as _null
-from .matmul_skinny import declare_skinny, define_skinny, skinny_plan
+from . import matmul_skinny as ms
 from .matvec import emit_matvec, matvec_plan
 
 
@@ -160,13 +160,13 @@ def _skinny(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, par):
     the packed GEMM's bits, several times faster there).  True if emitted."""
     if not dt.is_floating:
         return False
-    plan = skinny_plan(dt.name, batch, M, N, K, ta, tb, kb.target.matmul_config(dt.name))
+    plan = ms.skinny_plan(dt.name, batch, M, N, K, ta, tb, kb.target.matmul_config(dt.name))
     if plan is None:
         return False
     if dry:
         return True
-    fn = declare_skinny(kb.b.module, kb.unique_name("mm"), dt.name)
-    kb.define_later([fn], functools.partial(define_skinny, fn, dt.name, plan))   # as the GEMMs below
+    fn = ms.declare_skinny(kb.b.module, kb.unique_name("mm"), dt.name)
+    kb.define_later([fn], functools.partial(ms.define_skinny, fn, dt.name, plan))   # as the GEMMs below
     if par:
         # one chunk per thread slot: each call walks A's rows once, side by side
         with kb.threads.grab_rows(M, align=plan.vw * plan.nv, chunks=kb.threads.count) as (lo, hi):
