@@ -240,8 +240,10 @@ def test_matmul_functions_are_defined_once_the_main_text_is_made(no_disk_cache, 
     orig_finish = backend.Units.finish
     monkeypatch.setattr(backend.Units, "finish",
                         lambda self, text: (events.append(("finish", _defined(text))), orig_finish(self, text))[1])
-    for name in ("define_matmul", "define_matmul_prepacked"):   # (with short GIL turns: gil_turns.py)
-        monkeypatch.setattr(mm, name, lambda *a, _orig=getattr(mm, name), **k: (
+    from jitgrad.codegen import matmul_skinny as ms
+    for mod, name in ((mm, "define_matmul"), (mm, "define_matmul_prepacked"),
+                      (ms, "define_skinny")):   # (with short GIL turns: gil_turns.py)
+        monkeypatch.setattr(mod, name, lambda *a, _orig=getattr(mod, name), **k: (
             events.append(("define", sys.getswitchinterval())), _orig(*a, **k))[1])
     orig_unit = backend._compile_unit
     monkeypatch.setattr(backend, "_compile_unit",

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import matmul as mm
 from .irutil import bcast_idx, c64, const, load_buf, nullctx as _null
+from . import matmul_skinny as ms
 from .matvec import emit_matvec, matvec_plan
 
 
@@ -56,6 +57,8 @@ def _matmul(kb, node, outs, dry):
     A, sa = _batch_layout(kb, node, 0, out_batch, ash[-2:], dry, outs)
     B, sb = _batch_layout(kb, node, 1, out_batch, bsh[-2:], dry, outs)
     if _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
+        return
+    if _skinny(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, par):
         return
     fn = None
     dyn = by_batch = False
@@ -149,6 +152,27 @@ def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
             kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, lo, hi])
     else:
         kb.b.call(fn, [mat.ptr, vec.ptr, outs[0].ptr, c64(0), c64(plan.L)])
+    return True
+
+
+def _skinny(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, par):
+    """C = A^T B with C one vector wide or less (codegen/matmul_skinny.py, no packing:
+    the packed GEMM's bits, several times faster there).  True if emitted."""
+    if not dt.is_floating:
+        return False
+    plan = ms.skinny_plan(dt.name, batch, M, N, K, ta, tb, kb.target.matmul_config(dt.name))
+    if plan is None:
+        return False
+    if dry:
+        return True
+    fn = ms.declare_skinny(kb.b.module, kb.unique_name("mm"), dt.name)
+    kb.define_later([fn], functools.partial(ms.define_skinny, fn, dt.name, plan))   # as the GEMMs below
+    if par:
+        # one chunk per thread slot: each call walks A's rows once, side by side
+        with kb.threads.grab_rows(M, align=plan.vw * plan.nv, chunks=kb.threads.count) as (lo, hi):
+            kb.b.call(fn, [A.ptr, B.ptr, outs[0].ptr, lo, hi])
+    else:
+        kb.b.call(fn, [A.ptr, B.ptr, outs[0].ptr, c64(0), c64(M)])
     return True
 
 

@@ -35,6 +35,7 @@ rows of C and its own ``work`` buffer, so disjoint row ranges with different
 work buffers may run concurrently.  C must not overlap A or B.
 """
 
+import copy
 from collections import namedtuple
 from contextlib import contextmanager
 
@@ -46,7 +47,7 @@ from .irutil import splat as _splat, SplatConst as _SplatConst
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "declare_matmul", "define_matmul", "declare_matmul_prepacked", "define_matmul_prepacked",
-           "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows"]
+           "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows", "k_blocks"]
 
 _I64 = ir.IntType(64)
 
@@ -128,6 +129,12 @@ def _plan(dtype, M, N, K, trans_a, config=None):
     a_elems = _round_up(kc * mc, per_align) if pack_a else 0
     return _Plan(vw, mr, nr, kc, nkb, mc, nc, pack_a, b_elems, a_elems,
                  b_elems, bool(p["masked"]))
+
+
+def k_blocks(dtype, M, N, K, trans_a, config=None):
+    """(kc, nkb): the K blocks every C element is summed in (matmul_skinny.py sums the same)."""
+    plan = _plan(dtype, M, N, K, trans_a, config)
+    return plan.kc, plan.nkb
 
 
 def workspace_elems(dtype, batch, M, N, K, trans_a, trans_b, config=None):
@@ -507,7 +514,14 @@ def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
             # (row r's element k at A + pc + k + rows[r]*K: one base for the MR rows)
             offs = [b.mul(row, _c(K)) for row in rows]
             Apc = _gep(b, Ab, pc)
-            with _for_range(b, 0, kc, name="pak") as k:
+            k_scalar = _c(0)
+            if mr <= g.plan.vw:
+                # a whole panel VW k's at a time, transposed in registers (below)
+                whole = b.icmp_signed(">=", valid, _c(mr))
+                kvec = b.select(whole, b.and_(kc, _c(-g.plan.vw)), _c(0))
+                _emit_pack_a_rows_vec(g, Apc, offs, dst_panel, kvec)
+                k_scalar = kvec
+            with _for_range(b, k_scalar, kc, name="pak") as k:
                 dst = g.opaque(_gep(b, dst_panel, b.mul(k, _c(mr))))
                 src = g.opaque(_gep(b, Apc, k))
                 for r in range(mr):
@@ -532,6 +546,24 @@ def _emit_pack_a(g, Ab, Ap, ic, mc, pc, kc, M, K, trans_a):
                         b.store(b.load(src, align=g.esz), dst, align=g.esz)
                 with edge:
                     _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M)
+
+
+def _emit_pack_a_rows_vec(g, Apc, offs, dst_panel, kvec):
+    """k < kvec (a multiple of VW) of a whole panel of row-major A: per VW k's, the MR
+    rows' VW-element runs (one vector load each, zero vectors up to VW rows) are
+    transposed in registers (_transpose) into VW columns, whose first MR lanes are
+    the panel's [k][MR] entries -- one MR-wide store per k.  The element-wise copy
+    (a masked scalar load and a store per element) was ~9% of W3's X @ W1."""
+    b, mr, vw = g.b, g.plan.mr, g.plan.vw
+    VM = ir.VectorType(g.T, mr)
+    first = ir.Constant(ir.VectorType(ir.IntType(32), mr), list(range(mr)))
+    with _for_range(b, 0, kvec, vw, name="pav") as k0:
+        src = g.opaque(_gep(b, Apc, k0))
+        dst = g.opaque(_gep(b, dst_panel, b.mul(k0, _c(mr))))
+        rows = [g.vload(_gep(b, src, offs[r])) for r in range(mr)] + [g.vzero] * (vw - mr)
+        for i, col in enumerate(_transpose(g, rows)):
+            val = col if mr == vw else b.shuffle_vector(col, col, first)
+            b.store(val, b.bitcast(_gep(b, dst, i * mr), VM.as_pointer()), align=g.esz)
 
 
 def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
@@ -612,6 +644,36 @@ def _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const=None):
         run(k0, range(_UNROLL_K))
     with _for_range(b, kmain, kc, name="ukr") as k:
         run(k, [0])
+
+
+# A GEMM of at least this many flops whose last row tile is short (M % MR rows, at most
+# a third of MR) gets a micro-kernel of that many rows for it: W3's X @ W1 and X^T dH
+# (M = 256 and 784, MR = 12) ran the full 12-row kernel on 4 real rows, 1/22 and 1/66
+# of their tiles.  Smaller GEMMs keep one micro-kernel (IR size, compile time).
+_EDGE_MIN_FLOPS = 1 << 26
+
+
+def _edge_rows(plan, M, N, K):
+    """Rows of the short-tile micro-kernel (0: none)."""
+    e = M % plan.mr
+    return e if e and e <= plan.mr // 3 and 2 * M * N * K >= _EDGE_MIN_FLOPS else 0
+
+
+def _emit_tile_sums(g, accs, a_op, Bpan, kc, kc_const, mr_rt, edge):
+    """The micro-kernel for a tile of ``mr_rt`` rows: with ``edge`` rows or fewer (and
+    ``edge`` set) one of ``edge`` rows, on the first rows of A's operand and of the
+    accumulators (the others are not stored), else the full one.  Every C element is
+    the same sum either way (same k order, same FMAs)."""
+    if not edge:
+        _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
+        return
+    short = copy.copy(g)
+    short.plan = g.plan._replace(mr=edge)
+    with g.b.if_else(g.b.icmp_signed("<=", mr_rt, _c(edge))) as (few, whole):
+        with few:
+            _emit_microkernel(short, accs[:edge], (a_op[0], a_op[1][:edge], a_op[2]), Bpan, kc, kc_const)
+        with whole:
+            _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
 
 
 def _a_operand(g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K, trans_a):
@@ -872,13 +934,14 @@ def _emit_gemm(fn, module, dtype, batch, M, N, K, trans_a, trans_b,
                         a_op = _a_operand(
                             g, Ab, Ap, ic, ir0, mr_rt, pc, kc, M, K,
                             trans_a)
-                        _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const)
+                        _emit_tile_sums(g, accs, a_op, Bpan, kc, kc_const, mr_rt, edge)
                         row = b.add(ic, ir0)
                         Ct = g.opaque(_gep(b, Cb, b.add(b.mul(row, _c(N)), col)))
                         _emit_store_tile(g, accs, tmp, Ct, N, mr_rt,
                                          width, first,
                                          can_be_full=(nfull > 0))
 
+    edge = _edge_rows(plan, M, N, K)
     with batch_loop(not hoist_b, _c(0)) as bi_out:
         # NC blocking only matters for very wide C; the full blocks share one
         # runtime loop and the last, narrower block is emitted once more.
