@@ -11,7 +11,9 @@ IR emission  ``b``: the llvmlite IRBuilder at the current position (its
              ``alloca(ty)``: a slot in the entry block; ``loop(stop, start=0,
              step=1)``: ``with kb.loop(n) as i`` over constant bounds (i: i64);
              ``emit_nest(buf, gen)``: buf[idx] = gen(idx, W) over buf's shape;
-             ``unique_name(tag)``: a fresh module-level name for a helper function
+             ``unique_name(tag)``: a fresh module-level name for a helper function;
+             ``define_later(fns, define)``: helper functions declared now, their
+             bodies emitted by ``define()`` once the kernel's own text is made
 values       ``shape(v)``, ``dtype(v)``; ``gen(v, idx, W)``: v's element(s) at
              idx for W lanes (see kernel.py's docstring); ``buffers[v]``: the
              Buffer of a materialised value; ``scratch_buffer(shape, dt, tag)``:
@@ -29,7 +31,7 @@ regions      ``regions`` (Regions below): control-flow regions (lower_control.py
 from functools import cached_property
 
 INTERFACE = frozenset({
-    "b", "alloca", "loop", "emit_nest", "unique_name",
+    "b", "alloca", "loop", "emit_nest", "unique_name", "define_later",
     "shape", "dtype", "gen", "buffers", "scratch_buffer", "literal_buffer",
     "set_error", "no_error_yet",
     "target",
