@@ -631,8 +631,11 @@ def _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const=None):
 
     store_accs([[g.vzero] * nv for _ in range(mr)])
     if kc_const is not None:
-        # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
-        kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
+        # The unrolled loop runs even for a short K (W3's dH = dY @ W2^T: K = 10, two
+        # trips and 2 updates in line): all 10 in line were one 773-instruction block,
+        # and LLVM's instruction selection grows faster than linearly with a block's
+        # size (mm3's codegen ~11% less CPU).  Same k order, same FMAs, same bits.
+        kmain = kc_const - kc_const % _UNROLL_K
         if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
             with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
                 run(k0, range(_UNROLL_K))
