@@ -347,11 +347,6 @@ def _declare_masked(module, vty, vw, dtype):
     return out
 
 
-@contextmanager
-def _no_block():
-    yield
-
-
 # --------------------------------------------------------------------------
 # Packing
 # --------------------------------------------------------------------------
@@ -721,32 +716,40 @@ def _emit_store_tile(g, accs, tmp, Ct, N, mr_rt, width, first, can_be_full):
                 g.vstore(acc, p)
 
     def store_edge_masked():
-        # one masked vector access per row and vector (AVX2 vmaskmov, AVX-512 {k}
-        # masks): W3's N = 10 makes every tile an edge tile, and the scalar copy
-        # below cost ~10% of those matmuls.  Masked-off lanes are not accessed; the
-        # pointers are plain GEPs, as a vector past the last column may start
-        # beyond C.
+        # one masked vector access per vector of a valid row (AVX2 vmaskmov, AVX-512
+        # {k} masks): W3's N = 10 makes every tile an edge tile, and a scalar copy cost
+        # ~10% of those matmuls.  The accumulators go through tmp so that one loop body
+        # serves every row: a straight-line copy per row (each behind its row test) was
+        # ~12% of the matmul units' code generation CPU.  Masked-off lanes are not
+        # accessed; the pointers are plain GEPs, as a vector past the last column may
+        # start beyond C.
+        spill_to_tmp()
         lane = ir.Constant(ir.VectorType(_I64, vw), list(range(vw)))
         masks = [b.icmp_signed("<", lane, _splat(b, b.sub(width, _c(v * vw)), vw))
                  for v in range(nv)]
+        align = ir.Constant(ir.IntType(32), g.esz)
+        with _for_range(b, 0, mr_rt, name="er") as r:
+            src = _gep(b, tmp, b.mul(r, _c(nr)))
+            dst = _gep(b, Ct, b.mul(r, _c(N)))
+            for v in range(nv):
+                p = b.bitcast(b.gep(dst, [_c(v * vw)]), g.V.as_pointer())
+                acc = g.vload(_gep(b, src, v * vw), aligned=True)
+                old = b.call(g.masked_load, [p, align, masks[v], g.vzero])
+                # C is read on the first K block too (only its valid lanes): branch-free
+                val = b.select(first, acc, b.fadd(old, acc))
+                b.call(g.masked_store, [val, p, align, masks[v]])
+
+    def spill_to_tmp():
         for r in range(mr):
-            with b.if_then(b.icmp_signed("<", _c(r), mr_rt)) if r else _no_block():
-                for v in range(nv):
-                    p = b.bitcast(b.gep(Ct, [_c(r * N + v * vw)]), g.V.as_pointer())
-                    acc = b.load(accs[r][v])
-                    old = b.call(g.masked_load, [p, ir.Constant(ir.IntType(32), g.esz), masks[v], g.vzero])
-                    # C is read on the first K block too (only its valid lanes): branch-free
-                    val = b.select(first, acc, b.fadd(old, acc))
-                    b.call(g.masked_store, [val, p, ir.Constant(ir.IntType(32), g.esz), masks[v]])
+            for v in range(nv):
+                g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),
+                         aligned=True)
 
     def store_edge():
         if g.plan.masked:
             store_edge_masked()
             return
-        for r in range(mr):
-            for v in range(nv):
-                g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),
-                         aligned=True)
+        spill_to_tmp()
         with _for_range(b, 0, mr_rt, name="er") as r:
             src = _gep(b, tmp, b.mul(r, _c(nr)))
             dst = _gep(b, Ct, b.mul(r, _c(N)))
