@@ -574,14 +574,15 @@ def test_chunk_rows_split_evenly_over_threads(dtype, level, cpu):
 @pytest.mark.parametrize("level", sorted(TARGETS))
 def test_narrow_c_multiplies_only_its_columns(level, ta):
     """C narrower than a panel (like W3's 10-class layer): the micro-kernel's
-    multiplies cover ceil(N / VW) vectors per row, not the target's full NR.  K = 16
-    is emitted without a k loop, so the assembly holds every multiply once:
-    MR x vectors x K.  (Before, N = 10 on AVX-512 took 2 x 16 lanes per row.)"""
+    multiplies cover ceil(N / VW) vectors per row, not the target's full NR.  A K
+    shorter than the k unroll (_UNROLL_K) is emitted without a k loop, so the assembly
+    holds every multiply once: MR x vectors x K.  (Before, N = 10 on AVX-512 took
+    2 x 16 lanes per row.)"""
     import re
     from jitgrad.codegen import target as tg
     t = tg.get(TARGETS[level])
     cfg = t.matmul_config("float32")
-    M, N, K = 40, cfg["nr"] - cfg["vw"] - 2, 16      # a vector and two columns short of a panel
+    M, N, K = 40, cfg["nr"] - cfg["vw"] - 2, mm._UNROLL_K - 1   # N: a vector and two columns short of a panel
     case = Case("float32", 1, M, N, K, ta, False, False, False, np.random.default_rng(7), config=cfg)
     asm = []
     engine = compile_cases([case], t, asm)

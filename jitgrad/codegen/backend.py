@@ -173,8 +173,13 @@ def split_units(ir_text):
 # kernels (W3's dW2 = H^T dY, N = 10) are ~8% faster with it (LLVM's LICM, which
 # llvmlite cannot add to a pass list by itself).
 SIDE_PASSES = ("sroa", "instruction_combine", "simplify_cfg")
-SIDE_O2_BELOW = 40 << 10   # 64 KiB before splat constants were printed short (irutil.SplatConst):
-                           # W3's units shrank to 0.5-0.65x, this keeps each one's pipeline
+SIDE_O2_BELOW = 38 << 10   # 64 KiB before splat constants were printed short (irutil.SplatConst):
+                           # W3's units shrank to 0.5-0.65x, this kept each one's pipeline; 40 KiB
+                           # until codegen-30's edge-tile store loop shrank W3's H @ W2 unit
+                           # (N = 10) from 45.5 to 40.1 KB: O2 there cost ~33 ms more optimise
+                           # CPU than its ~6 ms codegen saving.  (Not 36: a unit's text is ~1 KB
+                           # shorter when split from the whole module than when taken while
+                           # lowering, and test_compile_pipeline's 37.9 / 36.8 KB unit straddled it.)
 
 
 def run_side_pipeline(mod, tm, unlocked=False, small=False):

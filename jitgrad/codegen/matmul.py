@@ -347,11 +347,6 @@ def _declare_masked(module, vty, vw, dtype):
     return out
 
 
-@contextmanager
-def _no_block():
-    yield
-
-
 # --------------------------------------------------------------------------
 # Packing
 # --------------------------------------------------------------------------
@@ -557,13 +552,22 @@ def _emit_pack_a_rows_vec(g, Apc, offs, dst_panel, kvec):
     b, mr, vw = g.b, g.plan.mr, g.plan.vw
     VM = ir.VectorType(g.T, mr)
     first = ir.Constant(ir.VectorType(ir.IntType(32), mr), list(range(mr)))
+    head = ir.Constant(ir.VectorType(ir.IntType(1), vw), [lane < mr for lane in range(vw)])
+    align = ir.Constant(ir.IntType(32), g.esz)
     with _for_range(b, 0, kvec, vw, name="pav") as k0:
         src = g.opaque(_gep(b, Apc, k0))
         dst = g.opaque(_gep(b, dst_panel, b.mul(k0, _c(mr))))
         rows = [g.vload(_gep(b, src, offs[r])) for r in range(mr)] + [g.vzero] * (vw - mr)
         for i, col in enumerate(_transpose(g, rows)):
+            p = _gep(b, dst, i * mr)
+            if mr != vw and g.plan.masked:
+                # the first MR lanes stored under a constant mask: a <MR x T> store
+                # (MR = 12 on AVX-512) is an illegal vector type that LLVM splits,
+                # ~10% of W3 X @ W1's unit codegen CPU; lanes past MR are not accessed
+                b.call(g.masked_store, [col, b.bitcast(p, g.V.as_pointer()), align, head])
+                continue
             val = col if mr == vw else b.shuffle_vector(col, col, first)
-            b.store(val, b.bitcast(_gep(b, dst, i * mr), VM.as_pointer()), align=g.esz)
+            b.store(val, b.bitcast(p, VM.as_pointer()), align=g.esz)
 
 
 def _emit_pack_at_edge(g, Ab, dst_panel, rows, row_ok, pc, kc, M):
@@ -631,8 +635,11 @@ def _emit_microkernel(g, accs, a_op, Bpan, kc, kc_const=None):
 
     store_accs([[g.vzero] * nv for _ in range(mr)])
     if kc_const is not None:
-        # a short K (W3's dH = dY @ W2^T: K = 10) is all in line: no loop left to run
-        kmain = 0 if kc_const <= 4 * _UNROLL_K else kc_const - kc_const % _UNROLL_K
+        # The unrolled loop runs even for a short K (W3's dH = dY @ W2^T: K = 10, two
+        # trips and 2 updates in line): all 10 in line were one 773-instruction block,
+        # and LLVM's instruction selection grows faster than linearly with a block's
+        # size (mm3's codegen ~11% less CPU).  Same k order, same FMAs, same bits.
+        kmain = kc_const - kc_const % _UNROLL_K
         if kmain:       # (no loop that never runs: its IR cost Python, LLVM's parser and passes)
             with _for_range(b, 0, kmain, _UNROLL_K, name="uk") as k0:
                 run(k0, range(_UNROLL_K))
@@ -718,32 +725,40 @@ def _emit_store_tile(g, accs, tmp, Ct, N, mr_rt, width, first, can_be_full):
                 g.vstore(acc, p)
 
     def store_edge_masked():
-        # one masked vector access per row and vector (AVX2 vmaskmov, AVX-512 {k}
-        # masks): W3's N = 10 makes every tile an edge tile, and the scalar copy
-        # below cost ~10% of those matmuls.  Masked-off lanes are not accessed; the
-        # pointers are plain GEPs, as a vector past the last column may start
-        # beyond C.
+        # one masked vector access per vector of a valid row (AVX2 vmaskmov, AVX-512
+        # {k} masks): W3's N = 10 makes every tile an edge tile, and a scalar copy cost
+        # ~10% of those matmuls.  The accumulators go through tmp so that one loop body
+        # serves every row: a straight-line copy per row (each behind its row test) was
+        # ~12% of the matmul units' code generation CPU.  Masked-off lanes are not
+        # accessed; the pointers are plain GEPs, as a vector past the last column may
+        # start beyond C.
+        spill_to_tmp()
         lane = ir.Constant(ir.VectorType(_I64, vw), list(range(vw)))
         masks = [b.icmp_signed("<", lane, _splat(b, b.sub(width, _c(v * vw)), vw))
                  for v in range(nv)]
+        align = ir.Constant(ir.IntType(32), g.esz)
+        with _for_range(b, 0, mr_rt, name="er") as r:
+            src = _gep(b, tmp, b.mul(r, _c(nr)))
+            dst = _gep(b, Ct, b.mul(r, _c(N)))
+            for v in range(nv):
+                p = b.bitcast(b.gep(dst, [_c(v * vw)]), g.V.as_pointer())
+                acc = g.vload(_gep(b, src, v * vw), aligned=True)
+                old = b.call(g.masked_load, [p, align, masks[v], g.vzero])
+                # C is read on the first K block too (only its valid lanes): branch-free
+                val = b.select(first, acc, b.fadd(old, acc))
+                b.call(g.masked_store, [val, p, align, masks[v]])
+
+    def spill_to_tmp():
         for r in range(mr):
-            with b.if_then(b.icmp_signed("<", _c(r), mr_rt)) if r else _no_block():
-                for v in range(nv):
-                    p = b.bitcast(b.gep(Ct, [_c(r * N + v * vw)]), g.V.as_pointer())
-                    acc = b.load(accs[r][v])
-                    old = b.call(g.masked_load, [p, ir.Constant(ir.IntType(32), g.esz), masks[v], g.vzero])
-                    # C is read on the first K block too (only its valid lanes): branch-free
-                    val = b.select(first, acc, b.fadd(old, acc))
-                    b.call(g.masked_store, [val, p, ir.Constant(ir.IntType(32), g.esz), masks[v]])
+            for v in range(nv):
+                g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),
+                         aligned=True)
 
     def store_edge():
         if g.plan.masked:
             store_edge_masked()
             return
-        for r in range(mr):
-            for v in range(nv):
-                g.vstore(b.load(accs[r][v]), _gep(b, tmp, r * nr + v * vw),
-                         aligned=True)
+        spill_to_tmp()
         with _for_range(b, 0, mr_rt, name="er") as r:
             src = _gep(b, tmp, b.mul(r, _c(nr)))
             dst = _gep(b, Ct, b.mul(r, _c(N)))
