@@ -9,26 +9,21 @@ compile ends.  Paused, the IR is collected once, as young garbage, by the first
 collection after the compile (15-30 ms for W3).  Concurrent compiles are counted:
 the last one out restores the collector's state (left off if it was off).
 """
-import contextlib
 import gc
-import threading
 
-_lock = threading.Lock()
-_state = {"depth": 0, "was_enabled": False}
+from .nested_setting import NestedSetting
 
 
-@contextlib.contextmanager
-def paused():
-    """No cyclic collection inside the block (reference counting still frees)."""
-    with _lock:
-        if _state["depth"] == 0:
-            _state["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _state["depth"] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _state["depth"] -= 1
-            if _state["depth"] == 0 and _state["was_enabled"]:
-                gc.enable()
+def _pause():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    return was_enabled
+
+
+def _resume(was_enabled):
+    if was_enabled:
+        gc.enable()
+
+
+# No cyclic collection inside ``with paused():`` (reference counting still frees).
+paused = NestedSetting(_pause, _resume)

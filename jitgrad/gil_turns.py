@@ -11,30 +11,24 @@ the last one out restores the interval found by the first one in -- unless the p
 set one of its own meanwhile, which stays.  A thread with no other thread waiting for
 the GIL is not interrupted by a short interval.
 """
-import contextlib
 import sys
-import threading
+
+from .nested_setting import NestedSetting
 
 GIL_TURN = 0.0002      # seconds
 
-_lock = threading.Lock()
-_state = {"depth": 0, "interval": None, "short": None}
+
+def _shorten():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(GIL_TURN, interval))        # (never a longer interval)
+    return interval, sys.getswitchinterval()               # (as CPython keeps it: whole microseconds)
 
 
-@contextlib.contextmanager
-def short():
-    """sys.setswitchinterval(GIL_TURN) inside the block (never a longer interval)."""
-    with _lock:
-        if _state["depth"] == 0:
-            _state["interval"] = sys.getswitchinterval()
-            sys.setswitchinterval(min(GIL_TURN, _state["interval"]))
-            _state["short"] = sys.getswitchinterval()     # as CPython keeps it (whole microseconds)
-        _state["depth"] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _state["depth"] -= 1
-            # a different interval now is one the program set meanwhile: not ours to undo
-            if _state["depth"] == 0 and sys.getswitchinterval() == _state["short"]:
-                sys.setswitchinterval(_state["interval"])
+def _restore(saved):
+    interval, short_one = saved
+    if sys.getswitchinterval() == short_one:   # else the program set one meanwhile: not ours to undo
+        sys.setswitchinterval(interval)
+
+
+# sys.setswitchinterval(GIL_TURN) inside ``with short():``.
+short = NestedSetting(_shorten, _restore)
