@@ -115,19 +115,19 @@ def _dtype_of_kinds(kinds, value):
         if len(kinds) > 1:
             raise ValueError(f"Can't convert Python sequence with mixed types to Tensor: {value!r}")
         return dtypes.string
+    if "b" in kinds and len(kinds) > 1:
+        # TF's sequence conversion takes its converter from the first element: a bool (or
+        # any ndarray) first refuses the numbers, a number first converts the bools as 0 / 1
+        if isinstance(_first_leaf(value), (bool, np.bool_, np.ndarray)):
+            raise ValueError(f"Can't convert Python sequence with mixed types to Tensor: {value!r}")
+        kinds = kinds - {"b"}
     if "c" in kinds:
-        if "b" in kinds:
-            raise TypeError(f"Can't convert a mix of bool and complex to a Tensor: {value!r}")
         return dtypes.complex128
     if "f" in kinds:
-        if "b" in kinds:
-            raise TypeError(f"Can't convert a mix of bool and float to a Tensor: {value!r}")
         return dtypes.float32
     if "i64" in kinds:
         return dtypes.int64
     if "i" in kinds:
-        if "b" in kinds:
-            raise TypeError(f"Can't convert a mix of bool and int to a Tensor: {value!r}")
         return dtypes.int32
     return dtypes.bool_
 

@@ -175,6 +175,23 @@ def test_a_list_of_arrays_converts_by_dtype_not_element_by_element():
         tf.constant([np.ones(2, np.float32), np.ones(3, np.float32)])
     assert tf.constant([np.arange(3), np.array([0, 1, 2 ** 33])]).dtype == tf.int64
     assert tf.constant([np.arange(3), np.arange(3)]).dtype == tf.int32
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         tf.constant([np.ones(2, bool), np.ones(2)])          # bool and float mixed
     assert tuple(tf.constant([np.zeros((0, 3))], tf.int32).shape) == (1, 0, 3)
+
+
+# TF 2.21 (tensorflow-cpu): bools mixed with numbers in a sequence
+@pytest.mark.parametrize("value, expect", [
+    ([True, 1], ValueError), ([True, 1.5], ValueError), ([True, 1j], ValueError), ([np.bool_(True), 1], ValueError),
+    ([np.ones(2, bool), np.ones(2)], ValueError), ([np.ones(2), np.ones(2, bool)], ValueError),
+    ([np.ones(2, np.int64), np.ones(2, bool)], ValueError),
+    ([1, True], ("int32", [1, 1])), ([1.5, True], ("float32", [1.5, 1.0])), ([[2], [False]], ("int32", [[2], [0]])),
+])
+def test_bools_mixed_with_numbers_follow_the_first_element(value, expect):
+    if isinstance(expect, type):
+        with pytest.raises(expect):
+            tf.constant(value)
+        return
+    t = tf.constant(value)
+    assert t.dtype.name == expect[0]
+    np.testing.assert_array_equal(t.numpy(), expect[1])
