@@ -78,6 +78,14 @@ class Case:
     def new_out(self):
         return np.full((self.batch, self.M, self.N), np.nan, self.dtype)
 
+    def run_in_pieces(self, cuts):
+        """All rows, as one call per piece between ``cuts`` (ascending, in 0..M), into one output."""
+        C = self.new_out()
+        bounds = [0, *cuts, self.M]
+        for lo, hi in zip(bounds, bounds[1:]):
+            self.run(C=C, rows=(lo, hi))
+        return C
+
     def run(self, C=None, rows=None, work=None):
         C = self.new_out() if C is None else C
         work = self.new_work() if work is None else work
@@ -243,8 +251,7 @@ def test_big_shapes(big_cases):
 
 
 def _split_points(M, rng):
-    cuts = sorted(int(x) for x in rng.integers(0, M + 1, size=2))
-    return [(0, cuts[0]), (cuts[0], cuts[1]), (cuts[1], M)]
+    return sorted(int(x) for x in rng.integers(0, M + 1, size=2))
 
 
 def test_row_split_bit_identical(random_cases, edge_cases, big_cases):
@@ -252,10 +259,7 @@ def test_row_split_bit_identical(random_cases, edge_cases, big_cases):
     special = [c for c in edge_cases if c.config or c.K == 0]
     for case in random_cases[:16] + special + big_cases:
         full = case.run()
-        C = case.new_out()
-        for lo, hi in _split_points(case.M, rng):
-            case.run(C=C, rows=(lo, hi))
-        assert np.array_equal(full, C), case
+        assert np.array_equal(full, case.run_in_pieces(_split_points(case.M, rng))), case
 
 
 def test_row_split_only_writes_own_rows(edge_cases):
@@ -509,10 +513,7 @@ def test_target_blocking_compiles_runs_and_uses_its_registers(level):
     for case in cases:
         full = case.run()
         check(case, full)
-        C = case.new_out()
-        for lo, hi in _split_points(case.M, rng):
-            case.run(C=C, rows=(lo, hi))
-        assert np.array_equal(full, C), case
+        assert np.array_equal(full, case.run_in_pieces(_split_points(case.M, rng))), case
     del engine
 
 
@@ -708,10 +709,7 @@ def test_icelake_server_blocking_matches_numpy_and_the_default_bits():
         full = c.run()
         check(c, full)
         assert np.array_equal(full, d.run()), c
-        split = c.new_out()
-        for lo, hi in _split_points(c.M, rng):
-            c.run(C=split, rows=(lo, hi))
-        assert np.array_equal(split, full), c
+        assert np.array_equal(c.run_in_pieces(_split_points(c.M, rng)), full), c
         assert np.array_equal(_run_prepacked(c, rng), full), c
     del engine
 
@@ -742,9 +740,6 @@ def test_transposed_b_of_k_blocks_shorter_than_a_vector(level):
     for c in cases:
         full = c.run()
         check(c, full)
-        split = c.new_out()
-        for lo, hi in _split_points(c.M, rng):
-            c.run(C=split, rows=(lo, hi))
-        assert np.array_equal(split, full), c
+        assert np.array_equal(c.run_in_pieces(_split_points(c.M, rng)), full), c
         assert np.array_equal(_run_prepacked(c, rng), full), c
     del engine
