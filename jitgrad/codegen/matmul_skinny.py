@@ -26,8 +26,9 @@ from collections import namedtuple
 
 from llvmlite import ir
 
-from .irutil import SplatConst, c64, declare_vector_fma, for_range, gep_inbounds, loop_base, smin, splat
+from .irutil import c64, for_range, gep_inbounds, loop_base, smin, splat
 from .matmul import k_blocks
+from .matvec import Emit
 
 __all__ = ["Skinny", "skinny_plan", "emit_skinny", "declare_skinny", "define_skinny"]
 
@@ -77,8 +78,8 @@ def define_skinny(fn, dtype, plan):
     A, B, C, lo, hi = fn.args
     hi = smin(b, hi, plan.M)
     lo = smin(b, lo, hi)
-    e = _Emit(module, b, entry, T, plan.vw)
-    s = _Emit(module, b, entry, T, 1)
+    e = Emit(module, b, entry, T, plan.vw)
+    s = Emit(module, b, entry, T, 1)
     # a chunk's sums, C^T's layout [N][JC]: the current K block's (P) and the running ones (S)
     P = entry.bitcast(entry.alloca(ir.ArrayType(T, plan.N * _JC), name="ct_block"), Tp)
     S = P if plan.nkb == 1 else entry.bitcast(entry.alloca(ir.ArrayType(T, plan.N * _JC), name="ct"), Tp)
@@ -110,28 +111,6 @@ _JC = 256
 _KB = 16
 
 
-class _Emit:
-    """Builder and element type at width ``w`` (1: scalar code, same structure)."""
-
-    def __init__(self, module, b, entry, T, w):
-        self.b, self.entry, self.T, self.w = b, entry, T, w
-        self.esz = 4 if isinstance(T, ir.FloatType) else 8
-        dt = "float32" if self.esz == 4 else "float64"
-        if w == 1:
-            self.V, self.vzero = T, ir.Constant(T, 0.0)
-            nm = "llvm.fmuladd." + ("f32" if self.esz == 4 else "f64")
-            self.fma = module.globals.get(nm) or ir.Function(module, ir.FunctionType(T, [T, T, T]), nm)
-        else:
-            self.V, self.vzero = ir.VectorType(T, w), SplatConst(ir.VectorType(T, w), 0.0)
-            self.fma = declare_vector_fma(module, self.V, w, dt)
-
-    def load(self, ptr):
-        return self.b.load(self.b.bitcast(ptr, self.V.as_pointer()), align=self.esz)
-
-    def store(self, val, ptr):
-        self.b.store(val, self.b.bitcast(ptr, self.V.as_pointer()), align=self.esz)
-
-
 def _columns(e, s, plan, A, B, P, jc, jn, k0, k1, fresh):
     """Terms k in [k0, k1) of the chunk's columns [jc, jc + jn) of C^T into P (``fresh``:
     the K block's first pass, its sums start from zero): blocks of NV vectors, then
@@ -158,20 +137,20 @@ def _update(e, plan, A, B, P, jc, r0, nv, k0, k1, fresh):
     Pr = loop_base(b, gep_inbounds(b, P, r0))
     for c in range(N):
         for v in range(nv):
-            old = e.load(gep_inbounds(b, Pr, c * _JC + v * w))
+            old = e.vload(gep_inbounds(b, Pr, c * _JC + v * w))
             b.store(b.select(fresh, e.vzero, old), accs[c][v])
     Aj = gep_inbounds(b, A, b.add(jc, r0))
     with for_range(b, k0, k1, name="k") as k:
         arow = loop_base(b, gep_inbounds(b, Aj, b.mul(k, c64(M))))
         brow = loop_base(b, gep_inbounds(b, B, b.mul(k, c64(N))))
-        av = [e.load(gep_inbounds(b, arow, v * w)) for v in range(nv)]
+        av = [e.vload(gep_inbounds(b, arow, v * w)) for v in range(nv)]
         for c in range(N):
             bc = splat(b, b.load(gep_inbounds(b, brow, c), align=e.esz), w)
             for v in range(nv):
                 b.store(b.call(e.fma, [av[v], bc, b.load(accs[c][v])]), accs[c][v])
     for c in range(N):
         for v in range(nv):
-            e.store(b.load(accs[c][v]), gep_inbounds(b, Pr, c * _JC + v * w))
+            e.vstore(b.load(accs[c][v]), gep_inbounds(b, Pr, c * _JC + v * w))
 
 
 def _combine(e, s, plan, P, S, jn, first):
@@ -183,5 +162,5 @@ def _combine(e, s, plan, P, S, jn, first):
         nvec = b.mul(b.sdiv(jn, c64(w)), c64(w))
         for em, lo, hi, step in ((e, 0, nvec, w), (s, nvec, jn, 1)):
             with for_range(b, lo, hi, step, name="cb") as r:
-                p, q = em.load(gep_inbounds(b, Pc, r)), gep_inbounds(b, Sc, r)
-                em.store(b.select(first, p, b.fadd(em.load(q), p)), q)
+                p, q = em.vload(gep_inbounds(b, Pc, r)), gep_inbounds(b, Sc, r)
+                em.vstore(b.select(first, p, b.fadd(em.vload(q), p)), q)

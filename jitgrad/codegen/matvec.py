@@ -58,7 +58,7 @@ def _pow2_floor(n):
     return p
 
 
-class _Emit:
+class Emit:
     """Builder, element type and width ``w`` (1: scalar code, same structure)."""
 
     def __init__(self, module, b, entry, T, w):
@@ -107,7 +107,7 @@ def emit_matvec(module, name, dtype, plan, vw):
         v = gep_inbounds(b, vec, b.mul(bi, c64(plan.vec_stride)))
         y = gep_inbounds(b, out, b.mul(bi, c64(plan.L)))
         if plan.form == "dot":
-            _emit_dot(_Emit(module, b, entry, T, min(vw, _pow2_floor(plan.K))), m, v, y, lo, hi, plan.L, plan.K)
+            _emit_dot(Emit(module, b, entry, T, min(vw, _pow2_floor(plan.K))), m, v, y, lo, hi, plan.L, plan.K)
         else:
             _emit_axpy(module, b, entry, T, m, v, y, lo, hi, plan.L, plan.K, vw)
     b.ret_void()
@@ -191,13 +191,13 @@ def _emit_axpy(module, b, entry, T, mat, vec, y, lo, hi, L, K, vw):
     # blocks of nb vectors (each row of mat read once per block), then single vectors, then scalar columns
     nblk = b.sdiv(b.sub(vend, smin(b, lo, vend)), c64(full))
     bend = b.add(lo, b.mul(nblk, c64(full)))
-    e = _Emit(module, b, entry, T, vw)
+    e = Emit(module, b, entry, T, vw)
     with for_range(b, lo, bend, full, name="jb") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, nb, S)
     with for_range(b, smin(b, bend, vend), vend, vw, name="jv") as j0:
         _axpy_block(e, mat, vec, y, j0, L, K, 1, S)
     if Lv < L:
-        s = _Emit(module, b, entry, T, 1)
+        s = Emit(module, b, entry, T, 1)
         start = b.select(b.icmp_signed(">", lo, c64(Lv)), lo, c64(Lv))
         with for_range(b, start, hi, name="js") as j:
             _axpy_block(s, mat, vec, y, j, L, K, 1, S)
