@@ -168,8 +168,10 @@ def to_numpy(value, dtype=None):
     """A constant value as a numpy array of a supported dtype (TF's rules)."""
     want = None if dtype is None else dtypes.as_dtype(dtype)
     is_array = isinstance(value, (np.ndarray, np.generic))
+    # a Python value's dtype, inferred once (None: not inferable; inferred again below to raise why)
+    inferred = None if is_array or (want is not None and want.is_string) else _infer_python_dtype_or_none(value)
     if (is_array and np.asarray(value).dtype.kind in "USO") or (want is not None and want.is_string) or \
-            (not is_array and _infer_python_dtype_or_none(value) is dtypes.string):
+            inferred is dtypes.string:
         if want is not None and not want.is_string:
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
         return string_array(value)
@@ -193,7 +195,8 @@ def to_numpy(value, dtype=None):
         lens = {len(v) if isinstance(v, (list, tuple)) else -1 for v in value}
         if len(lens) != 1:
             raise _non_rectangular(value)
-    inferred = _infer_python_dtype(value)
+    if inferred is None:
+        inferred = _infer_python_dtype(value)
     if want is None:
         want = inferred
     elif _is_empty_sequence(value):
