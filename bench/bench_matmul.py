@@ -11,6 +11,10 @@ make OpenBLAS pick a slower kernel.
 
 Usage: python bench/bench_matmul.py [--dtype float32|float64] [--repeats N]
        [--config '{"mc": 144, "kc": 256}'] [--target CPU] [--threads N] [--sweep] [--load N]
+       [--openblas-coretype Haswell]
+
+With --threads N > 1 each side's timed sample follows a 0.2 s pause (OpenBLAS's
+threads spin ~0.1 s after a call) and an untimed warm-up burst, alike on both sides.
 
 ``--load N`` runs N busy processes (a pure-Python spin loop each) for the whole
 run, as bench_interleaved.py's: a host with more runnable threads than cores.
@@ -95,6 +99,14 @@ def _calibrate(fn, min_time=0.05):
 _CLOCK = [time.perf_counter]     # --clock cpu: time.process_time
 
 
+def _warm_calls(inner):
+    """Untimed calls before a multi-threaded sample (a third of it): after the idle
+    gap that keeps OpenBLAS's spinning threads away, the first calls of a burst ran
+    slow on a 2-vCPU VM (znver4, 2 threads, float64 256x784x512: ours 54 GFLOP/s
+    median without, 95 with; standalone back-to-back 90-95) -- both sides get it."""
+    return max(1, inner // 3)
+
+
 def _sample(fn, inner):
     """Seconds per call, averaged over ``inner`` back-to-back calls."""
     clock = _CLOCK[0]
@@ -124,17 +136,22 @@ def _numpy_child(dtype):
         calls.append((fn, _calibrate(fn)))
     print(json.dumps({"info": blas_info(), "blas_threads": openblas_threads()}), flush=True)
     for line in sys.stdin:
-        fn, inner = calls[int(line)]
+        i, _, warm = line.partition(" ")
+        fn, inner = calls[int(i)]
+        if warm.strip():
+            _sample(fn, _warm_calls(inner))
         print(repr(_sample(fn, inner)), flush=True)
 
 
 class _NumpyServer:
     """numpy in a subprocess with BLAS set to ``threads`` threads."""
 
-    def __init__(self, dtype, threads=1, clock="wall"):
+    def __init__(self, dtype, threads=1, clock="wall", coretype=None):
         env = dict(os.environ)
         self.removed = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
                         if env.pop(k, None) is not None]
+        if coretype:
+            env["OPENBLAS_CORETYPE"] = coretype
         for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                   "MKL_NUM_THREADS"):
             env[k] = str(threads)
@@ -150,8 +167,8 @@ class _NumpyServer:
             raise SystemExit("numpy child runs OpenBLAS on %d thread(s), not the %d asked for: "
                              "the baseline would not be honest" % (got, threads))
 
-    def sample(self, i):
-        self.proc.stdin.write("%d\n" % i)
+    def sample(self, i, warm=False):
+        self.proc.stdin.write("%d%s\n" % (i, " warm" if warm else ""))
         self.proc.stdin.flush()
         return float(self.proc.stdout.readline())
 
@@ -272,6 +289,9 @@ def main():
                          "row chunks over N threads), numpy with N BLAS threads")
     ap.add_argument("--load", type=int, default=0, help="busy background processes during the run")
     ap.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="what a sample's time is (see above)")
+    ap.add_argument("--openblas-coretype", default=None,
+                    help="OPENBLAS_CORETYPE for numpy (e.g. Haswell: OpenBLAS's AVX2 kernels, "
+                         "to compare with --target znver3 on an AVX-512 host)")
     ap.add_argument("--numpy-child", action="store_true")
     args = ap.parse_args()
     if args.clock == "cpu":
@@ -299,7 +319,7 @@ def _main(args):
         calls = _session_setup(args.dtype, args.threads, args.target)
     else:
         calls = _ours_setup(args.dtype, config, args.target)
-    server = _NumpyServer(args.dtype, args.threads, args.clock)
+    server = _NumpyServer(args.dtype, args.threads, args.clock, args.openblas_coretype)
     rows = []
     try:
         for i, (label, M, N, K, ta, tb, batch) in enumerate(SHAPES):
@@ -311,8 +331,9 @@ def _main(args):
                     # would take the core our second thread needs (measured: ours 90 GFLOP/s
                     # interleaved, 183 alone, on 2 cores)
                     time.sleep(0.2)
+                    _sample(call, _warm_calls(inner))
                 ours.append(_sample(call, inner))
-                ref.append(server.sample(i))
+                ref.append(server.sample(i, warm=args.threads > 1))
             flop = 2.0 * batch * M * N * K / 1e9
             rows.append((label, flop / np.median(ours), flop / np.median(ref),
                          flop / min(ours), flop / min(ref)))
@@ -324,9 +345,10 @@ def _main(args):
               "single thread" if args.threads == 1 else "%d threads (ours: Session.run)" % args.threads,
               args.load, os.getloadavg()[0], args.clock, tg.get(args.target).describe(), config))
     print("numpy: %s" % server.info)
-    print("numpy subprocess env: *_NUM_THREADS=%d; unset %s" % (args.threads,
+    print("numpy subprocess env: *_NUM_THREADS=%d; unset %s%s" % (args.threads,
         ", ".join(server.removed) if server.removed
-        else "OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (neither was set)"))
+        else "OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (neither was set)",
+        "; OPENBLAS_CORETYPE=%s" % args.openblas_coretype if args.openblas_coretype else ""))
     w = max(len(s[0]) for s in SHAPES)
     print("%-*s %8s %8s %7s %10s %10s" % (w, "shape", "ours", "numpy",
                                           "ratio", "ours best", "numpy best"))
