@@ -1,17 +1,21 @@
 #!/usr/bin/env python
-"""Single-threaded GFLOP/s of the jitgrad matmul kernel vs numpy (OpenBLAS).
+"""GFLOP/s of jitgrad's matmul vs numpy (OpenBLAS), per shape, at 1 or N threads.
 
 Shapes are the MLP training-step matmuls (784-512-10, batch 256) and two
-batched, attention-sized ones.  Our kernel
-is compiled for the host CPU and called for the full row range from one
-thread.  numpy runs in a subprocess whose environment pins BLAS to one
-thread (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1) and *unsets*
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which may be set on this machine and
-make OpenBLAS pick a slower kernel.
+batched, attention-sized ones.  Ours is what a graph gets: a one-matmul graph
+compiled for the host CPU (or --target) and run by a Session (the packed GEMM,
+or the skinny / matrix-vector forms where lower_matmul picks them), output
+allocation and call included; ``--kernel`` times the packed GEMM kernel alone,
+called for the full row range from one thread (the raw kernel, for tuning its
+blocking with --config / --sweep).  numpy runs in a subprocess whose environment
+sets BLAS to the same thread count (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=
+MKL_NUM_THREADS) and *unsets* OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which may be
+set on this machine and make OpenBLAS pick a slower kernel; it multiplies into a
+preallocated output.
 
 Usage: python bench/bench_matmul.py [--dtype float32|float64] [--repeats N]
-       [--config '{"mc": 144, "kc": 256}'] [--target CPU] [--threads N] [--sweep] [--load N]
-       [--openblas-coretype Haswell]
+       [--target CPU] [--threads N] [--load N] [--openblas-coretype Haswell]
+       [--kernel] [--config '{"mc": 144, "kc": 256}'] [--sweep]
 
 With --threads N > 1 each side's timed sample follows a 0.2 s pause (OpenBLAS's
 threads spin ~0.1 s after a call) and an untimed warm-up burst, alike on both sides.
@@ -285,8 +289,11 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="ours only: GFLOP/s of candidate AVX-512 blockings per shape")
     ap.add_argument("--threads", type=int, default=1,
-                    help=">1: ours through jitgrad's compiled Session path (B packed once, "
-                         "row chunks over N threads), numpy with N BLAS threads")
+                    help="ours: a one-matmul graph run by jitgrad's compiled Session on N threads "
+                         "(B packed once, row chunks); numpy with N BLAS threads")
+    ap.add_argument("--kernel", action="store_true",
+                    help="ours: the packed GEMM kernel alone (matmul.emit_matmul), called from "
+                         "one thread -- not the skinny / matvec forms a graph may get; --config implies it")
     ap.add_argument("--load", type=int, default=0, help="busy background processes during the run")
     ap.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="what a sample's time is (see above)")
     ap.add_argument("--openblas-coretype", default=None,
@@ -315,10 +322,13 @@ def _main(args):
     if args.sweep:
         _sweep(args.dtype, args.target, args.repeats)
         return
-    if args.threads > 1:
-        calls = _session_setup(args.dtype, args.threads, args.target)
-    else:
+    kernel = args.kernel or bool(args.config)
+    if kernel and args.threads > 1:
+        raise SystemExit("--kernel / --config time the packed GEMM on one thread: drop --threads")
+    if kernel:
         calls = _ours_setup(args.dtype, config, args.target)
+    else:
+        calls = _session_setup(args.dtype, args.threads, args.target)
     server = _NumpyServer(args.dtype, args.threads, args.clock, args.openblas_coretype)
     rows = []
     try:
@@ -342,7 +352,8 @@ def _main(args):
     print("dtype=%s: GFLOP/s from the median of %d samples (~50 ms each), "
           "ours and numpy interleaved; %s; load=%d (load average %.1f), clock %s; target %s, config=%s" % (
               args.dtype, args.repeats,
-              "single thread" if args.threads == 1 else "%d threads (ours: Session.run)" % args.threads,
+              ("%d thread%s" % (args.threads, "s" if args.threads > 1 else ""))
+              + (" (ours: the packed GEMM kernel)" if kernel else " (ours: Session.run)"),
               args.load, os.getloadavg()[0], args.clock, tg.get(args.target).describe(), config))
     print("numpy: %s" % server.info)
     print("numpy subprocess env: *_NUM_THREADS=%d; unset %s%s" % (args.threads,
