@@ -49,9 +49,12 @@ class Case(MatMulCase):
 
 # (M, N, K): W3's dW2; full 2-vector blocks with vector and scalar tails; one vector
 # and less (M < 2 VW); several JC chunks; K not a multiple of KB; several K blocks
-# (K > KC: 300 = 2 x 150, 600 = 3 x 200); K = 1; N = 2 and N = the vector width
+# (K > KC: 300 = 2 x 150, 600 = 3 x 200); K = 1; N = 2 and N = the vector width; rows
+# of C wider than a vector ending in a partial one (AVX2 float64's 5, 6, 9, 10; AVX-512
+# float32's 20, 28), as many accumulators as registers allow (14 of 16, 30 of 32)
 SHAPES = [(512, 10, 256), (37, 10, 19), (16, 3, 5), (20, 7, 33), (600, 5, 70), (97, 2, 300),
-          (50, 9, 600), (40, 10, 1), (300, 16, 17), (33, 8, 257), (64, 4, 40), (9, 2, 7)]
+          (50, 9, 600), (40, 10, 1), (300, 16, 17), (33, 8, 257), (64, 4, 40), (9, 2, 7),
+          (300, 20, 130), (70, 14, 300), (45, 30, 60), (128, 28, 9), (50, 6, 33)]
 
 
 def _cases(t):
@@ -72,6 +75,7 @@ def test_bit_identical_to_packed_gemm_and_within_bound(level):
     t = tg.get() if level == "host" else tg.get(TARGETS[level])
     cases = _cases(t)
     assert len(cases) >= 4, "shapes up to the vector width take the skinny form"
+    assert any(c.N > c.plan.vw for c in cases), "and rows wider than a vector ending in a partial one"
     engine = compile_cases(cases, t)
     if t.missing_on_host():
         return      # compiled, not run: the host cannot execute this target's code
@@ -122,7 +126,9 @@ def test_plan_applies_only_to_its_form():
     assert ms.skinny_plan("float32", 1, 512, 10, 256, False, False, cfg) is None      # A not transposed
     assert ms.skinny_plan("float32", 1, 512, 10, 256, True, True, cfg) is None        # B transposed
     assert ms.skinny_plan("float32", 2, 512, 10, 256, True, False, cfg) is None       # batched
-    assert ms.skinny_plan("float32", 1, 512, vw + 1, 256, True, False, cfg) is None   # C wider than a vector
+    assert ms.skinny_plan("float32", 1, 512, vw + 1, 256, True, False, cfg) is not None   # a partial last vector
+    assert ms.skinny_plan("float32", 1, 512, 2 * vw, 256, True, False, cfg) is None  # whole vectors: packed GEMM
+    assert ms.skinny_plan("float32", 1, 512, cfg["regs"] - 1, 256, True, False, cfg) is None  # accumulators > registers
     assert ms.skinny_plan("float32", 1, 512, 1, 256, True, False, cfg) is None        # a matvec
     assert ms.skinny_plan("int32", 1, 512, 10, 256, True, False, cfg) is None
 

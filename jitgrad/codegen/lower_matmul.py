@@ -156,8 +156,8 @@ def _matvec(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, sa, sb, par):
 
 
 def _skinny(kb, dt, A, B, outs, dry, M, N, K, ta, tb, batch, par):
-    """C = A^T B with C one vector wide or less (codegen/matmul_skinny.py, no packing:
-    the packed GEMM's bits, several times faster there).  True if emitted."""
+    """C = A^T B with narrow C (codegen/matmul_skinny.skinny_plan; no packing: the
+    packed GEMM's bits, up to several times faster there).  True if emitted."""
     if not dt.is_floating:
         return False
     plan = ms.skinny_plan(dt.name, batch, M, N, K, ta, tb, kb.target.matmul_config(dt.name))

@@ -1,4 +1,4 @@
-"""C = A^T @ B for a narrow C (N <= one vector), without packing: W3's dW2 = H^T dY.
+"""C = A^T @ B for a narrow C (N up to a register file of accumulators), without packing: W3's dW2.
 
 The packed GEMM (matmul.py) reads op(A) = A^T in place there: each k broadcasts MR
 elements of one row of A, a row of A (M elements, 2 KiB in W3) away from the last
@@ -38,11 +38,20 @@ Skinny = namedtuple("Skinny", "M N K kc nkb vw nv")
 
 def skinny_plan(dtype, batch, M, N, K, ta, tb, config):
     """The Skinny for C = A^T B when this form applies (float, one matrix, A transposed,
-    B not, 2 <= N <= the vector width, M at least a vector), else None."""
+    B not, M at least a vector, N from 2 to the vector width or a row of C ending in a
+    partial vector, N accumulators fitting in registers), else None.
+
+    Rows of whole vectors wider than one (N = 2 VW, 3 VW, ...) keep the packed GEMM,
+    which uses all its lanes there.  Measured on znver4 (kernels alone, one thread,
+    in-process alternation, M x K = 512 x 256 and 1024 x 1024; GFLOP/s packed ->
+    skinny): partial last vectors gained everywhere -- AVX2 float64 N = 10: 15 -> 30,
+    N = 6: 24 -> 30; AVX2 float32 N = 10: 56 -> 67; AVX-512 float32 N = 20: 48 -> 73,
+    N = 24: 70 -> 87; AVX-512 float64 N = 10: 27 -> 40, N = 20: 21 -> 44 -- while
+    whole rows of two vectors lost on AVX2 float64 (N = 8: 33 -> 24)."""
     if dtype not in ("float32", "float64") or batch != 1 or not ta or tb:
         return None
     vw, regs = config["vw"], config.get("regs", 16)
-    if not 2 <= N <= vw or M < vw or K < 1 or N + 2 > regs:
+    if N < 2 or (N > vw and N % vw == 0) or M < vw or K < 1 or N + 2 > regs:
         return None
     # N accumulators, one A vector and one broadcast per C^T vector column; two columns
     # (JW = 2 VW) when they fit: two independent loads per k for N broadcasts
