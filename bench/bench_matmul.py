@@ -259,9 +259,15 @@ def _session_setup(dtype, threads, target=None):
 
 
 def _sweep(dtype, target, repeats):
-    vw = 16 if dtype == "float32" else 8
-    cands = [dict(mr=mr, nr=k * vw, kc=kc) for mr, k in ((6, 2), (8, 2), (12, 2), (14, 2), (6, 3), (8, 3), (4, 4))
-             for kc in (256, 384)]
+    """Register tiles MR x (K vectors) that fit the target's registers (MR K accumulators,
+    K B vectors, one broadcast), KC 256 and 384."""
+    from jitgrad.codegen import target as tg
+    base = tg.get(target).matmul_config(dtype)
+    vw, regs = base["vw"], base["regs"]
+    cands = [dict(mr=mr, nr=k * vw, kc=kc)
+             for mr, k in ((4, 2), (6, 2), (8, 2), (12, 2), (14, 2), (4, 3), (6, 3), (8, 3), (3, 4), (4, 4),
+                           (8, 1), (12, 1))
+             if mr * k + k + 1 <= regs for kc in (256, 384)]
     print("sweep %s %s: GFLOP/s (median of %d), shapes: %s" % (
         dtype, target or "host", repeats, [s[0].split()[1] for s in SHAPES]))
     for c in cands:
@@ -287,7 +293,7 @@ def main():
                     help="LLVM CPU to compile for (default: the host); its blocking "
                          "(jitgrad/codegen/target.py) is the default config")
     ap.add_argument("--sweep", action="store_true",
-                    help="ours only: GFLOP/s of candidate AVX-512 blockings per shape")
+                    help="ours only: GFLOP/s of candidate blockings for the target, per shape")
     ap.add_argument("--threads", type=int, default=1,
                     help="ours: a one-matmul graph run by jitgrad's compiled Session on N threads "
                          "(B packed once, row chunks); numpy with N BLAS threads")
