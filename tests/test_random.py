@@ -164,3 +164,29 @@ def test_compat_v1_names():
     assert np.array_equal(tf.compat.v1.random.normal([3]).numpy(), a)
     assert tf.compat.v1.random_uniform([2]).shape == (2,)
     assert tf.compat.v1.truncated_normal([2]).shape == (2,)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16"])
+def test_uniform_never_rounds_up_to_maxval(dtype):
+    """The float64 draw is rounded to the op's dtype: one within half an ulp of 1 became
+    1.0 (float32: one element in 2^25 -- seen as a failure of the [0, 1) check above)."""
+    from jitgrad.ops import random_ops      # (bfloat16: ml_dtypes is in the test extras)
+    dt = tf.as_dtype(dtype)
+    top = 1.0 - 2.0 ** -60                      # rounds to 1.0 in every narrower float
+    assert np.asarray(top, dt.np).astype(np.float64) == 1.0
+
+    class Rng:                                  # the generator's largest possible draws
+        def random(self, shape, dtype):
+            return np.full(shape, top, dtype)
+
+    s = random_ops.Sampler((1, 2))
+    s.rng = Rng()
+    got = s.draw("RandomUniform", (5,), dt.np, {"dtype": dt}).astype(np.float64)
+    assert (got < 1.0).all() and (got == got.max()).all()
+    assert got[0] == 1.0 - float(dt._info().epsneg)       # the largest value below 1, not less
+    # from the API, with real draws: float16 rounds one draw in 2^12 up (~50 of 200k)
+    if dtype == "float16":
+        tf.random.set_seed(5)
+        v = tf.random.uniform([N], dtype=tf.float16).numpy()
+        _check_uniform(v, 0.0, 1.0)
+        assert (v == np.float16(1.0 - 2.0 ** -11)).sum() > 10     # they are kept, at the top
