@@ -148,7 +148,7 @@ def test_session_compiled_vs_interpreter(dt, M, N, K):
     A, B = feed[a].T.astype(np.float64), feed[b].astype(np.float64)
     bound = 2 * (K + 1) * np.finfo(dt).eps * (np.abs(A) @ np.abs(B))
     assert (np.abs(y - A @ B) <= bound).all() and (np.abs(x - A @ B) <= bound).all()
-    # the skinny form plans no GEMM workspace (the packed GEMM does): C up to a vector wide
+    # the skinny form plans no GEMM workspace (the packed GEMM does): narrow C (skinny_plan)
     # the Session compiles for tg.current(): JITGRAD_TARGET_CPU's CPU when the suite runs for one
     from jitgrad.codegen import target as tg
     cfg = tg.current().matmul_config(np.dtype(dt).name)

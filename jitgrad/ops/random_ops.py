@@ -73,11 +73,13 @@ class Sampler:
     def draw(self, kind, shape, dtype, attrs):
         rng = self.rng
         if kind == "RandomUniform":
-            u = rng.random(shape, dtype=np.float64).astype(dtype)
+            u = rng.random(shape, dtype=np.float64)
+            if u.dtype == dtype:
+                return u
             # a float64 draw within half an ulp of 1 rounds up to 1.0 in a narrower float
             # (float32: one element in 2^25, float16 one in 2^12, bfloat16 one in 2^9), and
             # tf.random.uniform's range is [0, 1): those take the largest value below 1
-            return np.minimum(u, np.asarray(1.0 - attrs["dtype"]._info().epsneg, dtype))
+            return np.minimum(u.astype(dtype), np.asarray(1.0 - attrs["dtype"]._info().epsneg, dtype))
         if kind == "RandomUniformInt":
             return rng.integers(attrs["minval"], attrs["maxval"], size=shape, dtype=dtype)
         z = rng.standard_normal(shape)
