@@ -166,27 +166,31 @@ def test_compat_v1_names():
     assert tf.compat.v1.truncated_normal([2]).shape == (2,)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16"])
-def test_uniform_never_rounds_up_to_maxval(dtype):
-    """The float64 draw is rounded to the op's dtype: one within half an ulp of 1 became
-    1.0 (float32: one element in 2^25 -- seen as a failure of the [0, 1) check above)."""
+@pytest.mark.parametrize("dtype,nmant", [("float16", 10), ("bfloat16", 7), ("float32", 23),
+                                         ("float64", 52)])
+def test_uniform_draws_on_tfs_grid_below_maxval(dtype, nmant):
+    """Draws are TF's: nmant random mantissa bits, multiples of 2^-nmant up to 1 - 2^-nmant.
+    A float64 draw rounded to float32 reached 1.0 (one element in 2^25, seen once as a failure
+    of the [0, 1) check above), and a finer float32 draw shifted to [1, 2) rounded to 2.0."""
     from jitgrad.ops import random_ops      # (bfloat16: ml_dtypes is in the test extras)
     dt = tf.as_dtype(dtype)
-    top = 1.0 - 2.0 ** -60                      # rounds to 1.0 in every narrower float
-    assert np.asarray(top, dt.np).astype(np.float64) == 1.0
 
     class Rng:                                  # the generator's largest possible draws
-        def random(self, shape, dtype):
-            return np.full(shape, top, dtype)
+        def integers(self, lo, hi, size, dtype):
+            return np.full(size, hi - 1, dtype)
 
     s = random_ops.Sampler((1, 2))
     s.rng = Rng()
-    got = s.draw("RandomUniform", (5,), dt.np, {"dtype": dt}).astype(np.float64)
-    assert (got < 1.0).all() and (got == got.max()).all()
-    assert got[0] == 1.0 - float(dt._info().epsneg)       # the largest value below 1, not less
-    # from the API, with real draws: float16 rounds one draw in 2^12 up (~50 of 200k)
-    if dtype == "float16":
-        tf.random.set_seed(5)
-        v = tf.random.uniform([N], dtype=tf.float16).numpy()
-        _check_uniform(v, 0.0, 1.0)
-        assert (v == np.float16(1.0 - 2.0 ** -11)).sum() > 10     # they are kept, at the top
+    top = s.draw("RandomUniform", (5,), dt.np, {"dtype": dt})
+    assert top.dtype == dt.np
+    assert (top.astype(np.float64) == 1.0 - 2.0 ** -nmant).all()
+    assert (top + np.asarray(1, dt.np)).astype(np.float64).max() < 2.0   # [1, 2) stays below 2
+    # real seeded draws, through the API: on the grid, in [0, 1), reproducible
+    tf.random.set_seed(5)
+    v = tf.random.uniform([N], dtype=dt).numpy()
+    _check_uniform(v, 0.0, 1.0)
+    scaled = v.astype(np.float64) * 2.0 ** nmant
+    assert np.array_equal(scaled, np.floor(scaled))
+    assert len(np.unique(v)) > min(N, 2 ** nmant) // 2
+    tf.random.set_seed(5)
+    assert np.array_equal(tf.random.uniform([N], dtype=dt).numpy(), v)

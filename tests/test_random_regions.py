@@ -32,9 +32,10 @@ def no_fallback():
 
 
 def _uniform_rows(seeds, n, shape, dtype=np.float32):
+    """The op's draws as ops/random_ops documents them: 23 random mantissa bits (float32)."""
     rng = np.random.default_rng(list(seeds))
-    return np.stack([rng.random(shape, dtype=np.float64).astype(dtype) for _ in range(n)]) if n else \
-        np.zeros((0,) + shape, dtype)
+    return np.stack([(rng.integers(0, 1 << 23, shape, dtype=np.uint32) * 2.0 ** -23).astype(dtype)
+                     for _ in range(n)]) if n else np.zeros((0,) + shape, dtype)
 
 
 def _scan_of_draws(make):

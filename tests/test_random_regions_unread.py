@@ -5,7 +5,7 @@ generator), so the compiled code must too, or every later draw of that op differ
 mask was the interpreter's previous one).
 
 Expected masks from numpy: tf.random.set_seed(7) + op seed 3 -> default_rng([7, 3]),
-one [2, 8] uniform array per executed draw."""
+one [2, 8] uniform array per executed draw (float32: 23 random mantissa bits, ops/random_ops)."""
 import numpy as np
 import pytest
 
@@ -17,7 +17,7 @@ _X = np.arange(1, 17, dtype=np.float32).reshape(2, 8)
 
 def _masks(n):
     rng = np.random.default_rng([7, 3])
-    return [rng.random((2, 8)) >= 0.5 for _ in range(n)]
+    return [rng.integers(0, 1 << 23, (2, 8), dtype=np.uint32) * 2.0 ** -23 >= 0.5 for _ in range(n)]
 
 
 def _build(kind):

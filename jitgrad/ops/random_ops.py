@@ -73,13 +73,7 @@ class Sampler:
     def draw(self, kind, shape, dtype, attrs):
         rng = self.rng
         if kind == "RandomUniform":
-            u = rng.random(shape, dtype=np.float64)
-            if u.dtype == dtype:
-                return u
-            # a float64 draw within half an ulp of 1 rounds up to 1.0 in a narrower float
-            # (float32: one element in 2^25, float16 one in 2^12, bfloat16 one in 2^9), and
-            # tf.random.uniform's range is [0, 1): those take the largest value below 1
-            return np.minimum(u.astype(dtype), np.asarray(1.0 - attrs["dtype"]._info().epsneg, dtype))
+            return _uniform_draw(rng, shape, dtype, attrs["dtype"]._info().nmant)
         if kind == "RandomUniformInt":
             return rng.integers(attrs["minval"], attrs["maxval"], size=shape, dtype=dtype)
         z = rng.standard_normal(shape)
@@ -89,6 +83,19 @@ class Sampler:
                 z[bad] = rng.standard_normal(int(bad.sum()))
                 bad = np.abs(z) > 2.0
         return z.astype(dtype)
+
+
+def _uniform_draw(rng, shape, dtype, nmant):
+    """[0, 1) as TF draws it: ``nmant`` random mantissa bits (float64 52, float32 23, float16
+    10, bfloat16 7), i.e. multiples of 2^-nmant up to 1 - 2^-nmant, exact in ``dtype``.
+    A finer draw rounded to the dtype can reach 1.0 (float32 from a float64 draw: one element
+    in 2^25), and with a shifted range ``raw * (hi - lo) + lo`` can reach ``hi`` (1 + (1 -
+    2^-24) is 2.0 in float32) where TF's coarser draw stays below it."""
+    wide = nmant > 23
+    k = rng.integers(0, 1 << nmant, size=shape, dtype=np.uint64 if wide else np.uint32)
+    u = k.astype(np.float64 if wide else np.float32)   # exact: k < 2^nmant
+    u *= u.dtype.type(2.0 ** -nmant)
+    return u if u.dtype == dtype else u.astype(dtype)   # exact in float16 / bfloat16 too
 
 
 def _infer(shapes, dts, attrs):
