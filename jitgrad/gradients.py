@@ -11,7 +11,8 @@ import enum
 from . import context
 from .convert import convert_to_tensor
 from .graph import Tensor
-from .ops import math_ops
+from .shapes import broadcast_dims, static_dims
+from .ops import array_ops, math_ops
 from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
 
 
@@ -163,7 +164,11 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
     except ValueError:
         raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}") from None
     ys = [to_graph_tensor(y, "ys") for y in as_list(ys)]
-    xs = [to_graph_tensor(x, "xs") for x in as_list(xs)]
+    xs = as_list(xs)
+    if any(isinstance(x, (list, tuple, dict)) for x in xs):
+        raise TypeError("xs must be a tensor or a flat list of tensors, got a nested structure: "
+                        f"{xs!r}")
+    xs = [to_graph_tensor(x, "xs") for x in xs]
     stop = [to_graph_tensor(s, "stop_gradients") for s in as_list(stop_gradients)] if stop_gradients is not None else []
     if grad_ys is None:
         grad_ys = [None] * len(ys)
@@ -171,6 +176,11 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         grad_ys = as_list(grad_ys)
     if len(grad_ys) != len(ys):
         raise ValueError(f"Length mismatch. Passed {len(grad_ys)} grad_ys for {len(ys)} ys")
+    if not ys:      # TF: nothing to differentiate, every x unconnected
+        if unconnected_gradients != UnconnectedGradients.ZERO:
+            return [None] * len(xs)
+        with xs[0].graph.as_default() if xs else _nullcontext():
+            return [_zeros_like(x) for x in xs]
     graph = ys[0].graph
     for t in ys + xs + stop:
         if t.graph is not graph:
@@ -181,6 +191,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         converted = []
         for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
+                if y.dtype.is_complex:
+                    raise TypeError(f"Gradients of complex tensors ({y.name}) must set grad_ys "
+                                    f"(y.dtype = {y.dtype!r})")
                 # As TF's _DefaultGradYs: ones of y's dtype, integer ys included
                 # (their gradients then stop at the first int-producing op).
                 gy = math_ops.ones_like(y, name=f"grad_ys_{i}")
@@ -189,10 +202,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                 if gy.dtype != y.dtype:
                     raise TypeError(f"Gradient type {gy.dtype.name} generated for y {y.name} does not match "
                                     f"its type {y.dtype.name}")
-                if not gy.shape.is_compatible_with(y.shape) and gy.shape.rank != 0:
-                    raise ValueError(f"grad_ys[{i}] has shape {gy.shape}, incompatible with y's shape {y.shape}")
-                if gy.shape.rank == 0 and y.shape.rank not in (0, None):
-                    gy = apply_op("BroadcastToShapeOf", [gy, y])
+                gy = _shaped_like_y(gy, y, f"grad_ys[{i}]")
             converted.append(gy)
 
         reads = _other_reads(xs, graph)
@@ -258,6 +268,50 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                 g = _zeros_like(x)
             result.append(g)
     return result
+
+
+def fitted_output_shape(g_shape, y_shape):
+    """How a grad_y / output gradient of shape ``g_shape`` (a tuple) seeds a target of shape
+    ``y_shape``: "same", "reshape" (they differ only by unit dimensions), "broadcast" (it
+    broadcasts to y), or None.  TF hands the seed to y's op's gradient function as it is, so
+    which seeds work there depends on the op; these three give TF's numbers wherever TF
+    accepts them.  Any other seed would be summed down to an input's shape somewhere, a wrong
+    number: callers raise."""
+    g_shape, y_shape = tuple(g_shape), tuple(y_shape)
+    if g_shape == y_shape:
+        return "same"
+    if [d for d in g_shape if d != 1] == [d for d in y_shape if d != 1]:
+        return "reshape"
+    try:
+        return "broadcast" if broadcast_dims(g_shape, y_shape) == y_shape else None
+    except ValueError:
+        return None
+
+
+def _shaped_like_y(gy, y, what):
+    """grad_ys entry ``gy`` shaped as y (fitted_output_shape).  With shapes known only as the
+    graph runs: one of y's rank that is compatible with it is used as it is (the gradient
+    functions broadcast or reject it, as TF's), any other is broadcast to y's shape as it
+    runs, which fails for a seed with more dimensions than y (it must not be summed down)."""
+    gs, ys = static_dims(gy.shape), static_dims(y.shape)
+    if gs is not None and ys is not None:
+        fit = fitted_output_shape(gs, ys)
+        if fit == "same":
+            return gy
+        if fit == "reshape":
+            return array_ops.reshape(gy, ys)
+    elif gy.shape.rank is not None and gy.shape.rank == y.shape.rank:
+        fit = "same" if gy.shape.is_compatible_with(y.shape) else None
+        if fit:
+            return gy
+    else:
+        fit = "broadcast"
+    try:
+        if fit == "broadcast":
+            return apply_op("BroadcastToShapeOf", [gy, y])
+    except ValueError:
+        pass
+    raise ValueError(f"{what} has shape {gy.shape}, incompatible with y's shape {y.shape}")
 
 
 def _collected(grads, x):

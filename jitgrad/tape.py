@@ -45,7 +45,7 @@ from .convert import convert_to_tensor
 from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
 from .func_graph import in_region
-from .gradients import gradients, UnconnectedGradients
+from .gradients import fitted_output_shape, gradients, UnconnectedGradients
 from .graph import Tensor
 from .loop_jacobians import loop_batch_jacobian, loop_jacobian, zeros_jacobian
 from .ops import array_ops, math_ops
@@ -409,6 +409,21 @@ def _as_seen_here(t):
     return fg.capture(t) if g is not None else t
 
 
+def _shaped_like_target(og, shape, i):
+    """An eager output gradient seeded as its target's shape (gradients.fitted_output_shape):
+    one that neither broadcasts to it nor differs from it only by unit dimensions is refused,
+    as TF's gradient functions refuse it (it would otherwise be summed down: a wrong number)."""
+    fit = fitted_output_shape(og.shape, shape)
+    if fit == "same":
+        return og
+    if fit is None:
+        raise InvalidArgumentError(f"output_gradients[{i}] has shape {list(og.shape)}, incompatible "
+                                   f"with its target's shape {list(shape)}")
+    value = og.numpy()
+    return EagerTensor(np.ascontiguousarray(value.reshape(shape) if fit == "reshape"
+                                            else np.broadcast_to(value, shape)))
+
+
 class GradientTape:
     """Record operations for automatic differentiation (``tf.GradientTape``)."""
 
@@ -417,6 +432,7 @@ class GradientTape:
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._tape = None
         self._recording = False
+        self._stopped = False          # inside its own stop_recording: watch() is ignored (TF)
         self._watched_variables = ()
         self._graph_state = None  # set while used inside a jitgrad.function trace
         self._created = False
@@ -458,9 +474,11 @@ class GradientTape:
         gs = self._graph_state
         start = len(gs.graph._ops) if gs is not None else None
         self._pop_tape()
+        self._stopped = True
         try:
             yield
         finally:
+            self._stopped = False
             if gs is not None:
                 gs.stopped_ops.extend(gs.graph._ops[start:])
             self._push_tape()
@@ -476,7 +494,10 @@ class GradientTape:
 
     # ---------------------------------------------------------------- watching
     def watch(self, tensor):
-        """Ensures that ``tensor`` (a tensor, variable or nest of them) is traced by this tape."""
+        """Ensures that ``tensor`` (a tensor, variable or nest of them) is traced by this tape.
+        As TF, a no-op under this tape's stop_recording."""
+        if self._stopped:
+            return
         if self._tape is None:
             self._tape = _Tape(self._persistent)
         for t in nest.flatten(tensor):
@@ -537,7 +558,8 @@ class GradientTape:
                                  f"{len(flat_targets)} targets")
             if any(og is None for og in output_gradients):
                 # TF hands a None output gradient to the backward functions as "no gradient":
-                # that target contributes nothing (it is not seeded with ones)
+                # that target contributes nothing (it is not seeded with ones). (TF's own
+                # backward functions then cope or not by op: x + 1 does, x * x raises.)
                 kept = [(t, og) for t, og in zip(flat_targets, output_gradients) if og is not None]
                 flat_targets = [t for t, _ in kept]
                 output_gradients = [og for _, og in kept]
@@ -568,6 +590,7 @@ class GradientTape:
                     ogs.append(og)
                 else:
                     ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
+            ogs = [_shaped_like_target(og, shape, i) for i, (og, (shape, _)) in enumerate(zip(ogs, tshapes))]
         flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs)
         for i, s in enumerate(srcs):
             if s[2] not in _TRAINABLE_NP and flat_grad[i] is not None:
@@ -595,10 +618,11 @@ class GradientTape:
         srcs = [_source_id(s) for s in flat_sources]
         n = int(np.prod(yshape, dtype=np.int64))
         rows = np.eye(n, dtype=ydt).reshape((n,) + tuple(yshape))
-        grads = self._batched_backward(tid, (yshape, ydt), srcs, rows, experimental_use_pfor)
+        grads = self._batched_backward(tid, (yshape, ydt), srcs, rows,
+                                       experimental_use_pfor and not _any_complex(ydt, srcs))
         out = []
         for g, (sid, xshape, xdt) in zip(grads, srcs):
-            if g is None or xdt not in _FLOAT_NP:   # jacobians: real sources only (README)
+            if g is None or xdt not in _TRAINABLE_NP:
                 out.append(_zeros(tuple(yshape) + tuple(xshape), xdt)
                            if unconnected_gradients == UnconnectedGradients.ZERO else None)
             else:
@@ -631,9 +655,10 @@ class GradientTape:
         m = int(np.prod(yshape[1:], dtype=np.int64))
         eye = np.eye(m, dtype=ydt).reshape((m, 1) + tuple(yshape[1:]))
         rows = np.ascontiguousarray(np.broadcast_to(eye, (m,) + tuple(yshape)))
-        (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows, experimental_use_pfor)
+        (g,) = self._batched_backward(tid, (yshape, ydt), [src], rows,
+                                      experimental_use_pfor and not _any_complex(ydt, [src]))
         full = tuple(yshape) + tuple(xshape[1:])
-        if g is None or src[2] not in _FLOAT_NP:
+        if g is None or src[2] not in _TRAINABLE_NP:
             # zeros even for UnconnectedGradients.NONE, in the target's dtype: TF's batch_jacobian
             # (unlike jacobian) fills an unconnected result with zeros
             out = _zeros(full, src[2] if unconnected_gradients == UnconnectedGradients.ZERO else ydt)
@@ -707,6 +732,9 @@ class GradientTape:
         use = [i for i, w in enumerate(watched) if w and (xs[i].dtype.is_floating or xs[i].dtype.is_complex)]
         result = [None] * len(xs)
         if use:
+            if output_gradients is None and any(y.dtype.is_complex for y in ys):
+                # a tape seeds complex targets with ones (tf.gradients wants them spelled out)
+                output_gradients = [math_ops.ones_like(y) if y.dtype.is_complex else None for y in ys]
             gs = gradients(ys, [xs[i] for i in use], grad_ys=output_gradients, stop_gradients=stop or None,
                            unconnected_gradients=unconnected)
             for i, g in zip(use, gs):
@@ -721,8 +749,13 @@ class GradientTape:
         from . import batched_gradients as bg
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
-        use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and x.dtype.is_floating]
-        if not y.shape.is_fully_defined() or not all(xs[i].shape.is_fully_defined() for i in use):
+        use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and (x.dtype.is_floating or x.dtype.is_complex)]
+        static = y.shape.is_fully_defined() and all(xs[i].shape.is_fully_defined() for i in use)
+        if y.dtype.is_complex or any(xs[i].dtype.is_complex for i in use):
+            # the batched rules and the jacobian loop are real-only: one gradient per element
+            _require_static_for_complex(static, "jacobian")
+            return self._graph_jacobian_per_row(y, xs, watched, unconnected)
+        if not static:
             return self._graph_jacobian_loop(y, xs, use, unconnected)
         if use:
             try:
@@ -758,13 +791,13 @@ class GradientTape:
         flat = array_ops.reshape(y, [-1])
         out = []
         for x, w in zip(xs, watched):
-            if not w or not x.dtype.is_floating:
+            if not w or not (x.dtype.is_floating or x.dtype.is_complex):
                 out.append(array_ops.zeros(y.shape.as_list() + x.shape.as_list(), x.dtype)
                            if unconnected == UnconnectedGradients.ZERO else None)
                 continue
             rows = []
             for i in range(n):
-                g = gradients(flat[i], x)[0]
+                g = gradients(flat[i], x, grad_ys=math_ops.ones_like(flat[i]))[0]
                 rows.append(math_ops.zeros_like(x) if g is None else g)
             j = array_ops.stack(rows) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
             out.append(array_ops.reshape(j, y.shape.as_list() + x.shape.as_list()))
@@ -785,6 +818,10 @@ class GradientTape:
         if yshape[0] is not None and xshape[0] is not None and yshape[0] != xshape[0]:
             raise ValueError(f"Need first dimension of target shape ({yshape}) and source shape ({xshape}) "
                              "to match.")
+        if watched and (y.dtype.is_complex or x.dtype.is_complex):
+            _require_static_for_complex(yshape.is_fully_defined() and xshape.is_fully_defined(),
+                                        "batch_jacobian")
+            return self._graph_batch_jacobian_per_row(y, x)
         if not yshape.is_fully_defined() or not xshape.is_fully_defined():
             # sizes known only at run time: a While over y's inner elements (loop_jacobians.py)
             g = loop_batch_jacobian(y, x) if watched and x.dtype.is_floating else None
@@ -816,6 +853,35 @@ class GradientTape:
         g = array_ops.reshape(g, [m, b] + xs_[1:])
         perm = [1, 0] + list(range(2, len(xs_) + 1))
         return array_ops.reshape(array_ops.transpose(g, perm), full)
+
+
+    @staticmethod
+    def _graph_batch_jacobian_per_row(y, x):
+        """batch_jacobian as one gradient per inner element of y (examples are independent:
+        the gradient of y[:, j] summed over the batch is every example's row j)."""
+        ys, xs_ = y.shape.as_list(), x.shape.as_list()
+        m = int(np.prod(ys[1:], dtype=np.int64))
+        flat = array_ops.reshape(y, [ys[0], m])
+        rows = []
+        for j in range(m):
+            col = flat[:, j]
+            g = gradients(col, x, grad_ys=math_ops.ones_like(col))[0]
+            rows.append(math_ops.zeros_like(x) if g is None else g)
+        if not rows:
+            return array_ops.zeros(ys + xs_[1:], x.dtype)
+        g = array_ops.reshape(array_ops.stack(rows), [m, ys[0]] + xs_[1:])
+        perm = [1, 0] + list(range(2, len(xs_) + 1))
+        return array_ops.reshape(array_ops.transpose(g, perm), ys + xs_[1:])
+
+
+def _any_complex(ydt, srcs):
+    return ydt.kind == "c" or any(np.dtype(s[2]).kind == "c" for s in srcs if s[2] in _TRAINABLE_NP)
+
+
+def _require_static_for_complex(static, what):
+    if not static:
+        raise NotImplementedError(f"{what} of complex tensors in a tf.function needs the shapes of its "
+                                  "target and sources known when it is traced")
 
 
 class _GraphTapeState:

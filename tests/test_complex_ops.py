@@ -211,14 +211,17 @@ def test_second_derivative_matches_finite_differences_of_the_gradient(name):
 
 
 def test_upstream_ones_give_the_conjugated_derivative():
-    # tf.gradients(f(z), z) with the default grad_ys (ones): conj(f'(z)), derived by hand
+    # tf.gradients(f(z), z) with grad_ys ones: conj(f'(z)), derived by hand
     derivs = {"exp": np.exp, "log": lambda z: 1 / z, "sin": np.cos, "cos": lambda z: -np.sin(z),
               "tanh": lambda z: 1 - np.tanh(z) ** 2, "sqrt": lambda z: 0.5 / np.sqrt(z),
               "reciprocal": lambda z: -1 / z ** 2, "rsqrt": lambda z: -0.5 * z ** -1.5}
     g = tf.Graph()
     with g.as_default():
         z = tf.constant(Z)
-        grads = {name: tf.gradients(OPS[name][0](z), z)[0] for name in derivs}
+        grads = {name: tf.gradients(y, z, grad_ys=tf.ones_like(y))[0]
+                 for name, y in ((name, OPS[name][0](z)) for name in derivs)}
+        with pytest.raises(TypeError, match="must set grad_ys"):     # as TF: no default for complex ys
+            tf.gradients(tf.exp(z), z)
     got = session(g).run(grads)
     for name, d in derivs.items():
         np.testing.assert_allclose(got[name], np.conj(d(Z)), rtol=1e-13, err_msg=name)
@@ -549,3 +552,29 @@ def test_gradient_of_the_real_part_of_a_complex_sum():
     # the upstream i (conj(-i)) back as i conj(dP/dz_k) = i conj(P / z_k)
     want = np.conj(W) + 1j * np.conj(np.prod(Z) / Z)
     np.testing.assert_allclose(tape.gradient(lo, z).numpy(), want, rtol=1e-13)
+
+
+def test_jacobians_of_complex_tensors():
+    """jacobian / batch_jacobian rows are the gradients of one-hot seeds, so for complex
+    tensors TF's conjugate convention: d(z*z) -> conj(2 z), d|z| -> z / |z|, and a complex
+    target of a real source gives its real part.  They returned None (jacobian) and zeros
+    (batch_jacobian): a wrong number."""
+    zv = np.array([1 + 2j, 3 - 1j], np.complex64)
+    z, zb, x = tf.constant(zv), tf.constant(zv.reshape(2, 1)), tf.constant([1.0, 2.0])
+
+    def jac(fn, src, batch=False, pfor=True):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(src)
+            y = fn(src)
+        return t.batch_jacobian(y, src) if batch else t.jacobian(y, src, experimental_use_pfor=pfor)
+
+    square = np.diag(np.conj(2 * zv))
+    eager = lambda fn, src, **k: jac(fn, src, **k)                                  # noqa: E731
+    traced = lambda fn, src, **k: tf.function(lambda s: jac(fn, s, **k))(src)      # noqa: E731
+    for run in (eager, traced):
+        for pfor in (True, False):
+            np.testing.assert_allclose(run(lambda s: s * s, z, pfor=pfor).numpy(), square, rtol=1e-6)
+        np.testing.assert_allclose(run(lambda s: s * s, zb, batch=True).numpy(),
+                                   np.conj(2 * zv).reshape(2, 1, 1), rtol=1e-6)
+        np.testing.assert_allclose(run(tf.abs, z).numpy(), np.diag(zv / np.abs(zv)), rtol=1e-6)
+        np.testing.assert_array_equal(run(lambda s: tf.complex(s, s * s), x).numpy(), np.eye(2))

@@ -279,3 +279,51 @@ def test_gradient_errors():
         y = tf.constant(2.0)
         with pytest.raises(ValueError):
             tf.gradients(y * y, x)  # different graphs
+
+
+def test_grad_ys_seed_y_broadcast_or_unit_dims_never_summed():
+    """A grad_y is y's seed: one that broadcasts to y, or differs from it only by unit
+    dimensions, gives TF's numbers (d(x*x) = 2x * seed, seed broadcast to y); one with more
+    elements than y is refused -- a fed seed [[3, 4], [1, 1]] for y of shape [2] was summed
+    down to x's shape (the gradient [8, 20], a wrong number)."""
+    x_val = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(x_val)
+        row = tf.constant([1.0, 2.0])
+        wide = tf.gradients(x * x, x, grad_ys=row)[0]                  # [2] broadcast over [2, 2]
+        v = tf.constant([1.0, 2.0, 3.0])
+        unit = tf.gradients(v * v, v, grad_ys=tf.constant([[1.0, 2.0, 3.0]]))[0]   # [1, 3] for [3]
+        s = tf.constant([1.0, 2.0])
+        seed = tf.compat.v1.placeholder(tf.float32)                    # rank known only when fed
+        fed = tf.gradients(s * s, s, grad_ys=seed)[0]
+        with pytest.raises(ValueError, match="incompatible"):
+            tf.gradients(s * s, s, grad_ys=tf.ones([2, 2]))
+        with pytest.raises(ValueError, match="incompatible"):
+            tf.gradients(s * s, s, grad_ys=tf.compat.v1.placeholder(tf.float32, [None, None]))
+    sess = session(g)
+    np.testing.assert_array_equal(sess.run(wide), 2 * x_val * np.array([1.0, 2.0], np.float32))
+    np.testing.assert_array_equal(sess.run(unit), [2.0, 8.0, 18.0])
+    np.testing.assert_array_equal(sess.run(fed, {seed: np.float32(3.0)}), [6.0, 12.0])
+    np.testing.assert_array_equal(sess.run(fed, {seed: np.array([3.0, 4.0], np.float32)}), [6.0, 16.0])
+    for bad in ([[3.0, 4.0], [1.0, 1.0]], [[3.0], [1.0]], [1.0, 2.0, 3.0]):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            sess.run(fed, {seed: np.array(bad, np.float32)})
+
+
+def test_gradients_of_no_ys_nested_xs_and_complex_ys_without_seed():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.0, 2.0])
+        z = tf.constant([3.0, 4.0])
+        assert tf.gradients([], x) == [None]                        # TF: nothing reaches x
+        zero = tf.gradients([], [x, z], unconnected_gradients="zero")
+        with pytest.raises(TypeError):                              # TF refuses nested xs
+            tf.gradients(x * z, [x, [z]])
+        c = tf.constant([1 + 2j, 3 - 1j], tf.complex64)
+        with pytest.raises(TypeError, match="must set grad_ys"):   # TF: no default seed for complex
+            tf.gradients(c * c, c)
+        dc = tf.gradients(c * c, c, grad_ys=tf.ones_like(c))[0]
+    got = session(g).run([zero, dc])
+    np.testing.assert_array_equal(got[0], [[0.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(got[1], np.conj(2 * np.array([1 + 2j, 3 - 1j])))

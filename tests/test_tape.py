@@ -332,3 +332,73 @@ def test_batch_jacobian_of_an_unconnected_target_is_zeros_as_tf():
         return t.batch_jacobian(y, x)
     out = traced(x, w)
     assert out.shape == (3, 4, 5, 2) and not np.any(out.numpy())
+
+
+def test_output_gradients_shaped_like_their_target_or_refused():
+    """An output gradient seeds its target: one that broadcasts to it, or differs from it only
+    by unit dimensions, gives TF's numbers; one with more elements was summed down to the
+    source's shape (x * x with a [2, 3] seed for a [3] target gave 2x * column sums: a wrong
+    number where TF raises)."""
+    x = tf.constant([1.0, 2.0, 3.0])
+    m = tf.ones([2, 3])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, m])
+        sq = x * x
+        mm = m * m
+        rows = tf.reduce_sum(m, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        t.gradient(sq, x, output_gradients=tf.ones([2, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        t.gradient(rows, m, output_gradients=tf.ones([3]))
+    np.testing.assert_array_equal(t.gradient(sq, x, output_gradients=tf.constant(2.0)).numpy(), [4, 8, 12])
+    np.testing.assert_array_equal(t.gradient(sq, x, output_gradients=tf.constant([[1.0, 2.0, 3.0]])).numpy(),
+                                  [2, 8, 18])
+    np.testing.assert_array_equal(t.gradient(mm, m, output_gradients=tf.constant([1.0, 2.0, 3.0])).numpy(),
+                                  [[2, 4, 6], [2, 4, 6]])
+    np.testing.assert_array_equal(t.gradient(rows, m, output_gradients=tf.constant([[1.0], [2.0]])).numpy(),
+                                  [[1, 1, 1], [2, 2, 2]])
+
+
+def test_complex_target_in_a_function_is_seeded_with_ones():
+    """Inside a tf.function the tape differentiates through tf.gradients, which wants complex
+    seeds spelled out; the tape gives them (ones), as it does eagerly: conj(2z)."""
+    z = tf.constant([1 + 2j, 3 - 1j], tf.complex64)
+
+    @tf.function
+    def grad(z):
+        with tf.GradientTape() as t:
+            t.watch(z)
+            y = z * z
+        return t.gradient(y, z)
+    with tf.GradientTape() as t:
+        t.watch(z)
+        y = z * z
+    eager = t.gradient(y, z).numpy()
+    np.testing.assert_allclose(eager, np.conj(2 * z.numpy()))
+    np.testing.assert_array_equal(grad(z).numpy(), eager)
+
+
+def test_watch_under_stop_recording_is_ignored():
+    """TF ignores watch() on a tape inside its own stop_recording: the tensor was watched
+    anyway, giving a gradient where TF gives None.  Another tape's stop_recording does not
+    stop it."""
+    x = tf.constant([1.0, 2.0])
+    v = tf.Variable(2.0)
+    with tf.GradientTape(watch_accessed_variables=False) as t:
+        with t.stop_recording():
+            t.watch([x, v])
+        y = x * x + v * v
+    assert t.gradient(y, [x, v]) == [None, None]
+    assert t.watched_variables() == ()
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            with inner.stop_recording():
+                outer.watch(x)              # not stopped by another tape's stop_recording
+                y = x * x
+    np.testing.assert_array_equal(outer.gradient(y, x).numpy(), [2.0, 4.0])
+    with tf.GradientTape() as t:            # watching again once recording resumes works
+        with t.stop_recording():
+            t.watch(x)
+        t.watch(x)
+        y = x * x
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), [2.0, 4.0])
