@@ -173,3 +173,26 @@ def _np_fn(name, a, axis):
     s = a - a.max(axis, keepdims=True)
     ls = s - np.log(np.exp(s).sum(axis, keepdims=True))
     return np.exp(ls) if name == "softmax" else ls
+
+
+def test_sparse_xent_with_masked_logits_is_finite(graph_mode):
+    """A -inf logit of a class other than the label (a masked logit) leaves the loss finite:
+    TF's kernel reads the label's class only.  The one-hot row times (lse - logits) gave
+    0 * inf = NaN there.  Expected: log-sum-exp over the row minus the label's logit; the
+    gradient softmax - onehot."""
+    logits = np.array([[-np.inf, 0.0, 1.0], [2.0, -np.inf, -np.inf], [0.0, 0.0, -np.inf]], np.float32)
+    labels = np.array([1, 0, 2], np.int32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.exp(logits.astype(np.float64) - logits.max(1, keepdims=True))
+        want = np.log(e.sum(1)) + logits.max(1) - logits[np.arange(3), labels]
+        want_grad = e / e.sum(1, keepdims=True) - np.eye(3)[labels]
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        lab = tf.compat.v1.placeholder(tf.int32, [None])
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x)
+        grad = tf.gradients(loss, x)[0]
+    got, got_grad = session(g).run([loss, grad], {x: logits, lab: labels})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got[2] == np.inf                                  # the label's own logit is -inf: TF's inf
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-6, atol=1e-7)

@@ -17,7 +17,7 @@ from . import random_ops
 from .softmax import log_softmax, shifted, softmax
 from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
-from .math_ops import elu, less, softsign
+from .math_ops import elu, less, not_equal, softsign
 from .math_ops import erfc, pow as pow_, tanh
 
 
@@ -120,7 +120,11 @@ def _softmax_xent(labels, logits, axis, name, sparse):
     # is -0 where that is +0 (one class: a following rsqrt gave -inf, TF inf; tf_fuzz seed 122033)
     axis = -1 if axis is None else axis
     s = shifted(precise, axis)
-    loss = reduce_sum(multiply(labels, subtract(log(reduce_sum(exp(s), axis, keepdims=True)), s)), axis)
+    per_class = subtract(log(reduce_sum(exp(s), axis, keepdims=True)), s)
+    # sparse: TF's kernel reads the label's class only; 0 * (lse - s) would be NaN for a
+    # -inf logit of another class (a masked logit), where TF's loss is finite
+    loss = reduce_sum(where(not_equal(labels, zeros_like(labels)), per_class, zeros_like(per_class)) if sparse
+                      else multiply(labels, per_class), axis)
     loss = apply_op("SoftmaxXentLoss", [loss, precise, labels], {"axis": static_int(axis, "the axis"), "sparse": sparse},
                     name=name or "softmax_cross_entropy_with_logits")
     return cast(loss, logits.dtype) if half else loss
