@@ -132,6 +132,10 @@ EAGER = {
     "add of another dtype": (IAE, lambda: tf.ones([2]) + tf.ones([2], tf.float64)),
     "add of another shape": (IAE, lambda: tf.ones([2]) + tf.ones([3])),
     "add None": (ValueError, lambda: tf.ones([2]) + None),
+    # numpy's astype printed the numbers as text (a "string tensor" of floats)
+    "cast float to string": (tf.errors.UnimplementedError, lambda: tf.cast(tf.ones([2]), tf.string)),
+    "cast bool to string": (tf.errors.UnimplementedError, lambda: tf.cast(tf.constant([True]), tf.string)),
+    "cast string to float": (tf.errors.UnimplementedError, lambda: tf.cast(tf.constant(["1.5"]), tf.float32)),
     "add an object": (ValueError, lambda: tf.ones([2]) + object()),
     "constant of an object": (ValueError, lambda: tf.constant(object())),
     "constant of a ragged list": (ValueError, lambda: tf.constant([[1, 2], [3]])),

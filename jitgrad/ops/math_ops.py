@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnimplementedError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
@@ -500,7 +500,10 @@ _unary_op("StopGradient", lambda x: x, NOT_DIFFERENTIABLE, ALL, identity=True)
 
 
 def _cast_infer(shapes, dts, attrs):
-    return [(shapes[0], attrs["DstT"])]
+    src, dst = dts[0], attrs["DstT"]
+    if src != dst and (src.is_string or dst.is_string):   # numpy would print numbers as text
+        raise UnimplementedError(f"Cast {src.name} to {dst.name} is not supported")
+    return [(shapes[0], dst)]
 
 
 def _cast_grad(op, g):
