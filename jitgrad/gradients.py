@@ -182,6 +182,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         with xs[0].graph.as_default() if xs else _nullcontext():
             return [_zeros_like(x) for x in xs]
     graph = ys[0].graph
+    if any(t.graph is not graph for t in xs + stop) and _is_function_graph(graph):
+        return _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop,
+                                            unconnected_gradients)
     for t in ys + xs + stop:
         if t.graph is not graph:
             raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
@@ -268,6 +271,33 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                 g = _zeros_like(x)
             result.append(g)
     return result
+
+
+def _is_function_graph(graph):
+    from .func_graph import FuncGraph
+    return isinstance(graph, FuncGraph)
+
+
+def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop, unconnected):
+    """tf.gradients called while a cond branch / loop body is traced, with xs (or stops) of an
+    enclosing graph: inside, such a tensor is its capture (TF's gradients look through
+    captures the same way); one the function never captured does not reach ys."""
+    def inner(t):
+        if t.graph is graph or not graph._enclosed_by(t.graph):
+            return t       # (not enclosing: the graph check below reports it)
+        return graph._capture_of.get(id(t))
+    seen = [inner(x) for x in xs]
+    live = [i for i, x in enumerate(seen) if x is not None]
+    inner_stop = [t for t in (inner(s) for s in stop) if t is not None]
+    grads = gradients(ys, [seen[i] for i in live], grad_ys, name, aggregation_method=aggregation_method,
+                      stop_gradients=inner_stop or None, unconnected_gradients=unconnected) if live else []
+    out = [None] * len(xs)
+    for i, g in zip(live, grads):
+        out[i] = g
+    if unconnected == UnconnectedGradients.ZERO:
+        with graph.as_default():
+            out = [_zeros_like(x) if g is None else g for g, x in zip(out, xs)]
+    return out
 
 
 def fitted_output_shape(g_shape, y_shape):

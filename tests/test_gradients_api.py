@@ -327,3 +327,33 @@ def test_gradients_of_no_ys_nested_xs_and_complex_ys_without_seed():
     got = session(g).run([zero, dc])
     np.testing.assert_array_equal(got[0], [[0.0, 0.0], [0.0, 0.0]])
     np.testing.assert_allclose(got[1], np.conj(2 * np.array([1 + 2j, 3 - 1j])))
+
+
+def test_gradients_inside_branches_and_loop_bodies_wrt_outer_tensors(no_fallback):
+    """tf.gradients while a cond branch / loop body / map_fn fn is traced, w.r.t. a tensor of
+    the enclosing graph: inside, that tensor is its capture (it raised "not from the same
+    graph").  Values by hand: d(x^2) = 2x; the loop adds d(x^2 acc)/dx = 2x acc twice from
+    acc = 1 (1 -> 7 -> 49 at x = 3); d(e^2 x)/dx = e^2; d/dx of d(x^3)/dx = 6x."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        z = tf.compat.v1.placeholder(tf.float32, [])
+        branch = tf.cond(x > 0, lambda: tf.gradients(x * x, x)[0], lambda: x)
+        seen = []
+
+        def unconnected():
+            seen.append(tf.gradients(x * x, [x, z])[1])      # z is never captured: None
+            return tf.gradients(x * x, z, unconnected_gradients="zero")[0]
+        zero = tf.cond(x > 0, unconnected, lambda: x)
+        loop = tf.while_loop(lambda i, acc: i < 2, lambda i, acc: (i + 1, acc + tf.gradients(x * x * acc, x)[0]),
+                             (0, tf.constant(1.0)))[1]
+        mapped = tf.map_fn(lambda e: tf.gradients(e * e * x, x)[0], tf.constant([1.0, 2.0]))
+        nested = tf.cond(x > 0, lambda: tf.cond(x > 1, lambda: tf.gradients(x * x * x, x)[0], lambda: x),
+                         lambda: x)
+        second = tf.gradients(nested, x)[0]
+    s = session(g)
+    assert s.run(branch, {x: 3.0}) == 6.0 and s.run(branch, {x: -2.0}) == -2.0
+    assert seen == [None] and s.run(zero, {x: 3.0, z: 1.0}) == 0.0
+    assert s.run(loop, {x: 3.0}) == 49.0
+    np.testing.assert_array_equal(s.run(mapped, {x: 3.0}), [1.0, 4.0])
+    assert s.run([nested, second], {x: 3.0}) == [27.0, 18.0]
