@@ -63,6 +63,8 @@ CASES = {
     "dynamic_transpose": (lambda x, gy, i: tf.transpose(tf.reshape(x, [1, 2]), tf.stack([i, i - 1])),
                           D.reshape(2, 1)),
     "dynamic_fill": (lambda x, gy, i: tf.fill(tf.stack([i + 1]), x[0]), np.full(2, D[0])),
+    "dynamic_tile": (lambda x, gy, i: tf.tile(x, [i + 1]), np.tile(D, 2)),
+    "dynamic_broadcast_to": (lambda x, gy, i: tf.broadcast_to(x, [i + 1, 2]), np.broadcast_to(D, (2, 2))),
     "real_imag_conj": (lambda x, gy, i: tf.stack([tf.math.real(tf.complex(x, x)),
                                                   tf.math.imag(tf.math.conj(tf.complex(x, x)))]), np.stack([D, -D])),
     "set_row": (lambda x, gy, i: set_row(tf.zeros([2, 2]), i, x), np.stack([np.zeros(2, np.float32), D])),

@@ -167,3 +167,39 @@ def test_shape_lists_holding_known_scalar_tensors_stay_static():
         assert tf.zeros([tf.constant(3), 2]).shape.as_list() == [3, 2]
         with pytest.raises(TypeError):
             tf.zeros([ph(tf.float32, [])])
+
+
+def test_tile_and_broadcast_to_with_fed_multiples_and_shapes(no_fallback):
+    """tf.tile / tf.broadcast_to with a fed shape (a list holding a scalar tensor, or a
+    tensor): TF runs them; jitgrad refused them ("DataType string").  Values from np.tile /
+    np.broadcast_to; gradients by hand: d sum(tile(x)^2) / dx = 2 x * copies.  A negative
+    multiple or size raises before anything is sized by it (it reached the compiled op)."""
+    xv = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    vv = np.array([1.0, 2.0], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        n = ph(tf.int32, [])
+        m = ph(tf.int32, [None])
+        x, v = tf.constant(xv), tf.constant(vv)
+        rows = tf.tile(x, [n, 1])
+        any_tile = tf.tile(x, m)
+        bcast = tf.broadcast_to(v, [n, 2])
+        any_bcast = tf.broadcast_to(v, m)
+        g_rows = tf.gradients(tf.reduce_sum(rows * rows), x)[0]
+        g_bcast = tf.gradients(tf.reduce_sum(bcast * bcast), v)[0]
+        reshaped = tf.reshape(x, [n, -1])
+    assert rows.shape.as_list() == [None, 2] and bcast.shape.as_list() == [None, 2]
+    s = tf.compat.v1.Session(graph=g)
+    for k in (3, 0, 2):
+        np.testing.assert_array_equal(s.run(rows, {n: k}), np.tile(xv, [k, 1]))
+        np.testing.assert_array_equal(s.run(bcast, {n: k}), np.broadcast_to(vv, [k, 2]))
+        np.testing.assert_array_equal(s.run(g_rows, {n: k}), 2 * xv * k)
+        np.testing.assert_array_equal(s.run(g_bcast, {n: k}), 2 * vv * k)
+    np.testing.assert_array_equal(s.run(any_tile, {m: [1, 3]}), np.tile(xv, [1, 3]))
+    np.testing.assert_array_equal(s.run(any_bcast, {m: [3, 1, 2]}), np.broadcast_to(vv, [3, 1, 2]))
+    for fetch, feed in ((rows, {n: -1}), (bcast, {n: -1}), (g_rows, {n: -1}), (g_bcast, {n: -2}),
+                        (any_tile, {m: [3]}), (any_bcast, {m: [3]}), (any_bcast, {m: [2, 1]})):
+        with pytest.raises(InvalidArgumentError):
+            s.run(fetch, feed)
+    with pytest.raises(InvalidArgumentError, match="must be non-negative"):     # Reshape too
+        s.run(reshaped, {n: -2})

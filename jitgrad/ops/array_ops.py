@@ -188,6 +188,9 @@ register("IdentityN", infer=lambda shapes, dts, attrs: list(zip(shapes, dts)), k
 # ---------------------------------------------------------------- shapes
 def _reshape_dims(src, target):
     target = list(target)
+    bad = [i for i, d in enumerate(target) if d is not None and d < -1]
+    if bad:
+        raise ValueError(f"Size {bad[0]} must be non-negative, not {target[bad[0]]}")
     if src is None or any(d is None for d in src):
         # TF's shape function lets two -1s through while the input is partly unknown; the run raises
         return tuple(None if d == -1 else d for d in target)
@@ -894,6 +897,8 @@ register("TileGrad", infer=_tile_grad_infer, kernel=_tile_grad_kernel,
 
 def tile(input, multiples, name=None):  # noqa: A002
     (x,) = convert_all([input])
+    if _runtime_shape(multiples):
+        return _dyn.tile(x, multiples, name=name)
     return apply_op("Tile", [x], {"multiples": _static_shape_arg(multiples, "multiples")}, name=name or "Tile")
 
 
@@ -912,6 +917,8 @@ register("BroadcastTo", denormals="keep", infer=_broadcast_to_infer,
 
 def broadcast_to(input, shape, name=None):  # noqa: A002
     (x,) = convert_all([input])
+    if _runtime_shape(shape):
+        return _dyn.broadcast_to(x, shape, name=name)
     return apply_op("BroadcastTo", [x], {"shape": _static_shape_arg(shape)}, name=name or "BroadcastTo")
 
 

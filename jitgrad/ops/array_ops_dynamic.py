@@ -106,6 +106,89 @@ def reshape(x, shape, name=None):
     return apply_op("DynamicReshape", [x, s], {"known": _known_dims(shape)}, name=name or "Reshape")
 
 
+# ---------------------------------------------------------------- Tile / BroadcastTo by a run-time value
+def _static_checked(op_type, x_shape, dt, attrs):
+    """The static op's shape check on run-time values: TF's InvalidArgumentError when it runs."""
+    try:
+        REGISTRY[op_type].infer([x_shape], [dt], attrs)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+    return op_type, attrs
+
+
+def _tile_infer(shapes, dts, attrs):
+    _shape_input_rank(shapes[1], dts[1], "multiples")
+    s, known = shapes[0], attrs.get("known")
+    if s is None:
+        return [(None if known is None else (None,) * len(known), dts[0])]
+    if known is not None and len(known) != len(s):
+        raise ValueError(f"Expected multiples argument to be a vector of length {len(s)} but got length "
+                         f"{len(known)}")
+    known = known or (None,) * len(s)
+    return [(tuple(None if d is None or k is None else d * k for d, k in zip(s, known)), dts[0])]
+
+
+def _non_negative(value, what):
+    """A run-time multiples / shape value: negative entries raise before anything is sized
+    by them (the compiled static op would be built with them)."""
+    d = _dims(value, what)
+    bad = [i for i, n in enumerate(d) if n < 0]
+    if bad:
+        raise InvalidArgumentError(f"Expected {what}[{bad[0]}] >= 0, but got {d[bad[0]]}")
+    return d
+
+
+def _tile_specialise_for(x_shape, dt, multiples):
+    return _static_checked("Tile", x_shape, dt, {"multiples": _non_negative(multiples, "multiples")})
+
+
+def _tile_grad(op, g):
+    return [apply_op("DynamicTileGrad", [g, op.inputs[0], op.inputs[1]]), None]
+
+
+register("DynamicTile", denormals="keep", infer=_tile_infer,
+         kernel=lambda attrs, x, m: np.tile(x, _tile_specialise_for(x.shape, dtypes.as_dtype(x.dtype), m)[1]["multiples"]),
+         grad=_tile_grad, data_dependent_shape=True, shape_from=1,
+         specialise=lambda attrs, m: ("Tile", {"multiples": _non_negative(m, "multiples")}),
+         lowering="interpreter", kind="other")
+register("DynamicTileGrad", denormals="flush", infer=lambda shapes, dts, attrs: [(shapes[1], dts[0])],
+         kernel=lambda attrs, g, ref, m: REGISTRY["TileGrad"].kernel({"multiples": _dims(m, "multiples")}, g, ref),
+         grad=lambda op, g: [apply_op("DynamicTile", [g, op.inputs[2]]), None, None], data_dependent_shape=True,
+         shape_from=2, specialise=lambda attrs, m: ("TileGrad", {"multiples": _non_negative(m, "multiples")}),
+         lowering="interpreter", kind="other", shape_only=(1,))
+
+
+def tile(x, multiples, name=None):
+    """multiples: a tensor, or a list of ints and scalar tensors."""
+    (m,) = _a.convert_all([_a._dyn_shape(multiples)])
+    return apply_op("DynamicTile", [x, m], {"known": _known_dims(multiples)}, name=name or "Tile")
+
+
+def _broadcast_to_infer(shapes, dts, attrs):
+    rank = _shape_input_rank(shapes[1], dts[1], "shape")
+    out = None if rank is None else attrs.get("known") or (None,) * rank
+    if out is not None and shapes[0] is not None and len(shapes[0]) > len(out):
+        raise ValueError(f"Unable to broadcast tensor of shape {list(shapes[0])} to rank {len(out)}")
+    return [(out, dts[0])]
+
+
+def _broadcast_to_kernel(attrs, x, shape):
+    _, static = _static_checked("BroadcastTo", x.shape, dtypes.as_dtype(x.dtype), {"shape": _non_negative(shape, "shape")})
+    return np.asarray(np.broadcast_to(x, static["shape"]), order="C")
+
+
+register("DynamicBroadcastTo", denormals="keep", infer=_broadcast_to_infer, kernel=_broadcast_to_kernel,
+         grad=lambda op, g: [_a.reduce_to(g, op.inputs[0]), None], data_dependent_shape=True, shape_from=1,
+         specialise=lambda attrs, shape: ("BroadcastTo", {"shape": _non_negative(shape, "shape")}),
+         lowering="interpreter", kind="other")
+
+
+def broadcast_to(x, shape, name=None):
+    """shape: a shape tensor, or a list of ints and scalar tensors."""
+    (s,) = _a.convert_all([_a._dyn_shape(shape)])
+    return apply_op("DynamicBroadcastTo", [x, s], {"known": _known_dims(shape)}, name=name or "BroadcastTo")
+
+
 # ---------------------------------------------------------------- expand_dims / transpose by a run-time value
 def _int_input(dt, what):
     if dt not in (dtypes.int32, dtypes.int64):
