@@ -170,6 +170,7 @@ from .ops.clip_ops import clip_by_norm, clip_by_global_norm  # noqa: E402,F401
 from .ops.linalg_ops import tensordot  # noqa: E402,F401
 linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 from .ops.einsum import einsum  # noqa: E402,F401
+from .ops.gather_nd import gather_nd  # noqa: E402,F401
 linalg.einsum = einsum
 v1.global_norm = _clip.global_norm   # TF 1's name (tf.compat.v1.global_norm)
 for _name in ("dropout", "moments", "normalize_moments", "batch_normalization", "embedding_lookup", "selu", "softsign", "gelu"):
