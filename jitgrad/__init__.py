@@ -171,6 +171,13 @@ from .ops.linalg_ops import tensordot  # noqa: E402,F401
 linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 from .ops.einsum import einsum  # noqa: E402,F401
 from .ops.gather_nd import gather_nd  # noqa: E402,F401
+from .ops import linalg_composites as _lc, math_composites as _mc  # noqa: E402
+from .ops.math_composites import roll, saturate_cast  # noqa: E402,F401
+linalg.trace, linalg.logdet, linalg.band_part, linalg.cross = _lc.trace, _lc.logdet, _lc.band_part, _lc.cross
+math.reciprocal_no_nan, math.in_top_k, math.rint = _mc.reciprocal_no_nan, _mc.in_top_k, _m.round
+v1.matrix_band_part, v1.trace = _lc.band_part, _lc.trace
+nn.in_top_k = _mc.in_top_k
+dtypes.saturate_cast = saturate_cast
 linalg.einsum = einsum
 v1.global_norm = _clip.global_norm   # TF 1's name (tf.compat.v1.global_norm)
 for _name in ("dropout", "moments", "normalize_moments", "batch_normalization", "embedding_lookup", "selu", "softsign", "gelu"):
