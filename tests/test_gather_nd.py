@@ -76,3 +76,45 @@ def test_eager_and_errors():
     with tf.Graph().as_default():
         with pytest.raises(ValueError):
             tf.gather_nd(tf.constant([[1.0]]), [[0, 0, 0]])
+
+
+def _np_batched_gather(p, idx, axis, b):
+    """TF's batched gather by loops: for each batch index, np.take along axis - b."""
+    out = np.empty(p.shape[:b] + p.shape[b:axis] + idx.shape[b:] + p.shape[axis + 1:], p.dtype)
+    for bi in np.ndindex(p.shape[:b]):
+        out[bi] = np.take(p[bi], idx[bi], axis=axis - b)
+    return out
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_gather_with_batch_dims(no_fallback, known):
+    """tf.gather(..., batch_dims=b) (it raised NotImplementedError): values by per-batch
+    np.take, gradients by the same scatter per batch; an index outside its batch's rows
+    raises even where b * n + i would land in another batch."""
+    rng = np.random.default_rng(4)
+    p = rng.standard_normal((2, 3, 4, 5))
+    for axis, b, ishape in ((1, 1, (2, 6)), (2, 1, (2, 2, 3)), (3, 1, (2, 1, 3)), (2, 2, (2, 3, 1)),
+                            (3, 2, (2, 3)), (3, 2, (2, 3, 2, 2))):
+        idx = rng.integers(0, p.shape[axis], ishape).astype(np.int32)
+        want = _np_batched_gather(p, idx, axis, b)
+        w = rng.standard_normal(want.shape)
+        g = tf.Graph()
+        with g.as_default():
+            pp = ph(tf.float64, p.shape if known else [None] * p.ndim)
+            ip = ph(tf.int32, idx.shape if known else [None] * idx.ndim)
+            out = tf.gather(pp, ip, axis=axis, batch_dims=b)
+            grad = tf.gradients(tf.reduce_sum(out * w), pp)[0]
+        s = tf.compat.v1.Session(graph=g)
+        got, got_grad = s.run([out, grad], {pp: p, ip: idx})
+        np.testing.assert_array_equal(got, want)
+        want_grad = np.zeros_like(p)
+        for bi in np.ndindex(p.shape[:b]):
+            moved = np.moveaxis(want_grad[bi], axis - b, 0)
+            wb = np.moveaxis(w[bi], list(range(axis - b, axis - b + idx[bi].ndim)),
+                             list(range(idx[bi].ndim))).reshape((idx[bi].size,) + moved.shape[1:])
+            np.add.at(moved, idx[bi].reshape(-1), wb)
+        np.testing.assert_allclose(got_grad, want_grad, rtol=1e-12, atol=1e-12)
+        bad = idx.copy()
+        bad.reshape(-1)[-1] = p.shape[axis]
+        with pytest.raises(InvalidArgumentError):
+            s.run(out, {pp: p, ip: bad})

@@ -846,10 +846,11 @@ register("GatherGrad", denormals="flush", infer=_gather_grad_infer, kernel=_gath
 
 
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
-    if batch_dims != 0:
-        raise NotImplementedError("gather with batch_dims != 0 is not supported by jitgrad yet.")
     (p,) = convert_all([params])
     (i,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
+    if batch_dims != 0:
+        from .gather_batched import batched_gather
+        return batched_gather(p, i, None if axis is None else int(axis), int(batch_dims), name)
     return apply_op("GatherV2", [p, i], {"axis": int(axis or 0)}, name=name or "GatherV2")
 
 
