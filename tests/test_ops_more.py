@@ -216,6 +216,13 @@ def test_range_errors_and_tensor_args():
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.range(5, 1)
     np.testing.assert_array_equal(tf.range(tf.constant(4, tf.int64)).numpy(), np.arange(4, dtype=np.int64))
+    # half types when asked for, as TF (they raised TypeError); never inferred, and no small ints
+    for dt in (tf.float16, tf.bfloat16):
+        r = tf.range(0.5, 2, 0.25, dtype=dt)
+        assert r.dtype == dt
+        np.testing.assert_array_equal(r.numpy().astype(np.float64), np.arange(0.5, 2, 0.25))
+    with pytest.raises(TypeError):
+        tf.range(3, dtype=tf.uint8)
 
 
 # ---------------------------------------------------------------- split

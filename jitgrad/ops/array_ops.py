@@ -1055,7 +1055,7 @@ def _range_kernel(attrs, s, l, d):
         size = (abs(int(l) - int(s)) + abs(int(d)) - 1) // abs(int(d))
     else:
         size = np.ceil(np.abs((l - s) / d))
-        if not size <= INT64_MAX:       # (inf, NaN too)
+        if not float(size) <= INT64_MAX:       # (inf, NaN too; float(): no half-precision INT64_MAX)
             raise shape_error(f"Requires ((limit - start) / delta) <= {INT64_MAX}")
         size = int(size)
     if size * np.dtype(dtype.np).itemsize > ADDRESS_SPACE_BYTES:    # (numpy's arange(2**63 - 1) is empty)
@@ -1123,7 +1123,7 @@ def range_(start, limit=None, delta=1, dtype=None, name="range"):
                                 f"for Range")
         dtype = max(dts, key=_RANGE_ORDER.index)
     dtype = dtypes.as_dtype(dtype)
-    if dtype not in _RANGE_ORDER:
+    if dtype not in _RANGE_ORDER + (dtypes.float16, dtypes.bfloat16):   # (half types: asked for, never inferred)
         raise TypeError(f"Value for attr 'Tidx' of {dtype.name} is not in the list of allowed values for Range")
     if any(hasattr(v, "op") for v in vals):
         g = next(v.graph for v in vals if hasattr(v, "op"))
