@@ -338,3 +338,19 @@ def test_argmax_any_all_cumsum_prod_grad_are_lowered():
         np.testing.assert_allclose(got, ref, rtol=1e-6)
         assert got.dtype == ref.dtype
     assert tf.cache_info()["fallbacks"] == 0
+
+
+def test_concat_axis_forms():
+    """A constant tensor or numpy axis works; a float or vector axis is TF's TypeError /
+    ValueError; an axis known only at run time is a clear NotImplementedError (it was a
+    Python TypeError from int(Tensor))."""
+    a = tf.constant([[1.0, 2.0]])
+    np.testing.assert_array_equal(tf.concat([a, a], tf.constant(1)).numpy(), [[1, 2, 1, 2]])
+    assert tf.concat([a, a], np.int64(0)).shape == (2, 2)
+    with pytest.raises(TypeError):
+        tf.concat([a, a], 1.0)
+    with pytest.raises(ValueError):
+        tf.concat([a, a], [1])
+    with tf.Graph().as_default():
+        with pytest.raises(NotImplementedError, match="axis known"):
+            tf.concat([tf.constant([1.0]), tf.constant([2.0])], tf.compat.v1.placeholder(tf.int32, []))

@@ -501,9 +501,15 @@ def concat(values, axis, name="concat"):
     if not isinstance(values, (list, tuple)) or not values:
         raise ValueError("concat expects a non-empty list of tensors")
     xs = convert_all(list(values))
+    static = axis if isinstance(axis, (int, np.integer)) else get_static_value(axis)
+    if static is None:
+        raise NotImplementedError("jitgrad's tf.concat needs its axis known when the graph is built.")
+    if np.ndim(static) != 0:
+        raise ValueError(f"axis must be a scalar, got shape {list(np.shape(static))}")
+    axis = _int_arg(np.asarray(static).item(), "axis")
     if len(xs) == 1:
         return identity(xs[0], name=name)
-    return apply_op("ConcatV2", xs, {"axis": int(axis)}, name=name)
+    return apply_op("ConcatV2", xs, {"axis": axis}, name=name)
 
 
 def _pack_infer(shapes, dts, attrs):
