@@ -146,6 +146,12 @@ from .function import function, TensorSpec  # noqa: E402
 from . import eager_variable as _eager_variable  # noqa: E402,F401
 
 
+# ---- hyperbolic functions and their inverses (tf.sinh ... tf.atanh and tf.math.*, as TF 2.x)
+from .ops.math_ops import sinh, cosh, asinh, acosh, atanh  # noqa: E402,F401
+for _name in ("sinh", "cosh", "asinh", "acosh", "atanh"):
+    setattr(math, _name, globals()[_name])
+
+
 # ---- argmax/argmin, rounding, float classification, any/all, cumsum, range, split
 from .ops.math_ops import floor, ceil, round, is_nan, is_inf, is_finite  # noqa: E402,F401,A004
 from .ops.reduction_ops import argmax, argmin, reduce_any, reduce_all, cumsum  # noqa: E402,F401

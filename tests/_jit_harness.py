@@ -240,7 +240,8 @@ REFERENCE = {
     "softplus": lambda x: np.logaddexp(x, LD(0)),
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "pow": np.power,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_ref,
-    "erfc": _erfc_ref,
+    "erfc": _erfc_ref, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh,
 }
 
 
@@ -290,6 +291,11 @@ MAIN_RANGE = {
     "rsqrt": ((0, 10), (0, 10)),
     "erf": ((-6, 6), (-7, 7)),
     "erfc": ((-4, 10.1), (-6, 27.3)),
+    "sinh": ((-90, 90), (-711, 711)),
+    "cosh": ((-90, 90), (-711, 711)),
+    "asinh": ((-8, 8), (-8, 8)),
+    "acosh": ((1, 8), (1, 8)),
+    "atanh": ((-1, 1), (-1, 1)),
 }
 def _bits_dtype(dtype):
     return np.uint32 if np.dtype(dtype) == np.float32 else np.uint64

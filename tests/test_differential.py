@@ -52,7 +52,7 @@ _EXACT = {"Abs", "Neg", "Relu", "Relu6", "Maximum", "Minimum", "Max", "Min", "Si
           "Floor", "Ceil", "Round", "GatherV2", "PlaceholderWithDefault", "StridedSliceGrad"}
 # Library functions: a few ulp (vecmath's documented bounds reach 3 ulp, numpy's are alike).
 _LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu",
-         "Rsqrt", "Erf", "SoftmaxXentLoss"}
+         "Rsqrt", "Erf", "SoftmaxXentLoss", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}
 # Sums of n terms per output element; products of n factors.
 _SUMS = {"Sum", "Mean", "SumToShape", "TileGrad", "GatherGrad", "AddN", "MatMul", "BatchMatMulV2", "Cumsum",
          "SoftmaxXentLoss"}
@@ -172,6 +172,11 @@ UNARY = [
     lambda x: tf.nn.elu(x), lambda x: tf.nn.leaky_relu(x, 0.3), lambda x: tf.sign(x) * x,
     lambda x: tf.math.rsqrt(tf.abs(x) + 0.5), lambda x: tf.reciprocal(tf.abs(x) + 1.0), lambda x: tf.identity(x),
 ]
+# Kept out of UNARY so the seeds above (and ILL_CONDITIONED's) build the graphs they always did.
+HYPERBOLIC = [
+    lambda x: tf.sinh(tf.tanh(x) * 2.0), lambda x: tf.cosh(tf.tanh(x) * 2.0), lambda x: tf.asinh(x),
+    lambda x: tf.acosh(tf.abs(x) + 1.5), lambda x: tf.atanh(tf.tanh(x) * 0.75), lambda x: tf.math.sinh(x),
+]
 BINARY = [
     lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / (tf.abs(y) + 1.0),
     lambda x, y: tf.maximum(x, y), lambda x, y: tf.minimum(x, y), lambda x, y: tf.math.squared_difference(x, y),
@@ -193,7 +198,17 @@ def _reduce(rng, x):
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_random_elementwise_dags(seed, dt):
-    rng = np.random.default_rng(seed * 7 + (dt == np.float64))
+    _random_elementwise_dag(np.random.default_rng(seed * 7 + (dt == np.float64)), dt, UNARY)
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_hyperbolic_dags(seed, dt):
+    """As above with sinh / cosh / asinh / acosh / atanh in the pool (and their gradients)."""
+    _random_elementwise_dag(np.random.default_rng(5000 + seed * 7 + (dt == np.float64)), dt, UNARY + HYPERBOLIC * 3)
+
+
+def _random_elementwise_dag(rng, dt, unary):
     rank = int(rng.integers(0, 4))
     shape = tuple(int(d) for d in rng.choice([1, 2, 3, 5, 8, 11, 17], size=rank))
     g = tf.Graph()
@@ -208,7 +223,7 @@ def test_random_elementwise_dags(seed, dt):
         for _ in range(int(rng.integers(6, 14))):
             u = rng.random()
             if u < 0.35:
-                pool.append(UNARY[rng.integers(0, len(UNARY))](pool[rng.integers(0, len(pool))]))
+                pool.append(unary[rng.integers(0, len(unary))](pool[rng.integers(0, len(pool))]))
             elif u < 0.85:
                 a, b = pool[rng.integers(0, len(pool))], pool[rng.integers(0, len(pool))]
                 pool.append(BINARY[rng.integers(0, len(BINARY))](a, b))

@@ -27,6 +27,8 @@ ULP_BOUND = {
     "softplus": (2.0, 2.0), "sin": (1.5, 1.0), "cos": (1.0, 1.0),
     "tan": (2.75, 2.75), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.5),
     "erf": (1.25, 1.25), "erfc": (0.75, 1.5), "pow": (0.75, 1.5),
+    "sinh": (1.75, 1.5), "cosh": (1.75, 1.5), "asinh": (1.25, 1.25),
+    "acosh": (1.25, 1.25), "atanh": (1.0, 1.0),
 }
 SWEEP_N = 1 << 17
 
@@ -79,6 +81,8 @@ NUMPY = {
     "softplus": lambda x: np.logaddexp(x, x.dtype.type(0)),
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_np, "erfc": _erfc_np,
+    "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
 
 
@@ -106,7 +110,7 @@ def test_special_values(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("name", ["expm1", "log1p", "tanh", "sin", "tan"])
+@pytest.mark.parametrize("name", ["expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh"])
 def test_tiny_arguments_exact(name, dtype):
     """f(x) = x exactly for tiny x, denormals and both signs included."""
     fi = np.finfo(dtype)
@@ -162,7 +166,7 @@ def test_deterministic_and_vector_types(dtype):
 
 @pytest.mark.parametrize("width", [8, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("name", ["exp", "expm1", "tanh"])
+@pytest.mark.parametrize("name", ["exp", "expm1", "tanh", "sinh", "cosh"])
 def test_in_range_fast_path_gives_the_same_bits(name, dtype, width):
     """exp and expm1 branch to a shorter path when every lane of a vector is
     in range (vecmath._EXP_NORMAL); tanh never needs expm1's overflow cap.
@@ -247,7 +251,8 @@ def _packed_fma_registers(body):
 # (sin/cos/tan branch per element to their exact reduction, so their scalar
 # loop is not auto-vectorised; test_trig_loops_for_named_targets checks the
 # explicit vector loops the code generator emits for them.)
-@pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow"])
+@pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow", "sinh", "cosh", "asinh", "acosh",
+                                  "atanh"])
 def test_f32_loop_vectorises(name):
     """The loop's FMAs are packed at the host's widest vector width (ymm on
     AVX2, zmm on AVX-512: whatever the target chose, not a fixed name) and
@@ -267,7 +272,8 @@ TARGET_CPUS = {"avx512": "skylake-avx512", "avx2": "haswell", "x86-64": "x86-64"
 
 
 @pytest.mark.parametrize("level", sorted(TARGET_CPUS))
-@pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow"])
+@pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow", "sinh", "cosh", "asinh", "acosh",
+                                  "atanh"])
 def test_f32_loop_for_named_targets(name, level):
     """Vectorised at the target's width and calling nothing -- on the SSE2
     baseline too, which has no FMA instruction: there fused multiply-adds are
@@ -321,7 +327,7 @@ def test_baseline_target_without_fma(name, dtype):
     with np.errstate(all="ignore"):
         want = NUMPY[name](sv)
     assert_like_numpy(k(sv), want, (sv,), 1e-6 if dtype == F32 else 1e-14)
-    if name in ("expm1", "log1p", "tanh", "sin", "tan"):
+    if name in ("expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh"):
         fi = np.finfo(dtype)
         t = np.array([fi.smallest_subnormal, fi.smallest_normal, 1e-30], dtype)
         t = np.concatenate([t, -t, [0.0, -0.0]]).astype(dtype)

@@ -38,7 +38,7 @@ same type); the result has that type.  Special values are handled with
 pow as C99/np.power, ...).  No fast-math flags are used.
 
 Functions (``FUNCTIONS``): exp expm1 log log1p tanh sigmoid softplus sin
-cos tan pow (2 args) sqrt rsqrt erf erfc.
+cos tan pow (2 args) sqrt rsqrt erf erfc sinh cosh asinh acosh atanh.
 
 Measured worst-case error, in ulp of the exact result (long-double
 reference; 0.5 = correctly rounded), from ``bench/bench_vecmath.py --ulp``
@@ -69,6 +69,11 @@ in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
     rsqrt     [0, 10]                      1.49   1.49   1.5
     erf       [-6, 6] / [-7, 7]            0.96   0.97   1.25
     erfc      [-4, 10.1] / [-6, 27.3]      0.50   1.22   0.75 / 1.5
+    sinh      [-90, 90] / [-711, 711]      1.45   1.35   1.75 / 1.5
+    cosh      [-90, 90] / [-711, 711]      1.40   1.22   1.75 / 1.5
+    asinh     [-8, 8]                      1.12   1.13   1.25
+    acosh     [1, 8]                       1.03   0.98   1.25
+    atanh     [-1, 1]                      0.80   0.82   1.0
     ========  ===========================  =====  =====  =========
 
 (*) the uniform part of the sweep; the bit-pattern sweeps cover all finite
@@ -109,6 +114,21 @@ Notes:
   max(x, 0) + log1p(exp(-|x|)).
 * rsqrt is 1 / sqrt(x) (exact sqrt instruction and a division, no
   approximate rsqrt), so rsqrt(+-0) = +-inf like numpy's 1/np.sqrt.
+* sinh / cosh / asinh / acosh / atanh (measured with the same sweeps at
+  n = 2**20, long-double reference, i.e. glibc's sinhl etc.; on the SSE2
+  baseline, n = 2**18: 1.40 1.31 / 1.34 1.17 / 1.12 1.09 / 1.02 0.98 /
+  0.81 0.81): sinh: |x| < 1 an
+  odd Taylor polynomial, then (E + E / (E + 1)) / 2 with E = expm1|x|;
+  cosh: e^|x| / 2 + e^-|x| / 2 from one exp; both e^|x| / 2 scaled in one
+  rounding beyond _EXP_NORMAL (finite up to ln(2 max)).  asinh:
+  log1p(a + a^2 / (1 + sqrt(1 + a^2))), the sum's rounding error carried
+  into log1p's tail; acosh: log1p(t + sqrt(2t + t^2)), t = x - 1, with the
+  square root as a double-word (by FMA); both log(a) + ln2 beyond 2^12 /
+  2^28 (one log evaluation per lane either way).  atanh: log1p(2a / (1 - a))
+  / 2 with the quotient a double-word, below 2^-4 / 2^-8 an odd series.
+  sinh, asinh, atanh (and cosh: 1) are exact for tiny x; sinh and asinh
+  also return a denormal x itself when DAZ reads it as 0 (as TF's kernels),
+  atanh then gives 0 (as TF's).
 """
 
 from fractions import Fraction
@@ -498,13 +518,21 @@ def _reduce_ln2(e, x):
     return n, r, e.mul(n, e.c(lo)), nm
 
 
-def _exp_core(e, x, xlo=None, normal=False):
+def _exp_core(e, x, xlo=None, normal=False, halve=False):
     """exp(x + xlo) for x already clamped to _EXP_LIM (or NaN).
 
     normal: |x| <= _EXP_NORMAL, so 2**n and the result are normal numbers
-    and one exact scaling replaces `scale`'s two (same bits)."""
+    and one exact scaling replaces `scale`'s two (same bits).
+    halve: exp(x) / 2 (not with normal), scaled by 2**(n-1) in one rounding:
+    sinh / cosh of large x, finite up to ln(2 * max)."""
     n, r1, nlo, nm = _reduce_ln2(e, x)
+    if halve:
+        assert not normal
+        nm = None
+        n_scale = e.sub(n, e.c(1.0))
     scale = (lambda p, n: e.mul(p, e.pow2_biased(nm))) if normal else e.scale
+    if halve:
+        scale = lambda p, n: e.scale(p, n_scale)   # noqa: E731
     if not e.f64:
         r = e.sub(r1, nlo)
         p = e.add(e.fma(e.mul(r, r), e.poly_estrin(r, _EXP_P[False]), r), e.c(1.0))
@@ -671,6 +699,144 @@ def _log1p(e, x):
     res = _log_core(e, u, c, denormals=False)
     res = e.sel(e.cmp("==", x, e.c(0.0)), x, res)  # keep the sign of -0
     return _log_specials(e, x, res, lo=-1.0)
+
+
+# ---------------------------------------------------------------------------
+# hyperbolic functions and their inverses, from the exp and log cores above
+
+# sinh(a) = a + a^3 P(a^2) on [0, 1): Taylor to a^11 / a^19 (truncation
+# a^13/13! = 1.6e-10 / a^21/21! = 2e-20 relative at a = 1).
+_SINH_P = {f64: [1.0 / float(np.prod(np.arange(1, k + 1), dtype=np.float64)) for k in range(3, top, 2)]
+           for f64, top in ((False, 12), (True, 20))}
+# Where exp(a) / 2 overflows (sinh, cosh: ln(2 * max) = 89.42 / 710.48): a
+# clamp to just beyond keeps `scale`'s exponents small and still gives inf.
+_HYP_LIM = {False: 90.0, True: 711.0}
+
+
+def _exp_half_big(e, a):
+    """exp(a) / 2 for a >= 0 (or NaN), a beyond _EXP_NORMAL: e^-a is far below an ulp."""
+    return _exp_core(e, e.min_c(a, _HYP_LIM[e.f64]), halve=True)
+
+
+def _sinh(e, x):
+    # a = |x|; a < 1: odd polynomial (accurate relative to the result near 0);
+    # a <= _EXP_NORMAL: (E + E / (E + 1)) / 2 with E = expm1(a) (e^a - e^-a, as
+    # E + 1 = e^a, without cancellation); beyond: e^a / 2 scaled once.
+    a = e.abs(x)
+    normal = _EXP_NORMAL[e.f64]
+    a2 = e.mul(a, a)
+    small = e.fma(e.mul(a, a2), e.poly(a2, _SINH_P[e.f64]), a)
+
+    def mid(v):
+        em = _expm1_core(e, v, capped=False)
+        r = e.mul(e.c(0.5), e.add(em, e.div(em, e.add(em, e.c(1.0)))))
+        return e.sel(e.cmp("<", a, e.c(1.0)), small, r)
+
+    r = e.if_all(e.cmp("<=", a, e.c(normal)), lambda: mid(a),
+                 lambda: e.sel(e.cmp(">", a, e.c(normal)), _exp_half_big(e, a), mid(e.min_c(a, normal))))
+    res = e.copysign(r, x)
+    # keep -0, and a denormal x itself where DAZ reads it as 0 (TF's sinh passes it)
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)
+
+
+def _cosh(e, x):
+    # w = e^|x|: w / 2 + (1 / w) / 2 (no cancellation: both terms positive);
+    # beyond _EXP_NORMAL e^|x| / 2 scaled once.
+    a = e.abs(x)
+    normal = _EXP_NORMAL[e.f64]
+
+    def mid(v):
+        w = _exp_core(e, v, normal=True)
+        return e.fma(e.c(0.5), w, e.div(e.c(0.5), w))
+
+    return e.if_all(e.cmp("<=", a, e.c(normal)), lambda: mid(a),
+                    lambda: e.sel(e.cmp(">", a, e.c(normal)), _exp_half_big(e, a), mid(e.min_c(a, normal))))
+
+
+def _log1p_parts(e, u, ulo=None):
+    """(v, c) with log1p(u + ulo) = log(v) + c / v (`_log_core(e, v, c)`): v = 1 + u
+    rounded, c its exact rounding error (plus ulo)."""
+    v = e.add(e.c(1.0), u)
+    c_small = e.sub(u, e.sub(v, e.c(1.0)))
+    c_big = e.sub(e.c(1.0), e.sub(v, u))
+    c = e.sel(e.cmp(">", u, e.c(1.0)), c_big, c_small)
+    return v, (c if ulo is None else e.add(c, ulo))
+
+
+# Beyond these, asinh(a) = acosh(a) = log(2a) to within far less than an ulp
+# (the neglected 1 / (4 a^2) is below 2^-26 / 2^-58).
+_ASINH_BIG = {False: 2.0 ** 12, True: 2.0 ** 28}
+
+
+def _log_or_log1p(e, big, a, u, ulo=None):
+    """log(a) + ln2 where `big`, else log1p(u + ulo): one log evaluation, its
+    argument chosen per lane; inf and NaN of a (big lanes) or u (others) kept."""
+    v, c = _log1p_parts(e, u, ulo)
+    v = e.sel(big, a, v)
+    c = e.sel(big, e.c(0.0), c)
+    hi, lo = _LN2_SPLIT[e.f64]
+    # + ln2 as two parts: ln2_lo first, inside log_core's tail (c / v)
+    c = e.sel(big, e.mul(e.c(lo), a), c)
+    r = _log_core(e, v, c, denormals=False)
+    r = e.add(r, e.sel(big, e.c(hi), e.c(0.0)))
+    return _log_specials(e, v, r)
+
+
+def _asinh(e, x):
+    # a = |x|: log1p(a + a^2 / (1 + sqrt(1 + a^2))) (relative to the result near
+    # 0); beyond _ASINH_BIG log(a) + ln2.
+    a = e.abs(x)
+    big = e.cmp(">", a, e.c(_ASINH_BIG[e.f64]))
+    a2 = e.mul(a, a)
+    u, ul = e.two_sum(a, e.div(a2, e.add(e.c(1.0), e.sqrt(e.add(e.c(1.0), a2)))))
+    res = e.copysign(_log_or_log1p(e, big, a, u, ul), x)
+    # keep -0, and a denormal x itself where DAZ reads it as 0 (TF's asinh passes it)
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)
+
+
+def _acosh(e, x):
+    # t = x - 1 (exact for x >= 1): log1p(t + sqrt(2t + t^2)); beyond
+    # _ASINH_BIG log(x) + ln2; NaN below 1.
+    big = e.cmp(">", x, e.c(_ASINH_BIG[e.f64]))
+    t = e.sub(x, e.c(1.0))
+    # 2t + t^2 = y + yl and sqrt(y + yl) = s + sl, double-words by FMA; the
+    # tails go into log1p's (near x = 1 acosh is ~sqrt(2t): every bit counts)
+    t2 = e.add(t, t)
+    y = e.fma(t, t, t2)
+    yl = e.fma(t, t, e.sub(t2, y))
+    s = e.sqrt(y)
+    sl = e.div(e.add(e.fma(e.neg(s), s, y), yl), e.add(s, s))
+    sl = e.sel(e.cmp("==", s, e.c(0.0)), e.c(0.0), sl)      # acosh(1) = 0, not 0/0
+    u, ul = e.two_sum(t, s)
+    res = _log_or_log1p(e, big, x, u, e.add(ul, sl))
+    return e.sel(e.ucmp("<", x, e.c(1.0)), e.c(float("nan")), res)
+
+
+_ATANH_SERIES = {False: 2.0 ** -4, True: 2.0 ** -8}
+
+
+def _atanh(e, x):
+    # a = |x|: log1p(2a / (1 - a)) / 2 with the quotient as a double-word
+    # q + ql (1 - a = d + dl exactly; q's remainder by FMA), ql going into
+    # log1p's tail, so only log's own error remains.  a = 1: inf; a > 1: NaN.
+    # (No pass-through of a DAZ-read denormal: TF's atanh flushes it.)
+    a = e.abs(x)
+    t = e.add(a, a)
+    d = e.sub(e.c(1.0), a)
+    dl = e.sub(e.sub(e.c(1.0), d), a)
+    q = e.div(t, d)
+    rem = e.fma(e.neg(q), d, t)
+    ql = e.div(e.sub(rem, e.mul(q, dl)), d)
+    v, c = _log1p_parts(e, q, ql)
+    r = e.mul(e.c(0.5), _log_core(e, v, c, denormals=False))
+    # near 0 the odd series a + a^3 (1/3 + a^2/5 + a^4/7) (truncation a^8/9 below
+    # 2^-32 / 2^-64 relative), within ~0.5 ulp where log1p's error would show
+    a2 = e.mul(a, a)
+    small = e.fma(e.mul(a, a2), e.poly(a2, [1.0 / 3, 1.0 / 5, 1.0 / 7]), a)
+    r = e.sel(e.cmp("<", a, e.c(_ATANH_SERIES[e.f64])), small, r)
+    r = e.sel(e.cmp("==", a, e.c(1.0)), e.c(float("inf")), r)
+    r = e.sel(e.ucmp(">", a, e.c(1.0)), e.c(float("nan")), r)
+    return e.copysign(r, x)
 
 
 # ---------------------------------------------------------------------------
@@ -1375,6 +1541,7 @@ def _rsqrt(e, x):
 _UNARY = {
     "exp": _exp, "expm1": _expm1, "log": _log, "log1p": _log1p,
     "tanh": _tanh, "sigmoid": _sigmoid, "softplus": _softplus,
+    "sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh": _atanh,
     "sin": lambda e, x: _trig(e, x, "sin"),
     "cos": lambda e, x: _trig(e, x, "cos"),
     "tan": lambda e, x: _trig(e, x, "tan"), "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,

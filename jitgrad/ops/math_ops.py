@@ -377,6 +377,26 @@ _unary_op("Tan", np.tan,
 _unary_op("Tanh", np.tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
           FLOATS + COMPLEX, cost=12)
+# Hyperbolic functions and their inverses: TF's math_grad.py rules (_SinhGrad ... _AtanhGrad),
+# operand order kept. Denormals as TF 2.21's graph kernels (FTZ + DAZ): sinh / asinh return a
+# denormal x itself, atanh flushes it (cosh / acosh make no denormal from one).
+_unary_op("Sinh", np.sinh, lambda op, g: [multiply(g, cosh(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12,
+          denormals="pass_input")
+_unary_op("Cosh", np.cosh, lambda op, g: [multiply(g, sinh(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12)
+_unary_op("Asinh", np.arcsinh, lambda op, g: [realdiv(g, cosh(_conj(op.outputs[0])))], FLOATS + COMPLEX,
+          cost=12, denormals="pass_input")
+_unary_op("Acosh", np.arccosh, lambda op, g: [realdiv(g, sinh(_conj(op.outputs[0])))], FLOATS + COMPLEX,
+          cost=12)
+
+
+def _atanh_gradient(op, g):
+    """TF's _AtanhGrad: grad * reciprocal(1 - square(conj(x)))."""
+    return [multiply(g, reciprocal(subtract(1.0, square(_conj(op.inputs[0])))))]
+
+
+_unary_op("Atanh", np.arctanh, _atanh_gradient, FLOATS + COMPLEX, cost=12)
+
+
 def _sigmoid_gradient(op, g):
     y = _conj(op.outputs[0])
     if y.dtype in (dtypes.float16, dtypes.bfloat16):
@@ -757,6 +777,26 @@ def tan(x, name=None):
 
 def tanh(x, name=None):
     return _u("Tanh", x, name)
+
+
+def sinh(x, name=None):
+    return _u("Sinh", x, name)
+
+
+def cosh(x, name=None):
+    return _u("Cosh", x, name)
+
+
+def asinh(x, name=None):
+    return _u("Asinh", x, name)
+
+
+def acosh(x, name=None):
+    return _u("Acosh", x, name)
+
+
+def atanh(x, name=None):
+    return _u("Atanh", x, name)
 
 
 def erf(x, name=None):
