@@ -241,12 +241,7 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
                              f"dtype {value.dtype.name}: {value!r}")
         if not building:
             return value
-        g = graph or context.get_default_graph()
-        watched = getattr(g, "_watched_eager", None)    # tape.py: a tape in a trace watches it
-        hit = watched.get(id(value)) if watched else None
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        return _graph_const(value._value, g, name or "Const")
+        return eager_capture(value, graph or context.get_default_graph(), name)
     if _contains_tensor(value):
         items = [convert_to_tensor(v, dtype=want, graph=graph) for v in value]
         return dispatch.stack(items, name=name or "packed")
@@ -260,6 +255,23 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=
     if building:
         return _graph_const(arr, graph, name or "Const")
     return EagerTensor(arr)
+
+
+def eager_capture(value, g, name=None):
+    """An eager tensor used in graph ``g`` (a function's closure, typically) is captured once,
+    as TF captures it: one Const in the outermost graph being built that every use converts
+    to -- cond branches and loop bodies capture that tensor -- so tf.gradients and tapes can
+    differentiate with respect to it (a fresh Const per use was unconnected: None, or the
+    uses inside a branch were lost)."""
+    top = g
+    while getattr(top, "outer_graph", None) is not None:
+        top = top.outer_graph
+    captured = top.__dict__.setdefault("_eager_captures", {})
+    hit = captured.get(id(value))
+    if hit is None or hit[0] is not value:
+        with top.control_dependencies(None):
+            hit = captured[id(value)] = (value, _graph_const(value._value, top, name or "Const"))
+    return hit[1] if g is top else g.capture(hit[1])
 
 
 def _graph_const(arr, graph, name):

@@ -41,7 +41,7 @@ import logging
 import numpy as np
 
 from . import context, dispatch, dtypes, eager, nest
-from .convert import convert_to_tensor
+from .convert import convert_to_tensor, eager_capture
 from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
 from .func_graph import in_region
@@ -384,16 +384,10 @@ def _target_id(t):
 
 
 def _capture_watched(t):
-    """An eager tensor watched by a tape inside a trace (a function's closure constant): one
-    Const for it in the graph being built, which every later use there converts to (TF
-    captures an outside tensor once), so the tape can differentiate with respect to it."""
-    g = context.get_default_graph()
-    watched = g.__dict__.setdefault("_watched_eager", {})
-    hit = watched.get(id(t))
-    if hit is None or hit[0] is not t:
-        with g.control_dependencies(None):
-            hit = watched[id(t)] = (t, convert_to_tensor(t, graph=g))
-    return hit[1]
+    """An eager tensor watched by a tape inside a trace (a function's closure constant): the
+    one tensor every use there converts to (convert.eager_capture), so the tape can
+    differentiate with respect to it."""
+    return eager_capture(t, context.get_default_graph())
 
 
 def _as_seen_here(t):

@@ -402,3 +402,30 @@ def test_watch_under_stop_recording_is_ignored():
         t.watch(x)
         y = x * x
     np.testing.assert_array_equal(t.gradient(y, x).numpy(), [2.0, 4.0])
+
+
+def test_closure_tensor_in_a_function_is_one_capture_for_gradients():
+    """An eager tensor closed over by a tf.function is captured once, as TF does: a tape or
+    tf.gradients differentiates through every use, including uses inside cond branches and
+    loop bodies. Each use became its own Const: the gradient was None, or only the uses
+    outside the branch counted (x^2 + cond(x^2) gave 6, not 12). Values by hand at x = 3."""
+    x = tf.constant(3.0)
+
+    @tf.function
+    def tape_grads(a):
+        with tf.GradientTape() as t:
+            t.watch([a, x])
+            y = x ** 2 + tf.cond(x > 2, lambda: a ** 3 * x, lambda: x)
+            loop = tf.while_loop(lambda i, p: i < 3, lambda i, p: (i + 1, p * x), (0, tf.constant(1.0)))[1]
+            mapped = tf.reduce_sum(tf.map_fn(lambda r: r * x, tf.constant([1.0, 2.0])))
+        return t.gradient([y, loop, mapped], [a, x])
+
+    @tf.function
+    def graph_grads(a):
+        y = tf.cond(x > 2, lambda: a ** 2 * x, lambda: x)
+        return tf.gradients(y, [a, x]) + tf.gradients(x * x, x)
+
+    ga, gx = tape_grads(tf.constant(2.0))
+    assert float(ga) == 3 * 4 * 3                              # d(a^3 x)/da
+    assert float(gx) == 2 * 3 + 8 + 3 * 3 ** 2 + 3             # x^2, a^3 x, x^3 (loop), 3x (map_fn)
+    assert [float(v) for v in graph_grads(tf.constant(2.0))] == [12.0, 4.0, 6.0]
