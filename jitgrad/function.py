@@ -454,6 +454,11 @@ class Function:
             concrete = self._by_tensor_args.get(fast)
             if concrete is not None:
                 return concrete._call_flat([a._value for a in args])
+        if any(isinstance(v, (np.number, np.bool_)) for v in nest.flatten((args, kwargs))):
+            # TF traces numpy scalars as tensors, by dtype (by value, np.float32(3.0) == np.int64(3)
+            # shared the int64 trace: an int64 result)
+            args, kwargs = nest.map_structure(
+                lambda v: np.asarray(v) if isinstance(v, (np.number, np.bool_)) else v, (args, kwargs))
         key = _key_of((args, kwargs))
         concrete = self._cache.get(key)
         flat = _flat_tensors((args, kwargs))

@@ -375,3 +375,18 @@ def test_dict_arguments_in_either_key_order_feed_the_right_placeholders():
     assert list(out) == ["z", "y"] and float(out["z"]) == 6.0 and float(out["y"]) == 8.0
     out = g(tf.constant(2.0), opts={"p": (tf.constant(0.0), tf.constant(3.0)), "q": tf.constant(10.0)})
     assert float(out["z"]) == 6.0 and float(out["y"]) == 8.0
+
+
+def test_numpy_scalars_are_traced_as_tensors_by_dtype():
+    """TF traces numpy scalars as tensors (dtype and shape, not value). Keyed by value,
+    np.float32(3.0) == np.int64(3) reused the int64 trace: an int64 result for a float input."""
+    @tf.function
+    def double(k):
+        return k * 2
+
+    got = [double(np.int64(3)), double(np.float32(3.0)), double(np.float64(3.0))]
+    assert [r.dtype for r in got] == [tf.int64, tf.float32, tf.float64]
+    assert [float(r) for r in got] == [6.0, 6.0, 6.0]
+    before = double.experimental_get_tracing_count()
+    assert float(double(np.float32(3.5))) == 7.0                   # same dtype: no new trace
+    assert double.experimental_get_tracing_count() == before
