@@ -10,6 +10,7 @@ import enum
 
 from . import context
 from .convert import convert_to_tensor
+from .func_graph import FuncGraph
 from .graph import Tensor
 from .shapes import broadcast_dims, static_dims
 from .ops import array_ops, math_ops
@@ -274,7 +275,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
 
 
 def _is_function_graph(graph):
-    from .func_graph import FuncGraph
     return isinstance(graph, FuncGraph)
 
 

@@ -854,9 +854,8 @@ register("GatherGrad", denormals="flush", infer=_gather_grad_infer, kernel=_gath
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
     (p,) = convert_all([params])
     (i,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
-    if batch_dims != 0:
-        from .gather_batched import batched_gather
-        return batched_gather(p, i, None if axis is None else int(axis), int(batch_dims), name)
+    if batch_dims != 0:     # tf.gather is ops/gather_batched.gather, which handles them
+        raise NotImplementedError("array_ops.gather takes batch_dims=0 only (see ops/gather_batched.py).")
     return apply_op("GatherV2", [p, i], {"axis": int(axis or 0)}, name=name or "GatherV2")
 
 

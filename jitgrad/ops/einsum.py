@@ -20,7 +20,7 @@ from ..convert import convert_all
 from ..errors import InvalidArgumentError
 from .array_ops import reshape, shape as shape_of, transpose
 from .linalg_ops import diag_part, matmul
-from .math_ops import maximum, multiply
+from .math_ops import identity, maximum, multiply
 from .reduction_ops import reduce_sum
 
 _LETTERS = set(string.ascii_letters)
@@ -61,7 +61,6 @@ def einsum(equation, *inputs, **kwargs):
     acc = acc.summed_except(set(out))
     result = acc.tensor if list(acc.labels) == list(out) else transpose(acc.tensor, [acc.labels.index(c) for c in out])
     if name is not None:
-        from .math_ops import identity
         result = identity(result, name=name)
     return result
 

@@ -7,17 +7,29 @@ the gather rejects (InvalidArgumentError, as TF's CPU kernel) -- b * P + i alone
 land in another batch's rows. The result is then reshaped and transposed to TF's
 order: batch dims, params' dims before the axis, indices' dims, params' dims after it.
 """
+from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import _eager, gather, range_, reshape, shape as shape_of, transpose
-from .math_ops import add, cast, greater_equal, less, logical_and, multiply, negative, ones_like, where
+from ..convert import convert_all
+from . import array_ops
+from .array_ops import range_, reshape, shape as shape_of, transpose
+from .math_ops import add, cast, greater_equal, identity, less, logical_and, multiply, negative, ones_like, where
 
 
-def batched_gather(p, idx, axis, batch_dims, name):
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    """``tf.gather``: array_ops.gather, or with batch_dims one gather as described above."""
+    if batch_dims == 0:
+        return array_ops.gather(params, indices, validate_indices, axis, name=name)
+    (p,) = convert_all([params])
+    (idx,) = convert_all([indices], graph=None if isinstance(p, EagerTensor) else p.graph)
+    return _batched_gather(p, idx, None if axis is None else int(axis), int(batch_dims), name)
+
+
+def _batched_gather(p, idx, axis, batch_dims, name):
     rp, ri = p.shape.rank, idx.shape.rank
     if rp is None or ri is None:
         raise NotImplementedError("gather with batch_dims needs the ranks of params and indices known when "
                                   "the graph is built.")
-    err = InvalidArgumentError if _eager(p) else ValueError
+    err = InvalidArgumentError if isinstance(p, EagerTensor) else ValueError
     if batch_dims < 0:
         batch_dims += ri
     if axis is None:
@@ -30,7 +42,7 @@ def batched_gather(p, idx, axis, batch_dims, name):
         raise err(f"batch_dims ({batch_dims}) must be less than or equal to axis ({axis}), and axis "
                   f"in range for params of rank {rp}")
     if batch_dims == 0:
-        return gather(p, idx, axis=axis, name=name)
+        return array_ops.gather(p, idx, axis=axis, name=name)
     pd, id_ = p.shape.dims, idx.shape.dims
     for k in range(batch_dims):
         if pd[k] is not None and id_[k] is not None and pd[k] != id_[k]:
@@ -54,14 +66,14 @@ def batched_gather(p, idx, axis, batch_dims, name):
     flat_idx = reshape(idx, [b_count] + inner)
     ok = logical_and(greater_equal(flat_idx, 0), less(flat_idx, n_t))
     rows = where(ok, add(flat_idx, offsets), negative(ones_like(flat_idx)))
-    got = gather(flat, rows, axis=0)                      # [B, inner..., before..., after...]
+    got = array_ops.gather(flat, rows, axis=0)            # [B, inner..., before..., after...]
     got = reshape(got, batch + inner + before + after)
     nb, ni, nbef = batch_dims, len(inner), len(before)
     perm = list(range(nb)) + [nb + ni + j for j in range(nbef)] + [nb + j for j in range(ni)] + \
         list(range(nb + ni + nbef, nb + ni + nbef + len(after)))
     if perm != list(range(len(perm))):
         got = transpose(got, perm)
-    return got if name is None else _identity(got, name)
+    return got if name is None else identity(got, name=name)
 
 
 def _product(sizes, dtype):
@@ -73,7 +85,3 @@ def _product(sizes, dtype):
             out = multiply(cast(out, dtype) if isinstance(out, int) else out, cast(s, dtype) if isinstance(s, int) else s)
     return out
 
-
-def _identity(t, name):
-    from .math_ops import identity
-    return identity(t, name=name)

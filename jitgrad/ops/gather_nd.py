@@ -11,7 +11,8 @@ CPU kernel rejects it -- the flat row alone could land inside params ([0, 5] in 
 from .. import dtypes
 from ..convert import convert_all
 from ..errors import InvalidArgumentError
-from .array_ops import _eager, gather, reshape, shape as shape_of
+from ..eager import EagerTensor
+from .array_ops import gather, reshape, shape as shape_of
 from .math_ops import add, cast, greater_equal, less, logical_and, multiply, negative, ones_like, where
 from .reduction_ops import reduce_sum
 
@@ -21,7 +22,7 @@ def gather_nd(params, indices, batch_dims=0, name=None):
     if batch_dims != 0:
         raise NotImplementedError("gather_nd with batch_dims != 0 is not supported by jitgrad yet.")
     (p,) = convert_all([params])
-    (idx,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
+    (idx,) = convert_all([indices], graph=None if isinstance(p, EagerTensor) else p.graph)
     if idx.dtype not in (dtypes.int32, dtypes.int64):
         raise TypeError(f"Value passed to parameter 'indices' has DataType {idx.dtype.name} not in list of "
                         "allowed values: int32, int64")
@@ -34,7 +35,7 @@ def gather_nd(params, indices, batch_dims=0, name=None):
     if rank_p is None:
         raise NotImplementedError("gather_nd needs the rank of params known when the graph is built.")
     if k > rank_p:      # as TF: the op's error when it runs eagerly, shape inference's in a graph
-        raise (InvalidArgumentError if _eager(p) else ValueError)(
+        raise (InvalidArgumentError if isinstance(p, EagerTensor) else ValueError)(
             f"indices.shape[-1] must be <= params.rank, got {k} > {rank_p}")
     dims = [d if d is not None else shape_of(p, out_type=idx.dtype)[j] for j, d in enumerate(p.shape.dims)]
     row = None

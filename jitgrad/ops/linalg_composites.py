@@ -4,7 +4,8 @@ cross(v, g), cross(g, u))."""
 import numpy as np
 
 from ..convert import convert_all, convert_to_tensor
-from .array_ops import _eager, stack, unstack
+from ..eager import EagerTensor
+from .array_ops import stack, unstack
 from .complex_ops import real
 from .linalg_ops import cholesky, diag_part
 from .math_ops import (less, less_equal, log, logical_and, logical_or, multiply, subtract, where,
@@ -30,7 +31,7 @@ def band_part(input, num_lower, num_upper, name=None):  # noqa: A002
     dims = x.shape.dims
     if dims is None or len(dims) < 2 or dims[-1] is None or dims[-2] is None:
         raise NotImplementedError("tf.linalg.band_part needs the matrices' sizes known when the graph is built.")
-    g = getattr(x, "graph", None) if not _eager(x) else None
+    g = None if isinstance(x, EagerTensor) else x.graph
     lower, upper = (convert_to_tensor(v, graph=g) for v in (num_lower, num_upper))
     rows = np.arange(dims[-2], dtype=np.int64)[:, None]
     cols = np.arange(dims[-1], dtype=np.int64)[None, :]

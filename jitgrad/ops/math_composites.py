@@ -6,7 +6,8 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all
 from ..errors import InvalidArgumentError
-from .array_ops import _eager, _int_arg, expand_dims, gather, range_, reshape, shape as shape_of
+from ..eager import EagerTensor
+from .array_ops import expand_dims, gather, range_, reshape, shape as shape_of
 
 from .complex_ops import real
 from .math_ops import (add, cast, clip_by_value, divide_no_nan, floormod, greater, greater_equal, identity, is_finite, less,
@@ -52,7 +53,7 @@ def in_top_k(targets, predictions, k, name=None):
     fewer than k predictions strictly above it. False for a target out of range or a
     non-finite target prediction (TF's CPU kernel)."""
     (pred,) = convert_all([predictions])
-    (t,) = convert_all([targets], graph=getattr(pred, "graph", None) if not _eager(pred) else None)
+    (t,) = convert_all([targets], graph=None if isinstance(pred, EagerTensor) else pred.graph)
     if pred.shape.rank not in (None, 2):
         raise ValueError(f"predictions must be 2-dimensional, got shape {pred.shape}")
     dims = pred.shape.dims or (None, None)
@@ -71,7 +72,9 @@ def roll(input, shift, axis, name=None):  # noqa: A002
     tensor (a scalar, or a vector with one shift per axis)."""
     (x,) = convert_all([input])
     axes = [axis] if np.ndim(axis) == 0 else list(axis)
-    axes = [_int_arg(a, "axis") for a in axes]
+    if any(not isinstance(a, (int, np.integer)) or isinstance(a, (bool, np.bool_)) for a in axes):
+        raise TypeError(f"tf.roll's axis must be integers known when the graph is built, got {axis!r}")
+    axes = [int(a) for a in axes]
     if hasattr(shift, "dtype") and not isinstance(shift, (np.ndarray, np.generic)):
         shifts = [shift] if len(axes) == 1 and shift.shape.rank == 0 else [shift[i] for i in range(len(axes))]
     else:
@@ -100,4 +103,4 @@ def roll(input, shift, axis, name=None):  # noqa: A002
 def _shape_error(x, message):
     """As TF: the op's InvalidArgumentError when it runs eagerly, shape inference's ValueError
     in a graph."""
-    return (InvalidArgumentError if _eager(x) else ValueError)(message)
+    return (InvalidArgumentError if isinstance(x, EagerTensor) else ValueError)(message)
