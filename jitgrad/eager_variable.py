@@ -92,6 +92,11 @@ class EagerVariable(Variable):
     def _graph_tensor(self):
         return read_in_trace(self, None)
 
+    def _as_graph_op(self):
+        """As a control input in a trace (what assign returns there, TF's lazily read
+        variable): the op giving its value so far -- its latest write."""
+        return read_in_trace(self, None).op
+
     # ---------------------------------------------------------------- inside control flow (ops/control_flow_ops.py)
     _region_key = property(lambda self: self._key)
 
@@ -142,17 +147,10 @@ class EagerVariable(Variable):
             self._check_shape(t._value.shape, "assign")
             self._value = np.array(t._value, copy=True)
         else:
-            if t._value.shape != self._value.shape:
-                try:
-                    np.broadcast_shapes(t._value.shape, self._value.shape)
-                except ValueError:
-                    raise InvalidArgumentError(f"Cannot update variable with shape {list(self._value.shape)} "
-                                               f"using a Tensor with shape {list(t._value.shape)}, shapes "
-                                               f"must be equal.") from None
-                if np.broadcast_shapes(t._value.shape, self._value.shape) != self._value.shape:
-                    raise InvalidArgumentError(f"Cannot update variable with shape {list(self._value.shape)} "
-                                               f"using a Tensor with shape {list(t._value.shape)}, shapes "
-                                               f"must be equal.")
+            if t._value.shape != self._value.shape:     # TF's kernel: no broadcasting (a scalar too)
+                raise InvalidArgumentError(f"Cannot update variable with shape {list(self._value.shape)} "
+                                           f"using a Tensor with shape {list(t._value.shape)}, shapes "
+                                           f"must be equal.")
             op = np.add if op_type == "AssignAdd" else np.subtract
             self._value = denormals.compute(lambda a, b: np.asarray(op(a, b), dtype=a.dtype), self._value, t._value)
         return self if read_value else None

@@ -147,7 +147,8 @@ def update_in_trace(var, op_type, value, name, read_value):
     ctx.var_ops[h] = [out.op]
     ctx.reads.pop(h, None)
     ctx.stateful.append(out.op)
-    return out if read_value else out.op
+    # TF returns the variable, read lazily (_UnreadVariable): a later use sees later writes
+    return var if read_value else out.op
 
 
 def commit_region_write_in_trace(var, op, value):

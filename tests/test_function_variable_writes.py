@@ -53,3 +53,39 @@ def test_variable_value_is_not_aliased_by_numpy():
     got = v.numpy()
     got[0] = 42.                        # numpy() is a copy, as TF's
     np.testing.assert_array_equal(v.numpy(), np.ones(3))
+
+
+def test_assign_returns_the_variable_read_lazily_as_tf():
+    """In a tf.function, assign / assign_add return the variable, read where it is used
+    (TF's _UnreadVariable): a = w.assign_add(1); w.assign_add(1); return a gives 3, not the 2
+    of the first write; a use before the second write sees 2. It works as a control input."""
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def later_use():
+        a = w.assign_add(1.0)
+        early = a * 2.0
+        w.assign_add(1.0)
+        return a, early
+
+    @tf.function
+    def as_control_input():
+        op = w.assign_add(1.0)
+        with tf.control_dependencies([op]):
+            return tf.identity(w.read_value())
+
+    a, early = later_use()
+    assert (float(a), float(early)) == (3.0, 4.0)
+    assert float(as_control_input()) == 4.0
+    assert float(w.assign_add(1.0)) == 5.0                  # eagerly: the variable too
+
+
+def test_eager_assign_add_does_not_broadcast():
+    """TF's AssignAddVariableOp needs the value's shape: a scalar added to a [2] variable
+    is an InvalidArgumentError (it was broadcast)."""
+    v = tf.Variable([1.0, 2.0])
+    for update in (v.assign_add, v.assign_sub):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="shapes must be equal"):
+            update(1.0)
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(v.assign_add([1.0, 1.0]).numpy(), [2.0, 3.0])
