@@ -141,7 +141,7 @@ Notes:
   pairs; on the SSE2 baseline, n = 2**18: 0.50 0.63 / 0.50 0.61 / 0.50
   0.61 / 0.50 0.78) are evaluated in
   float64 for both types, so float32 is correctly rounded bar double
-  rounding.  atan: atan(a) = m pi/4 + atan(q), q = a, (a - 1) / (a + 1) or
+  rounding (float32 skips the double-word tails below: 29 spare bits).  atan: atan(a) = m pi/4 + atan(q), q = a, (a - 1) / (a + 1) or
   -1 / a by a against tan(pi/8) and tan(3pi/8) (Cephes), the quotient a
   double-word (remainder by FMA) whose tail enters as ql (1 - q^2); m pi/4 as
   hi + lo, the leading sum exact.  asin / acos: |x| <= 1/2 t + t^3 R(t^2),
@@ -920,10 +920,11 @@ def _quarter_pi(d, m):
     return hi, lo
 
 
-def _atan_reduce(d, a, al=None, unbounded=True):
+def _atan_reduce(d, a, al=None, unbounded=True, tails=True):
     """a + al >= 0 (or NaN; al a tiny tail): (m, q, ql) with atan(a + al) =
     m pi/4 + atan(q + ql), |q| <= tan(pi/8), ql q's double-word tail.
-    unbounded=False: a <= 1 (no -1 / a branch)."""
+    unbounded=False: a <= 1 (no -1 / a branch).  tails=False: ql = 0 (float32's
+    evaluation in float64 has 29 bits to spare; the tail costs a division)."""
     one = d.c(1.0)
     al = d.c(0.0) if al is None else al
     mid = d.cmp(">", a, d.c(_TAN_PI_8))
@@ -942,6 +943,8 @@ def _atan_reduce(d, a, al=None, unbounded=True):
         den_l = d.sel(big, al, den_l)
         m = d.sel(big, d.c(2.0), m)
     q = d.div(num, den)
+    if not tails:
+        return m, q, d.c(0.0)
     # (num + num_l) / (den + den_l) - q, to first order; the remainder is exact by FMA
     ql = d.div(d.sub(d.add(d.fma(d.neg(q), den, num), num_l), d.mul(q, den_l)), den)
     ql = d.sel(d.isnan(ql), d.c(0.0), ql)      # den = inf (q = 0) and NaN lanes
@@ -967,7 +970,7 @@ def _finish_in(e, d, r):
 
 def _atan(e, x):
     d, xd = _in_f64(e, x)
-    m, q, ql = _atan_reduce(d, d.abs(xd))
+    m, q, ql = _atan_reduce(d, d.abs(xd), tails=e.f64)
     r = _finish_in(e, d, _atan_finish(d, e.f64, m, None, q, ql))
     res = e.copysign(r, x)
     # -0, and (float32) a denormal x itself where DAZ reads it as 0, as TF's float32
@@ -982,12 +985,14 @@ def _asin_parts(d, a, f64):
     big = d.cmp(">", a, d.c(0.5))
     w = d.mul(d.sub(d.c(1.0), d.min_c(a, 1.0)), d.c(0.5))     # exact for a in [1/2, 1]
     s = d.sqrt(w)
-    sl = d.div(d.fma(d.neg(s), s, w), d.add(s, s))
-    sl = d.sel(d.cmp("==", s, d.c(0.0)), d.c(0.0), sl)
     t = d.sel(big, s, a)
-    tl = d.sel(big, sl, d.c(0.0))
     z = d.mul(t, t)
     p = d.mul(d.mul(t, z), d.poly(z, _ASIN_R[f64]))
+    if not f64:
+        return big, t, p       # (float32 in float64: no tail needed, nor its division)
+    sl = d.div(d.fma(d.neg(s), s, w), d.add(s, s))
+    sl = d.sel(d.cmp("==", s, d.c(0.0)), d.c(0.0), sl)
+    tl = d.sel(big, sl, d.c(0.0))
     u = d.add(p, d.fma(d.mul(tl, z), d.c(0.5), tl))
     return big, t, u
 
@@ -1049,9 +1054,12 @@ def _atan2(e, y, x):
     q0 = d.sel(d.cmp("==", num, d.c(0.0)), d.c(0.0), q0)                  # 0 / 0 (and 0 / NaN: NaN below)
     both_inf = d.and_(d.cmp("==", ax, inf), d.cmp("==", ay, inf))
     q0 = d.sel(both_inf, d.c(1.0), q0)                                    # +-pi/4, +-3pi/4
-    ql0 = d.div(d.fma(d.neg(q0), den, num), den)
-    ql0 = d.sel(d.isnan(ql0), d.c(0.0), ql0)
-    m, q, ql = _atan_reduce(d, q0, ql0, unbounded=False)
+    if e.f64:
+        ql0 = d.div(d.fma(d.neg(q0), den, num), den)
+        ql0 = d.sel(d.isnan(ql0), d.c(0.0), ql0)
+    else:
+        ql0 = d.c(0.0)
+    m, q, ql = _atan_reduce(d, q0, ql0, unbounded=False, tails=e.f64)
     # the octant: |y| > |x| gives pi/2 - atan, x < 0 (-0 too) pi - that
     xneg = d.signbit(xd)
     two, four = d.c(2.0), d.c(4.0)
