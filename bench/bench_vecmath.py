@@ -49,6 +49,10 @@ NUMPY = {
     "erf": None,
     "erfc": None,
     "pow": lambda x, y, o: np.power(x, y, out=o),
+    "atan": lambda x, o: np.arctan(x, out=o),
+    "asin": lambda x, o: np.arcsin(x, out=o),
+    "acos": lambda x, o: np.arccos(x, out=o),
+    "atan2": lambda y, x, o: np.arctan2(y, x, out=o),
 }
 
 BENCH_RANGE = {
@@ -56,7 +60,7 @@ BENCH_RANGE = {
     "tanh": (-5, 5), "sigmoid": (-20, 20), "softplus": (-20, 20),
     "sin": (-100, 100), "cos": (-100, 100), "tan": (-100, 100),
     "sqrt": (0, 100), "rsqrt": (1e-3, 100), "erf": (-4, 4),
-    "erfc": (-4, 10),
+    "erfc": (-4, 10), "atan": (-10, 10), "asin": (-1, 1), "acos": (-1, 1),
 }
 
 
@@ -86,6 +90,8 @@ def bench(dtype, n, repeats, vector=None, only=None, large=False):
         out = np.empty(n, dtype)
         if name == "pow":
             args = (rng.uniform(0.1, 10, n).astype(dtype), rng.uniform(-5, 5, n).astype(dtype))
+        elif name == "atan2":
+            args = (rng.uniform(-10, 10, n).astype(dtype), rng.uniform(-10, 10, n).astype(dtype))
         elif large:   # every binade up to the largest finite value: sin/cos/tan's exact reduction
             top = np.finfo(dtype).maxexp
             args = (np.ldexp(rng.uniform(1, 2, n), rng.integers(0, top, n)).astype(dtype),)
@@ -108,8 +114,8 @@ def ulp_table(n):
         row = []
         for dtype in (np.float32, np.float64):
             k = H.compiled(name, dtype)
-            if name == "pow":
-                xs = H.pow_sweep(dtype, n)
+            if name in H.BINARY:
+                xs = H.binary_sweep(name, dtype, n)
             else:
                 xs = (H.sweep(name, dtype, n),)
             err = H.ulp_error(k(*xs), H.reference(name, *xs), dtype)

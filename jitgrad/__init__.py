@@ -151,6 +151,11 @@ from .ops.math_ops import sinh, cosh, asinh, acosh, atanh  # noqa: E402,F401
 for _name in ("sinh", "cosh", "asinh", "acosh", "atanh"):
     setattr(math, _name, globals()[_name])
 
+# ---- inverse trigonometric functions (tf.asin, tf.acos, tf.atan, tf.atan2 and tf.math.*, as TF 2.x)
+from .ops.math_ops import asin, acos, atan, atan2  # noqa: E402,F401
+for _name in ("asin", "acos", "atan", "atan2"):
+    setattr(math, _name, globals()[_name])
+
 
 # ---- argmax/argmin, rounding, float classification, any/all, cumsum, range, split
 from .ops.math_ops import floor, ceil, round, is_nan, is_inf, is_finite  # noqa: E402,F401,A004

@@ -87,7 +87,7 @@ def build_loop_ir(name, dtype, arity=None, vector=None, target=None):
     vector=None: scalar loop (left to the loop vectoriser).  vector=W: the
     loop body works on <W x T> directly (n must be a multiple of W)."""
     if arity is None:
-        arity = 2 if name == "pow" else 1
+        arity = 2 if name in BINARY else 1
     ety = _irtype(dtype)
     vty = ir.VectorType(ety, vector) if vector else ety
     mod = ir.Module(name="vm_" + name)
@@ -145,7 +145,7 @@ class Compiled:
 
     def __init__(self, name, dtype, vector=None, target=None):
         self.name, self.dtype = name, np.dtype(dtype)
-        self.arity = 2 if name == "pow" else 1
+        self.arity = 2 if name in BINARY else 1
         self.vector = vector
         self.target = _target(target)
         self.ir = str(build_loop_ir(name, dtype, self.arity, vector, self.target))
@@ -241,7 +241,8 @@ REFERENCE = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "pow": np.power,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_ref,
     "erfc": _erfc_ref, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
-    "acosh": np.arccosh, "atanh": np.arctanh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "atan": np.arctan, "asin": np.arcsin,
+    "acos": np.arccos, "atan2": np.arctan2,
 }
 
 
@@ -296,7 +297,11 @@ MAIN_RANGE = {
     "asinh": ((-8, 8), (-8, 8)),
     "acosh": ((1, 8), (1, 8)),
     "atanh": ((-1, 1), (-1, 1)),
+    "atan": ((-8, 8), (-8, 8)),
+    "asin": ((-1, 1), (-1, 1)),
+    "acos": ((-1, 1), (-1, 1)),
 }
+BINARY = ("pow", "atan2")
 def _bits_dtype(dtype):
     return np.uint32 if np.dtype(dtype) == np.float32 else np.uint64
 
@@ -346,6 +351,28 @@ def pow_sweep(dtype, n, seed=0):
           rng.uniform(-ylim, ylim, n),
           rng.integers(-60, 61, n).astype(np.float64)]
     return (np.concatenate(xs).astype(dtype), np.concatenate(ys).astype(dtype))
+
+
+def atan2_sweep(dtype, n, seed=0):
+    """(y, x) pairs for atan2: bit-pattern sweeps of both (all finite values,
+    shuffled against each other), log-uniform magnitudes of both signs over
+    most of the exponent range, near the diagonals |y| ~ |x| (where the
+    reduction switches) and near the negative x axis (results near +-pi)."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    big = 35 if dtype == np.float32 else 300
+    sgn = lambda k: rng.choice([-1.0, 1.0], k)
+    d = dense_sweep(dtype, n)
+    m = np.exp(rng.uniform(-5, 5, n)) * sgn(n)
+    ys = [d, rng.permutation(d), np.exp(rng.uniform(-big, big, n) * np.log(10)) * sgn(n), m, m * 1e-3]
+    xs = [rng.permutation(d), d, np.exp(rng.uniform(-big, big, n) * np.log(10)) * sgn(n),
+          m * (1 + rng.uniform(-1e-3, 1e-3, n)) * sgn(n), -np.abs(m)]
+    with np.errstate(over="ignore"):
+        return (np.concatenate(ys).astype(dtype), np.concatenate(xs).astype(dtype))
+
+
+def binary_sweep(name, dtype, n, seed=0):
+    return (pow_sweep if name == "pow" else atan2_sweep)(dtype, n, seed)
 
 
 def special_values(dtype):

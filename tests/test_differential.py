@@ -52,7 +52,8 @@ _EXACT = {"Abs", "Neg", "Relu", "Relu6", "Maximum", "Minimum", "Max", "Min", "Si
           "Floor", "Ceil", "Round", "GatherV2", "PlaceholderWithDefault", "StridedSliceGrad"}
 # Library functions: a few ulp (vecmath's documented bounds reach 3 ulp, numpy's are alike).
 _LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu",
-         "Rsqrt", "Erf", "SoftmaxXentLoss", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}
+         "Rsqrt", "Erf", "SoftmaxXentLoss", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+         "Asin", "Acos", "Atan", "Atan2"}
 # Sums of n terms per output element; products of n factors.
 _SUMS = {"Sum", "Mean", "SumToShape", "TileGrad", "GatherGrad", "AddN", "MatMul", "BatchMatMulV2", "Cumsum",
          "SoftmaxXentLoss"}
@@ -177,6 +178,15 @@ HYPERBOLIC = [
     lambda x: tf.sinh(tf.tanh(x) * 2.0), lambda x: tf.cosh(tf.tanh(x) * 2.0), lambda x: tf.asinh(x),
     lambda x: tf.acosh(tf.abs(x) + 1.5), lambda x: tf.atanh(tf.tanh(x) * 0.75), lambda x: tf.math.sinh(x),
 ]
+# Likewise kept apart: atan / asin / acos / atan2, their arguments away from asin / acos's
+# poles at +-1 and atan2's at the origin (the gradients' conditioning).
+INVERSE_TRIG = [
+    lambda x: tf.atan(x), lambda x: tf.asin(tf.tanh(x) * 0.9), lambda x: tf.acos(tf.tanh(x) * 0.9),
+    lambda x: tf.math.atan(x * 3.0),
+]
+INVERSE_TRIG_BINARY = [
+    lambda x, y: tf.atan2(x, tf.abs(y) + 0.5), lambda x, y: tf.math.atan2(tf.tanh(x) + 1.5, y),
+]
 BINARY = [
     lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / (tf.abs(y) + 1.0),
     lambda x, y: tf.maximum(x, y), lambda x, y: tf.minimum(x, y), lambda x, y: tf.math.squared_difference(x, y),
@@ -208,7 +218,16 @@ def test_random_hyperbolic_dags(seed, dt):
     _random_elementwise_dag(np.random.default_rng(5000 + seed * 7 + (dt == np.float64)), dt, UNARY + HYPERBOLIC * 3)
 
 
-def _random_elementwise_dag(rng, dt, unary):
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_random_inverse_trig_dags(seed, dt):
+    """As above with atan / asin / acos in the unary pool and atan2 in the binary one (and
+    their gradients, atan2's summed down broadcast operands)."""
+    _random_elementwise_dag(np.random.default_rng(7000 + seed * 7 + (dt == np.float64)), dt,
+                            UNARY + INVERSE_TRIG * 3, BINARY + INVERSE_TRIG_BINARY * 3)
+
+
+def _random_elementwise_dag(rng, dt, unary, binary=BINARY):
     rank = int(rng.integers(0, 4))
     shape = tuple(int(d) for d in rng.choice([1, 2, 3, 5, 8, 11, 17], size=rank))
     g = tf.Graph()
@@ -226,7 +245,7 @@ def _random_elementwise_dag(rng, dt, unary):
                 pool.append(unary[rng.integers(0, len(unary))](pool[rng.integers(0, len(pool))]))
             elif u < 0.85:
                 a, b = pool[rng.integers(0, len(pool))], pool[rng.integers(0, len(pool))]
-                pool.append(BINARY[rng.integers(0, len(BINARY))](a, b))
+                pool.append(binary[rng.integers(0, len(binary))](a, b))
             else:
                 x, keep = _reduce(rng, pool[rng.integers(0, len(pool))])
                 if keep:

@@ -17,7 +17,7 @@ import _jit_harness as H  # noqa: E402
 vecmath = H.vecmath
 F32, F64 = np.float32, np.float64
 DTYPES = [F32, F64]
-UNARY = [f for f in vecmath.FUNCTIONS if f != "pow"]
+UNARY = [f for f in vecmath.FUNCTIONS if f not in H.BINARY]
 
 # Documented worst-case ulp bounds (f32, f64); measured values are in the
 # vecmath module docstring and are below these.
@@ -28,7 +28,8 @@ ULP_BOUND = {
     "tan": (2.75, 2.75), "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.5),
     "erf": (1.25, 1.25), "erfc": (0.75, 1.5), "pow": (0.75, 1.5),
     "sinh": (1.75, 1.5), "cosh": (1.75, 1.5), "asinh": (1.25, 1.25),
-    "acosh": (1.25, 1.25), "atanh": (1.0, 1.0),
+    "acosh": (1.25, 1.25), "atanh": (1.0, 1.0), "atan": (0.75, 1.0), "asin": (0.75, 1.0),
+    "acos": (0.75, 1.0), "atan2": (0.75, 1.0),
 }
 SWEEP_N = 1 << 17
 
@@ -52,12 +53,13 @@ def test_accuracy_sweep(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-def test_pow_accuracy(dtype):
-    x, y = H.pow_sweep(dtype, SWEEP_N)
-    got = H.compiled("pow", dtype)(x, y)
-    err = H.ulp_error(got, H.reference("pow", x, y), dtype)
+@pytest.mark.parametrize("name", H.BINARY)
+def test_binary_accuracy(name, dtype):
+    x, y = H.binary_sweep(name, dtype, SWEEP_N)
+    got = H.compiled(name, dtype)(x, y)
+    err = H.ulp_error(got, H.reference(name, x, y), dtype)
     w = int(np.argmax(err))
-    assert err[w] <= ULP_BOUND["pow"][dtype == F64], (x[w], y[w], got[w])
+    assert err[w] <= ULP_BOUND[name][dtype == F64], (x[w], y[w], got[w])
 
 
 def _sigmoid_np(x):
@@ -82,7 +84,7 @@ NUMPY = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "erf": _erf_np, "erfc": _erfc_np,
     "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh,
+    "atanh": np.arctanh, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
 }
 
 
@@ -110,7 +112,8 @@ def test_special_values(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("name", ["expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh"])
+@pytest.mark.parametrize("name", ["expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh", "atan",
+                                  "asin"])
 def test_tiny_arguments_exact(name, dtype):
     """f(x) = x exactly for tiny x, denormals and both signs included."""
     fi = np.finfo(dtype)
@@ -143,6 +146,43 @@ def test_pow_matches_numpy_on_integer_powers(dtype):
     assert_like_numpy(got, want, (x, y), 1e-6 if dtype == F32 else 1e-14)
 
 
+def _atan2_grid(dtype):
+    """Every pair of atan2's special operands (C99 Annex F: zeros of both signs, infinities,
+    NaN) with finite ones of both signs, extremes and denormals."""
+    fi = np.finfo(dtype)
+    s = np.array([0.0, 1.0, 0.5, 2.5, 1e-3, 1e10, fi.max, fi.smallest_normal, fi.smallest_subnormal, np.inf],
+                 dtype)
+    s = np.concatenate([s, -s, [np.nan]]).astype(dtype)
+    y, x = (a.ravel().astype(dtype) for a in np.meshgrid(s, s))
+    return y, x
+
+
+def assert_atan2_like_numpy(got, y, x, dtype):
+    """Special cases exactly as np.arctan2 (C99: +-0, +-pi, +-pi/2, +-pi/4, +-3pi/4, NaN, zero
+    signs); elsewhere within the ulp bound of the long-double reference (numpy's float32
+    arctan2 is not always correctly rounded, ours is closer: atan2(1, 1))."""
+    with np.errstate(all="ignore"):
+        want = np.arctan2(y, x)
+    special = ~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)
+    eq = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+    bad = special & ~eq
+    assert not bad.any(), list(zip(y[bad], x[bad], got[bad], want[bad]))
+    err = H.ulp_error(got, H.reference("atan2", y, x), dtype)
+    assert err.max() <= ULP_BOUND["atan2"][dtype == F64], err.max()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_atan2_special_values(dtype):
+    y, x = _atan2_grid(dtype)
+    assert_atan2_like_numpy(H.compiled("atan2", dtype)(y, x), y, x, dtype)
+    # the octant boundaries: |y| = |x| and their neighbours, both signs of each
+    v = np.array([1.0, 3.0, 1e-30, 1e30], dtype)
+    n = np.nextafter(v, dtype(np.inf))
+    y = np.concatenate([v, n, v, -v, -n, v]).astype(dtype)
+    x = np.concatenate([v, v, n, v, v, -n]).astype(dtype)
+    assert_atan2_like_numpy(H.compiled("atan2", dtype)(y, x), y, x, dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 def test_deterministic_and_vector_types(dtype):
     """Bit-identical across runs, and emitting on <W x T> directly gives the
@@ -151,7 +191,7 @@ def test_deterministic_and_vector_types(dtype):
     n = 1003  # not a multiple of the vector width: exercises the epilogue
     width = 8 if dtype == F32 else 4
     for name in vecmath.FUNCTIONS:
-        if name == "pow":
+        if name in H.BINARY:
             args = (rng.uniform(-3, 3, n).astype(dtype), rng.uniform(-9, 9, n).astype(dtype))
         else:
             args = (np.concatenate([rng.uniform(-30, 30, n - 16),
@@ -252,7 +292,7 @@ def _packed_fma_registers(body):
 # loop is not auto-vectorised; test_trig_loops_for_named_targets checks the
 # explicit vector loops the code generator emits for them.)
 @pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow", "sinh", "cosh", "asinh", "acosh",
-                                  "atanh"])
+                                  "atanh", "atan", "asin", "acos", "atan2"])
 def test_f32_loop_vectorises(name):
     """The loop's FMAs are packed at the host's widest vector width (ymm on
     AVX2, zmm on AVX-512: whatever the target chose, not a fixed name) and
@@ -273,7 +313,7 @@ TARGET_CPUS = {"avx512": "skylake-avx512", "avx2": "haswell", "x86-64": "x86-64"
 
 @pytest.mark.parametrize("level", sorted(TARGET_CPUS))
 @pytest.mark.parametrize("name", ["exp", "tanh", "log", "sigmoid", "pow", "sinh", "cosh", "asinh", "acosh",
-                                  "atanh"])
+                                  "atanh", "atan", "asin", "acos", "atan2"])
 def test_f32_loop_for_named_targets(name, level):
     """Vectorised at the target's width and calling nothing -- on the SSE2
     baseline too, which has no FMA instruction: there fused multiply-adds are
@@ -293,8 +333,8 @@ def test_f32_loop_for_named_targets(name, level):
         assert not (level == "avx2" and "z" in regs)
     if not k.runnable:
         return      # inspected above; this host cannot execute it
-    if name == "pow":
-        args = H.pow_sweep(F32, 4099)
+    if name in H.BINARY:
+        args = H.binary_sweep(name, F32, 4099)
     else:
         args = (H.sweep(name, F32, 4099, seed=zlib.crc32(name.encode()) + 1),)
     if k.target.has_fma:
@@ -315,10 +355,13 @@ def test_baseline_target_without_fma(name, dtype):
     called = _assert_calls_nothing_but_the_exact_reduction(k.asm)
     assert not called or name in ("sin", "cos", "tan"), called
     f64 = dtype == F64
-    if name == "pow":
-        x, y = H.pow_sweep(dtype, 1 << 15)
-        err = H.ulp_error(k(x, y), H.reference("pow", x, y), dtype)
-        assert err.max() <= ULP_BOUND["pow"][f64], err.max()
+    if name in H.BINARY:
+        x, y = H.binary_sweep(name, dtype, 1 << 15)
+        err = H.ulp_error(k(x, y), H.reference(name, x, y), dtype)
+        assert err.max() <= ULP_BOUND[name][f64], err.max()
+        if name == "atan2":
+            y, x = _atan2_grid(dtype)
+            assert_atan2_like_numpy(k(y, x), y, x, dtype)
         return
     x = H.sweep(name, dtype, 1 << 15, seed=zlib.crc32(name.encode()) + 7)
     err = H.ulp_error(k(x), H.reference(name, x), dtype)
@@ -327,7 +370,7 @@ def test_baseline_target_without_fma(name, dtype):
     with np.errstate(all="ignore"):
         want = NUMPY[name](sv)
     assert_like_numpy(k(sv), want, (sv,), 1e-6 if dtype == F32 else 1e-14)
-    if name in ("expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh"):
+    if name in ("expm1", "log1p", "tanh", "sin", "tan", "sinh", "asinh", "atanh", "atan", "asin"):
         fi = np.finfo(dtype)
         t = np.array([fi.smallest_subnormal, fi.smallest_normal, 1e-30], dtype)
         t = np.concatenate([t, -t, [0.0, -0.0]]).astype(dtype)
@@ -344,7 +387,7 @@ def test_emitted_ir_is_straight_line(dtype):
     trig = ("sin", "cos", "tan")
     for name, ety in [(n, sty) for n in vecmath.FUNCTIONS] + [(n, ir.VectorType(sty, 16)) for n in trig]:
         mod = ir.Module()
-        args = [ety] * (2 if name == "pow" else 1)
+        args = [ety] * (2 if name in H.BINARY else 1)
         fn = ir.Function(mod, ir.FunctionType(ety, args), name="g")
         b = ir.IRBuilder(fn.append_basic_block())
         b.ret(vecmath.emit(b, name, list(fn.args)))

@@ -102,6 +102,11 @@ def _pow(kb, node, xs, W):
     return result
 
 
+def _atan2(kb, node, xs, W):
+    """atan2(y, x) (floats only, as TF's op)."""
+    return _vm(kb, "atan2", list(xs))
+
+
 def _maximum(kb, node, xs, W):
     x, y = xs
     b = kb.b
@@ -441,6 +446,10 @@ ELEMENTWISE = {
     "Asinh": _unary_vm("asinh"),
     "Acosh": _unary_vm("acosh"),
     "Atanh": _unary_vm("atanh"),
+    "Asin": _unary_vm("asin"),
+    "Acos": _unary_vm("acos"),
+    "Atan": _unary_vm("atan"),
+    "Atan2": _atan2,
     "Erf": _unary_vm("erf"),
     "Erfc": _unary_vm("erfc"),
     "Sigmoid": _unary_vm("sigmoid"),

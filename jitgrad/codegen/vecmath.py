@@ -38,7 +38,8 @@ same type); the result has that type.  Special values are handled with
 pow as C99/np.power, ...).  No fast-math flags are used.
 
 Functions (``FUNCTIONS``): exp expm1 log log1p tanh sigmoid softplus sin
-cos tan pow (2 args) sqrt rsqrt erf erfc sinh cosh asinh acosh atanh.
+cos tan pow (2 args) sqrt rsqrt erf erfc sinh cosh asinh acosh atanh atan
+asin acos atan2 (2 args: y, x).
 
 Measured worst-case error, in ulp of the exact result (long-double
 reference; 0.5 = correctly rounded), from ``bench/bench_vecmath.py --ulp``
@@ -74,6 +75,10 @@ in [1e-3, 1e3] of both signs; x in [0.5, 1.5] with |y| <= 250 / 2040
     asinh     [-8, 8]                      1.12   1.13   1.25
     acosh     [1, 8]                       1.03   0.98   1.25
     atanh     [-1, 1]                      0.80   0.82   1.0
+    atan      [-8, 8]                      0.50   0.65   0.75 / 1.0
+    asin      [-1, 1]                      0.50   0.63   0.75 / 1.0
+    acos      [-1, 1]                      0.50   0.63   0.75 / 1.0
+    atan2     see below                    0.50   0.75   0.75 / 1.0
     ========  ===========================  =====  =====  =========
 
 (*) the uniform part of the sweep; the bit-pattern sweeps cover all finite
@@ -129,6 +134,25 @@ Notes:
   sinh, asinh, atanh (and cosh: 1) are exact for tiny x; sinh and asinh
   also return a denormal x itself when DAZ reads it as 0 (as TF's kernels),
   atanh then gives 0 (as TF's).
+* atan / asin / acos / atan2 (n = 2**20, long-double reference, i.e. glibc's
+  atanl etc.; the asin / acos sweeps add 2**20 points evenly over [-1, 1];
+  atan2: `tests/_jit_harness.atan2_sweep`, pairs of bit-pattern sweeps,
+  log-uniform magnitudes of both signs, near-diagonal and near-negative-axis
+  pairs; on the SSE2 baseline, n = 2**18: 0.50 0.63 / 0.50 0.61 / 0.50
+  0.61 / 0.50 0.78) are evaluated in
+  float64 for both types, so float32 is correctly rounded bar double
+  rounding (float32 skips the double-word tails below: 29 spare bits).  atan: atan(a) = m pi/4 + atan(q), q = a, (a - 1) / (a + 1) or
+  -1 / a by a against tan(pi/8) and tan(3pi/8) (Cephes), the quotient a
+  double-word (remainder by FMA) whose tail enters as ql (1 - q^2); m pi/4 as
+  hi + lo, the leading sum exact.  asin / acos: |x| <= 1/2 t + t^3 R(t^2),
+  beyond t = sqrt((1 - |x|) / 2) with its FMA tail and asin = pi/2 - 2 asin(t),
+  acos = 2 asin(t) (x > 0) or pi - 2 asin(t).  atan2(y, x): atan of
+  min(|x|, |y|) / max(...) (both scaled by 2^600 below 2^300, so a
+  denormal operand's remainder stays exact) plus the octant's multiple of pi/4, C99's special
+  values (atan2(+-0, -0) = +-pi, +-pi/4 and +-3pi/4 for two infinities,
+  NaN from either operand).  atan (float32) and asin return a denormal x
+  itself when DAZ reads it as 0 (as TF's kernels); float64 atan then gives 0
+  (as TF's); atan2 reads denormals as zeros.
 """
 
 from fractions import Fraction
@@ -840,6 +864,213 @@ def _atanh(e, x):
 
 
 # ---------------------------------------------------------------------------
+# inverse trigonometric functions: atan, asin, acos, atan2
+#
+# Evaluated in float64 for both types (float32: in float64 and rounded once,
+# shorter polynomials).  atan: reduced to |q| <= tan(pi/8) by
+# atan(a) = m pi/4 + atan(q), q = a (m = 0), (a - 1) / (a + 1) (m = 1) or
+# -1 / a (m = 2), the quotient carried as a double-word q + ql; then
+# m pi/4 (hi + lo) + q + (q^3 P(q^2) + ql (1 - q^2)) with the leading sum
+# exact (two_sum).  asin / acos: |x| <= 1/2 a polynomial t + t^3 R(t^2);
+# beyond, t = sqrt((1 - |x|) / 2) as a double-word and asin = pi/2 - 2 asin(t),
+# acos = 2 asin(t) or pi - 2 asin(t).  atan2: atan of min / max of |y|, |x|
+# (a double-word quotient, <= 1) and the octant's multiple of pi/4.
+
+# atan(q) = q + q^3 P(q^2), |q| <= tan(pi/8): relative-error fits (weighted
+# least squares at Chebyshev nodes, Lawson-iterated, in long double;
+# coefficients rounded from the highest with a refit of the rest);
+# approximation error 2^-35.4 (float32's, degree 5) / 2^-57.7 (degree 11).
+_ATAN_P = {
+    False: [-0.3333333249853392, 0.199999038546971, -0.14282006201994232, 0.11044671884198318,
+            -0.08476156175056554, 0.0474380863453432],
+    True: [-0.33333333333333326, 0.1999999999999789, -0.14285714285410067, 0.11111111089318605,
+           -0.09090908179365141, 0.07692283437093665, -0.06666235535378721, 0.05877098342228379,
+           -0.05218849648325836, 0.04505206853669371, -0.03351018109793554, 0.015229072575244432],
+}
+# asin(t) = t + t^3 R(t^2), |t| <= 1/2, fitted the same way: 2^-35.8 / 2^-58.7.
+_ASIN_R = {
+    False: [0.16666667180675582, 0.07499948862278102, 0.04465998217227052, 0.030112395402543585,
+            0.02460556113122546, 0.007506758901576853, 0.034649705043290784],
+    True: [0.16666666666666763, 0.07499999999970378, 0.04464285717494568, 0.030381942694036664,
+           0.02237221532924855, 0.017351606484083373, 0.013980881359828265, 0.011398448694179445,
+           0.010782705592847573, 0.0036975603153696847, 0.021728213837275488, -0.021027651966042126,
+           0.032646142645184444],
+}
+_TAN_PI_8 = 0.41421356237309503     # tan(pi/8) = sqrt(2) - 1
+_TAN_3PI_8 = 2.414213562373095      # tan(3 pi/8) = sqrt(2) + 1
+# m pi/4 for m = 0..4 as float64 hi + lo
+_QUARTER_PI = [_split(m * _PI / 4, np.float64, 2) for m in range(5)]
+
+
+def _in_f64(e, x):
+    """(float64 emitter, x in float64): float32's inverse trig runs in float64."""
+    if e.f64:
+        return e, x
+    d = e.as_f64()
+    return d, e.b.fpext(x, d.ty)
+
+
+def _quarter_pi(d, m):
+    """m pi/4 as (hi, lo) for a float m in 0..4."""
+    hi, lo = d.c(0.0), d.c(0.0)
+    for k in range(1, 5):
+        is_k = d.cmp("==", m, d.c(float(k)))
+        hi = d.sel(is_k, d.c(_QUARTER_PI[k][0]), hi)
+        lo = d.sel(is_k, d.c(_QUARTER_PI[k][1]), lo)
+    return hi, lo
+
+
+def _atan_reduce(d, a, al=None, unbounded=True, tails=True):
+    """a + al >= 0 (or NaN; al a tiny tail): (m, q, ql) with atan(a + al) =
+    m pi/4 + atan(q + ql), |q| <= tan(pi/8), ql q's double-word tail.
+    unbounded=False: a <= 1 (no -1 / a branch).  tails=False: ql = 0 (float32's
+    evaluation in float64 has 29 bits to spare; the tail costs a division)."""
+    one = d.c(1.0)
+    al = d.c(0.0) if al is None else al
+    mid = d.cmp(">", a, d.c(_TAN_PI_8))
+    n, nl = d.two_sum(a, d.c(-1.0))
+    s, sl = d.two_sum(a, one)
+    num = d.sel(mid, n, a)
+    num_l = d.sel(mid, d.add(nl, al), al)
+    den = d.sel(mid, s, one)
+    den_l = d.sel(mid, d.add(sl, al), d.c(0.0))
+    m = d.sel(mid, one, d.c(0.0))
+    if unbounded:
+        big = d.cmp(">", a, d.c(_TAN_3PI_8))
+        num = d.sel(big, d.c(-1.0), num)
+        num_l = d.sel(big, d.c(0.0), num_l)
+        den = d.sel(big, a, den)
+        den_l = d.sel(big, al, den_l)
+        m = d.sel(big, d.c(2.0), m)
+    q = d.div(num, den)
+    if not tails:
+        return m, q, d.c(0.0)
+    # (num + num_l) / (den + den_l) - q, to first order; the remainder is exact by FMA
+    ql = d.div(d.sub(d.add(d.fma(d.neg(q), den, num), num_l), d.mul(q, den_l)), den)
+    ql = d.sel(d.isnan(ql), d.c(0.0), ql)      # den = inf (q = 0) and NaN lanes
+    return m, q, ql
+
+
+def _atan_finish(d, f64, m, k_neg, q, ql):
+    """m pi/4 + k atan(q + ql), k = -1 where k_neg (an i1) else 1, |q| <= tan(pi/8);
+    f64: the result's type (float32's shorter polynomial otherwise)."""
+    z = d.mul(q, q)
+    p = d.mul(d.mul(q, z), d.poly(z, _ATAN_P[f64]))
+    s = d.add(p, d.fma(d.neg(ql), z, ql))           # + ql / (1 + q^2), to first order
+    qk = d.sel(k_neg, d.neg(q), q) if k_neg is not None else q
+    sk = d.sel(k_neg, d.neg(s), s) if k_neg is not None else s
+    hi, lo = _quarter_pi(d, m)
+    h, l = d.two_sum(hi, qk)
+    return d.add(h, d.add(l, d.add(sk, lo)))
+
+
+def _finish_in(e, d, r):
+    return r if d is e else e.b.fptrunc(r, e.ty)
+
+
+def _atan(e, x):
+    d, xd = _in_f64(e, x)
+    m, q, ql = _atan_reduce(d, d.abs(xd), tails=e.f64)
+    r = _finish_in(e, d, _atan_finish(d, e.f64, m, None, q, ql))
+    res = e.copysign(r, x)
+    # -0, and (float32) a denormal x itself where DAZ reads it as 0, as TF's float32
+    # kernel; float64 then gives a zero (q = x / 1 is 0), as TF's float64 kernel
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res) if not e.f64 else res
+
+
+def _asin_parts(d, a, f64):
+    """For a = |x| (or NaN): (big, t, u) with asin(a) = t + u for a <= 1/2 and
+    asin(sqrt((1 - a) / 2)) = t + u beyond (big); u = t^3 R(t^2) + the tail of
+    t's square root, scaled by asin's derivative to first order."""
+    big = d.cmp(">", a, d.c(0.5))
+    w = d.mul(d.sub(d.c(1.0), d.min_c(a, 1.0)), d.c(0.5))     # exact for a in [1/2, 1]
+    s = d.sqrt(w)
+    t = d.sel(big, s, a)
+    z = d.mul(t, t)
+    p = d.mul(d.mul(t, z), d.poly(z, _ASIN_R[f64]))
+    if not f64:
+        return big, t, p       # (float32 in float64: no tail needed, nor its division)
+    sl = d.div(d.fma(d.neg(s), s, w), d.add(s, s))
+    sl = d.sel(d.cmp("==", s, d.c(0.0)), d.c(0.0), sl)
+    tl = d.sel(big, sl, d.c(0.0))
+    u = d.add(p, d.fma(d.mul(tl, z), d.c(0.5), tl))
+    return big, t, u
+
+
+def _k_sum(d, base, k, t, u):
+    """base (hi, lo) + k (t + u) for k in {+-1, +-2} (k t exact), the leading sum by two_sum."""
+    h, l = d.two_sum(base[0], d.mul(k, t))
+    return d.add(h, d.add(l, d.fma(k, u, base[1])))
+
+
+def _sel_pair(d, c, p, q):
+    return d.sel(c, p[0], q[0]), d.sel(c, p[1], q[1])
+
+
+def _asin(e, x):
+    d, xd = _in_f64(e, x)
+    a = d.abs(xd)
+    big, t, u = _asin_parts(d, a, e.f64)
+    # a <= 1/2: 0 + (t + u); beyond: pi/2 - 2 (t + u)
+    base = _sel_pair(d, big, (d.c(_QUARTER_PI[2][0]), d.c(_QUARTER_PI[2][1])), (d.c(0.0), d.c(0.0)))
+    k = d.sel(big, d.c(-2.0), d.c(1.0))
+    r = _k_sum(d, base, k, t, u)
+    r = d.sel(d.ucmp(">", a, d.c(1.0)), d.c(float("nan")), r)
+    res = e.copysign(_finish_in(e, d, r), x)
+    # -0, and a denormal x itself where DAZ reads it as 0 (TF's asin passes it)
+    return e.sel(e.cmp("==", x, e.c(0.0)), x, res)
+
+
+def _acos(e, x):
+    d, xd = _in_f64(e, x)
+    a = d.abs(xd)
+    neg = d.cmp("<", xd, d.c(0.0))
+    big, t, u = _asin_parts(d, a, e.f64)
+    zero, pi2, pi = (d.c(0.0), d.c(0.0)), [d.c(v) for v in _QUARTER_PI[2]], [d.c(v) for v in _QUARTER_PI[4]]
+    # |x| <= 1/2: pi/2 -+ (t + u); x > 1/2: 2 (t + u); x < -1/2: pi - 2 (t + u)
+    base = _sel_pair(d, big, _sel_pair(d, neg, pi, zero), pi2)
+    k = d.sel(big, d.sel(neg, d.c(-2.0), d.c(2.0)), d.sel(neg, d.c(1.0), d.c(-1.0)))
+    r = _k_sum(d, base, k, t, u)
+    r = d.sel(d.ucmp(">", a, d.c(1.0)), d.c(float("nan")), r)
+    return _finish_in(e, d, r)
+
+
+def _atan2(e, y, x):
+    d, yd = _in_f64(e, y)
+    xd = _in_f64(e, x)[1]
+    ax, ay = d.abs(xd), d.abs(yd)
+    inf = d.c(float("inf"))
+    swap = d.cmp(">", ay, ax)
+    num = d.sel(swap, ax, ay)
+    den = d.sel(swap, ay, ax)
+    if e.f64:
+        # scaled up exactly (num <= den), so that a denormal num becomes normal and the
+        # quotient's remainder below is exact (it was not: 2.6 ulp at atan2(-9.4e-309,
+        # 2.1e-14)); a larger den makes that remainder's error negligible after / den.
+        # (Below 2^900 after scaling: the SSE2 baseline's emulated FMA splits its operands.)
+        scale = d.sel(d.cmp("<", den, d.c(2.0 ** 300)), d.c(2.0 ** 600), d.c(1.0))
+        num, den = d.mul(num, scale), d.mul(den, scale)
+    q0 = d.div(num, den)
+    q0 = d.sel(d.cmp("==", num, d.c(0.0)), d.c(0.0), q0)                  # 0 / 0 (and 0 / NaN: NaN below)
+    both_inf = d.and_(d.cmp("==", ax, inf), d.cmp("==", ay, inf))
+    q0 = d.sel(both_inf, d.c(1.0), q0)                                    # +-pi/4, +-3pi/4
+    if e.f64:
+        ql0 = d.div(d.fma(d.neg(q0), den, num), den)
+        ql0 = d.sel(d.isnan(ql0), d.c(0.0), ql0)
+    else:
+        ql0 = d.c(0.0)
+    m, q, ql = _atan_reduce(d, q0, ql0, unbounded=False, tails=e.f64)
+    # the octant: |y| > |x| gives pi/2 - atan, x < 0 (-0 too) pi - that
+    xneg = d.signbit(xd)
+    two, four = d.c(2.0), d.c(4.0)
+    m = d.sel(swap, d.sel(xneg, d.add(two, m), d.sub(two, m)), d.sel(xneg, d.sub(four, m), m))
+    k_neg = d.b.xor(swap, xneg)
+    r = d.copysign(_atan_finish(d, e.f64, m, k_neg, q, ql), yd)
+    r = d.sel(d.or_(d.isnan(xd), d.isnan(yd)), d.c(float("nan")), r)
+    return _finish_in(e, d, r)
+
+
+# ---------------------------------------------------------------------------
 # sin / cos / tan
 
 _PIO2_SPLIT = {False: _split(_PI / 2, np.float32, 3), True: _split(_PI / 2, np.float64, 3)}
@@ -1542,12 +1773,13 @@ _UNARY = {
     "exp": _exp, "expm1": _expm1, "log": _log, "log1p": _log1p,
     "tanh": _tanh, "sigmoid": _sigmoid, "softplus": _softplus,
     "sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh": _atanh,
+    "atan": _atan, "asin": _asin, "acos": _acos,
     "sin": lambda e, x: _trig(e, x, "sin"),
     "cos": lambda e, x: _trig(e, x, "cos"),
     "tan": lambda e, x: _trig(e, x, "tan"), "sqrt": _sqrt, "rsqrt": _rsqrt, "erf": _erf,
     "erfc": _erfc,
 }
-_BINARY = {"pow": _pow}
+_BINARY = {"pow": _pow, "atan2": _atan2}
 FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))
 
 

@@ -397,6 +397,52 @@ def _atanh_gradient(op, g):
 _unary_op("Atanh", np.arctanh, _atanh_gradient, FLOATS + COMPLEX, cost=12)
 
 
+# Inverse trigonometric functions: TF's math_grad.py rules (_AsinGrad, _AcosGrad, _AtanGrad,
+# _Atan2Grad), operations in their order. Denormals as TF 2.21's graph kernels (FTZ + DAZ),
+# checked with real TF: asin returns a denormal x itself; atan does in float32 (Eigen's own
+# kernel) but flushes it in float64; acos makes no denormal from one; atan2 reads denormals as
+# zeros (float32's TF kernel returns y itself for atan2(denormal y, x > 0), and NaN for two
+# denormals: not followed, README).
+def _asin_gradient(op, g):
+    """TF's _AsinGrad: grad * reciprocal(sqrt(1 - square(conj x)))."""
+    x2 = square(_conj(op.inputs[0]))
+    return [multiply(g, reciprocal(sqrt(subtract(1.0, x2))))]
+
+
+def _acos_gradient(op, g):
+    """TF's _AcosGrad: -grad * reciprocal(sqrt(1 - square(conj x)))."""
+    x2 = square(_conj(op.inputs[0]))
+    return [multiply(negative(g), reciprocal(sqrt(subtract(1.0, x2))))]
+
+
+def _atan_gradient(op, g):
+    """TF's _AtanGrad: grad * reciprocal(1 + square(conj x))."""
+    return [multiply(g, reciprocal(add(1.0, square(_conj(op.inputs[0])))))]
+
+
+_unary_op("Asin", np.arcsin, _asin_gradient, FLOATS + COMPLEX, cost=12, denormals="pass_input")
+_unary_op("Acos", np.arccos, _acos_gradient, FLOATS + COMPLEX, cost=12)
+_unary_op("Atan", np.arctan, _atan_gradient, FLOATS + COMPLEX, cost=12, denormals="pass_input_float32")
+
+
+def _atan2(y, x):
+    """np.arctan2; float16 / bfloat16 computed in float32 and rounded once, as TF's kernels."""
+    if y.dtype.itemsize == 2:
+        return np.arctan2(y.astype(np.float32), x.astype(np.float32)).astype(y.dtype)
+    return np.arctan2(y, x)
+
+
+def _atan2_gradient(op, g):
+    """TF's _Atan2Grad: with grad_inv = grad / (square(y) + square(x)), x * grad_inv for y and
+    -y * grad_inv for x, each summed down to its operand's shape."""
+    y, x = op.inputs
+    grad_inv = realdiv(g, add(square(y), square(x)))
+    return _binary_grads(op, multiply(x, grad_inv), multiply(negative(y), grad_inv))
+
+
+_binary_op("Atan2", _atan2, _atan2_gradient, FLOATS, cost=12)
+
+
 def _sigmoid_gradient(op, g):
     y = _conj(op.outputs[0])
     if y.dtype in (dtypes.float16, dtypes.bfloat16):
@@ -797,6 +843,22 @@ def acosh(x, name=None):
 
 def atanh(x, name=None):
     return _u("Atanh", x, name)
+
+
+def asin(x, name=None):
+    return _u("Asin", x, name)
+
+
+def acos(x, name=None):
+    return _u("Acos", x, name)
+
+
+def atan(x, name=None):
+    return _u("Atan", x, name)
+
+
+def atan2(y, x, name=None):
+    return _b("Atan2", y, x, name)
 
 
 def erf(x, name=None):

@@ -22,8 +22,10 @@ LOWERINGS = ("codegen", "argument", "state", "none", "interpreter")
 # (jitgrad/denormals.py): "flush" computes new values (inputs and outputs flushed, as
 # TF's FTZ + DAZ kernels), "keep" moves, copies or stores values (denormals pass, as in
 # TF and compiled code), "pass_input" computes, but f(x) is x itself for a denormal x
-# (TF's expm1 / tan / elu kernels and jitgrad's compiled code return x there).
-DENORMALS = ("flush", "keep", "pass_input")
+# (TF's expm1 / tan / elu kernels and jitgrad's compiled code return x there),
+# "pass_input_float32" is "pass_input" for float32 and "flush" for other types (TF's atan:
+# Eigen's float32 kernel returns x, its float64 one a flushed x / 1).
+DENORMALS = ("flush", "keep", "pass_input", "pass_input_float32")
 _COMPUTING_KINDS = ("elementwise", "reduction", "matmul")   # default "flush"
 _MOVING_KINDS = ("layout", "source", "state", "random")     # default "keep"
 
@@ -279,6 +281,8 @@ def run_kernel(opdef, arrays, attrs):
     invalid value) are off while it runs."""
     # flush-denormals mode (jitgrad/denormals.py): what the op does to denormals
     policy = opdef.denormals if denormals.enabled() else "keep"
+    if policy == "pass_input_float32":
+        policy = "pass_input" if arrays and getattr(arrays[0], "dtype", None) == np.float32 else "flush"
     scope = None     # (flush_on, restore, read): the kernel runs with FTZ + DAZ set instead
     if policy != "keep":
         scope = denormals.scope(opdef.name, arrays)
