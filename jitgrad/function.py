@@ -539,8 +539,13 @@ class Function:
         if first and concrete.created_variables:
             # As TF: the first call traces once to create the variables (lifted out and
             # captured), then again for the function that only uses them.  A function
-            # that creates variables on every call fails on this second trace.
-            concrete = self._trace_once(args, kwargs, key, specs, may_create_variables=False)
+            # that creates variables on every call fails on this second trace -- and on
+            # every later call: the first trace is not kept for them to reuse.
+            try:
+                concrete = self._trace_once(args, kwargs, key, specs, may_create_variables=False)
+            except Exception:
+                self._cache.pop(key, None)
+                raise
         return concrete
 
     def _trace_once(self, args, kwargs, key, specs, may_create_variables):

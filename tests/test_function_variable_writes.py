@@ -89,3 +89,16 @@ def test_eager_assign_add_does_not_broadcast():
             update(1.0)
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
     np.testing.assert_array_equal(v.assign_add([1.0, 1.0]).numpy(), [2.0, 3.0])
+
+
+def test_a_variable_created_on_every_call_fails_on_every_call():
+    """As TF: the first call's second trace finds the new variable and raises; the first
+    trace was kept, so later calls ran it silently (3.0, with a fresh variable each time)."""
+    @tf.function
+    def bad(x):
+        v = tf.Variable(1.0)
+        return v + x
+
+    for _ in range(3):
+        with pytest.raises(ValueError, match="singleton"):
+            bad(tf.constant(2.0))
