@@ -127,3 +127,37 @@ def test_runtime_index_out_of_range_fails_and_gradient_is_a_scatter():
         return tape.gradient(y, x)
 
     np.testing.assert_array_equal(g(tf.constant([1., 2., 3.]), tf.constant(-2)).numpy(), [0., 3., 0.])
+
+
+@tf.function
+def _append_scalars(n):
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    for i in tf.range(n):
+        ta = ta.write(ta.size(), tf.cast(i, tf.float32))
+    return ta.stack()
+
+
+@tf.function
+def _append_rows(n):
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    for _ in tf.range(n):
+        ta = ta.write(ta.size(), [1.0, 2.0])
+    return ta.stack()
+
+
+def test_append_at_size_before_the_first_write():
+    """ta.write(ta.size(), x) -- TF's append idiom -- asks the size of a dynamic array
+    not written yet whose element shape is still unknown: its initial size (it raised
+    "has not been written and its element shape is not fully defined")."""
+    np.testing.assert_array_equal(_append_scalars(tf.constant(3)).numpy(), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(_append_rows(tf.constant(2)).numpy(), [[1.0, 2.0], [1.0, 2.0]])
+    empty = _append_rows(tf.constant(0))
+    assert empty.shape == (0, 2)
+    g = tf.Graph()
+    with g.as_default():
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        _, ta = tf.while_loop(lambda i, t: i < n,
+                              lambda i, t: (i + 1, t.write(t.size(), tf.cast(i, tf.float32) * 2.0)), (0, ta))
+        out = ta.stack()
+    np.testing.assert_array_equal(tf.compat.v1.Session(graph=g).run(out, {n: 3}), [0.0, 2.0, 4.0])

@@ -70,8 +70,10 @@ class LoopTensorArray(TensorArray):
 
     def size(self, name=None):
         self._reads()
-        if self._dynamic:
+        if self._dynamic and (self._buffer is not None or self._element_shape.is_fully_defined()):
             return array_ops.shape(self._stacked(), name=name)[0]
+        # (a dynamic array not written yet, of an element shape still unknown: its initial
+        # size -- the append pattern ta.write(ta.size(), x) asks before its first write)
         if is_tensorlike(self._size):
             return array_ops.identity(self._size, name=name)
         return array_ops.constant(self._size, dtype=dtypes.int32)
