@@ -147,6 +147,11 @@ def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
             raise TypeError(f"branch_fns keys must be integers, got {k!r}")
         if not callable(fn):
             raise TypeError(f"fn for branch {k} must be callable.")
+    keys = sorted(k for k, _ in pairs)
+    if keys != list(range(len(keys))):     # TF: {0: f, 2: g} would silently pick the wrong branch
+        raise ValueError(f"branch indices (keys) must form contiguous range of [0 to {len(keys)}) but found "
+                         f"{{{','.join(map(str, keys))}}}")
+    pairs = sorted(pairs, key=lambda p: p[0])
     if default is None:
         default = pairs[-1][1]
     idx = _to_tensor(branch_index)

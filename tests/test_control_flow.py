@@ -291,13 +291,13 @@ def test_case_and_switch_case(graph):
     i = ph(tf.int32, [])
     x = ph(tf.float32, [])
     s = tf.switch_case(i, [lambda: x, lambda: x * 2.0, lambda: x * 3.0])
-    s_def = tf.switch_case(i, {0: lambda: x, 5: lambda: x * 5.0}, default=lambda: -x)
+    s_def = tf.switch_case(i, {1: lambda: x * 5.0, 0: lambda: x}, default=lambda: -x)
     c = tf.case([(i < 1, lambda: x + 100.0), (i < 3, lambda: x + 200.0)], default=lambda: x)
     (g,) = tf.gradients(s, x)
     sess = tf.compat.v1.Session(graph=graph)
-    assert sess.run([s, s_def, c, g], {i: 1, x: 2.0}) == [4.0, -2.0, 202.0, 2.0]
+    assert sess.run([s, s_def, c, g], {i: 1, x: 2.0}) == [4.0, 10.0, 202.0, 2.0]
     assert sess.run([s, s_def, c, g], {i: 7, x: 2.0}) == [6.0, -2.0, 2.0, 3.0]   # out of range: last branch
-    assert sess.run([s, s_def, c, g], {i: 5, x: 2.0}) == [6.0, 10.0, 2.0, 3.0]
+    assert sess.run([s, s_def, c, g], {i: 5, x: 2.0}) == [6.0, -2.0, 2.0, 3.0]
     assert sess.run([s, s_def, c, g], {i: 0, x: 2.0}) == [2.0, 2.0, 102.0, 1.0]
 
 
@@ -410,3 +410,14 @@ def test_a_runtime_error_inside_a_loop_body_is_raised_not_crashed(graph):
     with pytest.raises(InvalidArgumentError):
         run(acc, {table: tv, start: 2})          # reads table[4] in the third iteration
     assert run(acc, {table: tv, start: 0}) == 6.0   # and the kernel still works afterwards
+
+
+def test_switch_case_keys_must_be_contiguous_from_zero():
+    """TF refuses branch keys that are not 0..n-1 ({0: f, 2: g} silently ran a branch for
+    index 1); pairs in any order are sorted by key, the last one the default."""
+    one, two = (lambda: tf.constant(1.0)), (lambda: tf.constant(2.0))
+    for branches in ({0: one, 2: two}, {1: one, 2: two}, [(0, one), (2, two)]):
+        with pytest.raises(ValueError, match="contiguous range"):
+            tf.switch_case(tf.constant(1), branches)
+    assert float(tf.switch_case(tf.constant(1), [(1, one), (0, two)])) == 1.0
+    assert float(tf.switch_case(tf.constant(7), [(1, one), (0, two)])) == 1.0     # default: key 1
