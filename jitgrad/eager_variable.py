@@ -25,9 +25,11 @@ from .variables import Variable
 
 
 class EagerVariable(Variable):
-    def __init__(self, initial_value=None, trainable=None, name=None, dtype=None, shape=None, **_ignored):
+    def __init__(self, initial_value=None, trainable=None, name=None, dtype=None, shape=None, constraint=None,
+                 **_ignored):
         if getattr(self, "_handle_id", None) is not None:
             return  # tf.Variable(...) dispatched here and Python calls __init__ again
+        self.constraint = constraint   # applied by the Keras optimizers after each update, as TF's
         if initial_value is None:
             raise ValueError("The initial value must be specified.")
         if callable(initial_value):

@@ -298,6 +298,12 @@ class KerasOptimizer:
         with graph.control_dependencies(before) if session_graph and before else contextlib.nullcontext():
             updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
                        for g, v in present]
+        constrained = [v for _, v in present if getattr(v, "constraint", None) is not None]
+        if constrained:     # as Keras 3: each constrained variable projected after the updates
+            with graph.control_dependencies([u for u in updates if u is not None]) if session_graph \
+                    else contextlib.nullcontext():
+                updates = [v.assign(v.constraint(v.read_value() if session_graph else v)) for v in constrained] \
+                    + updates
         if session_graph:
             with graph.control_dependencies([u for u in updates if u is not None]):
                 return self.iterations.assign_add(1)

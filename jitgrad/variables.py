@@ -39,23 +39,29 @@ class Variable(metaclass=_VariableMeta):
                   synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
         if initial_value is None:
             raise ValueError("The initial value must be specified.")
+        if constraint is not None and not callable(constraint):
+            raise ValueError(f"Argument `constraint` must be None or a callable. Got a {type(constraint)}: "
+                             f"{constraint!r}")
         if context.executing_eagerly():
-            var = dispatch.eager_variable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape)
+            var = dispatch.eager_variable(initial_value, trainable=trainable, name=name, dtype=dtype, shape=shape,
+                                          constraint=constraint)
             for observe in creation_observers:
                 observe(var)
             return var
         trace = context.current_trace()
         if trace is not None:
             return create_variable_in_trace(trace, initial_value, trainable=trainable, name=name, dtype=dtype,
-                                            shape=shape)
+                                            shape=shape, constraint=constraint)
         return GraphVariable(initial_value, trainable=trainable, name=name, dtype=dtype,
-                             validate_shape=validate_shape, shape=shape)
+                             validate_shape=validate_shape, shape=shape, constraint=constraint)
 
 
 class GraphVariable(Variable):
-    def __init__(self, initial_value, trainable=None, name=None, dtype=None, validate_shape=True, shape=None):
+    def __init__(self, initial_value, trainable=None, name=None, dtype=None, validate_shape=True, shape=None,
+                 constraint=None):
         graph = context.get_default_graph()
         self.trainable = True if trainable is None else bool(trainable)
+        self.constraint = constraint   # applied by the Keras optimizers after each update, as TF's
         if callable(initial_value):
             initial_value = initial_value()
         var_name = graph.unique_name(name or "Variable")

@@ -171,3 +171,32 @@ def test_global_clipnorm_scales_all_gradients_by_their_joint_norm():
     opt.apply_gradients([(tf.constant([3.0, 0.0]), a), (tf.constant([4.0]), b)])   # joint norm 5
     np.testing.assert_allclose(a.numpy(), [-0.6, 0.0], rtol=1e-6)
     np.testing.assert_allclose(b.numpy(), [-0.8], rtol=1e-6)
+
+
+def test_variable_constraint_applied_after_each_update():
+    """tf.Variable(constraint=...) was accepted and ignored: TF's (Keras 3) optimizers project
+    each constrained variable after the update. Values as TF 2.21 gives them: SGD(0.5) from
+    [1, -2] with gradient [4, 1] -> [-1, -2.5] -> clipped at 0; then gradient [-4, 1] -> [2, 0]."""
+    nonneg = lambda t: tf.maximum(t, 0.0)                              # noqa: E731
+    v = tf.Variable([1.0, -2.0], constraint=nonneg)
+    assert v.constraint is nonneg
+    opt = tf.keras.optimizers.SGD(0.5)
+    opt.apply_gradients([(tf.constant([4.0, 1.0]), v)])
+    np.testing.assert_array_equal(v.numpy(), [0.0, 0.0])
+    tf.function(lambda: opt.apply_gradients([(tf.constant([-4.0, 1.0]), v)]))()
+    np.testing.assert_array_equal(v.numpy(), [2.0, 0.0])
+    v.assign([-5.0, 3.0])                                              # (assign itself does not project)
+    np.testing.assert_array_equal(v.numpy(), [-5.0, 3.0])
+    with pytest.raises(ValueError, match="constraint"):
+        tf.Variable(1.0, constraint=3)
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable([1.0, -2.0], constraint=nonneg)
+        grad = tf.compat.v1.placeholder(tf.float32, [2])
+        step = tf.keras.optimizers.SGD(0.5).apply_gradients([(grad, w)])
+        with tf.compat.v1.Session() as s:
+            s.run(tf.compat.v1.global_variables_initializer())
+            s.run(step, {grad: [4.0, 1.0]})
+            np.testing.assert_array_equal(s.run(w), [0.0, 0.0])
+            s.run(step, {grad: [-4.0, 1.0]})
+            np.testing.assert_array_equal(s.run(w), [2.0, 0.0])
