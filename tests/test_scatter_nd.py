@@ -1,0 +1,87 @@
+"""tf.scatter_nd and tf.tensor_scatter_nd_update / add / sub (ops/scatter_nd.py): composites
+of segment ops. Expected values by numpy: np.add.at for the sums, a loop in order (the
+last update of a repeated index wins, TF's CPU kernel) for updates; gradients by the same
+rules by hand. Both Session modes, compiled runs without interpreter fallback."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad.errors import InvalidArgumentError
+
+pytestmark = pytest.mark.usefixtures("graph_mode")
+ph = tf.compat.v1.placeholder
+
+
+def _case(rng, dims, k, count):
+    idx = np.stack([rng.integers(0, dims[j], count) for j in range(k)], -1).astype(np.int32) if k else \
+        np.zeros((count, 0), np.int32)
+    upd = rng.standard_normal((count,) + tuple(dims[k:]))
+    return idx, upd
+
+
+def _np_scatter(dims, idx, upd):
+    out = np.zeros(dims)
+    for v, u in zip(idx, upd):
+        out[tuple(v)] += u
+    return out
+
+
+def _np_update(t, idx, upd):
+    out, last = t.copy(), {}
+    for pos, (v, u) in enumerate(zip(idx, upd)):
+        out[tuple(v)] = u
+        last[tuple(v)] = pos
+    return out, last
+
+
+def test_generated_scatters_values_and_gradients(no_fallback):
+    rng = np.random.default_rng(8)
+    for trial in range(10):
+        dims = [int(d) for d in rng.integers(1, 5, rng.integers(1, 4))]
+        k = int(rng.integers(0 if trial % 4 == 0 else 1, len(dims) + 1))
+        idx, upd = _case(rng, dims, k, int(rng.integers(0, 7)))
+        t = rng.standard_normal(dims)
+        w = rng.standard_normal(dims)
+        g = tf.Graph()
+        with g.as_default():
+            ip, up, tp = ph(tf.int32, idx.shape), ph(tf.float64, upd.shape), ph(tf.float64, dims)
+            outs = [tf.scatter_nd(ip, up, dims), tf.tensor_scatter_nd_add(tp, ip, up),
+                    tf.tensor_scatter_nd_sub(tp, ip, up), tf.tensor_scatter_nd_update(tp, ip, up)]
+            grads = [tf.gradients(tf.reduce_sum(o * w), [tp, up]) for o in outs[1:]]
+        s = tf.compat.v1.Session(graph=g)
+        got, got_grads = s.run([outs, grads], {ip: idx, up: upd, tp: t})
+        summed = _np_scatter(dims, idx, upd)
+        updated, last = _np_update(t, idx, upd)
+        np.testing.assert_allclose(got[0], summed, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[1], t + summed, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[2], t - summed, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(got[3], updated)
+        picked = np.array([w[tuple(v)] for v in idx]).reshape(upd.shape)
+        np.testing.assert_allclose(got_grads[0][0], w)                  # add: d/dt = w, d/du = w[idx]
+        np.testing.assert_allclose(got_grads[0][1], picked)
+        np.testing.assert_allclose(got_grads[1][1], -picked)
+        kept = np.ones(dims)
+        for v in last:
+            kept[v] = 0
+        np.testing.assert_allclose(got_grads[2][0], w * kept)           # update: the replaced rows get none
+        winners = np.zeros(upd.shape)                                   # and only each row's last update
+        for v, pos in last.items():
+            winners[pos] = w[v]
+        np.testing.assert_allclose(got_grads[2][1], winners)
+
+
+def test_out_of_range_indices_and_shape_errors():
+    g = tf.Graph()
+    with g.as_default():
+        ip = ph(tf.int32, [None, 2])
+        s_out = tf.scatter_nd(ip, tf.ones([1]), [2, 3])
+        u_out = tf.tensor_scatter_nd_update(tf.zeros([2, 3]), ip, tf.ones([1]))
+    s = tf.compat.v1.Session(graph=g)
+    for bad in ([[0, 3]], [[0, -1]], [[2, 0]]):      # [0, 3] would be flat row 3: in range
+        for out in (s_out, u_out):
+            with pytest.raises(InvalidArgumentError):
+                s.run(out, {ip: bad})
+    with pytest.raises(InvalidArgumentError):
+        tf.scatter_nd(tf.constant([[0]]), tf.constant([1.0, 2.0]), [3])    # eagerly: the op's error
+    with pytest.raises(TypeError):
+        tf.scatter_nd(tf.constant([[0.0]]), tf.constant([1.0]), [3])
