@@ -7,7 +7,9 @@ from .convert import convert_to_tensor, to_numpy
 from .func_graph import in_region
 from .function import create_variable_in_trace
 from .ops.control_flow_ops import assign_in_region
-from .ops import overloads
+from .ops import overloads, scatter_nd
+from .ops.gather_batched import gather
+from .ops.gather_nd import gather_nd
 from .ops.registry import apply_op
 from .passes.prune import prune
 from .session import default_session_for
@@ -54,6 +56,21 @@ class Variable(metaclass=_VariableMeta):
                                             shape=shape, constraint=constraint)
         return GraphVariable(initial_value, trainable=trainable, name=name, dtype=dtype,
                              validate_shape=validate_shape, shape=shape, constraint=constraint)
+
+
+def _variable_scatter(fn):
+    """TF's Variable.scatter_nd_* methods: the value with the rows scattered in, assigned."""
+    def method(self, indices, updates, name=None):
+        return self.assign(fn(self, indices, updates), name=name)
+    method.__name__ = fn.__name__.replace("tensor_", "")
+    return method
+
+
+Variable.scatter_nd_update = _variable_scatter(scatter_nd.tensor_scatter_nd_update)
+Variable.scatter_nd_add = _variable_scatter(scatter_nd.tensor_scatter_nd_add)
+Variable.scatter_nd_sub = _variable_scatter(scatter_nd.tensor_scatter_nd_sub)
+Variable.sparse_read = lambda self, indices, name=None: gather(self, indices, name=name)
+Variable.gather_nd = lambda self, indices, name=None: gather_nd(self, indices, name=name)
 
 
 class GraphVariable(Variable):

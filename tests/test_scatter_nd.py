@@ -85,3 +85,24 @@ def test_out_of_range_indices_and_shape_errors():
         tf.scatter_nd(tf.constant([[0]]), tf.constant([1.0, 2.0]), [3])    # eagerly: the op's error
     with pytest.raises(TypeError):
         tf.scatter_nd(tf.constant([[0.0]]), tf.constant([1.0]), [3])
+
+
+def test_variable_scatter_methods():
+    """Variable.scatter_nd_update / add / sub, sparse_read and gather_nd (AttributeError
+    before): the value with the rows scattered in, assigned; eagerly and in a tf.function.
+    Values as TF 2.21 prints them for the same calls."""
+    v = tf.Variable([1.0, 2.0, 3.0])
+    v.scatter_nd_update([[0], [2]], [10.0, 30.0])
+    np.testing.assert_array_equal(v.numpy(), [10.0, 2.0, 30.0])
+    v.scatter_nd_add([[1]], [5.0])
+    v.scatter_nd_sub([[1], [1]], [1.0, 1.0])
+    np.testing.assert_array_equal(v.numpy(), [10.0, 5.0, 30.0])
+    np.testing.assert_array_equal(v.sparse_read([2, 0]).numpy(), [30.0, 10.0])
+    np.testing.assert_array_equal(v.gather_nd([[1]]).numpy(), [5.0])
+
+    @tf.function
+    def step():
+        v.scatter_nd_update([[1]], [-1.0])
+        return v.read_value()
+    np.testing.assert_array_equal(step().numpy(), [10.0, -1.0, 30.0])
+    np.testing.assert_array_equal(v.numpy(), [10.0, -1.0, 30.0])
