@@ -252,6 +252,8 @@ class TensorArray:
 
     def stack(self, name=None):
         if not self._items:
+            if not self._element_shape.is_fully_defined() and context.executing_eagerly():
+                return zeros([0], self._dtype)      # TF 2's eager array: a plain empty tensor
             if not self._element_shape.is_fully_defined():
                 raise InvalidArgumentError("TensorArray has size zero, but element shape is not fully defined. "
                                            "Cannot stack an empty TensorArray with an unknown element shape.")

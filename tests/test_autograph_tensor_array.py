@@ -161,3 +161,14 @@ def test_append_at_size_before_the_first_write():
                               lambda i, t: (i + 1, t.write(t.size(), tf.cast(i, tf.float32) * 2.0)), (0, ta))
         out = ta.stack()
     np.testing.assert_array_equal(tf.compat.v1.Session(graph=g).run(out, {n: 3}), [0.0, 2.0, 4.0])
+
+
+def test_map_fn_rows_of_different_shapes_fail_as_tf():
+    """map_fn whose fn returns rows of different lengths: TF's TensorListStack fails
+    (InvalidArgumentError); in a tf.function the ragged stack numpy keeps as objects reached
+    the caller as "ValueError: setting an array element with a sequence"."""
+    ragged = tf.function(lambda e: tf.reduce_sum(tf.map_fn(lambda r: tf.range(r), e)))
+    for lengths in ([1, 2, 3], [1, 1, 2]):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            ragged(tf.constant(lengths))
+    assert int(ragged(tf.constant([2, 2]))) == 2

@@ -115,11 +115,13 @@ register("EmptyStackCheck", infer=lambda shapes, dts, attrs: [(shapes[0], dts[0]
 
 def check_stackable(stacked):
     """``stacked`` (rows stacked by a loop), failing as TF's TensorListStack when it has no rows
-    and its rows' static shape is not fully defined."""
+    and its rows' static shape is not fully defined, or rows of different shapes."""
     rows = stacked.shape[1:] if stacked.shape.rank is not None else stacked.shape
-    if rows.is_fully_defined() or (stacked.shape.rank is not None and stacked.shape.dims[0] not in (None, 0)):
+    if rows.is_fully_defined():
         return stacked
     shown = "<unknown>" if rows.rank is None else "[" + ",".join("?" if d is None else str(d) for d in rows.dims) + "]"
+    # (with rows of different shapes, a ragged stack only While ops may read, its run-time
+    # shape check fails: map_fn of tf.range(r) returned numpy's object array in a tf.function)
     return apply_op("EmptyStackCheck", [stacked], {"element_shape": shown}, name="TensorListStack")
 
 
