@@ -172,3 +172,9 @@ def test_map_fn_rows_of_different_shapes_fail_as_tf():
         with pytest.raises(tf.errors.InvalidArgumentError):
             ragged(tf.constant(lengths))
     assert int(ragged(tf.constant([2, 2]))) == 2
+
+
+def test_empty_eager_tensor_array_of_unknown_element_shape_stacks_empty():
+    """TF 2's eager TensorArray of size 0 stacks to an empty tensor of its dtype (it raised)."""
+    empty = tf.TensorArray(tf.float32, size=0).stack()
+    assert empty.dtype == tf.float32 and empty.shape == (0,)
