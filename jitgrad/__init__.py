@@ -183,6 +183,8 @@ linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 from .ops.einsum import einsum  # noqa: E402,F401
 from .ops.gather_nd import gather_nd  # noqa: E402,F401
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
+from .ops import conv as _conv  # noqa: E402
+nn.conv2d, nn.conv1d = _conv.conv2d, _conv.conv1d
 from .ops.scatter_nd import (scatter_nd, tensor_scatter_nd_add, tensor_scatter_nd_sub,  # noqa: E402,F401
                              tensor_scatter_nd_update)
 from .ops import linalg_composites as _lc, math_composites as _mc  # noqa: E402
