@@ -1,6 +1,6 @@
 """``tf.keras.layers``: the Layer base (build/call, add_weight, weights in
 creation order, ``training`` passed down to sublayers) and the core layers
-Dense, Flatten, Dropout, Activation, Embedding, plus ``Input`` for the
+Dense, Conv2D, Flatten, Dropout, Activation, Embedding, plus ``Input`` for the
 functional API. Plain Python over jitgrad ops and ``tf.Variable``."""
 import inspect
 import threading
@@ -11,7 +11,7 @@ from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
 from ..module import Module, camel_to_snake
-from ..ops import array_ops, linalg_ops, math_ops, nn_ops
+from ..ops import array_ops, conv, linalg_ops, math_ops, nn_ops
 from ..variables import Variable
 from . import activations, initializers
 from .functional import Input, KerasTensor, symbolic_call  # noqa: F401  (keras.layers.Input, as Keras exports it)
@@ -222,6 +222,60 @@ class Dense(Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
+
+
+def _pair(v, what):
+    vals = (v, v) if isinstance(v, int) else tuple(v)
+    if len(vals) != 2 or not all(isinstance(a, int) and a > 0 for a in vals):
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 positive integers. Received: {v}")
+    return vals
+
+
+class Conv2D(Layer):
+    """Keras's Conv2D (channels_last, no groups) over tf.nn.conv2d (ops/conv.py)."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
+                 dilation_rate=(1, 1), groups=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(filters, int) or filters <= 0:
+            raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. "
+                             f"Received filters={filters}.")
+        if data_format not in (None, "channels_last") or groups != 1:
+            raise NotImplementedError("jitgrad's Conv2D supports data_format='channels_last' and groups=1 only.")
+        if str(padding).lower() not in ("valid", "same"):
+            raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. Received: {padding}")
+        self.filters, self.use_bias, self.padding = filters, use_bias, padding.upper()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.strides = _pair(strides, "strides")
+        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
+        self.activation = activations.get(activation)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+
+    def build(self, input_shape):
+        channels = input_shape[-1]
+        if channels is None:
+            raise ValueError("The channel dimension of the inputs to Conv2D should be defined. Found None.")
+        self.kernel = self.add_weight(shape=self.kernel_size + (channels, self.filters),
+                                      initializer=self.kernel_initializer, name="kernel")
+        self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias") \
+            if self.use_bias else None
+        self.built = True
+
+    def call(self, inputs):
+        x = conv.conv2d(inputs, self.kernel, list(self.strides), self.padding, dilations=list(self.dilation_rate))
+        if self.bias is not None:
+            x = math_ops.add(x, self.bias)
+        return self.activation(x)
+
+    def compute_output_shape(self, input_shape):
+        out = []
+        for size, k, s, d in zip(input_shape[1:3], self.kernel_size, self.strides, self.dilation_rate):
+            span = (k - 1) * d + 1
+            out.append(None if size is None else -(-size // s) if self.padding == "SAME" else
+                       (size - span) // s + 1)
+        return (input_shape[0],) + tuple(out) + (self.filters,)
 
 
 class Flatten(Layer):

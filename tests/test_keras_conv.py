@@ -1,0 +1,41 @@
+"""keras.layers.Conv2D over tf.nn.conv2d: weights, output, a short fit. The fit's losses were
+printed by TF 2.21 (tf.keras) for the same model, weights and data."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+
+keras = tf.keras
+
+
+def _model_and_data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 6, 6, 2)).astype(np.float32)
+    y = rng.integers(0, 3, 8)
+    m = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+                          keras.layers.Conv2D(3, (2, 2), strides=2), keras.layers.Flatten(), keras.layers.Dense(3)])
+    m.set_weights([rng.standard_normal(tuple(w.shape)).astype(np.float32) * 0.3 for w in m.weights])
+    return m, x, y
+
+
+def test_conv2d_layer_is_conv2d_plus_bias_and_trains_as_tf():
+    m, x, y = _model_and_data()
+    assert [tuple(w.shape) for w in m.weights] == [(3, 3, 2, 4), (4,), (2, 2, 4, 3), (3,), (27, 3), (3,)]
+    k1, b1 = m.weights[0], m.weights[1]
+    first = m.layers[0](tf.constant(x)).numpy()
+    want = tf.nn.relu(tf.nn.conv2d(tf.constant(x), k1, 1, "SAME") + b1).numpy()
+    np.testing.assert_allclose(first, want, rtol=1e-6, atol=1e-6)
+    m.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    losses = m.fit(x, y, epochs=3, batch_size=4, verbose=0, shuffle=False).history["loss"]
+    np.testing.assert_allclose(losses, [1.5927, 0.5632, 0.2088], atol=1e-4)     # TF 2.21's
+
+
+def test_conv2d_layer_arguments():
+    with pytest.raises(ValueError):
+        keras.layers.Conv2D(0, 3)
+    with pytest.raises(ValueError):
+        keras.layers.Conv2D(2, 3, padding="full")
+    with pytest.raises(NotImplementedError):
+        keras.layers.Conv2D(2, 3, data_format="channels_first")
+    layer = keras.layers.Conv2D(2, (3, 1), strides=(2, 1), padding="same")
+    assert layer.compute_output_shape((None, 7, 5, 3)) == (None, 4, 5, 2)
