@@ -182,6 +182,8 @@ from .ops.linalg_ops import tensordot  # noqa: E402,F401
 linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 from .ops.einsum import einsum  # noqa: E402,F401
 from .ops.gather_nd import gather_nd  # noqa: E402,F401
+from .ops import pooling as _pool  # noqa: E402
+nn.max_pool2d, nn.avg_pool2d, nn.max_pool, nn.avg_pool = _pool.max_pool2d, _pool.avg_pool2d, _pool.max_pool, _pool.avg_pool
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
 from .ops.scatter_nd import (scatter_nd, tensor_scatter_nd_add, tensor_scatter_nd_sub,  # noqa: E402,F401
                              tensor_scatter_nd_update)
@@ -267,6 +269,7 @@ def _fill_compat_v1():
     v1.nn.dropout = _n.dropout_v1
     v1.nn.softmax_cross_entropy_with_logits = _n.softmax_cross_entropy_with_logits_v1
     v1.nn.softmax_cross_entropy_with_logits_v2 = _n.softmax_cross_entropy_with_logits_v2_v1
+    v1.nn.max_pool, v1.nn.avg_pool = _pool.max_pool_v1, _pool.avg_pool_v1   # (value, ..., input=None)
     v1.Session = Session  # the v1 names win over anything of the same name above
     _sys.modules[__name__ + ".compat"] = compat
     _sys.modules[__name__ + ".compat.v1"] = v1
