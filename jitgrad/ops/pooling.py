@@ -157,7 +157,6 @@ def _pool(kind, input, ksize, strides, padding, data_format, name, nd=False):  #
         raise err(f"Negative dimension size caused by subtracting {kh if kh > h else kw} from "
                   f"{h if kh > h else w} in {kind} (VALID padding)")
     pos, counts = _window_table(h, w, kh, kw, sh, sw, padding)
-    oh, ow, k = pos.shape
     name = name or kind
     if kind == "AvgPool":
         return _avg(x, pos, counts, h * w, c, name)
@@ -167,17 +166,27 @@ def _pool(kind, input, ksize, strides, padding, data_format, name, nd=False):  #
     return _max(x, pos, h * w, c, name)
 
 
-def _windows(flat, idx, oh, ow, k, c):
-    """flat [N, P, C] gathered along P by idx (numpy [OH, OW, K]) -> [N, OH, OW, K, C]."""
+def _batch(x):
+    """x's batch size: an int when known, else a tensor (a -1 in a reshape would be 0 when
+    the input is empty)."""
+    return x.shape.dims[0] if x.shape.dims[0] is not None else shape_of(x, out_type=dtypes.int32)[0]
+
+
+def _windows(x, idx, hw, c, fill_zero=False):
+    """x [N, H, W, C] gathered by idx (numpy [OH, OW, K] of positions row * W + col; hw, the
+    zero row, where fill_zero) -> windows [N, OH, OW, K, C]."""
+    oh, ow, k = idx.shape
+    n = _batch(x)
+    flat = reshape(x, [n, hw, c])
+    if fill_zero:
+        flat = concat([flat, zeros_like(flat[:, :1])], 1)
     win = gather(flat, constant(idx.reshape(-1).astype(np.int32)), axis=1)
-    return reshape(win, [-1, oh, ow, k, c])
+    return reshape(win, [n, oh, ow, k, c])
 
 
 def _avg(x, pos, counts, hw, c, name):
     oh, ow, k = pos.shape
-    flat = reshape(x, [-1, hw, c])
-    flat = concat([flat, zeros_like(flat[:, :1])], 1)        # row hw: the zero of padded slots
-    win = _windows(flat, np.where(pos >= 0, pos, hw), oh, ow, k, c)
+    win = _windows(x, np.where(pos >= 0, pos, hw), hw, c, fill_zero=True)     # row hw: padded slots' zero
     total = reduce_sum(win, axis=3)
     n = constant(np.maximum(counts, 1).reshape(1, oh, ow, 1).astype(x.dtype.np))
     return divide(total, n, name=name)
@@ -186,11 +195,11 @@ def _avg(x, pos, counts, hw, c, name):
 def _max(x, pos, hw, c, name):
     oh, ow, k = pos.shape
     if not x.dtype.is_floating:           # no NaN, no gradient: the plain maximum
-        return reduce_max(_windows(reshape(x, [-1, hw, c]), pos, oh, ow, k, c), axis=3, name=name)
+        return reduce_max(_windows(x, pos, hw, c), axis=3, name=name)
 
     @custom_gradient
     def max_pool(x):
-        win = _windows(reshape(x, [-1, hw, c]), pos, oh, ow, k, c)
+        win = _windows(x, pos, hw, c)
         nan = is_nan(win)
         lowest = constant(x.dtype.min, dtype=x.dtype)
         out = maximum(reduce_max(where(nan, constant(-np.inf, dtype=x.dtype), win), axis=3), lowest)
@@ -200,7 +209,7 @@ def _max(x, pos, hw, c, name):
                                                                                   output_type=dtypes.int32))
         where_in = gather(constant(pos.reshape(-1).astype(np.int32)),
                           add(slot, constant((np.arange(oh * ow, dtype=np.int32) * k).reshape(1, oh, ow, 1))))
-        batch = multiply(reshape(range_(shape_of(x, out_type=dtypes.int32)[0]), [-1, 1, 1, 1]), hw)
+        batch = multiply(reshape(range_(_batch(x)), [-1, 1, 1, 1]), hw)
         target = add(multiply(add(where_in, batch), c), constant(np.arange(c, dtype=np.int32)))
 
         def grad(dy):
