@@ -182,6 +182,8 @@ from .ops.linalg_ops import tensordot  # noqa: E402,F401
 linalg.global_norm, linalg.tensordot = _clip.global_norm, tensordot
 from .ops.einsum import einsum  # noqa: E402,F401
 from .ops.gather_nd import gather_nd  # noqa: E402,F401
+from .ops import pooling as _pool  # noqa: E402
+nn.max_pool2d, nn.avg_pool2d, nn.max_pool, nn.avg_pool = _pool.max_pool2d, _pool.avg_pool2d, _pool.max_pool, _pool.avg_pool
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
 from .ops import conv as _conv  # noqa: E402
 nn.conv2d, nn.conv1d = _conv.conv2d, _conv.conv1d
@@ -269,6 +271,7 @@ def _fill_compat_v1():
     v1.nn.dropout = _n.dropout_v1
     v1.nn.softmax_cross_entropy_with_logits = _n.softmax_cross_entropy_with_logits_v1
     v1.nn.softmax_cross_entropy_with_logits_v2 = _n.softmax_cross_entropy_with_logits_v2_v1
+    v1.nn.max_pool, v1.nn.avg_pool = _pool.max_pool_v1, _pool.avg_pool_v1   # (value, ..., input=None)
     v1.Session = Session  # the v1 names win over anything of the same name above
     _sys.modules[__name__ + ".compat"] = compat
     _sys.modules[__name__ + ".compat.v1"] = v1
