@@ -39,3 +39,22 @@ def test_conv2d_layer_arguments():
         keras.layers.Conv2D(2, 3, data_format="channels_first")
     layer = keras.layers.Conv2D(2, (3, 1), strides=(2, 1), padding="same")
     assert layer.compute_output_shape((None, 7, 5, 3)) == (None, 4, 5, 2)
+
+
+def test_pooling_layers_train_as_tf():
+    """MaxPooling2D / AveragePooling2D in a small CNN: weights shapes and fit losses as
+    TF 2.21's tf.keras printed them for the same model, weights and data."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 8, 8, 2)).astype(np.float32)
+    y = rng.integers(0, 3, 8)
+    m = keras.Sequential([keras.Input((8, 8, 2)), keras.layers.Conv2D(4, 3, padding="same", activation="relu"),
+                          keras.layers.MaxPooling2D(), keras.layers.Conv2D(3, 3),
+                          keras.layers.AveragePooling2D(pool_size=2, strides=1, padding="same"),
+                          keras.layers.Flatten(), keras.layers.Dense(3)])
+    m.set_weights([rng.standard_normal(tuple(w.shape)).astype(np.float32) * 0.3 for w in m.weights])
+    assert [tuple(w.shape) for w in m.weights] == [(3, 3, 2, 4), (4,), (3, 3, 4, 3), (3,), (12, 3), (3,)]
+    m.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    losses = m.fit(x, y, epochs=3, batch_size=4, verbose=0, shuffle=False).history["loss"]
+    np.testing.assert_allclose(losses, [2.6515, 2.8283, 1.6492], atol=1e-4)
+    assert keras.layers.MaxPooling2D(3, 2, "same").compute_output_shape((None, 7, 7, 5)) == (None, 4, 4, 5)
+    assert keras.layers.MaxPool2D is keras.layers.MaxPooling2D

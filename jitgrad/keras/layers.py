@@ -1,6 +1,6 @@
 """``tf.keras.layers``: the Layer base (build/call, add_weight, weights in
 creation order, ``training`` passed down to sublayers) and the core layers
-Dense, Conv2D, Flatten, Dropout, Activation, Embedding, plus ``Input`` for the
+Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Dropout, Activation, Embedding, plus ``Input`` for the
 functional API. Plain Python over jitgrad ops and ``tf.Variable``."""
 import inspect
 import threading
@@ -11,7 +11,7 @@ from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
 from ..module import Module, camel_to_snake
-from ..ops import array_ops, conv, linalg_ops, math_ops, nn_ops
+from ..ops import array_ops, conv, linalg_ops, math_ops, nn_ops, pooling
 from ..variables import Variable
 from . import activations, initializers
 from .functional import Input, KerasTensor, symbolic_call  # noqa: F401  (keras.layers.Input, as Keras exports it)
@@ -276,6 +276,40 @@ class Conv2D(Layer):
             out.append(None if size is None else -(-size // s) if self.padding == "SAME" else
                        (size - span) // s + 1)
         return (input_shape[0],) + tuple(out) + (self.filters,)
+
+
+class _Pooling2D(Layer):
+    """Keras's MaxPooling2D / AveragePooling2D (channels_last) over ops/pooling.py."""
+    _pool = None
+
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        if data_format not in (None, "channels_last"):
+            raise NotImplementedError("jitgrad's pooling layers support data_format='channels_last' only.")
+        if str(padding).lower() not in ("valid", "same"):
+            raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. Received: {padding}")
+        self.pool_size = _pair(pool_size, "pool_size")
+        self.strides = self.pool_size if strides is None else _pair(strides, "strides")
+        self.padding = padding.upper()
+
+    def call(self, inputs):
+        return type(self)._pool(inputs, list(self.pool_size), list(self.strides), self.padding)
+
+    def compute_output_shape(self, input_shape):
+        out = [None if n is None else -(-n // s) if self.padding == "SAME" else (n - k) // s + 1
+               for n, k, s in zip(input_shape[1:3], self.pool_size, self.strides)]
+        return (input_shape[0],) + tuple(out) + (input_shape[3],)
+
+
+class MaxPooling2D(_Pooling2D):
+    _pool = staticmethod(pooling.max_pool2d)
+
+
+class AveragePooling2D(_Pooling2D):
+    _pool = staticmethod(pooling.avg_pool2d)
+
+
+MaxPool2D, AvgPool2D = MaxPooling2D, AveragePooling2D
 
 
 class Flatten(Layer):
