@@ -64,6 +64,8 @@ CASES = {
                           D.reshape(2, 1)),
     "dynamic_fill": (lambda x, gy, i: tf.fill(tf.stack([i + 1]), x[0]), np.full(2, D[0])),
     "dynamic_tile": (lambda x, gy, i: tf.tile(x, [i + 1]), np.tile(D, 2)),
+    "unique": (lambda x, gy, i: tf.unique(x)[0], D),
+    "unique_with_counts": (lambda x, gy, i: tf.unique_with_counts(x)[0], D),
     "dynamic_broadcast_to": (lambda x, gy, i: tf.broadcast_to(x, [i + 1, 2]), np.broadcast_to(D, (2, 2))),
     "real_imag_conj": (lambda x, gy, i: tf.stack([tf.math.real(tf.complex(x, x)),
                                                   tf.math.imag(tf.math.conj(tf.complex(x, x)))]), np.stack([D, -D])),
