@@ -15,10 +15,11 @@ is built is read with tf.shape as it runs.
 """
 import string
 
-from .. import context
+from .. import context, dtypes
 from ..convert import convert_all
 from ..errors import InvalidArgumentError
 from .array_ops import reshape, shape as shape_of, transpose
+from .gather_nd import size_product
 from .linalg_ops import diag_part, matmul
 from .math_ops import identity, maximum, multiply
 from .reduction_ops import reduce_sum
@@ -158,13 +159,6 @@ class _Operand:
         return reshape(t, shape)
 
 
-def _product(sizes):
-    p = 1
-    for s in sizes:
-        p = s * p if isinstance(p, int) and isinstance(s, int) else multiply(p, s)
-    return p
-
-
 def _broadcast_size(a, b, label):
     """A label's size in a and b broadcast together (a 1 takes the other's)."""
     sa, sb = a.size(label), b.size(label)
@@ -194,9 +188,9 @@ def _contract(a, b, keep):
         right = b.arranged(batch + b_free, b_batch + [1] * len(a_free) + b_sizes)
         labels = batch + a_free + b_free
         return _Operand(multiply(left, right), labels, _sizes(labels, out_batch + a_sizes + b_sizes))
-    k = _product([a.size(c) for c in summed])
-    left = a.arranged(batch + a_free + summed, a_batch + [_product(a_sizes), k])
-    right = b.arranged(batch + summed + b_free, b_batch + [k, _product(b_sizes)])
+    k = size_product([a.size(c) for c in summed], dtypes.int32)
+    left = a.arranged(batch + a_free + summed, a_batch + [size_product(a_sizes, dtypes.int32), k])
+    right = b.arranged(batch + summed + b_free, b_batch + [k, size_product(b_sizes, dtypes.int32)])
     labels = batch + a_free + b_free
     return _Operand(reshape(matmul(left, right), out_batch + a_sizes + b_sizes), labels,
                     _sizes(labels, out_batch + a_sizes + b_sizes))

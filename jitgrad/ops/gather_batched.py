@@ -12,6 +12,7 @@ from ..errors import InvalidArgumentError
 from ..convert import convert_all
 from . import array_ops
 from .array_ops import range_, reshape, shape as shape_of, transpose
+from .gather_nd import size_product
 from .math_ops import add, cast, greater_equal, identity, less, logical_and, multiply, negative, ones_like, where
 
 
@@ -61,7 +62,7 @@ def _batched_gather(p, idx, axis, batch_dims, name):
     flat = reshape(transpose(p, order) if order != list(range(rp)) else p, [-1] + before + after)
     # row of batch b's index i: b * n + i, -1 for an index outside [0, n)
     n_t = n if not isinstance(n, int) else cast(n, idx.dtype)
-    b_count = _product(batch, idx.dtype)
+    b_count = size_product(batch, idx.dtype)
     offsets = reshape(multiply(range_(b_count, dtype=idx.dtype), n_t), [-1] + [1] * (ri - batch_dims))
     flat_idx = reshape(idx, [b_count] + inner)
     ok = logical_and(greater_equal(flat_idx, 0), less(flat_idx, n_t))
@@ -74,14 +75,3 @@ def _batched_gather(p, idx, axis, batch_dims, name):
     if perm != list(range(len(perm))):
         got = transpose(got, perm)
     return got if name is None else identity(got, name=name)
-
-
-def _product(sizes, dtype):
-    out = 1
-    for s in sizes:
-        if isinstance(out, int) and isinstance(s, int):
-            out *= s
-        else:
-            out = multiply(cast(out, dtype) if isinstance(out, int) else out, cast(s, dtype) if isinstance(s, int) else s)
-    return out
-

@@ -13,7 +13,7 @@ from ..convert import convert_all
 from ..errors import InvalidArgumentError
 from ..eager import EagerTensor
 from .array_ops import gather, reshape, shape as shape_of
-from .math_ops import add, cast, greater_equal, less, logical_and, multiply, negative, ones_like, where
+from .math_ops import add, cast, greater_equal, less, logical_and, multiply, where
 from .reduction_ops import reduce_sum
 
 
@@ -38,33 +38,31 @@ def gather_nd(params, indices, batch_dims=0, name=None):
         raise (InvalidArgumentError if isinstance(p, EagerTensor) else ValueError)(
             f"indices.shape[-1] must be <= params.rank, got {k} > {rank_p}")
     dims = [d if d is not None else shape_of(p, out_type=idx.dtype)[j] for j, d in enumerate(p.shape.dims)]
-    row = None
-    valid = None
-    for j in range(k):
+    flat = reshape(p, [size_product(dims[:k], idx.dtype)] + dims[k:])
+    return gather(flat, flat_rows(idx, dims, -1), axis=0, name=name or "GatherNd")
+
+
+def flat_rows(idx, dims, invalid):
+    """The row each index vector of ``idx`` (its last dim, k, known) names in a tensor of
+    dims ``dims`` (ints, or scalar tensors of idx's dtype) seen as [d_0 ... d_{k-1}, d_k, ...]:
+    i_0 * (d_1 ... d_{k-1}) + ... + i_{k-1}. A vector with a component outside [0, d_j) names
+    row ``invalid``, one the op reading the rows rejects. (k == 0: every vector names row 0.)"""
+    row, valid = reduce_sum(idx, -1), None
+    for j in range(idx.shape.dims[-1]):
         i_j = idx[..., j]
-        size = dims[j] if not isinstance(dims[j], int) else cast(dims[j], idx.dtype)
-        ok = logical_and(greater_equal(i_j, 0), less(i_j, size))
+        ok = logical_and(greater_equal(i_j, 0), less(i_j, dims[j]))
         valid = ok if valid is None else logical_and(valid, ok)
-        row = i_j if row is None else add(multiply(row, size), i_j)
-    if row is None:           # k == 0: every index vector names all of params (row 0 of [1, ...])
-        row = reduce_sum(idx, -1)
-    else:
-        row = where(valid, row, negative(ones_like(row)))
-    rows = dims[:k]
-    n_rows = rows[0] if len(rows) == 1 else _product(rows, idx.dtype) if rows else 1
-    flat = reshape(p, [n_rows] + dims[k:])
-    return gather(flat, row, axis=0, name=name or "GatherNd")
+        row = i_j if j == 0 else add(multiply(row, dims[j]), i_j)
+    return row if valid is None else where(valid, row, cast(invalid, row.dtype))
 
 
-def _product(sizes, dtype):
-    if all(isinstance(s, int) for s in sizes):
-        n = 1
-        for s in sizes:
-            n *= s
-        return n
-    n = None
+def size_product(sizes, dtype):
+    """The product of sizes that are ints (an int) or scalar tensors (a tensor of ``dtype``)."""
+    out = 1
     for s in sizes:
-        s = cast(s, dtype) if isinstance(s, int) else s
-        n = s if n is None else multiply(n, s)
-    return n
+        if isinstance(out, int) and isinstance(s, int):
+            out *= s
+        else:
+            out = multiply(cast(out, dtype) if isinstance(out, int) else out, cast(s, dtype) if isinstance(s, int) else s)
+    return out
 

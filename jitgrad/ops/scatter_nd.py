@@ -16,8 +16,8 @@ from ..convert import convert_all
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from .array_ops import concat, gather, get_static_value, range_, reshape, shape as shape_of, zeros
-from .math_ops import add, cast, greater_equal, less, logical_and, multiply, subtract, where
-from .reduction_ops import reduce_sum
+from .gather_nd import flat_rows
+from .math_ops import add, cast, greater_equal, subtract, where
 from .segment_ops import unsorted_segment_max, unsorted_segment_sum
 
 
@@ -84,15 +84,7 @@ def _rows(idx, upd, dims):
     if upd.shape.rank is not None and not upd.shape.is_compatible_with(want):
         raise err(f"updates must have shape indices.shape[:-1] + shape[{k}:] = {want}, got {upd.shape}")
     n = int(np.prod(dims[:k], dtype=np.int64))
-    row, valid = reduce_sum(idx, -1), None           # (k == 0: every vector names row 0 of 1)
-    for j in range(k):
-        i_j = idx[..., j]
-        ok = logical_and(greater_equal(i_j, 0), less(i_j, dims[j]))
-        valid = ok if valid is None else logical_and(valid, ok)
-        row = i_j if j == 0 else add(multiply(row, dims[j]), i_j)
-    if valid is not None:
-        row = where(valid, row, cast(n, row.dtype))
-    return reshape(row, [-1]), n, k
+    return reshape(flat_rows(idx, dims, n), [-1]), n, k
 
 
 def _static_dims(shape, what):
