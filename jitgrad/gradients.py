@@ -183,7 +183,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         with xs[0].graph.as_default() if xs else _nullcontext():
             return [_zeros_like(x) for x in xs]
     graph = ys[0].graph
-    if any(t.graph is not graph for t in xs + stop) and _is_function_graph(graph):
+    if any(t.graph is not graph for t in xs + stop) and isinstance(graph, FuncGraph):
         return _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop,
                                             unconnected_gradients)
     for t in ys + xs + stop:
@@ -274,10 +274,6 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
     return result
 
 
-def _is_function_graph(graph):
-    return isinstance(graph, FuncGraph)
-
-
 def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop, unconnected):
     """tf.gradients called while a cond branch / loop body is traced, with xs (or stops) of an
     enclosing graph: inside, such a tensor is its capture (TF's gradients look through
@@ -326,21 +322,19 @@ def _shaped_like_y(gy, y, what):
     gs, ys = static_dims(gy.shape), static_dims(y.shape)
     if gs is not None and ys is not None:
         fit = fitted_output_shape(gs, ys)
-        if fit == "same":
-            return gy
-        if fit == "reshape":
-            return array_ops.reshape(gy, ys)
     elif gy.shape.rank is not None and gy.shape.rank == y.shape.rank:
         fit = "same" if gy.shape.is_compatible_with(y.shape) else None
-        if fit:
-            return gy
     else:
         fit = "broadcast"
-    try:
-        if fit == "broadcast":
+    if fit == "same":
+        return gy
+    if fit == "reshape":
+        return array_ops.reshape(gy, ys)
+    if fit == "broadcast":
+        try:
             return apply_op("BroadcastToShapeOf", [gy, y])
-    except ValueError:
-        pass
+        except ValueError:
+            pass
     raise ValueError(f"{what} has shape {gy.shape}, incompatible with y's shape {y.shape}")
 
 

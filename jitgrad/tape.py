@@ -789,11 +789,7 @@ class GradientTape:
                 out.append(array_ops.zeros(y.shape.as_list() + x.shape.as_list(), x.dtype)
                            if unconnected == UnconnectedGradients.ZERO else None)
                 continue
-            rows = []
-            for i in range(n):
-                g = gradients(flat[i], x, grad_ys=math_ops.ones_like(flat[i]))[0]
-                rows.append(math_ops.zeros_like(x) if g is None else g)
-            j = array_ops.stack(rows) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
+            j = _gradient_rows([flat[i] for i in range(n)], x)
             out.append(array_ops.reshape(j, y.shape.as_list() + x.shape.as_list()))
         return out
 
@@ -848,24 +844,28 @@ class GradientTape:
         perm = [1, 0] + list(range(2, len(xs_) + 1))
         return array_ops.reshape(array_ops.transpose(g, perm), full)
 
-
     @staticmethod
     def _graph_batch_jacobian_per_row(y, x):
         """batch_jacobian as one gradient per inner element of y (examples are independent:
         the gradient of y[:, j] summed over the batch is every example's row j)."""
         ys, xs_ = y.shape.as_list(), x.shape.as_list()
         m = int(np.prod(ys[1:], dtype=np.int64))
-        flat = array_ops.reshape(y, [ys[0], m])
-        rows = []
-        for j in range(m):
-            col = flat[:, j]
-            g = gradients(col, x, grad_ys=math_ops.ones_like(col))[0]
-            rows.append(math_ops.zeros_like(x) if g is None else g)
-        if not rows:
+        if m == 0:
             return array_ops.zeros(ys + xs_[1:], x.dtype)
-        g = array_ops.reshape(array_ops.stack(rows), [m, ys[0]] + xs_[1:])
+        flat = array_ops.reshape(y, [ys[0], m])
+        g = array_ops.reshape(_gradient_rows([flat[:, j] for j in range(m)], x), [m, ys[0]] + xs_[1:])
         perm = [1, 0] + list(range(2, len(xs_) + 1))
         return array_ops.reshape(array_ops.transpose(g, perm), ys + xs_[1:])
+
+
+def _gradient_rows(parts, x):
+    """d part / dx for each part (seeded with ones: complex parts need them spelled out),
+    stacked; zeros where a part does not reach x."""
+    rows = []
+    for part in parts:
+        g = gradients(part, x, grad_ys=math_ops.ones_like(part))[0]
+        rows.append(math_ops.zeros_like(x) if g is None else g)
+    return array_ops.stack(rows) if rows else array_ops.zeros([0] + x.shape.as_list(), x.dtype)
 
 
 def _any_complex(ydt, srcs):
