@@ -16,6 +16,27 @@ def session(graph):
     return tf.compat.v1.Session(graph=graph)
 
 
+def run_graph(build, feeds, mode, fallback_ok=False):
+    """Runs ``build(*placeholders)`` (a list of fetches) on the arrays ``feeds`` in a Session of
+    ``mode``; a compiled run must not fall back to the interpreter (fallback_ok: types that
+    have no lowering anywhere yet)."""
+    g = tf.Graph()
+    with g.as_default():
+        ps = [tf.compat.v1.placeholder(f.dtype, f.shape) for f in feeds]
+        fetches = build(*ps)
+    before = tf.cache_info()["fallbacks"]
+    with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+        out = s.run(fetches, dict(zip(ps, feeds)))
+    if mode == "compiled" and not fallback_ok:
+        assert tf.cache_info()["fallbacks"] == before, "the compiled run fell back to the interpreter"
+    return out
+
+
+def dtype_id(v):
+    """A pytest id for a numpy dtype parameter."""
+    return np.dtype(v).name if isinstance(v, type) else str(v)
+
+
 def run_default_graph(fetches, feeds):
     """``fetches`` of the default graph, run by a session closed afterwards."""
     with tf.compat.v1.Session() as s:

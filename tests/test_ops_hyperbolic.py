@@ -14,6 +14,7 @@ from jitgrad import denormals
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _jit_harness as H  # noqa: E402
+from _graph_testing import dtype_id, run_graph  # noqa: E402
 
 tf1 = tf.compat.v1
 NAMES = ["sinh", "cosh", "asinh", "acosh", "atanh"]
@@ -25,25 +26,6 @@ NUMPY = {"sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arcc
 # d/dx in closed form (float64), independent of the rules' formulas (which go through y)
 DERIV = {"sinh": np.cosh, "cosh": np.sinh, "asinh": lambda x: 1 / np.sqrt(1 + x * x),
          "acosh": lambda x: 1 / np.sqrt((x - 1) * (x + 1)), "atanh": lambda x: 1 / ((1 - x) * (1 + x))}
-
-
-def ids(v):
-    return np.dtype(v).name if isinstance(v, type) else str(v)
-
-
-def _run(build, feeds, mode):
-    """Runs ``build(*placeholders)`` (a list of fetches) on ``feeds`` in a Session of ``mode``;
-    a compiled run must not fall back to the interpreter."""
-    g = tf.Graph()
-    with g.as_default():
-        ps = [tf1.placeholder(f.dtype, f.shape) for f in feeds]
-        fetches = build(*ps)
-    before = tf.cache_info()["fallbacks"]
-    with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
-        out = s.run(fetches, dict(zip(ps, feeds)))
-    if mode == "compiled":
-        assert tf.cache_info()["fallbacks"] == before, "the compiled run fell back to the interpreter"
-    return out
 
 
 def _inputs(name, dt, n, seed):
@@ -59,7 +41,7 @@ def test_names_as_tf():
         assert getattr(tf, name) is getattr(tf.math, name)
 
 
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 @pytest.mark.parametrize("name", NAMES)
 def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype):
     """Both flush-denormals modes: off, every value within the bound; on (the default), the
@@ -70,7 +52,7 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
         denormals.set_enabled(flush)
         for shape in shapes:
             xs = x[: int(np.prod(shape))].reshape(shape)
-            (got,) = _run(lambda p: [getattr(tf.math, name)(p)], [xs], "compiled")
+            (got,) = run_graph(lambda p: [getattr(tf.math, name)(p)], [xs], "compiled")
             assert got.dtype == dtype and got.shape == shape
             got, xr = got.ravel(), xs.ravel()
             if flush:
@@ -79,8 +61,8 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
             w = int(np.argmax(err))
             assert err[w] <= ULP[name][dtype == F64], (flush, xr[w], got[w], err[w])
     # the interpreter (numpy's kernel) agrees in class: NaN, inf with sign, zero with sign
-    (want,) = _run(lambda p: [getattr(tf.math, name)(p)], [x], "interpret")
-    (got,) = _run(lambda p: [getattr(tf.math, name)(p)], [x], "compiled")
+    (want,) = run_graph(lambda p: [getattr(tf.math, name)(p)], [x], "interpret")
+    (got,) = run_graph(lambda p: [getattr(tf.math, name)(p)], [x], "compiled")
     assert np.array_equal(np.isnan(got), np.isnan(want))
     fin = np.isfinite(want)
     assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
@@ -90,7 +72,7 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_special_values(dtype, mode):
     inf, nan = np.inf, np.nan
     big = 89.5 if dtype == F32 else 710.6       # sinh / cosh overflow just below (89.42 / 710.48)
@@ -103,7 +85,7 @@ def test_special_values(dtype, mode):
         "atanh": ([0.0, -0.0, 1.0, -1.0, 1.5, -2.0, inf, -inf, nan], [0.0, -0.0, inf, -inf, nan, nan, nan, nan, nan]),
     }
     xs = [np.array(cases[n][0], dtype) for n in NAMES]
-    outs = _run(lambda *ps: [getattr(tf.math, n)(p) for n, p in zip(NAMES, ps)], xs, mode)
+    outs = run_graph(lambda *ps: [getattr(tf.math, n)(p) for n, p in zip(NAMES, ps)], xs, mode)
     for name, x, got in zip(NAMES, xs, outs):
         want = np.array(cases[name][1], dtype)
         k = len(want)
@@ -172,7 +154,7 @@ TF_VALUES = {
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_values_and_gradients_match_real_tf(dtype, mode):
     """Within a few ulp of TF's (its Eigen kernels round differently, not more); the
     gradients of ill-conditioned points (atanh near +-1: 1 - x^2 cancels) to their
@@ -183,7 +165,7 @@ def test_values_and_gradients_match_real_tf(dtype, mode):
     def build(*ps):
         ys = [getattr(tf.math, n)(p) for n, p in zip(NAMES, ps)]
         return ys + [tf.gradients(tf.reduce_sum(y), p)[0] for y, p in zip(ys, ps)]
-    out = _run(build, xs, mode)
+    out = run_graph(build, xs, mode)
     for k, name in enumerate(NAMES):
         y_tf, g_tf = (np.array(v, dtype) for v in TF_VALUES[dtype][name])
         np.testing.assert_allclose(out[k], y_tf, rtol=3 * eps, atol=0, err_msg=name)
@@ -204,7 +186,7 @@ def test_eager_matches_graph():
     for name in NAMES:
         v = np.abs(x) + 1 if name == "acosh" else (x / 4 if name == "atanh" else x)
         eager = getattr(tf, name)(tf.constant(v)).numpy()
-        (graph,) = _run(lambda p: [getattr(tf, name)(p)], [v], "compiled")
+        (graph,) = run_graph(lambda p: [getattr(tf, name)(p)], [v], "compiled")
         np.testing.assert_allclose(eager, graph, rtol=3e-7, atol=0)
 
 
@@ -215,7 +197,7 @@ def _grad_inputs(name, dtype, n, rng):
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 @pytest.mark.parametrize("name", NAMES)
 def test_gradient_matches_closed_form(name, dtype, mode):
     """tf.gradients of sum(w * f(x)) against w * f'(x) in float64, f' in closed form (not the
@@ -230,7 +212,7 @@ def test_gradient_matches_closed_form(name, dtype, mode):
         (g,) = tf.gradients(tf.reduce_sum(y * q), p)
         (h,) = tf.gradients(tf.reduce_sum(g), p)
         return [g, h]
-    g, h = _run(build, [x, w], mode)
+    g, h = run_graph(build, [x, w], mode)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(g, w64 * DERIV[name](x64), rtol=16 * eps, atol=0)
@@ -247,13 +229,13 @@ def test_gradient_matches_finite_differences_float64(name):
     x = _grad_inputs(name, F64, 257, rng)
     h = 1e-5 * np.maximum(np.abs(x), 1)
     f = lambda p: [getattr(tf.math, name)(p)]   # noqa: E731
-    (up,), (down,) = _run(f, [x + h], "compiled"), _run(f, [x - h], "compiled")
-    (g,) = _run(lambda p: tf.gradients(tf.reduce_sum(getattr(tf.math, name)(p)), p), [x], "compiled")
+    (up,), (down,) = run_graph(f, [x + h], "compiled"), run_graph(f, [x - h], "compiled")
+    (g,) = run_graph(lambda p: tf.gradients(tf.reduce_sum(getattr(tf.math, name)(p)), p), [x], "compiled")
     np.testing.assert_allclose(g, (up - down) / (2 * h), rtol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_denormals_as_tf(dtype, mode):
     """TF 2.21's graph kernels (FTZ + DAZ), checked with real TF: sinh and asinh return a
     denormal x itself, atanh flushes it to a zero of its sign, cosh gives 1. With the mode off
@@ -263,7 +245,7 @@ def test_denormals_as_tf(dtype, mode):
     build = lambda p: [tf.sinh(p), tf.asinh(p), tf.atanh(p), tf.cosh(p)]   # noqa: E731
     for flush in (True, False):
         denormals.set_enabled(flush)
-        s, a, t, c = _run(build, [d], mode)
+        s, a, t, c = run_graph(build, [d], mode)
         assert s[:2].tobytes() == d[:2].tobytes()
         assert a[:2].tobytes() == d[:2].tobytes()
         want_t = np.array([0.0, -0.0], dtype) if flush else d[:2]
@@ -273,7 +255,7 @@ def test_denormals_as_tf(dtype, mode):
             np.testing.assert_allclose(got[2:], f(d[2:].astype(np.float64)), rtol=2 * np.finfo(dtype).eps)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, tf.bfloat16, np.complex64, np.complex128], ids=ids)
+@pytest.mark.parametrize("dtype", [np.float16, tf.bfloat16, np.complex64, np.complex128], ids=dtype_id)
 def test_half_and_complex_types(dtype):
     """float16 / bfloat16 (computed in float32 and rounded once) and complex (numpy's kernel)
     run, as TF allows them; the reference interpreter computes these types."""

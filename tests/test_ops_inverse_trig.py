@@ -15,6 +15,7 @@ from jitgrad import denormals
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _jit_harness as H  # noqa: E402
+from _graph_testing import dtype_id, run_graph  # noqa: E402
 
 tf1 = tf.compat.v1
 UNARY = ["atan", "asin", "acos"]
@@ -26,26 +27,6 @@ NUMPY = {"atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "atan2": np.ar
 # d/dx in closed form (float64)
 DERIV = {"atan": lambda x: 1 / (1 + x * x), "asin": lambda x: 1 / np.sqrt((1 - x) * (1 + x)),
          "acos": lambda x: -1 / np.sqrt((1 - x) * (1 + x))}
-
-
-def ids(v):
-    return np.dtype(v).name if isinstance(v, type) else str(v)
-
-
-def _run(build, feeds, mode, fallback_ok=False):
-    """Runs ``build(*placeholders)`` (a list of fetches) on ``feeds`` in a Session of ``mode``;
-    a compiled run must not fall back to the interpreter (fallback_ok: half types, which have no
-    lowering anywhere yet)."""
-    g = tf.Graph()
-    with g.as_default():
-        ps = [tf1.placeholder(f.dtype, f.shape) for f in feeds]
-        fetches = build(*ps)
-    before = tf.cache_info()["fallbacks"]
-    with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
-        out = s.run(fetches, dict(zip(ps, feeds)))
-    if mode == "compiled" and not fallback_ok:
-        assert tf.cache_info()["fallbacks"] == before, "the compiled run fell back to the interpreter"
-    return out
 
 
 def _inputs(name, dt, n, seed):
@@ -71,7 +52,7 @@ def test_names_as_tf():
         assert getattr(tf, name) is getattr(tf.math, name)
 
 
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 @pytest.mark.parametrize("name", NAMES)
 def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype):
     """Both flush-denormals modes: off, every value within the bound; on (the default), the
@@ -82,7 +63,7 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
         denormals.set_enabled(flush)
         for shape in [(size,), (7, size // 7)]:
             cut = [x[: int(np.prod(shape))].reshape(shape) for x in xs]
-            (got,) = _run(lambda *ps: [_op(name)(*ps)], cut, "compiled")
+            (got,) = run_graph(lambda *ps: [_op(name)(*ps)], cut, "compiled")
             assert got.dtype == dtype and got.shape == shape
             got, rs = got.ravel(), [x.ravel() for x in cut]
             ref = H.reference(name, *rs)
@@ -96,8 +77,8 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
             w = int(np.argmax(err))
             assert err[w] <= ULP[name][dtype == F64], (flush, [r[w] for r in rs], got[w], err[w])
     # the interpreter (numpy's kernel) agrees in class: NaN, inf with sign, zero with sign
-    (want,) = _run(lambda *ps: [_op(name)(*ps)], xs, "interpret")
-    (got,) = _run(lambda *ps: [_op(name)(*ps)], xs, "compiled")
+    (want,) = run_graph(lambda *ps: [_op(name)(*ps)], xs, "interpret")
+    (got,) = run_graph(lambda *ps: [_op(name)(*ps)], xs, "compiled")
     assert np.array_equal(np.isnan(got), np.isnan(want))
     zero = want == 0
     assert np.array_equal(got[zero] == 0, np.ones(zero.sum(), bool))
@@ -105,7 +86,7 @@ def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype)
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_special_values(dtype, mode):
     inf, nan, pi = np.inf, np.nan, np.pi
     fmax = np.finfo(dtype).max
@@ -118,7 +99,7 @@ def test_special_values(dtype, mode):
                  [0.0, pi, pi / 2, pi / 2, nan, nan, nan, nan, nan, pi / 3, 2 * pi / 3]),
     }
     xs = [np.array(cases[n][0], dtype) for n in UNARY]
-    outs = _run(lambda *ps: [_op(n)(p) for n, p in zip(UNARY, ps)], xs, mode)
+    outs = run_graph(lambda *ps: [_op(n)(p) for n, p in zip(UNARY, ps)], xs, mode)
     for name, x, got in zip(UNARY, xs, outs):
         want = np.array(cases[name][1], dtype)
         assert np.array_equal(np.isnan(got), np.isnan(want)), (name, got)
@@ -142,14 +123,14 @@ def _atan2_grid(dtype):
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_atan2_special_value_grid(dtype, mode):
     """Every pair of zeros of both signs, infinities, NaN and finite values of both signs:
     where an operand is 0, inf or NaN, exactly np.arctan2 (C99 Annex F: atan2(+-0, +0) = +-0,
     atan2(+-0, -0) = +-pi, atan2(+-inf, +-inf) = +-pi/4 / +-3pi/4, ...), sign of zero
     included; elsewhere within the bound of the long-double reference."""
     y, x = _atan2_grid(dtype)
-    (got,) = _run(lambda p, q: [tf.atan2(p, q)], [y, x], mode)
+    (got,) = run_graph(lambda p, q: [tf.atan2(p, q)], [y, x], mode)
     want = np.arctan2(y, x)
     special = ~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)
     eq = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
@@ -167,7 +148,7 @@ def test_atan2_broadcasts():
     y = np.array([[1.0], [-2.0], [0.0]], np.float32)
     x = np.array([3.0, -4.0, 0.0, -0.0], np.float32)
     for mode in ("compiled", "interpret"):
-        (got,) = _run(lambda p, q: [tf.math.atan2(p, q)], [y, x], mode)
+        (got,) = run_graph(lambda p, q: [tf.math.atan2(p, q)], [y, x], mode)
         assert got.shape == (3, 4)
         want = np.arctan2(y.astype(np.float64), x.astype(np.float64))   # (numpy's float32 rounds worse)
         np.testing.assert_allclose(got, want, rtol=np.finfo(np.float32).eps, atol=0)
@@ -226,7 +207,7 @@ TF_VALUES = {
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_values_and_gradients_match_real_tf(dtype, mode):
     """Within a few ulp of TF's (its kernels round differently, not more: float64 acos(0.5)
     and ours are the correctly rounded one, numpy's is not); the gradients to the rules'
@@ -239,7 +220,7 @@ def test_values_and_gradients_match_real_tf(dtype, mode):
         z = tf.atan2(ps[3], ps[4])
         return ys + [z] + [tf.gradients(tf.reduce_sum(y), p)[0] for y, p in zip(ys, ps)] + \
             tf.gradients(tf.reduce_sum(z), [ps[3], ps[4]])
-    out = _run(build, xs, mode)
+    out = run_graph(build, xs, mode)
     for k, name in enumerate(NAMES):
         want = [np.array(v, dtype) for v in TF_VALUES[dtype][name]]
         np.testing.assert_allclose(out[k], want[0], rtol=3 * eps, atol=0, err_msg=name)
@@ -257,10 +238,10 @@ def test_eager_matches_graph():
     for name in UNARY:
         v = x / 4 if name != "atan" else x
         eager = _op(name)(tf.constant(v)).numpy()
-        (graph,) = _run(lambda p: [_op(name)(p)], [v], "compiled")
+        (graph,) = run_graph(lambda p: [_op(name)(p)], [v], "compiled")
         np.testing.assert_allclose(eager, graph, rtol=3e-7, atol=0)
     eager = tf.atan2(tf.constant(x), tf.constant(x[::-1])).numpy()
-    (graph,) = _run(lambda p, q: [tf.atan2(p, q)], [x, x[::-1].copy()], "compiled")
+    (graph,) = run_graph(lambda p, q: [tf.atan2(p, q)], [x, x[::-1].copy()], "compiled")
     np.testing.assert_allclose(eager, graph, rtol=3e-7, atol=0)
 
 
@@ -270,7 +251,7 @@ def _grad_inputs(name, dtype, n, rng):
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 @pytest.mark.parametrize("name", UNARY)
 def test_gradient_matches_closed_form(name, dtype, mode):
     """tf.gradients of sum(w * f(x)) against w * f'(x) in float64, f' in closed form; second
@@ -285,7 +266,7 @@ def test_gradient_matches_closed_form(name, dtype, mode):
         (g,) = tf.gradients(tf.reduce_sum(y * q), p)
         (h,) = tf.gradients(tf.reduce_sum(g), p)
         return [g, h]
-    g, h = _run(build, [x, w], mode)
+    g, h = run_graph(build, [x, w], mode)
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(g, w64 * DERIV[name](x64), rtol=16 * eps, atol=0)
@@ -295,7 +276,7 @@ def test_gradient_matches_closed_form(name, dtype, mode):
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_atan2_gradient_matches_closed_form_with_broadcasting(dtype, mode):
     """TF's _Atan2Grad: d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2), each summed down to
     its operand's shape (y (5, 1) against x (7,)); second derivatives by central differences."""
@@ -309,7 +290,7 @@ def test_atan2_gradient_matches_closed_form_with_broadcasting(dtype, mode):
         gy, gx = tf.gradients(tf.reduce_sum(z * r), [p, q])
         (hy,) = tf.gradients(tf.reduce_sum(gy), p)
         return [gy, gx, hy]
-    gy, gx, hy = _run(build, [y, x, w], mode)
+    gy, gx, hy = run_graph(build, [y, x, w], mode)
     assert gy.shape == (5, 1) and gx.shape == (7,)
     Y, X, W = y.astype(np.float64), x.astype(np.float64), w.astype(np.float64)
     r2 = X * X + Y * Y
@@ -330,21 +311,21 @@ def test_gradient_matches_finite_differences_float64(name):
         y, x = rng.uniform(-3, 3, 257), rng.uniform(-3, 3, 257)
         h = 1e-6
         f = lambda p, q: [tf.atan2(p, q)]   # noqa: E731
-        gy, gx = _run(lambda p, q: tf.gradients(tf.reduce_sum(tf.atan2(p, q)), [p, q]), [y, x], "compiled")
+        gy, gx = run_graph(lambda p, q: tf.gradients(tf.reduce_sum(tf.atan2(p, q)), [p, q]), [y, x], "compiled")
         for g, (up, down) in ((gy, ([y + h, x], [y - h, x])), (gx, ([y, x + h], [y, x - h]))):
-            (a,), (b,) = _run(f, up, "compiled"), _run(f, down, "compiled")
+            (a,), (b,) = run_graph(f, up, "compiled"), run_graph(f, down, "compiled")
             np.testing.assert_allclose(g, (a - b) / (2 * h), rtol=1e-5, atol=1e-8)
         return
     x = _grad_inputs(name, F64, 257, rng)
     h = 1e-5 * np.maximum(np.abs(x), 1) if name == "atan" else np.full(x.size, 1e-6)
     f = lambda p: [_op(name)(p)]   # noqa: E731
-    (up,), (down,) = _run(f, [x + h], "compiled"), _run(f, [x - h], "compiled")
-    (g,) = _run(lambda p: tf.gradients(tf.reduce_sum(_op(name)(p)), p), [x], "compiled")
+    (up,), (down,) = run_graph(f, [x + h], "compiled"), run_graph(f, [x - h], "compiled")
+    (g,) = run_graph(lambda p: tf.gradients(tf.reduce_sum(_op(name)(p)), p), [x], "compiled")
     np.testing.assert_allclose(g, (up - down) / (2 * h), rtol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
-@pytest.mark.parametrize("dtype", [F32, F64], ids=ids)
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 def test_denormals_as_tf(dtype, mode):
     """TF 2.21's graph kernels (FTZ + DAZ), checked with real TF: asin returns a denormal x
     itself; atan does in float32 and gives a zero of its sign in float64; acos gives pi/2;
@@ -359,7 +340,7 @@ def test_denormals_as_tf(dtype, mode):
     pi, pi2 = dtype(np.pi), dtype(np.pi / 2)
     for flush in (True, False):
         denormals.set_enabled(flush)
-        at, asn, ac, a2p, a2n, a2q = _run(build, [d, one], mode)
+        at, asn, ac, a2p, a2n, a2q = run_graph(build, [d, one], mode)
         assert asn.tobytes() == d.tobytes()
         want_at = d if (dtype == F32 or not flush) else np.array([0.0, -0.0], dtype)
         assert at.tobytes() == want_at.tobytes(), (flush, at)
@@ -370,7 +351,7 @@ def test_denormals_as_tf(dtype, mode):
         assert a2q.tolist() == [pi2, pi2]
 
 
-@pytest.mark.parametrize("dtype", [np.float16, tf.bfloat16, np.complex64, np.complex128], ids=ids)
+@pytest.mark.parametrize("dtype", [np.float16, tf.bfloat16, np.complex64, np.complex128], ids=dtype_id)
 def test_half_and_complex_types(dtype):
     """float16 / bfloat16 (computed in float32 and rounded once) and complex (numpy's kernel;
     atan2 takes no complex, as TF) run, as TF allows them."""
@@ -390,7 +371,7 @@ def test_half_and_complex_types(dtype):
             tf.atan2(tf.constant(x.astype(np_dt)), tf.constant(x.astype(np_dt)))
     else:
         for mode in ("compiled", "interpret"):
-            (got,) = _run(lambda p, q: [tf.atan2(p, q)], [x.astype(np_dt), -x[::-1].astype(np_dt)], mode,
+            (got,) = run_graph(lambda p, q: [tf.atan2(p, q)], [x.astype(np_dt), -x[::-1].astype(np_dt)], mode,
                           fallback_ok=True)
             assert got.dtype == np.dtype(np_dt)
             np.testing.assert_allclose(got.astype(np.float64), np.arctan2(x, -x[::-1]), rtol=rtol)
