@@ -231,6 +231,15 @@ def _pair(v, what):
     return vals
 
 
+def _windowed_shape(input_shape, window, strides, dilation, padding, channels):
+    """The NHWC output shape of a 2-D window op (conv or pool): per spatial dim ceil(n / s)
+    for SAME, (n - span) // s + 1 for VALID."""
+    out = []
+    for n, k, s, d in zip(input_shape[1:3], window, strides, dilation):
+        out.append(None if n is None else -(-n // s) if padding == "SAME" else (n - ((k - 1) * d + 1)) // s + 1)
+    return (input_shape[0],) + tuple(out) + (channels,)
+
+
 class Conv2D(Layer):
     """Keras's Conv2D (channels_last, no groups) over tf.nn.conv2d (ops/conv.py)."""
 
@@ -270,12 +279,8 @@ class Conv2D(Layer):
         return self.activation(x)
 
     def compute_output_shape(self, input_shape):
-        out = []
-        for size, k, s, d in zip(input_shape[1:3], self.kernel_size, self.strides, self.dilation_rate):
-            span = (k - 1) * d + 1
-            out.append(None if size is None else -(-size // s) if self.padding == "SAME" else
-                       (size - span) // s + 1)
-        return (input_shape[0],) + tuple(out) + (self.filters,)
+        return _windowed_shape(input_shape, self.kernel_size, self.strides, self.dilation_rate, self.padding,
+                               self.filters)
 
 
 class _Pooling2D(Layer):
@@ -296,9 +301,7 @@ class _Pooling2D(Layer):
         return type(self)._pool(inputs, list(self.pool_size), list(self.strides), self.padding)
 
     def compute_output_shape(self, input_shape):
-        out = [None if n is None else -(-n // s) if self.padding == "SAME" else (n - k) // s + 1
-               for n, k, s in zip(input_shape[1:3], self.pool_size, self.strides)]
-        return (input_shape[0],) + tuple(out) + (input_shape[3],)
+        return _windowed_shape(input_shape, self.pool_size, self.strides, (1, 1), self.padding, input_shape[3])
 
 
 class MaxPooling2D(_Pooling2D):

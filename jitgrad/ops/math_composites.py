@@ -8,7 +8,6 @@ from ..convert import convert_all
 from ..errors import InvalidArgumentError
 from ..eager import EagerTensor
 from .array_ops import expand_dims, gather, range_, reshape, shape as shape_of
-
 from .complex_ops import real
 from .math_ops import (add, cast, clip_by_value, divide_no_nan, floormod, greater, greater_equal, identity, is_finite, less,
                        logical_and, multiply, ones_like, subtract, where, zeros_like)
