@@ -543,7 +543,12 @@ class GradientTape:
         """
         self._begin_compute()
         unconnected_gradients = _unconnected(unconnected_gradients)
+        if target is None:
+            raise TypeError("Argument `target` should be a list or nested structure of Tensors, Variables or "
+                            "CompositeTensors to be differentiated, but received None.")
         flat_targets = nest.flatten(target)
+        if any(t is None for t in flat_targets):
+            raise TypeError("Cannot convert the argument `type_value`: None to a TensorFlow DType.")
         flat_sources = nest.flatten(sources)
         if output_gradients is not None:
             output_gradients = nest.flatten(output_gradients)

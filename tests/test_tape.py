@@ -429,3 +429,15 @@ def test_closure_tensor_in_a_function_is_one_capture_for_gradients():
     assert float(ga) == 3 * 4 * 3                              # d(a^3 x)/da
     assert float(gx) == 2 * 3 + 8 + 3 * 3 ** 2 + 3             # x^2, a^3 x, x^3 (loop), 3x (map_fn)
     assert [float(v) for v in graph_grads(tf.constant(2.0))] == [12.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("target", [None, "list_with_none"])
+def test_none_target_raises_type_error_like_tf(target):
+    """TF 2.21: t.gradient(None, x) and t.gradient([y, None], x) raise TypeError (the first names
+    the target, the second fails converting None's dtype); jitgrad raised ValueError."""
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    with pytest.raises(TypeError):
+        t.gradient(None if target is None else [y, None], x)
