@@ -21,7 +21,7 @@ from .function import commit_region_write_in_trace, read_in_trace, update_in_tra
 from .graph import _Reference
 from .ops import overloads
 from .shapes import TensorShape
-from .variables import Variable
+from .variables import Variable, variable_getitem
 
 
 class EagerVariable(Variable):
@@ -208,6 +208,7 @@ class EagerVariable(Variable):
 
 def _install_operators():
     overloads.install(EagerVariable)
+    EagerVariable.__getitem__ = variable_getitem
     # TF Variables: == is elementwise on tensors but identity-based ops stay usable.
 
 

@@ -1,13 +1,17 @@
 """``tf.Variable`` in graph mode (state lives in each Session, set by running
 an initializer) and in eager mode (state lives in the object)."""
 import itertools
+import weakref
 
 from . import context, dispatch
 from .convert import convert_to_tensor, to_numpy
+from .eager import EagerTensor
 from .func_graph import in_region
+from .graph import Tensor
 from .function import create_variable_in_trace
 from .ops.control_flow_ops import assign_in_region
 from .ops import overloads, scatter_nd
+from .ops.array_ops import strided_slice_getitem, strided_slice_update
 from .ops.gather_batched import gather
 from .ops.gather_nd import gather_nd
 from .ops.registry import apply_op
@@ -64,6 +68,42 @@ def _variable_scatter(fn):
         return self.assign(fn(self, indices, updates), name=name)
     method.__name__ = fn.__name__.replace("tensor_", "")
     return method
+
+
+# v[key] tensors, which TF lets assign back into v: id(tensor) -> (v, key), dropped with the tensor.
+_SLICED_FROM = {}
+
+
+def _assign_into_source(self, value, name=None):
+    var, key = _SLICED_FROM[id(self)]
+    return var.assign(strided_slice_update(var.value(), key, value), name=name)
+
+
+class VariableSlice(Tensor):
+    """A graph tensor ``v[key]`` that can be assigned back into ``v`` (``v[1:].assign(x)``)."""
+    __slots__ = ()
+    assign = _assign_into_source
+
+
+class EagerVariableSlice(EagerTensor):
+    """An eager tensor ``v[key]`` that can be assigned back into ``v``."""
+    __slots__ = ()
+    assign = _assign_into_source
+
+
+_SLICE_CLASSES = {Tensor: VariableSlice, EagerTensor: EagerVariableSlice}
+
+
+def variable_getitem(self, key):
+    """``v[key]`` as TF's: a tensor with an ``assign`` method writing into v's slice. The class is
+    swapped (same layout) rather than wrapped, so the slice is the op's own output tensor."""
+    t = strided_slice_getitem(self, key)
+    sliced = _SLICE_CLASSES.get(type(t))
+    if sliced is not None:
+        t.__class__ = sliced
+        _SLICED_FROM[id(t)] = (self, key)
+        weakref.finalize(t, _SLICED_FROM.pop, id(t), None)
+    return t
 
 
 Variable.scatter_nd_update = _variable_scatter(scatter_nd.tensor_scatter_nd_update)
@@ -255,6 +295,7 @@ def trainable_variables():
 def _install_operators():
     # tf.Variable supports the Tensor operators (v * 2, -v, v[0], v ** 2, ...).
     overloads.install(GraphVariable)
+    GraphVariable.__getitem__ = variable_getitem
     GraphVariable.__hash__ = lambda self: id(self)
 
 

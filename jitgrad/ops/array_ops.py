@@ -733,6 +733,27 @@ def strided_slice_getitem(tensor, key):
     return apply_op("StridedSlice", [x], {"spec": _slice_spec(key)}, name="strided_slice")
 
 
+def strided_slice_update(x, key, value, name=None):
+    """``x`` with ``x[key]`` replaced by ``value`` (broadcast to it): what TF's ``v[key].assign``
+    writes. The slice is put in place by the slice's own gradient op and picked by a constant
+    mask, so it compiles as those do; a strided slice never names an element twice."""
+    (x,) = convert_all([x])
+    value = convert_to_tensor(value, dtype=x.dtype, graph=graph_of([x]))
+    if _has_runtime_index(key) or _has_runtime_bound(key):
+        raise NotImplementedError("jitgrad assigns into slices with bounds known when the graph is built; for a "
+                                  "run-time index use v.scatter_nd_update([[i]], [row]).")
+    if not x.shape.is_fully_defined():
+        raise NotImplementedError(f"jitgrad assigns into slices of fully known shapes, got {x.shape}.")
+    spec = _slice_spec(key)
+    dims = tuple(x.shape.as_list())
+    (target, _), = _strided_infer([dims], [x.dtype], {"spec": spec})
+    value = broadcast_to(value, target)
+    placed = apply_op("StridedSliceGrad", [value, x], {"spec": spec})
+    mask = np.zeros(dims, bool)
+    mask[_spec_index(spec, dims)] = True
+    return where(convert_to_tensor(mask, graph=graph_of([x])), placed, x, name=name)
+
+
 def _is_runtime_index(k):
     return (hasattr(k, "dtype") and getattr(k.dtype, "is_integer", False) and k.shape.rank == 0
             and get_static_value(k) is None)
