@@ -43,7 +43,10 @@ def test_loss_reductions_and_functions():
     np.testing.assert_allclose(keras.losses.MeanSquaredError(reduction="sum")(y, p).numpy(), 5.0)
     np.testing.assert_allclose(keras.losses.MeanSquaredError(reduction=None)(y, p).numpy(), [1.0, 4.0])
     np.testing.assert_allclose(keras.losses.mean_squared_error(y, p).numpy(), [1.0, 4.0])
-    np.testing.assert_allclose(keras.losses.get("mse")(y, p, sample_weight=np.array([1.0, 0.5])).numpy(), 1.5)
+    # Keras 3: a function's name gives the function (per-sample values), a class's name an instance
+    np.testing.assert_allclose(keras.losses.get("mse")(y, p).numpy(), [1.0, 4.0])
+    np.testing.assert_allclose(keras.losses.get("MeanSquaredError")(y, p, sample_weight=np.array([1.0, 0.5])).numpy(),
+                               1.5)
     with pytest.raises(ValueError, match="Could not interpret loss"):
         keras.losses.get("nope")
 
@@ -137,7 +140,9 @@ def test_huber_msle_logcosh_match_numpy(name, cls, fn, expect, graph_mode):
     per_sample = expect(YT, YP)
     np.testing.assert_allclose(fn(YT.astype(np.float32), YP.astype(np.float32)).numpy(), per_sample, rtol=1e-5)
     np.testing.assert_allclose(float(cls()(YT, YP)), per_sample.mean(), rtol=1e-5)
-    np.testing.assert_allclose(float(keras.losses.get(name)(YT, YP)), per_sample.mean(), rtol=1e-5)
+    np.testing.assert_allclose(keras.losses.get(name)(YT.astype(np.float32), YP.astype(np.float32)).numpy(), per_sample,
+                               rtol=1e-5)
+    np.testing.assert_allclose(float(keras.losses.get(cls.__name__)(YT, YP)), per_sample.mean(), rtol=1e-5)
     np.testing.assert_allclose(cls(reduction="sum")(YT, YP).numpy(), per_sample.sum(), rtol=1e-5)
 
     @tf.function
@@ -152,11 +157,110 @@ def test_huber_msle_logcosh_names_and_options_as_keras3():
     assert keras.losses.LogCosh().name == "log_cosh"
     assert keras.losses.MeanSquaredLogarithmicError().name == "mean_squared_logarithmic_error"
     np.testing.assert_allclose(float(keras.losses.Huber(delta=0.3)(YT, YP)), _np_huber(YT, YP, 0.3).mean(), rtol=1e-5)
-    for alias in ("MSLE", "mean_squared_logarithmic_error", "MeanSquaredLogarithmicError"):
-        assert isinstance(keras.losses.get(alias), keras.losses.MeanSquaredLogarithmicError)
+    assert isinstance(keras.losses.get("MeanSquaredLogarithmicError"), keras.losses.MeanSquaredLogarithmicError)
+    for alias in ("MSLE", "msle", "mean_squared_logarithmic_error"):      # TF 2.21: the function
+        assert keras.losses.get(alias) is keras.losses.mean_squared_logarithmic_error
     assert isinstance(keras.losses.get("Huber"), keras.losses.Huber)
     with pytest.raises(ValueError, match="Could not interpret loss"):
         keras.losses.get("logcosh")       # Keras 3 only knows log_cosh by name
     # log_cosh of a large error does not overflow cosh: |e| - log 2
     big = keras.losses.logcosh(np.float32([[0.0]]), np.float32([[200.0]])).numpy()
     np.testing.assert_allclose(big, [200.0 - np.log(2.0)], rtol=1e-6)
+
+
+# Keras 3's formulas for the remaining losses, written in numpy (float64), eps = 1e-7
+def _np_normalize(x, axis):
+    return x * np.minimum(1.0 / np.sqrt(np.sum(x * x, axis=axis, keepdims=True)), 1e7)
+
+
+def _np_hinge_labels(t):
+    return 2.0 * t - 1.0 if np.all((t == 0) | (t == 1)) else t
+
+
+def _np_binary_focal(t, p, apply_class_balancing=False, alpha=0.25, gamma=2.0, from_logits=False,
+                     label_smoothing=0.0):
+    t = t * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    p = 1.0 / (1.0 + np.exp(-p)) if from_logits else p
+    c = np.clip(p, 1e-7, 1.0 - 1e-7)
+    bce = -(t * np.log(c) + (1.0 - t) * np.log(1.0 - c))
+    focal = (1.0 - (t * p + (1.0 - t) * (1.0 - p))) ** gamma * bce
+    if apply_class_balancing:
+        focal = (t * alpha + (1.0 - t) * (1.0 - alpha)) * focal
+    return focal.mean(-1)
+
+
+def _np_categorical_focal(t, p, alpha=0.25, gamma=2.0, from_logits=False, label_smoothing=0.0):
+    t = t * (1.0 - label_smoothing) + label_smoothing / t.shape[-1]
+    if from_logits:
+        e = np.exp(p - p.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+    c = np.clip(p / p.sum(-1, keepdims=True), 1e-7, 1.0 - 1e-7)
+    return np.sum(alpha * (1.0 - c) ** gamma * -t * np.log(c), axis=-1)
+
+
+_R = np.random.default_rng(7)
+_PROB_T, _PROB_P = _R.uniform(0, 1, (6, 5)), _R.uniform(0.01, 1, (6, 5))
+_BIN, _LOGITS = (_R.uniform(0, 1, (6, 5)) > 0.5).astype(np.float64), _R.normal(size=(6, 5))
+_ONE_HOT = np.eye(5)[[0, 3, 1, 4, 2, 2]]
+
+NEW_LOSSES = [
+    ("MeanAbsolutePercentageError", "mape", {}, _PROB_T, _LOGITS,
+     lambda t, p: 100.0 * np.mean(np.abs((t - p) / np.maximum(np.abs(t), 1e-7)), -1)),
+    ("KLDivergence", "kld", {}, _PROB_T, _PROB_P,
+     lambda t, p: np.sum(np.clip(t, 1e-7, 1) * np.log(np.clip(t, 1e-7, 1) / np.clip(p, 1e-7, 1)), -1)),
+    ("Poisson", "poisson", {}, _PROB_T, _PROB_P, lambda t, p: np.mean(p - t * np.log(p + 1e-7), -1)),
+    ("CosineSimilarity", "cosine_similarity", {}, _PROB_T, _LOGITS,
+     lambda t, p: -np.sum(_np_normalize(t, -1) * _np_normalize(p, -1), -1)),
+    ("Hinge", "hinge", {}, _BIN, _LOGITS, lambda t, p: np.mean(np.maximum(1 - _np_hinge_labels(t) * p, 0), -1)),
+    ("Hinge", "hinge", {}, _LOGITS, _PROB_P,        # labels not all 0 / 1: taken as they are
+     lambda t, p: np.mean(np.maximum(1 - _np_hinge_labels(t) * p, 0), -1)),
+    ("SquaredHinge", "squared_hinge", {}, _BIN, _LOGITS,
+     lambda t, p: np.mean(np.maximum(1 - _np_hinge_labels(t) * p, 0) ** 2, -1)),
+    ("CategoricalHinge", "categorical_hinge", {}, _ONE_HOT, _LOGITS,
+     lambda t, p: np.maximum(np.max((1 - t) * p, -1) - np.sum(t * p, -1) + 1, 0)),
+    ("BinaryFocalCrossentropy", "binary_focal_crossentropy", {}, _BIN, _PROB_P, _np_binary_focal),
+    ("BinaryFocalCrossentropy", "binary_focal_crossentropy",
+     {"from_logits": True, "apply_class_balancing": True, "gamma": 1.5, "label_smoothing": 0.1}, _BIN, _LOGITS,
+     _np_binary_focal),
+    ("CategoricalFocalCrossentropy", "categorical_focal_crossentropy", {}, _ONE_HOT, _PROB_P, _np_categorical_focal),
+    ("CategoricalFocalCrossentropy", "categorical_focal_crossentropy",
+     {"from_logits": True, "label_smoothing": 0.2, "alpha": 0.5}, _ONE_HOT, _LOGITS, _np_categorical_focal),
+]
+
+
+@pytest.mark.parametrize("cls_name, fn_name, options, yt, yp, expect", NEW_LOSSES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(NEW_LOSSES)])
+def test_more_keras3_losses_match_numpy(cls_name, fn_name, options, yt, yp, expect):
+    per_sample = expect(yt, yp, **options)
+    yt32, yp32 = yt.astype(np.float32), yp.astype(np.float32)
+    fn = getattr(keras.losses, fn_name)
+    np.testing.assert_allclose(fn(yt32, yp32, **options).numpy(), per_sample, rtol=2e-5, atol=1e-6)
+    assert keras.losses.get(fn_name) is fn
+    cls = getattr(keras.losses, cls_name)
+    np.testing.assert_allclose(float(cls(**options)(yt, yp)), per_sample.mean(), rtol=2e-5, atol=1e-6)
+    assert isinstance(keras.losses.get(cls_name), cls)
+    weights = np.linspace(0.0, 2.0, len(yt))
+    np.testing.assert_allclose(float(cls(reduction="sum", **options)(yt, yp, sample_weight=weights)),
+                               np.sum(per_sample * weights), rtol=2e-5, atol=1e-6)
+
+    @tf.function
+    def in_function(t, p):
+        return cls(reduction="none", **options)(t, p)
+    np.testing.assert_allclose(in_function(tf.constant(yt32), tf.constant(yp32)).numpy(), per_sample,
+                               rtol=2e-5, atol=1e-6)
+
+
+def test_cosine_similarity_of_a_zero_row_is_zero_and_its_gradient_finite():
+    p = tf.Variable(np.ones((2, 3), np.float32))
+    with tf.GradientTape() as t:
+        loss = keras.losses.CosineSimilarity()(np.zeros((2, 3), np.float32), p)
+    assert float(loss) == 0.0
+    assert np.all(np.isfinite(t.gradient(loss, p).numpy()))
+
+
+def test_loss_class_arguments_as_keras3():
+    assert keras.losses.Hinge("sum").reduction == "sum"            # (reduction, name, dtype)
+    assert keras.losses.BinaryFocalCrossentropy(True, 0.5).alpha == 0.5
+    assert keras.losses.KLDivergence().name == "kl_divergence"
+    with pytest.raises(TypeError):
+        keras.losses.Poisson(delta=1.0)

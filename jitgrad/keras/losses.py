@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_to_tensor
-from ..ops import array_ops, math_ops, nn_ops, reduction_ops
+from ..ops import array_ops, math_ops, nn_ops, reduction_ops, softmax as softmax_ops
 
 EPSILON = 1e-7   # keras.config.epsilon()
 
@@ -109,9 +109,104 @@ def log_cosh(y_true, y_pred):
     return reduction_ops.reduce_mean(error + math_ops.softplus(error * -2.0) - log2, axis=-1)
 
 
+def mean_absolute_percentage_error(y_true, y_pred):
+    """Keras 3's: 100 * mean(|(y_true - y_pred) / max(|y_true|, eps)|, axis=-1)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    diff = math_ops.abs((y_true - y_pred) / math_ops.maximum(math_ops.abs(y_true), EPSILON))
+    return 100.0 * reduction_ops.reduce_mean(diff, axis=-1)
+
+
+def kl_divergence(y_true, y_pred):
+    """Keras 3's: sum(t * log(t / p), axis=-1) with both clipped to [eps, 1]."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    y_true = math_ops.clip_by_value(y_true, EPSILON, 1.0)
+    y_pred = math_ops.clip_by_value(y_pred, EPSILON, 1.0)
+    return reduction_ops.reduce_sum(y_true * math_ops.log(y_true / y_pred), axis=-1)
+
+
+def poisson(y_true, y_pred):
+    """Keras 3's: mean(p - t * log(p + eps), axis=-1)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    return reduction_ops.reduce_mean(y_pred - y_true * math_ops.log(y_pred + EPSILON), axis=-1)
+
+
+def _l2_normalize(x, axis):
+    # Keras 3's ops.normalize: x * min(rsqrt(sum(x^2)), 1 / eps), so a zero row stays zero
+    inv_norm = math_ops.rsqrt(reduction_ops.reduce_sum(math_ops.square(x), axis=axis, keepdims=True))
+    return x * math_ops.minimum(inv_norm, 1.0 / EPSILON)
+
+
+def cosine_similarity(y_true, y_pred, axis=-1):
+    """Keras 3's: -sum(normalize(t) * normalize(p), axis)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    return -reduction_ops.reduce_sum(_l2_normalize(y_true, axis) * _l2_normalize(y_pred, axis), axis=axis)
+
+
+def _hinge_labels(y_true):
+    # Keras 3 maps {0, 1} labels to {-1, 1} when every label is 0 or 1, else keeps them
+    is_binary = reduction_ops.reduce_all(math_ops.logical_or(math_ops.equal(y_true, 0.0),
+                                                             math_ops.equal(y_true, 1.0)))
+    return math_ops.where(is_binary, 2.0 * y_true - 1.0, y_true)
+
+
+def hinge(y_true, y_pred):
+    """Keras 3's: mean(max(1 - t * p, 0), axis=-1), {0, 1} labels taken as {-1, 1}."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    return reduction_ops.reduce_mean(math_ops.maximum(1.0 - _hinge_labels(y_true) * y_pred, 0.0), axis=-1)
+
+
+def squared_hinge(y_true, y_pred):
+    """Keras 3's: mean(max(1 - t * p, 0)^2, axis=-1), {0, 1} labels taken as {-1, 1}."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    margin = math_ops.maximum(1.0 - _hinge_labels(y_true) * y_pred, 0.0)
+    return reduction_ops.reduce_mean(math_ops.square(margin), axis=-1)
+
+
+def categorical_hinge(y_true, y_pred):
+    """Keras 3's: max(max((1 - t) * p) - sum(t * p) + 1, 0) over the last axis."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    pos = reduction_ops.reduce_sum(y_true * y_pred, axis=-1)
+    neg = reduction_ops.reduce_max((1.0 - y_true) * y_pred, axis=-1)
+    return math_ops.maximum(neg - pos + 1.0, 0.0)
+
+
+def binary_focal_crossentropy(y_true, y_pred, apply_class_balancing=False, alpha=0.25, gamma=2.0,
+                              from_logits=False, label_smoothing=0.0, axis=-1):
+    """Keras 3's: mean((1 - p_t)^gamma * bce, axis), bce from clipped probabilities (also for logits,
+    which Keras passes through a sigmoid first)."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    if from_logits:
+        y_pred = math_ops.sigmoid(y_pred)
+    p = math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
+    bce = -(y_true * math_ops.log(p) + (1.0 - y_true) * math_ops.log(1.0 - p))
+    p_t = y_true * y_pred + (1.0 - y_true) * (1.0 - y_pred)
+    focal_bce = math_ops.pow(1.0 - p_t, gamma) * bce
+    if apply_class_balancing:
+        focal_bce = (y_true * alpha + (1.0 - y_true) * (1.0 - alpha)) * focal_bce
+    return reduction_ops.reduce_mean(focal_bce, axis=axis)
+
+
+def categorical_focal_crossentropy(y_true, y_pred, alpha=0.25, gamma=2.0, from_logits=False, label_smoothing=0.0,
+                                   axis=-1):
+    """Keras 3's: sum(alpha * (1 - p)^gamma * -t * log(p), axis), p normalised and clipped."""
+    y_true, y_pred = _tensors(y_true, y_pred)
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + label_smoothing / y_pred.shape.as_list()[-1]
+    if from_logits:
+        y_pred = softmax_ops.softmax(y_pred, axis=axis)
+    p = y_pred / reduction_ops.reduce_sum(y_pred, axis=axis, keepdims=True)
+    p = math_ops.clip_by_value(p, EPSILON, 1.0 - EPSILON)
+    focal = math_ops.pow(1.0 - p, gamma) * alpha * (-y_true * math_ops.log(p))
+    return reduction_ops.reduce_sum(focal, axis=axis)
+
+
 mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
 msle = MSLE = mean_squared_logarithmic_error
+mape = MAPE = mean_absolute_percentage_error
+kld = KLD = kullback_leibler_divergence = kl_divergence
 logcosh = log_cosh          # tf.keras.losses.logcosh (the name get() does not take, as Keras 3)
 
 
@@ -207,27 +302,97 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
         self.from_logits = from_logits
 
 
-_BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError, "MSE": MeanSquaredError,
-            "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError, "MAE": MeanAbsoluteError,
-            "binary_crossentropy": BinaryCrossentropy, "categorical_crossentropy": CategoricalCrossentropy,
-            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
-            # Keras 3's names ("logcosh" is not one: get raises ValueError for it)
-            "mean_squared_logarithmic_error": MeanSquaredLogarithmicError, "msle": MeanSquaredLogarithmicError,
-            "MSLE": MeanSquaredLogarithmicError, "MeanSquaredLogarithmicError": MeanSquaredLogarithmicError,
-            "huber": Huber, "Huber": Huber, "log_cosh": LogCosh, "LogCosh": LogCosh}
+def _loss_class(fn, default_name, **defaults):
+    """A Loss class over ``fn`` whose constructor takes ``fn``'s options, as Keras 3's classes do."""
+    params = [*defaults, "reduction", "name", "dtype"]
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(params)} positional arguments")
+        options = {**defaults, "reduction": "sum_over_batch_size", "name": default_name, "dtype": None,
+                   **dict(zip(params, args))}
+        for key, value in kwargs.items():
+            if key not in options:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument '{key}'")
+            options[key] = value
+        reduction, name = options.pop("reduction"), options.pop("name")
+        options.pop("dtype")
+        LossFunctionWrapper.__init__(self, fn, name, reduction, **options)
+        for key, value in options.items():
+            setattr(self, key, value)
+    return __init__
+
+
+class MeanAbsolutePercentageError(LossFunctionWrapper):
+    __init__ = _loss_class(mean_absolute_percentage_error, "mean_absolute_percentage_error")
+
+
+class KLDivergence(LossFunctionWrapper):
+    __init__ = _loss_class(kl_divergence, "kl_divergence")
+
+
+class Poisson(LossFunctionWrapper):
+    __init__ = _loss_class(poisson, "poisson")
+
+
+class CosineSimilarity(LossFunctionWrapper):
+    __init__ = _loss_class(cosine_similarity, "cosine_similarity", axis=-1)
+
+
+class Hinge(LossFunctionWrapper):
+    __init__ = _loss_class(hinge, "hinge")
+
+
+class SquaredHinge(LossFunctionWrapper):
+    __init__ = _loss_class(squared_hinge, "squared_hinge")
+
+
+class CategoricalHinge(LossFunctionWrapper):
+    __init__ = _loss_class(categorical_hinge, "categorical_hinge")
+
+
+class BinaryFocalCrossentropy(LossFunctionWrapper):
+    __init__ = _loss_class(binary_focal_crossentropy, "binary_focal_crossentropy", apply_class_balancing=False,
+                           alpha=0.25, gamma=2.0, from_logits=False, label_smoothing=0.0, axis=-1)
+
+
+class CategoricalFocalCrossentropy(LossFunctionWrapper):
+    __init__ = _loss_class(categorical_focal_crossentropy, "categorical_focal_crossentropy", alpha=0.25, gamma=2.0,
+                           from_logits=False, label_smoothing=0.0, axis=-1)
+
+
+# Keras 3's names: each class and loss function by its own name, plus the short aliases.
+# A class name gives an instance (which reduces), a function name the function (per-sample values).
+_BY_NAME = {obj.__name__: obj for obj in (
+    MeanSquaredError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredLogarithmicError, Huber, LogCosh,
+    BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, KLDivergence, Poisson,
+    CosineSimilarity, Hinge, SquaredHinge, CategoricalHinge, BinaryFocalCrossentropy, CategoricalFocalCrossentropy,
+    mean_squared_error, mean_absolute_error, mean_absolute_percentage_error, mean_squared_logarithmic_error, huber,
+    log_cosh, binary_crossentropy, categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence, poisson,
+    cosine_similarity, hinge, squared_hinge, categorical_hinge, binary_focal_crossentropy,
+    categorical_focal_crossentropy)}
+_BY_NAME.update({"bce": binary_crossentropy, "BCE": binary_crossentropy, "kld": kl_divergence, "KLD": kl_divergence,
+                 "mae": mean_absolute_error, "MAE": mean_absolute_error, "mse": mean_squared_error,
+                 "MSE": mean_squared_error, "mape": mean_absolute_percentage_error,
+                 "MAPE": mean_absolute_percentage_error, "msle": mean_squared_logarithmic_error,
+                 "MSLE": mean_squared_logarithmic_error})
 
 
 def get(identifier):
-    """A Loss for a name, a Loss instance, or a function (y_true, y_pred) -> per-sample losses."""
-    if identifier is None or isinstance(identifier, Loss):
-        return identifier
-    if isinstance(identifier, str):
-        cls = _BY_NAME.get(identifier)
-        if cls is None:
-            raise ValueError(f"Could not interpret loss identifier: {identifier}")
-        return cls()
-    if isinstance(identifier, type) and issubclass(identifier, Loss):
-        return identifier()
-    if callable(identifier):
-        return LossFunctionWrapper(identifier, name=getattr(identifier, "__name__", None))
-    raise ValueError(f"Could not interpret loss identifier: {identifier}")
+    """Keras 3's ``losses.get``: a Loss instance for a class or its name, the function for a loss
+    function's name, a callable as it is."""
+    if identifier is None:
+        return None
+    loss = _BY_NAME.get(identifier) if isinstance(identifier, str) else identifier
+    if not callable(loss):
+        raise ValueError(f"Could not interpret loss identifier: {identifier}")
+    return loss() if isinstance(loss, type) else loss
+
+
+def for_compile(identifier):
+    """The Loss ``Model.compile(loss=...)`` uses: a loss function reduces over the batch as its
+    Loss wrapper does (Keras wraps it the same way)."""
+    loss = get(identifier)
+    if loss is None or isinstance(loss, Loss):
+        return loss
+    return LossFunctionWrapper(loss, name=getattr(loss, "__name__", None))

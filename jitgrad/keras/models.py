@@ -101,7 +101,7 @@ class Model(Layer):
             raise NotImplementedError("jitgrad's Keras has no loss_weights or weighted_metrics.")
         self.optimizer = _optimizer(optimizer)
         self.loss = loss
-        self._loss_fn = losses_module.get(loss)
+        self._loss_fn = losses_module.for_compile(loss)
         self._metric_ids = list(metrics or [])
         self._metrics = None   # made on the first batch, when the shapes that pick "accuracy" are known
         self._loss_tracker = metrics_module.Mean(name="loss")
