@@ -1,13 +1,28 @@
-"""``tf.keras.activations``: the functions (Keras 3's signatures) and ``get(identifier)``."""
-from ..ops import math_ops, nn_ops
+"""``tf.keras.activations``: the functions (Keras 3's signatures and TF-backend formulas) and
+``get(identifier)``."""
+from ..convert import convert_to_tensor
+from ..ops import array_ops, math_ops, nn_ops
 
 
 def linear(x):
     return x
 
 
-def relu(x):
-    return math_ops.relu(x)
+def relu(x, negative_slope=0.0, max_value=None, threshold=0.0):
+    """Keras 3's ReLU: x above ``threshold`` (else 0), clipped at ``max_value``, minus
+    ``negative_slope * relu(threshold - x)``."""
+    x = convert_to_tensor(x)
+    if negative_slope == 0.0 and max_value is None and threshold == 0.0:
+        return math_ops.relu(x)
+    if negative_slope != 0.0 and max_value is None and threshold == 0.0:
+        return math_ops.leaky_relu(x, alpha=negative_slope)
+    out = math_ops.where(math_ops.greater(x, threshold), x, 0.0) if threshold != 0.0 else (
+        math_ops.relu6(x) if max_value == 6 else math_ops.relu(x))
+    if max_value is not None and not (threshold == 0.0 and max_value == 6):
+        out = math_ops.clip_by_value(out, 0.0, max_value)
+    if negative_slope != 0.0:
+        out = out - negative_slope * math_ops.relu(threshold - x if threshold != 0.0 else -x)
+    return out
 
 
 def relu6(x):
@@ -67,9 +82,80 @@ def exponential(x):
     return math_ops.exp(x)
 
 
+def celu(x, alpha=1.0):
+    return math_ops.maximum(x, 0.0) + alpha * math_ops.expm1(math_ops.minimum(x, 0.0) / alpha)
+
+
+def glu(x, axis=-1):
+    x = convert_to_tensor(x)
+    if x.shape.rank is not None and x.shape[axis] is not None and x.shape[axis] % 2:
+        raise ValueError(f"axis size must be divisible by 2. Received: x.shape={x.shape} with axis={axis}")
+    x1, x2 = array_ops.split(x, 2, axis=axis)
+    return x1 * math_ops.sigmoid(x2)
+
+
+def hard_sigmoid(x):
+    return math_ops.relu6(convert_to_tensor(x) + 3.0) / 6.0
+
+
+def hard_silu(x):
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def hard_tanh(x):
+    return math_ops.clip_by_value(x, -1.0, 1.0)
+
+
+def hard_shrink(x, threshold=0.5):
+    x = convert_to_tensor(x)
+    return math_ops.where(math_ops.abs(x) > threshold, x, 0.0)
+
+
+def soft_shrink(x, threshold=0.5):
+    x = convert_to_tensor(x)
+    return math_ops.where(x > threshold, x - threshold, math_ops.where(x < -threshold, x + threshold, 0.0))
+
+
+def tanh_shrink(x):
+    return x - math_ops.tanh(x)
+
+
+def threshold(x, threshold, default_value):  # noqa: A002 - Keras's names
+    x = convert_to_tensor(x)
+    return math_ops.where(x > threshold, x, default_value)
+
+
+def sparse_plus(x):
+    x = convert_to_tensor(x)
+    return math_ops.where(x <= -1.0, 0.0, math_ops.where(x < 1.0, 0.25 * math_ops.square(x + 1.0), x))
+
+
+def sparse_sigmoid(x):
+    x = convert_to_tensor(x)
+    return math_ops.where(x <= -1.0, 0.0, math_ops.where(x >= 1.0, 1.0, 0.5 * (x + 1.0)))
+
+
+def squareplus(x, b=4):
+    x = convert_to_tensor(x)
+    return (x + math_ops.sqrt(math_ops.square(x) + b)) / 2.0
+
+
+def log_sigmoid(x):
+    return nn_ops.log_sigmoid(x)
+
+
+def mish(x):
+    return x * math_ops.tanh(math_ops.softplus(x))
+
+
 _BY_NAME = {f.__name__: f for f in (linear, relu, relu6, leaky_relu, elu, selu, sigmoid, tanh, softmax,
-                                     log_softmax, softplus, softsign, silu, gelu, exponential)}
-_BY_NAME["swish"] = swish
+                                     log_softmax, softplus, softsign, silu, gelu, exponential, celu, glu,
+                                     hard_sigmoid, hard_silu, hard_tanh, hard_shrink, soft_shrink, tanh_shrink,
+                                     threshold, sparse_plus, sparse_sigmoid, squareplus, log_sigmoid, mish)}
+_BY_NAME["swish"], _BY_NAME["hard_swish"] = swish, hard_swish
 
 
 def get(identifier):
