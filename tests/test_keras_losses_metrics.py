@@ -264,3 +264,38 @@ def test_loss_class_arguments_as_keras3():
     assert keras.losses.KLDivergence().name == "kl_divergence"
     with pytest.raises(TypeError):
         keras.losses.Poisson(delta=1.0)
+
+
+def test_loss_sample_weight_meets_losses_per_sample_as_keras3():
+    """A (batch, 1) weight scales each sample's loss (Keras's squeeze_or_expand_to_same_rank);
+    it was broadcast against the (batch,) losses into a (batch, batch) product."""
+    y, p = np.array([[0, 1], [1, 1]], np.float32), np.array([[0.5, 0.5], [0, 1]], np.float32)
+    per_sample = np.mean((y - p) ** 2, axis=-1)                    # [0.25, 0.5]
+    w = np.array([[1.0], [3.0]], np.float32)
+    weighted = per_sample * w[:, 0]
+    mse = keras.losses.MeanSquaredError
+    np.testing.assert_allclose(float(mse()(y, p, sample_weight=w)), weighted.sum() / 2)
+    none = mse(reduction="none")(y, p, sample_weight=w).numpy()
+    assert none.shape == (2, 1)
+    np.testing.assert_allclose(none[:, 0], weighted)
+    np.testing.assert_allclose(float(mse(reduction="mean")(y, p, sample_weight=w)), weighted.sum() / 2)
+    np.testing.assert_allclose(float(mse(reduction="mean_with_sample_weight")(y, p, sample_weight=w)),
+                               weighted.sum() / w.sum())
+    assert float(mse(reduction="mean_with_sample_weight")(y, p, sample_weight=np.zeros((2, 1)))) == 0.0
+    with pytest.raises(ValueError, match="reduction"):
+        mse(reduction="average")
+
+
+def test_metric_sample_weights_reduce_per_sample_as_keras3():
+    m = keras.metrics.Mean()
+    m.update_state([1.0, 2.0, 3.0], sample_weight=[[1.0], [0.0], [2.0]])
+    np.testing.assert_allclose(float(m.result()), (1 * 1 + 3 * 2) / 3, rtol=1e-6)
+    s = keras.metrics.Sum()
+    values = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+    s.update_state(values, sample_weight=[1.0, 0.0, 2.0])         # per-sample sums [3, 7, 11], weighted
+    np.testing.assert_allclose(float(s.result()), 3 * 1 + 11 * 2)
+    m = keras.metrics.Mean()
+    m.update_state(values, sample_weight=[[1, 2], [3, 4], [5, 6]])  # elementwise, then per-sample means
+    want_total = np.mean(values * values, axis=1).sum()
+    want_count = np.mean(values, axis=1).sum()
+    np.testing.assert_allclose(float(m.result()), want_total / want_count, rtol=1e-6)

@@ -210,15 +210,32 @@ kld = KLD = kullback_leibler_divergence = kl_divergence
 logcosh = log_cosh          # tf.keras.losses.logcosh (the name get() does not take, as Keras 3)
 
 
-def reduce_values(values, reduction):
-    if reduction in (None, "none"):
+_REDUCTIONS = ("sum_over_batch_size", "sum", None, "none", "mean", "mean_with_sample_weight")
+
+
+def reduce_values(values, reduction, sample_weight=None):
+    """Keras 3's: the sum, divided (divide_no_nan) by the number of values or, for
+    "mean_with_sample_weight", by the weights' sum; a scalar or (0,) stays as it is."""
+    if reduction in (None, "none") or values.shape.as_list() in ([], [0]):
         return values
     total = reduction_ops.reduce_sum(values)
     if reduction == "sum":
         return total
-    if reduction == "sum_over_batch_size":
-        return total / math_ops.cast(array_ops.size(values), total.dtype)
-    raise ValueError(f"Invalid value for argument `reduction`: {reduction}")
+    if reduction == "mean_with_sample_weight" and sample_weight is not None:
+        divisor = math_ops.cast(reduction_ops.reduce_sum(sample_weight), total.dtype)
+    else:
+        divisor = math_ops.cast(array_ops.size(values), total.dtype)
+    return math_ops.divide_no_nan(total, divisor)
+
+
+def reduce_weighted_values(values, sample_weight, reduction):
+    """Keras 3's: weights meet the losses through squeeze_or_expand_to_same_rank (a (batch, 1)
+    weight scales each sample, it does not broadcast against (batch,) losses), then reduce."""
+    if sample_weight is not None:
+        sample_weight = math_ops.cast(convert_to_tensor(sample_weight), values.dtype)
+        values, sample_weight = squeeze_or_expand_to_same_rank(values, sample_weight)
+        values = values * sample_weight
+    return reduce_values(values, reduction, sample_weight)
 
 
 def _as_float32(x):
@@ -228,9 +245,9 @@ def _as_float32(x):
 
 class Loss:
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
-        if reduction not in (None, "none", "sum", "sum_over_batch_size"):
-            raise ValueError(f"Invalid value for argument `reduction`. Expected one of 'sum', "
-                             f"'sum_over_batch_size', None or 'none'. Received: reduction={reduction}")
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"Invalid value for argument `reduction`. Expected one of {set(_REDUCTIONS)}. "
+                             f"Received: reduction={reduction}")
         self.name = name or type(self).__name__
         self.reduction = reduction
 
@@ -240,10 +257,7 @@ class Loss:
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Keras converts both to the loss dtype (float32) first: float64 numpy inputs compute in float32
         y_true, y_pred = _as_float32(y_true), _as_float32(y_pred)
-        values = self.call(y_true, y_pred)
-        if sample_weight is not None:
-            values = values * math_ops.cast(convert_to_tensor(sample_weight), values.dtype)
-        return reduce_values(values, self.reduction)
+        return reduce_weighted_values(self.call(y_true, y_pred), sample_weight, self.reduction)
 
 
 class LossFunctionWrapper(Loss):

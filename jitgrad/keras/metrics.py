@@ -45,15 +45,33 @@ class Metric:
         return f"<{type(self).__name__} name={self.name}>"
 
 
+def samplewise_values(values, sample_weight, reduce_fn, dtype):
+    """Keras 3's reduce_to_samplewise_values: weights meet the values through
+    squeeze_or_expand_to_same_rank, the values are reduced to the weights' rank, weighted, and
+    then reduced to one per sample; the weights to one per sample too."""
+    values = math_ops.cast(convert_to_tensor(values), dtype)
+    if sample_weight is not None:
+        sample_weight = math_ops.cast(convert_to_tensor(sample_weight), dtype)
+        values, sample_weight = losses.squeeze_or_expand_to_same_rank(values, sample_weight)
+        weight_ndim, values_ndim = sample_weight.shape.rank, values.shape.rank
+        if values_ndim > weight_ndim:
+            values = reduce_fn(values, axis=list(range(weight_ndim, values_ndim)))
+        sample_weight = array_ops.broadcast_to(sample_weight, array_ops.shape(values))
+        values = values * sample_weight
+        if weight_ndim > 1:
+            sample_weight = reduce_fn(sample_weight, axis=list(range(1, weight_ndim)))
+    if values.shape.rank > 1:
+        values = reduce_fn(values, axis=list(range(1, values.shape.rank)))
+    return values, sample_weight
+
+
 class Sum(Metric):
     def __init__(self, name="sum", dtype=None):
         super().__init__(name, dtype)
         self.total = self.add_variable(name="total")
 
     def update_state(self, values, sample_weight=None):
-        values = math_ops.cast(convert_to_tensor(values), self.dtype)
-        if sample_weight is not None:
-            values = values * math_ops.cast(convert_to_tensor(sample_weight), self.dtype)
+        values, _ = samplewise_values(values, sample_weight, reduction_ops.reduce_sum, self.dtype)
         self.total.assign_add(reduction_ops.reduce_sum(values))
 
     def result(self):
@@ -61,9 +79,8 @@ class Sum(Metric):
 
 
 class Mean(Metric):
-    """Keras 3's Mean: values are reduced to one per sample (mean over the other axes);
-    total += sum(values * sample_weight), count += sum(sample_weight) (else the number of
-    samples); result = total / count (0 when empty)."""
+    """Keras 3's Mean: total += sum of the per-sample (weighted) values, count += sum of the
+    per-sample weights (else the number of samples); result = total / count (0 when empty)."""
 
     def __init__(self, name="mean", dtype=None):
         super().__init__(name, dtype)
@@ -71,24 +88,15 @@ class Mean(Metric):
         self.count = self.add_variable(name="count")
 
     def update_state(self, values, sample_weight=None):
-        values = math_ops.cast(convert_to_tensor(values), self.dtype)
-        rank = values.shape.rank
-        if sample_weight is not None:
-            w = math_ops.cast(convert_to_tensor(sample_weight), self.dtype)
-            if rank > w.shape.rank:
-                values = reduction_ops.reduce_mean(values, axis=list(range(w.shape.rank, rank)))
-                rank = w.shape.rank
-            w = w * math_ops.ones_like(values)
-            values = values * w
-            n = reduction_ops.reduce_sum(w) if rank <= 1 else \
-                reduction_ops.reduce_sum(reduction_ops.reduce_mean(w, axis=list(range(1, rank))))
-        else:
-            batch = values.shape.as_list()[0] if rank else 1
-            n = math_ops.cast(array_ops.shape(values)[0] if batch is None else batch, self.dtype)
-        if rank > 1:
-            values = reduction_ops.reduce_mean(values, axis=list(range(1, rank)))
+        values, sample_weight = samplewise_values(values, sample_weight, reduction_ops.reduce_mean, self.dtype)
         self.total.assign_add(reduction_ops.reduce_sum(values))
-        self.count.assign_add(n)
+        if sample_weight is not None:
+            count = reduction_ops.reduce_sum(sample_weight)
+        elif values.shape.rank >= 1:
+            count = array_ops.shape(values)[0]
+        else:
+            count = 1
+        self.count.assign_add(math_ops.cast(count, self.dtype))
 
     def result(self):
         return math_ops.divide_no_nan(self.total, self.count)
