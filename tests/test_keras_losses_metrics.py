@@ -299,3 +299,53 @@ def test_metric_sample_weights_reduce_per_sample_as_keras3():
     want_total = np.mean(values * values, axis=1).sum()
     want_count = np.mean(values, axis=1).sum()
     np.testing.assert_allclose(float(m.result()), want_total / want_count, rtol=1e-6)
+
+
+def _np_sigmoid_xent(y, z):
+    return np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))
+
+
+def _np_softmax_xent(y, z):
+    s = z - z.max(-1, keepdims=True)
+    return -np.sum(y * (s - np.log(np.exp(s).sum(-1, keepdims=True))), axis=-1)
+
+
+def test_probability_crossentropies_read_the_logits_of_sigmoid_and_softmax_outputs(graph_mode):
+    """Keras 3 (TF backend) computes a probability crossentropy of a Keras sigmoid / softmax
+    output (and in graphs of any Sigmoid / Softmax op) from its logits; clipping the saturated
+    probabilities at eps gave 16.03 where TF gives 55 (and gradients 10x off)."""
+    z = np.array([[-50.0], [60.0]], np.float32)
+    y = np.array([[1.0], [0.0]], np.float32)
+    want = _np_sigmoid_xent(y, z).mean()
+    act = keras.layers.Activation("sigmoid")
+    np.testing.assert_allclose(float(keras.losses.BinaryCrossentropy()(y, act(z))), want, rtol=1e-6)
+    zs = np.array([[-40.0, 40.0, 0.0], [30.0, -50.0, 1.0]], np.float32)
+    yo = np.eye(3, dtype=np.float32)[[0, 1]]
+    want_cce = _np_softmax_xent(yo, zs).mean()
+    p = keras.activations.softmax(zs)
+    np.testing.assert_allclose(float(keras.losses.CategoricalCrossentropy()(yo, p)), want_cce, rtol=1e-6)
+    np.testing.assert_allclose(float(keras.losses.SparseCategoricalCrossentropy()(np.array([0, 1]), p)), want_cce,
+                               rtol=1e-6)
+    v = tf.Variable(z)
+    with tf.GradientTape() as t:
+        loss = keras.losses.BinaryCrossentropy()(y, keras.activations.sigmoid(v))
+    np.testing.assert_allclose(t.gradient(loss, v).numpy(), (1 / (1 + np.exp(-z)) - y) / 2, atol=1e-7)
+
+
+def test_eager_tf_sigmoid_output_is_clipped_as_keras3():
+    """Only Keras's activations carry logits in eager mode: tf.sigmoid's output is a probability."""
+    z = np.array([[-50.0], [60.0]], np.float32)
+    y = np.array([[1.0], [0.0]], np.float32)
+    low, high = np.float32(1e-7), np.float32(1 - 1e-7)       # the clip bounds, in float32
+    want = (-np.log(low) - np.log(1 - high)) / 2               # both samples saturated at a bound
+    np.testing.assert_allclose(float(keras.losses.BinaryCrossentropy()(y, tf.sigmoid(z))), want, rtol=1e-5)
+
+
+def test_categorical_label_smoothing_counts_the_last_axis():
+    y = np.array([[1.0, 0, 0], [0, 1.0, 0]], np.float32)
+    p = np.array([[0.2, 0.3, 0.5], [0.4, 0.4, 0.2]], np.float32)
+    smoothed = y * 0.8 + 0.2 / 3                          # 3 classes: shape[-1], not shape[axis] = 2
+    q = np.clip(p / p.sum(0, keepdims=True), 1e-7, 1 - 1e-7)
+    want = -np.sum(smoothed * np.log(q), axis=0).mean()
+    got = float(keras.losses.CategoricalCrossentropy(axis=0, label_smoothing=0.2)(y, p))
+    np.testing.assert_allclose(got, want, rtol=1e-6)

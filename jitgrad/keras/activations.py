@@ -1,7 +1,25 @@
 """``tf.keras.activations``: the functions (Keras 3's signatures and TF-backend formulas) and
 ``get(identifier)``."""
+import weakref
+
 from ..convert import convert_to_tensor
 from ..ops import array_ops, math_ops, nn_ops
+
+# Keras's TF backend keeps the logits on sigmoid / softmax outputs (`_keras_logits`), and its
+# probability crossentropies compute from them (no clipping at eps): id(output) -> logits,
+# dropped with the output.
+_LOGITS_OF = {}
+
+
+def _with_logits(output, logits):
+    _LOGITS_OF[id(output)] = logits
+    weakref.finalize(output, _LOGITS_OF.pop, id(output), None)
+    return output
+
+
+def logits_of(output):
+    """The logits a Keras sigmoid / softmax output was computed from, else None."""
+    return _LOGITS_OF.get(id(output))
 
 
 def linear(x):
@@ -44,7 +62,8 @@ def selu(x):
 
 
 def sigmoid(x):
-    return math_ops.sigmoid(x)
+    x = convert_to_tensor(x)
+    return _with_logits(math_ops.sigmoid(x), x)
 
 
 def tanh(x):
@@ -52,7 +71,8 @@ def tanh(x):
 
 
 def softmax(x, axis=-1):
-    return nn_ops.softmax(x, axis=axis)
+    x = convert_to_tensor(x)
+    return _with_logits(nn_ops.softmax(x, axis=axis), x)
 
 
 def log_softmax(x, axis=-1):

@@ -4,7 +4,10 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_to_tensor
+from ..graph import Tensor
 from ..ops import array_ops, math_ops, nn_ops, reduction_ops, softmax as softmax_ops
+from . import activations
+from .activations import logits_of
 
 EPSILON = 1e-7   # keras.config.epsilon()
 
@@ -46,22 +49,37 @@ def mean_absolute_error(y_true, y_pred):
     return reduction_ops.reduce_mean(math_ops.abs(y_true - y_pred), axis=-1)
 
 
+def _logits_behind(output, op_type, from_logits):
+    """Keras's TF backend (_get_logits): the output of Keras's sigmoid / softmax, or in a graph
+    of any ``op_type`` op, is taken back to its logits, and the loss computes from them."""
+    logits = logits_of(output)
+    if logits is None and isinstance(output, Tensor) and output.op.type == op_type:
+        logits = output.op.inputs[-1]        # Softmax's inputs: (value, logits)
+    return (output, from_logits) if logits is None else (logits, True)
+
+
+def _bce(y_true, y_pred, from_logits):
+    """Keras 3's elementwise binary crossentropy (ops.binary_crossentropy)."""
+    y_pred, from_logits = _logits_behind(y_pred, "Sigmoid", from_logits)
+    if from_logits:
+        return nn_ops.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
+    p = math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
+    return -(y_true * math_ops.log(p) + (1.0 - y_true) * math_ops.log(1.0 - p))
+
+
 def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_pred, from_logits = _logits_behind(y_pred, "Sigmoid", from_logits)
     y_true, y_pred = _tensors(y_true, y_pred)
     if label_smoothing:
         y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
-    if from_logits:
-        bce = nn_ops.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
-    else:
-        p = math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
-        bce = -(y_true * math_ops.log(p) + (1.0 - y_true) * math_ops.log(1.0 - p))
-    return reduction_ops.reduce_mean(bce, axis=axis)
+    return reduction_ops.reduce_mean(_bce(y_true, y_pred, from_logits), axis=axis)
 
 
 def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    y_pred, from_logits = _logits_behind(y_pred, "Softmax", from_logits)
     y_true, y_pred = _tensors(y_true, y_pred)
     if label_smoothing:
-        n = y_pred.shape.as_list()[axis]
+        n = y_true.shape.as_list()[-1]          # Keras 3: the last axis's size, whatever `axis` is
         y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
     if from_logits:
         return nn_ops.softmax_cross_entropy_with_logits(labels=y_true, logits=y_pred, axis=axis)
@@ -71,7 +89,7 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
-    y_pred = convert_to_tensor(y_pred)
+    y_pred, from_logits = _logits_behind(convert_to_tensor(y_pred), "Softmax", from_logits)
     y_true = convert_to_tensor(y_true)
     if y_true.shape.rank is not None and y_true.shape.rank == y_pred.shape.rank and y_true.shape.as_list()[-1] == 1:
         y_true = array_ops.squeeze(y_true, [-1])
@@ -178,9 +196,8 @@ def binary_focal_crossentropy(y_true, y_pred, apply_class_balancing=False, alpha
     if label_smoothing:
         y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
     if from_logits:
-        y_pred = math_ops.sigmoid(y_pred)
-    p = math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON)
-    bce = -(y_true * math_ops.log(p) + (1.0 - y_true) * math_ops.log(1.0 - p))
+        y_pred = activations.sigmoid(y_pred)       # keeps the logits: the bce below reads them
+    bce = _bce(y_true, y_pred, False)
     p_t = y_true * y_pred + (1.0 - y_true) * (1.0 - y_pred)
     focal_bce = math_ops.pow(1.0 - p_t, gamma) * bce
     if apply_class_balancing:
