@@ -117,7 +117,7 @@ def test_evaluate_and_predict_agree_with_numpy():
 def test_validation_split_and_errors():
     x, y = _data(n=50)
     model = _model()
-    with pytest.raises(RuntimeError, match="compile"):
+    with pytest.raises(ValueError, match="compile"):         # TF 2.21: ValueError
         model.fit(x, y, verbose=0)
     with pytest.raises(ValueError, match="no optimizer 'adadelta'"):
         model.compile(optimizer="adadelta", loss="mse")
@@ -149,3 +149,54 @@ def test_optimizer_build_makes_the_slots_up_front():
     sgd.build(v)
     assert len(sgd.variables) == 1 + len(v)
     assert len(keras.optimizers.SGD().variables) == 1        # plain SGD has no slots
+
+
+def _line_model(lr=0.01):
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer=keras.initializers.Constant(0.5),
+                                                                    bias_initializer="zeros")])
+    model.compile(loss="mse", optimizer=keras.optimizers.SGD(lr), metrics=["mae"])
+    return model
+
+
+def test_sample_weights_in_evaluate_fit_and_on_batch():
+    """Weights scale each sample's loss (sum(w * l) / n per batch, the loss tracker weighting
+    batches by size); compiled metrics stay unweighted, as in Keras 3. evaluate ignored them."""
+    x = np.array([[1.0], [2.0], [3.0], [4.0], [5.0]], np.float32)
+    y = np.array([[2.0], [1.0], [0.0], [3.0], [1.0]], np.float32)
+    w = np.array([1.0, 0.0, 2.0, 0.5, 3.0], np.float32)
+    err = 0.5 * x[:, 0] - y[:, 0]                       # the model is y = 0.5 x before training
+    batch_losses = [np.sum(w[i:i + 2] * err[i:i + 2] ** 2) / len(err[i:i + 2]) for i in (0, 2, 4)]
+    want_loss = np.average(batch_losses, weights=[2, 2, 1])
+    loss, mae = _line_model().evaluate(x, y, sample_weight=w, batch_size=2, verbose=0)
+    np.testing.assert_allclose([loss, mae], [want_loss, np.abs(err).mean()], rtol=1e-6)
+    assert _line_model().test_on_batch(x, y, sample_weight=w)[0] == pytest.approx(np.mean(w * err ** 2), rel=1e-6)
+    # one SGD step on the weighted loss: d/dk mean(w (k x - y)^2) = mean(2 w (k x - y) x)
+    model = _line_model(lr=0.1)
+    model.train_on_batch(x, y, sample_weight=w)
+    kernel, bias = model.get_weights()
+    np.testing.assert_allclose(kernel[0, 0], 0.5 - 0.1 * np.mean(2 * w * err * x[:, 0]), rtol=1e-6)
+    np.testing.assert_allclose(bias[0], -0.1 * np.mean(2 * w * err), rtol=1e-5)
+    # fit with weights through arrays and through an (x, y, w) dataset gives the same history
+    by_arrays = _line_model().fit(x, y, sample_weight=w, epochs=2, batch_size=2, shuffle=False, verbose=0).history
+    dataset = tf.data.Dataset.from_tensor_slices((x, y, w)).batch(2)
+    by_dataset = _line_model().fit(dataset, epochs=2, verbose=0).history
+    np.testing.assert_allclose(by_arrays["loss"], by_dataset["loss"], rtol=1e-6)
+
+
+def test_on_batch_results_and_data_errors_as_keras3():
+    x, y = np.ones((4, 1), np.float32), np.zeros((4, 1), np.float32)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer="ones",
+                                                                    bias_initializer="zeros")])
+    model.compile(loss="mse", optimizer="sgd")
+    assert model.train_on_batch(x, y) == pytest.approx(1.0)          # the loss alone, a float
+    with pytest.raises(ValueError, match="cardinality"):
+        model.fit(x, y[:3], verbose=0)
+    with pytest.raises(ValueError, match="cardinality"):
+        model.fit(x, y, sample_weight=np.ones(2), verbose=0)
+    model.trainable = False                  # nothing to train: fit still runs and reports the loss
+    model.compile(loss="mse", optimizer="sgd")      # (Keras: a change of trainable needs a compile)
+    before = model.get_weights()
+    want = model.evaluate(x, y, verbose=0)
+    assert model.fit(x, y, epochs=1, verbose=0).history["loss"] == [pytest.approx(want)]
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)

@@ -27,9 +27,13 @@ def num_samples(x):
 
 
 class ArrayBatches:
-    def __init__(self, x, y, batch_size, shuffle=False):
-        self.x, self.y = as_array(x), as_array(y)
+    def __init__(self, x, y, batch_size, shuffle=False, sample_weight=None):
+        self.x, self.y, self.sample_weight = as_array(x), as_array(y), as_array(sample_weight)
         self.n = num_samples(self.x)
+        for name, part in (("y", self.y), ("sample_weight", self.sample_weight)):
+            if part is not None and num_samples(part) != self.n:
+                raise ValueError(f"Data cardinality is ambiguous: x sizes: {self.n}, {name} sizes: "
+                                 f"{num_samples(part)}. Make sure all arrays contain the same number of samples.")
         self.batch_size = batch_size or 32
         self.shuffle = shuffle
         self.steps = math.ceil(self.n / self.batch_size)
@@ -39,22 +43,25 @@ class ArrayBatches:
         return take(self.x, slice(0, 1)), take(self.y, slice(0, 1))
 
     def split(self, validation_split):
-        """Keras holds out the last samples, before shuffling: -> (train batches, validation (x, y))."""
+        """Keras holds out the last samples, before shuffling: -> (train batches, validation
+        (x, y, sample_weight))."""
         split = int(self.n * (1.0 - validation_split))
-        held = (take(self.x, slice(split, None)), take(self.y, slice(split, None)))
-        return ArrayBatches(take(self.x, slice(0, split)), take(self.y, slice(0, split)), self.batch_size,
-                            self.shuffle), held
+        kept, held = slice(0, split), slice(split, None)
+        return (ArrayBatches(take(self.x, kept), take(self.y, kept), self.batch_size, self.shuffle,
+                             take(self.sample_weight, kept)),
+                (take(self.x, held), take(self.y, held), take(self.sample_weight, held)))
 
     def epoch(self):
         order = np.random.permutation(self.n) if self.shuffle else None
         for step in range(self.steps):
             sl = slice(step * self.batch_size, min(self.n, (step + 1) * self.batch_size))
             idx = order[sl] if order is not None else sl
-            yield take(self.x, idx), take(self.y, idx)
+            yield take(self.x, idx), take(self.y, idx), take(self.sample_weight, idx)
 
 
 class DatasetBatches:
-    """A Dataset of ``x`` or ``(x,)`` or ``(x, y)`` batches; steps known when its cardinality is."""
+    """A Dataset of ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)`` batches; steps known
+    when its cardinality is."""
 
     def __init__(self, dataset):
         self.dataset = dataset
@@ -62,7 +69,7 @@ class DatasetBatches:
         self.steps = n if n >= 0 else None
 
     def first(self):
-        x, y = _unpack(next(iter(self.dataset)))
+        x, y, _ = _unpack(next(iter(self.dataset)))
         return take(_numpy(x), slice(0, 1)), take(_numpy(y), slice(0, 1))
 
     def epoch(self):
@@ -76,21 +83,19 @@ def _numpy(x):
 
 def _unpack(element):
     if isinstance(element, tuple):
-        if len(element) == 1:
-            return element[0], None
-        if len(element) == 2:
-            return element
-        if len(element) == 3:
-            raise NotImplementedError("jitgrad's Keras has no sample weights ((x, y, sample_weight) elements).")
+        if 1 <= len(element) <= 3:
+            return tuple(element) + (None,) * (3 - len(element))
         raise ValueError(f"Data is expected to be in format `x`, `(x,)`, `(x, y)`, or `(x, y, sample_weight)`, "
                          f"found a tuple of {len(element)} elements.")
-    return element, None
+    return element, None, None
 
 
-def batches(x, y, batch_size, shuffle=False):
+def batches(x, y, batch_size, shuffle=False, sample_weight=None):
     if isinstance(x, Dataset):
         if y is not None:     # Keras 3's message; a batch_size is ignored, as in Keras
             raise ValueError("When providing `x` as a tf.data.Dataset, `y` should not be passed. Instead, the "
                              "targets should be included as part of the tf.data.Dataset.")
+        if sample_weight is not None:
+            raise ValueError("`sample_weight` argument is not supported when using a dataset as input.")
         return DatasetBatches(x)
-    return ArrayBatches(x, y, batch_size, shuffle)
+    return ArrayBatches(x, y, batch_size, shuffle, sample_weight)

@@ -138,18 +138,19 @@ class Model(Layer):
 
     # ---------------------------------------------------------------- steps
     def train_step(self, data):
-        x, y = data
+        x, y, sample_weight = _unpack_step(data)
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self.compute_loss(x, y, y_pred)
+            loss = self.compute_loss(x, y, y_pred, sample_weight)
         variables = self.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        if variables:          # a frozen model still runs its step (and its metrics), as Keras's
+            self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return self._update_metrics(x, y, y_pred, loss)
 
     def test_step(self, data):
-        x, y = data
+        x, y, sample_weight = _unpack_step(data)
         y_pred = self(x, training=False)
-        return self._update_metrics(x, y, y_pred, self.compute_loss(x, y, y_pred))
+        return self._update_metrics(x, y, y_pred, self.compute_loss(x, y, y_pred, sample_weight))
 
     def predict_step(self, data):
         return self(data, training=False)
@@ -165,12 +166,12 @@ class Model(Layer):
 
     def make_train_function(self):
         if self._train_fn is None:
-            self._train_fn = self._step_function(lambda x, y: self.train_step((x, y)))
+            self._train_fn = self._step_function(lambda x, y, w: self.train_step((x, y, w)))
         return self._train_fn
 
     def make_test_function(self):
         if self._test_fn is None:
-            self._test_fn = self._step_function(lambda x, y: self.test_step((x, y)))
+            self._test_fn = self._step_function(lambda x, y, w: self.test_step((x, y, w)))
         return self._test_fn
 
     def make_predict_function(self):
@@ -181,7 +182,7 @@ class Model(Layer):
     # ---------------------------------------------------------------- loops
     def _check_compiled(self):
         if not self.compiled:
-            raise RuntimeError("You must call `compile()` before using the model.")
+            raise ValueError("You must call `compile()` before using the model.")
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
@@ -189,9 +190,9 @@ class Model(Layer):
         """Trains for ``epochs`` epochs over numpy arrays (``ceil(n / batch_size)`` steps) or a
         batched ``tf.data.Dataset`` of ``(x, y)``; returns a History."""
         self._check_compiled()
-        if class_weight is not None or sample_weight is not None or steps_per_epoch is not None:
-            raise NotImplementedError("jitgrad's fit has no class_weight, sample_weight or steps_per_epoch.")
-        data = _batches(x, y, batch_size, shuffle)
+        if class_weight is not None or steps_per_epoch is not None:
+            raise NotImplementedError("jitgrad's fit has no class_weight or steps_per_epoch.")
+        data = _batches(x, y, batch_size, shuffle, sample_weight)
         if validation_split and validation_data is None:
             if not isinstance(data, ArrayBatches):
                 raise ValueError("`validation_split` is only supported for Tensors or NumPy arrays, not for a "
@@ -209,13 +210,14 @@ class Model(Layer):
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
             cb.on_epoch_begin(epoch)
-            for step, (bx, by) in enumerate(data.epoch()):
+            for step, (bx, by, bw) in enumerate(data.epoch()):
                 cb.on_train_batch_begin(step)
-                logs = _python_logs(train(bx, by))
+                logs = _python_logs(train(bx, by, bw))
                 cb.on_train_batch_end(step, logs)
             epoch_logs = dict(logs)
             if validation_data is not None and (epoch + 1) % validation_freq == 0:
-                val = self.evaluate(*_validation_args(validation_data), batch_size=validation_batch_size or
+                vx, vy, vw = _validation_args(validation_data)
+                val = self.evaluate(vx, vy, sample_weight=vw, batch_size=validation_batch_size or
                                     (batch_size if isinstance(data, ArrayBatches) else None), verbose=0,
                                     return_dict=True, _in_fit=True)
                 epoch_logs.update({"val_" + k: v for k, v in val.items()})
@@ -230,7 +232,7 @@ class Model(Layer):
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, _in_fit=False):
         self._check_compiled()
-        data = _batches(x, y, batch_size)
+        data = _batches(x, y, batch_size, sample_weight=sample_weight)
         self._ensure_built(*data.first())
         cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
         cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
@@ -238,9 +240,9 @@ class Model(Layer):
         self.reset_metrics()
         cb.on_test_begin()
         logs = {}
-        for step, (bx, by) in enumerate(data.epoch()):
+        for step, (bx, by, bw) in enumerate(data.epoch()):
             cb.on_test_batch_begin(step)
-            logs = _python_logs(test(bx, by))
+            logs = _python_logs(test(bx, by, bw))
             cb.on_test_batch_end(step, logs)
         cb.on_test_end(logs)
         if return_dict:
@@ -256,7 +258,7 @@ class Model(Layer):
         pred = self.make_predict_function()
         outs = []
         cb.on_predict_begin()
-        for step, (bx, _) in enumerate(data.epoch()):
+        for step, (bx, _, _) in enumerate(data.epoch()):
             cb.on_predict_batch_begin(step)
             outs.append(nest.map_structure(lambda t: np.asarray(t), pred(bx)))
             cb.on_predict_batch_end(step)
@@ -268,13 +270,26 @@ class Model(Layer):
         text = summary_text(self)
         (print_fn or print)(text)
 
-    def train_on_batch(self, x, y, return_dict=False):
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
+        return self._on_batch(self.make_train_function(), x, y, sample_weight, class_weight, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        return self._on_batch(self.make_test_function(), x, y, sample_weight, None, return_dict)
+
+    def _on_batch(self, step, x, y, sample_weight, class_weight, return_dict):
+        """One step on one batch, metrics reset first; Keras 3's result: the logs, or the loss
+        alone (a float) without metrics, else the list of metric values."""
         self._check_compiled()
-        x, y = _as_array(x), _as_array(y)
+        if class_weight is not None:
+            raise NotImplementedError("jitgrad's Keras has no class_weight.")
+        x, y, sample_weight = _as_array(x), _as_array(y), _as_array(sample_weight)
         self._ensure_built(_take(x, slice(0, 1)), _take(y, slice(0, 1)))
         self.reset_metrics()
-        logs = _python_logs(self.make_train_function()(x, y))
-        return logs if return_dict else [logs[m.name] for m in self.metrics]
+        logs = _python_logs(step(x, y, sample_weight))
+        if return_dict:
+            return logs
+        values = [logs[m.name] for m in self.metrics]
+        return values[0] if len(values) == 1 else values
 
     def predict_on_batch(self, x):
         x = _as_array(x)
@@ -283,13 +298,21 @@ class Model(Layer):
 
 
 def _validation_args(validation_data):
-    """``validation_data`` as evaluate's (x, y): a Dataset, or an (x, y) tuple (Keras 3 also takes
-    (x, y, sample_weight), which jitgrad does not support)."""
+    """``validation_data`` as evaluate's (x, y, sample_weight): a Dataset, or an (x, y) or
+    (x, y, sample_weight) tuple."""
     if isinstance(validation_data, tuple):
-        if len(validation_data) != 2:
-            raise NotImplementedError("jitgrad's fit takes validation_data as (x, y) or a tf.data.Dataset.")
-        return validation_data
-    return validation_data, None
+        if len(validation_data) not in (2, 3):
+            raise ValueError("`validation_data` should be a tuple `(val_x, val_y, val_sample_weight)` or "
+                             f"`(val_x, val_y)`. Found a tuple of {len(validation_data)} elements.")
+        return tuple(validation_data) + (None,) * (3 - len(validation_data))
+    return validation_data, None, None
+
+
+def _unpack_step(data):
+    """A step's data: (x, y, sample_weight), from x, (x,), (x, y) or (x, y, sample_weight)."""
+    if isinstance(data, tuple):
+        return tuple(data) + (None,) * (3 - len(data))
+    return data, None, None
 
 
 def _python_logs(logs):
