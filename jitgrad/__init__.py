@@ -236,9 +236,14 @@ from . import optimizers as _opt  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
                    MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer)
 from . import keras_optimizers as _kopt  # noqa: E402
+from . import learning_rate_schedules as _lrs  # noqa: E402
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,
                      RMSprop=_kopt.RMSprop, Adagrad=_kopt.Adagrad, Adamax=_kopt.Adamax, Nadam=_kopt.Nadam,
-                     AdamW=_kopt.AdamW)
+                     AdamW=_kopt.AdamW,
+                     schedules=_module("keras.optimizers.schedules", **{
+                         name: getattr(_lrs, name) for name in (
+                             "LearningRateSchedule", "ExponentialDecay", "InverseTimeDecay", "PiecewiseConstantDecay",
+                             "PolynomialDecay", "CosineDecay", "CosineDecayRestarts")}))
 
 
 # ---- tf.random (values from numpy's generator, TF's seeding rules: ops/random_ops.py)

@@ -13,6 +13,7 @@ import contextlib
 from . import context, dtypes
 from .func_graph import in_region, outermost
 from .gradients import gradients
+from .learning_rate_schedules import LearningRateSchedule
 from .graph import Tensor
 from .ops import clip_ops, math_ops
 from .ops.array_ops import fill, zeros
@@ -278,9 +279,13 @@ class KerasOptimizer:
                 self._slot(var, name)
 
     def _lr(self, dtype):
+        """Keras 3's current rate: a schedule is called with the step count, any other callable
+        with no arguments (a closure over whatever it reads)."""
         lr = self.learning_rate
-        if callable(lr):
+        if isinstance(lr, LearningRateSchedule):
             lr = lr(self.iterations)
+        elif callable(lr):
+            lr = lr()
         return math_ops.cast(lr, dtype)
 
     def apply_gradients(self, grads_and_vars, name=None):

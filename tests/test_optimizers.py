@@ -169,10 +169,16 @@ def test_tf_optimizers_alias_and_errors():
         tf.keras.optimizers.SGD(momentum=1.5)
 
 
-def test_learning_rate_schedule_callable():
+def test_learning_rate_schedule_and_callable():
     w = tf.Variable([1.0])
-    opt = tf.keras.optimizers.SGD(learning_rate=lambda step: 0.1 / (1.0 + tf.cast(step, tf.float32)))
+    opt = tf.keras.optimizers.SGD(learning_rate=tf.keras.optimizers.schedules.InverseTimeDecay(0.1, 1, 1.0))
     for k in range(3):
         opt.apply_gradients([(tf.constant([1.0]), w)])
-    expected = 1.0 - 0.1 - 0.1 / 2 - 0.1 / 3
+    expected = 1.0 - 0.1 - 0.1 / 2 - 0.1 / 3                  # 0.1 / (1 + step)
     np.testing.assert_allclose(w.numpy(), [expected], rtol=1e-6)
+    rate = tf.Variable(0.5)                                   # Keras 3: any other callable takes no arguments
+    opt = tf.keras.optimizers.SGD(learning_rate=lambda: rate * 2.0)
+    opt.apply_gradients([(tf.constant([1.0]), w)])
+    np.testing.assert_allclose(w.numpy(), [expected - 1.0], rtol=1e-6)
+    with pytest.raises(TypeError):                            # a step argument is a schedule's, as in TF 2.21
+        tf.keras.optimizers.SGD(learning_rate=lambda step: 0.1).apply_gradients([(tf.constant([1.0]), w)])
