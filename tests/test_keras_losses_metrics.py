@@ -349,3 +349,37 @@ def test_categorical_label_smoothing_counts_the_last_axis():
     want = -np.sum(smoothed * np.log(q), axis=0).mean()
     got = float(keras.losses.CategoricalCrossentropy(axis=0, label_smoothing=0.2)(y, p))
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_root_mean_squared_error_and_top_k_metrics_match_numpy():
+    rng = np.random.default_rng(11)
+    yt, yp = rng.uniform(0, 1, (6, 4)), rng.uniform(0, 1, (6, 4))
+    w = np.array([1, 0, 2, 0.5, 1, 3])
+    m = keras.metrics.RootMeanSquaredError()
+    m.update_state(yt, yp, sample_weight=w)
+    per_sample = np.mean((yp - yt) ** 2, axis=1)
+    np.testing.assert_allclose(float(m.result()), np.sqrt(np.sum(per_sample * w) / w.sum()), rtol=1e-6)
+    labels = np.array([0, 1, 2, 3, 1, 0])
+    rank_of_label = np.array([np.sum(yp[i] > yp[i, labels[i]]) for i in range(6)])  # classes strictly above
+    for k in (1, 2, 3):
+        sparse = keras.metrics.SparseTopKCategoricalAccuracy(k=k)
+        sparse.update_state(labels, yp)
+        dense = keras.metrics.TopKCategoricalAccuracy(k=k)
+        dense.update_state(np.eye(4)[labels], yp)
+        np.testing.assert_allclose([float(sparse.result()), float(dense.result())], [np.mean(rank_of_label < k)] * 2)
+
+
+def test_metric_wrappers_of_losses_and_names_as_keras3():
+    yt, yp = np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([[1.0, 0.0], [2.0, 2.0]])
+    cos = keras.metrics.CosineSimilarity()
+    cos.update_state(yt, yp)
+    np.testing.assert_allclose(float(cos.result()), (0.0 + 1.0) / 2, rtol=1e-6)      # +similarity for a metric
+    assert isinstance(keras.metrics.get("log_cosh_error"), keras.metrics.LogCoshError)
+    assert keras.metrics.get("LogCoshError").name == "logcosh"
+    assert isinstance(keras.metrics.get("bce"), keras.metrics.BinaryCrossentropy)
+    bce = keras.metrics.BinaryCrossentropy(from_logits=True)
+    bce.update_state([[1.0], [0.0]], [[2.0], [-1.0]])
+    np.testing.assert_allclose(float(bce.result()), np.mean([np.log1p(np.exp(-2.0)), np.log1p(np.exp(-1.0))]),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="Could not interpret metric"):
+        keras.metrics.get("kld")                          # not a Keras 3 metric name

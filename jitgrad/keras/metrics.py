@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_to_tensor
-from ..ops import array_ops, math_ops, reduction_ops
+from ..module import camel_to_snake
+from ..ops import array_ops, math_composites, math_ops, reduction_ops
 from ..variables import Variable
 from . import losses
 
@@ -172,10 +173,98 @@ class MeanAbsoluteError(MeanMetricWrapper):
         super().__init__(losses.mean_absolute_error, name, dtype)
 
 
-_BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "binary_accuracy": BinaryAccuracy,
-            "categorical_accuracy": CategoricalAccuracy, "sparse_categorical_accuracy": SparseCategoricalAccuracy,
-            "mse": MeanSquaredError, "mean_squared_error": MeanSquaredError, "mae": MeanAbsoluteError,
-            "mean_absolute_error": MeanAbsoluteError}
+def top_k_categorical_accuracy(y_true, y_pred, k=5):
+    """Keras 3's: 1 where the true class (argmax of y_true) is among y_pred's k largest."""
+    y_pred = convert_to_tensor(y_pred)
+    return _in_top_k(reduction_ops.argmax(math_ops.cast(convert_to_tensor(y_true), y_pred.dtype), -1), y_pred, k)
+
+
+def sparse_top_k_categorical_accuracy(y_true, y_pred, k=5):
+    """Keras 3's: 1 where the integer label is among y_pred's k largest."""
+    y_pred = convert_to_tensor(y_pred)
+    y_true = convert_to_tensor(y_true)
+    if y_true.shape.rank is not None and y_true.shape.rank == y_pred.shape.rank and y_true.shape.as_list()[-1] == 1:
+        y_true = array_ops.squeeze(y_true, [-1])
+    return _in_top_k(y_true, y_pred, k)
+
+
+def _in_top_k(labels, y_pred, k):
+    # in_top_k takes [batch, classes]: higher ranks go through flat, as Keras reshapes them
+    shape = array_ops.shape(labels)
+    flat_pred = array_ops.reshape(y_pred, [-1, y_pred.shape.as_list()[-1]])
+    hits = math_composites.in_top_k(math_ops.cast(array_ops.reshape(labels, [-1]), dtypes.int32), flat_pred, k)
+    return array_ops.reshape(math_ops.cast(hits, dtypes.float32), shape)
+
+
+def cosine_similarity(y_true, y_pred, axis=-1):
+    """Keras 3's metric: sum(normalize(t) * normalize(p), axis) (the loss is its negative)."""
+    return -losses.cosine_similarity(y_true, y_pred, axis=axis)
+
+
+class RootMeanSquaredError(Mean):
+    """sqrt of the (weighted) mean of the per-sample mean squared errors."""
+
+    def __init__(self, name="root_mean_squared_error", dtype=None):
+        super().__init__(name, dtype)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true, y_pred = _aligned(math_ops.cast(convert_to_tensor(y_true), self.dtype),
+                                  math_ops.cast(convert_to_tensor(y_pred), self.dtype))
+        return super().update_state(math_ops.square(y_pred - y_true), sample_weight)
+
+    def result(self):
+        return math_ops.sqrt(super().result())
+
+
+def _wrapper_class(class_name, fn, default_name, **defaults):
+    """A Keras 3 MeanMetricWrapper class over ``fn``: (options..., name, dtype) as Keras's order."""
+    params = [*defaults, "name", "dtype"]
+
+    def __init__(self, *args, **kwargs):
+        options = {**defaults, "name": default_name, "dtype": None, **dict(zip(params, args)), **kwargs}
+        name, dtype = options.pop("name"), options.pop("dtype")
+        MeanMetricWrapper.__init__(self, fn, name, dtype, **options)
+        for key, value in options.items():
+            setattr(self, key, value)
+    return type(class_name, (MeanMetricWrapper,), {"__init__": __init__, "__module__": __name__})
+
+
+TopKCategoricalAccuracy = _wrapper_class("TopKCategoricalAccuracy", top_k_categorical_accuracy,
+                                         "top_k_categorical_accuracy", k=5)
+SparseTopKCategoricalAccuracy = _wrapper_class("SparseTopKCategoricalAccuracy", sparse_top_k_categorical_accuracy,
+                                               "sparse_top_k_categorical_accuracy", k=5)
+MeanAbsolutePercentageError = _wrapper_class("MeanAbsolutePercentageError", losses.mean_absolute_percentage_error,
+                                             "mean_absolute_percentage_error")
+MeanSquaredLogarithmicError = _wrapper_class("MeanSquaredLogarithmicError", losses.mean_squared_logarithmic_error,
+                                             "mean_squared_logarithmic_error")
+LogCoshError = _wrapper_class("LogCoshError", losses.log_cosh, "logcosh")
+CosineSimilarity = _wrapper_class("CosineSimilarity", cosine_similarity, "cosine_similarity", axis=-1)
+KLDivergence = _wrapper_class("KLDivergence", losses.kl_divergence, "kl_divergence")
+Poisson = _wrapper_class("Poisson", losses.poisson, "poisson")
+Hinge = _wrapper_class("Hinge", losses.hinge, "hinge")
+SquaredHinge = _wrapper_class("SquaredHinge", losses.squared_hinge, "squared_hinge")
+CategoricalHinge = _wrapper_class("CategoricalHinge", losses.categorical_hinge, "categorical_hinge")
+BinaryCrossentropy = _wrapper_class("BinaryCrossentropy", losses.binary_crossentropy, "binary_crossentropy",
+                                    from_logits=False, label_smoothing=0.0)
+CategoricalCrossentropy = _wrapper_class("CategoricalCrossentropy", losses.categorical_crossentropy,
+                                         "categorical_crossentropy", from_logits=False, label_smoothing=0.0,
+                                         axis=-1)
+SparseCategoricalCrossentropy = _wrapper_class("SparseCategoricalCrossentropy",
+                                               losses.sparse_categorical_crossentropy,
+                                               "sparse_categorical_crossentropy", from_logits=False, axis=-1)
+
+
+_CLASSES = (Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MeanSquaredError,
+            MeanAbsoluteError, RootMeanSquaredError, TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy,
+            MeanAbsolutePercentageError, MeanSquaredLogarithmicError, LogCoshError, CosineSimilarity, KLDivergence,
+            Poisson, Hinge, SquaredHinge, CategoricalHinge, BinaryCrossentropy, CategoricalCrossentropy,
+            SparseCategoricalCrossentropy)
+# Keras 3's names: each class by its name and its snake_case name, plus the short aliases
+_BY_NAME = {**{cls.__name__: cls for cls in _CLASSES}, **{camel_to_snake(cls.__name__): cls for cls in _CLASSES},
+            "acc": Accuracy, "bce": BinaryCrossentropy, "BCE": BinaryCrossentropy, "mse": MeanSquaredError,
+            "MSE": MeanSquaredError, "mae": MeanAbsoluteError, "MAE": MeanAbsoluteError,
+            "mape": MeanAbsolutePercentageError, "MAPE": MeanAbsolutePercentageError,
+            "msle": MeanSquaredLogarithmicError, "MSLE": MeanSquaredLogarithmicError}
 
 
 def get(identifier, y_true_shape=None, y_pred_shape=None):
