@@ -2,6 +2,7 @@
 
     import jitgrad as tf
 """
+import functools as _functools
 import importlib as _importlib
 import sys as _sys
 import types as _types
@@ -266,18 +267,37 @@ from .print_ops import print_v2 as print  # noqa: E402,A001
 from .assert_ops import Assert  # noqa: E402
 
 
+def _v1_cast(x, name=None, dtype=None):
+    """tf.compat.v1.to_float and its kin: a cast named as TF 1's ("ToFloat", ...)."""
+    return cast(x, dtype, name=name)
+
+
 def _fill_compat_v1():
     """`import jitgrad.compat.v1 as tf` is the TF1 entry point: it holds the v1
     functions above plus every public top-level name (dtypes, ops, tf.nn, ...)."""
     for key, value in list(globals().items()):
         if not key.startswith("_") and key not in ("compat", "v1") and key not in v1.__dict__:
             setattr(v1, key, value)
+    # TF 1 also had most of tf.math and tf.linalg at its top level (tf.segment_sum, tf.lgamma,
+    # tf.matrix_set_diag, ...)
+    for module in (math, linalg):
+        for key, value in module.__dict__.items():
+            if not key.startswith("_") and key not in v1.__dict__:
+                setattr(v1, key, value)
     # tf.compat.v1.nn: tf.nn with TF 1's dropout (keep_prob)
     v1.nn = _module("compat.v1.nn", **{k: v for k, v in nn.__dict__.items() if not k.startswith("__")})
     v1.nn.dropout = _n.dropout_v1
     v1.nn.softmax_cross_entropy_with_logits = _n.softmax_cross_entropy_with_logits_v1
     v1.nn.softmax_cross_entropy_with_logits_v2 = _n.softmax_cross_entropy_with_logits_v2_v1
     v1.nn.max_pool, v1.nn.avg_pool = _pool.max_pool_v1, _pool.avg_pool_v1   # (value, ..., input=None)
+    # TF 1's spellings of TF 2 functions
+    for dtype_name, dtype in (("float", "float32"), ("double", "float64"), ("int32", "int32"), ("int64", "int64"),
+                              ("bfloat16", "bfloat16"), ("complex64", "complex64"), ("complex128", "complex128")):
+        setattr(v1, "to_" + dtype_name, _functools.partial(_v1_cast, dtype=getattr(dtypes, dtype)))
+    v1.arg_max, v1.arg_min, v1.reverse_v2, v1.where_v2, v1.floor_div = argmax, argmin, reverse, where, floordiv
+    v1.assign = lambda ref, value, validate_shape=None, use_locking=None, name=None: ref.assign(value, name=name)
+    v1.assign_add = lambda ref, value, use_locking=None, name=None: ref.assign_add(value, name=name)
+    v1.assign_sub = lambda ref, value, use_locking=None, name=None: ref.assign_sub(value, name=name)
     v1.Session = Session  # the v1 names win over anything of the same name above
     _sys.modules[__name__ + ".compat"] = compat
     _sys.modules[__name__ + ".compat.v1"] = v1

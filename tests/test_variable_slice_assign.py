@@ -84,3 +84,18 @@ def test_slice_of_variable_is_still_differentiable():
     want = np.zeros_like(INITIAL)
     want[1:, ::2] = 3.0
     np.testing.assert_array_equal(t.gradient(y, v).numpy(), want)
+
+
+def test_compat_v1_spellings():
+    """TF 1's names for TF 2 functions: to_float & co., arg_max, assign_add, tf.math at the top."""
+    v1 = tf.compat.v1
+    assert v1.to_float([1, 2]).dtype == tf.float32 and v1.to_int64([1.7]).dtype == tf.int64
+    np.testing.assert_array_equal(v1.to_int32([1.7, -1.7]).numpy(), [1, -1])          # truncation, as cast
+    np.testing.assert_array_equal(v1.arg_max([[1, 3], [4, 2]], 1).numpy(), [1, 0])
+    np.testing.assert_array_equal(v1.segment_sum([1.0, 2.0, 3.0], [0, 0, 1]).numpy(), [3.0, 3.0])
+    w = tf.Variable(1.0)
+    v1.assign_add(w, 2.0)
+    v1.assign_sub(w, 0.5)
+    assert w.numpy() == 2.5
+    v1.assign(w, 7.0)
+    assert w.numpy() == 7.0
