@@ -374,9 +374,22 @@ def __getattr__(name):
     return module
 
 
+# tf.compat.v1's variable scopes and initializers (variable_scope.py, on Keras's initializers):
+# loaded when a TF 1 program first asks for one.
+_V1_VARIABLE_SCOPE = ("variable_scope", "get_variable", "get_variable_scope", "VariableScope", "AUTO_REUSE",
+                      "zeros_initializer", "ones_initializer", "constant_initializer", "random_normal_initializer",
+                      "truncated_normal_initializer", "random_uniform_initializer", "variance_scaling_initializer",
+                      "glorot_uniform_initializer", "glorot_normal_initializer")
+
+
 def _v1_getattr(name):
     if name in _LAZY:
         return __getattr__(name)
+    if name in _V1_VARIABLE_SCOPE:
+        scopes = _importlib.import_module(".variable_scope", __name__)
+        for key in _V1_VARIABLE_SCOPE:
+            setattr(v1, key, getattr(scopes, key))
+        return getattr(scopes, name)
     raise AttributeError(f"module 'jitgrad.compat.v1' has no attribute {name!r}")
 
 
