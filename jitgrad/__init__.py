@@ -212,6 +212,8 @@ math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1p
 from .ops import segment_ops as _segment  # noqa: E402
 for _name in _segment.__all__:
     setattr(math, _name, getattr(_segment, _name))
+# TF 2.21 has tf.truncatediv / tf.truncatemod at the top level only (no tf.math.truncatediv)
+from .ops.math_ops import truncatediv, truncatemod  # noqa: E402,F401
 from .ops.sort_ops import sort, argsort  # noqa: E402,F401
 from .ops import sort_ops as _sort  # noqa: E402
 math.top_k = nn.top_k = _sort.top_k
