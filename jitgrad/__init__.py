@@ -307,6 +307,7 @@ boolean_mask = _mask.boolean_mask
 slice = _a.slice_  # noqa: A001
 py_function, numpy_function = _pyf.py_function, _pyf.numpy_function
 math.cumprod = cumprod = _r.cumprod
+math.cumulative_logsumexp = _r.cumulative_logsumexp   # (tf.math only, as TF 2.21)
 from .ops import complex_ops as _cx  # noqa: E402
 from .dtypes import (float16, half, bfloat16, int8, int16, uint8, uint16, uint32, uint64,  # noqa: E402,F401
                      complex64, complex128)
