@@ -187,6 +187,8 @@ nn.max_pool2d, nn.avg_pool2d, nn.max_pool, nn.avg_pool = _pool.max_pool2d, _pool
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
 from .ops import conv as _conv  # noqa: E402
 from .ops.unique import unique, unique_with_counts  # noqa: E402,F401
+from .ops.bincount import bincount as _bincount  # noqa: E402
+math.bincount = v1.bincount = _bincount   # (TF 2.21: tf.math.bincount and tf.compat.v1.bincount, no tf.bincount)
 nn.conv2d, nn.conv1d = _conv.conv2d, _conv.conv1d
 from .ops.scatter_nd import (scatter_nd, tensor_scatter_nd_add, tensor_scatter_nd_sub,  # noqa: E402,F401
                              tensor_scatter_nd_update)
