@@ -212,6 +212,8 @@ math.erfc = v1.erfc = _m.erfc  # likewise
 from .ops import xlogy_ops as _xlogy  # noqa: E402
 from .ops import gamma_ops as _gamma  # noqa: E402
 math.lgamma, math.digamma = _gamma.lgamma, _gamma.digamma   # (tf.math only, as TF 2.21)
+from .ops import erfinv_ops as _erfinv  # noqa: E402
+math.erfinv, math.ndtri = _erfinv.erfinv, _erfinv.ndtri   # (tf.math only, as TF 2.21)
 math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1py
 from .ops import segment_ops as _segment  # noqa: E402
 for _name in _segment.__all__:

@@ -161,7 +161,8 @@ def trigamma_of(m, x):
 
 
 class NumpyMath:
-    """The interface above for float64 numpy arrays (the reference interpreter's kernels)."""
+    """The interface above for float64 numpy arrays (the reference interpreter's kernels;
+    ops/erfinv_ops.py's too, which also use exp, sqrt, erf and erfc)."""
     c = staticmethod(np.float64)
     add, sub = staticmethod(np.add), staticmethod(np.subtract)
     mul, div = staticmethod(np.multiply), staticmethod(np.divide)
@@ -171,13 +172,20 @@ class NumpyMath:
                           staticmethod(np.greater_equal), staticmethod(np.equal))
     and_, or_, isnan = staticmethod(np.logical_and), staticmethod(np.logical_or), staticmethod(np.isnan)
     where = staticmethod(np.where)
+    exp, sqrt = staticmethod(np.exp), staticmethod(np.sqrt)
+    erf = staticmethod(np.vectorize(math.erf, otypes=[np.float64]))     # (libm's, as math_ops' Erf kernel)
+    erfc = staticmethod(np.vectorize(math.erfc, otypes=[np.float64]))
 
 
-def _kernel(fn, op_name):
+def float64_kernel(fn, op_name, half_types=("V",)):
+    """The reference kernel of ``fn(NumpyMath, x)``: x widened to float64, the result rounded
+    to x's type; TF's NotFoundError for the types it has no CPU kernel of (``half_types``:
+    numpy kinds / names, bfloat16 "V")."""
     def kernel(attrs, x):
-        if x.dtype.kind == "V":      # bfloat16 (ml_dtypes)
+        if x.dtype.kind in half_types or x.dtype.name in half_types:
+            name = {"float16": "HALF"}.get(x.dtype.name, "BFLOAT16")
             raise NotFoundError(None, None, f"Could not find device for node: {{{{node {op_name}}}}} = "
-                                            f"{op_name}[T=DT_BFLOAT16]")
+                                            f"{op_name}[T=DT_{name}]")
         with np.errstate(all="ignore"):
             return np.asarray(fn(NumpyMath, x.astype(np.float64)), np.float64).astype(x.dtype)
     return kernel
@@ -188,11 +196,11 @@ def _trigamma_grad(op, g):
                       "gradient of its own here): higher derivatives of digamma / lgamma are not available")
 
 
-register("Lgamma", infer=unary(FLOATS), kernel=_kernel(lgamma_of, "Lgamma"),
+register("Lgamma", infer=unary(FLOATS), kernel=float64_kernel(lgamma_of, "Lgamma"),
          grad=lambda op, g: [multiply(g, digamma(op.inputs[0]))], kind="elementwise", cost=40)
-register("Digamma", infer=unary(FLOATS), kernel=_kernel(digamma_of, "Digamma"),
+register("Digamma", infer=unary(FLOATS), kernel=float64_kernel(digamma_of, "Digamma"),
          grad=lambda op, g: [multiply(g, apply_op("Trigamma", [op.inputs[0]]))], kind="elementwise", cost=40)
-register("Trigamma", infer=unary(FLOATS), kernel=_kernel(trigamma_of, "Polygamma"), grad=_trigamma_grad,
+register("Trigamma", infer=unary(FLOATS), kernel=float64_kernel(trigamma_of, "Polygamma"), grad=_trigamma_grad,
          kind="elementwise", cost=40)
 
 
