@@ -57,7 +57,8 @@ def _infer(shapes, dts, attrs):
     return [((None,) if s is None or len(s) == 1 else (s[0], None), dts[2])]
 
 
-register("DenseBincount", denormals="keep", infer=_infer, kernel=_dense_bincount, data_dependent_shape=True,
+register("DenseBincount", denormals="flush",   # (sums of weights: TF adds with FTZ + DAZ)
+         infer=_infer, kernel=_dense_bincount, data_dependent_shape=True,
          lowering="interpreter", grad=NO_GRADIENT_RULE, kind="other", shape_only=())
 
 
