@@ -188,6 +188,8 @@ nn.max_pool2d, nn.avg_pool2d, nn.max_pool, nn.avg_pool = _pool.max_pool2d, _pool
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
 from .ops import conv as _conv  # noqa: E402
 from .ops.unique import unique, unique_with_counts  # noqa: E402,F401
+from .ops.bincount import bincount as _bincount  # noqa: E402
+math.bincount = v1.bincount = _bincount   # (TF 2.21: tf.math.bincount and tf.compat.v1.bincount, no tf.bincount)
 nn.conv2d, nn.conv1d = _conv.conv2d, _conv.conv1d
 from .ops.scatter_nd import (scatter_nd, tensor_scatter_nd_add, tensor_scatter_nd_sub,  # noqa: E402,F401
                              tensor_scatter_nd_update)
@@ -209,10 +211,16 @@ math.softsign = _n.softsign   # TF exports softsign under tf.math too
 math.erf = v1.erf = _m.erf     # TF 2 has no top-level tf.erf (TF 1 did)
 math.erfc = v1.erfc = _m.erfc  # likewise
 from .ops import xlogy_ops as _xlogy  # noqa: E402
+from .ops import gamma_ops as _gamma  # noqa: E402
+math.lgamma, math.digamma = _gamma.lgamma, _gamma.digamma   # (tf.math only, as TF 2.21)
+from .ops import erfinv_ops as _erfinv  # noqa: E402
+math.erfinv, math.ndtri = _erfinv.erfinv, _erfinv.ndtri   # (tf.math only, as TF 2.21)
 math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1py
 from .ops import segment_ops as _segment  # noqa: E402
 for _name in _segment.__all__:
     setattr(math, _name, getattr(_segment, _name))
+# TF 2.21 has tf.truncatediv / tf.truncatemod at the top level only (no tf.math.truncatediv)
+from .ops.math_ops import truncatediv, truncatemod  # noqa: E402,F401
 from .ops.sort_ops import sort, argsort  # noqa: E402,F401
 from .ops import sort_ops as _sort  # noqa: E402
 math.top_k = nn.top_k = _sort.top_k
@@ -330,6 +338,7 @@ boolean_mask = _mask.boolean_mask
 slice = _a.slice_  # noqa: A001
 py_function, numpy_function = _pyf.py_function, _pyf.numpy_function
 math.cumprod = cumprod = _r.cumprod
+math.cumulative_logsumexp = _r.cumulative_logsumexp   # (tf.math only, as TF 2.21)
 from .ops import complex_ops as _cx  # noqa: E402
 from .dtypes import (float16, half, bfloat16, int8, int16, uint8, uint16, uint32, uint64,  # noqa: E402,F401
                      complex64, complex128)

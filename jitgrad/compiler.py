@@ -37,7 +37,7 @@ import numpy as np
 
 from . import buffers as _buffers, denormals, dynamic_outputs as _dynamic_outputs, gc_pause, interpreter
 from .dtypes import NATIVE as NATIVE_DTYPES
-from .errors import InvalidArgumentError
+from .errors import InternalError, InvalidArgumentError
 # (register ListCheck, SetRow, ZeroRows: a cached program may hold them)
 from .ops import list_ops, row_store, zero_rows  # noqa: F401
 from .ops.logging_ops import failed_assert_message, flush_region_prints
@@ -187,8 +187,10 @@ class Kernel:
 
 
 def _raise_status(code, status=None):
-    from .codegen.irutil import ERR_ASSERT, VALUE_CODES, error_message
+    from .codegen.irutil import ERR_ASSERT, INTERNAL_CODES, VALUE_CODES, error_message
     flush_region_prints()
+    if code in INTERNAL_CODES:
+        raise InternalError(None, None, error_message(code))
     if code == ERR_ASSERT:
         raise InvalidArgumentError(None, None, failed_assert_message())
     if code in VALUE_CODES and status is not None:    # its values are in words 4 and 5

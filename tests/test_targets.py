@@ -179,7 +179,7 @@ def _same_values(got, want):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_baseline_target_rounds_without_libm(dtype):
     """The SSE2 baseline has no round instruction (SSE4.1): Floor, Ceil, Round and
-    float FloorDiv are inline code there -- no call in the kernel (libm's floorf
+    float FloorDiv / TruncateDiv are inline code there -- no call in the kernel (libm's floorf
     was called per element before) -- and give numpy's values (TF's Round is
     half to even: np.rint; FloorDiv is floor(x / y), as the reference kernel). In the
     flush-denormals mode (the default, TF's numerics) those values are numpy's on the
@@ -192,11 +192,11 @@ def test_baseline_target_rounds_without_libm(dtype):
     with g.as_default():
         x = tf.compat.v1.placeholder(dtype, X.shape)
         y = tf.compat.v1.placeholder(dtype, X.shape)
-        outs = [tf.floor(x), tf.math.ceil(x), tf.round(x), tf.math.floordiv(x, y)]
+        outs = [tf.floor(x), tf.math.ceil(x), tf.round(x), tf.math.floordiv(x, y), tf.truncatediv(x, y)]
     fl = denormals.flush if tf.config.get_flush_denormals() else (lambda a: a)
     Xf, Yf = fl(X), fl(Y)
     with np.errstate(all="ignore"):
-        want = [np.floor(Xf), np.ceil(Xf), np.rint(Xf), np.floor(fl(Xf / Yf))]
+        want = [np.floor(Xf), np.ceil(Xf), np.rint(Xf), np.floor(fl(Xf / Yf)), np.trunc(fl(Xf / Yf))]
     with _session(g, "x86-64") as s:
         asm = s.explain(outs, {x: X, y: Y}).asm
         assert "roundp" not in asm and "rounds" not in asm
@@ -204,7 +204,7 @@ def test_baseline_target_rounds_without_libm(dtype):
         asm = re.sub(r"movabsq\t\$\w+_body, %rax\n\tcallq\t\*%rax", "", asm)
         assert not re.search(r"\bcall", asm), re.findall(r"\bcall\w*\s+\S+", asm)[:4]
         got = s.run(outs, {x: X, y: Y})
-    for op, gv, wv in zip(("Floor", "Ceil", "Round", "FloorDiv"), got, want):
+    for op, gv, wv in zip(("Floor", "Ceil", "Round", "FloorDiv", "TruncateDiv"), got, want):
         assert gv.dtype == dtype, op
         _same_values(gv, wv)
     with tf.compat.v1.Session(graph=g) as host:   # roundss/roundps on the host: the same bits

@@ -9,6 +9,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
+from ..ops.math_ops import TRUNCATE_DIV_ZERO_MESSAGE
 from ..ops.zero_rows import LENGTH_MESSAGE
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -41,6 +42,8 @@ ERR_LIST_APPEND = 26
 ERR_ZERO_ROWS_LENGTH = 27
 ERR_SEGMENT_RANGE = 28  # a segment id past num_segments, or a negative sorted one (codegen/lower_segment.py)
 ERR_SEGMENT_ORDER = 29  # sorted segment ids that decrease (codegen/lower_segment.py)
+# TruncateDiv / TruncateMod by an integer 0: TF 2.21 raises InternalError here (compiler.py)
+ERR_TRUNCATE_DIV_ZERO = 30
 LIST_CHECK_CODES = {"access": ERR_LIST_ACCESS, "modify": ERR_LIST_MODIFY, "gather": ERR_LIST_GATHER,
                     "scatter": ERR_LIST_SCATTER, "length": ERR_LIST_LENGTH, "unstack": ERR_LIST_UNSTACK,
                     "append": ERR_LIST_APPEND}
@@ -72,6 +75,8 @@ ERROR_MESSAGES = {
 ERROR_MESSAGES[ERR_SEGMENT_RANGE] = "segment_ids out of range [0, num_segments) (sorted ids: must be >= 0)"
 ERROR_MESSAGES[ERR_SEGMENT_ORDER] = "segment ids are not increasing"
 ERROR_MESSAGES[ERR_ZERO_ROWS_LENGTH] = LENGTH_MESSAGE   # (the interpreter's too)
+ERROR_MESSAGES[ERR_TRUNCATE_DIV_ZERO] = TRUNCATE_DIV_ZERO_MESSAGE   # (likewise)
+INTERNAL_CODES = frozenset({ERR_TRUNCATE_DIV_ZERO})   # raised as InternalError, not InvalidArgumentError
 VALUE_CODES = frozenset(LIST_CHECK_CODES.values())   # codes whose message formats status words 4, 5
 
 

@@ -8,7 +8,7 @@ propagation (no fast-math flags anywhere).
 from .. import dtypes
 from . import vecmath
 from .lower_list_checks import list_check
-from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, const, intrinsic, reg_type, ty_suffix, vec_type
+from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, ERR_TRUNCATE_DIV_ZERO, const, intrinsic, reg_type, ty_suffix, vec_type
 
 
 def _dt(node, k=0):
@@ -40,12 +40,12 @@ def _binary_arith(fop, iop):
     return f
 
 
-def _safe_divisor(kb, y, W, dt):
-    """y with 0 (error) and -1 (overflow INT_MIN / -1 is UB) replaced by 1."""
+def _safe_divisor(kb, y, W, dt, code=ERR_INT_DIV_ZERO):
+    """y with 0 (error ``code``) and -1 (overflow INT_MIN / -1 is UB) replaced by 1."""
     b = kb.b
     zero, one, mone = const(dt, 0, W), const(dt, 1, W), const(dt, -1, W)
     is0 = b.icmp_signed("==", y, zero)
-    kb.set_error(is0, ERR_INT_DIV_ZERO)
+    kb.set_error(is0, code)
     bad = b.or_(is0, b.icmp_signed("==", y, mone))
     return b.select(bad, one, y), b.icmp_signed("==", y, mone)
 
@@ -81,6 +81,28 @@ def _floormod(kb, node, xs, W):
     adj = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, ys), zero))
     r = b.select(adj, b.add(r, ys), r)
     return b.select(is_m1, zero, r)
+
+
+def _truncatediv(kb, node, xs, W):
+    """C's division (toward zero); floats trunc(x / y); INT_MIN / -1 wraps to INT_MIN."""
+    x, y = xs
+    b = kb.b
+    dt = _dt(node)
+    if _is_float(dt):
+        return vecmath.emit_rounding(b, "trunc", b.fdiv(x, y), kb.target.has_round)
+    ys, is_m1 = _safe_divisor(kb, y, W, dt, ERR_TRUNCATE_DIV_ZERO)
+    return b.select(is_m1, b.sub(const(dt, 0, W), x), b.sdiv(x, ys))
+
+
+def _truncatemod(kb, node, xs, W):
+    """C's fmod / % (x's sign); x % -1 is 0."""
+    x, y = xs
+    b = kb.b
+    dt = _dt(node)
+    if _is_float(dt):
+        return b.frem(x, y)
+    ys, is_m1 = _safe_divisor(kb, y, W, dt, ERR_TRUNCATE_DIV_ZERO)
+    return b.select(is_m1, const(dt, 0, W), b.srem(x, ys))
 
 
 def _pow(kb, node, xs, W):
@@ -261,7 +283,7 @@ def _square(kb, node, xs, W):
 # 2.5-3x slower than the explicit vector form: kernel.py vectorises a nest whose
 # innermost run is too short for a vector across the run before it instead
 # when these occur.
-SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan"})
+SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan", "Lgamma", "Digamma", "Trigamma"})   # (the last: codegen/lower_gamma.py)
 
 
 def _unary_vm(name):
@@ -409,6 +431,8 @@ ELEMENTWISE = {
     "RealDiv": _realdiv,
     "FloorDiv": _floordiv,
     "FloorMod": _floormod,
+    "TruncateDiv": _truncatediv,
+    "TruncateMod": _truncatemod,
     "Pow": _pow,
     "Maximum": _maximum,
     "Minimum": _minimum,

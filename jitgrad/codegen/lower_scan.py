@@ -1,12 +1,15 @@
-"""Scans along axes: Cumsum, Cumprod and ProdExcept (reduce_prod's gradient helper).
+"""Scans along axes: Cumsum, Cumprod, CumulativeLogsumexp and ProdExcept (reduce_prod's
+gradient helper).
 
 MATERIALISE {op type: fn(kb, node, outs, dry)}.  Both are scalar loops (W=1)
 that walk the scanned elements in a fixed order on one thread, reproducing
 the reference kernels' sequential numpy accumulation (np.cumsum,
 np.cumprod) operation for operation, so results are bit-identical to the
-interpreter's and independent of the thread count.
+interpreter's and independent of the thread count (CumulativeLogsumexp: the same
+steps, with vecmath's exp / log1p for numpy's, within an ulp or so of them).
 """
 from ..shapes import normalize_axes
+from . import vecmath
 from .irutil import c64, const, load_buf, reg_type, store_buf
 
 
@@ -37,11 +40,28 @@ def _scanned(kb, node, dry):
     return x, shape
 
 
-def _scan(is_product):
+def _logsumexp_step(kb, dt):
+    """TF's LogSumExp scan step (ops/reduction_ops.py's reference, operation for operation):
+    mi / ma with std::min / std::max's NaN rule, ma + log1p(exp(mi - ma)), ma where it is -inf."""
+    b = kb.b
+
+    def vm(name, v):
+        return vecmath.emit(b, name, [v], fma=kb.target.has_fma, vector_bits=kb.target.vector_bits)
+
+    def step(acc, t):
+        mi = b.select(b.fcmp_ordered("<", t, acc), t, acc)
+        ma = b.select(b.fcmp_ordered("<", acc, t), t, acc)
+        lse = b.fadd(vm("log1p", vm("exp", b.fsub(mi, ma))), ma)
+        return b.select(b.fcmp_ordered("==", ma, const(dt, float("-inf"))), ma, lse)
+    return step
+
+
+def _scan(kind):
     def emit(kb, node, outs, dry):
         """out[k] = x[0] + ... + x[k] along the axis (Cumprod: x[0] * ... * x[k];
-        exclusive: up to k-1; reverse: from the end), accumulated sequentially
-        in the input dtype like np.cumsum / np.cumprod(..., dtype=x.dtype)."""
+        CumulativeLogsumexp: log-add-exp steps from -inf; exclusive: up to k-1; reverse:
+        from the end), accumulated sequentially in the input dtype like the reference
+        kernels (np.cumsum / np.cumprod(..., dtype=x.dtype))."""
         x, shape = _scanned(kb, node, dry)
         if x is None:
             return
@@ -53,12 +73,16 @@ def _scan(is_product):
         dt = out.dtype
         b = kb.b
         f = dt.is_floating
+        is_product = kind == "prod"
         # -0.0 (fadd) and 1 (fmul) are exact identities (-0.0 + x == x and
         # 1.0 * x == x for every x), so the first partial result is x[0] itself, as in numpy.
         start = const(dt, 1 if is_product else (-0.0 if f else 0))
         # the first exclusive element is a literal identity (+0.0 or 1), as the reference's
         first = const(dt, 1 if is_product else 0)
-        if is_product:
+        if kind == "logsumexp":     # (TF's reducer starts at -inf, an exclusive scan's first value)
+            start = first = const(dt, float("-inf"))
+            combine = _logsumexp_step(kb, dt)
+        elif is_product:
             combine = b.fmul if f else b.mul
         else:
             combine = b.fadd if f else b.add
@@ -122,7 +146,8 @@ def _prod_except(kb, node, outs, dry):
 
 
 MATERIALISE = {
-    "Cumsum": _scan(False),
-    "Cumprod": _scan(True),
+    "Cumsum": _scan("sum"),
+    "Cumprod": _scan("prod"),
+    "CumulativeLogsumexp": _scan("logsumexp"),
     "ProdExcept": _prod_except,
 }

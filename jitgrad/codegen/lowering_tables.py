@@ -13,8 +13,9 @@ ELEMENTWISE, LAYOUT, MATERIALISE, ALIAS, NEEDS_BUFFER = None, None, None, None, 
 
 def _lowering_tables():
     from . import (lower_elementwise, lower_layout, lower_reduction, lower_matmul, lower_scan, lower_control, lower_random,
-                   lower_rows_gather, lower_row_store, lower_segment, lower_top_k)
+                   lower_rows_gather, lower_row_store, lower_segment, lower_top_k, lower_gamma)
     elem = dict(lower_elementwise.ELEMENTWISE)
+    elem.update(lower_gamma.ELEMENTWISE)
     layout = dict(lower_layout.LAYOUT)
     layout.update(lower_top_k.LAYOUT)
     mat = {}

@@ -325,6 +325,11 @@ class _Em:
         r = self.copysign(self.sub(self.add(a, big), big), x)
         return self.sel(self.cmp("<", a, big), r, x)
 
+    def trunc(self, x):
+        if self.has_round:
+            return self.intr("trunc", x)
+        return self.copysign(self.floor(self.abs(x)), x)   # (-0.5 -> -0.0; inf, NaN pass)
+
     def copysign(self, a, b):
         return self.intr("copysign", a, b)
 
@@ -1783,11 +1788,11 @@ _BINARY = {"pow": _pow, "atan2": _atan2}
 FUNCTIONS = tuple(sorted(_UNARY)) + tuple(sorted(_BINARY))
 
 
-ROUNDING = ("floor", "ceil", "rint")
+ROUNDING = ("floor", "ceil", "rint", "trunc")
 
 
 def emit_rounding(builder, name, x, native):
-    """floor / ceil / rint (half to even) of x (float, double or a vector of either).
+    """floor / ceil / rint (half to even) / trunc of x (float, double or a vector of either).
     native: the target has SSE4.1's round instruction (codegen/target.py
     `Target.has_round`), which llvm.floor etc. become; without it they would be a
     libm call per lane, so the rounding is done inline with the 2**mant trick

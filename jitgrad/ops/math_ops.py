@@ -7,11 +7,11 @@ import numpy as np
 
 from .. import dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of
-from ..errors import InvalidArgumentError, UnimplementedError
+from ..errors import InternalError, InvalidArgumentError, NotFoundError, UnimplementedError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
-from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
 
 BOOL = (dtypes.bool_,)
 SIGNED = NUMBERS
@@ -114,6 +114,43 @@ def _floormod(x, y):
     with np.errstate(invalid="ignore"):
         r = np.fmod(x, y)
         return np.where((r != 0) & ((y < 0) != (r < 0)), r + y, r).astype(r.dtype, copy=False)
+
+
+# TF 2.21's TruncateDiv / TruncateMod kernels report an integer division by zero as an
+# InternalError with this message (eager, tf.function and Session alike; FloorDiv's is an
+# InvalidArgumentError "Integer division by zero"). Checked with real TF.
+TRUNCATE_DIV_ZERO_MESSAGE = "Unexpected error in binary operator (only integer div and mod should have errors)"
+
+
+def _truncate_check(y):
+    if y.dtype.kind in "iu" and np.any(y == 0):
+        raise InternalError(None, None, TRUNCATE_DIV_ZERO_MESSAGE)
+
+
+def _truncatediv(x, y):
+    """C's x / y rounded toward zero. Integers: MIN / -1 wraps to MIN (as TF's kernel);
+    floats: trunc of the quotient rounded to the type (float16 / bfloat16: the quotient
+    computed in float32 and rounded to the type, then truncated, as Eigen's half does)."""
+    _truncate_check(y)
+    if x.dtype.kind == "u":
+        return x // y
+    if x.dtype.kind == "i":
+        with np.errstate(over="ignore"):
+            q = x // y
+            return np.where((q < 0) & (q * y != x), q + 1, q).astype(q.dtype, copy=False)
+    if x.dtype.itemsize == 2:
+        return np.trunc((x.astype(np.float32) / y.astype(np.float32)).astype(x.dtype))
+    return np.trunc(x / y)
+
+
+def _truncatemod(x, y):
+    """C's fmod: the remainder of the truncated quotient, x's sign (floats: exact fmod, NaN
+    for y == 0 or an infinite x). TF has no CPU kernel for float16 / bfloat16."""
+    _truncate_check(y)
+    if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+        raise NotFoundError(None, None, f"Could not find device for node: {{{{node TruncateMod}}}} = "
+                                        f"TruncateMod[T=DT_{'HALF' if x.dtype == np.float16 else 'BFLOAT16'}]")
+    return np.fmod(x, y)
 
 
 def _pow(x, y):
@@ -235,6 +272,13 @@ _binary_op("FloorDiv", _floordiv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
 _binary_op("FloorMod", _floormod,
            lambda op, g: _binary_grads(op, g, multiply(g, negative(floordiv(op.inputs[0], op.inputs[1])))),
            NUMBERS, cost=4)
+
+
+# TF's op defs: TruncateDiv takes every real type (complex builds, but has no CPU kernel: not
+# taken here), TruncateMod int32 / int64 / floats. TF 2.21 registers TruncateDiv not
+# differentiable (GradientTape gives None) and no gradient for TruncateMod (LookupError).
+_binary_op("TruncateDiv", _truncatediv, NOT_DIFFERENTIABLE, NUMBERS, cost=4)
+_binary_op("TruncateMod", _truncatemod, NO_GRADIENT_RULE, FLOATS + (dtypes.int32, dtypes.int64), cost=4)
 
 
 def _pow_grad(op, g):
@@ -691,6 +735,16 @@ def floormod(x, y, name=None):
 
 
 mod = floormod
+
+
+def truncatediv(x, y, name=None):
+    """``tf.truncatediv``: x / y rounded toward zero (C's integer division)."""
+    return _b("TruncateDiv", x, y, name)
+
+
+def truncatemod(x, y, name=None):
+    """``tf.truncatemod``: the remainder of truncatediv, with x's sign (C's fmod / %)."""
+    return _b("TruncateMod", x, y, name)
 
 
 def pow(x, y, name=None):  # noqa: A001 - TF's name

@@ -7,10 +7,11 @@ from ..shapes import InputShapeError, broadcast_dims, normalize_axes, num_elemen
 from .. import context, dtypes
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
-from ._infer import COMPLEX, NUMBERS, check_dtype
+from ._infer import COMPLEX, FLOATS, NUMBERS, check_dtype
 from .array_ops import _int_arg, get_static_value, reshape, reshape_like, transpose
 from .complex_ops import conj, real
-from .math_ops import cast, divide, equal, multiply, divide_no_nan, sqrt
+from .math_ops import (add, cast, divide, equal, exp, greater, less, log, multiply, divide_no_nan, negative,
+                       sqrt, where)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .math_ops import square, subtract, zeros_like
 
@@ -445,6 +446,50 @@ register("Cumprod", denormals="flush",
          kind="other")
 
 
+def _logsumexp_pair(a, b):
+    """TF's LogSumExp scan step (scan_ops.h), operations in its order, in the tensor's type
+    (float16 / bfloat16 steps each rounded, as Eigen's half): with std::min / std::max's NaN
+    rule (a NaN b gives a back), ma + log1p(exp(mi - ma)), or ma itself where ma is -inf (so
+    -inf with -inf stays -inf; inf with inf is NaN)."""
+    mi = np.where(b < a, b, a)
+    ma = np.where(a < b, b, a)
+    lse = np.log1p(np.exp(mi - ma)) + ma
+    return np.where(ma == -np.inf, ma, lse).astype(a.dtype, copy=False)   # (ma < lowest: -inf)
+
+
+def _cumulative_logsumexp_kernel(attrs, x):
+    axis = attrs["axis"]
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"ScanOp: Expected scan axis in the range [{-x.ndim}, {x.ndim}), but got {axis}")
+    xs = np.moveaxis(x, axis, 0)
+    order = range(xs.shape[0] - 1, -1, -1) if attrs["reverse"] else range(xs.shape[0])
+    out = np.empty_like(xs)
+    acc = np.full(xs.shape[1:], -np.inf, x.dtype)     # TF's LogSumExpReducer starts at -inf
+    for k in order:
+        new = _logsumexp_pair(acc, xs[k])
+        out[k] = acc if attrs["exclusive"] else new
+        acc = new
+    return np.ascontiguousarray(np.moveaxis(out, 0, axis))
+
+
+def _cumulative_logsumexp_grad(op, g):
+    """TF's _CumulativeLogsumexpGrad: the upstream gradient split into its positive and
+    negative parts, each carried in log space by a cumulative_logsumexp the other way."""
+    x, out = op.inputs[0], op.outputs[0]
+    attrs = _scan_attrs(op, not op.get_attr("reverse"))
+    lowest = float(g.dtype.min)
+    log_pos = where(greater(g, 0), log(g), lowest)
+    log_neg = where(less(g, 0), log(negative(g)), lowest)
+    pos = exp(add(apply_op("CumulativeLogsumexp", [subtract(log_pos, out)], attrs), x))
+    neg = exp(add(apply_op("CumulativeLogsumexp", [subtract(log_neg, out)], attrs), x))
+    return [subtract(pos, neg)]
+
+
+register("CumulativeLogsumexp", denormals="flush",
+         infer=_scan_infer("CumulativeLogsumexp", FLOATS), kernel=_cumulative_logsumexp_kernel,
+         grad=_cumulative_logsumexp_grad, kind="other", cost=12)
+
+
 def _scan(op_type, x, axis, exclusive, reverse, name):
     (x,) = convert_all([x])
     axis = static_int(axis, f"the axis of {op_type.lower()}")
@@ -460,6 +505,13 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
 def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
     """``tf.math.cumprod``."""
     return _scan("Cumprod", x, axis, exclusive, reverse, name)
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumulative_logsumexp``: log(cumsum(exp(x))) along ``axis``, computed as TF's
+    kernel does, one numerically stable log-add-exp step per element (no overflow for large x,
+    no underflow to -inf for very negative ones); exclusive starts at -inf."""
+    return _scan("CumulativeLogsumexp", x, axis, exclusive, reverse, name)
 
 
 # ---------------------------------------------------------------- variance / std (composites)
