@@ -356,3 +356,11 @@ def _v1_getattr(name):
 
 
 v1.__getattr__ = _v1_getattr
+
+
+# ---- array composites (ops/array_composites.py): repeat, meshgrid, sequence_mask, searchsorted, ...
+from .ops.array_composites import (identity_n, meshgrid, repeat, reverse_sequence, searchsorted,  # noqa: E402,F401
+                                   sequence_mask, shape_n, unravel_index)
+v1.__dict__.update(identity_n=identity_n, meshgrid=meshgrid, repeat=repeat, reverse_sequence=reverse_sequence,
+                   searchsorted=searchsorted, sequence_mask=sequence_mask, shape_n=shape_n,
+                   unravel_index=unravel_index)
