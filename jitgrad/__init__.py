@@ -364,3 +364,17 @@ from .ops.array_composites import (identity_n, meshgrid, repeat, reverse_sequenc
 v1.__dict__.update(identity_n=identity_n, meshgrid=meshgrid, repeat=repeat, reverse_sequence=reverse_sequence,
                    searchsorted=searchsorted, sequence_mask=sequence_mask, shape_n=shape_n,
                    unravel_index=unravel_index)
+
+
+# ---- counting / checking composites (ops/counting_ops.py) and more math composites
+from .ops import counting_ops as _count  # noqa: E402
+from .ops.math_composites import scalar_mul  # noqa: E402,F401
+for _name in ("count_nonzero", "zero_fraction", "is_non_decreasing", "is_strictly_increasing",
+              "invert_permutation", "confusion_matrix"):
+    setattr(math, _name, getattr(_count, _name))
+math.scalar_mul, math.polyval, math.accumulate_n = scalar_mul, _mc.polyval, _mc.accumulate_n
+math.softmax = _n.softmax   # TF 2 exports softmax under tf.math too (log_softmax is above)
+v1.__dict__.update(count_nonzero=_count.count_nonzero_v1, invert_permutation=_count.invert_permutation,
+                   confusion_matrix=_count.confusion_matrix, scalar_mul=scalar_mul,
+                   accumulate_n=_mc.accumulate_n, is_non_decreasing=_count.is_non_decreasing,
+                   is_strictly_increasing=_count.is_strictly_increasing)
