@@ -378,3 +378,5 @@ v1.__dict__.update(count_nonzero=_count.count_nonzero_v1, invert_permutation=_co
                    confusion_matrix=_count.confusion_matrix, scalar_mul=scalar_mul,
                    accumulate_n=_mc.accumulate_n, is_non_decreasing=_count.is_non_decreasing,
                    is_strictly_increasing=_count.is_strictly_increasing)
+from .ops.scatter_nd_extremes import tensor_scatter_nd_max, tensor_scatter_nd_min  # noqa: E402,F401
+v1.tensor_scatter_nd_max, v1.tensor_scatter_nd_min = tensor_scatter_nd_max, tensor_scatter_nd_min
