@@ -380,3 +380,17 @@ v1.__dict__.update(count_nonzero=_count.count_nonzero_v1, invert_permutation=_co
                    is_strictly_increasing=_count.is_strictly_increasing)
 from .ops.scatter_nd_extremes import tensor_scatter_nd_max, tensor_scatter_nd_min  # noqa: E402,F401
 v1.tensor_scatter_nd_max, v1.tensor_scatter_nd_min = tensor_scatter_nd_max, tensor_scatter_nd_min
+
+
+# ---- tf.nn composites (ops/nn_composites.py)
+from .ops import nn_composites as _nc  # noqa: E402
+for _name in ("weighted_cross_entropy_with_logits", "sufficient_statistics", "weighted_moments",
+              "compute_average_loss", "scale_regularization_loss", "log_poisson_loss", "crelu", "space_to_depth",
+              "depth_to_space", "local_response_normalization"):
+    setattr(nn, _name, getattr(_nc, _name))
+nn.lrn = _nc.local_response_normalization
+v1.nn.__dict__.update({k: getattr(nn, k) for k in ("weighted_cross_entropy_with_logits", "weighted_moments",
+                                                  "log_poisson_loss", "crelu", "space_to_depth", "depth_to_space",
+                                                  "local_response_normalization", "lrn")})
+v1.nn.sufficient_statistics = _nc.sufficient_statistics_v1
+v1.space_to_depth, v1.depth_to_space = _nc.space_to_depth, _nc.depth_to_space
