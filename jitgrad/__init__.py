@@ -394,3 +394,9 @@ v1.nn.__dict__.update({k: getattr(nn, k) for k in ("weighted_cross_entropy_with_
                                                   "local_response_normalization", "lrn")})
 v1.nn.sufficient_statistics = _nc.sufficient_statistics_v1
 v1.space_to_depth, v1.depth_to_space = _nc.space_to_depth, _nc.depth_to_space
+
+
+# ---- tf.random.categorical / shuffle (ops/random_composites.py)
+from .ops import random_composites as _rc  # noqa: E402
+random.categorical, random.shuffle = _rc.categorical, _rc.shuffle
+v1.random.categorical, v1.random.shuffle, v1.random_shuffle = _rc.categorical, _rc.shuffle, _rc.shuffle

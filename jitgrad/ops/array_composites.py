@@ -16,11 +16,10 @@ from .. import context, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import (broadcast_to, concat, expand_dims, gather, get_static_value, identity, ones, range_,
-                        reshape, shape as shape_of, stack, tile, transpose)
+from .array_ops import (broadcast_to, concat, expand_dims, gather, get_static_value, ones, range_, reshape,
+                        shape as shape_of, stack, tile, transpose)
 from .gather_batched import gather as batched_gather
-from .mask_ops import boolean_mask
-from .math_ops import (abs as abs_, cast, floordiv, floormod, less, logical_not, maximum, multiply, ones_like,
+from .math_ops import (abs as abs_, cast, floordiv, floormod, identity, less, logical_not, maximum, multiply, ones_like,
                        sign, subtract, where)
 from .reduction_ops import cumprod, cumsum, reduce_max, reduce_sum
 

@@ -9,8 +9,8 @@ from .. import context, debugging, dtypes
 from ..convert import convert_all, convert_to_tensor
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import identity, range_, reshape, size, squeeze, stack
-from .math_ops import (add, cast, equal, greater, greater_equal, less, logical_and, maximum, multiply,
+from .array_ops import range_, reshape, size, squeeze, stack
+from .math_ops import (add, cast, equal, greater, greater_equal, identity, less, logical_and, maximum, multiply,
                        not_equal, ones_like, realdiv, subtract)
 from .reduction_ops import reduce_all, reduce_max, reduce_sum
 from .segment_ops import unsorted_segment_sum
