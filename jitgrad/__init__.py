@@ -400,3 +400,9 @@ v1.space_to_depth, v1.depth_to_space = _nc.space_to_depth, _nc.depth_to_space
 from .ops import random_composites as _rc  # noqa: E402
 random.categorical, random.shuffle = _rc.categorical, _rc.shuffle
 v1.random.categorical, v1.random.shuffle, v1.random_shuffle = _rc.categorical, _rc.shuffle, _rc.shuffle
+
+
+# ---- more tf.linalg composites (ops/linalg_composites.py)
+linalg.normalize, linalg.cholesky_solve, linalg.set_diag = _lc.normalize, _lc.cholesky_solve, _lc.set_diag
+linalg.tensor_diag, linalg.tensor_diag_part = _lc.tensor_diag, _lc.tensor_diag_part
+v1.matrix_set_diag, v1.cholesky_solve = _lc.set_diag, _lc.cholesky_solve
