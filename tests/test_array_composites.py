@@ -116,6 +116,10 @@ def test_unravel_index(graph_mode):
     assert tf.unravel_index([-1], [7, 6]).numpy().tolist() == [[0], [-1]]
     with pytest.raises(InvalidArgumentError):
         tf.unravel_index([42], [7, 6])
+    with pytest.raises(InvalidArgumentError):        # (fed: TF's kernel check is an assertion here)
+        run_graph(lambda i: tf.unravel_index(i, [7, 6]), [np.array([3, 42], np.int32)], graph_mode)
+    with pytest.raises(InvalidArgumentError):
+        tf.unravel_index([3], [2, -2])
     with pytest.raises(InvalidArgumentError):
         tf.unravel_index([[1]], [7, 6])
     with pytest.raises(InvalidArgumentError):       # (eager: TF's kernel lookup fails)
@@ -141,8 +145,12 @@ def test_reverse_sequence(graph_mode):
     got = run_graph(lambda p, n: tf.reverse_sequence(p, n, seq_axis=2, batch_axis=1), [x, lens.astype(np.int64)],
                     graph_mode)
     np.testing.assert_array_equal(got, want)
+    for bad in ([1, 5, 0], [1, -1, 0]):
+        with pytest.raises(InvalidArgumentError):
+            run_graph(lambda p, n: tf.reverse_sequence(p, n, seq_axis=2, batch_axis=1),
+                      [x, np.array(bad, np.int32)], graph_mode)
     y = tf.constant(x)
-    for bad in (dict(seq_lengths=[2, 5], seq_axis=2), dict(seq_lengths=[2, 3, 4], seq_axis=2),
+    for bad in (dict(seq_lengths=[2, 5], seq_axis=2), dict(seq_lengths=[-1, 2], seq_axis=2), dict(seq_lengths=[2, 3, 4], seq_axis=2),
                 dict(seq_lengths=[2, 3], seq_axis=0)):
         with pytest.raises(InvalidArgumentError):
             tf.reverse_sequence(y, **bad)

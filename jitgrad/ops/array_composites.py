@@ -7,12 +7,12 @@ tensors) is one gather of np.repeat's indices, so its output shape is static; a 
 scalar is a tile and a reshape; run-time vector repeats give a data-dependent length (see
 _repeat_by_mask), which runs in the interpreter. searchsorted counts comparisons (n * m per
 row: TF's binary search is not an existing op). The run-time checks TF's kernels make
-(unravel_index's index range, reverse_sequence's lengths) are made when the values are known
-while the graph is built (eager mode, constants); fed values are not checked.
+(unravel_index's index range, reverse_sequence's lengths) are tf.debugging assertions the
+result depends on: InvalidArgumentError eagerly and when a graph runs.
 """
 import numpy as np
 
-from .. import context, dtypes
+from .. import context, debugging, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
@@ -21,7 +21,8 @@ from .array_ops import (broadcast_to, concat, expand_dims, gather, get_static_va
 from .gather_batched import gather as batched_gather
 from .math_ops import (abs as abs_, cast, floordiv, floormod, identity, less, logical_not, maximum, multiply, ones_like,
                        sign, subtract, where)
-from .reduction_ops import cumprod, cumsum, reduce_max, reduce_sum
+from .counting_ops import after_checks
+from .reduction_ops import cumprod, cumsum, reduce_max, reduce_prod, reduce_sum
 
 _INDEX_TYPES = (dtypes.int32, dtypes.int64)
 
@@ -198,12 +199,10 @@ def unravel_index(indices, dims, name=None):
         raise _shape_error(idx, f"The indices can only be scalar or vector, got \"{idx.shape}\"")
     if d.shape.rank is not None and d.shape.rank != 1:
         raise _shape_error(idx, f"The indices can only be 1-D, got \"{d.shape}\"")
-    known_i, known_d = _static(idx), _static(d)
-    if known_d is not None:
-        if np.any(known_d <= 0) if known_d.size else False:
-            raise InvalidArgumentError(f"Input dims must be > 0, got {known_d.tolist()}")
-        if known_i is not None and np.any(known_i >= np.prod(known_d, dtype=np.int64)):
-            raise InvalidArgumentError("index out of bounds")
+    # TF's kernel checks: dims >= 0 and each index < prod(dims) (a negative index passes)
+    checks = [debugging.assert_non_negative(d, message="Input dims cannot be negative"),
+              debugging.assert_less(idx, reduce_prod(d), message="index is out of bound as with dims")]
+    idx = after_checks(checks, idx)
     # TF's kernel: (i % prod(dims[k:])) / prod(dims[k + 1:]) in C++'s truncating arithmetic, so a
     # negative index (which it lets through) gives negative coordinates: sign(i) * that of |i|
     inner = cumprod(d, exclusive=True, reverse=True)
@@ -255,9 +254,9 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
     b, n = dims[batch_axis], dims[seq_axis]
     if lens.shape.dims[0] is not None and lens.shape.dims[0] != b:
         raise type(err)(f"Length of seq_lengths != input.dims({batch_axis}), ({lens.shape.dims[0]} vs. {b})")
-    known = _static(lens)
-    if known is not None and np.any(known > n):
-        raise InvalidArgumentError(f"seq_lens({int(np.argmax(known > n))}) > input.dims({seq_axis})")
+    checks = [debugging.assert_non_negative(lens, message="seq_lens < 0"),
+              debugging.assert_less_equal(lens, cast(n, lens.dtype), message=f"seq_lens > input.dims({seq_axis})")]
+    lens = after_checks(checks, lens)
     rest = [a for a in range(rank) if a not in (batch_axis, seq_axis)]
     perm = [batch_axis, seq_axis] + rest
     moved = reshape(transpose(x, perm), [b, n, -1])

@@ -22,12 +22,12 @@ def _graph(t):
     return None if isinstance(t, EagerTensor) else t.graph
 
 
-def _after(checks, t):
+def after_checks(checks, t):
     """``t`` once the graph's assertions ``checks`` have run (eagerly they already have)."""
     ops = [c for c in checks if c is not None]
     if not ops:
         return t
-    with t.graph.control_dependencies(ops):
+    with ops[0].graph.control_dependencies(ops):
         return identity(t)
 
 
@@ -94,8 +94,8 @@ def invert_permutation(x, name=None):
     hits = unsorted_segment_sum(ones_like(p), p, n)
     checks.append(debugging.assert_equal(reduce_all(equal(hits, 1)), True,
                                          message="invert_permutation: a value appears more than once"))
-    return _after(checks, unsorted_segment_sum(positions, p, n)) if name is None else \
-        identity(_after(checks, unsorted_segment_sum(positions, p, n)), name=name)
+    return after_checks(checks, unsorted_segment_sum(positions, p, n)) if name is None else \
+        identity(after_checks(checks, unsorted_segment_sum(positions, p, n)), name=name)
 
 
 def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=dtypes.int32, name=None):
@@ -124,7 +124,7 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
     static_n = num_classes if isinstance(num_classes, (int, np.integer)) else None
     flat = add(multiply(labels, n), predictions)
     if not isinstance(labels, EagerTensor):
-        flat = _after(checks, flat)
+        flat = after_checks(checks, flat)
     cells = multiply(n, n) if static_n is None else static_n * static_n
     counts = unsorted_segment_sum(values, flat, cells)
     dims = [static_n, static_n] if static_n is not None else stack([n, n])
