@@ -406,3 +406,5 @@ v1.random.categorical, v1.random.shuffle, v1.random_shuffle = _rc.categorical, _
 linalg.normalize, linalg.cholesky_solve, linalg.set_diag = _lc.normalize, _lc.cholesky_solve, _lc.set_diag
 linalg.tensor_diag, linalg.tensor_diag_part = _lc.tensor_diag, _lc.tensor_diag_part
 v1.matrix_set_diag, v1.cholesky_solve = _lc.set_diag, _lc.cholesky_solve
+v1.multinomial = lambda logits, num_samples, seed=None, name=None, output_dtype=None: _rc.categorical(
+    logits, num_samples, dtype=output_dtype, seed=seed, name=name)   # TF 1's name for categorical
