@@ -5,7 +5,7 @@ identity_n, shape_n. They compile and differentiate as their parts do.
 repeat with repeats known when the graph is built (Python values, constants, eager
 tensors) is one gather of np.repeat's indices, so its output shape is static; a run-time
 scalar is a tile and a reshape; run-time vector repeats give a data-dependent length (see
-_repeat_by_mask), which runs in the interpreter. searchsorted counts comparisons (n * m per
+_repeat_at_run_time), which runs in the interpreter. searchsorted counts comparisons (n * m per
 row: TF's binary search is not an existing op). The run-time checks TF's kernels make
 (unravel_index's index range, reverse_sequence's lengths) are tf.debugging assertions the
 result depends on: InvalidArgumentError eagerly and when a graph runs.
@@ -85,10 +85,10 @@ def repeat(input, repeats, axis=None, name=None):  # noqa: A002
         tiled = tile(expand_dims(x, axis + 1), stack(multiples))
         dims = shape_of(x)
         return reshape(tiled, concat([dims[:axis], stack([r * dims[axis]]), dims[axis + 1:]], 0), name=name)
-    return _repeat_by_mask(x, reps, axis, name)
+    return _repeat_at_run_time(x, reps, axis, name)
 
 
-def _repeat_by_mask(x, reps, axis, name):
+def _repeat_at_run_time(x, reps, axis, name):
     """Run-time repeats: TF's other implementation (its non-XLA one when enabled), a gather of
     searchsorted(cumsum(repeats), range(sum), 'right'): the same values as TF's default sequence
     mask and boolean_mask, with a gather's gradient. The range's length depends on the data, so
