@@ -403,3 +403,55 @@ def _v1_getattr(name):
 
 
 v1.__getattr__ = _v1_getattr
+
+
+# ---- array composites (ops/array_composites.py): repeat, meshgrid, sequence_mask, searchsorted, ...
+from .ops.array_composites import (identity_n, meshgrid, repeat, reverse_sequence, searchsorted,  # noqa: E402,F401
+                                   sequence_mask, shape_n, unravel_index)
+v1.__dict__.update(identity_n=identity_n, meshgrid=meshgrid, repeat=repeat, reverse_sequence=reverse_sequence,
+                   searchsorted=searchsorted, sequence_mask=sequence_mask, shape_n=shape_n,
+                   unravel_index=unravel_index)
+
+
+# ---- counting / checking composites (ops/counting_ops.py) and more math composites
+from .ops import counting_ops as _count  # noqa: E402
+from .ops.math_composites import scalar_mul  # noqa: E402,F401
+for _name in ("count_nonzero", "zero_fraction", "is_non_decreasing", "is_strictly_increasing",
+              "invert_permutation", "confusion_matrix"):
+    setattr(math, _name, getattr(_count, _name))
+math.scalar_mul, math.polyval, math.accumulate_n = scalar_mul, _mc.polyval, _mc.accumulate_n
+math.softmax = _n.softmax   # TF 2 exports softmax under tf.math too (log_softmax is above)
+v1.__dict__.update(count_nonzero=_count.count_nonzero_v1, invert_permutation=_count.invert_permutation,
+                   confusion_matrix=_count.confusion_matrix, scalar_mul=scalar_mul,
+                   accumulate_n=_mc.accumulate_n, is_non_decreasing=_count.is_non_decreasing,
+                   is_strictly_increasing=_count.is_strictly_increasing)
+from .ops.scatter_nd_extremes import tensor_scatter_nd_max, tensor_scatter_nd_min  # noqa: E402,F401
+v1.tensor_scatter_nd_max, v1.tensor_scatter_nd_min = tensor_scatter_nd_max, tensor_scatter_nd_min
+
+
+# ---- tf.nn composites (ops/nn_composites.py)
+from .ops import nn_composites as _nc  # noqa: E402
+for _name in ("weighted_cross_entropy_with_logits", "sufficient_statistics", "weighted_moments",
+              "compute_average_loss", "scale_regularization_loss", "log_poisson_loss", "crelu", "space_to_depth",
+              "depth_to_space", "local_response_normalization"):
+    setattr(nn, _name, getattr(_nc, _name))
+nn.lrn = _nc.local_response_normalization
+v1.nn.__dict__.update({k: getattr(nn, k) for k in ("weighted_cross_entropy_with_logits", "weighted_moments",
+                                                  "log_poisson_loss", "crelu", "space_to_depth", "depth_to_space",
+                                                  "local_response_normalization", "lrn")})
+v1.nn.sufficient_statistics = _nc.sufficient_statistics_v1
+v1.space_to_depth, v1.depth_to_space = _nc.space_to_depth, _nc.depth_to_space
+
+
+# ---- tf.random.categorical / shuffle (ops/random_composites.py)
+from .ops import random_composites as _rc  # noqa: E402
+random.categorical, random.shuffle = _rc.categorical, _rc.shuffle
+v1.random.categorical, v1.random.shuffle, v1.random_shuffle = _rc.categorical, _rc.shuffle, _rc.shuffle
+
+
+# ---- more tf.linalg composites (ops/linalg_composites.py)
+linalg.normalize, linalg.cholesky_solve, linalg.set_diag = _lc.normalize, _lc.cholesky_solve, _lc.set_diag
+linalg.tensor_diag, linalg.tensor_diag_part = _lc.tensor_diag, _lc.tensor_diag_part
+v1.matrix_set_diag, v1.cholesky_solve = _lc.set_diag, _lc.cholesky_solve
+v1.multinomial = lambda logits, num_samples, seed=None, name=None, output_dtype=None: _rc.categorical(
+    logits, num_samples, dtype=output_dtype, seed=seed, name=name)   # TF 1's name for categorical

@@ -106,3 +106,58 @@ def test_variable_scatter_methods():
         return v.read_value()
     np.testing.assert_array_equal(step().numpy(), [10.0, -1.0, 30.0])
     np.testing.assert_array_equal(v.numpy(), [10.0, -1.0, 30.0])
+
+
+def _np_extreme(t, idx, upd, better):
+    """TF's CPU kernel: the updates folded in order, acc = better(u, acc) ? u : acc (so a NaN
+    update never wins and a NaN in the tensor stays)."""
+    out = t.copy()
+    for v, u in zip(idx, upd):
+        out[tuple(v)] = np.where(better(u, out[tuple(v)]), u, out[tuple(v)])
+    return out
+
+
+def _np_extreme_grad(t, idx, upd, out, w):
+    """TF's _TensorScatterMinOrMaxGrad: w shared equally by the tensor and the updates equal
+    to the result."""
+    x_hits = (t == out).astype(float)
+    y_hits = np.array([(u == out[tuple(v)]) for v, u in zip(idx, upd)], float).reshape(upd.shape)
+    hits = x_hits.copy()
+    for v, h in zip(idx, y_hits):
+        hits[tuple(v)] += h
+    with np.errstate(invalid="ignore", divide="ignore"):      # (a NaN result: no hits, 0 / 0 as in TF)
+        return w * x_hits / hits, np.array([(w / hits)[tuple(v)] for v in idx]).reshape(upd.shape) * y_hits
+
+
+def test_scatter_max_min_values_and_gradients(no_fallback):
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        dims = [int(d) for d in rng.integers(1, 4, rng.integers(1, 3))]
+        k = int(rng.integers(1, len(dims) + 1))
+        idx, _ = _case(rng, dims, k, int(rng.integers(1, 7)))
+        upd = rng.integers(-2, 3, (len(idx),) + tuple(dims[k:])).astype(np.float64)     # ties
+        t = rng.integers(-2, 3, dims).astype(np.float64)
+        if trial == 0:
+            upd.reshape(-1)[0], t.reshape(-1)[-1] = np.nan, np.nan
+        w = rng.uniform(0.5, 1.5, dims)
+        g = tf.Graph()
+        with g.as_default():
+            ip, up, tp = ph(tf.int32, idx.shape), ph(tf.float64, upd.shape), ph(tf.float64, dims)
+            outs = [tf.tensor_scatter_nd_max(tp, ip, up), tf.tensor_scatter_nd_min(tp, ip, up)]
+            grads = [tf.gradients(tf.reduce_sum(o * w), [tp, up]) for o in outs]
+        got, got_grads = tf.compat.v1.Session(graph=g).run([outs, grads], {ip: idx, up: upd, tp: t})
+        for out, grad, better in zip(got, got_grads, (np.greater, np.less)):
+            want = _np_extreme(t, idx, upd, better)
+            np.testing.assert_array_equal(out, want)
+            for gv, wv in zip(grad, _np_extreme_grad(t, idx, upd, want, w)):
+                np.testing.assert_allclose(gv, wv, rtol=1e-12)
+
+
+def test_scatter_max_min_ints_and_errors():
+    t = tf.constant([[1, 2], [3, 4]])
+    assert tf.tensor_scatter_nd_max(t, [[1]], [[5, 0]]).numpy().tolist() == [[1, 2], [5, 4]]
+    assert tf.tensor_scatter_nd_min(t, [[1], [1]], [[5, 0], [2, 7]]).numpy().tolist() == [[1, 2], [2, 0]]
+    with pytest.raises(InvalidArgumentError):
+        tf.tensor_scatter_nd_max(t, [[2]], [[5, 0]])
+    with pytest.raises(InvalidArgumentError):
+        tf.tensor_scatter_nd_min(t, [[1]], [[5, 0, 1]])

@@ -1,14 +1,16 @@
 """tf.linalg functions that TF itself composes from other ops: trace, logdet, band_part,
-and cross (an op in TF; here its three component formulas, whose gradient is TF's
-cross(v, g), cross(g, u))."""
+normalize, cholesky_solve, tensor_diag / tensor_diag_part, and cross (an op in TF; here its
+three component formulas, whose gradient is TF's cross(v, g), cross(g, u)) and set_diag
+(an op in TF; here a select, main diagonal only)."""
 import numpy as np
 
 from ..convert import convert_all, convert_to_tensor
 from ..eager import EagerTensor
-from .array_ops import stack, unstack
+from ..errors import InvalidArgumentError
+from .array_ops import expand_dims, gather, reshape, stack, unstack
 from .complex_ops import real
-from .linalg_ops import cholesky, diag_part
-from .math_ops import (less, less_equal, log, logical_and, logical_or, multiply, subtract, where,
+from .linalg_ops import cholesky, diag, diag_part, matrix_triangular_solve, norm
+from .math_ops import (cast, less, less_equal, log, logical_and, logical_or, multiply, subtract, truediv, where,
                        zeros_like)
 from .reduction_ops import reduce_sum
 
@@ -55,4 +57,64 @@ def cross(a, b, name=None):
                   subtract(multiply(a1, b2), multiply(a2, b1))], axis=-1, name=name)
 
 
+def normalize(tensor, ord="euclidean", axis=None, name=None):  # noqa: A002
+    """``tf.linalg.normalize``: (tensor / norm, norm), the norm kept with size-1 axes."""
+    (x,) = convert_all([tensor])
+    n = cast(norm(x, ord, axis, keepdims=True), x.dtype)
+    return truediv(x, n, name=name), n
 
+
+def cholesky_solve(chol, rhs, name=None):
+    """``tf.linalg.cholesky_solve``: x with A x = rhs given A's lower Cholesky factor, as TF:
+    two triangular solves (L y = rhs, L^H x = y)."""
+    y = matrix_triangular_solve(chol, rhs, lower=True, adjoint=False)
+    return matrix_triangular_solve(chol, y, lower=True, adjoint=True, name=name)
+
+
+def set_diag(input, diagonal, name="set_diag", k=0, align="RIGHT_LEFT"):  # noqa: A002
+    """``tf.linalg.set_diag`` (main diagonal only): input with entries (i, i) taken from
+    ``diagonal`` [..., min(m, n)], by a select (so inf / NaN elsewhere stay put)."""
+    if k != 0:
+        raise NotImplementedError("jitgrad's tf.linalg.set_diag supports the main diagonal only (k=0).")
+    x, d = convert_all([input, diagonal])
+    dims = x.shape.as_list() if x.shape.is_fully_defined() else None
+    if dims is None or not d.shape.is_fully_defined():
+        raise NotImplementedError("jitgrad's tf.linalg.set_diag needs the shapes known when the graph is built.")
+    if len(dims) < 2:
+        raise _shape_error(x, f"input must be at least a matrix, got shape {dims}")
+    m, n = dims[-2:]
+    if d.shape.as_list() != dims[:-2] + [min(m, n)]:
+        raise _shape_error(x, f"diagonal must have shape {dims[:-2] + [min(m, n)]}, got {d.shape.as_list()}")
+    # column j of the row broadcast holds diagonal[j] (past min(m, n) any value: the mask drops it)
+    columns = np.minimum(np.arange(n), max(min(m, n) - 1, 0)).astype(np.int32)
+    row = expand_dims(gather(d, columns, axis=len(dims) - 2), -2) if min(m, n) else zeros_like(x)
+    mask = convert_to_tensor(np.eye(m, n, dtype=bool), graph=None if isinstance(x, EagerTensor) else x.graph)
+    return where(mask, row, x, name=name)
+
+
+def tensor_diag(diagonal, name=None):
+    """``tf.linalg.tensor_diag``: rank k -> rank 2k, out[i..., i...] = diagonal[i...]."""
+    (d,) = convert_all([diagonal])
+    if not d.shape.is_fully_defined():
+        raise NotImplementedError("jitgrad's tf.linalg.tensor_diag needs the shape known when the graph is built.")
+    dims = d.shape.as_list()
+    size = int(np.prod(dims, dtype=np.int64))
+    return reshape(diag(reshape(d, [size])), dims + dims, name=name)
+
+
+def tensor_diag_part(input, name=None):  # noqa: A002
+    """``tf.linalg.tensor_diag_part``: rank 2k -> rank k, the entries [i..., i...]."""
+    (x,) = convert_all([input])
+    if not x.shape.is_fully_defined():
+        raise NotImplementedError("jitgrad's tf.linalg.tensor_diag_part needs the shape known when the graph "
+                                  "is built.")
+    dims = x.shape.as_list()
+    half = len(dims) // 2
+    if len(dims) % 2 or dims[:half] != dims[half:]:
+        raise _shape_error(x, f"The input shape must be [D1, ..., Dk, D1, ..., Dk], got {dims}")
+    size = int(np.prod(dims[:half], dtype=np.int64))
+    return reshape(diag_part(reshape(x, [size, size])), dims[:half], name=name)
+
+
+def _shape_error(x, message):
+    return (InvalidArgumentError if isinstance(x, EagerTensor) else ValueError)(message)

@@ -1,15 +1,16 @@
 """TF math functions that are compositions of existing ops (as TF's own Python composes
-most of them): saturate_cast, reciprocal_no_nan, in_top_k, roll. They compile and
-differentiate as their parts do."""
+most of them): saturate_cast, reciprocal_no_nan, in_top_k, roll, scalar_mul, polyval,
+accumulate_n. They compile and differentiate as their parts do."""
 import numpy as np
 
 from .. import dtypes
 from ..convert import convert_all
 from ..errors import InvalidArgumentError
 from ..eager import EagerTensor
+from ..shapes import TensorShape
 from .array_ops import expand_dims, gather, range_, reshape, shape as shape_of
 from .complex_ops import real
-from .math_ops import (add, cast, clip_by_value, divide_no_nan, floormod, greater, greater_equal, identity, is_finite, less,
+from .math_ops import (add, add_n, cast, clip_by_value, divide_no_nan, floormod, greater, greater_equal, identity, is_finite, less,
                        logical_and, multiply, ones_like, subtract, where, zeros_like)
 from .reduction_ops import reduce_all, reduce_sum
 
@@ -103,3 +104,47 @@ def _shape_error(x, message):
     """As TF: the op's InvalidArgumentError when it runs eagerly, shape inference's ValueError
     in a graph."""
     return (InvalidArgumentError if isinstance(x, EagerTensor) else ValueError)(message)
+
+
+def scalar_mul(scalar, x, name=None):
+    """``tf.math.scalar_mul``: the scalar (converted to x's dtype) times x."""
+    (t,) = convert_all([x])
+    (c,) = convert_all([scalar], dtype=t.dtype, graph=None if isinstance(t, EagerTensor) else t.graph)
+    if c.shape.rank != 0:
+        raise ValueError(f"The input scalar must be a 0-D value. Received shape {c.shape}.")
+    return multiply(c, t, name=name)
+
+
+def polyval(coeffs, x, name=None):
+    """``tf.math.polyval``: coeffs[0] * x**(n-1) + ... + coeffs[n-1], by Horner's rule as TF."""
+    if not isinstance(coeffs, list):
+        raise ValueError(f"Argument coeffs must be list type. Received type {type(coeffs)}.")
+    (t,) = convert_all([x])
+    if not coeffs:
+        return zeros_like(t, name=name)
+    g = None if isinstance(t, EagerTensor) else t.graph
+    cs = [convert_all([c], graph=g)[0] for c in coeffs]
+    p = cs[0]
+    for c in cs[1:]:
+        p = add(c, multiply(p, t))
+    return identity(p, name=name) if name else p
+
+
+def accumulate_n(inputs, shape=None, tensor_dtype=None, name=None):
+    """``tf.math.accumulate_n``: add_n after TF's checks (one dtype, compatible shapes)."""
+    def input_error():
+        return ValueError("inputs must be a list of at least one Tensor with the same dtype and shape")
+    if not inputs or not isinstance(inputs, (list, tuple)):
+        raise input_error()
+    ts = [convert_all([v])[0] for v in inputs]
+    if any(t.dtype != ts[0].dtype for t in ts):
+        raise input_error()
+    merged = TensorShape(shape) if shape is not None else TensorShape(None)
+    for t in ts:
+        merged = merged.merge_with(t.shape)
+    if tensor_dtype is not None and dtypes.as_dtype(tensor_dtype) != ts[0].dtype:
+        raise TypeError(f"The `tensor_dtype` argument is {tensor_dtype}, but `input` is of type {ts[0].dtype}. "
+                        "These must be equal. Try casting the input to the desired type.")
+    if len(ts) == 1:
+        return ts[0] if name is None else identity(ts[0], name=name)
+    return add_n(ts, name=name)

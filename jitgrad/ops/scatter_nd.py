@@ -1,4 +1,5 @@
-"""tf.scatter_nd, tf.tensor_scatter_nd_update / add / sub: composites of segment ops.
+"""tf.scatter_nd, tf.tensor_scatter_nd_update / add / sub: composites of segment ops (max / min:
+scatter_nd_extremes.py, which builds on scatter_rows and tensor_dims here).
 
 An index vector [i_0, ..., i_{k-1}] into a shape [d_0, ..., d_{n-1}] names row
 i_0 * (d_1 ... d_{k-1}) + ... + i_{k-1} of the tensor seen as [d_0 ... d_{k-1}, d_k, ...],
@@ -32,14 +33,14 @@ def scatter_nd(indices, updates, shape, name=None):
 def tensor_scatter_nd_add(tensor, indices, updates, name=None):
     t, upd = convert_all([tensor, updates])
     (idx,) = convert_all([indices], graph=_graph(t))
-    dims = _tensor_dims(t)
+    dims = tensor_dims(t)
     return add(t, reshape(_scattered_sum(idx, upd, dims), dims), name=name)
 
 
 def tensor_scatter_nd_sub(tensor, indices, updates, name=None):
     t, upd = convert_all([tensor, updates])
     (idx,) = convert_all([indices], graph=_graph(t))
-    dims = _tensor_dims(t)
+    dims = tensor_dims(t)
     return subtract(t, reshape(_scattered_sum(idx, upd, dims), dims), name=name)
 
 
@@ -48,8 +49,8 @@ def tensor_scatter_nd_update(tensor, indices, updates, name=None):
     the last update of a repeated index winning."""
     t, upd = convert_all([tensor, updates])
     (idx,) = convert_all([indices], graph=_graph(t))
-    dims = _tensor_dims(t)
-    rows, n, k = _rows(idx, upd, dims)
+    dims = tensor_dims(t)
+    rows, n, k = scatter_rows(idx, upd, dims)
     rest = dims[k:]
     flat_upd = reshape(upd, [-1] + rest)
     count = shape_of(flat_upd)[0]
@@ -64,11 +65,11 @@ def tensor_scatter_nd_update(tensor, indices, updates, name=None):
 
 
 def _scattered_sum(idx, upd, dims):
-    rows, n, k = _rows(idx, upd, dims)
+    rows, n, k = scatter_rows(idx, upd, dims)
     return unsorted_segment_sum(reshape(upd, [-1] + dims[k:]), rows, n)
 
 
-def _rows(idx, upd, dims):
+def scatter_rows(idx, upd, dims):
     """(flat row per index vector, row count, index depth k), checking shapes as TF."""
     if idx.dtype not in (dtypes.int32, dtypes.int64):
         raise TypeError(f"Value passed to parameter 'indices' has DataType {idx.dtype.name} not in list of "
@@ -97,7 +98,7 @@ def _static_dims(shape, what):
     return dims
 
 
-def _tensor_dims(t):
+def tensor_dims(t):
     if not t.shape.is_fully_defined():
         raise NotImplementedError("tensor_scatter_nd_* needs the tensor's shape known when the graph is built.")
     return t.shape.as_list()
