@@ -242,8 +242,13 @@ v1.while_loop = _cf.while_loop_v1
 
 # ---- optimizers: tf.compat.v1.train, tf.keras.optimizers (= tf.optimizers)
 from . import optimizers as _opt  # noqa: E402
+from . import train_v1 as _train_v1  # noqa: E402
 v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentOptimizer=_opt.GradientDescentOptimizer,
-                   MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer)
+                   MomentumOptimizer=_opt.MomentumOptimizer, AdamOptimizer=_opt.AdamOptimizer,
+                   **{name: getattr(_train_v1, name) for name in (
+                       "RMSPropOptimizer", "AdagradOptimizer", "AdadeltaOptimizer", "get_global_step",
+                       "create_global_step", "get_or_create_global_step", "exponential_decay", "inverse_time_decay",
+                       "polynomial_decay", "piecewise_constant", "cosine_decay")})
 from . import keras_optimizers as _kopt  # noqa: E402
 from . import learning_rate_schedules as _lrs  # noqa: E402
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,

@@ -138,8 +138,8 @@ class Optimizer:
         return self.apply_gradients(pairs, global_step=global_step, name=name)
 
     # -- state
-    def _slot(self, var, slot_name, suffix=""):
-        return _slot(self._slots, var, slot_name, f"{_var_name(var)}/{self._name}{suffix}")
+    def _slot(self, var, slot_name, suffix="", initial=0.0):
+        return _slot(self._slots, var, slot_name, f"{_var_name(var)}/{self._name}{suffix}", initial)
 
     def get_slot(self, var, name):
         return self._slots.get((name, _key(var)))
