@@ -383,3 +383,19 @@ def test_metric_wrappers_of_losses_and_names_as_keras3():
                                rtol=1e-6)
     with pytest.raises(ValueError, match="Could not interpret metric"):
         keras.metrics.get("kld")                          # not a Keras 3 metric name
+
+
+def test_sparse_crossentropy_ignore_class_masks_the_mean():
+    y = np.array([0, 2, 1, 2, 0])
+    p = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [0.3, 0.4, 0.3], [0.2, 0.2, 0.6], [0.5, 0.25, 0.25]], np.float32)
+    per_sample = -np.log(p[np.arange(5), y].astype(np.float64))
+    kept = y != 2
+    masked = np.where(kept, per_sample, 0.0)
+    np.testing.assert_allclose(keras.losses.sparse_categorical_crossentropy(y, p, ignore_class=2).numpy(), masked,
+                               rtol=1e-6)
+    scce = keras.losses.SparseCategoricalCrossentropy
+    np.testing.assert_allclose(float(scce(ignore_class=2)(y, p)), masked.sum() / kept.sum(), rtol=1e-6)
+    np.testing.assert_allclose(float(scce(ignore_class=2, reduction="sum")(y, p)), masked.sum(), rtol=1e-6)
+    w = np.array([1, 2, 0.5, 1, 3], np.float32)
+    np.testing.assert_allclose(float(scce(ignore_class=2)(y, p, sample_weight=w)),
+                               np.sum(masked * w) * 5 / kept.sum() / 5, rtol=1e-6)

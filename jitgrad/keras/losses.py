@@ -88,15 +88,24 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     return -reduction_ops.reduce_sum(y_true * math_ops.log(p), axis=axis)
 
 
-def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_class=None, axis=-1):
+    """Keras 3's; with ``ignore_class``, those labels' losses are 0 (their class read as 0)."""
     y_pred, from_logits = _logits_behind(convert_to_tensor(y_pred), "Softmax", from_logits)
+    y_true = _sparse_labels(y_true, y_pred)
+    valid = None
+    if ignore_class is not None:
+        valid = math_ops.not_equal(y_true, math_ops.cast(ignore_class, y_true.dtype))
+        y_true = math_ops.where(valid, y_true, array_ops.zeros_like(y_true))
+    logits = y_pred if from_logits else math_ops.log(math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON))
+    values = nn_ops.sparse_softmax_cross_entropy_with_logits(labels=y_true, logits=logits)
+    return values if valid is None else math_ops.where(valid, values, array_ops.zeros_like(values))
+
+
+def _sparse_labels(y_true, y_pred):
     y_true = convert_to_tensor(y_true)
     if y_true.shape.rank is not None and y_true.shape.rank == y_pred.shape.rank and y_true.shape.as_list()[-1] == 1:
         y_true = array_ops.squeeze(y_true, [-1])
-    if not y_true.dtype.is_integer:
-        y_true = math_ops.cast(y_true, dtypes.int32)
-    logits = y_pred if from_logits else math_ops.log(math_ops.clip_by_value(y_pred, EPSILON, 1.0 - EPSILON))
-    return nn_ops.sparse_softmax_cross_entropy_with_logits(labels=y_true, logits=logits)
+    return y_true if y_true.dtype.is_integer else math_ops.cast(y_true, dtypes.int32)
 
 
 def mean_squared_logarithmic_error(y_true, y_pred):
@@ -328,9 +337,29 @@ class CategoricalCrossentropy(LossFunctionWrapper):
 
 
 class SparseCategoricalCrossentropy(LossFunctionWrapper):
-    def __init__(self, from_logits=False, reduction="sum_over_batch_size", name="sparse_categorical_crossentropy"):
-        super().__init__(sparse_categorical_crossentropy, name, reduction, from_logits=from_logits)
-        self.from_logits = from_logits
+    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size",
+                 name="sparse_categorical_crossentropy", dtype=None):
+        super().__init__(sparse_categorical_crossentropy, name, reduction, from_logits=from_logits,
+                         ignore_class=ignore_class)
+        self.from_logits, self.ignore_class = from_logits, ignore_class
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if self.ignore_class is None:
+            return super().__call__(y_true, y_pred, sample_weight)
+        # Keras 3 masks the ignored labels out of the reduction: a mean is over the others
+        y_true, y_pred = _as_float32(y_true), _as_float32(y_pred)
+        values = self.call(y_true, y_pred)
+        labels = _sparse_labels(y_true, y_pred)
+        valid = math_ops.cast(math_ops.not_equal(labels, math_ops.cast(self.ignore_class, labels.dtype)),
+                              values.dtype)
+        if self.reduction in ("mean", "sum_over_batch_size"):
+            count = math_ops.cast(array_ops.size(valid), values.dtype)
+            valid = valid * math_ops.divide_no_nan(count, reduction_ops.reduce_sum(valid))
+        if sample_weight is not None:
+            valid, sample_weight = squeeze_or_expand_to_same_rank(
+                valid, math_ops.cast(convert_to_tensor(sample_weight), values.dtype))
+            valid = valid * sample_weight
+        return reduce_weighted_values(values, valid, self.reduction)
 
 
 def _loss_class(fn, default_name, **defaults):
