@@ -11,6 +11,8 @@ from . import activations, initializers
 from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .conv_utils import normalize_padding, normalize_tuple, windowed_shape
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
+# the other layer families live in their own modules; keras.layers exports them all
+from .normalization import BatchNormalization, LayerNormalization  # noqa: F401
 
 
 class Dense(Layer):
