@@ -12,7 +12,11 @@ from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .conv_utils import normalize_padding, normalize_tuple, windowed_shape
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
 # the other layer families live in their own modules; keras.layers exports them all
+from .core_layers import Identity, Lambda  # noqa: F401
+from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
+                      average, concatenate, dot, maximum, minimum, multiply, subtract)
 from .normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
 
 
 class Dense(Layer):

@@ -1,0 +1,43 @@
+"""Keras 3's Identity and Lambda layers."""
+import inspect
+
+from .base_layer import Layer
+
+
+class Identity(Layer):
+    def call(self, inputs):
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class Lambda(Layer):
+    """Wraps ``function(inputs, **arguments)`` as a layer (no weights of its own); ``mask`` /
+    ``training`` reach the function when it takes them, as in Keras 3."""
+
+    def __init__(self, function, output_shape=None, mask=None, arguments=None, **kwargs):
+        super().__init__(**kwargs)
+        if mask is not None:
+            raise NotImplementedError("jitgrad's Lambda has no masks.")
+        self.function, self.arguments = function, dict(arguments or {})
+        self._output_shape_arg = output_shape
+        try:
+            params = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self._fn_takes_training = "training" in params
+
+    def call(self, inputs, training=None):
+        kwargs = dict(self.arguments)
+        if self._fn_takes_training:
+            kwargs["training"] = training
+        return self.function(inputs, **kwargs)
+
+    def compute_output_shape(self, input_shape):
+        if self._output_shape_arg is None:
+            raise NotImplementedError("jitgrad's Lambda infers its output shape by calling the function: "
+                                      "call it on a tensor or a keras.Input, or pass output_shape.")
+        if callable(self._output_shape_arg):
+            return self._output_shape_arg(input_shape)
+        return (input_shape[0],) + tuple(self._output_shape_arg)
