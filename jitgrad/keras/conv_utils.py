@@ -12,7 +12,8 @@ def normalize_tuple(v, n, what):
 
 def normalize_padding(padding):
     if str(padding).lower() not in ("valid", "same"):
-        raise ValueError(f"The `padding` argument must be one of 'valid', 'same'. Received: {padding}")
+        raise ValueError(f"The `padding` argument must be a list/tuple or one of {{'same', 'valid'}}. Received: "
+                         f"{padding}")
     return padding.upper()
 
 

@@ -1,22 +1,26 @@
-"""``tf.keras.layers``: the core layers Dense, Conv2D, MaxPooling2D,
-AveragePooling2D, Flatten, Dropout, Activation, Embedding, and the namespace
-that exports the rest (each family in its own module) with the Layer base and
-``Input``. Plain Python over jitgrad ops and ``tf.Variable``."""
+"""``tf.keras.layers``: the core layers Dense, Flatten, Dropout, Activation and
+Embedding, and the namespace that exports the other families (each in its own
+module), the Layer base and ``Input``. Plain Python over jitgrad ops and
+``tf.Variable``."""
 import numpy as np
 
 from .. import dtypes
 from ..convert import is_tensorlike, convert_to_tensor
-from ..ops import array_ops, conv, linalg_ops, math_ops, nn_ops, pooling
+from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
-from .conv_utils import normalize_padding, normalize_tuple, windowed_shape
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
+from .convolutional import Conv1D, Conv2D  # noqa: F401
 from .core_layers import Identity, Lambda  # noqa: F401
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
 from .normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,  # noqa: F401
+                             GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D,
+                             GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPool1D,
+                             MaxPool2D, MaxPooling1D, MaxPooling2D)
 from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
 
 
@@ -53,77 +57,6 @@ class Dense(Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
-
-
-class Conv2D(Layer):
-    """Keras's Conv2D (channels_last, no groups) over tf.nn.conv2d (ops/conv.py)."""
-
-    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
-                 dilation_rate=(1, 1), groups=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        if not isinstance(filters, int) or filters <= 0:
-            raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. "
-                             f"Received filters={filters}.")
-        if data_format not in (None, "channels_last") or groups != 1:
-            raise NotImplementedError("jitgrad's Conv2D supports data_format='channels_last' and groups=1 only.")
-        self.filters, self.use_bias, self.padding = filters, use_bias, normalize_padding(padding)
-        self.kernel_size = normalize_tuple(kernel_size, 2, "kernel_size")
-        self.strides = normalize_tuple(strides, 2, "strides")
-        self.dilation_rate = normalize_tuple(dilation_rate, 2, "dilation_rate")
-        self.activation = activations.get(activation)
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError("The channel dimension of the inputs to Conv2D should be defined. Found None.")
-        self.kernel = self.add_weight(shape=self.kernel_size + (channels, self.filters),
-                                      initializer=self.kernel_initializer, name="kernel")
-        self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias") \
-            if self.use_bias else None
-        self.built = True
-
-    def call(self, inputs):
-        x = conv.conv2d(inputs, self.kernel, list(self.strides), self.padding, dilations=list(self.dilation_rate))
-        if self.bias is not None:
-            x = math_ops.add(x, self.bias)
-        return self.activation(x)
-
-    def compute_output_shape(self, input_shape):
-        return windowed_shape(input_shape, self.kernel_size, self.strides, self.dilation_rate, self.padding,
-                               self.filters)
-
-
-class _Pooling2D(Layer):
-    """Keras's MaxPooling2D / AveragePooling2D (channels_last) over ops/pooling.py."""
-    _pool = None
-
-    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None, **kwargs):
-        super().__init__(**kwargs)
-        if data_format not in (None, "channels_last"):
-            raise NotImplementedError("jitgrad's pooling layers support data_format='channels_last' only.")
-        self.pool_size = normalize_tuple(pool_size, 2, "pool_size")
-        self.strides = self.pool_size if strides is None else normalize_tuple(strides, 2, "strides")
-        self.padding = normalize_padding(padding)
-
-    def call(self, inputs):
-        return type(self)._pool(inputs, list(self.pool_size), list(self.strides), self.padding)
-
-    def compute_output_shape(self, input_shape):
-        return windowed_shape(input_shape, self.pool_size, self.strides, (1, 1), self.padding, input_shape[3])
-
-
-class MaxPooling2D(_Pooling2D):
-    _pool = staticmethod(pooling.max_pool2d)
-
-
-class AveragePooling2D(_Pooling2D):
-    _pool = staticmethod(pooling.avg_pool2d)
-
-
-MaxPool2D, AvgPool2D = MaxPooling2D, AveragePooling2D
 
 
 class Flatten(Layer):
