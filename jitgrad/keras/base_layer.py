@@ -2,6 +2,7 @@
 frozen layer's trainable weights count as non-trainable, as do its sublayers'),
 ``trainable`` set on a layer sets it on its sublayers (Keras 3), ``training``
 passed down to sublayers through a call-context stack."""
+import contextlib
 import inspect
 import threading
 
@@ -82,11 +83,18 @@ class Layer(Module):
         init = initializers.get(initializer if initializer is not None else
                                 ("glorot_uniform" if dt.is_floating else "zeros"))
         shape = tuple(shape or ())
-        var = Variable(lambda: init(shape, dt), trainable=trainable, name=name or "variable", dtype=dt)
+        with self._build_scope():
+            var = Variable(lambda: init(shape, dt), trainable=trainable, name=name or "variable", dtype=dt)
         if isinstance(var, EagerVariable):
             var.__class__ = KerasVariable
         (self._trainable_own if trainable else self._non_trainable_own).append(var)
         return var
+
+    def _build_scope(self):
+        """The layer's name scope when ``build`` was called directly (outside any scope), so its
+        weights are still named 'layer/weight' as Keras names them; else the scope in force."""
+        return context.name_scope(self.name) if context.executing_eagerly() and not context.eager_scope_name() \
+            else contextlib.nullcontext()
 
     @property
     def trainable(self):
