@@ -21,6 +21,7 @@ from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgP
                              GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D,
                              GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPool1D,
                              MaxPool2D, MaxPooling1D, MaxPooling2D)
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell  # noqa: F401
 from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
 
 
