@@ -171,7 +171,7 @@ class Layer(Module):
         if not args:
             raise TypeError(f"{type(self).__name__}.__call__() needs the layer's inputs.")
         inputs, rest = args[0], args[1:]
-        if any(isinstance(t, KerasTensor) for t in nest.flatten(inputs)):
+        if any(isinstance(t, KerasTensor) for t in nest.flatten([inputs, list(rest), kwargs])):
             return symbolic_call(self, inputs, rest, kwargs)
         inputs = nest.map_structure(self._convert_input, inputs)
         if self.built:
