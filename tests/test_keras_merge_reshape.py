@@ -139,3 +139,13 @@ def test_identity_lambda_and_a_functional_model_that_trains():
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
     losses = model.fit([a, b], y, batch_size=4, epochs=3, verbose=0, shuffle=False).history["loss"]
     assert losses[-1] < losses[0]
+
+
+def test_input_layer_starts_a_sequential_model():
+    model = keras.Sequential([L.InputLayer(shape=(4,)), L.Dense(2)])
+    assert len(model.layers) == 1 and model.built          # Keras 3 leaves the InputLayer out of `layers`
+    assert [w.path for w in model.weights] == ["sequential/dense/kernel", "sequential/dense/bias"]
+    inp = L.InputLayer(batch_shape=(2, 3), name="inp")
+    assert tuple(inp.output.shape.as_list()) == (2, 3) and inp.output.name == "inp"
+    with pytest.raises(ValueError, match="must pass a `shape`"):
+        L.InputLayer()
