@@ -150,8 +150,9 @@ class Orthogonal(Initializer):
         return array_ops.constant((self.gain * q.reshape(shape)).astype(dt.np))
 
 
-_BY_NAME = {"zeros": Zeros, "orthogonal": Orthogonal, "ones": Ones, "constant": Constant, "random_uniform": RandomUniform,
-            "uniform": RandomUniform, "random_normal": RandomNormal, "normal": RandomNormal,
+_BY_NAME = {"zeros": Zeros, "ones": Ones, "constant": Constant, "orthogonal": Orthogonal,
+            "random_uniform": RandomUniform, "uniform": RandomUniform, "random_normal": RandomNormal,
+            "normal": RandomNormal,
             "truncated_normal": TruncatedNormal, "variance_scaling": VarianceScaling,
             "glorot_uniform": GlorotUniform, "glorot_normal": GlorotNormal, "he_uniform": HeUniform,
             "he_normal": HeNormal, "lecun_uniform": LecunUniform, "lecun_normal": LecunNormal}
