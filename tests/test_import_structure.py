@@ -49,7 +49,7 @@ FUNCTION_LEVEL_IMPORTS = {
     "func_graph.py": [("interpreter", IMPORT_TIME + " (the IR and its passes)")],
     "function.py": [("autograph", IMPORT_TIME), ("autograph.asserts", IMPORT_TIME)],
     "hessians.py": [("batched_gradients", IMPORT_TIME)],
-    "keras/layers.py": [("autograph", IMPORT_TIME)],
+    "keras/base_layer.py": [("autograph", IMPORT_TIME)],
     "kernel_explain.py": [("codegen.backend", LLVMLITE), ("codegen.kernel", LLVMLITE)],
     "ops/control_flow_ops.py": [("passes.ir", IMPORT_TIME)],
     "ops/logging_ops.py": [("cache.elf", COMPILER), ("hashlib", IMPORT_TIME + " (OpenSSL: 3-4 ms)")],

@@ -27,20 +27,26 @@ def linear(x):
 
 
 def relu(x, negative_slope=0.0, max_value=None, threshold=0.0):
-    """Keras 3's ReLU: x above ``threshold`` (else 0), clipped at ``max_value``, minus
-    ``negative_slope * relu(threshold - x)``."""
-    x = convert_to_tensor(x)
-    if negative_slope == 0.0 and max_value is None and threshold == 0.0:
+    """Keras 3's relu, composed as its static_call: x above ``threshold`` (else 0), clipped at
+    ``max_value``, minus ``negative_slope * relu(threshold - x)``."""
+    if negative_slope == 0.0 and max_value is None and threshold == 0:
         return math_ops.relu(x)
-    if negative_slope != 0.0 and max_value is None and threshold == 0.0:
+    if negative_slope != 0.0 and max_value is None and threshold == 0:
         return math_ops.leaky_relu(x, alpha=negative_slope)
-    out = math_ops.where(math_ops.greater(x, threshold), x, 0.0) if threshold != 0.0 else (
-        math_ops.relu6(x) if max_value == 6 else math_ops.relu(x))
-    if max_value is not None and not (threshold == 0.0 and max_value == 6):
-        out = math_ops.clip_by_value(out, 0.0, max_value)
+    x = convert_to_tensor(x)
     if negative_slope != 0.0:
-        out = out - negative_slope * math_ops.relu(threshold - x if threshold != 0.0 else -x)
-    return out
+        negative_part = math_ops.relu(-x + threshold) if threshold != 0 else math_ops.relu(-x)
+    if threshold != 0:
+        x = math_ops.where(math_ops.greater(x, math_ops.cast(threshold, x.dtype)), x, math_ops.zeros_like(x))
+    elif max_value == 6:
+        x, max_value = math_ops.relu6(x), None
+    else:
+        x = math_ops.relu(x)
+    if max_value is not None:
+        x = math_ops.clip_by_value(x, math_ops.cast(0.0, x.dtype), math_ops.cast(max_value, x.dtype))
+    if negative_slope != 0.0:
+        x = x - negative_slope * negative_part
+    return x
 
 
 def relu6(x):

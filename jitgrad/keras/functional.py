@@ -39,11 +39,24 @@ def _zeros_like_spec(kt):
     return np.zeros(dims, kt.dtype.np)
 
 
+def _map_keras_tensors(fn, structure):
+    return nest.map_structure(lambda t: fn(t) if isinstance(t, KerasTensor) else t, structure)
+
+
+def _call_arguments(node):
+    """A recorded call's (inputs, extra args, kwargs) as one structure: KerasTensors may be in
+    any of them (``MultiHeadAttention()(query, value)``)."""
+    _, ins, rest, kwargs = node
+    return [ins, list(rest), dict(kwargs)]
+
+
 def symbolic_call(layer, inputs, rest, kwargs):
     """A layer called on KerasTensors: build it, find its output spec, record the call."""
-    sample = nest.map_structure(lambda t: EagerTensor(_zeros_like_spec(t)) if isinstance(t, KerasTensor) else t,
-                                inputs)
-    out = layer(sample, *rest, **dict(kwargs, training=False) if layer._call_has_training else kwargs)
+    sample, sample_rest, sample_kwargs = _map_keras_tensors(lambda t: EagerTensor(_zeros_like_spec(t)),
+                                                            [inputs, list(rest), dict(kwargs)])
+    if layer._call_has_training:
+        sample_kwargs["training"] = False
+    out = layer(sample, *sample_rest, **sample_kwargs)
     node = (layer, inputs, rest, kwargs)
 
     def spec(t):
@@ -64,14 +77,13 @@ def run(inputs, outputs, values, training):
         if kt._node is None:
             raise ValueError(f"Graph disconnected: cannot obtain value for {kt!r}: it is not one of the "
                              "model's inputs.")
-        layer, ins, rest, kwargs = kt._node
+        layer = kt._node[0]
         key = id(kt._node)
         if key not in results:
-            args = nest.map_structure(lambda t: evaluate(t) if isinstance(t, KerasTensor) else t, ins)
-            kw = dict(kwargs)
+            args, rest_values, kw = _map_keras_tensors(evaluate, _call_arguments(kt._node))
             if layer._call_has_training and "training" not in kw:
                 kw["training"] = training
-            results[key] = layer(args, *rest, **kw)
+            results[key] = layer(args, *rest_values, **kw)
         out = results[key]
         memo[id(kt)] = out
         return out
@@ -85,8 +97,8 @@ def layers_of(outputs):
     def visit(kt):
         if kt._node is None:
             return
-        layer, ins, _, _ = kt._node
-        for t in nest.flatten(ins):
+        layer = kt._node[0]
+        for t in nest.flatten(_call_arguments(kt._node)):
             if isinstance(t, KerasTensor):
                 visit(t)
         if id(layer) not in seen:

@@ -127,8 +127,32 @@ class LecunNormal(VarianceScaling):
         super().__init__(1.0, "fan_in", "truncated_normal", seed)
 
 
-_BY_NAME = {"zeros": Zeros, "ones": Ones, "constant": Constant, "random_uniform": RandomUniform,
-            "uniform": RandomUniform, "random_normal": RandomNormal, "normal": RandomNormal,
+class Orthogonal(Initializer):
+    """Keras's Orthogonal: the Q of a QR factorisation of a standard normal draw (signs fixed by
+    R's diagonal), times ``gain``. The draw is a tf.random op (seeded like the others); the
+    QR runs in numpy, so this initializer runs eagerly (as weights are made)."""
+
+    def __init__(self, gain=1.0, seed=None):
+        self.gain, self.seed = gain, seed
+
+    def __call__(self, shape, dtype=None):
+        dt = dtypes.as_dtype(dtype or dtypes.float32)
+        if len(shape) < 2:
+            raise ValueError(f"The tensor to initialize must be at least two-dimensional. Received: "
+                             f"shape={shape} of rank {len(shape)}.")
+        rows, cols = int(np.prod(shape[:-1])), shape[-1]
+        flat = (max(rows, cols), min(rows, cols))
+        a = np.asarray(random_ops.normal(flat, 0.0, 1.0, dt, seed=self.seed), np.float64)
+        q, r = np.linalg.qr(a)
+        q *= np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return array_ops.constant((self.gain * q.reshape(shape)).astype(dt.np))
+
+
+_BY_NAME = {"zeros": Zeros, "ones": Ones, "constant": Constant, "orthogonal": Orthogonal,
+            "random_uniform": RandomUniform, "uniform": RandomUniform, "random_normal": RandomNormal,
+            "normal": RandomNormal,
             "truncated_normal": TruncatedNormal, "variance_scaling": VarianceScaling,
             "glorot_uniform": GlorotUniform, "glorot_normal": GlorotNormal, "he_uniform": HeUniform,
             "he_normal": HeNormal, "lecun_uniform": LecunUniform, "lecun_normal": LecunNormal}

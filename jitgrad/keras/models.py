@@ -14,6 +14,7 @@ from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .data_adapter import ArrayBatches, as_array as _as_array, batches as _batches, take as _take
 from .functional import KerasTensor, layers_of, run as run_functional
+from .core_layers import InputLayer
 from .layers import Layer
 from .names import unique_name
 from .summary import summary_text
@@ -331,6 +332,8 @@ class Sequential(Model):
             self.add(layer)
 
     def add(self, layer):
+        if isinstance(layer, InputLayer):
+            layer = layer.output
         if isinstance(layer, KerasTensor):
             if layer._node is not None or self._stack:
                 raise ValueError("Only an Input may be added as the first element of a Sequential model.")

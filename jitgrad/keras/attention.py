@@ -1,0 +1,110 @@
+"""Keras 3's MultiHeadAttention for (batch, steps, features) inputs (attention over axis 1):
+query / key / value / attention_output EinsumDense projections, scaled dot-product scores,
+a masked softmax over the key steps, dropout on the scores in training."""
+import math
+
+import numpy as np
+
+from .. import context
+from ..ops import array_ops, einsum, math_ops, nn_ops
+from .activation_layers import Softmax
+from .base_layer import Layer
+from .einsum_dense import EinsumDense
+
+
+def _positive_int(value, what, allow_none=False):
+    if (value is None and allow_none) or (isinstance(value, int) and value > 0):
+        return
+    raise ValueError(f"Received an invalid value for argument `{what}`, expected a positive integer"
+                     f"{' or `None`' if allow_none else ''}. Received: {what}={value}")
+
+
+class MultiHeadAttention(Layer):
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
+                 attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                 bias_constraint=None, seed=None, **kwargs):
+        _positive_int(num_heads, "num_heads")
+        _positive_int(key_dim, "key_dim")
+        _positive_int(value_dim, "value_dim", allow_none=True)
+        super().__init__(**kwargs)
+        if any(a is not None for a in (kernel_regularizer, bias_regularizer, activity_regularizer,
+                                       kernel_constraint, bias_constraint)):
+            raise NotImplementedError("jitgrad's MultiHeadAttention has no regularizers or constraints.")
+        if attention_axes not in (None, 1, (1,), [1]):
+            raise NotImplementedError("jitgrad's MultiHeadAttention attends over axis 1 of rank-3 inputs only.")
+        self.num_heads, self.key_dim = num_heads, key_dim
+        self.value_dim = value_dim or key_dim
+        self.dropout, self.use_bias, self.seed = dropout, use_bias, seed
+        self.output_shape_arg = (output_shape,) if isinstance(output_shape, int) else \
+            tuple(output_shape) if output_shape else None
+        self.kernel_initializer, self.bias_initializer = kernel_initializer, bias_initializer
+        self._softmax = Softmax(axis=-1)
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is None:       # called through __call__ with the query alone: built in call
+            return
+        key_shape = value_shape if key_shape is None else key_shape
+        if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
+            raise ValueError(f"All dimensions of `value` and `key`, except the last one, must be equal. Received: "
+                             f"value_shape={value_shape} and key_shape={key_shape}")
+        if any(len(s) != 3 for s in (query_shape, value_shape, key_shape)):
+            raise NotImplementedError("jitgrad's MultiHeadAttention takes rank-3 query, key and value.")
+        common = dict(kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer)
+        heads = lambda dim, name: EinsumDense("abc,cde->abde", (None, self.num_heads, dim),  # noqa: E731
+                                               bias_axes="de" if self.use_bias else None, name=name, **common)
+        self.query_dense = heads(self.key_dim, "query")
+        self.key_dense = heads(self.key_dim, "key")
+        self.value_dense = heads(self.value_dim, "value")
+        self.output_dense = EinsumDense("abcd,cde->abe", (None,) + (self.output_shape_arg or (query_shape[-1],)),
+                                        bias_axes="e" if self.use_bias else None, name="attention_output", **common)
+        head_shape = tuple(query_shape[:2]) + (self.num_heads, self.value_dim)
+        with self._build_scope():
+            for layer, shape in ((self.query_dense, query_shape), (self.key_dense, key_shape),
+                                 (self.value_dense, value_shape), (self.output_dense, head_shape)):
+                with context.name_scope(layer.name):
+                    layer.build(shape)
+        self.built = True
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_shape_arg or (query_shape[-1],))
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
+             return_attention_scores=False, training=None, use_causal_mask=False):
+        value = self._convert_input(value)
+        key = value if key is None else self._convert_input(key)
+        if not hasattr(self, "query_dense"):
+            self.build(tuple(query.shape.as_list()), tuple(value.shape.as_list()), tuple(key.shape.as_list()))
+        mask = self._attention_mask(query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
+                                    key_is_value=key is value)
+        q = self.query_dense(query)                        # (B, T, N, key_dim)
+        k, v = self.key_dense(key), self.value_dense(value)  # (B, S, N, key_dim), (B, S, N, value_dim)
+        q = math_ops.multiply(q, math_ops.cast(1.0 / math.sqrt(float(self.key_dim)), q.dtype))
+        scores = einsum.einsum("aecd,abcd->acbe", k, q)    # (B, N, T, S)
+        if mask is not None:
+            mask = array_ops.expand_dims(mask, -3)         # one mask for every head
+        scores = self._softmax(scores, mask=mask)
+        dropped = nn_ops.dropout(scores, self.dropout, seed=self.seed) if training and self.dropout > 0 else scores
+        out = self.output_dense(einsum.einsum("acbe,aecd->abcd", dropped, v))
+        return (out, scores) if return_attention_scores else out
+
+    def _attention_mask(self, query, value, query_mask, value_mask, key_mask, attention_mask, causal, key_is_value):
+        """Keras 3's merged mask (B or 1, T, S): query mask (B, T, 1) & value / key masks (B, 1, S)
+        & the causal lower triangle (1, T, S) & ``attention_mask``; None when there is none."""
+        masks = []
+        if query_mask is not None:
+            masks.append(array_ops.expand_dims(math_ops.cast(self._convert_input(query_mask), "bool"), -1))
+        for m in (value_mask, None if key_is_value else key_mask):
+            if m is not None:
+                masks.append(array_ops.expand_dims(math_ops.cast(self._convert_input(m), "bool"), -2))
+        if causal:
+            t, s = query.shape.as_list()[1], value.shape.as_list()[1]
+            masks.append(array_ops.constant(np.tril(np.ones((t, s), bool))[None]))
+        if attention_mask is not None:
+            masks.append(math_ops.cast(self._convert_input(attention_mask), "bool"))
+        if not masks:
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = math_ops.logical_and(out, m)
+        return out

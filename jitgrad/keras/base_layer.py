@@ -1,0 +1,223 @@
+"""The Keras Layer base: build/call, add_weight, weights in creation order (a
+frozen layer's trainable weights count as non-trainable, as do its sublayers'),
+``trainable`` set on a layer sets it on its sublayers (Keras 3), ``training``
+passed down to sublayers through a call-context stack."""
+import contextlib
+import inspect
+import threading
+
+import numpy as np
+
+from .. import context, dtypes, nest
+from ..convert import is_tensorlike, convert_to_tensor
+from ..eager_variable import EagerVariable
+from ..module import Module, camel_to_snake
+from ..ops import math_ops
+from ..variables import Variable
+from . import initializers
+from .functional import KerasTensor, symbolic_call
+from .names import unique_name
+
+_call_context = threading.local()
+
+
+class KerasVariable(EagerVariable):
+    """A layer weight: ``name`` is the short name ('kernel'), ``path`` the full one
+    ('sequential/dense/kernel'), as in Keras 3."""
+
+    @property
+    def path(self):
+        return self._name[:-2]
+
+    @property
+    def name(self):
+        return self.path.rsplit("/", 1)[-1]
+
+    def __repr__(self):
+        return f"<KerasVariable shape={self.shape.as_list()}, dtype={self.dtype.name}, path={self.path}>"
+
+
+def _training_from_context():
+    stack = getattr(_call_context, "training", None)
+    return stack[-1] if stack else None
+
+
+class Layer(Module):
+    def __init__(self, trainable=True, name=None, dtype=None, input_shape=None, input_dim=None, **kwargs):
+        if kwargs.pop("batch_input_shape", None) is not None:
+            raise ValueError("jitgrad's Keras layers take `input_shape`, not `batch_input_shape`.")
+        kwargs.pop("autocast", None)
+        if kwargs:
+            raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
+        name = name or unique_name(camel_to_snake(type(self).__name__))
+        super().__init__(name=name)
+        self.built = False
+        self.trainable = trainable
+        self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
+        self._trainable_own, self._non_trainable_own, self._sublayers = [], [], []
+        if input_dim is not None and input_shape is None:
+            input_shape = (input_dim,)
+        self._input_shape_arg = None if input_shape is None else tuple(input_shape)
+        self._call_has_training = "training" in inspect.signature(self.call).parameters
+
+    # ---------------------------------------------------------------- tracking
+    def __setattr__(self, name, value):
+        if not name.startswith("_") or name == "_layers":
+            try:
+                leaves = nest.flatten(value) if isinstance(value, (list, tuple, dict)) else [value]
+            except TypeError:      # a dict with keys that do not sort: not searched for layers
+                leaves = []
+            for leaf in leaves:
+                if isinstance(leaf, Layer) and leaf is not self and "_sublayers" in self.__dict__ \
+                        and all(leaf is not s for s in self._sublayers):
+                    self._sublayers.append(leaf)
+        object.__setattr__(self, name, value)
+
+    def add_weight(self, shape=None, initializer=None, dtype=None, trainable=True, name=None, regularizer=None,
+                   constraint=None, **kwargs):
+        """A weight of this layer, named inside its name scope, initialised by ``initializer``
+        (default: glorot_uniform for floats, zeros otherwise)."""
+        if regularizer is not None or constraint is not None:
+            raise NotImplementedError("jitgrad's Keras layers have no weight regularizers or constraints.")
+        dt = dtypes.as_dtype(dtype or self.dtype)
+        init = initializers.get(initializer if initializer is not None else
+                                ("glorot_uniform" if dt.is_floating else "zeros"))
+        shape = tuple(shape or ())
+        with self._build_scope():
+            var = Variable(lambda: init(shape, dt), trainable=trainable, name=name or "variable", dtype=dt)
+        if isinstance(var, EagerVariable):
+            var.__class__ = KerasVariable
+        (self._trainable_own if trainable else self._non_trainable_own).append(var)
+        return var
+
+    def _build_scope(self):
+        """The layer's name scope when ``build`` was called directly (outside any scope), so its
+        weights are still named 'layer/weight' as Keras names them; else the scope in force."""
+        return context.name_scope(self.name) if context.executing_eagerly() and not context.eager_scope_name() \
+            else contextlib.nullcontext()
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        # Keras 3 sets it on every sublayer too: freezing a model freezes (and, for
+        # BatchNormalization, switches to inference) the layers inside it
+        object.__setattr__(self, "_trainable", bool(value))
+        for layer in self.__dict__.get("_sublayers", ()):
+            layer.trainable = value
+
+    def _weights_and_flags(self):
+        """(weight, trainable now) in Keras 3's order: the layer's own (trainable ones first,
+        each group in creation order), then each sublayer's, each weight once. A weight is
+        trainable now if made trainable and its layer is: freezing a layer reaches its own."""
+        out, seen = [], set()
+        own = [(w, self.trainable) for w in self._trainable_own] + [(w, False) for w in self._non_trainable_own]
+        for w, flag in own + [pair for layer in self._sublayers for pair in layer._weights_and_flags()]:
+            if id(w) not in seen:
+                seen.add(id(w))
+                out.append((w, flag))
+        return out
+
+    @property
+    def weights(self):
+        return [w for w, _ in self._weights_and_flags()]
+
+    @property
+    def trainable_weights(self):
+        return [w for w, flag in self._weights_and_flags() if flag] if self.trainable else []
+
+    @property
+    def non_trainable_weights(self):
+        return [w for w, flag in self._weights_and_flags() if not flag] if self.trainable else self.weights
+
+    trainable_variables = trainable_weights
+    non_trainable_variables = non_trainable_weights
+    variables = weights
+
+    @property
+    def layers(self):
+        return list(self._sublayers)
+
+    def get_weights(self):
+        return [w.numpy() for w in self.weights]
+
+    def set_weights(self, weights):
+        if len(weights) != len(self.weights):
+            raise ValueError(f"You called `set_weights(weights)` on layer '{self.name}' with a weight list of "
+                             f"length {len(weights)}, but the layer was expecting {len(self.weights)} weights.")
+        for w, v in zip(self.weights, weights):
+            w.assign(np.asarray(v, w.dtype.np))
+
+    def count_params(self):
+        return int(sum(np.prod(w.shape.as_list(), dtype=np.int64) for w in self.weights))
+
+    # ---------------------------------------------------------------- build / call
+    def build(self, input_shape=None):
+        self.built = True
+
+    def call(self, inputs, *args, **kwargs):
+        raise NotImplementedError(f"Layer {type(self).__name__} does not have a `call()` method implemented.")
+
+    def compute_output_shape(self, input_shape):
+        raise NotImplementedError
+
+    def _maybe_build(self, inputs):
+        self.build(nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs))
+        self.built = True
+
+    def __call__(self, *args, **kwargs):
+        if not args:
+            raise TypeError(f"{type(self).__name__}.__call__() needs the layer's inputs.")
+        inputs, rest = args[0], args[1:]
+        if any(isinstance(t, KerasTensor) for t in nest.flatten([inputs, list(rest), kwargs])):
+            return symbolic_call(self, inputs, rest, kwargs)
+        inputs = nest.map_structure(self._convert_input, inputs)
+        if self.built:
+            return self._call(inputs, rest, kwargs)
+        with context.name_scope(self.name):   # weights made now (also by sublayers) are named under it
+            self._maybe_build(inputs)
+            return self._call(inputs, rest, kwargs)
+
+    def _call(self, inputs, rest, kwargs):
+        training = kwargs.pop("training", None)
+        if training is None:
+            training = _training_from_context()
+        if self._call_has_training:
+            kwargs["training"] = training
+        stack = getattr(_call_context, "training", None)
+        if stack is None:
+            stack = _call_context.training = []
+        stack.append(training)
+        try:
+            out = _call_fn(self)(inputs, *rest, **kwargs)
+        finally:
+            stack.pop()
+        shape = getattr(out, "shape", None)
+        if shape is not None and shape.rank:     # what summary() shows: (None, ...)
+            self._output_shape = (None,) + tuple(shape.as_list()[1:])
+        return out
+
+    def _convert_input(self, x):
+        if x is None or isinstance(x, (str, bool)):
+            return x
+        if not is_tensorlike(x) or isinstance(x, Variable):
+            x = convert_to_tensor(np.asarray(x) if not isinstance(x, (int, float)) else x)
+        if x.dtype.is_floating and x.dtype != self.dtype:   # Keras casts float inputs to the layer dtype
+            x = math_ops.cast(x, self.dtype)
+        return x
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _call_fn(layer):
+    """``layer.call``, converted by AutoGraph when it runs inside a traced function
+    with autograph on (as Keras does), so Python control flow on tensors in a user's
+    ``call`` works inside ``fit``'s compiled train step."""
+    trace = context.current_trace()
+    if trace is None or not trace.autograph:
+        return layer.call
+    from ..autograph import converted_call    # AutoGraph loads on first use (see jitgrad/__init__)
+    return converted_call(layer.call)

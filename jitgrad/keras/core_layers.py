@@ -1,0 +1,66 @@
+"""Keras 3's Identity, Lambda and InputLayer."""
+import inspect
+import warnings
+
+from .base_layer import Layer
+from .functional import Input
+
+
+class Identity(Layer):
+    def call(self, inputs):
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class Lambda(Layer):
+    """Wraps ``function(inputs, **arguments)`` as a layer (no weights of its own); ``mask`` /
+    ``training`` reach the function when it takes them, as in Keras 3."""
+
+    def __init__(self, function, output_shape=None, mask=None, arguments=None, **kwargs):
+        super().__init__(**kwargs)
+        if mask is not None:
+            raise NotImplementedError("jitgrad's Lambda has no masks.")
+        self.function, self.arguments = function, dict(arguments or {})
+        self._output_shape_arg = output_shape
+        try:
+            params = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self._fn_takes_training = "training" in params
+
+    def call(self, inputs, training=None):
+        kwargs = dict(self.arguments)
+        if self._fn_takes_training:
+            kwargs["training"] = training
+        return self.function(inputs, **kwargs)
+
+    def compute_output_shape(self, input_shape):
+        if self._output_shape_arg is None:
+            raise NotImplementedError("jitgrad's Lambda infers its output shape by calling the function: "
+                                      "call it on a tensor or a keras.Input, or pass output_shape.")
+        if callable(self._output_shape_arg):
+            return self._output_shape_arg(input_shape)
+        return (input_shape[0],) + tuple(self._output_shape_arg)
+
+
+class InputLayer(Layer):
+    """A model's input as a layer: ``output`` is the ``keras.Input`` it stands for, which is how
+    Sequential takes it as its first layer (and, as in Keras 3, leaves it out of ``layers``)."""
+
+    def __init__(self, shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None, input_tensor=None,
+                 optional=False, name=None, **kwargs):
+        if "input_shape" in kwargs:
+            warnings.warn("Argument `input_shape` is deprecated. Use `shape` instead.")
+            shape = kwargs.pop("input_shape")
+        if sparse or input_tensor is not None or optional:
+            raise NotImplementedError("jitgrad's InputLayer has no sparse, input_tensor or optional inputs.")
+        if batch_shape is not None:
+            batch_size, shape = batch_shape[0], tuple(batch_shape[1:])
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.output = Input(shape=shape, batch_size=batch_size, dtype=dtype, name=self.name)
+        self.built = True
+
+    def call(self, inputs):
+        return inputs
