@@ -1,9 +1,10 @@
 """Keras 3's Identity, Lambda and InputLayer."""
 import inspect
+import operator
 import warnings
 
 from .base_layer import Layer
-from .functional import Input
+from .functional import Input, KerasTensor
 
 
 class Identity(Layer):
@@ -62,5 +63,35 @@ class InputLayer(Layer):
         self.output = Input(shape=shape, batch_size=batch_size, dtype=dtype, name=self.name)
         self.built = True
 
+    @classmethod
+    def wrapping(cls, keras_input):
+        """The InputLayer a functional model lists for one of its ``keras.Input`` tensors."""
+        layer = cls(batch_shape=tuple(keras_input.shape.as_list()), dtype=keras_input.dtype, name=keras_input.name)
+        layer.output = keras_input
+        layer._output_shape = tuple(keras_input.shape.as_list())
+        return layer
+
     def call(self, inputs):
         return inputs
+
+
+def _keras_tensor_operator(fn):
+    """``a + b`` on KerasTensors (Keras 3 records ops on them): a Lambda layer over the KerasTensor
+    operands, the other operand a constant of the function."""
+    def apply(self, *other):
+        tensors = [self] + [o for o in other if isinstance(o, KerasTensor)]
+        if len(tensors) == 2:
+            layer, args = Lambda(lambda xs: fn(xs[0], xs[1])), tensors
+        else:
+            layer, args = Lambda(lambda x: fn(x, *other)), self
+        layer.is_operation = True      # an op, not a layer: Model.layers leaves it out, as Keras's
+        return layer(args)
+    return apply
+
+
+for _name, _fn in (("__add__", operator.add), ("__radd__", lambda a, b: b + a), ("__sub__", operator.sub),
+                   ("__rsub__", lambda a, b: b - a), ("__mul__", operator.mul), ("__rmul__", lambda a, b: b * a),
+                   ("__truediv__", operator.truediv), ("__rtruediv__", lambda a, b: b / a),
+                   ("__pow__", operator.pow), ("__matmul__", operator.matmul), ("__neg__", operator.neg),
+                   ("__abs__", operator.abs), ("__getitem__", operator.getitem)):
+    setattr(KerasTensor, _name, _keras_tensor_operator(_fn))

@@ -13,11 +13,12 @@ from .names import unique_name
 class KerasTensor:
     """A symbolic layer output: shape (batch dimension None), dtype, and the call that made it."""
 
-    def __init__(self, shape, dtype, node=None, name=None):
+    def __init__(self, shape, dtype, node=None, name=None, index=0):
         self.shape = TensorShape(shape)
         self.dtype = dtypes.as_dtype(dtype)
         self._node = node    # (layer, inputs structure, extra args, kwargs) or None for an Input
         self.name = name
+        self.index = index   # which of the call's flattened outputs this is (LSTM(return_state=True))
 
     @property
     def ndim(self):
@@ -59,11 +60,12 @@ def symbolic_call(layer, inputs, rest, kwargs):
     out = layer(sample, *sample_rest, **sample_kwargs)
     node = (layer, inputs, rest, kwargs)
 
-    def spec(t):
+    def spec(index, t):
         dims = t.shape.as_list()
         batch_free = [None] + dims[1:] if dims else dims
-        return KerasTensor(batch_free, t.dtype, node, layer.name)
-    return nest.map_structure(spec, out)
+        return KerasTensor(batch_free, t.dtype, node, layer.name, index)
+    flat = nest.flatten(out)
+    return nest.pack_sequence_as(out, [spec(i, t) for i, t in enumerate(flat)])
 
 
 def run(inputs, outputs, values, training):
@@ -83,8 +85,8 @@ def run(inputs, outputs, values, training):
             args, rest_values, kw = _map_keras_tensors(evaluate, _call_arguments(kt._node))
             if layer._call_has_training and "training" not in kw:
                 kw["training"] = training
-            results[key] = layer(args, *rest_values, **kw)
-        out = results[key]
+            results[key] = nest.flatten(layer(args, *rest_values, **kw))
+        out = results[key][kt.index]
         memo[id(kt)] = out
         return out
     return nest.map_structure(evaluate, outputs)

@@ -55,7 +55,9 @@ class Model(Layer):
             if not all(isinstance(t, KerasTensor) for t in self._inputs):
                 raise ValueError("A functional Model's inputs must come from tf.keras.Input.")
             self._input_struct, self._outputs = inputs, outputs
-            self._layers = layers_of(outputs)
+            self._layers = [InputLayer.wrapping(t) for t in self._inputs] + [
+                layer for layer in layers_of(outputs) if not getattr(layer, "is_operation", False)]
+            self._operations = layers_of(outputs)      # (keeps the op layers of KerasTensor arithmetic)
             self.built = True
         self.optimizer = self.loss = None
         self.compiled = False

@@ -41,9 +41,6 @@ def summary_text(model):
     lines = [f'Model: "{model.name}"', _rule("┏", "┳", "┓", "━"),
              _row(("Layer (type)", "Output Shape", "Param #"), "┃", "┃", "┃"), _rule("┡", "╇", "┩", "━")]
     rows = []
-    for kt in getattr(model, "_inputs", []) if getattr(model, "_functional", False) else []:
-        dims = ", ".join(str(d) for d in kt.shape.as_list())
-        rows.append((f"{kt.name} (InputLayer)", f"({dims})", "0"))
     for layer in model.layers:
         rows.append((f"{layer.name} ({type(layer).__name__})", _shape_text(layer), _params_text(layer)))
     for i, cells in enumerate(rows):
