@@ -1,7 +1,7 @@
 """tf.scatter_nd and tf.tensor_scatter_nd_update / add / sub (ops/scatter_nd.py): composites
 of segment ops. Expected values by numpy: np.add.at for the sums, a loop in order (the
-last update of a repeated index wins, TF's CPU kernel) for updates; gradients by the same
-rules by hand. Both Session modes, compiled runs without interpreter fallback."""
+last update of a repeated index wins, TF's CPU kernel) for updates; gradients by TF's
+gradient functions' rules, by hand. Both Session modes, compiled runs without interpreter fallback."""
 import numpy as np
 import pytest
 
@@ -64,10 +64,7 @@ def test_generated_scatters_values_and_gradients(no_fallback):
         for v in last:
             kept[v] = 0
         np.testing.assert_allclose(got_grads[2][0], w * kept)           # update: the replaced rows get none
-        winners = np.zeros(upd.shape)                                   # and only each row's last update
-        for v, pos in last.items():
-            winners[pos] = w[v]
-        np.testing.assert_allclose(got_grads[2][1], winners)
+        np.testing.assert_allclose(got_grads[2][1], picked)             # and every update its row's (TF's rule)
 
 
 def test_out_of_range_indices_and_shape_errors():
@@ -161,3 +158,18 @@ def test_scatter_max_min_ints_and_errors():
         tf.tensor_scatter_nd_max(t, [[2]], [[5, 0]])
     with pytest.raises(InvalidArgumentError):
         tf.tensor_scatter_nd_min(t, [[1]], [[5, 0, 1]])
+
+
+def test_scatter_update_gradient_reaches_every_duplicate_update_as_tf():
+    """TF's _TensorScatterUpdateGrad: updates get gather_nd(g, indices) -- a repeated index's
+    losing updates too -- and the tensor gets g with the updated rows zeroed. The composite's
+    own derivative gave the losers 0 ([0, 1] where TF gives [1, 1])."""
+    x, u = tf.constant([1.0, 2.0, 3.0]), tf.constant([10.0, 20.0])
+    weights = np.array([1.0, 2.0, 3.0], np.float32)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, u])
+        out = tf.tensor_scatter_nd_update(x, [[0], [0]], u)
+        loss = tf.reduce_sum(out * weights)
+    np.testing.assert_array_equal(out.numpy(), [20.0, 2.0, 3.0])
+    np.testing.assert_array_equal(t.gradient(loss, u).numpy(), [weights[0], weights[0]])
+    np.testing.assert_array_equal(t.gradient(loss, x).numpy(), [0.0, weights[1], weights[2]])

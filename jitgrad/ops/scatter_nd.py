@@ -14,11 +14,12 @@ import numpy as np
 
 from .. import dtypes
 from ..convert import convert_all
+from ..custom_gradient import custom_gradient
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from .array_ops import concat, gather, get_static_value, range_, reshape, shape as shape_of, zeros
-from .gather_nd import flat_rows
-from .math_ops import add, cast, greater_equal, subtract, where
+from .gather_nd import flat_rows, gather_nd
+from .math_ops import add, cast, greater_equal, subtract, where, zeros_like
 from .segment_ops import unsorted_segment_max, unsorted_segment_sum
 
 
@@ -46,10 +47,23 @@ def tensor_scatter_nd_sub(tensor, indices, updates, name=None):
 
 def tensor_scatter_nd_update(tensor, indices, updates, name=None):
     """``tf.tensor_scatter_nd_update``: ``tensor`` with the rows at the indices replaced,
-    the last update of a repeated index winning."""
+    the last update of a repeated index winning. The gradient is TF's
+    (_TensorScatterUpdateGrad): every update gets its row's gradient, also one that lost to a
+    later update of the same index, and the replaced rows of the tensor get none."""
     t, upd = convert_all([tensor, updates])
     (idx,) = convert_all([indices], graph=_graph(t))
     dims = tensor_dims(t)
+
+    @custom_gradient
+    def updated(t, u):
+        def grad(g):
+            return [_with_rows_replaced(g, idx, zeros_like(u), dims), gather_nd(g, idx)]
+        return _with_rows_replaced(t, idx, u, dims), grad
+    out = updated(t, upd)
+    return out if name is None else reshape(out, dims, name=name)
+
+
+def _with_rows_replaced(t, idx, upd, dims):
     rows, n, k = scatter_rows(idx, upd, dims)
     rest = dims[k:]
     flat_upd = reshape(upd, [-1] + rest)
@@ -60,8 +74,7 @@ def tensor_scatter_nd_update(tensor, indices, updates, name=None):
     padded = concat([flat_upd, zeros([1] + rest, t.dtype)], 0)
     picked = gather(padded, where(hit, last, count))
     mask = reshape(hit, [n] + [1] * len(rest))
-    out = where(mask, picked, reshape(t, [n] + rest))
-    return reshape(out, dims, name=name)
+    return reshape(where(mask, picked, reshape(t, [n] + rest)), dims)
 
 
 def _scattered_sum(idx, upd, dims):
