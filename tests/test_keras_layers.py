@@ -136,7 +136,9 @@ def test_functional_sequential_and_subclassed_models_agree_with_numpy():
         assert [tuple(v.shape.as_list()) for v in model.trainable_weights] == [(2, 3), (3,), (3, 1), (1,)]
     assert [v.path for v in sequential.weights][0] == "sequential/dense_2/kernel"
     assert [v.path for v in sub.weights][:2] == ["mlp/dense_4/kernel", "mlp/dense_4/bias"]
-    assert len(functional.layers) == 2 and len(sequential.layers) == 2 and len(sub.layers) == 3
+    # Keras 3: a functional model lists its InputLayer first, a Sequential one does not
+    assert [type(layer).__name__ for layer in functional.layers] == ["InputLayer", "Dense", "Dense"]
+    assert len(sequential.layers) == 2 and len(sub.layers) == 3
 
 
 def test_layers_inside_function_match_eager(graph_mode):
@@ -184,3 +186,38 @@ def test_summary_is_keras_table(capsys):
     assert text[0] == 'Model: "functional"'
     assert text[4] == "│ input_layer (InputLayer)        │ (None, 3)              │             0 │"
     assert text[-3] == " Total params: 20 (80.00 B)"
+
+
+def test_functional_multi_output_layers_and_keras_tensor_arithmetic():
+    inputs = keras.Input((3, 2))
+    seq, h, c = keras.layers.LSTM(4, return_state=True, return_sequences=True)(inputs)
+    model = keras.Model(inputs, [c, h, seq])
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    got_c, got_h, got_seq = [np.asarray(v) for v in model(x)]
+    want_seq, want_h, want_c = [np.asarray(v) for v in model.layers[1](x)]   # the layer itself, eagerly
+    np.testing.assert_allclose(got_c, want_c, rtol=1e-6)
+    np.testing.assert_allclose(got_h, want_h, rtol=1e-6)
+    np.testing.assert_allclose(got_seq, want_seq, rtol=1e-6)
+    assert got_c.shape == (2, 4) and got_seq.shape == (2, 3, 4)
+    i = keras.Input((2,))
+    dense = keras.layers.Dense(2, kernel_initializer="ones", bias_initializer="zeros")
+    out = 2.0 * (dense(i) + i) - 1.0
+    model = keras.Model(i, [out, out[:, 0]])
+    assert [type(layer).__name__ for layer in model.layers] == ["InputLayer", "Dense"]   # ops are not layers
+    full, first = model(np.array([[1.0, 2.0]], np.float32))
+    np.testing.assert_array_equal(np.asarray(full), [[7.0, 9.0]])        # 2 * ([3, 3] + [1, 2]) - 1
+    np.testing.assert_array_equal(np.asarray(first), [7.0])
+
+
+def test_dense_embedding_dropout_inputs_as_keras3():
+    dense = keras.layers.Dense(1, kernel_initializer="ones", bias_initializer="zeros")
+    np.testing.assert_array_equal(dense(np.array([[1, 2]], np.int64)).numpy(), [[3.0]])   # ints promoted
+    with pytest.raises(ValueError, match="expected axis -1 of input shape to have value 2"):
+        dense(np.ones((1, 4), np.float32))
+    emb = keras.layers.Embedding(3, 1, embeddings_initializer=keras.initializers.Constant([[0.0], [1.0], [2.0]]))
+    np.testing.assert_array_equal(emb(np.array([[-1, 0, -3]])).numpy()[..., 0], [[2.0, 0.0, 0.0]])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        emb(np.array([[3]]))
+    np.testing.assert_array_equal(keras.layers.Dropout(1.0)(np.ones((1, 2), np.float32), training=True).numpy(),
+                                  [[0.0, 0.0]])
+    np.testing.assert_array_equal(keras.metrics.binary_accuracy([[1.0, 0.0]], [[0.7, 0.8]]).numpy(), [[1.0, 0.0]])

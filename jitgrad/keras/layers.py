@@ -50,6 +50,15 @@ class Dense(Layer):
         self.built = True
 
     def call(self, inputs):
+        inputs = convert_to_tensor(inputs)
+        width = inputs.shape.dims[-1] if inputs.shape.rank else None
+        if inputs.shape.rank is not None and (inputs.shape.rank < 2 or width not in (None, self.kernel.shape[0])):
+            # Keras 3's InputSpec check (min_ndim 2, axes {-1: input_dim}), before any matmul error
+            raise ValueError(f"Input 0 of layer '{self.name}' is incompatible with the layer: expected axis -1 of "
+                             f"input shape to have value {self.kernel.shape[0]}, but received input with shape "
+                             f"{tuple(inputs.shape.as_list())}")
+        if not inputs.dtype.is_floating and not inputs.dtype.is_complex:
+            inputs = math_ops.cast(inputs, self.kernel.dtype)      # Keras's ops promote ints to floats
         if inputs.shape.rank is not None and inputs.shape.rank > 2:
             x = linalg_ops.tensordot(inputs, self.kernel, [[inputs.shape.rank - 1], [0]])
         else:
@@ -83,6 +92,8 @@ class Dropout(Layer):
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
 
     def call(self, inputs, training=False):
+        if training and self.rate >= 1:
+            return math_ops.zeros_like(inputs)     # Keras 3 takes rate 1: everything dropped
         if training and self.rate > 0:
             return nn_ops.dropout(inputs, self.rate, noise_shape=self.noise_shape, seed=self.seed)
         return inputs
@@ -122,6 +133,9 @@ class Embedding(Layer):
     def call(self, inputs):
         if not inputs.dtype.is_integer:
             inputs = math_ops.cast(inputs, dtypes.int32)
+        # Keras 3's ops.take: a negative id counts from the end (-1 is the last row), as numpy's
+        rows = math_ops.cast(self.input_dim, inputs.dtype)
+        inputs = math_ops.where(math_ops.less(inputs, 0), inputs + rows, inputs)
         return array_ops.gather(self.embeddings, inputs)
 
     def compute_output_shape(self, input_shape):

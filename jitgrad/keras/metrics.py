@@ -126,7 +126,8 @@ def accuracy(y_true, y_pred):
 def binary_accuracy(y_true, y_pred, threshold=0.5):
     y_true, y_pred = _aligned(y_true, y_pred)
     hit = math_ops.cast(math_ops.greater(y_pred, math_ops.cast(threshold, y_pred.dtype)), y_pred.dtype)
-    return reduction_ops.reduce_mean(math_ops.cast(math_ops.equal(y_true, hit), dtypes.float32), axis=-1)
+    # elementwise, as Keras 3's (the Mean of the metric reduces each sample)
+    return math_ops.cast(math_ops.equal(y_true, hit), dtypes.float32)
 
 
 def categorical_accuracy(y_true, y_pred):
