@@ -3,7 +3,7 @@ losses, metrics, activations, initializers, callbacks; ``tf.keras.optimizers``
 (jitgrad/optimizers.py) is attached by jitgrad/__init__.py."""
 import types as _types
 
-from . import activations, callbacks, initializers, layers, losses, metrics  # noqa: F401
+from . import activations, callbacks, constraints, initializers, layers, losses, metrics, regularizers  # noqa: F401
 from .functional import Input, KerasTensor  # noqa: F401
 from .layers import Layer  # noqa: F401
 from .names import clear_session
@@ -16,4 +16,4 @@ backend.clear_session = clear_session
 utils = _types.ModuleType("jitgrad.keras.utils")
 utils.Progbar = callbacks.Progbar
 __all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",
-           "initializers", "callbacks", "backend"]
+           "initializers", "callbacks", "backend", "regularizers", "constraints"]

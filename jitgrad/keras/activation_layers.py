@@ -95,8 +95,7 @@ class PReLU(_Elementwise):
     def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None, shared_axes=None,
                  **kwargs):
         super().__init__(**kwargs)
-        if alpha_regularizer is not None or alpha_constraint is not None:
-            raise NotImplementedError("jitgrad's PReLU has no alpha regularizer or constraint.")
+        self.alpha_regularizer, self.alpha_constraint = alpha_regularizer, alpha_constraint
         self.alpha_initializer = initializers.get(alpha_initializer)
         self.shared_axes = None if shared_axes is None else \
             list(shared_axes) if isinstance(shared_axes, (list, tuple)) else [shared_axes]
@@ -105,7 +104,8 @@ class PReLU(_Elementwise):
         param_shape = list(input_shape[1:])
         for i in self.shared_axes or ():
             param_shape[i - 1] = 1
-        self.alpha = self.add_weight(shape=param_shape, initializer=self.alpha_initializer, name="alpha")
+        self.alpha = self.add_weight(shape=param_shape, initializer=self.alpha_initializer, name="alpha",
+                                     regularizer=self.alpha_regularizer, constraint=self.alpha_constraint)
         self.built = True
 
     def call(self, inputs):

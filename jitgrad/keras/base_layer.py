@@ -12,9 +12,9 @@ from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
 from ..module import Module, camel_to_snake
-from ..ops import math_ops
+from ..ops import array_ops, math_ops
 from ..variables import Variable
-from . import initializers
+from . import constraints, initializers, regularizers
 from .functional import KerasTensor, symbolic_call
 from .names import unique_name
 
@@ -43,7 +43,8 @@ def _training_from_context():
 
 
 class Layer(Module):
-    def __init__(self, trainable=True, name=None, dtype=None, input_shape=None, input_dim=None, **kwargs):
+    def __init__(self, trainable=True, name=None, dtype=None, input_shape=None, input_dim=None,
+                 activity_regularizer=None, **kwargs):
         if kwargs.pop("batch_input_shape", None) is not None:
             raise ValueError("jitgrad's Keras layers take `input_shape`, not `batch_input_shape`.")
         kwargs.pop("autocast", None)
@@ -55,6 +56,8 @@ class Layer(Module):
         self.trainable = trainable
         self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
         self._trainable_own, self._non_trainable_own, self._sublayers = [], [], []
+        self._added_losses, self._weight_regularizers = [], []
+        self.activity_regularizer = regularizers.get(activity_regularizer)
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)
         self._input_shape_arg = None if input_shape is None else tuple(input_shape)
@@ -77,18 +80,49 @@ class Layer(Module):
                    constraint=None, **kwargs):
         """A weight of this layer, named inside its name scope, initialised by ``initializer``
         (default: glorot_uniform for floats, zeros otherwise)."""
-        if regularizer is not None or constraint is not None:
-            raise NotImplementedError("jitgrad's Keras layers have no weight regularizers or constraints.")
         dt = dtypes.as_dtype(dtype or self.dtype)
         init = initializers.get(initializer if initializer is not None else
                                 ("glorot_uniform" if dt.is_floating else "zeros"))
         shape = tuple(shape or ())
         with self._build_scope():
-            var = Variable(lambda: init(shape, dt), trainable=trainable, name=name or "variable", dtype=dt)
+            var = Variable(lambda: init(shape, dt), trainable=trainable, name=name or "variable", dtype=dt,
+                           constraint=constraints.get(constraint))
         if isinstance(var, EagerVariable):
             var.__class__ = KerasVariable
         (self._trainable_own if trainable else self._non_trainable_own).append(var)
+        if regularizer is not None:
+            self._weight_regularizers.append((var, regularizers.get(regularizer)))
         return var
+
+    # ---------------------------------------------------------------- losses
+    def add_loss(self, loss):
+        """A loss of the current call (Keras 3: cleared when the outermost layer is called again)."""
+        self._added_losses.append(loss)
+
+    @property
+    def losses(self):
+        """Keras 3's: the losses added during the last call by this layer and its sublayers, then
+        the weight regularizers' penalties on the trainable weights, computed now."""
+        layers = self._layer_tree()
+        added = [loss for layer in layers for loss in layer._added_losses]
+        trainable = {id(w) for w in self.trainable_weights}
+        return added + [regularizer(w) for layer in layers for w, regularizer in layer._weight_regularizers
+                        if id(w) in trainable]
+
+    def _layer_tree(self):
+        out, seen = [], set()
+        stack = [self]
+        while stack:
+            layer = stack.pop(0)
+            if id(layer) not in seen:
+                seen.add(id(layer))
+                out.append(layer)
+                stack.extend(layer.__dict__.get("_sublayers", ()))
+        return out
+
+    def _clear_losses(self):
+        for layer in self._layer_tree():
+            layer._added_losses.clear()
 
     def _build_scope(self):
         """The layer's name scope when ``build`` was called directly (outside any scope), so its
@@ -189,11 +223,20 @@ class Layer(Module):
         stack = getattr(_call_context, "training", None)
         if stack is None:
             stack = _call_context.training = []
+        if not stack:
+            self._clear_losses()       # the outermost call: the last call's losses go
         stack.append(training)
         try:
             out = _call_fn(self)(inputs, *rest, **kwargs)
         finally:
             stack.pop()
+        if self.activity_regularizer is not None:
+            for output in nest.flatten(out):
+                if is_tensorlike(output):
+                    loss = self.activity_regularizer(output)
+                    if output.shape.rank:       # Keras 3: per sample of the batch
+                        loss = math_ops.divide_no_nan(loss, math_ops.cast(array_ops.shape(output)[0], loss.dtype))
+                    self.add_loss(loss)
         shape = getattr(out, "shape", None)
         if shape is not None and shape.rank:     # what summary() shows: (None, ...)
             self._output_shape = (None,) + tuple(shape.as_list()[1:])

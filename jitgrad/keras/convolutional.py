@@ -12,8 +12,11 @@ class _Conv(Layer):
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None, dilation_rate=1, groups=1,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
-        super().__init__(**kwargs)
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                 bias_constraint=None, **kwargs):
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+        self.kernel_constraint, self.bias_constraint = kernel_constraint, bias_constraint
         if not isinstance(filters, int) or filters <= 0:
             raise ValueError(f"Invalid value for argument `filters`. Expected a strictly positive value. "
                              f"Received filters={filters}.")
@@ -39,8 +42,10 @@ class _Conv(Layer):
             raise ValueError(f"The channel dimension of the inputs to {type(self).__name__} should be defined. "
                              "Found None.")
         self.kernel = self.add_weight(shape=self.kernel_size + (channels, self.filters),
-                                      initializer=self.kernel_initializer, name="kernel")
-        self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias") \
+                                      initializer=self.kernel_initializer, name="kernel",
+                                      regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
+        self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias",
+                                    regularizer=self.bias_regularizer, constraint=self.bias_constraint) \
             if self.use_bias else None
         self.built = True
 

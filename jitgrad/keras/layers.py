@@ -29,8 +29,11 @@ from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D,
 
 class Dense(Layer):
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+        self.kernel_constraint, self.bias_constraint = kernel_constraint, bias_constraint
         if not isinstance(units, int) or units <= 0:
             raise ValueError(f"Received an invalid value for `units`, expected a positive integer. Received: "
                              f"units={units}")
@@ -44,8 +47,10 @@ class Dense(Layer):
         if in_dim is None:
             raise ValueError("The last dimension of the inputs to a Dense layer should be defined. Found None.")
         self.kernel = self.add_weight(shape=(in_dim, self.units), initializer=self.kernel_initializer,
-                                      name="kernel")
-        self.bias = self.add_weight(shape=(self.units,), initializer=self.bias_initializer, name="bias") \
+                                      name="kernel", regularizer=self.kernel_regularizer,
+                                      constraint=self.kernel_constraint)
+        self.bias = self.add_weight(shape=(self.units,), initializer=self.bias_initializer, name="bias",
+                                    regularizer=self.bias_regularizer, constraint=self.bias_constraint) \
             if self.use_bias else None
         self.built = True
 
@@ -115,14 +120,18 @@ class Activation(Layer):
 
 
 class Embedding(Layer):
-    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None,
+                 embeddings_constraint=None, activity_regularizer=None, **kwargs):
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.input_dim, self.output_dim = input_dim, output_dim
+        self.embeddings_regularizer, self.embeddings_constraint = embeddings_regularizer, embeddings_constraint
         self.embeddings_initializer = initializers.get(embeddings_initializer)
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(shape=(self.input_dim, self.output_dim),
-                                          initializer=self.embeddings_initializer, name="embeddings")
+                                          initializer=self.embeddings_initializer, name="embeddings",
+                                          regularizer=self.embeddings_regularizer,
+                                          constraint=self.embeddings_constraint)
         self.built = True
 
     def _convert_input(self, x):

@@ -8,7 +8,8 @@ runs it eagerly). Logs are Keras 3's: ``loss`` is the batch-size-weighted mean
 of the epoch's batch losses, metrics accumulate over the epoch, keys sorted."""
 import numpy as np
 
-from .. import context, nest
+from .. import context, dtypes, nest
+from ..convert import convert_to_tensor
 from ..function import function
 from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
@@ -18,7 +19,7 @@ from .core_layers import InputLayer
 from .layers import Layer
 from .names import unique_name
 from .summary import summary_text
-from ..ops import array_ops
+from ..ops import array_ops, math_ops, reduction_ops
 from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
 from ..optimizers import Adam, KerasOptimizer, SGD
 
@@ -132,9 +133,14 @@ class Model(Layer):
             m.reset_state()
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
-        if self._loss_fn is None:
+        """Keras 3's total: the compiled loss plus the sum of each of ``self.losses`` (the
+        layers' add_loss losses of this call and the weight regularizers' penalties)."""
+        losses = [] if self._loss_fn is None else [self._loss_fn(y, y_pred, sample_weight)]
+        losses += [reduction_ops.reduce_sum(loss if loss.dtype.is_floating else math_ops.cast(loss, dtypes.float32))
+                   for loss in map(convert_to_tensor, self.losses)]
+        if not losses:
             raise ValueError("No loss to compute. Provide a `loss` argument in `compile()`.")
-        return self._loss_fn(y, y_pred, sample_weight)
+        return losses[0] if len(losses) == 1 else math_ops.add_n(losses)
 
     def _logs(self):
         return {m.name: m.result() for m in self.metrics}

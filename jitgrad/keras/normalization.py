@@ -25,9 +25,10 @@ class BatchNormalization(Layer):
                  beta_regularizer=None, gamma_regularizer=None, beta_constraint=None, gamma_constraint=None,
                  renorm=False, synchronized=False, **kwargs):
         super().__init__(**kwargs)
-        if any(a is not None for a in (beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint)) \
-                or renorm:
-            raise NotImplementedError("jitgrad's BatchNormalization has no regularizers, constraints or renorm.")
+        if renorm:
+            raise NotImplementedError("jitgrad's BatchNormalization has no renorm.")
+        self.beta_regularizer, self.gamma_regularizer = beta_regularizer, gamma_regularizer
+        self.beta_constraint, self.gamma_constraint = beta_constraint, gamma_constraint
         self.axis = int(axis)
         self.synchronized = synchronized     # one replica: the local statistics are the global ones
         self.momentum, self.epsilon = float(momentum), float(epsilon)
@@ -42,9 +43,11 @@ class BatchNormalization(Layer):
         rank = len(input_shape)
         shape = (input_shape[self.axis],)      # an axis out of range: IndexError, as Keras 3
         if self.scale:
-            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma")
+            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma",
+                                         regularizer=self.gamma_regularizer, constraint=self.gamma_constraint)
         if self.center:
-            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta")
+            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta",
+                                        regularizer=self.beta_regularizer, constraint=self.beta_constraint)
         self.moving_mean = self.add_weight(shape=shape, initializer=self.moving_mean_initializer,
                                            trainable=False, name="moving_mean")
         self.moving_variance = self.add_weight(shape=shape, initializer=self.moving_variance_initializer,
@@ -86,8 +89,8 @@ class LayerNormalization(Layer):
         if kwargs.pop("rms_scaling", False):
             raise NotImplementedError("jitgrad's LayerNormalization has no rms_scaling (deprecated in Keras 3).")
         super().__init__(**kwargs)
-        if any(a is not None for a in (beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint)):
-            raise NotImplementedError("jitgrad's LayerNormalization has no regularizers or constraints.")
+        self.beta_regularizer, self.gamma_regularizer = beta_regularizer, gamma_regularizer
+        self.beta_constraint, self.gamma_constraint = beta_constraint, gamma_constraint
         if isinstance(axis, (list, tuple)):
             self.axis = list(axis)
         elif isinstance(axis, int):
@@ -104,9 +107,11 @@ class LayerNormalization(Layer):
         self.axis = sorted(self.axis) if isinstance(self.axis, list) else [self.axis]
         shape = tuple(input_shape[a] for a in self.axis)
         if self.scale:
-            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma")
+            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma",
+                                         regularizer=self.gamma_regularizer, constraint=self.gamma_constraint)
         if self.center:
-            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta")
+            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta",
+                                        regularizer=self.beta_regularizer, constraint=self.beta_constraint)
         rank = len(input_shape)
         normalized = {a % rank for a in self.axis}
         self._param_shape = [input_shape[a] if a in normalized else 1 for a in range(rank)]

@@ -19,9 +19,10 @@ class _Cell(Layer):
                  recurrent_regularizer=None, bias_regularizer=None, kernel_constraint=None, recurrent_constraint=None,
                  bias_constraint=None, dropout=0.0, recurrent_dropout=0.0, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if any(a is not None for a in (kernel_regularizer, recurrent_regularizer, bias_regularizer,
-                                       kernel_constraint, recurrent_constraint, bias_constraint)):
-            raise NotImplementedError("jitgrad's recurrent layers have no regularizers or constraints.")
+        self.kernel_regularizer, self.recurrent_regularizer, self.bias_regularizer = (
+            kernel_regularizer, recurrent_regularizer, bias_regularizer)
+        self.kernel_constraint, self.recurrent_constraint, self.bias_constraint = (
+            kernel_constraint, recurrent_constraint, bias_constraint)
         if not isinstance(units, int) or units <= 0:
             raise ValueError(f"Received an invalid value for argument `units`, expected a positive integer, got "
                              f"{units}.")
@@ -35,10 +36,13 @@ class _Cell(Layer):
 
     def build(self, input_shape):
         n = self.gates * self.units
-        self.kernel = self.add_weight(shape=(input_shape[-1], n), initializer=self.kernel_initializer, name="kernel")
+        self.kernel = self.add_weight(shape=(input_shape[-1], n), initializer=self.kernel_initializer, name="kernel",
+                                      regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
         self.recurrent_kernel = self.add_weight(shape=(self.units, n), initializer=self.recurrent_initializer,
-                                                name="recurrent_kernel")
-        self.bias = self.add_weight(shape=self._bias_shape(), initializer=self._bias_init(), name="bias") \
+                                                name="recurrent_kernel", regularizer=self.recurrent_regularizer,
+                                                constraint=self.recurrent_constraint)
+        self.bias = self.add_weight(shape=self._bias_shape(), initializer=self._bias_init(), name="bias",
+                                    regularizer=self.bias_regularizer, constraint=self.bias_constraint) \
             if self.use_bias else None
         self.built = True
 
@@ -202,7 +206,8 @@ class RNN(Layer):
 def _split_kwargs(kwargs):
     """The RNN layer's own arguments, separated from those of its cell (and its base Layer)."""
     own = {k: kwargs.pop(k) for k in ("return_sequences", "return_state", "go_backwards", "stateful", "unroll",
-                                      "name", "trainable", "dtype", "input_shape", "input_dim") if k in kwargs}
+                                      "name", "trainable", "dtype", "input_shape", "input_dim", "activity_regularizer")
+           if k in kwargs}
     kwargs.pop("use_cudnn", None)    # no cuDNN kernel here: the generic loop always runs
     return own, kwargs
 
