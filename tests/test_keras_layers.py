@@ -221,3 +221,18 @@ def test_dense_embedding_dropout_inputs_as_keras3():
     np.testing.assert_array_equal(keras.layers.Dropout(1.0)(np.ones((1, 2), np.float32), training=True).numpy(),
                                   [[0.0, 0.0]])
     np.testing.assert_array_equal(keras.metrics.binary_accuracy([[1.0, 0.0]], [[0.7, 0.8]]).numpy(), [[1.0, 0.0]])
+
+
+def test_get_layer_and_functional_inputs_outputs():
+    i = keras.Input((2,), name="x")
+    d = keras.layers.Dense(3, name="d")
+    out = d(i)
+    model = keras.Model(i, out)
+    assert model.get_layer("d") is d and model.get_layer(index=0).name == "x"
+    assert model.input is i and model.output is out and model.inputs == [i] and model.outputs == [out]
+    with pytest.raises(ValueError, match="No such layer: zz"):
+        model.get_layer("zz")
+    with pytest.raises(ValueError, match="only has 2 layers"):
+        model.get_layer(index=5)
+    seq = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="q")])
+    assert seq.get_layer("q") is seq.get_layer(index=0)

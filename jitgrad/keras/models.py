@@ -75,6 +75,38 @@ class Model(Layer):
     def layers(self):
         return list(self._sublayers)
 
+    def get_layer(self, name=None, index=None):
+        """Keras 3's: a layer by name or by index in ``layers``, exactly one of them."""
+        if index is not None and name is not None:
+            raise ValueError(f"Provide only a layer name or a layer index. Received: index={index}, name={name}.")
+        if index is not None:
+            if len(self.layers) <= index:
+                raise ValueError(f"Was asked to retrieve layer at index {index} but model only has "
+                                 f"{len(self.layers)} layers.")
+            return self.layers[index]
+        if name is not None:
+            for layer in self.layers:
+                if layer.name == name:
+                    return layer
+            raise ValueError(f"No such layer: {name}. Existing layers are: {[layer.name for layer in self.layers]}.")
+        raise ValueError("Provide either a layer name or layer index at `get_layer`.")
+
+    @property
+    def inputs(self):
+        return list(self._inputs) if self._functional else None
+
+    @property
+    def outputs(self):
+        return list(nest.flatten(self._outputs)) if self._functional else None
+
+    @property
+    def input(self):
+        return self._input_struct if self._functional else None
+
+    @property
+    def output(self):
+        return self._outputs if self._functional else None
+
     def build(self, input_shape=None):
         """Builds the weights by running the model once on a batch of zeros of ``input_shape``."""
         if input_shape is not None and not (self._functional and self.built):
