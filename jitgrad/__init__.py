@@ -235,7 +235,8 @@ def is_tensor(x):
 # ---- control flow: tf.cond, tf.while_loop and what is built on them (control_flow.py)
 from . import control_flow as _cf  # noqa: E402
 from .control_flow import cond, case, switch_case, while_loop  # noqa: E402,F401
-from .functional_ops import map_fn, scan, foldl, foldr  # noqa: E402,F401
+from .functional_ops import map_fn, scan, foldl, foldr, vectorized_map  # noqa: E402,F401
+from .shape_checks import ensure_shape  # noqa: E402,F401
 v1.cond = _cf.cond_v1
 v1.while_loop = _cf.while_loop_v1
 
@@ -412,10 +413,11 @@ v1.__getattr__ = _v1_getattr
 
 # ---- array composites (ops/array_composites.py): repeat, meshgrid, sequence_mask, searchsorted, ...
 from .ops.array_composites import (identity_n, meshgrid, repeat, reverse_sequence, searchsorted,  # noqa: E402,F401
-                                   sequence_mask, shape_n, unravel_index)
+                                   sequence_mask, shape_n, strided_slice, unravel_index)
 v1.__dict__.update(identity_n=identity_n, meshgrid=meshgrid, repeat=repeat, reverse_sequence=reverse_sequence,
                    searchsorted=searchsorted, sequence_mask=sequence_mask, shape_n=shape_n,
-                   unravel_index=unravel_index)
+                   strided_slice=strided_slice, unravel_index=unravel_index, vectorized_map=vectorized_map,
+                   ensure_shape=ensure_shape)
 
 
 # ---- counting / checking composites (ops/counting_ops.py) and more math composites

@@ -55,6 +55,15 @@ def _scan_loop(fn_step, init, elems, reverse, name):
     return outs[:n], [check_stackable(y) for y in outs[n + 1:]]
 
 
+def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
+    """``tf.vectorized_map``: ``fn`` applied to the rows of ``elems``, as map_fn with the output
+    structure and dtypes of ``fn`` on the first row (TF vectorises by pfor; the values are the
+    same)."""
+    first = nest.map_structure(lambda e: convert_to_tensor(e)[0], elems)
+    signature = nest.map_structure(lambda t: convert_to_tensor(t).dtype, fn(first))
+    return map_fn(fn, elems, fn_output_signature=signature)
+
+
 def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
            name=None, fn_output_signature=None):
     """``tf.map_fn``: ``fn`` applied to the rows of ``elems`` (nested), results stacked."""

@@ -1,6 +1,6 @@
 """TF array functions composed of existing ops, as TF's own Python composes most of them:
 repeat, meshgrid, sequence_mask, searchsorted, unravel_index, reverse_sequence,
-identity_n, shape_n. They compile and differentiate as their parts do.
+identity_n, shape_n, strided_slice. They compile and differentiate as their parts do.
 
 repeat with repeats known when the graph is built (Python values, constants, eager
 tensors) is one gather of np.repeat's indices, so its output shape is static; a run-time
@@ -17,7 +17,7 @@ from ..convert import convert_all, convert_to_tensor, graph_of
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from .array_ops import (broadcast_to, concat, expand_dims, gather, get_static_value, ones, range_, reshape,
-                        shape as shape_of, stack, tile, transpose)
+                        shape as shape_of, stack, strided_slice_getitem, tile, transpose)
 from .gather_batched import gather as batched_gather
 from .math_ops import (abs as abs_, cast, floordiv, floormod, identity, less, logical_not, maximum, multiply, ones_like,
                        sign, subtract, where)
@@ -286,3 +286,40 @@ def shape_n(input, out_type=dtypes.int32, name=None):  # noqa: A002
         raise _type_error(f"Tensors in list passed to 'input' of 'ShapeN' Op have types "
                           f"[{', '.join(t.dtype.name for t in ts)}] that don't all match.")
     return [shape_of(t, out_type) for t in ts]
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, var=None, name=None):
+    """``tf.strided_slice``: the masks spelled out as the Python index they stand for
+    (``x[1:, ..., tf.newaxis, 2]``), which ``__getitem__`` slices; bounds known only at run time
+    take its run-time paths."""
+    (x,) = convert_all([input_])
+    begin, end = _slice_vector(begin, "begin"), _slice_vector(end, "end")
+    strides = [1] * len(begin) if strides is None else _slice_vector(strides, "strides")
+    if not len(begin) == len(end) == len(strides):
+        raise ValueError(f"Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+                         f"[{len(begin)}], [{len(end)}], and [{len(strides)}] instead.")
+    key = []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        if ellipsis_mask >> i & 1:
+            key.append(Ellipsis)
+        elif new_axis_mask >> i & 1:
+            key.append(None)
+        elif shrink_axis_mask >> i & 1:
+            key.append(b)
+        else:
+            key.append(slice(None if begin_mask >> i & 1 else b, None if end_mask >> i & 1 else e, s))
+    return strided_slice_getitem(x, tuple(key))
+
+
+def _slice_vector(value, what):
+    """A bound vector as a list: Python ints where known, else scalar tensors."""
+    static = get_static_value(value) if not isinstance(value, (list, tuple)) else None
+    if static is not None:
+        return [int(v) for v in np.asarray(static).reshape(-1)]
+    if isinstance(value, (list, tuple)):
+        return [int(v) if isinstance(v, (int, np.integer)) else v for v in value]
+    t = convert_to_tensor(value)
+    if t.shape.rank != 1 or t.shape.dims[0] is None:
+        raise ValueError(f"strided_slice needs `{what}` of a known length.")
+    return [t[i] for i in range(t.shape.dims[0])]
