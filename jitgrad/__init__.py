@@ -8,7 +8,7 @@ import sys as _sys
 import types as _types
 from .convert import is_tensorlike
 # Registers every op (each op module registers its own when imported).
-from .ops import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops  # noqa: F401
+from .ops import math_ops, reduction_ops, array_ops, linalg_ops, nn_ops, state_ops, bitwise_ops  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -219,6 +219,8 @@ math.xlogy, math.xdivy, math.xlog1py = _xlogy.xlogy, _xlogy.xdivy, _xlogy.xlog1p
 from .ops import segment_ops as _segment  # noqa: E402
 for _name in _segment.__all__:
     setattr(math, _name, getattr(_segment, _name))
+bitwise = _module("bitwise", **{_name: getattr(bitwise_ops, _name) for _name in bitwise_ops.__all__})
+v1.bitwise = bitwise
 # TF 2.21 has tf.truncatediv / tf.truncatemod at the top level only (no tf.math.truncatediv)
 from .ops.math_ops import truncatediv, truncatemod  # noqa: E402,F401
 from .ops.sort_ops import sort, argsort  # noqa: E402,F401

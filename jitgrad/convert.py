@@ -188,7 +188,7 @@ def to_numpy(value, dtype=None):
             return np.empty(arr.shape, want.np)
         if arr.dtype in dtypes.FLOAT_NP and want.is_integer and not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {want.name}: it has fractions.")
-        if (arr.dtype.kind == "b") != want.is_bool or (arr.dtype.kind == "c" and not want.is_complex):
+        if arr.dtype.kind == "c" and not want.is_complex:
             raise TypeError(f"Cannot convert an array of dtype {arr.dtype} to a tensor of dtype {want.name}.")
         return np.asarray(arr.astype(want.np), order="C")
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
@@ -204,18 +204,42 @@ def to_numpy(value, dtype=None):
     elif (inferred.is_floating and not (want.is_floating or want.is_complex)) or \
             (inferred.is_complex and not want.is_complex):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
-    elif inferred.is_bool != want.is_bool:
+    elif inferred.is_bool != want.is_bool and not (inferred.is_bool and want in _BOOL_CONVERTS_TO):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {want.name}")
+    if want.is_integer and inferred.is_integer:
+        return _python_ints(value, want)
     try:
         with np.errstate(over="ignore"):
-            arr = np.array(value, dtype=want.np)
+            return np.array(value, dtype=want.np)
     except OverflowError:
-        raise ValueError(f"Can't convert Python int {value!r} to {want.name}: out of range.") from None
-    if want.is_integer and inferred.is_integer:
-        check = np.array(value, dtype=np.int64)
-        if not np.array_equal(check, arr):
-            raise ValueError(f"Can't convert Python int {value!r} to {want.name}: out of range.")
-    return arr
+        raise ValueError(_OUT_OF_RANGE) from None
+
+
+# TF 2.21's eager conversion of a Python bool (or a list of them) to a numeric dtype: these
+# take it as 0 / 1 (tf.constant(True, tf.int32) is 1, float_tensor + True adds 1.0); int8,
+# int16, uint8, uint16, uint32, bfloat16 and complex64 refuse it (TypeError). Checked with real TF.
+_BOOL_CONVERTS_TO = frozenset((dtypes.int32, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32,
+                               dtypes.float64, dtypes.complex128))
+_OUT_OF_RANGE = "Can't convert Python sequence with out-of-range integer to Tensor."
+
+
+def _python_ints(value, want):
+    """Python ints as ``want`` by TF 2.21's eager rules: ints int64 holds wrap into the dtype,
+    as a C cast (tf.constant(300, tf.int8) is 44, tf.constant(-1, tf.uint8) 255, int32 + 2**40
+    adds 0); uint64 also takes [2**63, 2**64); anything else out of int64's range is
+    TF's ValueError (so is a negative int for uint64: TF raises a SystemError there)."""
+    try:
+        wide = np.array(value, dtype=np.int64)
+    except OverflowError:
+        if want is not dtypes.uint64:
+            raise ValueError(_OUT_OF_RANGE) from None
+        try:
+            return np.array(value, dtype=np.uint64)
+        except OverflowError:
+            raise ValueError(_OUT_OF_RANGE) from None
+    if want is dtypes.uint64 and np.any(wide < 0):
+        raise ValueError(_OUT_OF_RANGE)
+    return wide.astype(want.np)
 
 
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None, graph=None):
@@ -323,7 +347,7 @@ def _fast_scalar(v, want):
         if kind == "f" and (want is not dtypes.float32 or -_F32_MAX <= v <= _F32_MAX):
             return np.array(v, dtype=want.np)
     elif tv is int:
-        if (kind == "f" or want.np.itemsize >= 4 and kind == "i") and -2147483648 <= v <= 2147483647:
+        if want.np.itemsize >= 4 and kind in "fi" and -2147483648 <= v <= 2147483647:   # (float16: may overflow)
             return np.array(v, dtype=want.np)
     elif tv is bool:
         if kind == "b":

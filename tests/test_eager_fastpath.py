@@ -63,8 +63,7 @@ def test_python_scalar_rules_in_binary_ops():
     assert (tf.constant(np.array([1.0], np.float64)) + 0.1)._value[0] == np.float64(1.0) + 0.1
     with pytest.raises(TypeError):
         i * 2.5
-    with pytest.raises(TypeError):
-        f + True
+    assert (f + True).numpy().tolist() == [2.0, 3.0]       # TF 2.21: a Python bool adds as 1.0
     np.testing.assert_array_equal((f * 1e39).numpy(), np.array([np.inf, np.inf], np.float32))
 
 

@@ -124,6 +124,43 @@ def _pow(kb, node, xs, W):
     return result
 
 
+def _bitwise(op):
+    """BitwiseAnd / BitwiseOr / BitwiseXor (integers only, as TF's op defs)."""
+    def f(kb, node, xs, W):
+        return getattr(kb.b, op)(xs[0], xs[1])
+    return f
+
+
+def _invert(kb, node, xs, W):
+    return kb.b.xor(xs[0], const(_dt(node), -1, W))
+
+
+def _shift_amount(kb, dt, y, W):
+    """TF's shift functors' clamp of y to [0, bits - 1]: an LLVM shift by the bit width or
+    more is poison, so the clamped amount is what is shifted by (no undefined behaviour)."""
+    b = kb.b
+    top = const(dt, dt.size * 8 - 1, W)
+    cmp = b.icmp_unsigned if dt.is_unsigned else b.icmp_signed
+    y = b.select(cmp(">", y, top), top, y)
+    if not dt.is_unsigned:
+        y = b.select(b.icmp_signed("<", y, const(dt, 0, W)), const(dt, 0, W), y)
+    return y
+
+
+def _left_shift(kb, node, xs, W):
+    """x << clamp(y): LLVM's shl wraps (no nsw / nuw), as TF's shift of the unsigned type."""
+    x, y = xs
+    return kb.b.shl(x, _shift_amount(kb, _dt(node), y, W))
+
+
+def _right_shift(kb, node, xs, W):
+    """x >> clamp(y): arithmetic for signed types, logical for unsigned ones."""
+    x, y = xs
+    dt = _dt(node)
+    sh = kb.b.lshr if dt.is_unsigned else kb.b.ashr
+    return sh(x, _shift_amount(kb, dt, y, W))
+
+
 def _atan2(kb, node, xs, W):
     """atan2(y, x) (floats only, as TF's op)."""
     return _vm(kb, "atan2", list(xs))
@@ -434,6 +471,12 @@ ELEMENTWISE = {
     "TruncateDiv": _truncatediv,
     "TruncateMod": _truncatemod,
     "Pow": _pow,
+    "BitwiseAnd": _bitwise("and_"),
+    "BitwiseOr": _bitwise("or_"),
+    "BitwiseXor": _bitwise("xor"),
+    "Invert": _invert,
+    "LeftShift": _left_shift,
+    "RightShift": _right_shift,
     "Maximum": _maximum,
     "Minimum": _minimum,
     "MulNoNan": _mul_no_nan,
