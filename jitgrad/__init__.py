@@ -253,6 +253,10 @@ v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentO
                        "create_global_step", "get_or_create_global_step", "exponential_decay", "inverse_time_decay",
                        "polynomial_decay", "piecewise_constant", "cosine_decay")})
 from . import keras_optimizers as _kopt  # noqa: E402
+from . import checkpoint as _ckpt  # noqa: E402
+train = _module("train", Checkpoint=_ckpt.Checkpoint, CheckpointManager=_ckpt.CheckpointManager,
+                latest_checkpoint=_ckpt.latest_checkpoint)
+v1.train.__dict__.update(train.__dict__ | {"__name__": v1.train.__name__})
 from . import learning_rate_schedules as _lrs  # noqa: E402
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,
                      RMSprop=_kopt.RMSprop, Adagrad=_kopt.Adagrad, Adamax=_kopt.Adamax, Nadam=_kopt.Nadam,

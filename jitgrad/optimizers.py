@@ -253,6 +253,7 @@ class KerasOptimizer:
         self.weight_decay = weight_decay
         self._iterations = None
         self._slots = {}
+        self._slot_owners = {}     # id(slot) -> the variable it belongs to
 
     @property
     def iterations(self):
@@ -265,7 +266,13 @@ class KerasOptimizer:
         return [self.iterations] + list(self._slots.values())
 
     def _slot(self, var, slot_name):
-        return _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}", self._slot_initial)
+        slot = _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}", self._slot_initial)
+        self._slot_owners[id(slot)] = var
+        return slot
+
+    def slots(self):
+        """(slot name, the variable it belongs to, slot variable) for each slot made so far."""
+        return [(name, self._slot_owners[id(slot)], slot) for (name, _), slot in self._slots.items()]
 
     _slot_names = ()
     _slot_initial = 0.0
