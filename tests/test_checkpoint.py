@@ -68,3 +68,17 @@ def test_modules_partial_restores_and_errors(tmp_path):
     with pytest.raises(tf.errors.NotFoundError):
         tf.train.Checkpoint(v=tf.Variable(1.0)).restore(os.path.join(tmp_path, "missing-1"))
     assert tf.train.latest_checkpoint(os.path.join(tmp_path, "nowhere")) is None
+
+
+def test_keras_save_and_load_weights(tmp_path):
+    model, _ = _model_and_optimizer()
+    model(np.ones((2, 2), np.float32))
+    path = os.path.join(tmp_path, "m.weights.h5")
+    model.save_weights(path)
+    other, _ = _model_and_optimizer()
+    other(np.ones((2, 2), np.float32))
+    other.load_weights(path)
+    for a, b in zip(model.get_weights(), other.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="must end in `.weights.h5`"):
+        model.save_weights(os.path.join(tmp_path, "m.h5"))

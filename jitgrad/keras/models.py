@@ -6,6 +6,8 @@ gradients, ``optimizer.apply_gradients``, metric updates -- traced once per
 input signature by ``jitgrad.function`` and run compiled (``run_eagerly=True``
 runs it eagerly). Logs are Keras 3's: ``loss`` is the batch-size-weighted mean
 of the epoch's batch losses, metrics accumulate over the epoch, keys sorted."""
+import os
+
 import numpy as np
 
 from .. import context, dtypes, nest
@@ -74,6 +76,23 @@ class Model(Layer):
     @property
     def layers(self):
         return list(self._sublayers)
+
+    def save_weights(self, filepath, overwrite=True, max_shard_size=None):
+        """Keras 3's file name rule (``*.weights.h5``); the content is jitgrad's (numpy's .npz of
+        ``get_weights()``, in that order), which ``load_weights`` reads -- not HDF5."""
+        filepath = os.fspath(filepath)
+        if not filepath.endswith(".weights.h5"):
+            raise ValueError(f"The filename must end in `.weights.h5`. Received: filepath={filepath}")
+        with open(filepath, "wb") as f:
+            np.savez(f, *self.get_weights())
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        filepath = os.fspath(filepath)
+        if not filepath.endswith(".weights.h5"):
+            raise ValueError(f"File format not supported: filepath={filepath}. jitgrad's Keras loads weights from "
+                             "`.weights.h5` files written by its save_weights.")
+        with np.load(filepath, allow_pickle=False) as data:
+            self.set_weights([data[f"arr_{i}"] for i in range(len(data.files))])
 
     def get_layer(self, name=None, index=None):
         """Keras 3's: a layer by name or by index in ``layers``, exactly one of them."""
