@@ -471,3 +471,8 @@ v1.math = _module("compat.v1.math", **{**{k: val for k, val in math.__dict__.ite
 v1.linalg = _module("compat.v1.linalg", **{**{k: val for k, val in linalg.__dict__.items() if not k.startswith("__")},
                                           **_compat_v1.LINALG})
 v1.nn.__dict__.update(_compat_v1.NN)
+
+
+# ---- tf.compat.v1.losses: TF 1's loss functions and the loss collections (losses_v1.py)
+from . import losses_v1 as _losses_v1  # noqa: E402
+v1.losses = _module("compat.v1.losses", **{name: getattr(_losses_v1, name) for name in _losses_v1.__all__})
