@@ -471,6 +471,8 @@ v1.math = _module("compat.v1.math", **{**{k: val for k, val in math.__dict__.ite
 v1.linalg = _module("compat.v1.linalg", **{**{k: val for k, val in linalg.__dict__.items() if not k.startswith("__")},
                                           **_compat_v1.LINALG})
 v1.nn.__dict__.update(_compat_v1.NN)
+v1.strings = _module("compat.v1.strings", **{**{k: val for k, val in strings.__dict__.items() if not k.startswith("__")},
+                                            **_compat_v1.STRINGS})
 
 
 # ---- tf.compat.v1.losses: TF 1's loss functions and the loss collections (losses_v1.py)

@@ -8,10 +8,13 @@ is a ValueError: "Cannot specify both 'keep_dims' and 'keepdims'."
 
 ``TOP``, ``MATH``, ``NN`` and ``LINALG`` are the names these give ``tf.compat.v1``,
 ``tf.compat.v1.math``, ``tf.compat.v1.nn`` and ``tf.compat.v1.linalg``."""
+import numpy as np
+
 from . import context, dtypes, errors
+from .assert_ops import Assert
 from .convert import convert_all, convert_to_tensor, graph_of, is_tensorlike
 from .ops import math_ops, reduction_ops, array_ops, nn_ops, linalg_ops, math_composites, mask_ops
-from .ops import array_composites, gather_batched, counting_ops, string_ops, conv
+from .ops import array_composites, gather_batched, counting_ops, string_ops, conv, nn_composites, scatter_nd
 
 
 def deprecated_argument_lookup(new_name, new_value, old_name, old_value):
@@ -222,17 +225,172 @@ def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True
                        name=name)
 
 
+def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
+    """TF 1's ``tf.compat.v1.nn.weighted_moments``: the name fourth, also ``keep_dims``."""
+    keepdims = deprecated_argument_lookup("keepdims", keepdims, "keep_dims", keep_dims)
+    return nn_composites.weighted_moments(x, axes, frequency_weights, bool(keepdims), name=name)
+
+
+# ---------------------------------------------------------------- TF 1 argument orders
+
+def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
+    """TF 1's ``tf.compat.v1.pad``: the name fourth."""
+    return array_ops.pad(tensor, paddings, mode, constant_values, name=name)
+
+
+def zeros_like(tensor, dtype=None, name=None, optimize=True):
+    """TF 1's ``tf.compat.v1.zeros_like``: the argument is ``tensor``."""
+    return math_ops.zeros_like(tensor, dtype, name=name)
+
+
+def ones_like(tensor, dtype=None, name=None, optimize=True):
+    """TF 1's ``tf.compat.v1.ones_like``: the argument is ``tensor``."""
+    return math_ops.ones_like(tensor, dtype, name=name)
+
+
+def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
+    """TF 1's ``tf.compat.v1.constant``: ``verify_shape`` requires the value to have ``shape``."""
+    if verify_shape and shape is not None and np.shape(value) != tuple(shape):
+        raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, but got {np.shape(value)}.")
+    return array_ops.constant(value, dtype, shape, name)
+
+
+def confusion_matrix(labels, predictions, num_classes=None, dtype=dtypes.int32, name=None, weights=None):
+    """TF 1's ``tf.compat.v1.confusion_matrix``: dtype and name before weights."""
+    return counting_ops.confusion_matrix(labels, predictions, num_classes, weights, dtype, name)
+
+
+def depth_to_space(input, block_size, name=None, data_format="NHWC"):  # noqa: A002
+    """TF 1's ``tf.compat.v1.depth_to_space``: the name third."""
+    return nn_composites.depth_to_space(input, block_size, data_format, name=name)
+
+
+def space_to_depth(input, block_size, name=None, data_format="NHWC"):  # noqa: A002
+    """TF 1's ``tf.compat.v1.space_to_depth``: the name third."""
+    return nn_composites.space_to_depth(input, block_size, data_format, name=name)
+
+
+def sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value=0, validate_indices=True,
+                    name=None):
+    """TF 1's ``tf.compat.v1.sparse_to_dense``: ``sparse_values`` (one per index, or one for all)
+    at ``sparse_indices`` (a scalar, a vector for a 1-D output, or one row per value) and
+    ``default_value`` elsewhere. With ``validate_indices`` the indices must be in lexicographic
+    order without repeats (InvalidArgumentError otherwise, when the output shape is known)."""
+    g = graph_of([sparse_indices, output_shape, sparse_values, default_value])
+    indices = convert_to_tensor(sparse_indices, graph=g)
+    values = convert_to_tensor(sparse_values, graph=g)
+    if indices.shape.rank == 0:
+        indices = array_ops.reshape(indices, [1, 1])
+    elif indices.shape.rank == 1:
+        indices = array_ops.expand_dims(indices, -1)
+    checks = []
+    shape_value = array_ops.get_static_value(output_shape)
+    if validate_indices and shape_value is not None and indices.shape.as_list()[0] != 0:
+        shape_value = np.asarray(shape_value, np.int64).reshape(-1)
+        strides = np.concatenate([np.cumprod(shape_value[::-1])[::-1][1:], [1]]).astype(np.int64)
+        linear = reduction_ops.reduce_sum(
+            math_ops.multiply(math_ops.cast(indices, dtypes.int64), strides), axis=1)
+        ordered = reduction_ops.reduce_all(math_ops.greater(linear[1:], linear[:-1]))
+        checks.append(Assert(ordered, ["sparse_to_dense: indices are out of order or repeated"]))
+    dense = array_ops.fill(output_shape, math_ops.cast(default_value, values.dtype))
+    updates = array_ops.broadcast_to(values, array_ops.shape(indices)[:1])
+    if context.executing_eagerly() or not [c for c in checks if c is not None]:
+        return scatter_nd.tensor_scatter_nd_update(dense, indices, updates, name=name or "SparseToDense")
+    with context.control_dependencies([c for c in checks if c is not None]):
+        return scatter_nd.tensor_scatter_nd_update(dense, indices, updates, name=name or "SparseToDense")
+
+
+# ---------------------------------------------------------------- collections
+
+class GraphKeys:
+    """TF 1's standard collection names (``tf.compat.v1.GraphKeys``)."""
+    GLOBAL_VARIABLES = VARIABLES = "variables"
+    LOCAL_VARIABLES = "local_variables"
+    METRIC_VARIABLES = "metric_variables"
+    MODEL_VARIABLES = "model_variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    SUMMARIES = "summaries"
+    QUEUE_RUNNERS = "queue_runners"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    CONCATENATED_VARIABLES = "concatenated_variables"
+    SAVERS = "savers"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    ACTIVATIONS = "activations"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    SAVEABLE_OBJECTS = "saveable_objects"
+    RESOURCES = "resources"
+    LOCAL_RESOURCES = "local_resources"
+    TRAINABLE_RESOURCE_VARIABLES = "trainable_resource_variables"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    READY_FOR_LOCAL_INIT_OP = "ready_for_local_init_op"
+    SUMMARY_OP = "summary_op"
+    GLOBAL_STEP = "global_step"
+    EVAL_STEP = "eval_step"
+    TRAIN_OP = "train_op"
+    COND_CONTEXT = "cond_context"
+    WHILE_CONTEXT = "while_context"
+
+
+def get_collection(key, scope=None):
+    """The default graph's collection ``key`` (a copy); with ``scope``, the items whose names match it."""
+    return context.get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key):
+    return context.get_default_graph().get_collection_ref(key)
+
+
+def add_to_collection(name, value):
+    context.get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    for name in ([names] if isinstance(names, str) else dict.fromkeys(names)):
+        add_to_collection(name, value)
+
+
+def global_variables(scope=None):
+    return get_collection(GraphKeys.GLOBAL_VARIABLES, scope)
+
+
+def trainable_variables(scope=None):
+    return get_collection(GraphKeys.TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope=None):
+    return get_collection(GraphKeys.LOCAL_VARIABLES, scope)
+
+
+def model_variables(scope=None):
+    return get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
 TOP = dict(where=where, div=div, div_no_nan=math_ops.divide_no_nan, reduce_sum=reduce_sum,
            reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min, reduce_prod=reduce_prod,
            reduce_any=reduce_any, reduce_all=reduce_all, reduce_logsumexp=reduce_logsumexp,
            reduce_join=reduce_join, norm=norm, argmax=argmax, argmin=argmin, arg_max=arg_max, arg_min=arg_min,
            squeeze=squeeze, expand_dims=expand_dims, shape=shape, size=size, gather=gather,
-           boolean_mask=boolean_mask, reverse_sequence=reverse_sequence, count_nonzero=counting_ops.count_nonzero_v1)
+           boolean_mask=boolean_mask, reverse_sequence=reverse_sequence, count_nonzero=counting_ops.count_nonzero_v1,
+           pad=pad, zeros_like=zeros_like, ones_like=ones_like, constant=constant, confusion_matrix=confusion_matrix,
+           depth_to_space=depth_to_space, space_to_depth=space_to_depth, sparse_to_dense=sparse_to_dense,
+           GraphKeys=GraphKeys, get_collection=get_collection, get_collection_ref=get_collection_ref,
+           add_to_collection=add_to_collection, add_to_collections=add_to_collections,
+           global_variables=global_variables, trainable_variables=trainable_variables,
+           local_variables=local_variables, model_variables=model_variables)
 MATH = dict(reduce_sum=reduce_sum, reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min,
             reduce_prod=reduce_prod, reduce_any=reduce_any, reduce_all=reduce_all,
             reduce_logsumexp=reduce_logsumexp, argmax=argmax, argmin=argmin, softmax=softmax,
             log_softmax=log_softmax, l2_normalize=l2_normalize, in_top_k=in_top_k,
-            count_nonzero=counting_ops.count_nonzero_v1)
+            count_nonzero=counting_ops.count_nonzero_v1, confusion_matrix=confusion_matrix)
 NN = dict(softmax=softmax, log_softmax=log_softmax, l2_normalize=l2_normalize, in_top_k=in_top_k, moments=moments,
-          embedding_lookup=embedding_lookup, conv2d=conv2d)
+          embedding_lookup=embedding_lookup, conv2d=conv2d, weighted_moments=weighted_moments,
+          depth_to_space=depth_to_space, space_to_depth=space_to_depth)
+STRINGS = dict(reduce_join=reduce_join)
 LINALG = dict(norm=norm, l2_normalize=l2_normalize)

@@ -178,3 +178,54 @@ def test_shape_functions(graph):
     np.testing.assert_array_equal(_run(v1.boolean_mask(X, [True, False], "named"), graph), X[[0]])
     rev = _run(v1.reverse_sequence(X, [2, 3], seq_dim=1, batch_dim=0), graph)
     np.testing.assert_array_equal(rev, [X[0, [1, 0, 2]], X[1, ::-1]])
+
+
+def test_tf1_argument_orders(graph):
+    np.testing.assert_array_equal(_run(v1.pad(X, [[1, 0], [0, 0]], "CONSTANT", "named", 5.), graph),
+                                  np.pad(X, [[1, 0], [0, 0]], constant_values=5.))
+    assert _run(v1.zeros_like(tensor=X, dtype=tf.int32), graph).tolist() == np.zeros((2, 3), int).tolist()
+    np.testing.assert_array_equal(_run(v1.ones_like(tensor=X), graph), np.ones((2, 3)))
+    cm = v1.confusion_matrix([0, 1, 1], [0, 1, 0], 2, tf.int64, "named", [1, 2, 3])
+    assert cm.dtype == tf.int64 and _run(cm, graph).tolist() == [[1, 0], [3, 2]]
+    x = np.arange(8.).reshape(1, 2, 4, 1)
+    moved = v1.space_to_depth(x, 2, "named")
+    np.testing.assert_array_equal(_run(moved, graph), x.reshape(1, 1, 2, 2, 2).transpose(0, 1, 3, 2, 4)
+                                  .reshape(1, 1, 2, 4))
+    np.testing.assert_array_equal(_run(v1.depth_to_space(moved, 2, "named"), graph), x)
+    mean, _ = v1.nn.weighted_moments(X, [1], np.ones((2, 3), np.float32), keep_dims=True)
+    np.testing.assert_allclose(_run(mean, graph), X.mean(1, keepdims=True))
+    assert _run(v1.strings.reduce_join([["a", "b"]], reduction_indices=1, keep_dims=True), graph).tolist() == [[b"ab"]]
+    assert _run(v1.constant([1, 2], shape=[2], verify_shape=True), graph).tolist() == [1, 2]
+    with pytest.raises(TypeError):
+        v1.constant([1, 2], shape=[2, 1], verify_shape=True)
+
+
+def test_sparse_to_dense(graph):
+    out = _run(v1.sparse_to_dense([[0, 1], [1, 2]], [2, 3], [5., 6.], -1.), graph)
+    np.testing.assert_array_equal(out, [[-1., 5., -1.], [-1., -1., 6.]])
+    np.testing.assert_array_equal(_run(v1.sparse_to_dense([0, 2], [4], 1.), graph), [1., 0., 1., 0.])
+    np.testing.assert_array_equal(_run(v1.sparse_to_dense(2, [4], 1.), graph), [0., 0., 1., 0.])
+    np.testing.assert_array_equal(_run(v1.sparse_to_dense([2, 0], [4], [1., 2.], validate_indices=False), graph),
+                                  [2., 0., 1., 0.])
+    for indices in ([2, 0], [0, 0]):   # out of order, repeated
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            _run(v1.sparse_to_dense(indices, [4], [1., 2.]), graph)
+
+
+def test_collections_and_scoped_variables():
+    v1.disable_eager_execution()
+    with v1.variable_scope("gen"):
+        a = v1.get_variable("w", [2])
+    with v1.variable_scope("generator2"):
+        b = v1.get_variable("w", [2])
+    c = tf.Variable(1., name="disc/w", trainable=False)
+    assert v1.trainable_variables(scope="gen") == [a, b]          # a regular expression matched at the start
+    assert v1.trainable_variables("generator2") == [b]
+    assert v1.global_variables(scope="disc") == [c] and v1.global_variables() == [a, b, c]
+    assert v1.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES, scope="gen/") == [a]
+    v1.add_to_collection("mine", 3)
+    v1.add_to_collections(["mine", "other"], 4)
+    assert v1.get_collection("mine") == [3, 4] and v1.get_collection("other") == [4]
+    assert v1.get_collection("mine", scope="x") == []            # items without a name are left out
+    v1.get_collection_ref("new").append(5)
+    assert v1.get_collection("new") == [5] and v1.get_collection(v1.GraphKeys.UPDATE_OPS) == []
