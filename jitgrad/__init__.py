@@ -314,7 +314,7 @@ def _fill_compat_v1():
     for dtype_name, dtype in (("float", "float32"), ("double", "float64"), ("int32", "int32"), ("int64", "int64"),
                               ("bfloat16", "bfloat16"), ("complex64", "complex64"), ("complex128", "complex128")):
         setattr(v1, "to_" + dtype_name, _functools.partial(_v1_cast, dtype=getattr(dtypes, dtype)))
-    v1.arg_max, v1.arg_min, v1.reverse_v2, v1.where_v2, v1.floor_div = argmax, argmin, reverse, where, floordiv
+    v1.reverse_v2, v1.where_v2, v1.floor_div = reverse, where, floordiv   # (arg_max & co: compat_v1.py)
     v1.assign = lambda ref, value, validate_shape=None, use_locking=None, name=None: ref.assign(value, name=name)
     v1.assign_add = lambda ref, value, use_locking=None, name=None: ref.assign_add(value, name=name)
     v1.assign_sub = lambda ref, value, use_locking=None, name=None: ref.assign_sub(value, name=name)
@@ -468,3 +468,21 @@ linalg.tensor_diag, linalg.tensor_diag_part = _lc.tensor_diag, _lc.tensor_diag_p
 v1.matrix_set_diag, v1.cholesky_solve = _lc.set_diag, _lc.cholesky_solve
 v1.multinomial = lambda logits, num_samples, seed=None, name=None, output_dtype=None: _rc.categorical(
     logits, num_samples, dtype=output_dtype, seed=seed, name=name)   # TF 1's name for categorical
+
+
+# ---- TF 1's versions of TF 2 functions (compat_v1.py): old argument spellings and orders, TF 1's
+# where (a vector condition picks rows) and div; tf.compat.v1.math / .linalg of their own
+from . import compat_v1 as _compat_v1  # noqa: E402
+v1.__dict__.update(_compat_v1.TOP)
+v1.math = _module("compat.v1.math", **{**{k: val for k, val in math.__dict__.items() if not k.startswith("__")},
+                                      **_compat_v1.MATH})
+v1.linalg = _module("compat.v1.linalg", **{**{k: val for k, val in linalg.__dict__.items() if not k.startswith("__")},
+                                          **_compat_v1.LINALG})
+v1.nn.__dict__.update(_compat_v1.NN)
+v1.strings = _module("compat.v1.strings", **{**{k: val for k, val in strings.__dict__.items() if not k.startswith("__")},
+                                            **_compat_v1.STRINGS})
+
+
+# ---- tf.compat.v1.losses: TF 1's loss functions and the loss collections (losses_v1.py)
+from . import losses_v1 as _losses_v1  # noqa: E402
+v1.losses = _module("compat.v1.losses", **{name: getattr(_losses_v1, name) for name in _losses_v1.__all__})

@@ -146,8 +146,18 @@ class Graph:
             return self.as_graph_element(conv())
         raise TypeError(f"Can not convert a {type(obj).__name__} into a Tensor or Operation.")
 
-    def get_collection(self, key):
-        return list(self._collections.get(key, []))
+    def get_collection(self, key, scope=None):
+        """A copy of the collection; with ``scope``, the items whose names match it (``re.match``,
+        as TF: items without a name are left out)."""
+        items = list(self._collections.get(key, []))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [item for item in items if isinstance(getattr(item, "name", None), str) and pattern.match(item.name)]
+
+    def get_collection_ref(self, key):
+        """The collection's list itself: appending to it adds to the collection."""
+        return self._collections.setdefault(key, [])
 
     def add_to_collection(self, key, value):
         self._collections.setdefault(key, []).append(value)
