@@ -389,8 +389,6 @@ def __getattr__(name):
     if name not in _LAZY:
         raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")
     module = _importlib.import_module("." + name, __name__)
-    if name == "keras":
-        module.optimizers = optimizers
     globals()[name] = module
     return module
 

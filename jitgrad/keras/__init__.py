@@ -1,7 +1,10 @@
 """``tf.keras`` core: layers, Sequential / Model (compile, fit, evaluate, predict),
-losses, metrics, activations, initializers, callbacks; ``tf.keras.optimizers``
-(jitgrad/optimizers.py) is attached by jitgrad/__init__.py."""
+losses, metrics, activations, initializers, callbacks; ``tf.keras.optimizers`` is the
+``jitgrad.optimizers`` module object jitgrad/__init__.py makes (this package is imported after
+it, also when an import of one of its modules comes first)."""
 import types as _types
+
+from .. import optimizers  # noqa: F401
 
 from . import activations, callbacks, constraints, initializers, layers, losses, metrics, regularizers  # noqa: F401
 from .functional import Input, KerasTensor  # noqa: F401
