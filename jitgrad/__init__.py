@@ -253,6 +253,7 @@ v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentO
                        "create_global_step", "get_or_create_global_step", "exponential_decay", "inverse_time_decay",
                        "polynomial_decay", "piecewise_constant", "cosine_decay")})
 from . import keras_optimizers as _kopt  # noqa: E402
+from .indexed_slices import IndexedSlices  # noqa: E402,F401
 from . import checkpoint as _ckpt  # noqa: E402
 train = _module("train", Checkpoint=_ckpt.Checkpoint, CheckpointManager=_ckpt.CheckpointManager,
                 latest_checkpoint=_ckpt.latest_checkpoint)

@@ -1,0 +1,48 @@
+"""``tf.IndexedSlices``: the rows ``values`` at ``indices`` of a tensor of ``dense_shape``.
+jitgrad's gradients of gather are dense tensors, never this; it exists for code that builds one
+or checks for one. Used as a tensor it is made dense, repeated indices adding up, as TF does."""
+from .convert import convert_to_tensor
+from .ops import math_ops
+from .ops.array_ops import get_static_value
+from .ops.segment_ops import unsorted_segment_sum
+from .shapes import TensorShape
+
+
+class IndexedSlices:
+    def __init__(self, values, indices, dense_shape=None):
+        self._values, self._indices = convert_to_tensor(values), convert_to_tensor(indices)
+        self._dense_shape = None if dense_shape is None else convert_to_tensor(dense_shape)
+
+    @property
+    def values(self):
+        return self._values
+
+    @property
+    def indices(self):
+        return self._indices
+
+    @property
+    def dense_shape(self):
+        return self._dense_shape
+
+    @property
+    def dtype(self):
+        return self._values.dtype
+
+    @property
+    def shape(self):
+        static = None if self._dense_shape is None else get_static_value(self._dense_shape)
+        return TensorShape(None if static is None else [int(d) for d in static])
+
+    def __neg__(self):
+        return IndexedSlices(math_ops.negative(self._values), self._indices, self._dense_shape)
+
+    def __repr__(self):
+        return (f"IndexedSlices(indices={self._indices!r}, values={self._values!r}"
+                + ("" if self._dense_shape is None else f", dense_shape={self._dense_shape!r}") + ")")
+
+    def _jitgrad_to_tensor(self, graph):
+        if self._dense_shape is None:
+            raise ValueError(f"Tensor conversion requested for IndexedSlices for argument without dense_shape: "
+                             f"{self!r}")
+        return unsorted_segment_sum(self._values, self._indices, self._dense_shape[0])
