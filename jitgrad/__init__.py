@@ -261,7 +261,7 @@ v1.train.__dict__.update(train.__dict__ | {"__name__": v1.train.__name__})
 from . import learning_rate_schedules as _lrs  # noqa: E402
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,
                      RMSprop=_kopt.RMSprop, Adagrad=_kopt.Adagrad, Adamax=_kopt.Adamax, Nadam=_kopt.Nadam,
-                     AdamW=_kopt.AdamW,
+                     AdamW=_kopt.AdamW, Adadelta=_kopt.Adadelta, Ftrl=_kopt.Ftrl, Lion=_kopt.Lion,
                      schedules=_module("keras.optimizers.schedules", **{
                          name: getattr(_lrs, name) for name in (
                              "LearningRateSchedule", "ExponentialDecay", "InverseTimeDecay", "PiecewiseConstantDecay",

@@ -1,4 +1,5 @@
-"""``tf.keras.optimizers`` beyond SGD and Adam: RMSprop, Adagrad, Adamax, Nadam, AdamW.
+"""``tf.keras.optimizers`` beyond SGD and Adam: RMSprop, Adagrad, Adamax, Nadam, AdamW, Adadelta, Ftrl,
+Lion.
 
 Each ``_update_step`` is Keras 3's (TF 2.16+) ``update_step`` with its defaults and
 its operation order, written with public ops over the base class of optimizers.py
@@ -8,7 +9,7 @@ from . import dtypes
 from .ops import math_ops
 from .optimizers import Adam, KerasOptimizer, _new_variable
 
-__all__ = ["RMSprop", "Adagrad", "Adamax", "Nadam", "AdamW"]
+__all__ = ["RMSprop", "Adagrad", "Adamax", "Nadam", "AdamW", "Adadelta", "Ftrl", "Lion"]
 
 
 class RMSprop(KerasOptimizer):
@@ -140,3 +141,86 @@ class AdamW(Adam):
             raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
         super().__init__(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
                          amsgrad=amsgrad, name=name, weight_decay=weight_decay, **kwargs)
+
+
+class Adadelta(KerasOptimizer):
+    """acc_g = rho * acc_g + (1 - rho) * g^2; delta = -(rms(acc_d) * g / rms(acc_g)), rms(x) = sqrt(x + eps);
+    acc_d = rho * acc_d + (1 - rho) * delta^2; var += lr * delta."""
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="adadelta", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        self.rho, self.epsilon = rho, epsilon
+        self._slot_names = ("accumulated_grad", "accumulated_delta_var")
+
+    def _update_step(self, grad, var):
+        lr, rho = self._lr(var.dtype), self.rho
+        acc_grad, acc_delta = self._slot(var, "accumulated_grad"), self._slot(var, "accumulated_delta_var")
+        rms = lambda x: math_ops.sqrt(x + self.epsilon)  # noqa: E731
+        acc_grad_t = acc_grad.assign(rho * acc_grad + (1 - rho) * math_ops.square(grad))
+        delta = -(rms(acc_delta) * grad / rms(acc_grad_t))
+        acc_delta.assign(rho * acc_delta + (1 - rho) * math_ops.square(delta))
+        return var.assign_add(lr * delta)
+
+
+class Ftrl(KerasOptimizer):
+    """Keras 3's FTRL-proximal: the accumulator starts at initial_accumulator_value, ``linear`` at 0;
+    var = (clip(linear, -l1, l1) - linear) / (new_accum^-p / lr + 2 * l2') each step."""
+
+    def __init__(self, learning_rate=0.001, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 l2_shrinkage_regularization_strength=0.0, beta=0.0, name="ftrl", **kwargs):
+        super().__init__(learning_rate, name, **kwargs)
+        for arg, value, bad in (("initial_accumulator_value", initial_accumulator_value, initial_accumulator_value < 0),
+                                ("learning_rate_power", learning_rate_power, learning_rate_power > 0),
+                                ("l1_regularization_strength", l1_regularization_strength,
+                                 l1_regularization_strength < 0),
+                                ("l2_regularization_strength", l2_regularization_strength,
+                                 l2_regularization_strength < 0),
+                                ("l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength,
+                                 l2_shrinkage_regularization_strength < 0)):
+            if bad:
+                sign = "negative" if arg == "learning_rate_power" else "positive"
+                raise ValueError(f"`{arg}` needs to be {sign} or zero. Received: {arg}={value}.")
+        self.learning_rate_power, self.initial_accumulator_value = learning_rate_power, initial_accumulator_value
+        self.l1_regularization_strength = l1_regularization_strength
+        self.l2_regularization_strength = l2_regularization_strength
+        self.l2_shrinkage_regularization_strength = l2_shrinkage_regularization_strength
+        self.beta = beta
+        self._slot_names = ("accumulator", "linear")
+        self._slot_initial = {"accumulator": initial_accumulator_value}
+
+    def _update_step(self, grad, var):
+        lr = self._lr(var.dtype)
+        accum, linear = self._slot(var, "accumulator"), self._slot(var, "linear")
+        power = -self.learning_rate_power
+        l2 = self.l2_regularization_strength + self.beta / (2.0 * lr)
+        grad_to_use = grad + 2 * self.l2_shrinkage_regularization_strength * var
+        new_accum = accum + math_ops.square(grad)
+        linear_t = linear.assign_add(grad_to_use - (math_ops.pow(new_accum, power) - math_ops.pow(accum, power))
+                                     / lr * var)
+        quadratic = math_ops.pow(new_accum, power) / lr + 2 * l2
+        clipped = math_ops.clip_by_value(linear_t, -self.l1_regularization_strength, self.l1_regularization_strength)
+        var_t = var.assign((clipped - linear_t) / quadratic)
+        accum.assign(new_accum)
+        return var_t
+
+
+class Lion(KerasOptimizer):
+    """var -= lr * sign(beta_1 * m + (1 - beta_1) * g); m = beta_2 * m + (1 - beta_2) * g."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.99, name="lion", **kwargs):
+        if beta_1 <= 0 or beta_1 > 1:
+            raise ValueError(f"Argument `beta_1` must be in the [0, 1] range. Otherwise, the optimizer degenerates "
+                             f"to SignSGD. Received: beta_1={beta_1}.")
+        super().__init__(learning_rate, name, **kwargs)
+        self.beta_1, self.beta_2 = beta_1, beta_2
+        self._slot_names = ("momentum",)
+
+    def _update_step(self, grad, var):
+        dt = var.dtype
+        lr = self._lr(dt)
+        beta_1, beta_2 = math_ops.cast(self.beta_1, dt), math_ops.cast(self.beta_2, dt)
+        m = self._slot(var, "momentum")
+        var_t = var.assign_sub(lr * math_ops.sign(m * beta_1 + grad * (1.0 - beta_1)))
+        m.assign(m * beta_2 + grad * (1.0 - beta_2))
+        return var_t

@@ -266,7 +266,9 @@ class KerasOptimizer:
         return [self.iterations] + list(self._slots.values())
 
     def _slot(self, var, slot_name):
-        slot = _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}", self._slot_initial)
+        initial = self._slot_initial.get(slot_name, 0.0) if isinstance(self._slot_initial, dict) else \
+            self._slot_initial
+        slot = _slot(self._slots, var, slot_name, f"{_var_name(var)}_{slot_name}", initial)
         self._slot_owners[id(slot)] = var
         return slot
 
@@ -275,7 +277,7 @@ class KerasOptimizer:
         return [(name, self._slot_owners[id(slot)], slot) for (name, _), slot in self._slots.items()]
 
     _slot_names = ()
-    _slot_initial = 0.0
+    _slot_initial = 0.0      # or {slot name: initial value}
 
     def build(self, var_list):
         """Keras 3's ``optimizer.build``: creates the step counter and the slots of each

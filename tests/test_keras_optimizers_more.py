@@ -200,3 +200,71 @@ def test_variable_constraint_applied_after_each_update():
             np.testing.assert_array_equal(s.run(w), [0.0, 0.0])
             s.run(step, {grad: [-4.0, 1.0]})
             np.testing.assert_array_equal(s.run(w), [2.0, 0.0])
+
+
+def _steps(make, steps=5):
+    w = tf.Variable(np.array([1.0, -2.0, 0.5]))
+    opt = make()
+    for k in range(steps):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(tf.square(w * (np.array([1.0, 2.0, 3.0]) * (k + 1)) - 1.0))
+        opt.apply_gradients([(t.gradient(loss, w), w)])
+    return w.numpy()
+
+
+def _grad(w, k):
+    x = np.array([1.0, 2.0, 3.0]) * (k + 1)
+    return 2 * (w * x - 1.0) * x
+
+
+def _np_adadelta(lr, rho, eps):
+    w, acc_g, acc_d = np.array([1.0, -2.0, 0.5]), np.zeros(3), np.zeros(3)
+    for k in range(5):
+        g = _grad(w, k)
+        acc_g = rho * acc_g + (1 - rho) * g * g
+        delta = -(np.sqrt(acc_d + eps) * g / np.sqrt(acc_g + eps))
+        acc_d = rho * acc_d + (1 - rho) * delta * delta
+        w = w + lr * delta
+    return w
+
+
+def _f32(value):
+    """Keras 3 holds the learning rate in a float32 variable and casts Python hyperparameters
+    through float32 (tf.cast of a Python float): a float64 variable sees float32's 0.1."""
+    return float(np.float32(value))
+
+
+def _np_ftrl(lr, power, initial, l1, l2, shrink, beta):
+    lr = _f32(lr)
+    w, acc, lin = np.array([1.0, -2.0, 0.5]), np.full(3, initial), np.zeros(3)
+    for k in range(5):
+        g = _grad(w, k)
+        new_acc = acc + g * g
+        lin = lin + (g + 2 * shrink * w) - (new_acc ** -power - acc ** -power) / lr * w
+        quadratic = new_acc ** -power / lr + 2 * (l2 + beta / (2 * lr))
+        w = (np.clip(lin, -l1, l1) - lin) / quadratic
+        acc = new_acc
+    return w
+
+
+def _np_lion(lr, b1, b2):
+    lr, b1, b2 = _f32(lr), _f32(b1), _f32(b2)
+    w, m = np.array([1.0, -2.0, 0.5]), np.zeros(3)
+    for k in range(5):
+        g = _grad(w, k)
+        w = w - lr * np.sign(m * b1 + g * (1 - b1))
+        m = m * b2 + g * (1 - b2)
+    return w
+
+
+def test_adadelta_ftrl_lion_follow_keras3_formulas():
+    np.testing.assert_allclose(_steps(lambda: tf.keras.optimizers.Adadelta(0.5, rho=0.9, epsilon=1e-6)),
+                               _np_adadelta(0.5, 0.9, 1e-6), rtol=1e-12)
+    np.testing.assert_allclose(_steps(lambda: tf.keras.optimizers.Ftrl(
+        0.1, learning_rate_power=-0.7, initial_accumulator_value=0.3, l1_regularization_strength=0.01,
+        l2_regularization_strength=0.02, l2_shrinkage_regularization_strength=0.03, beta=0.1)),
+        _np_ftrl(0.1, -0.7, 0.3, 0.01, 0.02, 0.03, 0.1), rtol=1e-12)
+    np.testing.assert_allclose(_steps(lambda: tf.keras.optimizers.Lion(0.02, beta_1=0.8, beta_2=0.95)),
+                               _np_lion(0.02, 0.8, 0.95), rtol=1e-12)
+    with pytest.raises(ValueError, match="initial_accumulator_value"):
+        tf.keras.optimizers.Ftrl(initial_accumulator_value=-1.0)

@@ -22,7 +22,7 @@ from .layers import Layer
 from .names import unique_name
 from .summary import summary_text
 from ..ops import array_ops, math_ops, reduction_ops
-from ..keras_optimizers import Adagrad, Adamax, AdamW, Nadam, RMSprop
+from ..keras_optimizers import Adadelta, Adagrad, Adamax, AdamW, Ftrl, Lion, Nadam, RMSprop
 from ..optimizers import Adam, KerasOptimizer, SGD
 
 
@@ -30,7 +30,7 @@ def _optimizer(identifier):
     if isinstance(identifier, KerasOptimizer):
         return identifier
     table = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad, "adamax": Adamax, "nadam": Nadam,
-             "adamw": AdamW}
+             "adamw": AdamW, "adadelta": Adadelta, "ftrl": Ftrl, "lion": Lion}
     if isinstance(identifier, str) and identifier.lower() in table:
         return table[identifier.lower()]()
     raise ValueError(f"jitgrad's Keras has no optimizer {identifier!r} (it has {', '.join(map(repr, table))}).")
