@@ -235,7 +235,7 @@ def _f32(value):
 
 
 def _np_ftrl(lr, power, initial, l1, l2, shrink, beta):
-    lr = _f32(lr)
+    lr, initial = _f32(lr), _f32(initial)            # (Keras's Constant initializer casts through float32 too)
     w, acc, lin = np.array([1.0, -2.0, 0.5]), np.full(3, initial), np.zeros(3)
     for k in range(5):
         g = _grad(w, k)
