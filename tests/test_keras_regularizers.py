@@ -71,3 +71,16 @@ def test_add_loss_is_per_call_and_reaches_compute_loss():
     layer(np.ones((2, 2), np.float32))
     layer(np.ones((1, 2), np.float32))
     assert [float(v) for v in layer.losses] == [1.0]      # only the last call's
+
+
+def test_keras_utils():
+    np.testing.assert_array_equal(K.utils.to_categorical([[1], [0], [2]]), np.eye(3)[[1, 0, 2]])
+    assert K.utils.to_categorical([1, 3], num_classes=5).shape == (2, 5)
+    np.testing.assert_allclose(K.utils.normalize(np.array([[3.0, 4.0], [0.0, 0.0]])), [[0.6, 0.8], [0.0, 0.0]])
+    K.utils.set_random_seed(3)
+    first = (tf.random.uniform([2]).numpy(), np.random.rand())
+    K.utils.set_random_seed(3)
+    np.testing.assert_array_equal(tf.random.uniform([2]).numpy(), first[0])
+    assert np.random.rand() == first[1]
+    with pytest.raises(ValueError):
+        K.utils.set_random_seed(1.5)

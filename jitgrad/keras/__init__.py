@@ -6,7 +6,7 @@ import types as _types
 
 from .. import optimizers  # noqa: F401
 
-from . import activations, callbacks, constraints, initializers, layers, losses, metrics, regularizers  # noqa: F401
+from . import activations, callbacks, constraints, initializers, layers, losses, metrics, regularizers, utils  # noqa: F401
 from .functional import Input, KerasTensor  # noqa: F401
 from .layers import Layer  # noqa: F401
 from .names import clear_session
@@ -16,7 +16,5 @@ models = _types.ModuleType("jitgrad.keras.models")
 models.Model, models.Sequential = Model, Sequential
 backend = _types.ModuleType("jitgrad.keras.backend")
 backend.clear_session = clear_session
-utils = _types.ModuleType("jitgrad.keras.utils")
-utils.Progbar = callbacks.Progbar
 __all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",
            "initializers", "callbacks", "backend", "regularizers", "constraints"]
