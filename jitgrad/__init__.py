@@ -257,7 +257,7 @@ from .indexed_slices import IndexedSlices  # noqa: E402,F401
 from . import checkpoint as _ckpt  # noqa: E402
 train = _module("train", Checkpoint=_ckpt.Checkpoint, CheckpointManager=_ckpt.CheckpointManager,
                 latest_checkpoint=_ckpt.latest_checkpoint)
-v1.train.__dict__.update(train.__dict__ | {"__name__": v1.train.__name__})
+v1.train.__dict__.update(train.__dict__ | {"__name__": v1.train.__name__, "Saver": _ckpt.Saver})
 from . import learning_rate_schedules as _lrs  # noqa: E402
 optimizers = _module("keras.optimizers", Optimizer=_opt.KerasOptimizer, SGD=_opt.SGD, Adam=_opt.Adam,
                      RMSprop=_kopt.RMSprop, Adagrad=_kopt.Adagrad, Adamax=_kopt.Adamax, Nadam=_kopt.Nadam,

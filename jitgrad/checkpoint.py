@@ -1,4 +1,5 @@
-"""``tf.train.Checkpoint``, ``tf.train.CheckpointManager`` and ``tf.train.latest_checkpoint``:
+"""``tf.train.Checkpoint``, ``tf.train.CheckpointManager``, ``tf.train.latest_checkpoint`` and TF 1's
+``tf.compat.v1.train.Saver`` (the variables of a Session by name):
 saving and restoring the variables of an object graph (Keras models and layers, tf.Modules,
 Keras optimizers, variables, and lists / dicts of them) by their path from the checkpoint's
 named roots, as TF's object-based checkpoints do.
@@ -15,11 +16,11 @@ import re
 
 import numpy as np
 
-from . import dtypes
+from . import context, dtypes
 from .errors import NotFoundError
 from .module import Module
 from .optimizers import KerasOptimizer
-from .variables import Variable
+from .variables import Variable, global_variables
 
 _STATE_FILE = "checkpoint"
 _SLOT = "/.slot/"
@@ -74,6 +75,32 @@ def _encode(value):
     if value.dtype.kind in "biufc":
         return value, None
     return value.view(np.dtype(f"u{value.dtype.itemsize}")), dtypes.as_dtype(value.dtype).name
+
+
+def _write_values(file_prefix, values):
+    """``<file_prefix>.npz``: each value under its key, and the dtype numpy cannot hold."""
+    arrays, keys, kinds = {}, [], []
+    for i, key in enumerate(sorted(values)):
+        arrays[f"v{i}"], kind = _encode(values[key])
+        keys.append(key)
+        kinds.append(kind or "")
+    arrays["paths"], arrays["dtypes"] = np.array(keys), np.array(kinds)
+    directory = os.path.dirname(file_prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    with open(file_prefix + ".npz", "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _read_values(save_path):
+    file = save_path if save_path.endswith(".npz") else save_path + ".npz"
+    if not os.path.exists(file):
+        raise NotFoundError(None, None, f"Error when restoring from checkpoint at {save_path}: Unsuccessful "
+                                        f"TensorSliceReader constructor: Failed to find any matching files for "
+                                        f"{save_path}")
+    with np.load(file, allow_pickle=False) as data:
+        return {key: (data[f"v{i}"].view(dtypes.as_dtype(kind).np) if kind else data[f"v{i}"])
+                for i, (key, kind) in enumerate(zip(data["paths"].tolist(), data["dtypes"].tolist()))}
 
 
 class CheckpointLoadStatus:
@@ -135,17 +162,7 @@ class Checkpoint:
     def write(self, file_prefix, options=None):
         """Writes ``<file_prefix>.npz``; returns ``file_prefix``."""
         file_prefix = os.fspath(file_prefix)
-        arrays, kinds = {}, {}
-        for i, (path, var) in enumerate(sorted(self._variables().items())):
-            arrays[f"v{i}"], kind = _encode(var.numpy())
-            kinds[f"v{i}"] = (path, kind or "")
-        arrays["paths"] = np.array([kinds[k][0] for k in sorted(kinds, key=lambda k: int(k[1:]))])
-        arrays["dtypes"] = np.array([kinds[k][1] for k in sorted(kinds, key=lambda k: int(k[1:]))])
-        directory = os.path.dirname(file_prefix)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        with open(file_prefix + ".npz", "wb") as f:
-            np.savez(f, **arrays)
+        _write_values(file_prefix, {path: var.numpy() for path, var in self._variables().items()})
         return file_prefix
 
     def save(self, file_prefix, options=None):
@@ -163,17 +180,7 @@ class Checkpoint:
         made for the variables they belong to first. None restores nothing (TF's no-op status)."""
         if save_path is None:
             return CheckpointLoadStatus([], [])
-        save_path = os.fspath(save_path)
-        file = save_path if save_path.endswith(".npz") else save_path + ".npz"
-        if not os.path.exists(file):
-            raise NotFoundError(None, None, f"Error when restoring from checkpoint at {save_path}: Unsuccessful "
-                                            f"TensorSliceReader constructor: Failed to find any matching files for "
-                                            f"{save_path}")
-        with np.load(file, allow_pickle=False) as data:
-            values = {}
-            for i, (path, kind) in enumerate(zip(data["paths"].tolist(), data["dtypes"].tolist())):
-                raw = data[f"v{i}"]
-                values[path] = raw.view(dtypes.as_dtype(kind).np) if kind else raw
+        values = _read_values(os.fspath(save_path))
         self._make_saved_slots(values)
         current = self._variables()
         for path, value in values.items():
@@ -279,3 +286,65 @@ class CheckpointManager:
         if self._init_fn is not None:
             self._init_fn()
         return None
+
+
+class Saver:
+    """TF 1's: the values of ``var_list`` (default: the graph's global variables) by variable name,
+    read from and written to a Session (eagerly: the variables themselves)."""
+
+    def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5, keep_checkpoint_every_n_hours=10000.0,
+                 name=None, restore_sequentially=False, saver_def=None, builder=None, defer_build=False,
+                 allow_empty=False, write_version=2, pad_step_number=False, save_relative_paths=False, filename=None):
+        if var_list is None:
+            if context.executing_eagerly():
+                raise RuntimeError("When eager execution is enabled, `var_list` must specify a list or dict of "
+                                   "variables to save")
+            var_list = global_variables()
+        if isinstance(var_list, dict):
+            self._variables = dict(var_list)
+        else:
+            self._variables = {v.name.split(":")[0]: v for v in var_list}
+        if not self._variables and not allow_empty:
+            raise ValueError("No variables to save")
+        self._max_to_keep, self._kept = max_to_keep, []
+
+    @property
+    def last_checkpoints(self):
+        return list(self._kept)
+
+    def save(self, sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix="meta",
+             write_meta_graph=True, write_state=True, strip_default_attrs=False, save_debug_info=False):
+        save_path = os.fspath(save_path)
+        if global_step is not None:
+            step = global_step if isinstance(global_step, (int, np.integer)) else _value_of(global_step, sess)
+            save_path = f"{save_path}-{int(step)}"
+        names = sorted(self._variables)
+        values = [_value_of(self._variables[n], sess) for n in names]
+        _write_values(save_path, dict(zip(names, values)))
+        self._kept = [p for p in self._kept if p != save_path] + [save_path]
+        if self._max_to_keep:
+            while len(self._kept) > self._max_to_keep:
+                old = self._kept.pop(0) + ".npz"
+                if os.path.exists(old):
+                    os.remove(old)
+        if write_state:
+            _record(os.path.dirname(save_path) or ".", save_path, self._kept)
+        return save_path
+
+    def restore(self, sess, save_path):
+        if save_path is None:
+            raise ValueError("Can't load save_path when it is None.")
+        values = _read_values(os.fspath(save_path))
+        for name, var in self._variables.items():
+            if name not in values:
+                raise NotFoundError(None, None, f"Key {name} not found in checkpoint")
+            if context.executing_eagerly():
+                var.assign(values[name])
+            else:
+                var.load(values[name], sess)
+
+
+def _value_of(tensor_or_variable, sess):
+    if context.executing_eagerly() or sess is None:
+        return np.asarray(tensor_or_variable.numpy())
+    return np.asarray(sess.run(tensor_or_variable))

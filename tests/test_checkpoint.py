@@ -82,3 +82,27 @@ def test_keras_save_and_load_weights(tmp_path):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="must end in `.weights.h5`"):
         model.save_weights(os.path.join(tmp_path, "m.h5"))
+
+
+def test_v1_saver_saves_and_restores_a_sessions_variables(tmp_path):
+    v1 = tf.compat.v1
+    g = tf.Graph()
+    with g.as_default():
+        w, b = tf.Variable([1.0, 2.0], name="w"), tf.Variable(3, name="b")
+        step = v1.train.get_or_create_global_step()
+        update = [w.assign(w * 2), step.assign_add(1)]
+        saver = v1.train.Saver(max_to_keep=2)
+        with v1.Session() as s:
+            s.run(v1.global_variables_initializer())
+            for _ in range(3):
+                s.run(update)
+                path = saver.save(s, os.path.join(tmp_path, "model"), global_step=step)
+        assert path == os.path.join(tmp_path, "model-3") and v1.train.latest_checkpoint(tmp_path) == path
+        assert sorted(os.listdir(tmp_path)) == ["checkpoint", "model-2.npz", "model-3.npz"]
+        with v1.Session() as fresh:                       # nothing initialised: restore sets every value
+            saver.restore(fresh, path)
+            got_w, got_b, got_step = fresh.run([w, b, step])
+    np.testing.assert_array_equal(got_w, [8.0, 16.0])
+    assert (int(got_b), int(got_step)) == (3, 3)
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="No variables to save"):
+        v1.train.Saver()
