@@ -33,42 +33,45 @@ def _rate_and_step(initial_learning_rate, step):
     return rate, math_ops.cast(step, rate.dtype)
 
 
-class ExponentialDecay(LearningRateSchedule):
-    """rate * decay_rate ^ (step / decay_steps), the exponent floored when ``staircase``."""
+class _StepDecay(LearningRateSchedule):
+    """ExponentialDecay's and InverseTimeDecay's arguments, and their progress step / decay_steps
+    (floored when ``staircase``) in the rate's dtype."""
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="ExponentialDecay"):
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase, name):
         _positive_steps("decay_steps", decay_steps)
         self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
         self.staircase, self.name = staircase, name
 
-    def __call__(self, step):
+    def _rate_and_progress(self, step):
         rate, step = _rate_and_step(self.initial_learning_rate, step)
         p = step / math_ops.cast(self.decay_steps, rate.dtype)
-        if self.staircase:
-            p = math_ops.floor(p)
-        return rate * math_ops.pow(math_ops.cast(self.decay_rate, rate.dtype), p)
+        return rate, math_ops.floor(p) if self.staircase else p
 
     def get_config(self):
         return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
                 "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class ExponentialDecay(_StepDecay):
+    """rate * decay_rate ^ (step / decay_steps), the exponent floored when ``staircase``."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="ExponentialDecay"):
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
+
+    def __call__(self, step):
+        rate, p = self._rate_and_progress(step)
+        return rate * math_ops.pow(math_ops.cast(self.decay_rate, rate.dtype), p)
+
+
+class InverseTimeDecay(_StepDecay):
     """rate / (1 + decay_rate * step / decay_steps), the quotient floored when ``staircase``."""
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="InverseTimeDecay"):
-        _positive_steps("decay_steps", decay_steps)
-        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
-        self.staircase, self.name = staircase, name
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step):
-        rate, step = _rate_and_step(self.initial_learning_rate, step)
-        p = step / math_ops.cast(self.decay_steps, rate.dtype)
-        if self.staircase:
-            p = math_ops.floor(p)
+        rate, p = self._rate_and_progress(step)
         return rate / (math_ops.cast(1, rate.dtype) + math_ops.cast(self.decay_rate, rate.dtype) * p)
-
-    get_config = ExponentialDecay.get_config
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):

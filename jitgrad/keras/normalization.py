@@ -15,6 +15,16 @@ def _broadcastable(v, shape, dtype):
     return None if v is None else array_ops.reshape(math_ops.cast(v, dtype), shape)
 
 
+def _add_gamma_and_beta(layer, shape):
+    """The scale (gamma) and offset (beta) weights both normalisations make when asked."""
+    if layer.scale:
+        layer.gamma = layer.add_weight(shape=shape, initializer=layer.gamma_initializer, name="gamma",
+                                       regularizer=layer.gamma_regularizer, constraint=layer.gamma_constraint)
+    if layer.center:
+        layer.beta = layer.add_weight(shape=shape, initializer=layer.beta_initializer, name="beta",
+                                      regularizer=layer.beta_regularizer, constraint=layer.beta_constraint)
+
+
 class BatchNormalization(Layer):
     """Normalises with the batch's statistics when called with ``training=True`` on a trainable
     layer (and moves ``moving_* = moving_* * momentum + batch_stat * (1 - momentum)``), else with
@@ -42,12 +52,7 @@ class BatchNormalization(Layer):
     def build(self, input_shape):
         rank = len(input_shape)
         shape = (input_shape[self.axis],)      # an axis out of range: IndexError, as Keras 3
-        if self.scale:
-            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma",
-                                         regularizer=self.gamma_regularizer, constraint=self.gamma_constraint)
-        if self.center:
-            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta",
-                                        regularizer=self.beta_regularizer, constraint=self.beta_constraint)
+        _add_gamma_and_beta(self, shape)
         self.moving_mean = self.add_weight(shape=shape, initializer=self.moving_mean_initializer,
                                            trainable=False, name="moving_mean")
         self.moving_variance = self.add_weight(shape=shape, initializer=self.moving_variance_initializer,
@@ -106,12 +111,7 @@ class LayerNormalization(Layer):
     def build(self, input_shape):
         self.axis = sorted(self.axis) if isinstance(self.axis, list) else [self.axis]
         shape = tuple(input_shape[a] for a in self.axis)
-        if self.scale:
-            self.gamma = self.add_weight(shape=shape, initializer=self.gamma_initializer, name="gamma",
-                                         regularizer=self.gamma_regularizer, constraint=self.gamma_constraint)
-        if self.center:
-            self.beta = self.add_weight(shape=shape, initializer=self.beta_initializer, name="beta",
-                                        regularizer=self.beta_regularizer, constraint=self.beta_constraint)
+        _add_gamma_and_beta(self, shape)
         rank = len(input_shape)
         normalized = {a % rank for a in self.axis}
         self._param_shape = [input_shape[a] if a in normalized else 1 for a in range(rank)]
