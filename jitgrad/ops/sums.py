@@ -17,6 +17,8 @@ layout, so a sum is the same run to run. The compiled code adds float32 in float
 (codegen/lower_reduction.py); halves are never compiled (dtypes.NATIVE): the compiler hands
 their graphs to these kernels.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -49,7 +51,9 @@ def add_reduce(x, axes, keepdims=False):
     to x's dtype). Integer sums wrap the same in any order: numpy's own."""
     acc = accumulator(x.dtype)
     axes = tuple(sorted(set(axes)))
-    if x.dtype.kind not in "fcV" or not axes:
+    if x.dtype.kind not in "fcV" or not axes or \
+            math.prod(x.shape[d] for d in axes if d != x.ndim - 1) <= BLOCK:
+        # no more than BLOCK rows outside the innermost axis: numpy's order (its pairwise inner sums)
         return np.sum(x, axis=axes, keepdims=keepdims, dtype=acc)
     x = np.ascontiguousarray(x)    # the order of the adds follows the shape alone, not the strides
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
