@@ -173,9 +173,10 @@ bfloat16 = _BFloat16() if _HAVE_ML_DTYPES else \
 
 def sum_accumulator(np_dtype):
     """The numpy dtype a sum of np_dtype values is accumulated in: TF's Eigen reductions add
-    bfloat16 in float32 and round once (numpy would round every partial sum: 20 x 0.5986 gave
-    12.125, TF 11.9375). Without ml_dtypes there is no bfloat16 array to ask about."""
-    if _HAVE_ML_DTYPES and np_dtype == bfloat16.np:
+    float16 and bfloat16 in float32 and round once (numpy would round every partial sum: 20 x
+    0.5986 gave 12.125, TF 11.9375; 5,000 float16 halves along axis 0 stalled at 1024, TF 2500).
+    Without ml_dtypes there is no bfloat16 array to ask about."""
+    if np_dtype == np.float16 or (_HAVE_ML_DTYPES and np_dtype == bfloat16.np):
         return np.dtype(np.float32)
     return np_dtype
 

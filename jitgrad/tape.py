@@ -52,6 +52,7 @@ from .ops import array_ops, math_ops
 from .ops.array_ops import reshape, stack, transpose
 from .ops.math_ops import add_n, zeros_like
 from .ops.registry import NOT_DIFFERENTIABLE, GradOp, run_kernel
+from .ops.sums import reference_sum
 from .shapes import TensorShape, normalize_axes
 
 _FLOAT_NP = dtypes.FLOAT_NP   # floating numpy dtypes (bfloat16 has kind "V")
@@ -944,7 +945,7 @@ def _rule_sum_to_shape(opdef, inputs, flags, attrs, specs, B):
         gr, extra = g.shape[1:], 0
     axes = tuple(range(1, 1 + extra)) + tuple(
         1 + extra + i for i, d in enumerate(target) if d == 1 and gr[extra + i] != 1)
-    out = np.sum(g, axis=axes, keepdims=True, dtype=g.dtype) if axes else g
+    out = reference_sum(g, axes, keepdims=True) if axes else g     # as SumToShape's kernel
     return (out.reshape((B,) + target),)
 
 

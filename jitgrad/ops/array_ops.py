@@ -13,6 +13,7 @@ from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, st
                        where, zeros_like)
 from .mirror_pad import check_mirror_pads, mirror_pad_check
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .sums import accumulator, reference_sum
 from ..eager import EagerTensor
 
 
@@ -850,11 +851,11 @@ def _gather_grad_kernel(attrs, g, i, ref):
     axis = attrs["axis"] % ref.ndim
     # the forward gather checked its indices, unless its output was fed: never wrap -1
     _check_indices(i, ref.shape[axis], g.size)
-    out = np.zeros(ref.shape, g.dtype)
+    out = np.zeros(ref.shape, accumulator(g.dtype))      # halves added in float32, rounded once (sums.py)
     moved = np.moveaxis(out, axis, 0)
     gm = g.reshape(ref.shape[:axis] + (i.size,) + ref.shape[axis + 1:])
     np.add.at(moved, i.reshape(-1), np.moveaxis(gm, axis, 0))
-    return out
+    return out.astype(g.dtype, copy=False)
 
 
 register("GatherV2", denormals="keep", infer=_gather_infer, kernel=_gather_kernel,
@@ -903,8 +904,7 @@ def _tile_grad_kernel(attrs, g, ref):
     inter = []
     for k, d in zip(m, ref.shape):
         inter += [k, d]
-    acc = dtypes.sum_accumulator(g.dtype)
-    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(m), 2)), dtype=acc).astype(g.dtype)
+    return reference_sum(g.reshape(inter), tuple(range(0, 2 * len(m), 2)))
 
 
 register("Tile", infer=_tile_infer, kernel=lambda attrs, x: np.tile(x, attrs["multiples"]),

@@ -14,6 +14,7 @@ from .math_ops import (add, cast, divide, equal, exp, greater, less, log, multip
                        sqrt, where)
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .math_ops import square, subtract, zeros_like
+from .sums import add_reduce, reference_sum
 
 
 def _reduced_shape(shape, axis, keepdims):
@@ -83,8 +84,7 @@ def _prod_grad(op, g):
 
 
 def _sum_kernel(attrs, x):
-    acc = dtypes.sum_accumulator(x.dtype)
-    return np.sum(x, axis=_np_axes(x, attrs), keepdims=attrs["keepdims"], dtype=acc).astype(x.dtype)
+    return reference_sum(x, _np_axes(x, attrs), attrs["keepdims"])
 
 
 def _mean_kernel(attrs, x):
@@ -103,7 +103,8 @@ def _mean_kernel(attrs, x):
             # warning (a RuntimeWarning TF never emits)
             nan = complex(np.nan, np.nan) if x.dtype.kind == "c" else np.nan
             return np.full(_reduced_shape(x.shape, attrs["axis"], attrs["keepdims"]), nan, x.dtype)
-        return np.mean(x, axis=axes, keepdims=attrs["keepdims"], dtype=dtypes.sum_accumulator(x.dtype)).astype(x.dtype)
+        s = add_reduce(x, axes, attrs["keepdims"])     # halves in float32, outer axes in blocks (sums.py)
+        return np.true_divide(s, s.dtype.type(num_elements([x.shape[a] for a in axes]))).astype(x.dtype)
 
 
 def _max_kernel(attrs, x):
@@ -193,7 +194,7 @@ def _sum_to_shape(attrs, g, ref):
         return g
     extra = g.ndim - len(target)
     axes = tuple(range(extra)) + tuple(i + extra for i, d in enumerate(target) if d == 1 and g.shape[i + extra] != 1)
-    out = np.sum(g, axis=axes, keepdims=True, dtype=dtypes.sum_accumulator(g.dtype)).astype(g.dtype) if axes else g
+    out = reference_sum(g, axes, keepdims=True) if axes else g
     return out.reshape(target)
 
 
