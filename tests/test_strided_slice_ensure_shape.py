@@ -51,3 +51,14 @@ def test_vectorized_map_takes_the_output_structure_of_fn():
     total, first = tf.vectorized_map(lambda r: (tf.reduce_sum(r), tf.cast(r[0], tf.int32)), tf.constant(rows))
     np.testing.assert_array_equal(total.numpy(), rows.sum(1))
     assert first.dtype == tf.int32 and first.numpy().tolist() == [1, 3]
+
+
+def test_bool_key_masks_and_stack_of_python_values_as_tf():
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(x[tf.constant([True, False, True])].numpy(), [[1.0, 2.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(x[np.array([False, True, False])].numpy(), [[3.0, 4.0]])
+    mixed = tf.stack([1, 2.5])                        # TF converts the whole list first: float32
+    assert mixed.dtype == tf.float32 and mixed.numpy().tolist() == [1.0, 2.5]
+    empty = tf.stack([])
+    assert empty.dtype == tf.float32 and empty.shape.as_list() == [0]
+    assert tf.stack([tf.constant(1.0), 2.0]).numpy().tolist() == [1.0, 2.0]

@@ -11,6 +11,7 @@ from ..shapes import (ADDRESS_SPACE_BYTES, INT64_MAX, TensorShape, as_shape, bro
 from ._infer import check_same
 from .math_ops import (add, cast, equal, identity, less, multiply, reduce_to, stop_gradient, subtract, truediv,
                        where, zeros_like)
+from .mask_ops import boolean_mask
 from .mirror_pad import check_mirror_pads, mirror_pad_check
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .sums import accumulator, reference_sum
@@ -564,7 +565,12 @@ register("Unpack", infer=_unpack_infer,
 
 
 def stack(values, axis=0, name="stack"):
-    if not isinstance(values, (list, tuple)) or not values:
+    if not isinstance(values, (list, tuple)):
+        raise ValueError("stack expects a non-empty list of tensors")
+    if axis == 0 and not any(hasattr(v, "dtype") and not isinstance(v, np.ndarray) for v in values):
+        # TF converts a list of Python / numpy values as one array first: [1, 2.5] is float32, [] too
+        return convert_to_tensor(list(values) if values else np.zeros([0], np.float32), name=name)
+    if not values:
         raise ValueError("stack expects a non-empty list of tensors")
     xs = convert_all(list(values))
     return apply_op("Pack", xs, {"axis": int(axis)}, name=name)
@@ -727,6 +733,8 @@ register("StridedSliceGrad", infer=_strided_grad_infer, kernel=_strided_grad_ker
 
 def strided_slice_getitem(tensor, key):
     (x,) = convert_all([tensor])
+    if _is_bool_mask(key):
+        return boolean_mask(x, key)          # TF's __getitem__: a bool tensor / array key is a mask
     if _has_runtime_index(key):
         return _getitem_by_gathers(x, key if isinstance(key, tuple) else (key,))
     if _has_runtime_bound(key):
@@ -753,6 +761,11 @@ def strided_slice_update(x, key, value, name=None):
     mask = np.zeros(dims, bool)
     mask[_spec_index(spec, dims)] = True
     return where(convert_to_tensor(mask, graph=graph_of([x])), placed, x, name=name)
+
+
+def _is_bool_mask(key):
+    return (isinstance(key, np.ndarray) and key.dtype == np.bool_) or \
+        (hasattr(key, "dtype") and not isinstance(key, np.ndarray) and key.dtype == dtypes.bool_)
 
 
 def _is_runtime_index(k):
