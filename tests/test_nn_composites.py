@@ -109,3 +109,14 @@ def test_local_response_normalization(graph_mode, no_fallback):
     x64 = x[:1, :1].astype(np.float64)
     with pytest.raises(InvalidArgumentError):
         tf.nn.lrn(tf.constant(x64))
+
+
+def test_bias_add_channels_first():
+    x = np.random.default_rng(2).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    b = np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(tf.nn.bias_add(x, b, data_format="NCHW").numpy(), x + b[:, None, None])
+    np.testing.assert_array_equal(tf.nn.bias_add(x[..., 0], b, data_format="NCW").numpy(), x[..., 0] + b[:, None])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.nn.bias_add(np.zeros((2, 4, 4), np.float32), b, data_format="NCW")
+    with pytest.raises(ValueError, match="data_format"):
+        tf.nn.bias_add(x, b, data_format="XYZ")

@@ -8,7 +8,7 @@ from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
 from .. import dtypes
 from ..errors import InvalidArgumentError
 from ..shapes import as_shape
-from .array_ops import expand_dims, gather, _static_value, squeeze
+from .array_ops import expand_dims, gather, _static_value, reshape, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, reciprocal, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import static_int, reduce_max, reduce_sum, reduce_mean
@@ -177,10 +177,15 @@ def bias_add(value, bias, data_format=None, name=None):
     (v, b) = convert_all([value, bias])
     if b.shape.rank not in (None, 1):
         raise ValueError(f"bias must be 1-D, got shape {b.shape}")
-    if data_format not in (None, "NHWC", "N...C"):
-        raise ValueError("jitgrad's bias_add supports channels-last data only")
     if v.shape.rank is not None and v.shape.rank < 2:
         raise ValueError(f"value must have rank >= 2, got shape {v.shape}")
+    if data_format is not None and data_format.startswith("NC"):
+        # channels first (NCW, NCHW, NCDHW, NC...): the bias runs along axis 1
+        if v.shape.rank is None:
+            raise NotImplementedError("jitgrad's channels-first bias_add needs the rank of value.")
+        b = reshape(b, [-1] + [1] * (v.shape.rank - 2))
+    elif data_format not in (None, "NHWC", "N...C", "NWC", "NDHWC"):
+        raise ValueError(f"`data_format` must be of the form `N...C` or `NC...`. Received: data_format={data_format}")
     return add(v, b, name=name or "BiasAdd")
 
 
