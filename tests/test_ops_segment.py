@@ -225,3 +225,10 @@ def test_sorted_ids_fed_anew_run_the_kernel_of_their_segment_count(graph_mode):
     assert (after["compiles"], after["plan_misses"]) == (before["compiles"], before["plan_misses"])
     with pytest.raises(tf.errors.InvalidArgumentError, match="not increasing"):
         s.run(y, {d: data, i: [0, 0, 2, 1, 2, 2]})       # (the same count: the kernel checks the order)
+
+
+def test_integer_unsorted_segment_mean_and_all_none_global_norm_as_tf():
+    got = tf.math.unsorted_segment_mean(tf.constant([1, 2, 4]), [0, 0, 1], 2)
+    assert got.dtype == tf.float64 and got.numpy().tolist() == [1.5, 4.0]      # TF: int sum / int count
+    clipped, norm = tf.clip_by_global_norm([None], 1.0)
+    assert clipped == [None] and float(norm) == 0.0

@@ -37,9 +37,7 @@ def global_norm(t_list, name=None):
     tensors, as TF (so its gradient at an all-zero list is NaN, as TF's)."""
     values = _tensor_list(t_list)
     half_squared_norms = [l2_loss(v) for v in values if v is not None]
-    if not half_squared_norms:
-        raise ValueError("global_norm needs at least one tensor that is not None.")
-    half_squared_norm = reduce_sum(stack(half_squared_norms))
+    half_squared_norm = reduce_sum(stack(half_squared_norms))      # all None: stack([]) sums to 0, as TF
     return sqrt(multiply(half_squared_norm, 2.0), name=name or "global_norm")
 
 

@@ -276,11 +276,15 @@ def _ranked(data, ids, what):
 
 
 def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
-    """TF's composite: unsorted_segment_sum(data) / max(count, 1), in data's dtype (floats)."""
+    """TF's composite: unsorted_segment_sum(data) / max(count, 1), in data's dtype for floats; for
+    integers TF's integer sum / integer count is a true division: float64."""
     data, ids = _ranked(data, segment_ids, "unsorted_segment_mean")
-    check_dtype("UnsortedSegmentMean", data.dtype, FLOATS, "data")
+    check_dtype("UnsortedSegmentMean", data.dtype, NUMBERS, "data")
     n = _counts(data, ids, lambda x, i: unsorted_segment_sum(x, i, num_segments))
-    return realdiv(unsorted_segment_sum(data, ids, num_segments), maximum(n, 1.0), name=name)
+    summed = unsorted_segment_sum(data, ids, num_segments)
+    if data.dtype.is_integer:
+        summed, n = cast(summed, dtypes.float64), cast(n, dtypes.float64)
+    return realdiv(summed, maximum(n, 1.0), name=name)
 
 
 def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None):
