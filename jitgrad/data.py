@@ -191,7 +191,12 @@ class Dataset(Transformations):
         return iter(self._make_iter())
 
     def as_numpy_iterator(self):
+        # (TF raises on the call, from the spec; here on the first element, so that a spec
+        # jitgrad would guess is not built twice)
         for element in self:
+            if any(isinstance(t, Dataset) for t in leaves(element)):
+                raise TypeError("`tf.data.Dataset.as_numpy_iterator()` is not supported for datasets that "
+                                "produce values of type <class 'Dataset'>")
             yield map_element(lambda t: t.numpy(), element)
 
     def cardinality(self):

@@ -8,6 +8,7 @@ it), so each builds its result with ``type(self)`` / ``cls``.  Element values, o
 specs, cardinalities and errors follow TF 2.21; where TF traces a user function to
 learn a spec, jitgrad reads it off the first element built (see data.py).
 """
+import bisect
 import itertools
 import os
 
@@ -17,7 +18,7 @@ from . import dtypes, nest
 from .convert import convert_to_tensor
 from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, call_with_element, eager,
                              leaves, map_element, map_up_to, most_specific_compatible, to_tensors, unknown_dims)
-from .errors import DataLossError, InvalidArgumentError
+from .errors import DataLossError, InternalError, InvalidArgumentError
 from .function import TensorSpec
 from .shapes import TensorShape
 
@@ -249,6 +250,50 @@ class Transformations:
         if not np.isscalar(batch_size) and np.ndim(batch_size) != 0:
             raise NotImplementedError("rebatch with a list of batch sizes is not supported by jitgrad")
         return self.unbatch().batch(batch_size, drop_remainder=drop_remainder)
+
+    def bucket_by_sequence_length(self, element_length_func, bucket_boundaries, bucket_batch_sizes,
+                                  padded_shapes=None, padding_values=None, pad_to_bucket_boundary=False,
+                                  no_padding=False, drop_remainder=False, name=None):
+        """TF's group_by_window on the bucket of each element's length (bucket i holds lengths
+        in [boundaries[i-1], boundaries[i])): a bucket's batch is padded_batch-ed as soon as it
+        has its size; the part-filled ones follow at the end, in bucket order (TF's std::map)."""
+        boundaries, sizes = [int(b) for b in bucket_boundaries], [int(b) for b in bucket_batch_sizes]
+        if len(sizes) != len(boundaries) + 1:
+            raise ValueError(f"`len(bucket_batch_sizes)` must equal `len(bucket_boundaries) + 1` but "
+                             f"`len(bucket_batch_sizes)={len(sizes)}` and `len(bucket_boundaries)={len(boundaries)}`.")
+        # (built now for padded_batch's checks and spec; the batch size in a spec is unknown, as in TF's)
+        template = None if no_padding else self.padded_batch(1, padded_shapes, padding_values)
+        parent, cls = self, type(self)
+
+        def batch_of(bucket, elements):
+            group = cls(lambda: iter(elements), len(elements), parent._spec)
+            if no_padding:
+                return group.batch(sizes[bucket], drop_remainder=drop_remainder)
+            shapes = padded_shapes
+            if pad_to_bucket_boundary:   # every unknown dimension to the bucket's boundary - 1
+                if bucket == len(boundaries):
+                    raise InternalError("assertion failed: [When pad_to_bucket_boundary=True, elements must have "
+                                        "length < max(bucket_boundaries).]")
+                shapes = map_element(lambda s: [boundaries[bucket] - 1 if d is None else d for d in s.shape[1:]],
+                                     template.element_spec)
+            return group.padded_batch(sizes[bucket], shapes, padding_values, drop_remainder=drop_remainder)
+
+        def make():
+            groups = {}
+            for e in parent._make_iter():
+                bucket = bisect.bisect_right(boundaries, int(call_with_element(element_length_func, e)))
+                groups.setdefault(bucket, []).append(e)
+                if len(groups[bucket]) == sizes[bucket]:
+                    yield from batch_of(bucket, groups.pop(bucket))._make_iter()
+            for bucket in sorted(groups):
+                yield from batch_of(bucket, groups[bucket])._make_iter()
+
+        def spec():
+            if no_padding:
+                return map_element(lambda s: TensorSpec(None if s.shape.rank is None else [None] + s.shape.as_list(),
+                                                        s.dtype), parent.element_spec)
+            return template.element_spec
+        return self._derive(make, UNKNOWN_CARDINALITY, spec)
 
     # ------------------------------------------------------------ datasets of datasets
     def flat_map(self, map_func, name=None):

@@ -304,3 +304,46 @@ def test_rebatch_and_specs_of_existing_transformations():
     z = D.zip(P(D.range(3), D.range(3).batch(2)))
     assert z.element_spec == P(tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.int64))
     assert D.range(3).enumerate().element_spec == (tf.TensorSpec([], tf.int64),) * 2
+
+
+def test_bucket_by_sequence_length():
+    lengths = [5, 1, 3, 7, 2, 4, 6, 2, 8, 1, 3]
+    seqs = D.from_generator(lambda: iter([[n] * n for n in lengths]), output_signature=tf.TensorSpec([None], tf.int32))
+
+    def padded(rows, width=None, pad=0):
+        width = width or max(rows)
+        return [[n] * n + [pad] * (width - n) for n in rows]
+    # buckets: < 3, [3, 6), >= 6; a batch leaves when its bucket has 2; the rest at the end, by bucket
+    ds = seqs.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 6], [2, 2, 2])
+    assert _np(ds) == [padded([5, 3]), padded([1, 2]), padded([7, 6]), padded([2, 1]), padded([4, 3]), padded([8])]
+    assert ds.element_spec == tf.TensorSpec([None, None], tf.int32) and _card(ds) == tf.data.UNKNOWN_CARDINALITY
+    dropped = seqs.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 6], [2, 2, 2], drop_remainder=True,
+                                             padding_values=-1)
+    assert _np(dropped) == [padded(b, pad=-1) for b in ([5, 3], [1, 2], [7, 6], [2, 1], [4, 3])]
+    # padded to the bucket's boundary - 1; the part-filled buckets [3] and [8] in bucket order
+    to_edge = seqs.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 6, 9], [2, 3, 2, 1],
+                                             pad_to_bucket_boundary=True)
+    assert _np(to_edge) == [padded([1, 2], 2), padded([5, 3, 4], 5), padded([7, 6], 8), padded([2, 1], 2),
+                            padded([3], 5), padded([8], 8)]
+    with pytest.raises(tf.errors.InternalError, match="pad_to_bucket_boundary"):
+        list(seqs.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 6], [2, 2, 2],
+                                            pad_to_bucket_boundary=True))
+    plain = D.range(10).bucket_by_sequence_length(lambda x: tf.cast(x % 3, tf.int32), [1, 2], [2, 2, 2],
+                                                  no_padding=True)
+    assert _np(plain) == [[0, 3], [1, 4], [2, 5], [6, 9], [7], [8]]
+    with pytest.raises(ValueError, match="bucket_batch_sizes"):
+        seqs.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 6], [2, 2])
+
+
+def test_keras_fit_on_padded_batches():
+    # ragged sequences padded into batches train a model; the steps are the batches' count
+    x = D.from_generator(lambda: iter([[1.0] * n for n in (1, 3, 2, 4)]), output_signature=tf.TensorSpec([None],
+                                                                                                         tf.float32))
+    y = D.from_tensor_slices(np.array([1.0, 3.0, 2.0, 4.0], np.float32))
+    ds = D.zip((x, y)).padded_batch(2, padded_shapes=([4], []))
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    with pytest.raises(TypeError, match="as_numpy_iterator"):
+        list(D.range(3).window(2).as_numpy_iterator())
