@@ -61,12 +61,15 @@ class Dataset(Transformations):
 
     ``spec`` is the element spec when known; a function when it is known only once
     something is built (the first inner dataset of ``flat_map``); None when jitgrad
-    guesses it from the first element (``map``: TF would trace the function instead)."""
+    guesses it from the first element (``map``: TF would trace the function instead),
+    or with ``guess``, a function giving a better guess (``batch`` after ``map``: TF's
+    batch dimension, the rest guessed)."""
 
-    def __init__(self, make_iter, cardinality, spec=None):
+    def __init__(self, make_iter, cardinality, spec=None, guess=None):
         self._make_iter = make_iter
         self._cardinality = cardinality
         self._spec = spec
+        self._guess = guess
         self._guessed_spec = None
 
     # ---------------------------------------------------------------- sources
@@ -181,7 +184,8 @@ class Dataset(Transformations):
         def spec():   # known when every part's is (else guessed from the first element)
             specs = [d.element_spec for d in parts]
             return type(datasets)(zip(datasets.keys(), specs)) if isinstance(datasets, dict) else tuple(specs)
-        return Dataset(make, card, spec if all(d._spec is not None for d in parts) else None)
+        exact = all(d._spec is not None for d in parts)
+        return Dataset(make, card, spec if exact else None, guess=None if exact else spec)
 
     # ---------------------------------------------------------------- iteration
     def __iter__(self):
@@ -216,7 +220,7 @@ class Dataset(Transformations):
         if self._spec is not None:
             return self._spec
         if self._guessed_spec is None:
-            self._guessed_spec = spec_of(next(iter(self)))
+            self._guessed_spec = self._guess() if self._guess is not None else spec_of(next(iter(self)))
         return self._guessed_spec
 
     def __repr__(self):
@@ -240,12 +244,11 @@ class Dataset(Transformations):
                 yield nest.pack_sequence_as(chunk[0], stacked)
         c = self._cardinality
         card = c if c < 0 else (c // size if drop_remainder else -(-c // size))
-        spec = None
-        if self._spec is not None:
-            spec = lambda: map_element(lambda s: TensorSpec(None if s.shape.rank is None else   # noqa: E731
-                                                            [size if drop_remainder else None] + s.shape.as_list(),
-                                                            s.dtype), parent.element_spec)
-        return self._derive(make, card, spec)
+        def spec():
+            return map_element(lambda s: TensorSpec(None if s.shape.rank is None else
+                                                    [size if drop_remainder else None] + s.shape.as_list(), s.dtype),
+                               parent.element_spec)
+        return self._derive(make, card, *self._exact_or_guess(spec))
 
     def unbatch(self, name=None):
         parent = self
@@ -255,10 +258,10 @@ class Dataset(Transformations):
                 arrays = [np.asarray(t) for t in leaves(e)]
                 for i in range(arrays[0].shape[0]):
                     yield nest.pack_sequence_as(e, [eager(a[i, ...]) for a in arrays])
-        spec = None if self._spec is None else lambda: map_element(
-            lambda s: TensorSpec(None if s.shape.rank is None else s.shape.as_list()[1:], s.dtype),
-            parent.element_spec)
-        return self._derive(make, UNKNOWN_CARDINALITY, spec)
+        def spec():
+            return map_element(lambda s: TensorSpec(None if s.shape.rank is None else s.shape.as_list()[1:], s.dtype),
+                               parent.element_spec)
+        return self._derive(make, UNKNOWN_CARDINALITY, *self._exact_or_guess(spec))
 
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
         """Calls ``map_func`` on each element (a tuple element is passed as
@@ -279,7 +282,7 @@ class Dataset(Transformations):
                 keep = call_with_element(predicate, e)
                 if bool(np.asarray(keep)):
                     yield e
-        return self._derive(make, UNKNOWN_CARDINALITY, self._spec)
+        return self._derive(make, UNKNOWN_CARDINALITY, *self._passed_spec())
 
     def take(self, count, name=None):
         count = int(count)
@@ -287,7 +290,7 @@ class Dataset(Transformations):
         c = self._cardinality
         card = c if count < 0 else (count if c == INFINITE_CARDINALITY else (min(c, count) if c >= 0 else c))
         return self._derive(lambda: itertools.islice(parent._make_iter(), None if count < 0 else count), card,
-                            self._spec)
+                            *self._passed_spec())
 
     def skip(self, count, name=None):
         count = int(count)
@@ -295,7 +298,7 @@ class Dataset(Transformations):
         c = self._cardinality
         card = c if c < 0 else (0 if count < 0 else max(c - count, 0))
         return self._derive(lambda: iter(()) if count < 0 else itertools.islice(parent._make_iter(), count, None),
-                            card, self._spec)
+                            card, *self._passed_spec())
 
     def repeat(self, count=None, name=None):
         count = -1 if count is None else int(count)
@@ -313,7 +316,7 @@ class Dataset(Transformations):
                 n += 1
         c = self._cardinality
         card = (INFINITE_CARDINALITY if c != 0 else 0) if count < 0 else (c * count if c >= 0 else c)
-        return self._derive(make, card, self._spec)
+        return self._derive(make, card, *self._passed_spec())
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True, name=None):
         """TF's buffered shuffle: keep ``buffer_size`` elements, yield a random
@@ -337,7 +340,7 @@ class Dataset(Transformations):
                 i = int(rng.integers(len(buf)))
                 buf[i], buf[-1] = buf[-1], buf[i]
                 yield buf.pop()
-        return self._derive(make, self._cardinality, self._spec)
+        return self._derive(make, self._cardinality, *self._passed_spec())
 
     def enumerate(self, start=0, name=None):
         parent = self
@@ -345,16 +348,16 @@ class Dataset(Transformations):
         def make():
             for i, e in enumerate(parent._make_iter(), start):
                 yield (eager(np.array(i, np.int64)), e)
-        spec = None if self._spec is None else lambda: (TensorSpec([], dtypes.int64), parent.element_spec)
-        return self._derive(make, self._cardinality, spec)
+        return self._derive(make, self._cardinality,
+                            *self._exact_or_guess(lambda: (TensorSpec([], dtypes.int64), parent.element_spec)))
 
     def concatenate(self, dataset, name=None):
         parent = self
         a, b = self._cardinality, dataset._cardinality
         card = a + b if a >= 0 and b >= 0 else (INFINITE_CARDINALITY if INFINITE_CARDINALITY in (a, b)
                                                 else UNKNOWN_CARDINALITY)
-        return self._derive(lambda: itertools.chain(parent._make_iter(), dataset._make_iter()), card, self._spec,
-                            others=(dataset,))
+        return self._derive(lambda: itertools.chain(parent._make_iter(), dataset._make_iter()), card,
+                            *self._passed_spec(), others=(dataset,))
 
     def prefetch(self, buffer_size, name=None):
         return self

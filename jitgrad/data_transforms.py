@@ -112,10 +112,10 @@ def _check_state(initial, new, fn_name):
 
 def _padded_shape(spec, padded):
     """A component's padded shape (-1 / None: the batch's largest), checked against its static shape."""
-    dims = padded.as_list() if isinstance(padded, TensorShape) else [
-        None if d is None else int(d) for d in (np.asarray(padded).tolist() if not isinstance(padded, list)
-                                                 else padded)]
-    shape = TensorShape([None if d is None or d == -1 else d for d in dims])
+    if isinstance(padded, TensorShape):
+        padded = padded.as_list()
+    dims = padded if isinstance(padded, (list, tuple)) else np.asarray(padded).tolist()   # (a tensor)
+    shape = TensorShape([None if d is None or int(d) == -1 else int(d) for d in dims])
     # TF's rule: the same rank, and no known dimension padded to less than it is
     if spec.shape.rank is not None and (shape.rank != spec.shape.rank or any(
             p is not None and d is not None and p < d for p, d in zip(shape.as_list(), spec.shape.as_list()))):
@@ -185,13 +185,21 @@ class Transformations:
     """The transformations above, as methods of ``Dataset``."""
     _options = None
 
-    def _derive(self, make_iter, cardinality, spec=None, others=()):
+    def _derive(self, make_iter, cardinality, spec=None, guess=None, others=()):
         """A dataset built on this one (and ``others``): it keeps their options, as TF's do."""
-        out = type(self)(make_iter, cardinality, spec)
+        out = type(self)(make_iter, cardinality, spec, guess)
         for d in (self,) + tuple(others):
             if d._options is not None:
                 out._options = d._options if out._options is None else out._options.merge(d._options)
         return out
+
+    def _exact_or_guess(self, spec):
+        """(spec, guess) for a spec built from this dataset's: exact if this one's is, else a guess."""
+        return (spec, None) if self._spec is not None else (None, spec)
+
+    def _passed_spec(self):
+        """(spec, guess) for a dataset whose elements are this one's."""
+        return (self._spec, None) if self._spec is not None else (None, lambda: self.element_spec)
 
     def options(self):
         return self._options if self._options is not None else Options()
@@ -200,7 +208,7 @@ class Transformations:
         if not isinstance(options, Options):
             raise AttributeError(f"'{type(options).__name__}' object has no attribute '_to_proto' "
                                  f"(with_options takes a tf.data.Options)")
-        out = self._derive(self._make_iter, self._cardinality, self._spec)
+        out = self._derive(self._make_iter, self._cardinality, *self._passed_spec())
         out._options = self.options().merge(options)
         return out
 
@@ -266,7 +274,7 @@ class Transformations:
         parent, cls = self, type(self)
 
         def batch_of(bucket, elements):
-            group = cls(lambda: iter(elements), len(elements), parent._spec)
+            group = cls(lambda: iter(elements), len(elements), *parent._passed_spec())
             if no_padding:
                 return group.batch(sizes[bucket], drop_remainder=drop_remainder)
             shapes = padded_shapes
@@ -293,7 +301,9 @@ class Transformations:
                 return map_element(lambda s: TensorSpec(None if s.shape.rank is None else [None] + s.shape.as_list(),
                                                         s.dtype), parent.element_spec)
             return template.element_spec
-        return self._derive(make, UNKNOWN_CARDINALITY, spec)
+        # (TF's group_by_window: infinite stays infinite)
+        card = INFINITE_CARDINALITY if self._cardinality == INFINITE_CARDINALITY else UNKNOWN_CARDINALITY
+        return self._derive(make, card, spec)
 
     # ------------------------------------------------------------ datasets of datasets
     def flat_map(self, map_func, name=None):
@@ -430,13 +440,14 @@ class Transformations:
         parent = self
         c = self._cardinality
         card = c if c < 0 else c // n + (i < c % n)
-        return self._derive(lambda: itertools.islice(parent._make_iter(), i, None, n), card, self._spec)
+        return self._derive(lambda: itertools.islice(parent._make_iter(), i, None, n), card,
+                            *self._passed_spec())
 
     def take_while(self, predicate, name=None):
         parent = self
         return self._derive(lambda: itertools.takewhile(lambda e: bool(np.asarray(call_with_element(predicate, e))),
                                                         parent._make_iter()),
-                            UNKNOWN_CARDINALITY, self._spec)
+                            UNKNOWN_CARDINALITY, *self._passed_spec())
 
     def unique(self, name=None):
         """Each distinct value once, at its first occurrence (scalars of int32 / int64 / string)."""
@@ -455,7 +466,7 @@ class Transformations:
                 if key not in seen:
                     seen.add(key)
                     yield e
-        return self._derive(make, UNKNOWN_CARDINALITY, self._spec)
+        return self._derive(make, UNKNOWN_CARDINALITY, *self._passed_spec())
 
     # ------------------------------------------------------------ sources
     @classmethod

@@ -304,6 +304,13 @@ def test_rebatch_and_specs_of_existing_transformations():
     z = D.zip(P(D.range(3), D.range(3).batch(2)))
     assert z.element_spec == P(tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.int64))
     assert D.range(3).enumerate().element_spec == (tf.TensorSpec([], tf.int64),) * 2
+    # after a map jitgrad guesses the shapes, but batch's dimension is still TF's (unknown)
+    mapped = D.zip((D.range(5), D.range(5).map(lambda x: x * 2))).batch(2)
+    assert mapped.element_spec == (tf.TensorSpec([None], tf.int64),) * 2
+    assert D.range(5).map(lambda x: x).filter(lambda x: x > 0).batch(2).element_spec == \
+        tf.TensorSpec([None], tf.int64)
+    assert _card(D.range(3).repeat().bucket_by_sequence_length(lambda x: x, [1], [2, 2], no_padding=True)) == \
+        tf.data.INFINITE_CARDINALITY
 
 
 def test_bucket_by_sequence_length():
