@@ -1,7 +1,8 @@
 """The ``tf.data.Dataset`` transformations real input pipelines add to the basics in
-jitgrad/data.py: padded_batch, flat_map, interleave, reduce, scan, shard, take_while,
-window, unique, get_single_element, counter, choose_from_datasets, options /
-with_options (``tf.data.Options``, recorded only: jitgrad runs no pipeline optimizer).
+jitgrad/data.py: padded_batch, rebatch, bucket_by_sequence_length, flat_map, interleave,
+window, reduce, scan, shard, take_while, unique, get_single_element, counter,
+choose_from_datasets, options / with_options (``tf.data.Options``, recorded only:
+jitgrad runs no pipeline optimizer).
 
 They are a base class of ``Dataset`` (this module cannot import data.py, which imports
 it), so each builds its result with ``type(self)`` / ``cls``.  Element values, order,
