@@ -19,8 +19,9 @@ import numpy as np
 
 from . import context, dtypes, nest
 from .convert import convert_to_tensor
-from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, call_with_element, eager,
-                             leaves, map_element, map_up_to, spec_of, to_tensors)
+from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality,
+                             call_with_element, eager, leaves, map_element, map_up_to, spec_of,
+                             to_tensors)
 from .data_transforms import Options, Transformations, mixed_cardinality, mixed_spec
 from .errors import InvalidArgumentError
 from .function import TensorSpec
@@ -242,8 +243,7 @@ class Dataset(Transformations):
                 parts = [leaves(e) for e in chunk]
                 stacked = [eager(np.stack([np.asarray(p[i]) for p in parts])) for i in range(len(parts[0]))]
                 yield nest.pack_sequence_as(chunk[0], stacked)
-        c = self._cardinality
-        card = c if c < 0 else (c // size if drop_remainder else -(-c // size))
+        card = batched_cardinality(self._cardinality, size, drop_remainder)
         def spec():
             return map_element(lambda s: TensorSpec(None if s.shape.rank is None else
                                                     [size if drop_remainder else None] + s.shape.as_list(), s.dtype),

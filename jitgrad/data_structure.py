@@ -16,6 +16,13 @@ INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
 
 
+def batched_cardinality(cardinality, size, drop_remainder):
+    """The number of batches of ``size`` (infinite / unknown stay so)."""
+    if cardinality < 0:
+        return cardinality
+    return cardinality // size if drop_remainder else -(-cardinality // size)
+
+
 def to_tensors(x):
     if isinstance(x, dict):
         return type(x)((k, to_tensors(v)) for k, v in x.items())

@@ -17,8 +17,9 @@ import numpy as np
 
 from . import dtypes, nest
 from .convert import convert_to_tensor
-from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, call_with_element, eager,
-                             leaves, map_element, map_up_to, most_specific_compatible, to_tensors, unknown_dims)
+from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality,
+                             call_with_element, eager, leaves, map_element, map_up_to,
+                             most_specific_compatible, to_tensors, unknown_dims)
 from .errors import DataLossError, InternalError, InvalidArgumentError
 from .function import TensorSpec
 from .shapes import TensorShape
@@ -247,8 +248,7 @@ class Transformations:
                 parts = [[np.asarray(t) for t in leaves(e)] for e in chunk]
                 yield nest.pack_sequence_as(chunk[0], [_pad_stack([p[i] for p in parts], shape, value)
                                                        for i, (shape, value) in enumerate(zip(shapes, values))])
-        c = self._cardinality
-        card = c if c < 0 else (c // size if drop_remainder else -(-c // size))
+        card = batched_cardinality(self._cardinality, size, drop_remainder)
         out_spec = nest.pack_sequence_as(spec, [TensorSpec([size if drop_remainder else None] + shape.as_list(),
                                                            s.dtype) for s, shape in zip(leaves(spec), shapes)])
         return self._derive(make, card, out_spec)
