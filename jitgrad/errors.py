@@ -57,6 +57,10 @@ class OutOfRangeError(OpError):
     pass
 
 
+class DataLossError(OpError):
+    """TF's error for data that cannot be made whole (padded_batch asked to pad into less room)."""
+
+
 class InaccessibleTensorError(ValueError):
     """TF's errors_impl.InaccessibleTensorError: a tensor made inside a nested graph (a loop
     body or branch) used outside it, e.g. appended to a Python list in a staged loop."""
