@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jitgrad as tf
+from jitgrad.batched_gradients import rules_removed
 from jitgrad.errors import InvalidArgumentError
 
 pytestmark = pytest.mark.usefixtures("graph_mode")
@@ -172,6 +173,26 @@ def test_conv2d_and_gradients_bit_for_bit_those_of_the_gather(no_fallback, case)
                                                   dilations), rtol=1e-4, atol=1e-4)
     for name, a, b in zip(["y", "dx", "dw", "d2/dw", "d2/dx"], new, old):
         assert a.shape == b.shape and np.array_equal(a, b), (name, np.max(np.abs(a - b)))
+
+
+def test_conv2d_hessian_batched_as_per_row():
+    """tf.hessians of a conv loss: the batching rules of ConvPatches / ConvPatchesGrad (the
+    batch folded into the images) give the per-row fallback's values."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 4, 2))
+    w = rng.standard_normal((2, 3, 2, 3))
+    got = []
+    for removed in ((), ("ConvPatches", "ConvPatchesGrad")):
+        with rules_removed(*removed):
+            g = tf.Graph()
+            with g.as_default():
+                xp, wp = ph(tf.float64, x.shape), ph(tf.float64, w.shape)
+                y = tf.nn.conv2d(xp, wp, [1, 2], "SAME")
+                loss = tf.reduce_sum(tf.sin(y)) + tf.reduce_sum(y * y * y)
+                hs = tf.hessians(loss, [xp, wp])
+            got.append(tf.compat.v1.Session(graph=g).run(hs, {xp: x, wp: w}))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_conv2d_gradient_kernel_runs_on_every_thread(graph_mode):
