@@ -27,9 +27,10 @@ the gradient helpers SumToShape / Unreduce / BroadcastToShapeOf / ReshapeLike /
 StridedSliceGrad / GatherGrad / TileGrad / SplitToShapesOf (their shape-only
 reference input becomes a ``[B] + ref.shape`` stand-in, which DCE removes),
 reshape / expand / squeeze / transpose (perm ``[0] + [p + 1]``), slicing,
-concat / pack / unpack, gather, tile, broadcast_to, fill, MatMul (a batched
-operand times an unbatched matrix is ONE 2-D matmul of the batch folded into
-rows) and BatchMatMulV2, While (while_batching.py: one loop over batched loop
+concat / pack / unpack, gather, tile, ConvPatches / ConvPatchesGrad (the batch
+folded into the images), broadcast_to, fill, MatMul (a batched operand times an
+unbatched matrix is ONE 2-D matmul of the batch folded into rows) and BatchMatMulV2,
+While (while_batching.py: one loop over batched loop
 variables, its body rebuilt by these rules) and If (cond_batching.py: one If of batched
 branches, or a per-row select of both where the predicate differs per row). Anything else falls back to a per-row loop
 (unstack, apply the op per row, stack): correct, just not vectorised.
@@ -352,6 +353,22 @@ def _rule_gather_grad(ctx, op, ins, flags):
                      {"axis": op.attrs["axis"] % r + 1})]
 
 
+def _rule_conv_patches(ctx, op, ins, flags):
+    """Images of every batch row are images: the batch folds into the images' dim."""
+    shape = _static(op.inputs[0].shape)
+    out = apply_op("ConvPatches", [_reshape(ins[0], [-1] + shape[1:])], op.attrs)
+    return [_reshape(out, [ctx.B] + _static(op.outputs[0].shape))]
+
+
+def _rule_conv_patches_grad(ctx, op, ins, flags):
+    if flags[1]:
+        return None
+    g_shape, ref = _static(op.inputs[0].shape), _static(op.inputs[1].shape)
+    ref_rows = _reshape(ctx.shape_ref(op.inputs[1]), [ctx.B * ref[0]] + ref[1:])
+    out = apply_op("ConvPatchesGrad", [_reshape(ins[0], [-1] + g_shape[1:]), ref_rows], op.attrs)
+    return [_reshape(out, [ctx.B] + ref)]
+
+
 def _rule_tile(ctx, op, ins, flags):
     return [apply_op("Tile", [ins[0]], {"multiples": (1,) + tuple(op.attrs["multiples"])})]
 
@@ -374,6 +391,7 @@ _RULES = {
     "StridedSlice": _rule_strided_slice, "StridedSliceGrad": _rule_strided_slice_grad,
     "ConcatV2": _rule_concat, "SplitToShapesOf": _rule_split, "Pack": _rule_pack, "Unpack": _rule_unpack,
     "GatherV2": _rule_gather, "GatherGrad": _rule_gather_grad, "Tile": _rule_tile, "TileGrad": _rule_tile_grad,
+    "ConvPatches": _rule_conv_patches, "ConvPatchesGrad": _rule_conv_patches_grad,
     "While": lambda ctx, op, ins, flags: batch_while(ctx, op, ins, flags, _vectorize, batch_while_pred),
     "If": lambda ctx, op, ins, flags: batch_if(ctx, op, ins, flags, _vectorize),
     "MirrorPadCheck": _rule_elementwise,    # (it checks its input's trailing dims: each row's)

@@ -242,6 +242,67 @@ def _gather(kb, node, j, idx, W):
     return f(idx, W)
 
 
+def _in_window(b, pos, extent):
+    return b.and_(b.icmp_signed(">=", pos, c64(0)), b.icmp_signed("<", pos, c64(extent)))
+
+
+def _conv_patches(kb, node, j, idx, W):
+    """[N, OH, OW, KH, KW, C]: the input pixel window (oh, ow)'s tap (i, j) reads, or a zero
+    in the padding. Vector lanes along the channels share one pixel, one bounds check."""
+    x = node.inputs[0]
+    _, h, w, _ = kb.shape(x)
+    (sh, sw), (dh, dw), (pt, pl) = node.attrs["strides"], node.attrs["dilations"], node.attrs["pads"]
+    dt = node.outputs[0][1]
+    b = kb.b
+
+    def f(ix, W_):
+        n, (oh, _), (ow, _), (i, _), (jj, _), c = ix
+        row = iadd(b, iadd(b, imul(b, oh, sh), imul(b, i, dh)), -pt)
+        col = iadd(b, iadd(b, imul(b, ow, sw), imul(b, jj, dw)), -pl)
+        ok = b.and_(_in_window(b, row, h), _in_window(b, col, w))
+        v = kb.gen(x, [n, (b.select(ok, row, c64(0)), 0), (b.select(ok, col, c64(0)), 0), c], W_)
+        return b.select(ok, v, const(dt, 0, W_))
+    if W > 1 and any(idx[d][1] for d in range(1, 5)):
+        return scalarise(b, f, idx, W)
+    return f(idx, W)
+
+
+def _window_slot(b, pos, pad, k, dilation, stride, extent):
+    """(i1, slot): whether the window tap k at dilation reads input position pos from a
+    window, and that window's index."""
+    rel = iadd(b, pos, pad - k * dilation)
+    q = b.sdiv(rel, c64(stride)) if stride > 1 else rel
+    ok = _in_window(b, q, extent)
+    if stride > 1:
+        ok = b.and_(ok, b.and_(b.icmp_signed(">=", rel, c64(0)), b.icmp_signed("==", b.srem(rel, c64(stride)), c64(0))))
+    return ok, b.select(ok, q, c64(0))
+
+
+def _conv_patches_grad(kb, node, j, idx, W):
+    """The input's gradient: the sum of the patches' slots that read each pixel, taps last
+    to first (the scatter-add order of the gather this replaced; ops/conv.py)."""
+    g = node.inputs[0]
+    _, oh, ow, kh, kw, _ = kb.shape(g)
+    (sh, sw), (dh, dw), (pt, pl) = node.attrs["strides"], node.attrs["dilations"], node.attrs["pads"]
+    dt = node.outputs[0][1]
+    b = kb.b
+
+    def f(ix, W_):
+        n, (row, _), (col, _), c = ix
+        acc = const(dt, 0, W_)
+        for i in reversed(range(kh)):
+            ok_r, r = _window_slot(b, row, pt, i, dh, sh, oh)
+            for jj in reversed(range(kw)):
+                ok_c, q = _window_slot(b, col, pl, jj, dw, sw, ow)
+                v = kb.gen(g, [n, (r, 0), (q, 0), (c64(i), 0), (c64(jj), 0), c], W_)
+                v = b.select(b.and_(ok_r, ok_c), v, const(dt, 0, W_))
+                acc = b.fadd(acc, v) if dt.is_floating else b.add(acc, v)
+        return acc
+    if W > 1 and any(idx[d][1] for d in (1, 2)):
+        return scalarise(b, f, idx, W)
+    return f(idx, W)
+
+
 def _shape(kb, node, j, idx, W):
     dims = kb.shape(node.inputs[0])
     dt = node.outputs[0][1]
@@ -297,6 +358,8 @@ LAYOUT = {
     "SplitToShapesOf": _split,
     "Unreduce": _unreduce,
     "GatherV2": _gather,
+    "ConvPatches": _conv_patches,
+    "ConvPatchesGrad": _conv_patches_grad,
     "Shape": _shape,
     "SizeRatio": _size_ratio,
 }
@@ -307,4 +370,6 @@ NEEDS_BUFFER = {
     "ConcatV2": "all",
     "Pack": "all",
     "GatherV2": (0, 1),
+    "ConvPatches": (0,),         # each pixel is read by every window holding it: computed once
+    "ConvPatchesGrad": (0,),
 }

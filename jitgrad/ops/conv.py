@@ -1,19 +1,27 @@
-"""tf.nn.conv2d / conv1d (NHWC / NWC) as im2col: a gather of every window's pixels, then one
-matmul with the filters seen as a [KH * KW * C, O] matrix.
+"""tf.nn.conv2d / conv1d (NHWC / NWC) as im2col: every window's pixels (op ConvPatches),
+then one matmul with the filters seen as a [KH * KW * C, O] matrix.
 
-The windows' pixel indices depend only on shapes, strides, dilations and padding, so they
-are a constant of the graph: the gather and the matmul are existing ops (the matmul runs on
-the packed GEMM), and the gradients are theirs -- the gather's is a scatter-add into the
-padded input, the matmul's two GEMMs. Sums run in a different order from TF's kernels:
-float32 results agree to rounding, not bit for bit.
+ConvPatches reads the input where each window tap lands, zero in the padding: the windows
+depend only on shapes, strides, dilations and padding, so the compiled code computes them
+(an index map, codegen/lower_layout.py) rather than reading a table of indices. A table
+(the gather this replaced) is a run-time argument the kernel must range-check, and a kernel
+with checks runs on one thread; its gradient was a serial scatter-add.
+
+Gradients: the matmul's two GEMMs, and ConvPatchesGrad, which sums for each input pixel the
+window slots that read it (in the order the scatter-add of the gather added them, so the
+results are those of the gather formulation bit for bit). The two ops are each other's
+gradient, so gradients of gradients are convolutions again. Sums run in a different order
+from TF's kernels: float32 results agree to rounding, not bit for bit.
 """
 import numpy as np
 
 from ..convert import convert_all
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import expand_dims, gather, pad, reshape, squeeze
+from ..shapes import require_shape
+from .array_ops import expand_dims, reshape, squeeze
 from .linalg_ops import matmul
+from .registry import apply_op, register
 
 
 def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
@@ -39,17 +47,11 @@ def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None,
     dh, dw = _spatial(1 if dilations is None else dilations, "dilations", err)
     (pt, pb), oh = _padded(h, kh, sh, dh, padding, 0, err)
     (pl, pr), ow = _padded(wd, kw, sw, dw, padding, 1, err)
-    if (pt, pb, pl, pr) != (0, 0, 0, 0):
-        x = pad(x, [[0, 0], [pt, pb], [pl, pr], [0, 0]])
-    hp, wp = h + pt + pb, wd + pl + pr
-    if (kh, kw, sh, sw, oh, ow) == (1, 1, 1, 1, hp, wp):          # 1 x 1, stride 1: no windows
+    if (kh, kw, sh, sw, oh, ow, pt, pb, pl, pr) == (1, 1, 1, 1, h, wd, 0, 0, 0, 0):   # no windows
         cols = reshape(x, [-1, c])
     else:
-        rows = (np.arange(oh) * sh)[:, None, None, None] + (np.arange(kh) * dh)[None, None, :, None]
-        cols_ = (np.arange(ow) * sw)[None, :, None, None] + (np.arange(kw) * dw)[None, None, None, :]
-        index = (rows * wp + cols_).astype(np.int32).reshape(-1)      # [OH, OW, KH, KW] flattened
-        patches = gather(reshape(x, [-1, hp * wp, c]), index, axis=1)  # [N, OH*OW*KH*KW, C]
-        cols = reshape(patches, [-1, kh * kw * c])
+        attrs = {"window": (kh, kw), "strides": (sh, sw), "dilations": (dh, dw), "pads": (pt, pl), "out": (oh, ow)}
+        cols = reshape(apply_op("ConvPatches", [x], attrs), [-1, kh * kw * c])
     out = matmul(cols, reshape(w, [kh * kw * c, o]))
     return reshape(out, [-1, oh, ow, o], name=name)
 
@@ -119,3 +121,60 @@ def _padded(size, k, stride, dilation, padding, axis, err):
     if out <= 0:
         raise err(f"conv2d: the filter (span {span}) does not fit the padded input ({size + before + after})")
     return (before, after), out
+
+
+def _taps(attrs):
+    """Per filter tap (i, j): the slices of the padded input its window slots read."""
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = attrs["window"], attrs["strides"], attrs["dilations"], attrs["out"]
+    return [(i, j, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh), slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+            for i in range(kh) for j in range(kw)]
+
+
+def _padded_input(attrs, shape, dtype):
+    """Zeros shaped as the input padded enough for every window, and where the input starts."""
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl), (oh, ow) = (attrs[k] for k in ("window", "strides", "dilations",
+                                                                         "pads", "out"))
+    n, h, w, c = shape
+    hp = max(pt + h, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(pl + w, (ow - 1) * sw + (kw - 1) * dw + 1)
+    return np.zeros((n, hp, wp, c), dtype), (slice(None), slice(pt, pt + h), slice(pl, pl + w))
+
+
+def _patches_kernel(attrs, x):
+    xp, inner = _padded_input(attrs, x.shape, x.dtype)
+    xp[inner] = x
+    (kh, kw), (oh, ow) = attrs["window"], attrs["out"]
+    out = np.empty((x.shape[0], oh, ow, kh, kw, x.shape[3]), x.dtype)
+    for i, j, rows, cols in _taps(attrs):
+        out[:, :, :, i, j] = xp[:, rows, cols]
+    return out
+
+
+def _patches_grad_kernel(attrs, g, ref):
+    gp, inner = _padded_input(attrs, ref.shape, g.dtype)
+    # taps last to first: a pixel's window slots in the order of their windows, as the
+    # scatter-add of the im2col gather added them (codegen/lower_layout.py sums so too)
+    for i, j, rows, cols in reversed(_taps(attrs)):
+        gp[:, rows, cols] += g[:, :, :, i, j]
+    return np.ascontiguousarray(gp[inner])
+
+
+def _patches_infer(shapes, dts, attrs):
+    n, h, w, c = shapes[0]
+    return [((n,) + tuple(attrs["out"]) + tuple(attrs["window"]) + (c,), dts[0])]
+
+
+def _patches_grad_infer(shapes, dts, attrs):
+    """The gradient of ConvPatches(input 1), shaped as its input: input 0 is shaped as its output."""
+    require_shape(0, shapes[0], _patches_infer(shapes[1:], dts[1:], attrs)[0][0])
+    return [(shapes[1], dts[0])]
+
+
+def _attrs(op):
+    return {k: op.get_attr(k) for k in ("window", "strides", "dilations", "pads", "out")}
+
+
+register("ConvPatches", infer=_patches_infer, kernel=_patches_kernel, kind="layout",
+         grad=lambda op, g: [apply_op("ConvPatchesGrad", [g, op.inputs[0]], _attrs(op))])
+register("ConvPatchesGrad", infer=_patches_grad_infer, kernel=_patches_grad_kernel, kind="other", denormals="flush",
+         grad=lambda op, g: [apply_op("ConvPatches", [g], _attrs(op)), None], shape_only=(1,))
