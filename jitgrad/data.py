@@ -19,7 +19,7 @@ import numpy as np
 
 from . import context, dtypes, nest
 from .convert import convert_to_tensor
-from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality,
+from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality, batches_of,
                              call_with_element, eager, leaves, map_element, map_up_to, spec_of,
                              to_tensors)
 from .data_transforms import Options, Transformations, mixed_cardinality, mixed_spec
@@ -235,11 +235,7 @@ class Dataset(Transformations):
         parent = self
 
         def make():
-            it = iter(parent._make_iter())
-            while True:
-                chunk = list(itertools.islice(it, size))
-                if not chunk or (drop_remainder and len(chunk) < size):
-                    return
+            for chunk in batches_of(parent._make_iter, size, drop_remainder):
                 parts = [leaves(e) for e in chunk]
                 stacked = [eager(np.stack([np.asarray(p[i]) for p in parts])) for i in range(len(parts[0]))]
                 yield nest.pack_sequence_as(chunk[0], stacked)

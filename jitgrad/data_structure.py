@@ -4,6 +4,8 @@ An element is a structure (tuples, dicts, namedtuples: TF's rules, where a
 Python *list* is one tensor) of numpy-backed eager tensors; its spec is the same
 structure of TensorSpecs, or of DatasetSpecs for the windows of ``window``.
 """
+import itertools
+
 import numpy as np
 
 from . import nest
@@ -14,6 +16,16 @@ from .shapes import TensorShape
 
 INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
+
+
+def batches_of(make_iter, size, drop_remainder):
+    """The elements of ``make_iter()`` in lists of ``size`` (the last shorter, or dropped)."""
+    it = iter(make_iter())
+    while True:
+        chunk = list(itertools.islice(it, size))
+        if not chunk or (drop_remainder and len(chunk) < size):
+            return
+        yield chunk
 
 
 def batched_cardinality(cardinality, size, drop_remainder):

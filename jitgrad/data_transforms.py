@@ -17,7 +17,7 @@ import numpy as np
 
 from . import dtypes, nest
 from .convert import convert_to_tensor
-from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality,
+from .data_structure import (INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, DatasetSpec, batched_cardinality, batches_of,
                              call_with_element, eager, leaves, map_element, map_up_to,
                              most_specific_compatible, to_tensors, unknown_dims)
 from .errors import DataLossError, InternalError, InvalidArgumentError
@@ -240,11 +240,7 @@ class Transformations:
         parent = self
 
         def make():
-            it = iter(parent._make_iter())
-            while True:
-                chunk = list(itertools.islice(it, size))
-                if not chunk or (drop_remainder and len(chunk) < size):
-                    return
+            for chunk in batches_of(parent._make_iter, size, drop_remainder):
                 parts = [[np.asarray(t) for t in leaves(e)] for e in chunk]
                 yield nest.pack_sequence_as(chunk[0], [_pad_stack([p[i] for p in parts], shape, value)
                                                        for i, (shape, value) in enumerate(zip(shapes, values))])
