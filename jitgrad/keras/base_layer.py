@@ -245,7 +245,9 @@ class Layer(Module):
     def _convert_input(self, x):
         if x is None or isinstance(x, (str, bool)):
             return x
-        if not is_tensorlike(x) or isinstance(x, Variable):
+        if isinstance(x, Variable):
+            x = convert_to_tensor(x)        # a read of the variable: tapes see it (np.asarray did not)
+        elif not is_tensorlike(x):
             x = convert_to_tensor(np.asarray(x) if not isinstance(x, (int, float)) else x)
         if x.dtype.is_floating and x.dtype != self.dtype:   # Keras casts float inputs to the layer dtype
             x = math_ops.cast(x, self.dtype)

@@ -25,6 +25,7 @@ from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgP
                              MaxPool2D, MaxPooling1D, MaxPooling2D)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell  # noqa: F401
 from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
+from .wrappers import Bidirectional, TimeDistributed  # noqa: F401
 
 
 class Dense(Layer):

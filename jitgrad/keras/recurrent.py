@@ -168,6 +168,13 @@ class RNN(Layer):
         self.return_sequences, self.return_state, self.go_backwards = return_sequences, return_state, go_backwards
         self.unroll = unroll      # accepted; the loop is a scan either way (same numbers)
 
+    def clone(self, **overrides):
+        """A new layer of this class made from this one's arguments, ``overrides`` replacing some
+        (Bidirectional's forward / backward copies; Keras clones by config)."""
+        if "_config" not in self.__dict__:
+            raise NotImplementedError("jitgrad clones SimpleRNN, LSTM and GRU layers, not RNN(cell).")
+        return type(self)(**{**self._config, **overrides})
+
     def build(self, input_shape):
         if len(input_shape) != 3:
             raise ValueError(f"Input 0 of layer \"{self.name}\" is incompatible with the layer: expected ndim=3, "
@@ -214,17 +221,23 @@ def _split_kwargs(kwargs):
 
 class SimpleRNN(RNN):
     def __init__(self, units, **kwargs):
+        config = dict(kwargs, units=units)
         own, cell_kwargs = _split_kwargs(kwargs)
         super().__init__(SimpleRNNCell(units, name="simple_rnn_cell", dtype=own.get("dtype"), **cell_kwargs), **own)
+        self._config = config
 
 
 class LSTM(RNN):
     def __init__(self, units, **kwargs):
+        config = dict(kwargs, units=units)
         own, cell_kwargs = _split_kwargs(kwargs)
         super().__init__(LSTMCell(units, name="lstm_cell", dtype=own.get("dtype"), **cell_kwargs), **own)
+        self._config = config
 
 
 class GRU(RNN):
     def __init__(self, units, **kwargs):
+        config = dict(kwargs, units=units)
         own, cell_kwargs = _split_kwargs(kwargs)
         super().__init__(GRUCell(units, name="gru_cell", dtype=own.get("dtype"), **cell_kwargs), **own)
+        self._config = config
