@@ -122,7 +122,11 @@ class Activation(Layer):
 
 class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None,
-                 embeddings_constraint=None, activity_regularizer=None, **kwargs):
+                 embeddings_constraint=None, activity_regularizer=None, mask_zero=False, weights=None,
+                 lora_rank=None, **kwargs):
+        if mask_zero or weights is not None or lora_rank:
+            raise NotImplementedError("jitgrad's Embedding has no mask_zero (Keras masks), initial weights or "
+                                      "LoRA: build it and use set_weights.")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.input_dim, self.output_dim = input_dim, output_dim
         self.embeddings_regularizer, self.embeddings_constraint = embeddings_regularizer, embeddings_constraint
