@@ -191,6 +191,8 @@ from .ops.unique import unique, unique_with_counts  # noqa: E402,F401
 from .ops.bincount import bincount as _bincount  # noqa: E402
 math.bincount = v1.bincount = _bincount   # (TF 2.21: tf.math.bincount and tf.compat.v1.bincount, no tf.bincount)
 nn.conv2d, nn.conv1d = _conv.conv2d, _conv.conv1d
+nn.depthwise_conv2d, nn.separable_conv2d = _conv.depthwise_conv2d, _conv.separable_conv2d
+nn.conv2d_transpose, nn.conv1d_transpose = _conv.conv2d_transpose, _conv.conv1d_transpose
 from .ops.scatter_nd import (scatter_nd, tensor_scatter_nd_add, tensor_scatter_nd_sub,  # noqa: E402,F401
                              tensor_scatter_nd_update)
 from .ops import linalg_composites as _lc, math_composites as _mc  # noqa: E402

@@ -4,6 +4,7 @@ frozen layer's trainable weights count as non-trainable, as do its sublayers'),
 passed down to sublayers through a call-context stack."""
 import contextlib
 import inspect
+import re
 import threading
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
-from ..module import Module, camel_to_snake
+from ..module import Module
 from ..ops import array_ops, math_ops
 from ..variables import Variable
 from . import constraints, initializers, regularizers
@@ -20,6 +21,14 @@ from .names import unique_name
 
 _call_context = threading.local()
 
+
+
+def _snake_case(name):
+    """Keras 3's default layer name (keras.src.utils.naming.to_snake_case): Conv2D -> conv2d,
+    MaxPooling2D -> max_pooling2d (tf.Module's rule, module.camel_to_snake, gives conv2_d)."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 class KerasVariable(EagerVariable):
     """A layer weight: ``name`` is the short name ('kernel'), ``path`` the full one
@@ -50,7 +59,7 @@ class Layer(Module):
         kwargs.pop("autocast", None)
         if kwargs:
             raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
-        name = name or unique_name(camel_to_snake(type(self).__name__))
+        name = name or unique_name(_snake_case(type(self).__name__))
         super().__init__(name=name)
         self.built = False
         self.trainable = trainable

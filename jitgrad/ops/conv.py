@@ -19,8 +19,10 @@ from ..convert import convert_all
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from ..shapes import require_shape
-from .array_ops import expand_dims, reshape, squeeze
+from .array_ops import expand_dims, get_static_value, reshape, squeeze, zeros
 from .linalg_ops import matmul
+from .math_ops import add, multiply
+from .reduction_ops import reduce_sum
 from .registry import apply_op, register
 
 
@@ -67,6 +69,162 @@ def conv1d(input, filters, stride, padding, data_format="NWC", dilations=None, n
         padding = [[0, 0], [0, 0]] + [list(p) for p in list(padding)[1:2]] + [[0, 0]]
     y = conv2d(expand_dims(x, 1), expand_dims(w, 0), [1, 1, s, 1], padding, dilations=[1, 1, d, 1])
     return squeeze(y, [1], name=name)
+
+
+def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilations=None, name=None):  # noqa: A002
+    """``tf.nn.depthwise_conv2d``: input [N, H, W, C], filter [KH, KW, C, M] -> [N, OH, OW, C * M],
+    channel c * M + m the window of channel c times filter[..., c, m]. Built of its parts (so
+    compiled and differentiated as they are): the windows (ConvPatches) seen as
+    [..., KH * KW, C, 1], times the filter [KH * KW, C, M], summed over the taps."""
+    x, w = convert_all([input, filter])
+    err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
+    if data_format not in ("NHWC", None):
+        raise NotImplementedError("jitgrad's depthwise_conv2d supports data_format='NHWC' only.")
+    if x.dtype != w.dtype:
+        raise TypeError(f"depthwise_conv2d: input and filter must have the same dtype, got {x.dtype.name} and "
+                        f"{w.dtype.name}")
+    if x.shape.rank != 4 or w.shape.rank != 4:
+        raise err(f"depthwise_conv2d needs a 4-D input and a 4-D filter, got shapes {x.shape} and {w.shape}")
+    _, h, wd, c = x.shape.dims
+    kh, kw, ci, m = w.shape.dims
+    if None in (h, wd, c) or None in (kh, kw, ci, m):
+        raise NotImplementedError("jitgrad's depthwise_conv2d needs the input's height, width and channels and "
+                                  "the filter's shape known when the graph is built.")
+    if ci != c:
+        raise err(f"input and filter must have the same depth: {c} vs {ci}")
+    vals = [int(a) for a in np.atleast_1d(strides)]
+    if len(vals) != 4:          # TF's DepthwiseConv2dNative: 4 strides, equal in H and W
+        raise err(f"Sliding window strides field must specify 4 dimensions, got {strides!r}")
+    if vals[0] != 1 or vals[3] != 1:
+        raise err("Current implementation does not yet support strides in the batch and depth dimensions.")
+    if vals[1] != vals[2]:
+        raise err("Current implementation only supports equal length strides in the row and column dimensions.")
+    sh, sw = _spatial(vals, "strides", err)
+    dh, dw = _spatial(1 if dilations is None else dilations, "dilations", err)
+    if max(sh, sw) > 1 and max(dh, dw) > 1:
+        # TF warns and computes windows that are no strided dilated convolution (a 7x6 image
+        # gives 3x4 outputs); Keras layers decompose instead, as _depthwise does
+        raise ValueError(f"When dilation rate is greater than 1, then all values of strides must be 1. Received: "
+                         f"`dilation rate` {[dh, dw]} and `strides` {vals}")
+    return _depthwise(x, w, (sh, sw), padding, (dh, dw), err, name)
+
+
+def _depthwise(x, w, strides, padding, dilations, err, name=None):
+    """depthwise_conv2d of checked arguments; strides and dilations both > 1 allowed (the
+    windows of the dilated stride-1 conv, subsampled: Keras 3's layers)."""
+    _, h, wd, c = x.shape.dims
+    kh, kw, _, m = w.shape.dims
+    (sh, sw), (dh, dw) = strides, dilations
+    (pt, _), oh = _padded(h, kh, sh, dh, padding, 0, err)
+    (pl, _), ow = _padded(wd, kw, sw, dw, padding, 1, err)
+    attrs = {"window": (kh, kw), "strides": (sh, sw), "dilations": (dh, dw), "pads": (pt, pl), "out": (oh, ow)}
+    taps = reshape(apply_op("ConvPatches", [x], attrs), [-1, oh, ow, kh * kw, c, 1])
+    out = reduce_sum(multiply(taps, reshape(w, [kh * kw, c, m])), axis=3)
+    return reshape(out, [-1, oh, ow, c * m], name=name)
+
+
+def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding, data_format=None,  # noqa: A002
+                     dilations=None, name=None):
+    """``tf.nn.separable_conv2d``: depthwise_conv2d, then a 1x1 conv2d with pointwise_filter
+    [1, 1, C * M, O]."""
+    pw = convert_all([pointwise_filter])[0]
+    if pw.shape.rank == 4 and any(d not in (None, 1) for d in pw.shape.dims[:2]):
+        raise ValueError(f"Dimensions {[d for d in pw.shape.dims[:2] if d != 1][0]} and 1 are not compatible "
+                         f"(the pointwise filter must be 1x1, got shape {pw.shape})")
+    y = depthwise_conv2d(input, depthwise_filter, strides, padding, data_format, dilations)
+    return conv2d(y, pw, [1, 1, 1, 1], "VALID", name=name)
+
+
+def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NHWC",  # noqa: A002
+                     dilations=None, name=None):
+    """``tf.nn.conv2d_transpose``: input [N, H, W, I], filters [KH, KW, O, I] -> output_shape
+    [N, OH, OW, O], the gradient with respect to its input of conv2d (output_shape-shaped input,
+    the same filters, strides, padding) given ``input`` as the output's gradient: TF's
+    conv2d_backprop_input. One matmul to every window's slots, then ConvPatchesGrad sums the
+    slots onto the pixels they read; gradients are conv2d's pieces again. Unlike TF's CPU
+    kernel, dilations > 1 are computed (as TF's GPU kernel does) rather than refused."""
+    x, w = convert_all([input, filters])
+    err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
+    if data_format not in ("NHWC", None):
+        raise NotImplementedError("jitgrad's conv2d_transpose supports data_format='NHWC' only.")
+    if x.dtype != w.dtype:
+        raise TypeError(f"conv2d_transpose: input and filters must have the same dtype, got {x.dtype.name} and "
+                        f"{w.dtype.name}")
+    if x.shape.rank != 4 or w.shape.rank != 4:
+        raise err(f"conv2d_transpose needs a 4-D input and 4-D filters, got shapes {x.shape} and {w.shape}")
+    n, h, wd, ci = x.shape.dims
+    kh, kw, o, wi = w.shape.dims
+    if None in (h, wd, ci) or None in (kh, kw, o, wi):
+        raise NotImplementedError("jitgrad's conv2d_transpose needs the input's height, width and channels and "
+                                  "the filters' shape known when the graph is built.")
+    dims = _output_dims(output_shape)
+    if len(dims) != 4:
+        raise ValueError(f"output_shape must have shape (4,), got {output_shape!r}")
+    on, oh, ow, oc = dims
+    if None in (oh, ow, oc):
+        raise NotImplementedError("jitgrad's conv2d_transpose needs output_shape's height, width and channels "
+                                  "known when the graph is built (the batch may come from the input).")
+    if wi != ci:
+        raise err(f"Conv2DCustomBackpropInput: filter and out_backprop must have the same out_depth: {wi} vs {ci}")
+    if oc != o:
+        raise err(f"Conv2DCustomBackpropInput: input depth must be evenly divisible by filter depth: {oc} vs {o}")
+    if on is not None and n is not None and on != n:
+        raise err(f"Conv2DCustomBackpropInput: input and out_backprop must have the same batch size: {on} vs {n}")
+    sh, sw = _spatial(strides, "strides", err)
+    dh, dw = _spatial(1 if dilations is None else dilations, "dilations", err)
+    (pt, _), fh = _padded(oh, kh, sh, dh, padding, 0, err)
+    (pl, _), fw = _padded(ow, kw, sw, dw, padding, 1, err)
+    if (fh, fw) != (h, wd):
+        raise err(f"Conv2DCustomBackpropInput: Size of out_backprop doesn't match computed: actual = {(h, wd)}, "
+                  f"computed = {(fh, fw)} (output_shape {[on, oh, ow, oc]}, filter {(kh, kw)}, strides "
+                  f"{(sh, sw)}, dilations {(dh, dw)}, padding {padding!r})")
+    slots = matmul(reshape(x, [-1, ci]), reshape(w, [kh * kw * o, ci]), transpose_b=True)
+    slots = reshape(slots, [-1, h, wd, kh, kw, o])
+    if on is None:
+        on = n
+    if on is not None:
+        ref = zeros([on, oh, ow, o], x.dtype)
+    else:       # the batch known when it runs: [N, 1, 1, 1] + [OH, OW, O] (only its shape is read)
+        ref = add(zeros([oh, ow, o], x.dtype), multiply(x[:, :1, :1, :1], zeros([], x.dtype)))
+    attrs = {"window": (kh, kw), "strides": (sh, sw), "dilations": (dh, dw), "pads": (pt, pl), "out": (h, wd)}
+    out = apply_op("ConvPatchesGrad", [slots, ref], attrs)
+    return reshape(out, [-1, oh, ow, o], name=name) if name else out
+
+
+def conv1d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NWC",  # noqa: A002
+                     dilations=None, name=None):
+    """``tf.nn.conv1d_transpose``: input [N, W, I], filters [K, O, I] -> output_shape [N, OW, O]
+    (conv2d_transpose of height 1)."""
+    if data_format not in ("NWC", None):
+        raise NotImplementedError("jitgrad's conv1d_transpose supports data_format='NWC' only.")
+    x, w = convert_all([input, filters])
+    dims = _output_dims(output_shape)
+    if len(dims) != 3:
+        raise ValueError(f"output_shape must have shape (3,), got {output_shape!r}")
+    s = _one(strides, "strides")
+    d = 1 if dilations is None else _one(dilations, "dilations")
+    if not isinstance(padding, str):
+        padding = [[0, 0], [0, 0]] + [list(p) for p in list(padding)[1:2]] + [[0, 0]]
+    y = conv2d_transpose(expand_dims(x, 1), expand_dims(w, 0), [dims[0], 1] + dims[1:], [1, 1, s, 1], padding,
+                         dilations=[1, 1, d, 1])
+    return squeeze(y, [1], name=name)
+
+
+def _output_dims(output_shape):
+    """output_shape's entries, None where not known before running (a tensor entry: the batch)."""
+    whole = get_static_value(output_shape) if not isinstance(output_shape, (list, tuple)) else None
+    if whole is not None:
+        return [int(v) for v in np.atleast_1d(whole)]
+    if not isinstance(output_shape, (list, tuple)):
+        raise NotImplementedError("jitgrad's conv transposes need output_shape known when the graph is built.")
+    dims = []
+    for v in output_shape:
+        if v is None:
+            dims.append(None)
+            continue
+        known = get_static_value(v)
+        dims.append(None if known is None else int(known))
+    return dims
 
 
 def _one(v, what):
