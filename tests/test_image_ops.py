@@ -243,3 +243,21 @@ def test_random_brightness_contrast_crop(graph_mode):
         assert crop.shape == (2, 3, 4, 3) and any(np.array_equal(crop, wv) for wv in windows)
     with pytest.raises(ValueError, match="Need value.shape >= size"):
         I.random_crop(F3, [6, 2, 3])
+
+
+def test_unknown_batch_dimension(graph_mode):
+    """A Keras / tf.data style placeholder [None, H, W, C]: the functions only need H and W."""
+    g = tf.Graph()
+    with g.as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [None, 5, 6, 3])
+        outs = [I.resize(p, [4, 4]), I.rgb_to_grayscale(p), I.central_crop(p, 0.5), I.flip_left_right(p)]
+        assert [o.shape.as_list() for o in outs] == [[None, 4, 4, 3], [None, 5, 6, 1], [None, 3, 4, 3],
+                                                    [None, 5, 6, 3]]
+        with pytest.raises(NotImplementedError, match="batch need its size known"):
+            I.random_flip_left_right(p)     # (jitgrad's random ops draw static shapes)
+    with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(jitgrad_mode=graph_mode)) as s:
+        rs, gray, crop, flip = s.run(outs, {p: F4})
+    np.testing.assert_allclose(rs, _resize_np(F4, (4, 4), "bilinear"), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gray[..., 0], F4 @ np.array([0.2989, 0.587, 0.114]), rtol=1e-5)
+    np.testing.assert_array_equal(crop, F4[:, 1:4, 1:5])
+    np.testing.assert_array_equal(flip, F4[:, :, ::-1])

@@ -15,14 +15,13 @@ from .. import dtypes
 from ..convert import convert_all, convert_to_tensor
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import (expand_dims, gather, get_static_value, pad, reshape, reverse, shape as shape_of, squeeze,
+from .array_ops import (expand_dims, gather, get_static_value, pad, reshape, reverse, squeeze,
                         tile, transpose as transpose_)
-from .linalg_ops import tensordot
 from .math_composites import saturate_cast
 from .math_ops import (add, cast, floordiv, floormod, less, maximum, multiply, round as round_, rsqrt,
                        where)
 from .random_ops import uniform
-from .reduction_ops import reduce_mean, reduce_std
+from .reduction_ops import reduce_mean, reduce_std, reduce_sum
 
 __all__ = ["flip_left_right", "flip_up_down", "rot90", "transpose", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_with_crop_or_pad", "convert_image_dtype", "per_image_standardization",
@@ -93,8 +92,7 @@ def rot90(image, k=1, name=None):
     if kv.ndim != 0:
         raise ValueError(f"Shape must be rank 0 but is rank {kv.ndim}")
     if kv.dtype.kind not in "iu":
-        raise TypeError(f"Value passed to parameter 'k' has DataType {kv.dtype.name} not in list of allowed "
-                        f"values: int32")
+        raise TypeError(f"Cannot convert {kv.item()!r} to EagerTensor of dtype int32")
     if rank not in (3, 4):
         raise _not_3_or_4(x)
     k = int(kv) % 4
@@ -262,7 +260,8 @@ def rgb_to_grayscale(images, name=None):
     x = _image(images)
     orig = x.dtype
     flt = convert_image_dtype(x, dtypes.float32)
-    gray = expand_dims(tensordot(flt, convert_to_tensor(_RGB_WEIGHTS), [[-1], [-1]]), -1)
+    # (a product summed over the channels, not tensordot, which needs every dimension known)
+    gray = reduce_sum(flt * convert_to_tensor(_RGB_WEIGHTS), axis=-1, keepdims=True)
     return convert_image_dtype(gray, orig)
 
 
@@ -332,7 +331,10 @@ def _random_flip(image, flip_index, seed):
     if rank == 3:
         return where(less(uniform([], 0, 1.0, seed=seed), 0.5), flipped, x)
     n = x.shape.dims[0]
-    u = uniform([n] if n is not None else shape_of(x)[:1], 0, 1.0, seed=seed)
+    if n is None:
+        raise NotImplementedError("random flips of a batch need its size known when the graph is built in "
+                                  "jitgrad (its random ops draw static shapes)")
+    u = uniform([n], 0, 1.0, seed=seed)
     # TF: flips * flipped + (1 - flips) * image with flips = round(u); a select gives the same
     # values without 0 * inf
     flips = reshape(round_(u), [-1, 1, 1, 1])
