@@ -488,5 +488,5 @@ v1.losses = _module("compat.v1.losses", **{name: getattr(_losses_v1, name) for n
 
 
 # ---- tf.image (ops/image_ops.py)
-from .ops import image_ops as _image  # noqa: E402
-image = _module("image", **{_name: getattr(_image, _name) for _name in _image.__all__})
+from .ops import image_ops as _image, image_resize as _image_resize  # noqa: E402
+image = _module("image", **{_name: getattr(_m, _name) for _m in (_image, _image_resize) for _name in _m.__all__})

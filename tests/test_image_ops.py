@@ -261,3 +261,32 @@ def test_unknown_batch_dimension(graph_mode):
     np.testing.assert_allclose(gray[..., 0], F4 @ np.array([0.2989, 0.587, 0.114]), rtol=1e-5)
     np.testing.assert_array_equal(crop, F4[:, 1:4, 1:5])
     np.testing.assert_array_equal(flip, F4[:, :, ::-1])
+
+
+def _triangle_matrix(in_size, out_size):
+    """ScaleAndTranslate's triangle kernel with antialias, in float64: output pixel i samples at
+    s = (i + 0.5) * in / out; source j weighs max(0, 1 - |j + 0.5 - s| / k), k = max(in / out, 1),
+    over the sources within k of s, normalised to sum to 1."""
+    m = np.zeros((out_size, in_size))
+    k = max(in_size / out_size, 1.0)
+    for i in range(out_size):
+        s = (i + 0.5) * in_size / out_size
+        for j in range(in_size):
+            m[i, j] = max(0.0, 1 - abs(j + 0.5 - s) / k)
+        m[i] /= m[i].sum()
+    return m
+
+
+@pytest.mark.parametrize("size", [(3, 4), (2, 13), (18, 30)])
+def test_resize_antialias(graph_mode, size):
+    x = RNG.uniform(0, 1, (2, 9, 13, 3)).astype(np.float32)
+    w = RNG.uniform(-1, 1, (2,) + size + (3,)).astype(np.float32)
+
+    def build(p):
+        y = I.resize(p, size, antialias=True)
+        return [y] + tf.gradients(tf.reduce_sum(y * tf.constant(w)), [p])
+    got, grad = _run(build, [x], graph_mode)
+    mh, mw = _triangle_matrix(9, size[0]), _triangle_matrix(13, size[1])
+    np.testing.assert_allclose(got, np.einsum("ih,nhwc,jw->nijc", mh, x.astype(np.float64), mw), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad, np.einsum("ih,nijc,jw->nhwc", mh, w.astype(np.float64), mw), rtol=1e-5,
+                               atol=1e-6)

@@ -4,9 +4,7 @@ parts do), for 3-D [H, W, C] and 4-D [N, H, W, C] images.
 
 The geometry (offsets, target sizes, rot90's k, central_crop's fraction) must be known when
 the graph is built: Python values, constants or eager tensors. TF's checks on them are then
-its static ValueErrors, with TF's messages. resize (bilinear, nearest; TF 2's half-pixel
-centers) is gathers and weighted sums whose indices and weights numpy computes from the
-static sizes, so it compiles, and bilinear's gradient is the gathers' and products' gradients.
+its static ValueErrors, with TF's messages. resize is in image_resize.py.
 The random_* functions draw with jitgrad's random streams (not TF's values).
 """
 import numpy as np
@@ -14,7 +12,6 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all, convert_to_tensor
 from ..eager import EagerTensor
-from ..errors import InvalidArgumentError
 from .array_ops import (expand_dims, gather, get_static_value, pad, reshape, reverse, squeeze,
                         tile, transpose as transpose_)
 from .math_composites import saturate_cast
@@ -25,8 +22,8 @@ from .reduction_ops import reduce_mean, reduce_std, reduce_sum
 
 __all__ = ["flip_left_right", "flip_up_down", "rot90", "transpose", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_with_crop_or_pad", "convert_image_dtype", "per_image_standardization",
-           "rgb_to_grayscale", "grayscale_to_rgb", "adjust_brightness", "adjust_contrast", "adjust_gamma", "resize",
-           "ResizeMethod", "random_flip_left_right", "random_flip_up_down", "random_brightness", "random_contrast",
+           "rgb_to_grayscale", "grayscale_to_rgb", "adjust_brightness", "adjust_contrast", "adjust_gamma",
+           "random_flip_left_right", "random_flip_up_down", "random_brightness", "random_contrast",
            "random_crop"]
 
 
@@ -35,7 +32,7 @@ def _image(image, name="image"):
     return x
 
 
-def _static(value, what):
+def static_value(value, what):
     """A Python number for a geometry argument known when the graph is built."""
     if isinstance(value, EagerTensor):
         v = value.numpy()
@@ -88,7 +85,7 @@ def rot90(image, k=1, name=None):
     is built)."""
     x = _image(image)
     rank = _rank_3_or_4(x)
-    kv = np.asarray(_static(k, "rot90's k"))
+    kv = np.asarray(static_value(k, "rot90's k"))
     if kv.ndim != 0:
         raise ValueError(f"Shape must be rank 0 but is rank {kv.ndim}")
     if kv.dtype.kind not in "iu":
@@ -126,7 +123,7 @@ def _batched(x):
     return (expand_dims(x, 0), False) if rank == 3 else (x, True)
 
 
-def _hw(x):
+def hw_static(x):
     _, h, w, _ = x.shape.dims
     if h is None or w is None:
         raise NotImplementedError("tf.image: the image's height and width must be known when the graph is built "
@@ -145,9 +142,9 @@ def crop_to_bounding_box(image, offset_height, offset_width, target_height, targ
     x, is_batch = _batched(_image(image))
     if any(d == 0 for d in x.shape.dims[-3:]):
         raise ValueError(f"inner 3 dims of 'image.shape' must be > 0: {x.shape}")
-    oh, ow, th, tw = (int(_static(v, "the bounding box")) for v in
+    oh, ow, th, tw = (int(static_value(v, "the bounding box")) for v in
                       (offset_height, offset_width, target_height, target_width))
-    h, w = _hw(x)
+    h, w = hw_static(x)
     _check(ow >= 0, "offset_width must be >= 0.")
     _check(oh >= 0, "offset_height must be >= 0.")
     _check(tw > 0, "target_width must be > 0.")
@@ -162,9 +159,9 @@ def pad_to_bounding_box(image, offset_height, offset_width, target_height, targe
     """``tf.image.pad_to_bounding_box``: zeros around the image to target_height x target_width,
     offset_height rows above and offset_width columns left of it."""
     x, is_batch = _batched(_image(image))
-    oh, ow, th, tw = (int(_static(v, "the bounding box")) for v in
+    oh, ow, th, tw = (int(static_value(v, "the bounding box")) for v in
                       (offset_height, offset_width, target_height, target_width))
-    h, w = _hw(x)
+    h, w = hw_static(x)
     if any(d == 0 for d in x.shape.dims[-3:]):
         raise ValueError(f"inner 3 dims of 'image.shape' must be > 0: {x.shape}")
     _check(oh >= 0, "offset_height must be >= 0")
@@ -178,7 +175,7 @@ def pad_to_bounding_box(image, offset_height, offset_width, target_height, targe
 def central_crop(image, central_fraction):
     """``tf.image.central_crop``: the central region holding central_fraction of each side."""
     x = _image(image)
-    f = float(_static(central_fraction, "central_fraction"))
+    f = float(static_value(central_fraction, "central_fraction"))
     if f <= 0.0 or f > 1.0:
         raise ValueError("central_fraction must be within (0, 1]")
     if f == 1.0:
@@ -187,7 +184,7 @@ def central_crop(image, central_fraction):
     if rank not in (3, 4):
         raise ValueError(f"`image` should either be a Tensor with rank = 3 or rank = 4. Had rank = {rank}.")
     xb = x if rank == 4 else expand_dims(x, 0)
-    h, w = _hw(xb)
+    h, w = hw_static(xb)
     hs, ws = int((float(h) - float(h) * f) / 2), int((float(w) - float(w) * f) / 2)
     out = xb[:, hs:h - hs, ws:w - ws, :]
     return out if rank == 4 else squeeze(out, axis=[0])
@@ -198,10 +195,10 @@ def resize_with_crop_or_pad(image, target_height, target_width):
     x, is_batch = _batched(_image(image))
     if any(d == 0 for d in x.shape.dims[-3:]):
         raise ValueError(f"inner 3 dims of 'image.shape' must be > 0: {x.shape}")
-    th, tw = (int(_static(v, "the target size")) for v in (target_height, target_width))
+    th, tw = (int(static_value(v, "the target size")) for v in (target_height, target_width))
     _check(tw > 0, "target_width must be > 0.")
     _check(th > 0, "target_height must be > 0.")
-    h, w = _hw(x)
+    h, w = hw_static(x)
     wd, hd = tw - w, th - h
     cropped = crop_to_bounding_box(x, max(-hd // 2, 0), max(-wd // 2, 0), min(th, h), min(tw, w))
     out = pad_to_bounding_box(cropped, max(hd // 2, 0), max(wd // 2, 0), th, tw)
@@ -371,7 +368,7 @@ def random_crop(value, size, seed=None, name=None):
     """``tf.image.random_crop`` (tf.random_crop): a window of ``size`` at a uniformly random
     offset, taken by a gather of offset + range(size) along each axis."""
     x = _image(value)
-    sz = np.asarray(_static(size, "random_crop's size")).reshape(-1).astype(np.int64)
+    sz = np.asarray(static_value(size, "random_crop's size")).reshape(-1).astype(np.int64)
     dims = x.shape.dims
     if x.shape.rank is None or any(d is None for d in dims):
         raise NotImplementedError("random_crop needs the value's shape known when the graph is built")
@@ -389,84 +386,3 @@ def random_crop(value, size, seed=None, name=None):
         picked = add(offsets[axis], convert_to_tensor(np.arange(s, dtype=np.int32)))
         out = gather(out, picked, axis=axis)
     return out
-
-
-# ---------------------------------------------------------------- resize
-class ResizeMethod:
-    BILINEAR = "bilinear"
-    NEAREST_NEIGHBOR = "nearest"
-    BICUBIC = "bicubic"
-    AREA = "area"
-    LANCZOS3 = "lanczos3"
-    LANCZOS5 = "lanczos5"
-    GAUSSIAN = "gaussian"
-    MITCHELLCUBIC = "mitchellcubic"
-
-
-def _nearest_indices(in_size, out_size):
-    """ResizeNearestNeighbor, half_pixel_centers: min(floor((i + 0.5) * scale), in - 1) in float32."""
-    scale = np.float32(in_size) / np.float32(out_size)
-    src = np.floor((np.arange(out_size, dtype=np.float32) + np.float32(0.5)) * scale).astype(np.int64)
-    return np.clip(src, 0, in_size - 1).astype(np.int32)
-
-
-def _bilinear_weights(in_size, out_size):
-    """ResizeBilinear, half_pixel_centers: in = (i + 0.5) * scale - 0.5 in float32; the lower and
-    upper neighbours clamped to the image, lerp = in - floor(in)."""
-    scale = np.float32(in_size) / np.float32(out_size)
-    src = (np.arange(out_size, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5)
-    lo = np.floor(src)
-    lower = np.maximum(lo.astype(np.int64), 0).astype(np.int32)
-    upper = np.minimum(np.ceil(src).astype(np.int64), in_size - 1).astype(np.int32)
-    return lower, upper, (src - lo).astype(np.float32)
-
-
-def _lerp_axis(x, in_size, out_size, axis):
-    lower, upper, lerp = _bilinear_weights(in_size, out_size)
-    a = gather(x, convert_to_tensor(lower), axis=axis)
-    b = gather(x, convert_to_tensor(upper), axis=axis)
-    shape = [1, 1, 1, 1]
-    shape[axis] = out_size
-    return a + (b - a) * convert_to_tensor(lerp.reshape(shape))
-
-
-def resize(images, size, method=ResizeMethod.BILINEAR, preserve_aspect_ratio=False, antialias=False, name=None):
-    """``tf.image.resize`` (TF 2): 'bilinear' (float32 out) and 'nearest' (the input's dtype) with
-    half-pixel centers."""
-    x = _image(images, "images")
-    if x.shape.rank is None:
-        raise ValueError("'images' contains no shape.")
-    is_batch = x.shape.rank == 4
-    if x.shape.rank == 3:
-        x = expand_dims(x, 0)
-    elif x.shape.rank != 4:
-        raise ValueError("'images' must have either 3 or 4 dimensions.")
-    sz = np.asarray(_static(size, "the size of tf.image.resize"))
-    if sz.dtype.kind not in "iu":
-        raise ValueError("'size' must be a 1-D int32 Tensor")
-    if sz.shape != (2,):
-        raise ValueError("'size' must be a 1-D Tensor of 2 elements: new_height, new_width")
-    h, w = _hw(x)
-    nh, nw = int(sz[0]), int(sz[1])
-    if preserve_aspect_ratio:
-        f = min(np.float32(nh) / np.float32(h), np.float32(nw) / np.float32(w))
-        nh = int(np.round(np.float32(f) * np.float32(h)))
-        nw = int(np.round(np.float32(f) * np.float32(w)))
-    if nh <= 0 or nw <= 0:
-        raise InvalidArgumentError(None, None, "output dimensions must be positive")
-    method = method.lower() if isinstance(method, str) else method
-    if method == ResizeMethod.BILINEAR:
-        if antialias:
-            raise NotImplementedError("tf.image.resize(antialias=True) is not implemented in jitgrad")
-        out = cast(x, dtypes.float32) if x.dtype != dtypes.float32 else x
-        out = _lerp_axis(out, w, nw, 2)     # (TF's kernel: along each row first, then between rows)
-        out = _lerp_axis(out, h, nh, 1)
-    elif method == ResizeMethod.NEAREST_NEIGHBOR:
-        out = gather(x, convert_to_tensor(_nearest_indices(h, nh)), axis=1)
-        out = gather(out, convert_to_tensor(_nearest_indices(w, nw)), axis=2)
-    elif method in (ResizeMethod.BICUBIC, ResizeMethod.AREA, ResizeMethod.LANCZOS3, ResizeMethod.LANCZOS5,
-                    ResizeMethod.GAUSSIAN, ResizeMethod.MITCHELLCUBIC):
-        raise NotImplementedError(f"tf.image.resize method {method!r} is not implemented in jitgrad")
-    else:
-        raise ValueError(f"Resize method is not implemented: {method}")
-    return out if is_batch else squeeze(out, axis=[0])
