@@ -487,3 +487,8 @@ v1.strings = _module("compat.v1.strings", **{**{k: val for k, val in strings.__d
 # ---- tf.compat.v1.losses: TF 1's loss functions and the loss collections (losses_v1.py)
 from . import losses_v1 as _losses_v1  # noqa: E402
 v1.losses = _module("compat.v1.losses", **{name: getattr(_losses_v1, name) for name in _losses_v1.__all__})
+
+
+# ---- tf.image (ops/image_ops.py)
+from .ops import image_ops as _image, image_resize as _image_resize  # noqa: E402
+image = _module("image", **{_name: getattr(_m, _name) for _m in (_image, _image_resize) for _name in _m.__all__})
