@@ -236,3 +236,13 @@ def test_get_layer_and_functional_inputs_outputs():
         model.get_layer(index=5)
     seq = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, name="q")])
     assert seq.get_layer("q") is seq.get_layer(index=0)
+
+
+def test_model_input_and_output_shapes():
+    seq = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    assert seq.output_shape == (None, 2) and seq.input_shape == (None, 3)
+    i = keras.Input((3,))
+    functional = keras.Model(i, keras.layers.Dense(4)(i))
+    assert functional.output_shape == (None, 4) and functional.input_shape == (None, 3)
+    with pytest.raises(AttributeError, match="never been called"):
+        keras.Sequential([keras.layers.Dense(2)]).output_shape

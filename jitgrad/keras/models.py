@@ -119,6 +119,28 @@ class Model(Layer):
         return list(nest.flatten(self._outputs)) if self._functional else None
 
     @property
+    def input_shape(self):
+        """Keras 3's: the (batch-free) shape the model takes, for one input a tuple."""
+        if self._functional:
+            shapes = [tuple(t.shape.as_list()) for t in self._inputs]
+            return shapes[0] if len(shapes) == 1 else shapes
+        spec = getattr(self, "_input_spec", None)
+        if spec is None:
+            raise AttributeError(f"The layer {self.name} has never been called and thus has no defined input.")
+        return tuple(spec)
+
+    @property
+    def output_shape(self):
+        if self._functional:
+            shapes = [tuple(t.shape.as_list()) for t in nest.flatten(self._outputs)]
+            return shapes[0] if len(shapes) == 1 else shapes
+        last = self.layers[-1] if self.layers else None
+        shape = getattr(last, "_output_shape", None) if self.built else None
+        if shape is None:
+            raise AttributeError(f"The layer {self.name} has never been called and thus has no defined output.")
+        return tuple(shape)
+
+    @property
     def input(self):
         return self._input_struct if self._functional else None
 
