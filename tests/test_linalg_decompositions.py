@@ -194,3 +194,46 @@ def test_compiled_runs_fall_back_to_the_interpreter(graph_mode):
     check_op(lambda x: tf.linalg.svd(x, compute_uv=False), np.diag([3.0, 2.0, 1.0]), expected=[3.0, 2.0, 1.0],
              grad=False)
     assert (tf.cache_info()["fallbacks"] > before) == (graph_mode == "compiled")
+
+
+@pytest.mark.parametrize("which", ["qr", "qr_wide", "eigh", "eigvalsh", "svd", "svd_tall", "svd_s"])
+def test_complex_gradients(which):
+    """TF's complex corrections (QR's diagonal term, SVD's third term): TF's gradient of a real
+    loss is dL/dRe + i dL/dIm, checked by finite differences of sign-invariant losses."""
+    rng = np.random.default_rng(11)
+    shape = {"qr_wide": (3, 4), "svd_tall": (4, 3), "svd_s": (3, 4)}.get(which, (3, 3))
+    a = rng.normal(size=shape) + 1j * rng.normal(size=shape)
+    fns = {
+        "qr": lambda x: tf.abs(tf.linalg.qr(x)[1]),
+        "qr_wide": lambda x: tf.abs(tf.linalg.qr(x)[0]) + tf.reduce_sum(tf.abs(tf.linalg.qr(x)[1])),
+        "eigh": lambda x: tf.abs(tf.linalg.eigh(x)[1]) + tf.math.real(tf.linalg.eigh(x)[0])[..., None, :],
+        "eigvalsh": lambda x: tf.math.real(tf.linalg.eigvalsh(x)),
+        "svd": lambda x: tf.abs(tf.linalg.svd(x)[1]) + tf.abs(tf.linalg.svd(x)[2]),
+        "svd_tall": lambda x: tf.reduce_sum(tf.abs(tf.linalg.svd(x)[1])) + tf.abs(tf.linalg.svd(x)[2]),
+        "svd_s": lambda x: tf.linalg.svd(x, compute_uv=False),
+    }
+
+    def loss(x):
+        y = fns[which](x)
+        return tf.reduce_sum(y * np.random.default_rng(1).uniform(0.5, 1.5, y.shape.as_list()))
+
+    v = tf.Variable(a)
+    with tf.GradientTape() as t:
+        y = loss(v)
+    g = t.gradient(y, v).numpy()
+    eps, num = 1e-6, np.zeros_like(a)
+    for idx in np.ndindex(*a.shape):
+        for unit in (1, 1j):
+            d = np.zeros_like(a)
+            d[idx] = eps * unit
+            num[idx] += unit * (loss(tf.constant(a + d)).numpy() - loss(tf.constant(a - d)).numpy()) / (2 * eps)
+    np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-6)
+
+
+def test_complex_triangular_solve():
+    rng = np.random.default_rng(4)
+    a = np.tril(rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3))) + 3 * np.eye(3)
+    b = rng.normal(size=(3, 2)) + 1j * rng.normal(size=(3, 2))
+    np.testing.assert_allclose(tf.linalg.triangular_solve(a, b).numpy(), np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(tf.linalg.triangular_solve(a, b, adjoint=True).numpy(),
+                               np.linalg.solve(a.conj().T, b), rtol=1e-12)

@@ -18,6 +18,7 @@ from ._infer import check_dtype
 from .array_ops import concat, constant, expand_dims, matrix_transpose
 from .linalg_composites import band_part, cholesky_solve, set_diag
 from .linalg_ops import cholesky, diag, diag_part, matmul, matrix_triangular_solve
+from .complex_ops import real
 from .math_ops import cast, greater, reciprocal, square, where, zeros_like
 from .reduction_ops import reduce_max, reduce_sum
 from .registry import apply_op, register
@@ -89,15 +90,19 @@ def _qr_grad_deep(q, r, dq, dr):
     tril = band_part(qdq_ + rdr_, -1, 0)
     grad_a = matmul(q, dr + _tri_solve_right(tril, r))
     grad_b = _tri_solve_right(dq - matmul(q, qdq), r)
-    return grad_a + grad_b
+    ret = grad_a + grad_b
+    if q.dtype.is_complex:      # TF's correction for complex matrices
+        m = rdr - matrix_transpose(qdq, conjugate=True)
+        eyem = set_diag(zeros_like(m), diag_part(m))
+        correction = eyem - cast(real(eyem), q.dtype)
+        ret = ret + _tri_solve_right(matmul(q, matrix_transpose(correction, conjugate=True)), r)
+    return ret
 
 
 def _qr_grad(op, dq, dr):
-    """TF's _QrGrad (real dtypes): square and tall matrices with full_matrices=False, and wide
+    """TF's _QrGrad: square and tall matrices with full_matrices=False, and wide
     ones (a = [x, y], r = [u, v]: reduced to the square case)."""
     q, r = op.outputs
-    if q.dtype.is_complex:
-        raise NotImplementedError("jitgrad's Qr gradient is for real matrices only.")
     rs, qs = r.shape.as_list() if r.shape.rank is not None else None, q.shape.as_list() if q.shape.rank else None
     if rs is None or rs[-2] is None or rs[-1] is None or qs is None or qs[-2] is None:
         raise NotImplementedError("QrGrad not implemented with dynamic shapes.")
@@ -172,11 +177,9 @@ def _off_diagonal_reciprocal_differences(e):
 
 
 def _eig_grad(op, grad_e, grad_v):
-    """TF's _SelfAdjointEigV2Grad (real dtypes): a gradient in the lower triangle (the only
+    """TF's _SelfAdjointEigV2Grad: a gradient in the lower triangle (the only
     part the op reads), symmetrised, the diagonal halved."""
     a, e = op.inputs[0], op.outputs[0]
-    if a.dtype.is_complex:
-        raise NotImplementedError("jitgrad's eigh gradient is for real matrices only.")
     if grad_e is None:
         grad_e = zeros_like(e)
     if op.get_attr("compute_v"):
@@ -243,11 +246,9 @@ def _svd(attrs, a):
 
 
 def _svd_grad(op, grad_s, grad_u, grad_v):
-    """TF's _SvdGrad (real dtypes): compute_uv=False through a second SVD with u and v; else
+    """TF's _SvdGrad: compute_uv=False through a second SVD with u and v; else
     Giles' / Townsend's formula on A (m <= n) or A^H, full_matrices only when |m - n| <= 1."""
     a = op.inputs[0]
-    if a.dtype.is_complex:
-        raise NotImplementedError("jitgrad's svd gradient is for real matrices only.")
     s = op.outputs[0]
     if grad_s is None:
         grad_s = zeros_like(s)
@@ -268,6 +269,7 @@ def _svd_grad(op, grad_s, grad_u, grad_v):
         m, n, u, v, grad_u, grad_v = n, m, v, u, grad_v, grad_u
     if full_matrices and abs(m - n) > 1:
         raise NotImplementedError("svd gradient is not implemented for abs(m - n) > 1 when full_matrices is True")
+    s = cast(s, a.dtype)
     s_mat = diag(s)
     f = _off_diagonal_reciprocal_differences(square(s))
     s_inv_mat = diag(_safe_reciprocal(s))
@@ -276,18 +278,23 @@ def _svd_grad(op, grad_s, grad_u, grad_v):
     u_gu = matmul(u, grad_u, adjoint_a=True)
     v_gv = matmul(v1, grad_v1, adjoint_a=True)
     f_u, f_v = f * u_gu, f * v_gv
-    term1_nouv = (grad_s_mat + matmul(f_u + matrix_transpose(f_u), s_mat)
-                  + matmul(s_mat, f_v + matrix_transpose(f_v)))
+    term1_nouv = (grad_s_mat + matmul(f_u + matrix_transpose(f_u, conjugate=True), s_mat)
+                  + matmul(s_mat, f_v + matrix_transpose(f_v, conjugate=True)))
     grad_a = matmul(u, matmul(term1_nouv, v1, adjoint_b=True))
     if m != n:
-        gv1t = matrix_transpose(grad_v1)
+        gv1t = matrix_transpose(grad_v1, conjugate=True)
         term2_nous = gv1t - matmul(matmul(gv1t, v1), v1, adjoint_b=True)
         if full_matrices:
             v2 = v[..., :, m:n]
             grad_v2 = grad_v[..., :, m:n]
             term2_nous = term2_nous - matmul(matmul(v1, grad_v2, adjoint_a=True), v2, adjoint_b=True)
         grad_a = grad_a + matmul(matmul(u, s_inv_mat), term2_nous)
-    return [matrix_transpose(grad_a) if use_adjoint else grad_a]
+    if a.dtype.is_complex:      # TF's third term for complex matrices
+        l_ = v_gv * constant(np.eye(m, dtype=a.dtype.as_numpy_dtype))
+        term3_nouv = matmul(s_inv_mat, matrix_transpose(l_, conjugate=True) - l_)
+        grad_a = grad_a + constant(np.array(0.5, a.dtype.as_numpy_dtype)) * matmul(
+            u, matmul(term3_nouv, v1, adjoint_b=True))
+    return [matrix_transpose(grad_a, conjugate=True) if use_adjoint else grad_a]
 
 
 register("Svd", denormals="flush", infer=_svd_infer, kernel=_svd, grad=_svd_grad, lowering="interpreter")
@@ -315,7 +322,7 @@ def pinv(a, rcond=None, validate_args=False, name=None):
     rcond * max(s) set to inf (1 / inf = 0, no NaN gradient); rcond defaults to
     10 * max(m, n) * eps."""
     (x,) = convert_all([a])
-    if x.dtype not in _DTYPES:
+    if not x.dtype.is_floating:
         raise TypeError(f"Input `a` must have `float`-like `dtype` (saw {x.dtype.name}).")
     dims = _known_matrix_dims(x, "tf.linalg.pinv")
     np_dtype = x.dtype.as_numpy_dtype
