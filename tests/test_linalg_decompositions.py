@@ -156,6 +156,7 @@ def test_matrix_rank():
     assert r.dtype == tf.int32          # (TF 2.21)
     assert r.numpy().tolist() == np.linalg.matrix_rank(a).tolist() == [4, 1, 3]
     assert tf.linalg.matrix_rank(np.eye(3), tol=1.5).numpy() == 0
+    assert tf.linalg.matrix_rank(np.ones((2, 2), np.int32)).numpy() == 1     # (TF: numpy ints convert as float32)
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 5), (2, 5, 3)])

@@ -12,7 +12,7 @@ compare sign-invariant quantities."""
 import numpy as np
 
 from .. import dtypes
-from ..convert import convert_all
+from ..convert import convert_all, convert_to_tensor
 from ..errors import InvalidArgumentError
 from ._infer import check_dtype
 from .array_ops import concat, constant, expand_dims, matrix_transpose
@@ -203,13 +203,13 @@ def self_adjoint_eig(tensor, name=None):
     """``tf.linalg.eigh``: (eigenvalues ascending, eigenvectors as columns) of the
     self-adjoint matrices whose lower triangles ``tensor`` holds."""
     (x,) = convert_all([tensor])
-    return tuple(apply_op("SelfAdjointEigV2", [x], {"compute_v": True}, name=name or "self_adjoint_eig"))
+    return tuple(apply_op("SelfAdjointEigV2", [x], {"compute_v": True}, name=name or "SelfAdjointEigV2"))
 
 
 def self_adjoint_eigvals(tensor, name=None):
     """``tf.linalg.eigvalsh``: the eigenvalues only (ascending)."""
     (x,) = convert_all([tensor])
-    return apply_op("SelfAdjointEigV2", [x], {"compute_v": False}, name=name or "self_adjoint_eigvals")[0]
+    return apply_op("SelfAdjointEigV2", [x], {"compute_v": False}, name=name or "SelfAdjointEigV2")[0]
 
 
 # ------------------------------------------------------------------------------------- Svd
@@ -337,8 +337,9 @@ def pinv(a, rcond=None, validate_args=False, name=None):
 
 def matrix_rank(a, tol=None, validate_args=False, name=None):
     """``tf.linalg.matrix_rank`` as TF: the number of singular values above tol (default
-    eps * max(m, n) * max(s)), int32 (as TF 2.21, whatever its docstring says)."""
-    (x,) = convert_all([a])
+    eps * max(m, n) * max(s)), int32 (as TF 2.21, whatever its docstring says). A Python
+    or numpy value converts as float32 when it can (TF's dtype_hint: integer lists work)."""
+    x = convert_to_tensor(a, preferred_dtype=dtypes.float32)
     dims = _known_matrix_dims(x, "tf.linalg.matrix_rank")
     s = svd(x, compute_uv=False)
     if tol is None:
