@@ -471,6 +471,14 @@ v1.multinomial = lambda logits, num_samples, seed=None, name=None, output_dtype=
     logits, num_samples, dtype=output_dtype, seed=seed, name=name)   # TF 1's name for categorical
 
 
+# ---- tf.linalg decompositions: qr, eigh, svd and TF's composites of them (ops/linalg_decompositions.py)
+from .ops import linalg_decompositions as _ld  # noqa: E402
+linalg.qr, linalg.svd, linalg.eigh, linalg.eigvalsh = _ld.qr, _ld.svd, _ld.self_adjoint_eig, _ld.self_adjoint_eigvals
+linalg.pinv, linalg.lstsq, linalg.matrix_rank = _ld.pinv, _ld.lstsq, _ld.matrix_rank
+v1.qr, v1.svd, v1.self_adjoint_eig, v1.self_adjoint_eigvals = _ld.qr, _ld.svd, _ld.self_adjoint_eig, _ld.self_adjoint_eigvals
+v1.matrix_solve_ls = _ld.lstsq
+
+
 # ---- TF 1's versions of TF 2 functions (compat_v1.py): old argument spellings and orders, TF 1's
 # where (a vector condition picks rows) and div; tf.compat.v1.math / .linalg of their own
 from . import compat_v1 as _compat_v1  # noqa: E402

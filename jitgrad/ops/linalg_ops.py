@@ -308,10 +308,10 @@ def tensordot(a, b, axes, name=None):
 # a graph that contains one runs in the interpreter and is counted in
 # cache_info()['fallbacks']. Gradients are TF's (linalg_grad.py), written with
 # these ops and matmul, so they are differentiable again.
-def _square_infer(op_name, out=lambda s: s, n_out=1):
+def _square_infer(op_name, out=lambda s: s, n_out=1, allowed=FLOATS):
     def infer(shapes, dts, attrs):
         check_same(op_name, dts)
-        check_dtype(op_name, dts[0], FLOATS, "input")
+        check_dtype(op_name, dts[0], allowed, "input")
         s = shapes[0]
         if s is not None:
             if len(s) < 2:
@@ -414,8 +414,8 @@ def _slogdet_grad(op, g_sign, g_logdet):
     return [expand_dims(expand_dims(g_logdet, -1), -1) * a_adj_inv]
 
 
-def _solve_infer(shapes, dts, attrs):
-    _square_infer("MatrixSolve")(shapes[:1], dts, attrs)
+def _solve_infer(shapes, dts, attrs, allowed=FLOATS):
+    _square_infer("MatrixSolve", allowed=allowed)(shapes[:1], dts, attrs)
     a, b = shapes
     if a is None or b is None:
         return [(b, dts[0])]
@@ -557,7 +557,8 @@ def _triangular_solve_grad(op, g):
 
 
 register("MatrixTriangularSolve", denormals="flush",
-         infer=_solve_infer, kernel=_triangular_solve, grad=_triangular_solve_grad,
+         infer=lambda shapes, dts, attrs: _solve_infer(shapes, dts, attrs, FLOATS + COMPLEX),   # (complex: QR's gradient)
+         kernel=_triangular_solve, grad=_triangular_solve_grad,
          lowering="interpreter")
 
 
