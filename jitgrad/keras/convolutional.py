@@ -38,12 +38,15 @@ class _Conv(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
 
+    def _kernel_shape(self, channels):
+        return self.kernel_size + (channels, self.filters)
+
     def build(self, input_shape):
         channels = input_shape[-1]
         if channels is None:
             raise ValueError(f"The channel dimension of the inputs to {type(self).__name__} should be defined. "
                              "Found None.")
-        self.kernel = self.add_weight(shape=self.kernel_size + (channels, self.filters),
+        self.kernel = self.add_weight(shape=self._kernel_shape(channels),
                                       initializer=self.kernel_initializer, name="kernel",
                                       regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
         self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias",
@@ -239,17 +242,8 @@ class Conv2DTranspose(_Conv):
                                      f"At dimension {i}, `output_padding` is {op} but `strides` is {s}. Received: "
                                      f"output_padding={self.output_padding}, strides={self.strides}")
 
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError("The channel dimension of the inputs to Conv2DTranspose should be defined. Found None.")
-        self.kernel = self.add_weight(shape=self.kernel_size + (self.filters, channels),
-                                      initializer=self.kernel_initializer, name="kernel",
-                                      regularizer=self.kernel_regularizer, constraint=self.kernel_constraint)
-        self.bias = self.add_weight(shape=(self.filters,), initializer=self.bias_initializer, name="bias",
-                                    regularizer=self.bias_regularizer, constraint=self.bias_constraint) \
-            if self.use_bias else None
-        self.built = True
+    def _kernel_shape(self, channels):
+        return self.kernel_size + (self.filters, channels)      # [kh, kw, out, in], as Keras 3's
 
     def _convolve(self, inputs):
         x = convert_all([inputs])[0]

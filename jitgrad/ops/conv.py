@@ -26,22 +26,29 @@ from .reduction_ops import reduce_sum
 from .registry import apply_op, register
 
 
-def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
-    """``tf.nn.conv2d``: input [N, H, W, C], filters [KH, KW, C, O] -> [N, OH, OW, O]."""
-    x, w = convert_all([input, filters])
+def _checked_nhwc(what, input_, filters, data_format, filter_name="filters"):
+    """(x, w, error type) for an NHWC convolution: TF's argument checks shared by conv2d,
+    depthwise_conv2d and conv2d_transpose; shapes known when the graph is built (jitgrad's)."""
+    x, w = convert_all([input_, filters])
     err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
     if data_format not in ("NHWC", None):
-        raise NotImplementedError("jitgrad's conv2d supports data_format='NHWC' only.")
+        raise NotImplementedError(f"jitgrad's {what} supports data_format='NHWC' only.")
     if x.dtype != w.dtype:
-        raise TypeError(f"conv2d: input and filters must have the same dtype, got {x.dtype.name} and "
+        raise TypeError(f"{what}: input and {filter_name} must have the same dtype, got {x.dtype.name} and "
                         f"{w.dtype.name}")
     if x.shape.rank != 4 or w.shape.rank != 4:
-        raise err(f"conv2d needs a 4-D input and 4-D filters, got shapes {x.shape} and {w.shape}")
+        raise err(f"{what} needs a 4-D input and 4-D {filter_name}, got shapes {x.shape} and {w.shape}")
+    if None in x.shape.dims[1:] or None in w.shape.dims:
+        raise NotImplementedError(f"jitgrad's {what} needs the input's height, width and channels and the "
+                                  f"{filter_name}' shape known when the graph is built.")
+    return x, w, err
+
+
+def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):  # noqa: A002
+    """``tf.nn.conv2d``: input [N, H, W, C], filters [KH, KW, C, O] -> [N, OH, OW, O]."""
+    x, w, err = _checked_nhwc("conv2d", input, filters, data_format)
     _, h, wd, c = x.shape.dims
     kh, kw, ci, o = w.shape.dims
-    if None in (h, wd, c) or None in (kh, kw, ci, o):
-        raise NotImplementedError("jitgrad's conv2d needs the input's height, width and channels and the "
-                                  "filters' shape known when the graph is built.")
     if ci != c:
         raise err(f"input depth ({c}) must equal the filters' in_channels ({ci}) (grouped convolutions are "
                   "not supported)")
@@ -76,20 +83,9 @@ def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilation
     channel c * M + m the window of channel c times filter[..., c, m]. Built of its parts (so
     compiled and differentiated as they are): the windows (ConvPatches) seen as
     [..., KH * KW, C, 1], times the filter [KH * KW, C, M], summed over the taps."""
-    x, w = convert_all([input, filter])
-    err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
-    if data_format not in ("NHWC", None):
-        raise NotImplementedError("jitgrad's depthwise_conv2d supports data_format='NHWC' only.")
-    if x.dtype != w.dtype:
-        raise TypeError(f"depthwise_conv2d: input and filter must have the same dtype, got {x.dtype.name} and "
-                        f"{w.dtype.name}")
-    if x.shape.rank != 4 or w.shape.rank != 4:
-        raise err(f"depthwise_conv2d needs a 4-D input and a 4-D filter, got shapes {x.shape} and {w.shape}")
+    x, w, err = _checked_nhwc("depthwise_conv2d", input, filter, data_format, "filter")
     _, h, wd, c = x.shape.dims
     kh, kw, ci, m = w.shape.dims
-    if None in (h, wd, c) or None in (kh, kw, ci, m):
-        raise NotImplementedError("jitgrad's depthwise_conv2d needs the input's height, width and channels and "
-                                  "the filter's shape known when the graph is built.")
     if ci != c:
         raise err(f"input and filter must have the same depth: {c} vs {ci}")
     vals = [int(a) for a in np.atleast_1d(strides)]
@@ -143,20 +139,9 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data
     conv2d_backprop_input. One matmul to every window's slots, then ConvPatchesGrad sums the
     slots onto the pixels they read; gradients are conv2d's pieces again. Unlike TF's CPU
     kernel, dilations > 1 are computed (as TF's GPU kernel does) rather than refused."""
-    x, w = convert_all([input, filters])
-    err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
-    if data_format not in ("NHWC", None):
-        raise NotImplementedError("jitgrad's conv2d_transpose supports data_format='NHWC' only.")
-    if x.dtype != w.dtype:
-        raise TypeError(f"conv2d_transpose: input and filters must have the same dtype, got {x.dtype.name} and "
-                        f"{w.dtype.name}")
-    if x.shape.rank != 4 or w.shape.rank != 4:
-        raise err(f"conv2d_transpose needs a 4-D input and 4-D filters, got shapes {x.shape} and {w.shape}")
+    x, w, err = _checked_nhwc("conv2d_transpose", input, filters, data_format)
     n, h, wd, ci = x.shape.dims
     kh, kw, o, wi = w.shape.dims
-    if None in (h, wd, ci) or None in (kh, kw, o, wi):
-        raise NotImplementedError("jitgrad's conv2d_transpose needs the input's height, width and channels and "
-                                  "the filters' shape known when the graph is built.")
     dims = _output_dims(output_shape)
     if len(dims) != 4:
         raise ValueError(f"output_shape must have shape (4,), got {output_shape!r}")
