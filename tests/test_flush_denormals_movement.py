@@ -14,7 +14,7 @@ import pytest
 import jitgrad as tf
 from jitgrad import cache
 from jitgrad.func_graph import Func
-from jitgrad.ops.registry import REGISTRY
+from jitgrad.ops.registry import REGISTRY, apply_op
 from jitgrad.ops.row_store import set_row
 
 tf1 = tf.compat.v1
@@ -71,6 +71,9 @@ CASES = {
                                                   tf.math.imag(tf.math.conj(tf.complex(x, x)))]), np.stack([D, -D])),
     "set_row": (lambda x, gy, i: set_row(tf.zeros([2, 2]), i, x), np.stack([np.zeros(2, np.float32), D])),
     "py_function_sees_its_input": (lambda x, gy, i: tf.py_function(lambda a: a, [x], tf.float32), D),
+    # conv2d's windows: a 1 x 2 window over a 1 x 2 image, the one window holding both pixels
+    "conv_patches": (lambda x, gy, i: tf.reshape(apply_op("ConvPatches", [tf.reshape(x, [1, 1, 2, 1])], {
+        "window": (1, 2), "strides": (1, 1), "dilations": (1, 1), "pads": (0, 0), "out": (1, 1)}), [2]), D),
     # gradients that copy the cotangent gy = D back (scatter-adds into zeros flush, as in TF)
     "grad_slice": (lambda x, gy, i: tf.gradients(x[1:], x, grad_ys=gy[1:])[0], np.float32([0, D[1]])),
     "grad_dynamic_slice": (lambda x, gy, i: tf.gradients(x[i:], x, grad_ys=gy[1:])[0], np.float32([0, D[1]])),
