@@ -200,3 +200,30 @@ def test_on_batch_results_and_data_errors_as_keras3():
     assert model.fit(x, y, epochs=1, verbose=0).history["loss"] == [pytest.approx(want)]
     for a, b in zip(before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_class_weight_weights_each_sample_by_its_class():
+    x = np.array([[1.0], [2.0], [3.0], [4.0]], np.float32)
+    y = np.array([0, 1, 1, 2])
+    weights = {0: 2.0, 2: 0.5}                      # class 1 unnamed: weight 1
+    per_sample = np.array([2.0, 1.0, 1.0, 0.5], np.float32)
+
+    def trained(**fit_args):
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(
+            3, kernel_initializer=keras.initializers.Constant(0.3), bias_initializer="zeros")])
+        model.compile(loss=fit_args.pop("loss", "sparse_categorical_crossentropy"),
+                      optimizer=keras.optimizers.SGD(0.1))
+        history = model.fit(x, fit_args.pop("labels", y), epochs=2, batch_size=2, shuffle=False, verbose=0,
+                            **fit_args)
+        return history.history["loss"], model.get_weights()
+
+    by_class, by_sample = trained(class_weight=weights), trained(sample_weight=per_sample)
+    np.testing.assert_allclose(by_class[0], by_sample[0], rtol=1e-6)
+    for a, b in zip(by_class[1], by_sample[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    one_hot = np.eye(3, dtype=np.float32)[y]                           # the class of a one-hot row: argmax
+    np.testing.assert_allclose(trained(class_weight=weights, labels=one_hot, loss="categorical_crossentropy")[0],
+                               trained(sample_weight=per_sample, labels=one_hot, loss="categorical_crossentropy")[0],
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="at the same time"):
+        trained(class_weight=weights, sample_weight=per_sample)

@@ -90,12 +90,30 @@ def _unpack(element):
     return element, None, None
 
 
-def batches(x, y, batch_size, shuffle=False, sample_weight=None):
+def class_weight_to_sample_weights(y, class_weight):
+    """Keras 3's: each sample weighted by its class's weight (1 for a class not named); the class
+    of a one-hot row is its argmax, of a (n, 1) label its value, rounded."""
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = np.argmax(labels, axis=-1) if labels.shape[-1] != 1 else np.squeeze(labels, axis=-1)
+    labels = np.round(labels).astype("int32")
+    return np.array([class_weight.get(int(c), 1.0) for c in labels], dtype=np.float32)
+
+
+def batches(x, y, batch_size, shuffle=False, sample_weight=None, class_weight=None):
     if isinstance(x, Dataset):
         if y is not None:     # Keras 3's message; a batch_size is ignored, as in Keras
             raise ValueError("When providing `x` as a tf.data.Dataset, `y` should not be passed. Instead, the "
                              "targets should be included as part of the tf.data.Dataset.")
         if sample_weight is not None:
             raise ValueError("`sample_weight` argument is not supported when using a dataset as input.")
+        if class_weight is not None:
+            raise NotImplementedError("jitgrad's fit takes class_weight with array data only.")
         return DatasetBatches(x)
+    if class_weight is not None:
+        if sample_weight is not None:
+            raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
+        if isinstance(y, (list, tuple, dict)):
+            raise ValueError("`class_weight` is only supported for Models with a single output.")
+        sample_weight = class_weight_to_sample_weights(y, class_weight)
     return ArrayBatches(x, y, batch_size, shuffle, sample_weight)

@@ -15,7 +15,8 @@ from ..convert import convert_to_tensor
 from ..function import function
 from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
-from .data_adapter import ArrayBatches, as_array as _as_array, batches as _batches, take as _take
+from .data_adapter import (ArrayBatches, as_array as _as_array, batches as _batches, class_weight_to_sample_weights,
+                           take as _take)
 from .functional import KerasTensor, layers_of, run as run_functional
 from .core_layers import InputLayer
 from .layers import Layer
@@ -272,9 +273,9 @@ class Model(Layer):
         """Trains for ``epochs`` epochs over numpy arrays (``ceil(n / batch_size)`` steps) or a
         batched ``tf.data.Dataset`` of ``(x, y)``; returns a History."""
         self._check_compiled()
-        if class_weight is not None or steps_per_epoch is not None:
-            raise NotImplementedError("jitgrad's fit has no class_weight or steps_per_epoch.")
-        data = _batches(x, y, batch_size, shuffle, sample_weight)
+        if steps_per_epoch is not None:
+            raise NotImplementedError("jitgrad's fit has no steps_per_epoch.")
+        data = _batches(x, y, batch_size, shuffle, sample_weight, class_weight)
         if validation_split and validation_data is None:
             if not isinstance(data, ArrayBatches):
                 raise ValueError("`validation_split` is only supported for Tensors or NumPy arrays, not for a "
@@ -363,7 +364,9 @@ class Model(Layer):
         alone (a float) without metrics, else the list of metric values."""
         self._check_compiled()
         if class_weight is not None:
-            raise NotImplementedError("jitgrad's Keras has no class_weight.")
+            if sample_weight is not None:
+                raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
+            sample_weight = class_weight_to_sample_weights(y, class_weight)
         x, y, sample_weight = _as_array(x), _as_array(y), _as_array(sample_weight)
         self._ensure_built(_take(x, slice(0, 1)), _take(y, slice(0, 1)))
         self.reset_metrics()
