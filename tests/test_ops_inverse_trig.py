@@ -16,6 +16,7 @@ from jitgrad import denormals
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _jit_harness as H  # noqa: E402
 from _graph_testing import dtype_id, run_graph  # noqa: E402
+from _op_accuracy import assert_compiled_within_ulp, assert_interpreter_agrees_in_class  # noqa: E402
 
 tf1 = tf.compat.v1
 UNARY = ["atan", "asin", "acos"]
@@ -55,34 +56,11 @@ def test_names_as_tf():
 @pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
 @pytest.mark.parametrize("name", NAMES)
 def test_compiled_within_bound_of_long_double_over_generated_inputs(name, dtype):
-    """Both flush-denormals modes: off, every value within the bound; on (the default), the
-    same after flushing denormal inputs and results (their TF behaviour: test_denormals_as_tf)."""
+    """Both flush-denormals modes (their TF behaviour: test_denormals_as_tf); the interpreter
+    agrees in class."""
     xs = _inputs(name, dtype, 1 << 13, seed=len(name) * 31 + (dtype == F64))
-    size = xs[0].size
-    for flush in (False, True):
-        denormals.set_enabled(flush)
-        for shape in [(size,), (7, size // 7)]:
-            cut = [x[: int(np.prod(shape))].reshape(shape) for x in xs]
-            (got,) = run_graph(lambda *ps: [_op(name)(*ps)], cut, "compiled")
-            assert got.dtype == dtype and got.shape == shape
-            got, rs = got.ravel(), [x.ravel() for x in cut]
-            ref = H.reference(name, *rs)
-            if flush:
-                got, rs = denormals.flush(got), [denormals.flush(r) for r in rs]
-                ref = H.reference(name, *rs)
-                # atan2 of normals can be a denormal: FTZ flushes by the unrounded value
-                tiny = np.finfo(dtype).smallest_normal
-                ref = np.where(np.abs(ref) < tiny, np.copysign(H.LD(0), ref), ref)
-            err = H.ulp_error(got, ref, dtype)
-            w = int(np.argmax(err))
-            assert err[w] <= ULP[name][dtype == F64], (flush, [r[w] for r in rs], got[w], err[w])
-    # the interpreter (numpy's kernel) agrees in class: NaN, inf with sign, zero with sign
-    (want,) = run_graph(lambda *ps: [_op(name)(*ps)], xs, "interpret")
-    (got,) = run_graph(lambda *ps: [_op(name)(*ps)], xs, "compiled")
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    zero = want == 0
-    assert np.array_equal(got[zero] == 0, np.ones(zero.sum(), bool))
-    assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+    assert_compiled_within_ulp(_op(name), name, xs, dtype, ULP[name][dtype == F64], denormal_results_flush=True)
+    assert_interpreter_agrees_in_class(_op(name), xs)
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpret"])
