@@ -462,6 +462,13 @@ from .ops import random_composites as _rc  # noqa: E402
 random.categorical, random.shuffle = _rc.categorical, _rc.shuffle
 v1.random.categorical, v1.random.shuffle, v1.random_shuffle = _rc.categorical, _rc.shuffle, _rc.shuffle
 
+# ---- tf.random.stateless_* and split / fold_in: TF's Philox values (ops/stateless_random_ops.py)
+from .ops import stateless_random_ops as _srand  # noqa: E402
+random.stateless_uniform, random.stateless_normal = _srand.stateless_uniform, _srand.stateless_normal
+random.stateless_truncated_normal = _srand.stateless_truncated_normal
+random.split, random.fold_in = _srand.split, _srand.fold_in
+random.experimental = _module("random.experimental", stateless_split=_srand.split, stateless_fold_in=_srand.fold_in)
+
 
 # ---- more tf.linalg composites (ops/linalg_composites.py)
 linalg.normalize, linalg.cholesky_solve, linalg.set_diag = _lc.normalize, _lc.cholesky_solve, _lc.set_diag

@@ -1,0 +1,190 @@
+"""tf.random.stateless_uniform / stateless_normal / stateless_truncated_normal,
+tf.random.split / fold_in (experimental.stateless_split / stateless_fold_in): TF 2.21's
+values bit for bit (ops/philox.py holds the sampling).
+
+Each op is a pure function of its key input: a seed pair (int32 / int64 [2], scrambled as
+TF's StatelessRandomGetKeyCounter does) or, with ``key_from="state"``, a Philox
+tf.random.Generator's int64 [3] state used as counter and key (ops/random_generator.py).
+The ops have no LLVM lowering: a compiled program holding one runs in the reference
+interpreter (a constant seed is folded to a constant first). As in TF they are not
+differentiable (gradients stop there); mean / stddev / minval / maxval are applied
+with ordinary ops, as TF's Python wrappers do, so gradients reach them.
+"""
+import numpy as np
+
+from .. import dtypes
+from ..convert import convert_to_tensor
+from . import philox
+from .array_ops import stack
+from .math_ops import add, multiply, subtract
+from .random_ops import _static_shape
+from .registry import NOT_DIFFERENTIABLE, apply_op, register
+
+_SEED_DTYPES = (dtypes.int32, dtypes.int64)
+_UNIFORM_DTYPES = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
+                   dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64)
+_FLOAT_DTYPES = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+
+
+def _shape_text(shape):
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]" if shape is not None else "<unknown>"
+
+
+def check_key(shape, dtype, key_from):
+    """TF's checks of a seed ([2]) or Generator state ([3]): TypeError for the dtype,
+    ValueError for the shape (eager mode turns both into InvalidArgumentError, as TF)."""
+    want = 2 if key_from == "seed" else 3
+    allowed = _SEED_DTYPES if key_from == "seed" else (dtypes.int64,)
+    if dtype not in allowed:
+        raise TypeError(f"Value for attr 'Tseed' of {dtype.name} is not in the list of allowed values: int32, int64")
+    if shape is not None and (len(shape) != 1 or shape[0] not in (None, want)):
+        raise ValueError(f"seed must have shape [{want}], not {_shape_text(shape)}")
+
+
+def _infer(shapes, dts, attrs):
+    check_key(shapes[0], dts[0], attrs["key_from"])
+    for s in shapes[1:]:          # minval / maxval of the integer op
+        if s is not None and len(s) != 0:
+            raise ValueError(f"minval and maxval must be scalars, got shape {_shape_text(s)}")
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+def stream(attrs, key):
+    """The Philox stream of an op's key input (a seed pair or a Generator state)."""
+    key = np.asarray(key)
+    if attrs["key_from"] == "state":
+        return philox.stream_from_state(key)
+    return philox.stream_from_seed(key[0], key[1])
+
+
+def _sampler(draw):
+    def kernel(attrs, key, *bounds):
+        shape = attrs["shape"]
+        n = int(np.prod(shape, dtype=np.int64))
+        flat = draw(stream(attrs, key), n, attrs["dtype"].np, *bounds)
+        return np.ascontiguousarray(flat).reshape(shape)   # (ascontiguousarray makes a 0-d array 1-d)
+    return kernel
+
+
+def _uniform_int(st, n, np_dtype, lo, hi):
+    lo, hi = int(lo), int(hi)
+    if lo >= hi:
+        raise ValueError(f"Need minval < maxval, got {lo} >= {hi}")
+    return philox.uniform_int(st, n, np_dtype, lo, hi)
+
+
+for _name, _draw in (("StatelessRandomUniform", philox.uniform), ("StatelessRandomNormal", philox.normal),
+                     ("StatelessTruncatedNormal", philox.truncated_normal),
+                     ("StatelessRandomUniformFullInt", philox.full_int),
+                     ("StatelessRandomUniformInt", _uniform_int)):
+    register(_name, infer=_infer, kernel=_sampler(_draw), grad=NOT_DIFFERENTIABLE, kind="other",
+             denormals="keep", lowering="interpreter")
+
+
+# ---------------------------------------------------------------- the public API
+def check_alg(alg):
+    """TF's algorithm argument: Philox (what "auto_select" is on CPU) is the one jitgrad has."""
+    name = getattr(alg, "name", alg)
+    if isinstance(name, str) and name.lower() in ("auto_select", "philox"):
+        return
+    if isinstance(alg, int) and not isinstance(alg, bool) and alg in (1, 3):
+        return
+    if name in ("threefry", "THREEFRY", 2):
+        raise NotImplementedError("jitgrad's random ops implement the Philox algorithm only, not ThreeFry.")
+    raise ValueError(f"Argument `alg` got unsupported value {alg}. Supported values are "
+                     f"[1, 2, 3] (or 'philox', 'threefry', 'auto_select').")
+
+
+def seed_tensor(seed):
+    """A seed as a tensor (a Python list of ints: int32, or int64 when a value needs it;
+    a numpy array of another integer type: int64, as TF converts it)."""
+    if isinstance(seed, np.ndarray) and seed.dtype.kind in "iu" and seed.dtype not in (np.int32, np.int64):
+        seed = seed.astype(np.int64)
+    return convert_to_tensor(seed)
+
+
+def draw(op, shape, key, dtype, key_from="seed", bounds=(), name=None):
+    """A raw draw of op ``op`` (one of the ops above) of static ``shape`` from ``key``."""
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": key_from}
+    return apply_op(op, [key, *bounds], attrs, name=name or op)
+
+
+def uniform_from(key, key_from, shape, minval, maxval, dtype, name, api):
+    """stateless_uniform / Generator.uniform once the key is known (TF's argument rules)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _UNIFORM_DTYPES:
+        raise ValueError(f"Argument `dtype` got invalid value {dtype}. Accepted dtypes are "
+                         f"{tuple(d.name for d in _UNIFORM_DTYPES)}.")
+    if dtype.is_integer:
+        if (minval is None) != (maxval is None):
+            raise ValueError(f"For integer `dtype` argument {dtype}, argument `minval` and `maxval` must be both "
+                             f"None or not None. Got `minval`={minval} and `maxval`={maxval}.")
+        if minval is None:
+            return draw("StatelessRandomUniformFullInt", shape, key, dtype, key_from, name=name)
+        if dtype in (dtypes.uint32, dtypes.uint64):
+            raise ValueError(f"Argument `dtype` got invalid value {dtype} when argument `minval` is not None. "
+                             "Please don't use unsigned integers in this case.")
+        bounds = (convert_to_tensor(minval, dtype=dtype), convert_to_tensor(maxval, dtype=dtype))
+        return draw("StatelessRandomUniformInt", shape, key, dtype, key_from, bounds, name=name)
+    if maxval is None:
+        maxval = 1
+    lo, hi = convert_to_tensor(minval, dtype=dtype), convert_to_tensor(maxval, dtype=dtype)
+    rnd = draw("StatelessRandomUniform", shape, key, dtype, key_from)
+    return add(multiply(rnd, subtract(hi, lo)), lo, name=name)     # TF's own arithmetic, in dtype
+
+
+def _float_dtype(dtype, api):
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"Value for attr 'dtype' of {dtype.name} is not in the list of allowed values: "
+                        "half, bfloat16, float, double ({api})")
+    return dtype
+
+
+def gaussian_from(op, key, key_from, shape, mean, stddev, dtype, name, api):
+    """normal / truncated normal once the key is known: rnd * stddev + mean, as TF."""
+    dtype = _float_dtype(dtype, api)
+    mean, stddev = convert_to_tensor(mean, dtype=dtype), convert_to_tensor(stddev, dtype=dtype)
+    rnd = draw(op, shape, key, dtype, key_from)
+    return add(multiply(rnd, stddev), mean, name=name)
+
+
+def stateless_uniform(shape, seed, minval=0, maxval=None, dtype=dtypes.float32, name=None, alg="auto_select"):
+    """``tf.random.stateless_uniform``: floats in [minval, maxval) (maxval defaults to 1),
+    integers in [minval, maxval), or (integer dtype, minval = maxval = None) integers over
+    the dtype's whole range; the same values for the same seed, as TF's."""
+    check_alg(alg)
+    return uniform_from(seed_tensor(seed), "seed", shape, minval, maxval, dtype, name, "tf.random.stateless_uniform")
+
+
+def stateless_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None, alg="auto_select"):
+    """``tf.random.stateless_normal``."""
+    check_alg(alg)
+    return gaussian_from("StatelessRandomNormal", seed_tensor(seed), "seed", shape, mean, stddev, dtype, name,
+                         "tf.random.stateless_normal")
+
+
+def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None,
+                               alg="auto_select"):
+    """``tf.random.stateless_truncated_normal``: standard normals redrawn beyond two
+    standard deviations, scaled."""
+    check_alg(alg)
+    return gaussian_from("StatelessTruncatedNormal", seed_tensor(seed), "seed", shape, mean, stddev, dtype, name,
+                         "tf.random.stateless_truncated_normal")
+
+
+def split(seed, num=2, alg="auto_select"):
+    """``tf.random.split`` / ``tf.random.experimental.stateless_split``: ``num`` new seeds
+    ([num, 2], the seed's dtype) drawn from ``seed``."""
+    seed = seed_tensor(seed)
+    check_alg(alg)
+    return uniform_from(seed, "seed", [num, 2], None, None, seed.dtype, None, "tf.random.split")
+
+
+def fold_in(seed, data, alg="auto_select"):
+    """``tf.random.fold_in`` / ``tf.random.experimental.stateless_fold_in``: a new seed
+    [drawn from ``seed``, data]."""
+    check_alg(alg)
+    data = convert_to_tensor(data)
+    first = uniform_from(seed_tensor(seed), "seed", [], None, None, data.dtype, None, "tf.random.fold_in")
+    return stack([first, data])
