@@ -467,7 +467,13 @@ from .ops import stateless_random_ops as _srand  # noqa: E402
 random.stateless_uniform, random.stateless_normal = _srand.stateless_uniform, _srand.stateless_normal
 random.stateless_truncated_normal = _srand.stateless_truncated_normal
 random.split, random.fold_in = _srand.split, _srand.fold_in
-random.experimental = _module("random.experimental", stateless_split=_srand.split, stateless_fold_in=_srand.fold_in)
+from .ops import random_generator as _rgen  # noqa: E402
+random.Generator, random.Algorithm, random.create_rng_state = _rgen.Generator, _rgen.Algorithm, _rgen.create_rng_state
+random.get_global_generator, random.set_global_generator = _rgen.get_global_generator, _rgen.set_global_generator
+random.experimental = _module("random.experimental", stateless_split=_srand.split, stateless_fold_in=_srand.fold_in,
+                              Generator=_rgen.Generator, Algorithm=_rgen.Algorithm,
+                              create_rng_state=_rgen.create_rng_state, get_global_generator=_rgen.get_global_generator,
+                              set_global_generator=_rgen.set_global_generator)
 
 
 # ---- more tf.linalg composites (ops/linalg_composites.py)

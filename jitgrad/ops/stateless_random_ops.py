@@ -104,8 +104,12 @@ def seed_tensor(seed):
 
 
 def draw(op, shape, key, dtype, key_from="seed", bounds=(), name=None):
-    """A raw draw of op ``op`` (one of the ops above) of static ``shape`` from ``key``."""
+    """A raw draw of op ``op`` (one of the ops above) of static ``shape`` from ``key`` (a
+    tensor, or a function making it: a Generator advances its state only once the
+    arguments have passed TF's checks)."""
     attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": key_from}
+    if callable(key):
+        key = key()
     return apply_op(op, [key, *bounds], attrs, name=name or op)
 
 
