@@ -467,6 +467,11 @@ from .ops import stateless_random_ops as _srand  # noqa: E402
 random.stateless_uniform, random.stateless_normal = _srand.stateless_uniform, _srand.stateless_normal
 random.stateless_truncated_normal = _srand.stateless_truncated_normal
 random.split, random.fold_in = _srand.split, _srand.fold_in
+from .ops import random_gamma_poisson as _rgp  # noqa: E402
+random.gamma, random.poisson = _rgp.gamma, _rgp.poisson
+random.stateless_gamma, random.stateless_poisson = _rgp.stateless_gamma, _rgp.stateless_poisson
+v1.random.gamma, v1.random_gamma, v1.random.poisson, v1.random_poisson = _rgp.gamma, _rgp.gamma, _rgp.poisson_v1, \
+    _rgp.poisson_v1
 from .ops import random_generator as _rgen  # noqa: E402
 random.Generator, random.Algorithm, random.create_rng_state = _rgen.Generator, _rgen.Algorithm, _rgen.create_rng_state
 random.get_global_generator, random.set_global_generator = _rgen.get_global_generator, _rgen.set_global_generator

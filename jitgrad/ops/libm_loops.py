@@ -1,5 +1,6 @@
-"""glibc's logf / sincosf / log / sincos over whole arrays, for the Philox samplers
-(ops/philox.py): TF's Box-Muller calls exactly these, and their results differ from
+"""glibc's logf / sincosf / log / sincos (and log1p / pow / exp / lgamma for the gamma and
+Poisson samplers) over whole arrays, for the Philox samplers (ops/philox.py,
+ops/philox_rejection.py): TF's kernels call exactly these, and their results differ from
 numpy's SIMD log / sin / cos (and from float64 math rounded to float32) in a few
 elements per thousand, so only the same libm functions give TF's normals bit for bit.
 
@@ -15,84 +16,47 @@ import numpy as np
 
 log = logging.getLogger("jitgrad")
 
-_IR = r"""
-declare float @logf(float)
-declare double @log(double)
-declare void @sincosf(float, float*, float*)
-declare void @sincos(double, double*, double*)
+# One loop per libm function: y[i] = f(x[i]) (f(x[i], z[i]) for binary ones); the
+# sincos loops store both results.
+_UNARY = {"logf": "float", "log": "double", "log1p": "double", "exp": "double", "lgamma": "double"}
+_BINARY = {"pow": "double"}
+_SINCOS = {"sincosf": "float", "sincos": "double"}
 
-define void @jitgrad_loop_logf(float* %x, float* %y, i64 %n) {
+_LOOP = r"""
+define void @jitgrad_loop_{name}({t}* %x, {t}* %z, {t}* %y, {t}* %y2, i64 %n) {{
 entry:
   %empty = icmp sle i64 %n, 0
   br i1 %empty, label %done, label %loop
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
-  %px = getelementptr float, float* %x, i64 %i
-  %v = load float, float* %px
-  %r = call float @logf(float %v)
-  %py = getelementptr float, float* %y, i64 %i
-  store float %r, float* %py
+  %px = getelementptr {t}, {t}* %x, i64 %i
+  %v = load {t}, {t}* %px
+  %pz = getelementptr {t}, {t}* %z, i64 %i
+  %py = getelementptr {t}, {t}* %y, i64 %i
+  %py2 = getelementptr {t}, {t}* %y2, i64 %i
+{body}
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
 done:
   ret void
-}
-
-define void @jitgrad_loop_log(double* %x, double* %y, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %loop]
-  %px = getelementptr double, double* %x, i64 %i
-  %v = load double, double* %px
-  %r = call double @log(double %v)
-  %py = getelementptr double, double* %y, i64 %i
-  store double %r, double* %py
-  %next = add i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @jitgrad_loop_sincosf(float* %x, float* %s, float* %c, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %loop]
-  %px = getelementptr float, float* %x, i64 %i
-  %v = load float, float* %px
-  %ps = getelementptr float, float* %s, i64 %i
-  %pc = getelementptr float, float* %c, i64 %i
-  call void @sincosf(float %v, float* %ps, float* %pc)
-  %next = add i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-
-define void @jitgrad_loop_sincos(double* %x, double* %s, double* %c, i64 %n) {
-entry:
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %loop]
-  %px = getelementptr double, double* %x, i64 %i
-  %v = load double, double* %px
-  %ps = getelementptr double, double* %s, i64 %i
-  %pc = getelementptr double, double* %c, i64 %i
-  call void @sincos(double %v, double* %ps, double* %pc)
-  %next = add i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
+}}
 """
+_BODY_UNARY = "  %r = call {t} @{name}({t} %v)\n  store {t} %r, {t}* %py"
+_BODY_BINARY = "  %w = load {t}, {t}* %pz\n  %r = call {t} @{name}({t} %v, {t} %w)\n  store {t} %r, {t}* %py"
+_BODY_SINCOS = "  call void @{name}({t} %v, {t}* %py, {t}* %py2)"
+
+
+def _ir():
+    parts = []
+    for table, decl, body in ((_UNARY, "declare {t} @{name}({t})", _BODY_UNARY),
+                              (_BINARY, "declare {t} @{name}({t}, {t})", _BODY_BINARY),
+                              (_SINCOS, "declare void @{name}({t}, {t}*, {t}*)", _BODY_SINCOS)):
+        for name, t in table.items():
+            parts.append(decl.format(name=name, t=t))
+            parts.append(_LOOP.format(name=name, t=t, body=body.format(name=name, t=t)))
+    return "\n".join(parts)
+
 
 _lock = threading.Lock()
 _loops = {}          # "native": {name: ctypes function} or None when it cannot be built
@@ -105,12 +69,11 @@ def _native():
             try:
                 from ..cache.native import load as load_native
                 from ..codegen.target import baseline_object_code
-                code = load_native(baseline_object_code("libm-loops", _IR))
+                code = load_native(baseline_object_code("libm-loops", _ir()))
                 vp, n = ctypes.c_void_p, ctypes.c_int64
                 fns = {"code": code}   # (kept alive with the functions)
-                for name, args in (("logf", (vp, vp, n)), ("log", (vp, vp, n)),
-                                   ("sincosf", (vp, vp, vp, n)), ("sincos", (vp, vp, vp, n))):
-                    fns[name] = ctypes.CFUNCTYPE(None, *args)(code.address("jitgrad_loop_" + name))
+                for name in (*_UNARY, *_BINARY, *_SINCOS):
+                    fns[name] = ctypes.CFUNCTYPE(None, vp, vp, vp, vp, n)(code.address("jitgrad_loop_" + name))
             except Exception as e:     # (no LLVM target, an odd loader): ctypes, element by element
                 log.debug("libm loops (%s)", e)
                 fns = None
@@ -120,9 +83,13 @@ def _native():
 
 def _libm():
     lib = ctypes.CDLL("libm.so.6")
-    for name, t in (("logf", ctypes.c_float), ("log", ctypes.c_double)):
-        getattr(lib, name).restype = t
-        getattr(lib, name).argtypes = [t]
+    ctype = {"float": ctypes.c_float, "double": ctypes.c_double}
+    for name, t in _UNARY.items():
+        getattr(lib, name).restype = ctype[t]
+        getattr(lib, name).argtypes = [ctype[t]]
+    for name, t in _BINARY.items():
+        getattr(lib, name).restype = ctype[t]
+        getattr(lib, name).argtypes = [ctype[t], ctype[t]]
     for name, t in (("sincosf", ctypes.c_float), ("sincos", ctypes.c_double)):
         getattr(lib, name).restype = None
         getattr(lib, name).argtypes = [t, ctypes.POINTER(t), ctypes.POINTER(t)]
@@ -133,17 +100,49 @@ def _ptr(a):
     return a.ctypes.data
 
 
-def log_(x):
-    """libm's log of each element of a float32 (logf) or float64 (log) array."""
-    x = np.ascontiguousarray(x)
+def _unary(name, x):
     y = np.empty_like(x)
-    name = "logf" if x.dtype == np.float32 else "log"
     fns = _native()
     if fns is not None:
-        fns[name](_ptr(x), _ptr(y), x.size)
+        fns[name](_ptr(x), 0, _ptr(y), 0, x.size)
     else:
         f = getattr(_libm(), name)
         y.reshape(-1)[:] = [f(float(v)) for v in x.reshape(-1)]
+    return y
+
+
+def log_(x):
+    """libm's log of each element of a float32 (logf) or float64 (log) array."""
+    x = np.ascontiguousarray(x)
+    return _unary("logf" if x.dtype == np.float32 else "log", x)
+
+
+def log1p(x):
+    """libm's log1p of each element of a float64 array."""
+    return _unary("log1p", np.ascontiguousarray(x, dtype=np.float64))
+
+
+def exp(x):
+    """libm's exp of each element of a float64 array."""
+    return _unary("exp", np.ascontiguousarray(x, dtype=np.float64))
+
+
+def lgamma(x):
+    """libm's lgamma of each element of a float64 array."""
+    return _unary("lgamma", np.ascontiguousarray(x, dtype=np.float64))
+
+
+def pow_(x, z):
+    """libm's pow(x, z) elementwise (float64, ``z`` broadcast to ``x``)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    z = np.ascontiguousarray(np.broadcast_to(np.asarray(z, dtype=np.float64), x.shape))
+    y = np.empty_like(x)
+    fns = _native()
+    if fns is not None:
+        fns["pow"](_ptr(x), _ptr(z), _ptr(y), 0, x.size)
+    else:
+        f = _libm().pow
+        y.reshape(-1)[:] = [f(float(a), float(b)) for a, b in zip(x.reshape(-1), z.reshape(-1))]
     return y
 
 
@@ -154,7 +153,7 @@ def sincos(x):
     name = "sincosf" if x.dtype == np.float32 else "sincos"
     fns = _native()
     if fns is not None:
-        fns[name](_ptr(x), _ptr(s), _ptr(c), x.size)
+        fns[name](_ptr(x), 0, _ptr(s), _ptr(c), x.size)
     else:
         f = getattr(_libm(), name)
         ct = ctypes.c_float if x.dtype == np.float32 else ctypes.c_double

@@ -1,0 +1,215 @@
+"""tf.random.gamma / poisson and tf.random.stateless_gamma / stateless_poisson: TF 2.21's
+samplers on Philox (ops/philox_rejection.py), so the values are TF's for the same seeds.
+
+Stateless ops take the seed pair as the other stateless ops do. The stateful ops hold a
+``PhiloxStream`` as TF's kernels hold a GuardedPhiloxRandom: key = the graph-level seed,
+counter = the op seed in its high half (both as tf.random.set_seed / ``seed=`` give them,
+truncated as TF's get_seed does), and each run reserves 256 calls per output, so a second
+run continues the stream. Eager calls with the same seeds share one stream, as TF's cached
+eager kernels do. TF's streams match when the op seed is given (``seed=``); an op seed TF
+derives itself (a global seed alone) is not TF's, and without any seed the key is random.
+
+Gradients: none reach ``lam`` or the samples of a stateless op's seed; TF's implicit
+reparameterisation gradient of gamma with respect to alpha is not implemented (a
+LookupError if a gradient must pass through alpha).
+"""
+import os
+
+import numpy as np
+
+from .. import context, dtypes
+from ..convert import convert_to_tensor
+from ..errors import InvalidArgumentError
+from . import philox, philox_rejection, random_ops
+from .array_ops import broadcast_to
+from .math_ops import maximum, truediv
+from .random_ops import _static_shape
+from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
+from .stateless_random_ops import check_key, seed_tensor, stream
+
+_MAXINT32 = 2 ** 31 - 1
+_GAMMA_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
+_POISSON_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
+
+
+def _cast_double(values, dtype):
+    """A kernel's double results as ``dtype`` (half / bfloat16 through float, as Eigen's
+    conversions from double go)."""
+    if dtype in (dtypes.float16, dtypes.bfloat16):
+        return values.astype(np.float32).astype(dtype.np)
+    return values.astype(dtype.np)
+
+
+def _highest(dtype):
+    return float(np.finfo(dtype.np).max if dtype.is_floating else np.iinfo(dtype.np).max)
+
+
+def _layout(params, shape):
+    """(number of parameters, draws per parameter) for a full output ``shape`` ending with
+    the parameters' shape (TF's check)."""
+    params = np.asarray(params)
+    if tuple(shape[len(shape) - params.ndim:]) != params.shape or params.ndim > len(shape):
+        raise ValueError("Shape passed in must end with broadcasted shape.")
+    if params.size == 0:
+        raise ValueError(f"Input alpha should have non-zero element count, got: {params.size}")
+    return params.size, int(np.prod(shape, dtype=np.int64)) // params.size
+
+
+def _sample(kind, st, params, shape, dtype):
+    n_params, per = _layout(params, shape)
+    flat = np.asarray(params, dtype=np.float64).reshape(-1)
+    if kind == "gamma":
+        out = philox_rejection.gamma(st, flat, per)
+    else:
+        out = philox_rejection.poisson(st, flat, per, _highest(dtype))
+    return np.ascontiguousarray(_cast_double(out, dtype)).reshape(shape)
+
+
+# ---------------------------------------------------------------- stateless ops
+def _stateless_infer(shapes, dts, attrs):
+    check_key(shapes[0], dts[0], attrs["key_from"])
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+def _stateless_kernel(kind):
+    def kernel(attrs, key, params):
+        shape = attrs["shape"]
+        if int(np.prod(shape, dtype=np.int64)) == 0:
+            return np.zeros(shape, dtype=attrs["dtype"].np)
+        return _sample(kind, stream(attrs, key), params, shape, attrs["dtype"])
+    return kernel
+
+
+register("StatelessRandomGamma", infer=_stateless_infer, kernel=_stateless_kernel("gamma"),
+         grad=NO_GRADIENT_RULE, kind="other", denormals="keep", lowering="interpreter")
+register("StatelessRandomPoisson", infer=_stateless_infer, kernel=_stateless_kernel("poisson"),
+         grad=NOT_DIFFERENTIABLE, kind="other", denormals="keep", lowering="interpreter")
+
+
+# ---------------------------------------------------------------- stateful ops
+class PhiloxStream:
+    """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls."""
+    __slots__ = ("key", "counter")
+
+    def __init__(self, seeds):
+        if seeds is None:       # TF: fresh random seeds
+            seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
+        self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
+
+    def reserve(self, calls):
+        start = (self.key, self.counter)
+        self.counter = (self.counter + int(calls)) & philox.MASK128
+        return start
+
+
+def _tf_seeds(op_seed):
+    """TF's get_seed: (graph seed, op seed), truncated to [0, 2^31 - 1), (0, 0) avoided."""
+    seeds = random_ops._seeds(op_seed)
+    if seeds is None:
+        return None
+    seeds = tuple(int(s) % _MAXINT32 for s in seeds)
+    return (0, _MAXINT32) if seeds == (0, 0) else seeds
+
+
+def _stream_for(op_type, dtype, op_seed):
+    seeds = _tf_seeds(op_seed)
+    if seeds is not None and context.executing_eagerly():
+        # (random_ops.set_seed clears these, as it restarts TF's eager kernels' streams)
+        return random_ops._eager_samplers.setdefault((op_type, dtype.name, seeds), PhiloxStream(seeds))
+    return PhiloxStream(seeds)
+
+
+def _stateful_infer(shapes, dts, attrs):
+    params = shapes[0]
+    return [(tuple(attrs["shape"]) + (tuple(params) if params is not None else ()), attrs["dtype"])]
+
+
+def _stateful_kernel(kind):
+    def kernel(attrs, *args):
+        params = args[-1]     # (the interpreter passes a stateful kernel its variable store first)
+        shape = tuple(attrs["shape"]) + np.shape(params)
+        n = int(np.prod(shape, dtype=np.int64))
+        if int(np.prod(attrs["shape"], dtype=np.int64)) == 0:
+            return np.zeros(shape, dtype=attrs["dtype"].np)
+        st = attrs["stream"].reserve(n * philox_rejection.RESERVED_CALLS)
+        return _sample(kind, st, params, shape, attrs["dtype"])
+    return kernel
+
+
+register("RandomGamma", infer=_stateful_infer, kernel=_stateful_kernel("gamma"), grad=NO_GRADIENT_RULE,
+         kind="other", stateful=True, denormals="keep", lowering="interpreter")
+register("RandomPoisson", infer=_stateful_infer, kernel=_stateful_kernel("poisson"), grad=NOT_DIFFERENTIABLE,
+         kind="other", stateful=True, denormals="keep", lowering="interpreter")
+
+
+# ---------------------------------------------------------------- the public API
+def _attr_error(attr, dtype, allowed):
+    """TF's error for a dtype an op does not take: InvalidArgumentError when eager, TypeError
+    while building a graph."""
+    msg = f"Value for attr '{attr}' of {dtype.name} is not in the list of allowed values: {allowed}"
+    return InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
+
+
+def _gamma_params(alpha, beta, dtype):
+    dtype = dtypes.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise TypeError(f"Cannot convert alpha to EagerTensor of dtype {dtype.name}")
+    if dtype not in _GAMMA_DTYPES:
+        raise _attr_error("dtype", dtype, "half, float, double")
+    alpha = convert_to_tensor(alpha, dtype=dtype)
+    beta = convert_to_tensor(1 if beta is None else beta, dtype=dtype)
+    if not (alpha.shape.is_fully_defined() and beta.shape.is_fully_defined()):
+        raise NotImplementedError("jitgrad's gamma sampler needs alpha's and beta's shapes known when the graph "
+                                  "is built.")
+    both = np.broadcast_shapes(tuple(alpha.shape.as_list()), tuple(beta.shape.as_list()))
+    return dtype, broadcast_to(alpha, list(both)), beta
+
+
+def _scaled_gamma(raw, beta, dtype):
+    """TF's wrapper: max(tiny, sample / beta)."""
+    return maximum(convert_to_tensor(np.finfo(dtype.np).tiny, dtype=dtype), truediv(raw, beta))
+
+
+def stateless_gamma(shape, seed, alpha, beta=None, dtype=dtypes.float32, name=None):
+    """``tf.random.stateless_gamma``: Gamma(alpha, beta) draws of the full ``shape`` (which
+    ends with alpha's and beta's broadcast shape)."""
+    dtype, alpha, beta = _gamma_params(alpha, beta, dtype)
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": "seed"}
+    raw = apply_op("StatelessRandomGamma", [seed_tensor(seed), alpha], attrs, name="StatelessRandomGamma")
+    return _scaled_gamma(raw, beta, dtype)
+
+
+def stateless_poisson(shape, seed, lam, dtype=dtypes.int32, name=None):
+    """``tf.random.stateless_poisson``: Poisson(lam) draws of the full ``shape`` (ending
+    with lam's shape)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _POISSON_DTYPES:
+        raise _attr_error("dtype", dtype, "half, float, double, int32, int64")
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": "seed"}
+    return apply_op("StatelessRandomPoisson", [seed_tensor(seed), convert_to_tensor(lam)], attrs,
+                    name=name or "StatelessRandomPoisson")
+
+
+def gamma(shape, alpha, beta=None, dtype=dtypes.float32, seed=None, name=None):
+    """``tf.random.gamma``: ``shape`` draws from each Gamma(alpha, beta) (output shape
+    shape + broadcast(alpha, beta).shape)."""
+    dtype, alpha, beta = _gamma_params(alpha, beta, dtype)
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed,
+             "stream": _stream_for("RandomGamma", dtype, seed)}
+    return _scaled_gamma(apply_op("RandomGamma", [alpha], attrs, name="RandomGamma"), beta, dtype)
+
+
+def poisson(shape, lam, dtype=dtypes.float32, seed=None, name=None):
+    """``tf.random.poisson``: ``shape`` draws from each Poisson(lam) (output shape
+    shape + lam.shape)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _POISSON_DTYPES:
+        raise _attr_error("dtype", dtype, "half, float, double, int32, int64")
+    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed,
+             "stream": _stream_for("RandomPoisson", dtype, seed)}
+    return apply_op("RandomPoisson", [convert_to_tensor(lam)], attrs, name=name or "RandomPoisson")
+
+
+def poisson_v1(lam, shape, dtype=dtypes.float32, seed=None, name=None):
+    """``tf.compat.v1.random.poisson``: lam first."""
+    return poisson(shape, lam, dtype=dtype, seed=seed, name=name)
