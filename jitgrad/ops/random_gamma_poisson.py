@@ -66,6 +66,8 @@ def _sample(kind, st, params, shape, dtype):
 
 
 # ---------------------------------------------------------------- stateless ops
+# (denormals "flush": they compute from alpha / lam, as TF's kernels do with FTZ + DAZ set; a
+# denormal alpha or rate gives what 0 gives, both ways)
 def _stateless_infer(shapes, dts, attrs):
     check_key(shapes[0], dts[0], attrs["key_from"])
     return [(attrs["shape"], attrs["dtype"])]
@@ -81,9 +83,9 @@ def _stateless_kernel(kind):
 
 
 register("StatelessRandomGamma", infer=_stateless_infer, kernel=_stateless_kernel("gamma"),
-         grad=NO_GRADIENT_RULE, kind="other", denormals="keep", lowering="interpreter")
+         grad=NO_GRADIENT_RULE, kind="other", denormals="flush", lowering="interpreter")
 register("StatelessRandomPoisson", infer=_stateless_infer, kernel=_stateless_kernel("poisson"),
-         grad=NOT_DIFFERENTIABLE, kind="other", denormals="keep", lowering="interpreter")
+         grad=NOT_DIFFERENTIABLE, kind="other", denormals="flush", lowering="interpreter")
 
 
 # ---------------------------------------------------------------- stateful ops
@@ -137,9 +139,9 @@ def _stateful_kernel(kind):
 
 
 register("RandomGamma", infer=_stateful_infer, kernel=_stateful_kernel("gamma"), grad=NO_GRADIENT_RULE,
-         kind="other", stateful=True, denormals="keep", lowering="interpreter")
+         kind="other", stateful=True, denormals="flush", lowering="interpreter")
 register("RandomPoisson", infer=_stateful_infer, kernel=_stateful_kernel("poisson"), grad=NOT_DIFFERENTIABLE,
-         kind="other", stateful=True, denormals="keep", lowering="interpreter")
+         kind="other", stateful=True, denormals="flush", lowering="interpreter")
 
 
 # ---------------------------------------------------------------- the public API
