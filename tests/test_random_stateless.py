@@ -1,0 +1,318 @@
+"""tf.random.stateless_* / split / fold_in / gamma / poisson / Generator: TF 2.21's values
+bit for bit (ops/philox.py, ops/philox_rejection.py).
+
+Expected values: Philox-4x32-10's published known-answer vectors (Random123's kat_vectors),
+bit layouts worked out by hand, seeded statistics, and (the ``TF`` table) outputs of real
+TF 2.21 (tensorflow-cpu) for the same calls, as bytes.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad.errors import InvalidArgumentError
+from jitgrad.ops import libm_loops, philox
+
+tf1 = tf.compat.v1
+
+
+def _bytes(t):
+    return np.atleast_1d(np.asarray(t.numpy() if hasattr(t, "numpy") else t)).view(np.uint8).tobytes().hex()
+
+
+# ---------------------------------------------------------------- Philox itself
+@pytest.mark.parametrize("key, counter, want", [
+    (0, 0, [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+    ((1 << 64) - 1, (1 << 128) - 1, [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]),
+    (0xA4093822 | 0x299F31D0 << 32,
+     0x243F6A88 | 0x85A308D3 << 32 | 0x13198A2E << 64 | 0x03707344 << 96,
+     [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]),
+])
+def test_philox_known_answers(key, counter, want):
+    assert philox.blocks(key, counter, [0])[0].tolist() == want
+
+
+def test_philox_counter_carries_across_words():
+    """Call k is Philox(counter + k) with a 128-bit add: from 2^64 - 1, call 1 is counter 2^64."""
+    start = (1 << 64) - 1
+    got = philox.blocks(5, start, [0, 1, 2])
+    for k in range(3):
+        assert got[k].tolist() == philox.blocks(5, start + k, [0])[0].tolist()
+
+
+def test_generator_state_skips_256_calls_per_element_modulo_2_128():
+    state = np.array([-1, -1, 9], dtype=np.int64)          # counter 2^128 - 1
+    assert philox.skipped_state(state, 1).tolist() == [255, 0, 9]
+    assert philox.skipped_state(np.array([5, 0, 9]), -0).tolist() == [5, 0, 9]
+    assert philox.skipped_state(np.array([256, 1, 9]), -1).tolist() == [0, 1, 9]
+
+
+def test_uniform_float_bit_tricks_by_hand():
+    """float32: 23 low bits under exponent 0, minus 1 = (w & 0x7fffff) / 2^23; float64:
+    20 bits of the first word and the second word; float16: the low 10 bits."""
+    st = philox.stream_from_seed(3, 4)
+    w = philox.words(st, 8)
+    f32 = philox.uniform(st, 4, np.float32)
+    assert f32.tolist() == [(int(v) & 0x7FFFFF) / 2 ** 23 for v in w[:4]]
+    f64 = philox.uniform(st, 2, np.float64)
+    assert f64.tolist() == [((int(w[2 * i]) & 0xFFFFF) * 2 ** 32 + int(w[2 * i + 1])) / 2 ** 52 for i in range(2)]
+    f16 = philox.uniform(st, 4, np.float16)
+    assert f16.astype(np.float64).tolist() == [(int(v) & 0x3FF) / 2 ** 10 for v in w[:4]]
+
+
+def test_uniform_int_is_lo_plus_bits_mod_range():
+    st = philox.stream_from_seed(-3, 99)
+    w = philox.words(st, 8).astype(object)
+    assert philox.uniform_int(st, 4, np.int32, -100, 1000).tolist() == [-100 + v % 1100 for v in w[:4]]
+    bits = [w[2 * i] | w[2 * i + 1] << 32 for i in range(4)]
+    lo, hi = -2 ** 62, 2 ** 62
+    assert philox.uniform_int(st, 4, np.int64, lo, hi).tolist() == [lo + b % (hi - lo) for b in bits]
+
+
+# ---------------------------------------------------------------- TF 2.21's outputs
+# (dtype, shape, output bytes): outputs of TF 2.21 (tensorflow-cpu) for the calls in CALLS.
+TF = {
+    "uniform_f32": ("float32", [5], "5814583f88a7443e7c087f3f983c243e4c428b3e"),
+    "uniform_f64": ("float64", [3], "e22931cf5814e83f260f292c7c08ef3f28ee988a9f84c63f"),
+    "uniform_f16": ("float16", [5], "58388833c02b263b9830"),
+    "uniform_bf16": ("bfloat16", [5], "b03e623ff83e183e183e"),
+    "uniform_range_f32": ("float32", [4], "f8ac1d40c01afb3ecc59753f9cc01cc0"),
+    "uniform_i32": ("int32", [6], "6b010000290100006a010000c70000004f03000013000000"),
+    "uniform_i64": ("int64", [4], "0b241f9189e3fd17a2361cadcfe4bbfec70d63a6bfef6a103a8f7d6c1ce28838"),
+    "full_u32": ("uint32", [3], "0b241f9189e3fdd7a2361cad"),
+    "full_i64": ("int64", [3], "0b241f9189e3fdd7a2361cadcfe4bb3ec70d63a6bfef6ad0"),
+    "normal_f32": ("float32", [5], "5a58ca3c381f47beafb5bebf3613db3e6389b73e"),
+    "normal_f64": ("float64", [3], "0a097310d97ad43f83a278462c8ddebf0e9f76b890589a3f"),
+    "normal_f16": ("float16", [4], "532639b2f6bdd936"),
+    "trunc_f32": ("float32", [6], "5a58ca3c381f47beafb5bebf3613db3ef2bab3bf6319373e"),
+    "trunc_f64": ("float64", [3], "0a097310d97ad43f83a278462c8ddebf7e743b5e9ffff9bf"),
+    "trunc_bf16": ("bfloat16", [5], "ca3c47bebfbfdb3eb4bf"),
+    "split": ("int64", [2, 2], "2c0aec41f19498673e84ffeb9387141693d0a200c51d53f15bb08d3f3e570823"),
+    "fold_in": ("int64", [2], "2c0aec41f19498670700000000000000"),
+    "gamma_f32": ("float32", [3, 2], "fa1e893d8d6c56400ad4203f30d359405bb8393e8fab1c40"),
+    "gamma_f64": ("float64", [2, 2], "38969aa2dbfefb3fa2a6075d865d563fdc0f74774a82eb3fdc22040b282b183f"),
+    "poisson_i32": ("int32", [3, 3], "000000000a00000065000000000000000e00000060000000010000000d0000006a000000"),
+    "poisson_f32": ("float32", [4], "000080400000803f000080400000a040"),
+}
+CALLS = {
+    "uniform_f32": lambda: tf.random.stateless_uniform([5], [1, 2]),
+    "uniform_f64": lambda: tf.random.stateless_uniform([3], [1, 2], dtype=tf.float64),
+    "uniform_f16": lambda: tf.random.stateless_uniform([5], [1, 2], dtype=tf.float16),
+    "uniform_bf16": lambda: tf.random.stateless_uniform([5], [1, 2], dtype=tf.bfloat16),
+    "uniform_range_f32": lambda: tf.random.stateless_uniform([4], [-7, 2 ** 40], minval=-2.5, maxval=3.0),
+    "uniform_i32": lambda: tf.random.stateless_uniform([6], [3, 4], minval=-100, maxval=1000, dtype=tf.int32),
+    "uniform_i64": lambda: tf.random.stateless_uniform([4], [3, 4], minval=-2 ** 62, maxval=2 ** 62, dtype=tf.int64),
+    "full_u32": lambda: tf.random.stateless_uniform([3], [3, 4], minval=None, maxval=None, dtype=tf.uint32),
+    "full_i64": lambda: tf.random.stateless_uniform([3], [3, 4], minval=None, maxval=None, dtype=tf.int64),
+    "normal_f32": lambda: tf.random.stateless_normal([5], [10, -4]),
+    "normal_f64": lambda: tf.random.stateless_normal([3], [10, -4], dtype=tf.float64),
+    "normal_f16": lambda: tf.random.stateless_normal([4], [10, -4], dtype=tf.float16),
+    "trunc_f32": lambda: tf.random.stateless_truncated_normal([6], [10, -4]),
+    "trunc_f64": lambda: tf.random.stateless_truncated_normal([3], [10, -4], dtype=tf.float64),
+    "trunc_bf16": lambda: tf.random.stateless_truncated_normal([5], [10, -4], dtype=tf.bfloat16),
+    "split": lambda: tf.random.experimental.stateless_split(tf.constant([1, 2], tf.int64), 2),
+    "fold_in": lambda: tf.random.experimental.stateless_fold_in(tf.constant([1, 2], tf.int64),
+                                                                tf.constant(7, tf.int64)),
+    "gamma_f32": lambda: tf.random.stateless_gamma([3, 2], [1, 2], alpha=[0.5, 3.0]),
+    "gamma_f64": lambda: tf.random.stateless_gamma([2, 2], [1, 2], alpha=[1.0, 0.2], beta=2.0, dtype=tf.float64),
+    "poisson_i32": lambda: tf.random.stateless_poisson([3, 3], [4, 5], lam=[0.5, 12.0, 100.0]),
+    "poisson_f32": lambda: tf.random.stateless_poisson([4], [4, 5], lam=3.5, dtype=tf.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TF))
+def test_eager_values_are_tfs(name):
+    dtype, shape, want = TF[name]
+    got = CALLS[name]()
+    assert got.dtype.name == dtype and got.shape.as_list() == shape
+    assert _bytes(got) == want
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+@pytest.mark.parametrize("name", ["uniform_f32", "uniform_range_f32", "normal_f64", "trunc_f32", "uniform_i32",
+                                  "gamma_f32", "poisson_i32"])
+def test_session_values_are_tfs(name, mode):
+    g = tf.Graph()
+    with g.as_default():
+        y = CALLS[name]()
+    with tf1.Session(graph=g, config=tf1.ConfigProto(jitgrad_mode=mode)) as s:
+        assert _bytes(s.run(y)) == TF[name][2]
+
+
+def test_tf_function_with_a_seed_argument_gives_the_eager_values():
+    f = tf.function(lambda s: tf.random.stateless_normal([7], s) * 2.0 + tf.random.stateless_uniform([7], s))
+    for seed in ([8, 9], [8, 10], [-1, 2 ** 31 - 1]):
+        eager = tf.random.stateless_normal([7], seed) * 2.0 + tf.random.stateless_uniform([7], seed)
+        assert _bytes(f(tf.constant(seed))) == _bytes(eager)
+
+
+def test_same_seed_same_values_other_seed_other_values():
+    a = tf.random.stateless_uniform([64], [5, 6]).numpy()
+    assert np.array_equal(a, tf.random.stateless_uniform([64], [5, 6]).numpy())
+    assert np.array_equal(a, tf.random.stateless_uniform([64], tf.constant([5, 6], tf.int64)).numpy())
+    assert not np.array_equal(a, tf.random.stateless_uniform([64], [6, 5]).numpy())
+
+
+def test_shapes_empty_and_scalar():
+    assert tf.random.stateless_uniform([0, 3], [1, 2]).shape.as_list() == [0, 3]
+    s = tf.random.stateless_uniform([], [1, 2])
+    assert s.shape.as_list() == [] and _bytes(s) == TF["uniform_f32"][2][:8]   # the first element
+
+
+# ---------------------------------------------------------------- statistics (seeded)
+def test_normal_and_truncated_normal_statistics():
+    z = tf.random.stateless_normal([200000], [1, 1], dtype=tf.float64).numpy()
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.01
+    t = tf.random.stateless_truncated_normal([200000], [1, 1]).numpy()
+    assert np.all(np.abs(t) < 2)
+    # std of N(0, 1) truncated to (-2, 2): sqrt(1 - 2 * 2 phi(2) / (2 Phi(2) - 1))
+    phi2 = math.exp(-2) / math.sqrt(2 * math.pi)
+    mass = math.erf(2 / math.sqrt(2))
+    assert abs(t.std() - math.sqrt(1 - 4 * phi2 / mass)) < 0.005 and abs(t.mean()) < 0.01
+
+
+def test_uniform_int_covers_range_evenly():
+    x = tf.random.stateless_uniform([100000], [2, 3], minval=-3, maxval=7, dtype=tf.int64).numpy()
+    counts = np.bincount(x + 3, minlength=10)
+    assert x.min() == -3 and x.max() == 6 and np.all(np.abs(counts - 10000) < 500)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 4.5])
+def test_gamma_mean_and_variance(alpha):
+    x = tf.random.stateless_gamma([100000], [7, 8], alpha=alpha, beta=2.0, dtype=tf.float64).numpy()
+    assert abs(x.mean() - alpha / 2) < 0.02 * alpha and abs(x.var() - alpha / 4) < 0.05 * alpha
+
+
+@pytest.mark.parametrize("lam", [0.7, 9.5, 10.0, 250.0])
+def test_poisson_mean_and_variance(lam):
+    x = tf.random.stateless_poisson([100000], [7, 8], lam=lam, dtype=tf.int64).numpy()
+    assert abs(x.mean() - lam) < 0.02 * lam + 0.01 and abs(x.var() - lam) < 0.05 * lam + 0.02
+
+
+# ---------------------------------------------------------------- errors (as TF 2.21)
+@pytest.mark.parametrize("seed", [[1, 2, 3], 1, [[1, 2]]])
+def test_bad_seed_shape(seed):
+    with pytest.raises(InvalidArgumentError, match="seed must have shape"):
+        tf.random.stateless_uniform([2], seed)
+    with pytest.raises(ValueError):
+        tf.function(lambda: tf.random.stateless_uniform([2], seed))()
+
+
+def test_bad_seed_dtype():
+    with pytest.raises(InvalidArgumentError):
+        tf.random.stateless_normal([2], [1.0, 2.0])
+    with pytest.raises(TypeError):
+        tf.function(lambda: tf.random.stateless_normal([2], [1.0, 2.0]))()
+
+
+def test_bad_arguments():
+    with pytest.raises(InvalidArgumentError, match="minval < maxval"):
+        tf.random.stateless_uniform([2], [1, 2], minval=5, maxval=5, dtype=tf.int32)
+    with pytest.raises(ValueError):
+        tf.random.stateless_uniform([2], [1, 2], minval=5, dtype=tf.int32)
+    with pytest.raises(ValueError):
+        tf.random.stateless_uniform([2], [1, 2], dtype=tf.int8)
+    with pytest.raises(ValueError):
+        tf.random.stateless_uniform([2], [1, 2], minval=1, maxval=4, dtype=tf.uint32)
+    with pytest.raises(InvalidArgumentError, match="end with"):
+        tf.random.stateless_poisson([6], [4, 5], lam=[1.0, 2.0])
+    with pytest.raises(InvalidArgumentError):
+        tf.random.stateless_gamma([5], [1, 2], alpha=0.2, dtype=tf.bfloat16)
+
+
+# ---------------------------------------------------------------- gradients (TF: none through the draw)
+def test_gradients_reach_mean_stddev_and_bounds_only():
+    x = tf.Variable(2.0)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.random.stateless_normal([3], [1, 2], mean=x, stddev=x))
+    z = tf.random.stateless_normal([3], [1, 2]).numpy()
+    assert abs(t.gradient(y, x).numpy() - (3 + z.sum())) < 1e-5          # d/dx sum(z x + x)
+    seed = tf.constant([1, 2])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(tf.random.stateless_uniform([3], seed, minval=x, maxval=5.0))
+    u = tf.random.stateless_uniform([3], [1, 2]).numpy()
+    assert abs(t.gradient(y, x).numpy() - (3 - u.sum())) < 1e-5          # d/dx sum(u (5 - x) + x)
+
+
+# ---------------------------------------------------------------- tf.random.Generator
+def test_generator_matches_tf():
+    g = tf.random.Generator.from_seed(1)
+    assert g.state.numpy().tolist() == [1, 0, 0] and g.algorithm == 1
+    # TF 2.21's values and states for the same calls
+    assert _bytes(g.uniform([3])) == "4899493f6c03c83eacd3953e"
+    assert _bytes(g.normal([2], dtype=tf.float64)) == "8d1b41e4881ff0bf96462199dd50dabf"
+    assert _bytes(g.truncated_normal([3])) == "c1b4063f495bc33c06553bbe"
+    assert _bytes(g.uniform([2], minval=0, maxval=10, dtype=tf.int32)) == "0100000002000000"
+    assert g.state.numpy().tolist() == [256 * (3 + 2 + 3 + 2) + 1, 0, 0]
+    assert g.make_seeds(2).numpy().tolist() == [[2470399196295502633, 1832118863539921035], [0, 0]]
+    assert [s.state.numpy().tolist() for s in g.split(2)] == [[0, 0, 3061938510242338695],
+                                                              [0, 0, 6766078197126147373]]
+    assert g.state.numpy().tolist() == [3585, 0, 0]
+
+
+def test_generator_draws_are_stateless_draws_of_its_state():
+    g = tf.random.Generator.from_key_counter(key=7, counter=[11, 0], alg="philox")
+    st = philox.stream_from_state([11, 0, 7])
+    assert np.array_equal(g.normal([5]).numpy(), philox.normal(st, 5, np.float32))
+    assert g.state.numpy().tolist() == [11 + 5 * 256, 0, 7]
+
+
+def test_create_rng_state():
+    assert tf.random.create_rng_state(2 ** 70 + 5, "philox").numpy().tolist() == [5, 64, 0]
+    assert tf.random.create_rng_state([5, 6], "philox").numpy().tolist() == [0, 5, 6]
+    assert tf.random.Generator.from_seed(2 ** 64 - 1).state.numpy().tolist() == [-1, 0, 0]
+
+
+def test_generator_in_tf_function_continues_the_eager_sequence():
+    a, b = tf.random.Generator.from_seed(42), tf.random.Generator.from_seed(42)
+    f = tf.function(lambda: a.normal([3]) + a.uniform([3]))
+    for _ in range(2):
+        want = b.normal([3]) + b.uniform([3])
+        assert _bytes(f()) == _bytes(want)
+    assert a.state.numpy().tolist() == b.state.numpy().tolist() == [42 + 4 * 3 * 256, 0, 0]
+
+
+def test_generator_copy_reset_and_global():
+    g = tf.random.Generator.from_seed(5)
+    h = tf.random.Generator(copy_from=g)
+    assert _bytes(h.uniform([4])) == _bytes(g.uniform([4]))
+    g.reset_from_seed(5)
+    assert g.state.numpy().tolist() == [5, 0, 0]
+    assert _bytes(g.uniform([4])) == _bytes(tf.random.Generator.from_seed(5).uniform([4]))
+    tf.random.set_global_generator(tf.random.Generator.from_seed(77))
+    assert _bytes(tf.random.get_global_generator().normal([2])) == \
+        _bytes(tf.random.Generator.from_seed(77).normal([2]))
+    with pytest.raises(NotImplementedError):
+        tf.random.Generator.from_seed(1, alg="threefry")
+
+
+# ---------------------------------------------------------------- stateful gamma / poisson
+def test_stateful_gamma_and_poisson_are_tfs_and_continue():
+    tf.random.set_seed(11)
+    # TF 2.21's values: two eager calls of one op continue its stream
+    assert _bytes(tf.random.gamma([2], [0.5, 2.0], seed=3)) == "da320f3e99ff1840be80653f7d2c993f"
+    assert _bytes(tf.random.gamma([2], [0.5, 2.0], seed=3)) == "10a7cf3bd3918a3d5e5b283f943d813f"
+    tf.random.set_seed(11)
+    assert _bytes(tf.random.poisson([3], [1.0, 20.0], seed=5)) == \
+        "0000803f000090410000000000009041000000000000a041"
+    assert _bytes(tf.random.poisson([3], [1.0, 20.0], seed=5)) == \
+        "0000803f000040410000000000008841000000000000a841"
+    tf.random.set_seed(None)
+
+
+# ---------------------------------------------------------------- libm loops
+def test_libm_loops_native_and_ctypes_agree(monkeypatch):
+    x = np.float32([1e-7, 0.25, 0.5, 0.999, 3.0])
+    native = [libm_loops.log_(x), *libm_loops.sincos(x * 2), libm_loops.log_(x.astype(np.float64)),
+              libm_loops.pow_(x.astype(np.float64), 0.3), libm_loops.lgamma(x.astype(np.float64))]
+    assert libm_loops._native() is not None
+    monkeypatch.setitem(libm_loops._loops, "native", None)
+    slow = [libm_loops.log_(x), *libm_loops.sincos(x * 2), libm_loops.log_(x.astype(np.float64)),
+            libm_loops.pow_(x.astype(np.float64), 0.3), libm_loops.lgamma(x.astype(np.float64))]
+    for a, b in zip(native, slow):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    xd = x.astype(np.float64)
+    assert libm_loops.log_(xd).tolist() == [math.log(v) for v in xd]       # Python's math is glibc's too
+    assert libm_loops.pow_(xd, 0.3).tolist() == [math.pow(v, 0.3) for v in xd]
