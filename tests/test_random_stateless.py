@@ -316,3 +316,39 @@ def test_libm_loops_native_and_ctypes_agree(monkeypatch):
     xd = x.astype(np.float64)
     assert libm_loops.log_(xd).tolist() == [math.log(v) for v in xd]       # Python's math is glibc's too
     assert libm_loops.pow_(xd, 0.3).tolist() == [math.pow(v, 0.3) for v in xd]
+
+
+# ---------------------------------------------------------------- tf.image.stateless_random_*
+IMG = np.arange(2 * 3 * 4 * 2, dtype=np.float32).reshape(2, 3, 4, 2) / 48.0
+
+
+@pytest.mark.parametrize("seed", [[1, 2], [5, 6], [7, 8], [-3, 2 ** 33]])
+def test_stateless_image_flips_follow_the_seeded_uniform(seed):
+    """Image i of a batch is mirrored when round(u_i) is 1, a single image when u < 0.5, u
+    being stateless_uniform's draw for the seed (TF's composition)."""
+    u = tf.random.stateless_uniform([2], seed).numpy()
+    want = np.stack([IMG[i, :, ::-1] if round(float(u[i])) == 1 else IMG[i] for i in range(2)])
+    assert np.array_equal(tf.image.stateless_random_flip_left_right(tf.constant(IMG), seed).numpy(), want)
+    u0 = tf.random.stateless_uniform([], seed).numpy()
+    want = IMG[0, ::-1] if u0 < 0.5 else IMG[0]
+    assert np.array_equal(tf.image.stateless_random_flip_up_down(tf.constant(IMG[0]), seed).numpy(), want)
+
+
+def test_stateless_image_ops_are_tfs():
+    img = tf.constant(IMG)
+    # TF 2.21: seed [1, 2] mirrors image 0 and not image 1; brightness delta 0.20643628;
+    # the crop's window starts at (0, 1, 1, 0)
+    got = tf.image.stateless_random_flip_left_right(img, [1, 2]).numpy()
+    assert np.array_equal(got[0], IMG[0, :, ::-1]) and np.array_equal(got[1], IMG[1])
+    delta = (tf.image.stateless_random_brightness(img, 0.3, [1, 2]) - img).numpy()
+    assert np.all(np.abs(delta - np.float32(0.20643627643585205)) < 1e-6)
+    crop = tf.image.stateless_random_crop(img, [1, 2, 3, 2], [1, 2]).numpy()
+    assert np.array_equal(crop, IMG[0:1, 1:3, 1:4, :])
+    factor = tf.random.stateless_uniform([], [1, 2], minval=0.2, maxval=1.8).numpy()
+    mean = IMG.mean(axis=(1, 2), keepdims=True)
+    got = tf.image.stateless_random_contrast(img, 0.2, 1.8, [1, 2]).numpy()
+    assert np.allclose(got, (IMG - mean) * factor + mean, atol=1e-6)
+    with pytest.raises(ValueError):
+        tf.image.stateless_random_contrast(img, 0.5, 0.5, [1, 2])
+    with pytest.raises(ValueError):
+        tf.image.stateless_random_brightness(img, -0.1, [1, 2])

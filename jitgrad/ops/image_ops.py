@@ -5,7 +5,9 @@ parts do), for 3-D [H, W, C] and 4-D [N, H, W, C] images.
 The geometry (offsets, target sizes, rot90's k, central_crop's fraction) must be known when
 the graph is built: Python values, constants or eager tensors. TF's checks on them are then
 its static ValueErrors, with TF's messages. resize is in image_resize.py.
-The random_* functions draw with jitgrad's random streams (not TF's values).
+The random_* functions draw with jitgrad's random streams (not TF's values); the
+stateless_random_* ones draw as TF does (tf.random.stateless_uniform), so their values are
+TF's for the same seed.
 """
 import numpy as np
 
@@ -18,13 +20,15 @@ from .math_composites import saturate_cast
 from .math_ops import (add, cast, floordiv, floormod, less, maximum, multiply, round as round_, rsqrt,
                        where)
 from .random_ops import uniform
+from .stateless_random_ops import stateless_uniform
 from .reduction_ops import reduce_mean, reduce_std, reduce_sum
 
 __all__ = ["flip_left_right", "flip_up_down", "rot90", "transpose", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_with_crop_or_pad", "convert_image_dtype", "per_image_standardization",
            "rgb_to_grayscale", "grayscale_to_rgb", "adjust_brightness", "adjust_contrast", "adjust_gamma",
            "random_flip_left_right", "random_flip_up_down", "random_brightness", "random_contrast",
-           "random_crop"]
+           "random_crop", "stateless_random_flip_left_right", "stateless_random_flip_up_down",
+           "stateless_random_brightness", "stateless_random_contrast", "stateless_random_crop"]
 
 
 def _image(image, name="image"):
@@ -319,54 +323,93 @@ def adjust_gamma(image, gamma=1, gain=1):
 
 
 # ---------------------------------------------------------------- random augmentation
-def _random_flip(image, flip_index, seed):
+def _random_flip(image, flip_index, draw):
+    """``draw(shape)``: uniform [0, 1) floats (tf.random.uniform's or a stateless one's)."""
     x = _image(image)
     rank = _rank_3_or_4(x)
     if rank not in (3, 4):
         raise _not_3_or_4(x)
     flipped = reverse(x, [flip_index + rank - 3])
     if rank == 3:
-        return where(less(uniform([], 0, 1.0, seed=seed), 0.5), flipped, x)
+        return where(less(draw([]), 0.5), flipped, x)
     n = x.shape.dims[0]
     if n is None:
         raise NotImplementedError("random flips of a batch need its size known when the graph is built in "
                                   "jitgrad (its random ops draw static shapes)")
-    u = uniform([n], 0, 1.0, seed=seed)
+    u = draw([n])
     # TF: flips * flipped + (1 - flips) * image with flips = round(u); a select gives the same
     # values without 0 * inf
     flips = reshape(round_(u), [-1, 1, 1, 1])
     return where(flips > 0.5, flipped, x)
 
 
+def _drawn(seed):
+    return lambda shape: uniform(shape, 0, 1.0, seed=seed)
+
+
+def _drawn_stateless(seed):
+    return lambda shape: stateless_uniform(shape, seed, minval=0, maxval=1.0)
+
+
 def random_flip_left_right(image, seed=None):
     """``tf.image.random_flip_left_right``: each image mirrored left-right with probability 1/2."""
-    return _random_flip(image, 1, seed)
+    return _random_flip(image, 1, _drawn(seed))
 
 
 def random_flip_up_down(image, seed=None):
     """``tf.image.random_flip_up_down``: each image mirrored up-down with probability 1/2."""
-    return _random_flip(image, 0, seed)
+    return _random_flip(image, 0, _drawn(seed))
 
 
-def random_brightness(image, max_delta, seed=None):
-    """``tf.image.random_brightness``: adjust_brightness by a delta uniform in [-max_delta, max_delta)."""
+def stateless_random_flip_left_right(image, seed):
+    """``tf.image.stateless_random_flip_left_right``: TF's flips for the same seed."""
+    return _random_flip(image, 1, _drawn_stateless(seed))
+
+
+def stateless_random_flip_up_down(image, seed):
+    """``tf.image.stateless_random_flip_up_down``: TF's flips for the same seed."""
+    return _random_flip(image, 0, _drawn_stateless(seed))
+
+
+def _check_brightness(max_delta):
     if max_delta < 0:
         raise ValueError("max_delta must be non-negative.")
-    return adjust_brightness(image, uniform([], -max_delta, max_delta, seed=seed))
 
 
-def random_contrast(image, lower, upper, seed=None):
-    """``tf.image.random_contrast``: adjust_contrast by a factor uniform in [lower, upper)."""
+def _check_contrast(lower, upper):
     if upper <= lower:
         raise ValueError("upper must be > lower.")
     if lower < 0:
         raise ValueError("lower must be non-negative.")
+
+
+def random_brightness(image, max_delta, seed=None):
+    """``tf.image.random_brightness``: adjust_brightness by a delta uniform in [-max_delta, max_delta)."""
+    _check_brightness(max_delta)
+    return adjust_brightness(image, uniform([], -max_delta, max_delta, seed=seed))
+
+
+def stateless_random_brightness(image, max_delta, seed):
+    """``tf.image.stateless_random_brightness``: TF's delta for the same seed."""
+    _check_brightness(max_delta)
+    return adjust_brightness(image, stateless_uniform([], seed, minval=-max_delta, maxval=max_delta))
+
+
+def random_contrast(image, lower, upper, seed=None):
+    """``tf.image.random_contrast``: adjust_contrast by a factor uniform in [lower, upper)."""
+    _check_contrast(lower, upper)
     return adjust_contrast(image, uniform([], lower, upper, seed=seed))
 
 
-def random_crop(value, size, seed=None, name=None):
-    """``tf.image.random_crop`` (tf.random_crop): a window of ``size`` at a uniformly random
-    offset, taken by a gather of offset + range(size) along each axis."""
+def stateless_random_contrast(image, lower, upper, seed):
+    """``tf.image.stateless_random_contrast``: TF's factor for the same seed."""
+    _check_contrast(lower, upper)
+    return adjust_contrast(image, stateless_uniform([], seed, minval=lower, maxval=upper))
+
+
+def _random_crop(value, size, offsets_in):
+    """A window of ``size`` at offsets ``offsets_in(limit)`` (an int32 [rank] tensor in
+    [0, limit)), taken by a gather of offset + range(size) along each axis."""
     x = _image(value)
     sz = np.asarray(static_value(size, "random_crop's size")).reshape(-1).astype(np.int64)
     dims = x.shape.dims
@@ -376,9 +419,7 @@ def random_crop(value, size, seed=None, name=None):
         raise ValueError(f"Shapes must be equal rank, but are {len(dims)} and {len(sz)}")
     if any(s > d for s, d in zip(sz, dims)):
         raise ValueError(f"Need value.shape >= size, got {list(dims)} >= {sz.tolist()}")
-    limit = np.asarray(dims, np.int32) - sz.astype(np.int32) + 1
-    offsets = floormod(uniform([len(dims)], 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed),
-                       convert_to_tensor(limit))
+    offsets = offsets_in(np.asarray(dims, np.int32) - sz.astype(np.int32) + 1)
     out = x
     for axis, s in enumerate(sz):
         if s == dims[axis]:
@@ -386,3 +427,17 @@ def random_crop(value, size, seed=None, name=None):
         picked = add(offsets[axis], convert_to_tensor(np.arange(s, dtype=np.int32)))
         out = gather(out, picked, axis=axis)
     return out
+
+
+def random_crop(value, size, seed=None, name=None):
+    """``tf.image.random_crop`` (tf.random_crop): a window of ``size`` at a uniformly random
+    offset (uniform int32 bits modulo the room left, as TF)."""
+    return _random_crop(value, size, lambda limit: floormod(
+        uniform([len(limit)], 0, np.iinfo(np.int32).max, dtype=dtypes.int32, seed=seed), convert_to_tensor(limit)))
+
+
+def stateless_random_crop(value, size, seed, name=None):
+    """``tf.image.stateless_random_crop``: TF's window for the same seed."""
+    return _random_crop(value, size, lambda limit: floormod(
+        stateless_uniform([len(limit)], seed, minval=0, maxval=np.iinfo(np.int32).max, dtype=dtypes.int32),
+        convert_to_tensor(limit)))
