@@ -467,6 +467,9 @@ from .ops import stateless_random_ops as _srand  # noqa: E402
 random.stateless_uniform, random.stateless_normal = _srand.stateless_uniform, _srand.stateless_normal
 random.stateless_truncated_normal = _srand.stateless_truncated_normal
 random.split, random.fold_in = _srand.split, _srand.fold_in
+random.stateless_categorical = _srand.stateless_categorical
+v1.random.stateless_multinomial = lambda logits, num_samples, seed, output_dtype=None, name=None: \
+    _srand.stateless_categorical(logits, num_samples, seed, output_dtype, name)
 from .ops import random_gamma_poisson as _rgp  # noqa: E402
 random.gamma, random.poisson = _rgp.gamma, _rgp.poisson
 random.stateless_gamma, random.stateless_poisson = _rgp.stateless_gamma, _rgp.stateless_poisson

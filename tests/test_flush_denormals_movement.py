@@ -136,7 +136,8 @@ _MADE_BY_PASSES = {    # made by jitgrad's rewrites, not reachable through the A
     "Softmax", "LogSoftmax"}   # (reachable, but copies of their primitives' value, which the cases run)
 _DRAWS = {             # seeded random draws: an integer seed / Generator state in, new values out (none passes)
     "StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal", "StatelessRandomUniformInt",
-    "StatelessRandomUniformFullInt", "RngSkip"}
+    "StatelessRandomUniformFullInt", "RngSkip",
+    "StatelessMultinomial"}   # (float logits in, class indices out)
 
 
 def test_every_op_that_keeps_denormals_is_run_or_exempt():

@@ -352,3 +352,25 @@ def test_stateless_image_ops_are_tfs():
         tf.image.stateless_random_contrast(img, 0.5, 0.5, [1, 2])
     with pytest.raises(ValueError):
         tf.image.stateless_random_brightness(img, -0.1, [1, 2])
+
+
+# ---------------------------------------------------------------- stateless_categorical
+def test_stateless_categorical_two_equal_classes_is_a_uniform_threshold():
+    """Two equal logits: cumulative sums [1, 2]; sample j is class 1 when 2 u_j >= 1, u_j the
+    float64 uniform TF builds from words 2j, 2j + 1 (the same words stateless_uniform's
+    float64 draw uses)."""
+    u = tf.random.stateless_uniform([50], [6, 7], dtype=tf.float64).numpy()
+    got = tf.random.stateless_categorical([[0.0, 0.0]], 50, [6, 7]).numpy()
+    assert got.dtype == np.int64 and got.tolist() == [(u * 2 >= 1).astype(np.int64).tolist()]
+
+
+def test_stateless_categorical_values_and_frequencies():
+    lg = np.array([[0.0, -np.inf, 1.0, np.inf], [np.nan, 0.5, 0.5, -np.inf]], np.float32)
+    # TF 2.21's draws: non-finite logits are never picked
+    assert tf.random.stateless_categorical(lg, 6, [3, 3], dtype=tf.int32).numpy().tolist() == \
+        [[0, 0, 0, 0, 2, 2], [1, 2, 1, 1, 2, 1]]
+    p = np.array([0.2, 0.3, 0.5])
+    x = tf.random.stateless_categorical(np.log(p)[None], 20000, [4, 4]).numpy()[0]
+    assert np.all(np.abs(np.bincount(x, minlength=3) / 20000 - p) < 0.015)
+    with pytest.raises(ValueError):
+        tf.random.stateless_categorical(lg, 2, [1, 2], dtype=tf.float32)

@@ -192,3 +192,61 @@ def fold_in(seed, data, alg="auto_select"):
     data = convert_to_tensor(data)
     first = uniform_from(seed_tensor(seed), "seed", [], None, None, data.dtype, None, "tf.random.fold_in")
     return stack([first, data])
+
+
+# ---------------------------------------------------------------- stateless_categorical
+def _multinomial_infer(shapes, dts, attrs):
+    check_key(shapes[1], dts[1], "seed")
+    if shapes[0] is not None and len(shapes[0]) != 2:
+        raise ValueError(f"logits should be a matrix, got shape {_shape_text(shapes[0])}")
+    batch = shapes[0][0] if shapes[0] is not None else None
+    return [((batch, attrs["num_samples"]), attrs["output_dtype"])]
+
+
+def _multinomial(attrs, logits, seed):
+    """TF's CPU StatelessMultinomial: per row, the cumulative sums of exp(logit - max) over
+    the finite logits, and for each sample the first class whose sum exceeds u * total,
+    u a float64 uniform of two words, drawn row after row, sample after sample. That is
+    TF's kernel run as one shard, which TF does while rows * 50 * (num_samples *
+    log2(classes) + classes) stays under about 2 * 10^5 (its cost estimate); above, TF
+    splits the rows among its threads, each shard's stream starting further on, so TF's
+    own values then depend on its thread count, and jitgrad's are not TF's."""
+    batch, classes = logits.shape
+    ns = attrs["num_samples"]
+    if classes == 0:
+        raise ValueError(f"num_classes should be positive, got {classes}")
+    out = np.zeros((batch, ns), dtype=attrs["output_dtype"].np)
+    if out.size == 0:
+        return out
+    w = philox.words(stream({"key_from": "seed"}, seed), 2 * batch * ns)
+    u = philox._unit_float64(w[0::2], w[1::2]).reshape(batch, ns)
+    finite = np.isfinite(logits)
+    lowest = np.finfo(logits.dtype).min if logits.dtype.kind == "f" else np.iinfo(logits.dtype).min
+    top = np.where(finite, logits, lowest).max(axis=1).astype(np.float64)
+    with np.errstate(all="ignore"):
+        terms = np.exp(logits.astype(np.float64) - top[:, None])
+    cdf = np.cumsum(np.where(finite, terms, 0.0), axis=1)
+    find = u * cdf[:, -1:]
+    for b in range(batch):      # (rows: a binary search each, as std::upper_bound)
+        out[b] = np.searchsorted(cdf[b], find[b], side="right")
+    return out
+
+
+register("StatelessMultinomial", infer=_multinomial_infer, kernel=_multinomial, grad=NOT_DIFFERENTIABLE,
+         kind="other", denormals="keep", lowering="interpreter")
+
+
+def stateless_categorical(logits, num_samples, seed, dtype=dtypes.int64, name=None):
+    """``tf.random.stateless_categorical``: [batch, num_samples] class indices drawn from
+    each row's unnormalised log-probabilities, TF's for the same seed."""
+    logits = convert_to_tensor(logits)
+    dtype = dtypes.as_dtype(dtype) if dtype else dtypes.int64
+    if dtype not in (dtypes.int32, dtypes.int64):
+        raise ValueError(f"Argument `dtype` got invalid value {dtype}. Accepted dtypes are (tf.int32, tf.int64).")
+    n = num_samples.numpy() if hasattr(num_samples, "numpy") else num_samples
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise NotImplementedError("jitgrad's stateless_categorical needs num_samples known when the graph is built.")
+    if n < 0:
+        raise ValueError(f"num_samples should be non-negative, got {n}")
+    return apply_op("StatelessMultinomial", [logits, seed_tensor(seed)],
+                    {"num_samples": int(n), "output_dtype": dtype}, name=name or "StatelessMultinomial")
