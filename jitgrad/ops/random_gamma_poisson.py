@@ -9,9 +9,8 @@ run continues the stream. Eager calls with the same seeds share one stream, as T
 eager kernels do. TF's streams match when the op seed is given (``seed=``); an op seed TF
 derives itself (a global seed alone) is not TF's, and without any seed the key is random.
 
-Gradients: none reach ``lam`` or the samples of a stateless op's seed; TF's implicit
-reparameterisation gradient of gamma with respect to alpha is not implemented (a
-LookupError if a gradient must pass through alpha).
+Gradients: none reach ``lam`` or a seed; gamma's reach alpha as TF's do, by implicit
+reparameterisation (RandomGammaGrad: ops/gamma_sample_grad.py), and beta through the division.
 """
 import os
 
@@ -21,8 +20,11 @@ from .. import context, dtypes
 from ..convert import convert_to_tensor
 from ..errors import InvalidArgumentError
 from . import philox, philox_rejection, random_ops
-from .array_ops import broadcast_to
-from .math_ops import maximum, truediv
+from ._infer import FLOATS, broadcasting
+from .array_ops import broadcast_to, reshape
+from .gamma_sample_grad import sample_der_alpha
+from .math_ops import maximum, multiply, truediv
+from .reduction_ops import reduce_sum
 from .random_ops import _static_shape
 from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
 from .stateless_random_ops import check_key, seed_tensor, stream
@@ -65,6 +67,29 @@ def _sample(kind, st, params, shape, dtype):
     return np.ascontiguousarray(_cast_double(out, dtype)).reshape(shape)
 
 
+# ---------------------------------------------------------------- gamma's gradient
+register("RandomGammaGrad", infer=broadcasting(FLOATS), kernel=lambda attrs, alpha, sample: sample_der_alpha(
+    alpha, sample), grad=NO_GRADIENT_RULE, kind="other", denormals="flush", lowering="interpreter")
+
+
+def _alpha_grad(alpha, sample, grad, sample_dims):
+    """TF's _StatelessGammaGradAlpha / _RandomGammaGrad: sum over the sample dimensions of
+    grad * d sample / d alpha."""
+    dims = alpha.shape.as_list()
+    alpha_b = reshape(alpha, [1] * sample_dims + dims)
+    partial = apply_op("RandomGammaGrad", [alpha_b, sample])
+    return reduce_sum(multiply(grad, partial), axis=list(range(sample_dims)))
+
+
+def _stateless_gamma_grad(op, grad):
+    alpha = op.inputs[1]
+    return [None, _alpha_grad(alpha, op.outputs[0], grad, len(op.attrs["shape"]) - alpha.shape.rank)]
+
+
+def _random_gamma_grad(op, grad):
+    return [_alpha_grad(op.inputs[0], op.outputs[0], grad, len(op.attrs["shape"]))]
+
+
 # ---------------------------------------------------------------- stateless ops
 # (denormals "flush": they compute from alpha / lam, as TF's kernels do with FTZ + DAZ set; a
 # denormal alpha or rate gives what 0 gives, both ways)
@@ -83,7 +108,7 @@ def _stateless_kernel(kind):
 
 
 register("StatelessRandomGamma", infer=_stateless_infer, kernel=_stateless_kernel("gamma"),
-         grad=NO_GRADIENT_RULE, kind="other", denormals="flush", lowering="interpreter")
+         grad=_stateless_gamma_grad, kind="other", denormals="flush", lowering="interpreter")
 register("StatelessRandomPoisson", infer=_stateless_infer, kernel=_stateless_kernel("poisson"),
          grad=NOT_DIFFERENTIABLE, kind="other", denormals="flush", lowering="interpreter")
 
@@ -138,7 +163,7 @@ def _stateful_kernel(kind):
     return kernel
 
 
-register("RandomGamma", infer=_stateful_infer, kernel=_stateful_kernel("gamma"), grad=NO_GRADIENT_RULE,
+register("RandomGamma", infer=_stateful_infer, kernel=_stateful_kernel("gamma"), grad=_random_gamma_grad,
          kind="other", stateful=True, denormals="flush", lowering="interpreter")
 register("RandomPoisson", infer=_stateful_infer, kernel=_stateful_kernel("poisson"), grad=NOT_DIFFERENTIABLE,
          kind="other", stateful=True, denormals="flush", lowering="interpreter")
