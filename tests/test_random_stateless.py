@@ -427,3 +427,25 @@ def test_poisson_has_no_gradient():
         t.watch(x)
         y = tf.reduce_sum(tf.random.stateless_poisson([3, 2], [1, 2], lam=x, dtype=tf.float32))
     assert t.gradient(y, x) is None
+
+
+def test_stateless_draws_in_a_loop_body_and_a_branch():
+    @tf.function
+    def loop(n):
+        def body(i, acc):
+            return i + 1, acc + tf.random.stateless_normal([3], tf.stack([i, 7]))
+        return tf.while_loop(lambda i, acc: i < n, body, [tf.constant(0), tf.zeros([3])])[1]
+    want = np.zeros(3, np.float32)
+    for i in range(5):                   # the same float32 additions, in order
+        want = want + tf.random.stateless_normal([3], [i, 7]).numpy()
+    assert _bytes(loop(tf.constant(5))) == _bytes(want)
+    c = tf.function(lambda flag: tf.cond(flag, lambda: tf.random.stateless_uniform([2], [1, 2]),
+                                         lambda: tf.random.stateless_uniform([2], [3, 4])))
+    assert _bytes(c(tf.constant(False))) == _bytes(tf.random.stateless_uniform([2], [3, 4]))
+
+
+def test_negative_shape():
+    with pytest.raises(InvalidArgumentError):
+        tf.random.stateless_uniform([-1], [1, 2])
+    with pytest.raises(ValueError):
+        tf.function(lambda: tf.random.stateless_uniform([-1], [1, 2]))()

@@ -25,9 +25,8 @@ from .array_ops import broadcast_to, reshape
 from .gamma_sample_grad import sample_der_alpha
 from .math_ops import maximum, multiply, truediv
 from .reduction_ops import reduce_sum
-from .random_ops import _static_shape
 from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
-from .stateless_random_ops import check_key, seed_tensor, stream
+from .stateless_random_ops import check_key, seed_tensor, static_shape, stream
 
 _MAXINT32 = 2 ** 31 - 1
 _GAMMA_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
@@ -201,7 +200,7 @@ def stateless_gamma(shape, seed, alpha, beta=None, dtype=dtypes.float32, name=No
     """``tf.random.stateless_gamma``: Gamma(alpha, beta) draws of the full ``shape`` (which
     ends with alpha's and beta's broadcast shape)."""
     dtype, alpha, beta = _gamma_params(alpha, beta, dtype)
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": "seed"}
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "key_from": "seed"}
     raw = apply_op("StatelessRandomGamma", [seed_tensor(seed), alpha], attrs, name="StatelessRandomGamma")
     return _scaled_gamma(raw, beta, dtype)
 
@@ -212,7 +211,7 @@ def stateless_poisson(shape, seed, lam, dtype=dtypes.int32, name=None):
     dtype = dtypes.as_dtype(dtype)
     if dtype not in _POISSON_DTYPES:
         raise _attr_error("dtype", dtype, "half, float, double, int32, int64")
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": "seed"}
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "key_from": "seed"}
     return apply_op("StatelessRandomPoisson", [seed_tensor(seed), convert_to_tensor(lam)], attrs,
                     name=name or "StatelessRandomPoisson")
 
@@ -221,7 +220,7 @@ def gamma(shape, alpha, beta=None, dtype=dtypes.float32, seed=None, name=None):
     """``tf.random.gamma``: ``shape`` draws from each Gamma(alpha, beta) (output shape
     shape + broadcast(alpha, beta).shape)."""
     dtype, alpha, beta = _gamma_params(alpha, beta, dtype)
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed,
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "seed": seed,
              "stream": _stream_for("RandomGamma", dtype, seed)}
     return _scaled_gamma(apply_op("RandomGamma", [alpha], attrs, name="RandomGamma"), beta, dtype)
 
@@ -232,7 +231,7 @@ def poisson(shape, lam, dtype=dtypes.float32, seed=None, name=None):
     dtype = dtypes.as_dtype(dtype)
     if dtype not in _POISSON_DTYPES:
         raise _attr_error("dtype", dtype, "half, float, double, int32, int64")
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed,
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "seed": seed,
              "stream": _stream_for("RandomPoisson", dtype, seed)}
     return apply_op("RandomPoisson", [convert_to_tensor(lam)], attrs, name=name or "RandomPoisson")
 

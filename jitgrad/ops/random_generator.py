@@ -19,9 +19,8 @@ from ..eager import EagerTensor
 from . import philox
 from .array_ops import concat, reshape, stack, unstack
 from .math_ops import cast, zeros_like
-from .random_ops import _static_shape
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
-from .stateless_random_ops import check_alg, gaussian_from, uniform_from
+from .stateless_random_ops import check_alg, gaussian_from, static_shape, uniform_from
 
 PHILOX, THREEFRY, AUTO_SELECT = 1, 2, 3
 STATE_SIZE = 3             # Philox: two counter words and the key (int64)
@@ -179,7 +178,7 @@ class Generator:
         return self._read_and_skip(int(delta))
 
     def _key(self, shape):
-        return lambda: self._read_and_skip(int(np.prod(_static_shape(shape), dtype=np.int64)))
+        return lambda: self._read_and_skip(int(np.prod(static_shape(shape), dtype=np.int64)))
 
     # ---------------------------------------------------------------- draws
     def uniform(self, shape, minval=0, maxval=None, dtype=dtypes.float32, name=None):

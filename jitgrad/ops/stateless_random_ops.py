@@ -12,8 +12,9 @@ with ordinary ops, as TF's Python wrappers do, so gradients reach them.
 """
 import numpy as np
 
-from .. import dtypes
+from .. import context, dtypes
 from ..convert import convert_to_tensor
+from ..errors import InvalidArgumentError
 from . import philox
 from .array_ops import stack
 from .math_ops import add, multiply, subtract
@@ -103,11 +104,22 @@ def seed_tensor(seed):
     return convert_to_tensor(seed)
 
 
+def static_shape(shape):
+    """random_ops' static shape, a bad one being TF's InvalidArgumentError when eager (its
+    kernel's check) and ValueError while building a graph."""
+    try:
+        return _static_shape(shape)
+    except ValueError as e:
+        if context.executing_eagerly():
+            raise InvalidArgumentError(str(e)) from None
+        raise
+
+
 def draw(op, shape, key, dtype, key_from="seed", bounds=(), name=None):
     """A raw draw of op ``op`` (one of the ops above) of static ``shape`` from ``key`` (a
     tensor, or a function making it: a Generator advances its state only once the
     arguments have passed TF's checks)."""
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "key_from": key_from}
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "key_from": key_from}
     if callable(key):
         key = key()
     return apply_op(op, [key, *bounds], attrs, name=name or op)
