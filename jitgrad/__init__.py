@@ -473,6 +473,7 @@ v1.random.stateless_multinomial = lambda logits, num_samples, seed, output_dtype
 from .ops import random_gamma_poisson as _rgp  # noqa: E402
 random.gamma, random.poisson = _rgp.gamma, _rgp.poisson
 random.stateless_gamma, random.stateless_poisson = _rgp.stateless_gamma, _rgp.stateless_poisson
+random.stateless_binomial = _rgp.stateless_binomial
 v1.random.gamma, v1.random_gamma, v1.random.poisson, v1.random_poisson = _rgp.gamma, _rgp.gamma, _rgp.poisson_v1, \
     _rgp.poisson_v1
 from .ops import random_generator as _rgen  # noqa: E402

@@ -449,3 +449,32 @@ def test_negative_shape():
         tf.random.stateless_uniform([-1], [1, 2])
     with pytest.raises(ValueError):
         tf.function(lambda: tf.random.stateless_uniform([-1], [1, 2]))()
+
+
+# ---------------------------------------------------------------- binomial
+def test_stateless_binomial_and_generator_binomial_are_tfs():
+    # TF 2.21's draws for the same calls (inversion below n p = 10, rejection above, and
+    # count - Binomial(count, 1 - p) for p > 1/2)
+    got = tf.random.stateless_binomial([4, 3], [1, 2], counts=[10.0, 100.0, 1000.0], probs=0.3)
+    assert got.dtype == tf.int32 and _bytes(got) == (
+        "050000001a0000001a010000050000002200000033010000050000001e0000002b010000040000001e00000025010000")
+    got = tf.random.stateless_binomial([2, 2, 2], [3, 9], counts=[[5.0], [50.0]], probs=[0.05, 0.6],
+                                       output_dtype=tf.float32)
+    assert _bytes(got) == "000000000000804000004040000000420000803f000000400000803f0000b841"
+    g = tf.random.Generator.from_seed(7)
+    assert _bytes(g.binomial([3, 2], counts=[10.0, 40.0], probs=[0.5, 0.25])) == \
+        "040000000a0000000400000009000000070000000c000000"
+    # the state advances 256 * (batches * 200 * (draws per batch + 3) / 4) = 256 * 600
+    assert g.state.numpy().tolist() == [7 + 256 * (2 * 200 * 6 // 4), 0, 0]
+
+
+def test_binomial_edges_and_statistics():
+    got = tf.random.stateless_binomial([3, 4], [3, 9], counts=tf.constant([0.0, 7.0, 20.0, 3.0], tf.float64),
+                                       probs=tf.constant([0.5, 0.0, 1.0, 0.99], tf.float64),
+                                       output_dtype=tf.int64).numpy()
+    assert got[:, :3].tolist() == [[0, 0, 20]] * 3 and np.all((got[:, 3] >= 0) & (got[:, 3] <= 3))
+    for n, p in ((12.0, 0.3), (200.0, 0.4), (50.0, 0.9)):
+        x = tf.random.stateless_binomial([50000], [4, 4], counts=n, probs=p, output_dtype=tf.float64).numpy()
+        assert abs(x.mean() - n * p) < 0.02 * n * p and abs(x.var() - n * p * (1 - p)) < 0.06 * n * p * (1 - p)
+    with pytest.raises(InvalidArgumentError, match="end with"):
+        tf.random.stateless_binomial([3], [1, 2], counts=[1.0, 2.0], probs=0.5)

@@ -1,5 +1,5 @@
-"""tf.random.gamma / poisson and tf.random.stateless_gamma / stateless_poisson: TF 2.21's
-samplers on Philox (ops/philox_rejection.py), so the values are TF's for the same seeds.
+"""tf.random.gamma / poisson and tf.random.stateless_gamma / stateless_poisson /
+stateless_binomial (and Generator.binomial's kernel): TF 2.21's samplers on Philox (ops/philox_rejection.py), so the values are TF's for the same seeds.
 
 Stateless ops take the seed pair as the other stateless ops do. The stateful ops hold a
 ``PhiloxStream`` as TF's kernels hold a GuardedPhiloxRandom: key = the graph-level seed,
@@ -112,6 +112,41 @@ register("StatelessRandomPoisson", infer=_stateless_infer, kernel=_stateless_ker
          grad=NOT_DIFFERENTIABLE, kind="other", denormals="flush", lowering="interpreter")
 
 
+def binomial_layout(shape, counts_shape, probs_shape):
+    """(batches, draws per batch) for a full ``shape`` ending with counts' and probs'
+    broadcast shape (TF's checks, as ValueError: InvalidArgumentError when the kernel runs)."""
+    try:
+        both = np.broadcast_shapes(tuple(counts_shape), tuple(probs_shape))
+    except ValueError:
+        raise ValueError(f"counts and probs must have compatible batch dimensions: {list(counts_shape)} vs. "
+                         f"{list(probs_shape)}") from None
+    if len(both) > len(shape) or tuple(shape[len(shape) - len(both):]) != both:
+        raise ValueError("Shape passed in must end with broadcasted shape.")
+    n_batch = int(np.prod(both, dtype=np.int64))
+    return both, n_batch, int(np.prod(shape[:len(shape) - len(both)], dtype=np.int64))
+
+
+def _binomial_kernel(attrs, key, counts, probs):
+    shape, dtype = attrs["shape"], attrs["dtype"]
+    both, n_batch, per = binomial_layout(shape, counts.shape, probs.shape)
+    if int(np.prod(shape, dtype=np.int64)) == 0:
+        return np.zeros(shape, dtype=dtype.np)
+    counts, probs = (np.broadcast_to(v, both).reshape(-1) for v in (counts, probs))
+    out = philox_rejection.binomial(stream(attrs, key), counts, probs, per)
+    return np.ascontiguousarray(_cast_double(out, dtype)).reshape(shape)
+
+
+def _binomial_infer(shapes, dts, attrs):
+    check_key(shapes[0], dts[0], attrs["key_from"])
+    if dts[1] != dts[2] or dts[1] not in (dtypes.float16, dtypes.float32, dtypes.float64):
+        raise TypeError(f"counts and probs must both be half, float or double, got {dts[1].name} and {dts[2].name}")
+    return [(attrs["shape"], attrs["dtype"])]
+
+
+register("StatelessRandomBinomial", infer=_binomial_infer, kernel=_binomial_kernel, grad=NOT_DIFFERENTIABLE,
+         kind="other", denormals="flush", lowering="interpreter")
+
+
 # ---------------------------------------------------------------- stateful ops
 class PhiloxStream:
     """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls."""
@@ -214,6 +249,25 @@ def stateless_poisson(shape, seed, lam, dtype=dtypes.int32, name=None):
     attrs = {"shape": static_shape(shape), "dtype": dtype, "key_from": "seed"}
     return apply_op("StatelessRandomPoisson", [seed_tensor(seed), convert_to_tensor(lam)], attrs,
                     name=name or "StatelessRandomPoisson")
+
+
+def binomial_from(key, key_from, shape, counts, probs, dtype, name):
+    """A StatelessRandomBinomial draw from ``key`` (a seed pair or a Generator's state)."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype not in _POISSON_DTYPES:
+        raise _attr_error("dtype", dtype, "half, float, double, int32, int64")
+    attrs = {"shape": static_shape(shape), "dtype": dtype, "key_from": key_from}
+    if callable(key):
+        key = key(counts, probs)
+    return apply_op("StatelessRandomBinomial", [key, counts, probs], attrs, name=name or "StatelessRandomBinomial")
+
+
+def stateless_binomial(shape, seed, counts, probs, output_dtype=dtypes.int32, name=None):
+    """``tf.random.stateless_binomial``: Binomial(counts, probs) draws of the full ``shape``
+    (ending with counts' and probs' broadcast shape)."""
+    probs = convert_to_tensor(probs, preferred_dtype=dtypes.float32)
+    counts = convert_to_tensor(counts, preferred_dtype=probs.dtype)
+    return binomial_from(seed_tensor(seed), "seed", shape, counts, probs, output_dtype, name)
 
 
 def gamma(shape, alpha, beta=None, dtype=dtypes.float32, seed=None, name=None):

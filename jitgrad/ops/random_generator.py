@@ -197,6 +197,18 @@ class Generator:
         return gaussian_from("StatelessTruncatedNormal", self._key(shape), "state", shape, mean, stddev, dtype,
                              name, "Generator.truncated_normal")
 
+    def binomial(self, shape, counts, probs, dtype=dtypes.int32, name=None):
+        """Binomial(counts, probs) draws of the full ``shape`` (TF's StatefulRandomBinomial:
+        the state advances by 256 * (batches * 200 * (draws per batch + 3) / 4))."""
+        from .random_gamma_poisson import binomial_from, binomial_layout
+        counts, probs = convert_to_tensor(counts), convert_to_tensor(probs)
+
+        def key(counts, probs):
+            dims = static_shape(shape)
+            _, batches, per = binomial_layout(dims, counts.shape.as_list(), probs.shape.as_list())
+            return self._read_and_skip(batches * 2 * 100 * (per + 3) // 4)
+        return binomial_from(key, "state", shape, counts, probs, dtype, name)
+
     def make_seeds(self, count=1):
         """[2, count] int64: seeds for the stateless ops (random keys over zeros)."""
         keys = self.uniform_full_int([count], dtype=dtypes.int64)
