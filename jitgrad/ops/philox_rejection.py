@@ -1,12 +1,14 @@
 """TF's rejection samplers on Philox, vectorised over outputs: gamma (Marsaglia-Tsang,
-kernels/stateless_random_gamma_op.cc / random_op.cc) and Poisson (Knuth below rate 10,
-Hormann's transformed rejection above: kernels/random_poisson_op.cc), value for value.
+kernels/stateless_random_gamma_op.cc / random_op.cc), Poisson (Knuth below rate 10,
+Hormann's transformed rejection above: kernels/random_poisson_op.cc) and binomial
+(inversion below n p = 10, Hormann's BTRS above: kernels/random_binomial_op.cc), value
+for value.
 
 Output ``i`` (parameter-major: i = param * samples_per_param + sample) draws from the
-stream at call 256 * i on, through TF's sample buffers: each buffer holds one call's
-values (two float64 normals, or two float64 uniforms) and hands them out last first. The
-numpy loop below advances every unfinished output by one attempt per pass; the libm
-calls are glibc's, as TF's (ops/libm_loops.py).
+stream at call 256 * i on (binomial inversion: 42 * i), through TF's sample buffers: each
+buffer holds one call's values (two float64 normals, or two float64 uniforms) and hands
+them out last first. The numpy loops advance every unfinished output by one attempt per
+pass; the libm calls are glibc's, as TF's (ops/libm_loops.py).
 """
 import numpy as np
 

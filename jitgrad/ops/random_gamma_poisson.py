@@ -1,5 +1,6 @@
 """tf.random.gamma / poisson and tf.random.stateless_gamma / stateless_poisson /
-stateless_binomial (and Generator.binomial's kernel): TF 2.21's samplers on Philox (ops/philox_rejection.py), so the values are TF's for the same seeds.
+stateless_binomial (and Generator.binomial's kernel): TF 2.21's samplers on Philox
+(ops/philox_rejection.py), so the values are TF's for the same seeds.
 
 Stateless ops take the seed pair as the other stateless ops do. The stateful ops hold a
 ``PhiloxStream`` as TF's kernels hold a GuardedPhiloxRandom: key = the graph-level seed,

@@ -138,7 +138,8 @@ class Generator:
         self._alg = _alg_int(alg)
         if isinstance(state, Variable):
             if state.dtype != dtypes.int64 or not state.shape.is_compatible_with([STATE_SIZE]):
-                raise ValueError(f"A Generator's state variable must be int64 [3], got {state.dtype.name} {state.shape}")
+                raise ValueError(f"A Generator's state variable must be int64 [3], got {state.dtype.name} "
+                                 f"{state.shape}")
             self._state_var = state
         else:
             self._state_var = Variable(_state_tensor(state), dtype=dtypes.int64, trainable=False, name="StateVar")
