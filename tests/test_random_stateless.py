@@ -31,6 +31,7 @@ def _bytes(t):
 ])
 def test_philox_known_answers(key, counter, want):
     assert philox.blocks(key, counter, [0])[0].tolist() == want
+    assert philox.blocks_numpy(key, counter, [0])[0].tolist() == want
 
 
 def test_philox_counter_carries_across_words():
@@ -39,6 +40,17 @@ def test_philox_counter_carries_across_words():
     got = philox.blocks(5, start, [0, 1, 2])
     for k in range(3):
         assert got[k].tolist() == philox.blocks(5, start + k, [0])[0].tolist()
+
+
+def test_native_philox_loop_equals_numpys_rounds():
+    from jitgrad.ops import philox_native
+    rng = np.random.default_rng(5)
+    counters = [0, (1 << 64) - 3, (1 << 128) - 2, int.from_bytes(rng.bytes(16), "little")]
+    for key in (0, (1 << 64) - 1, int(rng.integers(0, 2 ** 62))):
+        for counter in counters:
+            offsets = np.concatenate([np.arange(6, dtype=np.uint64), rng.integers(0, 2 ** 63, 20, dtype=np.uint64)])
+            native = philox_native.blocks(key, counter, offsets)
+            assert native is not None and native.tolist() == philox.blocks_numpy(key, counter, offsets).tolist()
 
 
 def test_generator_state_skips_256_calls_per_element_modulo_2_128():

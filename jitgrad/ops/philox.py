@@ -16,7 +16,7 @@ Box-Muller calls glibc's logf / sincosf (log / sincos for float64) as TF does
 """
 import numpy as np
 
-from . import libm_loops
+from . import libm_loops, philox_native
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)   # kPhiloxM4x32A / B
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85                         # kPhiloxW32A / B (key bumps)
@@ -30,7 +30,14 @@ CALLS_PER_ELEMENT = 256
 
 
 def blocks(key, counter, offsets):
-    """Philox-4x32-10 of counter + each of ``offsets`` (uint64 array): (len, 4) uint32."""
+    """Philox-4x32-10 of counter + each of ``offsets`` (uint64 array): (len, 4) uint32
+    (the native loop of ops/philox_native.py; numpy's rounds where it cannot be built)."""
+    out = philox_native.blocks(key, counter, offsets)
+    return blocks_numpy(key, counter, offsets) if out is None else out
+
+
+def blocks_numpy(key, counter, offsets):
+    """``blocks`` in numpy (the reference the native loop is tested against)."""
     offsets = np.asarray(offsets, dtype=np.uint64)
     low = np.uint64(counter & MASK64) + offsets          # (wraps: a 128-bit add, carried below)
     high = np.uint64((counter >> 64) & MASK64) + (low < offsets).astype(np.uint64)
