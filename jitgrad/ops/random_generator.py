@@ -16,6 +16,7 @@ import numpy as np
 from .. import context, dtypes
 from ..convert import convert_to_tensor
 from ..eager import EagerTensor
+from ..module import Module
 from . import philox
 from .array_ops import concat, reshape, stack, unstack
 from .math_ops import cast, zeros_like
@@ -95,8 +96,9 @@ def _state_tensor(state):
     return t
 
 
-class Generator:
-    """``tf.random.Generator``: a Philox stream in an int64 [3] variable."""
+class Generator(Module):
+    """``tf.random.Generator``: a Philox stream in an int64 [3] variable (a tf.Module, so
+    checkpoints and the modules holding it track its state, as TF's AutoTrackable one)."""
 
     @classmethod
     def from_state(cls, state, alg):
@@ -128,6 +130,7 @@ class Generator:
 
     def __init__(self, copy_from=None, state=None, alg=None):
         from ..variables import Variable
+        super().__init__(name="random_generator")
         if copy_from is not None:
             if alg is not None or state is not None:
                 raise ValueError("Generator(copy_from=...) takes neither `state` nor `alg`.")
