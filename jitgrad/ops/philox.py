@@ -85,7 +85,7 @@ def _unit_float32(w):
     return ((w & np.uint32(0x7FFFFF)) | np.uint32(127 << 23)).view(np.float32) - np.float32(1)
 
 
-def _unit_float64(hi, lo):
+def unit_float64(hi, lo):
     """[0, 1) from two words: 20 + 32 mantissa bits (Uint64ToDouble)."""
     man = ((hi.astype(np.uint64) & np.uint64(0xFFFFF)) << _S32) | lo.astype(np.uint64)
     return (man | np.uint64(1023 << 52)).view(np.float64) - 1.0
@@ -113,8 +113,8 @@ def box_muller_float(x0, x1):
 
 def box_muller_double(x0, x1, x2, x3):
     """Two float64 normals per four words (BoxMullerDouble)."""
-    u1 = np.maximum(_unit_float64(x0, x1), 1e-7)
-    v1 = 2 * np.pi * _unit_float64(x2, x3)
+    u1 = np.maximum(unit_float64(x0, x1), 1e-7)
+    v1 = 2 * np.pi * unit_float64(x2, x3)
     u2 = np.sqrt(-2.0 * libm_loops.log_(u1))
     s, c = libm_loops.sincos(v1)
     return s * u2, c * u2
@@ -126,7 +126,7 @@ def uniform(stream, n, np_dtype):
     np_dtype = np.dtype(np_dtype)
     if np_dtype == np.float64:
         w = words(stream, 2 * n)
-        return _unit_float64(w[0::2], w[1::2])
+        return unit_float64(w[0::2], w[1::2])
     w = words(stream, n)
     if np_dtype == np.float32:
         return _unit_float32(w)

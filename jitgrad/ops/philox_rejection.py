@@ -13,7 +13,7 @@ pass; the libm calls are glibc's, as TF's (ops/libm_loops.py).
 import numpy as np
 
 from . import libm_loops
-from .philox import _unit_float64, blocks, box_muller_double
+from .philox import unit_float64, blocks, box_muller_double
 
 RESERVED_CALLS = 256     # kReservedSamplesPerOutput: calls per output
 
@@ -23,7 +23,7 @@ def _normal_pair(w):
 
 
 def _uniform_pair(w):
-    return np.stack([_unit_float64(w[:, 0], w[:, 1]), _unit_float64(w[:, 2], w[:, 3])], axis=-1)
+    return np.stack([unit_float64(w[:, 0], w[:, 1]), unit_float64(w[:, 2], w[:, 3])], axis=-1)
 
 
 class _Streams:
@@ -77,7 +77,7 @@ def gamma(stream, alpha, per_alpha):
     one = np.flatnonzero(a == 1.0)                  # exponential: -log1p(-u), u a call's second double
     if one.size:
         w = streams.calls(one)
-        out[one] = -libm_loops.log1p(-_unit_float64(w[:, 2], w[:, 3]))
+        out[one] = -libm_loops.log1p(-unit_float64(w[:, 2], w[:, 3]))
     small = a < 1
     d = a + np.where(small, 2.0 / 3, -1.0 / 3)
     c = 1.0 / 3 / np.sqrt(d)

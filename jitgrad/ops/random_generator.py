@@ -22,6 +22,7 @@ from .array_ops import concat, reshape, stack, unstack
 from .math_ops import cast, zeros_like
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from .stateless_random_ops import check_alg, gaussian_from, static_shape, uniform_from
+from .random_gamma_poisson import binomial_from, binomial_layout
 
 PHILOX, THREEFRY, AUTO_SELECT = 1, 2, 3
 STATE_SIZE = 3             # Philox: two counter words and the key (int64)
@@ -204,7 +205,6 @@ class Generator(Module):
     def binomial(self, shape, counts, probs, dtype=dtypes.int32, name=None):
         """Binomial(counts, probs) draws of the full ``shape`` (TF's StatefulRandomBinomial:
         the state advances by 256 * (batches * 200 * (draws per batch + 3) / 4))."""
-        from .random_gamma_poisson import binomial_from, binomial_layout
         counts, probs = convert_to_tensor(counts), convert_to_tensor(probs)
 
         def key(counts, probs):

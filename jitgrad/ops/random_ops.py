@@ -221,7 +221,7 @@ def _register_hook():
     _HOOK.append(hook)
 
 
-def _static_shape(shape):
+def shape_of_draws(shape):
     """A fully known shape as a tuple of ints (jitgrad specialises kernels to shapes)."""
     if hasattr(shape, "as_list"):     # TensorShape
         shape = shape.as_list()
@@ -247,7 +247,7 @@ def _random(kind, shape, dtype, seed, name, **extra):
         sampler = _eager_samplers.setdefault(seeds, Sampler(seeds))
     else:
         sampler = Sampler(seeds)
-    attrs = {"shape": _static_shape(shape), "dtype": dtype, "seed": seed, "sampler": sampler, **extra}
+    attrs = {"shape": shape_of_draws(shape), "dtype": dtype, "seed": seed, "sampler": sampler, **extra}
     return apply_op(kind, [], attrs, name=name or kind)
 
 

@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 from . import philox
 from .array_ops import stack
 from .math_ops import add, multiply, subtract
-from .random_ops import _static_shape
+from .random_ops import shape_of_draws
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 _SEED_DTYPES = (dtypes.int32, dtypes.int64)
@@ -108,7 +108,7 @@ def static_shape(shape):
     """random_ops' static shape, a bad one being TF's InvalidArgumentError when eager (its
     kernel's check) and ValueError while building a graph."""
     try:
-        return _static_shape(shape)
+        return shape_of_draws(shape)
     except ValueError as e:
         if context.executing_eagerly():
             raise InvalidArgumentError(str(e)) from None
@@ -231,7 +231,7 @@ def _multinomial(attrs, logits, seed):
     if out.size == 0:
         return out
     w = philox.words(stream({"key_from": "seed"}, seed), 2 * batch * ns)
-    u = philox._unit_float64(w[0::2], w[1::2]).reshape(batch, ns)
+    u = philox.unit_float64(w[0::2], w[1::2]).reshape(batch, ns)
     finite = np.isfinite(logits)
     lowest = np.finfo(logits.dtype).min if logits.dtype.kind == "f" else np.iinfo(logits.dtype).min
     top = np.where(finite, logits, lowest).max(axis=1).astype(np.float64)
