@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes, nest
 from ..shapes import TensorShape
 from ..eager import EagerTensor
+from .masking import get_keras_mask
 from .names import unique_name
 
 
@@ -69,8 +70,16 @@ def symbolic_call(layer, inputs, rest, kwargs):
 
 
 def run(inputs, outputs, values, training):
-    """Evaluates ``outputs`` (KerasTensors) with ``values`` fed to ``inputs``."""
+    """Evaluates ``outputs`` (KerasTensors) with ``values`` fed to ``inputs``.
+
+    Masks, as Keras 3's functional models have them: each KerasTensor has a mask fixed when
+    the model was built (its layer's ``compute_mask`` of its inputs' such masks), and a layer
+    whose ``call`` takes ``mask`` / ``<arg>_mask`` gets those, recorded with the call -- even
+    where the tensors' own ``_keras_mask`` differ when the model runs (MultiHeadAttention
+    removes its inputs' masks, so an Add of its query and output has none; a pooling after that
+    Add still gets the OR of both masks). The outputs carry the masks the run gave them."""
     memo = {id(kt): v for kt, v in zip(inputs, values)}
+    built_masks = {id(kt): get_keras_mask(v) for kt, v in zip(inputs, values)}
     results = {}
 
     def evaluate(kt):
@@ -82,13 +91,21 @@ def run(inputs, outputs, values, training):
         layer = kt._node[0]
         key = id(kt._node)
         if key not in results:
-            args, rest_values, kw = _map_keras_tensors(evaluate, _call_arguments(kt._node))
+            arguments = _call_arguments(kt._node)
+            args, rest_values, kw = _map_keras_tensors(evaluate, arguments)
+            by_value = {}
+            for t in nest.flatten(arguments):
+                if isinstance(t, KerasTensor):
+                    by_value[id(memo[id(t)])] = built_masks[id(t)]
+            previous = layer._populate_masks(args, rest_values, kw, lambda v: by_value.get(id(v)))
             if layer._call_has_training and "training" not in kw:
                 kw["training"] = training
-            results[key] = nest.flatten(layer(args, *rest_values, **kw))
-        out = results[key][kt.index]
-        memo[id(kt)] = out
-        return out
+            flat = nest.flatten(layer(args, *rest_values, **kw))
+            out_masks = nest.flatten(layer.compute_mask(args, previous)) if layer.supports_masking else []
+            results[key] = (flat, (list(out_masks) + [None] * len(flat))[:len(flat)])
+        outs, out_masks = results[key]
+        memo[id(kt)], built_masks[id(kt)] = outs[kt.index], out_masks[kt.index]
+        return memo[id(kt)]
     return nest.map_structure(evaluate, outputs)
 
 
