@@ -10,6 +10,12 @@ from ..ops import array_ops, einsum, math_ops, nn_ops
 from .activation_layers import Softmax
 from .base_layer import Layer
 from .einsum_dense import EinsumDense
+from .masking import get_keras_mask, set_keras_mask
+
+
+# keras.src.backend.tensorflow.nn._get_large_negative
+_DOT_PRODUCT_NEGATIVE = {"float16": 65500.0 * -0.7, "float32": 3.38953e38 * -0.7, "float64": 3.38953e38 * -0.7,
+                         "bfloat16": 3.38953e38 * -0.7}
 
 
 def _positive_int(value, what, allow_none=False):
@@ -20,6 +26,11 @@ def _positive_int(value, what, allow_none=False):
 
 
 class MultiHeadAttention(Layer):
+    """Keras 3's masks: the query's Keras mask (not a ``query_mask`` argument, which Keras 3
+    replaces by it) and the value's / key's mask (passed, or their Keras masks) join
+    ``attention_mask``; the inputs' masks are removed, the output gets the query's."""
+    _supports_masking = True
+
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
                  attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
@@ -73,19 +84,34 @@ class MultiHeadAttention(Layer):
              return_attention_scores=False, training=None, use_causal_mask=False):
         value = self._convert_input(value)
         key = value if key is None else self._convert_input(key)
+        query_mask = get_keras_mask(query)
+        for t in (query, value, key):
+            set_keras_mask(t, None)
         if not hasattr(self, "query_dense"):
             self.build(tuple(query.shape.as_list()), tuple(value.shape.as_list()), tuple(key.shape.as_list()))
         mask = self._attention_mask(query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
                                     key_is_value=key is value)
         q = self.query_dense(query)                        # (B, T, N, key_dim)
         k, v = self.key_dense(key), self.value_dense(value)  # (B, S, N, key_dim), (B, S, N, value_dim)
-        q = math_ops.multiply(q, math_ops.cast(1.0 / math.sqrt(float(self.key_dim)), q.dtype))
-        scores = einsum.einsum("aecd,abcd->acbe", k, q)    # (B, N, T, S)
         if mask is not None:
             mask = array_ops.expand_dims(mask, -3)         # one mask for every head
-        scores = self._softmax(scores, mask=mask)
+        scale = math_ops.cast(1.0 / math.sqrt(float(self.key_dim)), q.dtype)
+        if self.dropout == 0 and not return_attention_scores:
+            # Keras 3 then calls ops.dot_product_attention: logits scaled after the product, masked
+            # ones set to -0.7 * float32's max, no zeroing after the softmax (a row with every key
+            # masked, as a masked query's, attends uniformly)
+            scores = math_ops.multiply(einsum.einsum("aecd,abcd->acbe", k, q), scale)
+            if mask is not None:
+                scores = math_ops.where(mask, scores, math_ops.cast(_DOT_PRODUCT_NEGATIVE[scores.dtype.name],
+                                                                    scores.dtype))
+            scores = nn_ops.softmax(scores, axis=-1)
+        else:
+            scores = einsum.einsum("aecd,abcd->acbe", k, math_ops.multiply(q, scale))    # (B, N, T, S)
+            scores = self._softmax(scores, mask=mask)
         dropped = nn_ops.dropout(scores, self.dropout, seed=self.seed) if training and self.dropout > 0 else scores
         out = self.output_dense(einsum.einsum("acbe,aecd->abcd", dropped, v))
+        if query_mask is not None:
+            set_keras_mask(out, query_mask)
         return (out, scores) if return_attention_scores else out
 
     def _attention_mask(self, query, value, query_mask, value_mask, key_mask, attention_mask, causal, key_is_value):
