@@ -13,12 +13,14 @@ import numpy as np
 from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
+from ..init_arguments import RecordsInitArguments
 from ..module import Module
 from ..ops import array_ops, math_ops
 from ..variables import Variable
 from . import constraints, initializers, regularizers
 from .functional import KerasTensor, symbolic_call
 from .masking import get_keras_mask, set_keras_mask
+from .serialization import deserialize_config_values
 from .names import unique_name
 
 _call_context = threading.local()
@@ -53,7 +55,11 @@ def _training_from_context():
     return stack[-1] if stack else None
 
 
-class Layer(Module):
+# a layer's own arguments that Keras 3 keeps out of its config (shape ones go to build_config)
+_NOT_CONFIG = ("name", "trainable", "dtype", "input_shape", "input_dim", "batch_input_shape", "autocast")
+
+
+class Layer(Module, RecordsInitArguments):
     def __init__(self, trainable=True, name=None, dtype=None, input_shape=None, input_dim=None,
                  activity_regularizer=None, **kwargs):
         if kwargs.pop("batch_input_shape", None) is not None:
@@ -196,6 +202,26 @@ class Layer(Module):
         for w, v in zip(self.weights, weights):
             w.assign(np.asarray(v, w.dtype.np))
 
+    # ---------------------------------------------------------------- config
+    def get_config(self):
+        """Keras 3's: name, trainable, dtype (as a DTypePolicy), and the constructor's arguments
+        (initializers, layers and other objects in them are serialized when saved)."""
+        config = {"name": self.name, "trainable": self.trainable,
+                  "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": self.dtype.name},
+                            "registered_name": None}}
+        for key, value in self._constructor_arguments().items():
+            if key not in _NOT_CONFIG:
+                config[key] = value
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**deserialize_config_values(config))
+
+    def get_build_config(self):
+        shape = self.__dict__.get("_build_input_shape")
+        return {"input_shape": list(shape)} if self.built and shape is not None else None
+
     def count_params(self):
         return int(sum(np.prod(w.shape.as_list(), dtype=np.int64) for w in self.weights))
 
@@ -260,7 +286,9 @@ class Layer(Module):
                 set_keras_mask(tensor, mask)
 
     def _maybe_build(self, inputs):
-        self.build(nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs))
+        shape = nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs)
+        object.__setattr__(self, "_build_input_shape", shape)
+        self.build(shape)
         self.built = True
 
     def __call__(self, *args, **kwargs):

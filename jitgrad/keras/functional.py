@@ -45,7 +45,7 @@ def _map_keras_tensors(fn, structure):
     return nest.map_structure(lambda t: fn(t) if isinstance(t, KerasTensor) else t, structure)
 
 
-def _call_arguments(node):
+def call_arguments(node):
     """A recorded call's (inputs, extra args, kwargs) as one structure: KerasTensors may be in
     any of them (``MultiHeadAttention()(query, value)``)."""
     _, ins, rest, kwargs = node
@@ -91,7 +91,7 @@ def run(inputs, outputs, values, training):
         layer = kt._node[0]
         key = id(kt._node)
         if key not in results:
-            arguments = _call_arguments(kt._node)
+            arguments = call_arguments(kt._node)
             args, rest_values, kw = _map_keras_tensors(evaluate, arguments)
             by_value = {}
             for t in nest.flatten(arguments):
@@ -117,7 +117,7 @@ def layers_of(outputs):
         if kt._node is None:
             return
         layer = kt._node[0]
-        for t in nest.flatten(_call_arguments(kt._node)):
+        for t in nest.flatten(call_arguments(kt._node)):
             if isinstance(t, KerasTensor):
                 visit(t)
         if id(layer) not in seen:

@@ -3,6 +3,7 @@ reduced by "sum_over_batch_size" (sum / number of loss values) by default."""
 import numpy as np
 
 from .. import dtypes
+from ..init_arguments import RecordsInitArguments
 from ..convert import convert_to_tensor
 from ..graph import Tensor
 from ..ops import array_ops, math_ops, nn_ops, reduction_ops, softmax as softmax_ops
@@ -293,7 +294,7 @@ def _as_float32(x):
     return t if t.dtype == dtypes.float32 else math_ops.cast(t, dtypes.float32)
 
 
-class Loss:
+class Loss(RecordsInitArguments):
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
         if reduction not in _REDUCTIONS:
             raise ValueError(f"Invalid value for argument `reduction`. Expected one of {set(_REDUCTIONS)}. "

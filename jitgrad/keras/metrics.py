@@ -5,6 +5,7 @@ SparseCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError."""
 import numpy as np
 
 from .. import dtypes
+from ..init_arguments import RecordsInitArguments
 from ..convert import convert_to_tensor
 from ..module import camel_to_snake
 from ..ops import array_ops, math_composites, math_ops, reduction_ops
@@ -13,7 +14,7 @@ from . import losses
 from .masking import get_keras_mask
 
 
-class Metric:
+class Metric(RecordsInitArguments):
     def __init__(self, name=None, dtype=None):
         self.name = name or type(self).__name__.lower()
         self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
