@@ -209,9 +209,10 @@ class Layer(Module, RecordsInitArguments):
         config = {"name": self.name, "trainable": self.trainable,
                   "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": self.dtype.name},
                             "registered_name": None}}
+        own = inspect.signature(type(self).__init__).parameters
         for key, value in self._constructor_arguments().items():
-            if key not in _NOT_CONFIG:
-                config[key] = value
+            if key not in _NOT_CONFIG or (key in own and key not in ("name", "trainable", "dtype")):
+                config[key] = value     # (Embedding's input_dim is its own argument, not a shape)
         return config
 
     @classmethod

@@ -102,10 +102,12 @@ def functional_config(model):
         layers.append(dict(entry, name=layer.name, inbound_nodes=inbound))
     ends = lambda tensors: [history(t) for t in nest.flatten(tensors)]   # noqa: E731
     inputs, outputs = ends(model._inputs), ends(model._outputs)
+    if isinstance(model._outputs, dict):          # Keras 3 keeps a dict of outputs by name
+        outputs = {k: history(v) for k, v in model._outputs.items()}
+    elif len(outputs) == 1 and not isinstance(model._outputs, (list, tuple)):
+        outputs = outputs[0]
     return {"name": model.name, "trainable": model.trainable, "layers": layers,
-            "input_layers": inputs[0] if len(inputs) == 1 else inputs,
-            "output_layers": outputs[0] if len(outputs) == 1 and not isinstance(model._outputs, (list, tuple))
-            else outputs}
+            "input_layers": inputs[0] if len(inputs) == 1 else inputs, "output_layers": outputs}
 
 
 def _is_ref(value):
@@ -151,10 +153,14 @@ def functional_from_config(cls, config):
             done.add((name, index))
             pending.remove(p)
     ends = lambda spec: [tensors[tuple(r)] for r in ([spec] if spec and not isinstance(spec[0], list) else spec)]  # noqa: E731,E501
-    inputs, outputs = ends(config["input_layers"]), ends(config["output_layers"])
-    single_out = config["output_layers"] and not isinstance(config["output_layers"][0], list)
-    return cls(inputs=inputs[0] if len(inputs) == 1 else inputs, outputs=outputs[0] if single_out else outputs,
-               name=config.get("name"), trainable=config.get("trainable", True))
+    inputs, spec = ends(config["input_layers"]), config["output_layers"]
+    if isinstance(spec, dict):
+        outputs = {k: tensors[tuple(v)] for k, v in spec.items()}
+    else:
+        outputs = ends(spec)
+        outputs = outputs[0] if spec and not isinstance(spec[0], list) else outputs
+    return cls(inputs=inputs[0] if len(inputs) == 1 else inputs, outputs=outputs, name=config.get("name"),
+               trainable=config.get("trainable", True))
 
 
 def _flat_refs(value):

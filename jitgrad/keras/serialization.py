@@ -101,6 +101,9 @@ def _serialize_function(fn):
         for name, value in table.items():
             if value is fn and _builtin_module(fn):
                 return name
+    if fn.__name__ == "<lambda>":
+        raise NotImplementedError("jitgrad cannot serialize a Python lambda (Keras 3 saves its bytecode): use a "
+                                  "named function, and pass it in `custom_objects` (or register it) to load.")
     return {"module": fn.__module__, "class_name": "function", "config": fn.__name__,
             "registered_name": get_registered_name(fn)}
 
