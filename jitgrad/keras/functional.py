@@ -126,3 +126,21 @@ def layers_of(outputs):
     for o in nest.flatten(outputs):
         visit(o)
     return order
+
+
+def nodes_in_order(outputs):
+    """The model's calls (KerasTensor nodes), each after those it reads from."""
+    order, seen = [], set()
+
+    def visit(kt):
+        node = kt._node
+        if node is None or id(node) in seen:
+            return
+        seen.add(id(node))
+        for t in nest.flatten(call_arguments(node)):
+            if isinstance(t, KerasTensor):
+                visit(t)
+        order.append(node)
+    for o in nest.flatten(outputs):
+        visit(o)
+    return order

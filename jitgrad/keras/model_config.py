@@ -6,7 +6,7 @@ as ``{"class_name": "__keras_tensor__", "config": {"keras_history": [layer name,
 index, output index]}}``; ``input_layers`` / ``output_layers`` name the model's ends the same
 way. Rebuilding replays the calls on new ``keras.Input`` tensors."""
 from .. import nest
-from .functional import Input, KerasTensor, call_arguments
+from .functional import Input, KerasTensor, call_arguments, nodes_in_order
 from .serialization import deserialize_value, serialize_keras_object
 
 
@@ -42,26 +42,8 @@ def sequential_from_config(cls, config):
     return model
 
 
-def _nodes_in_order(outputs):
-    """The model's calls (KerasTensor nodes), each after those it reads from."""
-    order, seen = [], set()
-
-    def visit(kt):
-        node = kt._node
-        if node is None or id(node) in seen:
-            return
-        seen.add(id(node))
-        for t in nest.flatten(call_arguments(node)):
-            if isinstance(t, KerasTensor):
-                visit(t)
-        order.append(node)
-    for o in nest.flatten(outputs):
-        visit(o)
-    return order
-
-
 def functional_config(model):
-    nodes = _nodes_in_order(model._outputs)
+    nodes = nodes_in_order(model._outputs)
     node_index, per_layer, layer_order = {}, {}, []
     for node in nodes:
         layer = node[0]
