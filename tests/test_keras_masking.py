@@ -330,3 +330,21 @@ def test_gradients_of_a_masked_last_output_ignore_padding_ids():
     grad = np.asarray(tf.convert_to_tensor(tape.gradient(loss, model.trainable_variables)[0]))
     np.testing.assert_array_equal(grad[0], 0)
     assert np.abs(grad[1:]).sum() > 0
+
+
+class _MaskedSum(L.Layer):
+    """Sums the features of the kept rows it is given a mask for (a layer taking `mask`)."""
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return tf.reduce_sum(inputs, axis=-1)
+        return tf.reduce_sum(inputs * tf.cast(mask, inputs.dtype)[..., None], axis=-1)
+
+
+def test_time_distributed_hands_each_step_its_mask():
+    x = np.arange(2 * 3 * 4 * 2, dtype=np.float32).reshape(2, 3, 4, 2)
+    mask = np.random.RandomState(0).rand(2, 3, 4) > 0.5
+    out = L.TimeDistributed(_MaskedSum())(x, mask=mask)
+    np.testing.assert_array_equal(np.asarray(out), (x * mask[..., None]).sum(-1))
+    with pytest.raises(ValueError, match="incompatible with the input shape"):
+        L.TimeDistributed(_MaskedSum())(x, mask=mask[:, :2])

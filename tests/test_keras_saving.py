@@ -235,3 +235,33 @@ def test_lambda_and_tensor_arithmetic_are_refused_when_saved(tmp_path):
     inp = keras.Input((3,))
     with pytest.raises(NotImplementedError, match="operations on KerasTensors"):
         keras.Model(inp, L.Dense(2)(inp) * 2).save(tmp_path / "o.keras")
+
+
+class TwoDense(keras.Model):
+    def __init__(self, units=3, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.hidden, self.out = L.Dense(units, activation="relu"), L.Dense(1)
+
+    def call(self, inputs):
+        return self.out(self.hidden(inputs))
+
+
+def test_subclassed_and_unbuilt_input_sequential_models_round_trip(tmp_path):
+    x, y = _data()
+    model = TwoDense(4)
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    model.save(tmp_path / "s.keras")
+    loaded = keras.models.load_model(tmp_path / "s.keras", custom_objects={"TwoDense": TwoDense})
+    assert loaded.units == 4 and int(loaded.optimizer.iterations.numpy()) == 2
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    # a Sequential without an Input, built by a call or by build(): rebuilt with that shape
+    called = keras.Sequential([L.Dense(3), L.Dense(1)])
+    called(x)
+    called.save(tmp_path / "c.keras")
+    np.testing.assert_array_equal(keras.models.load_model(tmp_path / "c.keras").predict(x, verbose=0),
+                                  called.predict(x, verbose=0))
+    built = keras.Sequential([L.Dense(3), L.Dense(1)])
+    built.build((None, 4))
+    assert keras.models.model_from_json(built.to_json()).count_params() == 4 * 3 + 3 + 3 + 1

@@ -17,14 +17,22 @@ def _input_layer_config(shape, dtype, name):
             "registered_name": None}
 
 
+def built_shape(model):
+    """The input shape a Sequential was built for: its Input's, or the first batch's (batch None)."""
+    if model._input_spec is not None:
+        return model._input_spec
+    shape = model.__dict__.get("_build_input_shape")
+    return (None,) + tuple(shape[1:]) if isinstance(shape, tuple) and model.built else None
+
+
 def sequential_config(model):
     layers = []
     if model._input_spec is not None:
         layers.append(_input_layer_config(model._input_spec, model._input_dtype, model._input_name))
     layers += [serialize_keras_object(layer) for layer in model.layers]
     config = {"name": model.name, "trainable": model.trainable, "layers": layers}
-    if model._input_spec is not None:
-        config["build_input_shape"] = list(model._input_spec)
+    if built_shape(model) is not None:
+        config["build_input_shape"] = list(built_shape(model))
     return config
 
 

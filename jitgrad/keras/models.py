@@ -194,13 +194,16 @@ class Model(Layer):
     def build(self, input_shape=None):
         """Builds the weights by running the model once on a batch of zeros of ``input_shape``."""
         if input_shape is not None and not (self._functional and self.built):
+            object.__setattr__(self, "_build_input_shape", tuple(input_shape))    # (its build config)
             dims = [1 if d is None else d for d in input_shape]
             with context.name_scope(self.name):
                 self._call(_as_array(np.zeros(dims, np.float32)), (), {"training": False})
         self.built = True
 
     def _maybe_build(self, inputs):
-        self.built = True     # the sublayers build themselves during this first call
+        # the sublayers build themselves during this first call; the shape is the build config
+        object.__setattr__(self, "_build_input_shape", nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs))
+        self.built = True
 
     def _ensure_built(self, first_x, first_y=None):
         """Builds the model (one eager call on the first sample) and, for a compiled model, its
@@ -482,7 +485,8 @@ class Sequential(Model):
         return model_config.sequential_config(self)
 
     def get_build_config(self):
-        return {"input_shape": list(self._input_spec)} if self._input_spec is not None else None
+        shape = model_config.built_shape(self)
+        return {"input_shape": list(shape)} if shape is not None else None
 
     @classmethod
     def from_config(cls, config, custom_objects=None):

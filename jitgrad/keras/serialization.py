@@ -206,9 +206,12 @@ def deserialize_value(config):
     if config["class_name"] == "function" or not inspect.isclass(cls):
         return cls
     inner = config["config"]
-    if hasattr(cls, "from_config"):
-        return cls.from_config(inner)
-    return cls(**{k: deserialize_value(v) for k, v in inner.items()})
+    obj = cls.from_config(inner) if hasattr(cls, "from_config") else \
+        cls(**{k: deserialize_value(v) for k, v in inner.items()})
+    shape = (config.get("build_config") or {}).get("input_shape")
+    if shape is not None and getattr(obj, "built", True) is False and hasattr(obj, "compile"):
+        obj.build(tuple(shape))       # a model (subclassed, ...) built as it was, so its weights exist
+    return obj
 
 
 def deserialize_config_values(config):

@@ -1,6 +1,8 @@
 """``keras.layers.TimeDistributed`` and ``keras.layers.Bidirectional``, as Keras 3 runs them:
 a layer applied to each time step (a Python loop over a static time axis, stacked), and a
 recurrent layer run forwards and backwards over copies of it, the outputs merged."""
+import warnings
+
 from .. import context
 from ..ops import array_ops
 from .base_layer import Layer
@@ -46,8 +48,11 @@ class TimeDistributed(Layer):
                                  f"prefix: {tuple(input_shape[:2])}.")
         kwargs = {"training": training} if self.layer._call_has_training else {}
         takes_mask = mask is not None and "mask" in self.layer._call_signature.parameters
-        outputs = [self.layer(inputs[:, t], **kwargs, **({"mask": mask[:, t]} if takes_mask else {}))
-                   for t in range(steps)]
+        with warnings.catch_warnings():
+            # Keras 3 runs the inner layer's call(): no warning that it keeps no mask
+            warnings.filterwarnings("ignore", message=".*does not support masking")
+            outputs = [self.layer(inputs[:, t], **kwargs, **({"mask": mask[:, t]} if takes_mask else {}))
+                       for t in range(steps)]
         return array_ops.stack(outputs, axis=1)
 
 
