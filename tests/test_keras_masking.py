@@ -348,3 +348,33 @@ def test_time_distributed_hands_each_step_its_mask():
     np.testing.assert_array_equal(np.asarray(out), (x * mask[..., None]).sum(-1))
     with pytest.raises(ValueError, match="incompatible with the input shape"):
         L.TimeDistributed(_MaskedSum())(x, mask=mask[:, :2])
+
+
+def _attention_numpy(q, v, keep_q, keep_v, scale=1.0, causal=False):
+    """Keras 3's Attention (dot scores): masked value steps get 1e9 subtracted, masked query
+    steps output zeros."""
+    scores = np.einsum("btd,bsd->bts", q, v) * scale
+    keep = np.broadcast_to(keep_v[:, None, :], scores.shape)
+    if causal:
+        keep = keep & np.tril(np.ones(scores.shape[1:], bool))[None]
+    scores = np.where(keep, scores, scores - 1e9)
+    return np.where(keep_q[..., None], np.einsum("bts,bsd->btd", _softmax(scores), v), 0.0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_layer_uses_query_and_value_masks(causal):
+    _, v = _embedded()
+    q_emb = L.Embedding(6, 3, mask_zero=True)
+    q_emb(IDS[:, :3])
+    _set_uniform(q_emb, seed=20, scale=1.0)
+    q = q_emb(IDS[:, :3])
+    layer = L.Attention(use_scale=True)
+    layer([q, v])
+    layer.set_weights([np.array(1.5, np.float32)])
+    out, weights = layer([q, v], use_causal_mask=causal, return_attention_scores=True)
+    want = _attention_numpy(np.asarray(q, np.float64), np.asarray(v, np.float64), KEEP[:, :3], KEEP, 1.5, causal)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(out._keras_mask), KEEP[:, :3])
+    np.testing.assert_allclose(np.asarray(weights).sum(-1), 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="must be called on a list of inputs"):
+        L.Attention()(q)

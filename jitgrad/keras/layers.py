@@ -12,7 +12,7 @@ from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
-from .attention import MultiHeadAttention  # noqa: F401
+from .attention import Attention, MultiHeadAttention  # noqa: F401
 from .convolutional import Conv1D, Conv2D, Conv2DTranspose, DepthwiseConv2D, SeparableConv2D  # noqa: F401
 from .core_layers import Identity, InputLayer, Lambda, Masking  # noqa: F401
 from .einsum_dense import EinsumDense  # noqa: F401
