@@ -36,7 +36,8 @@ _batching = [False]
 
 
 class EagerTensor:
-    __slots__ = ("_value", "_id", "__weakref__")
+    # _keras_mask: the Keras mask a layer attached to its output (TF's tensors carry it the same way)
+    __slots__ = ("_value", "_id", "_keras_mask", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value):

@@ -208,7 +208,8 @@ class Operation:
 
 class Tensor:
     """A symbolic output of an Operation. Arithmetic operators come from ops/overloads.py."""
-    __slots__ = ("op", "value_index", "dtype", "_shape", "_ref", "__weakref__")
+    # _keras_mask: the Keras mask a layer attached to its output (TF's tensors carry it the same way)
+    __slots__ = ("op", "value_index", "dtype", "_shape", "_ref", "_keras_mask", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, op, value_index, dtype, shape):

@@ -15,6 +15,7 @@ from .func_graph import in_region, outermost
 from .gradients import gradients
 from .learning_rate_schedules import LearningRateSchedule
 from .graph import Tensor
+from .init_arguments import RecordsInitArguments
 from .ops import clip_ops, math_ops
 from .ops.array_ops import fill, zeros
 from .tape import GradientTape
@@ -230,7 +231,7 @@ class AdamOptimizer(Optimizer):
 
 
 # ============================================================ tf.keras.optimizers
-class KerasOptimizer:
+class KerasOptimizer(RecordsInitArguments):
     """Base of the Keras optimizers: apply_gradients(zip(grads, vars)), minimize(loss, var_list,
     tape=None); ``iterations`` counts the applied steps."""
 

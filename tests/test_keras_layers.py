@@ -188,6 +188,41 @@ def test_summary_is_keras_table(capsys):
     assert text[-3] == " Total params: 20 (80.00 B)"
 
 
+CONNECTED_SUMMARY = """Model: "fm"
+┏━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━┓
+┃ Layer (type)        ┃ Output Shape      ┃    Param # ┃ Connected to      ┃
+┡━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━┩
+│ q (InputLayer)      │ (None, 5, 4)      │          0 │ -                 │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ v (InputLayer)      │ (None, 6, 4)      │          0 │ -                 │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ mha                 │ (None, 5, 4)      │        118 │ q[0][0], v[0][0]  │
+│ (MultiHeadAttentio… │                   │            │                   │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ add (Add)           │ (None, 5, 4)      │          0 │ mha[0][0],        │
+│                     │                   │            │ q[0][0]           │
+├─────────────────────┼───────────────────┼────────────┼───────────────────┤
+│ out (Dense)         │ (None, 5, 2)      │         10 │ add[0][0]         │
+└─────────────────────┴───────────────────┴────────────┴───────────────────┘
+ Total params: 128 (512.00 B)
+ Trainable params: 128 (512.00 B)
+ Non-trainable params: 0 (0.00 B)"""
+
+
+def test_summary_wraps_cells_and_shows_connections_for_a_branching_model(capsys):
+    # the text TF 2.21 (Keras 3) prints: a model with two inputs is not sequential-like, so
+    # Keras 3 adds "Connected to" in narrower columns; a long word in a cell ends in "…"
+    q = keras.Input((5, 4), name="q")
+    v = keras.Input((6, 4), name="v")
+    attended = keras.layers.MultiHeadAttention(2, 3, name="mha")(q, v)
+    out = keras.layers.Dense(2, name="out")(keras.layers.Add(name="add")([attended, q]))
+    keras.Model([q, v], out, name="fm").summary()
+    assert capsys.readouterr().out == CONNECTED_SUMMARY + "\n"
+    keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3), keras.layers.BatchNormalization()]).summary()
+    assert """├─────────────────────────────────┼────────────────────────┼───────────────┤
+│ batch_normalization             │ (None, 6, 6, 4)        │            16 │""" in capsys.readouterr().out     # wrapped at the space
+
+
 def test_functional_multi_output_layers_and_keras_tensor_arithmetic():
     inputs = keras.Input((3, 2))
     seq, h, c = keras.layers.LSTM(4, return_state=True, return_sequences=True)(inputs)

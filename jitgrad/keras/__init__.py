@@ -12,8 +12,21 @@ from .layers import Layer  # noqa: F401
 from .names import clear_session
 from .models import Model, Sequential
 
+from . import serialization as _serialization
+from .saving import clone_model, load_model, model_from_json, save_model
+
+_serialization.NAMESPACES.update({"keras.layers": [layers], "keras": [_types.SimpleNamespace(
+    Model=Model, Sequential=Sequential), layers], "keras.models": [_types.SimpleNamespace(
+        Model=Model, Sequential=Sequential)]})
+
 models = _types.ModuleType("jitgrad.keras.models")
 models.Model, models.Sequential = Model, Sequential
+models.load_model, models.save_model, models.clone_model, models.model_from_json = (
+    load_model, save_model, clone_model, model_from_json)
+utils.register_keras_serializable = _serialization.register_keras_serializable
+utils.custom_object_scope = _serialization.custom_object_scope
+utils.serialize_keras_object = _serialization.serialize_keras_object
+utils.deserialize_keras_object = _serialization.deserialize_keras_object
 backend = _types.ModuleType("jitgrad.keras.backend")
 backend.clear_session = clear_session
 __all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",

@@ -9,6 +9,8 @@ from .base_layer import Layer
 
 
 class _Elementwise(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
+
     def compute_output_shape(self, input_shape):
         return input_shape
 

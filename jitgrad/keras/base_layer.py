@@ -6,17 +6,21 @@ import contextlib
 import inspect
 import re
 import threading
+import warnings
 
 import numpy as np
 
 from .. import context, dtypes, nest
 from ..convert import is_tensorlike, convert_to_tensor
 from ..eager_variable import EagerVariable
+from ..init_arguments import RecordsInitArguments
 from ..module import Module
 from ..ops import array_ops, math_ops
 from ..variables import Variable
 from . import constraints, initializers, regularizers
 from .functional import KerasTensor, symbolic_call
+from .masking import get_keras_mask, set_keras_mask
+from .serialization import deserialize_config_values
 from .names import unique_name
 
 _call_context = threading.local()
@@ -51,7 +55,11 @@ def _training_from_context():
     return stack[-1] if stack else None
 
 
-class Layer(Module):
+# a layer's own arguments that Keras 3 keeps out of its config (shape ones go to build_config)
+_NOT_CONFIG = ("name", "trainable", "dtype", "input_shape", "input_dim", "batch_input_shape", "autocast")
+
+
+class Layer(Module, RecordsInitArguments):
     def __init__(self, trainable=True, name=None, dtype=None, input_shape=None, input_dim=None,
                  activity_regularizer=None, **kwargs):
         if kwargs.pop("batch_input_shape", None) is not None:
@@ -70,7 +78,8 @@ class Layer(Module):
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)
         self._input_shape_arg = None if input_shape is None else tuple(input_shape)
-        self._call_has_training = "training" in inspect.signature(self.call).parameters
+        self._call_signature = inspect.signature(self.call)
+        self._call_has_training = "training" in self._call_signature.parameters
 
     # ---------------------------------------------------------------- tracking
     def __setattr__(self, name, value):
@@ -193,6 +202,27 @@ class Layer(Module):
         for w, v in zip(self.weights, weights):
             w.assign(np.asarray(v, w.dtype.np))
 
+    # ---------------------------------------------------------------- config
+    def get_config(self):
+        """Keras 3's: name, trainable, dtype (as a DTypePolicy), and the constructor's arguments
+        (initializers, layers and other objects in them are serialized when saved)."""
+        config = {"name": self.name, "trainable": self.trainable,
+                  "dtype": {"module": "keras", "class_name": "DTypePolicy", "config": {"name": self.dtype.name},
+                            "registered_name": None}}
+        own = inspect.signature(type(self).__init__).parameters
+        for key, value in self._constructor_arguments().items():
+            if key not in _NOT_CONFIG or (key in own and key not in ("name", "trainable", "dtype")):
+                config[key] = value     # (Embedding's input_dim is its own argument, not a shape)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**deserialize_config_values(config))
+
+    def get_build_config(self):
+        shape = self.__dict__.get("_build_input_shape")
+        return {"input_shape": list(shape)} if self.built and shape is not None else None
+
     def count_params(self):
         return int(sum(np.prod(w.shape.as_list(), dtype=np.int64) for w in self.weights))
 
@@ -206,8 +236,60 @@ class Layer(Module):
     def compute_output_shape(self, input_shape):
         raise NotImplementedError
 
+    # ---------------------------------------------------------------- masks
+    @property
+    def supports_masking(self):
+        """Keras 3's default: a layer that overrides ``compute_mask`` supports masks; others say so
+        (``_supports_masking = True`` on the class, or the setter)."""
+        value = getattr(self, "_supports_masking", None)
+        return type(self).compute_mask is not Layer.compute_mask if value is None else value
+
+    @supports_masking.setter
+    def supports_masking(self, value):
+        object.__setattr__(self, "_supports_masking", bool(value))
+
+    def compute_mask(self, inputs, previous_mask):
+        return previous_mask
+
+    def _populate_masks(self, inputs, rest, kwargs, mask_of=get_keras_mask):
+        """Keras 3's rule: with one tensor argument, a ``mask`` parameter of ``call`` left None
+        gets that argument's mask; with several, each ``<name>_mask`` parameter gets the mask of
+        argument ``<name>``. Returns the mask the output's mask derives from. (``mask_of``: a
+        tensor's mask; a functional model passes the masks fixed when it was built.)"""
+        params = self._call_signature.parameters
+        try:
+            bound = self._call_signature.bind_partial(inputs, *rest, **kwargs).arguments
+        except TypeError:
+            bound = {}
+        tensor_args = {name: value for name, value in bound.items() if name not in ("mask", "training")
+                       and _is_tensor_argument(value)}
+        if len(tensor_args) == 1:
+            if "mask" in params and kwargs.get("mask") is None:
+                kwargs["mask"] = nest.map_structure(mask_of, next(iter(tensor_args.values())))
+        else:
+            for name, value in tensor_args.items():
+                if f"{name}_mask" in params and kwargs.get(f"{name}_mask") is None and \
+                        bound.get(f"{name}_mask") is None:
+                    kwargs[f"{name}_mask"] = nest.map_structure(mask_of, value)
+        if kwargs.get("mask") is not None:
+            return kwargs["mask"]
+        return nest.map_structure(mask_of, inputs)
+
+    def _set_mask_metadata(self, inputs, outputs, previous_mask):
+        flat_outputs = nest.flatten(outputs)
+        if all(get_keras_mask(x) is not None for x in flat_outputs):
+            return
+        output_masks = self.compute_mask(inputs, previous_mask)
+        if output_masks is None:
+            return
+        for tensor, mask in zip(flat_outputs, nest.flatten(output_masks)):
+            if get_keras_mask(tensor) is None and mask is not None:
+                set_keras_mask(tensor, mask)
+
     def _maybe_build(self, inputs):
-        self.build(nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs))
+        shape = nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs)
+        object.__setattr__(self, "_build_input_shape", shape)
+        self.build(shape)
         self.built = True
 
     def __call__(self, *args, **kwargs):
@@ -234,11 +316,18 @@ class Layer(Module):
             stack = _call_context.training = []
         if not stack:
             self._clear_losses()       # the outermost call: the last call's losses go
+        previous_mask = self._populate_masks(inputs, rest, kwargs)
         stack.append(training)
         try:
             out = _call_fn(self)(inputs, *rest, **kwargs)
         finally:
             stack.pop()
+        if self.supports_masking:
+            self._set_mask_metadata(inputs, out, previous_mask)
+        elif any(m is not None for m in nest.flatten(previous_mask)):
+            warnings.warn(f"Layer '{self.name}' (of type {type(self).__name__}) was passed an input with a mask "
+                          "attached to it. However, this layer does not support masking and will therefore "
+                          "destroy the mask information. Downstream layers will not see the mask.")
         if self.activity_regularizer is not None:
             for output in nest.flatten(out):
                 if is_tensorlike(output):
@@ -254,6 +343,13 @@ class Layer(Module):
     def _convert_input(self, x):
         if x is None or isinstance(x, (str, bool)):
             return x
+        mask = get_keras_mask(x)
+        y = self._converted(x)
+        if mask is not None and y is not x:     # a cast keeps the input's mask, as Keras's
+            set_keras_mask(y, mask)
+        return y
+
+    def _converted(self, x):
         if isinstance(x, Variable):
             x = convert_to_tensor(x)        # a read of the variable: tapes see it (np.asarray did not)
         elif not is_tensorlike(x):
@@ -264,6 +360,14 @@ class Layer(Module):
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _is_tensor_argument(value):
+    """Keras's CallSpec: a tensor, or a structure of tensors (None allowed) holding at least one."""
+    if isinstance(value, (list, tuple, dict)):
+        flat = nest.flatten(value)
+        return any(is_tensorlike(v) for v in flat) and all(v is None or is_tensorlike(v) for v in flat)
+    return is_tensorlike(value)
 
 
 def _call_fn(layer):

@@ -1,15 +1,45 @@
-"""Keras 3's Identity, Lambda and InputLayer."""
+"""Keras 3's Identity, Masking, Lambda and InputLayer."""
 import inspect
 import operator
 import warnings
 
+from ..ops import math_ops, reduction_ops
 from .base_layer import Layer
 from .functional import Input, KerasTensor
+from .masking import set_keras_mask
 
 
 class Identity(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
+
     def call(self, inputs):
         return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class Masking(Layer):
+    """Keras 3's: a step whose features all equal ``mask_value`` is masked (its mask False) and
+    its features set to 0."""
+    _supports_masking = True
+
+    def __init__(self, mask_value=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_value = mask_value
+
+    def _keep(self, inputs, keepdims=False):
+        return reduction_ops.reduce_any(math_ops.not_equal(inputs, math_ops.cast(self.mask_value, inputs.dtype)),
+                                        axis=-1, keepdims=keepdims)
+
+    def compute_mask(self, inputs, mask=None):
+        return self._keep(inputs)
+
+    def call(self, inputs):
+        keep = self._keep(inputs, keepdims=True)
+        outputs = math_ops.where(keep, inputs, math_ops.zeros_like(inputs))
+        set_keras_mask(outputs, self._keep(inputs))
+        return outputs
 
     def compute_output_shape(self, input_shape):
         return input_shape

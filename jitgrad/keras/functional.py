@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes, nest
 from ..shapes import TensorShape
 from ..eager import EagerTensor
+from .masking import get_keras_mask
 from .names import unique_name
 
 
@@ -44,7 +45,7 @@ def _map_keras_tensors(fn, structure):
     return nest.map_structure(lambda t: fn(t) if isinstance(t, KerasTensor) else t, structure)
 
 
-def _call_arguments(node):
+def call_arguments(node):
     """A recorded call's (inputs, extra args, kwargs) as one structure: KerasTensors may be in
     any of them (``MultiHeadAttention()(query, value)``)."""
     _, ins, rest, kwargs = node
@@ -69,8 +70,16 @@ def symbolic_call(layer, inputs, rest, kwargs):
 
 
 def run(inputs, outputs, values, training):
-    """Evaluates ``outputs`` (KerasTensors) with ``values`` fed to ``inputs``."""
+    """Evaluates ``outputs`` (KerasTensors) with ``values`` fed to ``inputs``.
+
+    Masks, as Keras 3's functional models have them: each KerasTensor has a mask fixed when
+    the model was built (its layer's ``compute_mask`` of its inputs' such masks), and a layer
+    whose ``call`` takes ``mask`` / ``<arg>_mask`` gets those, recorded with the call -- even
+    where the tensors' own ``_keras_mask`` differ when the model runs (MultiHeadAttention
+    removes its inputs' masks, so an Add of its query and output has none; a pooling after that
+    Add still gets the OR of both masks). The outputs carry the masks the run gave them."""
     memo = {id(kt): v for kt, v in zip(inputs, values)}
+    built_masks = {id(kt): get_keras_mask(v) for kt, v in zip(inputs, values)}
     results = {}
 
     def evaluate(kt):
@@ -82,13 +91,21 @@ def run(inputs, outputs, values, training):
         layer = kt._node[0]
         key = id(kt._node)
         if key not in results:
-            args, rest_values, kw = _map_keras_tensors(evaluate, _call_arguments(kt._node))
+            arguments = call_arguments(kt._node)
+            args, rest_values, kw = _map_keras_tensors(evaluate, arguments)
+            by_value = {}
+            for t in nest.flatten(arguments):
+                if isinstance(t, KerasTensor):
+                    by_value[id(memo[id(t)])] = built_masks[id(t)]
+            previous = layer._populate_masks(args, rest_values, kw, lambda v: by_value.get(id(v)))
             if layer._call_has_training and "training" not in kw:
                 kw["training"] = training
-            results[key] = nest.flatten(layer(args, *rest_values, **kw))
-        out = results[key][kt.index]
-        memo[id(kt)] = out
-        return out
+            flat = nest.flatten(layer(args, *rest_values, **kw))
+            out_masks = nest.flatten(layer.compute_mask(args, previous)) if layer.supports_masking else []
+            results[key] = (flat, (list(out_masks) + [None] * len(flat))[:len(flat)])
+        outs, out_masks = results[key]
+        memo[id(kt)], built_masks[id(kt)] = outs[kt.index], out_masks[kt.index]
+        return memo[id(kt)]
     return nest.map_structure(evaluate, outputs)
 
 
@@ -100,12 +117,30 @@ def layers_of(outputs):
         if kt._node is None:
             return
         layer = kt._node[0]
-        for t in nest.flatten(_call_arguments(kt._node)):
+        for t in nest.flatten(call_arguments(kt._node)):
             if isinstance(t, KerasTensor):
                 visit(t)
         if id(layer) not in seen:
             seen.add(id(layer))
             order.append(layer)
+    for o in nest.flatten(outputs):
+        visit(o)
+    return order
+
+
+def nodes_in_order(outputs):
+    """The model's calls (KerasTensor nodes), each after those it reads from."""
+    order, seen = [], set()
+
+    def visit(kt):
+        node = kt._node
+        if node is None or id(node) in seen:
+            return
+        seen.add(id(node))
+        for t in nest.flatten(call_arguments(node)):
+            if isinstance(t, KerasTensor):
+                visit(t)
+        order.append(node)
     for o in nest.flatten(outputs):
         visit(o)
     return order

@@ -12,9 +12,9 @@ from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
-from .attention import MultiHeadAttention  # noqa: F401
+from .attention import Attention, MultiHeadAttention  # noqa: F401
 from .convolutional import Conv1D, Conv2D, Conv2DTranspose, DepthwiseConv2D, SeparableConv2D  # noqa: F401
-from .core_layers import Identity, InputLayer, Lambda  # noqa: F401
+from .core_layers import Identity, InputLayer, Lambda, Masking  # noqa: F401
 from .einsum_dense import EinsumDense  # noqa: F401
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
@@ -29,6 +29,8 @@ from .wrappers import Bidirectional, TimeDistributed  # noqa: F401
 
 
 class Dense(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
+
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
                  kernel_constraint=None, bias_constraint=None, **kwargs):
@@ -90,6 +92,8 @@ class Flatten(Layer):
 
 
 class Dropout(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
+
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         if not 0 <= rate <= 1:
@@ -109,6 +113,8 @@ class Dropout(Layer):
 
 
 class Activation(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
+
     def __init__(self, activation, **kwargs):
         super().__init__(**kwargs)
         self.activation = activations.get(activation)
@@ -124,11 +130,11 @@ class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None,
                  embeddings_constraint=None, activity_regularizer=None, mask_zero=False, weights=None,
                  lora_rank=None, **kwargs):
-        if mask_zero or weights is not None or lora_rank:
-            raise NotImplementedError("jitgrad's Embedding has no mask_zero (Keras masks), initial weights or "
-                                      "LoRA: build it and use set_weights.")
+        if weights is not None or lora_rank:
+            raise NotImplementedError("jitgrad's Embedding has no initial weights or LoRA: build it and use "
+                                      "set_weights.")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        self.input_dim, self.output_dim = input_dim, output_dim
+        self.input_dim, self.output_dim, self.mask_zero = input_dim, output_dim, mask_zero
         self.embeddings_regularizer, self.embeddings_constraint = embeddings_regularizer, embeddings_constraint
         self.embeddings_initializer = initializers.get(embeddings_initializer)
 
@@ -139,7 +145,7 @@ class Embedding(Layer):
                                           constraint=self.embeddings_constraint)
         self.built = True
 
-    def _convert_input(self, x):
+    def _converted(self, x):
         if not is_tensorlike(x):
             x = convert_to_tensor(np.asarray(x))
         return x
@@ -151,6 +157,12 @@ class Embedding(Layer):
         rows = math_ops.cast(self.input_dim, inputs.dtype)
         inputs = math_ops.where(math_ops.less(inputs, 0), inputs + rows, inputs)
         return array_ops.gather(self.embeddings, inputs)
+
+    def compute_mask(self, inputs, mask=None):
+        """Keras 3's: with ``mask_zero``, id 0 is padding: the steps to use are the nonzero ids."""
+        if not self.mask_zero:
+            return None
+        return math_ops.not_equal(inputs, math_ops.cast(0, inputs.dtype))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.output_dim,)

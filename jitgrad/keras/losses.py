@@ -3,11 +3,13 @@ reduced by "sum_over_batch_size" (sum / number of loss values) by default."""
 import numpy as np
 
 from .. import dtypes
+from ..init_arguments import RecordsInitArguments
 from ..convert import convert_to_tensor
 from ..graph import Tensor
 from ..ops import array_ops, math_ops, nn_ops, reduction_ops, softmax as softmax_ops
 from . import activations
 from .activations import logits_of
+from .masking import get_keras_mask
 
 EPSILON = 1e-7   # keras.config.epsilon()
 
@@ -236,6 +238,27 @@ kld = KLD = kullback_leibler_divergence = kl_divergence
 logcosh = log_cosh          # tf.keras.losses.logcosh (the name get() does not take, as Keras 3)
 
 
+def apply_mask(sample_weight, mask, dtype, reduction):
+    """Keras 3's (losses.loss.apply_mask): the mask merged into the sample weights. For a mean
+    ("sum_over_batch_size" / "mean") the kept entries weigh total / kept, so the mean is over the
+    kept entries only; for other reductions (and metrics, "sum") the mask is 0 / 1."""
+    if mask is None:
+        return sample_weight
+    mask = convert_to_tensor(mask)
+    if reduction in ("mean", "sum_over_batch_size"):
+        total = math_ops.cast(array_ops.size(mask), dtype)
+        valid = reduction_ops.reduce_sum(math_ops.cast(mask, dtype))
+        # Keras's where(mask, total / kept, 0): the same numbers (the weight is finite)
+        float_mask = math_ops.cast(mask, dtype) * math_ops.divide_no_nan(total, valid)
+    else:
+        float_mask = math_ops.cast(mask, dtype)
+    if sample_weight is None:
+        return float_mask
+    sample_weight = math_ops.cast(convert_to_tensor(sample_weight), dtype)
+    float_mask, sample_weight = squeeze_or_expand_to_same_rank(float_mask, sample_weight)
+    return sample_weight * float_mask
+
+
 _REDUCTIONS = ("sum_over_batch_size", "sum", None, "none", "mean", "mean_with_sample_weight")
 
 
@@ -254,9 +277,11 @@ def reduce_values(values, reduction, sample_weight=None):
     return math_ops.divide_no_nan(total, divisor)
 
 
-def reduce_weighted_values(values, sample_weight, reduction):
-    """Keras 3's: weights meet the losses through squeeze_or_expand_to_same_rank (a (batch, 1)
-    weight scales each sample, it does not broadcast against (batch,) losses), then reduce."""
+def reduce_weighted_values(values, sample_weight, reduction, mask=None):
+    """Keras 3's: a mask joins the weights (apply_mask), weights meet the losses through
+    squeeze_or_expand_to_same_rank (a (batch, 1) weight scales each sample, it does not
+    broadcast against (batch,) losses), then reduce."""
+    sample_weight = apply_mask(sample_weight, mask, values.dtype, reduction)
     if sample_weight is not None:
         sample_weight = math_ops.cast(convert_to_tensor(sample_weight), values.dtype)
         values, sample_weight = squeeze_or_expand_to_same_rank(values, sample_weight)
@@ -269,7 +294,7 @@ def _as_float32(x):
     return t if t.dtype == dtypes.float32 else math_ops.cast(t, dtypes.float32)
 
 
-class Loss:
+class Loss(RecordsInitArguments):
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
         if reduction not in _REDUCTIONS:
             raise ValueError(f"Invalid value for argument `reduction`. Expected one of {set(_REDUCTIONS)}. "
@@ -281,9 +306,18 @@ class Loss:
         raise NotImplementedError
 
     def __call__(self, y_true, y_pred, sample_weight=None):
+        in_mask = get_keras_mask(y_pred)      # a model output's mask: its masked steps are left out
         # Keras converts both to the loss dtype (float32) first: float64 numpy inputs compute in float32
         y_true, y_pred = _as_float32(y_true), _as_float32(y_pred)
-        return reduce_weighted_values(self.call(y_true, y_pred), sample_weight, self.reduction)
+        values = self.call(y_true, y_pred)
+        return reduce_weighted_values(values, sample_weight, self.reduction,
+                                      _both_masks(in_mask, get_keras_mask(values)))
+
+
+def _both_masks(a, b):
+    if a is None or b is None:
+        return b if a is None else a
+    return math_ops.logical_and(math_ops.cast(a, dtypes.bool_), math_ops.cast(b, dtypes.bool_))
 
 
 class LossFunctionWrapper(Loss):
@@ -346,20 +380,14 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
     def __call__(self, y_true, y_pred, sample_weight=None):
         if self.ignore_class is None:
             return super().__call__(y_true, y_pred, sample_weight)
-        # Keras 3 masks the ignored labels out of the reduction: a mean is over the others
+        # Keras 3 masks the ignored labels out of the reduction (their losses carry that mask): a
+        # mean is over the others
+        in_mask = get_keras_mask(y_pred)
         y_true, y_pred = _as_float32(y_true), _as_float32(y_pred)
         values = self.call(y_true, y_pred)
         labels = _sparse_labels(y_true, y_pred)
-        valid = math_ops.cast(math_ops.not_equal(labels, math_ops.cast(self.ignore_class, labels.dtype)),
-                              values.dtype)
-        if self.reduction in ("mean", "sum_over_batch_size"):
-            count = math_ops.cast(array_ops.size(valid), values.dtype)
-            valid = valid * math_ops.divide_no_nan(count, reduction_ops.reduce_sum(valid))
-        if sample_weight is not None:
-            valid, sample_weight = squeeze_or_expand_to_same_rank(
-                valid, math_ops.cast(convert_to_tensor(sample_weight), values.dtype))
-            valid = valid * sample_weight
-        return reduce_weighted_values(values, valid, self.reduction)
+        valid = math_ops.not_equal(labels, math_ops.cast(self.ignore_class, labels.dtype))
+        return reduce_weighted_values(values, sample_weight, self.reduction, _both_masks(in_mask, valid))
 
 
 def _loss_class(fn, default_name, **defaults):

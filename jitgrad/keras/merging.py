@@ -64,6 +64,30 @@ class _Merge(Layer):
     def _finish(self, out, n):
         return out
 
+    def compute_mask(self, inputs, mask=None):
+        """Keras 3's: the OR of the inputs' masks when every input has one, else no mask."""
+        masks = _mask_list(inputs, mask)
+        if masks is None or any(m is None for m in masks):
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = math_ops.logical_or(out, m)
+        return out
+
+
+def _mask_list(inputs, mask):
+    """A merge's masks, one per input (None: none at all), with Keras 3's checks."""
+    if mask is None:
+        return None
+    if not isinstance(mask, (tuple, list)):
+        raise ValueError(f"`mask` should be a list. Received: mask={mask}")
+    if not isinstance(inputs, (tuple, list)):
+        raise ValueError(f"`inputs` should be a list. Received: inputs={inputs}")
+    if len(mask) != len(inputs):
+        raise ValueError(f"The lists `inputs` and `mask` should have the same length. Received: inputs={inputs} "
+                         f"of length {len(inputs)}, and mask={mask} of length {len(mask)}")
+    return list(mask)
+
 
 def _expand_after_batch(x, rank):
     while x.shape.rank < rank:
@@ -145,6 +169,21 @@ class Concatenate(Layer):
     def call(self, inputs):
         return array_ops.concat(list(inputs), axis=self.axis)
 
+    def compute_mask(self, inputs, mask=None):
+        """Keras 3's: each input's mask (all True for an unmasked one) widened to the input's
+        shape, concatenated along ``axis``, then any() over the last axis."""
+        masks = _mask_list(inputs, mask)
+        if masks is None or all(m is None for m in masks):
+            return None
+        full = []
+        for x, m in zip(inputs, masks):
+            if m is None:
+                m = math_ops.ones_like(x, dtype="bool")
+            elif m.shape.rank < x.shape.rank:
+                m = math_ops.logical_or(array_ops.expand_dims(m, -1), math_ops.zeros_like(x, dtype="bool"))
+            full.append(m)
+        return reduction_ops.reduce_any(array_ops.concat(full, axis=self.axis), axis=-1)
+
 
 class Dot(Layer):
     """Keras 3's Dot for two inputs both of rank 2 or both of rank 3: a batched dot product over
@@ -181,6 +220,9 @@ class Dot(Layer):
         s1 = [d for i, d in enumerate(input_shape[1]) if i not in (0, a1)]
         out = (input_shape[0][0],) + tuple(s0 + s1)
         return out if len(out) > 1 else out + (1,)
+
+    def compute_mask(self, inputs, mask=None):
+        return None        # Keras 3's: a dot product keeps no mask
 
     def call(self, inputs):
         x, y = inputs

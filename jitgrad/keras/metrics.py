@@ -5,14 +5,16 @@ SparseCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError."""
 import numpy as np
 
 from .. import dtypes
+from ..init_arguments import RecordsInitArguments
 from ..convert import convert_to_tensor
 from ..module import camel_to_snake
 from ..ops import array_ops, math_composites, math_ops, reduction_ops
 from ..variables import Variable
 from . import losses
+from .masking import get_keras_mask
 
 
-class Metric:
+class Metric(RecordsInitArguments):
     def __init__(self, name=None, dtype=None):
         self.name = name or type(self).__name__.lower()
         self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
@@ -109,7 +111,10 @@ class MeanMetricWrapper(Mean):
         self._fn, self._fn_kwargs = fn, kwargs
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(self._fn(y_true, y_pred, **self._fn_kwargs), sample_weight)
+        # Keras 3: a prediction's mask joins the weights (0 / 1), so masked steps do not count
+        mask = get_keras_mask(y_pred)
+        values = self._fn(y_true, y_pred, **self._fn_kwargs)
+        return super().update_state(values, losses.apply_mask(sample_weight, mask, self.dtype, "sum"))
 
 
 def _aligned(y_true, y_pred):

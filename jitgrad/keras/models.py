@@ -20,7 +20,9 @@ from .data_adapter import (ArrayBatches, as_array as _as_array, batches as _batc
 from .functional import KerasTensor, layers_of, run as run_functional
 from .core_layers import InputLayer
 from .layers import Layer
+from . import model_config, saving
 from .names import unique_name
+from .serialization import deserialize_keras_object, serialize_keras_object
 from .summary import summary_text
 from ..ops import array_ops, math_ops, reduction_ops
 from ..keras_optimizers import Adadelta, Adagrad, Adamax, AdamW, Ftrl, Lion, Nadam, RMSprop
@@ -95,6 +97,46 @@ class Model(Layer):
         with np.load(filepath, allow_pickle=False) as data:
             self.set_weights([data[f"arr_{i}"] for i in range(len(data.files))])
 
+    # ---------------------------------------------------------------- config, saving
+    def get_config(self):
+        """A functional model's layers and calls (Keras 3's layout); a subclassed model's
+        constructor arguments, as a layer's."""
+        if self._functional:
+            return model_config.functional_config(self)
+        return super().get_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        if "input_layers" in config and "layers" in config:
+            return model_config.functional_from_config(cls, config)
+        return super().from_config(config)
+
+    def get_build_config(self):
+        if self._functional:
+            return {"input_shape": None}      # (as Keras 3 writes it: the inputs say it)
+        return super().get_build_config()
+
+    def get_compile_config(self):
+        if not self.compiled:
+            return {}
+        return {"optimizer": serialize_keras_object(self.optimizer), "loss": serialize_keras_object(self.loss),
+                "loss_weights": None, "metrics": serialize_keras_object(self._metric_ids) or None,
+                "weighted_metrics": None, "run_eagerly": self.run_eagerly, "steps_per_execution": 1,
+                "jit_compile": False}
+
+    def compile_from_config(self, config):
+        config = {k: deserialize_keras_object(v) for k, v in config.items()}
+        self.compile(optimizer=config.get("optimizer") or "rmsprop", loss=config.get("loss"),
+                     metrics=config.get("metrics"), run_eagerly=config.get("run_eagerly", False))
+
+    def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+        """Keras 3's ``.keras`` zip (config.json, metadata.json), the weights and the optimizer's
+        state in ``model.weights.npz`` (jitgrad's; TF's is HDF5): see keras/saving.py."""
+        saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
+    def to_json(self, **kwargs):
+        return saving.model_to_json(self, **kwargs)
+
     def get_layer(self, name=None, index=None):
         """Keras 3's: a layer by name or by index in ``layers``, exactly one of them."""
         if index is not None and name is not None:
@@ -152,13 +194,16 @@ class Model(Layer):
     def build(self, input_shape=None):
         """Builds the weights by running the model once on a batch of zeros of ``input_shape``."""
         if input_shape is not None and not (self._functional and self.built):
+            object.__setattr__(self, "_build_input_shape", tuple(input_shape))    # (its build config)
             dims = [1 if d is None else d for d in input_shape]
             with context.name_scope(self.name):
                 self._call(_as_array(np.zeros(dims, np.float32)), (), {"training": False})
         self.built = True
 
     def _maybe_build(self, inputs):
-        self.built = True     # the sublayers build themselves during this first call
+        # the sublayers build themselves during this first call; the shape is the build config
+        object.__setattr__(self, "_build_input_shape", nest.map_structure(lambda t: tuple(t.shape.as_list()), inputs))
+        self.built = True
 
     def _ensure_built(self, first_x, first_y=None):
         """Builds the model (one eager call on the first sample) and, for a compiled model, its
@@ -412,6 +457,7 @@ class Sequential(Model):
         super().__init__(name=name, trainable=trainable)
         self._stack = []
         self._input_spec = None
+        self._input_dtype, self._input_name = dtypes.float32, "input_layer"
         for layer in layers or []:
             self.add(layer)
 
@@ -422,6 +468,7 @@ class Sequential(Model):
             if layer._node is not None or self._stack:
                 raise ValueError("Only an Input may be added as the first element of a Sequential model.")
             self._input_spec = tuple(layer.shape.as_list())
+            self._input_dtype, self._input_name = layer.dtype, layer.name
             return
         if not isinstance(layer, Layer):
             raise ValueError(f"Only instances of `keras.Layer` can be added to a Sequential model. Received: "
@@ -433,6 +480,17 @@ class Sequential(Model):
         if self._input_spec is not None:
             self.built = False
             self.build(self._input_spec)
+
+    def get_config(self):
+        return model_config.sequential_config(self)
+
+    def get_build_config(self):
+        shape = model_config.built_shape(self)
+        return {"input_shape": list(shape)} if shape is not None else None
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return model_config.sequential_from_config(cls, config)
 
     def pop(self):
         layer = self._stack.pop()

@@ -26,6 +26,7 @@ def _add_gamma_and_beta(layer, shape):
 
 
 class BatchNormalization(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
     """Normalises with the batch's statistics when called with ``training=True`` on a trainable
     layer (and moves ``moving_* = moving_* * momentum + batch_stat * (1 - momentum)``), else with
     the moving statistics: as in Keras 3, a frozen layer (``trainable=False``) runs in inference."""
@@ -85,6 +86,7 @@ class BatchNormalization(Layer):
 
 
 class LayerNormalization(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
     """Normalises each sample over ``axis`` (an int or a list of ints) with its own mean and
     variance; gamma / beta have the shape of those axes (sorted, as Keras 3 sorts them)."""
 

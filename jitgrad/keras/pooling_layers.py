@@ -1,7 +1,7 @@
 """Keras's pooling layers (channels_last): MaxPooling1D/2D and AveragePooling1D/2D over
 ops/pooling.py (1-D as 2-D of height 1, as TF's pool1d does), and the global poolings
 (a mean / max over the spatial axes, ``keepdims`` keeping them as size 1)."""
-from ..ops import array_ops, pooling, reduction_ops
+from ..ops import array_ops, math_ops, pooling, reduction_ops
 from .base_layer import Layer
 from .conv_utils import normalize_padding, normalize_tuple, windowed_shape
 
@@ -74,7 +74,21 @@ class _GlobalPooling(Layer):
 
 
 class GlobalAveragePooling1D(_GlobalPooling):
+    """With a (batch, steps) mask, Keras 3's: the sum over the kept steps / their number (0 / 0 =
+    nan for a sequence with none kept, as Keras's); the output has no mask."""
     rank, _reduce = 1, staticmethod(reduction_ops.reduce_mean)
+    _supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return super().call(inputs)
+        keep = array_ops.expand_dims(math_ops.cast(mask, "bool"), 2)
+        inputs = math_ops.where(keep, inputs, math_ops.zeros_like(inputs))
+        count = reduction_ops.reduce_sum(math_ops.cast(keep, inputs.dtype), axis=1, keepdims=self.keepdims)
+        return reduction_ops.reduce_sum(inputs, axis=1, keepdims=self.keepdims) / count
+
+    def compute_mask(self, inputs, mask=None):
+        return None
 
 
 class GlobalMaxPooling1D(_GlobalPooling):

@@ -3,7 +3,7 @@ in Keras 3's order of operations), ``RNN(cell)`` that runs a cell over the time 
 SimpleRNN / LSTM / GRU. The time loop is a tf.scan over the time-major sequence: one loop
 in the graph, not one copy of the cell per step (an unrolled 50-step LSTM's fit took ~45x
 longer to compile)."""
-from .. import context, functional_ops
+from .. import context, functional_ops, nest
 from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import Layer
@@ -157,7 +157,12 @@ class GRUCell(_Cell):
 class RNN(Layer):
     """Runs ``cell`` over axis 1 of (batch, time, features): the last output, or all of them
     (``return_sequences``), followed by the final states (``return_state``). ``go_backwards``
-    reads the sequence from its end (and returns the outputs in that reading order, as Keras 3)."""
+    reads the sequence from its end (and returns the outputs in that reading order, as Keras 3).
+
+    A (batch, time) mask skips steps as Keras 3's backend.rnn does: at a masked step the states
+    stay as they were and the output repeats the previous step's (zeros before the first kept
+    step), or is zeros with ``zero_output_for_mask``; the last output is the last step's."""
+    _supports_masking = True
 
     def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False, stateful=False,
                  unroll=False, zero_output_for_mask=False, **kwargs):
@@ -167,6 +172,7 @@ class RNN(Layer):
         self.cell = cell
         self.return_sequences, self.return_state, self.go_backwards = return_sequences, return_state, go_backwards
         self.unroll = unroll      # accepted; the loop is a scan either way (same numbers)
+        self.zero_output_for_mask = zero_output_for_mask
 
     def clone(self, **overrides):
         """A new layer of this class made from this one's arguments, ``overrides`` replacing some
@@ -184,11 +190,11 @@ class RNN(Layer):
         self.built = True
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
-        if mask is not None:
-            raise NotImplementedError("jitgrad's recurrent layers take no mask.")
         xs = array_ops.transpose(sequences, [1, 0, 2])        # time-major, as scan steps over axis 0
         if self.go_backwards:
             xs = array_ops.reverse(xs, [0])
+        if mask is not None:
+            mask = nest.flatten(mask)[0]
         zeros = array_ops.tile(math_ops.zeros_like(sequences[:, 0, :1]), [1, self.cell.units])   # (batch, units)
         if initial_state is None:
             states = [zeros] * self.cell.state_count
@@ -200,9 +206,30 @@ class RNN(Layer):
         def step(carry, x):
             out, new_states = self.cell.step(x, list(carry[1:]), masks)
             return (out, *new_states)
-        outputs, *final_states = functional_ops.scan(step, xs, initializer=(zeros, *states))
+
+        def masked_step(carry, x_and_keep):
+            x, keep = x_and_keep                     # keep: (batch, 1), True = a step to use
+            out, new_states = self.cell.step(x, list(carry[1:]), masks)
+            out = math_ops.where(keep, out, zeros if self.zero_output_for_mask else carry[0])
+            return (out, *[math_ops.where(keep, new, old) for new, old in zip(new_states, carry[1:])])
+
+        if mask is None:
+            outputs, *final_states = functional_ops.scan(step, xs, initializer=(zeros, *states))
+        else:
+            keep = array_ops.expand_dims(array_ops.transpose(math_ops.cast(self._convert_input(mask), "bool"),
+                                                             [1, 0]), -1)      # (time, batch, 1)
+            if self.go_backwards:
+                keep = array_ops.reverse(keep, [0])
+            outputs, *final_states = functional_ops.scan(masked_step, (xs, keep), initializer=(zeros, *states))
         output = array_ops.transpose(outputs, [1, 0, 2]) if self.return_sequences else outputs[-1]
         return (output, *[s[-1] for s in final_states]) if self.return_state else output
+
+    def compute_mask(self, inputs, mask):
+        """Keras 3's: the input's mask for the sequence output (none for the last step alone),
+        none for the states."""
+        mask = nest.flatten(mask)[0] if mask is not None else None
+        output_mask = mask if self.return_sequences else None
+        return [output_mask] + [None] * self.cell.state_count if self.return_state else output_mask
 
     def compute_output_shape(self, input_shape):
         batch, units = input_shape[0], self.cell.units
@@ -213,7 +240,7 @@ class RNN(Layer):
 def _split_kwargs(kwargs):
     """The RNN layer's own arguments, separated from those of its cell (and its base Layer)."""
     own = {k: kwargs.pop(k) for k in ("return_sequences", "return_state", "go_backwards", "stateful", "unroll",
-                                      "name", "trainable", "dtype", "input_shape", "input_dim", "activity_regularizer")
+                                      "zero_output_for_mask", "name", "trainable", "dtype", "input_shape", "input_dim", "activity_regularizer")
            if k in kwargs}
     kwargs.pop("use_cudnn", None)    # no cuDNN kernel here: the generic loop always runs
     return own, kwargs

@@ -1,6 +1,8 @@
 """``keras.layers.TimeDistributed`` and ``keras.layers.Bidirectional``, as Keras 3 runs them:
 a layer applied to each time step (a Python loop over a static time axis, stacked), and a
 recurrent layer run forwards and backwards over copies of it, the outputs merged."""
+import warnings
+
 from .. import context
 from ..ops import array_ops
 from .base_layer import Layer
@@ -9,6 +11,7 @@ MERGE_MODES = ("sum", "mul", "ave", "concat", None)
 
 
 class TimeDistributed(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
     def __init__(self, layer, **kwargs):
         if not isinstance(layer, Layer):
             raise ValueError(f"Please initialize `TimeDistributed` layer with a `keras.layers.Layer` instance. "
@@ -25,16 +28,36 @@ class TimeDistributed(Layer):
         self.layer.built = True
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, mask=None):
         steps = inputs.shape.as_list()[1]
         if steps is None:
             raise NotImplementedError("jitgrad's TimeDistributed needs the time axis known when the layer is called.")
+        if mask is not None:
+            mask = self._convert_input(mask)
+            mask_shape = mask.shape.as_list()
+            if len(mask_shape) < 2:
+                raise ValueError(f"The `mask` passed to the `TimeDistributed` layer must be at least 2D (e.g., "
+                                 f"`(batch_size, timesteps)`), but it has {len(mask_shape)} dimension(s) with "
+                                 f"shape {tuple(mask_shape)}.")
+            input_shape = inputs.shape.as_list()
+            if any(m is not None and i is not None and m != i for m, i in zip(mask_shape[:2], input_shape[:2])):
+                raise ValueError(f"The `mask` passed to the `TimeDistributed` layer has a shape "
+                                 f"{tuple(mask_shape)} that is incompatible with the input shape "
+                                 f"{tuple(input_shape)}. The first two dimensions of the mask (batch size and "
+                                 f"timesteps) must match the input's first two dimensions. Expected mask shape "
+                                 f"prefix: {tuple(input_shape[:2])}.")
         kwargs = {"training": training} if self.layer._call_has_training else {}
-        outputs = [self.layer(inputs[:, t], **kwargs) for t in range(steps)]
+        takes_mask = mask is not None and "mask" in self.layer._call_signature.parameters
+        with warnings.catch_warnings():
+            # Keras 3 runs the inner layer's call(): no warning that it keeps no mask
+            warnings.filterwarnings("ignore", message=".*does not support masking")
+            outputs = [self.layer(inputs[:, t], **kwargs, **({"mask": mask[:, t]} if takes_mask else {}))
+                       for t in range(steps)]
         return array_ops.stack(outputs, axis=1)
 
 
 class Bidirectional(Layer):
+    _supports_masking = True
     def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, **kwargs):
         if not isinstance(layer, Layer):
             raise ValueError(f"Please initialize `Bidirectional` layer with a `keras.layers.Layer` instance. "
@@ -57,6 +80,10 @@ class Bidirectional(Layer):
                 raise ValueError(f"Forward layer and backward layer should have the same `{attr}`. "
                                  f"Received: forward_layer.{attr}={getattr(self.forward_layer, attr)}, "
                                  f"backward_layer.{attr}={getattr(self.backward_layer, attr)}")
+        for copy in (self.forward_layer, self.backward_layer):
+            # Keras 3 forces it: a masked step's output is zeros in the sequences merged
+            if getattr(copy, "zero_output_for_mask", None) is not None:
+                copy.zero_output_for_mask = copy.return_sequences
         self.merge_mode = merge_mode
         self.return_sequences, self.return_state = layer.return_sequences, layer.return_state
 
@@ -67,13 +94,13 @@ class Bidirectional(Layer):
                     layer(array_ops.zeros([1 if d is None else d for d in input_shape]))
         self.built = True
 
-    def call(self, sequences, initial_state=None, training=None):
+    def call(self, sequences, initial_state=None, mask=None, training=None):
         forward_state = backward_state = None
         if initial_state is not None:
             half = len(initial_state) // 2
             forward_state, backward_state = initial_state[:half], initial_state[half:]
-        y = self.forward_layer(sequences, initial_state=forward_state, training=training)
-        y_rev = self.backward_layer(sequences, initial_state=backward_state, training=training)
+        y = self.forward_layer(sequences, initial_state=forward_state, mask=mask, training=training)
+        y_rev = self.backward_layer(sequences, initial_state=backward_state, mask=mask, training=training)
         states = ()
         if self.return_state:
             states = tuple(y[1:]) + tuple(y_rev[1:])
@@ -93,3 +120,16 @@ class Bidirectional(Layer):
         if self.return_state:
             return (output if self.merge_mode is None else (output,)) + states
         return output
+
+    def compute_mask(self, inputs, mask):
+        """Keras 3's: the input's mask for sequence outputs (each of the pair without a merge)."""
+        if isinstance(mask, list):
+            mask = mask[0]
+        if self.return_sequences:
+            output_mask = mask if self.merge_mode else (mask, mask)
+        else:
+            output_mask = None if self.merge_mode else (None, None)
+        if self.return_state:
+            states = (None,) * (2 * self.forward_layer.cell.state_count)
+            return (output_mask,) + states if self.merge_mode else output_mask + states
+        return output_mask
