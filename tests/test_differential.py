@@ -51,7 +51,7 @@ _EXACT = {"Abs", "Neg", "Relu", "Relu6", "Maximum", "Minimum", "Max", "Min", "Si
           "StopGradient", "BroadcastTo", "BroadcastToShapeOf", "Unreduce", "ZerosLike", "OnesLike", "Fill",
           "Floor", "Ceil", "Round", "GatherV2", "PlaceholderWithDefault", "StridedSliceGrad"}
 # Library functions: a few ulp (vecmath's documented bounds reach 3 ulp, numpy's are alike).
-_LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu",
+_LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu", "Selu",
          "Rsqrt", "Erf", "SoftmaxXentLoss", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
          "Asin", "Acos", "Atan", "Atan2"}
 # Sums of n terms per output element; products of n factors.

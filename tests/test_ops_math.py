@@ -363,3 +363,61 @@ def test_mixed_dtypes_in_binary_ops_are_type_errors():
 ])
 def test_second_derivatives_with_hessians(name, fn):
     check_hessian(fn, np.array([0.3, -0.7, 0.5]))
+
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _exp_nearest(x):
+    """exp rounded once to x's type (TF's exp is correctly rounded for these tiny x)."""
+    return np.exp(x.astype(np.longdouble)).astype(x.dtype)
+
+
+def _selu_and_grads(x, w):
+    """TF's Selu / SeluGrad and Elu / EluGrad written out in x's type: both gradients branch on the
+    rounded OUTPUT (y < 0), not on x."""
+    t = x.dtype.type
+    em1 = _exp_nearest(x) - t(1)
+    elu = np.where(x < 0, em1, x)
+    selu = np.where(x < 0, t(_SELU_SCALE_ALPHA) * em1, x * t(_SELU_SCALE))
+    d_elu = np.where(elu < 0, w * (elu + t(1)), w)
+    d_selu = np.where(selu < 0, w * (selu + t(_SELU_SCALE_ALPHA)), w * t(_SELU_SCALE))
+    return [selu, d_selu, elu, d_elu]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_selu_and_elu_branch_on_the_rounded_output_as_tf(dtype, graph_mode):
+    # -1e-30 (and -1e-300 in float64): exp(x) - 1 rounds to 0, so the gradient is TF's scale
+    # (selu 1.0507, elu 1), not scale * alpha; -1e-7: exp(-1e-7) rounds to 1 - 2^-23 in
+    # float32, so elu is -2^-23 (TF's -1.1920929e-07), not -1e-7.
+    x = np.array([-1e-30, -1e-300 if dtype == np.float64 else -1e-20, -1e-7, -1e-5, -1.0, -3.0, -0.0, 0.0, 2.0, -np.inf], dtype)
+    w = np.linspace(1, 2, x.size).astype(dtype)
+
+    def build(p, q):
+        ys = [tf.nn.selu(p), tf.nn.elu(p)]
+        return [ys[0], tf.gradients(ys[0], p, q)[0], ys[1], tf.gradients(ys[1], p, q)[0]]
+
+    from _graph_testing import run_graph
+    got = run_graph(build, [x, w], graph_mode)
+    for g, want in zip(got, _selu_and_grads(x, w)):
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g, want)
+    if dtype == np.float32:
+        assert got[2][2] == -2.0 ** -23 and got[1][0] == np.float32(_SELU_SCALE) * w[0]
+
+
+def test_selu_second_derivative_is_tf_selu_grad_grad(graph_mode):
+    # TF's _SeluGradGrad: d/dx of w * (y + scale_alpha) is w * y'(x) = w * (y + scale_alpha) where y < 0
+    x = np.array([-1e-30, -1.0, -3.0, 0.0, 2.0])
+    w = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def build(p):
+        (g,) = tf.gradients(tf.nn.selu(p), p, w)
+        return [g, tf.gradients(g, p)[0]]
+
+    from _graph_testing import run_graph
+    g, h = run_graph(build, [x], graph_mode)
+    y = np.where(x < 0, _SELU_SCALE_ALPHA * (np.exp(x) - 1), _SELU_SCALE * x)   # exp(-1e-30) - 1 is 0
+    np.testing.assert_allclose(g, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), w * _SELU_SCALE), rtol=1e-15)
+    np.testing.assert_allclose(h, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), 0.0), rtol=1e-15)

@@ -6,6 +6,7 @@ inputs.  Semantics follow the numpy reference kernels, including NaN/inf
 propagation (no fast-math flags anywhere).
 """
 from .. import dtypes
+from ..ops.math_ops import SELU_SCALE, SELU_SCALE_ALPHA
 from . import vecmath
 from .lower_list_checks import list_check
 from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, ERR_TRUNCATE_DIV_ZERO, const, intrinsic, reg_type, ty_suffix, vec_type
@@ -350,6 +351,24 @@ def _elu(kb, node, xs, W):
     return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)), x)
 
 
+def _selu(kb, node, xs, W):
+    """TF's Selu kernel: scale_alpha * (exp(x) - 1) below 0, else scale * x (ops/math_ops.py)."""
+    (x,) = xs
+    b = kb.b
+    dt = _dt(node)
+    neg = b.fmul(const(dt, SELU_SCALE_ALPHA, W), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)))
+    return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), neg, b.fmul(x, const(dt, SELU_SCALE, W)))
+
+
+def _selu_grad(kb, node, xs, W):
+    """TF's SeluGrad(g, y): g * (y + scale_alpha) where y < 0, else g * scale."""
+    g, y = xs
+    b = kb.b
+    dt = _dt(node)
+    return b.select(b.fcmp_ordered("<", y, const(dt, 0, W)), b.fmul(g, b.fadd(y, const(dt, SELU_SCALE_ALPHA, W))),
+                    b.fmul(g, const(dt, SELU_SCALE, W)))
+
+
 def _softsign(kb, node, xs, W):
     """TF's Softsign kernel: x / (|x| + 1)."""
     (x,) = xs
@@ -489,6 +508,7 @@ ELEMENTWISE = {
     "RsqrtGrad": _rsqrt_grad,
     "ReciprocalGrad": _reciprocal_grad,
     "EluGrad": _elu_grad,
+    "SeluGrad": _selu_grad,
     "SquaredDifference": _sqdiff,
     "LogicalAnd": _logical("and_"),
     "LogicalOr": _logical("or_"),
@@ -524,6 +544,7 @@ ELEMENTWISE = {
     "Relu": _relu,
     "Relu6": _relu6,
     "Elu": _elu,
+    "Selu": _selu,
     "Softsign": _softsign,
     "LeakyRelu": _leaky_relu,
     "Identity": _identity,

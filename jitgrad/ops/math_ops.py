@@ -562,11 +562,38 @@ _unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
 _unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
+def _exp_rounded_once(x):
+    """exp(x) computed wider and rounded once to x's type. numpy's own float32 exp is off by an
+    ulp for about half of all tiny x (exp(-1e-7) is 1 - 2^-24 where the nearest float32, and
+    TF's, is 1 - 2^-23), which exp(x) - 1 magnifies into a factor of 2 (elu(-1e-7))."""
+    wide = np.longdouble if x.dtype == np.float64 else np.float64
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(x.astype(wide)).astype(x.dtype)
+
+
 # TF's Elu kernel computes exp(x) - 1, not expm1 (elu(-1e-5) is -1.001358e-05 in float32), each step
 # in the tensor's type (elu(-1e-5) is 0 in float16).
 def _elu(x):
-    with np.errstate(over="ignore"):
-        return np.where(x < 0, np.exp(x) - x.dtype.type(1), x)
+    return np.where(x < 0, _exp_rounded_once(x) - x.dtype.type(1), x)
+
+
+# TF's Selu and SeluGrad kernels (relu_op_functor.h), constants in the tensor's type:
+# selu(x) = scale_alpha * (exp(x) - 1) where x < 0, else scale * x; its gradient branches on the
+# OUTPUT, g * (y + scale_alpha) where y < 0, else g * scale. A tiny negative x whose exp(x) - 1
+# rounds to 0 has gradient scale there (selu(-1e-30): 1.0507 in TF), where a composite
+# differentiated through where(x < 0, ...) gives scale_alpha (1.7581).
+SELU_SCALE = 1.0507009873554804934193349852946
+SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _selu(x):
+    t = x.dtype.type
+    return np.where(x < 0, t(SELU_SCALE_ALPHA) * (_exp_rounded_once(x) - t(1)), x * t(SELU_SCALE))
+
+
+def _selu_grad_kernel(g, y):
+    t = y.dtype.type
+    return np.where(y < 0, g * (y + t(SELU_SCALE_ALPHA)), g * t(SELU_SCALE))
 
 
 # TF's Softsign is one op, x / (|x| + 1) (each step in the tensor's type, as Eigen's half does),
@@ -592,6 +619,15 @@ _binary_op("EluGrad", lambda g, y: np.where(y < 0, g * (y + 1), g),
            lambda op, g: _binary_grads(op, elu_grad(g, op.inputs[1]),
                                        where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(g))),
            FLOATS)
+_unary_op("Selu", _selu, lambda op, g: [selu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12,
+          denormals="flush")
+# TF's _SeluGradGrad: like EluGrad's, where(y < 0, g * gradients, 0) wrt the outputs.
+_binary_op("SeluGrad", _selu_grad_kernel,
+           lambda op, g: _binary_grads(op, selu_grad(g, op.inputs[1]),
+                                       where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(g))),
+           FLOATS)
+
+
 def _leaky_relu_grad(op, g):
     """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m
     is the same number (g * 1, g * alpha) and keeps the second derivative wrt x connected (zeros)."""
@@ -949,6 +985,14 @@ def elu(features, name=None):
 
 def elu_grad(gradients, outputs, name=None):
     return _b("EluGrad", gradients, outputs, name)
+
+
+def selu(features, name=None):
+    return _u("Selu", features, name)
+
+
+def selu_grad(gradients, outputs, name=None):
+    return _b("SeluGrad", gradients, outputs, name)
 
 
 def leaky_relu(features, alpha=0.2, name=None):

@@ -17,7 +17,8 @@ from . import random_ops
 from .softmax import log_softmax, shifted, softmax
 from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
-from .math_ops import elu, less, not_equal, softsign
+from .math_ops import not_equal, softsign
+from .math_ops import selu as selu_op
 from .math_ops import erfc, pow as pow_, tanh
 
 
@@ -340,19 +341,9 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
     return identity(result, name=name or "embedding_lookup")
 
 
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
-
-
 def selu(features, name=None):
-    """``tf.nn.selu``: scale * where(x < 0, alpha * elu(x), x), selecting on x < 0 as
-    TF's kernel does, so the gradient is TF's SeluGrad: scale * alpha * exp(x)
-    where x < 0, else scale (also at 0)."""
-    (x,) = convert_all([features])
-    # TF's Selu kernel: scale_alpha * (exp(x) - 1) below 0, scale * x above, with scale_alpha one
-    # constant of x's type (in float16 / bfloat16 (elu * alpha) * scale rounds twice more)
-    return where(less(x, 0.0), multiply(elu(x), _SELU_SCALE * _SELU_ALPHA), multiply(x, _SELU_SCALE),
-                 name=name or "Selu")
+    """``tf.nn.selu``: one op, as TF's (ops/math_ops.py: its gradient branches on the output)."""
+    return selu_op(features, name=name or "Selu")
 
 
 def gelu(features, approximate=False, name=None):
