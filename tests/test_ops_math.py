@@ -421,3 +421,30 @@ def test_selu_second_derivative_is_tf_selu_grad_grad(graph_mode):
     y = np.where(x < 0, _SELU_SCALE_ALPHA * (np.exp(x) - 1), _SELU_SCALE * x)   # exp(-1e-30) - 1 is 0
     np.testing.assert_allclose(g, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), w * _SELU_SCALE), rtol=1e-15)
     np.testing.assert_allclose(h, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), 0.0), rtol=1e-15)
+
+
+def test_float32_tanh_is_one_from_tfs_clamp_on(graph_mode):
+    # TF 2.21's float32 tanh (Eigen's ptanh_float) clamps |x| to 7.90738964f, where it is exactly
+    # 1; the correctly rounded tanh is 1 - 2^-24 or less up to 9.0109, which rounds to 1 only
+    # from there. Below the clamp the value is tanh's (correctly rounded here).
+    c = np.float32(7.90738964080810547)
+    below = np.nextafter(c, np.float32(0))
+    x = np.array([c, 8.0, 8.5, 9.0, 9.01, 1e30, np.inf, below, 7.9, 3.0, 0.5, 1e-3], np.float32)
+    x = np.concatenate([x, -x])
+    from _graph_testing import run_graph
+    (got,) = run_graph(lambda p: [tf.tanh(p)], [x], graph_mode)
+    exact = np.tanh(x.astype(np.longdouble))
+    want = np.where(np.abs(x) >= c, np.sign(x), exact).astype(np.float32)
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want))
+    assert np.array_equal(got[np.abs(x) >= c], want[np.abs(x) >= c])
+    assert np.all(ulps <= (0 if graph_mode == "interpret" else 3)), (x, got, want)
+    assert got[7] < 1 and got[8] < 1        # 0.9999997 (TF 0.9999997, 0.9999998)
+
+
+def test_tanh_saturation_in_float16_and_eager():
+    # float16 is float32's value rounded (1 from far below the clamp); eager runs the interpreter's kernel
+    x = np.array([7.9073896, 8.0, -9.0, 3.0], np.float32)
+    got = tf.tanh(tf.constant(x)).numpy()
+    assert np.array_equal(got[:3], [1.0, 1.0, -1.0]) and got[3] == np.float32(np.tanh(3.0))
+    h = tf.tanh(tf.constant(x, tf.float16)).numpy()
+    assert np.array_equal(h, np.tanh(x.astype(np.float16).astype(np.float64)).astype(np.float16))

@@ -6,7 +6,7 @@ inputs.  Semantics follow the numpy reference kernels, including NaN/inf
 propagation (no fast-math flags anywhere).
 """
 from .. import dtypes
-from ..ops.math_ops import SELU_SCALE, SELU_SCALE_ALPHA
+from ..ops.math_ops import SELU_SCALE, SELU_SCALE_ALPHA, TANH_ONE_FROM_FLOAT32
 from . import vecmath
 from .lower_list_checks import list_check
 from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, ERR_TRUNCATE_DIV_ZERO, const, intrinsic, reg_type, ty_suffix, vec_type
@@ -330,6 +330,18 @@ def _unary_vm(name):
     return f
 
 
+def _tanh(kb, node, xs, W):
+    """vecmath's tanh, +-1 from TF's float32 clamp on (ops/math_ops.py: TANH_ONE_FROM_FLOAT32)."""
+    t = _vm(kb, "tanh", xs)
+    if _dt(node) is not dtypes.float32:
+        return t
+    (x,) = xs
+    b = kb.b
+    a = intrinsic(b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
+    one = intrinsic(b, f"llvm.copysign.{ty_suffix(x.type)}", x.type, [const(dtypes.float32, 1, W), x])
+    return b.select(b.fcmp_ordered(">=", a, const(dtypes.float32, TANH_ONE_FROM_FLOAT32, W)), one, t)
+
+
 def _reciprocal(kb, node, xs, W):
     return kb.b.fdiv(const(_dt(node), 1, W), xs[0])
 
@@ -527,7 +539,7 @@ ELEMENTWISE = {
     "Sin": _unary_vm("sin"),
     "Cos": _unary_vm("cos"),
     "Tan": _unary_vm("tan"),
-    "Tanh": _unary_vm("tanh"),
+    "Tanh": _tanh,
     "Sinh": _unary_vm("sinh"),
     "Cosh": _unary_vm("cosh"),
     "Asinh": _unary_vm("asinh"),

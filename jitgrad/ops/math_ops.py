@@ -418,7 +418,22 @@ _unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(_conj(op.input
 _unary_op("Tan", np.tan,
           lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12,
           denormals="pass_input")
-_unary_op("Tanh", np.tanh,
+# TF's float32 tanh (Eigen's ptanh_float, the non-FMA build TF 2.21 ships) clamps |x| to
+# 7.90738964f, where its rational approximation is exactly 1: from there on it is +-1, where the
+# correctly rounded tanh reaches 1 only at 9.0109 (1 - 2^-24 rounds up). float16 / bfloat16 are
+# float32's value rounded. Below the clamp the value is the correctly rounded one (TF's is within
+# a few ulp of it).
+TANH_ONE_FROM_FLOAT32 = 7.90738964080810547
+
+
+def _tanh(x):
+    if x.dtype != np.float32:
+        return np.tanh(x)
+    t = np.tanh(x.astype(np.float64)).astype(np.float32)
+    return np.where(np.abs(x) >= np.float32(TANH_ONE_FROM_FLOAT32), np.copysign(np.float32(1), x), t)
+
+
+_unary_op("Tanh", _tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
           FLOATS + COMPLEX, cost=12)
 # Hyperbolic functions and their inverses: TF's math_grad.py rules (_SinhGrad ... _AtanhGrad),
