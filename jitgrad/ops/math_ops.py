@@ -11,6 +11,7 @@ from ..errors import InternalError, InvalidArgumentError, NotFoundError, Unimple
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
+from .cast_kernel import cast as cast_values
 from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
 
 BOOL = (dtypes.bool_,)
@@ -680,11 +681,13 @@ def _cast_kernel(attrs, x):
     dst = attrs["DstT"]
     if x.dtype.kind == "c" and not dst.is_complex:   # TF keeps the real part (numpy would warn)
         x = x.real
-    return x.astype(dst.np)
+    return cast_values(x, np.dtype(dst.np))
 
 
+# denormals="keep": the kernel flushes as TF does itself (ops/cast_kernel.py: float32 <->
+# bfloat16 keeps them, every other cast flushes)
 register("Cast", infer=_cast_infer, kernel=_cast_kernel, grad=_cast_grad,
-         kind="elementwise")
+         kind="elementwise", denormals="keep")
 
 
 def _select_infer(shapes, dts, attrs):
