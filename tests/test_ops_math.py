@@ -48,8 +48,10 @@ UNARY = [
     ("sigmoid", tf.math.sigmoid, _sigmoid, _u(-4, 4)),
     ("relu", tf.nn.relu, lambda x: np.maximum(x, 0), _away(_u(-2, 2), [0])),
     ("relu6", tf.nn.relu6, lambda x: np.clip(x, 0, 6), _away(_u(-3, 9), [0, 6])),
-    ("leaky_relu", tf.nn.leaky_relu, lambda x: np.where(x > 0, x, 0.2 * x), _away(_u(-2, 2), [0])),
-    ("leaky_relu_alpha", lambda x: tf.nn.leaky_relu(x, alpha=0.05), lambda x: np.where(x > 0, x, 0.05 * x),
+    # (alpha is a float32 attr, as TF's)
+    ("leaky_relu", tf.nn.leaky_relu, lambda x: np.where(x > 0, x, float(np.float32(0.2)) * x), _away(_u(-2, 2), [0])),
+    ("leaky_relu_alpha", lambda x: tf.nn.leaky_relu(x, alpha=0.05),
+     lambda x: np.where(x > 0, x, float(np.float32(0.05)) * x),
      _away(_u(-2, 2), [0])),
     ("elu", tf.nn.elu, lambda x: np.where(x < 0, np.expm1(x), x), _away(_u(-2, 2), [0])),
     ("softplus", tf.nn.softplus, lambda x: np.log1p(np.exp(x)), _u(-4, 4)),
@@ -448,3 +450,33 @@ def test_tanh_saturation_in_float16_and_eager():
     assert np.array_equal(got[:3], [1.0, 1.0, -1.0]) and got[3] == np.float32(np.tanh(3.0))
     h = tf.tanh(tf.constant(x, tf.float16)).numpy()
     assert np.array_equal(h, np.tanh(x.astype(np.float16).astype(np.float64)).astype(np.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_signed_zeros_of_sums_over_no_axes_and_relus(dtype, graph_mode):
+    # TF 2.21: a sum / mean over no axes copies x (-0. stays -0.), a sum over some starts at +0.;
+    # relu and relu6 give +0. at -0. (x > 0 ? x : 0) and keep NaN
+    x = np.array([-0.0, 0.0, -2.5, 0.4, np.nan], dtype)
+    from _graph_testing import run_graph
+    got = run_graph(lambda p: [tf.reduce_sum(p, axis=[]), tf.reduce_mean(p, axis=[]), tf.reduce_sum(p[:1]),
+                               tf.nn.relu(p), tf.nn.relu6(p)], [x], graph_mode)
+    for g in got[:2]:
+        np.testing.assert_array_equal(g, x)
+        assert np.signbit(g).tolist() == np.signbit(x).tolist()
+    assert got[2] == 0 and not np.signbit(got[2])
+    for g in got[3:]:
+        np.testing.assert_array_equal(g, np.array([0.0, 0.0, 0.0, 0.4, np.nan], dtype))
+        assert not np.signbit(g[:2]).any()
+
+
+def test_leaky_relu_alpha_is_a_float32_attr(graph_mode):
+    # TF's LeakyRelu takes alpha as a float (32-bit) attr: in float64 the slope is float32(0.1)
+    x = np.array([-2.5, -0.0, 1.0])
+    from _graph_testing import run_graph
+    y, g = run_graph(lambda p: [tf.nn.leaky_relu(p, 0.1), tf.gradients(tf.nn.leaky_relu(p, 0.1), p)[0]], [x],
+                     graph_mode)
+    a = float(np.float32(0.1))          # 0.10000000149011612
+    np.testing.assert_array_equal(y, [-2.5 * a, -0.0, 1.0])
+    np.testing.assert_array_equal(g, [a, a, 1.0])
+    i = tf.nn.leaky_relu(tf.constant([-3, 2]), 0.1)     # integers: cast to float32 first, as TF
+    assert i.dtype == tf.float32 and i.numpy().tolist() == [np.float32(-3) * np.float32(0.1), 2.0]

@@ -347,12 +347,17 @@ def _reciprocal(kb, node, xs, W):
 
 
 def _relu(kb, node, xs, W):
-    return _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
+    """TF's Relu: x where x > 0 or NaN, else +0 (not max(x, 0): relu(-0.) is 0.)."""
+    (x,) = xs
+    b = kb.b
+    zero = const(_dt(node), 0, W)
+    if _is_float(_dt(node)):
+        return b.select(b.fcmp_unordered(">", x, zero), x, zero)    # unordered: NaN passes
+    return b.select(b.icmp_signed(">", x, zero), x, zero)
 
 
 def _relu6(kb, node, xs, W):
-    m = _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
-    return _minimum(kb, node, [m, const(_dt(node), 6, W)], W)
+    return _minimum(kb, node, [_relu(kb, node, xs, W), const(_dt(node), 6, W)], W)
 
 
 def _elu(kb, node, xs, W):

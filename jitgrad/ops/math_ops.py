@@ -573,9 +573,15 @@ def _unit_mask(x, on):
 
 # TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
 # (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
-_unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
+def _relu(x):
+    """TF's Relu: x where x > 0 or NaN, else +0 (relu(-0.) is 0., where max(x, 0) keeping its
+    first operand on a tie gave -0.)."""
+    return np.where((x > 0) | (x != x), x, x.dtype.type(0))
+
+
+_unary_op("Relu", _relu,
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], greater(op.inputs[0], 0)))], NUMBERS)
-_unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
+_unary_op("Relu6", lambda x: _minimum(_relu(x), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
 def _exp_rounded_once(x):
@@ -1015,7 +1021,10 @@ def selu_grad(gradients, outputs, name=None):
 
 def leaky_relu(features, alpha=0.2, name=None):
     (x,) = convert_all([features])
-    return apply_op("LeakyRelu", [x], {"alpha": float(alpha)}, name=name or "LeakyRelu")
+    if x.dtype.is_integer:      # as TF's nn_ops.leaky_relu
+        x = cast(x, dtypes.float32)
+    # TF's alpha is a float attr, float32: leaky_relu(-2.5) in float64 is -0.5000000074505806
+    return apply_op("LeakyRelu", [x], {"alpha": float(np.float32(alpha))}, name=name or "LeakyRelu")
 
 
 def identity(input, name=None):  # noqa: A002
