@@ -400,8 +400,8 @@ def _scan_infer(op_name, allowed=NUMBERS):
 
 
 def _scan_kernel(np_scan, identity):
-    """Cumsum / Cumprod: numpy's sequential scan in the input dtype; exclusive
-    shifts it by one, starting with the identity (0 or 1)."""
+    """Cumsum / Cumprod: numpy's sequential scan in the input dtype (a sum from +0.0, as TF's);
+    exclusive shifts it by one, starting with the identity (0 or 1)."""
     def kernel(attrs, x):
         axis = attrs["axis"]
         if not -x.ndim <= axis < x.ndim:
@@ -409,6 +409,8 @@ def _scan_kernel(np_scan, identity):
         if attrs["reverse"]:
             x = np.flip(x, axis)
         out = np_scan(x, axis=axis, dtype=x.dtype)
+        if identity == 0 and x.dtype.kind in "fcV":
+            out = out + x.dtype.type(0)     # TF's sums start at +0.0: a prefix of -0.0s sums to +0.0
         if attrs["exclusive"]:
             out = np.concatenate([np.full_like(np.take(out, [0], axis=axis), identity),
                                   np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis) \
