@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .. import dispatch, dtypes
-from ..convert import convert_all, convert_to_tensor, graph_of
+from ..convert import convert_all, convert_to_tensor, graph_of, is_tensorlike
 from ..errors import InternalError, InvalidArgumentError, NotFoundError, UnimplementedError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
@@ -742,7 +742,26 @@ register("AddN", infer=_addn_infer, kernel=_addn_kernel,
 
 # ---------------------------------------------------------------- public functions
 def add(x, y, name=None):
-    return _b("AddV2", x, y, name)
+    try:
+        return _b("AddV2", x, y, name)
+    except TypeError:
+        _raise_add_kernel_mismatch(x, y)
+        raise
+
+
+def _raise_add_kernel_mismatch(x, y):
+    """TF's add converts a non-tensor y with x's dtype only as a hint (AddV2 adds strings too):
+    eagerly, a y that is not of x's dtype ('a', 1.5 to an int32 x) then reaches the kernel,
+    an InvalidArgumentError; in a graph the op's type check gives the TypeError."""
+    if not (x.__class__ in dispatch.eager_types and _registry.eager_now()) or is_tensorlike(y):
+        return
+    try:
+        yt = convert_to_tensor(y)
+    except (TypeError, ValueError):
+        return
+    if yt.dtype != x.dtype:
+        raise InvalidArgumentError(f"cannot compute AddV2 as input #1(zero-based) was expected to be a "
+                                   f"{x.dtype.name} tensor but is a {yt.dtype.name} tensor [Op:AddV2]") from None
 
 
 def subtract(x, y, name=None):
