@@ -196,8 +196,22 @@ def log_sigmoid(x, name=None):
 
 
 def silu(features, beta=1.0, name=None):
+    """``tf.nn.silu``: x * sigmoid(beta * x) with TF's custom gradient (nn_impl.swish),
+    dy * s * (1 + beta * x * (1 - s)): differentiating the product instead rounded
+    differently and gave +0 where TF gives -0 (x = -100: 0 * (1 - 100))."""
     (x,) = convert_all([features])
-    return multiply(x, sigmoid(multiply(x, beta) if beta != 1.0 else x), name=name or "silu")
+    b = cast(convert_to_tensor(beta), x.dtype)     # TF: a float32 beta, cast to x's dtype
+    from ..custom_gradient import custom_gradient   # custom_gradient imports the op modules
+
+    @custom_gradient
+    def swish(x, b):
+        def grad(dy):
+            s = sigmoid(multiply(b, x))
+            act = multiply(s, add(1.0, multiply(multiply(b, x), subtract(1.0, s))))
+            beta_grad = reduce_sum(multiply(multiply(multiply(dy, square(x)), s), subtract(1.0, s)))
+            return multiply(dy, act), beta_grad
+        return multiply(x, sigmoid(multiply(b, x))), grad
+    return identity(swish(x, b), name=name or "silu")
 
 
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
