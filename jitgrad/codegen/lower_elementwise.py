@@ -168,10 +168,12 @@ def _atan2(kb, node, xs, W):
 
 
 def _maximum(kb, node, xs, W):
+    """x where x > y or x is NaN, else y: a tie (-0. vs 0.) gives the second operand, as TF's
+    packed code (ops/math_ops.py)."""
     x, y = xs
     b = kb.b
     if _is_float(_dt(node)):
-        return b.select(b.or_(b.fcmp_ordered(">=", x, y), _isnan(kb, x)), x, y)
+        return b.select(b.or_(b.fcmp_ordered(">", x, y), _isnan(kb, x)), x, y)
     return b.select(b.icmp_signed(">=", x, y), x, y)
 
 
@@ -179,7 +181,7 @@ def _minimum(kb, node, xs, W):
     x, y = xs
     b = kb.b
     if _is_float(_dt(node)):
-        return b.select(b.or_(b.fcmp_ordered("<=", x, y), _isnan(kb, x)), x, y)
+        return b.select(b.or_(b.fcmp_ordered("<", x, y), _isnan(kb, x)), x, y)
     return b.select(b.icmp_signed("<=", x, y), x, y)
 
 

@@ -305,18 +305,20 @@ def _minmax_grad(op, g, cmp):
     return _binary_grads(op, where(xmask, g, zeros), where(xmask, zeros, g))
 
 
-def _tie_keeps_first(np_fn):
-    """TF's Maximum / Minimum return the first operand when the two compare equal, which
-    decides the sign of a zero (maximum(-0., 0.) is -0.; the compiled code does the same);
-    numpy's SIMD loops return the second. NaN still propagates from either side."""
+def _tie_keeps_second(np_fn):
+    """TF's Maximum / Minimum return the second operand when the two compare equal, which
+    decides the sign of a zero (maximum(-0., 0.) is 0., maximum(0., -0.) -0.; the compiled code
+    does the same): its packed code does, which computes all of a tensor's elements but the
+    tail past its last multiple of 8 floats / 4 doubles (the scalar code there returns the
+    first; README "Known differences"). NaN still propagates from either side."""
     def kernel(x, y):
         with np.errstate(invalid="ignore"):
-            return np.where(x == y, x, np_fn(x, y)).astype(np.result_type(x, y), copy=False)
+            return np.where(x == y, y, np_fn(x, y)).astype(np.result_type(x, y), copy=False)
     return kernel
 
 
-_maximum = _tie_keeps_first(np.maximum)
-_minimum = _tie_keeps_first(np.minimum)
+_maximum = _tie_keeps_second(np.maximum)
+_minimum = _tie_keeps_second(np.minimum)
 _binary_op("Maximum", _maximum, lambda op, g: _minmax_grad(op, g, greater_equal), NUMBERS)
 _binary_op("Minimum", _minimum, lambda op, g: _minmax_grad(op, g, less_equal), NUMBERS)
 
@@ -574,8 +576,7 @@ def _unit_mask(x, on):
 # TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
 # (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
 def _relu(x):
-    """TF's Relu: x where x > 0 or NaN, else +0 (relu(-0.) is 0., where max(x, 0) keeping its
-    first operand on a tie gave -0.)."""
+    """TF's Relu (packed code): x where x > 0 or NaN, else +0 (relu(-0.) is 0.)."""
     return np.where((x > 0) | (x != x), x, x.dtype.type(0))
 
 
