@@ -354,10 +354,9 @@ ILL_CONDITIONED = [
     # cos(Prod of 17 factors = 2.7e7): |x tan x| = 7e6 turns the 2 ulp by which the two
     # products differ (multiplication order) into 2e-9 relative in the loss
     (test_random_elementwise_dags, (145, np.float64), 3, ()),
-    # (seed 105's dL/dy = -1.42 - 1.71 + 3.11 = -0.0175 no longer spreads past the tolerance:
-    # the interpreter's float32 tanh is now correctly rounded, as the compiled one nearly is)
-    # dL/dy = -1.00 - 1.20 + 2.20 = 0.0022
-    (test_random_layout, (127,), 14, (3, 3, 2)),
+    # (test_random_layout's seeds 105 and 127, dL/dy = -1.42 - 1.71 + 3.11 and -1.00 - 1.20 + 2.20,
+    # no longer spread past the tolerance: the interpreter's float32 tanh is now correctly
+    # rounded, as the compiled one nearly is)
     # dL/dx = 10.80 - 21.69 + 10.80 = -0.085, where 10.80 = 6 cos(x) * (a 512-term sum,
     # 2.13 from terms totalling 904)
     (test_random_reductions, (145,), 10, (7, 7, 1)),
