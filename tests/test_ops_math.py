@@ -480,3 +480,16 @@ def test_leaky_relu_alpha_is_a_float32_attr(graph_mode):
     np.testing.assert_array_equal(g, [a, a, 1.0])
     i = tf.nn.leaky_relu(tf.constant([-3, 2]), 0.1)     # integers: cast to float32 first, as TF
     assert i.dtype == tf.float32 and i.numpy().tolist() == [np.float32(-3) * np.float32(0.1), 2.0]
+
+
+def test_sigmoid_above_zero_is_the_nearest_value_so_its_gradient_is_tfs(graph_mode):
+    # sigmoid(x > 0) is 1 - sigmoid(-x) rounded once: the nearest double for these x (TF 2.21's
+    # too); 1 / (1 + exp(-x)) was an ulp off at 20, which y * (1 - y) made 5e-8 relative
+    from _graph_testing import run_graph
+    x = np.array([20.0, 15.5, 30.0, 3.25, 0.0, -20.0])
+    y, g = run_graph(lambda p: [tf.sigmoid(p), tf.gradients(tf.sigmoid(p), p)[0]], [x], graph_mode)
+    want = (1 / (1 + np.exp(-x.astype(np.longdouble)))).astype(np.float64)
+    np.testing.assert_array_equal(y[:5], want[:5])
+    np.testing.assert_array_equal(g[:5], want[:5] * (1 - want[:5]))
+    np.testing.assert_allclose(y[5], float(want[5]), rtol=3e-16)
+    assert g[0] == 2.061153576897093e-09     # TF 2.21's value

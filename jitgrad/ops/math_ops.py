@@ -194,8 +194,14 @@ def _reciprocal_grad(y, dy):
 
 
 def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return (1 / (1 + np.exp(-x))).astype(x.dtype)
+    """float32 in float64, rounded once; float64 as the compiled code (vecmath._sigmoid):
+    t = sigmoid(-|x|), 1 - t for x >= 0 (the nearest value there, as TF's)."""
+    if x.dtype == np.float32:
+        return _sigmoid(x.astype(np.float64)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(x))
+        t = e / (1 + e)
+        return np.where(x < 0, t, 1 - t).astype(x.dtype)
 
 
 def _sigmoid_narrow(x):
