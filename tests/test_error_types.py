@@ -87,6 +87,7 @@ GRAPH = {
     "slice begin out of range at run time": (IAE, lambda s, e: s.run(tf.slice(tf.ones([3]), [-1], [1]))),
     "slice size past the end at run time": (IAE, lambda s, e: s.run(tf.slice(tf.ones([3]), [1], [5]))),
     "slice size below -1": (ValueError, lambda s, e: tf.slice(tf.ones([3]), [0], [-2])),
+    "random shape with a negative dim": (ValueError, lambda s, e: tf.random.uniform([2, -3])),
     # shapes and dtypes of operands
     "add a string": (TypeError, lambda s, e: tf.ones([2]) + "a"),
     "concat of another rank": (ValueError, lambda s, e: tf.concat([e["x"], tf.ones([3])], 0)),
@@ -182,6 +183,7 @@ EAGER = {
     "add a string": (IAE, lambda: tf.ones([2]) + "a"),
     "add a float to an int tensor": (IAE, lambda: tf.constant([1, 2]) + 1.5),
     "add a tensor to a string": (TypeError, lambda: "a" + tf.ones([2])),
+    "random shape with a negative dim": (IAE, lambda: tf.random.uniform([2, -3])),
     "multiply by a string": (TypeError, lambda: tf.ones([2]) * "a"),
 }
 
