@@ -88,6 +88,10 @@ GRAPH = {
     "slice size past the end at run time": (IAE, lambda s, e: s.run(tf.slice(tf.ones([3]), [1], [5]))),
     "slice size below -1": (ValueError, lambda s, e: tf.slice(tf.ones([3]), [0], [-2])),
     "random shape with a negative dim": (ValueError, lambda s, e: tf.random.uniform([2, -3])),
+    "softmax xent labels of another class count": (ValueError, lambda s, e: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.ones([1, 3]), logits=tf.ones([1, 2]))),
+    "softmax xent logits broadcast to the labels": (ValueError, lambda s, e: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.ones([2, 2]), logits=tf.ones([1, 2]))),
     # shapes and dtypes of operands
     "add a string": (TypeError, lambda s, e: tf.ones([2]) + "a"),
     "concat of another rank": (ValueError, lambda s, e: tf.concat([e["x"], tf.ones([3])], 0)),
@@ -184,6 +188,8 @@ EAGER = {
     "add a float to an int tensor": (IAE, lambda: tf.constant([1, 2]) + 1.5),
     "add a tensor to a string": (TypeError, lambda: "a" + tf.ones([2])),
     "random shape with a negative dim": (IAE, lambda: tf.random.uniform([2, -3])),
+    "softmax xent labels of another class count": (IAE, lambda: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.constant([[1.0, 0.0, 0.0]]), logits=tf.constant([[1.0, 2.0]]))),
     "multiply by a string": (TypeError, lambda: tf.ones([2]) * "a"),
 }
 

@@ -128,3 +128,16 @@ def test_silu_gradient_is_tfs_custom_gradient(graph_mode):
     np.testing.assert_allclose(y, x * s, rtol=1e-14)
     np.testing.assert_allclose(gb, np.sum(dy * x * x * s * (1 - s)), rtol=1e-13)
     assert gx[0] == 0 and np.signbit(gx[0]) and np.signbit(g1[0])
+
+
+def test_softmax_xent_broadcasts_labels_to_the_logits(graph_mode):
+    # TF 2.21's kernel takes [n] or [1, n] labels for [b, n] logits: the loss of each row
+    # sum(labels * (logsumexp(row) - row)); TF gives [0.513262, 0.526928] here
+    from _graph_testing import run_graph
+    logits = np.array([[1.0, 2.0], [3.0, 5.0]])
+    for labels in (np.array([[0.2, 0.8]]), np.array([0.2, 0.8])):
+        (got,) = run_graph(lambda a, b: [tf.nn.softmax_cross_entropy_with_logits(labels=a, logits=b)],
+                           [labels, logits], graph_mode)
+        lse = np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(got, (np.broadcast_to(labels, logits.shape) * (lse - logits)).sum(axis=1),
+                                   rtol=1e-14)

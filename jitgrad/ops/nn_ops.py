@@ -6,9 +6,9 @@ import numpy as np
 
 from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
 from .. import dtypes
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, shape_error
 from ..shapes import as_shape
-from .array_ops import expand_dims, gather, _static_value, reshape, squeeze
+from .array_ops import broadcast_to, expand_dims, gather, _static_value, reshape, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, reciprocal, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import static_int, reduce_max, reduce_sum, reduce_mean
@@ -103,6 +103,19 @@ def softmax_cross_entropy_with_logits_v2_v1(labels, logits, axis=None, name=None
     return softmax_cross_entropy_with_logits(labels=labels, logits=logits, axis=axis, name=name)
 
 
+def _labels_broadcast_to_logits(labels, logits):
+    """TF 2.21's SoftmaxCrossEntropyWithLogits broadcasts labels of another known shape to the
+    logits' ([1, n] or [n] labels for [b, n] logits); anything else is its shape function's
+    ValueError in a graph, the kernel's InvalidArgumentError eagerly."""
+    a, b = labels.shape.as_list(), logits.shape.as_list()
+    try:
+        if None in a or None in b or list(np.broadcast_shapes(tuple(a), tuple(b))) != b:
+            raise ValueError
+    except ValueError:
+        raise shape_error(f"logits and labels must be broadcastable: logits_size={b} labels_size={a}") from None
+    return broadcast_to(labels, b)
+
+
 def _softmax_xent(labels, logits, axis, name, sparse):
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
@@ -110,7 +123,7 @@ def _softmax_xent(labels, logits, axis, name, sparse):
     (labels,) = convert_all([labels], graph=graph_of([logits]))
     if labels.shape.dims is not None and logits.shape.dims is not None and \
             not labels.shape.is_compatible_with(logits.shape):
-        raise ValueError(f"labels and logits must have the same shape ({labels.shape} vs {logits.shape})")
+        labels = _labels_broadcast_to_logits(labels, logits)
     # As TF's nn_ops: float16 / bfloat16 logits are computed in float32 and the loss rounded
     # once; the labels are cast to the dtype computed in (any float or integer labels)
     half = logits.dtype in (dtypes.float16, dtypes.bfloat16)
