@@ -51,7 +51,7 @@ _EXACT = {"Abs", "Neg", "Relu", "Relu6", "Maximum", "Minimum", "Max", "Min", "Si
           "StopGradient", "BroadcastTo", "BroadcastToShapeOf", "Unreduce", "ZerosLike", "OnesLike", "Fill",
           "Floor", "Ceil", "Round", "GatherV2", "PlaceholderWithDefault", "StridedSliceGrad"}
 # Library functions: a few ulp (vecmath's documented bounds reach 3 ulp, numpy's are alike).
-_LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu",
+_LIBM = {"Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Softplus", "Exp", "Expm1", "Log", "Log1p", "Pow", "Elu", "Selu",
          "Rsqrt", "Erf", "SoftmaxXentLoss", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
          "Asin", "Acos", "Atan", "Atan2"}
 # Sums of n terms per output element; products of n factors.
@@ -354,10 +354,9 @@ ILL_CONDITIONED = [
     # cos(Prod of 17 factors = 2.7e7): |x tan x| = 7e6 turns the 2 ulp by which the two
     # products differ (multiplication order) into 2e-9 relative in the loss
     (test_random_elementwise_dags, (145, np.float64), 3, ()),
-    # dL/dy = -1.42 - 1.71 + 3.11 = -0.0175 (terms from sums of up to 53 in magnitude)
-    (test_random_layout, (105,), 14, (1, 6, 1)),
-    # dL/dy = -1.00 - 1.20 + 2.20 = 0.0022
-    (test_random_layout, (127,), 14, (3, 3, 2)),
+    # (test_random_layout's seeds 105 and 127, dL/dy = -1.42 - 1.71 + 3.11 and -1.00 - 1.20 + 2.20,
+    # no longer spread past the tolerance: the interpreter's float32 tanh is now correctly
+    # rounded, as the compiled one nearly is)
     # dL/dx = 10.80 - 21.69 + 10.80 = -0.085, where 10.80 = 6 cos(x) * (a 512-term sum,
     # 2.13 from terms totalling 904)
     (test_random_reductions, (145,), 10, (7, 7, 1)),

@@ -77,7 +77,23 @@ GRAPH = {
     "transpose with a repeated perm at run time": (IAE, lambda s, e: s.run(tf.transpose(tf.ones([2, 3]), [0, 0]))),
     "repeated reduction axes of a known shape at run time": (IAE, lambda s, e: s.run(
         tf.reduce_sum(tf.ones([2, 3]), [0, 0]))),
+    # checked by TF's kernels when they run, not by its shape functions
+    "segment_sum ids of another length at run time": (IAE, lambda s, e: s.run(
+        tf.math.segment_sum(tf.ones([3]), tf.constant([0, 0])))),
+    "unsorted_segment_sum of a negative count": (ValueError, lambda s, e: tf.math.unsorted_segment_sum(
+        tf.ones([3]), [0, 0, 1], -1)),
+    "cumsum axis out of range at run time": (IAE, lambda s, e: s.run(tf.cumsum(tf.ones([2]), axis=3))),
+    "cumsum axis a float": (TypeError, lambda s, e: tf.cumsum(tf.ones([2]), axis=tf.constant(0.5))),
+    "slice begin out of range at run time": (IAE, lambda s, e: s.run(tf.slice(tf.ones([3]), [-1], [1]))),
+    "slice size past the end at run time": (IAE, lambda s, e: s.run(tf.slice(tf.ones([3]), [1], [5]))),
+    "slice size below -1": (ValueError, lambda s, e: tf.slice(tf.ones([3]), [0], [-2])),
+    "random shape with a negative dim": (ValueError, lambda s, e: tf.random.uniform([2, -3])),
+    "softmax xent labels of another class count": (ValueError, lambda s, e: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.ones([1, 3]), logits=tf.ones([1, 2]))),
+    "softmax xent logits broadcast to the labels": (ValueError, lambda s, e: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.ones([2, 2]), logits=tf.ones([1, 2]))),
     # shapes and dtypes of operands
+    "add a string": (TypeError, lambda s, e: tf.ones([2]) + "a"),
     "concat of another rank": (ValueError, lambda s, e: tf.concat([e["x"], tf.ones([3])], 0)),
     "concat of another dim": (ValueError, lambda s, e: tf.concat([tf.ones([2, 3]), tf.ones([2, 4])], 0)),
     "concat of another dtype": (TypeError, lambda s, e: tf.concat([tf.ones([2, 3]), tf.ones([2, 3], tf.float64)], 0)),
@@ -160,6 +176,21 @@ EAGER = {
     "convert a string to float": (TypeError, lambda: tf.convert_to_tensor("abc", tf.float32)),
     "cast to a bad dtype": (TypeError, lambda: tf.cast(tf.ones([2]), "foo")),
     "element count over int64": (IAE, lambda: tf.zeros([2 ** 40] * 3)),
+    "segment_sum ids of another length": (IAE, lambda: tf.math.segment_sum(tf.ones([3]), tf.constant([0, 0]))),
+    "unsorted_segment_sum of a negative count": (IAE, lambda: tf.math.unsorted_segment_sum(tf.ones([3]),
+                                                                                           [0, 0, 1], -1)),
+    "cumsum axis out of range": (IAE, lambda: tf.cumsum(tf.ones([2]), axis=3)),
+    "cumsum axis a float": (IAE, lambda: tf.cumsum(tf.ones([2]), axis=tf.constant(0.5))),
+    "cumsum axis a vector": (IAE, lambda: tf.cumsum(tf.ones([2]), axis=tf.constant([0]))),
+    "slice begin out of range": (IAE, lambda: tf.slice(tf.ones([3]), [-1], [1])),
+    # AddV2 adds strings: y converts with x's dtype as a hint, and the kernel finds the mismatch
+    "add a string": (IAE, lambda: tf.ones([2]) + "a"),
+    "add a float to an int tensor": (IAE, lambda: tf.constant([1, 2]) + 1.5),
+    "add a tensor to a string": (TypeError, lambda: "a" + tf.ones([2])),
+    "random shape with a negative dim": (IAE, lambda: tf.random.uniform([2, -3])),
+    "softmax xent labels of another class count": (IAE, lambda: tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.constant([[1.0, 0.0, 0.0]]), logits=tf.constant([[1.0, 2.0]]))),
+    "multiply by a string": (TypeError, lambda: tf.ones([2]) * "a"),
 }
 
 

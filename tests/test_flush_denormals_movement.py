@@ -8,6 +8,7 @@ numpy result of the same data movement, bit for bit (signs of zeros included), c
 and interpreted. The registry walk at the end fails for a "keep" op no case runs, so a new
 movement op cannot go untested.
 """
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -74,6 +75,9 @@ CASES = {
     # conv2d's windows: a 1 x 2 window over a 1 x 2 image, the one window holding both pixels
     "conv_patches": (lambda x, gy, i: tf.reshape(apply_op("ConvPatches", [tf.reshape(x, [1, 1, 2, 1])], {
         "window": (1, 2), "strides": (1, 1), "dilations": (1, 1), "pads": (0, 0), "out": (1, 1)}), [2]), D),
+    # TF converts float32 <-> bfloat16 with bit operations (ops/cast_kernel.py); other casts flush
+    "cast_bfloat16_round_trip": (lambda x, gy, i: tf.cast(tf.cast(x, tf.bfloat16), tf.float32),
+                                 D.astype(ml_dtypes.bfloat16).astype(np.float32)),
     # gradients that copy the cotangent gy = D back (scatter-adds into zeros flush, as in TF)
     "grad_slice": (lambda x, gy, i: tf.gradients(x[1:], x, grad_ys=gy[1:])[0], np.float32([0, D[1]])),
     "grad_dynamic_slice": (lambda x, gy, i: tf.gradients(x[i:], x, grad_ys=gy[1:])[0], np.float32([0, D[1]])),

@@ -48,8 +48,10 @@ UNARY = [
     ("sigmoid", tf.math.sigmoid, _sigmoid, _u(-4, 4)),
     ("relu", tf.nn.relu, lambda x: np.maximum(x, 0), _away(_u(-2, 2), [0])),
     ("relu6", tf.nn.relu6, lambda x: np.clip(x, 0, 6), _away(_u(-3, 9), [0, 6])),
-    ("leaky_relu", tf.nn.leaky_relu, lambda x: np.where(x > 0, x, 0.2 * x), _away(_u(-2, 2), [0])),
-    ("leaky_relu_alpha", lambda x: tf.nn.leaky_relu(x, alpha=0.05), lambda x: np.where(x > 0, x, 0.05 * x),
+    # (alpha is a float32 attr, as TF's)
+    ("leaky_relu", tf.nn.leaky_relu, lambda x: np.where(x > 0, x, float(np.float32(0.2)) * x), _away(_u(-2, 2), [0])),
+    ("leaky_relu_alpha", lambda x: tf.nn.leaky_relu(x, alpha=0.05),
+     lambda x: np.where(x > 0, x, float(np.float32(0.05)) * x),
      _away(_u(-2, 2), [0])),
     ("elu", tf.nn.elu, lambda x: np.where(x < 0, np.expm1(x), x), _away(_u(-2, 2), [0])),
     ("softplus", tf.nn.softplus, lambda x: np.log1p(np.exp(x)), _u(-4, 4)),
@@ -363,3 +365,131 @@ def test_mixed_dtypes_in_binary_ops_are_type_errors():
 ])
 def test_second_derivatives_with_hessians(name, fn):
     check_hessian(fn, np.array([0.3, -0.7, 0.5]))
+
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _exp_nearest(x):
+    """exp rounded once to x's type (TF's exp is correctly rounded for these tiny x)."""
+    return np.exp(x.astype(np.longdouble)).astype(x.dtype)
+
+
+def _selu_and_grads(x, w):
+    """TF's Selu / SeluGrad and Elu / EluGrad written out in x's type: both gradients branch on the
+    rounded OUTPUT (y < 0), not on x."""
+    t = x.dtype.type
+    em1 = _exp_nearest(x) - t(1)
+    elu = np.where(x < 0, em1, x)
+    selu = np.where(x < 0, t(_SELU_SCALE_ALPHA) * em1, x * t(_SELU_SCALE))
+    d_elu = np.where(elu < 0, w * (elu + t(1)), w)
+    d_selu = np.where(selu < 0, w * (selu + t(_SELU_SCALE_ALPHA)), w * t(_SELU_SCALE))
+    return [selu, d_selu, elu, d_elu]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_selu_and_elu_branch_on_the_rounded_output_as_tf(dtype, graph_mode):
+    # -1e-30 (and -1e-300 in float64): exp(x) - 1 rounds to 0, so the gradient is TF's scale
+    # (selu 1.0507, elu 1), not scale * alpha; -1e-7: exp(-1e-7) rounds to 1 - 2^-23 in
+    # float32, so elu is -2^-23 (TF's -1.1920929e-07), not -1e-7.
+    x = np.array([-1e-30, -1e-300 if dtype == np.float64 else -1e-20, -1e-7, -1e-5, -1.0, -3.0, -0.0, 0.0, 2.0, -np.inf], dtype)
+    w = np.linspace(1, 2, x.size).astype(dtype)
+
+    def build(p, q):
+        ys = [tf.nn.selu(p), tf.nn.elu(p)]
+        return [ys[0], tf.gradients(ys[0], p, q)[0], ys[1], tf.gradients(ys[1], p, q)[0]]
+
+    from _graph_testing import run_graph
+    got = run_graph(build, [x, w], graph_mode)
+    for g, want in zip(got, _selu_and_grads(x, w)):
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g, want)
+    if dtype == np.float32:
+        assert got[2][2] == -2.0 ** -23 and got[1][0] == np.float32(_SELU_SCALE) * w[0]
+
+
+def test_selu_second_derivative_is_tf_selu_grad_grad(graph_mode):
+    # TF's _SeluGradGrad: d/dx of w * (y + scale_alpha) is w * y'(x) = w * (y + scale_alpha) where y < 0
+    x = np.array([-1e-30, -1.0, -3.0, 0.0, 2.0])
+    w = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def build(p):
+        (g,) = tf.gradients(tf.nn.selu(p), p, w)
+        return [g, tf.gradients(g, p)[0]]
+
+    from _graph_testing import run_graph
+    g, h = run_graph(build, [x], graph_mode)
+    y = np.where(x < 0, _SELU_SCALE_ALPHA * (np.exp(x) - 1), _SELU_SCALE * x)   # exp(-1e-30) - 1 is 0
+    np.testing.assert_allclose(g, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), w * _SELU_SCALE), rtol=1e-15)
+    np.testing.assert_allclose(h, np.where(y < 0, w * (y + _SELU_SCALE_ALPHA), 0.0), rtol=1e-15)
+
+
+def test_float32_tanh_is_one_from_tfs_clamp_on(graph_mode):
+    # TF 2.21's float32 tanh (Eigen's ptanh_float) clamps |x| to 7.90738964f, where it is exactly
+    # 1; the correctly rounded tanh is 1 - 2^-24 or less up to 9.0109, which rounds to 1 only
+    # from there. Below the clamp the value is tanh's (correctly rounded here).
+    c = np.float32(7.90738964080810547)
+    below = np.nextafter(c, np.float32(0))
+    x = np.array([c, 8.0, 8.5, 9.0, 9.01, 1e30, np.inf, below, 7.9, 3.0, 0.5, 1e-3], np.float32)
+    x = np.concatenate([x, -x])
+    from _graph_testing import run_graph
+    (got,) = run_graph(lambda p: [tf.tanh(p)], [x], graph_mode)
+    exact = np.tanh(x.astype(np.longdouble))
+    want = np.where(np.abs(x) >= c, np.sign(x), exact).astype(np.float32)
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want))
+    assert np.array_equal(got[np.abs(x) >= c], want[np.abs(x) >= c])
+    assert np.all(ulps <= (0 if graph_mode == "interpret" else 3)), (x, got, want)
+    assert got[7] < 1 and got[8] < 1        # 0.9999997 (TF 0.9999997, 0.9999998)
+
+
+def test_tanh_saturation_in_float16_and_eager():
+    # float16 is float32's value rounded (1 from far below the clamp); eager runs the interpreter's kernel
+    x = np.array([7.9073896, 8.0, -9.0, 3.0], np.float32)
+    got = tf.tanh(tf.constant(x)).numpy()
+    assert np.array_equal(got[:3], [1.0, 1.0, -1.0]) and got[3] == np.float32(np.tanh(3.0))
+    h = tf.tanh(tf.constant(x, tf.float16)).numpy()
+    assert np.array_equal(h, np.tanh(x.astype(np.float16).astype(np.float64)).astype(np.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_signed_zeros_of_sums_over_no_axes_and_relus(dtype, graph_mode):
+    # TF 2.21: a sum / mean over no axes copies x (-0. stays -0.), a sum over some starts at +0.;
+    # relu and relu6 give +0. at -0. (x > 0 ? x : 0) and keep NaN
+    x = np.array([-0.0, 0.0, -2.5, 0.4, np.nan], dtype)
+    from _graph_testing import run_graph
+    got = run_graph(lambda p: [tf.reduce_sum(p, axis=[]), tf.reduce_mean(p, axis=[]), tf.reduce_sum(p[:1]),
+                               tf.nn.relu(p), tf.nn.relu6(p)], [x], graph_mode)
+    for g in got[:2]:
+        np.testing.assert_array_equal(g, x)
+        assert np.signbit(g).tolist() == np.signbit(x).tolist()
+    assert got[2] == 0 and not np.signbit(got[2])
+    for g in got[3:]:
+        np.testing.assert_array_equal(g, np.array([0.0, 0.0, 0.0, 0.4, np.nan], dtype))
+        assert not np.signbit(g[:2]).any()
+
+
+def test_leaky_relu_alpha_is_a_float32_attr(graph_mode):
+    # TF's LeakyRelu takes alpha as a float (32-bit) attr: in float64 the slope is float32(0.1)
+    x = np.array([-2.5, -0.0, 1.0])
+    from _graph_testing import run_graph
+    y, g = run_graph(lambda p: [tf.nn.leaky_relu(p, 0.1), tf.gradients(tf.nn.leaky_relu(p, 0.1), p)[0]], [x],
+                     graph_mode)
+    a = float(np.float32(0.1))          # 0.10000000149011612
+    np.testing.assert_array_equal(y, [-2.5 * a, -0.0, 1.0])
+    np.testing.assert_array_equal(g, [a, a, 1.0])
+    i = tf.nn.leaky_relu(tf.constant([-3, 2]), 0.1)     # integers: cast to float32 first, as TF
+    assert i.dtype == tf.float32 and i.numpy().tolist() == [np.float32(-3) * np.float32(0.1), 2.0]
+
+
+def test_sigmoid_above_zero_is_the_nearest_value_so_its_gradient_is_tfs(graph_mode):
+    # sigmoid(x > 0) is 1 - sigmoid(-x) rounded once: the nearest double for these x (TF 2.21's
+    # too); 1 / (1 + exp(-x)) was an ulp off at 20, which y * (1 - y) made 5e-8 relative
+    from _graph_testing import run_graph
+    x = np.array([20.0, 15.5, 30.0, 3.25, 0.0, -20.0])
+    y, g = run_graph(lambda p: [tf.sigmoid(p), tf.gradients(tf.sigmoid(p), p)[0]], [x], graph_mode)
+    want = (1 / (1 + np.exp(-x.astype(np.longdouble)))).astype(np.float64)
+    np.testing.assert_array_equal(y[:5], want[:5])
+    np.testing.assert_array_equal(g[:5], want[:5] * (1 - want[:5]))
+    np.testing.assert_allclose(y[5], float(want[5]), rtol=3e-16)
+    assert g[0] == 2.061153576897093e-09     # TF 2.21's value

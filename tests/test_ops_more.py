@@ -290,6 +290,18 @@ def test_cumsum_ints_and_known_values():
              expected=np.array([[3.0, 2], [7, 4]], np.float32), grad=False)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cumsum_sums_from_positive_zero(dtype, graph_mode):
+    # TF 2.21's scan starts at +0.0: cumsum([-0., -0., 1.]) is [0., 0., 1.], and so on reversed
+    from _graph_testing import run_graph
+    x = np.array([[-0.0, -0.0, 1.0], [-0.0, 2.0, -0.0]], dtype)
+    got = run_graph(lambda p: [tf.cumsum(p, axis=1), tf.cumsum(p, axis=1, reverse=True),
+                               tf.cumsum(p, axis=0, exclusive=True)], [x], graph_mode)
+    for g, want in zip(got, ([[0, 0, 1], [0, 2, 2]], [[1, 1, 1], [2, 2, 0]], [[0, 0, 0], [0, 0, 1]])):
+        np.testing.assert_array_equal(g, np.array(want, dtype))
+        assert not np.signbit(g).any()
+
+
 def test_cumsum_eager_gradient():
     x = tf.constant(np.arange(6.0).reshape(2, 3))
     w = np.array([[1.0, 2, 3], [4, 5, 6]])

@@ -103,3 +103,41 @@ def test_bias_add_rejects_a_matrix_bias():
     with tf.Graph().as_default():
         with pytest.raises(ValueError):
             tf.nn.bias_add(tf.constant(np.ones((2, 3))), tf.constant(np.ones((2, 3))))
+
+
+def test_silu_gradient_is_tfs_custom_gradient(graph_mode):
+    # TF's nn_impl.swish: dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x); d/dbeta the sum of
+    # dy x^2 s (1 - s). At x = -1000, s = 0: 0 * (1 - 1000) = -0. (the product rule gave +0.)
+    from _graph_testing import run_graph
+    mode = graph_mode
+    x = np.array([-1000.0, -1.0, -0.0, 0.5, 2.0])
+    dy = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def build(p, g):
+        b = tf.constant(1.5, tf.float64)
+        y = tf.nn.silu(p, b)
+        return [y, *tf.gradients(y, [p, b], g), tf.gradients(tf.nn.silu(p), p, g)[0]]
+
+    y, gx, gb, g1 = run_graph(build, [x, dy], mode)
+    for beta, got in ((1.5, gx), (1.0, g1)):
+        with np.errstate(over="ignore"):
+            s = 1 / (1 + np.exp(-beta * x))
+        np.testing.assert_allclose(got, dy * s * (1 + beta * x * (1 - s)), rtol=1e-14)
+    with np.errstate(over="ignore"):
+        s = 1 / (1 + np.exp(-1.5 * x))
+    np.testing.assert_allclose(y, x * s, rtol=1e-14)
+    np.testing.assert_allclose(gb, np.sum(dy * x * x * s * (1 - s)), rtol=1e-13)
+    assert gx[0] == 0 and np.signbit(gx[0]) and np.signbit(g1[0])
+
+
+def test_softmax_xent_broadcasts_labels_to_the_logits(graph_mode):
+    # TF 2.21's kernel takes [n] or [1, n] labels for [b, n] logits: the loss of each row
+    # sum(labels * (logsumexp(row) - row)); TF gives [0.513262, 0.526928] here
+    from _graph_testing import run_graph
+    logits = np.array([[1.0, 2.0], [3.0, 5.0]])
+    for labels in (np.array([[0.2, 0.8]]), np.array([0.2, 0.8])):
+        (got,) = run_graph(lambda a, b: [tf.nn.softmax_cross_entropy_with_logits(labels=a, logits=b)],
+                           [labels, logits], graph_mode)
+        lse = np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(got, (np.broadcast_to(labels, logits.shape) * (lse - logits)).sum(axis=1),
+                                   rtol=1e-14)

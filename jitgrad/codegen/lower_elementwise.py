@@ -6,6 +6,7 @@ inputs.  Semantics follow the numpy reference kernels, including NaN/inf
 propagation (no fast-math flags anywhere).
 """
 from .. import dtypes
+from ..ops.math_ops import SELU_SCALE, SELU_SCALE_ALPHA, TANH_ONE_FROM_FLOAT32
 from . import vecmath
 from .lower_list_checks import list_check
 from .irutil import ERR_INT_DIV_ZERO, ERR_NEG_POW, ERR_TRUNCATE_DIV_ZERO, const, intrinsic, reg_type, ty_suffix, vec_type
@@ -167,10 +168,12 @@ def _atan2(kb, node, xs, W):
 
 
 def _maximum(kb, node, xs, W):
+    """x where x > y or x is NaN, else y: a tie (-0. vs 0.) gives the second operand, as TF's
+    packed code (ops/math_ops.py)."""
     x, y = xs
     b = kb.b
     if _is_float(_dt(node)):
-        return b.select(b.or_(b.fcmp_ordered(">=", x, y), _isnan(kb, x)), x, y)
+        return b.select(b.or_(b.fcmp_ordered(">", x, y), _isnan(kb, x)), x, y)
     return b.select(b.icmp_signed(">=", x, y), x, y)
 
 
@@ -178,7 +181,7 @@ def _minimum(kb, node, xs, W):
     x, y = xs
     b = kb.b
     if _is_float(_dt(node)):
-        return b.select(b.or_(b.fcmp_ordered("<=", x, y), _isnan(kb, x)), x, y)
+        return b.select(b.or_(b.fcmp_ordered("<", x, y), _isnan(kb, x)), x, y)
     return b.select(b.icmp_signed("<=", x, y), x, y)
 
 
@@ -329,17 +332,34 @@ def _unary_vm(name):
     return f
 
 
+def _tanh(kb, node, xs, W):
+    """vecmath's tanh, +-1 from TF's float32 clamp on (ops/math_ops.py: TANH_ONE_FROM_FLOAT32)."""
+    t = _vm(kb, "tanh", xs)
+    if _dt(node) is not dtypes.float32:
+        return t
+    (x,) = xs
+    b = kb.b
+    a = intrinsic(b, f"llvm.fabs.{ty_suffix(x.type)}", x.type, [x])
+    one = intrinsic(b, f"llvm.copysign.{ty_suffix(x.type)}", x.type, [const(dtypes.float32, 1, W), x])
+    return b.select(b.fcmp_ordered(">=", a, const(dtypes.float32, TANH_ONE_FROM_FLOAT32, W)), one, t)
+
+
 def _reciprocal(kb, node, xs, W):
     return kb.b.fdiv(const(_dt(node), 1, W), xs[0])
 
 
 def _relu(kb, node, xs, W):
-    return _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
+    """TF's Relu: x where x > 0 or NaN, else +0 (not max(x, 0): relu(-0.) is 0.)."""
+    (x,) = xs
+    b = kb.b
+    zero = const(_dt(node), 0, W)
+    if _is_float(_dt(node)):
+        return b.select(b.fcmp_unordered(">", x, zero), x, zero)    # unordered: NaN passes
+    return b.select(b.icmp_signed(">", x, zero), x, zero)
 
 
 def _relu6(kb, node, xs, W):
-    m = _maximum(kb, node, [xs[0], const(_dt(node), 0, W)], W)
-    return _minimum(kb, node, [m, const(_dt(node), 6, W)], W)
+    return _minimum(kb, node, [_relu(kb, node, xs, W), const(_dt(node), 6, W)], W)
 
 
 def _elu(kb, node, xs, W):
@@ -348,6 +368,24 @@ def _elu(kb, node, xs, W):
     b = kb.b
     dt = _dt(node)
     return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)), x)
+
+
+def _selu(kb, node, xs, W):
+    """TF's Selu kernel: scale_alpha * (exp(x) - 1) below 0, else scale * x (ops/math_ops.py)."""
+    (x,) = xs
+    b = kb.b
+    dt = _dt(node)
+    neg = b.fmul(const(dt, SELU_SCALE_ALPHA, W), b.fsub(_vm(kb, "exp", [x]), const(dt, 1, W)))
+    return b.select(b.fcmp_ordered("<", x, const(dt, 0, W)), neg, b.fmul(x, const(dt, SELU_SCALE, W)))
+
+
+def _selu_grad(kb, node, xs, W):
+    """TF's SeluGrad(g, y): g * (y + scale_alpha) where y < 0, else g * scale."""
+    g, y = xs
+    b = kb.b
+    dt = _dt(node)
+    return b.select(b.fcmp_ordered("<", y, const(dt, 0, W)), b.fmul(g, b.fadd(y, const(dt, SELU_SCALE_ALPHA, W))),
+                    b.fmul(g, const(dt, SELU_SCALE, W)))
 
 
 def _softsign(kb, node, xs, W):
@@ -489,6 +527,7 @@ ELEMENTWISE = {
     "RsqrtGrad": _rsqrt_grad,
     "ReciprocalGrad": _reciprocal_grad,
     "EluGrad": _elu_grad,
+    "SeluGrad": _selu_grad,
     "SquaredDifference": _sqdiff,
     "LogicalAnd": _logical("and_"),
     "LogicalOr": _logical("or_"),
@@ -507,7 +546,7 @@ ELEMENTWISE = {
     "Sin": _unary_vm("sin"),
     "Cos": _unary_vm("cos"),
     "Tan": _unary_vm("tan"),
-    "Tanh": _unary_vm("tanh"),
+    "Tanh": _tanh,
     "Sinh": _unary_vm("sinh"),
     "Cosh": _unary_vm("cosh"),
     "Asinh": _unary_vm("asinh"),
@@ -524,6 +563,7 @@ ELEMENTWISE = {
     "Relu": _relu,
     "Relu6": _relu6,
     "Elu": _elu,
+    "Selu": _selu,
     "Softsign": _softsign,
     "LeakyRelu": _leaky_relu,
     "Identity": _identity,

@@ -174,9 +174,12 @@ def emit_reduce(kb, out, in_shape, gen_in, red, out_map, kind, dt):
         x = widen(kb, gen_in(full(idx), W), dt, acc_dt, W)
         b.store(combine(kb, kind, acc_dt, b.load(acc_ptr), x), acc_ptr)
 
+    # a sum over no dims is TF's copy of x: -0.0 + x is x for every x, -0.0 included (+0.0 + -0.0 is +0.0)
+    init = -0.0 if not redl and kind in ("sum", "mean") and acc_dt.is_floating else acc_init(kind, dt)
+
     def new_acc(W):
         p = kb.alloca(vec_type(_reg(acc_dt), W))
-        b.store(const(acc_dt, acc_init(kind, dt), W), p)
+        b.store(const(acc_dt, init, W), p)
         return p
 
     if R and last in red and (run_time_last or in_shape[last] >= VW):

@@ -74,9 +74,9 @@ def _scan(kind):
         b = kb.b
         f = dt.is_floating
         is_product = kind == "prod"
-        # -0.0 (fadd) and 1 (fmul) are exact identities (-0.0 + x == x and
-        # 1.0 * x == x for every x), so the first partial result is x[0] itself, as in numpy.
-        start = const(dt, 1 if is_product else (-0.0 if f else 0))
+        # TF's scans start at +0.0 (fadd) and 1 (fmul): a sum of -0.0s is +0.0 there
+        # (cumsum([-0.]) is [0.]), the reference kernel's too; 1.0 * x == x for every x.
+        start = const(dt, 1 if is_product else 0)
         # the first exclusive element is a literal identity (+0.0 or 1), as the reference's
         first = const(dt, 1 if is_product else 0)
         if kind == "logsumexp":     # (TF's reducer starts at -inf, an exclusive scan's first value)

@@ -820,11 +820,16 @@ def slice_(input_, begin, size, name=None):
         raise shape_error(f"Expected begin and size arguments to be 1-D tensors of size {rank}, but got "
                           f"shapes [{len(b)}] and [{len(s)}] instead.")
     dims = x.shape.as_list() if rank is not None else [None] * len(b)
+    bad_size = next((i for i, v in enumerate(s) if v < -1), None)
+    if bad_size is not None:     # TF's shape function rejects these: ValueError in a graph
+        raise shape_error(f"Expected size[{bad_size}] in [0, ...) or -1, but got {s[bad_size]}")
     why = _slice_bounds_error(b, s, dims)
-    if why:
-        raise shape_error(why)
+    if why and context.executing_eagerly():
+        raise InvalidArgumentError(why)
     attrs = {"spec": _slice_spec(tuple(slice(bi, None if si == -1 else bi + si) for bi, si in zip(b, s)))}
-    if None in dims:       # checked when the run's shapes are known (_strided_run_check)
+    if None in dims or why:
+        # checked when the run's shapes are known (_strided_run_check): TF's Slice kernel finds
+        # bad bounds when it runs, an InvalidArgumentError from a graph too
         attrs["slice_bounds"] = (tuple(b), tuple(s))
     return apply_op("StridedSlice", [x], attrs, name=name or "Slice")
 

@@ -6,11 +6,12 @@ import math
 import numpy as np
 
 from .. import dispatch, dtypes
-from ..convert import convert_all, convert_to_tensor, graph_of
+from ..convert import convert_all, convert_to_tensor, graph_of, is_tensorlike
 from ..errors import InternalError, InvalidArgumentError, NotFoundError, UnimplementedError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
+from .cast_kernel import cast as cast_values
 from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
 
 BOOL = (dtypes.bool_,)
@@ -193,8 +194,14 @@ def _reciprocal_grad(y, dy):
 
 
 def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return (1 / (1 + np.exp(-x))).astype(x.dtype)
+    """float32 in float64, rounded once; float64 as the compiled code (vecmath._sigmoid):
+    t = sigmoid(-|x|), 1 - t for x >= 0 (the nearest value there, as TF's)."""
+    if x.dtype == np.float32:
+        return _sigmoid(x.astype(np.float64)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(x))
+        t = e / (1 + e)
+        return np.where(x < 0, t, 1 - t).astype(x.dtype)
 
 
 def _sigmoid_narrow(x):
@@ -304,18 +311,20 @@ def _minmax_grad(op, g, cmp):
     return _binary_grads(op, where(xmask, g, zeros), where(xmask, zeros, g))
 
 
-def _tie_keeps_first(np_fn):
-    """TF's Maximum / Minimum return the first operand when the two compare equal, which
-    decides the sign of a zero (maximum(-0., 0.) is -0.; the compiled code does the same);
-    numpy's SIMD loops return the second. NaN still propagates from either side."""
+def _tie_keeps_second(np_fn):
+    """TF's Maximum / Minimum return the second operand when the two compare equal, which
+    decides the sign of a zero (maximum(-0., 0.) is 0., maximum(0., -0.) -0.; the compiled code
+    does the same): its packed code does, which computes all of a tensor's elements but the
+    tail past its last multiple of 8 floats / 4 doubles (the scalar code there returns the
+    first; README "Known differences"). NaN still propagates from either side."""
     def kernel(x, y):
         with np.errstate(invalid="ignore"):
-            return np.where(x == y, x, np_fn(x, y)).astype(np.result_type(x, y), copy=False)
+            return np.where(x == y, y, np_fn(x, y)).astype(np.result_type(x, y), copy=False)
     return kernel
 
 
-_maximum = _tie_keeps_first(np.maximum)
-_minimum = _tie_keeps_first(np.minimum)
+_maximum = _tie_keeps_second(np.maximum)
+_minimum = _tie_keeps_second(np.minimum)
 _binary_op("Maximum", _maximum, lambda op, g: _minmax_grad(op, g, greater_equal), NUMBERS)
 _binary_op("Minimum", _minimum, lambda op, g: _minmax_grad(op, g, less_equal), NUMBERS)
 
@@ -418,7 +427,22 @@ _unary_op("Cos", np.cos, lambda op, g: [multiply(negative(g), sin(_conj(op.input
 _unary_op("Tan", np.tan,
           lambda op, g: [multiply(square(reciprocal(cos(_conj(op.inputs[0])))), g)], FLOATS + COMPLEX, cost=12,
           denormals="pass_input")
-_unary_op("Tanh", np.tanh,
+# TF's float32 tanh (Eigen's ptanh_float, the non-FMA build TF 2.21 ships) clamps |x| to
+# 7.90738964f, where its rational approximation is exactly 1: from there on it is +-1, where the
+# correctly rounded tanh reaches 1 only at 9.0109 (1 - 2^-24 rounds up). float16 / bfloat16 are
+# float32's value rounded. Below the clamp the value is the correctly rounded one (TF's is within
+# a few ulp of it).
+TANH_ONE_FROM_FLOAT32 = 7.90738964080810547
+
+
+def _tanh(x):
+    if x.dtype != np.float32:
+        return np.tanh(x)
+    t = np.tanh(x.astype(np.float64)).astype(np.float32)
+    return np.where(np.abs(x) >= np.float32(TANH_ONE_FROM_FLOAT32), np.copysign(np.float32(1), x), t)
+
+
+_unary_op("Tanh", _tanh,
           lambda op, g: [multiply(g, subtract(1.0, multiply(_conj(op.outputs[0]), _conj(op.outputs[0]))))],
           FLOATS + COMPLEX, cost=12)
 # Hyperbolic functions and their inverses: TF's math_grad.py rules (_SinhGrad ... _AtanhGrad),
@@ -557,16 +581,48 @@ def _unit_mask(x, on):
 
 # TF's ReluGrad / Relu6Grad multiply by the mask (relu_op_functor.h: gradients *
 # (features > 0).cast<T>()), so an inf or NaN gradient where the unit is off gives NaN.
-_unary_op("Relu", lambda x: _maximum(x, x.dtype.type(0)),
+def _relu(x):
+    """TF's Relu (packed code): x where x > 0 or NaN, else +0 (relu(-0.) is 0.)."""
+    return np.where((x > 0) | (x != x), x, x.dtype.type(0))
+
+
+_unary_op("Relu", _relu,
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], greater(op.inputs[0], 0)))], NUMBERS)
-_unary_op("Relu6", lambda x: _minimum(_maximum(x, x.dtype.type(0)), x.dtype.type(6)),
+_unary_op("Relu6", lambda x: _minimum(_relu(x), x.dtype.type(6)),
           lambda op, g: [multiply(g, _unit_mask(op.inputs[0], logical_and(greater(op.inputs[0], 0),
                                                                           less(op.inputs[0], 6))))], NUMBERS)
+def _exp_rounded_once(x):
+    """exp(x) computed wider and rounded once to x's type. numpy's own float32 exp is off by an
+    ulp for about half of all tiny x (exp(-1e-7) is 1 - 2^-24 where the nearest float32, and
+    TF's, is 1 - 2^-23), which exp(x) - 1 magnifies into a factor of 2 (elu(-1e-7))."""
+    wide = np.longdouble if x.dtype == np.float64 else np.float64
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(x.astype(wide)).astype(x.dtype)
+
+
 # TF's Elu kernel computes exp(x) - 1, not expm1 (elu(-1e-5) is -1.001358e-05 in float32), each step
 # in the tensor's type (elu(-1e-5) is 0 in float16).
 def _elu(x):
-    with np.errstate(over="ignore"):
-        return np.where(x < 0, np.exp(x) - x.dtype.type(1), x)
+    return np.where(x < 0, _exp_rounded_once(x) - x.dtype.type(1), x)
+
+
+# TF's Selu and SeluGrad kernels (relu_op_functor.h), constants in the tensor's type:
+# selu(x) = scale_alpha * (exp(x) - 1) where x < 0, else scale * x; its gradient branches on the
+# OUTPUT, g * (y + scale_alpha) where y < 0, else g * scale. A tiny negative x whose exp(x) - 1
+# rounds to 0 has gradient scale there (selu(-1e-30): 1.0507 in TF), where a composite
+# differentiated through where(x < 0, ...) gives scale_alpha (1.7581).
+SELU_SCALE = 1.0507009873554804934193349852946
+SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _selu(x):
+    t = x.dtype.type
+    return np.where(x < 0, t(SELU_SCALE_ALPHA) * (_exp_rounded_once(x) - t(1)), x * t(SELU_SCALE))
+
+
+def _selu_grad_kernel(g, y):
+    t = y.dtype.type
+    return np.where(y < 0, g * (y + t(SELU_SCALE_ALPHA)), g * t(SELU_SCALE))
 
 
 # TF's Softsign is one op, x / (|x| + 1) (each step in the tensor's type, as Eigen's half does),
@@ -592,6 +648,15 @@ _binary_op("EluGrad", lambda g, y: np.where(y < 0, g * (y + 1), g),
            lambda op, g: _binary_grads(op, elu_grad(g, op.inputs[1]),
                                        where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(g))),
            FLOATS)
+_unary_op("Selu", _selu, lambda op, g: [selu_grad(g, op.outputs[0])], narrow_in_float32=False, cost=12,
+          denormals="flush")
+# TF's _SeluGradGrad: like EluGrad's, where(y < 0, g * gradients, 0) wrt the outputs.
+_binary_op("SeluGrad", _selu_grad_kernel,
+           lambda op, g: _binary_grads(op, selu_grad(g, op.inputs[1]),
+                                       where(less(op.inputs[1], 0), multiply(g, op.inputs[0]), zeros_like(g))),
+           FLOATS)
+
+
 def _leaky_relu_grad(op, g):
     """TF's LeakyReluGrad selects g or g * alpha; g * (m + (1 - m) * alpha) with the 0/1 mask m
     is the same number (g * 1, g * alpha) and keeps the second derivative wrt x connected (zeros)."""
@@ -629,11 +694,13 @@ def _cast_kernel(attrs, x):
     dst = attrs["DstT"]
     if x.dtype.kind == "c" and not dst.is_complex:   # TF keeps the real part (numpy would warn)
         x = x.real
-    return x.astype(dst.np)
+    return cast_values(x, np.dtype(dst.np))
 
 
+# denormals="keep": the kernel flushes as TF does itself (ops/cast_kernel.py: float32 <->
+# bfloat16 keeps them, every other cast flushes)
 register("Cast", infer=_cast_infer, kernel=_cast_kernel, grad=_cast_grad,
-         kind="elementwise")
+         kind="elementwise", denormals="keep")
 
 
 def _select_infer(shapes, dts, attrs):
@@ -682,7 +749,26 @@ register("AddN", infer=_addn_infer, kernel=_addn_kernel,
 
 # ---------------------------------------------------------------- public functions
 def add(x, y, name=None):
-    return _b("AddV2", x, y, name)
+    try:
+        return _b("AddV2", x, y, name)
+    except TypeError:
+        _raise_add_kernel_mismatch(x, y)
+        raise
+
+
+def _raise_add_kernel_mismatch(x, y):
+    """TF's add converts a non-tensor y with x's dtype only as a hint (AddV2 adds strings too):
+    eagerly, a y that is not of x's dtype ('a', 1.5 to an int32 x) then reaches the kernel,
+    an InvalidArgumentError; in a graph the op's type check gives the TypeError."""
+    if not (x.__class__ in dispatch.eager_types and _registry.eager_now()) or is_tensorlike(y):
+        return
+    try:
+        yt = convert_to_tensor(y)
+    except (TypeError, ValueError):
+        return
+    if yt.dtype != x.dtype:
+        raise InvalidArgumentError(f"cannot compute AddV2 as input #1(zero-based) was expected to be a "
+                                   f"{x.dtype.name} tensor but is a {yt.dtype.name} tensor [Op:AddV2]") from None
 
 
 def subtract(x, y, name=None):
@@ -951,9 +1037,20 @@ def elu_grad(gradients, outputs, name=None):
     return _b("EluGrad", gradients, outputs, name)
 
 
+def selu(features, name=None):
+    return _u("Selu", features, name)
+
+
+def selu_grad(gradients, outputs, name=None):
+    return _b("SeluGrad", gradients, outputs, name)
+
+
 def leaky_relu(features, alpha=0.2, name=None):
     (x,) = convert_all([features])
-    return apply_op("LeakyRelu", [x], {"alpha": float(alpha)}, name=name or "LeakyRelu")
+    if x.dtype.is_integer:      # as TF's nn_ops.leaky_relu
+        x = cast(x, dtypes.float32)
+    # TF's alpha is a float attr, float32: leaky_relu(-2.5) in float64 is -0.5000000074505806
+    return apply_op("LeakyRelu", [x], {"alpha": float(np.float32(alpha))}, name=name or "LeakyRelu")
 
 
 def identity(input, name=None):  # noqa: A002

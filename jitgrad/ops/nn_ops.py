@@ -6,9 +6,9 @@ import numpy as np
 
 from ..convert import is_tensorlike, convert_all, convert_to_tensor, graph_of
 from .. import dtypes
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, shape_error
 from ..shapes import as_shape
-from .array_ops import expand_dims, gather, _static_value, reshape, squeeze
+from .array_ops import broadcast_to, expand_dims, gather, _static_value, reshape, squeeze
 from .math_ops import (add, cast, exp, greater_equal, identity, is_finite, log, log1p, maximum, multiply, negative,
                        realdiv, reciprocal, rsqrt, sigmoid, softplus, square, stop_gradient, subtract, where, zeros_like)
 from .reduction_ops import static_int, reduce_max, reduce_sum, reduce_mean
@@ -17,7 +17,8 @@ from . import random_ops
 from .softmax import log_softmax, shifted, softmax
 from .clip_ops import clip_by_norm
 from .math_ops import squared_difference
-from .math_ops import elu, less, not_equal, softsign
+from .math_ops import not_equal, softsign
+from .math_ops import selu as selu_op
 from .math_ops import erfc, pow as pow_, tanh
 
 
@@ -102,6 +103,19 @@ def softmax_cross_entropy_with_logits_v2_v1(labels, logits, axis=None, name=None
     return softmax_cross_entropy_with_logits(labels=labels, logits=logits, axis=axis, name=name)
 
 
+def _labels_broadcast_to_logits(labels, logits):
+    """TF 2.21's SoftmaxCrossEntropyWithLogits broadcasts labels of another known shape to the
+    logits' ([1, n] or [n] labels for [b, n] logits); anything else is its shape function's
+    ValueError in a graph, the kernel's InvalidArgumentError eagerly."""
+    a, b = labels.shape.as_list(), logits.shape.as_list()
+    try:
+        if None in a or None in b or list(np.broadcast_shapes(tuple(a), tuple(b))) != b:
+            raise ValueError
+    except ValueError:
+        raise shape_error(f"logits and labels must be broadcastable: logits_size={b} labels_size={a}") from None
+    return broadcast_to(labels, b)
+
+
 def _softmax_xent(labels, logits, axis, name, sparse):
     if labels is None or logits is None:
         raise ValueError("Both labels and logits must be provided.")
@@ -109,7 +123,7 @@ def _softmax_xent(labels, logits, axis, name, sparse):
     (labels,) = convert_all([labels], graph=graph_of([logits]))
     if labels.shape.dims is not None and logits.shape.dims is not None and \
             not labels.shape.is_compatible_with(logits.shape):
-        raise ValueError(f"labels and logits must have the same shape ({labels.shape} vs {logits.shape})")
+        labels = _labels_broadcast_to_logits(labels, logits)
     # As TF's nn_ops: float16 / bfloat16 logits are computed in float32 and the loss rounded
     # once; the labels are cast to the dtype computed in (any float or integer labels)
     half = logits.dtype in (dtypes.float16, dtypes.bfloat16)
@@ -195,8 +209,22 @@ def log_sigmoid(x, name=None):
 
 
 def silu(features, beta=1.0, name=None):
+    """``tf.nn.silu``: x * sigmoid(beta * x) with TF's custom gradient (nn_impl.swish),
+    dy * s * (1 + beta * x * (1 - s)): differentiating the product instead rounded
+    differently and gave +0 where TF gives -0 (x = -100: 0 * (1 - 100))."""
     (x,) = convert_all([features])
-    return multiply(x, sigmoid(multiply(x, beta) if beta != 1.0 else x), name=name or "silu")
+    b = cast(convert_to_tensor(beta), x.dtype)     # TF: a float32 beta, cast to x's dtype
+    from ..custom_gradient import custom_gradient   # custom_gradient imports the op modules
+
+    @custom_gradient
+    def swish(x, b):
+        def grad(dy):
+            s = sigmoid(multiply(b, x))
+            act = multiply(s, add(1.0, multiply(multiply(b, x), subtract(1.0, s))))
+            beta_grad = reduce_sum(multiply(multiply(multiply(dy, square(x)), s), subtract(1.0, s)))
+            return multiply(dy, act), beta_grad
+        return multiply(x, sigmoid(multiply(b, x))), grad
+    return identity(swish(x, b), name=name or "silu")
 
 
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
@@ -340,19 +368,9 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
     return identity(result, name=name or "embedding_lookup")
 
 
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
-
-
 def selu(features, name=None):
-    """``tf.nn.selu``: scale * where(x < 0, alpha * elu(x), x), selecting on x < 0 as
-    TF's kernel does, so the gradient is TF's SeluGrad: scale * alpha * exp(x)
-    where x < 0, else scale (also at 0)."""
-    (x,) = convert_all([features])
-    # TF's Selu kernel: scale_alpha * (exp(x) - 1) below 0, scale * x above, with scale_alpha one
-    # constant of x's type (in float16 / bfloat16 (elu * alpha) * scale rounds twice more)
-    return where(less(x, 0.0), multiply(elu(x), _SELU_SCALE * _SELU_ALPHA), multiply(x, _SELU_SCALE),
-                 name=name or "Selu")
+    """``tf.nn.selu``: one op, as TF's (ops/math_ops.py: its gradient branches on the output)."""
+    return selu_op(features, name=name or "Selu")
 
 
 def gelu(features, approximate=False, name=None):

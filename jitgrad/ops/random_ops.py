@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_to_tensor
+from ..errors import InvalidArgumentError
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 DEFAULT_GRAPH_SEED = 87654321   # TF's op-seed-only default (random_seed.py)
@@ -237,7 +238,12 @@ def shape_of_draws(shape):
         raise ValueError(f"Shape must be a 1-D list of integers, got {shape!r}")
     dims = tuple(int(d) for d in dims.reshape(-1))
     if any(d < 0 for d in dims):
-        raise ValueError(f"Dimensions must be non-negative, got {list(dims)}")
+        # TF 2.21: its kernel's InvalidArgumentError eagerly; in a graph its shape function takes
+        # -1 for an unknown dim (the kernel raises when it runs) and rejects other negatives
+        msg = f"Dimensions must be non-negative, got {list(dims)}"
+        if context.executing_eagerly() or -1 in dims:
+            raise InvalidArgumentError(msg)
+        raise ValueError(msg)
     return dims
 
 

@@ -392,16 +392,21 @@ def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
 def _scan_infer(op_name, allowed=NUMBERS):
     def infer(shapes, dts, attrs):
         check_dtype(op_name, dts[0], allowed)
-        s = shapes[0]
-        if s is not None and not -len(s) <= attrs["axis"] < len(s):
-            raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
-        return [(s, dts[0])]
+        return [(shapes[0], dts[0])]
     return infer
 
 
+def _scan_axis_check(shapes, attrs):
+    """TF's scan kernels check the axis when they run (its shape function does not): an
+    InvalidArgumentError from a graph too."""
+    s = shapes[0]
+    if s is not None and not -len(s) <= attrs["axis"] < len(s):
+        raise ValueError(f"Expected axis in the range [{-len(s)}, {len(s)}), but got {attrs['axis']}")
+
+
 def _scan_kernel(np_scan, identity):
-    """Cumsum / Cumprod: numpy's sequential scan in the input dtype; exclusive
-    shifts it by one, starting with the identity (0 or 1)."""
+    """Cumsum / Cumprod: numpy's sequential scan in the input dtype (a sum from +0.0, as TF's);
+    exclusive shifts it by one, starting with the identity (0 or 1)."""
     def kernel(attrs, x):
         axis = attrs["axis"]
         if not -x.ndim <= axis < x.ndim:
@@ -409,6 +414,8 @@ def _scan_kernel(np_scan, identity):
         if attrs["reverse"]:
             x = np.flip(x, axis)
         out = np_scan(x, axis=axis, dtype=x.dtype)
+        if identity == 0 and x.dtype.kind in "fcV":
+            out = out + x.dtype.type(0)     # TF's sums start at +0.0: a prefix of -0.0s sums to +0.0
         if attrs["exclusive"]:
             out = np.concatenate([np.full_like(np.take(out, [0], axis=axis), identity),
                                   np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis) \
@@ -441,10 +448,10 @@ def _cumprod_vjp(x, g, attrs):
 
 register("Cumsum", denormals="flush",
          infer=_scan_infer("Cumsum", NUMBERS + COMPLEX), kernel=_scan_kernel(np.cumsum, 0), grad=_cumsum_grad,
-         kind="other")
+         kind="other", run_check=_scan_axis_check)
 register("Cumprod", denormals="flush",
          infer=_scan_infer("Cumprod"), kernel=_scan_kernel(np.cumprod, 1), grad=_cumprod_grad,
-         kind="other")
+         kind="other", run_check=_scan_axis_check)
 
 
 def _logsumexp_pair(a, b):
@@ -488,11 +495,17 @@ def _cumulative_logsumexp_grad(op, g):
 
 register("CumulativeLogsumexp", denormals="flush",
          infer=_scan_infer("CumulativeLogsumexp", FLOATS), kernel=_cumulative_logsumexp_kernel,
-         grad=_cumulative_logsumexp_grad, kind="other", cost=12)
+         grad=_cumulative_logsumexp_grad, kind="other", cost=12, run_check=_scan_axis_check)
 
 
 def _scan(op_type, x, axis, exclusive, reverse, name):
     (x,) = convert_all([x])
+    v = axis if isinstance(axis, (int, np.integer)) else get_static_value(axis)
+    if v is not None and np.asarray(v).dtype.kind not in "iu":     # TF's axis: int32 / int64 only
+        msg = f"Value for attr 'Tidx' of {np.asarray(v).dtype.name} is not in the list of allowed values: int32, int64"
+        raise InvalidArgumentError(msg) if context.executing_eagerly() else TypeError(msg)
+    if v is not None and np.ndim(v) != 0:      # TF's kernel: at run time
+        raise InvalidArgumentError(f"ScanOp: axis must be a scalar, not {np.shape(v)}")
     axis = static_int(axis, f"the axis of {op_type.lower()}")
     return apply_op(op_type, [x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)},
                     name=name or op_type)

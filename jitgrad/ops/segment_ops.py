@@ -26,6 +26,7 @@ from .array_ops import concat, expand_dims, gather, get_static_value, reshape, z
 from .math_ops import (abs, add, cast, equal, floordiv, greater, greater_equal, logical_and, maximum, multiply,  # noqa: A004
                        ones_like, realdiv, sign, sqrt, where, zeros_like)
 from .reduction_ops import reduce_max
+from . import registry as _registry
 from .registry import apply_op, register
 from .sums import accumulator
 
@@ -47,11 +48,22 @@ def identity_value(kind, dt, sorted_):
 
 
 def _check_ids(data_shape, ids_shape, sorted_):
-    """TF's shape function: ids' shape a prefix of data's (sorted: ids a vector)."""
+    """TF's shape functions: ids' shape a prefix of data's (sorted: ids a vector, whose length
+    only the kernel checks: _check_sorted_prefix, TF 2.21's InvalidArgumentError when it runs)."""
     if ids_shape is None or data_shape is None:
         return
     if sorted_ and len(ids_shape) != 1:
         raise ValueError(f"Shape must be rank 1 but is rank {len(ids_shape)} for 'SegmentReduction' (segment_ids)")
+    if not sorted_:
+        _check_prefix(data_shape, ids_shape)
+
+
+def _check_sorted_prefix(shapes, attrs):
+    if attrs["sorted"] and shapes[0] is not None and shapes[1] is not None:
+        _check_prefix(shapes[0], shapes[1])
+
+
+def _check_prefix(data_shape, ids_shape):
     if len(ids_shape) > len(data_shape):
         raise ValueError(f"Shape must be at least rank {len(ids_shape)} but is rank {len(data_shape)} (data)")
     for a, b in zip(ids_shape, data_shape):
@@ -174,7 +186,8 @@ def _grad(op, g):
     return [multiply(_gather_drop_negatives(g, ids, rank)[0], partial)] + rest
 
 
-register("SegmentReduction", denormals="flush", infer=_infer, kernel=_kernel, grad=_grad, kind="other", cost=1)
+register("SegmentReduction", denormals="flush", infer=_infer, kernel=_kernel, grad=_grad, kind="other", cost=1,
+         run_check=_check_sorted_prefix)
 
 
 # ---------------------------------------------------------------- the number of segments a run-time value
@@ -202,7 +215,7 @@ def _dynamic_specialise(attrs, source):
 register("DynamicSegmentReduction", denormals="flush", infer=_dynamic_infer,
          kernel=lambda attrs, data, ids, source: _kernel({**attrs, "num_segments": _count(attrs, source)}, data, ids),
          grad=_grad, data_dependent_shape=True, shape_from=2, specialise=_dynamic_specialise,
-         lowering="interpreter", kind="other")
+         lowering="interpreter", kind="other", run_check=_check_sorted_prefix)
 
 
 # ---------------------------------------------------------------- public functions
@@ -221,8 +234,9 @@ def _reduce(kind, data, ids, num_segments, sorted_, name):
         return apply_op("DynamicSegmentReduction", [data, ids, convert_to_tensor(num_segments)], attrs, name=op_name)
     if np.ndim(n) != 0:
         raise ValueError(f"Shape must be rank 0 but is rank {np.ndim(n)} for '{op_name}' (num_segments)")
-    if int(n) < 0:
-        raise InvalidArgumentError(f"Input num_segments == {int(n)} must not be negative.")
+    if int(n) < 0:      # TF's shape function checks a constant num_segments: ValueError in a graph
+        msg = f"Input num_segments == {int(n)} must not be negative."
+        raise InvalidArgumentError(msg) if _registry.eager_now() else ValueError(msg)
     return apply_op("SegmentReduction", [data, ids], {**attrs, "num_segments": int(n)}, name=op_name)
 
 

@@ -51,6 +51,8 @@ def add_reduce(x, axes, keepdims=False):
     to x's dtype). Integer sums wrap the same in any order: numpy's own."""
     acc = accumulator(x.dtype)
     axes = tuple(sorted(set(axes)))
+    if not axes:     # TF copies x (-0.0 stays -0.0), where numpy's sum adds it to its identity +0
+        return np.array(x, dtype=acc)
     if x.dtype.kind not in "fcV" or not axes or \
             math.prod(x.shape[d] for d in axes if d != x.ndim - 1) <= BLOCK:
         # no more than BLOCK rows outside the innermost axis: numpy's order (its pairwise inner sums)
