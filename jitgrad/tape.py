@@ -451,6 +451,7 @@ class GradientTape:
         if not context.executing_eagerly():
             if self._graph_state is None:
                 self._graph_state = _GraphTapeState(context.get_default_graph())
+            self._graph_state.begin_recording()
         _push(self)
         self._recording = True
 
@@ -459,6 +460,8 @@ class GradientTape:
             raise ValueError("Tape is not recording.")
         _pop(self)
         self._recording = False
+        if self._graph_state is not None:
+            self._graph_state.end_recording()
 
     @contextlib.contextmanager
     def stop_recording(self):
@@ -717,11 +720,40 @@ class GradientTape:
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):
                 xs.append(_as_seen_here(s))
-                watched.append(gs is not None and id(s) in gs.watched)
+                watched.append(gs is not None and (id(s) in gs.watched or self._recorded_from_watched(s)))
             else:
                 xs.append(convert_to_tensor(s))      # an eager tensor: its capture if a tape watched it
                 watched.append(gs is not None and id(xs[-1]) in gs.watched)
         return xs, watched
+
+    def _recorded_from_watched(self, t):
+        """Whether ``t`` is on this tape as TF has it: made by ops recorded while the tape
+        was recording, from a watched tensor or variable (an intermediate such as ``x * x``
+        of a watched ``x``; TF's gradient with respect to it is not None)."""
+        gs = self._graph_state
+        if t.graph is not gs.graph or not gs.recorded(t.op):
+            return False
+        seen, todo = set(), [t]
+        while todo:
+            x = todo.pop()
+            if id(x) in gs.watched or self._reads_watched_variable(x):
+                return True
+            op = x.op
+            if op._id in seen or not gs.recorded(op):
+                continue
+            seen.add(op._id)
+            todo.extend(op.inputs)
+        return False
+
+    def _reads_watched_variable(self, t):
+        """``t`` is a read of (or a value assigned to) an eager variable this tape watches."""
+        key = t.op.attrs.get("var") if isinstance(t.op.attrs, dict) else None
+        ctx = context.current_trace(t.graph) if key is not None else None
+        var = ctx.variables.get(key) if ctx is not None else None
+        if var is None:
+            return False
+        watched_vars = self._tape.watched_variables if self._tape is not None else {}
+        return var._handle_id in watched_vars or var._handle_id in self._graph_state.watched
 
     def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
         xs, watched = self._graph_sources(flat_sources)
@@ -889,6 +921,19 @@ class _GraphTapeState:
         self.graph = graph
         self.watched = set()
         self.stopped_ops = []
+        self.recording_spans = []   # [first op id, end op id or None while recording]
+
+    def begin_recording(self):
+        self.recording_spans.append([len(self.graph._ops), None])
+
+    def end_recording(self):
+        if self.recording_spans and self.recording_spans[-1][1] is None:
+            self.recording_spans[-1][1] = len(self.graph._ops)
+
+    def recorded(self, op):
+        """Whether ``op`` of this graph was made while the tape was recording."""
+        return op.graph is self.graph and any(
+            a <= op._id and (b is None or op._id < b) for a, b in self.recording_spans)
 
 
 def _reshape(t, shape):
