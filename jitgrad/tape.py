@@ -469,16 +469,12 @@ class GradientTape:
         a tape (never entered, or used up), ValueError when left (_pop_tape)."""
         if self._tape is None:
             raise RuntimeError("Trying to stop recording a tape which is not recording.")
-        gs = self._graph_state
-        start = len(gs.graph._ops) if gs is not None else None
-        self._pop_tape()
+        self._pop_tape()       # (a graph's ops made meanwhile fall outside its recording spans)
         self._stopped = True
         try:
             yield
         finally:
             self._stopped = False
-            if gs is not None:
-                gs.stopped_ops.extend(gs.graph._ops[start:])
             self._push_tape()
 
     def reset(self):
@@ -758,9 +754,9 @@ class GradientTape:
     def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
         xs, watched = self._graph_sources(flat_sources)
         ys = [convert_to_tensor(t) for t in flat_targets]
-        stop = []
-        if self._graph_state is not None:
-            stop = [o for op in self._graph_state.stopped_ops for o in op.outputs]
+        # as TF's tape, differentiate only through the ops it recorded: not through those made
+        # before it, under stop_recording, or after it (a target computed after the with block)
+        stop = self._graph_state.unrecorded_outputs() if self._graph_state is not None else []
         use = [i for i, w in enumerate(watched) if w and (xs[i].dtype.is_floating or xs[i].dtype.is_complex)]
         result = [None] * len(xs)
         if use:
@@ -920,7 +916,6 @@ class _GraphTapeState:
     def __init__(self, graph):
         self.graph = graph
         self.watched = set()
-        self.stopped_ops = []
         self.recording_spans = []   # [first op id, end op id or None while recording]
 
     def begin_recording(self):
@@ -929,6 +924,13 @@ class _GraphTapeState:
     def end_recording(self):
         if self.recording_spans and self.recording_spans[-1][1] is None:
             self.recording_spans[-1][1] = len(self.graph._ops)
+
+    def unrecorded_outputs(self):
+        """One output of every op of the graph made while the tape was not recording (none
+        if it never recorded here): where a gradient must stop."""
+        if not self.recording_spans:
+            return []
+        return [op.outputs[0] for op in self.graph._ops if op.outputs and not self.recorded(op)]
 
     def recorded(self, op):
         """Whether ``op`` of this graph was made while the tape was recording."""
