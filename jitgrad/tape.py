@@ -777,6 +777,12 @@ class GradientTape:
         from . import batched_gradients as bg
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
+        gs = self._graph_state
+        if gs is not None and gs.recording_spans and y.graph is gs.graph and not gs.recorded(y.op) \
+                and id(y) not in gs.watched:
+            # a target the tape did not record (computed after the with block): as TF, nothing
+            # flows to it but itself
+            watched = [w and x is y for x, w in zip(xs, watched)]
         use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and (x.dtype.is_floating or x.dtype.is_complex)]
         static = y.shape.is_fully_defined() and all(xs[i].shape.is_fully_defined() for i in use)
         if y.dtype.is_complex or any(xs[i].dtype.is_complex for i in use):

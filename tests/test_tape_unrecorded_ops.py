@@ -71,3 +71,16 @@ def test_graph_mode_tape_ignores_ops_after_it():
         dy = t.gradient([y, tf.reduce_sum(x) * 5.0], x)
         with tf.compat.v1.Session(graph=g) as s:
             np.testing.assert_allclose(s.run(dy), [2.0, 4.0])
+
+
+def test_jacobian_of_a_target_computed_after_the_tape_is_none():
+    def f(x):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = x * x
+        return t.jacobian(y * 2.0, x), t.jacobian(y, x)
+
+    # TF 2.21: None for the unrecorded target, diag(2x) for the recorded one
+    for unrecorded, recorded in _eager_and_traced(f, tf.constant([1.0, 2.0])):
+        assert unrecorded is None
+        np.testing.assert_allclose(recorded.numpy(), [[2.0, 0.0], [0.0, 4.0]])
