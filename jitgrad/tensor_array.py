@@ -284,9 +284,14 @@ class TensorArray:
             return out.unstack(t, name=name)
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
+            if context.executing_eagerly():   # TF's eager TensorArray checks in Python
+                raise ValueError(f"Cannot unstack {len(parts)} tensors into a TensorArray of static size "
+                                 f"{self._size} ")
             raise InvalidArgumentError(f"Tried to unstack {len(parts)} elements into a TensorArray of size "
                                        f"{self._size}")
-        self._items = [None] * max(len(parts), 0 if self._dynamic else self._size)
+        # TF's eager array becomes the rows unstacked (fewer rows: a smaller array)
+        keep = 0 if self._dynamic or context.executing_eagerly() else self._size
+        self._items = [None] * max(len(parts), keep)
         for i, p in enumerate(parts):
             self._items[i] = self._convert(p)
         return self
