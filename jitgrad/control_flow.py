@@ -59,11 +59,12 @@ def _unpack_singleton(x):
     return x
 
 
-def _eager_bool(p, what):
-    """TF's eager cond / case / while_loop test the predicate with Python's ``if``: a tensor
-    of one element, any rank, is its truth value; any other is numpy's ValueError."""
+def _eager_bool(p, what, bool_only=False):
+    """TF's eager cond / while_loop test the predicate with Python's ``if``: a tensor of one
+    element, any rank and dtype (0 is False), is its truth value; any other is numpy's
+    ValueError. ``bool_only``: a non-bool predicate is a TypeError (tf.case: TF fails on it)."""
     v = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
-    if v.dtype != np.bool_:
+    if bool_only and v.dtype != np.bool_:
         raise TypeError(f"{what} must be a bool tensor, got {v.dtype}")
     return bool(v)      # (numpy: "The truth value of an array with more than one element is ambiguous...")
 
@@ -206,7 +207,7 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
         if any(type(p) is BatchedTensor for p in preds):     # one predicate per row of an eager jacobian
             return _unpack(batched_case(preds, fns, default), strict)
         for p, fn in zip(preds, fns):
-            if _eager_bool(p, "A tf.case predicate"):
+            if _eager_bool(p, "A tf.case predicate", bool_only=True):
                 return _unpack(fn(), strict)
         return _unpack(default(), strict)
     g = context.get_default_graph()
