@@ -76,7 +76,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
 
 
 def cond_v1(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
-    """``tf.compat.v1.cond``: without ``strict`` a singleton list result is unpacked."""
+    """``tf.compat.v1.cond``: without ``strict`` a singleton list result is unpacked (eagerly only, as TF 2)."""
     true_fn = true_fn if true_fn is not None else fn1
     false_fn = false_fn if false_fn is not None else fn2
     return _cond(pred, true_fn, false_fn, strict, name)
@@ -129,8 +129,9 @@ def _cond(pred, true_fn, false_fn, strict, name):
         else:
             out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
     out = rebuild([out] if isinstance(out, Tensor) else list(out))
-    result = nest.pack_sequence_as(r_t, out)
-    return result if strict else _unpack_singleton(result)
+    # (a graph's cond is TF 2's cond_v2, which keeps a singleton list whatever ``strict`` says;
+    # only the eager cond unpacks it)
+    return nest.pack_sequence_as(r_t, out)
 
 
 def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
@@ -214,7 +215,7 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
     with g.name_scope(name):
         asserts = [Assert(ok, data, summarize=len(pairs)) for ok, data in checks]
     with g.control_dependencies(asserts):
-        return _unpack(_chain(list(zip(preds, fns)), default, name), strict)
+        return _chain(list(zip(preds, fns)), default, name)    # (kept a singleton list: see _cond)
 
 
 def _unpack(x, strict):

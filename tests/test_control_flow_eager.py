@@ -96,3 +96,13 @@ def test_eager_cond_and_while_take_any_dtype_predicate_by_truth_value():
     assert int(i) == 2 and float(x) == 3.0
     with pytest.raises(ValueError):                  # more than one element: no truth value
         tf.cond(tf.constant([1, 0]), one, two)
+
+
+def test_eager_v1_cond_and_case_unpack_a_singleton_list():
+    """Eagerly (TF 2.21) compat.v1.cond and tf.case without strict return a singleton
+    list's element; a graph keeps the list (test_control_flow.py)."""
+    x = tf.constant(1.0)
+    r = tf.compat.v1.cond(tf.constant(True), lambda: [x + 1.0], lambda: [x - 1.0])
+    assert not isinstance(r, list) and float(r) == 2.0
+    r = tf.case([(tf.constant(True), lambda: [x * 3.0])], default=lambda: [x])
+    assert not isinstance(r, list) and float(r) == 3.0
