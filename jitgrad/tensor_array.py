@@ -339,5 +339,10 @@ class TensorArray:
     def close(self, name=None):
         return no_op(name=name)
 
+    def identity(self):
+        """``TensorArray.identity``: an array with the same contents and properties (eager:
+        this array itself, as TF's eager array returns its parent)."""
+        return self if context.executing_eagerly() else self.snapshot()
+
     def __repr__(self):
         return f"<TensorArray dtype={self._dtype.name} size={len(self._items)}>"
