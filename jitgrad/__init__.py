@@ -286,6 +286,7 @@ v1.enable_v2_behavior, v1.disable_v2_behavior = _ctx.enable_v2_behavior, _ctx.di
 v1.executing_eagerly_outside_functions = _ctx.executing_eagerly_outside_functions
 from .module import Module  # noqa: E402
 from .custom_gradient import custom_gradient  # noqa: E402
+from .recompute_grad import recompute_grad  # noqa: E402
 from .print_ops import print_v2 as print  # noqa: E402,A001
 from .assert_ops import Assert  # noqa: E402
 

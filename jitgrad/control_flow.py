@@ -59,11 +59,12 @@ def _unpack_singleton(x):
     return x
 
 
-def _eager_bool(p, what):
-    """TF's eager cond / case / while_loop test the predicate with Python's ``if``: a tensor
-    of one element, any rank, is its truth value; any other is numpy's ValueError."""
+def _eager_bool(p, what, bool_only=False):
+    """TF's eager cond / while_loop test the predicate with Python's ``if``: a tensor of one
+    element, any rank and dtype (0 is False), is its truth value; any other is numpy's
+    ValueError. ``bool_only``: a non-bool predicate is a TypeError (tf.case: TF fails on it)."""
     v = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
-    if v.dtype != np.bool_:
+    if bool_only and v.dtype != np.bool_:
         raise TypeError(f"{what} must be a bool tensor, got {v.dtype}")
     return bool(v)      # (numpy: "The truth value of an array with more than one element is ambiguous...")
 
@@ -75,7 +76,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
 
 
 def cond_v1(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, fn2=None):
-    """``tf.compat.v1.cond``: without ``strict`` a singleton list result is unpacked."""
+    """``tf.compat.v1.cond``: without ``strict`` a singleton list result is unpacked (eagerly only, as TF 2)."""
     true_fn = true_fn if true_fn is not None else fn1
     false_fn = false_fn if false_fn is not None else fn2
     return _cond(pred, true_fn, false_fn, strict, name)
@@ -128,8 +129,9 @@ def _cond(pred, true_fn, false_fn, strict, name):
         else:
             out = _make_if(pred, [(fg_t, flat_t), (fg_f, flat_f)], name="If")
     out = rebuild([out] if isinstance(out, Tensor) else list(out))
-    result = nest.pack_sequence_as(r_t, out)
-    return result if strict else _unpack_singleton(result)
+    # (a graph's cond is TF 2's cond_v2, which keeps a singleton list whatever ``strict`` says;
+    # only the eager cond unpacks it)
+    return nest.pack_sequence_as(r_t, out)
 
 
 def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
@@ -206,14 +208,14 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
         if any(type(p) is BatchedTensor for p in preds):     # one predicate per row of an eager jacobian
             return _unpack(batched_case(preds, fns, default), strict)
         for p, fn in zip(preds, fns):
-            if _eager_bool(p, "A tf.case predicate"):
+            if _eager_bool(p, "A tf.case predicate", bool_only=True):
                 return _unpack(fn(), strict)
         return _unpack(default(), strict)
     g = context.get_default_graph()
     with g.name_scope(name):
         asserts = [Assert(ok, data, summarize=len(pairs)) for ok, data in checks]
     with g.control_dependencies(asserts):
-        return _unpack(_chain(list(zip(preds, fns)), default, name), strict)
+        return _chain(list(zip(preds, fns)), default, name)    # (kept a singleton list: see _cond)
 
 
 def _unpack(x, strict):

@@ -23,7 +23,7 @@ import numpy as np
 from . import context, dispatch, dtypes, function_signature as fs, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
-from .func_graph import in_region
+from .func_graph import FuncGraph, in_region
 from .passes.prune import prune
 from .ops.control_flow_ops import assign_in_region
 from .graph import Graph, Operation, Tensor, out_of_scope_error
@@ -84,7 +84,23 @@ class _TraceContext:
         self.assert_statements = False   # AutoGraph's Feature.ASSERT_STATEMENTS (autograph/asserts.py)
 
 
+def _graph_being_built(graph):
+    """``graph``, or the branch / loop body being built inside it: a variable used with a
+    tensor of an enclosing graph (``e * v`` in a branch, ``e`` made in the loop body) is read
+    where the op is made, through the region's own read of it -- read in the enclosing graph
+    it became an ordinary capture as well, and a cond's gradient counted it twice."""
+    if graph is None:
+        return None
+    g = context.get_default_graph()
+    while isinstance(g, FuncGraph):
+        if g.outer_graph is graph:
+            return context.get_default_graph()
+        g = g.outer_graph
+    return graph
+
+
 def read_in_trace(var, graph):
+    graph = _graph_being_built(graph)
     ctx = context.current_trace(graph)
     if ctx is None:
         raise TypeError(f"The eager variable {var.name} can only be used in a graph built by jitgrad.function "

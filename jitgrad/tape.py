@@ -451,6 +451,7 @@ class GradientTape:
         if not context.executing_eagerly():
             if self._graph_state is None:
                 self._graph_state = _GraphTapeState(context.get_default_graph())
+            self._graph_state.begin_recording()
         _push(self)
         self._recording = True
 
@@ -459,6 +460,8 @@ class GradientTape:
             raise ValueError("Tape is not recording.")
         _pop(self)
         self._recording = False
+        if self._graph_state is not None:
+            self._graph_state.end_recording()
 
     @contextlib.contextmanager
     def stop_recording(self):
@@ -466,16 +469,12 @@ class GradientTape:
         a tape (never entered, or used up), ValueError when left (_pop_tape)."""
         if self._tape is None:
             raise RuntimeError("Trying to stop recording a tape which is not recording.")
-        gs = self._graph_state
-        start = len(gs.graph._ops) if gs is not None else None
-        self._pop_tape()
+        self._pop_tape()       # (a graph's ops made meanwhile fall outside its recording spans)
         self._stopped = True
         try:
             yield
         finally:
             self._stopped = False
-            if gs is not None:
-                gs.stopped_ops.extend(gs.graph._ops[start:])
             self._push_tape()
 
     def reset(self):
@@ -717,18 +716,47 @@ class GradientTape:
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):
                 xs.append(_as_seen_here(s))
-                watched.append(gs is not None and id(s) in gs.watched)
+                watched.append(gs is not None and (id(s) in gs.watched or self._recorded_from_watched(s)))
             else:
                 xs.append(convert_to_tensor(s))      # an eager tensor: its capture if a tape watched it
                 watched.append(gs is not None and id(xs[-1]) in gs.watched)
         return xs, watched
 
+    def _recorded_from_watched(self, t):
+        """Whether ``t`` is on this tape as TF has it: made by ops recorded while the tape
+        was recording, from a watched tensor or variable (an intermediate such as ``x * x``
+        of a watched ``x``; TF's gradient with respect to it is not None)."""
+        gs = self._graph_state
+        if t.graph is not gs.graph or not gs.recorded(t.op):
+            return False
+        seen, todo = set(), [t]
+        while todo:
+            x = todo.pop()
+            if id(x) in gs.watched or self._reads_watched_variable(x):
+                return True
+            op = x.op
+            if op._id in seen or not gs.recorded(op):
+                continue
+            seen.add(op._id)
+            todo.extend(op.inputs)
+        return False
+
+    def _reads_watched_variable(self, t):
+        """``t`` is a read of (or a value assigned to) an eager variable this tape watches."""
+        key = t.op.attrs.get("var") if isinstance(t.op.attrs, dict) else None
+        ctx = context.current_trace(t.graph) if key is not None else None
+        var = ctx.variables.get(key) if ctx is not None else None
+        if var is None:
+            return False
+        watched_vars = self._tape.watched_variables if self._tape is not None else {}
+        return var._handle_id in watched_vars or var._handle_id in self._graph_state.watched
+
     def _graph_gradient(self, flat_targets, flat_sources, output_gradients, unconnected):
         xs, watched = self._graph_sources(flat_sources)
         ys = [convert_to_tensor(t) for t in flat_targets]
-        stop = []
-        if self._graph_state is not None:
-            stop = [o for op in self._graph_state.stopped_ops for o in op.outputs]
+        # as TF's tape, differentiate only through the ops it recorded: not through those made
+        # before it, under stop_recording, or after it (a target computed after the with block)
+        stop = self._graph_state.unrecorded_outputs() if self._graph_state is not None else []
         use = [i for i, w in enumerate(watched) if w and (xs[i].dtype.is_floating or xs[i].dtype.is_complex)]
         result = [None] * len(xs)
         if use:
@@ -749,6 +777,12 @@ class GradientTape:
         from . import batched_gradients as bg
         xs, watched = self._graph_sources(flat_sources)
         y = convert_to_tensor(target)
+        gs = self._graph_state
+        if gs is not None and gs.recording_spans and y.graph is gs.graph and not gs.recorded(y.op) \
+                and id(y) not in gs.watched:
+            # a target the tape did not record (computed after the with block): as TF, nothing
+            # flows to it but itself
+            watched = [w and x is y for x, w in zip(xs, watched)]
         use = [i for i, (x, w) in enumerate(zip(xs, watched)) if w and (x.dtype.is_floating or x.dtype.is_complex)]
         static = y.shape.is_fully_defined() and all(xs[i].shape.is_fully_defined() for i in use)
         if y.dtype.is_complex or any(xs[i].dtype.is_complex for i in use):
@@ -888,7 +922,26 @@ class _GraphTapeState:
     def __init__(self, graph):
         self.graph = graph
         self.watched = set()
-        self.stopped_ops = []
+        self.recording_spans = []   # [first op id, end op id or None while recording]
+
+    def begin_recording(self):
+        self.recording_spans.append([len(self.graph._ops), None])
+
+    def end_recording(self):
+        if self.recording_spans and self.recording_spans[-1][1] is None:
+            self.recording_spans[-1][1] = len(self.graph._ops)
+
+    def unrecorded_outputs(self):
+        """One output of every op of the graph made while the tape was not recording (none
+        if it never recorded here): where a gradient must stop."""
+        if not self.recording_spans:
+            return []
+        return [op.outputs[0] for op in self.graph._ops if op.outputs and not self.recorded(op)]
+
+    def recorded(self, op):
+        """Whether ``op`` of this graph was made while the tape was recording."""
+        return op.graph is self.graph and any(
+            a <= op._id and (b is None or op._id < b) for a, b in self.recording_spans)
 
 
 def _reshape(t, shape):

@@ -170,6 +170,8 @@ class TensorArray:
         self._items = [None] * self._size
         self._element_shape = TensorShape(None) if element_shape is None else TensorShape(element_shape)
         self._infer_shape = infer_shape
+        self._clear_after_read = True if clear_after_read is None else bool(clear_after_read)
+        self._cleared = frozenset()   # eager: indices a read cleared
 
     @property
     def dtype(self):
@@ -228,6 +230,10 @@ class TensorArray:
         if t is not None:
             return t
         shape = self._element_shape
+        if context.executing_eagerly() and not shape.is_fully_defined():
+            # TF's eager array makes an unwritten (or read and cleared) element zeros of its
+            # element shape, which only writes set
+            raise ValueError(f"Cannot convert a partially known TensorShape {shape} to a Tensor.")
         if not shape.is_fully_defined():   # (infer_shape=False: TF reads zeros shaped as the written ones)
             for w in self._items:
                 if w is not None:
@@ -242,13 +248,32 @@ class TensorArray:
     def read(self, index, name=None):
         if _run_time_index(index):
             return self._dense().read(index, name=name)
+        i = self._read_index(index)
+        if context.executing_eagerly() and self.__dict__.get("_clear_after_read", False):
+            return self._read_and_clear(i)
+        return self._item(i)
+
+    def _read_index(self, index):
         i = _index(index, "read")
         if not 0 <= i < len(self._items):
             if context.executing_eagerly():     # TF's eager TensorArray: OutOfRangeError; a graph's: InvalidArgument
                 raise OutOfRangeError(f"Reading from negative indices (index {i}) is not allowed." if i < 0 else
                                       f"Tried to read from index {i} but array size is: {len(self._items)}")
             raise InvalidArgumentError(f"Tried to read from index {i} but array size is: {len(self._items)}")
-        return self._item(i)
+        return i
+
+    def _read_and_clear(self, i):
+        """TF's eager array with clear_after_read (the default): a read empties the element, so
+        a later stack sees zeros there and a second read is an error; a graph's array (TF's
+        TensorList) ignores clear_after_read."""
+        if self._items[i] is None and i in self._cleared:
+            raise InvalidArgumentError(f"Could not read index {i} twice because it was cleared after a previous "
+                                       "read (perhaps try setting clear_after_read = false?)")
+        t = self._item(i)
+        note_change(self)    # (before the elements change in place)
+        self._items[i] = None
+        self._cleared = self._cleared | {i}
+        return t
 
     def stack(self, name=None):
         if not self._items:
@@ -266,7 +291,7 @@ class TensorArray:
         if _run_time_index(indices):
             return self._dense().gather(indices, name=name)
         idx = [_index(i, "gather") for i in (indices.numpy() if hasattr(indices, "numpy") else indices)]
-        values = [self.read(i) for i in idx]
+        values = [self._item(self._read_index(i)) for i in idx]   # (TF's eager gather does not clear)
         _check_same_shapes(values, [self._items[i] for i in idx if self._items[i] is not None], self._element_shape)
         return stack(values, name=name or "gather")
 
@@ -284,11 +309,19 @@ class TensorArray:
             return out.unstack(t, name=name)
         parts = unstack(t)
         if not self._dynamic and self._size and len(parts) > self._size:
+            if context.executing_eagerly():   # TF's eager TensorArray checks in Python
+                raise ValueError(f"Cannot unstack {len(parts)} tensors into a TensorArray of static size "
+                                 f"{self._size} ")
             raise InvalidArgumentError(f"Tried to unstack {len(parts)} elements into a TensorArray of size "
                                        f"{self._size}")
-        self._items = [None] * max(len(parts), 0 if self._dynamic else self._size)
+        # TF's eager array becomes the rows unstacked (fewer rows: a smaller array)
+        keep = 0 if self._dynamic or context.executing_eagerly() else self._size
+        self._items = [None] * max(len(parts), keep)
+        shape = self._element_shape
         for i, p in enumerate(parts):
             self._items[i] = self._convert(p)
+        if context.executing_eagerly():
+            self._element_shape = shape     # (TF's eager unstack leaves the element shape as it was)
         return self
 
     def scatter(self, indices, value, name=None):
@@ -305,6 +338,11 @@ class TensorArray:
 
     def close(self, name=None):
         return no_op(name=name)
+
+    def identity(self):
+        """``TensorArray.identity``: an array with the same contents and properties (eager:
+        this array itself, as TF's eager array returns its parent)."""
+        return self if context.executing_eagerly() else self.snapshot()
 
     def __repr__(self):
         return f"<TensorArray dtype={self._dtype.name} size={len(self._items)}>"

@@ -95,11 +95,15 @@ def test_cond_strict_and_singleton_lists(graph):
     x = tf.constant(1.0)
     r2 = tf.cond(tf.constant(True), lambda: [x + 1.0], lambda: [x - 1.0])
     assert isinstance(r2, list) and len(r2) == 1
+    # TF 2.21 builds a graph's cond as cond_v2: a singleton list is kept even without strict
+    # (and in tf.case); only the eager cond unpacks it
     r1 = tf.compat.v1.cond(tf.constant(True), lambda: [x + 1.0], lambda: [x - 1.0])
-    assert isinstance(r1, tf.Tensor)
+    assert isinstance(r1, list) and len(r1) == 1
     r3 = tf.compat.v1.cond(tf.constant(False), lambda: [x + 1.0], lambda: [x - 1.0], strict=True)
     assert isinstance(r3, list)
-    assert run([r2[0], r1, r3[0]]) == [2.0, 2.0, 0.0]
+    r4 = tf.case([(tf.constant(True), lambda: [x * 3.0])], default=lambda: [x])
+    assert isinstance(r4, list) and len(r4) == 1
+    assert run([r2[0], r1[0], r3[0], r4[0]]) == [2.0, 2.0, 0.0, 3.0]
 
 
 def test_cond_errors(graph):

@@ -20,8 +20,7 @@ def test_eager_cond_and_while_under_a_tape():
 
 def test_eager_errors():
     x = tf.constant(1.0)
-    with pytest.raises(TypeError):
-        tf.cond(tf.constant(1), lambda: x, lambda: x)
+    # (an int predicate is no error eagerly: TF 2.21 takes its truth value, tested below)
     with pytest.raises(ValueError):
         tf.cond(tf.constant([True, True]), lambda: x, lambda: x)
     with pytest.raises(ValueError):
@@ -81,3 +80,29 @@ def test_function_reads_an_eager_variable_inside_a_loop_body():
     assert float(t.gradient(r, v)) == 12.0     # 3 v^2
     v.assign(3.0)
     assert float(f(tf.constant(2))) == 9.0     # the variable is read at run time, not baked in
+
+
+def test_eager_cond_and_while_take_any_dtype_predicate_by_truth_value():
+    """TF's eager tf.cond / tf.while_loop test the predicate with Python's ``if``: an int or
+    float tensor is its truth value (TF 2.21; they raised TypeError here)."""
+    one, two = lambda: tf.constant(1.0), lambda: tf.constant(2.0)
+    assert float(tf.cond(tf.constant(0), one, two)) == 2.0
+    assert float(tf.cond(tf.constant(3), one, two)) == 1.0
+    assert float(tf.cond(tf.constant(0.5), one, two)) == 1.0
+    assert float(tf.cond(tf.constant([1]), one, two)) == 1.0
+    i, x = tf.while_loop(lambda i, x: 3 - i, lambda i, x: (i + 1, x * 2.0), (tf.constant(0), tf.constant(1.0)))
+    assert int(i) == 3 and float(x) == 8.0          # runs while 3 - i != 0
+    i, x = tf.while_loop(lambda i, x: 3.0 - x, lambda i, x: (i + 1, x + 1.0), (tf.constant(0), tf.constant(1.0)))
+    assert int(i) == 2 and float(x) == 3.0
+    with pytest.raises(ValueError):                  # more than one element: no truth value
+        tf.cond(tf.constant([1, 0]), one, two)
+
+
+def test_eager_v1_cond_and_case_unpack_a_singleton_list():
+    """Eagerly (TF 2.21) compat.v1.cond and tf.case without strict return a singleton
+    list's element; a graph keeps the list (test_control_flow.py)."""
+    x = tf.constant(1.0)
+    r = tf.compat.v1.cond(tf.constant(True), lambda: [x + 1.0], lambda: [x - 1.0])
+    assert not isinstance(r, list) and float(r) == 2.0
+    r = tf.case([(tf.constant(True), lambda: [x * 3.0])], default=lambda: [x])
+    assert not isinstance(r, list) and float(r) == 3.0

@@ -861,6 +861,8 @@ def _gather_kernel(attrs, p, i):
     axis = attrs["axis"] % p.ndim
     out = np.take(p, np.clip(i, 0, max(p.shape[axis] - 1, 0)), axis=axis) if p.shape[axis] else \
         np.zeros(p.shape[:axis] + i.shape + p.shape[axis + 1:], p.dtype)
+    if not isinstance(out, np.ndarray):   # a scalar index into a string (object) vector gives the bytes
+        out = np.array(out, dtype=p.dtype)
     _check_indices(i, p.shape[axis], out.size)
     return out
 

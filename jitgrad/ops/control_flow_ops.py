@@ -385,7 +385,7 @@ def _while_kernel(attrs, *ins):
         if cond is not None and not bool(np.asarray(run_region(cond, seen + caps)[0])):
             break
         k = lim - 1 - i if rev else i
-        outs = run_region(body, seen + caps + [x[k] for x in xs])
+        outs = run_region(body, seen + caps + [_row(x, k) for x in xs])
         vals = [np.concatenate([v, np.asarray(o)]) if j in grow else v[:len(v) - pop[j]] if j in pop else np.asarray(o)
                 for j, (v, o) in enumerate(zip(vals, outs[:n]))]
         for acc, y in zip(ys, outs[n:]):
@@ -395,7 +395,8 @@ def _while_kernel(attrs, *ins):
     for acc, (dims, dt) in zip(ys, attrs["y_specs"]):
         if rev:
             acc.reverse()
-        nested = any(a.dtype == object for a in acc)   # (rows that are ragged stacks themselves)
+        # (rows that are ragged stacks themselves; a string row is an object array too)
+        nested = any(a.dtype == object and (not dt.is_string or _holds_arrays(a)) for a in acc)
         if acc and not nested and all(a.shape == acc[0].shape for a in acc):
             stacks.append(np.stack(acc).astype(dt.np, copy=False))
         elif acc:
@@ -408,6 +409,18 @@ def _while_kernel(attrs, *ins):
         else:
             stacks.append(np.zeros((0,) + tuple(d or 0 for d in (dims or ())), dt.np))
     return tuple(vals) + (np.int32(i),) + tuple(stacks)
+
+
+def _row(x, k):
+    """Row ``k`` of a sliced input: an array (a ragged stack's row is one already; a
+    string vector's row is its bytes, made a 0-d string array)."""
+    r = x[k]
+    return r if isinstance(r, np.ndarray) else np.array(r, dtype=x.dtype)
+
+
+def _holds_arrays(a):
+    """An object array whose elements are arrays (a ragged stack), not strings."""
+    return any(isinstance(e, np.ndarray) for e in a.flat)
 
 
 def _ensure_saved(op):
