@@ -1,0 +1,113 @@
+"""Differences from TF 2.21 found by bench/tf_fuzz.py --new (bench/tf_fuzz_new.py: round 36's
+ops), seeds from 360000. Expected values are derived independently (numpy transcriptions of
+TF's kernels, written here); what TF 2.21 does (run with /work/benchenv) is said per test."""
+import numpy as np
+import pytest
+
+import jitgrad as tf
+from jitgrad.errors import InvalidArgumentError
+
+graph_modes = pytest.mark.usefixtures("graph_mode", "no_fallback")
+
+
+# ---------------------------------------------------------------- lrn's gradient stays in its window
+# local_response_normalization's sum of squares is a matmul by the 0/1 band matrix (TF's CPU
+# forward is too), and its gradient was that matmul's transpose: a NaN upstream gradient in
+# one channel was multiplied by the zeros outside the band and made every channel's gradient
+# NaN. TF's LRNGrad loops over each channel's depth window, so only the channels within
+# depth_radius of the NaN get it (seed 360126: lrn, then xlogy of negatives).
+
+def _lrn_grad_reference(x, dy, r, bias, alpha, beta):
+    """TF's LRNGrad loop (lrn_op.cc), in float64: for each output channel j, over its window k:
+    dx[k] += dy[j] * ([k == j] norm_j^-beta - 2 alpha beta x[k] out[j] / norm_j)."""
+    x, dy = x.astype(np.float64).reshape(-1, x.shape[-1]), dy.astype(np.float64).reshape(-1, x.shape[-1])
+    rows, c = x.shape
+    dx = np.zeros_like(x)
+    for i in range(rows):
+        for j in range(c):
+            lo, hi = max(0, j - r), min(c, j + r + 1)
+            norm = bias + alpha * np.sum(x[i, lo:hi] ** 2)
+            out_j = x[i, j] * norm ** -beta
+            for k in range(lo, hi):
+                d = -2 * alpha * beta * x[i, k] * out_j / norm + (norm ** -beta if k == j else 0.0)
+                dx[i, k] += d * dy[i, j]
+    return dx
+
+
+X6 = np.array([0.5, -1.0, 2.0, 0.25, 1.5, -0.75], np.float32)
+W6 = np.array([1.0, np.nan, 2.0, 3.0, 0.5, -1.0], np.float32)
+
+
+@pytest.mark.parametrize("r,beta", [(1, 0.75), (2, 0.5), (0, 1.0), (7, 0.75)])
+def test_lrn_gradient_of_a_nan_reaches_only_its_window_eager(r, beta):
+    x = tf.constant(X6.reshape(1, 1, 1, 6))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        loss = tf.reduce_sum(tf.nn.lrn(x, r, 2.0, 0.3, beta) * W6.reshape(1, 1, 1, 6))
+    got = t.gradient(loss, x).numpy().ravel()
+    want = _lrn_grad_reference(X6.reshape(1, 6), W6.reshape(1, 6), r, 2.0, 0.3, beta).ravel()
+    # NaN exactly on channels within r of channel 1 (TF 2.21: r=1 -> channels 0..2 NaN,
+    # 3..5 finite [1.011305, 0.018639, -0.375819])
+    np.testing.assert_array_equal(np.isnan(got), np.abs(np.arange(6) - 1) <= r)
+    np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=2e-6, atol=1e-7)
+
+
+@graph_modes
+def test_lrn_gradient_window_in_both_session_modes():
+    rng = np.random.default_rng(36)
+    x = rng.uniform(-2, 2, (2, 2, 3, 7)).astype(np.float32)
+    dy = rng.uniform(-1, 1, x.shape).astype(np.float32)
+    dy[0, 1, 2, 3] = np.nan
+    dy[1, 0, 0, 6] = np.inf
+    with tf.Graph().as_default():
+        xp = tf.compat.v1.placeholder(tf.float32, x.shape)
+        y = tf.nn.local_response_normalization(xp, depth_radius=2, bias=1.5, alpha=0.4, beta=0.6)
+        (g,) = tf.gradients(y, xp, grad_ys=tf.constant(dy))
+        got = tf.compat.v1.Session().run(g, {xp: x})
+    want = _lrn_grad_reference(x, dy, 2, 1.5, 0.4, 0.6).reshape(x.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[0, 1, 2, 1:6]).all() and not np.isnan(got[0, 1, 2, [0, 6]]).any()
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-6)
+
+
+@graph_modes
+def test_lrn_second_derivative_matches_finite_differences():
+    """d/dx of sum(sin(dL/dx)) through lrn's custom gradient, against central differences of the
+    float64 reference gradient (lrn runs in float32 only: a loose bound)."""
+    x = np.array([[[[0.3, -0.8, 1.1, 0.4]]]], np.float32)
+    w = np.array([[[[1.0, -0.5, 2.0, 0.7]]]], np.float32)
+    args = (1, 1.0, 0.5, 0.75)
+    with tf.Graph().as_default():
+        xp = tf.compat.v1.placeholder(tf.float32, x.shape)
+        (g,) = tf.gradients(tf.reduce_sum(tf.nn.lrn(xp, *args) * w), xp)
+        (h,) = tf.gradients(tf.reduce_sum(tf.sin(g)), xp)
+        got = tf.compat.v1.Session().run(h, {xp: x}).ravel()
+
+    def f(v):
+        return np.sum(np.sin(_lrn_grad_reference(v.reshape(1, 4), w.reshape(1, 4), *args)))
+    eps = 1e-6
+    x64 = x.astype(np.float64).ravel()
+    want = [(f(x64 + eps * e) - f(x64 - eps * e)) / (2 * eps) for e in np.eye(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+# ---------------------------------------------------------------- conv dtype mismatch, eagerly
+# Eager conv2d / depthwise / separable / conv2d_transpose / conv1d(_transpose) of a float64
+# input and float32 filters: TF 2.21 raises InvalidArgumentError (the op's eager dtype check);
+# a graph raises TypeError (op-def). jitgrad raised TypeError in both (seed 360187).
+
+def test_eager_conv_dtype_mismatch_is_invalid_argument():
+    x = tf.constant(np.ones((1, 3, 3, 2), np.float64))
+    f = tf.constant(np.ones((2, 2, 2, 1), np.float32))
+    x1, f1 = tf.constant(np.ones((1, 3, 2), np.float64)), tf.constant(np.ones((2, 2, 1), np.float32))
+    calls = [lambda: tf.nn.conv2d(x, f, 1, "SAME"), lambda: tf.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "SAME"),
+             lambda: tf.nn.separable_conv2d(x, f, tf.ones([1, 1, 2, 1]), [1, 1, 1, 1], "SAME"),
+             lambda: tf.nn.conv2d_transpose(x[..., :1], f, [1, 3, 3, 2], 1, "SAME"),
+             lambda: tf.nn.conv1d(x1, f1, 1, "SAME"), lambda: tf.nn.conv1d_transpose(x1[..., :1], f1, [1, 3, 2], 1, "SAME")]
+    for call in calls:
+        with pytest.raises(InvalidArgumentError):
+            call()
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError):
+            tf.nn.conv2d(tf.ones([1, 3, 3, 2], tf.float64), tf.ones([2, 2, 2, 1]), 1, "SAME")
