@@ -111,3 +111,33 @@ def test_eager_conv_dtype_mismatch_is_invalid_argument():
     with tf.Graph().as_default():
         with pytest.raises(TypeError):
             tf.nn.conv2d(tf.ones([1, 3, 3, 2], tf.float64), tf.ones([2, 2, 2, 1]), 1, "SAME")
+
+
+# ---------------------------------------------------------------- no half-type kernel: the error's class
+# erfinv / ndtri of float16 or bfloat16, lgamma / digamma / truncatemod of bfloat16 (and
+# truncatemod of float16): TF 2.21 has no CPU kernel. Eagerly it fails placing the op
+# (NotFoundError); a graph's Session.run and tf.function fail with InvalidArgumentError ("No
+# OpKernel was registered"). jitgrad raised NotFoundError in all three (seeds 360279, 360309).
+
+NO_HALF_KERNEL = [(tf.math.erfinv, tf.float16), (tf.math.ndtri, tf.bfloat16), (tf.math.lgamma, tf.bfloat16),
+                  (tf.math.digamma, tf.bfloat16), (lambda x: tf.truncatemod(x, x), tf.float16)]
+
+
+@pytest.mark.parametrize("case", range(len(NO_HALF_KERNEL)))
+def test_no_half_kernel_is_not_found_eagerly_and_invalid_argument_in_graphs(case):
+    fn, dt = NO_HALF_KERNEL[case]
+    x = tf.cast(tf.constant([0.5, 0.25]), dt)
+    with pytest.raises(tf.errors.NotFoundError):
+        fn(x)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="No OpKernel"):
+        tf.function(fn)(x)
+    for mode in ("interpret", "compiled"):
+        with tf.Graph().as_default():
+            p = tf.compat.v1.placeholder(dt, [2])
+            y = fn(p)
+            with tf.compat.v1.Session(config=tf.compat.v1.ConfigProto(jitgrad_mode=mode)) as s:
+                with pytest.raises(tf.errors.InvalidArgumentError, match="No OpKernel"):
+                    s.run(y, {p: np.array([0.5, 0.25], dt.as_numpy_dtype)})
+    # float16 lgamma has a kernel in TF: lgamma(1/2) = log(sqrt(pi)), by hand
+    np.testing.assert_allclose(tf.math.lgamma(tf.constant([0.5], tf.float16)).numpy(), [0.5 * np.log(np.pi)],
+                               rtol=1e-3)

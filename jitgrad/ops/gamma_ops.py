@@ -27,7 +27,7 @@ float32 digamma is a few ulp off it: digamma(1) -0.57721591 where -gamma rounds 
 Special values as TF 2.21 (checked with real TF): lgamma is +inf at 0, -0, the negative
 integers and +-inf, NaN for NaN; digamma is NaN at 0, -0, the negative integers, -inf and
 NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles, 0 at +inf.
-bfloat16: TF has no CPU kernel for these (NotFoundError when run), nor does jitgrad.
+bfloat16: TF has no CPU kernel for these (NotFoundError when run eagerly, InvalidArgumentError in a graph), nor does jitgrad.
 TF 2.21 differentiates digamma any number of times (polygamma(n, x)); jitgrad stops at its
 first derivative: differentiating trigamma raises LookupError."""
 import math
@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from ..convert import convert_all
-from ..errors import NotFoundError
+from ..errors import NoKernelError
 from ._infer import FLOATS, unary
 from .math_ops import multiply
 from .registry import apply_op, register
@@ -179,13 +179,11 @@ class NumpyMath:
 
 def float64_kernel(fn, op_name, half_types=("V",)):
     """The reference kernel of ``fn(NumpyMath, x)``: x widened to float64, the result rounded
-    to x's type; TF's NotFoundError for the types it has no CPU kernel of (``half_types``:
+    to x's type; TF's error (NoKernelError) for the types it has no CPU kernel of (``half_types``:
     numpy kinds / names, bfloat16 "V")."""
     def kernel(attrs, x):
         if x.dtype.kind in half_types or x.dtype.name in half_types:
-            name = {"float16": "HALF"}.get(x.dtype.name, "BFLOAT16")
-            raise NotFoundError(None, None, f"Could not find device for node: {{{{node {op_name}}}}} = "
-                                            f"{op_name}[T=DT_{name}]")
+            raise NoKernelError(op_name, "float16" if x.dtype == np.float16 else "bfloat16")
         with np.errstate(all="ignore"):
             return np.asarray(fn(NumpyMath, x.astype(np.float64)), np.float64).astype(x.dtype)
     return kernel
