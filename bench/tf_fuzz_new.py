@@ -191,8 +191,14 @@ def _image(tf, x, p, c=None):
 def _flip_rot(tf, x, p):
     img = _image(tf, x, p)
     k = (p >> 7) % 4
-    return [lambda: tf.image.flip_left_right(img), lambda: tf.image.flip_up_down(img),
-            lambda: tf.image.rot90(img, k=(p >> 9) % 5), lambda: tf.image.transpose(img)][k]()
+    if k == 2:     # TF's graph rot90 is a tf.case of the four turns: its static shape is unknown
+        turns = (p >> 9) % 5
+        shape = [int(d) for d in img.shape]
+        if turns % 2:
+            shape[-3], shape[-2] = shape[-2], shape[-3]
+        return tf.reshape(tf.image.rot90(img, k=turns), shape)
+    return [lambda: tf.image.flip_left_right(img), lambda: tf.image.flip_up_down(img), None,
+            lambda: tf.image.transpose(img)][k]()
 
 
 def _crop_pad(tf, x, p):
@@ -209,8 +215,8 @@ def _resize(tf, x, p):
     img = _image(tf, x, p)
     size = [_pick(p, [1, 2, 3, 5, 7], 7), _pick(p, [1, 2, 4, 6], 10)]
     method = _pick(p, ["bilinear", "nearest"], 12)
-    # TF 2.21 has no float16 gradient of an antialiased resize (ScaleAndTranslateGrad: TypeError)
-    antialias = bool((p >> 13) % 2) and x.dtype != tf.float16
+    # TF 2.21 has only a float32 gradient of an antialiased resize (ScaleAndTranslateGrad: TypeError)
+    antialias = bool((p >> 13) % 2) and x.dtype == tf.float32
     return tf.image.resize(img, size, method=method, antialias=antialias)
 
 
@@ -276,7 +282,10 @@ def _sequence_mask(tf, x, p):
 def _searchsorted(tf, a, b, p):
     if not _rank(a):
         a = tf.reshape(a, [1])
-    seq = tf.sort(tf.reshape(a, [1, -1]))
+    # (a NaN in the sequence leaves it unsorted: TF's binary search and its sort of NaN are
+    # undefined behaviour there, and jitgrad's differ -- README)
+    flat = tf.reshape(a, [1, -1])
+    seq = tf.sort(tf.where(tf.math.is_nan(flat), tf.zeros_like(flat), flat))
     vals = tf.reshape(b, [1, -1])
     side = _pick(p, ["left", "right"])
     idx = tf.searchsorted(seq, vals, side=side, out_type=_pick(p, [tf.int32, tf.int64], 1))

@@ -141,3 +141,31 @@ def test_no_half_kernel_is_not_found_eagerly_and_invalid_argument_in_graphs(case
     # float16 lgamma has a kernel in TF: lgamma(1/2) = log(sqrt(pi)), by hand
     np.testing.assert_allclose(tf.math.lgamma(tf.constant([0.5], tf.float16)).numpy(), [0.5 * np.log(np.pi)],
                                rtol=1e-3)
+
+
+# ---------------------------------------------------------------- trigamma at -inf
+# digamma's gradient is g * polygamma(1, x); TF 2.21's polygamma(1, -inf) is +inf (its zeta(2, x)
+# calls every x <= 0 with x == floor(x) a pole, and floor(-inf) == -inf), in eager and graph
+# runs. jitgrad gave NaN there (eager sweep of bench/tf_fuzz_new.py's "special", seed 2307).
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_digamma_gradient_at_minus_inf_is_a_pole_eager(dtype):
+    x = tf.constant(np.array([-np.inf, -3.0, np.nan, 1.0], dtype))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(tf.math.digamma(x))
+    g = t.gradient(y, x).numpy()
+    np.testing.assert_array_equal(g[:2], [np.inf, np.inf])
+    assert np.isnan(g[2])
+    np.testing.assert_allclose(g[3], np.pi ** 2 / 6, rtol=1e-6)       # trigamma(1) = zeta(2)
+
+
+@graph_modes
+def test_digamma_gradient_at_minus_inf_is_a_pole_in_graphs():
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float64, [3])
+        (g,) = tf.gradients(tf.reduce_sum(tf.math.digamma(p)), p)
+        got = tf.compat.v1.Session().run(g, {p: np.array([-np.inf, -1e300, 2.0])})
+    # -1e300 is a negative integer (a pole); trigamma(2) = pi^2 / 6 - 1
+    np.testing.assert_array_equal(got[:2], [np.inf, np.inf])
+    np.testing.assert_allclose(got[2], np.pi ** 2 / 6 - 1, rtol=1e-14)

@@ -26,7 +26,7 @@ float32 digamma is a few ulp off it: digamma(1) -0.57721591 where -gamma rounds 
 
 Special values as TF 2.21 (checked with real TF): lgamma is +inf at 0, -0, the negative
 integers and +-inf, NaN for NaN; digamma is NaN at 0, -0, the negative integers, -inf and
-NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles, 0 at +inf.
+NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles and -inf, 0 at +inf.
 bfloat16: TF has no CPU kernel for these (NotFoundError when run eagerly, InvalidArgumentError in a graph), nor does jitgrad.
 TF 2.21 differentiates digamma any number of times (polygamma(n, x)); jitgrad stops at its
 first derivative: differentiating trigamma raises LookupError."""
@@ -154,9 +154,10 @@ def trigamma_of(m, x):
     f, g = _frac_near_zero(m, m.where(neg, m.neg(x), m.c(0.5)))
     sn = m.sin(m.mul(m.c(math.pi), g))
     out = m.where(neg, m.sub(m.div(m.c(math.pi * math.pi), m.mul(sn, sn)), pos), pos)
-    pole = m.or_(m.eq(x, m.c(0.0)), m.and_(neg, m.eq(f, m.c(0.0))))
+    # the poles: 0 and the negative integers, -inf too (TF's zeta(2, x) calls every x <= 0 with
+    # x == floor(x) a pole: polygamma(1, -inf) is +inf in TF 2.21, eager and graph)
+    pole = m.or_(m.or_(m.eq(x, m.c(0.0)), m.and_(neg, m.eq(f, m.c(0.0)))), m.eq(x, m.c(-math.inf)))
     out = m.where(pole, m.c(math.inf), out)
-    out = m.where(m.eq(x, m.c(-math.inf)), m.c(math.nan), out)
     return m.where(m.isnan(x), x, out)
 
 
