@@ -169,3 +169,42 @@ def test_digamma_gradient_at_minus_inf_is_a_pole_in_graphs():
     # -1e300 is a negative integer (a pole); trigamma(2) = pi^2 / 6 - 1
     np.testing.assert_array_equal(got[:2], [np.inf, np.inf])
     np.testing.assert_allclose(got[2], np.pi ** 2 / 6 - 1, rtol=1e-14)
+
+
+# ---------------------------------------------------------------- tensor_scatter_nd_min / max of infinities
+# TF folds the updates into the tensor's element with acc = (u < acc) ? u : acc (min), so
+# min(inf, inf) stays inf. jitgrad took the updates' segment min, which starts at FLT_MAX (TF's
+# segment identity): a row named only by +inf updates got FLT_MAX, which "beat" a +inf in the
+# tensor (fuzz seed 360570: 3.4028235e38 where TF 2.21 keeps inf; max / -inf likewise).
+
+INF = np.inf
+MAX32 = float(np.finfo(np.float32).max)
+
+
+def _scatter_extremes(t, idx, upd):
+    return tf.tensor_scatter_nd_min(t, idx, upd), tf.tensor_scatter_nd_max(t, idx, upd)
+
+
+def test_scatter_min_max_keep_infinities_eager():
+    t = tf.constant([INF, -INF, 1.0, INF, -INF])
+    idx = tf.constant([[0], [1], [2], [3], [4], [3]])
+    upd = tf.constant([INF, -INF, INF, MAX32, np.nan, np.nan])
+    lo, hi = _scatter_extremes(t, idx, upd)
+    # by hand, folding each element's updates in order: min(inf, inf) = inf, min(-inf, -inf) = -inf,
+    # min(1, inf) = 1, min(inf, FLT_MAX, NaN) = FLT_MAX (NaN never wins), min(-inf, NaN) = -inf
+    np.testing.assert_array_equal(lo.numpy(), [INF, -INF, 1.0, MAX32, -INF])
+    np.testing.assert_array_equal(hi.numpy(), [INF, -INF, INF, INF, -INF])
+
+
+@graph_modes
+def test_scatter_min_max_keep_infinities_in_rows_both_session_modes():
+    t = np.array([[INF, 2.0], [-INF, 0.5]], np.float32)
+    upd = np.array([[INF, 3.0], [-INF, -INF], [INF, 1.0]], np.float32)
+    with tf.Graph().as_default():
+        tp = tf.compat.v1.placeholder(tf.float32, [2, 2])
+        up = tf.compat.v1.placeholder(tf.float32, [3, 2])
+        lo, hi = _scatter_extremes(tp, tf.constant([[0], [1], [0]]), up)
+        got_lo, got_hi = tf.compat.v1.Session().run([lo, hi], {tp: t, up: upd})
+    # row 0 takes updates 0 and 2, row 1 update 1 (by hand)
+    np.testing.assert_array_equal(got_lo, [[INF, 1.0], [-INF, -INF]])
+    np.testing.assert_array_equal(got_hi, [[INF, 3.0], [-INF, 0.5]])
