@@ -208,3 +208,25 @@ def test_scatter_min_max_keep_infinities_in_rows_both_session_modes():
     # row 0 takes updates 0 and 2, row 1 update 1 (by hand)
     np.testing.assert_array_equal(got_lo, [[INF, 1.0], [-INF, -INF]])
     np.testing.assert_array_equal(got_hi, [[INF, 3.0], [-INF, 0.5]])
+
+
+# ---------------------------------------------------------------- unravel_index of no indices
+# TF 2.21's UnravelIndex kernel refuses an empty indices tensor ("received empty tensor
+# indices", InvalidArgumentError, eager and when a graph runs); jitgrad returned [[], []]
+# (fuzz seed 360627, int programs).
+
+def test_unravel_index_of_empty_indices_is_invalid_argument_eager():
+    with pytest.raises(InvalidArgumentError, match="empty tensor indices"):
+        tf.unravel_index(np.zeros([0], np.int32), [2, 3])
+    np.testing.assert_array_equal(tf.unravel_index([1, 5], [2, 3]).numpy(), [[0, 1], [1, 2]])   # 5 = 1 * 3 + 2
+
+
+@pytest.mark.usefixtures("graph_mode")
+def test_unravel_index_of_empty_indices_is_invalid_argument_in_graphs():
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.int32, [None])
+        y = tf.unravel_index(p, tf.constant([2, 3]))
+        with tf.compat.v1.Session() as s:
+            np.testing.assert_array_equal(s.run(y, {p: [4]}), [[1], [1]])      # 4 = 1 * 3 + 1
+            with pytest.raises(InvalidArgumentError, match="empty tensor indices"):
+                s.run(y, {p: np.zeros([0], np.int32)})
