@@ -230,3 +230,34 @@ def test_unravel_index_of_empty_indices_is_invalid_argument_in_graphs():
             np.testing.assert_array_equal(s.run(y, {p: [4]}), [[1], [1]])      # 4 = 1 * 3 + 1
             with pytest.raises(InvalidArgumentError, match="empty tensor indices"):
                 s.run(y, {p: np.zeros([0], np.int32)})
+
+
+# ---------------------------------------------------------------- max pooling's second derivative
+# TF's MaxPoolGrad takes the input, and _MaxPoolGradGrad gives it zeros: the Hessian of a
+# max pool (piecewise linear) is 0. jitgrad's gradient reached x only through the argmax (an
+# integer), so tf.hessians found no path and raised ValueError, a tape gave None (fuzz seed
+# 360454: a chain ending in tf.nn.max_pool1d; TF 2.21 gives a zero Hessian).
+
+def test_max_pool_second_derivative_is_zero_not_none_eager():
+    x = tf.constant(np.array([[1., 3., np.inf, 2.], [0.5, -1., 4., np.nan]], np.float32).reshape(1, 2, 4, 1))
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            y = tf.reduce_sum(tf.nn.max_pool2d(x, 2, 1, "VALID") * np.array([1., 2., 3.], np.float32).reshape(1, 1, 3, 1))
+        g = t1.gradient(y, x)
+    h = t2.gradient(g, x)
+    # windows (by hand): [1, 3, .5, -1] -> 3 (w 1), [3, inf, -1, 4] -> inf (w 2), [inf, 2, 4, NaN] -> inf (w 3)
+    np.testing.assert_array_equal(g.numpy().ravel(), [0, 1, 5, 0, 0, 0, 0, 0])
+    assert h is not None
+    np.testing.assert_array_equal(h.numpy(), np.zeros(x.shape, np.float32))
+
+
+@graph_modes
+def test_max_pool1d_hessian_is_zero_in_both_session_modes():
+    x = np.array([0.3, -1.0, 2.5, 2.5, 0.0, 1.0], np.float32).reshape(1, 6, 1)
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float32, x.shape)
+        (h,) = tf.hessians(tf.reduce_sum(tf.nn.max_pool1d(p, 3, 2, "SAME")), p)
+        got = tf.compat.v1.Session().run(h, {p: x})
+    np.testing.assert_array_equal(got, np.zeros(x.shape * 2, np.float32))

@@ -17,7 +17,8 @@ oneDNN -- TF's oneDNN rewrite of float32 graphs differs on windows holding NaN):
   greater one. So ties send it to the first maximum, a NaN never takes it, and a window
   whose first element is NaN sends it there. This is not the value's element on such
   windows, so the gradient is a ``custom_gradient``: a segment sum of the output's gradient
-  into the chosen elements (whose own gradient is a gather, as TF's MaxPoolGradGrad).
+  into the chosen elements (whose own gradient is a gather, as TF's MaxPoolGradGrad, and
+  zero with respect to x: a Hessian of zeros, not None).
 
 A padded window slot gathers the window's first valid element again: a copy of an element
 changes neither the maximum nor which element the rule above chooses (a copy before the
@@ -255,8 +256,11 @@ def _max(x, pos, hw, c, name):
         target = add(multiply(add(where_in, batch), c), constant(np.arange(c, dtype=np.int32)))
 
         def grad(dy):
-            dx = unsorted_segment_sum(reshape(dy, [-1]), reshape(target, [-1]), size(x))
-            return reshape(dx, shape_of(x))
+            dx = reshape(unsorted_segment_sum(reshape(dy, [-1]), reshape(target, [-1]), size(x)), shape_of(x))
+            # TF's MaxPoolGrad takes x, and its gradient gives x zeros: the second derivative is 0,
+            # not None (tf.hessians of a max pool raised ValueError). where(True, dx, x) is dx,
+            # joined to x by a zero gradient (no arithmetic on x: an inf in x stays out of dx)
+            return where(constant(True), dx, x)
         return out, grad
 
     return max_pool(x)
