@@ -260,12 +260,15 @@ def _special(tf, x, p):
 # ------------------------------------------------------------------ array ops
 
 def _repeat(tf, x, p):
+    """(Reshaped to the shape numpy's repeat gives: TF's graph leaves it unknown.)"""
     if not _rank(x) or (p >> 1) % 3 == 0:
-        return tf.repeat(x, 1 + p % 3)                      # axis None: flattened
+        return tf.reshape(tf.repeat(x, 1 + p % 3), [_size(x) * (1 + p % 3)])     # axis None: flattened
     ax = p % _rank(x)
     d = int(x.shape[ax])
     reps = np.random.default_rng(p).integers(0, 3, size=d).astype(np.int32)
-    return tf.repeat(x, reps, axis=ax)
+    shape = [int(v) for v in x.shape]
+    shape[ax] = int(reps.sum())
+    return tf.reshape(tf.repeat(x, reps, axis=ax), shape)
 
 
 def _sequence_mask(tf, x, p):
