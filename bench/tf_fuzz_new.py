@@ -8,6 +8,18 @@ tensor_scatter_nd_update / max / min, space_to_depth, lrn, linalg.set_diag, coun
 meshgrid; and for integer programs tf.bitwise, the & | ^ ~ operators, truncatediv /
 truncatemod, unravel_index, repeat, count_nonzero.
 
+    PYTHONPATH=. /work/benchenv/bin/python bench/tf_fuzz.py --new [--programs 300] [--seed 360000]
+        [--modes graph,eager,function,int]
+
+(a copy of bench/ for long runs, as tf_fuzz.py says). tests/test_new_ops_differential.py draws
+from the same catalogue for its compiled-vs-interpreted check.
+
+What TF 2.21 does that the catalogue steps around (each said where it does): its Eigen CPU
+conv backprops refuse dilations > 1 (dilated convs get no gradient here), it has no float16 /
+float64 gradient of an antialiased resize and no float16 adjust_contrast kernel, its graph
+rot90 and repeat have unknown static shapes (reshaped back), and its searchsorted / sort of a
+sequence holding NaN are undefined (NaN zeroed first).
+
 Kept apart from the base and wide catalogues (as tf_fuzz_wide.py explains) so that without
 `--new` every earlier seed draws exactly the program it always drew.
 

@@ -104,7 +104,8 @@ def test_eager_conv_dtype_mismatch_is_invalid_argument():
     calls = [lambda: tf.nn.conv2d(x, f, 1, "SAME"), lambda: tf.nn.depthwise_conv2d(x, f, [1, 1, 1, 1], "SAME"),
              lambda: tf.nn.separable_conv2d(x, f, tf.ones([1, 1, 2, 1]), [1, 1, 1, 1], "SAME"),
              lambda: tf.nn.conv2d_transpose(x[..., :1], f, [1, 3, 3, 2], 1, "SAME"),
-             lambda: tf.nn.conv1d(x1, f1, 1, "SAME"), lambda: tf.nn.conv1d_transpose(x1[..., :1], f1, [1, 3, 2], 1, "SAME")]
+             lambda: tf.nn.conv1d(x1, f1, 1, "SAME"),
+             lambda: tf.nn.conv1d_transpose(x1[..., :1], f1, [1, 3, 2], 1, "SAME")]
     for call in calls:
         with pytest.raises(InvalidArgumentError):
             call()
@@ -244,7 +245,8 @@ def test_max_pool_second_derivative_is_zero_not_none_eager():
         t2.watch(x)
         with tf.GradientTape() as t1:
             t1.watch(x)
-            y = tf.reduce_sum(tf.nn.max_pool2d(x, 2, 1, "VALID") * np.array([1., 2., 3.], np.float32).reshape(1, 1, 3, 1))
+            w = np.array([1., 2., 3.], np.float32).reshape(1, 1, 3, 1)
+            y = tf.reduce_sum(tf.nn.max_pool2d(x, 2, 1, "VALID") * w)
         g = t1.gradient(y, x)
     h = t2.gradient(g, x)
     # windows (by hand): [1, 3, .5, -1] -> 3 (w 1), [3, inf, -1, 4] -> inf (w 2), [inf, 2, 4, NaN] -> inf (w 3)

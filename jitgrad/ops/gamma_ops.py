@@ -27,7 +27,8 @@ float32 digamma is a few ulp off it: digamma(1) -0.57721591 where -gamma rounds 
 Special values as TF 2.21 (checked with real TF): lgamma is +inf at 0, -0, the negative
 integers and +-inf, NaN for NaN; digamma is NaN at 0, -0, the negative integers, -inf and
 NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles and -inf, 0 at +inf.
-bfloat16: TF has no CPU kernel for these (NotFoundError when run eagerly, InvalidArgumentError in a graph), nor does jitgrad.
+bfloat16: TF has no CPU kernel for these (NotFoundError when run eagerly, InvalidArgumentError
+in a graph), nor does jitgrad.
 TF 2.21 differentiates digamma any number of times (polygamma(n, x)); jitgrad stops at its
 first derivative: differentiating trigamma raises LookupError."""
 import math

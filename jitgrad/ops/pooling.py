@@ -1,5 +1,6 @@
 """``tf.nn.max_pool2d`` / ``avg_pool2d`` (and ``max_pool`` / ``avg_pool`` of 3-D or 4-D input,
-``max_pool1d`` / ``avg_pool1d``: TF's, a [N, 1, W, C] image pooled and squeezed) as composites: one gather of every window (an im2col with index arrays built in numpy when the
+``max_pool1d`` / ``avg_pool1d``: TF's, a [N, 1, W, C] image pooled and squeezed) as
+composites: one gather of every window (an im2col with index arrays built in numpy when the
 graph is built), then a reduction over the window axis.
 
 Input [N, H, W, C] is reshaped to [N, H*W, C] and gathered along axis 1 with indices

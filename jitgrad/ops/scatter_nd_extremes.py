@@ -6,8 +6,9 @@ TF's CPU kernel folds the updates in order with acc = (acc < u) ? u : acc (for m
 NaN update never wins and a NaN already in the tensor stays; here NaN updates become -inf
 (+inf) before the segment max (min), and an element is replaced only where an update that
 can win (above -inf for max) names it and beats the tensor's value (the segment max of -inf
-updates is -FLT_MAX, TF's segment identity, which must not replace a -inf). The gradient is TF's (_TensorScatterMinOrMaxGrad): shared
-equally between the tensor and the updates that equal the result, hence a custom gradient.
+updates is -FLT_MAX, TF's segment identity, which must not replace a -inf). The gradient is
+TF's (_TensorScatterMinOrMaxGrad): shared equally between the tensor and the updates that
+equal the result, hence a custom gradient.
 """
 import numpy as np
 
