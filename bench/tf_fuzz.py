@@ -47,6 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tf_fuzz_new  # noqa: E402
 import tf_fuzz_wide  # noqa: E402
 
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-30, 3e38, 1.0, -1.0, 0.5],
@@ -310,7 +311,7 @@ def _control(tf, kind, x, sub, p):
 Program = collections.namedtuple("Program", "shapes values steps n_out weights method grad_ys stop unconnected hess dtype")
 
 
-def make_program(seed, edge, float_dtypes=True, wide=False):
+def make_program(seed, edge, float_dtypes=True, wide=False, new=False):
     rng = np.random.default_rng(seed)
     n_in = int(rng.integers(1, 4))
     shapes = [BASE_SHAPES[int(rng.integers(0, len(BASE_SHAPES)))] for _ in range(n_in)]
@@ -327,6 +328,8 @@ def make_program(seed, edge, float_dtypes=True, wide=False):
     kinds = ["u"] * 6 + ["b"] * 4 + ["a"] * 4 + ["ba"] * 1 + ["c"] * 1
     if wide:     # (only then: without it the draws, and so earlier rounds' seeds, are unchanged)
         kinds += ["w"] * 5 + ["wb"] * 2
+    if new:      # (likewise: bench/tf_fuzz_new.py's ops, drawn only with --new)
+        kinds += ["n"] * 8 + ["nb"] * 6
     for _ in range(int(rng.integers(1, 7))):
         k = kinds[int(rng.integers(0, len(kinds)))]
         p = int(rng.integers(0, 1 << 20))
@@ -343,6 +346,10 @@ def make_program(seed, edge, float_dtypes=True, wide=False):
             steps.append(("w", str(rng.choice(sorted(tf_fuzz_wide.WIDE_UNARY))), i, p))
         elif k == "wb":
             steps.append(("wb", str(rng.choice(sorted(tf_fuzz_wide.WIDE_BINARY))), i, j, p))
+        elif k == "n":
+            steps.append(("n", str(rng.choice(sorted(tf_fuzz_new.NEW_UNARY))), i, p))
+        elif k == "nb":
+            steps.append(("nb", str(rng.choice(sorted(tf_fuzz_new.NEW_BINARY))), i, j, p))
         else:
             sub = [str(x) for x in rng.choice(["tanh", "sin", "square", "sigmoid", "relu", "exp", "abs"],
                                               int(rng.integers(1, 3)))]
@@ -358,7 +365,7 @@ def make_program(seed, edge, float_dtypes=True, wide=False):
 IntProgram = collections.namedtuple("IntProgram", "dtype shapes values steps")
 
 
-def make_int_program(seed):
+def make_int_program(seed, new=False):
     rng = np.random.default_rng(seed)
     dtype = ["int32", "int64", "int32", "int8", "uint8"][seed % 5]
     n_in = int(rng.integers(1, 4))
@@ -371,7 +378,12 @@ def make_int_program(seed):
     steps = []
     for _ in range(int(rng.integers(1, 6))):
         p, i, j = (int(v) for v in rng.integers(0, 1 << 20, 3))
-        if rng.random() < 0.5:
+        if new and rng.random() < 0.6:      # bench/tf_fuzz_new.py's integer ops (only with --new)
+            if rng.random() < 0.4:
+                steps.append(("nu", str(rng.choice(sorted(tf_fuzz_new.NEW_INT_UNARY))), i, p))
+            else:
+                steps.append(("nb", str(rng.choice(sorted(tf_fuzz_new.NEW_INT_BINARY))), i, j, p))
+        elif rng.random() < 0.5:
             steps.append(("u", str(rng.choice(sorted(INT_UNARY))), i, p))
         else:
             steps.append(("b", str(rng.choice(sorted(INT_BINARY))), i, j, p))
@@ -383,6 +395,11 @@ def build_int(tf, prog, xs):
     for st in prog.steps:
         if st[0] == "u":
             pool.append(INT_UNARY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
+        elif st[0] == "nu":
+            pool.append(tf_fuzz_new.NEW_INT_UNARY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
+        elif st[0] == "nb":
+            a, b = pool[st[2] % len(pool)], pool[st[3] % len(pool)]
+            pool.append(tf_fuzz_new.NEW_INT_BINARY[st[1]](tf, a, _bcast(a, b, tf), st[4]))
         else:
             a, b = pool[st[2] % len(pool)], pool[st[3] % len(pool)]
             pool.append(INT_BINARY[st[1]](tf, a, _bcast(a, b, tf), st[4]))
@@ -424,6 +441,10 @@ def build_pool(tf, prog, xs):
         elif k == "wb":
             a = pool[st[2] % len(pool)]
             pool.append(tf_fuzz_wide.WIDE_BINARY[st[1]](tf, a, _bcast(a, pool[st[3] % len(pool)], tf), st[4]))
+        elif k == "n":
+            pool.append(tf_fuzz_new.NEW_UNARY[st[1]](tf, pool[st[2] % len(pool)], st[3]))
+        elif k == "nb":
+            pool.append(tf_fuzz_new.NEW_BINARY[st[1]](tf, pool[st[2] % len(pool)], pool[st[3] % len(pool)], st[4]))
         elif k in ("b", "ba"):
             a = pool[st[2] % len(pool)]
             b = pool[st[3] % len(pool)]
@@ -688,6 +709,8 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--wide", action="store_true", help="also draw bench/tf_fuzz_wide.py's ops (graph, eager, "
                                                         "function modes)")
+    ap.add_argument("--new", action="store_true", help="also draw bench/tf_fuzz_new.py's ops (round 36's: "
+                                                       "convolutions, pooling, tf.image, bitwise, ...)")
     args = ap.parse_args()
 
     import tensorflow as real
@@ -701,8 +724,8 @@ def main():
     found = collections.defaultdict(list)
     for seed in seeds:
         edge = (seed % 10) < args.edge_fraction * 10
-        prog = make_program(seed, edge, not args.float32_only, args.wide)
-        iprog = make_int_program(seed)
+        prog = make_program(seed, edge, not args.float32_only, args.wide, args.new)
+        iprog = make_int_program(seed, args.new)
         for mode in modes:
             if mode == "keras":
                 ref, got = attempt(run_keras, real, seed), {"keras": attempt(run_keras, jg, seed)}

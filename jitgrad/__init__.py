@@ -185,6 +185,7 @@ from .ops.einsum import einsum  # noqa: E402,F401
 from .ops.gather_nd import gather_nd  # noqa: E402,F401
 from .ops import pooling as _pool  # noqa: E402
 nn.max_pool2d, nn.avg_pool2d, nn.max_pool, nn.avg_pool = _pool.max_pool2d, _pool.avg_pool2d, _pool.max_pool, _pool.avg_pool
+nn.max_pool1d, nn.avg_pool1d = _pool.max_pool1d, _pool.avg_pool1d
 from .ops.gather_batched import gather  # noqa: E402,F401,F811  (array_ops.gather, and batch_dims)
 from .ops import conv as _conv  # noqa: E402
 from .ops.unique import unique, unique_with_counts  # noqa: E402,F401

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 
 from . import context, dispatch, dtypes
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, NoKernelError
 from .graph import _Reference
 from .ops.registry import apply_op, run_kernel
 from .shapes import TensorShape
@@ -224,7 +224,10 @@ def execute(opdef, inputs, attrs):
             if len(_infer_cache) >= _INFER_CACHE_MAX:
                 _infer_cache.clear()
             _infer_cache[key] = out_np
-    out = run_kernel(opdef, vals, attrs)
+    try:
+        out = run_kernel(opdef, vals, attrs)
+    except NoKernelError as e:      # TF's eager placement fails first: NotFoundError
+        raise e.eager_error() from None
     results = []
     for arr, want in zip(out, out_np):
         if type(arr) is not np.ndarray:

@@ -41,6 +41,22 @@ class UnimplementedError(OpError):
     pass
 
 
+class NoKernelError(InvalidArgumentError):
+    """TF has no CPU kernel of an op for this dtype (erfinv of float16, lgamma of bfloat16, ...).
+    A graph (Session.run, tf.function) fails with InvalidArgumentError ("No OpKernel was
+    registered"); an eager run fails before it places the op: NotFoundError, which
+    eager.execute raises instead (``eager_error``)."""
+
+    def __init__(self, op_name, dtype_name):
+        t = "DT_" + {"float16": "HALF"}.get(dtype_name, dtype_name.upper())
+        super().__init__(f"No OpKernel was registered to support Op '{op_name}' used by {{{{node {op_name}}}}} "
+                         f"with these attrs: [T={t}]")
+        self.eager_message = f"Could not find device for node: {{{{node {op_name}}}}} = {op_name}[T={t}]"
+
+    def eager_error(self):
+        return NotFoundError(None, None, self.eager_message)
+
+
 class InternalError(OpError):
     pass
 

@@ -162,7 +162,7 @@ def test_float32_within_an_ulp_of_correctly_rounded(mode):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=dtype_id)
 def test_special_values_as_tf(dtype, mode):
     """TF 2.21 (graph mode): lgamma +inf at 0, -0, negative integers (also past 2^52), +-inf;
-    digamma NaN there and at -inf, +inf at +inf; polygamma(1, x) +inf at the poles."""
+    digamma NaN there and at -inf, +inf at +inf; polygamma(1, x) +inf at the poles and -inf."""
     inf, nan = np.inf, np.nan
     x = np.array([0.0, -0.0, -1.0, -2.0, -1e20, 1.0, 2.0, inf, -inf, nan, -2.5, 0.5, 1e-30, -1e-30], dtype)
     lg, dg, tg = run_graph(lambda p: [tf.math.lgamma(p), tf.math.digamma(p),
@@ -171,8 +171,9 @@ def test_special_values_as_tf(dtype, mode):
     np.testing.assert_array_equal(dg[[0, 1, 2, 3, 4, 7, 8, 9]], [nan, nan, nan, nan, nan, inf, nan, nan])
     # -gamma and 1 - gamma (float64: TF's and ours 4 ulp from -gamma: the recurrence sum cancels)
     np.testing.assert_allclose(dg[[5, 6]], np.array([-0.5772156649015329, 0.42278433509846713], dtype), rtol=2e-15)
-    np.testing.assert_array_equal(tg[[0, 1, 2, 3, 4, 7]], [inf, inf, inf, inf, inf, 0])
-    assert np.isnan(tg[[8, 9]]).all()
+    # (-inf is a pole of TF's polygamma(1, x) too: +inf in TF 2.21, eager and graph)
+    np.testing.assert_array_equal(tg[[0, 1, 2, 3, 4, 7, 8]], [inf, inf, inf, inf, inf, 0, inf])
+    assert np.isnan(tg[9])
     # lgamma(-2.5) = log(8 sqrt(pi) / 15), lgamma(1/2) = log(sqrt(pi)); psi(1/2) = -gamma - 2 log 2
     np.testing.assert_allclose(lg[[10, 11]], [math.log(8 * math.sqrt(math.pi) / 15), 0.5 * math.log(math.pi)],
                                rtol=4 * np.finfo(dtype).eps)
@@ -217,15 +218,49 @@ def test_gradients_as_tf(mode):
     np.testing.assert_allclose(d2_lg, TF_D_DIGAMMA, rtol=2e-15, atol=0)
 
 
-def test_higher_derivatives_of_digamma_are_a_clear_error():
+APERY = 1.2020569031595942853997   # zeta(3)
+
+
+def test_third_derivatives_of_digamma_are_a_clear_error():
+    """psi' (1/2) = pi^2 / 2, psi'(2) = pi^2 / 6 - 1; psi''(1/2) = -14 zeta(3), psi''(2) = 2 - 2 zeta(3)
+    (psi''(x) = psi''(x + 1) - 2 / x^3 from psi''(1) = -2 zeta(3)); a third derivative raises."""
     v = tf.Variable([0.5, 2.0], dtype=tf.float64)
-    with tf.GradientTape() as t2:
-        with tf.GradientTape() as t1:
-            y = tf.reduce_sum(tf.math.digamma(v))
-        g = t1.gradient(y, v)
+    with tf.GradientTape() as t3:
+        with tf.GradientTape() as t2:
+            with tf.GradientTape() as t1:
+                y = tf.reduce_sum(tf.math.digamma(v))
+            g = t1.gradient(y, v)
+        h = t2.gradient(g, v)
     np.testing.assert_allclose(g.numpy(), [math.pi ** 2 / 2, math.pi ** 2 / 6 - 1], rtol=2e-15)
-    with pytest.raises(LookupError, match="differentiates tf.math.digamma once"):
-        t2.gradient(g, v)
+    np.testing.assert_allclose(h.numpy(), [-14 * APERY, 2 - 2 * APERY], rtol=4e-15)
+    with pytest.raises(LookupError, match="differentiates tf.math.digamma twice"):
+        t3.gradient(h, v)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=dtype_id)
+def test_second_derivative_of_digamma(dtype, mode):
+    """psi''(x) = TF's polygamma(2, x): exact values from zeta(3) and the recurrence, the
+    reflection side (x < 0) against central differences of psi' (float64 finite differences of
+    our own trigamma, checked above against Decimal), and TF 2.21's special values: NaN at the
+    poles and -inf, -0 at +inf."""
+    x = np.array([1.0, 0.5, 3.0, 12.5, -2.5, -0.3, -7.25, 0.0, -0.0, -3.0, -np.inf, np.inf, np.nan], dtype)
+
+    def build(p):
+        (g,) = tf.gradients(tf.reduce_sum(tf.math.digamma(p)), p)
+        return [tf.gradients(tf.reduce_sum(g), p)[0]]
+    (h,) = run_graph(build, [x], mode)
+    rtol = 4e-15 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(h[:3], np.array([-2 * APERY, -14 * APERY, -2 * APERY + 2 + 2 / 8], dtype), rtol=rtol)
+    # the others: psi''(x) as a central difference of psi'(x) computed in float64
+    def trigamma64(v):
+        return run_graph(lambda p: [tf.gradients(tf.reduce_sum(tf.math.digamma(p)), p)[0]], [v], "interpret")[0]
+    eps = 1e-6
+    x64 = x[3:7].astype(np.float64)
+    central = (trigamma64(x64 + eps) - trigamma64(x64 - eps)) / (2 * eps)
+    np.testing.assert_allclose(h[3:7], central, rtol=1e-6 if dtype == np.float64 else 2e-6)
+    assert np.isnan(h[[7, 8, 9, 10, 12]]).all()
+    assert h[11] == 0 and np.signbit(h[11])
 
 
 def test_gradients_against_finite_differences():

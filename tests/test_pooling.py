@@ -179,7 +179,7 @@ def test_errors():
     with pytest.raises(TypeError):
         tf.nn.avg_pool2d(x, 2, 1, [[0, 0], [1, 1], [1, 1], [0, 0]])
     with pytest.raises(NotImplementedError):
-        tf.nn.max_pool(tf.zeros([1, 4, 2]), 2, 1, "VALID")
+        tf.nn.max_pool(tf.zeros([1, 4, 4, 4, 2]), 2, 1, "VALID")      # TF's max_pool3d: not in jitgrad
     with tf.Graph().as_default():
         for op in (tf.nn.max_pool2d, tf.nn.avg_pool2d):
             with pytest.raises(ValueError):
@@ -190,3 +190,49 @@ def test_errors():
                 op(tf.zeros([1, 4, 4, 2]), 5, 1, "VALID")
             with pytest.raises(NotImplementedError):
                 op(ph(tf.float32, [None, None, 4, 2]), 2, 1, "VALID")
+
+
+# ---------------------------------------------------------------- 1-D pooling
+# tf.nn.max_pool1d / avg_pool1d (and max_pool / avg_pool of a 3-D input) are TF's: the [N, W, C]
+# input as a [N, 1, W, C] image, window and stride [1, 1, k, 1], the row squeezed away (they were
+# AttributeError / NotImplementedError before; found by bench/tf_fuzz_new.py).
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_pool1d_generated_values_and_gradients(no_fallback, pool):
+    rng = np.random.default_rng(11 if pool == "max" else 12)
+    for trial in range(6):
+        w, k, s = int(rng.integers(1, 8)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        padding = "SAME" if trial % 2 or k > w else "VALID"
+        x = _input(rng, (2, w, 3), ("normal", "ties", "nonfinite")[trial % 3] if pool == "max" else "normal",
+                   np.float32)
+        img = x[:, None]                                        # the 1 x W image of the reference
+        g_shape = _np_pool(pool, img, [1, k], [1, s], padding, np.zeros_like(img))[0].shape
+        g = rng.integers(1, 5, g_shape).astype(np.float32)
+        want, want_dx = _np_pool(pool, img, [1, k], [1, s], padding, g)
+        op = [tf.nn.max_pool1d, tf.nn.max_pool][trial % 2] if pool == "max" else \
+            [tf.nn.avg_pool1d, tf.nn.avg_pool][trial % 2]
+        graph = tf.Graph()
+        with graph.as_default():
+            xp = ph(tf.float32, [None, w, 3])
+            y = op(xp, [k] if trial % 3 == 1 else k, s, padding)
+            dx = tf.gradients(tf.reduce_sum(y * g[:, 0]), xp)[0]
+        got, got_dx = tf.compat.v1.Session(graph=graph).run([y, dx], {xp: x})
+        assert y.shape.as_list() == [None, want.shape[2], 3]
+        np.testing.assert_allclose(got, want[:, 0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got_dx, want_dx[:, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_pool1d_against_tf_and_its_errors():
+    x = tf.constant(np.array([[[1., -2.], [3., np.nan], [0.5, 4.], [-1., -1.], [2., 2.]]], np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.nn.max_pool1d(x, 2, 1, "SAME")
+    # printed by TF 2.21: NaN never the maximum, ties to the first, the last window padded
+    np.testing.assert_array_equal(y.numpy()[0], [[3, -2], [3, 4], [0.5, 4], [2, 2], [2, 2]])
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy()[0], [[0, 1], [2, 1], [1, 1], [0, 0], [2, 2]])
+    np.testing.assert_array_equal(tf.nn.avg_pool1d(x, [1, 3, 1], 2, "VALID").numpy()[0],
+                                  np.array([[1.5, np.nan], [0.5, 5 / 3]], np.float32))
+    with pytest.raises(ValueError, match="ksize should be of length 1, 1 or 3"):
+        tf.nn.max_pool1d(x, [1, 2], 1, "SAME")                    # TF 2.21: the same ValueError
+    with pytest.raises(InvalidArgumentError):
+        tf.nn.avg_pool1d(x, 6, 1, "VALID")                        # (TF 2.21's eager kernel: SIGFPE)

@@ -323,7 +323,7 @@ def _square(kb, node, xs, W):
 # 2.5-3x slower than the explicit vector form: kernel.py vectorises a nest whose
 # innermost run is too short for a vector across the run before it instead
 # when these occur.
-SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan", "Lgamma", "Digamma", "Trigamma"})   # (the last: codegen/lower_gamma.py)
+SCALAR_FORM_BRANCHES = frozenset({"Sin", "Cos", "Tan", "Lgamma", "Digamma", "Trigamma", "Tetragamma"})   # (the last: codegen/lower_gamma.py)
 
 
 def _unary_vm(name):

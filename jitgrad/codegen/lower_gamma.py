@@ -1,10 +1,10 @@
-"""Lgamma / Digamma / Trigamma and Erfinv / Ndtri lowered: ops/gamma_ops.py's and
+"""Lgamma / Digamma / Trigamma / Tetragamma and Erfinv / Ndtri lowered: ops/gamma_ops.py's and
 ops/erfinv_ops.py's functions (the reference kernels' own code) run over LLVM IR values instead
 of numpy arrays, in double precision (float32 lanes widened, the result rounded once), with
 vecmath's log / log1p / sin / cos / exp / sqrt / erf / erfc and floor."""
 from .. import dtypes
 from ..ops.erfinv_ops import erfinv_of, ndtri_of
-from ..ops.gamma_ops import digamma_of, lgamma_of, trigamma_of
+from ..ops.gamma_ops import digamma_of, lgamma_of, tetragamma_of, trigamma_of
 from . import vecmath
 from .irutil import const, intrinsic, ty_suffix, vec_type
 
@@ -106,4 +106,5 @@ def _in_double(fn):
 
 
 ELEMENTWISE = {"Lgamma": _in_double(lgamma_of), "Digamma": _in_double(digamma_of),
-               "Trigamma": _in_double(trigamma_of), "Erfinv": _in_double(erfinv_of), "Ndtri": _in_double(ndtri_of)}
+               "Trigamma": _in_double(trigamma_of), "Tetragamma": _in_double(tetragamma_of),
+               "Erfinv": _in_double(erfinv_of), "Ndtri": _in_double(ndtri_of)}

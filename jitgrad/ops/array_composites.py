@@ -17,7 +17,7 @@ from ..convert import convert_all, convert_to_tensor, graph_of
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from .array_ops import (broadcast_to, concat, expand_dims, gather, get_static_value, ones, range_, reshape,
-                        shape as shape_of, stack, strided_slice_getitem, tile, transpose)
+                        shape as shape_of, size as size_of, stack, strided_slice_getitem, tile, transpose)
 from .gather_batched import gather as batched_gather
 from .math_ops import (abs as abs_, cast, floordiv, floormod, identity, less, logical_not, maximum, multiply, ones_like,
                        sign, subtract, where)
@@ -199,8 +199,9 @@ def unravel_index(indices, dims, name=None):
         raise _shape_error(idx, f"The indices can only be scalar or vector, got \"{idx.shape}\"")
     if d.shape.rank is not None and d.shape.rank != 1:
         raise _shape_error(idx, f"The indices can only be 1-D, got \"{d.shape}\"")
-    # TF's kernel checks: dims >= 0 and each index < prod(dims) (a negative index passes)
-    checks = [debugging.assert_non_negative(d, message="Input dims cannot be negative"),
+    # TF's kernel checks: some indices, dims >= 0 and each index < prod(dims) (a negative index passes)
+    checks = [debugging.assert_positive(size_of(idx), message="received empty tensor indices"),
+              debugging.assert_non_negative(d, message="Input dims cannot be negative"),
               debugging.assert_less(idx, reduce_prod(d), message="index is out of bound as with dims")]
     idx = after_checks(checks, idx)
     # TF's kernel: (i % prod(dims[k:])) / prod(dims[k + 1:]) in C++'s truncating arithmetic, so a

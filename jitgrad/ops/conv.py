@@ -33,9 +33,9 @@ def _checked_nhwc(what, input_, filters, data_format, filter_name="filters"):
     err = InvalidArgumentError if isinstance(x, EagerTensor) else ValueError
     if data_format not in ("NHWC", None):
         raise NotImplementedError(f"jitgrad's {what} supports data_format='NHWC' only.")
-    if x.dtype != w.dtype:
-        raise TypeError(f"{what}: input and {filter_name} must have the same dtype, got {x.dtype.name} and "
-                        f"{w.dtype.name}")
+    if x.dtype != w.dtype:      # TF: the op's eager dtype check, or its graph op-def TypeError
+        raise (InvalidArgumentError if isinstance(x, EagerTensor) else TypeError)(
+            f"{what}: input and {filter_name} must have the same dtype, got {x.dtype.name} and {w.dtype.name}")
     if x.shape.rank != 4 or w.shape.rank != 4:
         raise err(f"{what} needs a 4-D input and 4-D {filter_name}, got shapes {x.shape} and {w.shape}")
     if None in x.shape.dims[1:] or None in w.shape.dims:

@@ -17,7 +17,7 @@ float32 erfinv(0.999999) is 3.4655, float64 3.4589; jitgrad's float32 3.4589).
 
 Special values as TF 2.21: erfinv(+-1) = +-inf, erfinv(+-0) = +0, NaN beyond [-1, 1] and for
 NaN; ndtri(0) = -inf, ndtri(1) = inf, ndtri(1/2) = +0, NaN outside [0, 1]. float16 / bfloat16:
-TF has no CPU kernel (NotFoundError when run). Gradients: TF's _ErfinvGrad / _NdtriGrad,
+TF has no CPU kernel (NotFoundError when run eagerly, InvalidArgumentError in a graph). Gradients: TF's _ErfinvGrad / _NdtriGrad,
 g * sqrt(pi) / 2 * exp(erfinv(x)^2) and g * sqrt(2 pi) * exp(ndtri(x)^2 / 2)."""
 import math
 

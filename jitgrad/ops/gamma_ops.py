@@ -1,5 +1,6 @@
-"""tf.math.lgamma and tf.math.digamma, with digamma's derivative polygamma(1, x) (trigamma) as
-an op of jitgrad's own so that both first derivatives are right.
+"""tf.math.lgamma and tf.math.digamma, with digamma's derivatives polygamma(1, x) (trigamma)
+and polygamma(2, x) (tetragamma) as ops of jitgrad's own so that both functions' first and
+second derivatives are right.
 
 Each function is written once, below, over a small arithmetic interface (``NumpyMath`` here;
 codegen/lower_gamma.py's IR builder for compiled code), in float64 (float32 / float16 inputs
@@ -26,16 +27,19 @@ float32 digamma is a few ulp off it: digamma(1) -0.57721591 where -gamma rounds 
 
 Special values as TF 2.21 (checked with real TF): lgamma is +inf at 0, -0, the negative
 integers and +-inf, NaN for NaN; digamma is NaN at 0, -0, the negative integers, -inf and
-NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles, 0 at +inf.
-bfloat16: TF has no CPU kernel for these (NotFoundError when run), nor does jitgrad.
+NaN, +inf at +inf; trigamma (TF's polygamma(1, x)) +inf at the poles and -inf, 0 at +inf.
+bfloat16: TF has no CPU kernel for these (NotFoundError when run eagerly, InvalidArgumentError
+in a graph), nor does jitgrad.
 TF 2.21 differentiates digamma any number of times (polygamma(n, x)); jitgrad stops at its
-first derivative: differentiating trigamma raises LookupError."""
+second derivative: differentiating tetragamma raises LookupError. (float32 tetragamma is
+computed in float64 and rounded once: TF's float32 polygamma(2, -7.25) is 124.877, the value
+124.00853.)"""
 import math
 
 import numpy as np
 
 from ..convert import convert_all
-from ..errors import NotFoundError
+from ..errors import NoKernelError
 from ._infer import FLOATS, unary
 from .math_ops import multiply
 from .registry import apply_op, register
@@ -57,6 +61,8 @@ STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 
 DIGAMMA_ASYMPTOTIC = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
 # psi1(u) = 1 / u + 1 / (2u^2) + sum_k B_2k / u^(2k + 1)
 TRIGAMMA_ASYMPTOTIC = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+# psi2(u) = -1 / u^2 - 1 / u^3 - sum_k (2k + 1) B_2k / u^(2k + 2) (the derivative of psi1's series)
+TETRAGAMMA_ASYMPTOTIC = (1 / 2, -1 / 6, 1 / 6, -3 / 10, 5 / 6, -691 / 210, 35 / 2, -3617 / 30)
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)      # 0.9189385332046728
 LOG_PI = math.log(math.pi)                      # 1.1447298858494002
 LGAMMA_SHIFT, PSI_SHIFT = 8.0, 10.0   # Stirling's series from 8 on, psi's from 10
@@ -154,10 +160,35 @@ def trigamma_of(m, x):
     f, g = _frac_near_zero(m, m.where(neg, m.neg(x), m.c(0.5)))
     sn = m.sin(m.mul(m.c(math.pi), g))
     out = m.where(neg, m.sub(m.div(m.c(math.pi * math.pi), m.mul(sn, sn)), pos), pos)
-    pole = m.or_(m.eq(x, m.c(0.0)), m.and_(neg, m.eq(f, m.c(0.0))))
+    # the poles: 0 and the negative integers, -inf too (TF's zeta(2, x) calls every x <= 0 with
+    # x == floor(x) a pole: polygamma(1, -inf) is +inf in TF 2.21, eager and graph)
+    pole = m.or_(m.or_(m.eq(x, m.c(0.0)), m.and_(neg, m.eq(f, m.c(0.0)))), m.eq(x, m.c(-math.inf)))
     out = m.where(pole, m.c(math.inf), out)
-    out = m.where(m.eq(x, m.c(-math.inf)), m.c(math.nan), out)
     return m.where(m.isnan(x), x, out)
+
+
+def tetragamma_of(m, x):
+    """psi''(x), TF's polygamma(2, x) (digamma's second derivative): for y > 0 the recurrence
+    psi''(y) = psi''(y + 1) - 2 / y^3 to u >= 10, then the series; below 0 the reflection
+    psi''(x) = psi''(1 - x) - 2 pi^3 cos(pi x) / sin(pi x)^3 with x reduced as digamma_of does.
+    NaN at the poles (0, the negative integers, -inf) and -0 at +inf, as TF 2.21's."""
+    neg = m.lt(x, m.c(0.0))
+    y = m.where(neg, m.sub(m.c(1.0), x), x)
+    u, s = _shifted(m, y, PSI_SHIFT, lambda acc, v, below: m.where(below, m.div(m.c(1.0), m.mul(m.mul(v, v), v)),
+                                                                      m.c(0.0))
+                    if acc is None else m.where(below, m.add(acc, m.div(m.c(1.0), m.mul(m.mul(v, v), v))), acc))
+    w = m.div(m.c(1.0), u)
+    w2 = m.mul(w, w)
+    series = m.add(m.add(w2, m.mul(w2, w)), m.mul(m.mul(w2, w2), _poly(m, TETRAGAMMA_ASYMPTOTIC, w2)))
+    pos = m.sub(m.neg(series), m.mul(m.c(2.0), s))
+    xn = m.where(neg, x, m.c(0.5))
+    below, above = m.sub(xn, m.floor(xn)), m.add(xn, m.floor(m.neg(xn)))
+    t = m.mul(m.c(math.pi), m.where(m.le(below, m.c(0.5)), below, above))
+    sn = m.sin(t)
+    refl = m.div(m.mul(m.c(2.0 * math.pi ** 3), m.cos(t)), m.mul(m.mul(sn, sn), sn))
+    out = m.where(neg, m.sub(pos, refl), pos)
+    pole = m.or_(m.eq(x, m.c(0.0)), m.and_(neg, m.eq(m.floor(x), x)))   # (-inf too: floor(-inf) is -inf)
+    return m.where(m.or_(pole, m.isnan(x)), m.c(math.nan), out)
 
 
 class NumpyMath:
@@ -179,28 +210,28 @@ class NumpyMath:
 
 def float64_kernel(fn, op_name, half_types=("V",)):
     """The reference kernel of ``fn(NumpyMath, x)``: x widened to float64, the result rounded
-    to x's type; TF's NotFoundError for the types it has no CPU kernel of (``half_types``:
+    to x's type; TF's error (NoKernelError) for the types it has no CPU kernel of (``half_types``:
     numpy kinds / names, bfloat16 "V")."""
     def kernel(attrs, x):
         if x.dtype.kind in half_types or x.dtype.name in half_types:
-            name = {"float16": "HALF"}.get(x.dtype.name, "BFLOAT16")
-            raise NotFoundError(None, None, f"Could not find device for node: {{{{node {op_name}}}}} = "
-                                            f"{op_name}[T=DT_{name}]")
+            raise NoKernelError(op_name, "float16" if x.dtype == np.float16 else "bfloat16")
         with np.errstate(all="ignore"):
             return np.asarray(fn(NumpyMath, x.astype(np.float64)), np.float64).astype(x.dtype)
     return kernel
 
 
-def _trigamma_grad(op, g):
-    raise LookupError("jitgrad differentiates tf.math.digamma once (its derivative, polygamma(1, x), has no "
-                      "gradient of its own here): higher derivatives of digamma / lgamma are not available")
+def _tetragamma_grad(op, g):
+    raise LookupError("jitgrad differentiates tf.math.digamma twice (its second derivative, polygamma(2, x), has "
+                      "no gradient of its own here): higher derivatives of digamma / lgamma are not available")
 
 
 register("Lgamma", infer=unary(FLOATS), kernel=float64_kernel(lgamma_of, "Lgamma"),
          grad=lambda op, g: [multiply(g, digamma(op.inputs[0]))], kind="elementwise", cost=40)
 register("Digamma", infer=unary(FLOATS), kernel=float64_kernel(digamma_of, "Digamma"),
          grad=lambda op, g: [multiply(g, apply_op("Trigamma", [op.inputs[0]]))], kind="elementwise", cost=40)
-register("Trigamma", infer=unary(FLOATS), kernel=float64_kernel(trigamma_of, "Polygamma"), grad=_trigamma_grad,
+register("Trigamma", infer=unary(FLOATS), kernel=float64_kernel(trigamma_of, "Polygamma"),
+         grad=lambda op, g: [multiply(g, apply_op("Tetragamma", [op.inputs[0]]))], kind="elementwise", cost=40)
+register("Tetragamma", infer=unary(FLOATS), kernel=float64_kernel(tetragamma_of, "Polygamma"), grad=_tetragamma_grad,
          kind="elementwise", cost=40)
 
 

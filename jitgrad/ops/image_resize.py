@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes
 from ..convert import convert_all, convert_to_tensor
 from ..errors import InvalidArgumentError
-from .array_ops import expand_dims, gather, squeeze
+from .array_ops import expand_dims, gather, pad, squeeze
 from .image_ops import hw_static, static_value
 from .math_ops import cast
 
@@ -55,7 +55,10 @@ def _lerp_axis(x, in_size, out_size, axis):
 def _triangle_spans(in_size, out_size):
     """ScaleAndTranslate's spans for the triangle kernel with antialias (TF's ComputeSpansCore,
     in float32): per output pixel, span_size taps (start + k, weight k), the weights normalised by
-    their sum; taps past a span's end weigh 0."""
+    their sum. As TF's GatherRows / GatherColumns, a tap past the span's end still reads pixel
+    start + k, with weight 0 (an inf there makes the output NaN, as in TF), and one past the
+    image reads nothing: index in_size, the zero row _antialias_axis appends. An output outside
+    the image (or with weights summing to ~0) reads from pixel 0 with weights 0."""
     f32 = np.float32
     scale = f32(out_size) / f32(in_size)
     inv_scale = f32(1.0 / np.float64(scale))
@@ -65,19 +68,20 @@ def _triangle_spans(in_size, out_size):
     weight = np.zeros((span_size, out_size), np.float32)
     for x in range(out_size):
         sample = f32(x + 0.5) * inv_scale
-        if sample < 0 or sample > in_size:
-            continue
-        start = int(np.clip(np.ceil(sample - kernel_scale - f32(0.5)), 0, in_size - 1))
-        end = int(np.clip(np.floor(sample + kernel_scale - f32(0.5)), 0, in_size - 1)) + 1
-        ws = [max(f32(1.0) - abs((f32(src) + f32(0.5) - sample) / kernel_scale), f32(0.0))
-              for src in range(start, end)]
-        total = f32(0.0)
-        for w in ws:
-            total = f32(total + w)
-        if abs(total) >= 1000.0 * np.finfo(np.float32).tiny:
-            inv = f32(f32(1.0) / total)
-            for k, w in enumerate(ws):
-                index[k, x], weight[k, x] = start + k, f32(w * inv)
+        start = 0
+        if not (sample < 0 or sample > in_size):
+            start = int(np.clip(np.ceil(sample - kernel_scale - f32(0.5)), 0, in_size - 1))
+            end = int(np.clip(np.floor(sample + kernel_scale - f32(0.5)), 0, in_size - 1)) + 1
+            ws = [max(f32(1.0) - abs((f32(src) + f32(0.5) - sample) / kernel_scale), f32(0.0))
+                  for src in range(start, end)]
+            total = f32(0.0)
+            for w in ws:
+                total = f32(total + w)
+            if abs(total) >= 1000.0 * np.finfo(np.float32).tiny:
+                inv = f32(f32(1.0) / total)
+                for k, w in enumerate(ws):
+                    weight[k, x] = f32(w * inv)
+        index[:, x] = np.minimum(start + np.arange(span_size), in_size)
     return index, weight
 
 
@@ -85,9 +89,12 @@ def _antialias_axis(x, in_size, out_size, axis):
     index, weight = _triangle_spans(in_size, out_size)
     shape = [1, 1, 1, 1]
     shape[axis] = out_size
+    paddings = [[0, 0]] * 4
+    paddings[axis] = [0, 1]
+    padded = pad(x, paddings) if (index == in_size).any() else x      # the zero pixel past the image
     out = None
     for k in range(index.shape[0]):
-        term = gather(x, convert_to_tensor(index[k]), axis=axis) * convert_to_tensor(weight[k].reshape(shape))
+        term = gather(padded, convert_to_tensor(index[k]), axis=axis) * convert_to_tensor(weight[k].reshape(shape))
         out = term if out is None else out + term
     return out
 

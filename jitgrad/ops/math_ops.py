@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dispatch, dtypes
 from ..convert import convert_all, convert_to_tensor, graph_of, is_tensorlike
-from ..errors import InternalError, InvalidArgumentError, NotFoundError, UnimplementedError
+from ..errors import InternalError, InvalidArgumentError, NoKernelError, UnimplementedError
 from ..shapes import as_shape, broadcast_dims
 from ._infer import ALL, ARITH, COMPLEX, FLOATS, NUMBERS, broadcasting, check_dtype, check_same, unary
 from . import registry as _registry
@@ -149,8 +149,7 @@ def _truncatemod(x, y):
     for y == 0 or an infinite x). TF has no CPU kernel for float16 / bfloat16."""
     _truncate_check(y)
     if x.dtype.itemsize == 2 and x.dtype.kind in "fV":
-        raise NotFoundError(None, None, f"Could not find device for node: {{{{node TruncateMod}}}} = "
-                                        f"TruncateMod[T=DT_{'HALF' if x.dtype == np.float16 else 'BFLOAT16'}]")
+        raise NoKernelError("TruncateMod", "float16" if x.dtype == np.float16 else "bfloat16")
     return np.fmod(x, y)
 
 

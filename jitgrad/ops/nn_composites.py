@@ -15,11 +15,12 @@ from .. import dtypes
 from ..convert import convert_all, convert_to_tensor
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
-from .array_ops import concat, expand_dims, reshape, shape as shape_of, squeeze, transpose
+from ..custom_gradient import custom_gradient
+from .array_ops import concat, expand_dims, pad, reshape, shape as shape_of, squeeze, transpose
 from .linalg_ops import matmul
-from .math_ops import (abs as abs_, add, cast, divide_no_nan, exp, greater_equal, less_equal, log, log1p,
-                       logical_and, multiply, negative, ones_like, reciprocal, relu, rsqrt, square,
-                       squared_difference, subtract, truediv, where, zeros_like)
+from .math_ops import (abs as abs_, add, cast, divide_no_nan, exp, greater_equal, identity, less_equal, log,
+                       log1p, logical_and, multiply, negative, ones_like, pow as pow_, reciprocal, relu, rsqrt,
+                       square, squared_difference, subtract, truediv, where, zeros_like)
 from .reduction_ops import reduce_sum
 
 
@@ -226,7 +227,46 @@ def local_response_normalization(input, depth_radius=5, bias=1.0, alpha=1.0, bet
         raise NotImplementedError("local_response_normalization needs the channel count known when the graph "
                                   "is built.")
     band = (np.abs(np.arange(c)[:, None] - np.arange(c)[None, :]) <= int(depth_radius)).astype(x.dtype.np)
-    squares = reshape(matmul(reshape(square(x), [-1, c]), convert_to_tensor(band, graph=_graph(x))), shape_of(x))
-    m = add(_like(bias, x), multiply(_like(alpha, x), squares))
-    factor = reciprocal(m) if beta == 1 else rsqrt(m) if beta == 0.5 else exp(multiply(log(m), _like(-beta, x)))
-    return multiply(x, factor, name=name)
+    bias_t, alpha_t, radius = _like(bias, x), _like(alpha, x), int(depth_radius)
+
+    @custom_gradient
+    def lrn(x):
+        squares = reshape(matmul(reshape(square(x), [-1, c]), convert_to_tensor(band, graph=_graph(x))), shape_of(x))
+        m = add(bias_t, multiply(alpha_t, squares))
+        factor = reciprocal(m) if beta == 1 else rsqrt(m) if beta == 0.5 else exp(multiply(log(m), _like(-beta, x)))
+        out = multiply(x, factor)
+
+        def grad(dy):
+            # TF's LRNGrad loops over each channel j's depth window k, adding dy_j * ([k == j]
+            # m_j^-beta - 2 alpha beta x_k out_j / m_j) to dx_k: an upstream NaN or inf reaches
+            # only the channels whose window holds it, where the band matmul's transpose would
+            # multiply it by the zeros outside the band and reach every channel. The same terms
+            # here: the centre's two together (no inf - inf TF would not form), then the
+            # neighbours' as shifted copies padded with zeros.
+            x2, dy2, out2 = reshape(x, [-1, c]), reshape(dy, [-1, c]), reshape(out, [-1, c])
+            m2 = add(bias_t, multiply(alpha_t, add(square(x2), _depth_neighbour_sum(square(x2), c, radius))))
+            two_ab = _like(2.0 * alpha * beta, x)
+            dx = multiply(subtract(pow_(m2, _like(-beta, x)), multiply(two_ab, truediv(multiply(x2, out2), m2))), dy2)
+            if min(radius, c - 1) > 0:
+                near = _depth_neighbour_sum(truediv(multiply(dy2, out2), m2), c, radius)
+                dx = subtract(dx, multiply(multiply(two_ab, x2), near))
+            return reshape(dx, shape_of(x))
+        return out, grad
+
+    return identity(lrn(x), name=name)
+
+
+def _depth_neighbour_sum(t, c, radius):
+    """t [rows, c] -> for each channel k the sum of t[:, j] over 0 < |j - k| <= radius: shifted
+    copies of t padded with zeros, added (each sum holds only its window's elements); zeros
+    when the window has no other channel."""
+    r = min(radius, c - 1)
+    if r <= 0:
+        return zeros_like(t)
+    padded = pad(t, [[0, 0], [r, r]])
+    total = None
+    for d in range(-r, r + 1):
+        if d:
+            part = padded[:, r + d:r + d + c]
+            total = part if total is None else add(total, part)
+    return total

@@ -1,4 +1,5 @@
-"""``tf.nn.max_pool2d`` / ``avg_pool2d`` (and ``max_pool`` / ``avg_pool`` of 4-D input) as
+"""``tf.nn.max_pool2d`` / ``avg_pool2d`` (and ``max_pool`` / ``avg_pool`` of 3-D or 4-D input,
+``max_pool1d`` / ``avg_pool1d``: TF's, a [N, 1, W, C] image pooled and squeezed) as
 composites: one gather of every window (an im2col with index arrays built in numpy when the
 graph is built), then a reduction over the window axis.
 
@@ -17,7 +18,8 @@ oneDNN -- TF's oneDNN rewrite of float32 graphs differs on windows holding NaN):
   greater one. So ties send it to the first maximum, a NaN never takes it, and a window
   whose first element is NaN sends it there. This is not the value's element on such
   windows, so the gradient is a ``custom_gradient``: a segment sum of the output's gradient
-  into the chosen elements (whose own gradient is a gather, as TF's MaxPoolGradGrad).
+  into the chosen elements (whose own gradient is a gather, as TF's MaxPoolGradGrad, and
+  zero with respect to x: a Hessian of zeros, not None).
 
 A padded window slot gathers the window's first valid element again: a copy of an element
 changes neither the maximum nor which element the rule above chooses (a copy before the
@@ -30,7 +32,7 @@ from .. import context, dtypes
 from ..convert import convert_all
 from ..custom_gradient import custom_gradient
 from ..errors import InvalidArgumentError, UnimplementedError
-from .array_ops import concat, constant, gather, range_, reshape, shape as shape_of, size
+from .array_ops import concat, constant, expand_dims, gather, range_, reshape, shape as shape_of, size, squeeze
 from .math_ops import add, divide, is_nan, maximum, multiply, where, zeros_like
 from .reduction_ops import argmax, reduce_max, reduce_sum
 from .segment_ops import unsorted_segment_sum
@@ -50,14 +52,56 @@ def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):  
     return _pool("AvgPool", input, ksize, strides, padding, data_format, name)
 
 
+def max_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):  # noqa: A002
+    """``tf.nn.max_pool1d`` (NWC; padding "SAME" or "VALID")."""
+    return _pool1d("MaxPool", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):  # noqa: A002
+    """``tf.nn.avg_pool1d`` (NWC; padding "SAME" or "VALID")."""
+    return _pool1d("AvgPool", input, ksize, strides, padding, data_format, name)
+
+
 def max_pool(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002
-    """``tf.nn.max_pool``: 4-D (NHWC) input only."""
+    """``tf.nn.max_pool``: 3-D (NWC) or 4-D (NHWC) input."""
+    if _rank_of(input) == 3:
+        return max_pool1d(input, ksize, strides, padding, data_format, name)
     return _pool("MaxPool", input, ksize, strides, padding, data_format, name, nd=True)
 
 
 def avg_pool(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002
-    """``tf.nn.avg_pool``: 4-D (NHWC) input only."""
+    """``tf.nn.avg_pool``: 3-D (NWC) or 4-D (NHWC) input."""
+    if _rank_of(input) == 3:
+        return avg_pool1d(input, ksize, strides, padding, data_format, name)
     return _pool("AvgPool", input, ksize, strides, padding, data_format, name, nd=True)
+
+
+def _rank_of(value):
+    (x,) = convert_all([value])
+    return x.shape.rank
+
+
+def _pool1d(kind, input, ksize, strides, padding, data_format, name):  # noqa: A002
+    """TF's max_pool1d / avg_pool1d: the window and stride [1, 1, k, 1] over [N, 1, W, C]."""
+    (x,) = convert_all([input])
+    data_format = data_format or "NWC"
+    if data_format not in ("NWC", "NCW"):
+        raise ValueError(f"data_format must be 'NWC' or 'NCW', got {data_format!r}.")   # TF: an op-def error
+    y = _pool(kind, expand_dims(x, 1), [1] + _sequence1(ksize, "ksize"), [1] + _sequence1(strides, "strides"),
+              padding, "NHWC" if data_format == "NWC" else "NCHW", name)
+    return squeeze(y, [1])
+
+
+def _sequence1(value, name):
+    """TF's _get_sequence for 1 spatial dim, channel last: an int or 1 or 3 ints -> [1, k, 1]."""
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    seq = [int(v) for v in np.asarray(value).reshape(-1)]
+    if len(seq) == 3:
+        return seq
+    if len(seq) != 1:
+        raise ValueError(f"{name} should be of length 1, 1 or 3. Received: {name}={list(seq)} of length {len(seq)}")
+    return [1, seq[0], 1]
 
 
 def max_pool_v1(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):  # noqa: A002
@@ -123,7 +167,7 @@ def _pool(kind, input, ksize, strides, padding, data_format, name, nd=False):  #
         data_format = "NHWC"
     rank = x.shape.rank
     if nd and rank is not None and rank != 4:
-        raise NotImplementedError(f"jitgrad's {kind} composites pool 4-D input only (got rank {rank}).")
+        raise NotImplementedError(f"jitgrad's {kind} composites pool 3-D or 4-D input only (got rank {rank}).")
     if data_format not in ("NHWC", "NCHW", "NCHW_VECT_C") or (kind == "AvgPool" and data_format == "NCHW_VECT_C"):
         raise err(f"Value for attr 'data_format' of \"{data_format}\" is not in the list of allowed values: "
                   "\"NHWC\", \"NCHW\"")
@@ -213,8 +257,11 @@ def _max(x, pos, hw, c, name):
         target = add(multiply(add(where_in, batch), c), constant(np.arange(c, dtype=np.int32)))
 
         def grad(dy):
-            dx = unsorted_segment_sum(reshape(dy, [-1]), reshape(target, [-1]), size(x))
-            return reshape(dx, shape_of(x))
+            dx = reshape(unsorted_segment_sum(reshape(dy, [-1]), reshape(target, [-1]), size(x)), shape_of(x))
+            # TF's MaxPoolGrad takes x, and its gradient gives x zeros: the second derivative is 0,
+            # not None (tf.hessians of a max pool raised ValueError). where(True, dx, x) is dx,
+            # joined to x by a zero gradient (no arithmetic on x: an inf in x stays out of dx)
+            return where(constant(True), dx, x)
         return out, grad
 
     return max_pool(x)

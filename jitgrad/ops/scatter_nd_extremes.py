@@ -4,9 +4,11 @@ segment reductions.
 
 TF's CPU kernel folds the updates in order with acc = (acc < u) ? u : acc (for max), so a
 NaN update never wins and a NaN already in the tensor stays; here NaN updates become -inf
-(+inf) before the segment max (min), and a row is replaced only where an update names it
-and beats the tensor's value. The gradient is TF's (_TensorScatterMinOrMaxGrad): shared
-equally between the tensor and the updates that equal the result, hence a custom gradient.
+(+inf) before the segment max (min), and an element is replaced only where an update that
+can win (above -inf for max) names it and beats the tensor's value (the segment max of -inf
+updates is -FLT_MAX, TF's segment identity, which must not replace a -inf). The gradient is
+TF's (_TensorScatterMinOrMaxGrad): shared equally between the tensor and the updates that
+equal the result, hence a custom gradient.
 """
 import numpy as np
 
@@ -43,8 +45,14 @@ def _scatter_extreme(tensor, indices, updates, beats, segment_extreme, nan_as, n
         flat = reshape(u, [-1] + rest)
         if flat.dtype.is_floating:
             flat = where(is_nan(flat), multiply(ones_like(flat), cast(nan_as, flat.dtype)), flat)
+            # the updates that can win (max: above -inf): a segment max starts at -FLT_MAX, TF's
+            # segment identity, so a row named only by -inf updates would get -FLT_MAX, which
+            # beats a -inf in the tensor; TF's fold keeps the -inf
+            winners = cast(beats(flat, cast(nan_as, flat.dtype)), rows.dtype)
+            named = unsorted_segment_sum(winners, rows, n)
+        else:
+            named = reshape(unsorted_segment_sum(ones_like(rows), rows, n), [n] + [1] * len(rest))
         best = segment_extreme(flat, rows, n)
-        named = reshape(unsorted_segment_sum(ones_like(rows), rows, n), [n] + [1] * len(rest))
         base = reshape(t, [n] + rest)
         out = reshape(where(logical_and(greater(named, 0), beats(best, base)), best, base), dims)
 
