@@ -1,6 +1,6 @@
 """``tf.IndexedSlices``: the rows ``values`` at ``indices`` of a tensor of ``dense_shape``.
-jitgrad's gradients of gather are dense tensors, never this; it exists for code that builds one
-or checks for one. Used as a tensor it is made dense, repeated indices adding up, as TF does."""
+A variable's gradient from gathers of it is one, as in TF (sparse_gradients.py). Used as a
+tensor it is made dense, repeated indices adding up, as TF does."""
 from .convert import convert_to_tensor
 from .ops import math_ops
 from .ops.array_ops import get_static_value
