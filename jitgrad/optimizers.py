@@ -11,9 +11,11 @@ operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
 import contextlib
 
 from . import context, dtypes
+from . import keras_sparse_ops as K
 from .func_graph import in_region, outermost
 from .gradients import gradients
 from .learning_rate_schedules import LearningRateSchedule
+from .sparse_gradients import densify
 from .graph import Tensor
 from .init_arguments import RecordsInitArguments
 from .ops import clip_ops, math_ops
@@ -117,6 +119,10 @@ class Optimizer:
         if not present:
             raise _no_gradients(pairs)
         self._create_state([v for _, v in present])
+        # IndexedSlices (a gather's gradient) are applied dense, repeated indices summed: TF 1's
+        # _apply_sparse_duplicate_indices sums them too, and its sparse GradientDescent and Adam
+        # updates equal the dense ones.
+        present = [(densify(g), v) for g, v in present]
         updates = [self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
                    for g, v in present]
         updates += self._finish(updates)
@@ -311,8 +317,7 @@ class KerasOptimizer(RecordsInitArguments):
         session_graph = graph is not None and not _in_trace()   # else Python order is run order
         before = self._apply_weight_decay([v for _, v in present]) + self._before_updates(present[0][1].dtype)
         with graph.control_dependencies(before) if session_graph and before else contextlib.nullcontext():
-            updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
-                       for g, v in present]
+            updates = [self._update_step(K.cast(g, v.dtype), v) for g, v in present]
         constrained = [v for _, v in present if getattr(v, "constraint", None) is not None]
         if constrained:     # as Keras 3: each constrained variable projected after the updates
             with graph.control_dependencies([u for u in updates if u is not None]) if session_graph \
@@ -331,7 +336,10 @@ class KerasOptimizer(RecordsInitArguments):
         if self.clipnorm and self.clipnorm > 0:
             return [clip_ops.clip_by_norm(g, self.clipnorm) for g in grads]
         if self.global_clipnorm and self.global_clipnorm > 0:
-            return clip_ops.clip_by_global_norm(grads, self.global_clipnorm)[0]
+            # Keras' own clip_by_global_norm: the norm counts each row of IndexedSlices (their
+            # values squared), but ``g * scale`` makes them dense (repeated indices summed).
+            return clip_ops.clip_by_global_norm([densify(g) for g in grads], self.global_clipnorm,
+                                                use_norm=clip_ops.global_norm(grads))[0]
         if self.clipvalue and self.clipvalue > 0:
             return [math_ops.clip_by_value(g, -self.clipvalue, self.clipvalue) for g in grads]
         return grads
@@ -382,12 +390,12 @@ class SGD(KerasOptimizer):
     def _update_step(self, grad, var):
         lr = self._lr(var.dtype)
         if not self.momentum:
-            return var.assign_sub(grad * lr)
+            return K.assign_sub(var, K.multiply(grad, lr))
         mu = math_ops.cast(self.momentum, var.dtype)
         m = self._slot(var, "momentum")
-        m_t = m.assign(m * mu - grad * lr)
+        m_t = m.assign(K.subtract(m * mu, K.multiply(grad, lr)))
         if self.nesterov:
-            return var.assign_add(m_t * mu - grad * lr)
+            return var.assign_add(K.subtract(m_t * mu, K.multiply(grad, lr)))
         return var.assign_add(m_t)
 
 
@@ -411,8 +419,8 @@ class Adam(KerasOptimizer):
         alpha = lr * math_ops.sqrt(1 - b2p) / (1 - b1p)
         m, v = self._slot(var, "momentum"), self._slot(var, "velocity")
         # 1 - beta in Python (float64), then to the variable's dtype, as Keras does
-        m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
-        v_t = v.assign_add((math_ops.square(grad) - v) * math_ops.cast(1 - self.beta_2, dt))
+        m_t = m.assign_add(K.multiply(K.subtract(grad, m), math_ops.cast(1 - self.beta_1, dt)))
+        v_t = v.assign_add(K.multiply(K.subtract(K.square(grad), v), math_ops.cast(1 - self.beta_2, dt)))
         if self.amsgrad:     # the running maximum of v is used in its place
             v_hat = self._slot(var, "velocity_hat")
             v_t = v_hat.assign(math_ops.maximum(v_hat, v_t))
