@@ -113,3 +113,31 @@ def test_compat_v1_optimizer_applies_slices_summed():
     tf.compat.v1.train.GradientDescentOptimizer(0.5).apply_gradients([(g, v)])
     np.testing.assert_array_equal(v.numpy(), np.arange(12, dtype=np.float32).reshape(4, 3)
                                   - 0.5 * _summed(IDS, _rows(3)))
+
+
+def test_a_tf_function_returns_the_slices():
+    v = _var()
+
+    @tf.function
+    def grads(ids):
+        with tf.GradientTape(persistent=True) as tape:
+            y = tf.reduce_sum(tf.gather(v, ids) * W) + tf.reduce_sum(v[:1])
+        return tape.gradient(y, [v, v])[0], {"dense": tape.gradient(tf.reduce_sum(v), v)}
+
+    @tf.function
+    def outer(ids):
+        g, _ = grads(ids)
+        return tf.convert_to_tensor(g)
+
+    g, d = grads(tf.constant([2, 2]))
+    assert not isinstance(g, tf.IndexedSlices)      # the dense read of v[:1] made it dense
+    np.testing.assert_array_equal(g.numpy(), _summed([2, 2], _rows(2)) + [[1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0]])
+
+    @tf.function
+    def sparse(ids):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(tf.gather(v, ids) * W)
+        return tape.gradient(y, v)
+
+    _check_slices(sparse(tf.constant(IDS)), IDS, _rows(3))
+    np.testing.assert_array_equal(outer(tf.constant([2, 2])).numpy(), g.numpy())
