@@ -290,9 +290,33 @@ class KerasOptimizer(RecordsInitArguments):
         """Keras 3's ``optimizer.build``: creates the step counter and the slots of each
         variable now, so that a traced train step does not create variables."""
         self.iterations  # noqa: B018 (created on first access)
+        self._built_variables = list(var_list)
         for var in var_list:
             for name in self._slot_names:
                 self._slot(var, name)
+
+    _built_variables = None
+
+    def apply(self, grads, trainable_variables=None):
+        """Keras 3's ``apply``: ``grads`` in the order of ``trainable_variables``, or of the
+        variables the optimizer was built with (building it on the first call otherwise)."""
+        grads = list(grads)
+        if not grads:
+            return None
+        if trainable_variables is None:
+            if self._built_variables is None:
+                raise ValueError("When passing `grads` without `variables`, the optimizer must already be built "
+                                 "on a list of variables. Call `optimizer.build(trainable_variables)` first. ")
+            trainable_variables = self._built_variables
+            if len(grads) != len(trainable_variables):
+                raise ValueError(f"When passing `grads` as a list of gradient tensors, the gradients must match "
+                                 f"`optimizer.variables` one-to-on. Received a list of {len(grads)} gradients, "
+                                 f"but the optimizer is tracking {len(trainable_variables)} trainable variables.")
+        else:
+            trainable_variables = list(trainable_variables)
+            if self._built_variables is None:
+                self.build(trainable_variables)
+        return self.apply_gradients(zip(grads, trainable_variables))
 
     def _lr(self, dtype):
         """Keras 3's current rate: a schedule is called with the step count, any other callable

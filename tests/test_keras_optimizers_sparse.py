@@ -261,3 +261,14 @@ def test_fit_embedding_with_repeated_ids():
     step = np.zeros((4, 2))
     np.add.at(step, ids[0], 0.01 * rows / np.sqrt(vel[ids[0]] + 1e-7))
     np.testing.assert_allclose(m.get_weights()[0], emb - step, rtol=1e-5, atol=1e-6)
+
+
+def test_apply_takes_slices_in_the_built_variables_order():
+    make, reference = CASES["adagrad"]
+    var, other, opt = tf.Variable(_init().astype(np.float32)), tf.Variable([1.0]), make()
+    opt.apply([_slices(0), tf.constant([0.5])], [var, other])
+    for t in range(1, STEPS):
+        opt.apply([_slices(t), tf.constant([0.5])])
+    np.testing.assert_allclose(var.numpy(), reference(_init().astype(np.float32).astype(np.float64), STEPS),
+                               rtol=2e-5, atol=2e-6)
+    assert int(opt.iterations.numpy()) == STEPS
