@@ -15,11 +15,12 @@ from . import keras_sparse_ops as K
 from .func_graph import in_region, outermost
 from .gradients import gradients
 from .learning_rate_schedules import LearningRateSchedule
-from .sparse_gradients import densify
+from .indexed_slices import IndexedSlices
+from .sparse_gradients import deduplicated, densify
 from .graph import Tensor
 from .init_arguments import RecordsInitArguments
 from .ops import clip_ops, math_ops
-from .ops.array_ops import fill, zeros
+from .ops.array_ops import expand_dims, fill, gather, zeros
 from .tape import GradientTape
 from .variables import group, trainable_variables, Variable
 
@@ -119,12 +120,7 @@ class Optimizer:
         if not present:
             raise _no_gradients(pairs)
         self._create_state([v for _, v in present])
-        # IndexedSlices (a gather's gradient) are applied dense, repeated indices summed: TF 1's
-        # _apply_sparse_duplicate_indices sums them too, and its sparse GradientDescent and Adam
-        # updates equal the dense ones.
-        present = [(densify(g), v) for g, v in present]
-        updates = [self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
-                   for g, v in present]
+        updates = [self._apply(g, v) for g, v in present]
         updates += self._finish(updates)
         if global_step is not None:
             graph = None if context.executing_eagerly() else context.get_default_graph()
@@ -134,6 +130,18 @@ class Optimizer:
                 with graph.control_dependencies([u for u in updates if u is not None]):
                     updates = [global_step.assign_add(1)]
         return group(*[u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")], name=name or self._name)
+
+    def _apply(self, g, v):
+        """IndexedSlices (a gather's gradient) have their repeated indices summed, as TF 1's
+        _apply_sparse_duplicate_indices; an optimizer whose sparse update differs from its dense
+        one (Momentum: only the rows present move) applies them with _apply_sparse_rows, the others
+        dense (TF 1's sparse GradientDescent and Adam equal their dense updates)."""
+        if isinstance(g, IndexedSlices) and hasattr(self, "_apply_sparse_rows"):
+            values, indices = deduplicated(g)
+            return self._apply_sparse_rows(math_ops.cast(values, v.dtype) if values.dtype != v.dtype else values,
+                                           indices, v)
+        g = densify(g)
+        return self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
 
     def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
                  colocate_gradients_with_ops=False, name=None, grad_loss=None):
@@ -195,6 +203,19 @@ class MomentumOptimizer(Optimizer):
         if self._nesterov:
             return var.assign_sub(grad * lr + accum_t * mu * lr)
         return var.assign_sub(accum_t * lr)
+
+    def _apply_sparse_rows(self, grad, indices, var):
+        """TF 1's SparseApplyMomentum: the dense update on the rows at (unique) ``indices`` only;
+        the other rows' accumulators do not decay and their variables do not move."""
+        lr = math_ops.cast(self._learning_rate, var.dtype)
+        mu = math_ops.cast(self._momentum, var.dtype)
+        accum = self._slot(var, "momentum")
+        rows = expand_dims(indices, 1)
+        accum_rows = gather(accum, indices) * mu + grad
+        accum.scatter_nd_update(rows, accum_rows)
+        if self._nesterov:
+            return var.scatter_nd_sub(rows, grad * lr + accum_rows * mu * lr)
+        return var.scatter_nd_sub(rows, accum_rows * lr)
 
 
 class AdamOptimizer(Optimizer):

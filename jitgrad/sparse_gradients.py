@@ -41,6 +41,15 @@ def aggregate(grads, add_n):
     return add_n([densify(g) for g in grads])
 
 
+def deduplicated(slices):
+    """TF's _deduplicate_indexed_slices: (values summed per index, the unique indices in order
+    of first appearance)."""
+    from .ops.segment_ops import unsorted_segment_sum
+    from .ops.unique import unique
+    unique_indices, positions = unique(slices.indices)
+    return unsorted_segment_sum(slices.values, positions, array_ops.shape(unique_indices)[0]), unique_indices
+
+
 def densify(g):
     """``g`` as a dense tensor (repeated indices of slices summed)."""
     from .convert import convert_to_tensor

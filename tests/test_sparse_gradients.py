@@ -141,3 +141,21 @@ def test_a_tf_function_returns_the_slices():
 
     _check_slices(sparse(tf.constant(IDS)), IDS, _rows(3))
     np.testing.assert_array_equal(outer(tf.constant([2, 2])).numpy(), g.numpy())
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_compat_v1_momentum_moves_only_the_rows_present(nesterov):
+    """TF 1's sparse momentum: repeated ids summed, then the dense rule on those rows only."""
+    init = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    v = tf.Variable(init)
+    opt = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov)
+    want, accum = init.astype(np.float64), np.zeros((4, 3))
+    for ids in ([1, 3, 1], [0, 0, 2], [1, 1, 1]):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(tf.gather(v, ids) ** 2)
+        opt.apply_gradients([(tape.gradient(y, v), v)])
+        rows = sorted(set(ids))
+        g = _summed(ids, 2 * want[ids])[rows]
+        accum[rows] = accum[rows] * 0.9 + g
+        want[rows] -= g * 0.1 + accum[rows] * 0.9 * 0.1 if nesterov else accum[rows] * 0.1
+    np.testing.assert_allclose(v.numpy(), want, rtol=1e-6, atol=1e-7)
