@@ -10,8 +10,11 @@ The tape (eager) and tf.gradients (in a trace) build one where the gathered para
 variable's value; contributions to one variable are concatenated when all are slices
 (two gathers of it) and summed densely otherwise (a gather plus any dense use), as TF's
 AggregateIndexedSlicesGradients does. Gathers of plain tensors keep their dense gradient."""
+from .convert import convert_to_tensor
 from .indexed_slices import IndexedSlices
 from .ops import array_ops, math_ops
+from .ops.segment_ops import unsorted_segment_sum
+from .ops.unique import unique
 
 
 def is_row_gather(op_type, attrs):
@@ -44,13 +47,10 @@ def aggregate(grads, add_n):
 def deduplicated(slices):
     """TF's _deduplicate_indexed_slices: (values summed per index, the unique indices in order
     of first appearance)."""
-    from .ops.segment_ops import unsorted_segment_sum
-    from .ops.unique import unique
     unique_indices, positions = unique(slices.indices)
     return unsorted_segment_sum(slices.values, positions, array_ops.shape(unique_indices)[0]), unique_indices
 
 
 def densify(g):
     """``g`` as a dense tensor (repeated indices of slices summed)."""
-    from .convert import convert_to_tensor
     return convert_to_tensor(g) if isinstance(g, IndexedSlices) else g

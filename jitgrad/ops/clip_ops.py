@@ -3,6 +3,7 @@ as TF's clip_ops.py composes them, so gradients, the interpreter and the
 compiler need nothing new."""
 import collections.abc
 
+from .. import dispatch
 from ..convert import convert_all, convert_to_tensor, graph_of
 from .array_ops import stack
 from .math_ops import (cast, greater, identity, maximum, minimum, multiply, ones_like, sqrt, subtract, truediv,
@@ -11,15 +12,13 @@ from .reduction_ops import l2_loss, reduce_sum
 
 
 def _is_slices(t):
-    from ..indexed_slices import IndexedSlices     # (imported late: it imports the ops)
-    return isinstance(t, IndexedSlices)
+    return isinstance(t, dispatch.indexed_slices)
 
 
 def _same_rows(slices, values):
     """IndexedSlices ``slices`` with new ``values``: TF's clip ops act on a gradient's
     values (each occurrence of a repeated index on its own) and keep it sparse."""
-    from ..indexed_slices import IndexedSlices
-    return IndexedSlices(values, slices.indices, slices.dense_shape)
+    return dispatch.indexed_slices(values, slices.indices, slices.dense_shape)
 
 
 def clip_by_norm(t, clip_norm, axes=None, name=None):
