@@ -10,6 +10,8 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
                                          and EagerTensor, for the fast paths' type tests
   eager_variable                         eager_variable.py: EagerVariable (tf.Variable made
                                          eagerly); () until then, so isinstance is False
+  indexed_slices                         indexed_slices.py: tf.IndexedSlices, which the clip
+                                         ops take (indexed_slices.py imports the ops)
   batch_execute(opdef, inputs, attrs)    tape.py: an op with a BatchedTensor input while a
                                          vectorised jacobian runs (eager.batching)
   compiled_execute(session, elements, fed) -> values
@@ -32,6 +34,7 @@ eager_execute = None
 eager_types = frozenset()
 eager_tensor = None
 eager_variable = ()
+indexed_slices = ()
 batch_execute = None
 compiled_execute = None
 make_runner = None

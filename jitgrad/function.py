@@ -24,6 +24,7 @@ from . import context, dispatch, dtypes, function_signature as fs, nest, tape
 from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import FuncGraph, in_region
+from .indexed_slices import IndexedSlices
 from .passes.prune import prune
 from .ops.control_flow_ops import assign_in_region
 from .graph import Graph, Operation, Tensor, out_of_scope_error
@@ -623,7 +624,9 @@ def _output_builder(result, fetches, ctx):
     for x in nest.flatten(result):
         if is_eager_variable(x):
             x = read_in_trace(x, ctx.graph)
-        if isinstance(x, Tensor):
+        if isinstance(x, IndexedSlices):    # (a gather's gradient) returned as IndexedSlices, as TF
+            leaves.append(_SlicesLeaf(x, fetches, ctx.graph))
+        elif isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
                 raise out_of_scope_error(x, ctx.graph)
             leaves.append(len(fetches))
@@ -635,8 +638,35 @@ def _output_builder(result, fetches, ctx):
             leaves.append((_python_value_to_tensor(x),))
     if not nest.is_nested(result):
         (leaf,) = leaves
-        return (lambda vals: vals[leaf]) if type(leaf) is int else (lambda vals: leaf[0])
-    return lambda vals: nest.pack_sequence_as(result, [vals[i] if type(i) is int else i[0] for i in leaves])
+        return lambda vals: _leaf_value(leaf, vals)
+    return lambda vals: nest.pack_sequence_as(result, [_leaf_value(i, vals) for i in leaves])
+
+
+def _leaf_value(leaf, vals):
+    """An output from the run's values: a fetch index, (constant,) or IndexedSlices' parts."""
+    if type(leaf) is int:
+        return vals[leaf]
+    if isinstance(leaf, _SlicesLeaf):
+        return leaf.value(vals)
+    return leaf[0]
+
+
+class _SlicesLeaf:
+    """An IndexedSlices output: its values, indices and dense_shape fetched, rebuilt after the run."""
+
+    def __init__(self, slices, fetches, graph):
+        self._parts = []
+        for t in (slices.values, slices.indices, slices.dense_shape):
+            if isinstance(t, Tensor):
+                if t.graph is not graph:
+                    raise out_of_scope_error(t, graph)
+                self._parts.append(len(fetches))
+                fetches.append(t)
+            else:
+                self._parts.append((t,))
+
+    def value(self, vals):
+        return IndexedSlices(*(_leaf_value(p, vals) for p in self._parts))
 
 
 _NONE = (None,)   # an Operation's place in the outputs: None, as in TF

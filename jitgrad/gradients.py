@@ -8,10 +8,11 @@ float32 results only match TensorFlow bit for bit if that order matches.
 import collections
 import enum
 
-from . import context
+from . import context, sparse_gradients
 from .convert import convert_to_tensor
 from .func_graph import FuncGraph
 from .graph import Tensor
+from .indexed_slices import IndexedSlices
 from .shapes import broadcast_dims, static_dims
 from .ops import array_ops, math_ops
 from .ops.registry import NOT_DIFFERENTIABLE, REGISTRY, GradOp, apply_op
@@ -112,6 +113,8 @@ def _aggregate(grads, op, method):
             out_grads[i] = None
         elif len(contribs) == 1:
             out_grads[i] = contribs[0]
+        elif any(isinstance(c, IndexedSlices) for c in contribs):     # a variable's, from gathers of it
+            out_grads[i] = sparse_gradients.aggregate(contribs, _add_n)
         elif method in (AggregationMethod.EXPERIMENTAL_TREE, AggregationMethod.EXPERIMENTAL_ACCUMULATE_N):
             g = op.graph
             with g.name_scope(op.name + "_gradient_sum"):
@@ -122,6 +125,19 @@ def _aggregate(grads, op, method):
         else:
             out_grads[i] = apply_op("AddN", contribs, {"_aggregation": "ADD_N"}, name="AddN")
     return out_grads
+
+
+def _add_n(parts):
+    return apply_op("AddN", parts, name="AddN")
+
+
+def _variable_gather_slices(op, out_grads):
+    """TF's gradient of a row gather of a variable's value: IndexedSlices (sparse_gradients.py)
+    in place of the dense GatherGrad; None for any other op."""
+    if not sparse_gradients.is_row_gather(op.type, op.attrs) or op.inputs[0].op.type not in VARIABLE_VALUE_OPS \
+            or out_grads[0] is None:
+        return None
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], op.inputs[1], op.inputs[0]), None]
 
 
 def _zeros_like(t):
@@ -149,9 +165,10 @@ def _other_reads(xs, graph):
 
 
 def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
-              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE, sparse_variable_gathers=False):
     """``tf.gradients`` (TF 2's argument order): symbolic derivatives of sum(ys) with respect
-    to each x in xs (a list, len(xs))."""
+    to each x in xs (a list, len(xs)). With sparse_variable_gathers (GradientTape.gradient in
+    a trace), a variable's gradient from gathers of it is IndexedSlices, as TF's."""
     if context.executing_eagerly():
         raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
                            "Use tf.GradientTape instead.")
@@ -185,7 +202,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
     graph = ys[0].graph
     if any(t.graph is not graph for t in xs + stop) and isinstance(graph, FuncGraph):
         return _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop,
-                                            unconnected_gradients)
+                                            unconnected_gradients, sparse_variable_gathers)
     for t in ys + xs + stop:
         if t.graph is not graph:
             raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
@@ -242,14 +259,17 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                 out_grads = [(_zeros_like(o) if g is None and is_trainable(o) else g)
                              for g, o in zip(out_grads, op.outputs)]
                 with graph.name_scope(op.name + "_grad"):
-                    in_grads = list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))
+                    in_grads = sparse_variable_gathers and _variable_gather_slices(op, out_grads) or \
+                        list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))
                 if len(in_grads) != len(op.inputs):
                     raise ValueError(f"Num gradients {len(in_grads)} generated for op {op.type} do not match "
                                      f"num inputs {len(op.inputs)}")
             else:
                 in_grads = [None] * len(op.inputs)
             for t_in, g in zip(op.inputs, in_grads):
-                if g is not None and is_trainable(t_in):
+                if isinstance(g, IndexedSlices):
+                    grads.setdefault(t_in.op, [[] for _ in t_in.op.outputs])[t_in.value_index].append(g)
+                elif g is not None and is_trainable(t_in):
                     g = convert_to_tensor(g, graph=graph)
                     try:
                         g.set_shape(t_in.shape)
@@ -267,14 +287,15 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
         result = []
         for x, others in zip(xs, reads):
             parts = [g for g in (_collected(grads, t) for t in [x] + others) if g is not None]
-            g = None if not parts else parts[0] if len(parts) == 1 else apply_op("AddN", parts, name="AddN")
+            g = None if not parts else sparse_gradients.aggregate(parts, _add_n)
             if g is None and unconnected_gradients == UnconnectedGradients.ZERO:
                 g = _zeros_like(x)
             result.append(g)
     return result
 
 
-def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop, unconnected):
+def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop, unconnected,
+                                 sparse_variable_gathers=False):
     """tf.gradients called while a cond branch / loop body is traced, with xs (or stops) of an
     enclosing graph: inside, such a tensor is its capture (TF's gradients look through
     captures the same way); one the function never captured does not reach ys."""
@@ -286,7 +307,8 @@ def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_metho
     live = [i for i, x in enumerate(seen) if x is not None]
     inner_stop = [t for t in (inner(s) for s in stop) if t is not None]
     grads = gradients(ys, [seen[i] for i in live], grad_ys, name, aggregation_method=aggregation_method,
-                      stop_gradients=inner_stop or None, unconnected_gradients=unconnected) if live else []
+                      stop_gradients=inner_stop or None, unconnected_gradients=unconnected,
+                      sparse_variable_gathers=sparse_variable_gathers) if live else []
     out = [None] * len(xs)
     for i, g in zip(live, grads):
         out[i] = g
@@ -347,7 +369,7 @@ def _collected(grads, x):
     if isinstance(g, list):
         # x's op was never processed (e.g. it is not between xs and ys); its
         # contributions still count, as in TF where this cannot happen.
-        g = None if not g else (g[0] if len(g) == 1 else apply_op("AddN", g, name="AddN"))
+        g = None if not g else sparse_gradients.aggregate(g, _add_n)
     return g
 
 

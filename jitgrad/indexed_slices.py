@@ -1,6 +1,7 @@
 """``tf.IndexedSlices``: the rows ``values`` at ``indices`` of a tensor of ``dense_shape``.
-jitgrad's gradients of gather are dense tensors, never this; it exists for code that builds one
-or checks for one. Used as a tensor it is made dense, repeated indices adding up, as TF does."""
+A variable's gradient from gathers of it is one, as in TF (sparse_gradients.py). Used as a
+tensor it is made dense, repeated indices adding up, as TF does."""
+from . import dispatch
 from .convert import convert_to_tensor
 from .ops import math_ops
 from .ops.array_ops import get_static_value
@@ -46,3 +47,6 @@ class IndexedSlices:
             raise ValueError(f"Tensor conversion requested for IndexedSlices for argument without dense_shape: "
                              f"{self!r}")
         return unsorted_segment_sum(self._values, self._indices, self._dense_shape[0])
+
+
+dispatch.indexed_slices = IndexedSlices

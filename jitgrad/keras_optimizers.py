@@ -4,8 +4,11 @@ Lion.
 Each ``_update_step`` is Keras 3's (TF 2.16+) ``update_step`` with its defaults and
 its operation order, written with public ops over the base class of optimizers.py
 (slots, iterations, learning-rate schedules, decoupled ``weight_decay``), so it runs
-eagerly, in graph mode and inside a traced train step alike."""
+eagerly, in graph mode and inside a traced train step alike. Where the gradient can be
+tf.IndexedSlices (a gather of the variable) the ops are keras_sparse_ops' (``K``), which take
+them as Keras 3's TF backend does."""
 from . import dtypes
+from . import keras_sparse_ops as K
 from .ops import math_ops
 from .optimizers import Adam, KerasOptimizer, _new_variable
 
@@ -30,19 +33,19 @@ class RMSprop(KerasOptimizer):
         one_minus_rho = math_ops.cast(1 - self.rho, dt)     # 1 - rho in Python, as Keras
         eps = math_ops.cast(self.epsilon, dt)
         velocity = self._slot(var, "velocity")
-        v_t = velocity.assign(rho * velocity + one_minus_rho * math_ops.square(grad))
+        v_t = velocity.assign(K.add(rho * velocity, K.multiply(one_minus_rho, K.square(grad))))
         if self.centered:
             avg = self._slot(var, "average_gradient")
-            a_t = avg.assign(rho * avg + one_minus_rho * grad)
+            a_t = avg.assign(K.add(rho * avg, K.multiply(one_minus_rho, grad)))
             denominator = v_t - math_ops.square(a_t) + eps
         else:
             denominator = v_t + eps
-        increment = lr * grad / math_ops.sqrt(denominator)
+        increment = K.divide(K.multiply(lr, grad), math_ops.sqrt(denominator))
         if self.momentum > 0:
             m = self._slot(var, "momentum")
-            m_t = m.assign(math_ops.cast(self.momentum, dt) * m + increment)
+            m_t = m.assign(K.add(math_ops.cast(self.momentum, dt) * m, increment))
             return var.assign_sub(m_t)
-        return var.assign_sub(increment)
+        return K.assign_sub(var, increment)
 
 
 class Adagrad(KerasOptimizer):
@@ -57,8 +60,9 @@ class Adagrad(KerasOptimizer):
     def _update_step(self, grad, var):
         dt = var.dtype
         acc = self._slot(var, "accumulator")
-        acc_t = acc.assign_add(math_ops.square(grad))
-        return var.assign_sub(self._lr(dt) * grad / math_ops.sqrt(acc_t + math_ops.cast(self.epsilon, dt)))
+        acc_t = K.assign_add(acc, K.square(grad))
+        return K.assign_sub(var, K.divide(K.multiply(self._lr(dt), grad),
+                                          math_ops.sqrt(acc_t + math_ops.cast(self.epsilon, dt))))
 
 
 class Adamax(KerasOptimizer):
@@ -75,8 +79,8 @@ class Adamax(KerasOptimizer):
         step = math_ops.cast(self.iterations + 1, dt)
         b1p = math_ops.pow(math_ops.cast(self.beta_1, dt), step)
         m, u = self._slot(var, "momentum"), self._slot(var, "norm")
-        m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
-        u_t = u.assign(math_ops.maximum(math_ops.cast(self.beta_2, dt) * u, math_ops.abs(grad)))
+        m_t = m.assign_add(K.multiply(K.subtract(grad, m), math_ops.cast(1 - self.beta_1, dt)))
+        u_t = u.assign(K.maximum(math_ops.cast(self.beta_2, dt) * u, K.abs(grad)))
         return var.assign_sub(self._lr(dt) * m_t / ((1 - b1p) * (u_t + math_ops.cast(self.epsilon, dt))))
 
 
@@ -125,9 +129,9 @@ class Nadam(KerasOptimizer):
         u_product_t_1 = u_product_t * u_t_1
         beta_2_power = math_ops.pow(beta_2, local_step)
         m, v = self._slot(var, "momentum"), self._slot(var, "velocity")
-        m_t = m.assign_add((grad - m) * (1 - beta_1))
-        v_t = v.assign_add((math_ops.square(grad) - v) * (1 - beta_2))
-        m_hat = u_t_1 * m_t / (1 - u_product_t_1) + (1 - u_t) * grad / (1 - u_product_t)
+        m_t = m.assign_add(K.multiply(K.subtract(grad, m), 1 - beta_1))
+        v_t = v.assign_add(K.multiply(K.subtract(K.square(grad), v), 1 - beta_2))
+        m_hat = K.add(u_t_1 * m_t / (1 - u_product_t_1), K.divide(K.multiply(1 - u_t, grad), 1 - u_product_t))
         v_hat = v_t / (1 - beta_2_power)
         return var.assign_sub(m_hat * lr / (math_ops.sqrt(v_hat) + math_ops.cast(self.epsilon, dt)))
 
@@ -156,10 +160,10 @@ class Adadelta(KerasOptimizer):
         lr, rho = self._lr(var.dtype), self.rho
         acc_grad, acc_delta = self._slot(var, "accumulated_grad"), self._slot(var, "accumulated_delta_var")
         rms = lambda x: math_ops.sqrt(x + self.epsilon)  # noqa: E731
-        acc_grad_t = acc_grad.assign(rho * acc_grad + (1 - rho) * math_ops.square(grad))
-        delta = -(rms(acc_delta) * grad / rms(acc_grad_t))
-        acc_delta.assign(rho * acc_delta + (1 - rho) * math_ops.square(delta))
-        return var.assign_add(lr * delta)
+        acc_grad_t = acc_grad.assign(K.add(rho * acc_grad, K.multiply(1 - rho, K.square(grad))))
+        delta = K.negative(K.divide(K.multiply(rms(acc_delta), grad), rms(acc_grad_t)))
+        acc_delta.assign(K.add(rho * acc_delta, K.multiply(1 - rho, K.square(delta))))
+        return K.assign_add(var, K.multiply(lr, delta))
 
 
 class Ftrl(KerasOptimizer):
@@ -194,8 +198,8 @@ class Ftrl(KerasOptimizer):
         accum, linear = self._slot(var, "accumulator"), self._slot(var, "linear")
         power = -self.learning_rate_power
         l2 = self.l2_regularization_strength + self.beta / (2.0 * lr)
-        grad_to_use = grad + 2 * self.l2_shrinkage_regularization_strength * var
-        new_accum = accum + math_ops.square(grad)
+        grad_to_use = K.add(grad, 2 * self.l2_shrinkage_regularization_strength * var)
+        new_accum = K.add(accum, K.square(grad))
         linear_t = linear.assign_add(grad_to_use - (math_ops.pow(new_accum, power) - math_ops.pow(accum, power))
                                      / lr * var)
         quadratic = math_ops.pow(new_accum, power) / lr + 2 * l2
@@ -221,6 +225,6 @@ class Lion(KerasOptimizer):
         lr = self._lr(dt)
         beta_1, beta_2 = math_ops.cast(self.beta_1, dt), math_ops.cast(self.beta_2, dt)
         m = self._slot(var, "momentum")
-        var_t = var.assign_sub(lr * math_ops.sign(m * beta_1 + grad * (1.0 - beta_1)))
-        m.assign(m * beta_2 + grad * (1.0 - beta_2))
+        var_t = var.assign_sub(lr * math_ops.sign(K.add(m * beta_1, K.multiply(grad, 1.0 - beta_1))))
+        m.assign(K.add(m * beta_2, K.multiply(grad, 1.0 - beta_2)))
         return var_t

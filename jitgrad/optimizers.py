@@ -11,13 +11,16 @@ operation order are TF's: TF 1's training kernels (``ApplyAdam`` etc.) for
 import contextlib
 
 from . import context, dtypes
+from . import keras_sparse_ops as K
 from .func_graph import in_region, outermost
 from .gradients import gradients
 from .learning_rate_schedules import LearningRateSchedule
+from .indexed_slices import IndexedSlices
+from .sparse_gradients import deduplicated, densify
 from .graph import Tensor
 from .init_arguments import RecordsInitArguments
 from .ops import clip_ops, math_ops
-from .ops.array_ops import fill, zeros
+from .ops.array_ops import expand_dims, fill, gather, zeros
 from .tape import GradientTape
 from .variables import group, trainable_variables, Variable
 
@@ -117,8 +120,7 @@ class Optimizer:
         if not present:
             raise _no_gradients(pairs)
         self._create_state([v for _, v in present])
-        updates = [self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
-                   for g, v in present]
+        updates = [self._apply(g, v) for g, v in present]
         updates += self._finish(updates)
         if global_step is not None:
             graph = None if context.executing_eagerly() else context.get_default_graph()
@@ -128,6 +130,18 @@ class Optimizer:
                 with graph.control_dependencies([u for u in updates if u is not None]):
                     updates = [global_step.assign_add(1)]
         return group(*[u for u in updates if isinstance(u, Tensor) or hasattr(u, "type")], name=name or self._name)
+
+    def _apply(self, g, v):
+        """IndexedSlices (a gather's gradient) have their repeated indices summed, as TF 1's
+        _apply_sparse_duplicate_indices; an optimizer whose sparse update differs from its dense
+        one (Momentum: only the rows present move) applies them with _apply_sparse_rows, the others
+        dense (TF 1's sparse GradientDescent and Adam equal their dense updates)."""
+        if isinstance(g, IndexedSlices) and hasattr(self, "_apply_sparse_rows"):
+            values, indices = deduplicated(g)
+            return self._apply_sparse_rows(math_ops.cast(values, v.dtype) if values.dtype != v.dtype else values,
+                                           indices, v)
+        g = densify(g)
+        return self._apply_dense(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
 
     def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
                  colocate_gradients_with_ops=False, name=None, grad_loss=None):
@@ -189,6 +203,19 @@ class MomentumOptimizer(Optimizer):
         if self._nesterov:
             return var.assign_sub(grad * lr + accum_t * mu * lr)
         return var.assign_sub(accum_t * lr)
+
+    def _apply_sparse_rows(self, grad, indices, var):
+        """TF 1's SparseApplyMomentum: the dense update on the rows at (unique) ``indices`` only;
+        the other rows' accumulators do not decay and their variables do not move."""
+        lr = math_ops.cast(self._learning_rate, var.dtype)
+        mu = math_ops.cast(self._momentum, var.dtype)
+        accum = self._slot(var, "momentum")
+        rows = expand_dims(indices, 1)
+        accum_rows = gather(accum, indices) * mu + grad
+        accum.scatter_nd_update(rows, accum_rows)
+        if self._nesterov:
+            return var.scatter_nd_sub(rows, grad * lr + accum_rows * mu * lr)
+        return var.scatter_nd_sub(rows, accum_rows * lr)
 
 
 class AdamOptimizer(Optimizer):
@@ -284,9 +311,33 @@ class KerasOptimizer(RecordsInitArguments):
         """Keras 3's ``optimizer.build``: creates the step counter and the slots of each
         variable now, so that a traced train step does not create variables."""
         self.iterations  # noqa: B018 (created on first access)
+        self._built_variables = list(var_list)
         for var in var_list:
             for name in self._slot_names:
                 self._slot(var, name)
+
+    _built_variables = None
+
+    def apply(self, grads, trainable_variables=None):
+        """Keras 3's ``apply``: ``grads`` in the order of ``trainable_variables``, or of the
+        variables the optimizer was built with (building it on the first call otherwise)."""
+        grads = list(grads)
+        if not grads:
+            return None
+        if trainable_variables is None:
+            if self._built_variables is None:
+                raise ValueError("When passing `grads` without `variables`, the optimizer must already be built "
+                                 "on a list of variables. Call `optimizer.build(trainable_variables)` first. ")
+            trainable_variables = self._built_variables
+            if len(grads) != len(trainable_variables):
+                raise ValueError(f"When passing `grads` as a list of gradient tensors, the gradients must match "
+                                 f"`optimizer.variables` one-to-on. Received a list of {len(grads)} gradients, "
+                                 f"but the optimizer is tracking {len(trainable_variables)} trainable variables.")
+        else:
+            trainable_variables = list(trainable_variables)
+            if self._built_variables is None:
+                self.build(trainable_variables)
+        return self.apply_gradients(zip(grads, trainable_variables))
 
     def _lr(self, dtype):
         """Keras 3's current rate: a schedule is called with the step count, any other callable
@@ -311,8 +362,7 @@ class KerasOptimizer(RecordsInitArguments):
         session_graph = graph is not None and not _in_trace()   # else Python order is run order
         before = self._apply_weight_decay([v for _, v in present]) + self._before_updates(present[0][1].dtype)
         with graph.control_dependencies(before) if session_graph and before else contextlib.nullcontext():
-            updates = [self._update_step(math_ops.cast(g, v.dtype) if g.dtype != v.dtype else g, v)
-                       for g, v in present]
+            updates = [self._update_step(K.cast(g, v.dtype), v) for g, v in present]
         constrained = [v for _, v in present if getattr(v, "constraint", None) is not None]
         if constrained:     # as Keras 3: each constrained variable projected after the updates
             with graph.control_dependencies([u for u in updates if u is not None]) if session_graph \
@@ -331,7 +381,10 @@ class KerasOptimizer(RecordsInitArguments):
         if self.clipnorm and self.clipnorm > 0:
             return [clip_ops.clip_by_norm(g, self.clipnorm) for g in grads]
         if self.global_clipnorm and self.global_clipnorm > 0:
-            return clip_ops.clip_by_global_norm(grads, self.global_clipnorm)[0]
+            # Keras' own clip_by_global_norm: the norm counts each row of IndexedSlices (their
+            # values squared), but ``g * scale`` makes them dense (repeated indices summed).
+            return clip_ops.clip_by_global_norm([densify(g) for g in grads], self.global_clipnorm,
+                                                use_norm=clip_ops.global_norm(grads))[0]
         if self.clipvalue and self.clipvalue > 0:
             return [math_ops.clip_by_value(g, -self.clipvalue, self.clipvalue) for g in grads]
         return grads
@@ -382,12 +435,12 @@ class SGD(KerasOptimizer):
     def _update_step(self, grad, var):
         lr = self._lr(var.dtype)
         if not self.momentum:
-            return var.assign_sub(grad * lr)
+            return K.assign_sub(var, K.multiply(grad, lr))
         mu = math_ops.cast(self.momentum, var.dtype)
         m = self._slot(var, "momentum")
-        m_t = m.assign(m * mu - grad * lr)
+        m_t = m.assign(K.subtract(m * mu, K.multiply(grad, lr)))
         if self.nesterov:
-            return var.assign_add(m_t * mu - grad * lr)
+            return var.assign_add(K.subtract(m_t * mu, K.multiply(grad, lr)))
         return var.assign_add(m_t)
 
 
@@ -411,8 +464,8 @@ class Adam(KerasOptimizer):
         alpha = lr * math_ops.sqrt(1 - b2p) / (1 - b1p)
         m, v = self._slot(var, "momentum"), self._slot(var, "velocity")
         # 1 - beta in Python (float64), then to the variable's dtype, as Keras does
-        m_t = m.assign_add((grad - m) * math_ops.cast(1 - self.beta_1, dt))
-        v_t = v.assign_add((math_ops.square(grad) - v) * math_ops.cast(1 - self.beta_2, dt))
+        m_t = m.assign_add(K.multiply(K.subtract(grad, m), math_ops.cast(1 - self.beta_1, dt)))
+        v_t = v.assign_add(K.multiply(K.subtract(K.square(grad), v), math_ops.cast(1 - self.beta_2, dt)))
         if self.amsgrad:     # the running maximum of v is used in its place
             v_hat = self._slot(var, "velocity_hat")
             v_t = v_hat.assign(math_ops.maximum(v_hat, v_t))

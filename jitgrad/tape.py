@@ -40,13 +40,14 @@ import logging
 
 import numpy as np
 
-from . import context, dispatch, dtypes, eager, nest
+from . import context, dispatch, dtypes, eager, nest, sparse_gradients
 from .convert import convert_to_tensor, eager_capture
 from .eager import BatchedTensor, EagerTensor
 from .errors import InvalidArgumentError
 from .func_graph import in_region
 from .gradients import fitted_output_shape, gradients, UnconnectedGradients
 from .graph import Tensor
+from .indexed_slices import IndexedSlices
 from .loop_jacobians import loop_batch_jacobian, loop_jacobian, zeros_jacobian
 from .ops import array_ops, math_ops
 from .ops.array_ops import reshape, stack, transpose
@@ -208,9 +209,19 @@ _MIN_AGGREGATE_BYTES = 128 * 1024 * 1024
 
 
 def _aggregate(grads):
-    if len(grads) == 1:
-        return grads[0]
-    return add_n(grads)
+    return sparse_gradients.aggregate(grads, add_n)
+
+
+def _variable_gather_slices(rec, out_grads, op_tape, tensor_tape):
+    """TF's gradient of a row gather whose params are a read of a variable: IndexedSlices
+    (sparse_gradients.py) in place of the dense GatherGrad, or None for any other op."""
+    if not sparse_gradients.is_row_gather(rec.op_type, rec.attrs) or not isinstance(out_grads[0], EagerTensor) \
+            or isinstance(out_grads[0], BatchedTensor):
+        return None
+    producer = op_tape.get(tensor_tape.get(rec.input_ids[0]))
+    if producer is None or producer.op_type != "ReadVariableOp":
+        return None
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], rec.inputs[1], rec.inputs[0]), None]
 
 
 def _call_backward(rec, out_grads):
@@ -238,9 +249,12 @@ def _ones(shape, dtype):
     return EagerTensor(np.ones(shape, dtype))
 
 
-def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, output_gradients, keep_tape=False):
+def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, output_gradients, keep_tape=False,
+                     sparse_variable_gathers=False):
     """TF's GradientTape::ComputeGradient. output_gradients: list (one per target, entries may be None)
-    or empty. Returns one gradient (or None) per source id."""
+    or empty. Returns one gradient (or None) per source id; with sparse_variable_gathers, a
+    variable's gradient from gathers of it is IndexedSlices (GradientTape.gradient; the
+    jacobians want dense rows)."""
     persistent = tape.persistent or keep_tape
     sources_set = set(source_ids)
     tensor_tape = tape.tensor_tape
@@ -322,7 +336,8 @@ def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, out
             for i in zero_idx:
                 o = rec.outputs[i]
                 out_grads[i] = _zeros(o._value.shape, o._value.dtype)
-            in_grads = _call_backward(rec, out_grads)
+            in_grads = sparse_variable_gathers and _variable_gather_slices(rec, out_grads, op_tape, tensor_tape) \
+                or _call_backward(rec, out_grads)
         else:
             in_grads = [None] * len(rec.input_ids)
         for i, g in enumerate(in_grads):
@@ -330,7 +345,7 @@ def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, out
             if g is not None:
                 lst = gradients.setdefault(tid, [])
                 lst.append(g)
-                if len(lst) > _MIN_AGGREGATE_COUNT:
+                if len(lst) > _MIN_AGGREGATE_COUNT and not isinstance(lst[0], IndexedSlices):
                     size = gradients_size.get(tid)
                     if size is None:
                         size = gradients_size[tid] = int(lst[0]._value.size)
@@ -590,7 +605,7 @@ class GradientTape:
                 else:
                     ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
             ogs = [_shaped_like_target(og, shape, i) for i, (og, (shape, _)) in enumerate(zip(ogs, tshapes))]
-        flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs)
+        flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs, sparse_variable_gathers=True)
         for i, s in enumerate(srcs):
             if s[2] not in _TRAINABLE_NP and flat_grad[i] is not None:
                 flat_grad[i] = None  # integer sources are not differentiable
@@ -764,7 +779,7 @@ class GradientTape:
                 # a tape seeds complex targets with ones (tf.gradients wants them spelled out)
                 output_gradients = [math_ops.ones_like(y) if y.dtype.is_complex else None for y in ys]
             gs = gradients(ys, [xs[i] for i in use], grad_ys=output_gradients, stop_gradients=stop or None,
-                           unconnected_gradients=unconnected)
+                           unconnected_gradients=unconnected, sparse_variable_gathers=True)
             for i, g in zip(use, gs):
                 result[i] = g
         if unconnected == UnconnectedGradients.ZERO:

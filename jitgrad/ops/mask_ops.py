@@ -61,7 +61,7 @@ register("BooleanMask", denormals="keep",
          infer=_boolean_mask_infer, kernel=_boolean_mask_kernel, grad=_boolean_mask_grad,
          data_dependent_shape=True, lowering="interpreter")
 # The gradient scatters g back into zeros shaped like the input (TF's is an
-# IndexedSlices of the same values; jitgrad's gradients are dense).
+# IndexedSlices of the same values; jitgrad gives slices only for gathers of variables).
 # (denormals: TF's gradient is a scatter-add of the rows into zeros, which flushes)
 register("BooleanMaskGrad", denormals="flush", infer=lambda shapes, dts, attrs: [(shapes[2], dts[0])],
          kernel=_boolean_mask_grad_kernel,

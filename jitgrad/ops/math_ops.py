@@ -1090,6 +1090,9 @@ def add_n(inputs, name=None):
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    if isinstance(t, dispatch.indexed_slices):    # as TF: the values clipped, still slices
+        return dispatch.indexed_slices(clip_by_value(t.values, clip_value_min, clip_value_max, name), t.indices,
+                                       t.dense_shape)
     (t,) = convert_all([t])
     t_min = minimum(t, clip_value_max)
     # As TF: the bounds may broadcast against t but must not change its shape.

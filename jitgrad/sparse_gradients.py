@@ -1,0 +1,56 @@
+"""Gradients of a gather from a variable as ``tf.IndexedSlices``, as TF returns them.
+
+TF's gradient of ``tf.gather(var, ids)`` (axis 0, so ``tf.nn.embedding_lookup`` and Keras'
+Embedding too) is ``IndexedSlices(values=upstream rows, indices=ids flattened,
+dense_shape=shape(var))``: one row per occurrence of an id, repeated ids *not* summed.
+Keras optimizers act on those values (squaring each occurrence, say) before scattering
+them into their dense slots, so summing first gives different numbers.
+
+The tape (eager) and tf.gradients (in a trace) build one where the gathered params are a
+variable's value; contributions to one variable are concatenated when all are slices
+(two gathers of it) and summed densely otherwise (a gather plus any dense use), as TF's
+AggregateIndexedSlicesGradients does. Gathers of plain tensors keep their dense gradient."""
+from .convert import convert_to_tensor
+from .indexed_slices import IndexedSlices
+from .ops import array_ops, math_ops
+from .ops.segment_ops import unsorted_segment_sum
+from .ops.unique import unique
+
+
+def is_row_gather(op_type, attrs):
+    """A gather along axis 0 (the only kind whose gradient TF gives as slices)."""
+    return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0)
+
+
+def gather_gradient_slices(grad, indices, params):
+    """The gradient of ``gather(params, indices)`` given ``grad`` (shaped as the gather's
+    output): its rows with the flattened indices, shaped as params."""
+    params_shape = array_ops.shape(params)
+    values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
+    return IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
+
+
+def aggregate(grads, add_n):
+    """Sums the contributions ``grads`` to one tensor: slices only -> their concatenation
+    (in contribution order); any dense one -> ``add_n`` of all, slices made dense."""
+    if len(grads) == 1:
+        return grads[0]
+    if not any(isinstance(g, IndexedSlices) for g in grads):
+        return add_n(grads)
+    if all(isinstance(g, IndexedSlices) for g in grads):
+        return IndexedSlices(array_ops.concat([g.values for g in grads], 0),
+                             array_ops.concat([math_ops.cast(g.indices, grads[0].indices.dtype) for g in grads], 0),
+                             grads[0].dense_shape)
+    return add_n([densify(g) for g in grads])
+
+
+def deduplicated(slices):
+    """TF's _deduplicate_indexed_slices: (values summed per index, the unique indices in order
+    of first appearance)."""
+    unique_indices, positions = unique(slices.indices)
+    return unsorted_segment_sum(slices.values, positions, array_ops.shape(unique_indices)[0]), unique_indices
+
+
+def densify(g):
+    """``g`` as a dense tensor (repeated indices of slices summed)."""
+    return convert_to_tensor(g) if isinstance(g, IndexedSlices) else g
