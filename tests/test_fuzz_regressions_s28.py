@@ -335,7 +335,7 @@ def test_graph_cond_with_a_one_element_predicate(how):
             assert r.shape.as_list() == []
             gx = tf.gradients(r, x)[0]
             want = (9.0, 6.0) if v == (True,) else (6.0, 2.0)
-            assert _run([r, gx, v1], feeds[v]) == [*want, want[0]]
+            assert _run([r, gx, v1], feeds[v]) == [*want, [want[0]]]   # (v1.cond keeps the singleton list, as TF 2.21's in a graph)
         if how != "constant":
             p = preds[(True,)]
             r = tf.cond(p, lambda: x * x, lambda: x * 2.0)

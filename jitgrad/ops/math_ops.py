@@ -197,6 +197,9 @@ def _sigmoid(x):
     t = sigmoid(-|x|), 1 - t for x >= 0 (the nearest value there, as TF's)."""
     if x.dtype == np.float32:
         return _sigmoid(x.astype(np.float64)).astype(np.float32)
+    if x.dtype.kind == "c":     # |x| and x < 0 mean nothing for a complex x: TF's 1 / (1 + e^-x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (1 / (1 + np.exp(-x))).astype(x.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(-np.abs(x))
         t = e / (1 + e)
