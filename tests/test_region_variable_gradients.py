@@ -199,3 +199,20 @@ def test_read_after_a_region_write_is_still_the_written_value_compiled_and_inter
 
     np.testing.assert_array_equal(f().numpy(), np.array([2.0, 5.0], np.float32))
     np.testing.assert_array_equal(v.numpy(), np.array([1.0, 4.0], np.float32))
+
+
+def test_a_tensor_entering_a_region_twice_gets_its_gradient_once(no_fallback):
+    """r = v.value() is the variable's read node: a branch / body using both r and v takes
+    that tensor twice (a capture and the variable's value on entry). y = r * v = v^2 -> 2v = 4;
+    the loop adds it twice -> 8 (the If / While gradients gave 8 and 16)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v = tf.Variable(2.0)
+        r = v.value()
+        y = tf.cond(v > 0, lambda: r * v, lambda: r)
+        y2 = tf.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a + r * v), (0, 0.0))[1]
+        grads = tf.gradients(y, [v]) + tf.gradients(y2, [v])
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(v.initializer)
+        assert sess.run([y, y2]) == [pytest.approx(4.0), pytest.approx(8.0)]
+        assert sess.run(grads) == [pytest.approx(4.0), pytest.approx(8.0)]
