@@ -26,6 +26,9 @@ llvmlite nor the code generator. Each is set once, by the module named, when it 
                                          which array_ops registers too; convert.py is below ops/)
   read_in_trace(var, graph) -> Tensor  function.py: an eager variable's value inside the
                                          jitgrad.function trace (tape.py is below function.py)
+  gradient_source_in_trace(var) -> Tensor
+                                       function.py: the read GradientTape differentiates
+                                         with respect to for an eager variable in a trace
   default_session_for(graph, session) -> Session
                                          session.py: the session Tensor.eval and
                                          Operation.run use (graph.py sits below session.py)
@@ -40,4 +43,5 @@ compiled_execute = None
 make_runner = None
 default_session_for = None
 read_in_trace = None
+gradient_source_in_trace = None
 stack = None

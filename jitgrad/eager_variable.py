@@ -17,9 +17,10 @@ from . import context, denormals, dispatch, dtypes, tape
 from .convert import convert_to_tensor
 from .eager import EagerTensor, _ids, tf_numpy_text
 from .errors import InvalidArgumentError
-from .function import commit_region_write_in_trace, read_in_trace, update_in_trace
+from .function import commit_region_write_in_trace, gradient_source_in_trace, read_in_trace, update_in_trace
 from .graph import _Reference
 from .ops import overloads
+from .ops.control_flow_ops import value_op
 from .shapes import TensorShape
 from .variables import Variable, variable_getitem
 
@@ -94,10 +95,14 @@ class EagerVariable(Variable):
     def _graph_tensor(self):
         return read_in_trace(self, None)
 
+    def _gradient_source(self):
+        """As an x of tf.gradients in a trace: the read every read of it sends its gradient to."""
+        return gradient_source_in_trace(self)
+
     def _as_graph_op(self):
         """As a control input in a trace (what assign returns there, TF's lazily read
         variable): the op giving its value so far -- its latest write."""
-        return read_in_trace(self, None).op
+        return value_op(read_in_trace(self, None))
 
     # ---------------------------------------------------------------- inside control flow (ops/control_flow_ops.py)
     _region_key = property(lambda self: self._key)

@@ -26,7 +26,8 @@ from .eager import EagerTensor
 from .func_graph import FuncGraph, in_region
 from .indexed_slices import IndexedSlices
 from .passes.prune import prune
-from .ops.control_flow_ops import assign_in_region
+from .ops.control_flow_ops import assign_in_region, read_for_gradient
+from .gradients import VARIABLE_VALUE_OPS
 from .graph import Graph, Operation, Tensor, out_of_scope_error
 from .ops import array_ops, math_ops
 from .ops.registry import apply_op
@@ -78,6 +79,7 @@ class _TraceContext:
         self.var_ops = {}     # handle id -> ops the next write of the variable must follow
         self.var_writes = {}  # handle id -> last write op (an Assign, or an If / While assigning it inside)
         self.var_values = {}  # handle id -> the value that last write gave it
+        self.roots = {}       # handle id -> the VariableV2 read every region read sends its gradient to
         self.stateful = []    # Assign ops, always run
         self.may_create_variables = False   # only the function's first trace may (as in TF)
         self.created_variables = []
@@ -111,27 +113,66 @@ def read_in_trace(var, graph):
             gt._tape.watch_variable(var)
     fg = in_region(graph)
     if fg is not None:   # inside a tf.cond branch / tf.while_loop body of the trace
-        return fg.read_variable(var)
+        return read_for_gradient(fg.read_variable(var), fg.capture(gradient_root(ctx, var)))
     h = var._handle_id
     t = ctx.reads.get(h)
     if t is None and h in ctx.var_writes:
         # A read after a write in the same trace is the write's output (the new value): plain
         # dataflow, so it holds whether the executor orders state ops (interpreter) or reads all
         # variables on entry and writes them on exit (compiled path).
-        t = ctx.reads[h] = ctx.var_values[h]
-    if t is None:
-        g = ctx.graph
-        ctx.variables[var._key] = var
-        attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var._name[:-2]}
-        w = ctx.var_writes.get(h)
-        with _in_graph(g), (g.control_dependencies([w]) if w is not None else contextlib.nullcontext()):
-            t = apply_op("VariableV2", [], attrs, name=var._name[:-2])
+        t = ctx.var_values[h]
+        if t.op.type not in VARIABLE_VALUE_OPS:   # written by an If / While: see read_for_gradient
+            t = read_for_gradient(t, gradient_root(ctx, var))
         ctx.reads[h] = t
-        ctx.var_ops.setdefault(h, []).append(t.op)
+    if t is None:
+        t = ctx.reads[h] = _new_read(ctx, var)
+        ctx.roots.setdefault(h, t)
     return t
 
 
 dispatch.read_in_trace = read_in_trace
+
+def _new_read(ctx, var):
+    """A VariableV2 read of ``var`` at the top of the trace, after its last write."""
+    h = var._handle_id
+    g = ctx.graph
+    ctx.variables[var._key] = var
+    attrs = {"var": var._key, "shape": var.shape.dims, "dtype": var.dtype, "name": var._name[:-2]}
+    w = ctx.var_writes.get(h)
+    with _in_graph(g), (g.control_dependencies([w]) if w is not None else contextlib.nullcontext()):
+        t = apply_op("VariableV2", [], attrs, name=var._name[:-2])
+    ctx.var_ops.setdefault(h, []).append(t.op)
+    return t
+
+
+def gradient_root(ctx, var):
+    """The read of ``var`` at the top of the trace that GradientTape differentiates with
+    respect to (tf.gradients also sums over the trace's other reads and assign results of
+    the variable, gradients._other_reads). Reads inside regions and after a region's write
+    send their gradient here: as TF, the gradient with respect to a variable is the sum
+    over its reads, and no gradient passes through an assignment."""
+    h = var._handle_id
+    t = ctx.roots.get(h)
+    if t is None:
+        t = ctx.roots[h] = _new_read(ctx, var)
+    return t
+
+
+def gradient_source_in_trace(var):
+    """What GradientTape.gradient differentiates with respect to for ``var`` in a trace."""
+    ctx = context.current_trace(None)
+    if ctx is None:
+        return read_in_trace(var, None)
+    for gt in tape._stack:
+        if gt._tape is not None and gt._watch_accessed_variables and var.trainable:
+            gt._tape.watch_variable(var)
+    fg = in_region()
+    root = gradient_root(ctx, var)
+    # in a branch / loop body (a tape used inside it), its reads' gradients go to the root's capture
+    return fg.capture(root) if fg is not None else root
+
+
+dispatch.gradient_source_in_trace = gradient_source_in_trace
 
 
 def update_in_trace(var, op_type, value, name, read_value):
@@ -140,7 +181,9 @@ def update_in_trace(var, op_type, value, name, read_value):
         raise TypeError(f"The eager variable {var.name} can only be assigned in a graph built by jitgrad.function.")
     fg = in_region()
     if fg is not None:   # inside a tf.cond branch / tf.while_loop body of the trace
-        return assign_in_region(fg, var, op_type, value, read_value)
+        out = assign_in_region(fg, var, op_type, value, read_value)
+        # as at the top (TF's lazily read variable): the result is a read, not the value assigned
+        return read_in_trace(var, None) if read_value else out
     g = ctx.graph
     h = var._handle_id
     ctx.variables[var._key] = var

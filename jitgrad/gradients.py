@@ -50,7 +50,9 @@ def as_list(x):
 
 
 def to_graph_tensor(x, what):
-    conv = getattr(x, "_graph_tensor", None)
+    # a variable as an x: the read its reads' gradients go to (in a branch / loop body, a read
+    # of it after an assignment there is a different tensor)
+    conv = getattr(x, "_gradient_source" if what == "xs" else "_graph_tensor", None)
     if conv is not None:
         x = conv()
     if not isinstance(x, Tensor):

@@ -726,7 +726,7 @@ class GradientTape:
         xs, watched = [], []
         for s in flat_sources:
             if is_eager_variable(s):
-                xs.append(dispatch.read_in_trace(s, None))
+                xs.append(dispatch.gradient_source_in_trace(s))
                 watched.append(gs is None or s._handle_id in gs.watched or
                                (self._watch_accessed_variables and s.trainable))
             elif isinstance(s, Tensor):

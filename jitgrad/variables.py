@@ -9,7 +9,7 @@ from .eager import EagerTensor
 from .func_graph import in_region
 from .graph import Tensor
 from .function import create_variable_in_trace
-from .ops.control_flow_ops import assign_in_region
+from .ops.control_flow_ops import assign_in_region, read_for_gradient
 from .ops import overloads, scatter_nd
 from .ops.array_ops import strided_slice_getitem, strided_slice_update
 from .ops.gather_batched import gather
@@ -145,7 +145,7 @@ class GraphVariable(Variable):
         (func_graph.FuncGraph.read_variable); elsewhere the variable's one read node."""
         fg = in_region()
         if fg is not None:
-            return fg.read_variable(self)
+            return self._region_read(fg)
         if not self.graph._control_deps or context.get_default_graph() is not self.graph:
             return self._value
         return apply_op("VariableV2", [], self._attrs, name=self._attrs["name"] + "/read")
@@ -155,7 +155,18 @@ class GraphVariable(Variable):
 
     def _graph_tensor(self):
         fg = in_region()
-        return self._value if fg is None else fg.read_variable(self)
+        return self._value if fg is None else self._region_read(fg)
+
+    def _gradient_source(self):
+        """As an x of tf.gradients: its one read node (in a region, its capture), which
+        all its reads send their gradients to (_region_read)."""
+        fg = in_region()
+        return self._value if fg is None else fg.capture(self._value)
+
+    def _region_read(self, fg):
+        """A read in branch / loop body ``fg``: its value there, differentiated as the
+        variable's one read node (tf.gradients with respect to the variable)."""
+        return read_for_gradient(fg.read_variable(self), fg.capture(self._value))
 
     # -- inside control flow (ops/control_flow_ops.py)
     _region_key = property(lambda self: self._attrs["var"])
@@ -204,7 +215,8 @@ class GraphVariable(Variable):
     def _update(self, op_type, value, name, read_value=True):
         fg = in_region()
         if fg is not None:
-            return assign_in_region(fg, self, op_type, value, read_value)
+            out = assign_in_region(fg, self, op_type, value, read_value)
+            return self._region_read(fg) if read_value else out   # a read, not the value assigned
         v = convert_to_tensor(value, dtype=self.dtype, graph=self.graph)
         return apply_op(op_type, [v], self._attrs, name=name or op_type)
 

@@ -165,7 +165,11 @@ def _if_grad(op, *grads):
     caps = op.inputs[1:]
     wanted = [k for k, g in enumerate(grads)
               if g is not None and op.outputs[k].dtype.is_floating and not _is_zeros_of(g, op.outputs[k])]
-    fcaps = [j for j, t in enumerate(caps) if t.dtype.is_floating]
+    # an outer tensor the If takes twice (a variable's read as its value on entry and as the
+    # capture its reads' gradients go to, read_for_gradient) is one capture in the
+    # gradient branch: its gradient goes to the first input only, or it would count twice
+    first = {}
+    fcaps = [j for j, t in enumerate(caps) if t.dtype.is_floating and first.setdefault(id(t), j) == j]
     if not wanted or not fcaps:
         return [None] * len(op.inputs)
 
@@ -280,6 +284,29 @@ def assign_in_region(fg, var, op_type, value, read_value=True):
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(fg.read_variable(var), v)
         fg.write_variable(var, v)
         return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+
+
+def _to_root(op, g_value, g_root):
+    return [None, g_value]
+
+
+def read_for_gradient(value, root):
+    """``value`` (a variable's value inside a region, or written by a region op) as a read
+    of the variable: its gradient goes to ``root`` (the variable's read at the top, or its
+    capture), none to ``value`` -- what an assignment computed, or a loop variable carrying
+    the previous iteration's writes. As TF: the gradient with respect to a variable is the
+    sum over its reads, and no gradient passes through an assignment. An IdentityN:
+    compiled code uses ``value`` as it is."""
+    outs = apply_op("IdentityN", [value, root], {"_grad_of_op": _to_root}, name="read")
+    return outs[0]
+
+
+def value_op(t):
+    """The op giving ``t``'s value: for a read_for_gradient read, the op that computed it
+    (a region op's write), as a control input that outlives the IdentityN's removal."""
+    if t.op.type == "IdentityN" and t.op.attrs.get("_grad_of_op") is _to_root:
+        return t.op.inputs[0].op
+    return t.op
 
 
 def _commit_writes(op, outs, written):
@@ -552,7 +579,8 @@ def _while_grad(op, *grads):
     gy = [j for j in range(ny) if g_ys[j] is not None and ys_out[j].dtype.is_floating]
     inert = _self_contained_vars(a["body"], n, [n + j for j in gy])
     fv = [k for k in range(n) if vars0[k].dtype.is_floating and not (g_final[k] is None and k in inert)]
-    fc = [k for k in range(c) if caps[k].dtype.is_floating]
+    first = {}   # (a tensor the While captures twice: its gradient goes to the first only, as in _if_grad)
+    fc = [k for k in range(c) if caps[k].dtype.is_floating and first.setdefault(id(caps[k]), k) == k]
     fx = [k for k in range(nx - a.get("draw_xs", 0)) if xs[k].dtype.is_floating]   # (not what was drawn)
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
