@@ -436,3 +436,33 @@ def test_floormod_of_a_huge_dividend_is_exact_in_both_session_modes():
         b = tf.compat.v1.placeholder(tf.float32, [6])
         got = tf.compat.v1.Session().run(tf.math.floormod(a, b), {a: FM_X, b: FM_Y})
     np.testing.assert_array_equal(got, _floormod_reference(FM_X, FM_Y))
+
+
+# ---------------------------------------------------------------- no float16 polygamma: digamma's gradient
+# TF's digamma gradient is polygamma(1, x), an op defined for float32 / float64 only: float16
+# digamma (and float16 lgamma's second derivative) has no gradient in TF 2.21 -- eagerly
+# InvalidArgumentError ("Value for attr 'T' of half is not in the list of allowed values"), in a
+# graph or tf.function TypeError. jitgrad computed one (fuzz seed 370099, eager hessian).
+
+def test_float16_digamma_gradient_is_invalid_argument_eagerly_and_type_error_in_graphs():
+    x = tf.constant(np.array([0.5, 2.0], np.float16))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.math.digamma(x)
+    with pytest.raises(InvalidArgumentError, match="of half is not in the list"):
+        t.gradient(y, x)
+    with pytest.raises(TypeError):
+        tf.function(lambda v: tf.gradients(tf.math.digamma(v), v))(x)
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float16, [2])
+        with pytest.raises(TypeError):
+            tf.gradients(tf.math.digamma(p), p)
+        with pytest.raises(TypeError):
+            tf.hessians(tf.reduce_sum(tf.math.lgamma(p)), p)
+        assert tf.gradients(tf.reduce_sum(tf.math.lgamma(p)), p)[0] is not None   # its gradient, digamma: fine
+    # float32 keeps its gradient: trigamma(1) = pi^2 / 6, by hand
+    x32 = tf.constant([1.0])
+    with tf.GradientTape() as t:
+        t.watch(x32)
+        y = tf.math.digamma(x32)
+    np.testing.assert_allclose(t.gradient(y, x32).numpy(), [np.pi ** 2 / 6], rtol=1e-6)
