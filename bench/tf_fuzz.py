@@ -632,7 +632,7 @@ def agrees_with_tf_float64(real, prog, sub, got):
 
 def agrees_with_tf_unrewritten(real, prog, sub, seed, got):
     """Whether jitgrad's Session / tf.function results match TF's with grappler's arithmetic
-    optimizer off.
+    optimizer and constant folding off (_VALUE_CHANGING_REWRITES).
 
     TF optimises a graph before running it; its ConvertPow stage replaces pow by a constant
     exponent with Square (2), x * Square(x) (3), Identity (1), ones (0), Sqrt (0.5), Rsqrt (-0.5)
@@ -653,14 +653,21 @@ def agrees_with_tf_unrewritten(real, prog, sub, seed, got):
 
 
 def _tf_unrewritten(real, fn, *args):
-    """fn(real, *args) (or its exception) with grappler's arithmetic optimizer off."""
+    """fn(real, *args) (or its exception) with grappler's arithmetic optimizer and constant folding off."""
     opts = real.config.optimizer
-    before = opts.get_experimental_options().get("arithmetic_optimization", True)
-    opts.set_experimental_options({"arithmetic_optimization": False})
+    before = opts.get_experimental_options()
+    opts.set_experimental_options({name: False for name in _VALUE_CHANGING_REWRITES})
     try:
         return attempt(fn, real, *args)
     finally:
-        opts.set_experimental_options({"arithmetic_optimization": before})
+        opts.set_experimental_options({name: before.get(name, True) for name in _VALUE_CHANGING_REWRITES})
+
+
+# grappler stages seen to change values: arithmetic_optimization (ConvertPow, seed 364385) and
+# constant_folding (seed 370130: a conv2d -> cumulative_logsumexp -> square -> prod gradient of
+# 1e38-sized values is -inf / finite where TF eager, TF with constant folding off and jitgrad
+# give NaN / inf; which of its rewrites does it was not pinned down)
+_VALUE_CHANGING_REWRITES = ("arithmetic_optimization", "constant_folding")
 
 
 def _float32_of_float64_matches(ref64, got):
@@ -807,7 +814,7 @@ def main():
                 if mode in ("graph", "function", "features") and agrees_with_tf_unrewritten(real, prog, sub, seed, res):
                     stats["tf_grappler_artifact"] += 1
                     if args.only is not None or not args.quiet:
-                        print("seed %d %s: TF's graph rewrite differs, TF without arithmetic_optimization "
+                        print("seed %d %s: TF's graph rewrite differs, TF without those rewrites "
                               "agrees with jitgrad: %s" % (seed, sub, why))
                     continue
                 stats["mismatch"] += 1
