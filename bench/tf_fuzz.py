@@ -630,6 +630,46 @@ def agrees_with_tf_float64(real, prog, sub, got):
     return _float32_of_float64_matches(ref64, got)
 
 
+def agrees_with_tf_unrewritten(real, prog, sub, seed, got):
+    """Whether jitgrad's Session / tf.function results match TF's with grappler's arithmetic
+    optimizer and constant folding off (_VALUE_CHANGING_REWRITES).
+
+    TF optimises a graph before running it; its ConvertPow stage replaces pow by a constant
+    exponent with Square (2), x * Square(x) (3), Identity (1), ones (0), Sqrt (0.5), Rsqrt (-0.5)
+    or Reciprocal (-1) -- also the constant y - 1 of pow's own gradient. Those are not pow at the
+    edges: sqrt(-inf) is NaN and rsqrt(-0) -inf where pow(-inf, .5) is +inf and pow(-0, -.5) +inf
+    (seed 364385: pow(x, .5)'s gradient at -0). TF eager runs no grappler and gives pow's values,
+    as jitgrad does in every mode (passes/simplify.py keeps pow's values); README "Known
+    differences"."""
+    import tf_fuzz_features
+    if isinstance(got, BaseException):
+        return False
+    if sub in ("compiled", "interpret", "function"):
+        fn, extra = FLOAT_RUNNERS[sub]
+        return compare(_tf_unrewritten(real, fn, prog, *[None for _ in extra]), got) is None
+    name = sub.rsplit("-", 1)[0] if sub not in tf_fuzz_features.SCENARIOS else sub
+    return name in tf_fuzz_features.SCENARIOS and compare(
+        _tf_unrewritten(real, tf_fuzz_features.SCENARIOS[name][0], seed, None), got) is None
+
+
+def _tf_unrewritten(real, fn, *args):
+    """fn(real, *args) (or its exception) with grappler's arithmetic optimizer and constant folding off."""
+    opts = real.config.optimizer
+    before = opts.get_experimental_options()
+    opts.set_experimental_options({name: False for name in _VALUE_CHANGING_REWRITES})
+    try:
+        return attempt(fn, real, *args)
+    finally:
+        opts.set_experimental_options({name: before.get(name, True) for name in _VALUE_CHANGING_REWRITES})
+
+
+# grappler stages seen to change values: arithmetic_optimization (ConvertPow, seed 364385) and
+# constant_folding (seed 370130: a conv2d -> cumulative_logsumexp -> square -> prod gradient of
+# 1e38-sized values is -inf / finite where TF eager, TF with constant folding off and jitgrad
+# give NaN / inf; which of its rewrites does it was not pinned down)
+_VALUE_CHANGING_REWRITES = ("arithmetic_optimization", "constant_folding")
+
+
 def _float32_of_float64_matches(ref64, got):
     """TF's float64 results, rounded to jitgrad's float32 / bfloat16 where jitgrad's are, agree with jitgrad's."""
     if isinstance(ref64, BaseException) or len(ref64) != len(got):
@@ -771,6 +811,12 @@ def main():
                     if args.only is not None or not args.quiet:
                         print("seed %d %s: TF float32 differs, TF float64 agrees with jitgrad: %s" % (seed, sub, why))
                     continue
+                if mode in ("graph", "function", "features") and agrees_with_tf_unrewritten(real, prog, sub, seed, res):
+                    stats["tf_grappler_artifact"] += 1
+                    if args.only is not None or not args.quiet:
+                        print("seed %d %s: TF's graph rewrite differs, TF without those rewrites "
+                              "agrees with jitgrad: %s" % (seed, sub, why))
+                    continue
                 stats["mismatch"] += 1
                 found[sub].append(seed)
                 print("MISMATCH seed %d %s (edge=%s): %s\n   %s" % (
@@ -782,8 +828,9 @@ def main():
                             traceback.print_exception(r)
         stats["programs"] += 1
     print("\nprograms %d, runs %d: agree %d, mismatch %d, jitgrad-unsupported %d, TF lacks a gradient %d, "
-          "TF float32 artifact %d" % (stats["programs"], stats["runs"], stats["agree"], stats["mismatch"],
-                                      stats["unsupported"], stats["tf_lacks_gradient"], stats["tf_float32_artifact"]))
+          "TF float32 artifact %d, TF grappler artifact %d" % (
+              stats["programs"], stats["runs"], stats["agree"], stats["mismatch"], stats["unsupported"],
+              stats["tf_lacks_gradient"], stats["tf_float32_artifact"], stats["tf_grappler_artifact"]))
     for sub, ss in found.items():
         print("  %s mismatches: seeds %s" % (sub, ss[:40]))
 

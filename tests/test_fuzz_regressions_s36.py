@@ -353,3 +353,116 @@ def test_antialias_resize_with_infinities_in_both_session_modes():
         np.testing.assert_array_equal(np.where(np.isinf(got), got, 0), np.where(np.isinf(want), want, 0))
         fin = np.isfinite(want)
         np.testing.assert_allclose(got[fin], want[fin], rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- pow by +-0.5 is IEEE pow in every mode
+# Seed 364385: pow(x, 0.5)'s gradient 0.5 * pow(x, -0.5) at x = -0 is +inf in jitgrad and TF 2.21
+# eager, -inf in TF's Session and tf.function. TF's gradient rule is the same in all of them
+# (math_grad._PowGrad); the graph difference is grappler's arithmetic optimizer (ConvertPow),
+# which rewrites pow by a constant 0.5 / -0.5 into Sqrt / Rsqrt: rsqrt(-0) = -inf, sqrt(-inf) =
+# NaN where pow gives +inf, 0. With tf.config.optimizer.set_experimental_options(
+# {"arithmetic_optimization": False}) TF's graphs give pow's values too. jitgrad keeps pow's
+# values everywhere (passes/simplify.py declines pow(x, .5) -> sqrt for this reason): these
+# tests pin that, so no mode quietly turns into a sqrt / rsqrt.
+
+POW_X = np.array([-0.0, -np.inf, 0.0, 4.0, np.inf], np.float32)
+# C99 / IEEE pow: pow(+-0, y<0 not an odd integer) = +inf, pow(-inf, y<0 ...) = +0,
+# pow(-inf, y>0 not an odd integer) = +inf, pow(+-0, y>0 ...) = +0; by hand for x = 4
+POW_WANT = {0.5: ([0.0, np.inf, 0.0, 2.0, np.inf],             # x ** 0.5
+                  [np.inf, 0.0, np.inf, 0.25, 0.0]),            # 0.5 * x ** -0.5
+            -0.5: ([np.inf, 0.0, np.inf, 0.5, 0.0],             # x ** -0.5
+                   [-np.inf, 0.0, -np.inf, -0.0625, 0.0])}      # -0.5 * x ** -1.5 (4 ** -1.5 = 1/8)
+
+
+def _pow_and_grad(x, e):
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.pow(x, e)
+    return y, t.gradient(y, x)
+
+
+@pytest.mark.parametrize("e", [0.5, -0.5])
+def test_pow_by_half_at_minus_zero_and_minus_inf_eager_and_function(e):
+    want_y, want_g = POW_WANT[e]
+    for f in (_pow_and_grad, tf.function(_pow_and_grad)):
+        y, g = f(tf.constant(POW_X), e)
+        # assert_array_equal treats -0 == +0: the signs of zero are not the point here
+        np.testing.assert_array_equal(y.numpy(), np.array(want_y, np.float32))
+        np.testing.assert_array_equal(g.numpy(), np.array(want_g, np.float32))
+
+
+@graph_modes
+@pytest.mark.parametrize("e", [0.5, -0.5])
+def test_pow_by_half_at_minus_zero_and_minus_inf_in_both_session_modes(e):
+    want_y, want_g = POW_WANT[e]
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float32, [5])
+        y = tf.pow(p, e)
+        (g,) = tf.gradients(y, p)
+        got_y, got_g = tf.compat.v1.Session().run([y, g], {p: POW_X})
+    np.testing.assert_array_equal(got_y, np.array(want_y, np.float32))
+    np.testing.assert_array_equal(got_g, np.array(want_g, np.float32))
+
+
+# ---------------------------------------------------------------- floormod of a huge dividend is exact
+# Seed 364440: floormod(1.61393e38, sigmoid(x)) -- the dividend a softmax cross-entropy of a
+# 3e38 logit. TF's and jitgrad's sigmoid / cross-entropy differ by an ulp, and an ulp of the
+# dividend (2e31) or of a divisor near 0.7 changes such a remainder completely: TF
+# [0.0297, 0, 0.1923] vs jitgrad [0.0697, 0, 0.2009]. Both remainders are exact for their own
+# inputs, which is what this pins: fmod of float32 values is exact, so numpy's float64 fmod
+# of them, rounded to float32, is the answer; for a negative divisor floor-mod adds it (TF 2.21's
+# floormod of these operands gives the same six values).
+
+FM_X = np.float32(1.6139305e38)
+FM_Y = np.array([0.12105253, 1.0, 0.7112157, -0.7112157, 0.7112156, -3.0], np.float32)
+
+
+def _floormod_reference(x, y):
+    r = np.fmod(np.float64(x), y.astype(np.float64))
+    r = np.where((r != 0) & ((r < 0) != (y < 0)), r + y.astype(np.float64), r)
+    return r.astype(np.float32)
+
+
+def test_floormod_of_a_huge_dividend_is_exact_eager():
+    want = _floormod_reference(FM_X, FM_Y)
+    assert want[0] == np.float32(0.069737285) and want[2] == np.float32(0.20085901)  # the fuzz case's
+    np.testing.assert_array_equal(tf.math.floormod(tf.constant(FM_X), tf.constant(FM_Y)).numpy(), want)
+
+
+@graph_modes
+def test_floormod_of_a_huge_dividend_is_exact_in_both_session_modes():
+    with tf.Graph().as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [])
+        b = tf.compat.v1.placeholder(tf.float32, [6])
+        got = tf.compat.v1.Session().run(tf.math.floormod(a, b), {a: FM_X, b: FM_Y})
+    np.testing.assert_array_equal(got, _floormod_reference(FM_X, FM_Y))
+
+
+# ---------------------------------------------------------------- no float16 polygamma: digamma's gradient
+# TF's digamma gradient is polygamma(1, x), an op defined for float32 / float64 only: float16
+# digamma (and float16 lgamma's second derivative) has no gradient in TF 2.21 -- eagerly
+# InvalidArgumentError ("Value for attr 'T' of half is not in the list of allowed values"), in a
+# graph or tf.function TypeError. jitgrad computed one (fuzz seed 370099, eager hessian).
+
+def test_float16_digamma_gradient_is_invalid_argument_eagerly_and_type_error_in_graphs():
+    x = tf.constant(np.array([0.5, 2.0], np.float16))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.math.digamma(x)
+    with pytest.raises(InvalidArgumentError, match="of half is not in the list"):
+        t.gradient(y, x)
+    with pytest.raises(TypeError):
+        tf.function(lambda v: tf.gradients(tf.math.digamma(v), v))(x)
+    with tf.Graph().as_default():
+        p = tf.compat.v1.placeholder(tf.float16, [2])
+        with pytest.raises(TypeError):
+            tf.gradients(tf.math.digamma(p), p)
+        with pytest.raises(TypeError):
+            tf.hessians(tf.reduce_sum(tf.math.lgamma(p)), p)
+        assert tf.gradients(tf.reduce_sum(tf.math.lgamma(p)), p)[0] is not None   # its gradient, digamma: fine
+    # float32 keeps its gradient: trigamma(1) = pi^2 / 6, by hand
+    x32 = tf.constant([1.0])
+    with tf.GradientTape() as t:
+        t.watch(x32)
+        y = tf.math.digamma(x32)
+    np.testing.assert_allclose(t.gradient(y, x32).numpy(), [np.pi ** 2 / 6], rtol=1e-6)

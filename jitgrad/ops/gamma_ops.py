@@ -38,8 +38,9 @@ import math
 
 import numpy as np
 
+from .. import context, dtypes
 from ..convert import convert_all
-from ..errors import NoKernelError
+from ..errors import InvalidArgumentError, NoKernelError
 from ._infer import FLOATS, unary
 from .math_ops import multiply
 from .registry import apply_op, register
@@ -225,12 +226,25 @@ def _tetragamma_grad(op, g):
                       "no gradient of its own here): higher derivatives of digamma / lgamma are not available")
 
 
+def _polygamma(op_type, x):
+    """Trigamma / Tetragamma of x: TF's Polygamma op, whose op def takes float32 and float64 only, so
+    float16 digamma (and lgamma's second derivative) has no gradient in TF 2.21: eagerly the op
+    fails (InvalidArgumentError), building a graph or tf.function raises TypeError (fuzz seed 370099)."""
+    if x.dtype not in (dtypes.float32, dtypes.float64):
+        if context.executing_eagerly():
+            raise InvalidArgumentError(f"Value for attr 'T' of {'half' if x.dtype == dtypes.float16 else x.dtype.name} is not in the list of allowed "
+                                       "values: float, double\n\t; NodeDef: {{node Polygamma}}")
+        raise TypeError(f"Value passed to parameter 'a' has DataType {x.dtype.name} not in list of allowed "
+                        "values: float32, float64")
+    return apply_op(op_type, [x])
+
+
 register("Lgamma", infer=unary(FLOATS), kernel=float64_kernel(lgamma_of, "Lgamma"),
          grad=lambda op, g: [multiply(g, digamma(op.inputs[0]))], kind="elementwise", cost=40)
 register("Digamma", infer=unary(FLOATS), kernel=float64_kernel(digamma_of, "Digamma"),
-         grad=lambda op, g: [multiply(g, apply_op("Trigamma", [op.inputs[0]]))], kind="elementwise", cost=40)
+         grad=lambda op, g: [multiply(g, _polygamma("Trigamma", op.inputs[0]))], kind="elementwise", cost=40)
 register("Trigamma", infer=unary(FLOATS), kernel=float64_kernel(trigamma_of, "Polygamma"),
-         grad=lambda op, g: [multiply(g, apply_op("Tetragamma", [op.inputs[0]]))], kind="elementwise", cost=40)
+         grad=lambda op, g: [multiply(g, _polygamma("Tetragamma", op.inputs[0]))], kind="elementwise", cost=40)
 register("Tetragamma", infer=unary(FLOATS), kernel=float64_kernel(tetragamma_of, "Polygamma"), grad=_tetragamma_grad,
          kind="elementwise", cost=40)
 
