@@ -466,3 +466,41 @@ def test_float16_digamma_gradient_is_invalid_argument_eagerly_and_type_error_in_
         t.watch(x32)
         y = tf.math.digamma(x32)
     np.testing.assert_allclose(t.gradient(y, x32).numpy(), [np.pi ** 2 / 6], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- complex division (seed 370142)
+def _complex(pairs, dtype):
+    return np.array([complex(a, b) for a, b in pairs], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_division_special_values_as_tf(dtype):
+    inf, nan = np.inf, np.nan
+    x = _complex([(1, 0), (1, 1), (0, 0), (1, 0), (inf, 0), (0, 1)], dtype)
+    y = _complex([(0, 0), (0, 0), (0, 0), (inf, 0), (1, 0), (0, 0)], dtype)
+    # y scaled by max(|re|, |im|) first (Eigen's complex pdiv, TF 2.21's kernel): a zero divisor
+    # scales by 0 / 0 = nan, an infinite one by inf / inf = nan; inf / 1 = inf * 1 + i (0 - inf * 0)
+    want = [(nan, nan), (nan, nan), (nan, nan), (nan, nan), (inf, nan), (nan, nan)]
+    for got in (tf.math.divide(x, y).numpy(), tf.function(lambda a, b: a / b)(tf.constant(x), tf.constant(y)).numpy()):
+        np.testing.assert_array_equal(got.real, [w[0] for w in want])
+        np.testing.assert_array_equal(got.imag, [w[1] for w in want])
+    r = tf.math.reciprocal(y).numpy()
+    zero_or_inf = [0, 1, 2, 3, 5]
+    assert np.isnan(r.real[zero_or_inf]).all() and np.isnan(r.imag[zero_or_inf]).all() and r[4] == 1
+
+
+def test_complex_division_scales_before_squaring():
+    # |y|^2 = 1e-600 underflows; scaled by 1e-300 first the quotient is exact, as TF's
+    got = tf.math.divide(tf.constant([2 + 3j]), tf.constant([1e-300 + 0j])).numpy()
+    assert got[0] == complex(2 / 1e-300, 3 / 1e-300)   # (x / 1) / m per part
+
+
+def test_complex_division_agrees_with_exact_quotients():
+    rng = np.random.default_rng(370142)
+    x = rng.standard_normal(64) + 1j * rng.standard_normal(64)
+    y = rng.standard_normal(64) + 1j * rng.standard_normal(64)
+    got = tf.math.divide(tf.constant(x), tf.constant(y)).numpy()
+    want = x * np.conj(y) / (y.real ** 2 + y.imag ** 2)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    np.testing.assert_allclose(tf.math.divide_no_nan(tf.constant(x), tf.constant(np.r_[y[:63], 0])).numpy(),
+                               np.r_[want[:63], 0], rtol=1e-14)

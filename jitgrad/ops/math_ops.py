@@ -254,7 +254,26 @@ _binary_op("Mul", np.multiply,
 _binary_op("MulNoNan", _mul_no_nan,
            lambda op, g: _binary_grads(op, mul_no_nan(g, op.inputs[1]), mul_no_nan(op.inputs[0], g)),
            FLOATS + COMPLEX)
-_binary_op("RealDiv", np.divide,
+def _divide(x, y):
+    """x / y; a complex one as TF 2.21's kernels (Eigen's pdiv for complex packets): y scaled
+    by m = max(|re y|, |im y|), x * conj(y / m) / |y / m|^2 / m. Numpy's Smith division gives
+    1 / 0 = inf + nan j and 1 / inf = 0 where TF gives nan + nan j (fuzz seed 370142)."""
+    if np.result_type(x, y).kind != "c":
+        return np.divide(x, y)
+    dtype = np.result_type(x, y)
+    x, y = np.asarray(x, dtype), np.asarray(y, dtype)
+    with np.errstate(all="ignore"):
+        m = np.maximum(np.abs(y.real), np.abs(y.imag))
+        yr, yi = y.real / m, y.imag / m
+        d = yr * yr + yi * yi
+        re = (x.real * yr + x.imag * yi) / d / m
+        im = (x.imag * yr - x.real * yi) / d / m
+    out = np.empty(np.broadcast(re, im).shape, dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+_binary_op("RealDiv", _divide,
            lambda op, g: _binary_grads(op, realdiv(g, _conj(op.inputs[1])),
                                        multiply(g, realdiv(realdiv(negative(_conj(op.inputs[0])),
                                                                    _conj(op.inputs[1])), _conj(op.inputs[1])))),
@@ -264,7 +283,7 @@ _binary_op("RealDiv", np.divide,
 def _div_no_nan(x, y):
     """TF's DivNoNan kernel: y == 0 ? 0 : x / y (+0, even where x is inf or NaN)."""
     with np.errstate(all="ignore"):
-        return np.where(y == 0, np.zeros((), x.dtype), x / y).astype(np.result_type(x, y), copy=False)
+        return np.where(y == 0, np.zeros((), x.dtype), _divide(x, y)).astype(np.result_type(x, y), copy=False)
 
 
 def _div_no_nan_grad(op, g):
@@ -417,7 +436,7 @@ def _reciprocal_gradient(op, g):
 
 
 _unary_op("Rsqrt", lambda x: 1 / np.sqrt(x), _rsqrt_gradient, FLOATS + COMPLEX, cost=4)
-_unary_op("Reciprocal", lambda x: 1 / x, _reciprocal_gradient, FLOATS + COMPLEX, cost=4)
+_unary_op("Reciprocal", lambda x: _divide(np.ones((), x.dtype), x), _reciprocal_gradient, FLOATS + COMPLEX, cost=4)
 _unary_op("Exp", np.exp, lambda op, g: [multiply(g, _conj(op.outputs[0]))], FLOATS + COMPLEX, cost=12)
 _unary_op("Expm1", np.expm1, lambda op, g: [multiply(g, exp(_conj(op.inputs[0])))], FLOATS + COMPLEX, cost=12,
           denormals="pass_input")   # (TF and compiled code: expm1(x) is x for a denormal x)
