@@ -17,7 +17,7 @@ import ctypes
 
 import numpy as np
 
-from . import native_builtins
+from . import native_builtins, native_once
 
 # byte offsets in PyArrayObject_fields (numpy 1.x and 2.x): data, nd, dimensions, descr, flags
 OFFSETS = {"data": 16, "nd": 24, "dimensions": 32, "descr": 56, "flags": 64}
@@ -142,7 +142,7 @@ def _build():
     return {np.dtype(np.float32): f32, np.dtype(np.float64): f64}
 
 
-_once = native_builtins.Once(_build, "flush-denormals: no native denormal scan; numpy tests")
+_once = native_once.Once(_build, "flush-denormals: no native denormal scan; numpy tests")
 
 
 def get():

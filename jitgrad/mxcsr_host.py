@@ -21,7 +21,7 @@ Three tiny functions compiled from the LLVM IR below, made Python builtins
 ``get()`` returns ``(flush_on, restore, read)``, or None where it cannot work (not
 x86-64 CPython, or building failed): the caller then flushes explicitly.
 """
-from . import native_builtins
+from . import native_builtins, native_once
 
 FTZ = 1 << 15
 DAZ = 1 << 6
@@ -111,7 +111,7 @@ def _build():
         ("jitgrad_mxcsr_read", native_builtins.METH_NOARGS, "This thread's MXCSR, unchanged.", None)])
 
 
-_once = native_builtins.Once(_build, "flush-denormals: no native MXCSR scope; flushing explicitly")
+_once = native_once.Once(_build, "flush-denormals: no native MXCSR scope; flushing explicitly")
 
 
 def get():

@@ -8,15 +8,9 @@ code is the same in every process and kept in the disk cache as the thread pool'
 (codegen/target.baseline_object_code): a warm process loads no LLVM for it.
 """
 import ctypes
-import logging
-import platform
-import sys
-import threading
 
 from .cache.native import load as load_native
 from .codegen.target import baseline_object_code
-
-log = logging.getLogger("jitgrad")
 
 METH_O = 0x0008
 METH_NOARGS = 0x0004
@@ -39,27 +33,3 @@ def build(kind, ir_text, specs):
     defs = [_MethodDef(sym.encode(), code.address(sym), flags, doc.encode()) for sym, flags, doc, _ in specs]
     _keep.extend([code, defs, [s[3] for s in specs]])
     return tuple(new(ctypes.addressof(d), s[3], None) for d, s in zip(defs, specs))
-
-
-class Once:
-    """``build()``'s builtins, built on the first ``get()`` and kept for the process; None
-    where they cannot work (not x86-64 CPython, or building failed: logged at debug level
-    as ``"<what> (<error>)"``), so the caller takes its numpy path."""
-
-    def __init__(self, build, what):
-        self._build, self._what = build, what
-        self._lock = threading.Lock()
-        self._built = []     # [result or None] once built
-
-    def get(self):
-        if not self._built:
-            with self._lock:
-                if not self._built:
-                    fns = None
-                    if platform.machine() in ("x86_64", "AMD64") and sys.implementation.name == "cpython":
-                        try:
-                            fns = self._build()
-                        except Exception as e:     # (no LLVM target, an odd loader, another numpy layout)
-                            log.debug("%s (%s)", self._what, e)
-                    self._built.append(fns)
-        return self._built[0]

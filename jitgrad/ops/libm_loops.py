@@ -9,12 +9,10 @@ SSE2 baseline and kept in the disk cache, as the thread pool's code is: codegen/
 baseline_object_code); where that cannot be built, the same functions through ctypes, one
 element at a time (slow, the same numbers)."""
 import ctypes
-import logging
-import threading
 
 import numpy as np
 
-log = logging.getLogger("jitgrad")
+from ..native_once import Once
 
 # One loop per libm function: y[i] = f(x[i]) (f(x[i], z[i]) for binary ones); the
 # sincos loops store both results.
@@ -58,27 +56,20 @@ def _ir():
     return "\n".join(parts)
 
 
-_lock = threading.Lock()
-_loops = {}          # "native": {name: ctypes function} or None when it cannot be built
+def _build_loops():
+    """{name: ctypes function} of the compiled loops (the code object kept alive with them)."""
+    from ..cache.native import load as load_native
+    from ..codegen.target import baseline_object_code
+    code = load_native(baseline_object_code("libm-loops", _ir()))
+    vp, n = ctypes.c_void_p, ctypes.c_int64
+    fns = {"code": code}
+    for name in (*_UNARY, *_BINARY, *_SINCOS):
+        fns[name] = ctypes.CFUNCTYPE(None, vp, vp, vp, vp, n)(code.address("jitgrad_loop_" + name))
+    return fns
 
 
-def _native():
-    with _lock:
-        if "native" not in _loops:
-            fns = None
-            try:
-                from ..cache.native import load as load_native
-                from ..codegen.target import baseline_object_code
-                code = load_native(baseline_object_code("libm-loops", _ir()))
-                vp, n = ctypes.c_void_p, ctypes.c_int64
-                fns = {"code": code}   # (kept alive with the functions)
-                for name in (*_UNARY, *_BINARY, *_SINCOS):
-                    fns[name] = ctypes.CFUNCTYPE(None, vp, vp, vp, vp, n)(code.address("jitgrad_loop_" + name))
-            except Exception as e:     # (no LLVM target, an odd loader): ctypes, element by element
-                log.debug("libm loops (%s)", e)
-                fns = None
-            _loops["native"] = fns
-        return _loops["native"]
+# None where they cannot be built: ctypes, element by element
+_native = Once(_build_loops, "libm loops").get
 
 
 def _libm():

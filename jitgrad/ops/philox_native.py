@@ -7,12 +7,10 @@
 A few lines of LLVM IR (the ten rounds unrolled), compiled for the SSE2 baseline and kept
 in the disk cache as the libm loops are (ops/libm_loops.py)."""
 import ctypes
-import logging
-import threading
 
 import numpy as np
 
-log = logging.getLogger("jitgrad")
+from ..native_once import Once
 
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
@@ -81,25 +79,17 @@ done:
 """
 
 
-_lock = threading.Lock()
-_built = []          # [(code, function)] or [None]
+def _build_blocks():
+    """(code, ctypes function) of the compiled Philox loop."""
+    from ..cache.native import load as load_native
+    from ..codegen.target import baseline_object_code
+    code = load_native(baseline_object_code("philox-blocks", _ir()))
+    u64, vp = ctypes.c_uint64, ctypes.c_void_p
+    return code, ctypes.CFUNCTYPE(None, u64, u64, u64, vp, vp, ctypes.c_int64)(code.address("jitgrad_philox_blocks"))
 
 
-def _function():
-    with _lock:
-        if not _built:
-            fn = None
-            try:
-                from ..cache.native import load as load_native
-                from ..codegen.target import baseline_object_code
-                code = load_native(baseline_object_code("philox-blocks", _ir()))
-                u64, vp = ctypes.c_uint64, ctypes.c_void_p
-                fn = (code, ctypes.CFUNCTYPE(None, u64, u64, u64, vp, vp, ctypes.c_int64)(
-                    code.address("jitgrad_philox_blocks")))
-            except Exception as e:     # (no LLVM target, an odd loader): numpy's rounds
-                log.debug("philox blocks (%s)", e)
-            _built.append(fn)
-        return _built[0]
+# None where it cannot be built: numpy's rounds
+_function = Once(_build_blocks, "philox blocks").get
 
 
 def blocks(key, counter, offsets):
