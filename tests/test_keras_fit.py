@@ -24,7 +24,7 @@ def _data(n=64, d=5, classes=3, seed=0):
 
 
 def _model():
-    tf.random.set_seed(7)
+    keras.utils.set_random_seed(7)
     return keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
 
 

@@ -35,7 +35,7 @@ def test_dense_forward_names_and_weights():
 
 
 def test_glorot_uniform_default_bounds_and_seeding():
-    tf.random.set_seed(3)
+    keras.utils.set_random_seed(3)      # Keras 3 seeds initializers from Python's random
     a = keras.layers.Dense(300)
     a(np.zeros((1, 200), np.float32))
     k = a.kernel.numpy()
@@ -43,7 +43,7 @@ def test_glorot_uniform_default_bounds_and_seeding():
     assert np.all(np.abs(k) <= limit) and np.all(a.bias.numpy() == 0)
     # uniform on [-limit, limit]: variance limit^2 / 3 (60000 draws: within 3%)
     assert abs(k.var() / (limit ** 2 / 3) - 1) < 0.03 and abs(k.mean()) < 0.01 * limit
-    tf.random.set_seed(3)
+    keras.utils.set_random_seed(3)
     b = keras.layers.Dense(300)
     b(np.zeros((1, 200), np.float32))
     np.testing.assert_array_equal(b.kernel.numpy(), k)          # same seed, same weights

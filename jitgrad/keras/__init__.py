@@ -7,6 +7,7 @@ import types as _types
 from .. import optimizers  # noqa: F401
 
 from . import activations, callbacks, constraints, initializers, layers, losses, metrics, regularizers, utils  # noqa: F401
+from . import seed_generator
 from .functional import Input, KerasTensor  # noqa: F401
 from .layers import Layer  # noqa: F401
 from .names import clear_session
@@ -27,7 +28,10 @@ utils.register_keras_serializable = _serialization.register_keras_serializable
 utils.custom_object_scope = _serialization.custom_object_scope
 utils.serialize_keras_object = _serialization.serialize_keras_object
 utils.deserialize_keras_object = _serialization.deserialize_keras_object
+random = _types.ModuleType("jitgrad.keras.random")
+random.SeedGenerator, random.uniform, random.normal, random.truncated_normal = (
+    seed_generator.SeedGenerator, seed_generator.uniform, seed_generator.normal, seed_generator.truncated_normal)
 backend = _types.ModuleType("jitgrad.keras.backend")
 backend.clear_session = clear_session
 __all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",
-           "initializers", "callbacks", "backend", "regularizers", "constraints"]
+           "initializers", "callbacks", "backend", "regularizers", "constraints", "random"]

@@ -8,9 +8,11 @@ import numpy as np
 from .. import context
 from ..ops import array_ops, einsum, linalg_ops, math_ops, nn_ops, reduction_ops
 from .activation_layers import Softmax
+from . import initializers
 from .base_layer import Layer
 from .einsum_dense import EinsumDense
 from .masking import get_keras_mask, set_keras_mask
+from .seed_generator import consume_default_seed
 
 
 # keras.src.backend.tensorflow.nn._get_large_negative
@@ -49,7 +51,8 @@ class MultiHeadAttention(Layer):
         self.dropout, self.use_bias, self.seed = dropout, use_bias, seed
         self.output_shape_arg = (output_shape,) if isinstance(output_shape, int) else \
             tuple(output_shape) if output_shape else None
-        self.kernel_initializer, self.bias_initializer = kernel_initializer, bias_initializer
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
         self._softmax = Softmax(axis=-1)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
@@ -61,14 +64,17 @@ class MultiHeadAttention(Layer):
                              f"value_shape={value_shape} and key_shape={key_shape}")
         if any(len(s) != 3 for s in (query_shape, value_shape, key_shape)):
             raise NotImplementedError("jitgrad's MultiHeadAttention takes rank-3 query, key and value.")
-        common = dict(kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer)
-        heads = lambda dim, name: EinsumDense("abc,cde->abde", (None, self.num_heads, dim),  # noqa: E731
-                                               bias_axes="de" if self.use_bias else None, name=name, **common)
+        def heads(dim, name):
+            return EinsumDense("abc,cde->abde", (None, self.num_heads, dim), bias_axes="de" if self.use_bias else None,
+                               name=name, **self._sublayer_initializers())
         self.query_dense = heads(self.key_dim, "query")
         self.key_dense = heads(self.key_dim, "key")
         self.value_dense = heads(self.value_dim, "value")
+        if self.dropout > 0:
+            consume_default_seed(self.seed)     # Keras 3's Dropout sublayer, made here
         self.output_dense = EinsumDense("abcd,cde->abe", (None,) + (self.output_shape_arg or (query_shape[-1],)),
-                                        bias_axes="e" if self.use_bias else None, name="attention_output", **common)
+                                        bias_axes="e" if self.use_bias else None, name="attention_output",
+                                        **self._sublayer_initializers())
         head_shape = tuple(query_shape[:2]) + (self.num_heads, self.value_dim)
         with self._build_scope():
             for layer, shape in ((self.query_dense, query_shape), (self.key_dense, key_shape),
@@ -76,6 +82,10 @@ class MultiHeadAttention(Layer):
                 with context.name_scope(layer.name):
                     layer.build(shape)
         self.built = True
+
+    def _sublayer_initializers(self):
+        return dict(kernel_initializer=initializers.clone(self.kernel_initializer),
+                    bias_initializer=initializers.clone(self.bias_initializer))
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         return tuple(query_shape[:-1]) + (self.output_shape_arg or (query_shape[-1],))
@@ -148,6 +158,8 @@ class Attention(Layer):
             raise ValueError(f"Invalid value for argument score_mode. Expected one of {{'dot', 'concat'}}. "
                              f"Received: score_mode={score_mode}")
         self.use_scale, self.score_mode, self.dropout, self.seed = use_scale, score_mode, dropout, seed
+        if dropout > 0:
+            consume_default_seed(seed)
 
     def build(self, input_shape):
         self._validate_inputs(input_shape)

@@ -36,8 +36,8 @@ class EinsumDense(Layer):
         in_spec, w_spec, out_spec = self._specs
         size = {c: d for c, d in zip(out_spec, self.compute_output_shape(input_shape))}
         size.update({c: input_shape[i] for i, c in enumerate(in_spec)})
-        self.kernel = self.add_weight(shape=tuple(size[c] for c in w_spec), initializer=self.kernel_initializer,
-                                      name="kernel")
+        self.kernel = self.add_weight(shape=tuple(size[c] for c in w_spec), name="kernel",
+                                      initializer=self._kernel_initializer_with_fans(w_spec, out_spec))
         self.bias = None
         if self.bias_axes is not None:
             for c in self.bias_axes:
@@ -48,6 +48,18 @@ class EinsumDense(Layer):
             shape = tuple(size[c] if c in self.bias_axes else 1 for c in out_spec[first:])
             self.bias = self.add_weight(shape=shape, initializer=self.bias_initializer, name="bias")
         self.built = True
+
+    def _kernel_initializer_with_fans(self, w_spec, out_spec):
+        """Keras 3 scales a VarianceScaling kernel by the kernel's input and output letters
+        (a letter the output has is an output unit), not by a conv kernel's fans."""
+        init = self.kernel_initializer
+        if not isinstance(init, initializers.VarianceScaling) or (
+                init.input_axes is not None and init.output_axes is not None):
+            return init
+        output_axes = [i for i, c in enumerate(w_spec) if c in out_spec]
+        input_axes = [i for i, c in enumerate(w_spec) if c not in out_spec]
+        config = dict(init.get_config(), seed=init.seed, input_axes=input_axes, output_axes=output_axes)
+        return type(init).from_config(config)
 
     def call(self, inputs):
         x = einsum.einsum(self.equation, inputs, self.kernel)

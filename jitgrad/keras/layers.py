@@ -10,6 +10,7 @@ from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
+from .seed_generator import consume_default_seed
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from .attention import Attention, MultiHeadAttention  # noqa: F401
@@ -100,6 +101,8 @@ class Dropout(Layer):
             raise ValueError(f"Invalid value received for argument `rate`. Expected a float value between 0 "
                              f"and 1. Received: rate={rate}")
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
+        if rate > 0:
+            consume_default_seed(seed)
 
     def call(self, inputs, training=False):
         if training and self.rate >= 1:

@@ -7,12 +7,14 @@ from .. import context, functional_ops, nest
 from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import Layer
+from .seed_generator import consume_default_seed
 
 
 class _Cell(Layer):
     """A cell's weights: kernel (input_dim, gates * units), recurrent_kernel (units, gates * units),
     bias; dropout masks made once per sequence and reused at every step, as in Keras 3."""
     gates, state_count = 1, 1
+    _seed_before_initializers = False    # Keras 3's cells make their SeedGenerator first or last
 
     def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
                  recurrent_initializer="orthogonal", bias_initializer="zeros", kernel_regularizer=None,
@@ -28,9 +30,13 @@ class _Cell(Layer):
                              f"{units}.")
         self.units, self.use_bias, self.seed = units, use_bias, seed
         self.activation = activations.get(activation)
+        if self._seed_before_initializers:
+            consume_default_seed(seed)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        if not self._seed_before_initializers:
+            consume_default_seed(seed)
         self.dropout = min(1.0, max(0.0, dropout))
         self.recurrent_dropout = min(1.0, max(0.0, recurrent_dropout))
 
@@ -66,6 +72,7 @@ class _Cell(Layer):
 
 
 class SimpleRNNCell(_Cell):
+    _seed_before_initializers = True
     def step(self, x, states, masks):
         h_prev = states[0]
         if masks[0] is not None:

@@ -4,6 +4,7 @@ import random
 import numpy as np
 
 from ..ops import random_ops
+from .seed_generator import reset_global_seed_generator
 from .callbacks import Progbar  # noqa: F401  (keras.utils.Progbar)
 
 
@@ -33,6 +34,7 @@ def set_random_seed(seed):
     """Seeds Python's ``random``, numpy's global generator and jitgrad's ``tf.random``."""
     if not isinstance(seed, int):
         raise ValueError(f"Expected `seed` argument to be an integer. Received: seed={seed} (of type {type(seed)})")
+    reset_global_seed_generator()
     random.seed(seed)
     np.random.seed(seed)
     random_ops.set_seed(seed)
