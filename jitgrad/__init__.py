@@ -532,3 +532,5 @@ signal = _module("signal", **{_name: getattr(_fft, _name) for _name in _fft.__al
 v1.signal = signal
 v1.spectral = _module("compat.v1.spectral", **{_name: getattr(_fft, _name) for _name in _fft.__all__
                                                if "shift" not in _name})
+from .ops import signal_composites as _signal_composites  # noqa: E402
+signal.__dict__.update({_name: getattr(_signal_composites, _name) for _name in _signal_composites.__all__})

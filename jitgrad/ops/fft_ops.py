@@ -17,6 +17,7 @@ from .. import dtypes
 from ..convert import convert_to_tensor
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
+from ..graph import Tensor
 from ._infer import COMPLEX
 from .array_ops import get_static_value, matrix_transpose, pad, slice_
 from .complex_ops import real
@@ -103,11 +104,21 @@ for _rank in (1, 2, 3):
                  lowering="interpreter")
 
 
+def _as_complex_input(value):
+    """TF's conversion for the complex ops' input: a complex value keeps its dtype (Python
+    complex numbers: complex128), a Python or numpy real value becomes complex64; a real
+    tensor stays real (and the op raises its dtype error)."""
+    x = convert_to_tensor(value)
+    if x.dtype in COMPLEX or isinstance(value, (Tensor, EagerTensor)):
+        return x
+    return convert_to_tensor(value, preferred_dtype=dtypes.complex64)
+
+
 def _complex_transform(rank, inverse):
     op_name = _op_name("IFFT" if inverse else "FFT", rank)
 
     def transform(input, name=None):  # noqa: A002
-        x = convert_to_tensor(input, preferred_dtype=dtypes.complex64)
+        x = _as_complex_input(input)
         return apply_op(op_name, [x], {}, name=name or op_name)
     transform.__name__ = op_name.lower()
     transform.__doc__ = (f"``tf.signal.{op_name.lower()}``: the {'inverse ' if inverse else ''}discrete "
