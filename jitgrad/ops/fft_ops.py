@@ -133,8 +133,8 @@ fft3d, ifft3d = _complex_transform(3, False), _complex_transform(3, True)
 
 # -------------------------------------------------------------------------- real <-> half spectrum
 def _spectrum_dims(n):
-    """The inner dims of RFFT's output for fft_length n (TF: an empty input gives empty)."""
-    return tuple(n[:-1]) + (n[-1] // 2 + 1,)
+    """The inner dims of RFFT's output for fft_length n (TF's: none for a zero length)."""
+    return tuple(n[:-1]) + (n[-1] // 2 + 1 if n[-1] else 0,)
 
 
 def _real_infer(op_name, rank, inverse):
@@ -149,10 +149,7 @@ def _real_infer(op_name, rank, inverse):
         out_dt = _TO_REAL[dts[0]] if inverse else _TO_COMPLEX[dts[0]]
         if s is None:
             return [(None, out_dt)]
-        empty = any(d == 0 for d in s)
         inner = tuple(n) if inverse else _spectrum_dims(n)
-        if empty:    # TF: skips the padding, the kernel gives an empty result of the input's shape
-            inner = tuple(s[-rank:])
         return [(tuple(s[:-rank]) + inner, out_dt)]
     return infer
 
@@ -162,10 +159,8 @@ def _real_kernel(rank, inverse):
         n = attrs["fft_length"]
         out_dt = np.dtype(_TO_REAL[dtypes.as_dtype(x.dtype)].as_numpy_dtype if inverse
                           else _TO_COMPLEX[dtypes.as_dtype(x.dtype)].as_numpy_dtype)
-        if x.size == 0:
-            return np.zeros(x.shape, out_dt)
         shape = x.shape[:-rank] + (tuple(n) if inverse else _spectrum_dims(n))
-        if 0 in shape:
+        if x.size == 0 or 0 in shape:
             return np.zeros(shape, out_dt)
         axes = _axes(x.ndim, rank)
         if inverse:
