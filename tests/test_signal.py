@@ -467,3 +467,20 @@ def test_mdct_round_trip():
     for norm in (None, "ortho"):
         rebuilt = tf.signal.inverse_mdct(tf.signal.mdct(x, 16, norm=norm), norm=norm).numpy()
         np.testing.assert_allclose(rebuilt[:, 8:-8], x[:, 8:56], atol=1e-12)
+
+
+def test_complex_transform_gradients_with_unknown_shapes():
+    """N of the fft gradients is computed when the function runs if the traced shape has
+    None dims (TF's _fft_size_for_grad): the gradient of sum real(ifft(x) * fft2d(x))."""
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.complex128)])
+    def grad(x):
+        with tf.GradientTape() as g:
+            g.watch(x)
+            y = tf.reduce_sum(tf.math.real(tf.signal.ifft(x) * tf.signal.fft2d(x)))
+        return g.gradient(y, x)
+    z = RNG.normal(size=(3, 4)) + 1j * RNG.normal(size=(3, 4))
+    # L = Re sum(A z * B z) for the linear maps A (ifft of rows), B (fft2d); TF's gradient of a real
+    # loss is dL/dRe + i dL/dIm = conj(A^T (B z) + B^T (A z)), with A^T = A, B^T = B (symmetric DFTs)
+    a, b = np.fft.ifft(z), np.fft.fft2(z)
+    expected = np.conj(np.fft.ifft(b) + np.fft.fft2(a))
+    np.testing.assert_allclose(grad(tf.constant(z)).numpy(), expected, atol=1e-12)

@@ -19,10 +19,11 @@ from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX
-from .array_ops import get_static_value, matrix_transpose, pad, slice_
+from .array_ops import get_static_value, matrix_transpose, pad, shape, slice_
 from .complex_ops import real
 from .math_composites import roll
-from .math_ops import multiply
+from .math_ops import cast, multiply, reciprocal
+from .reduction_ops import reduce_prod
 from .registry import NO_GRADIENT_RULE, apply_op, register
 
 _REAL = (dtypes.float32, dtypes.float64)
@@ -54,10 +55,6 @@ def _axes(ndim, rank):
     return tuple(range(ndim - rank, ndim))
 
 
-def _empty_result(x, shape, dtype):
-    return np.zeros(shape, dtype) if x.size == 0 or 0 in shape else None
-
-
 # ----------------------------------------------------------------------- complex <-> complex
 def _complex_infer(op_name, rank):
     def infer(shapes, dts, attrs):
@@ -69,30 +66,29 @@ def _complex_infer(op_name, rank):
 
 def _complex_kernel(rank, inverse):
     def kernel(attrs, x):
-        empty = _empty_result(x, x.shape, x.dtype)
-        if empty is not None:
-            return empty
+        if x.size == 0:
+            return np.zeros(x.shape, x.dtype)
         fn = np.fft.ifftn if inverse else np.fft.fftn
         return fn(x, axes=_axes(x.ndim, rank)).astype(x.dtype, copy=False)
     return kernel
 
 
-def _fft_size(t, rank):
-    """The number of elements in t's innermost rank axes, as a Python int (static shapes)."""
+def _fft_scale(t, rank, inverse):
+    """N or (inverse) 1 / N for N elements in t's innermost rank axes, in t's dtype (TF's
+    _fft_size_for_grad and its reciprocal): a constant when they are known, else computed
+    when it runs."""
     dims = t.shape.as_list()[-rank:] if t.shape.rank is not None else [None]
-    if any(d is None for d in dims):
-        raise NotImplementedError("jitgrad's FFT gradients need the transformed axes' sizes known "
-                                  "when the graph is built.")
-    return int(np.prod(dims))
+    if all(d is not None for d in dims):
+        n = float(np.prod(dims, dtype=np.float64))
+        return convert_to_tensor(np.array(1.0 / n if inverse else n, t.dtype.as_numpy_dtype))
+    n = cast(reduce_prod(shape(t)[-rank:]), t.dtype)
+    return reciprocal(n) if inverse else n
 
 
 def _complex_grad(rank, inverse):
     """TF's _fft_grad / _ifft_grad: the adjoint transform, N * ifft and fft / N."""
     def grad(op, g):
-        n = _fft_size(g, rank)
-        other = _complex_transform(rank, not inverse)
-        scale = 1.0 / n if inverse else float(n)
-        return [multiply(other(g), convert_to_tensor(np.array(scale, g.dtype.as_numpy_dtype)))]
+        return [multiply(_complex_transform(rank, not inverse)(g), _fft_scale(g, rank, inverse))]
     return grad
 
 
