@@ -16,6 +16,7 @@ from .. import dtypes
 from ..convert import convert_to_tensor
 from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
+from ..graph import Tensor
 from .array_ops import (concat, expand_dims, gather, get_static_value, linspace, pad, reshape, reverse,
                         split, tile, transpose)
 from .complex_ops import complex as complex_, real
@@ -281,10 +282,12 @@ def linear_to_mel_weight_matrix(num_mel_bins=20, num_spectrogram_bins=129, sampl
     """``tf.signal.linear_to_mel_weight_matrix``: [num_spectrogram_bins, num_mel_bins] triangular
     filters, evenly spaced on the mel scale between the edges (TF's formulas and checks; the
     DC bin's row is zero)."""
-    if isinstance(sample_rate, EagerTensor) or hasattr(sample_rate, "op"):
-        sample_rate = _static_int(sample_rate, "sample_rate", "linear_to_mel_weight_matrix") \
-            if np.dtype(sample_rate.dtype.as_numpy_dtype).kind in "iu" else float(
-                sample_rate.numpy() if isinstance(sample_rate, EagerTensor) else get_static_value(sample_rate))
+    if isinstance(sample_rate, (EagerTensor, Tensor)):
+        value = sample_rate.numpy() if isinstance(sample_rate, EagerTensor) else get_static_value(sample_rate)
+        if value is None:
+            raise NotImplementedError("tf.signal.linear_to_mel_weight_matrix: jitgrad needs sample_rate "
+                                      "known when the graph is built.")
+        sample_rate = np.asarray(value).item()
     if num_mel_bins <= 0:
         raise ValueError("num_mel_bins must be positive. Got: %s" % num_mel_bins)
     if lower_edge_hertz < 0.0:
