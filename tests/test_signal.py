@@ -487,3 +487,15 @@ def test_complex_transform_gradients_with_unknown_shapes():
     a, b = np.fft.ifft(z), np.fft.fft2(z)
     expected = np.conj(np.fft.ifft(b) + np.fft.fft2(a))
     np.testing.assert_allclose(grad(tf.constant(z)).numpy(), expected, atol=1e-12)
+
+
+def test_half_windows_round_each_step_to_half():
+    """TF computes a float16 window in float16 (each op rounded): 2 pi, k / n and the cosine
+    each rounded to half, so hann(4)[1] is 0.4995 (as TF 2.21), not 0.5."""
+    h = np.float16
+    k = np.arange(4).astype(h)
+    expected = h(0.5) - h(0.5) * np.cos(h(2 * np.pi) * k / h(4))
+    got = tf.signal.hann_window(4, dtype=tf.float16)
+    assert got.dtype == tf.float16
+    np.testing.assert_array_equal(got.numpy(), expected)
+    assert got.numpy()[1] == h(0.4995)

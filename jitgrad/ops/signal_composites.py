@@ -133,13 +133,15 @@ def _window_dtype(dtype, what="dtype must be a floating point type. Found %s"):
 
 
 def _window(values, dt, compute):
-    """A window computed on the host in `compute` (dt's numpy type, float32 for the half types)."""
+    """A window computed on the host in numpy type `compute` as a constant of dtype dt."""
     return cast(convert_to_tensor(np.asarray(values, compute)), dt) if compute != dt.as_numpy_dtype \
         else convert_to_tensor(np.asarray(values, compute))
 
 
 def _compute_type(dt):
-    return np.float64 if dt == dtypes.float64 else np.float32
+    """The numpy type a window is computed in: its own (float16 too: numpy rounds each step to
+    half as TF's Eigen half ops do), float32 for bfloat16."""
+    return {dtypes.float64: np.float64, dtypes.float16: np.float16}.get(dt, np.float32)
 
 
 def _raised_cosine_window(fn, window_length, periodic, dtype, a, b):
