@@ -491,11 +491,11 @@ def test_complex_transform_gradients_with_unknown_shapes():
 
 def test_half_windows_round_each_step_to_half():
     """TF computes a float16 window in float16 (each op rounded): 2 pi, k / n and the cosine
-    each rounded to half, so hann(4)[1] is 0.4995 (as TF 2.21), not 0.5."""
+    each rounded to half, so hann(4)[1] is 0.5 - 2^-12 (as TF 2.21), not 0.5."""
     h = np.float16
     k = np.arange(4).astype(h)
     expected = h(0.5) - h(0.5) * np.cos(h(2 * np.pi) * k / h(4))
     got = tf.signal.hann_window(4, dtype=tf.float16)
     assert got.dtype == tf.float16
     np.testing.assert_array_equal(got.numpy(), expected)
-    assert got.numpy()[1] == h(0.4995)
+    assert got.numpy()[1] == h(0.5) - h(2.0 ** -12)
