@@ -499,3 +499,14 @@ def test_half_windows_round_each_step_to_half():
     assert got.dtype == tf.float16
     np.testing.assert_array_equal(got.numpy(), expected)
     assert got.numpy()[1] == h(0.5) - h(2.0 ** -12)
+
+
+def test_fftshift_with_sizes_unknown_when_traced():
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def shifts(x):
+        return tf.signal.fftshift(x), tf.signal.ifftshift(x, axes=[-1])
+    for shape in [(3, 5), (4, 2), (1, 7)]:
+        x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+        a, b = shifts(tf.constant(x))
+        np.testing.assert_array_equal(a.numpy(), np.fft.fftshift(x))
+        np.testing.assert_array_equal(b.numpy(), np.fft.ifftshift(x, axes=[-1]))

@@ -19,10 +19,10 @@ from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ._infer import COMPLEX
-from .array_ops import get_static_value, matrix_transpose, pad, shape, slice_
+from .array_ops import gather, get_static_value, identity, matrix_transpose, pad, shape, slice_
 from .complex_ops import real
 from .math_composites import roll
-from .math_ops import cast, multiply, reciprocal
+from .math_ops import cast, floordiv, multiply, reciprocal
 from .reduction_ops import reduce_prod
 from .registry import NO_GRADIENT_RULE, apply_op, register
 
@@ -307,40 +307,46 @@ rfft3d, irfft3d = _real_transform(3, False), _real_transform(3, True)
 
 
 # ------------------------------------------------------------------------------------ shifts
-def _shift(x, axes, sign, name):
+def _shift(x, axes, sign, name, op_name):
+    """x rolled by sign * (size // 2) along each axis in axes (all by default); sizes unknown
+    when the graph is built are read when it runs (TF: shape(x) // 2)."""
     x = convert_to_tensor(x)
     rank = x.shape.rank
     if rank is None:
-        raise NotImplementedError(f"tf.signal.{name}: jitgrad needs the input's rank known.")
+        raise NotImplementedError(f"tf.signal.{op_name}: jitgrad needs the input's rank known.")
     if axes is None:
         axes = list(range(rank))
     elif isinstance(axes, (int, np.integer)):
         axes = [int(axes)]
     else:
-        axes = [int(a) for a in np.atleast_1d(get_static_value(axes) if not isinstance(axes, (list, tuple))
-                                              else axes)]
-    dims = x.shape.as_list()
-    shifts = []
+        value = axes if isinstance(axes, (list, tuple)) else get_static_value(axes)
+        if value is None:
+            raise NotImplementedError(f"tf.signal.{op_name}: jitgrad needs axes known when the graph is built.")
+        axes = [int(a) for a in np.atleast_1d(value)]
     for a in axes:
         if not -rank <= a < rank:
             raise _shape_error(x, f"axis {a} is out of range for a tensor of rank {rank}")
-        if dims[a] is None:
-            raise NotImplementedError(f"tf.signal.{name}: jitgrad needs the shifted axes' sizes known.")
-        shifts.append(sign * (dims[a] // 2))
     if not axes:
-        return x
-    return roll(x, shifts, axes)
+        return identity(x, name=name) if name else x
+    dims = [x.shape.as_list()[a] for a in axes]
+    if all(d is not None for d in dims):
+        shifts = [sign * (d // 2) for d in dims]
+    else:
+        sizes = gather(shape(x), [a % rank for a in axes])
+        shifts = floordiv(sizes, 2) * sign
+    out = roll(x, shifts, axes)
+    return identity(out, name=name) if name else out
 
 
 def fftshift(x, axes=None, name=None):
     """``tf.signal.fftshift``: each axis in axes (default all) rolled by size // 2, moving the
     zero frequency to the centre (numpy.fft.fftshift)."""
-    return _shift(x, axes, 1, "fftshift")
+    return _shift(x, axes, 1, name, "fftshift")
 
 
 def ifftshift(x, axes=None, name=None):
     """``tf.signal.ifftshift``: fftshift's inverse, a roll by -(size // 2)."""
-    return _shift(x, axes, -1, "ifftshift")
+    return _shift(x, axes, -1, name, "ifftshift")
 
 
 __all__ = ["fft", "ifft", "fft2d", "ifft2d", "fft3d", "ifft3d", "rfft", "irfft", "rfft2d", "irfft2d",
