@@ -524,3 +524,13 @@ v1.losses = _module("compat.v1.losses", **{name: getattr(_losses_v1, name) for n
 # ---- tf.image (ops/image_ops.py)
 from .ops import image_ops as _image, image_resize as _image_resize  # noqa: E402
 image = _module("image", **{_name: getattr(_m, _name) for _m in (_image, _image_resize) for _name in _m.__all__})
+
+
+# ---- tf.signal: Fourier transforms (ops/fft_ops.py); tf.compat.v1.spectral has the transforms
+from .ops import fft_ops as _fft  # noqa: E402
+signal = _module("signal", **{_name: getattr(_fft, _name) for _name in _fft.__all__})
+v1.signal = signal
+v1.spectral = _module("compat.v1.spectral", **{_name: getattr(_fft, _name) for _name in _fft.__all__
+                                               if "shift" not in _name})
+from .ops import signal_composites as _signal_composites  # noqa: E402
+signal.__dict__.update({_name: getattr(_signal_composites, _name) for _name in _signal_composites.__all__})
