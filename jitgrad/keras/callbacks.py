@@ -1,10 +1,14 @@
-"""``tf.keras.callbacks``: Callback, History, ProgbarLogger, LambdaCallback, and
-Keras 3's Progbar (its text: ``4/4 ━━━━━━━━━━━━━━━━━━━━ 0s 3ms/step - loss: 0.6515``)."""
+"""``tf.keras.callbacks``: Callback, CallbackList, History, ProgbarLogger, LambdaCallback, and
+Keras 3's Progbar (its text: ``4/4 ━━━━━━━━━━━━━━━━━━━━ 0s 3ms/step - loss: 0.6515``); the
+training-control callbacks are in monitor_callbacks.py, checkpoint_callbacks.py and
+training_callbacks.py, imported at the end."""
 import math
 import sys
 import time
 
 import numpy as np
+
+from .. import nest
 
 
 class Progbar:
@@ -119,8 +123,16 @@ class Callback:
     def on_train_end(self, logs=None): pass            # noqa: E704
     def on_epoch_begin(self, epoch, logs=None): pass   # noqa: E704
     def on_epoch_end(self, epoch, logs=None): pass     # noqa: E704
-    def on_train_batch_begin(self, batch, logs=None): pass   # noqa: E704
-    def on_train_batch_end(self, batch, logs=None): pass     # noqa: E704
+    def on_batch_begin(self, batch, logs=None): pass   # noqa: E704
+    def on_batch_end(self, batch, logs=None): pass     # noqa: E704
+
+    # Keras 3: the train-batch hooks are the (older) batch hooks unless overridden
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
+
     def on_test_begin(self, logs=None): pass           # noqa: E704
     def on_test_end(self, logs=None): pass             # noqa: E704
     def on_test_batch_begin(self, batch, logs=None): pass    # noqa: E704
@@ -222,18 +234,88 @@ class ProgbarLogger(Callback):
         self._finalize(None)
 
 
-class CallbackList:
-    def __init__(self, callbacks, model, params):
-        self.callbacks = list(callbacks)
+def _python_logs(logs):
+    """Keras 3's pythonify_logs: a new dict, keys sorted, nested dicts flattened, values float
+    where they convert -- one dict per event, which every callback sees (so a key one adds,
+    as ReduceLROnPlateau's ``learning_rate``, reaches those after it, History included)."""
+    out = {}
+    for key, value in sorted((logs or {}).items()):
+        if isinstance(value, dict):
+            out.update(_python_logs(value))
+            continue
+        try:
+            value = float(np.asarray(value)) if hasattr(value, "numpy") else float(value)
+        except (TypeError, ValueError):
+            pass
+        out[key] = value
+    return out
+
+
+class CallbackList(Callback):
+    """Keras 3's: the callbacks in order, then a History (``add_history``) and a ProgbarLogger
+    (``add_progbar``) unless one is in the list already; each event goes to each in order."""
+
+    def __init__(self, callbacks=None, add_history=False, add_progbar=False, model=None, **params):
+        super().__init__()
+        self.callbacks = list(nest.flatten(callbacks)) if callbacks else []
+        self._history = next((cb for cb in self.callbacks if isinstance(cb, History)), None)
+        self._progbar = next((cb for cb in self.callbacks if isinstance(cb, ProgbarLogger)), None)
+        if self._history is None and add_history:
+            self._history = History()
+            self.callbacks.append(self._history)
+        if self._progbar is None and add_progbar:
+            self._progbar = ProgbarLogger()
+            self.callbacks.append(self._progbar)
+        self.set_model(model)
+        self.set_params(params)
+
+    def set_model(self, model):
+        if not model:
+            return
+        super().set_model(model)
+        if self._history:
+            model.history = self._history
         for cb in self.callbacks:
             cb.set_model(model)
-            cb.set_params(params)
 
-    def __getattr__(self, name):
-        if not name.startswith("on_"):
-            raise AttributeError(name)
-
-        def call(*args, **kwargs):
+    def set_params(self, params):
+        self.params = params
+        if params:
             for cb in self.callbacks:
-                getattr(cb, name)(*args, **kwargs)
-        return call
+                cb.set_params(params)
+
+
+
+def _dispatch(event):
+    """CallbackList's ``event``: the logs made Python's once, then each callback's hook, as Keras 3
+    calls it (batch hooks take the logs by keyword, the others by position)."""
+    if "batch" in event:
+        def call(self, batch, logs=None):
+            logs = _python_logs(logs)
+            for cb in self.callbacks:
+                getattr(cb, event)(batch, logs=logs)
+    elif "epoch" in event:
+        def call(self, epoch, logs=None):
+            logs = _python_logs(logs)
+            for cb in self.callbacks:
+                getattr(cb, event)(epoch, logs)
+    else:
+        def call(self, logs=None):
+            logs = _python_logs(logs)
+            for cb in self.callbacks:
+                getattr(cb, event)(logs)
+    call.__name__ = event
+    return call
+
+
+for _event in ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_batch_begin", "on_batch_end",
+               "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end", "on_test_batch_begin",
+               "on_test_batch_end", "on_predict_begin", "on_predict_end", "on_predict_batch_begin",
+               "on_predict_batch_end"):
+    setattr(CallbackList, _event, _dispatch(_event))
+
+
+# (at the end: these modules build on Callback above)
+from .monitor_callbacks import EarlyStopping, MonitorCallback, ReduceLROnPlateau  # noqa: E402,F401
+from .training_callbacks import CSVLogger, LearningRateScheduler, TerminateOnNaN  # noqa: E402,F401
+from .checkpoint_callbacks import BackupAndRestore, ModelCheckpoint  # noqa: E402,F401

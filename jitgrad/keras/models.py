@@ -69,6 +69,9 @@ class Model(Layer):
         self.compiled = False
         self.run_eagerly = False
         self._train_fn = self._test_fn = self._predict_fn = None
+        self._initial_epoch = None
+        self.stop_training = False
+        self.history = None
 
     # ---------------------------------------------------------------- calling
     def call(self, inputs, training=None):
@@ -327,14 +330,14 @@ class Model(Layer):
                                  "tf.data.Dataset.")
             data, validation_data = data.split(validation_split)
         self._ensure_built(*data.first())
-        history = callbacks_module.History()
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else []) + [history]
-        params = {"verbose": verbose, "epochs": epochs, "steps": data.steps}
-        cb = callbacks_module.CallbackList(cbs, self, params)
+        cb = _callback_list(callbacks, self, add_history=True, add_progbar=verbose != 0, verbose=verbose,
+                            epochs=epochs, steps=data.steps)
         train = self.make_train_function()
         self.stop_training = False
         cb.on_train_begin()
-        logs = {}
+        logs, training_logs = {}, None
+        # BackupAndRestore sets _initial_epoch in on_train_begin: training resumes where it stopped
+        initial_epoch = self._initial_epoch or initial_epoch
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
             cb.on_epoch_begin(epoch)
@@ -342,28 +345,29 @@ class Model(Layer):
                 cb.on_train_batch_begin(step)
                 logs = _python_logs(train(bx, by, bw))
                 cb.on_train_batch_end(step, logs)
+                if self.stop_training:       # (TerminateOnNaN stops within the epoch)
+                    break
             epoch_logs = dict(logs)
             if validation_data is not None and (epoch + 1) % validation_freq == 0:
                 vx, vy, vw = _validation_args(validation_data)
                 val = self.evaluate(vx, vy, sample_weight=vw, batch_size=validation_batch_size or
                                     (batch_size if isinstance(data, ArrayBatches) else None), verbose=0,
-                                    return_dict=True, _in_fit=True)
+                                    callbacks=cb, return_dict=True)
                 epoch_logs.update({"val_" + k: v for k, v in val.items()})
             cb.on_epoch_end(epoch, epoch_logs)
+            training_logs = epoch_logs
             if self.stop_training:
                 break
-        cb.on_train_end(logs)
-        history.model = self
-        history.params = params
-        return history
+        cb.on_train_end(training_logs)
+        self._initial_epoch = None
+        return self.history
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
-                 callbacks=None, return_dict=False, _in_fit=False):
+                 callbacks=None, return_dict=False):
         self._check_compiled()
         data = _batches(x, y, batch_size, sample_weight=sample_weight)
         self._ensure_built(*data.first())
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
+        cb = _callback_list(callbacks, self, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=data.steps)
         test = self.make_test_function()
         self.reset_metrics()
         cb.on_test_begin()
@@ -381,8 +385,7 @@ class Model(Layer):
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         data = _batches(x, None, batch_size)
         self._ensure_built(data.first()[0])
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
+        cb = _callback_list(callbacks, self, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=data.steps)
         pred = self.make_predict_function()
         outs = []
         cb.on_predict_begin()
@@ -425,6 +428,14 @@ class Model(Layer):
         x = _as_array(x)
         self._ensure_built(_take(x, slice(0, 1)))
         return nest.map_structure(np.asarray, self.make_predict_function()(x))
+
+
+def _callback_list(callbacks, model, **kwargs):
+    """fit's CallbackList also serves its validation evaluate (Keras 3: the callbacks see
+    on_test_* there too); a list is wrapped."""
+    if isinstance(callbacks, callbacks_module.CallbackList):
+        return callbacks
+    return callbacks_module.CallbackList(callbacks, model=model, **kwargs)
 
 
 def _validation_args(validation_data):
