@@ -85,20 +85,19 @@ class Model(Layer):
 
     def save_weights(self, filepath, overwrite=True, max_shard_size=None):
         """Keras 3's file name rule (``*.weights.h5``); the content is jitgrad's (numpy's .npz of
-        ``get_weights()``, in that order), which ``load_weights`` reads -- not HDF5."""
+        ``get_weights()``, in that order, and the optimizer's state), which ``load_weights`` reads
+        -- not HDF5."""
         filepath = os.fspath(filepath)
         if not filepath.endswith(".weights.h5"):
             raise ValueError(f"The filename must end in `.weights.h5`. Received: filepath={filepath}")
-        with open(filepath, "wb") as f:
-            np.savez(f, *self.get_weights())
+        saving.save_weights(self, filepath)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         filepath = os.fspath(filepath)
         if not filepath.endswith(".weights.h5"):
             raise ValueError(f"File format not supported: filepath={filepath}. jitgrad's Keras loads weights from "
                              "`.weights.h5` files written by its save_weights.")
-        with np.load(filepath, allow_pickle=False) as data:
-            self.set_weights([data[f"arr_{i}"] for i in range(len(data.files))])
+        saving.load_weights(self, filepath)
 
     # ---------------------------------------------------------------- config, saving
     def get_config(self):
