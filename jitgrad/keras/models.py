@@ -391,7 +391,7 @@ class Model(Layer):
         for step, (bx, _, _) in enumerate(data.epoch()):
             cb.on_predict_batch_begin(step)
             outs.append(nest.map_structure(lambda t: np.asarray(t), pred(bx)))
-            cb.on_predict_batch_end(step)
+            cb.on_predict_batch_end(step, {"outputs": outs[-1]})
         cb.on_predict_end()
         return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
 

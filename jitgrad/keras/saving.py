@@ -126,7 +126,8 @@ def save_weights(model, filepath):
 
 def load_weights(model, filepath):
     """``Model.load_weights``: the weights, and the optimizer's state where the file has it and
-    the model's optimizer is built with as many variables (Keras 3 warns and skips otherwise)."""
+    the model's optimizer has as many variables (an unbuilt one: its step and rate; Keras 3 warns
+    and skips otherwise)."""
     with np.load(filepath, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
     model.set_weights([arrays[f"arr_{i}"] for i in range(sum(k.startswith("arr_") for k in arrays))])
@@ -136,7 +137,7 @@ def load_weights(model, filepath):
         return
     built = optimizer._built_variables is not None
     has = (len(_ordered_optimizer_variables(model)) if built else 1) + (not callable(optimizer._learning_rate))
-    if not built or has != saved:
+    if has != saved:
         warnings.warn(f"Skipping variable loading for optimizer '{optimizer.name}', because it has {has} variables "
                       f"whereas the saved optimizer has {saved} variables. ", stacklevel=3)
         return
