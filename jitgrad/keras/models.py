@@ -69,9 +69,7 @@ class Model(Layer):
         self.compiled = False
         self.run_eagerly = False
         self._train_fn = self._test_fn = self._predict_fn = None
-        self._initial_epoch = None
-        self.stop_training = False
-        self.history = None
+        self._initial_epoch = None      # (BackupAndRestore's epoch to resume at)
 
     # ---------------------------------------------------------------- calling
     def call(self, inputs, training=None):
