@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from .callbacks import Callback
+from .base_callbacks import Callback
 from .monitor_callbacks import MonitorCallback
 
 

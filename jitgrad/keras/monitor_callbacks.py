@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from .callbacks import Callback
+from .base_callbacks import Callback
 
 
 class MonitorCallback(Callback):

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .callbacks import Callback
+from .base_callbacks import Callback
 from .monitor_callbacks import current_learning_rate
 
 
