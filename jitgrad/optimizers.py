@@ -303,8 +303,14 @@ class KerasOptimizer(RecordsInitArguments):
             return lr(self.iterations)
         if callable(lr):
             return lr()
+        return self._rate_variable()
+
+    def _rate_variable(self):
         if self._learning_rate_variable is None:
-            self._learning_rate_variable = _new_variable(lambda: float(lr), "learning_rate", dtype=dtypes.float32)
+            lr = self._learning_rate
+            # a tf.Variable given is read as it is (Keras 3 refuses one; jitgrad kept reading it)
+            self._learning_rate_variable = lr if isinstance(lr, Variable) else _new_variable(
+                lambda: float(lr), "learning_rate", dtype=dtypes.float32)
         return self._learning_rate_variable
 
     @learning_rate.setter
@@ -339,7 +345,8 @@ class KerasOptimizer(RecordsInitArguments):
         """Keras 3's ``optimizer.build``: creates the step counter, the learning-rate variable
         and the slots of each variable now, so that a traced train step does not create variables."""
         self.iterations  # noqa: B018 (created on first access)
-        self.learning_rate  # noqa: B018 (likewise)
+        if not callable(self._learning_rate):       # (a schedule or callable has no variable)
+            self._rate_variable()
         self._built_variables = list(var_list)
         for var in var_list:
             for name in self._slot_names:

@@ -84,6 +84,13 @@ def test_learning_rate_is_a_float32_variable_and_a_schedule_is_not_settable():
     assert float(opt.learning_rate) == float(np.float32(0.1))
     opt.learning_rate = 0.25
     assert float(opt.learning_rate) == 0.25
+    rate = tf.Variable(0.5)        # (TF 2.21 refuses a Variable; jitgrad reads the one given)
+    opt, w = tf.keras.optimizers.SGD(rate), tf.Variable(1.0)
+    step = tf.function(lambda: opt.apply_gradients([(tf.constant(1.0), w)]))
+    step()
+    rate.assign(0.25)
+    step()
+    assert float(w.numpy()) == 1.0 - 0.5 - 0.25
     sched = tf.keras.optimizers.SGD(tf.keras.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5))
     with pytest.raises(TypeError, match="not settable"):
         sched.learning_rate = 0.1
