@@ -276,7 +276,7 @@ class KerasOptimizer(RecordsInitArguments):
         unknown = set(kwargs) - set(self._unsupported) - {"ema_momentum", "ema_overwrite_frequency", "jit_compile"}
         if unknown:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected keyword arguments {sorted(unknown)}")
-        self.learning_rate = learning_rate
+        self._learning_rate, self._learning_rate_variable = learning_rate, None
         self.name = name
         self.weight_decay = weight_decay
         self._iterations = None
@@ -293,6 +293,40 @@ class KerasOptimizer(RecordsInitArguments):
     def variables(self):
         return [self.iterations] + list(self._slots.values())
 
+    @property
+    def learning_rate(self):
+        """Keras 3's: a schedule's rate at the step count, a callable's value, else a float32
+        variable (made on first use), which a traced train step reads on every step -- so a
+        rate a callback sets (ReduceLROnPlateau) reaches the compiled step."""
+        lr = self._learning_rate
+        if isinstance(lr, LearningRateSchedule):
+            return lr(self.iterations)
+        if callable(lr):
+            return lr()
+        return self._rate_variable()
+
+    def _rate_variable(self):
+        if self._learning_rate_variable is None:
+            lr = self._learning_rate
+            # a tf.Variable given is read as it is (Keras 3 refuses one; jitgrad kept reading it)
+            self._learning_rate_variable = lr if isinstance(lr, Variable) else _new_variable(
+                lambda: float(lr), "learning_rate", dtype=dtypes.float32)
+        return self._learning_rate_variable
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        if isinstance(value, LearningRateSchedule) or callable(value):
+            self._learning_rate, self._learning_rate_variable = value, None
+            return
+        if isinstance(self._learning_rate, LearningRateSchedule):
+            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+                            "constructor argument, hence its learning rate is not settable. If you need the learning "
+                            "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+                            "argument.")
+        self._learning_rate = value
+        if self._learning_rate_variable is not None:
+            self._learning_rate_variable.assign(value)
+
     def _slot(self, var, slot_name):
         initial = self._slot_initial.get(slot_name, 0.0) if isinstance(self._slot_initial, dict) else \
             self._slot_initial
@@ -308,9 +342,11 @@ class KerasOptimizer(RecordsInitArguments):
     _slot_initial = 0.0      # or {slot name: initial value}
 
     def build(self, var_list):
-        """Keras 3's ``optimizer.build``: creates the step counter and the slots of each
-        variable now, so that a traced train step does not create variables."""
+        """Keras 3's ``optimizer.build``: creates the step counter, the learning-rate variable
+        and the slots of each variable now, so that a traced train step does not create variables."""
         self.iterations  # noqa: B018 (created on first access)
+        if not callable(self._learning_rate):       # (a schedule or callable has no variable)
+            self._rate_variable()
         self._built_variables = list(var_list)
         for var in var_list:
             for name in self._slot_names:
@@ -342,12 +378,7 @@ class KerasOptimizer(RecordsInitArguments):
     def _lr(self, dtype):
         """Keras 3's current rate: a schedule is called with the step count, any other callable
         with no arguments (a closure over whatever it reads)."""
-        lr = self.learning_rate
-        if isinstance(lr, LearningRateSchedule):
-            lr = lr(self.iterations)
-        elif callable(lr):
-            lr = lr()
-        return math_ops.cast(lr, dtype)
+        return math_ops.cast(self.learning_rate, dtype)
 
     def apply_gradients(self, grads_and_vars, name=None):
         pairs = list(grads_and_vars)

@@ -15,6 +15,9 @@ from .masking import get_keras_mask
 
 
 class Metric(RecordsInitArguments):
+    # Keras 3's "up" / "down": which way is better, read by the callbacks' mode="auto"
+    _direction = None
+
     def __init__(self, name=None, dtype=None):
         self.name = name or type(self).__name__.lower()
         self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
@@ -109,12 +112,18 @@ class MeanMetricWrapper(Mean):
     def __init__(self, fn, name=None, dtype=None, **kwargs):
         super().__init__(name=name or getattr(fn, "__name__", "mean"), dtype=dtype)
         self._fn, self._fn_kwargs = fn, kwargs
+        if _is_keras_loss(fn):     # as Keras 3: a wrapped loss is to be minimised
+            self._direction = "down"
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         # Keras 3: a prediction's mask joins the weights (0 / 1), so masked steps do not count
         mask = get_keras_mask(y_pred)
         values = self._fn(y_true, y_pred, **self._fn_kwargs)
         return super().update_state(values, losses.apply_mask(sample_weight, mask, self.dtype, "sum"))
+
+
+def _is_keras_loss(fn):
+    return (getattr(fn, "__module__", None) == losses.__name__ and callable(fn)) or isinstance(fn, losses.Loss)
 
 
 def _aligned(y_true, y_pred):
@@ -265,6 +274,14 @@ _CLASSES = (Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCate
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, LogCoshError, CosineSimilarity, KLDivergence,
             Poisson, Hinge, SquaredHinge, CategoricalHinge, BinaryCrossentropy, CategoricalCrossentropy,
             SparseCategoricalCrossentropy)
+for _cls in (Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKCategoricalAccuracy,
+             SparseTopKCategoricalAccuracy, CosineSimilarity):
+    _cls._direction = "up"
+for _cls in (MeanSquaredError, MeanAbsoluteError, MeanAbsolutePercentageError, MeanSquaredLogarithmicError,
+             RootMeanSquaredError, LogCoshError, BinaryCrossentropy, CategoricalCrossentropy,
+             SparseCategoricalCrossentropy, Hinge, SquaredHinge, CategoricalHinge, KLDivergence, Poisson):
+    _cls._direction = "down"
+
 # Keras 3's names: each class by its name and its snake_case name, plus the short aliases
 _BY_NAME = {**{cls.__name__: cls for cls in _CLASSES}, **{camel_to_snake(cls.__name__): cls for cls in _CLASSES},
             "acc": Accuracy, "bce": BinaryCrossentropy, "BCE": BinaryCrossentropy, "mse": MeanSquaredError,

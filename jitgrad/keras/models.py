@@ -69,6 +69,7 @@ class Model(Layer):
         self.compiled = False
         self.run_eagerly = False
         self._train_fn = self._test_fn = self._predict_fn = None
+        self._initial_epoch = None      # (BackupAndRestore's epoch to resume at)
 
     # ---------------------------------------------------------------- calling
     def call(self, inputs, training=None):
@@ -82,20 +83,19 @@ class Model(Layer):
 
     def save_weights(self, filepath, overwrite=True, max_shard_size=None):
         """Keras 3's file name rule (``*.weights.h5``); the content is jitgrad's (numpy's .npz of
-        ``get_weights()``, in that order), which ``load_weights`` reads -- not HDF5."""
+        ``get_weights()``, in that order, and the optimizer's state), which ``load_weights`` reads
+        -- not HDF5."""
         filepath = os.fspath(filepath)
         if not filepath.endswith(".weights.h5"):
             raise ValueError(f"The filename must end in `.weights.h5`. Received: filepath={filepath}")
-        with open(filepath, "wb") as f:
-            np.savez(f, *self.get_weights())
+        saving.save_weights(self, filepath)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         filepath = os.fspath(filepath)
         if not filepath.endswith(".weights.h5"):
             raise ValueError(f"File format not supported: filepath={filepath}. jitgrad's Keras loads weights from "
                              "`.weights.h5` files written by its save_weights.")
-        with np.load(filepath, allow_pickle=False) as data:
-            self.set_weights([data[f"arr_{i}"] for i in range(len(data.files))])
+        saving.load_weights(self, filepath)
 
     # ---------------------------------------------------------------- config, saving
     def get_config(self):
@@ -327,14 +327,14 @@ class Model(Layer):
                                  "tf.data.Dataset.")
             data, validation_data = data.split(validation_split)
         self._ensure_built(*data.first())
-        history = callbacks_module.History()
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else []) + [history]
-        params = {"verbose": verbose, "epochs": epochs, "steps": data.steps}
-        cb = callbacks_module.CallbackList(cbs, self, params)
+        cb = _callback_list(callbacks, self, add_history=True, add_progbar=verbose != 0, verbose=verbose,
+                            epochs=epochs, steps=data.steps)
         train = self.make_train_function()
         self.stop_training = False
         cb.on_train_begin()
-        logs = {}
+        logs, training_logs = {}, None
+        # BackupAndRestore sets _initial_epoch in on_train_begin: training resumes where it stopped
+        initial_epoch = self._initial_epoch or initial_epoch
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
             cb.on_epoch_begin(epoch)
@@ -342,28 +342,29 @@ class Model(Layer):
                 cb.on_train_batch_begin(step)
                 logs = _python_logs(train(bx, by, bw))
                 cb.on_train_batch_end(step, logs)
+                if self.stop_training:       # (TerminateOnNaN stops within the epoch)
+                    break
             epoch_logs = dict(logs)
             if validation_data is not None and (epoch + 1) % validation_freq == 0:
                 vx, vy, vw = _validation_args(validation_data)
                 val = self.evaluate(vx, vy, sample_weight=vw, batch_size=validation_batch_size or
                                     (batch_size if isinstance(data, ArrayBatches) else None), verbose=0,
-                                    return_dict=True, _in_fit=True)
+                                    callbacks=cb, return_dict=True)
                 epoch_logs.update({"val_" + k: v for k, v in val.items()})
             cb.on_epoch_end(epoch, epoch_logs)
+            training_logs = epoch_logs
             if self.stop_training:
                 break
-        cb.on_train_end(logs)
-        history.model = self
-        history.params = params
-        return history
+        cb.on_train_end(training_logs)
+        self._initial_epoch = None
+        return self.history
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
-                 callbacks=None, return_dict=False, _in_fit=False):
+                 callbacks=None, return_dict=False):
         self._check_compiled()
         data = _batches(x, y, batch_size, sample_weight=sample_weight)
         self._ensure_built(*data.first())
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose and not _in_fit else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
+        cb = _callback_list(callbacks, self, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=data.steps)
         test = self.make_test_function()
         self.reset_metrics()
         cb.on_test_begin()
@@ -381,15 +382,14 @@ class Model(Layer):
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         data = _batches(x, None, batch_size)
         self._ensure_built(data.first()[0])
-        cbs = list(callbacks or []) + ([callbacks_module.ProgbarLogger()] if verbose else [])
-        cb = callbacks_module.CallbackList(cbs, self, {"verbose": verbose, "epochs": 1, "steps": data.steps})
+        cb = _callback_list(callbacks, self, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=data.steps)
         pred = self.make_predict_function()
         outs = []
         cb.on_predict_begin()
         for step, (bx, _, _) in enumerate(data.epoch()):
             cb.on_predict_batch_begin(step)
             outs.append(nest.map_structure(lambda t: np.asarray(t), pred(bx)))
-            cb.on_predict_batch_end(step)
+            cb.on_predict_batch_end(step, {"outputs": outs[-1]})
         cb.on_predict_end()
         return nest.map_structure(lambda *parts: np.concatenate(parts), *outs)
 
@@ -425,6 +425,14 @@ class Model(Layer):
         x = _as_array(x)
         self._ensure_built(_take(x, slice(0, 1)))
         return nest.map_structure(np.asarray, self.make_predict_function()(x))
+
+
+def _callback_list(callbacks, model, **kwargs):
+    """fit's CallbackList also serves its validation evaluate (Keras 3: the callbacks see
+    on_test_* there too); a list is wrapped."""
+    if isinstance(callbacks, callbacks_module.CallbackList):
+        return callbacks
+    return callbacks_module.CallbackList(callbacks, model=model, **kwargs)
 
 
 def _validation_args(validation_data):

@@ -11,6 +11,7 @@ import datetime
 import io
 import json
 import os
+import warnings
 import zipfile
 
 import numpy as np
@@ -37,13 +38,36 @@ def save_model(model, filepath, overwrite=True, zipped=None, **kwargs):
     metadata = {"keras_version": "3 (jitgrad)", "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
                 "weights_format": FORMAT_VERSION}
     arrays = {f"weight_{i:05d}": w.numpy() for i, w in enumerate(model.weights)}
-    arrays.update({f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_state(model))})
+    arrays.update(optimizer_arrays(model))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     with zipfile.ZipFile(filepath, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("metadata.json", json.dumps(metadata))
         z.writestr("config.json", json.dumps(config))
         z.writestr(_WEIGHTS, buffer.getvalue())
+
+
+def optimizer_arrays(model):
+    """The optimizer's state as saved: its variables (``optimizer_00000``, ...) and, for a fixed
+    rate, the rate's variable (``learning_rate``: a rate ReduceLROnPlateau lowered is restored,
+    as Keras 3 restores its learning-rate variable)."""
+    arrays = {f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_state(model))}
+    lr = getattr(getattr(model, "optimizer", None), "_learning_rate_variable", None)
+    if arrays and lr is not None:
+        arrays["learning_rate"] = lr.numpy()
+    return arrays
+
+
+def restore_optimizer(model, arrays):
+    """Sets the optimizer's state from ``optimizer_arrays``' arrays (building the optimizer)."""
+    state = [arrays[k] for k in sorted(arrays) if k.startswith("optimizer_")]
+    if not state:
+        return
+    optimizer = model.optimizer
+    optimizer.build(model.trainable_variables)
+    _set_state(_ordered_optimizer_variables(model), state)
+    if "learning_rate" in arrays and not callable(optimizer._learning_rate):     # (not a schedule)
+        optimizer.learning_rate = float(arrays["learning_rate"])
 
 
 def _optimizer_state(model):
@@ -85,11 +109,39 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
         _set_weights(model, [arrays[k] for k in sorted(arrays) if k.startswith("weight_")])
         if compile and compile_config:
             model.compile_from_config(compile_config)
-            state = [arrays[k] for k in sorted(arrays) if k.startswith("optimizer_")]
-            if state:
-                model.optimizer.build(model.trainable_variables)
-                _set_state(_ordered_optimizer_variables(model), state)
+            restore_optimizer(model, arrays)
     return model
+
+
+def save_weights(model, filepath):
+    """``Model.save_weights``: numpy's .npz of ``get_weights()`` (``arr_0``, ... in that order,
+    as np.savez names them) and, for a compiled model whose optimizer has made its variables,
+    the optimizer's state (Keras 3's weights file holds it too)."""
+    arrays = {f"arr_{i}": w for i, w in enumerate(model.get_weights())}
+    if getattr(model, "compiled", False):
+        arrays.update(optimizer_arrays(model))
+    with open(filepath, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def load_weights(model, filepath):
+    """``Model.load_weights``: the weights, and the optimizer's state where the file has it and
+    the model's optimizer has as many variables (an unbuilt one: its step and rate; Keras 3 warns
+    and skips otherwise)."""
+    with np.load(filepath, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    model.set_weights([arrays[f"arr_{i}"] for i in range(sum(k.startswith("arr_") for k in arrays))])
+    saved = sum(k.startswith("optimizer_") or k == "learning_rate" for k in arrays)
+    optimizer = getattr(model, "optimizer", None)
+    if not saved or optimizer is None or not getattr(model, "compiled", False):
+        return
+    built = optimizer._built_variables is not None
+    has = (len(_ordered_optimizer_variables(model)) if built else 1) + (not callable(optimizer._learning_rate))
+    if has != saved:
+        warnings.warn(f"Skipping variable loading for optimizer '{optimizer.name}', because it has {has} variables "
+                      f"whereas the saved optimizer has {saved} variables. ", stacklevel=3)
+        return
+    restore_optimizer(model, arrays)
 
 
 def _set_weights(model, values):
