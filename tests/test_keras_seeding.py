@@ -124,3 +124,37 @@ def test_a_seeded_fit_follows_tfs_loss_curve():
     history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
     # TF 2.21 (Keras 3), the same script: the initial weights come from the same seeds
     np.testing.assert_allclose(history.history["loss"], [0.7941681, 0.784891, 0.7760825], rtol=1e-6)
+
+
+def _dropout_by_hand(x, rate, pair):
+    keep = tf.random.stateless_uniform(x.shape, [pair[0] % (2 ** 31 - 2), pair[1]]).numpy() >= np.float32(rate)
+    return np.where(keep, x * np.float32(1 / (1 - rate)), np.float32(0))
+
+
+def test_dropout_masks_are_keras_3s_stateless_draws():
+    keras.utils.set_random_seed(4)
+    layer = keras.layers.Dropout(0.5)
+    (seed,) = _python_seeds(4, 1)
+    x = np.ones((2, 6), np.float32)
+    first, second = layer(x, training=True).numpy(), layer(x, training=True).numpy()
+    np.testing.assert_array_equal(first, _dropout_by_hand(x, 0.5, (seed, 0)))      # the generator's state...
+    np.testing.assert_array_equal(second, _dropout_by_hand(x, 0.5, (seed, 1)))     # ...stepped by each draw
+    # TF 2.21, the same script
+    np.testing.assert_array_equal(first, [[2, 2, 2, 0, 0, 0], [0, 2, 2, 2, 0, 0]])
+    np.testing.assert_array_equal(layer(x, training=False).numpy(), x)
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_a_fit_with_dropout_follows_tfs_loss_curve(run_eagerly):
+    keras.utils.set_random_seed(4)
+    keras.layers.Dropout(0.5)       # (made first in TF's script too: it takes a seed from Python's random)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 5)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dropout(0.4),
+                              keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=run_eagerly)
+    history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+    # TF 2.21 (Keras 3), the same program: the same weights and the same dropout masks each step
+    np.testing.assert_allclose(history.history["loss"], [0.977617, 0.772073, 0.823485], rtol=2e-6)

@@ -29,8 +29,9 @@ utils.custom_object_scope = _serialization.custom_object_scope
 utils.serialize_keras_object = _serialization.serialize_keras_object
 utils.deserialize_keras_object = _serialization.deserialize_keras_object
 random = _types.ModuleType("jitgrad.keras.random")
-random.SeedGenerator, random.uniform, random.normal, random.truncated_normal = (
-    seed_generator.SeedGenerator, seed_generator.uniform, seed_generator.normal, seed_generator.truncated_normal)
+random.SeedGenerator, random.uniform, random.normal, random.truncated_normal, random.dropout = (
+    seed_generator.SeedGenerator, seed_generator.uniform, seed_generator.normal, seed_generator.truncated_normal,
+    seed_generator.dropout)
 backend = _types.ModuleType("jitgrad.keras.backend")
 backend.clear_session = clear_session
 __all__ = ["Layer", "Model", "Sequential", "Input", "layers", "models", "losses", "metrics", "activations",

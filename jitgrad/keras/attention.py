@@ -12,7 +12,7 @@ from . import initializers
 from .base_layer import Layer
 from .einsum_dense import EinsumDense
 from .masking import get_keras_mask, set_keras_mask
-from .seed_generator import consume_default_seed
+from . import seed_generator
 
 
 # keras.src.backend.tensorflow.nn._get_large_negative
@@ -70,8 +70,8 @@ class MultiHeadAttention(Layer):
         self.query_dense = heads(self.key_dim, "query")
         self.key_dense = heads(self.key_dim, "key")
         self.value_dense = heads(self.value_dim, "value")
-        if self.dropout > 0:
-            consume_default_seed(self.seed)     # Keras 3's Dropout sublayer, made here
+        if self.dropout > 0:     # (Keras 3's Dropout sublayer is made here: its generator with it)
+            self._dropout_generator = seed_generator.SeedGenerator(self.seed)
         self.output_dense = EinsumDense("abcd,cde->abe", (None,) + (self.output_shape_arg or (query_shape[-1],)),
                                         bias_axes="e" if self.use_bias else None, name="attention_output",
                                         **self._sublayer_initializers())
@@ -118,7 +118,8 @@ class MultiHeadAttention(Layer):
         else:
             scores = einsum.einsum("aecd,abcd->acbe", k, math_ops.multiply(q, scale))    # (B, N, T, S)
             scores = self._softmax(scores, mask=mask)
-        dropped = nn_ops.dropout(scores, self.dropout, seed=self.seed) if training and self.dropout > 0 else scores
+        dropped = seed_generator.dropout(scores, self.dropout, None, self._dropout_generator) \
+            if training and self.dropout > 0 else scores
         out = self.output_dense(einsum.einsum("acbe,aecd->abcd", dropped, v))
         if query_mask is not None:
             set_keras_mask(out, query_mask)
@@ -159,7 +160,7 @@ class Attention(Layer):
                              f"Received: score_mode={score_mode}")
         self.use_scale, self.score_mode, self.dropout, self.seed = use_scale, score_mode, dropout, seed
         if dropout > 0:
-            consume_default_seed(seed)
+            self.seed_generator = seed_generator.SeedGenerator(seed)
 
     def build(self, input_shape):
         self._validate_inputs(input_shape)
@@ -211,7 +212,7 @@ class Attention(Layer):
             scores = math_ops.where(keep, scores, scores - math_ops.cast(large, scores.dtype))
         weights = nn_ops.softmax(scores, axis=-1)
         if training and self.dropout > 0:
-            weights = nn_ops.dropout(weights, self.dropout, seed=self.seed)
+            weights = seed_generator.dropout(weights, self.dropout, None, self.seed_generator)
         out = linalg_ops.matmul(weights, value)
         if q_mask is not None:
             q_keep = array_ops.expand_dims(math_ops.cast(self._convert_input(q_mask), "bool"), -1)

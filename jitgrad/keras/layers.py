@@ -10,7 +10,7 @@ from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
-from .seed_generator import consume_default_seed
+from . import seed_generator
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from .attention import Attention, MultiHeadAttention  # noqa: F401
@@ -102,13 +102,11 @@ class Dropout(Layer):
                              f"and 1. Received: rate={rate}")
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
         if rate > 0:
-            consume_default_seed(seed)
+            self.seed_generator = seed_generator.SeedGenerator(seed)
 
     def call(self, inputs, training=False):
-        if training and self.rate >= 1:
-            return math_ops.zeros_like(inputs)     # Keras 3 takes rate 1: everything dropped
-        if training and self.rate > 0:
-            return nn_ops.dropout(inputs, self.rate, noise_shape=self.noise_shape, seed=self.seed)
+        if training and self.rate > 0:     # (Keras 3 takes rate 1: everything dropped)
+            return seed_generator.dropout(inputs, self.rate, self.noise_shape, self.seed_generator)
         return inputs
 
     def compute_output_shape(self, input_shape):

@@ -259,11 +259,12 @@ def _noise_shape(x, noise_shape):
     return dims
 
 
-def dropout(x, rate, noise_shape=None, seed=None, name=None):
+def dropout(x, rate, noise_shape=None, seed=None, name=None, uniform_sampler=None):
     """``tf.nn.dropout`` (TF 2's dropout_v2): where(uniform >= rate, x / (1 - rate), 0).
     A Python rate scales by 1 / (1 - rate) computed in Python, as TF; a tensor rate
     divides by (1 - rate). rate 0 returns x (still consuming an op seed, as TF, so
-    the draws of later random ops do not change)."""
+    the draws of later random ops do not change). ``uniform_sampler(shape, dtype)``
+    replaces the seeded tf.random.uniform (TF's _dropout: stateless_dropout, Keras's)."""
     is_rate_number = isinstance(rate, numbers.Real) and not isinstance(rate, bool)
     if is_rate_number and (rate < 0 or rate >= 1):
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: rate={rate}")
@@ -272,7 +273,8 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
         raise ValueError("`x.dtype` must be a floating point tensor as `x` will be scaled. "
                          f"Received: x_dtype={x.dtype.name}")
     if is_rate_number and rate == 0:
-        random_ops._seeds(seed)   # TF's dummy_rng_step: the op-seed sequence advances anyway
+        if uniform_sampler is None:
+            random_ops._seeds(seed)   # TF's dummy_rng_step: the op-seed sequence advances anyway
         return x
     g = graph_of([x, rate])
     if is_rate_number:
@@ -290,7 +292,9 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
         ret = realdiv(x, subtract(convert_to_tensor(np.array(1, x.dtype.np), graph=g), rate))
     else:
         raise ValueError(f"`rate` must be a scalar or scalar tensor. Received: rate={rate}")
-    random_tensor = random_ops.uniform(_noise_shape(x, noise_shape), dtype=x.dtype, seed=seed)
+    shape = _noise_shape(x, noise_shape)
+    random_tensor = (uniform_sampler(shape, x.dtype) if uniform_sampler is not None
+                     else random_ops.uniform(shape, dtype=x.dtype, seed=seed))
     keep_mask = greater_equal(random_tensor, rate)
     return where(keep_mask, ret, convert_to_tensor(np.array(0, x.dtype.np), graph=g), name=name or "dropout")
 
