@@ -1,0 +1,98 @@
+"""``tf.nn.embedding_lookup_sparse`` and ``tf.nn.safe_embedding_lookup_sparse``, composed as
+TF 2.21's (ops/embedding_ops.py): the rows of ``params`` at the ids of each row of a
+SparseTensor, combined by "sum", "mean" (weighted mean) or "sqrtn" (sum over the root of
+the summed squared weights). As TF, embedding_lookup_sparse's result has max(row) + 1 rows
+(segment_sum over the sorted row ids; an unsorted one is InvalidArgumentError), and the
+safe variant drops ids < 0 (and, unless combining by sum, weights <= 0), gives empty rows
+zeros (or default_id's row) and keeps all rows of the batch (and its leading dims).
+A gather of a variable's rows gives it an IndexedSlices gradient, as TF."""
+from . import dtypes
+from .convert import convert_to_tensor
+from .ops import array_ops, math_ops
+from .ops.nn_ops import embedding_lookup
+from .ops.segment_ops import segment_sum
+from .sparse_ops import fill_empty_rows, reshape_sparse, retain
+from .sparse_tensor import SparseTensor, is_sparse
+
+_COMBINERS = ("mean", "sqrtn", "sum")
+
+
+def _check_combiner(combiner):
+    combiner = "mean" if combiner is None else combiner
+    if combiner not in _COMBINERS:
+        raise ValueError(f"combiner must be one of 'mean', 'sqrtn' or 'sum', got {combiner}")
+    return combiner
+
+
+def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=None, name=None,
+                            allow_fast_lookup=False):
+    combiner = _check_combiner(combiner)
+    if not is_sparse(sp_ids):
+        raise TypeError(f"sp_ids must be SparseTensor, got {type(sp_ids)}")
+    if sp_weights is not None and not is_sparse(sp_weights):
+        raise TypeError(f"sp_weights must be either None or SparseTensor, got {type(sp_weights)}")
+    segment_ids = math_ops.cast(sp_ids.indices[:, 0], dtypes.int32)
+    embeddings = embedding_lookup(params, sp_ids.values, max_norm=max_norm)
+    rank = embeddings.shape.rank
+    if rank is None:
+        raise NotImplementedError("jitgrad's embedding_lookup_sparse needs params of known rank.")
+    column = [-1] + [1] * (rank - 1)        # (a weight per row, broadcast over the embedding's dims)
+    if sp_weights is None:
+        # TF's sparse_segment_{sum,mean,sqrt_n}: the sum times 1 / n or 1 / sqrt(n), 0 for no ids
+        total = segment_sum(embeddings, segment_ids)
+        if combiner == "sum":
+            return total if name is None else math_ops.identity(total, name=name)
+        count = segment_sum(math_ops.ones_like(segment_ids, dtype=embeddings.dtype), segment_ids)
+        if combiner == "sqrtn":
+            count = math_ops.sqrt(count)
+        return math_ops.multiply(total, array_ops.reshape(math_ops.divide_no_nan(
+            math_ops.ones_like(count), count), column), name=name)
+    weights = convert_to_tensor(sp_weights.values)
+    if weights.dtype != embeddings.dtype:
+        raise TypeError(f"The dtypes of params ({embeddings.dtype.name}) and sp_weights "
+                        f"({weights.dtype.name}) must match")
+    total = segment_sum(math_ops.multiply(embeddings, array_ops.reshape(weights, column)), segment_ids)
+    if combiner == "sum":
+        return total if name is None else math_ops.identity(total, name=name)
+    if combiner == "mean":
+        norm = segment_sum(weights, segment_ids)
+    else:
+        norm = math_ops.sqrt(segment_sum(math_ops.square(weights), segment_ids))
+    return math_ops.divide_no_nan(total, array_ops.reshape(norm, column), name=name)
+
+
+def safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=None, combiner="mean",
+                                 default_id=None, max_norm=None, name=None, allow_fast_lookup=False):
+    combiner = _check_combiner(combiner)
+    if not is_sparse(sparse_ids):
+        raise TypeError(f"sparse_ids must be SparseTensor, got {type(sparse_ids)}")
+    rank = sparse_ids.dense_shape.shape.dims[0] if sparse_ids.dense_shape.shape.rank == 1 else None
+    if rank is None or rank < 2:
+        raise ValueError("jitgrad's safe_embedding_lookup_sparse needs sparse_ids of known rank >= 2.")
+    dims = sparse_ids.shape.dims
+    if dims is None or any(d is None for d in dims):
+        raise NotImplementedError("jitgrad's safe_embedding_lookup_sparse needs the dense shape of sparse_ids "
+                                  "known when the graph is built.")
+    batch = dims[:-1]
+    flat_rows = 1
+    for d in batch:
+        flat_rows *= d
+    ids = reshape_sparse(sparse_ids, [flat_rows, dims[-1]]) if rank > 2 else sparse_ids
+    weights = None
+    if sparse_weights is not None:
+        weights = SparseTensor(ids.indices, sparse_weights.values, ids.dense_shape)
+    # prune ids < 0, then (unless summing) weights <= 0
+    valid = math_ops.greater_equal(ids.values, 0)
+    ids, weights = retain(ids, valid), None if weights is None else retain(weights, valid)
+    if combiner != "sum" and weights is not None:
+        positive = math_ops.greater(weights.values, 0)
+        ids, weights = retain(ids, positive), retain(weights, positive)
+    ids, empty = fill_empty_rows(ids, 0 if default_id is None else default_id)
+    if weights is not None:
+        weights, _ = fill_empty_rows(weights, 1.0)
+    result = embedding_lookup_sparse(embedding_weights, ids, weights, combiner=combiner, max_norm=max_norm)
+    if default_id is None:
+        mask = array_ops.reshape(empty, [-1] + [1] * (result.shape.rank - 1))
+        result = math_ops.where(mask, math_ops.zeros_like(result), result)
+    out = array_ops.reshape(result, batch + result.shape.dims[1:])
+    return out if name is None else math_ops.identity(out, name=name)
