@@ -539,6 +539,7 @@ v1.SparseTensor, v1.SparseTensorValue, v1.sparse_placeholder = SparseTensor, _Sp
 v1.sparse = sparse
 v1.sparse_tensor_dense_matmul, v1.sparse_tensor_to_dense = _sp.sparse_dense_matmul, _sp.to_dense
 v1.sparse_reorder, v1.sparse_reshape, v1.sparse_add = _sp.reorder, _sp.reshape_sparse, _sp.add
+v1.sparse_reduce_sum_sparse, v1.sparse_reduce_max_sparse = _sp.reduce_sum_sparse, _sp.reduce_max_sparse
 v1.nn.embedding_lookup_sparse = lambda params, sp_ids, sp_weights, partition_strategy="mod", name=None, \
     combiner=None, max_norm=None: _spe.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner, max_norm, name)
 v1.nn.safe_embedding_lookup_sparse = lambda embedding_weights, sparse_ids, sparse_weights=None, combiner="mean", \

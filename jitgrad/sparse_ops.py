@@ -147,9 +147,10 @@ def _in_order_check(lin):
                        "Use `tf.sparse.reorder` to create a correctly ordered copy."])
 
 
-def _dense_from(indices, values, dims, default_value=None, check_order=False, dense_shape=None):
-    """The dense tensor: values summed into their elements, default_value (or 0) elsewhere.
-    An index out of bounds is TF's InvalidArgumentError (a segment id past the end)."""
+def _dense_from(indices, values, dims, default_value=None, check_order=False, dense_shape=None, summed=False):
+    """The dense tensor: the values at their elements (the last of a repeated index, or with
+    ``summed`` their sum), default_value (or 0) elsewhere. An index out of bounds is TF's
+    InvalidArgumentError (a segment id past the end)."""
     if dims is None:          # (rank unknown when the graph is built: dense_shape, a tensor)
         n = reduce_prod(dense_shape)
         strides = cumprod(dense_shape, exclusive=True, reverse=True)
@@ -163,15 +164,20 @@ def _dense_from(indices, values, dims, default_value=None, check_order=False, de
         lin = flat_rows(indices, dims, n) if dims else _linear(indices, dims)
     if check_order and not _eager(indices):
         lin = after_checks([_in_order_check(lin)], lin)
-    is_bool = values.dtype == dtypes.bool_
-    vals = math_ops.cast(values, dtypes.int32) if is_bool else values
-    out = unsorted_segment_sum(vals, lin, n)
-    if is_bool:
-        out = math_ops.not_equal(out, 0)
-    if default_value is not None:
-        default = convert_to_tensor(default_value, dtype=values.dtype)
-        hit = math_ops.greater(unsorted_segment_sum(_ones_int(values), lin, n), 0)
-        out = math_ops.where(hit, out, array_ops.fill(array_ops.shape(out), default))
+    if summed:
+        is_bool = values.dtype == dtypes.bool_
+        out = unsorted_segment_sum(math_ops.cast(values, dtypes.int32) if is_bool else values, lin, n)
+        out = math_ops.not_equal(out, 0) if is_bool else out
+    else:
+        # TF's SparseToDense assigns in order: the last value at a repeated index wins
+        count = array_ops.shape(values, out_type=_I64)[0]
+        last = unsorted_segment_max(array_ops.range_(count, dtype=_I64), lin, n)   # int64 min where none
+        hit = math_ops.greater_equal(last, 0)
+        padded = concat([values, array_ops.zeros([1], values.dtype)], 0)
+        out = gather(padded, math_ops.where(hit, last, count))
+        if default_value is not None:
+            default = convert_to_tensor(default_value, dtype=values.dtype)
+            out = math_ops.where(hit, out, array_ops.fill(array_ops.shape(out), default))
     return reshape(out, dense_shape if dims is None else _dims_tensor(dims))
 
 
@@ -442,7 +448,7 @@ def add(a, b, threshold=0):
             isinstance(x, int) and y is not None and x != y for x, y in zip(dims, dense.shape.dims or [])):
         raise _error(_eager(sp.indices), f"Dimensions of the dense tensor {dense.shape} and the sparse "
                                          f"tensor {dims} do not match")
-    return math_ops.add(dense, _dense_from(sp.indices, sp.values, dims))
+    return math_ops.add(dense, _dense_from(sp.indices, sp.values, dims, summed=True))
 
 
 def _extreme(a, b, pick):
@@ -559,10 +565,12 @@ def reduce_max(sp_input, axis=None, keepdims=None, output_is_sparse=False, name=
 
 
 def reduce_sum_sparse(sp_input, axis=None, keepdims=False, name=None):
+    """``tf.compat.v1.sparse_reduce_sum_sparse`` (TF 2 has no tf.sparse.reduce_sum_sparse)."""
     return reduce_sum(sp_input, axis, keepdims, output_is_sparse=True)
 
 
 def reduce_max_sparse(sp_input, axis=None, keepdims=False, name=None):
+    """``tf.compat.v1.sparse_reduce_max_sparse``."""
     return reduce_max(sp_input, axis, keepdims, output_is_sparse=True)
 
 
@@ -583,4 +591,4 @@ def softmax(sp_input, name=None):
 
 __all__ = ["from_dense", "to_dense", "to_indicator", "reorder", "transpose", "expand_dims", "retain",
            "fill_empty_rows", "eye", "add", "maximum", "minimum", "sparse_dense_matmul", "reduce_sum",
-           "reduce_max", "reduce_sum_sparse", "reduce_max_sparse", "softmax"]
+           "reduce_max", "softmax"]
