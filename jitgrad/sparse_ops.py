@@ -315,11 +315,10 @@ def slice_sparse(sp_input, start, size, name=None):
     return SparseTensor(indices, boolean_mask(sp.values, inside), shape)
 
 
-def concat_sparse(axis, sp_inputs, expand_nonconcat_dims=False, name=None, concat_dim=None):
+def concat_sparse(axis, sp_inputs, expand_nonconcat_dims=False, name=None):
     """``tf.sparse.concat``: entries of each input shifted along ``axis`` by the dims before
     it, in row-major order. The other dims must agree (their maximum with
     expand_nonconcat_dims)."""
-    axis = concat_dim if axis is None else axis
     sps = [_check_sparse(s, "sp_inputs") for s in sp_inputs]
     if not sps:
         raise ValueError("sp_inputs must be a non-empty list of SparseTensors")
@@ -499,6 +498,25 @@ def sparse_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=None):
     return unsorted_segment_sum(products, safe_rows, rows_dim)
 
 
+def map_values(op, *args, **kwargs):
+    """``tf.sparse.map_values``: ``op`` of the values of the SparseTensor arguments (which
+    must share their indices and dense shape), the other arguments passed as they are."""
+    sparse = [x for x in list(args) + list(kwargs.values()) if is_sparse(x)]
+    if not sparse:
+        raise ValueError("No SparseTensor in argument list of map_values")
+    first = sparse[0]
+    for other in sparse[1:]:
+        if _eager(first.indices, other.indices) and (
+                first.indices.numpy().tolist() != other.indices.numpy().tolist()
+                or first.dense_shape.numpy().tolist() != other.dense_shape.numpy().tolist()):
+            raise InvalidArgumentError("Expected all SparseTensors to have the same indices and dense_shape")
+
+    def values(x):
+        return x.values if is_sparse(x) else x
+    out = op(*[values(a) for a in args], **{k: values(v) for k, v in kwargs.items()})
+    return first.with_values(out)
+
+
 # ---------------------------------------------------------------- reductions, softmax
 def _axes(axis, r, eager):
     if axis is None:
@@ -591,4 +609,4 @@ def softmax(sp_input, name=None):
 
 __all__ = ["from_dense", "to_dense", "to_indicator", "reorder", "transpose", "expand_dims", "retain",
            "fill_empty_rows", "eye", "add", "maximum", "minimum", "sparse_dense_matmul", "reduce_sum",
-           "reduce_max", "softmax"]
+           "reduce_max", "softmax", "map_values"]

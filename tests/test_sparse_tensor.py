@@ -208,6 +208,17 @@ def test_fill_empty_rows():
     assert _entries(out) == [[[0, 0, 0], [1, 0, 1], [2, 0, 0]], [7, 5, 7], [3, 2, 2]]
 
 
+def test_map_values():
+    sp = tf.SparseTensor([[0, 1], [2, 0]], [1.0, -4.0], [3, 2])
+    assert _entries(tf.sparse.map_values(tf.abs, sp)) == [[[0, 1], [2, 0]], [1.0, 4.0], [3, 2]]
+    assert tf.sparse.map_values(tf.add, sp, sp).values.numpy().tolist() == [2.0, -8.0]
+    assert tf.sparse.map_values(tf.multiply, sp, 3.0).values.numpy().tolist() == [3.0, -12.0]
+    with pytest.raises(ValueError):
+        tf.sparse.map_values(tf.abs, tf.constant([1.0]))
+    with pytest.raises(InvalidArgumentError):
+        tf.sparse.map_values(tf.add, sp, tf.SparseTensor([[0, 0], [2, 0]], [1.0, 2.0], [3, 2]))
+
+
 def test_eye():
     assert _entries(tf.sparse.eye(3, 2)) == [[[0, 0], [1, 1]], [1.0, 1.0], [3, 2]]
     e = tf.sparse.eye(2, dtype=tf.int32)
