@@ -1,19 +1,21 @@
 """``tf.sparse``: ops on SparseTensors (sparse_tensor.py), as composites of dense ops.
 
-An index row [i_0, ..., i_{r-1}] of a tensor of dims [d_0, ..., d_{r-1}] is the element
-i_0 * (d_1 ... d_{r-1}) + ... + i_{r-1} of the flattened tensor (its "linear index", the
-row-major order TF's sparse ops keep their indices in), so:
+TF's sparse ops keep their index rows in row-major (lexicographic) order, so:
 
-* ordering indices (reorder, transpose, concat, add) is an argsort of the linear indices;
-* making a tensor dense is an unsorted segment sum of the values into the flat elements;
-* per-row or per-group work (reduce_*, softmax, sparse_dense_matmul) is a segment op over
-  the linear index of the kept coordinates.
+* ordering entries (reorder, transpose, concat) is a stable argsort per index column, the
+  last first; merging equal index rows (add, maximum / minimum, softmax's rows, reductions
+  to a SparseTensor) numbers the runs of equal rows in that order and reduces over them;
+* making a tensor dense (to_dense, the dense reductions, reshape) uses the row-major linear
+  index i_0 * (d_1 ... d_{r-1}) + ... + i_{r-1}: an element of the dense tensor, so it fits
+  int64 (the orderings do not use it, as a dense shape may have 2**63 elements or more).
 
 Everything is gathers, segment ops, boolean masks and arithmetic, so it runs eagerly, in a
 Session and in jitgrad.function, and differentiates through those ops' gradients (ops whose
 output count depends on the data run in the reference interpreter, as boolean_mask does).
 Static dense shapes are used where known; the rank must be known when the graph is built.
 """
+import math
+
 import numpy as np
 
 from . import dtypes
@@ -27,10 +29,9 @@ from .ops.complex_ops import conj
 from .ops.counting_ops import after_checks
 from .ops.gather_nd import flat_rows, gather_nd
 from .ops.mask_ops import boolean_mask
-from .ops.reduction_ops import cumprod, reduce_all, reduce_prod, reduce_sum as dense_reduce_sum
+from .ops.reduction_ops import cumprod, cumsum, reduce_all, reduce_any, reduce_prod, reduce_sum as dense_reduce_sum
 from .ops.segment_ops import unsorted_segment_max, unsorted_segment_sum
 from .ops.sort_ops import argsort
-from .ops.unique import unique, unique_with_counts
 from .sparse_tensor import SparseTensor, is_sparse, with_static_shape
 
 _I64 = dtypes.int64
@@ -108,9 +109,33 @@ def _unravel(lin, dims):
     return stack(cols[::-1], axis=1)
 
 
-def _reordered(indices, values, dims):
+def _row_major_order(indices):
+    """The stable permutation that puts the index rows in row-major (lexicographic) order: a
+    stable argsort per column, the last column first. (A linear index would overflow int64
+    for dense shapes of 2**63 elements or more, which TF's sparse tensors may have.)"""
+    r = indices.shape.dims[1]
+    if r == 0:
+        return array_ops.range_(array_ops.shape(indices)[0])
+    perm = argsort(indices[:, r - 1], stable=True)
+    for j in reversed(range(r - 1)):
+        perm = gather(perm, argsort(gather(indices[:, j], perm), stable=True))
+    return perm
+
+
+def _runs(rows):
+    """For index rows in row-major order: (each row's run id, the number of runs, the first
+    row of each run), a run being equal rows."""
+    n = array_ops.shape(rows, out_type=_I64)[0]
+    prev = concat([math_ops.add(rows[:1], np.int64(1)), rows[:-1]], 0)
+    starts = math_ops.logical_or(reduce_any(math_ops.not_equal(rows, prev), axis=1),
+                                 math_ops.equal(array_ops.range_(n, dtype=_I64), 0))
+    ids = math_ops.subtract(cumsum(math_ops.cast(starts, _I64)), np.int64(1))
+    return ids, dense_reduce_sum(math_ops.cast(starts, _I64)), boolean_mask(rows, starts)
+
+
+def _reordered(indices, values):
     """The entries in row-major order (stable: equal indices keep their order)."""
-    perm = argsort(_linear(indices, dims), stable=True)
+    perm = _row_major_order(indices)
     return gather(indices, perm), gather(values, perm)
 
 
@@ -221,7 +246,7 @@ def to_indicator(sp_input, vocab_size, name=None):
 def reorder(sp_input, name=None):
     """``tf.sparse.reorder``: the same entries in canonical row-major order."""
     sp = _check_sparse(sp_input)
-    indices, values = _reordered(sp.indices, sp.values, _dims(sp))
+    indices, values = _reordered(sp.indices, sp.values)
     return with_static_shape(SparseTensor(indices, values, sp.dense_shape), sp.shape)
 
 
@@ -231,11 +256,14 @@ def _resolved_shape(old_dims, new_shape, eager):
     if value is None or not all(isinstance(d, int) for d in old_dims):
         raise NotImplementedError("jitgrad's tf.sparse.reshape needs both shapes known when the graph is built.")
     new = [int(d) for d in np.asarray(value).reshape(-1)]
-    total = int(np.prod(old_dims, dtype=np.int64))
+    total = math.prod(old_dims)          # (Python ints: no int64 wrap-around)
+    if total >= 2 ** 63:
+        raise _error(eager, f"Input to reshape is a SparseTensor of dense shape {old_dims}: more than 2**63 - 1 "
+                            "elements")
     if sum(d == -1 for d in new) > 1:
         raise _error(eager, f"only one output dimension may be -1, not both {new.index(-1)} and "
                             f"{len(new) - 1 - new[::-1].index(-1)}")
-    known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
+    known = math.prod(d for d in new if d != -1)
     if -1 in new:
         if known == 0 or total % known:
             raise _error(eager, f"Input to reshape is a SparseTensor with {total} dense values, but the requested "
@@ -266,7 +294,7 @@ def transpose(sp_input, perm=None, name=None):
     dims = _dims(sp)
     new_dims = [dims[p] for p in perm]
     indices = gather(sp.indices, perm, axis=1)
-    indices, values = _reordered(indices, sp.values, new_dims)
+    indices, values = _reordered(indices, sp.values)
     out = SparseTensor(indices, values, gather(sp.dense_shape, perm))
     static = sp.shape.dims
     return with_static_shape(out, None if static is None else [static[p] for p in perm])
@@ -342,7 +370,7 @@ def concat_sparse(axis, sp_inputs, expand_nonconcat_dims=False, name=None):
         offset = d[axis] if offset is None else _product_sum(offset, d[axis])
     dims = [offset if j == axis else _max_dim([d[j] for d in all_dims]) if expand_nonconcat_dims else all_dims[0][j]
             for j in range(r)]
-    indices, values = _reordered(concat(shifted, 0), concat([s.values for s in sps], 0), dims)
+    indices, values = _reordered(concat(shifted, 0), concat([s.values for s in sps], 0))
     shape = _dims_tensor(dims)
     return SparseTensor(indices, values, np.array(shape, np.int64) if isinstance(shape, list) else shape)
 
@@ -414,17 +442,15 @@ def _union(a, b):
     if a.dtype != b.dtype:
         raise TypeError(f"SparseTensors must have the same dtype, got {a.dtype.name} and {b.dtype.name}")
     indices = concat([a.indices, b.indices], 0)
-    lin = _linear(indices, dims)
-    u, idx, counts = unique_with_counts(lin, out_idx=_I64)
-    order = argsort(u, stable=True)
-    n = array_ops.size(u, out_type=_I64)
-    first = unsorted_segment_max(math_ops.negative(array_ops.range_(array_ops.shape(lin, out_type=_I64)[0],
-                                                                    dtype=_I64)), idx, n)
-    zeros_b, zeros_a = math_ops.zeros_like(b.values), math_ops.zeros_like(a.values)
-    a_part = unsorted_segment_sum(concat([a.values, zeros_b], 0), idx, n)
-    b_part = unsorted_segment_sum(concat([zeros_a, b.values], 0), idx, n)
-    return (gather(gather(indices, math_ops.negative(first)), order), gather(a_part, order),
-            gather(b_part, order), gather(counts, order), dims)
+    perm = _row_major_order(indices)
+    ids, n, first = _runs(gather(indices, perm))
+
+    def summed(values):
+        return unsorted_segment_sum(gather(values, perm), ids, n)
+    a_part = summed(concat([a.values, math_ops.zeros_like(b.values)], 0))
+    b_part = summed(concat([math_ops.zeros_like(a.values), b.values], 0))
+    counts = unsorted_segment_sum(array_ops.ones(array_ops.shape(perm), dtypes.int32), ids, n)
+    return first, a_part, b_part, counts, dims
 
 
 def add(a, b, threshold=0):
@@ -538,9 +564,13 @@ def _groups(sp, axis):
     dims = _dims(sp)
     kept = [j for j in range(r) if j not in axes]
     kept_dims = [dims[j] for j in kept]
-    seg = _linear(gather(sp.indices, kept, axis=1), kept_dims) if kept else \
-        math_ops.zeros_like(sp.indices[:, 0]) if r else array_ops.zeros(array_ops.shape(sp.values, out_type=_I64), _I64)
-    return axes, kept, kept_dims, seg, _product(kept_dims)
+    n = _product(kept_dims)
+    if _eager(sp.indices):
+        _eager_index_errors(sp.indices, dims, False)
+    # (an index out of bounds names group n, which the segment op rejects)
+    seg = flat_rows(gather(sp.indices, kept, axis=1), kept_dims, n) if kept else \
+        array_ops.zeros(array_ops.shape(sp.values, out_type=_I64), _I64)
+    return axes, kept, kept_dims, seg, n
 
 
 def _reduce(sp, axis, keepdims, output_is_sparse, kind):
@@ -549,18 +579,17 @@ def _reduce(sp, axis, keepdims, output_is_sparse, kind):
     r = _rank(sp)
     out_dims = [1 if j in axes else _dims(sp)[j] for j in range(r)] if keepdims else kept_dims
     if output_is_sparse:
-        u, idx = unique(seg, out_idx=_I64)
-        count = array_ops.size(u, out_type=_I64)
-        red = (unsorted_segment_sum if kind == "sum" else unsorted_segment_max)(sp.values, idx, count)
-        order = argsort(u, stable=True)
-        cols = _unravel(gather(u, order), kept_dims) if kept else array_ops.zeros(
-            array_ops.stack([count, np.int64(0)]), _I64)
+        # the groups that have entries, in row-major order of their kept coordinates
+        kept_indices = gather(sp.indices, np.array(kept, np.int32), axis=1)
+        perm = _row_major_order(kept_indices)
+        ids, count, cols = _runs(gather(kept_indices, perm))
+        red = (unsorted_segment_sum if kind == "sum" else unsorted_segment_max)(gather(sp.values, perm), ids, count)
         if keepdims:
             by_kept = {j: cols[:, i:i + 1] for i, j in enumerate(kept)}
             zero = array_ops.zeros(array_ops.stack([count, np.int64(1)]), _I64)
             cols = concat([by_kept.get(j, zero) for j in range(r)], 1) if r else cols
         shape = _dims_tensor(out_dims)
-        return SparseTensor(cols, gather(red, order), np.array(shape, np.int64) if isinstance(shape, list) else shape)
+        return SparseTensor(cols, red, np.array(shape, np.int64) if isinstance(shape, list) else shape)
     if kind == "sum":
         red = unsorted_segment_sum(sp.values, seg, n)
     else:
@@ -598,9 +627,11 @@ def softmax(sp_input, name=None):
     r = _rank(sp)
     if r < 2:
         raise _error(_eager(sp.indices), f"Input should have rank >= 2, got {r}")
-    dims = _dims(sp)
-    seg = _linear(sp.indices[:, :-1], dims[:-1])
-    n = _product(dims[:-1])
+    # each entry's row (its index without the last coordinate), numbered in row-major order
+    rows = sp.indices[:, :-1]
+    perm = _row_major_order(rows)
+    sorted_ids, n, _ = _runs(gather(rows, perm))
+    seg = unsorted_segment_sum(sorted_ids, perm, array_ops.shape(perm)[0])     # back to entry order
     top = unsorted_segment_max(sp.values, seg, n)
     e = math_ops.exp(math_ops.subtract(sp.values, gather(top, seg)))
     total = unsorted_segment_sum(e, seg, n)
