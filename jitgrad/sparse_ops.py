@@ -184,6 +184,8 @@ def _dense_from(indices, values, dims, default_value=None, check_order=False, de
         lin = math_ops.where(valid, dense_reduce_sum(math_ops.multiply(indices, strides), axis=1), n)
     else:
         n = _product(dims)
+        if isinstance(n, int) and n >= 2 ** 63:
+            raise _error(_eager(indices), f"Dense shape {dims} has more than 2**63 - 1 elements")
         if _eager(indices):
             _eager_index_errors(indices, dims, check_order)
         lin = flat_rows(indices, dims, n) if dims else _linear(indices, dims)
@@ -439,8 +441,9 @@ def _union(a, b):
     """The union of two sparse tensors' index sets in row-major order: (indices, for each
     union entry a's and b's value summed there (0 where absent), the count of entries there)."""
     dims = _same_dims_check(a, b, _eager(a.indices, b.indices))
-    if a.dtype != b.dtype:
-        raise TypeError(f"SparseTensors must have the same dtype, got {a.dtype.name} and {b.dtype.name}")
+    if a.dtype != b.dtype:      # (the op's type check: InvalidArgumentError eagerly, TypeError in a graph)
+        msg = f"SparseTensors must have the same dtype, got {a.dtype.name} and {b.dtype.name}"
+        raise InvalidArgumentError(msg) if _eager(a.values, b.values) else TypeError(msg)
     indices = concat([a.indices, b.indices], 0)
     perm = _row_major_order(indices)
     ids, n, first = _runs(gather(indices, perm))
@@ -570,6 +573,12 @@ def _groups(sp, axis):
     # (an index out of bounds names group n, which the segment op rejects)
     seg = flat_rows(gather(sp.indices, kept, axis=1), kept_dims, n) if kept else \
         array_ops.zeros(array_ops.shape(sp.values, out_type=_I64), _I64)
+    if axes and not _eager(sp.indices):     # (and one out of bounds in a reduced dim too)
+        shape = _dims_tensor(dims)
+        shape = np.array(shape, np.int64) if isinstance(shape, list) else shape
+        inside = reduce_all(math_ops.logical_and(math_ops.greater_equal(sp.indices, np.int64(0)),
+                                                 math_ops.less(sp.indices, shape)), axis=1)
+        seg = math_ops.where(inside, seg, math_ops.cast(n, _I64) if not isinstance(n, int) else np.int64(n))
     return axes, kept, kept_dims, seg, n
 
 

@@ -523,3 +523,42 @@ def test_function_compiled_matches_eager():
     eager = body(tf.constant(values), tf.constant(b))
     for c, e in zip(compiled, eager):
         np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- bad input: TF 2.21's error types
+@pytest.mark.parametrize("make", [
+    lambda: tf.sparse.to_dense(tf.SparseTensor([[0, 1]], [1.0], [4, 2 ** 62])),        # too many elements
+    lambda: tf.sparse.to_dense(tf.SparseTensor([[0, 0]], [1.0], [-1, 2])),
+    lambda: tf.sparse.sparse_dense_matmul(tf.SparseTensor([[0, -1]], [1.0], [2, 3]), tf.ones([3, 2])),
+    lambda: tf.sparse.sparse_dense_matmul(tf.SparseTensor([[-1, 0]], [1.0], [2, 3]), tf.ones([3, 2])),
+    lambda: tf.sparse.fill_empty_rows(tf.SparseTensor([[5, 0]], [1.0], [2, 3]), 0.0),
+    lambda: tf.sparse.fill_empty_rows(tf.SparseTensor([[-1, 0]], [1.0], [2, 3]), 0.0),
+    lambda: tf.sparse.softmax(tf.SparseTensor([[0]], [1.0], [2])),                     # rank 1
+    lambda: tf.sparse.to_indicator(tf.SparseTensor([[0, 0]], tf.constant([-1], tf.int64), [1, 1]), 3),
+    lambda: tf.sparse.add(tf.SparseTensor([[0, 0]], [1.0], [1, 1]), tf.SparseTensor([[0, 0]], [1], [1, 1])),
+    lambda: tf.nn.embedding_lookup_sparse(tf.ones([3, 2]), tf.SparseTensor([[0, 0]], tf.constant([5], tf.int64),
+                                                                           [1, 1]), None),
+    # segment_sum over the rows needs them sorted, as TF's
+    lambda: tf.nn.embedding_lookup_sparse(tf.ones([3, 2]), tf.SparseTensor([[1, 0], [0, 0]],
+                                                                           tf.constant([1, 2], tf.int64), [2, 1]), None),
+])
+def test_bad_input_is_invalid_argument(make):
+    with pytest.raises(InvalidArgumentError):
+        make()
+
+
+@pytest.mark.usefixtures("graph_mode")
+def test_bad_indices_in_session():
+    g = tf.Graph()
+    with g.as_default():
+        sp = tf.compat.v1.sparse_placeholder(tf.float32, shape=[None, None])
+        mm = tf.sparse.sparse_dense_matmul(sp, tf.ones([3, 2]))
+        summed = tf.sparse.reduce_sum(sp, 1)
+        filled = tf.sparse.fill_empty_rows(sp, 0.0)[0].values
+    s = tf.compat.v1.Session(graph=g)
+    shape = np.array([2, 3])
+    for bad in ([[0, -1]], [[0, 3]], [[-1, 0]], [[2, 0]]):
+        feed = {sp: (np.array(bad), np.array([1.0], np.float32), shape)}
+        for fetch in (mm, summed, filled) if bad[0][0] in (-1, 2) else (mm, summed):
+            with pytest.raises(InvalidArgumentError):
+                s.run(fetch, feed)
