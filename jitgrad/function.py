@@ -591,6 +591,8 @@ class Function:
                 return EagerTensor(np.zeros([d or 0 for d in x.shape.dims or ()], x.dtype.np))
             if isinstance(x, (EagerTensor, np.ndarray)):
                 specs.append(TensorSpec(x.shape, dtypes.as_dtype(x.dtype)))
+            elif isinstance(x, SparseTensor):     # (one spec per component, as _flat_tensors)
+                specs.extend(TensorSpec(t.shape, t.dtype) for t in (x.indices, x.values, x.dense_shape))
             return x
         targs, tkwargs = nest.map_structure(stand_in, args), nest.map_structure(stand_in, kwargs)
         if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
@@ -627,6 +629,9 @@ class Function:
 
         def to_placeholder(x, base):
             if isinstance(x, SparseTensor):
+                if spec_iter is not None:     # (its components' specs: the entry count stays free)
+                    for _ in range(3):
+                        next(spec_iter)
                 return _sparse_placeholders(x, base, placeholders)
             if isinstance(x, (EagerTensor, np.ndarray)):
                 arr = x._value if isinstance(x, EagerTensor) else x

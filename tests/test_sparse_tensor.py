@@ -510,6 +510,20 @@ def test_function_takes_and_returns_sparse():
     assert traces == [[3, 4]]          # one trace for both entry counts (TF's SparseTensorSpec)
 
 
+def test_function_relaxed_shapes_and_concrete_function():
+    """A SparseTensor among relaxed (reduce_retracing) or TensorSpec arguments: the specs of
+    the dense arguments stay theirs."""
+    @tf.function(reduce_retracing=True)
+    def f(x, sp, y):
+        return x * 2 + tf.sparse.reduce_sum(sp) + y
+    for n in (2, 3, 4):
+        got = f(tf.ones([n]), tf.SparseTensor([[0, 1]], [5.0], [2, 2]), tf.ones([n]))
+        assert got.numpy().tolist() == [8.0] * n
+    c = tf.function(lambda x, sp: x + tf.sparse.reduce_sum(sp)).get_concrete_function(
+        tf.TensorSpec([None], tf.float32), tf.SparseTensor([[0, 1]], [5.0], [2, 2]))
+    assert c(tf.ones([3]), tf.SparseTensor([[0, 1], [1, 1]], [5.0, 1.0], [2, 2])).numpy().tolist() == [7.0] * 3
+
+
 def test_function_compiled_matches_eager():
     rng = np.random.default_rng(7)
     indices, values = _random_sparse(rng, (6, 5), 11)
