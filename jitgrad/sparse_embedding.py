@@ -6,13 +6,17 @@ the summed squared weights). As TF, embedding_lookup_sparse's result has max(row
 safe variant drops ids < 0 (and, unless combining by sum, weights <= 0), gives empty rows
 zeros (or default_id's row) and keeps all rows of the batch (and its leading dims).
 A gather of a variable's rows gives it an IndexedSlices gradient, as TF."""
+import math
+
+import numpy as np
+
 from . import dtypes
 from .convert import convert_to_tensor
 from .ops import array_ops, math_ops
 from .ops.nn_ops import embedding_lookup
 from .ops.segment_ops import segment_sum
 from .sparse_ops import fill_empty_rows, reshape_sparse, retain
-from .sparse_tensor import SparseTensor, is_sparse
+from .sparse_tensor import SparseTensor, is_sparse, known_dims
 
 _COMBINERS = ("mean", "sqrtn", "sum")
 
@@ -69,15 +73,14 @@ def safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=N
     rank = sparse_ids.dense_shape.shape.dims[0] if sparse_ids.dense_shape.shape.rank == 1 else None
     if rank is None or rank < 2:
         raise ValueError("jitgrad's safe_embedding_lookup_sparse needs sparse_ids of known rank >= 2.")
-    dims = sparse_ids.shape.dims
-    if dims is None or any(d is None for d in dims):
-        raise NotImplementedError("jitgrad's safe_embedding_lookup_sparse needs the dense shape of sparse_ids "
-                                  "known when the graph is built.")
-    batch = dims[:-1]
-    flat_rows = 1
-    for d in batch:
-        flat_rows *= d
-    ids = reshape_sparse(sparse_ids, [flat_rows, dims[-1]]) if rank > 2 else sparse_ids
+    dims = known_dims(sparse_ids)
+    if rank > 2:        # (ids of rank r: looked up as [d_0 ... d_{r-2}, d_{r-1}], then shaped back)
+        if any(d is None for d in dims):
+            raise NotImplementedError("jitgrad's safe_embedding_lookup_sparse needs the dense shape of sparse_ids of "
+                                      "rank > 2 known when the graph is built.")
+        ids = reshape_sparse(sparse_ids, [math.prod(dims[:-1]), dims[-1]])
+    else:
+        ids = sparse_ids
     weights = None
     if sparse_weights is not None:
         weights = SparseTensor(ids.indices, sparse_weights.values, ids.dense_shape)
@@ -94,5 +97,7 @@ def safe_embedding_lookup_sparse(embedding_weights, sparse_ids, sparse_weights=N
     if default_id is None:
         mask = array_ops.reshape(empty, [-1] + [1] * (result.shape.rank - 1))
         result = math_ops.where(mask, math_ops.zeros_like(result), result)
-    out = array_ops.reshape(result, batch + result.shape.dims[1:])
-    return out if name is None else math_ops.identity(out, name=name)
+    if rank > 2:
+        result = array_ops.reshape(result, array_ops.concat(
+            [np.array(dims[:-1], np.int32), array_ops.shape(result)[1:]], 0))
+    return result if name is None else math_ops.identity(result, name=name)

@@ -32,7 +32,7 @@ from .ops.mask_ops import boolean_mask
 from .ops.reduction_ops import cumprod, cumsum, reduce_all, reduce_any, reduce_prod, reduce_sum as dense_reduce_sum
 from .ops.segment_ops import unsorted_segment_max, unsorted_segment_sum
 from .ops.sort_ops import argsort
-from .sparse_tensor import SparseTensor, is_sparse, with_static_shape
+from .sparse_tensor import SparseTensor, is_sparse, known_dims, shaped_like, with_static_shape
 
 _I64 = dtypes.int64
 
@@ -66,7 +66,7 @@ def _rank(sp):
 
 def _dims(sp):
     """The dense dims: ints where known when the graph is built, else int64 scalar tensors."""
-    static = sp.shape.dims if sp.shape.rank is not None else [None] * _rank(sp)
+    static = known_dims(sp) or [None] * _rank(sp)
     return [int(d) if d is not None else sp.dense_shape[j] for j, d in enumerate(static)]
 
 
@@ -249,7 +249,7 @@ def reorder(sp_input, name=None):
     """``tf.sparse.reorder``: the same entries in canonical row-major order."""
     sp = _check_sparse(sp_input)
     indices, values = _reordered(sp.indices, sp.values)
-    return with_static_shape(SparseTensor(indices, values, sp.dense_shape), sp.shape)
+    return shaped_like(SparseTensor(indices, values, sp.dense_shape), sp)
 
 
 def _resolved_shape(old_dims, new_shape, eager):
@@ -299,7 +299,7 @@ def transpose(sp_input, perm=None, name=None):
     indices, values = _reordered(indices, sp.values)
     out = SparseTensor(indices, values, gather(sp.dense_shape, perm))
     static = sp.shape.dims
-    return with_static_shape(out, None if static is None else [static[p] for p in perm])
+    return shaped_like(out, sp, None if static is None else [static[p] for p in perm])
 
 
 def expand_dims(sp_input, axis=None, name=None):
@@ -314,7 +314,7 @@ def expand_dims(sp_input, axis=None, name=None):
     indices = concat([sp.indices[:, :axis], zeros, sp.indices[:, axis:]], 1)
     shape = concat([sp.dense_shape[:axis], np.ones([1], np.int64), sp.dense_shape[axis:]], 0)
     static = sp.shape.dims
-    return with_static_shape(SparseTensor(indices, sp.values, shape),
+    return shaped_like(SparseTensor(indices, sp.values, shape), sp,
                               None if static is None else list(static[:axis]) + [1] + list(static[axis:]))
 
 
@@ -328,7 +328,7 @@ def retain(sp_input, to_retain):
     if n is not None and k is not None and n != k:
         raise ValueError(f"Dimensions {n} and {k} are not compatible")
     out = SparseTensor(boolean_mask(sp.indices, keep), boolean_mask(sp.values, keep), sp.dense_shape)
-    return with_static_shape(out, sp.shape)
+    return shaped_like(out, sp)
 
 
 def slice_sparse(sp_input, start, size, name=None):
@@ -410,7 +410,7 @@ def fill_empty_rows(sp_input, default_value, name=None):
     all_indices = concat([sp.indices, new_indices], 0)
     perm = argsort(concat([rows, new_rows[:, 0]], 0), stable=True)
     out = SparseTensor(gather(all_indices, perm), gather(concat([sp.values, new_values], 0), perm), sp.dense_shape)
-    return with_static_shape(out, sp.shape), empty
+    return shaped_like(out, sp), empty
 
 
 def eye(num_rows, num_columns=None, dtype=dtypes.float32, name=None):
@@ -468,7 +468,7 @@ def add(a, b, threshold=0):
         thresh = convert_to_tensor(threshold, dtype=s.dtype.real_dtype if s.dtype.is_complex else s.dtype)
         keep = math_ops.logical_or(math_ops.equal(counts, 1), math_ops.less_equal(thresh, math_ops.abs(s)))
         out = SparseTensor(boolean_mask(indices, keep), boolean_mask(s, keep), a.dense_shape)
-        return with_static_shape(out, a.shape)
+        return shaped_like(out, a)
     sp, dense = (a, b) if is_sparse(a) else (b, a)
     dense = convert_to_tensor(dense, dtype=sp.dtype)
     dims = _dims(sp)
@@ -482,7 +482,7 @@ def add(a, b, threshold=0):
 def _extreme(a, b, pick):
     a, b = _check_sparse(a, "sp_a"), _check_sparse(b, "sp_b")
     indices, va, vb, _, _ = _union(a, b)
-    return with_static_shape(SparseTensor(indices, pick(va, vb), a.dense_shape), a.shape)
+    return shaped_like(SparseTensor(indices, pick(va, vb), a.dense_shape), a)
 
 
 def maximum(sp_a, sp_b, name=None):

@@ -48,6 +48,7 @@ class SparseTensor:
             raise ValueError(f"Dimensions {ishape.dims[1]} and {rank} are not compatible")
         self._shape = _static_dense_shape(self._dense_shape, rank if rank is not None else (
             ishape.dims[1] if ishape.rank == 2 else None))
+        self._exact_shape = True        # (the dims known are dense_shape's constant value)
 
     @classmethod
     def from_value(cls, value):
@@ -89,7 +90,7 @@ class SparseTensor:
     def with_values(self, new_values):
         """This sparse tensor's indices and dense_shape with ``new_values`` (same count)."""
         # (the static shape a traced input has is kept, as TF)
-        return with_static_shape(SparseTensor(self._indices, new_values, self._dense_shape), self._shape)
+        return shaped_like(SparseTensor(self._indices, new_values, self._dense_shape), self)
 
     def consumers(self):
         return []
@@ -121,12 +122,29 @@ class SparseTensor:
     __div__ = __truediv__
 
 
-def with_static_shape(sp, shape):
+def with_static_shape(sp, shape, exact=True):
     """``sp`` with the static dense shape ``shape`` (what the graph builder knows of it: a
-    traced SparseTensor argument's, a placeholder's, an op's output's), returned."""
+    traced SparseTensor argument's, a placeholder's, an op's output's), returned. ``exact``:
+    its dense_shape tensor holds these dims whenever it runs, so ops may build on them; a
+    sparse_placeholder's is not, as a feed may give it another dense_shape (TF's ops then
+    take the fed one)."""
     if shape is not None:
         sp._shape = TensorShape(shape)
+        sp._exact_shape = exact
     return sp
+
+
+def shaped_like(sp, src, shape=None):
+    """``sp`` with the static shape of ``src`` (or ``shape``, derived from it), exact as src's is."""
+    return with_static_shape(sp, src.shape if shape is None else shape, src._exact_shape)
+
+
+def known_dims(sp):
+    """The dense dims ops may build on when the graph is built (None where not known), or
+    None for an unknown rank."""
+    if sp.shape.rank is None:
+        return None
+    return list(sp.shape.dims) if sp._exact_shape else [None] * sp.shape.rank
 
 
 def is_sparse(x):
@@ -150,7 +168,7 @@ def sparse_placeholder(dtype, shape=None, name=None):
                                                          name=name + "/shape")
     else:
         dense_shape = array_ops.placeholder(dtypes.int64, [rank], name=name + "/shape")
-    return with_static_shape(SparseTensor(indices, values, dense_shape), shape)
+    return with_static_shape(SparseTensor(indices, values, dense_shape), shape, exact=False)
 
 
 def sparse_components(x):

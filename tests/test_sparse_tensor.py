@@ -492,6 +492,28 @@ def test_session_feed_and_fetch():
     np.testing.assert_allclose(fetched["s"], a.sum(1))
 
 
+@pytest.mark.usefixtures("graph_mode")
+def test_fed_dense_shape_overrides_the_placeholder_default():
+    """A sparse_placeholder's shape is only the default of its dense_shape: ops take the fed
+    one (TF 2.21 gives these shapes), while .shape stays the declared one."""
+    g = tf.Graph()
+    with g.as_default():
+        sp = tf.compat.v1.sparse_placeholder(tf.float32, shape=[3, 4])
+        dense = tf.sparse.to_dense(sp)
+        summed = tf.sparse.reduce_sum(sp, 0)
+        looked_up = tf.nn.safe_embedding_lookup_sparse(tf.ones([8, 2]), tf.sparse.map_values(
+            lambda v: tf.cast(v, tf.int64), sp))
+    assert sp.shape.as_list() == [3, 4]
+    s = tf.compat.v1.Session(graph=g)
+    feed = {sp: (np.array([[0, 1], [1, 4]]), np.array([1.0, 2.0], np.float32), np.array([2, 5]))}
+    assert s.run(dense, feed).tolist() == _dense([[0, 1], [1, 4]], np.float32([1.0, 2.0]), (2, 5)).tolist()
+    assert s.run(summed, feed).tolist() == [0.0, 1.0, 0.0, 0.0, 2.0]
+    assert s.run(looked_up, feed).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # the default when the shape is not fed
+    feed = {sp.indices: np.array([[2, 3]]), sp.values: np.array([5.0], np.float32)}
+    assert s.run(dense, feed).tolist() == _dense([[2, 3]], np.float32([5.0]), (3, 4)).tolist()
+
+
 def test_function_takes_and_returns_sparse():
     traces = []
 
