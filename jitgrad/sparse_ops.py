@@ -32,7 +32,7 @@ from .ops.mask_ops import boolean_mask
 from .ops.reduction_ops import cumprod, cumsum, reduce_all, reduce_any, reduce_prod, reduce_sum as dense_reduce_sum
 from .ops.segment_ops import unsorted_segment_max, unsorted_segment_sum
 from .ops.sort_ops import argsort
-from .sparse_tensor import SparseTensor, is_sparse, known_dims, shaped_like, with_static_shape
+from .sparse_tensor import SparseTensor, SparseTensorValue, is_sparse, known_dims, shaped_like, with_static_shape
 
 _I64 = dtypes.int64
 
@@ -49,6 +49,9 @@ def _error(eager, msg):
 
 
 def _check_sparse(sp, what="sp_input"):
+    """A SparseTensor (a SparseTensorValue is made one, as TF's _convert_to_sparse_tensor)."""
+    if isinstance(sp, SparseTensorValue):
+        return SparseTensor.from_value(sp)
     if not is_sparse(sp):
         raise TypeError(f"Input must be a SparseTensor, got {type(sp).__name__} for {what}.")
     return sp

@@ -50,6 +50,13 @@ def test_properties_and_dtypes():
     assert "SparseTensor(indices=tf.Tensor(" in repr(sp)
 
 
+def test_ops_take_a_sparse_tensor_value():
+    value = tf.compat.v1.SparseTensorValue(np.array([[1, 0]]), np.array([2.0], np.float32), np.array([2, 2]))
+    assert tf.sparse.to_dense(value).numpy().tolist() == [[0.0, 0.0], [2.0, 0.0]]
+    with pytest.raises(TypeError):
+        tf.sparse.to_dense(np.zeros((2, 2)))
+
+
 def test_not_a_tensor():
     sp = tf.SparseTensor([[0]], [1.0], [2])
     with pytest.raises(ValueError, match="unsupported type"):      # TF 2.21: ValueError, not TypeError
