@@ -27,7 +27,7 @@ from .ops import array_ops, math_ops
 from .ops.array_ops import concat, gather, get_static_value, reshape, stack
 from .ops.complex_ops import conj
 from .ops.counting_ops import after_checks
-from .ops.gather_nd import flat_rows, gather_nd
+from .ops.gather_nd import flat_rows, gather_nd, size_product
 from .ops.mask_ops import boolean_mask
 from .ops.reduction_ops import cumprod, cumsum, reduce_all, reduce_any, reduce_prod, reduce_sum as dense_reduce_sum
 from .ops.segment_ops import unsorted_segment_max, unsorted_segment_sum
@@ -81,21 +81,13 @@ def _dims_tensor(dims):
 
 
 def _product(dims):
-    out = 1
-    for d in dims:
-        if isinstance(out, int) and isinstance(d, int):
-            out *= d
-        else:
-            out = math_ops.multiply(convert_to_tensor(np.int64(out)) if isinstance(out, int) else out,
-                                    convert_to_tensor(np.int64(d)) if isinstance(d, int) else d)
-    return out
+    return size_product(dims, _I64)
 
 
 def _linear(indices, dims):
     """The row-major linear index of each index row (no bounds check), int64."""
-    if not dims:
-        return math_ops.zeros_like(indices[:, 0]) if indices.shape.dims[1] else \
-            array_ops.zeros(array_ops.shape(indices, out_type=_I64)[:1], _I64)
+    if not dims:            # (rank 0: every entry is the one element)
+        return array_ops.zeros(array_ops.shape(indices, out_type=_I64)[:1], _I64)
     row = indices[:, 0]
     for j in range(1, len(dims)):
         row = math_ops.add(math_ops.multiply(row, dims[j]), indices[:, j])
@@ -143,29 +135,35 @@ def _reordered(indices, values):
 
 
 def _ones_int(values):
-    return math_ops.cast(math_ops.ones_like(values, dtype=dtypes.int32) if values.dtype != dtypes.int32
-                         else math_ops.ones_like(values), dtypes.int32)
+    return array_ops.ones(array_ops.shape(values), dtypes.int32)
 
 
 # ---------------------------------------------------------------- index validation
 def _eager_index_errors(indices, dims, check_order):
-    """TF's SparseTensor::ValidateIndices: the first index row out of bounds, repeated or out
-    of order raises InvalidArgumentError with the kernel's message."""
+    """TF's SparseTensor::ValidateIndices: the first index row out of bounds or (check_order)
+    repeated or out of order raises InvalidArgumentError with the kernel's message."""
     idx = indices._value
-    shape = [int(d._value) if isinstance(d, EagerTensor) else int(d) for d in dims]
-    text = ",".join(map(str, shape))
-    prev = None
-    for n, row in enumerate(idx.tolist()):
-        here = f"indices[{n}] = [{','.join(map(str, row))}]"
-        if any(not 0 <= v < d for v, d in zip(row, shape)):
-            raise InvalidArgumentError(f"{here} is out of bounds: need 0 <= index < [{text}]")
-        if check_order and prev is not None:
-            if row == prev:
+    shape = np.array([int(d._value) if isinstance(d, EagerTensor) else int(d) for d in dims], np.int64)
+    n = idx.shape[0]
+    outside = np.nonzero(((idx < 0) | (idx >= shape)).any(axis=1))[0]
+    first = int(outside[0]) if outside.size else n
+    if check_order and n > 1:
+        before, after = idx[:-1], idx[1:]
+        differs = before != after
+        col = differs.argmax(axis=1)          # the first column where a row differs from the one before
+        rows = np.arange(n - 1)
+        increases = differs.any(axis=1) & (after[rows, col] > before[rows, col])
+        unordered = np.nonzero(~increases)[0]
+        if unordered.size and unordered[0] + 1 < first:
+            k = int(unordered[0]) + 1
+            here = f"indices[{k}] = [{','.join(map(str, idx[k].tolist()))}]"
+            if not differs[k - 1].any():
                 raise InvalidArgumentError(f"{here} is repeated")
-            if row < prev:
-                raise InvalidArgumentError(f"{here} is out of order. Many sparse ops require sorted indices.\n"
-                                           "    Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n")
-        prev = row
+            raise InvalidArgumentError(f"{here} is out of order. Many sparse ops require sorted indices.\n"
+                                       "    Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n")
+    if first < n:
+        raise InvalidArgumentError(f"indices[{first}] = [{','.join(map(str, idx[first].tolist()))}] is out of "
+                                   f"bounds: need 0 <= index < [{','.join(map(str, shape.tolist()))}]")
 
 
 def _in_order_check(lin):

@@ -582,8 +582,8 @@ def test_function_compiled_matches_eager():
     lambda: tf.nn.embedding_lookup_sparse(tf.ones([3, 2]), tf.SparseTensor([[0, 0]], tf.constant([5], tf.int64),
                                                                            [1, 1]), None),
     # segment_sum over the rows needs them sorted, as TF's
-    lambda: tf.nn.embedding_lookup_sparse(tf.ones([3, 2]), tf.SparseTensor([[1, 0], [0, 0]],
-                                                                           tf.constant([1, 2], tf.int64), [2, 1]), None),
+    lambda: tf.nn.embedding_lookup_sparse(
+        tf.ones([3, 2]), tf.SparseTensor([[1, 0], [0, 0]], tf.constant([1, 2], tf.int64), [2, 1]), None),
 ])
 def test_bad_input_is_invalid_argument(make):
     with pytest.raises(InvalidArgumentError):
