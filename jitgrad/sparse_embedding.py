@@ -13,7 +13,9 @@ import numpy as np
 from . import dtypes
 from .convert import convert_to_tensor
 from .ops import array_ops, math_ops
+from .ops.array_ops import gather
 from .ops.nn_ops import embedding_lookup
+from .ops.unique import unique
 from .ops.segment_ops import segment_sum
 from .sparse_ops import fill_empty_rows, reshape_sparse, retain
 from .sparse_tensor import SparseTensor, is_sparse, known_dims
@@ -36,7 +38,11 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=
     if sp_weights is not None and not is_sparse(sp_weights):
         raise TypeError(f"sp_weights must be either None or SparseTensor, got {type(sp_weights)}")
     segment_ids = math_ops.cast(sp_ids.indices[:, 0], dtypes.int32)
-    embeddings = embedding_lookup(params, sp_ids.values, max_norm=max_norm)
+    # As TF: each distinct id looked up once, then spread to its occurrences, so a variable's
+    # gradient is IndexedSlices of distinct ids (an optimizer squaring its rows sees each id's
+    # summed gradient, as TF's does) and max_norm clips each row once.
+    ids, occurrence = unique(sp_ids.values)
+    embeddings = gather(embedding_lookup(params, ids, max_norm=max_norm), occurrence)
     rank = embeddings.shape.rank
     if rank is None:
         raise NotImplementedError("jitgrad's embedding_lookup_sparse needs params of known rank.")
