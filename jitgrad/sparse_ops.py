@@ -25,7 +25,7 @@ from .eager import EagerTensor
 from .errors import InvalidArgumentError
 from .ops import array_ops, math_ops
 from .ops.array_ops import concat, gather, get_static_value, reshape, stack
-from .ops.complex_ops import conj
+from .ops.complex_ops import complex as complex_, conj, imag, real
 from .ops.counting_ops import after_checks
 from .ops.gather_nd import flat_rows, gather_nd, size_product
 from .ops.mask_ops import boolean_mask
@@ -134,6 +134,14 @@ def _reordered(indices, values):
     return gather(indices, perm), gather(values, perm)
 
 
+def _segment_sum(values, ids, n):
+    """unsorted_segment_sum, complex values as their real and imaginary parts (TF's sums take
+    complex values; jitgrad's segment op does not)."""
+    if values.dtype.is_complex:
+        return complex_(unsorted_segment_sum(real(values), ids, n), unsorted_segment_sum(imag(values), ids, n))
+    return unsorted_segment_sum(values, ids, n)
+
+
 def _ones_int(values):
     return array_ops.ones(array_ops.shape(values), dtypes.int32)
 
@@ -194,7 +202,7 @@ def _dense_from(indices, values, dims, default_value=None, check_order=False, de
         lin = after_checks([_in_order_check(lin)], lin)
     if summed:
         is_bool = values.dtype == dtypes.bool_
-        out = unsorted_segment_sum(math_ops.cast(values, dtypes.int32) if is_bool else values, lin, n)
+        out = _segment_sum(math_ops.cast(values, dtypes.int32) if is_bool else values, lin, n)
         out = math_ops.not_equal(out, 0) if is_bool else out
     else:
         # TF's SparseToDense assigns in order: the last value at a repeated index wins
@@ -450,7 +458,7 @@ def _union(a, b):
     ids, n, first = _runs(gather(indices, perm))
 
     def summed(values):
-        return unsorted_segment_sum(gather(values, perm), ids, n)
+        return _segment_sum(gather(values, perm), ids, n)
     a_part = summed(concat([a.values, math_ops.zeros_like(b.values)], 0))
     b_part = summed(concat([math_ops.zeros_like(a.values), b.values], 0))
     counts = unsorted_segment_sum(array_ops.ones(array_ops.shape(perm), dtypes.int32), ids, n)
@@ -504,8 +512,11 @@ def sparse_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=None):
             raise TypeError("sparse_dense_matmul needs a SparseTensor operand")
         return array_ops.transpose(sparse_dense_matmul(b, sp_a, adjoint_a=not adjoint_b, adjoint_b=not adjoint_a))
     sp = sp_a
-    dense = convert_to_tensor(b, dtype=sp.dtype)
+    dense = convert_to_tensor(b)
     eager = _eager(sp.indices, dense)
+    if dense.dtype != sp.dtype:     # (the op's type check: InvalidArgumentError eagerly, TypeError in a graph)
+        msg = f"sparse_dense_matmul of {sp.dtype.name} values and a {dense.dtype.name} tensor"
+        raise InvalidArgumentError(msg) if eager else TypeError(msg)
     if _rank(sp) != 2 or (dense.shape.rank is not None and dense.shape.rank != 2):
         raise _error(eager, f"Tensor 'a_shape' and 'b' must be matrices, got ranks {_rank(sp)} and "
                             f"{dense.shape.rank}")
@@ -525,7 +536,7 @@ def sparse_dense_matmul(sp_a, b, adjoint_a=False, adjoint_b=False, name=None):
         _eager_index_errors(sp.indices, _dims(sp), False)
     safe_rows = flat_rows(reshape(rows, [-1, 1]), [rows_dim], rows_dim)
     products = math_ops.multiply(reshape(values, [-1, 1]), gather(dense, cols))
-    return unsorted_segment_sum(products, safe_rows, rows_dim)
+    return _segment_sum(products, safe_rows, rows_dim)
 
 
 def map_values(op, *args, **kwargs):
@@ -593,7 +604,7 @@ def _reduce(sp, axis, keepdims, output_is_sparse, kind):
         kept_indices = gather(sp.indices, np.array(kept, np.int32), axis=1)
         perm = _row_major_order(kept_indices)
         ids, count, cols = _runs(gather(kept_indices, perm))
-        red = (unsorted_segment_sum if kind == "sum" else unsorted_segment_max)(gather(sp.values, perm), ids, count)
+        red = (_segment_sum if kind == "sum" else unsorted_segment_max)(gather(sp.values, perm), ids, count)
         if keepdims:
             by_kept = {j: cols[:, i:i + 1] for i, j in enumerate(kept)}
             zero = array_ops.zeros(array_ops.stack([count, np.int64(1)]), _I64)
@@ -601,7 +612,7 @@ def _reduce(sp, axis, keepdims, output_is_sparse, kind):
         shape = _dims_tensor(out_dims)
         return SparseTensor(cols, red, np.array(shape, np.int64) if isinstance(shape, list) else shape)
     if kind == "sum":
-        red = unsorted_segment_sum(sp.values, seg, n)
+        red = _segment_sum(sp.values, seg, n)
     else:
         # TF's SparseReduceMax: the max of the entries present; an empty group gives 0
         red = unsorted_segment_max(sp.values, seg, n)

@@ -310,6 +310,23 @@ def test_sparse_dense_matmul_values(adjoint_a, adjoint_b):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("adjoint_a", [False, True])
+@pytest.mark.parametrize("adjoint_b", [False, True])
+def test_complex_values(adjoint_a, adjoint_b):
+    """Complex values: the adjoints conjugate, sums keep both parts (numpy reference)."""
+    rng = np.random.default_rng(8)
+    indices, re = _random_sparse(rng, (3, 3), 4)
+    values = (re + 1j * rng.standard_normal(4)).astype(np.complex64)
+    a = _dense(indices, values, (3, 3))
+    b = (rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))).astype(np.complex64)
+    b = b.conj().T if adjoint_b else b
+    sp = tf.SparseTensor(indices, values, [3, 3])
+    want = (a.conj().T if adjoint_a else a) @ (b.conj().T if adjoint_b else b)
+    np.testing.assert_allclose(tf.sparse.sparse_dense_matmul(sp, b, adjoint_a, adjoint_b).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(tf.sparse.reduce_sum(sp, 1).numpy(), a.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(tf.sparse.to_dense(tf.sparse.add(sp, sp)).numpy(), 2 * a, rtol=1e-6)
+
+
 def test_dense_times_sparse_and_errors():
     sp = tf.SparseTensor([[0, 1], [1, 0], [2, 3]], [1.0, -2.0, 3.0], [3, 4])
     d = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -318,6 +335,8 @@ def test_dense_times_sparse_and_errors():
         tf.sparse.sparse_dense_matmul(sp, tf.ones([3, 2]))                    # inner dims 4 vs 3
     with pytest.raises(InvalidArgumentError):
         tf.sparse.sparse_dense_matmul(tf.SparseTensor([[0, 7]], [1.0], [3, 4]), tf.ones([4, 2]))
+    with pytest.raises(InvalidArgumentError):          # float64 values, a float32 operand
+        tf.sparse.sparse_dense_matmul(tf.SparseTensor([[0, 1]], tf.constant([2.0], tf.float64), [2, 2]), tf.ones([2, 3]))
 
 
 def test_sparse_dense_matmul_gradients_eager():
