@@ -532,7 +532,7 @@ from .sparse_tensor import SparseTensor, SparseTensorValue as _SparseTensorValue
 from .sparse_tensor import sparse_placeholder as _sparse_placeholder  # noqa: E402
 from . import sparse_ops as _sp, sparse_embedding as _spe  # noqa: E402
 sparse = _module("sparse", SparseTensor=SparseTensor, reshape=_sp.reshape_sparse, slice=_sp.slice_sparse,
-                 concat=_sp.concat_sparse, **{_name: getattr(_sp, _name) for _name in _sp.__all__})
+                 concat=_sp.concat_sparse, split=_sp.split_sparse, **{_name: getattr(_sp, _name) for _name in _sp.__all__})
 nn.embedding_lookup_sparse, nn.safe_embedding_lookup_sparse = _spe.embedding_lookup_sparse, \
     _spe.safe_embedding_lookup_sparse
 v1.SparseTensor, v1.SparseTensorValue, v1.sparse_placeholder = SparseTensor, _SparseTensorValue, _sparse_placeholder

@@ -354,6 +354,32 @@ def slice_sparse(sp_input, start, size, name=None):
     return SparseTensor(indices, boolean_mask(sp.values, inside), shape)
 
 
+def split_sparse(sp_input=None, num_split=None, axis=None, name=None):
+    """``tf.sparse.split``: ``num_split`` slices along ``axis``; the first (dim % num_split) of
+    them one longer, as TF's SparseSplit."""
+    sp = _check_sparse(sp_input)
+    if num_split is None or axis is None:
+        raise ValueError("num_split and axis are required")
+    r = _rank(sp)
+    num_split, axis = int(num_split), int(get_static_value(axis))
+    if not -r <= axis < r:
+        raise _error(_eager(sp.indices), f"Split dimension must be in range [{-r}, {r}), got {axis}")
+    axis %= r
+    dim = math_ops.cast(convert_to_tensor(_dims(sp)[axis], dtype=_I64), _I64)
+    if _eager(sp.indices) and int(dim.numpy()) < num_split:
+        raise InvalidArgumentError(f"Split requires num_split <= dimension size: {num_split} vs {int(dim.numpy())}")
+    base, extra = math_ops.floordiv(dim, np.int64(num_split)), math_ops.floormod(dim, np.int64(num_split))
+    onehot = np.eye(r, dtype=np.int64)[axis]
+    pieces, start = [], convert_to_tensor(np.int64(0))
+    for i in range(num_split):
+        length = math_ops.add(base, math_ops.cast(math_ops.less(np.int64(i), extra), _I64))
+        begin = math_ops.multiply(onehot, start)
+        size = math_ops.add(math_ops.multiply(onehot, length), math_ops.multiply(1 - onehot, sp.dense_shape))
+        pieces.append(slice_sparse(sp, begin, size))
+        start = math_ops.add(start, length)
+    return pieces
+
+
 def concat_sparse(axis, sp_inputs, expand_nonconcat_dims=False, name=None):
     """``tf.sparse.concat``: entries of each input shifted along ``axis`` by the dims before
     it, in row-major order. The other dims must agree (their maximum with

@@ -234,6 +234,21 @@ def test_concat():
     np.testing.assert_array_equal(tf.sparse.to_dense(c).numpy(), want)
 
 
+def test_split():
+    sp = tf.SparseTensor([[0, 0], [0, 4], [1, 2], [2, 6], [2, 1]], [1.0, 2.0, 3.0, 4.0, 5.0], [3, 7])
+    dense = tf.sparse.to_dense(tf.sparse.reorder(sp)).numpy()
+    for n, axis in ((3, 1), (2, 0), (7, 1), (1, 1), (3, -1)):
+        pieces = tf.sparse.split(sp_input=sp, num_split=n, axis=axis)
+        # TF's sizes: the first (dim % n) pieces one longer (np.array_split's)
+        want = np.array_split(dense, n, axis=axis)
+        assert len(pieces) == n
+        for piece, w in zip(pieces, want):
+            np.testing.assert_array_equal(tf.sparse.to_dense(tf.sparse.reorder(piece)).numpy(), w)
+    assert tf.sparse.split(sp_input=sp, num_split=3, axis=1)[0].values.numpy().tolist() == [1.0, 3.0, 5.0]
+    with pytest.raises(InvalidArgumentError):
+        tf.sparse.split(sp_input=sp, num_split=4, axis=0)
+
+
 def test_fill_empty_rows():
     sp = tf.SparseTensor([[0, 1], [0, 3], [2, 0], [4, 2]], [1.0, 2.0, 3.0, 4.0], [6, 4])
     out, empty = tf.sparse.fill_empty_rows(sp, -1.0)
