@@ -535,6 +535,8 @@ sparse = _module("sparse", SparseTensor=SparseTensor, reshape=_sp.reshape_sparse
                  concat=_sp.concat_sparse, split=_sp.split_sparse, **{_name: getattr(_sp, _name) for _name in _sp.__all__})
 nn.embedding_lookup_sparse, nn.safe_embedding_lookup_sparse = _spe.embedding_lookup_sparse, \
     _spe.safe_embedding_lookup_sparse
+sparse.segment_sum, sparse.segment_mean = _spe.sparse_segment_sum, _spe.sparse_segment_mean
+sparse.segment_sqrt_n = _spe.sparse_segment_sqrt_n
 v1.SparseTensor, v1.SparseTensorValue, v1.sparse_placeholder = SparseTensor, _SparseTensorValue, _sparse_placeholder
 v1.sparse = sparse
 v1.sparse_tensor_dense_matmul, v1.sparse_tensor_to_dense = _sp.sparse_dense_matmul, _sp.to_dense

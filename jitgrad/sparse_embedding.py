@@ -16,7 +16,7 @@ from .ops import array_ops, math_ops
 from .ops.array_ops import gather
 from .ops.nn_ops import embedding_lookup
 from .ops.unique import unique
-from .ops.segment_ops import segment_sum
+from .ops.segment_ops import segment_sum, unsorted_segment_sum
 from .sparse_ops import fill_empty_rows, reshape_sparse, retain
 from .sparse_tensor import SparseTensor, is_sparse, known_dims
 
@@ -28,6 +28,44 @@ def _check_combiner(combiner):
     if combiner not in _COMBINERS:
         raise ValueError(f"combiner must be one of 'mean', 'sqrtn' or 'sum', got {combiner}")
     return combiner
+
+
+def _sparse_segment(combiner, data, indices, segment_ids, num_segments, name):
+    """TF's SparseSegment{Sum,Mean,SqrtN}: the rows of ``data`` at ``indices`` summed per
+    segment (max id + 1 segments: the ids must be sorted; or ``num_segments``), the mean and
+    sqrtn ones times 1 / n or 1 / sqrt(n) (0 for an empty segment), as TF's kernels scale."""
+    data = convert_to_tensor(data)
+    rows = gather(data, indices)
+    if num_segments is None:
+        reduce = segment_sum
+    else:
+        def reduce(x, ids):
+            return unsorted_segment_sum(x, ids, num_segments)
+    total = reduce(rows, segment_ids)
+    if combiner == "sum":
+        return total if name is None else math_ops.identity(total, name=name)
+    count = reduce(math_ops.ones_like(convert_to_tensor(segment_ids), dtype=data.dtype), segment_ids)
+    if combiner == "sqrtn":
+        count = math_ops.sqrt(count)
+    scale = math_ops.divide_no_nan(math_ops.ones_like(count), count)
+    if data.shape.rank is None:
+        raise NotImplementedError("jitgrad's sparse segment reductions need data of known rank.")
+    return math_ops.multiply(total, array_ops.reshape(scale, [-1] + [1] * (data.shape.rank - 1)), name=name)
+
+
+def sparse_segment_sum(data, indices, segment_ids, num_segments=None, name=None, sparse_gradient=False):
+    """``tf.sparse.segment_sum``: segment_sum of gather(data, indices)."""
+    return _sparse_segment("sum", data, indices, segment_ids, num_segments, name)
+
+
+def sparse_segment_mean(data, indices, segment_ids, num_segments=None, name=None, sparse_gradient=False):
+    """``tf.sparse.segment_mean``."""
+    return _sparse_segment("mean", data, indices, segment_ids, num_segments, name)
+
+
+def sparse_segment_sqrt_n(data, indices, segment_ids, num_segments=None, name=None, sparse_gradient=False):
+    """``tf.sparse.segment_sqrt_n``."""
+    return _sparse_segment("sqrtn", data, indices, segment_ids, num_segments, name)
 
 
 def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=None, name=None,
@@ -42,21 +80,14 @@ def embedding_lookup_sparse(params, sp_ids, sp_weights, combiner=None, max_norm=
     # gradient is IndexedSlices of distinct ids (an optimizer squaring its rows sees each id's
     # summed gradient, as TF's does) and max_norm clips each row once.
     ids, occurrence = unique(sp_ids.values)
+    if sp_weights is None:
+        return _sparse_segment(combiner, embedding_lookup(params, ids, max_norm=max_norm), occurrence, segment_ids,
+                               None, name)
     embeddings = gather(embedding_lookup(params, ids, max_norm=max_norm), occurrence)
     rank = embeddings.shape.rank
     if rank is None:
         raise NotImplementedError("jitgrad's embedding_lookup_sparse needs params of known rank.")
     column = [-1] + [1] * (rank - 1)        # (a weight per row, broadcast over the embedding's dims)
-    if sp_weights is None:
-        # TF's sparse_segment_{sum,mean,sqrt_n}: the sum times 1 / n or 1 / sqrt(n), 0 for no ids
-        total = segment_sum(embeddings, segment_ids)
-        if combiner == "sum":
-            return total if name is None else math_ops.identity(total, name=name)
-        count = segment_sum(math_ops.ones_like(segment_ids, dtype=embeddings.dtype), segment_ids)
-        if combiner == "sqrtn":
-            count = math_ops.sqrt(count)
-        return math_ops.multiply(total, array_ops.reshape(math_ops.divide_no_nan(
-            math_ops.ones_like(count), count), column), name=name)
     weights = convert_to_tensor(sp_weights.values)
     if weights.dtype != embeddings.dtype:
         raise TypeError(f"The dtypes of params ({embeddings.dtype.name}) and sp_weights "

@@ -540,6 +540,41 @@ def test_adam_training_through_safe_lookup_follows_tf():
                                                         [1.93222, 2.03178, 2.13146, 2.23123]], rtol=1e-4)
 
 
+@pytest.mark.parametrize("num_segments", [None, 5])
+def test_sparse_segment_reductions(num_segments):
+    data = np.arange(12, dtype=np.float32).reshape(4, 3) / 3
+    idx, ids = [0, 2, 3, 1, 1], [0, 0, 2, 2, 2]
+    n = 3 if num_segments is None else num_segments          # max id + 1, or num_segments
+    total = np.zeros((n, 3), np.float32)
+    count = np.zeros(n, np.float32)
+    for i, s in zip(idx, ids):
+        total[s] += data[i]
+        count[s] += 1
+    inv = np.divide(1, count, out=np.zeros_like(count), where=count > 0).astype(np.float32)
+    inv_sqrt = np.divide(1, np.sqrt(count), out=np.zeros_like(count), where=count > 0).astype(np.float32)
+    np.testing.assert_allclose(tf.sparse.segment_sum(data, idx, ids, num_segments).numpy(), total, rtol=1e-6)
+    np.testing.assert_allclose(tf.sparse.segment_mean(data, idx, ids, num_segments).numpy(), total * inv[:, None],
+                               rtol=1e-6)
+    np.testing.assert_allclose(tf.sparse.segment_sqrt_n(data, idx, ids, num_segments).numpy(),
+                               total * inv_sqrt[:, None], rtol=1e-6)
+
+
+def test_sparse_segment_errors_and_gradient():
+    data = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3))
+    with pytest.raises(InvalidArgumentError):
+        tf.sparse.segment_sum(data, [0, 2, 3], [0, 2, 1])         # ids not sorted
+    with pytest.raises(InvalidArgumentError):
+        tf.sparse.segment_mean(data, [0, 9], [0, 0])              # index out of range
+    v = tf.Variable(data)
+    up = np.arange(9, dtype=np.float32).reshape(3, 3)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.sparse.segment_sqrt_n(v, [0, 2, 3, 1, 1], [0, 0, 2, 2, 2]) * up)
+    want = np.zeros((4, 3), np.float32)
+    for i, s, n in zip([0, 2, 3, 1, 1], [0, 0, 2, 2, 2], [2, 2, 3, 3, 3]):
+        want[i] += up[s] / np.sqrt(n)
+    np.testing.assert_allclose(tf.convert_to_tensor(t.gradient(y, v)).numpy(), want, rtol=1e-6)
+
+
 # ---------------------------------------------------------------- Session and tf.function
 @pytest.mark.usefixtures("graph_mode")
 def test_session_feed_and_fetch():
