@@ -302,8 +302,6 @@ def transpose(sp_input, perm=None, name=None):
     if sorted(p % r if r else p for p in perm) != list(range(r)) or len(perm) != r:
         raise _error(_eager(sp.indices), f"{perm} is not a permutation of [0, {r})")
     perm = [p % r for p in perm]
-    dims = _dims(sp)
-    new_dims = [dims[p] for p in perm]
     indices = gather(sp.indices, perm, axis=1)
     indices, values = _reordered(indices, sp.values)
     out = SparseTensor(indices, values, gather(sp.dense_shape, perm))
@@ -324,7 +322,7 @@ def expand_dims(sp_input, axis=None, name=None):
     shape = concat([sp.dense_shape[:axis], np.ones([1], np.int64), sp.dense_shape[axis:]], 0)
     static = sp.shape.dims
     return shaped_like(SparseTensor(indices, sp.values, shape), sp,
-                              None if static is None else list(static[:axis]) + [1] + list(static[axis:]))
+                       None if static is None else list(static[:axis]) + [1] + list(static[axis:]))
 
 
 def retain(sp_input, to_retain):
@@ -437,9 +435,8 @@ def fill_empty_rows(sp_input, default_value, name=None):
     count = unsorted_segment_sum(_ones_int(sp.values), flat_rows(sp.indices[:, :1], [n_rows], n_rows), n_rows)
     empty = math_ops.equal(count, 0)
     new_rows = math_ops.where(empty)
-    new_indices = concat([new_rows, math_ops.zeros_like(new_rows[:, :1])[:, :0]] +
-                         ([array_ops.zeros(array_ops.stack([array_ops.shape(new_rows, out_type=_I64)[0],
-                                                            np.int64(r - 1)]), _I64)] if r > 1 else []), 1)
+    rest = array_ops.zeros(array_ops.stack([array_ops.shape(new_rows, out_type=_I64)[0], np.int64(r - 1)]), _I64)
+    new_indices = concat([new_rows, rest], 1)          # [row, 0, ..., 0]
     default = convert_to_tensor(default_value, dtype=sp.dtype)
     new_values = array_ops.fill(array_ops.shape(new_rows)[:1], default)
     all_indices = concat([sp.indices, new_indices], 0)
