@@ -534,3 +534,25 @@ v1.spectral = _module("compat.v1.spectral", **{_name: getattr(_fft, _name) for _
                                                if "shift" not in _name})
 from .ops import signal_composites as _signal_composites  # noqa: E402
 signal.__dict__.update({_name: getattr(_signal_composites, _name) for _name in _signal_composites.__all__})
+
+# ---- tf.SparseTensor and tf.sparse (sparse_tensor.py, sparse_ops.py), the sparse embedding
+# lookups (sparse_embedding.py)
+from .sparse_tensor import SparseTensor, SparseTensorValue as _SparseTensorValue  # noqa: E402,F401
+from .sparse_tensor import sparse_placeholder as _sparse_placeholder  # noqa: E402
+from . import sparse_ops as _sp, sparse_embedding as _spe  # noqa: E402
+sparse = _module("sparse", SparseTensor=SparseTensor, reshape=_sp.reshape_sparse, slice=_sp.slice_sparse,
+                 concat=_sp.concat_sparse, split=_sp.split_sparse, **{_name: getattr(_sp, _name) for _name in _sp.__all__})
+nn.embedding_lookup_sparse, nn.safe_embedding_lookup_sparse = _spe.embedding_lookup_sparse, \
+    _spe.safe_embedding_lookup_sparse
+sparse.segment_sum, sparse.segment_mean = _spe.sparse_segment_sum, _spe.sparse_segment_mean
+sparse.segment_sqrt_n = _spe.sparse_segment_sqrt_n
+v1.SparseTensor, v1.SparseTensorValue, v1.sparse_placeholder = SparseTensor, _SparseTensorValue, _sparse_placeholder
+v1.sparse = sparse
+v1.sparse_tensor_dense_matmul, v1.sparse_tensor_to_dense = _sp.sparse_dense_matmul, _sp.to_dense
+v1.sparse_reorder, v1.sparse_reshape, v1.sparse_add = _sp.reorder, _sp.reshape_sparse, _sp.add
+v1.sparse_reduce_sum_sparse, v1.sparse_reduce_max_sparse = _sp.reduce_sum_sparse, _sp.reduce_max_sparse
+v1.nn.embedding_lookup_sparse = lambda params, sp_ids, sp_weights, partition_strategy="mod", name=None, \
+    combiner=None, max_norm=None: _spe.embedding_lookup_sparse(params, sp_ids, sp_weights, combiner, max_norm, name)
+v1.nn.safe_embedding_lookup_sparse = lambda embedding_weights, sparse_ids, sparse_weights=None, combiner="mean", \
+    default_id=None, name=None, partition_strategy="div", max_norm=None: _spe.safe_embedding_lookup_sparse(
+        embedding_weights, sparse_ids, sparse_weights, combiner, default_id, max_norm, name)

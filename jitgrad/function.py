@@ -25,6 +25,7 @@ from .convert import _in_graph, convert_to_tensor, to_numpy
 from .eager import EagerTensor
 from .func_graph import FuncGraph, in_region
 from .indexed_slices import IndexedSlices
+from .sparse_tensor import SparseTensor, with_static_shape
 from .passes.prune import prune
 from .ops.control_flow_ops import assign_in_region, read_for_gradient
 from .gradients import VARIABLE_VALUE_OPS
@@ -286,6 +287,11 @@ class _EagerVariableStore:
 def _leaf_key(x):
     if isinstance(x, EagerTensor):
         return ("T", x._value.shape, x._value.dtype.str)
+    if isinstance(x, SparseTensor):
+        # TF's SparseTensorSpec: the dense shape and dtype, not the entry count
+        if not isinstance(x.indices, EagerTensor):
+            raise TypeError("A symbolic graph SparseTensor cannot be passed to a jitgrad.function called eagerly.")
+        return ("S", tuple(x.dense_shape._value.tolist()), x.values._value.dtype.str)
     if isinstance(x, np.ndarray):
         return ("T", x.shape, dtypes.as_dtype(x.dtype).np.str)
     if is_eager_variable(x):
@@ -344,6 +350,8 @@ def _flat_tensors(x):
     for v in nest.flatten(x):
         if isinstance(v, EagerTensor):
             out.append(v._value)
+        elif isinstance(v, SparseTensor):      # (fed to its three placeholders, see _trace_once)
+            out.extend((v.indices._value, v.values._value, v.dense_shape._value))
         elif isinstance(v, np.ndarray):
             out.append(np.asarray(v, dtype=dtypes.as_dtype(v.dtype).np))
     return out
@@ -583,6 +591,8 @@ class Function:
                 return EagerTensor(np.zeros([d or 0 for d in x.shape.dims or ()], x.dtype.np))
             if isinstance(x, (EagerTensor, np.ndarray)):
                 specs.append(TensorSpec(x.shape, dtypes.as_dtype(x.dtype)))
+            elif isinstance(x, SparseTensor):     # (one spec per component, as _flat_tensors)
+                specs.extend(TensorSpec(t.shape, t.dtype) for t in (x.indices, x.values, x.dense_shape))
             return x
         targs, tkwargs = nest.map_structure(stand_in, args), nest.map_structure(stand_in, kwargs)
         if not any(isinstance(x, TensorSpec) for x in nest.flatten((args, kwargs))):
@@ -618,6 +628,11 @@ class Function:
         spec_names = {}
 
         def to_placeholder(x, base):
+            if isinstance(x, SparseTensor):
+                if spec_iter is not None:     # (its components' specs: the entry count stays free)
+                    for _ in range(3):
+                        next(spec_iter)
+                return _sparse_placeholders(x, base, placeholders)
             if isinstance(x, (EagerTensor, np.ndarray)):
                 arr = x._value if isinstance(x, EagerTensor) else x
                 spec_name = None
@@ -669,6 +684,8 @@ def _output_builder(result, fetches, ctx):
             x = read_in_trace(x, ctx.graph)
         if isinstance(x, IndexedSlices):    # (a gather's gradient) returned as IndexedSlices, as TF
             leaves.append(_SlicesLeaf(x, fetches, ctx.graph))
+        elif isinstance(x, SparseTensor):
+            leaves.append(_SlicesLeaf(x, fetches, ctx.graph, _sparse_from_parts))
         elif isinstance(x, Tensor):
             if x.graph is not ctx.graph:   # e.g. appended to a Python list inside a staged loop
                 raise out_of_scope_error(x, ctx.graph)
@@ -695,10 +712,12 @@ def _leaf_value(leaf, vals):
 
 
 class _SlicesLeaf:
-    """An IndexedSlices output: its values, indices and dense_shape fetched, rebuilt after the run."""
+    """An IndexedSlices (or SparseTensor) output: its values, indices and dense_shape fetched,
+    rebuilt after the run."""
 
-    def __init__(self, slices, fetches, graph):
+    def __init__(self, slices, fetches, graph, rebuild=IndexedSlices):
         self._parts = []
+        self._rebuild = rebuild
         for t in (slices.values, slices.indices, slices.dense_shape):
             if isinstance(t, Tensor):
                 if t.graph is not graph:
@@ -709,7 +728,23 @@ class _SlicesLeaf:
                 self._parts.append((t,))
 
     def value(self, vals):
-        return IndexedSlices(*(_leaf_value(p, vals) for p in self._parts))
+        return self._rebuild(*(_leaf_value(p, vals) for p in self._parts))
+
+
+def _sparse_from_parts(values, indices, dense_shape):
+    return SparseTensor(indices, values, dense_shape)
+
+
+def _sparse_placeholders(x, base, placeholders):
+    """A SparseTensor argument in a trace: placeholders for its indices and values (any entry
+    count) and dense_shape, with the argument's dense shape as its static shape (TF's
+    SparseTensorSpec)."""
+    rank = len(x.dense_shape._value)
+    parts = [array_ops.placeholder(dtypes.int64, [None, rank], name=base + "_indices"),
+             array_ops.placeholder(x.dtype, [None], name=base + "_values"),
+             array_ops.placeholder(dtypes.int64, [rank], name=base + "_dense_shape")]
+    placeholders.extend(parts)
+    return with_static_shape(SparseTensor(*parts), x.dense_shape._value.tolist())
 
 
 _NONE = (None,)   # an Operation's place in the outputs: None, as in TF

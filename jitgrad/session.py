@@ -12,6 +12,7 @@ from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 from .convert import string_array
+from .sparse_tensor import SparseTensor, SparseTensorValue, sparse_components
 
 MODES = ("compiled", "interpret")
 _default_mode = [os.environ.get("JITGRAD_MODE", "compiled")]
@@ -77,6 +78,9 @@ class _FetchPlan:
 
     def __init__(self, graph, fetches):
         flat = nest.flatten(fetches)
+        if any(isinstance(f, SparseTensor) for f in flat):
+            self._init_sparse(graph, fetches, flat)
+            return
         self.elements = [_as_element(graph, f, "Fetch") for f in flat]
         if not nest.is_nested(fetches):
             self.build = _first
@@ -84,6 +88,23 @@ class _FetchPlan:
             self.build = type(fetches)     # a flat list or tuple (the common case) needs no walk
         else:
             self.build = lambda vals: nest.pack_sequence_as(fetches, vals)
+
+
+    def _init_sparse(self, graph, fetches, flat):
+        """A SparseTensor fetch is its three components, returned as a SparseTensorValue (TF)."""
+        self.elements, spans = [], []
+        for f in flat:
+            parts = [f.indices, f.values, f.dense_shape] if isinstance(f, SparseTensor) else [f]
+            spans.append(len(parts))
+            self.elements.extend(_as_element(graph, p, "Fetch") for p in parts)
+
+        def build(vals):
+            leaves, i = [], 0
+            for n in spans:
+                leaves.append(SparseTensorValue(*vals[i:i + 3]) if n == 3 else vals[i])
+                i += n
+            return nest.pack_sequence_as(fetches, leaves) if nest.is_nested(fetches) else leaves[0]
+        self.build = build
 
 
 def _first(vals):
@@ -292,6 +313,8 @@ class BaseSession:
         if type(feed_dict) is not dict and not isinstance(feed_dict, collections.abc.Mapping):
             raise TypeError(f"feed_dict must be a dictionary mapping tensors to values, got "
                             f"{type(feed_dict).__name__}")
+        if any(isinstance(k, SparseTensor) for k in feed_dict):
+            return self._fed_list(_sparse_feeds_split(feed_dict))
         fed = []
         checked = self._feed_checked
         for key, value in feed_dict.items():
@@ -352,6 +375,19 @@ class BaseSession:
                 runner[0] = fast.get(key)
             return out
         return call
+
+
+def _sparse_feeds_split(feed_dict):
+    """A feed of a SparseTensor (a sparse_placeholder) is a feed of each of its components
+    from a SparseTensorValue or an (indices, values, dense_shape) tuple, as TF."""
+    out = {}
+    for key, value in feed_dict.items():
+        if isinstance(key, SparseTensor):
+            parts = sparse_components(value)
+            out.update(zip((key.indices, key.values, key.dense_shape), parts))
+        else:
+            out[key] = value
+    return out
 
 
 def runner_key(fetches, feed_keys):
