@@ -53,6 +53,23 @@ def test_native_philox_loop_equals_numpys_rounds():
             assert native is not None and native.tolist() == philox.blocks_numpy(key, counter, offsets).tolist()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_native_uniform_equals_the_words_bit_tricks(dtype):
+    """ops/philox_native.py's vectorised uniform loop (groups of 8 blocks, the rest in numpy):
+    the floats of the words, across group edges and a counter that carries into its high half."""
+    per = 4 if dtype == np.float32 else 2
+    for key in (0, (1 << 64) - 1, 0x12345678):
+        for counter in (7 << 64, (1 << 64) - 3, (1 << 64) - 40, (1 << 128) - 2):
+            for n in (0, 1, 31, 32, 33, 8 * per * 3 + 5, 1000):
+                got = philox.uniform((key, counter), n, dtype)
+                w = philox.blocks_numpy(key, counter, np.arange(-(-n // per), dtype=np.uint64)).reshape(-1)
+                if dtype == np.float32:
+                    want = [(int(v) & 0x7FFFFF) / 2 ** 23 for v in w[:n]]
+                else:
+                    want = [((int(w[2 * i]) & 0xFFFFF) * 2 ** 32 + int(w[2 * i + 1])) / 2 ** 52 for i in range(n)]
+                assert got.dtype == dtype and got.tolist() == want, (key, counter, n)
+
+
 def test_generator_state_skips_256_calls_per_element_modulo_2_128():
     state = np.array([-1, -1, 9], dtype=np.int64)          # counter 2^128 - 1
     assert philox.skipped_state(state, 1).tolist() == [255, 0, 9]

@@ -265,14 +265,16 @@ def baseline():
     return Target("x86-64", "", "x86-64", False)
 
 
-def baseline_object_code(kind, text):
+def baseline_object_code(kind, text, target=None):
     """Object code of the IR ``text`` for ``baseline()`` (opt 2): small native helpers
     every kernel and the host share (kind "pool-code": codegen/thread_pool.py,
     "mxcsr-code": jitgrad/mxcsr_host.py). From the disk cache when a process with this
     llvmlite build compiled the same IR before (then a process whose kernels all come
     from the disk cache loads no LLVM at all: asking LLVM for the pool's code cost a warm
-    W3 process ~40% of its CPU after import), else compiled here and stored."""
-    digest = hashlib.sha256(f"{baseline().key()}\0opt=2\0{text}".encode("utf-8")).hexdigest()
+    W3 process ~40% of its CPU after import), else compiled here and stored. ``target``:
+    another (a host-only helper worth vectorising for this CPU: ``get()``)."""
+    target = target or baseline()
+    digest = hashlib.sha256(f"{target.cpu}|{target.features}\0opt=2\0{text}".encode("utf-8")).hexdigest()
     try:
         obj = disk.load_compiled(kind, digest)
     except Exception:          # an unusable cache directory: compile, as without one
@@ -280,7 +282,7 @@ def baseline_object_code(kind, text):
     if obj is None:
         mod = llvm_binding().parse_assembly(text)
         mod.verify()
-        obj = baseline().target_machine(opt=2).emit_object(mod)
+        obj = target.target_machine(opt=2).emit_object(mod)
         try:
             disk.store_compiled(kind, digest, obj)
         except Exception:

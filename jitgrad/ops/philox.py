@@ -121,9 +121,18 @@ def box_muller_double(x0, x1, x2, x3):
 
 
 # ---------------------------------------------------------------- distributions
-def uniform(stream, n, np_dtype):
+def uniform(stream, n, np_dtype, native=True):
     """n floats in [0, 1) (UniformDistribution)."""
     np_dtype = np.dtype(np_dtype)
+    if native and np_dtype in (np.float32, np.float64):
+        out = np.empty(n, np_dtype)
+        done = philox_native.uniform_blocks(*stream, out)          # fused and vectorised
+        if done is not None:
+            if done < n:
+                key, counter = stream
+                per = 4 if np_dtype == np.float32 else 2
+                out[done:] = uniform((key, (counter + done // per) & MASK128), n - done, np_dtype, native=False)
+            return out
     if np_dtype == np.float64:
         w = words(stream, 2 * n)
         return unit_float64(w[0::2], w[1::2])
