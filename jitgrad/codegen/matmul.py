@@ -207,10 +207,10 @@ def row_chunks(dtype, M, N, K, trans_a, config=None, threads=(1, 2, 4)):
     simulating the dynamic schedule on each of ``threads`` equal-speed threads with a
     chunk costing its rows plus _CHUNK_COST_ROWS per MC block, minimising the sum of
     the busiest thread's time over an even split.  Chunk sizes are multiples of MR
-    (the last excepted), at most MC, at least 4 MR rows for the large ones (or all
-    of M).  W3's dW1 (M = 784, float32 on AVX-512): 20 chunks of 40 rows (2 threads:
-    400 and 384 rows, 10 chunks each) became 3 x 136 + 6 x 64 rows ending 2 threads
-    at 392 rows each, in 4 and 5 chunks."""
+    (the last excepted), at most MC, at least 4 MR rows (or all of M).  W3's dW1
+    (M = 784, float32 on AVX-512): 20 chunks of 40 rows (2 threads: 400 and 384 rows,
+    10 chunks each) became 3 x 136, 5 x 64 and 56 rows, ending 2 threads at 392 rows
+    each in 4 and 5 chunks (4 threads: 200 rows at most, as before)."""
     plan = _plan(dtype, M, N, K, trans_a, config)
     return _row_chunks(M, plan.mr, plan.mc, tuple(threads))
 
@@ -247,7 +247,7 @@ def _row_chunks(M, mr, mc, threads):
         # a thread's time, only the tail is chosen (keeps this fast: it runs per GEMM)
         bigs = [mc] if M > 4 * top * mc else range(lo, mc + 1, mr)
         for big in bigs:
-            smalls = sorted({s for s in (mr, 2 * mr, 4 * mr, 8 * mr, big) if s <= big})
+            smalls = sorted({s for s in (4 * mr, 8 * mr, big) if s <= big})
             # only the last rounds' worth of large chunks are worth trying as small ones
             for nbig in range(max(0, M // big - 2 * top), M // big + 1):
                 for small in (smalls if nbig else [big]):
