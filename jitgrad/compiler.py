@@ -544,13 +544,15 @@ def _interpret(session, elements, fed):
 
 
 def _call(k, addr):
-    n = _par_threads(k.meta) if k.mt_addr else 1     # [threads hook] codegen/parallel.py
+    if not k.mt_addr:            # a serial kernel: nothing more on its way (W1's call is ~2 us)
+        k.cfunc(addr)
+        return
+    n = _par_threads(k.meta)     # [threads hook] codegen/parallel.py
     if n > 1:
         _call_parallel(k.mt_addr, addr, n, k.status_addr)
     else:
         k.cfunc(addr)
-    if k.mt_addr:
-        _par_done()
+    _par_done()
 
 
 def run_plan(session, plan, fed, elements):
