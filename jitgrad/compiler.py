@@ -53,7 +53,7 @@ from .codegen.persistent import init_persistent
 from .codegen.lowering_tables import unsupported_ops
 from .codegen.target import current, foreign_code
 from .shape_specialise import specialiser_for
-from .codegen.parallel import call_parallel as _call_parallel, kernel_threads as _par_threads  # [threads hook]
+from .codegen.parallel import call_parallel as _call_parallel, call_done as _par_done, kernel_threads as _par_threads  # [threads hook]
 
 KERNEL_LIMIT = 512
 # JITGRAD_STRICT_PASSES=1: an exception inside a pass propagates instead of falling back to the
@@ -544,10 +544,15 @@ def _interpret(session, elements, fed):
 
 
 def _call(k, addr):
-    if k.mt_addr and _par_threads(k.meta) > 1:   # [threads hook] codegen/parallel.py
-        _call_parallel(k.mt_addr, addr, _par_threads(k.meta), k.status_addr)
+    if not k.mt_addr:            # a serial kernel: nothing more on its way (W1's call is ~2 us)
+        k.cfunc(addr)
+        return
+    n = _par_threads(k.meta)     # [threads hook] codegen/parallel.py
+    if n > 1:
+        _call_parallel(k.mt_addr, addr, n, k.status_addr)
     else:
         k.cfunc(addr)
+    _par_done()
 
 
 def run_plan(session, plan, fed, elements):

@@ -1,6 +1,7 @@
 """fusion_plan.PAR_MIN_*_JOINED: once a big GEMM makes a kernel parallel, smaller nests
 and GEMMs of the same kernel are split across its threads too (their threads are awake
-inside the call); a kernel without a big one keeps them serial (no thread to wake for them).
+inside the call); a kernel without a big one splits them only across threads already
+awake (test_parallel_awake.py), if at all.
 Results stay bit-identical for any thread count and equal to numpy's."""
 import numpy as np
 
@@ -57,9 +58,10 @@ def test_small_nests_split_only_inside_a_parallel_kernel():
     g, y, feeds, _ = _mlp(big=False)
     with g.as_default():
         p, plan = _plan(y, feeds)
-    # the same nest and small GEMM alone: not worth waking a thread
-    assert not plan.parallel
-    assert _kinds(p, plan) == [((256, 512), False), ("MatMul", False)]
+    # the same nest and small GEMM alone: not worth waking a thread, so split only
+    # across threads already awake (fusion_plan.PAR_MIN_FLOPS_AWAKE: test_parallel_awake.py)
+    assert plan.parallel and not plan.wake
+    assert _kinds(p, plan) == [((256, 512), True), ("MatMul", True)]
 
 
 def test_joined_nests_give_the_same_bits_on_any_thread_count():

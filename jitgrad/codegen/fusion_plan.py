@@ -40,6 +40,23 @@ PAR_MIN_FLOPS = 1 << 25   # matmul flops above which C's rows are split across t
 # on thread 0 while the other thread waited, ~0.65 ms of a ~3 ms call.
 PAR_MIN_WORK_JOINED = 1 << 18
 PAR_MIN_FLOPS_JOINED = 1 << 21
+# A kernel whose largest GEMM has fewer flops than PAR_MIN_FLOPS but at least these,
+# AWAKE_MIN_ROWS rows of C and a K of AWAKE_MIN_K is parallel without waking threads ("wake" False in
+# its meta): it runs on the threads only while the pool's workers are still spinning
+# from a call that ended moments before (codegen/parallel.kernel_threads), else on
+# one thread, as before.  W3's H @ W2 (2.6 MFLOP) alone in a loop, 2 threads (znver4,
+# bench_matmul.py): 62 -> 75 GFLOP/s (OpenBLAS 83) on a busy host, 62 -> 98-108
+# (OpenBLAS 87-89) on a quieter one; dW2 87 -> 137.  Called once after 2 ms idle it
+# stays serial, 69 us as before (waking the other thread made it 92-98 us).  On one
+# thread such a kernel costs 2-4% more than the serial one (H @ W2, dW2).
+# Fewer rows or a shorter K lost even with both threads awake, where a thread's own
+# work is small next to the data it takes from the other core's cache (B the two
+# packed, C's lines): 64 x 512 x 64 took 45 -> 70 us, 256 x 32 x 128 21 -> 24 us,
+# W3's dH (256 x 512 x 10, writing C is most of it) 31 -> 84 us; 256 x 64 x 256
+# gained 77 -> 69 us, 512 x 10 x 512 81 -> 56 us.
+PAR_MIN_FLOPS_AWAKE = 1 << 21
+AWAKE_MIN_ROWS = 256
+AWAKE_MIN_K = 256
 # Reductions fused into a loop nest accumulate per fixed block of BLOCK_ELEMS
 # elements (independent of the thread count); block partials are combined in
 # block order, so results are bit-identical for any number of threads.
@@ -71,6 +88,7 @@ class Nest:
     runs: list = field(default_factory=list)   # [(extent, last dim of the run)] merged dims
     work: int = 0
     gemm_rows: int = 0       # a GEMM node unit's rows of C (split across threads)
+    gemm_k: int = 0          # and its reduction length
     parallel: bool = False
 
 
@@ -84,6 +102,7 @@ class FusionPlan:
     rows: dict        # node index -> lower_rows.RowsNode (it reads a value of run-time rows)
     parallel: bool    # some nest runs on all threads
     par_slots: int    # threads a parallel kernel is built for (per-thread workspaces)
+    wake: bool = True  # a parallel kernel may wake sleeping threads (else see PAR_MIN_FLOPS_AWAKE)
 
 
 def root(program, v):
@@ -130,16 +149,22 @@ def plan_fusion(program, allow_parallel):
             g.runs = planner.merge_dims(g)
             g.work = planner.work(g)
         else:
-            g.work, g.gemm_rows = _gemm_size(planner, program.nodes[g.units[0].pos])
+            g.work, g.gemm_rows, g.gemm_k = _gemm_size(planner, program.nodes[g.units[0].pos])
         g.parallel = _splits(g, allow_parallel, PAR_MIN_FLOPS, PAR_MIN_WORK)
         any_par = any_par or g.parallel
+    wake = any_par
+    if not any_par:   # only awake threads (PAR_MIN_FLOPS_AWAKE)
+        for g in nests:
+            g.parallel = g.shape is None and g.gemm_rows >= AWAKE_MIN_ROWS and g.gemm_k >= AWAKE_MIN_K \
+                and _splits(g, allow_parallel, PAR_MIN_FLOPS_AWAKE, PAR_MIN_WORK)
+            any_par = any_par or g.parallel
     work = max([g.work for g in nests if g.parallel] or [0])
     if any_par:
         for g in nests:
             g.parallel = g.parallel or _splits(g, allow_parallel, PAR_MIN_FLOPS_JOINED, PAR_MIN_WORK_JOINED)
     par_slots = int(min(MAX_THREADS, max(2, work // PAR_MIN_WORK))) if any_par else 1
     return FusionPlan(mat=planner.mat, hard=planner.hard, soft=planner.soft, out_vals=planner.out_vals,
-                      nests=nests, rows=planner.rows, parallel=any_par, par_slots=par_slots)
+                      nests=nests, rows=planner.rows, parallel=any_par, par_slots=par_slots, wake=wake)
 
 
 def unit_reads(program, mat, unit):
@@ -148,18 +173,18 @@ def unit_reads(program, mat, unit):
 
 
 def _gemm_size(planner, n0):
-    """(flops, rows of C) of a float MatMul / BatchMatMulV2 node (the only node units
-    split across threads, lower_matmul.py); (0, 0) for any other node unit."""
+    """(flops, rows of C, K) of a float MatMul / BatchMatMulV2 node (the only node units
+    split across threads, lower_matmul.py); (0, 0, 0) for any other node unit."""
     if n0.op not in ("MatMul", "BatchMatMulV2") or not n0.outputs[0][1].is_floating:
-        return 0, 0
+        return 0, 0, 0
     out_shape = n0.outputs[0][0]
     mM, mN = out_shape[-2:]
     a_sh = planner.shape(n0.inputs[0])
     ta = n0.attrs["transpose_a"] if n0.op == "MatMul" else n0.attrs["adj_x"]
     mK = a_sh[-2] if ta else a_sh[-1]
     if None in out_shape or mK is None:     # run-time rows (lower_rows.py): never split
-        return 0, 0
-    return 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK, mM
+        return 0, 0, 0
+    return 2 * int(np.prod(out_shape[:-2], dtype=np.int64)) * mM * mN * mK, mM, mK
 
 
 def _splits(g, allow_parallel, min_flops, min_work):

@@ -91,6 +91,7 @@ class KernelBuilder(LoweringContext):
         self.parallel = False
         self.par_node = False     # the MATERIALISE node being emitted runs on all threads
         self.par_slots = 1
+        self.par_wake = True
         self.par_counter = None   # arena offset of the MATERIALISE node's block counters
         self.tid, self.nthreads = c64(0), c64(1)
         self.barriers = 0         # barrier sites emitted (codegen/sync.py numbers them)
@@ -619,6 +620,7 @@ class KernelBuilder(LoweringContext):
                 copies.append((s, v))
         self.parallel = plan.parallel
         self.par_slots = plan.par_slots
+        self.par_wake = plan.wake
         temps_needed = self._dry_run(nests, plan.rows)
         # a fetched result of run-time rows keeps its memory from call to call (lower_rows.py)
         rows_keep = {}
@@ -824,6 +826,7 @@ class KernelBuilder(LoweringContext):
             # threads (jitgrad.codegen.parallel): entry <name>_mt(slots, tid, n_threads)
             "parallel": bool(self.parallel),
             "threads": self.par_slots,
+            "wake": bool(self.par_wake),   # False: runs on threads only already awake (parallel.kernel_threads)
             "parallel_nests": n_par,
             "target": self.target.key(),   # jitgrad.codegen.target: refused where the host cannot run it
             "persistent": [self.persistent_base, self.persistent_words],

@@ -113,10 +113,14 @@ def _matmul(kb, node, outs, dry):
                 t0 = b.mul(blk, c64(tchunk))
                 b.call(pack_fn, [B.ptr, bpk.ptr, t0, b.add(t0, c64(tchunk))])
             kb.threads.barrier()     # B fully packed before any thread reads it
-            rc = mm.chunk_rows(dt.name, M, N, K, ta, cfg)
-            with kb.threads.grab(kb.threads.counter + 64, -(-M // rc)) as blk:
-                r0 = b.mul(blk, c64(rc))
-                b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, b.add(r0, c64(rc))])
+            rc = mm.row_chunks(dt.name, M, N, K, ta, cfg)
+            with kb.threads.grab(kb.threads.counter + 64, rc.count) as blk:
+                # nbig chunks of big rows, then small ones (comp_fn clamps the last to M)
+                big = b.icmp_signed("<", blk, c64(rc.nbig))
+                r0 = b.select(big, b.mul(blk, c64(rc.big)),
+                              b.add(c64(rc.nbig * rc.big), b.mul(b.sub(blk, c64(rc.nbig)), c64(rc.small))))
+                r1 = b.add(r0, b.select(big, c64(rc.big), c64(rc.small)))
+                b.call(comp_fn, [A.ptr, bpk.ptr, C.ptr, wp, r0, r1])
         elif by_batch:
             # the same plan and k order per element as the batch loop inside fn: same bits
             b = kb.b

@@ -47,7 +47,8 @@ from .irutil import splat as _splat, SplatConst as _SplatConst
 
 __all__ = ["emit_matmul", "workspace_elems", "prepack_supported", "emit_matmul_prepacked",
            "declare_matmul", "define_matmul", "declare_matmul_prepacked", "define_matmul_prepacked",
-           "packed_b_elems", "compute_workspace_elems", "pack_tasks", "chunk_rows", "k_blocks"]
+           "packed_b_elems", "compute_workspace_elems", "pack_tasks", "row_chunks", "RowChunks",
+           "chunk_bounds", "k_blocks"]
 
 _I64 = ir.IntType(64)
 
@@ -185,34 +186,85 @@ def pack_tasks(dtype, M, N, K, trans_a, config=None):
     return plan.nkb * _ceil_div(N, plan.nr)
 
 
-def chunk_rows(dtype, M, N, K, trans_a, config=None, target=8, threads=(2, 4)):
-    """Rows per dynamically scheduled chunk: a multiple of MR, at most MC, at
-    least 4 MR rows (or all of M), about ``target`` chunks, chosen so the chunks
-    split evenly over ``threads`` threads: the busiest thread's rows (whole
-    chunks, the last one short) decide a parallel GEMM's time.  W3's dW1
-    (M = 784): 104-row chunks gave 2 threads 416 and 368 rows, 56-row ones
-    give 392 each."""
+# A row chunk of a dynamically scheduled GEMM costs about this many rows more than its
+# rows: each chunk (and each MC block inside one) streams all of packed B through L1
+# once more, and packs its own A block.  Measured on znver4 (one thread, kernels
+# called through ctypes, call overhead subtracted), W3's dW1 = X^T dH (784 rows,
+# prepacked B, float32): 20 chunks of 40 rows cost 1.6% over 2 chunks of 392 rows,
+# ~1.8 us a chunk, 0.7 rows' worth.
+_CHUNK_COST_ROWS = 1
+
+
+RowChunks = namedtuple("RowChunks", "big nbig small count")
+RowChunks.__doc__ = """A dynamic GEMM's row chunks: ``nbig`` chunks of ``big`` rows, then
+chunks of ``small`` rows (the last one short) up to M; ``count`` chunks in all."""
+
+
+def row_chunks(dtype, M, N, K, trans_a, config=None, threads=(1, 2, 4)):
+    """The RowChunks of a parallel GEMM's rows (emit_matmul_prepacked's compute calls,
+    taken from an atomic counter: lower_matmul.py).  Large chunks first, then small
+    ones, so that the threads finish together whatever their count: chosen by
+    simulating the dynamic schedule on each of ``threads`` equal-speed threads with a
+    chunk costing its rows plus _CHUNK_COST_ROWS per MC block, minimising the sum of
+    the busiest thread's time over an even split.  Chunk sizes are multiples of MR
+    (the last excepted), at most MC, at least 4 MR rows (or all of M).  W3's dW1
+    (M = 784, float32 on AVX-512): 20 chunks of 40 rows (2 threads: 400 and 384 rows,
+    10 chunks each) became 3 x 136, 5 x 64 and 56 rows, ending 2 threads at 392 rows
+    each in 4 and 5 chunks (4 threads: 200 rows at most, as before)."""
     plan = _plan(dtype, M, N, K, trans_a, config)
-    mr = plan.mr
-    lo = min(plan.mc, _round_up(min(M, 4 * mr), mr))
-    cands = range(lo, plan.mc + 1, mr)
+    return _row_chunks(M, plan.mr, plan.mc, tuple(threads))
 
-    def busiest(rc, t):
-        n_full, tail = divmod(M, rc)
-        # dynamic schedule, equal-speed threads: chunk i goes to thread i % t
-        rows = [0] * t
-        for i in range(n_full):
-            rows[i % t] += rc
-        if tail:
-            rows[n_full % t] += tail
-        return max(rows)
 
-    def cost(rc):
-        n = _ceil_div(M, rc)
-        excess = sum(busiest(rc, t) / (M / t) for t in threads)
-        return (round(excess, 6), abs(n - target), -rc)
+def _chunk_sizes(M, big, nbig, small):
+    sizes = [big] * nbig
+    rest = M - big * nbig
+    sizes += [small] * (rest // small) + ([rest % small] if rest % small else [])
+    return sizes
 
-    return min(cands, key=cost)
+
+def _busiest(sizes, threads, mc):
+    """Time of the busiest thread (in rows) when each chunk goes to the first free thread."""
+    cost = [s + _CHUNK_COST_ROWS * _ceil_div(s, mc) for s in sizes]
+    if threads == 1:
+        return sum(cost)
+    free = [0] * threads
+    for c in cost:
+        i = free.index(min(free))
+        free[i] += c
+    return max(free)
+
+
+_ROW_CHUNKS = {}
+
+
+def _row_chunks(M, mr, mc, threads):
+    key = (M, mr, mc, threads)
+    if key not in _ROW_CHUNKS:
+        lo = min(mc, _round_up(min(M, 4 * mr), mr))
+        top = max(threads)
+        best = None
+        # many rounds of chunks (large M): an MC chunk's short tail is a small part of
+        # a thread's time, only the tail is chosen (keeps this fast: it runs per GEMM)
+        bigs = [mc] if M > 4 * top * mc else range(lo, mc + 1, mr)
+        for big in bigs:
+            smalls = sorted({s for s in (4 * mr, 8 * mr, big) if s <= big})
+            # only the last rounds' worth of large chunks are worth trying as small ones
+            for nbig in range(max(0, M // big - 2 * top), M // big + 1):
+                for small in (smalls if nbig else [big]):
+                    sizes = _chunk_sizes(M, big, nbig, small)
+                    cost = sum(_busiest(sizes, t, mc) * t / M for t in threads)
+                    cand = (round(cost, 9), len(sizes), -big, RowChunks(big, nbig, small, len(sizes)))
+                    if best is None or cand[:3] < best[:3]:
+                        best = cand
+        _ROW_CHUNKS[key] = best[3]
+    return _ROW_CHUNKS[key]
+
+
+def chunk_bounds(chunks, M):
+    """[(r0, r1)] of RowChunks ``chunks`` over M rows, in counter order (tests, tools)."""
+    sizes = _chunk_sizes(M, chunks.big, chunks.nbig, chunks.small)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [(r0, r0 + s) for r0, s in zip(starts, sizes)]
 
 
 def emit_matmul_prepacked(module, name, dtype, M, N, K, trans_a, trans_b,

@@ -27,9 +27,10 @@ import atexit
 import ctypes
 import os
 import threading
+import time
 
 from .sync import TEAM_OFFSET
-from .thread_pool import NativePool, supported as _native_supported
+from .thread_pool import SPIN_US, NativePool, supported as _native_supported
 
 _FNTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -56,10 +57,26 @@ def set_num_threads(n):
 
 
 def kernel_threads(meta):
-    """Threads to use for a kernel with this meta (1: call the plain entry)."""
+    """Threads to use for a kernel with this meta (1: call the plain entry).  A kernel
+    whose meta says ``wake`` False (fusion_plan.PAR_MIN_FLOPS_AWAKE: too small to pay
+    for waking a thread) gets its threads only when a parallel kernel's call ended
+    at most AWAKE_WINDOW_S ago (``call_done``): the workers are then still spinning
+    (thread_pool.SPIN_US), or one call in a loop of them wakes them for the rest."""
     if not meta.get("parallel"):
         return 1
-    return max(1, min(int(meta.get("threads", 1)), NUM_THREADS[0]))
+    n = max(1, min(int(meta.get("threads", 1)), NUM_THREADS[0]))
+    if n > 1 and meta.get("wake") is False and time.perf_counter() - _LAST_END[0] > AWAKE_WINDOW_S:
+        return 1
+    return n
+
+
+AWAKE_WINDOW_S = SPIN_US * 1e-6
+_LAST_END = [float("-inf")]
+
+
+def call_done():
+    """A parallel kernel's call (on any number of threads) has just returned."""
+    _LAST_END[0] = time.perf_counter()
 
 
 def entry_mt_address(loaded, meta):

@@ -67,7 +67,7 @@ _MATMUL = {
 # Per-CPU changes to the level's blocking, where measured.  icelake-server (Xeon,
 # float32): 12 x 32 (24 accumulators + 2 + 1 = 27 of 32 registers: 16 FMAs per k on
 # 10 loads became 24 on 14) and MC 72, which makes a parallel GEMM's row chunks 60 /
-# 48 rows (matmul.chunk_rows; 32 / 40 with 8 x 32).  W3 at 1 thread, in-process A/B
+# 48 rows (then matmul.chunk_rows, now row_chunks; 32 / 40 with 8 x 32).  W3 at 1 thread, in-process A/B
 # against 8 x 32 (alternating bursts, thread CPU time, load ~2): median -4 to -9%, p10
 # -5%, repeated; same bits (no element's summation order depends on MR or MC).  znver4
 # keeps 8 x 32: its sweep (above) had 12 x 32 well behind.
