@@ -1,0 +1,531 @@
+"""Parity sweep of Keras layers, losses and metrics against real TensorFlow 2.21 (Keras 3).
+
+    /work/benchenv/bin/python bench/keras_layer_parity.py [substring ...]
+
+runs every case (or those whose name contains one of the substrings) twice, in two
+subprocesses: once with ``tensorflow`` (PYTHONPATH empty) and once with ``jitgrad`` (this
+checkout), and prints each array that differs, each exception that differs in type, and each
+case one side lacks. A case returns named arrays: a layer's forward output (training False and
+True), d sum(out * w) / d input and / d weights by GradientTape, the same in a tf.function,
+model.predict, and the weights after one model.fit step (SGD, fixed data, shuffle=False). The
+weights are set by set_weights from a numpy RNG seeded by the case name, so both sides see
+the same numbers. ``--side tensorflow|jitgrad OUT.npz`` runs one side (what the driver does).
+TensorFlow is not a dependency of jitgrad: this is a tool.
+"""
+import os
+import pickle
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _flat(out):
+    if isinstance(out, (list, tuple)):
+        return [o for x in out for o in _flat(x)]
+    if isinstance(out, dict):
+        return [o for k in sorted(out) for o in _flat(out[k])]
+    return [out]
+
+
+def _np(x):
+    return None if x is None else np.asarray(x)
+
+
+def _set_weights(layer, rng):
+    ws = []
+    for v in layer.weights:
+        shape = tuple(v.shape)
+        if "variance" in v.name:
+            ws.append(rng.uniform(0.5, 1.5, shape).astype(np.float32))
+        else:
+            ws.append(rng.uniform(-0.6, 0.6, shape).astype(np.float32))
+    layer.set_weights(ws)
+    return [w.shape for w in ws]
+
+
+def layer_case(make, shapes, call=None, int_input=None, train=True, fit=True):
+    """make(tf) -> layer; shapes: the input shapes (batch included); call(layer, xs, training)."""
+    def run(tf, name, res):
+        rng = rng_for(name)
+        if int_input is not None:
+            xs = [rng.integers(0, int_input, s).astype(np.int32) for s in shapes]
+        else:
+            xs = [rng.uniform(-1.5, 1.5, s).astype(np.float32) for s in shapes]
+        layer = make(tf)
+        cl = call or (lambda l, x, training: l(x[0] if len(x) == 1 else x, training=training))
+        ct = [tf.constant(x) for x in xs]
+        out0 = cl(layer, ct, False)
+        res["weight_shapes"] = np.array(str([tuple(w.shape) for w in layer.weights]))
+        _set_weights(layer, rng)
+        outs = _flat(cl(layer, ct, False))
+        for i, o in enumerate(outs):
+            res[f"fwd{i}"] = _np(o)
+        wouts = [rng.uniform(-1, 1, tuple(o.shape)).astype(np.float32) for o in outs]
+        if train:
+            for i, o in enumerate(_flat(cl(layer, ct, True))):
+                res[f"fwd_train{i}"] = _np(o)
+        floats = int_input is None
+
+        def grads(training):
+            with tf.GradientTape() as tape:
+                if floats:
+                    for c in ct:
+                        tape.watch(c)
+                loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32) * w)
+                                 for o, w in zip(_flat(cl(layer, ct, training)), wouts)])
+            srcs = (list(ct) if floats else []) + list(layer.trainable_weights)
+            return loss, tape.gradient(loss, srcs)
+
+        loss, gs = grads(False)
+        res["loss"] = _np(loss)
+        for i, g in enumerate(gs):
+            res[f"grad{i}"] = _np(tf.convert_to_tensor(g)) if g is not None else np.array("None")
+        if train:
+            _, gs = grads(True)
+            for i, g in enumerate(gs):
+                res[f"grad_train{i}"] = _np(tf.convert_to_tensor(g)) if g is not None else np.array("None")
+        fn = tf.function(lambda *a: grads(False))
+        floss, fgs = fn()
+        res["fn_loss"] = _np(floss)
+        for i, g in enumerate(fgs):
+            res[f"fn_grad{i}"] = _np(tf.convert_to_tensor(g)) if g is not None else np.array("None")
+        res["fn_fwd0"] = _np(tf.function(lambda: _flat(cl(layer, ct, False))[0])())
+        if not fit or call is not None or len(shapes) != 1:
+            return
+        # a model around the layer: predict, and one SGD step of fit
+        inp = tf.keras.Input(shape=shapes[0][1:], dtype="int32" if int_input else "float32")
+        y = layer(inp)
+        if isinstance(y, (list, tuple)):
+            return
+        model = tf.keras.Model(inp, y)
+        res["predict"] = _np(model.predict(xs[0], verbose=0))
+        target = rng.uniform(-1, 1, tuple(res["predict"].shape)).astype(np.float32)
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+        hist = model.fit(xs[0], target, batch_size=len(xs[0]), epochs=2, shuffle=False, verbose=0)
+        res["fit_loss"] = np.array(hist.history["loss"], np.float32)
+        for i, w in enumerate(model.get_weights()):
+            res[f"fit_w{i}"] = np.asarray(w)
+        res["eval"] = np.array(model.evaluate(xs[0], target, verbose=0), np.float32)
+    return run
+
+
+def L(tf):
+    return tf.keras.layers
+
+
+LAYERS = {
+    "dense": layer_case(lambda tf: L(tf).Dense(3, activation="tanh"), [(4, 5)]),
+    "dense_3d": layer_case(lambda tf: L(tf).Dense(3), [(2, 3, 5)]),
+    "conv1d_valid": layer_case(lambda tf: L(tf).Conv1D(3, 3), [(2, 9, 4)]),
+    "conv1d_same_stride": layer_case(lambda tf: L(tf).Conv1D(3, 3, strides=2, padding="same"), [(2, 9, 4)]),
+    "conv1d_causal_dil": layer_case(lambda tf: L(tf).Conv1D(3, 2, dilation_rate=2, padding="causal"),
+                                    [(2, 9, 4)]),
+    "conv1d_groups": layer_case(lambda tf: L(tf).Conv1D(4, 3, groups=2), [(2, 9, 4)]),
+    "conv2d_valid": layer_case(lambda tf: L(tf).Conv2D(3, 3), [(2, 7, 6, 2)]),
+    "conv2d_same_s2": layer_case(lambda tf: L(tf).Conv2D(3, (3, 2), strides=2, padding="same"), [(2, 7, 6, 2)]),
+    "conv2d_dil": layer_case(lambda tf: L(tf).Conv2D(2, 3, dilation_rate=(2, 1)), [(2, 8, 6, 2)]),
+    "conv2d_groups": layer_case(lambda tf: L(tf).Conv2D(4, 3, groups=2, padding="same"), [(2, 6, 6, 4)]),
+    "conv2d_relu_nobias": layer_case(lambda tf: L(tf).Conv2D(3, 2, activation="relu", use_bias=False),
+                                     [(2, 5, 5, 2)]),
+    "conv3d": layer_case(lambda tf: L(tf).Conv3D(2, 2, padding="same"), [(2, 4, 4, 3, 2)]),
+    "conv2dT_valid": layer_case(lambda tf: L(tf).Conv2DTranspose(3, 3), [(2, 4, 5, 2)]),
+    "conv2dT_same_s2": layer_case(lambda tf: L(tf).Conv2DTranspose(3, 3, strides=2, padding="same"),
+                                  [(2, 4, 5, 2)]),
+    "conv2dT_outpad": layer_case(lambda tf: L(tf).Conv2DTranspose(2, 3, strides=2, output_padding=1),
+                                 [(2, 4, 3, 2)]),
+    "conv2dT_dil": layer_case(lambda tf: L(tf).Conv2DTranspose(2, 3, dilation_rate=2), [(2, 4, 3, 2)]),
+    "conv1dT": layer_case(lambda tf: L(tf).Conv1DTranspose(2, 3, strides=2, padding="same"), [(2, 5, 3)]),
+    "depthwise": layer_case(lambda tf: L(tf).DepthwiseConv2D(3, depth_multiplier=2, padding="same"),
+                            [(2, 5, 5, 3)]),
+    "depthwise_s2": layer_case(lambda tf: L(tf).DepthwiseConv2D(2, strides=2), [(2, 6, 5, 2)]),
+    "sepconv2d": layer_case(lambda tf: L(tf).SeparableConv2D(4, 3, depth_multiplier=2), [(2, 6, 6, 3)]),
+    "sepconv2d_same_s2": layer_case(lambda tf: L(tf).SeparableConv2D(2, 3, strides=2, padding="same"),
+                                    [(2, 7, 6, 3)]),
+    "sepconv1d": layer_case(lambda tf: L(tf).SeparableConv1D(4, 3), [(2, 8, 3)]),
+    "maxpool1d": layer_case(lambda tf: L(tf).MaxPooling1D(2), [(2, 7, 3)]),
+    "maxpool1d_same": layer_case(lambda tf: L(tf).MaxPooling1D(3, strides=2, padding="same"), [(2, 7, 3)]),
+    "avgpool1d_same": layer_case(lambda tf: L(tf).AveragePooling1D(3, strides=2, padding="same"), [(2, 7, 3)]),
+    "maxpool2d": layer_case(lambda tf: L(tf).MaxPooling2D((2, 3)), [(2, 6, 7, 2)]),
+    "avgpool2d_same": layer_case(lambda tf: L(tf).AveragePooling2D(3, strides=2, padding="same"),
+                                 [(2, 6, 7, 2)]),
+    "maxpool3d": layer_case(lambda tf: L(tf).MaxPooling3D(2), [(2, 4, 4, 4, 2)]),
+    "avgpool3d": layer_case(lambda tf: L(tf).AveragePooling3D(2, padding="same"), [(2, 3, 4, 5, 2)]),
+    "gap1d": layer_case(lambda tf: L(tf).GlobalAveragePooling1D(), [(2, 5, 3)]),
+    "gmp1d": layer_case(lambda tf: L(tf).GlobalMaxPooling1D(), [(2, 5, 3)]),
+    "gap2d": layer_case(lambda tf: L(tf).GlobalAveragePooling2D(), [(2, 3, 4, 3)]),
+    "gap2d_keep": layer_case(lambda tf: L(tf).GlobalAveragePooling2D(keepdims=True), [(2, 3, 4, 3)]),
+    "gmp2d": layer_case(lambda tf: L(tf).GlobalMaxPooling2D(), [(2, 3, 4, 3)]),
+    "gap3d": layer_case(lambda tf: L(tf).GlobalAveragePooling3D(), [(2, 3, 2, 4, 3)]),
+    "bn": layer_case(lambda tf: L(tf).BatchNormalization(), [(6, 4)]),
+    "bn_mom_eps": layer_case(lambda tf: L(tf).BatchNormalization(momentum=0.5, epsilon=0.1), [(6, 4)]),
+    "bn_axis1": layer_case(lambda tf: L(tf).BatchNormalization(axis=1), [(4, 3, 5)]),
+    "bn_conv": layer_case(lambda tf: L(tf).BatchNormalization(center=False), [(3, 4, 4, 2)]),
+    "bn_noscale": layer_case(lambda tf: L(tf).BatchNormalization(scale=False), [(3, 4, 2)]),
+    "ln": layer_case(lambda tf: L(tf).LayerNormalization(), [(3, 5)]),
+    "ln_axes": layer_case(lambda tf: L(tf).LayerNormalization(axis=[1, 2]), [(3, 4, 5)]),
+    "ln_axis1": layer_case(lambda tf: L(tf).LayerNormalization(axis=1, epsilon=0.1), [(3, 4, 5)]),
+    "ln_nocenter": layer_case(lambda tf: L(tf).LayerNormalization(center=False, scale=False), [(3, 5)]),
+    "ln_rms": layer_case(lambda tf: L(tf).LayerNormalization(rms_scaling=True), [(3, 5)]),
+    "groupnorm": layer_case(lambda tf: L(tf).GroupNormalization(groups=2), [(3, 4, 4)]),
+    "unitnorm": layer_case(lambda tf: L(tf).UnitNormalization(), [(3, 5)]),
+    "embedding": layer_case(lambda tf: L(tf).Embedding(7, 3), [(3, 4)], int_input=7),
+    "lstm": layer_case(lambda tf: L(tf).LSTM(3), [(2, 5, 4)]),
+    "lstm_seq_state": layer_case(lambda tf: L(tf).LSTM(3, return_sequences=True, return_state=True),
+                                 [(2, 5, 4)]),
+    "lstm_back": layer_case(lambda tf: L(tf).LSTM(3, go_backwards=True, return_sequences=True), [(2, 5, 4)]),
+    "lstm_sig": layer_case(lambda tf: L(tf).LSTM(3, recurrent_activation="hard_sigmoid",
+                                                 activation="relu", unit_forget_bias=False), [(2, 5, 4)]),
+    "gru": layer_case(lambda tf: L(tf).GRU(3), [(2, 5, 4)]),
+    "gru_noreset": layer_case(lambda tf: L(tf).GRU(3, reset_after=False, return_sequences=True), [(2, 5, 4)]),
+    "gru_state_back": layer_case(lambda tf: L(tf).GRU(3, return_state=True, go_backwards=True), [(2, 5, 4)]),
+    "simplernn": layer_case(lambda tf: L(tf).SimpleRNN(3, return_sequences=True), [(2, 5, 4)]),
+    "simplernn_state": layer_case(lambda tf: L(tf).SimpleRNN(3, return_state=True, activation="relu"),
+                                  [(2, 5, 4)]),
+    "bidi_concat": layer_case(lambda tf: L(tf).Bidirectional(L(tf).LSTM(3, return_sequences=True)),
+                              [(2, 4, 3)]),
+    "bidi_sum": layer_case(lambda tf: L(tf).Bidirectional(L(tf).GRU(2), merge_mode="sum"), [(2, 4, 3)]),
+    "bidi_mul": layer_case(lambda tf: L(tf).Bidirectional(L(tf).SimpleRNN(2), merge_mode="mul"), [(2, 4, 3)]),
+    "bidi_ave": layer_case(lambda tf: L(tf).Bidirectional(L(tf).SimpleRNN(2), merge_mode="ave"), [(2, 4, 3)]),
+    "bidi_none": layer_case(lambda tf: L(tf).Bidirectional(L(tf).SimpleRNN(2), merge_mode=None), [(2, 4, 3)]),
+    "mha": layer_case(lambda tf: L(tf).MultiHeadAttention(2, 3),
+                      [(2, 4, 5), (2, 3, 5)], call=lambda l, x, training: l(x[0], x[1], training=training)),
+    "mha_self_vdim": layer_case(lambda tf: L(tf).MultiHeadAttention(2, 3, value_dim=4, output_shape=6),
+                                [(2, 4, 5)], call=lambda l, x, training: l(x[0], x[0], training=training)),
+    "mha_scores": layer_case(lambda tf: L(tf).MultiHeadAttention(2, 2),
+                             [(2, 3, 4), (2, 5, 4)],
+                             call=lambda l, x, training: l(x[0], x[1], return_attention_scores=True,
+                                                           training=training)),
+    "attention": layer_case(lambda tf: L(tf).Attention(), [(2, 3, 4), (2, 5, 4)]),
+    "attention_scale": layer_case(lambda tf: L(tf).Attention(use_scale=True, score_mode="concat"),
+                                  [(2, 3, 4), (2, 5, 4)]),
+    "attention_causal": layer_case(lambda tf: L(tf).Attention(),
+                                   [(2, 4, 3), (2, 4, 3)],
+                                   call=lambda l, x, training: l(x, use_causal_mask=True, training=training)),
+    "attention_kqv": layer_case(lambda tf: L(tf).Attention(), [(2, 3, 4), (2, 5, 4), (2, 5, 4)]),
+    "additive_attention": layer_case(lambda tf: L(tf).AdditiveAttention(), [(2, 3, 4), (2, 5, 4)]),
+    "flatten": layer_case(lambda tf: L(tf).Flatten(), [(2, 3, 4)]),
+    "reshape": layer_case(lambda tf: L(tf).Reshape((2, -1)), [(2, 3, 4)]),
+    "permute": layer_case(lambda tf: L(tf).Permute((2, 1)), [(2, 3, 4)]),
+    "repeatvector": layer_case(lambda tf: L(tf).RepeatVector(3), [(2, 4)]),
+    "upsampling1d": layer_case(lambda tf: L(tf).UpSampling1D(2), [(2, 3, 2)]),
+    "upsampling2d": layer_case(lambda tf: L(tf).UpSampling2D((2, 3)), [(2, 3, 2, 2)]),
+    "upsampling2d_bil": layer_case(lambda tf: L(tf).UpSampling2D(2, interpolation="bilinear"), [(2, 3, 2, 2)]),
+    "zeropad1d": layer_case(lambda tf: L(tf).ZeroPadding1D((1, 2)), [(2, 3, 2)]),
+    "zeropad2d": layer_case(lambda tf: L(tf).ZeroPadding2D(((1, 0), (2, 1))), [(2, 3, 2, 2)]),
+    "cropping1d": layer_case(lambda tf: L(tf).Cropping1D((1, 2)), [(2, 6, 2)]),
+    "cropping2d": layer_case(lambda tf: L(tf).Cropping2D(((1, 0), (2, 1))), [(2, 4, 5, 2)]),
+    "concat": layer_case(lambda tf: L(tf).Concatenate(axis=1), [(2, 3), (2, 4)]),
+    "add": layer_case(lambda tf: L(tf).Add(), [(2, 3), (2, 3), (2, 3)]),
+    "subtract": layer_case(lambda tf: L(tf).Subtract(), [(2, 3), (2, 3)]),
+    "multiply": layer_case(lambda tf: L(tf).Multiply(), [(2, 3), (2, 3)]),
+    "average": layer_case(lambda tf: L(tf).Average(), [(2, 3), (2, 3), (2, 3)]),
+    "maximum": layer_case(lambda tf: L(tf).Maximum(), [(2, 3), (2, 3)]),
+    "minimum": layer_case(lambda tf: L(tf).Minimum(), [(2, 3), (2, 3)]),
+    "dot": layer_case(lambda tf: L(tf).Dot(axes=1), [(2, 3), (2, 3)]),
+    "dot_norm": layer_case(lambda tf: L(tf).Dot(axes=1, normalize=True), [(2, 3), (2, 3)]),
+    "dot_3d": layer_case(lambda tf: L(tf).Dot(axes=(2, 2)), [(2, 3, 4), (2, 5, 4)]),
+    "dot_3d_norm": layer_case(lambda tf: L(tf).Dot(axes=(1, 1), normalize=True), [(2, 3, 4), (2, 3, 5)]),
+    "relu_args": layer_case(lambda tf: L(tf).ReLU(max_value=0.8, threshold=0.2, negative_slope=0.1), [(3, 5)]),
+    "relu_max": layer_case(lambda tf: L(tf).ReLU(max_value=0.5), [(3, 5)]),
+    "leakyrelu": layer_case(lambda tf: L(tf).LeakyReLU(negative_slope=0.2), [(3, 5)]),
+    "leakyrelu_default": layer_case(lambda tf: L(tf).LeakyReLU(), [(3, 5)]),
+    "prelu": layer_case(lambda tf: L(tf).PReLU(), [(3, 4, 5)]),
+    "prelu_shared": layer_case(lambda tf: L(tf).PReLU(shared_axes=[1]), [(3, 4, 5)]),
+    "elu": layer_case(lambda tf: L(tf).ELU(alpha=0.7), [(3, 5)]),
+    "softmax": layer_case(lambda tf: L(tf).Softmax(), [(3, 5)]),
+    "softmax_axis": layer_case(lambda tf: L(tf).Softmax(axis=1), [(3, 4, 5)]),
+    "softmax_axes": layer_case(lambda tf: L(tf).Softmax(axis=(1, 2)), [(3, 4, 5)]),
+    "softmax_mask": layer_case(lambda tf: L(tf).Softmax(), [(3, 5)],
+                               call=lambda l, x, training: l(x[0], mask=tf_mask(x[0]))),
+    "activation_gelu": layer_case(lambda tf: L(tf).Activation("gelu"), [(3, 5)]),
+    "activation_selu": layer_case(lambda tf: L(tf).Activation("selu"), [(3, 5)]),
+    "dropout_eval": layer_case(lambda tf: L(tf).Dropout(0.5), [(3, 5)], train=False, fit=False),
+    "spatialdropout_eval": layer_case(lambda tf: L(tf).SpatialDropout1D(0.5), [(3, 4, 5)], train=False,
+                                      fit=False),
+    "gaussnoise_eval": layer_case(lambda tf: L(tf).GaussianNoise(0.5), [(3, 5)], train=False, fit=False),
+    "gaussdropout_eval": layer_case(lambda tf: L(tf).GaussianDropout(0.5), [(3, 5)], train=False, fit=False),
+    "timedistributed": layer_case(lambda tf: L(tf).TimeDistributed(L(tf).Dense(2)), [(2, 3, 4)]),
+    "einsumdense": layer_case(lambda tf: L(tf).EinsumDense("abc,cd->abd", output_shape=(None, 3),
+                                                           bias_axes="d"), [(2, 3, 4)]),
+}
+
+
+def tf_mask(x):
+    # x > -0.5 as the mask, but every row keeps at least its first element
+    import numpy as _np_
+    m = _np_.asarray(x) > -0.5
+    m[:, 0] = True
+    return m
+
+
+# ---------------------------------------------------------------- losses
+def _loss_inputs(rng, kind, shape):
+    if kind == "prob":
+        yt = rng.integers(0, 2, shape).astype(np.float32)
+        yp = rng.uniform(0.02, 0.98, shape).astype(np.float32)
+    elif kind == "logit":
+        yt = rng.integers(0, 2, shape).astype(np.float32)
+        yp = rng.uniform(-3, 3, shape).astype(np.float32)
+    elif kind == "cat":
+        yt = np.eye(shape[-1], dtype=np.float32)[rng.integers(0, shape[-1], shape[:-1])]
+        yp = rng.uniform(0.05, 1, shape).astype(np.float32)
+        yp /= yp.sum(-1, keepdims=True)
+    elif kind == "catlogit":
+        yt = np.eye(shape[-1], dtype=np.float32)[rng.integers(0, shape[-1], shape[:-1])]
+        yp = rng.uniform(-3, 3, shape).astype(np.float32)
+    elif kind == "sparse":
+        yt = rng.integers(0, shape[-1], shape[:-1]).astype(np.int32)
+        yp = rng.uniform(0.05, 1, shape).astype(np.float32)
+        yp /= yp.sum(-1, keepdims=True)
+    elif kind == "sparselogit":
+        yt = rng.integers(0, shape[-1], shape[:-1]).astype(np.int32)
+        yp = rng.uniform(-3, 3, shape).astype(np.float32)
+    elif kind == "pm1":
+        yt = (rng.integers(0, 2, shape) * 2 - 1).astype(np.float32)
+        yp = rng.uniform(-2, 2, shape).astype(np.float32)
+    elif kind == "pos":
+        yt = rng.uniform(0.1, 3, shape).astype(np.float32)
+        yp = rng.uniform(0.1, 3, shape).astype(np.float32)
+    else:
+        yt = rng.uniform(-2, 2, shape).astype(np.float32)
+        yp = rng.uniform(-2, 2, shape).astype(np.float32)
+    return yt, yp
+
+
+def loss_case(cls, kind, shape=(4, 3), sw=None, **kw):
+    def run(tf, name, res):
+        rng = rng_for(name)
+        yt, yp = _loss_inputs(rng, kind, shape)
+        loss = getattr(tf.keras.losses, cls)(**kw)
+        sample_weight = None
+        if sw == "batch":
+            sample_weight = rng.uniform(0, 2, (shape[0],)).astype(np.float32)
+        elif sw == "full":
+            sample_weight = rng.uniform(0, 2, shape[:-1]).astype(np.float32)
+        ypt = tf.constant(yp)
+        with tf.GradientTape() as tape:
+            tape.watch(ypt)
+            v = loss(tf.constant(yt), ypt, sample_weight=sample_weight)
+        res["value"] = _np(v)
+        res["grad"] = _np(tape.gradient(v, ypt))
+        res["fn_value"] = _np(tf.function(lambda a, b: loss(a, b, sample_weight=sample_weight))(
+            tf.constant(yt), tf.constant(yp)))
+    return run
+
+
+LOSSES = {}
+for _cls, _kind in [("MeanSquaredError", "real"), ("MeanAbsoluteError", "real"),
+                    ("MeanAbsolutePercentageError", "pos"), ("MeanSquaredLogarithmicError", "pos"),
+                    ("Huber", "real"), ("LogCosh", "real"), ("Hinge", "pm1"), ("SquaredHinge", "pm1"),
+                    ("CategoricalHinge", "cat"), ("KLDivergence", "cat"), ("Poisson", "pos"),
+                    ("CosineSimilarity", "real"), ("BinaryCrossentropy", "prob"),
+                    ("CategoricalCrossentropy", "cat"), ("SparseCategoricalCrossentropy", "sparse"),
+                    ("BinaryFocalCrossentropy", "prob"), ("CategoricalFocalCrossentropy", "cat"),
+                    ("Tversky", "prob"), ("Dice", "prob"), ("CTC", None)]:
+    if _kind is None:
+        continue
+    LOSSES[f"loss_{_cls}"] = loss_case(_cls, _kind)
+    LOSSES[f"loss_{_cls}_sw"] = loss_case(_cls, _kind, sw="batch")
+    LOSSES[f"loss_{_cls}_sum"] = loss_case(_cls, _kind, sw="batch", reduction="sum")
+    LOSSES[f"loss_{_cls}_none"] = loss_case(_cls, _kind, reduction=None)
+    LOSSES[f"loss_{_cls}_3d"] = loss_case(_cls, _kind, shape=(2, 3, 4), sw="full")
+LOSSES.update({
+    "loss_huber_delta": loss_case("Huber", "real", delta=0.3),
+    "loss_bce_logits": loss_case("BinaryCrossentropy", "logit", from_logits=True),
+    "loss_bce_ls": loss_case("BinaryCrossentropy", "prob", label_smoothing=0.2),
+    "loss_bce_logits_ls": loss_case("BinaryCrossentropy", "logit", from_logits=True, label_smoothing=0.2),
+    "loss_bce_axis0": loss_case("BinaryCrossentropy", "prob", axis=0, reduction=None),
+    "loss_cce_logits": loss_case("CategoricalCrossentropy", "catlogit", from_logits=True),
+    "loss_cce_ls": loss_case("CategoricalCrossentropy", "cat", label_smoothing=0.1),
+    "loss_cce_logits_ls": loss_case("CategoricalCrossentropy", "catlogit", from_logits=True,
+                                    label_smoothing=0.3),
+    "loss_cce_axis0": loss_case("CategoricalCrossentropy", "cat", shape=(3, 3), axis=0, reduction=None),
+    "loss_scce_logits": loss_case("SparseCategoricalCrossentropy", "sparselogit", from_logits=True),
+    "loss_scce_ignore": loss_case("SparseCategoricalCrossentropy", "sparselogit", from_logits=True,
+                                  ignore_class=1),
+    "loss_bfce_logits": loss_case("BinaryFocalCrossentropy", "logit", from_logits=True, gamma=1.5),
+    "loss_bfce_balance": loss_case("BinaryFocalCrossentropy", "prob", apply_class_balancing=True, alpha=0.3,
+                                   label_smoothing=0.1),
+    "loss_cfce_logits": loss_case("CategoricalFocalCrossentropy", "catlogit", from_logits=True, gamma=1.0,
+                                  alpha=0.4),
+    "loss_cos_axis0": loss_case("CosineSimilarity", "real", axis=0),
+    "loss_mse_mean": loss_case("MeanSquaredError", "real", sw="batch", reduction="mean"),
+    "loss_mse_sum_over": loss_case("MeanSquaredError", "real", sw="batch", reduction="sum_over_batch_size"),
+    "loss_tversky_ab": loss_case("Tversky", "prob", alpha=0.3, beta=0.7),
+})
+
+
+# ---------------------------------------------------------------- metrics
+def metric_case(make, kind, shape=(5, 3), steps=3, sw=False, y=None):
+    def run(tf, name, res):
+        rng = rng_for(name)
+        m = make(tf)
+        for i in range(steps):
+            if y is not None:
+                yt, yp = y(rng, shape)
+            else:
+                yt, yp = _loss_inputs(rng, kind, shape)
+            w = rng.uniform(0, 2, (shape[0],)).astype(np.float32) if sw else None
+            m.update_state(yt, yp, sample_weight=w)
+            res[f"result{i}"] = np.asarray(m.result(), np.float64)
+        m.reset_state()
+        res["after_reset"] = np.asarray(m.result(), np.float64)
+    return run
+
+
+def _labels_scores(rng, shape):
+    return rng.integers(0, 2, shape).astype(np.float32), rng.uniform(0, 1, shape).astype(np.float32)
+
+
+def _int_classes(rng, shape):
+    return rng.integers(0, 3, shape[:1]).astype(np.int32), rng.integers(0, 3, shape[:1]).astype(np.int32)
+
+
+def M(tf):
+    return tf.keras.metrics
+
+
+METRICS = {
+    "m_accuracy": metric_case(lambda tf: M(tf).Accuracy(), None, y=_int_classes),
+    "m_accuracy_sw": metric_case(lambda tf: M(tf).Accuracy(), None, y=_int_classes, sw=True),
+    "m_binary_accuracy": metric_case(lambda tf: M(tf).BinaryAccuracy(), None, y=_labels_scores),
+    "m_binary_accuracy_thr": metric_case(lambda tf: M(tf).BinaryAccuracy(threshold=0.7), None, y=_labels_scores,
+                                         sw=True),
+    "m_categorical_accuracy": metric_case(lambda tf: M(tf).CategoricalAccuracy(), "cat"),
+    "m_sparse_cat_accuracy": metric_case(lambda tf: M(tf).SparseCategoricalAccuracy(), "sparse", sw=True),
+    "m_topk": metric_case(lambda tf: M(tf).TopKCategoricalAccuracy(k=2), "cat", shape=(5, 4)),
+    "m_sparse_topk": metric_case(lambda tf: M(tf).SparseTopKCategoricalAccuracy(k=2), "sparse", shape=(5, 4),
+                                 sw=True),
+    "m_auc": metric_case(lambda tf: M(tf).AUC(), None, y=_labels_scores),
+    "m_auc_pr": metric_case(lambda tf: M(tf).AUC(curve="PR", num_thresholds=50), None, y=_labels_scores),
+    "m_auc_sw": metric_case(lambda tf: M(tf).AUC(summation_method="minoring"), None, y=_labels_scores, sw=True),
+    "m_precision": metric_case(lambda tf: M(tf).Precision(), None, y=_labels_scores),
+    "m_precision_thr": metric_case(lambda tf: M(tf).Precision(thresholds=[0.3, 0.6]), None, y=_labels_scores),
+    "m_precision_topk": metric_case(lambda tf: M(tf).Precision(top_k=2), None, y=_labels_scores),
+    "m_recall": metric_case(lambda tf: M(tf).Recall(thresholds=0.4), None, y=_labels_scores, sw=True),
+    "m_recall_class": metric_case(lambda tf: M(tf).Recall(class_id=1), None, y=_labels_scores),
+    "m_tp": metric_case(lambda tf: M(tf).TruePositives(), None, y=_labels_scores),
+    "m_fn": metric_case(lambda tf: M(tf).FalseNegatives(thresholds=[0.2, 0.8]), None, y=_labels_scores),
+    "m_meaniou": metric_case(lambda tf: M(tf).MeanIoU(num_classes=3), None, y=_int_classes),
+    "m_meaniou_sw": metric_case(lambda tf: M(tf).MeanIoU(num_classes=3), None, y=_int_classes, sw=True),
+    "m_iou": metric_case(lambda tf: M(tf).IoU(num_classes=3, target_class_ids=[0, 2]), None, y=_int_classes),
+    "m_f1": metric_case(lambda tf: M(tf).F1Score(), None, y=_labels_scores),
+    "m_f1_micro": metric_case(lambda tf: M(tf).F1Score(average="micro", threshold=0.5), None, y=_labels_scores),
+    "m_f1_macro": metric_case(lambda tf: M(tf).F1Score(average="macro", threshold=0.4), None, y=_labels_scores),
+    "m_f1_weighted": metric_case(lambda tf: M(tf).F1Score(average="weighted", threshold=0.5), None,
+                                 y=_labels_scores),
+    "m_fbeta": metric_case(lambda tf: M(tf).FBetaScore(beta=2.0, threshold=0.5), None, y=_labels_scores),
+    "m_r2": metric_case(lambda tf: M(tf).R2Score(), "real"),
+    "m_r2_uniform": metric_case(lambda tf: M(tf).R2Score(multioutput="raw_values"), "real"),
+    "m_r2_var": metric_case(lambda tf: M(tf).R2Score(multioutput="variance_weighted"), "real", sw=True),
+    "m_mse": metric_case(lambda tf: M(tf).MeanSquaredError(), "real", sw=True),
+    "m_mae": metric_case(lambda tf: M(tf).MeanAbsoluteError(), "real"),
+    "m_rmse": metric_case(lambda tf: M(tf).RootMeanSquaredError(), "real", sw=True),
+    "m_mape": metric_case(lambda tf: M(tf).MeanAbsolutePercentageError(), "pos"),
+    "m_cos": metric_case(lambda tf: M(tf).CosineSimilarity(), "real"),
+    "m_bce": metric_case(lambda tf: M(tf).BinaryCrossentropy(), "prob", sw=True),
+    "m_cce": metric_case(lambda tf: M(tf).CategoricalCrossentropy(from_logits=True), "catlogit"),
+    "m_scce": metric_case(lambda tf: M(tf).SparseCategoricalCrossentropy(), "sparse"),
+    "m_kld": metric_case(lambda tf: M(tf).KLDivergence(), "cat"),
+    "m_hinge": metric_case(lambda tf: M(tf).Hinge(), "pm1"),
+    "m_logcosh": metric_case(lambda tf: M(tf).LogCoshError(), "real"),
+    "m_poisson": metric_case(lambda tf: M(tf).Poisson(), "pos"),
+}
+
+
+def _mean_case(cls):
+    def run(tf, name, res):
+        rng = rng_for(name)
+        m = getattr(tf.keras.metrics, cls)()
+        for i in range(3):
+            v = rng.uniform(-2, 2, (4,)).astype(np.float32)
+            w = rng.uniform(0, 2, (4,)).astype(np.float32)
+            m.update_state(v, sample_weight=w if i else None)
+            res[f"result{i}"] = np.asarray(m.result(), np.float64)
+    return run
+
+
+METRICS["m_mean"] = _mean_case("Mean")
+METRICS["m_sum"] = _mean_case("Sum")
+
+CASES = {**LAYERS, **LOSSES, **METRICS}
+
+
+def run_side(module, out, filters):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    tf = __import__(module)
+    if module == "tensorflow":
+        tf.get_logger().setLevel("ERROR")
+    results = {}
+    for name, case in CASES.items():
+        if filters and not any(f in name for f in filters):
+            continue
+        res = {}
+        try:
+            case(tf, name, res)
+        except Exception as e:  # noqa: BLE001 - the sweep records what each side raises
+            res["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        results[name] = res
+    with open(out, "wb") as f:
+        pickle.dump(results, f)
+
+
+def _differs(a, b):
+    if a.dtype.kind in "US" or b.dtype.kind in "US":
+        return str(a) != str(b)
+    if a.shape != b.shape:
+        return True
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return not np.allclose(a64, b64, rtol=2e-4, atol=2e-5, equal_nan=True)
+
+
+def compare(ref, got):
+    bad = 0
+    for name in ref:
+        r, g = ref[name], got.get(name, {})
+        if "error" in r or "error" in g:
+            re_, ge = r.get("error"), g.get("error")
+            if (re_ or "").split(":")[0] != (ge or "").split(":")[0]:
+                print(f"{name}: TF {re_!r}  jitgrad {ge!r}")
+                bad += 1
+            if re_ or ge:
+                continue
+        for key in r:
+            if key not in g:
+                print(f"{name}.{key}: missing in jitgrad")
+                bad += 1
+            elif _differs(np.asarray(r[key]), np.asarray(g[key])):
+                a, b = np.asarray(r[key]), np.asarray(g[key])
+                print(f"{name}.{key}: differs\n  TF      {a.shape} {np.array2string(a.ravel()[:8], precision=5)}"
+                      f"\n  jitgrad {b.shape} {np.array2string(b.ravel()[:8], precision=5)}")
+                bad += 1
+    print(f"{len(ref)} cases, {bad} differences")
+
+
+def main():
+    if len(sys.argv) > 3 and sys.argv[1] == "--side":
+        return run_side(sys.argv[2], sys.argv[3], sys.argv[4:])
+    filters = sys.argv[1:]
+    cache = os.environ.get("JITGRAD_CACHE_DIR", "/tmp/cache-keras-parity")
+    outs = {}
+    for module, pypath in (("tensorflow", ""), ("jitgrad", HERE)):
+        out = f"/tmp/keras_parity_{module}_{os.getpid()}.pkl"
+        env = dict(os.environ, PYTHONPATH=pypath, JITGRAD_CACHE_DIR=cache, TF_CPP_MIN_LOG_LEVEL="3")
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--side", module, out, *filters],
+                       env=env, check=True)
+        with open(out, "rb") as f:
+            outs[module] = pickle.load(f)
+        os.unlink(out)
+    compare(outs["tensorflow"], outs["jitgrad"])
+
+
+if __name__ == "__main__":
+    main()
