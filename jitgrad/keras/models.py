@@ -17,7 +17,7 @@ from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .data_adapter import (ArrayBatches, as_array as _as_array, batches as _batches, class_weight_to_sample_weights,
                            take as _take)
-from .functional import KerasTensor, layers_of, run as run_functional
+from .functional import KerasTensor, as_input_dtype, layers_of, run as run_functional
 from .core_layers import InputLayer
 from .layers import Layer
 from . import model_config, saving
@@ -74,7 +74,8 @@ class Model(Layer):
     def call(self, inputs, training=None):
         if not self._functional:
             raise NotImplementedError("A subclassed Model must implement call().")
-        return run_functional(self._inputs, self._outputs, nest.flatten(inputs), training)
+        values = [as_input_dtype(v, kt.dtype) for v, kt in zip(nest.flatten(inputs), self._inputs)]
+        return run_functional(self._inputs, self._outputs, values, training)
 
     @property
     def layers(self):
@@ -502,7 +503,8 @@ class Sequential(Model):
         return list(self._stack)
 
     def call(self, inputs, training=None):
-        x = inputs
+        # with an Input, Keras 3's Sequential is a functional model: the data takes its dtype
+        x = inputs if self._input_spec is None else as_input_dtype(inputs, self._input_dtype)
         for layer in self._stack:
             x = layer(x, training=training)
         return x
