@@ -399,3 +399,35 @@ def test_sparse_crossentropy_ignore_class_masks_the_mean():
     w = np.array([1, 2, 0.5, 1, 3], np.float32)
     np.testing.assert_allclose(float(scce(ignore_class=2)(y, p, sample_weight=w)),
                                np.sum(masked * w) * 5 / kept.sum() / 5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make, y_true, y_pred", [
+    # labels of shape (n, 1) against (n, 4) predictions used to broadcast to a number
+    (lambda: keras.losses.BinaryCrossentropy(), np.zeros((2, 1)), np.full((2, 4), 0.5)),
+    (lambda: keras.losses.BinaryCrossentropy(from_logits=True), np.zeros((2, 1)), np.zeros((2, 4))),
+    (lambda: keras.losses.BinaryCrossentropy(), np.zeros((2, 3)), np.full((2, 2, 3), 0.5)),
+    (lambda: keras.losses.BinaryFocalCrossentropy(), np.zeros((2, 1)), np.full((2, 4), 0.5)),
+    (lambda: keras.losses.CategoricalCrossentropy(), np.ones((2, 1)), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.CategoricalCrossentropy(), np.eye(3)[:2], np.full((2, 2), 0.5)),
+    (lambda: keras.losses.CategoricalCrossentropy(from_logits=True), np.eye(3)[:1], np.zeros((2, 3))),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(), np.array([0, 1, 2]), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(), np.array([[0, 1], [1, 2]]), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True), np.array([0, 1]), np.zeros((2, 1, 3))),
+])
+def test_crossentropy_labels_of_another_shape_are_a_value_error(make, y_true, y_pred):
+    # TF 2.21 (Keras 3's TF backend) raises ValueError for each of these, eagerly and in a function
+    with pytest.raises(ValueError, match="target"):
+        make()(y_true, y_pred)
+    with pytest.raises(ValueError, match="target"):
+        tf.function(lambda a, b: make()(a, b))(tf.constant(y_true, tf.float32), tf.constant(y_pred, tf.float32))
+
+
+def test_crossentropy_labels_one_rank_short_still_meet_the_predictions():
+    # (n,) labels and (n, 1) predictions are aligned by the loss wrapper before the shape check
+    p = np.array([[0.2], [0.9]])
+    expect = -np.mean([np.log(1 - 0.2), np.log(0.9)])
+    np.testing.assert_allclose(keras.losses.BinaryCrossentropy()(np.array([0.0, 1.0]), p).numpy(), expect,
+                               rtol=1e-6)
+    expect = -np.mean(np.log([0.7, 0.5]))
+    np.testing.assert_allclose(keras.losses.SparseCategoricalCrossentropy()(
+        np.array([[0], [2]]), np.array([[0.7, 0.1, 0.2], [0.25, 0.25, 0.5]])).numpy(), expect, rtol=1e-6)
