@@ -606,6 +606,102 @@ EXTRA.update({"act_gelu_approx": _act("gelu", approximate=True), "act_relu_args"
               "act_threshold": _act("threshold", threshold=0.5, default_value=-1.0)})
 
 
+def _bad(fn):
+    """fn(tf, x) with bad arguments: the case records the exception type each side raises."""
+    def run(tf, name, res):
+        x = np.linspace(-1, 1, 2 * 6 * 6 * 3, dtype=np.float32).reshape(2, 6, 6, 3)
+        out = fn(tf, x)
+        res["out_shape"] = np.array(str(tuple(np.shape(out))))
+    return run
+
+
+BAD = {
+    "bad_dense_units0": _bad(lambda tf, x: L(tf).Dense(0)(x)),
+    "bad_dense_units_float": _bad(lambda tf, x: L(tf).Dense(2.5)(x)),
+    "bad_dense_units_neg": _bad(lambda tf, x: L(tf).Dense(-1)),
+    "bad_dense_rank1": _bad(lambda tf, x: L(tf).Dense(2)(x[0, 0, 0])),
+    "bad_dense_width": _bad(lambda tf, x: (lambda d: (d(x[:, 0, 0]), d(x[:, 0, :, :2])))(L(tf).Dense(2))[1]),
+    "bad_conv_filters0": _bad(lambda tf, x: L(tf).Conv2D(0, 3)(x)),
+    "bad_conv_kernel0": _bad(lambda tf, x: L(tf).Conv2D(2, 0)(x)),
+    "bad_conv_strides0": _bad(lambda tf, x: L(tf).Conv2D(2, 3, strides=0)(x)),
+    "bad_conv_padding": _bad(lambda tf, x: L(tf).Conv2D(2, 3, padding="full")(x)),
+    "bad_conv_kernel_too_big": _bad(lambda tf, x: L(tf).Conv2D(2, 7)(x)),
+    "bad_conv_rank": _bad(lambda tf, x: L(tf).Conv2D(2, 3)(x[0])),
+    "bad_conv_stride_dilation": _bad(lambda tf, x: L(tf).Conv2D(2, 3, strides=2, dilation_rate=2)(x)),
+    "bad_conv1d_causal_rank": _bad(lambda tf, x: L(tf).Conv2D(2, 3, padding="causal")(x)),
+    "bad_convT_outpad": _bad(lambda tf, x: L(tf).Conv2DTranspose(2, 3, strides=2, output_padding=2)(x)),
+    "bad_depthwise_mult0": _bad(lambda tf, x: L(tf).DepthwiseConv2D(3, depth_multiplier=0)(x)),
+    "bad_pool0": _bad(lambda tf, x: L(tf).MaxPooling2D(0)(x)),
+    "bad_pool_padding": _bad(lambda tf, x: L(tf).MaxPooling2D(2, padding="causal")(x)),
+    "bad_pool_too_big": _bad(lambda tf, x: L(tf).MaxPooling2D(7)(x)),
+    "bad_dropout_rate": _bad(lambda tf, x: L(tf).Dropout(1.5)(x)),
+    "bad_dropout_neg": _bad(lambda tf, x: L(tf).Dropout(-0.1)(x)),
+    "bad_bn_axis": _bad(lambda tf, x: L(tf).BatchNormalization(axis=5)(x)),
+    "bad_ln_axis": _bad(lambda tf, x: L(tf).LayerNormalization(axis=4)(x)),
+    "bad_softmax_axis": _bad(lambda tf, x: L(tf).Softmax(axis=4)(x)),
+    "bad_reshape": _bad(lambda tf, x: L(tf).Reshape((7, -1))(x)),
+    "bad_reshape_two_unknown": _bad(lambda tf, x: L(tf).Reshape((-1, -1))(x)),
+    "bad_permute": _bad(lambda tf, x: L(tf).Permute((1, 1, 2))(x)),
+    "bad_permute_zero": _bad(lambda tf, x: L(tf).Permute((0, 1, 2))(x)),
+    "bad_repeat_rank": _bad(lambda tf, x: L(tf).RepeatVector(2)(x)),
+    "bad_concat": _bad(lambda tf, x: L(tf).Concatenate(axis=1)([x, x[:, :, :3]])),
+    "bad_concat_single": _bad(lambda tf, x: L(tf).Concatenate()([x])),
+    "bad_add_shapes": _bad(lambda tf, x: L(tf).Add()([x, x[:, :3]])),
+    "bad_add_single": _bad(lambda tf, x: L(tf).Add()([x])),
+    "bad_dot_axes": _bad(lambda tf, x: L(tf).Dot(axes=1)([x[:, 0, 0], x[:, 0, :2, 0]])),
+    "bad_embedding_dim0": _bad(lambda tf, x: L(tf).Embedding(0, 3)(np.zeros((2, 2), np.int32))),
+    "bad_embedding_oob": _bad(lambda tf, x: L(tf).Embedding(3, 2)(np.array([[0, 5]], np.int32))),
+    "bad_lstm_units0": _bad(lambda tf, x: L(tf).LSTM(0)(x[:, 0])),
+    "bad_lstm_rank": _bad(lambda tf, x: L(tf).LSTM(2)(x[:, 0, 0])),
+    "bad_gru_units_neg": _bad(lambda tf, x: L(tf).GRU(-2)),
+    "bad_bidi_merge": _bad(lambda tf, x: L(tf).Bidirectional(L(tf).LSTM(2), merge_mode="max")),
+    "bad_bidi_layer": _bad(lambda tf, x: L(tf).Bidirectional(L(tf).Dense(2))),
+    "bad_mha_heads0": _bad(lambda tf, x: L(tf).MultiHeadAttention(0, 2)),
+    "bad_mha_dims": _bad(lambda tf, x: L(tf).MultiHeadAttention(2, 2)(x[:, 0], x[:, 0, :, :2])),
+    "bad_attention_single": _bad(lambda tf, x: L(tf).Attention()([x[:, 0]])),
+    "bad_attention_score": _bad(lambda tf, x: L(tf).Attention(score_mode="foo")),
+    "bad_relu_neg_max": _bad(lambda tf, x: L(tf).ReLU(max_value=-1.0)(x)),
+    "bad_relu_neg_slope": _bad(lambda tf, x: L(tf).ReLU(negative_slope=-1.0)(x)),
+    "bad_leaky_neg": _bad(lambda tf, x: L(tf).LeakyReLU(negative_slope=-0.5)(x)),
+    "bad_elu_none": _bad(lambda tf, x: L(tf).ELU(alpha=None)(x)),
+    "bad_activation_name": _bad(lambda tf, x: L(tf).Activation("nope")(x)),
+    "bad_upsampling": _bad(lambda tf, x: L(tf).UpSampling2D(interpolation="cubic")(x)),
+    "bad_cropping_too_much": _bad(lambda tf, x: L(tf).Cropping2D(((3, 3), (0, 0)))(x)),
+    "bad_zeropad_neg": _bad(lambda tf, x: L(tf).ZeroPadding2D(-1)(x)),
+    "bad_flatten_none": _bad(lambda tf, x: L(tf).Flatten()(x[0, 0, 0])),
+    "bad_loss_reduction": _bad(lambda tf, x: tf.keras.losses.MeanSquaredError(reduction="avg")),
+    "bad_loss_shapes": _bad(lambda tf, x: tf.keras.losses.MeanSquaredError()(x[:, 0, 0], x[:, 0, :2])),
+    "bad_bce_shapes": _bad(lambda tf, x: tf.keras.losses.BinaryCrossentropy()(x[:, 0, 0] * 0, x[:, 0, :2] * 0 + .5)),
+    "bad_cce_shapes": _bad(lambda tf, x: tf.keras.losses.CategoricalCrossentropy()(x[:, 0, 0] * 0,
+                                                                                   x[:, 0, :2, 0] * 0 + .5)),
+    "bad_scce_label_oob": _bad(lambda tf, x: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        np.array([0, 7]), x[:, 0, 0])),
+    "bad_scce_neg_label": _bad(lambda tf, x: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        np.array([0, -1]), x[:, 0, 0])),
+    "bad_metric_shapes": _bad(lambda tf, x: (lambda m: (m.update_state(x[:, 0, 0], x[:, 0, :2]), m.result())[1])(
+        tf.keras.metrics.MeanSquaredError())),
+    "bad_acc_shapes": _bad(lambda tf, x: (lambda m: (m.update_state(x[:, 0, 0], x[:, 0, :2]), m.result())[1])(
+        tf.keras.metrics.BinaryAccuracy())),
+    "bad_sparse_acc_oob": _bad(lambda tf, x: (lambda m: (m.update_state(np.array([0, 9]), x[:, 0, 0]),
+                                                         m.result())[1])(tf.keras.metrics.SparseCategoricalAccuracy())),
+    "bad_topk_k0": _bad(lambda tf, x: (lambda m: (m.update_state(x[:, 0, 0] * 0, x[:, 0, 0]), m.result())[1])(
+        tf.keras.metrics.TopKCategoricalAccuracy(k=0))),
+    "bad_set_weights_count": _bad(lambda tf, x: (lambda d: (d(x[:, 0, 0]), d.set_weights([np.zeros((3, 2))])))(
+        L(tf).Dense(2))[0]),
+    "bad_set_weights_shape": _bad(lambda tf, x: (lambda d: (d(x[:, 0, 0]), d.set_weights(
+        [np.zeros((3, 3)), np.zeros(2)])))(L(tf).Dense(2))[0]),
+    "bad_input_shape_predict": _bad(lambda tf, x: tf.keras.Sequential([tf.keras.Input((4,)), L(tf).Dense(2)]).predict(
+        x[:, 0, 0], verbose=0)),
+    "bad_fit_lengths": _bad(lambda tf, x: (lambda m: (m.compile("sgd", "mse"), m.fit(
+        x[:, 0, 0], np.zeros((3, 2)), verbose=0))[1])(tf.keras.Sequential([tf.keras.Input((3,)), L(tf).Dense(2)]))
+        and np.zeros(1)),
+    "bad_compile_loss": _bad(lambda tf, x: tf.keras.Sequential([tf.keras.Input((3,)), L(tf).Dense(2)]).compile(
+        "sgd", "not_a_loss")),
+    "bad_compile_opt": _bad(lambda tf, x: tf.keras.Sequential([tf.keras.Input((3,)), L(tf).Dense(2)]).compile(
+        "not_an_opt", "mse")),
+}
+
+
 def tf_mask(x):
     # x > -0.5 as the mask, but every row keeps at least its first element
     import numpy as _np_
@@ -804,7 +900,7 @@ def _mean_case(cls):
 METRICS["m_mean"] = _mean_case("Mean")
 METRICS["m_sum"] = _mean_case("Sum")
 
-CASES = {**LAYERS, **LOSSES, **METRICS, **MODELS, **EXTRA}
+CASES = {**LAYERS, **LOSSES, **METRICS, **MODELS, **EXTRA, **BAD}
 
 
 def run_side(module, out, filters):

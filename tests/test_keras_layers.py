@@ -281,3 +281,10 @@ def test_model_input_and_output_shapes():
     assert functional.output_shape == (None, 4) and functional.input_shape == (None, 3)
     with pytest.raises(AttributeError, match="never been called"):
         keras.Sequential([keras.layers.Dense(2)]).output_shape
+
+
+@pytest.mark.parametrize("input_dim, output_dim", [(0, 3), (-1, 3), (2.5, 3), (3, 0)])
+def test_embedding_sizes_must_be_positive_integers(input_dim, output_dim):
+    # Keras 3's ValueError at construction (an empty table used to fail only at the gather)
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        keras.layers.Embedding(input_dim, output_dim)

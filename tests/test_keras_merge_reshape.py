@@ -149,3 +149,11 @@ def test_input_layer_starts_a_sequential_model():
     assert tuple(inp.output.shape.as_list()) == (2, 3) and inp.output.name == "inp"
     with pytest.raises(ValueError, match="must pass a `shape`"):
         L.InputLayer()
+
+
+def test_upsampling_unknown_interpolation_is_a_value_error():
+    # Keras 3: ValueError for a method it does not know (NotImplementedError is for jitgrad's gaps)
+    with pytest.raises(ValueError, match="interpolation"):
+        L.UpSampling2D(interpolation="cubic")
+    with pytest.raises(NotImplementedError):
+        L.UpSampling2D(interpolation="bilinear")

@@ -134,6 +134,10 @@ class Embedding(Layer):
             raise NotImplementedError("jitgrad's Embedding has no initial weights or LoRA: build it and use "
                                       "set_weights.")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        for what, value in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"`{what}` must be a positive integer. Received: {what}={value} (of type "
+                                 f"{type(value).__name__}).")
         self.input_dim, self.output_dim, self.mask_zero = input_dim, output_dim, mask_zero
         self.embeddings_regularizer, self.embeddings_constraint = embeddings_regularizer, embeddings_constraint
         self.embeddings_initializer = initializers.get(embeddings_initializer)

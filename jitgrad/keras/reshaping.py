@@ -166,6 +166,10 @@ class UpSampling2D(Layer):
     def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
         super().__init__(**kwargs)
         _channels_last(data_format, "UpSampling2D")
+        methods = ("bilinear", "nearest", "lanczos3", "lanczos5", "bicubic", "area")
+        if interpolation not in methods:     # Keras 3's ValueError (at the call; here at once)
+            raise ValueError(f"Invalid value for argument `interpolation`. Expected of one {methods}. Received: "
+                             f"interpolation={interpolation}")
         if interpolation != "nearest":
             raise NotImplementedError("jitgrad's UpSampling2D has interpolation='nearest' only.")
         self.size = (size, size) if isinstance(size, int) else tuple(size)
