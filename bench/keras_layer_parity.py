@@ -265,7 +265,7 @@ LAYERS = {
 
 
 def model_case(make, inputs, target, loss="mse", metrics=None, n=7, batch_size=3, epochs=2, fit_kw=None,
-               compile_kw=None):
+               compile_kw=None, optimizer=None):
     """make(tf) -> a Model over inputs [(shape without batch, "float" | int vocabulary)]; fit with
     batch_size not dividing n (a partial last batch), history, evaluate, predict and the weights."""
     def run(tf, name, res):
@@ -276,13 +276,23 @@ def model_case(make, inputs, target, loss="mse", metrics=None, n=7, batch_size=3
         model.set_weights([rng.uniform(0.5, 1.5, tuple(w.shape)).astype(np.float32) if "variance" in w.name
                            else rng.uniform(-0.6, 0.6, tuple(w.shape)).astype(np.float32) for w in model.weights])
         x = xs[0] if len(xs) == 1 else xs
-        res["predict"] = _np(model.predict(x, verbose=0, batch_size=batch_size))
-        y = target(rng, res["predict"].shape)
+        pred = model.predict(x, verbose=0, batch_size=batch_size)
+        if isinstance(pred, (list, tuple)):
+            for i, p in enumerate(pred):
+                res[f"predict{i}"] = np.asarray(p)
+            res["predict"] = np.asarray(pred[0])
+        else:
+            res["predict"] = _np(pred)
+        if isinstance(res["predict"], np.ndarray) and res["predict"].dtype == object:
+            pass
+        y = target(rng, res["predict"].shape) if not isinstance(target, tuple) else [
+            t(rng, p.shape) for t, p in zip(target, model.predict(x, verbose=0))]
         kw = dict(fit_kw or {})
         for key in ("sample_weight",):
             if kw.get(key) == "rng":
                 kw[key] = rng.uniform(0, 2, (n,)).astype(np.float32)
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=loss(tf) if callable(loss) else loss, metrics=metrics, **(compile_kw or {}))
+        opt = optimizer(tf) if optimizer else tf.keras.optimizers.SGD(0.1)
+        model.compile(optimizer=opt, loss=loss(tf) if callable(loss) else loss, metrics=metrics, **(compile_kw or {}))
         hist = model.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0, **kw)
         for key in sorted(hist.history):
             res[f"hist_{key}"] = np.array(hist.history[key], np.float64)
@@ -291,7 +301,8 @@ def model_case(make, inputs, target, loss="mse", metrics=None, n=7, batch_size=3
             res[f"eval_{key}"] = np.array(ev[key], np.float64)
         for i, w in enumerate(model.get_weights()):
             res[f"w{i}"] = np.asarray(w)
-        res["predict_after"] = _np(model.predict(x, verbose=0))
+        for i, p in enumerate(_flat(model.predict(x, verbose=0))):
+            res[f"predict_after{i}"] = np.asarray(p)
     return run
 
 
@@ -373,6 +384,57 @@ MODELS = {
         lambda tf: _seq(tf, L(tf).Dense(3), shape=(4,)), [((4,), "float")], _onehot,
         loss=lambda tf: tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1),
         metrics=["categorical_accuracy"]),
+    "model_emb_sgd_momentum": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(6, 3), L(tf).Flatten(), L(tf).Dense(1), shape=(4,)), [((4,), 6)], _real,
+        optimizer=lambda tf: tf.keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True), epochs=3),
+    "model_emb_adam": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(6, 3), L(tf).GlobalAveragePooling1D(), L(tf).Dense(1), shape=(4,)),
+        [((4,), 6)], _real, optimizer=lambda tf: tf.keras.optimizers.Adam(0.05), epochs=3),
+    "model_emb_rmsprop": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(6, 3), L(tf).Flatten(), L(tf).Dense(1), shape=(4,)), [((4,), 6)], _real,
+        optimizer=lambda tf: tf.keras.optimizers.RMSprop(0.05, momentum=0.5), epochs=3),
+    "model_emb_adagrad": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(6, 3), L(tf).Flatten(), L(tf).Dense(1), shape=(4,)), [((4,), 6)], _real,
+        optimizer=lambda tf: tf.keras.optimizers.Adagrad(0.1), epochs=3),
+    "model_emb_adamw": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(6, 3), L(tf).Flatten(), L(tf).Dense(1), shape=(4,)), [((4,), 6)], _real,
+        optimizer=lambda tf: tf.keras.optimizers.AdamW(0.05, weight_decay=0.1), epochs=3),
+    "model_masked_dense_seq": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(5, 3, mask_zero=True), L(tf).Dense(2), shape=(6,)), [((6,), 5)], _real,
+        metrics=["mae"]),
+    "model_masked_td": model_case(
+        lambda tf: _seq(tf, L(tf).Embedding(5, 3, mask_zero=True), L(tf).TimeDistributed(L(tf).Dense(2)),
+                        shape=(6,)), [((6,), 5)], _real),
+    "model_multi_output": model_case(
+        lambda tf: (lambda i: tf.keras.Model(i, [L(tf).Dense(2, name="a")(i), L(tf).Dense(1, name="b")(i)]))(
+            tf.keras.Input((3,))), [((3,), "float")], (_real, _real), loss=["mse", "mae"],
+        metrics=[["mae"], ["mse"]], compile_kw={"loss_weights": [1.0, 0.5]}),
+    "model_multi_output_plain": model_case(
+        lambda tf: (lambda i: tf.keras.Model(i, [L(tf).Dense(2, name="a")(i), L(tf).Dense(1, name="b")(i)]))(
+            tf.keras.Input((3,))), [((3,), "float")], (_real, _real), loss=["mse", "mae"]),
+    "model_multi_output_metrics": model_case(
+        lambda tf: (lambda i: tf.keras.Model(i, [L(tf).Dense(2, name="a")(i), L(tf).Dense(1, name="b")(i)]))(
+            tf.keras.Input((3,))), [((3,), "float")], (_real, _real), loss="mse", metrics=[["mae"], ["mse"]]),
+    "model_two_inputs": model_case(
+        lambda tf: (lambda a, b: tf.keras.Model([a, b], L(tf).Dense(2)(L(tf).Concatenate()([a, b]))))(
+            tf.keras.Input((3,)), tf.keras.Input((2,))), [((3,), "float"), ((2,), "float")], _real),
+    "model_sum_reduction": model_case(
+        lambda tf: _seq(tf, L(tf).Dense(2), shape=(3,)), [((3,), "float")], _real,
+        loss=lambda tf: tf.keras.losses.MeanSquaredError(reduction="sum")),
+    "model_weighted_metrics": model_case(
+        lambda tf: _seq(tf, L(tf).Dense(3), shape=(3,)), [((3,), "float")], _sparse,
+        loss=lambda tf: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"], compile_kw={"weighted_metrics": ["accuracy"]}, fit_kw={"sample_weight": "rng"}),
+    "model_stacked_rnn": model_case(
+        lambda tf: _seq(tf, L(tf).LSTM(3, return_sequences=True), L(tf).GRU(2, reset_after=False),
+                        L(tf).Dense(1), shape=(4, 2)), [((4, 2), "float")], _real),
+    "model_conv1d_pool": model_case(
+        lambda tf: _seq(tf, L(tf).Conv1D(3, 3, strides=2, padding="causal"), L(tf).AveragePooling1D(2,
+                        padding="same"), L(tf).GlobalMaxPooling1D(), L(tf).Dense(1), shape=(9, 2)),
+        [((9, 2), "float")], _real),
+    "model_ln_gelu": model_case(
+        lambda tf: _seq(tf, L(tf).Dense(4), L(tf).LayerNormalization(), L(tf).Activation("gelu"), L(tf).Dense(1),
+                        shape=(3,)), [((3,), "float")], _real, optimizer=lambda tf: tf.keras.optimizers.Adam(0.01)),
     "model_mha": model_case(
         lambda tf: (lambda i: tf.keras.Model(i, L(tf).GlobalAveragePooling1D()(
             L(tf).MultiHeadAttention(2, 2)(i, i, use_causal_mask=True))))(tf.keras.Input((4, 3))),

@@ -259,3 +259,19 @@ def test_float_data_into_an_int_input_is_truncated():
     model = keras.Model(inp, keras.layers.Lambda(lambda t: tf.gather(tf.constant(table, tf.float32), t))(inp))
     data = np.array([[1.7, 0.2, 2.9], [0.0, 3.5, 1.1]], np.float32)
     np.testing.assert_allclose(model.predict(data, verbose=0), table[data.astype(np.int64)])
+
+
+def test_a_model_of_two_outputs_is_not_compiled_silently_wrong():
+    # Keras 3 applies the loss to each output and sums; jitgrad's compile takes one output, and
+    # says so (it used to fail with AttributeError: 'list' object has no attribute 'shape')
+    inp = keras.Input((3,))
+    model = keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(1)(inp)])
+    data = np.zeros((4, 3), np.float32), [np.zeros((4, 2), np.float32), np.zeros((4, 1), np.float32)]
+    model.compile("sgd", "mse", metrics=["mae"])
+    with pytest.raises(NotImplementedError, match="one output"):
+        model.fit(*data, verbose=0)
+    model.compile("sgd", "mse")
+    with pytest.raises(NotImplementedError, match="one output"):
+        model.fit(*data, verbose=0)
+    with pytest.raises(NotImplementedError, match="per-output"):
+        model.compile("sgd", ["mse", "mae"])
