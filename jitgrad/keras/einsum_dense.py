@@ -1,6 +1,7 @@
 """Keras 3's EinsumDense for equations "X,Y->Z" (no ellipsis): the kernel's shape comes from
 the input's dims for the letters the input shares, else from ``output_shape``; the bias spans
 the output from its first ``bias_axes`` letter on (size 1 at the letters not in bias_axes)."""
+import copy
 import re
 
 from ..ops import einsum, math_ops
@@ -36,7 +37,7 @@ class EinsumDense(Layer):
         in_spec, w_spec, out_spec = self._specs
         size = {c: d for c, d in zip(out_spec, self.compute_output_shape(input_shape))}
         size.update({c: input_shape[i] for i, c in enumerate(in_spec)})
-        self.kernel = self.add_weight(shape=tuple(size[c] for c in w_spec), initializer=self.kernel_initializer,
+        self.kernel = self.add_weight(shape=tuple(size[c] for c in w_spec), initializer=self._kernel_init(),
                                       name="kernel")
         self.bias = None
         if self.bias_axes is not None:
@@ -48,6 +49,21 @@ class EinsumDense(Layer):
             shape = tuple(size[c] if c in self.bias_axes else 1 for c in out_spec[first:])
             self.bias = self.add_weight(shape=shape, initializer=self.bias_initializer, name="bias")
         self.built = True
+
+    def _kernel_init(self):
+        """Keras 3 (3.15, TF 2.21's): a variance-scaling initializer without axes of its own
+        takes the kernel's -- its letters in the output are fan-out, the others fan-in -- not
+        compute_fans' conv-kernel rule (which, for MultiHeadAttention's (dim, heads, key_dim)
+        kernels, took the first axis as a receptive field: Glorot limits half TF's or less)."""
+        init = self.kernel_initializer
+        if not isinstance(init, initializers.VarianceScaling) or (
+                init.input_axes is not None and init.output_axes is not None):
+            return init
+        _, w_spec, out_spec = self._specs
+        clone = copy.copy(init)
+        clone.output_axes = [i for i, c in enumerate(w_spec) if c in out_spec]
+        clone.input_axes = [i for i, c in enumerate(w_spec) if c not in out_spec]
+        return clone
 
     def call(self, inputs):
         x = einsum.einsum(self.equation, inputs, self.kernel)

@@ -57,9 +57,12 @@ class TruncatedNormal(RandomNormal):
         return random_ops.truncated_normal(shape, self.mean, self.stddev, dtype or dtypes.float32, seed=self.seed)
 
 
-def _fans(shape):
-    """Keras's compute_fans: (fan_in, fan_out)."""
+def _fans(shape, input_axes=None, output_axes=None):
+    """Keras's compute_fans: (fan_in, fan_out); with the axes given (EinsumDense gives its
+    kernel's), the products of those axes' sizes."""
     shape = tuple(shape)
+    if input_axes is not None and output_axes is not None:
+        return int(np.prod([shape[a] for a in input_axes])), int(np.prod([shape[a] for a in output_axes]))
     if len(shape) == 0:
         return 1, 1
     if len(shape) == 1:
@@ -71,7 +74,8 @@ def _fans(shape):
 
 
 class VarianceScaling(Initializer):
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None, input_axes=None,
+                 output_axes=None):
         if scale <= 0.0:
             raise ValueError(f"Argument `scale` must be positive float. Received: scale={scale}")
         if mode not in ("fan_in", "fan_out", "fan_avg"):
@@ -82,10 +86,11 @@ class VarianceScaling(Initializer):
         if distribution not in ("uniform", "truncated_normal", "untruncated_normal"):
             raise ValueError(f"Invalid `distribution` argument: {distribution}")
         self.scale, self.mode, self.distribution, self.seed = scale, mode, distribution, seed
+        self.input_axes, self.output_axes = input_axes, output_axes
 
     def __call__(self, shape, dtype=None):
         dtype = dtype or dtypes.float32
-        fan_in, fan_out = _fans(shape)
+        fan_in, fan_out = _fans(shape, self.input_axes, self.output_axes)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, n)
         if self.distribution == "truncated_normal":
@@ -98,33 +103,33 @@ class VarianceScaling(Initializer):
 
 
 class GlorotUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_avg", "uniform", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_avg", "uniform", seed, input_axes, output_axes)
 
 
 class GlorotNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_avg", "truncated_normal", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed, input_axes, output_axes)
 
 
 class HeUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(2.0, "fan_in", "uniform", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(2.0, "fan_in", "uniform", seed, input_axes, output_axes)
 
 
 class HeNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(2.0, "fan_in", "truncated_normal", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(2.0, "fan_in", "truncated_normal", seed, input_axes, output_axes)
 
 
 class LecunUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_in", "uniform", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_in", "uniform", seed, input_axes, output_axes)
 
 
 class LecunNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_in", "truncated_normal", seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_in", "truncated_normal", seed, input_axes, output_axes)
 
 
 class Orthogonal(Initializer):
