@@ -260,7 +260,10 @@ SparseCategoricalCrossentropy = _wrapper_class("SparseCategoricalCrossentropy",
                                                "sparse_categorical_crossentropy", from_logits=False, axis=-1)
 
 
-_CLASSES = (Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MeanSquaredError,
+from .confusion_metrics import (FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives,  # noqa: E402
+                                TruePositives)
+
+_CLASSES = (FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives, TruePositives, Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MeanSquaredError,
             MeanAbsoluteError, RootMeanSquaredError, TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, LogCoshError, CosineSimilarity, KLDivergence,
             Poisson, Hinge, SquaredHinge, CategoricalHinge, BinaryCrossentropy, CategoricalCrossentropy,
