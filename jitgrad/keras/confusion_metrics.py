@@ -8,7 +8,7 @@ import numpy as np
 from ..convert import convert_to_tensor
 from ..ops import array_ops, math_ops, reduction_ops, sort_ops
 from . import losses
-from .metrics import Metric
+from .metric_base import Metric
 
 NEG_INF = -1e10
 
