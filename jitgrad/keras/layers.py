@@ -24,7 +24,8 @@ from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgP
                              GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPool1D,
                              MaxPool2D, MaxPooling1D, MaxPooling2D)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell  # noqa: F401
-from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
+from .reshaping import (Cropping1D, Cropping2D, Permute, RepeatVector, Reshape, UpSampling1D,  # noqa: F401
+                        UpSampling2D, ZeroPadding1D, ZeroPadding2D)
 from .wrappers import Bidirectional, TimeDistributed  # noqa: F401
 
 
