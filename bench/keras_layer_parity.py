@@ -182,6 +182,8 @@ LAYERS = {
     "ln_rms": layer_case(lambda tf: L(tf).LayerNormalization(rms_scaling=True), [(3, 5)]),
     "groupnorm": layer_case(lambda tf: L(tf).GroupNormalization(groups=2), [(3, 4, 4)]),
     "unitnorm": layer_case(lambda tf: L(tf).UnitNormalization(), [(3, 5)]),
+    "unitnorm_axes": layer_case(lambda tf: L(tf).UnitNormalization(axis=[1, 2]), [(3, 4, 5)]),
+    "unitnorm_axis1": layer_case(lambda tf: L(tf).UnitNormalization(axis=1), [(3, 4, 5)]),
     "embedding": layer_case(lambda tf: L(tf).Embedding(7, 3), [(3, 4)], int_input=7),
     "lstm": layer_case(lambda tf: L(tf).LSTM(3), [(2, 5, 4)]),
     "lstm_seq_state": layer_case(lambda tf: L(tf).LSTM(3, return_sequences=True, return_state=True),

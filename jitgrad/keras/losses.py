@@ -197,16 +197,16 @@ def poisson(y_true, y_pred):
     return reduction_ops.reduce_mean(y_pred - y_true * math_ops.log(y_pred + EPSILON), axis=-1)
 
 
-def _l2_normalize(x, axis):
+def l2_normalize(x, axis, epsilon=EPSILON):
     # Keras 3's ops.normalize: x * min(rsqrt(sum(x^2)), 1 / eps), so a zero row stays zero
     inv_norm = math_ops.rsqrt(reduction_ops.reduce_sum(math_ops.square(x), axis=axis, keepdims=True))
-    return x * math_ops.minimum(inv_norm, 1.0 / EPSILON)
+    return x * math_ops.minimum(inv_norm, 1.0 / epsilon)
 
 
 def cosine_similarity(y_true, y_pred, axis=-1):
     """Keras 3's: -sum(normalize(t) * normalize(p), axis)."""
     y_true, y_pred = _tensors(y_true, y_pred)
-    return -reduction_ops.reduce_sum(_l2_normalize(y_true, axis) * _l2_normalize(y_pred, axis), axis=axis)
+    return -reduction_ops.reduce_sum(l2_normalize(y_true, axis) * l2_normalize(y_pred, axis), axis=axis)
 
 
 def _hinge_labels(y_true):
