@@ -18,6 +18,7 @@ from .core_layers import Identity, InputLayer, Lambda, Masking  # noqa: F401
 from .einsum_dense import EinsumDense  # noqa: F401
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
+from .noise_layers import GaussianDropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: F401
 from .normalization import BatchNormalization, LayerNormalization, UnitNormalization  # noqa: F401
 from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,  # noqa: F401
                              GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D,
