@@ -9,7 +9,12 @@ case one side lacks. A case returns named arrays: a layer's forward output (trai
 True), d sum(out * w) / d input and / d weights by GradientTape, the same in a tf.function,
 model.predict, and the weights after one model.fit step (SGD, fixed data, shuffle=False). The
 weights are set by set_weights from a numpy RNG seeded by the case name, so both sides see
-the same numbers. ``--side tensorflow|jitgrad OUT.npz`` runs one side (what the driver does).
+the same numbers. Sections: LAYERS, LOSSES, METRICS (several update_state calls), MODELS
+(compile / fit with partial batches, masks, weights, optimizers), EXTRA (one-off calls: masks,
+shape edge cases, activations), BAD (bad arguments: only the exception type is compared) and
+INITS (random initializers: statistics of a large draw, compared loosely). A whole run takes
+several minutes per side; name substrings to run a part. ``--side tensorflow|jitgrad OUT.pkl``
+runs one side (what the driver does); KERAS_PARITY_KEEP=1 keeps the two pickles.
 TensorFlow is not a dependency of jitgrad: this is a tool.
 """
 import os
