@@ -104,3 +104,41 @@ def test_einsum_dense():
     with pytest.raises(ValueError, match="Invalid einsum equation"):
         L.EinsumDense("ab->b", output_shape=2)
 
+
+
+@pytest.mark.parametrize("make, fan_in, fan_out", [
+    # Keras 3.15 (TF 2.21's): the kernel's letters in the output are fan-out, the rest fan-in
+    (lambda: L.EinsumDense("abc,cde->abde", output_shape=(None, 8, 64)), 96, 8 * 64),
+    (lambda: L.EinsumDense("abcd,cde->abe", output_shape=(None, 96)), 8 * 64, 96),
+])
+def test_einsum_dense_glorot_limit_takes_the_kernels_input_and_output_axes(make, fan_in, fan_out):
+    layer = make()
+    layer.build((None, 3, 96) if layer.equation.startswith("abc,") else (None, 3, 8, 64))
+    k = layer.kernel.numpy()
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    assert np.abs(k).max() <= limit
+    # a uniform draw of 49152 values reaches past 99% of its limit (compute_fans' conv rule would
+    # have given a limit of sqrt(6 / (96 * 8 + 64 * 96)) = 0.0295 for the first, 0.21 of this one)
+    assert np.abs(k).max() > 0.99 * limit
+    np.testing.assert_allclose(k.std(), limit / np.sqrt(3.0), rtol=0.03)
+
+
+def test_multi_head_attention_kernels_draw_at_tf_scale():
+    layer = L.MultiHeadAttention(4, 32)
+    x = np.zeros((1, 2, 64), np.float32)
+    layer(x, x)
+    # query / key / value (64, 4, 32): fan-in 64, fan-out 128; output (4, 32, 64): 128 and 64 --
+    # Glorot's limit sqrt(6 / 192) for all four (TF 2.21 draws max |w| 0.1767 of 0.1768)
+    limit = np.sqrt(6.0 / 192)
+    for w in layer.weights:
+        if w.path.endswith("kernel"):
+            assert 0.95 * limit < np.abs(w.numpy()).max() <= limit, w.path
+
+
+def test_variance_scaling_axes_and_config():
+    init = keras.initializers.VarianceScaling(2.0, "fan_in", "uniform", seed=3, input_axes=[0, 1], output_axes=[2])
+    w = init((10, 20, 30)).numpy()
+    limit = np.sqrt(3.0 * 2.0 / 200)
+    assert limit * 0.99 < np.abs(w).max() <= limit
+    config = keras.utils.serialize_keras_object(init)["config"]    # Keras 3.15's config has the axes
+    assert config["input_axes"] == [0, 1] and config["output_axes"] == [2]

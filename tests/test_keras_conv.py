@@ -58,3 +58,30 @@ def test_pooling_layers_train_as_tf():
     np.testing.assert_allclose(losses, [2.6515, 2.8283, 1.6492], atol=1e-4)
     assert keras.layers.MaxPooling2D(3, 2, "same").compute_output_shape((None, 7, 7, 5)) == (None, 4, 4, 5)
     assert keras.layers.MaxPool2D is keras.layers.MaxPooling2D
+
+
+@pytest.mark.parametrize("make, shape, match", [
+    # TF 2.21 raises ValueError for each (the conv op's InvalidArgumentError used to come first)
+    (lambda: keras.layers.Conv2D(2, 7), (2, 6, 6, 3), "zero or negative"),
+    (lambda: keras.layers.Conv1D(2, 2, dilation_rate=4), (2, 4, 3), "zero or negative"),
+    (lambda: keras.layers.DepthwiseConv2D(5), (2, 4, 4, 3), "zero or negative"),
+    (lambda: keras.layers.SeparableConv2D(2, 5), (2, 4, 4, 3), "zero or negative"),
+    (lambda: keras.layers.Conv2D(2, 3), (6, 6, 3), "expected min_ndim=4, found ndim=3"),
+    (lambda: keras.layers.Conv1D(2, 2), (4, 3), "expected min_ndim=3, found ndim=2"),
+    (lambda: keras.layers.Conv2DTranspose(2, 2), (4, 4, 3), "expected min_ndim=4"),
+    (lambda: keras.layers.DepthwiseConv2D(2), (4, 4, 3), "expected min_ndim=4"),
+    (lambda: keras.layers.Conv2D(2, 2), (2, 2, 4, 4, 3), "same length as input"),
+])
+def test_conv_input_too_small_or_of_another_rank_is_a_value_error(make, shape, match):
+    with pytest.raises(ValueError, match=match):
+        make()(np.zeros(shape, np.float32))
+
+
+def test_conv_same_padding_and_causal_take_a_kernel_larger_than_the_input():
+    # SAME (and causal) pad: a 9-wide kernel over 4 steps is fine, ceil(n / s) outputs
+    x = np.ones((1, 4, 4, 1), np.float32)
+    layer = keras.layers.Conv2D(1, 9, padding="same", kernel_initializer="ones", use_bias=False)
+    # each output sums the inputs its window covers: all 16 ones
+    np.testing.assert_allclose(layer(x).numpy(), np.full((1, 4, 4, 1), 16.0))
+    causal = keras.layers.Conv1D(1, 9, padding="causal", kernel_initializer="ones", use_bias=False)
+    np.testing.assert_allclose(causal(x[:, 0]).numpy()[0, :, 0], [1.0, 2.0, 3.0, 4.0])

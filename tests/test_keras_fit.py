@@ -227,3 +227,51 @@ def test_class_weight_weights_each_sample_by_its_class():
                                rtol=1e-6)
     with pytest.raises(ValueError, match="at the same time"):
         trained(class_weight=weights, sample_weight=per_sample)
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_integer_data_is_cast_to_a_float_input(functional):
+    # Keras 3 converts a model's input to its Input's dtype: int64 data into a float32 model
+    # (a SimpleRNN's matmul used to meet the int64 steps and raise TypeError)
+    inp = keras.Input((3,))
+    layers = [keras.layers.Reshape((3, 1)),
+              keras.layers.SimpleRNN(2, kernel_initializer="ones", recurrent_initializer="zeros")]
+    if functional:
+        h = inp
+        for layer in layers:
+            h = layer(h)
+        model = keras.Model(inp, h)
+    else:
+        model = keras.Sequential([inp] + layers)
+    data = np.array([[1, 0, 2], [0, 3, 1]], np.int64)
+    # recurrent kernel zero: the last state is tanh(kernel * last step + bias) = tanh(last step)
+    expected = np.repeat(np.tanh(data[:, -1:].astype(np.float64)), 2, axis=1)
+    np.testing.assert_allclose(model.predict(data, verbose=0), expected, rtol=1e-6)
+    out = model(data)
+    assert out.dtype == tf.float32
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
+def test_float_data_into_an_int_input_is_truncated():
+    # Keras 3 casts (tf.cast truncates toward zero) float data to an int32 Input
+    inp = keras.Input((3,), dtype="int32")
+    table = np.arange(8.0).reshape(4, 2)
+    model = keras.Model(inp, keras.layers.Lambda(lambda t: tf.gather(tf.constant(table, tf.float32), t))(inp))
+    data = np.array([[1.7, 0.2, 2.9], [0.0, 3.5, 1.1]], np.float32)
+    np.testing.assert_allclose(model.predict(data, verbose=0), table[data.astype(np.int64)])
+
+
+def test_a_model_of_two_outputs_is_not_compiled_silently_wrong():
+    # Keras 3 applies the loss to each output and sums; jitgrad's compile takes one output, and
+    # says so (it used to fail with AttributeError: 'list' object has no attribute 'shape')
+    inp = keras.Input((3,))
+    model = keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(1)(inp)])
+    data = np.zeros((4, 3), np.float32), [np.zeros((4, 2), np.float32), np.zeros((4, 1), np.float32)]
+    model.compile("sgd", "mse", metrics=["mae"])
+    with pytest.raises(NotImplementedError, match="one output"):
+        model.fit(*data, verbose=0)
+    model.compile("sgd", "mse")
+    with pytest.raises(NotImplementedError, match="one output"):
+        model.fit(*data, verbose=0)
+    with pytest.raises(NotImplementedError, match="per-output"):
+        model.compile("sgd", ["mse", "mae"])

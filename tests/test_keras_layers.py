@@ -281,3 +281,42 @@ def test_model_input_and_output_shapes():
     assert functional.output_shape == (None, 4) and functional.input_shape == (None, 3)
     with pytest.raises(AttributeError, match="never been called"):
         keras.Sequential([keras.layers.Dense(2)]).output_shape
+
+
+@pytest.mark.parametrize("input_dim, output_dim", [(0, 3), (-1, 3), (2.5, 3), (3, 0)])
+def test_embedding_sizes_must_be_positive_integers(input_dim, output_dim):
+    # Keras 3's ValueError at construction (an empty table used to fail only at the gather)
+    with pytest.raises(ValueError, match="must be a positive integer"):
+        keras.layers.Embedding(input_dim, output_dim)
+
+
+def test_noise_layers_are_the_identity_unless_training():
+    x = np.random.default_rng(0).standard_normal((4, 5, 3)).astype(np.float32)
+    for layer in (keras.layers.SpatialDropout1D(0.5), keras.layers.GaussianNoise(0.5),
+                  keras.layers.GaussianDropout(0.5)):
+        np.testing.assert_array_equal(layer(x).numpy(), x)
+        np.testing.assert_array_equal(layer(x, training=False).numpy(), x)
+    x4 = x[:, :, None, :]
+    np.testing.assert_array_equal(keras.layers.SpatialDropout2D(0.5)(x4).numpy(), x4)
+
+
+def test_spatial_dropout_drops_whole_channels():
+    x = np.ones((40, 6, 5, 30), np.float32)
+    y = keras.layers.SpatialDropout2D(0.25, seed=3)(x, training=True).numpy()
+    assert set(np.unique(y).tolist()) == {0.0, np.float32(1 / 0.75)}
+    assert np.all(y == y[:, :1, :1, :])           # a channel is kept or dropped at every pixel
+    assert 0.15 < (y[:, 0, 0, :] == 0).mean() < 0.35   # 1200 draws of rate 0.25
+    y = keras.layers.SpatialDropout1D(0.5)(x[:, :, 0], training=True).numpy()
+    assert np.all(y == y[:, :1, :])
+
+
+def test_gaussian_noise_and_dropout_draw_at_their_scale():
+    x = np.ones((100, 200), np.float32)
+    noise = keras.layers.GaussianNoise(0.3, seed=1)(x, training=True).numpy() - 1.0
+    assert abs(noise.mean()) < 0.01 and abs(noise.std() - 0.3) < 0.01
+    y = keras.layers.GaussianDropout(0.2, seed=1)(x, training=True).numpy()
+    assert abs(y.mean() - 1.0) < 0.01 and abs(y.std() - np.sqrt(0.2 / 0.8)) < 0.01   # N(1, rate / (1 - rate))
+    for make in (lambda: keras.layers.SpatialDropout1D(1.5), lambda: keras.layers.GaussianDropout(-0.1),
+                 lambda: keras.layers.GaussianNoise(2.0)):
+        with pytest.raises(ValueError):
+            make()

@@ -399,3 +399,107 @@ def test_sparse_crossentropy_ignore_class_masks_the_mean():
     w = np.array([1, 2, 0.5, 1, 3], np.float32)
     np.testing.assert_allclose(float(scce(ignore_class=2)(y, p, sample_weight=w)),
                                np.sum(masked * w) * 5 / kept.sum() / 5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make, y_true, y_pred", [
+    # labels of shape (n, 1) against (n, 4) predictions used to broadcast to a number
+    (lambda: keras.losses.BinaryCrossentropy(), np.zeros((2, 1)), np.full((2, 4), 0.5)),
+    (lambda: keras.losses.BinaryCrossentropy(from_logits=True), np.zeros((2, 1)), np.zeros((2, 4))),
+    (lambda: keras.losses.BinaryCrossentropy(), np.zeros((2, 3)), np.full((2, 2, 3), 0.5)),
+    (lambda: keras.losses.BinaryFocalCrossentropy(), np.zeros((2, 1)), np.full((2, 4), 0.5)),
+    (lambda: keras.losses.CategoricalCrossentropy(), np.ones((2, 1)), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.CategoricalCrossentropy(), np.eye(3)[:2], np.full((2, 2), 0.5)),
+    (lambda: keras.losses.CategoricalCrossentropy(from_logits=True), np.eye(3)[:1], np.zeros((2, 3))),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(), np.array([0, 1, 2]), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(), np.array([[0, 1], [1, 2]]), np.full((2, 3), 0.3)),
+    (lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True), np.array([0, 1]), np.zeros((2, 1, 3))),
+])
+def test_crossentropy_labels_of_another_shape_are_a_value_error(make, y_true, y_pred):
+    # TF 2.21 (Keras 3's TF backend) raises ValueError for each of these, eagerly and in a function
+    with pytest.raises(ValueError, match="target"):
+        make()(y_true, y_pred)
+    with pytest.raises(ValueError, match="target"):
+        tf.function(lambda a, b: make()(a, b))(tf.constant(y_true, tf.float32), tf.constant(y_pred, tf.float32))
+
+
+def test_crossentropy_labels_one_rank_short_still_meet_the_predictions():
+    # (n,) labels and (n, 1) predictions are aligned by the loss wrapper before the shape check
+    p = np.array([[0.2], [0.9]])
+    expect = -np.mean([np.log(1 - 0.2), np.log(0.9)])
+    np.testing.assert_allclose(keras.losses.BinaryCrossentropy()(np.array([0.0, 1.0]), p).numpy(), expect,
+                               rtol=1e-6)
+    expect = -np.mean(np.log([0.7, 0.5]))
+    np.testing.assert_allclose(keras.losses.SparseCategoricalCrossentropy()(
+        np.array([[0], [2]]), np.array([[0.7, 0.1, 0.2], [0.25, 0.25, 0.5]])).numpy(), expect, rtol=1e-6)
+
+
+def _np_confusion(y, p, thresholds, w=None):
+    """numpy: (tp, fp, tn, fn) per threshold; positive = strictly above the threshold."""
+    y, p = np.asarray(y, np.float64).ravel() != 0, np.asarray(p, np.float64).ravel()
+    w = np.ones_like(p) if w is None else np.asarray(w, np.float64).ravel()
+    out = []
+    for t in thresholds:
+        pos = p > t
+        out.append([np.sum(w * (y & pos)), np.sum(w * (~y & pos)), np.sum(w * (~y & ~pos)),
+                    np.sum(w * (y & ~pos))])
+    return np.array(out)
+
+
+def test_precision_recall_and_counts_over_several_updates():
+    rng = np.random.default_rng(3)
+    batches = [(rng.integers(0, 2, (5, 3)), rng.uniform(0, 1, (5, 3)).round(2), rng.uniform(0, 2, 5))
+               for _ in range(3)]
+    thresholds = [0.2, 0.5, 0.9]
+    metrics = {"p": keras.metrics.Precision(thresholds=thresholds), "r": keras.metrics.Recall(thresholds=thresholds),
+               "tp": keras.metrics.TruePositives(thresholds=thresholds),
+               "fp": keras.metrics.FalsePositives(thresholds=thresholds),
+               "tn": keras.metrics.TrueNegatives(thresholds=thresholds),
+               "fn": keras.metrics.FalseNegatives(thresholds=thresholds)}
+    total = np.zeros((3, 4))
+    for y, p, w in batches:
+        for m in metrics.values():
+            m.update_state(y, p, sample_weight=w)
+        total += _np_confusion(y, p, thresholds, np.repeat(w[:, None], 3, axis=1))   # a weight per sample's row
+        tp, fp, tn, fn = total.T
+        np.testing.assert_allclose(metrics["p"].result().numpy(), tp / (tp + fp), rtol=1e-5)
+        np.testing.assert_allclose(metrics["r"].result().numpy(), tp / (tp + fn), rtol=1e-5)
+        for key, col in (("tp", tp), ("fp", fp), ("tn", tn), ("fn", fn)):
+            np.testing.assert_allclose(metrics[key].result().numpy(), col, rtol=1e-5)
+    metrics["p"].reset_state()
+    assert metrics["p"].result().numpy().tolist() == [0.0, 0.0, 0.0]
+
+
+def test_precision_top_k_class_id_and_scalar_results():
+    y = np.array([[1, 0, 1, 0], [0, 1, 0, 0], [1, 1, 0, 1]])
+    p = np.array([[0.9, 0.8, 0.1, 0.3], [0.2, 0.4, 0.7, 0.1], [0.5, 0.6, 0.4, 0.3]])
+    # top_k=2: each row's two largest are predicted positive (any value), the rest negative
+    top2 = np.zeros_like(p)
+    for i, row in enumerate(p):
+        top2[i, np.argsort(row)[-2:]] = 1
+    m = keras.metrics.Precision(top_k=2)
+    m.update_state(y, p)
+    assert m.result().shape == ()
+    np.testing.assert_allclose(m.result().numpy(), np.sum(top2 * y) / np.sum(top2), rtol=1e-6)
+    m = keras.metrics.Recall(top_k=2, class_id=1)
+    m.update_state(y, p)
+    np.testing.assert_allclose(m.result().numpy(), np.sum(top2[:, 1] * y[:, 1]) / np.sum(y[:, 1]), rtol=1e-6)
+    m = keras.metrics.Precision()          # threshold 0.5, strict: 0.5 itself is negative
+    m.update_state(np.array([1, 0, 1]), np.array([0.5, 0.7, 0.51]))
+    np.testing.assert_allclose(m.result().numpy(), 0.5)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        keras.metrics.Precision(thresholds=1.5)
+
+
+def test_precision_recall_in_compile_and_in_a_function():
+    m = keras.metrics.Recall(thresholds=0.4)
+    step = tf.function(lambda a, b: m.update_state(a, b))
+    y, p = np.array([[1.0], [1.0], [0.0], [1.0]]), np.array([[0.3], [0.45], [0.9], [0.8]])
+    step(tf.constant(y), tf.constant(p))
+    step(tf.constant(y), tf.constant(p))
+    np.testing.assert_allclose(m.result().numpy(), 2 / 3, rtol=1e-6)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, activation="sigmoid",
+                                                                    kernel_initializer="ones")])
+    model.compile("sgd", "binary_crossentropy", metrics=["precision", "recall"])
+    x = np.array([[1.0, 1.0], [-1.0, -1.0], [2.0, 0.0], [-3.0, 1.0]])    # sigmoid(x1 + x2) > 0.5: rows 0, 2
+    out = model.evaluate(x, np.array([[1.0], [1.0], [0.0], [0.0]]), verbose=0, return_dict=True)
+    assert out["precision"] == pytest.approx(0.5) and out["recall"] == pytest.approx(0.5)

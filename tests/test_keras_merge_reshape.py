@@ -149,3 +149,42 @@ def test_input_layer_starts_a_sequential_model():
     assert tuple(inp.output.shape.as_list()) == (2, 3) and inp.output.name == "inp"
     with pytest.raises(ValueError, match="must pass a `shape`"):
         L.InputLayer()
+
+
+def test_upsampling_unknown_interpolation_is_a_value_error():
+    # Keras 3: ValueError for a method it does not know (NotImplementedError is for jitgrad's gaps)
+    with pytest.raises(ValueError, match="interpolation"):
+        L.UpSampling2D(interpolation="cubic")
+    with pytest.raises(NotImplementedError):
+        L.UpSampling2D(interpolation="bilinear")
+
+
+def test_one_dimensional_padding_cropping_upsampling():
+    x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    np.testing.assert_array_equal(L.ZeroPadding1D((1, 2))(x).numpy(), np.pad(x, [(0, 0), (1, 2), (0, 0)]))
+    np.testing.assert_array_equal(L.ZeroPadding1D(2)(x).numpy(), np.pad(x, [(0, 0), (2, 2), (0, 0)]))
+    np.testing.assert_array_equal(L.Cropping1D((1, 0))(x).numpy(), x[:, 1:])
+    np.testing.assert_array_equal(L.Cropping1D(1)(x).numpy(), x[:, 1:2])
+    np.testing.assert_array_equal(L.UpSampling1D(3)(x).numpy(), np.repeat(x, 3, axis=1))
+    # in a compiled function, with the gradient: each input step collects its copies' weights
+    layer = L.UpSampling1D(2)
+    w = np.random.default_rng(0).standard_normal((2, 6, 2)).astype(np.float32)
+    xt = tf.constant(x)
+
+    @tf.function
+    def grad():
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            loss = tf.reduce_sum(layer(xt) * w)
+        return tape.gradient(loss, xt)
+    np.testing.assert_allclose(grad().numpy(), w[:, 0::2] + w[:, 1::2], rtol=1e-6)
+    assert L.Cropping1D((1, 1)).compute_output_shape((None, 5, 3)) == (None, 3, 3)
+    assert L.ZeroPadding1D(1).compute_output_shape((None, None, 3)) == (None, None, 3)
+
+
+@pytest.mark.parametrize("make", [lambda: L.ZeroPadding1D(-1), lambda: L.ZeroPadding1D((1, 2, 3)),
+                                  lambda: L.Cropping1D(-1), lambda: L.UpSampling1D(0),
+                                  lambda: L.Cropping1D((2, 1))(np.zeros((2, 3, 2), np.float32))])
+def test_one_dimensional_layer_bad_arguments_are_value_errors(make):
+    with pytest.raises(ValueError):       # as TF 2.21's
+        make()

@@ -157,3 +157,27 @@ def test_layer_norm_half_precision_is_computed_in_float32_and_errors():
         keras.layers.LayerNormalization(axis="a")
     with pytest.raises(ValueError, match="out of bounds"):
         keras.layers.LayerNormalization(axis=4).compute_output_shape((None, 4, 5))
+
+
+@pytest.mark.parametrize("axis", [-1, 1, [1, 2]])
+def test_unit_normalization(axis):
+    x = np.random.default_rng(4).standard_normal((3, 4, 5)).astype(np.float32)
+    x[0, 0] = 0.0                                   # a zero vector stays zero (1 / eps caps the scale)
+    layer = keras.layers.UnitNormalization(axis=axis)
+    ax = tuple(axis) if isinstance(axis, list) else axis
+    norm = np.sqrt((x.astype(np.float64) ** 2).sum(axis=ax, keepdims=True))
+    expected = np.where(norm > 0, x / np.where(norm > 0, norm, 1.0), 0.0)
+    np.testing.assert_allclose(layer(x).numpy(), expected, rtol=2e-6, atol=1e-7)
+    w = np.random.default_rng(5).standard_normal(x.shape)
+    xt = tf.constant(x[1:])
+
+    @tf.function
+    def grad():
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            loss = tf.reduce_sum(layer(xt) * w[1:])
+        return tape.gradient(loss, xt)
+    # d(x / |x|) . w = (w - u (u . w)) / |x|, u = x / |x|
+    u, n = expected[1:], norm[1:]
+    expected_grad = (w[1:] - u * (u * w[1:]).sum(axis=ax, keepdims=True)) / n
+    np.testing.assert_allclose(grad().numpy(), expected_grad, rtol=1e-4, atol=1e-6)

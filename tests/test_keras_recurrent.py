@@ -140,3 +140,9 @@ def test_recurrent_dropout_only_in_training_and_a_fit_as_tf():
     m.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     losses = m.fit(x, y, epochs=3, batch_size=3, verbose=0, shuffle=False).history["loss"]
     np.testing.assert_allclose(losses, [1.5108366, 0.8723281, 0.5295568], atol=2e-6)     # TF 2.21's
+
+
+def test_rnn_of_a_list_of_cells_says_it_is_not_supported():
+    # Keras 3 stacks the cells; jitgrad says NotImplementedError (was AttributeError on list.name)
+    with pytest.raises(NotImplementedError, match="one cell"):
+        keras.layers.RNN([keras.layers.GRUCell(3), keras.layers.SimpleRNNCell(2)])

@@ -6,7 +6,7 @@ from ..convert import convert_all
 from ..ops import array_ops, conv, math_ops
 from . import activations, initializers
 from .base_layer import Layer
-from .conv_utils import normalize_padding, normalize_tuple, windowed_shape
+from .conv_utils import check_windowed_input, normalize_padding, normalize_tuple, windowed_shape
 
 
 class _Conv(Layer):
@@ -55,6 +55,8 @@ class _Conv(Layer):
         self.built = True
 
     def call(self, inputs):
+        inputs = convert_all([inputs])[0]
+        check_windowed_input(self, inputs, self.rank, self.kernel.shape)
         x = self._convolve(inputs)
         if self.bias is not None:
             x = math_ops.add(x, self.bias)
@@ -130,6 +132,7 @@ class _DepthwiseBase(Layer):
 
     def _depthwise(self, inputs, kernel):
         x, kernel = convert_all([inputs, kernel])
+        check_windowed_input(self, x, 2, kernel.shape)
         if tuple(self.strides) == (1, 1) or tuple(self.dilation_rate) == (1, 1):
             return conv.depthwise_conv2d(x, kernel, (1,) + self.strides + (1,), self.padding,
                                          dilations=list(self.dilation_rate))

@@ -5,6 +5,8 @@ the recorded calls on real tensors."""
 import numpy as np
 
 from .. import dtypes, nest
+from ..convert import convert_to_tensor, is_tensorlike
+from ..ops import math_ops
 from ..shapes import TensorShape
 from ..eager import EagerTensor
 from .masking import get_keras_mask
@@ -34,6 +36,17 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa
     if shape is None:
         raise ValueError("You must pass a `shape` argument.")
     return KerasTensor((batch_size,) + tuple(shape), dtype or dtypes.float32, None, name or unique_name("input_layer"))
+
+
+def as_input_dtype(value, dtype):
+    """Keras 3's (Functional._convert_inputs_to_tensors): a model's input is converted to its
+    Input's dtype, so integer data meets a float32 model as floats (a cast, as tf.cast:
+    floats into an int32 Input are truncated)."""
+    if isinstance(value, np.ndarray) and value.dtype != dtype.np:
+        value = convert_to_tensor(value)
+    if not is_tensorlike(value) or value.dtype == dtype or isinstance(value, KerasTensor):
+        return value          # (ragged / sparse values and the same dtype pass as they are)
+    return math_ops.cast(value, dtype)
 
 
 def _zeros_like_spec(kt):

@@ -19,13 +19,15 @@ from .core_layers import Identity, InputLayer, Lambda, Masking  # noqa: F401
 from .einsum_dense import EinsumDense  # noqa: F401
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
-from .normalization import BatchNormalization, LayerNormalization  # noqa: F401
+from .noise_layers import GaussianDropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: F401
+from .normalization import BatchNormalization, LayerNormalization, UnitNormalization  # noqa: F401
 from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,  # noqa: F401
                              GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D,
                              GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPool1D,
                              MaxPool2D, MaxPooling1D, MaxPooling2D)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, SimpleRNN, SimpleRNNCell  # noqa: F401
-from .reshaping import Cropping2D, Permute, RepeatVector, Reshape, UpSampling2D, ZeroPadding2D  # noqa: F401
+from .reshaping import (Cropping1D, Cropping2D, Permute, RepeatVector, Reshape, UpSampling1D,  # noqa: F401
+                        UpSampling2D, ZeroPadding1D, ZeroPadding2D)
 from .wrappers import Bidirectional, TimeDistributed  # noqa: F401
 
 
@@ -135,6 +137,10 @@ class Embedding(Layer):
             raise NotImplementedError("jitgrad's Embedding has no initial weights or LoRA: build it and use "
                                       "set_weights.")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        for what, value in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"`{what}` must be a positive integer. Received: {what}={value} (of type "
+                                 f"{type(value).__name__}).")
         self.input_dim, self.output_dim, self.mask_zero = input_dim, output_dim, mask_zero
         self.embeddings_regularizer, self.embeddings_constraint = embeddings_regularizer, embeddings_constraint
         self.embeddings_initializer = initializers.get(embeddings_initializer)

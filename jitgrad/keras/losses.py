@@ -60,8 +60,44 @@ def _logits_behind(output, op_type, from_logits):
     return (output, from_logits) if logits is None else (logits, True)
 
 
+def _static_dims(t):
+    return None if t.shape.rank is None else t.shape.as_list()
+
+
+def check_same_shape(target, output):
+    """Keras 3's TF backend (ops.binary_crossentropy / categorical_crossentropy): labels and
+    predictions of other ranks or static sizes are a ValueError -- never broadcast (labels of
+    shape (n, 1) against (n, 4) predictions would give a number)."""
+    t, o = _static_dims(target), _static_dims(output)
+    if t is None or o is None:
+        return
+    if len(t) != len(o):
+        raise ValueError(f"Arguments `target` and `output` must have the same rank (ndim). Received: "
+                         f"target.shape={tuple(t)}, output.shape={tuple(o)}")
+    if any(a is not None and b is not None and a != b for a, b in zip(t, o)):
+        raise ValueError(f"Arguments `target` and `output` must have the same shape. Received: "
+                         f"target.shape={tuple(t)}, output.shape={tuple(o)}")
+
+
+def check_sparse_shapes(target, output):
+    """Keras 3's TF backend (ops.sparse_categorical_crossentropy): the labels' shape is the
+    predictions' without the class axis (a ValueError otherwise)."""
+    t, o = _static_dims(target), _static_dims(output)
+    if t is None or o is None:
+        return
+    if len(o) < 1:
+        raise ValueError(f"Argument `output` must be at least rank 1. Received: output.shape={tuple(o)}")
+    if len(t) != len(o) - 1:
+        raise ValueError(f"Argument `output` must have rank (ndim) `target.ndim - 1`. Received: "
+                         f"target.shape={tuple(t)}, output.shape={tuple(o)}")
+    if any(a is not None and b is not None and a != b for a, b in zip(t, o[:-1])):
+        raise ValueError(f"Arguments `target` and `output` must have the same shape up until the last dimension: "
+                         f"target.shape={tuple(t)}, output.shape={tuple(o)}")
+
+
 def _bce(y_true, y_pred, from_logits):
     """Keras 3's elementwise binary crossentropy (ops.binary_crossentropy)."""
+    check_same_shape(y_true, y_pred)
     y_pred, from_logits = _logits_behind(y_pred, "Sigmoid", from_logits)
     if from_logits:
         return nn_ops.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
@@ -80,6 +116,7 @@ def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, 
 def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
     y_pred, from_logits = _logits_behind(y_pred, "Softmax", from_logits)
     y_true, y_pred = _tensors(y_true, y_pred)
+    check_same_shape(y_true, y_pred)
     if label_smoothing:
         n = y_true.shape.as_list()[-1]          # Keras 3: the last axis's size, whatever `axis` is
         y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
@@ -94,6 +131,7 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
     """Keras 3's; with ``ignore_class``, those labels' losses are 0 (their class read as 0)."""
     y_pred, from_logits = _logits_behind(convert_to_tensor(y_pred), "Softmax", from_logits)
     y_true = _sparse_labels(y_true, y_pred)
+    check_sparse_shapes(y_true, y_pred)
     valid = None
     if ignore_class is not None:
         valid = math_ops.not_equal(y_true, math_ops.cast(ignore_class, y_true.dtype))
@@ -159,16 +197,16 @@ def poisson(y_true, y_pred):
     return reduction_ops.reduce_mean(y_pred - y_true * math_ops.log(y_pred + EPSILON), axis=-1)
 
 
-def _l2_normalize(x, axis):
+def l2_normalize(x, axis, epsilon=EPSILON):
     # Keras 3's ops.normalize: x * min(rsqrt(sum(x^2)), 1 / eps), so a zero row stays zero
     inv_norm = math_ops.rsqrt(reduction_ops.reduce_sum(math_ops.square(x), axis=axis, keepdims=True))
-    return x * math_ops.minimum(inv_norm, 1.0 / EPSILON)
+    return x * math_ops.minimum(inv_norm, 1.0 / epsilon)
 
 
 def cosine_similarity(y_true, y_pred, axis=-1):
     """Keras 3's: -sum(normalize(t) * normalize(p), axis)."""
     y_true, y_pred = _tensors(y_true, y_pred)
-    return -reduction_ops.reduce_sum(_l2_normalize(y_true, axis) * _l2_normalize(y_pred, axis), axis=axis)
+    return -reduction_ops.reduce_sum(l2_normalize(y_true, axis) * l2_normalize(y_pred, axis), axis=axis)
 
 
 def _hinge_labels(y_true):

@@ -1,54 +1,16 @@
 """``tf.keras.metrics``: stateful metrics over non-trainable variables (so they
 update inside a compiled train step): Mean, Sum, and the mean-of-values
 metrics Accuracy, BinaryAccuracy, CategoricalAccuracy,
-SparseCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError."""
-import numpy as np
-
+SparseCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError, ...; Precision, Recall and
+the confusion counts come from confusion_metrics.py, the Metric base from metric_base.py."""
 from .. import dtypes
-from ..init_arguments import RecordsInitArguments
 from ..convert import convert_to_tensor
 from ..module import camel_to_snake
 from ..ops import array_ops, math_composites, math_ops, reduction_ops
-from ..variables import Variable
 from . import losses
+from .confusion_metrics import FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives, TruePositives
 from .masking import get_keras_mask
-
-
-class Metric(RecordsInitArguments):
-    # Keras 3's "up" / "down": which way is better, read by the callbacks' mode="auto"
-    _direction = None
-
-    def __init__(self, name=None, dtype=None):
-        self.name = name or type(self).__name__.lower()
-        self.dtype = dtypes.as_dtype(dtype or dtypes.float32)
-        self._variables = []
-
-    def add_variable(self, shape=(), initializer="zeros", dtype=None, name=None):
-        dt = dtypes.as_dtype(dtype or self.dtype)
-        v = Variable(lambda: np.zeros(shape, dt.np), trainable=False, name=name, dtype=dt)
-        self._variables.append(v)
-        return v
-
-    @property
-    def variables(self):
-        return list(self._variables)
-
-    def reset_state(self):
-        for v in self._variables:
-            v.assign(np.zeros(v.shape.as_list(), v.dtype.np))
-
-    def update_state(self, *args, **kwargs):
-        raise NotImplementedError
-
-    def result(self):
-        raise NotImplementedError
-
-    def __call__(self, *args, **kwargs):
-        self.update_state(*args, **kwargs)
-        return self.result()
-
-    def __repr__(self):
-        return f"<{type(self).__name__} name={self.name}>"
+from .metric_base import Metric
 
 
 def samplewise_values(values, sample_weight, reduce_fn, dtype):
@@ -269,7 +231,7 @@ SparseCategoricalCrossentropy = _wrapper_class("SparseCategoricalCrossentropy",
                                                "sparse_categorical_crossentropy", from_logits=False, axis=-1)
 
 
-_CLASSES = (Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MeanSquaredError,
+_CLASSES = (FalseNegatives, FalsePositives, Precision, Recall, TrueNegatives, TruePositives, Mean, Sum, Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MeanSquaredError,
             MeanAbsoluteError, RootMeanSquaredError, TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy,
             MeanAbsolutePercentageError, MeanSquaredLogarithmicError, LogCoshError, CosineSimilarity, KLDivergence,
             Poisson, Hinge, SquaredHinge, CategoricalHinge, BinaryCrossentropy, CategoricalCrossentropy,

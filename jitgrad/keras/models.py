@@ -17,7 +17,7 @@ from ..tape import GradientTape
 from . import callbacks as callbacks_module, losses as losses_module, metrics as metrics_module
 from .data_adapter import (ArrayBatches, as_array as _as_array, batches as _batches, class_weight_to_sample_weights,
                            take as _take)
-from .functional import KerasTensor, layers_of, run as run_functional
+from .functional import KerasTensor, as_input_dtype, layers_of, run as run_functional
 from .core_layers import InputLayer
 from .layers import Layer
 from . import model_config, saving
@@ -75,7 +75,8 @@ class Model(Layer):
     def call(self, inputs, training=None):
         if not self._functional:
             raise NotImplementedError("A subclassed Model must implement call().")
-        return run_functional(self._inputs, self._outputs, nest.flatten(inputs), training)
+        values = [as_input_dtype(v, kt.dtype) for v, kt in zip(nest.flatten(inputs), self._inputs)]
+        return run_functional(self._inputs, self._outputs, values, training)
 
     @property
     def layers(self):
@@ -222,6 +223,8 @@ class Model(Layer):
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
         if loss_weights is not None or weighted_metrics is not None:
             raise NotImplementedError("jitgrad's Keras has no loss_weights or weighted_metrics.")
+        if isinstance(loss, (list, tuple, dict)):
+            raise NotImplementedError("jitgrad's Keras compiles one loss for one output: no per-output losses.")
         self.optimizer = _optimizer(optimizer)
         self.loss = loss
         self._loss_fn = losses_module.for_compile(loss)
@@ -233,7 +236,10 @@ class Model(Layer):
         self._train_fn = self._test_fn = None
 
     def _compile_metrics(self, y, y_pred):
+        if self._metrics is None and not self._metric_ids:
+            self._metrics = []
         if self._metrics is None:
+            _one_output(y_pred)
             ys = tuple(np.shape(nest.flatten(y)[0]))
             ps = tuple(y_pred.shape.as_list())
             self._metrics = [metrics_module.get(m, ys, ps) for m in self._metric_ids]
@@ -254,6 +260,8 @@ class Model(Layer):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
         """Keras 3's total: the compiled loss plus the sum of each of ``self.losses`` (the
         layers' add_loss losses of this call and the weight regularizers' penalties)."""
+        if self._loss_fn is not None:
+            _one_output(y_pred)
         losses = [] if self._loss_fn is None else [self._loss_fn(y, y_pred, sample_weight)]
         losses += [reduction_ops.reduce_sum(loss if loss.dtype.is_floating else math_ops.cast(loss, dtypes.float32))
                    for loss in map(convert_to_tensor, self.losses)]
@@ -453,6 +461,14 @@ def _unpack_step(data):
     return data, None, None
 
 
+def _one_output(y_pred):
+    """Keras 3 applies a compiled loss (and metrics) to each output of a model of several;
+    jitgrad's compile takes models of one output."""
+    if len(nest.flatten(y_pred)) > 1:
+        raise NotImplementedError(f"jitgrad's Keras compiles models of one output: this model has "
+                                  f"{len(nest.flatten(y_pred))}.")
+
+
 def _python_logs(logs):
     return {k: float(logs[k]) for k in sorted(logs)}
 
@@ -510,7 +526,8 @@ class Sequential(Model):
         return list(self._stack)
 
     def call(self, inputs, training=None):
-        x = inputs
+        # with an Input, Keras 3's Sequential is a functional model: the data takes its dtype
+        x = inputs if self._input_spec is None else as_input_dtype(inputs, self._input_dtype)
         for layer in self._stack:
             x = layer(x, training=training)
         return x

@@ -1,9 +1,10 @@
-"""Keras 3's BatchNormalization and LayerNormalization over tf.nn.moments and
+"""Keras 3's BatchNormalization, LayerNormalization and UnitNormalization over tf.nn.moments and
 tf.nn.batch_normalization (ops/nn_ops.py), in Keras 3's order of operations."""
 from .. import dtypes
 from ..ops import array_ops, math_ops, nn_ops
 from . import initializers
 from .base_layer import Layer
+from .losses import l2_normalize
 
 
 def _compute_dtype(x):
@@ -133,4 +134,27 @@ class LayerNormalization(Layer):
             if a >= len(input_shape) or a < -len(input_shape):
                 raise ValueError(f"Axis {a} is out of bounds for input shape {input_shape}. "
                                  f"Received: axis={self.axis}")
+        return input_shape
+
+
+class UnitNormalization(Layer):
+    """Keras 3's: ``inputs`` scaled to unit L2 norm along ``axis`` (ops.normalize with epsilon
+    1e-12: x * min(rsqrt(sum(x^2)), 1e12), so a zero vector stays zero)."""
+    _supports_masking = True
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(axis, (list, tuple)):
+            self.axis = list(axis)
+        elif isinstance(axis, int):
+            self.axis = axis
+        else:
+            raise TypeError(f"Invalid value for `axis` argument: expected an int or a list/tuple of ints. Received: "
+                            f"axis={axis}")
+
+    def call(self, inputs):
+        x = math_ops.cast(inputs, _compute_dtype(inputs))
+        return math_ops.cast(l2_normalize(x, self.axis, 1e-12), self.dtype)
+
+    def compute_output_shape(self, input_shape):
         return input_shape

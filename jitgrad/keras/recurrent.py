@@ -176,6 +176,9 @@ class RNN(Layer):
         super().__init__(**kwargs)
         if stateful:
             raise NotImplementedError("jitgrad's recurrent layers are not stateful.")
+        if isinstance(cell, (list, tuple)):
+            # Keras 3 stacks a list of cells (StackedRNNCells); this used to fail on the list's .name
+            raise NotImplementedError("jitgrad's RNN runs one cell: stack RNN layers instead of a list of cells.")
         self.cell = cell
         self.return_sequences, self.return_state, self.go_backwards = return_sequences, return_state, go_backwards
         self.unroll = unroll      # accepted; the loop is a scan either way (same numbers)

@@ -166,6 +166,10 @@ class UpSampling2D(Layer):
     def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
         super().__init__(**kwargs)
         _channels_last(data_format, "UpSampling2D")
+        methods = ("bilinear", "nearest", "lanczos3", "lanczos5", "bicubic", "area")
+        if interpolation not in methods:     # Keras 3's ValueError (at the call; here at once)
+            raise ValueError(f"Invalid value for argument `interpolation`. Expected of one {methods}. Received: "
+                             f"interpolation={interpolation}")
         if interpolation != "nearest":
             raise NotImplementedError("jitgrad's UpSampling2D has interpolation='nearest' only.")
         self.size = (size, size) if isinstance(size, int) else tuple(size)
@@ -178,3 +182,70 @@ class UpSampling2D(Layer):
 
     def call(self, inputs):
         return repeat(repeat(inputs, self.size[0], 1), self.size[1], 2)
+
+
+def _pair(value, what):
+    """Keras 3's 1-D padding / cropping argument: an int (both ends) or (start, end), each >= 0."""
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (list, tuple)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(a, int) for a in pair):
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}")
+    if any(a < 0 for a in pair):
+        raise ValueError(f"The `{what}` argument must be a tuple of 2 integers. Received {what}={value}, including "
+                         f"values {{{', '.join(str(a) for a in sorted({a for a in pair if a < 0}))}}} that do not satisfy `value >= 0`")
+    return pair
+
+
+class ZeroPadding1D(Layer):
+    """(batch, steps, features) -> (batch, left + steps + right, features), zeros at the ends."""
+
+    def __init__(self, padding=1, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        _channels_last(data_format, "ZeroPadding1D")
+        self.padding = _pair(padding, "padding")
+
+    def compute_output_shape(self, input_shape):
+        n = input_shape[1]
+        return (input_shape[0], None if n is None else n + sum(self.padding), input_shape[2])
+
+    def call(self, inputs):
+        return array_ops.pad(inputs, [[0, 0], list(self.padding), [0, 0]])
+
+
+class Cropping1D(Layer):
+    """(batch, steps, features) without ``cropping`` steps at the start and at the end."""
+
+    def __init__(self, cropping=(1, 1), **kwargs):
+        super().__init__(**kwargs)
+        self.cropping = _pair(cropping, "cropping")
+
+    def compute_output_shape(self, input_shape):
+        n = input_shape[1]
+        if n is not None and sum(self.cropping) >= n:
+            raise ValueError(f"`cropping` parameter of `Cropping1D` layer must be smaller than the input length. "
+                             f"Received: input_shape={tuple(input_shape)}, cropping={self.cropping}")
+        return (input_shape[0], None if n is None else n - sum(self.cropping), input_shape[2])
+
+    def build(self, input_shape):
+        self.compute_output_shape(input_shape)
+        self.built = True
+
+    def call(self, inputs):
+        start, end = self.cropping
+        return inputs[:, start:(-end or None), :]
+
+
+class UpSampling1D(Layer):
+    """Each step repeated ``size`` times along the time axis."""
+
+    def __init__(self, size=2, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            raise ValueError(f"Argument `size` should be a positive integer. Received: size={size}")
+        self.size = size
+
+    def compute_output_shape(self, input_shape):
+        n = input_shape[1]
+        return (input_shape[0], None if n is None else n * self.size, input_shape[2])
+
+    def call(self, inputs):
+        return repeat(inputs, self.size, 1)
