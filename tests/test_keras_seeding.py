@@ -158,3 +158,21 @@ def test_a_fit_with_dropout_follows_tfs_loss_curve(run_eagerly):
     history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
     # TF 2.21 (Keras 3), the same program: the same weights and the same dropout masks each step
     np.testing.assert_allclose(history.history["loss"], [0.977617, 0.772073, 0.823485], rtol=2e-6)
+
+
+def test_noise_layers_draw_from_generators_of_their_own():
+    keras.utils.set_random_seed(9)
+    spatial, noise = keras.layers.SpatialDropout1D(0.5), keras.layers.GaussianNoise(0.3)
+    gdrop = keras.layers.GaussianDropout(0.2)
+    pairs = [[s % (2 ** 31 - 2), 0] for s in _python_seeds(9, 3)]
+    x = np.ones((2, 3, 4), np.float32)
+    keep = tf.random.stateless_uniform((2, 1, 4), pairs[0]).numpy() >= np.float32(0.5)
+    first = spatial(x, training=True).numpy()
+    np.testing.assert_array_equal(first, np.broadcast_to(np.where(keep, 2, 0), x.shape))
+    np.testing.assert_array_equal(first.ravel()[:8], [0, 2, 0, 0, 0, 2, 0, 0])     # TF 2.21, the same script
+    normal = tf.random.stateless_normal(x.shape, pairs[1]).numpy()
+    np.testing.assert_array_equal(noise(x, training=True).numpy(), x + (normal * np.float32(0.3) + np.float32(0)))
+    normal = tf.random.stateless_normal(x.shape, pairs[2]).numpy()
+    scale = normal * np.float32(math.sqrt(0.2 / 0.8)) + np.float32(1)
+    np.testing.assert_array_equal(gdrop(x, training=True).numpy(), x * scale)
+    np.testing.assert_array_equal(spatial(x, training=False).numpy(), x)
