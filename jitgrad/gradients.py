@@ -258,8 +258,10 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                         is_trainable(t) for t in op.inputs):
                     raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}).")
             if grad_fn is not None and has_out:
-                out_grads = [(_zeros_like(o) if g is None and is_trainable(o) else g)
-                             for g, o in zip(out_grads, op.outputs)]
+                # in place, as TF's: an x that is another output of this op then reads
+                # these zeros (tf.gradients(a, b) for a, b = tf.split(f(x)) with x an x too)
+                out_grads[:] = [(_zeros_like(o) if g is None and is_trainable(o) else g)
+                                for g, o in zip(out_grads, op.outputs)]
                 with graph.name_scope(op.name + "_grad"):
                     in_grads = sparse_variable_gathers and _variable_gather_slices(op, out_grads) or \
                         list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_to_tensor
-from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
+from ..func_graph import Func, FuncGraph, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from . import array_ops
@@ -584,7 +584,7 @@ def _while_grad(op, *grads):
     fx = [k for k in range(nx - a.get("draw_xs", 0)) if xs[k].dtype.is_floating]   # (not what was drawn)
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
-        return res
+        return _unfed_while_grad(real, fc, fx) if _while_output_is_target(real) else res
     nv, ncap, ngy = len(fv), len(fc), len(gy)
     init = [g_final[k] if g_final[k] is not None else zeros_like(outs[k]) for k in fv]
     init += [zeros_like(caps[k]) for k in fc]
@@ -667,6 +667,32 @@ def _while_grad(op, *grads):
 
 
 register("While", denormals="keep", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+
+
+def _while_output_is_target(op):
+    """Whether gradients reach the While from its outputs directly, as TF's While op in a
+    function (tf.function, a cond branch).  In a plain tf.Graph TF's while_loop returns an
+    Identity of each output instead, and an int output's Identity stops the gradient there."""
+    g = op.graph
+    return g.building_function or isinstance(g, FuncGraph)
+
+
+def _unfed_while_grad(op, fc, fx):
+    """TF's while_v2 gradient when the targets reach the While only through outputs that carry
+    no gradient (an int loop counter): it still differentiates the loop, with zero incoming
+    gradients, so every float input's gradient is zeros (not None)."""
+    a = op.attrs
+    n, c = a["n_vars"], a["n_caps"]
+    ins = op.inputs
+    res = [None] * len(ins)
+    for k in range(n):
+        if ins[k].dtype.is_floating:
+            res[k] = zeros_like(ins[k])
+    for k in fc:
+        res[n + k] = zeros_like(ins[n + k])
+    for k in fx:
+        res[n + c + k] = zeros_like(ins[n + c + k])
+    return res
 
 
 def _self_contained_vars(body, n, graded_ys):
