@@ -348,7 +348,19 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     """A graph while_loop with TensorArrays among its loop variables: as TF 2 flattens
     a TensorArray to its TensorList, each is carried as its dense ``[size, *element]``
     tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
-    TensorArray over it; the loop returns TensorArrays over the final tensors."""
+    TensorArray over it; the loop returns TensorArrays over the final tensors. Elements
+    whose shapes may differ between iterations: tensor_array_ragged.py."""
+    from .tensor_array_ragged import NeedsRagged, while_loop_ragged
+    try:
+        return _while_with_dense_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                                        maximum_iterations, name)
+    except NeedsRagged as e:   # elements that may differ in shape: carried as (values, lengths)
+        return while_loop_ragged(while_loop, cond, body, loop_vars, shape_invariants, parallel_iterations,
+                                 back_prop, maximum_iterations, name, e.args[0])
+
+
+def _while_with_dense_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                             maximum_iterations, name):
     from .autograph.operators import _dry
     from .autograph.staged_tensor_array import (NeedsEntryCheck, NotAppends, check_appends, entry_checked,
                                                 watch_appends, with_tensor_arrays)
@@ -373,7 +385,7 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         except (ValueError, TypeError) as e:
             raise ValueError(f"The body of tf.while_loop must return the structure of loop_vars.\n{e}") from None
         put(nest.flatten(out))
-    get_dense, set_dense = with_tensor_arrays(one_iteration, get, put, _dry)
+    get_dense, set_dense = with_tensor_arrays(one_iteration, get, put, _dry, ragged_ok=True)
     dense = list(get_dense())
     is_ta = [isinstance(v, TensorArray) for v in state]
     if shape_invariants is None:
