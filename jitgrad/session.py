@@ -12,6 +12,7 @@ from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 from .convert import string_array
+from .indexed_slices import IndexedSlices, IndexedSlicesValue
 
 MODES = ("compiled", "interpret")
 _default_mode = [os.environ.get("JITGRAD_MODE", "compiled")]
@@ -77,6 +78,9 @@ class _FetchPlan:
 
     def __init__(self, graph, fetches):
         flat = nest.flatten(fetches)
+        if any(isinstance(f, IndexedSlices) for f in flat):
+            self._with_slices(graph, fetches, flat)
+            return
         self.elements = [_as_element(graph, f, "Fetch") for f in flat]
         if not nest.is_nested(fetches):
             self.build = _first
@@ -84,6 +88,22 @@ class _FetchPlan:
             self.build = type(fetches)     # a flat list or tuple (the common case) needs no walk
         else:
             self.build = lambda vals: nest.pack_sequence_as(fetches, vals)
+
+    def _with_slices(self, graph, fetches, flat):
+        """IndexedSlices fetches (a gather's gradient): their values, indices and dense_shape
+        fetched, each given back as an IndexedSlicesValue, as TF's Session does."""
+        self.elements, spans = [], []
+        for f in flat:
+            parts = [f.values, f.indices, f.dense_shape] if isinstance(f, IndexedSlices) else [f]
+            spans.append((len(self.elements), isinstance(f, IndexedSlices), f.dense_shape is not None
+                          if isinstance(f, IndexedSlices) else True))
+            self.elements += [_as_element(graph, p, "Fetch") for p in parts if p is not None]
+
+        def build(vals):
+            leaves = [IndexedSlicesValue(vals[at], vals[at + 1], vals[at + 2] if shaped else None) if sliced
+                      else vals[at] for at, sliced, shaped in spans]
+            return nest.pack_sequence_as(fetches, leaves) if nest.is_nested(fetches) else leaves[0]
+        self.build = build
 
 
 def _first(vals):

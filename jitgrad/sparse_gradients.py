@@ -1,15 +1,18 @@
-"""Gradients of a gather from a variable as ``tf.IndexedSlices``, as TF returns them.
+"""Gradients of a row gather as ``tf.IndexedSlices``, as TF returns them.
 
-TF's gradient of ``tf.gather(var, ids)`` (axis 0, so ``tf.nn.embedding_lookup`` and Keras'
-Embedding too) is ``IndexedSlices(values=upstream rows, indices=ids flattened,
+TF's gradient of ``tf.gather(params, ids)`` (axis 0, so ``tf.nn.embedding_lookup`` and Keras'
+Embedding too; params a variable or any tensor) is ``IndexedSlices(values=upstream rows, indices=ids flattened,
 dense_shape=shape(var))``: one row per occurrence of an id, repeated ids *not* summed.
 Keras optimizers act on those values (squaring each occurrence, say) before scattering
 them into their dense slots, so summing first gives different numbers.
 
-The tape (eager) and tf.gradients (in a trace) build one where the gathered params are a
-variable's value; contributions to one variable are concatenated when all are slices
-(two gathers of it) and summed densely otherwise (a gather plus any dense use), as TF's
-AggregateIndexedSlicesGradients does. Gathers of plain tensors keep their dense gradient."""
+The tape (eager and in a trace) and tf.gradients build one for every row gather;
+contributions to one tensor are concatenated when all are slices (two gathers of it) and
+summed densely otherwise (a gather plus any dense use), as TF's
+AggregateIndexedSlicesGradients does. Slices reaching an op other than an Identity are made
+dense for its gradient function (TF's ops convert them), so a gather of ``x * 2`` gives x a
+dense gradient, as TF's. jitgrad's own gradient passes (loop and branch gradients,
+jacobians) stay dense."""
 from .convert import convert_to_tensor
 from .indexed_slices import IndexedSlices
 from .ops import array_ops, math_ops
@@ -26,7 +29,11 @@ def gather_gradient_slices(grad, indices, params):
     """The gradient of ``gather(params, indices)`` given ``grad`` (shaped as the gather's
     output): its rows with the flattened indices, shaped as params."""
     params_shape = array_ops.shape(params)
-    values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
+    inner = params.shape.as_list()[1:] if params.shape.rank else None
+    if inner is not None and None not in inner:     # (static: the values' shape known, as TF's)
+        values = array_ops.reshape(grad, [-1] + inner)
+    else:
+        values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
     return IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
 
 

@@ -184,7 +184,12 @@ def test_gather_gradient_accumulates_repeated_indices():
         p = tf.constant(x)
         y = tf.gather(p, [2, 0, 2, 2])
         (gp,) = tf.gradients(tf.reduce_sum(y), p)
-    np.testing.assert_array_equal(session(g).run(gp), [[1, 1], [0, 0], [3, 3]])
+        assert isinstance(gp, tf.IndexedSlices)     # (TF's: one row per index, summed when made dense)
+        dense = tf.convert_to_tensor(gp)
+    got, got_dense = session(g).run([gp, dense])
+    assert got.indices.tolist() == [2, 0, 2, 2] and got.dense_shape.tolist() == [3, 2]
+    np.testing.assert_array_equal(got.values, np.ones((4, 2)))
+    np.testing.assert_array_equal(got_dense, [[1, 1], [0, 0], [3, 3]])
 
 
 # ---------------------------------------------------------------- one_hot

@@ -36,7 +36,8 @@ from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from . import array_ops
 from ..passes.prune import prune
 from ..passes.growing_vars import pop_count, popped_rows, popping_if, set_row_chain
-from ..gradients import gradients
+from ..gradients import gradients, sparse_gathers_now
+from ..indexed_slices import IndexedSlices
 from . import math_ops
 from .array_ops import concat, zeros
 from .math_ops import zeros_like
@@ -185,8 +186,10 @@ def _if_grad(op, *grads):
             # the branch's random ops (at any depth) are not drawn again: the forward If's draws stand in
             outs = replay_drawn(func, ins, {i: fg.capture(t) for i, t in saved.items()})
             return gradients([outs[k] for k in wanted], [ins[j] for j in fcaps],
-                             grad_ys=[fg.capture(grads[k]) for k in wanted])
+                             grad_ys=[fg.capture(grads[k]) for k in wanted], sparse_gathers=sparse)
         return fn
+
+    sparse = sparse_gathers_now()
 
     traced = [_trace_branch("then_grad", branch_grad("then_branch")),
               _trace_branch("else_grad", branch_grad("else_branch"))]
@@ -200,14 +203,42 @@ def _if_grad(op, *grads):
     res = [None] * len(op.inputs)
     if not keep:
         return res
+    # a gradient one branch gives as IndexedSlices (a gather's) is slices from both, as
+    # cond_v2's: the If outputs their values, indices and dense_shape
+    sliced = {i for i in keep if any(isinstance(outs[i], IndexedSlices) for _, outs in traced)}
+    # (indices of two dtypes: int64 both, as cond_v2's _make_indexed_slices_indices_types_match)
+    wide = {i for i in sliced if len({outs[i].indices.dtype if isinstance(outs[i], IndexedSlices) else dtypes.int32
+                                      for _, outs in traced}) > 1}
+    flat = []
     for fg, outs in traced:
-        _drop_unread_captures(fg, [outs[i] for i in keep])
-    out = _make_if(op.inputs[0], [(fg, [as_output(fg, outs[i]) for i in keep]) for fg, outs in traced],
-                   name="If_grad")
+        with fg.as_default():
+            parts = []
+            for i in keep:
+                g = outs[i]
+                if i in sliced:
+                    g = g if isinstance(g, IndexedSlices) else _as_indexed_slices(g)
+                    parts += [g.values, math_ops.cast(g.indices, dtypes.int64) if i in wide else g.indices,
+                              g.dense_shape]
+                else:
+                    parts.append(g)
+            flat.append((fg, [as_output(fg, t) for t in parts]))
+    for fg, parts in flat:
+        _drop_unread_captures(fg, parts)
+    out = _make_if(op.inputs[0], flat, name="If_grad")
     out = [out] if isinstance(out, Tensor) else list(out)
-    for i, t in zip(keep, out):
-        res[1 + fcaps[i]] = t
+    for i in keep:
+        if i in sliced:
+            res[1 + fcaps[i]] = IndexedSlices(out[0], out[1], out[2])
+            out = out[3:]
+        else:
+            res[1 + fcaps[i]], out = out[0], out[1:]
     return res
+
+
+def _as_indexed_slices(g):
+    """Dense ``g`` as IndexedSlices of all its rows (TF's _as_indexed_slices)."""
+    shape = array_ops.shape(g)
+    return IndexedSlices(g, array_ops.range_(shape[0]), shape)
 
 
 register("If", denormals="keep", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
@@ -288,6 +319,9 @@ def assign_in_region(fg, var, op_type, value, read_value=True):
 
 def _to_root(op, g_value, g_root):
     return [None, g_value]
+
+
+_to_root.passes_slices = True   # (a gather's IndexedSlices reach the variable as they are)
 
 
 def read_for_gradient(value, root):
