@@ -133,12 +133,14 @@ def _add_n(parts):
     return apply_op("AddN", parts, name="AddN")
 
 
-def _gather_slices(op, out_grads):
+def _gather_slices(op, out_grads, grad_fn):
     """TF's gradient of a row gather: IndexedSlices (sparse_gradients.py) in place of the
-    dense GatherGrad; None for any other op."""
+    dense GatherGrad (which makes them dense); None for any other op."""
     if not sparse_gradients.is_row_gather(op.type, op.attrs) or out_grads[0] is None:
         return None
-    return [sparse_gradients.gather_gradient_slices(out_grads[0], op.inputs[1], op.inputs[0]), None]
+    def dense():
+        return list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))[0]
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], op.inputs[1], op.inputs[0], dense), None]
 
 
 def _passes_slices(op):
@@ -295,7 +297,7 @@ def _gradients(ys, xs, grad_ys, name, aggregation_method, stop, unconnected_grad
                 with graph.name_scope(op.name + "_grad"):
                     passed = out_grads if _passes_slices(op) else \
                         [sparse_gradients.densify(g) for g in out_grads]
-                    in_grads = sparse_gathers and _gather_slices(op, passed) or \
+                    in_grads = sparse_gathers and _gather_slices(op, passed, grad_fn) or \
                         list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *passed))
                 if len(in_grads) != len(op.inputs):
                     raise ValueError(f"Num gradients {len(in_grads)} generated for op {op.type} do not match "

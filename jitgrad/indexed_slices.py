@@ -46,10 +46,29 @@ class IndexedSlices:
                 + ("" if self._dense_shape is None else f", dense_shape={str(self._dense_shape)}") + ")")
 
     def _jitgrad_to_tensor(self, graph):
+        dense = self.__dict__.get("_dense")
+        if dense is not None and _same_graph(self._values, graph):
+            # (a gather's gradient: the dense one its op's gradient function gives, as before
+            # slices -- one GatherGrad, which compiles wherever the gather does)
+            if dense[1] is None:
+                dense[1] = dense[0]()
+            return dense[1]
         if self._dense_shape is None:
             raise ValueError(f"Tensor conversion requested for IndexedSlices for argument without dense_shape: "
                              f"{self!r}")
         return unsorted_segment_sum(self._values, self._indices, self._dense_shape[0])
+
+
+def _same_graph(t, graph):
+    """Whether tensor ``t`` can feed an op made in ``graph`` (default: the graph being built;
+    eager tensors: any)."""
+    g = getattr(t, "graph", None)
+    if g is None:
+        return True
+    if graph is None:
+        from . import context
+        graph = None if context.executing_eagerly() else context.get_default_graph()
+    return g is graph
 
 
 class IndexedSlicesValue(collections.namedtuple("IndexedSlicesValue", ["values", "indices", "dense_shape"])):

@@ -25,16 +25,21 @@ def is_row_gather(op_type, attrs):
     return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0)
 
 
-def gather_gradient_slices(grad, indices, params):
+def gather_gradient_slices(grad, indices, params, dense=None):
     """The gradient of ``gather(params, indices)`` given ``grad`` (shaped as the gather's
-    output): its rows with the flattened indices, shaped as params."""
+    output): its rows with the flattened indices, shaped as params. ``dense``: a function
+    giving the gather op's dense gradient, which the slices are made dense by (in the graph
+    they were made in)."""
     params_shape = array_ops.shape(params)
     inner = params.shape.as_list()[1:] if params.shape.rank else None
     if inner is not None and None not in inner:     # (static: the values' shape known, as TF's)
         values = array_ops.reshape(grad, [-1] + inner)
     else:
         values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
-    return IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
+    out = IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
+    if dense is not None:
+        out._dense = [dense, None]    # (the function, then what it gave)
+    return out
 
 
 def aggregate(grads, add_n):

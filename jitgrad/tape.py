@@ -218,7 +218,8 @@ def _gather_slices(rec, out_grads):
     if not sparse_gradients.is_row_gather(rec.op_type, rec.attrs) or not isinstance(out_grads[0], EagerTensor) \
             or isinstance(out_grads[0], BatchedTensor):
         return None
-    return [sparse_gradients.gather_gradient_slices(out_grads[0], rec.inputs[1], rec.inputs[0]), None]
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], rec.inputs[1], rec.inputs[0],
+                                                    lambda: _call_backward(rec, out_grads)[0]), None]
 
 
 def _call_backward(rec, out_grads):
