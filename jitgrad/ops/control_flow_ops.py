@@ -28,7 +28,7 @@ region nested in the branch or body too (ops/saved_draws.py).
 """
 import numpy as np
 
-from .. import context, dtypes
+from .. import context, dtypes, legacy_region_writes
 from ..convert import convert_to_tensor
 from ..func_graph import Func, FuncGraph, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
@@ -313,8 +313,15 @@ def assign_in_region(fg, var, op_type, value, read_value=True):
         check_assigned_value(v, var, op_type)
         if op_type != "Assign":
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(fg.read_variable(var), v)
-        fg.write_variable(var, v)
-        return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+        if not legacy_region_writes.is_legacy(fg):
+            fg.write_variable(var, v)
+            return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+        # a plain graph's: it happens only if the region's outputs use what it returns
+        # (legacy_region_writes.py)
+        marker = array_ops.identity(v, name=op_type) if read_value else apply_op("NoOp", [], {}, name=op_type)
+        if legacy_region_writes.record(fg, [marker] if read_value else [], marker.op if read_value else marker):
+            fg.write_variable(var, v)
+        return marker
 
 
 def _to_root(op, g_value, g_root):
@@ -347,6 +354,11 @@ def _commit_writes(op, outs, written):
     """The region op ``op`` wrote ``written`` (values ``outs``): the enclosing
     region records them, or at the top the variables learn it (op writes them itself)."""
     fg = in_region(op.graph)
+    if fg is not None and written and legacy_region_writes.is_legacy(fg):
+        # in a plain graph's region: its writes happen only if the region's outputs use the op
+        # (legacy_region_writes.py)
+        if not legacy_region_writes.record(fg, [t for t in op.outputs if not any(t is o for o in outs)], op):
+            return
     for var, t in zip(written.values(), outs):
         if fg is not None:
             fg.write_variable(var, t)
