@@ -30,12 +30,16 @@ def gather_gradient_slices(grad, indices, params, dense=None):
     output): its rows with the flattened indices, shaped as params. ``dense``: a function
     giving the gather op's dense gradient, which the slices are made dense by (in the graph
     they were made in)."""
+    # as TF's: the values are grad as [size(indices), *params.shape[1:]] (a grad of another
+    # element count fails as the graph runs, InvalidArgumentError)
     params_shape = array_ops.shape(params)
     inner = params.shape.as_list()[1:] if params.shape.rank else None
-    if inner is not None and None not in inner:     # (static: the values' shape known, as TF's)
-        values = array_ops.reshape(grad, [-1] + inner)
+    n = indices.shape.num_elements() if indices.shape.is_fully_defined() else None
+    if n is not None and inner is not None and None not in inner:   # (static: the values' shape known)
+        values = array_ops.reshape(grad, [n] + inner)
     else:
-        values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
+        rows = array_ops.reshape(math_ops.cast(array_ops.size(indices), params_shape.dtype), [1])
+        values = array_ops.reshape(grad, array_ops.concat([rows, params_shape[1:]], 0))
     out = IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
     if dense is not None:
         out._dense = [dense, None]    # (the function, then what it gave)
