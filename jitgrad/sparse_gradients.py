@@ -21,8 +21,10 @@ from .ops.unique import unique
 
 
 def is_row_gather(op_type, attrs):
-    """A gather along axis 0 (the only kind whose gradient TF gives as slices)."""
-    return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0)
+    """A user's gather along axis 0 (the only kind whose gradient TF gives as slices; not one of
+    jitgrad's own: ops/array_ops.gather's ``user``)."""
+    return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0) \
+        and bool(attrs.get("_row_slices"))
 
 
 def gather_gradient_slices(grad, indices, params, dense=None):

@@ -904,12 +904,18 @@ register("GatherGrad", denormals="flush", infer=_gather_grad_infer, kernel=_gath
          shape_only=(2,))
 
 
-def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None, user=False):
+    """A GatherV2. ``user``: the user's tf.gather / embedding_lookup / Keras Embedding, whose
+    gradient along axis 0 is IndexedSlices as TF's (sparse_gradients.py); jitgrad's own gathers
+    (x[i] at a run-time i, a TensorArray's read...) stand for TF ops of dense gradients."""
     (p,) = convert_all([params])
     (i,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
     if batch_dims != 0:     # tf.gather is ops/gather_batched.gather, which handles them
         raise NotImplementedError("array_ops.gather takes batch_dims=0 only (see ops/gather_batched.py).")
-    return apply_op("GatherV2", [p, i], {"axis": int(axis or 0)}, name=name or "GatherV2")
+    attrs = {"axis": int(axis or 0)}
+    if user:
+        attrs["_row_slices"] = True     # ("_": not part of the compiled kernel's key)
+    return apply_op("GatherV2", [p, i], attrs, name=name or "GatherV2")
 
 
 def _eager(t):
