@@ -22,7 +22,7 @@ from .eager import EagerTensor  # noqa: E402
 from .ops import array_ops as _a, math_ops as _m, reduction_ops as _r, linalg_ops as _l, nn_ops as _n  # noqa: E402
 from .ops import overloads as _overloads  # noqa: E402
 from .convert import convert_to_tensor  # noqa: E402
-from .gradients import AggregationMethod, UnconnectedGradients, gradients, gradients_v1 as _gradients_v1  # noqa: E402
+from .gradients import AggregationMethod, UnconnectedGradients, gradients_v2 as gradients, gradients_v1 as _gradients_v1  # noqa: E402
 from .hessians import hessians, hessians_v1 as _hessians_v1  # noqa: E402
 from .session import ConfigProto, InteractiveSession, Session, set_default_mode, get_default_mode  # noqa: E402
 from .variables import Variable  # noqa: E402
@@ -256,7 +256,8 @@ v1.train = _module("compat.v1.train", Optimizer=_opt.Optimizer, GradientDescentO
                        "create_global_step", "get_or_create_global_step", "exponential_decay", "inverse_time_decay",
                        "polynomial_decay", "piecewise_constant", "cosine_decay")})
 from . import keras_optimizers as _kopt  # noqa: E402
-from .indexed_slices import IndexedSlices  # noqa: E402,F401
+from .indexed_slices import IndexedSlices, IndexedSlicesValue as _IndexedSlicesValue  # noqa: E402,F401
+v1.IndexedSlicesValue = _IndexedSlicesValue
 from . import checkpoint as _ckpt  # noqa: E402
 train = _module("train", Checkpoint=_ckpt.Checkpoint, CheckpointManager=_ckpt.CheckpointManager,
                 latest_checkpoint=_ckpt.latest_checkpoint)

@@ -7,7 +7,7 @@ as usual); while a graph is built they trace the functions into the ``If`` /
 """
 import numpy as np
 
-from . import cond_tensor_arrays, context, dtypes, nest, tensor_array_preallocated
+from . import cond_tensor_arrays, context, dtypes, legacy_region_writes, nest, tensor_array_preallocated
 from .assert_ops import Assert
 from .convert import convert_to_tensor
 from .graph import Tensor
@@ -105,8 +105,8 @@ def _cond(pred, true_fn, false_fn, strict, name):
     g = context.get_default_graph()
     with g.name_scope(name or "cond"):
         # (a TensorArray a branch writes is changed back after it: cond_tensor_arrays.py)
-        fg_t, _, r_t = trace("true_fn", lambda: cond_tensor_arrays.traced_branch(true_fn), [])
-        fg_f, _, r_f = trace("false_fn", lambda: cond_tensor_arrays.traced_branch(false_fn), [])
+        fg_t, r_t = _traced_branch("true_fn", true_fn)
+        fg_f, r_f = _traced_branch("false_fn", false_fn)
         if r_t is None and r_f is None:   # branches run for their effects (tf.print, assignments)
             return _make_if(pred, [(fg_t, []), (fg_f, [])], name="If")
         try:
@@ -132,6 +132,26 @@ def _cond(pred, true_fn, false_fn, strict, name):
     # (a graph's cond is TF 2's cond_v2, which keeps a singleton list whatever ``strict`` says;
     # only the eager cond unpacks it)
     return nest.pack_sequence_as(r_t, out)
+
+
+def _traced_branch(name, fn):
+    """(graph, result) of branch ``fn`` traced; in a plain graph, traced again without the
+    assignments its outputs do not need (legacy_region_writes.py: TF runs only those)."""
+    skip = frozenset()
+    while True:
+        def run():
+            context.get_default_graph().skip_writes = skip
+            return cond_tensor_arrays.traced_branch(fn)
+        fg, _, result = trace(name, run, [])
+        leaves = [] if result is None else nest.flatten(result)
+        if any(isinstance(x, TensorArray) for x in leaves):
+            return fg, result     # (an array's writes are its own dataflow: kept as they are)
+        try:
+            legacy_region_writes.check(fg, leaves)
+        except legacy_region_writes.Retrace as e:
+            skip = e.skip
+            continue
+        return fg, result
 
 
 def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
@@ -312,7 +332,11 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         def cond_fn(phs):
             return call(cond, nest.pack_sequence_as(packed, phs))
 
+        skip = [frozenset()]   # (a plain graph's body: the writes its outputs do not need)
+
         def body_fn(phs, _):
+            fg = context.get_default_graph()
+            fg.skip_writes = skip[0]
             out = body_result(nest.pack_sequence_as(packed, phs))
             res = []
             for x, ph, v, (dims, dt) in zip(nest.flatten(out), phs, flat, specs):
@@ -321,6 +345,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                     t = as_output(ph.graph, t)
                 check_loop_var(t, v, dims, dt)
                 res.append(t)
+            legacy_region_writes.check(fg, res)   # (raises Retrace: traced again below)
             return res, []
 
         limit = None
@@ -330,8 +355,13 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 raise TypeError(f"maximum_iterations must be an integer, got {limit.dtype.name}")
             if limit.shape.rank != 0:   # TF builds it, and its Switch kernel fails when it runs
                 limit = scalar_of(limit, one_element=False)
-        outs = _make_while(flat, specs, cond_fn, body_fn, [], [], "max" if limit is not None else None, limit,
-                           name="While")[:n]
+        while True:
+            try:
+                outs = _make_while(flat, specs, cond_fn, body_fn, [], [], "max" if limit is not None else None,
+                                   limit, name="While")[:n]
+                break
+            except legacy_region_writes.Retrace as e:   # (raised while the body was traced: no op was made)
+                skip[0] = e.skip
         if not back_prop:
             outs = [math_ops.stop_gradient(t) if t.dtype.is_floating else t for t in outs]
     if single:
@@ -348,7 +378,19 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     """A graph while_loop with TensorArrays among its loop variables: as TF 2 flattens
     a TensorArray to its TensorList, each is carried as its dense ``[size, *element]``
     tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
-    TensorArray over it; the loop returns TensorArrays over the final tensors."""
+    TensorArray over it; the loop returns TensorArrays over the final tensors. Elements
+    whose shapes may differ between iterations: tensor_array_ragged.py."""
+    from .tensor_array_ragged import NeedsRagged, while_loop_ragged
+    try:
+        return _while_with_dense_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                                        maximum_iterations, name)
+    except NeedsRagged as e:   # elements that may differ in shape: carried as (values, lengths)
+        return while_loop_ragged(while_loop, cond, body, loop_vars, shape_invariants, parallel_iterations,
+                                 back_prop, maximum_iterations, name, e.args[0])
+
+
+def _while_with_dense_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
+                             maximum_iterations, name):
     from .autograph.operators import _dry
     from .autograph.staged_tensor_array import (NeedsEntryCheck, NotAppends, check_appends, entry_checked,
                                                 watch_appends, with_tensor_arrays)
@@ -373,7 +415,7 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
         except (ValueError, TypeError) as e:
             raise ValueError(f"The body of tf.while_loop must return the structure of loop_vars.\n{e}") from None
         put(nest.flatten(out))
-    get_dense, set_dense = with_tensor_arrays(one_iteration, get, put, _dry)
+    get_dense, set_dense = with_tensor_arrays(one_iteration, get, put, _dry, ragged_ok=True)
     dense = list(get_dense())
     is_ta = [isinstance(v, TensorArray) for v in state]
     if shape_invariants is None:

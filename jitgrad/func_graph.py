@@ -42,6 +42,9 @@ class FuncGraph(Graph):
         self.var_values = {}     # var key -> its value so far in this graph
         self.var_written = {}    # var key -> variable, in first-write order
         self.side_effects = []   # ops run for their effect (PrintV2, regions holding one), in program order
+        # a plain graph's region: its writes, and those a retrace skips (legacy_region_writes.py)
+        self.legacy_writes = []
+        self.skip_writes = frozenset()
 
     def capture(self, t):
         """The tensor of this graph standing for ``t`` (a tensor of an enclosing graph)."""

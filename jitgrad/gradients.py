@@ -133,17 +133,37 @@ def _add_n(parts):
     return apply_op("AddN", parts, name="AddN")
 
 
-def _variable_gather_slices(op, out_grads):
-    """TF's gradient of a row gather of a variable's value: IndexedSlices (sparse_gradients.py)
-    in place of the dense GatherGrad; None for any other op."""
-    if not sparse_gradients.is_row_gather(op.type, op.attrs) or op.inputs[0].op.type not in VARIABLE_VALUE_OPS \
-            or out_grads[0] is None:
+def _gather_slices(op, out_grads, grad_fn):
+    """TF's gradient of a row gather: IndexedSlices (sparse_gradients.py) in place of the
+    dense GatherGrad (which makes them dense); None for any other op."""
+    if not sparse_gradients.is_row_gather(op.type, op.attrs) or out_grads[0] is None:
         return None
-    return [sparse_gradients.gather_gradient_slices(out_grads[0], op.inputs[1], op.inputs[0]), None]
+    def dense():
+        return list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))[0]
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], op.inputs[1], op.inputs[0], dense), None]
+
+
+def _passes_slices(op):
+    """Whether op's gradient function passes IndexedSlices on as they are (TF's _IdGrad, _IdNGrad;
+    a read of a variable in a region, ops/control_flow_ops.read_for_gradient); any other op's
+    gradient function gets them dense (TF's ops convert them when they take them)."""
+    if op.type == "Identity":
+        return True
+    of_op = op.attrs.get("_grad_of_op", None)
+    return op.type == "IdentityN" and (of_op is None or getattr(of_op, "passes_slices", False))
 
 
 def _zeros_like(t):
     return math_ops.zeros_like(t)
+
+
+_SPARSE_GATHERS = [False]   # the sparse_gathers of the gradients() calls running, innermost last
+
+
+def sparse_gathers_now():
+    """Whether the gradients() call building the current gradient functions gives gathers'
+    gradients as IndexedSlices (a cond's gradient keeps a branch's slices then: _if_grad)."""
+    return _SPARSE_GATHERS[-1]
 
 
 # ops whose output is a variable's value: a read, or an assignment (the value after it)
@@ -167,10 +187,11 @@ def _other_reads(xs, graph):
 
 
 def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
-              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE, sparse_variable_gathers=False):
-    """``tf.gradients`` (TF 2's argument order): symbolic derivatives of sum(ys) with respect
-    to each x in xs (a list, len(xs)). With sparse_variable_gathers (GradientTape.gradient in
-    a trace), a variable's gradient from gathers of it is IndexedSlices, as TF's."""
+              stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE, sparse_gathers=False):
+    """Symbolic derivatives of sum(ys) with respect to each x in xs (a list, len(xs)). With
+    sparse_gathers (tf.gradients, GradientTape.gradient in a trace) the gradient from row
+    gathers of an x is IndexedSlices, as TF's; without (jitgrad's own uses: loop and
+    branch gradients, jacobians) every gradient is dense."""
     if context.executing_eagerly():
         raise RuntimeError("tf.gradients is not supported when eager execution is enabled. "
                            "Use tf.GradientTape instead.")
@@ -201,10 +222,21 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
             return [None] * len(xs)
         with xs[0].graph.as_default() if xs else _nullcontext():
             return [_zeros_like(x) for x in xs]
+    _SPARSE_GATHERS.append(bool(sparse_gathers))
+    try:
+        result = _gradients(ys, xs, grad_ys, name, aggregation_method, stop, unconnected_gradients,
+                            sparse_gathers)
+    finally:
+        _SPARSE_GATHERS.pop()
+    # (jitgrad's own dense uses: a cond's gradient may have kept slices)
+    return result if sparse_gathers else [sparse_gradients.densify(g) for g in result]
+
+
+def _gradients(ys, xs, grad_ys, name, aggregation_method, stop, unconnected_gradients, sparse_gathers):
     graph = ys[0].graph
     if any(t.graph is not graph for t in xs + stop) and isinstance(graph, FuncGraph):
         return _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop,
-                                            unconnected_gradients, sparse_variable_gathers)
+                                            unconnected_gradients, sparse_gathers)
     for t in ys + xs + stop:
         if t.graph is not graph:
             raise ValueError(f"{t.name} is not from the same graph as {ys[0].name}")
@@ -258,11 +290,15 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
                         is_trainable(t) for t in op.inputs):
                     raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}).")
             if grad_fn is not None and has_out:
-                out_grads = [(_zeros_like(o) if g is None and is_trainable(o) else g)
-                             for g, o in zip(out_grads, op.outputs)]
+                # in place, as TF's: an x that is another output of this op then reads
+                # these zeros (tf.gradients(a, b) for a, b = tf.split(f(x)) with x an x too)
+                out_grads[:] = [(_zeros_like(o) if g is None and is_trainable(o) else g)
+                                for g, o in zip(out_grads, op.outputs)]
                 with graph.name_scope(op.name + "_grad"):
-                    in_grads = sparse_variable_gathers and _variable_gather_slices(op, out_grads) or \
-                        list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *out_grads))
+                    passed = out_grads if _passes_slices(op) else \
+                        [sparse_gradients.densify(g) for g in out_grads]
+                    in_grads = sparse_gathers and _gather_slices(op, passed, grad_fn) or \
+                        list(grad_fn(GradOp(op.inputs, op.outputs, op.attrs, op.type, op.name), *passed))
                 if len(in_grads) != len(op.inputs):
                     raise ValueError(f"Num gradients {len(in_grads)} generated for op {op.type} do not match "
                                      f"num inputs {len(op.inputs)}")
@@ -297,7 +333,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
 
 
 def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_method, stop, unconnected,
-                                 sparse_variable_gathers=False):
+                                 sparse_gathers=False):
     """tf.gradients called while a cond branch / loop body is traced, with xs (or stops) of an
     enclosing graph: inside, such a tensor is its capture (TF's gradients look through
     captures the same way); one the function never captured does not reach ys."""
@@ -310,7 +346,7 @@ def _gradients_in_function_graph(graph, ys, xs, grad_ys, name, aggregation_metho
     inner_stop = [t for t in (inner(s) for s in stop) if t is not None]
     grads = gradients(ys, [seen[i] for i in live], grad_ys, name, aggregation_method=aggregation_method,
                       stop_gradients=inner_stop or None, unconnected_gradients=unconnected,
-                      sparse_variable_gathers=sparse_variable_gathers) if live else []
+                      sparse_gathers=sparse_gathers) if live else []
     out = [None] * len(xs)
     for i, g in zip(live, grads):
         out[i] = g
@@ -383,9 +419,17 @@ class _nullcontext:
         return False
 
 
+def gradients_v2(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggregation_method=None,
+                 stop_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+    """``tf.gradients`` (TF 2's argument order): a row gather's gradient is IndexedSlices
+    (Session.run fetches it as an IndexedSlicesValue), as TF's."""
+    return gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
+                     unconnected_gradients, sparse_gathers=True)
+
+
 def gradients_v1(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False,
                  gate_gradients=False, aggregation_method=None, stop_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
     """``tf.compat.v1.gradients``: TF 1's order, with the (ignored: one device) colocate flag 5th."""
     return gradients(ys, xs, grad_ys, name, gate_gradients, aggregation_method, stop_gradients,
-                     unconnected_gradients)
+                     unconnected_gradients, sparse_gathers=True)

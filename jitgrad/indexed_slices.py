@@ -1,6 +1,9 @@
 """``tf.IndexedSlices``: the rows ``values`` at ``indices`` of a tensor of ``dense_shape``.
-A variable's gradient from gathers of it is one, as in TF (sparse_gradients.py). Used as a
-tensor it is made dense, repeated indices adding up, as TF does."""
+The gradient from row gathers is one, as in TF (sparse_gradients.py). Used as a tensor it
+is made dense, repeated indices adding up, as TF does. A Session fetches one as
+``tf.compat.v1.IndexedSlicesValue`` (numpy values, indices and dense_shape)."""
+import collections
+
 from . import dispatch
 from .convert import convert_to_tensor
 from .ops import math_ops
@@ -39,14 +42,37 @@ class IndexedSlices:
         return IndexedSlices(math_ops.negative(self._values), self._indices, self._dense_shape)
 
     def __repr__(self):
-        return (f"IndexedSlices(indices={self._indices!r}, values={self._values!r}"
-                + ("" if self._dense_shape is None else f", dense_shape={self._dense_shape!r}") + ")")
+        return (f"IndexedSlices(indices={str(self._indices)}, values={str(self._values)}"
+                + ("" if self._dense_shape is None else f", dense_shape={str(self._dense_shape)}") + ")")
 
     def _jitgrad_to_tensor(self, graph):
+        dense = self.__dict__.get("_dense")
+        if dense is not None and _same_graph(self._values, graph):
+            # (a gather's gradient: the dense one its op's gradient function gives, as before
+            # slices -- one GatherGrad, which compiles wherever the gather does)
+            if dense[1] is None:
+                dense[1] = dense[0]()
+            return dense[1]
         if self._dense_shape is None:
             raise ValueError(f"Tensor conversion requested for IndexedSlices for argument without dense_shape: "
                              f"{self!r}")
         return unsorted_segment_sum(self._values, self._indices, self._dense_shape[0])
+
+
+def _same_graph(t, graph):
+    """Whether tensor ``t`` can feed an op made in ``graph`` (default: the graph being built;
+    eager tensors: any)."""
+    g = getattr(t, "graph", None)
+    if g is None:
+        return True
+    if graph is None:
+        from . import context
+        graph = None if context.executing_eagerly() else context.get_default_graph()
+    return g is graph
+
+
+class IndexedSlicesValue(collections.namedtuple("IndexedSlicesValue", ["values", "indices", "dense_shape"])):
+    """What Session.run gives for an IndexedSlices fetch (TF's tf.compat.v1.IndexedSlicesValue)."""
 
 
 dispatch.indexed_slices = IndexedSlices

@@ -108,8 +108,9 @@ class Optimizer:
         var_list = list(trainable_variables() if var_list is None else var_list)
         if not var_list:
             raise ValueError("No variables to optimize.")
+        # a gather's gradient is IndexedSlices, as TF's (a sparse Momentum update moves only its rows)
         grads = gradients(loss, var_list, grad_ys=None if grad_loss is None else [grad_loss],
-                          aggregation_method=aggregation_method)
+                          aggregation_method=aggregation_method, sparse_gathers=True)
         return list(zip(grads, var_list))
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
@@ -212,10 +213,13 @@ class MomentumOptimizer(Optimizer):
         accum = self._slot(var, "momentum")
         rows = expand_dims(indices, 1)
         accum_rows = gather(accum, indices) * mu + grad
-        accum.scatter_nd_update(rows, accum_rows)
-        if self._nesterov:
-            return var.scatter_nd_sub(rows, grad * lr + accum_rows * mu * lr)
-        return var.scatter_nd_sub(rows, accum_rows * lr)
+        kept = accum.scatter_nd_update(rows, accum_rows)
+        # (a Session graph runs only what the returned update depends on: the accumulator's too)
+        with context.get_default_graph().control_dependencies([kept]) if not context.executing_eagerly() \
+                else contextlib.nullcontext():
+            if self._nesterov:
+                return var.scatter_nd_sub(rows, grad * lr + accum_rows * mu * lr)
+            return var.scatter_nd_sub(rows, accum_rows * lr)
 
 
 class AdamOptimizer(Optimizer):

@@ -12,6 +12,7 @@ from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
 from .ops.state_ops import VariableStore
 from .convert import string_array
+from .indexed_slices import IndexedSlices, IndexedSlicesValue
 from .sparse_tensor import SparseTensor, SparseTensorValue, sparse_components
 
 MODES = ("compiled", "interpret")
@@ -78,8 +79,8 @@ class _FetchPlan:
 
     def __init__(self, graph, fetches):
         flat = nest.flatten(fetches)
-        if any(isinstance(f, SparseTensor) for f in flat):
-            self._init_sparse(graph, fetches, flat)
+        if any(isinstance(f, (SparseTensor, IndexedSlices)) for f in flat):
+            self._with_composites(graph, fetches, flat)
             return
         self.elements = [_as_element(graph, f, "Fetch") for f in flat]
         if not nest.is_nested(fetches):
@@ -89,20 +90,26 @@ class _FetchPlan:
         else:
             self.build = lambda vals: nest.pack_sequence_as(fetches, vals)
 
-
-    def _init_sparse(self, graph, fetches, flat):
-        """A SparseTensor fetch is its three components, returned as a SparseTensorValue (TF)."""
+    def _with_composites(self, graph, fetches, flat):
+        """SparseTensor fetches (their indices, values and dense_shape) and IndexedSlices ones
+        (a gather's gradient: values, indices and dense_shape if it has one) are their
+        components fetched, given back as a SparseTensorValue / IndexedSlicesValue, as TF's
+        Session does."""
         self.elements, spans = [], []
         for f in flat:
-            parts = [f.indices, f.values, f.dense_shape] if isinstance(f, SparseTensor) else [f]
-            spans.append(len(parts))
-            self.elements.extend(_as_element(graph, p, "Fetch") for p in parts)
+            if isinstance(f, SparseTensor):
+                parts, make = [f.indices, f.values, f.dense_shape], SparseTensorValue
+            elif isinstance(f, IndexedSlices):
+                parts = [f.values, f.indices] + ([f.dense_shape] if f.dense_shape is not None else [])
+                make = IndexedSlicesValue if f.dense_shape is not None else \
+                    (lambda values, indices: IndexedSlicesValue(values, indices, None))
+            else:
+                parts, make = [f], None
+            spans.append((len(self.elements), len(parts), make))
+            self.elements += [_as_element(graph, p, "Fetch") for p in parts]
 
         def build(vals):
-            leaves, i = [], 0
-            for n in spans:
-                leaves.append(SparseTensorValue(*vals[i:i + 3]) if n == 3 else vals[i])
-                i += n
+            leaves = [make(*vals[at:at + n]) if make is not None else vals[at] for at, n, make in spans]
             return nest.pack_sequence_as(fetches, leaves) if nest.is_nested(fetches) else leaves[0]
         self.build = build
 

@@ -1,15 +1,18 @@
-"""Gradients of a gather from a variable as ``tf.IndexedSlices``, as TF returns them.
+"""Gradients of a row gather as ``tf.IndexedSlices``, as TF returns them.
 
-TF's gradient of ``tf.gather(var, ids)`` (axis 0, so ``tf.nn.embedding_lookup`` and Keras'
-Embedding too) is ``IndexedSlices(values=upstream rows, indices=ids flattened,
+TF's gradient of ``tf.gather(params, ids)`` (axis 0, so ``tf.nn.embedding_lookup`` and Keras'
+Embedding too; params a variable or any tensor) is ``IndexedSlices(values=upstream rows, indices=ids flattened,
 dense_shape=shape(var))``: one row per occurrence of an id, repeated ids *not* summed.
 Keras optimizers act on those values (squaring each occurrence, say) before scattering
 them into their dense slots, so summing first gives different numbers.
 
-The tape (eager) and tf.gradients (in a trace) build one where the gathered params are a
-variable's value; contributions to one variable are concatenated when all are slices
-(two gathers of it) and summed densely otherwise (a gather plus any dense use), as TF's
-AggregateIndexedSlicesGradients does. Gathers of plain tensors keep their dense gradient."""
+The tape (eager and in a trace) and tf.gradients build one for every row gather;
+contributions to one tensor are concatenated when all are slices (two gathers of it) and
+summed densely otherwise (a gather plus any dense use), as TF's
+AggregateIndexedSlicesGradients does. Slices reaching an op other than an Identity are made
+dense for its gradient function (TF's ops convert them), so a gather of ``x * 2`` gives x a
+dense gradient, as TF's. jitgrad's own gradient passes (loop and branch gradients,
+jacobians) stay dense."""
 from .convert import convert_to_tensor
 from .indexed_slices import IndexedSlices
 from .ops import array_ops, math_ops
@@ -18,16 +21,31 @@ from .ops.unique import unique
 
 
 def is_row_gather(op_type, attrs):
-    """A gather along axis 0 (the only kind whose gradient TF gives as slices)."""
-    return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0)
+    """A user's gather along axis 0 (the only kind whose gradient TF gives as slices; not one of
+    jitgrad's own: ops/array_ops.gather's ``user``)."""
+    return op_type == "GatherV2" and int(attrs.get("axis", 0) or 0) == 0 and not attrs.get("batch_dims", 0) \
+        and bool(attrs.get("_row_slices"))
 
 
-def gather_gradient_slices(grad, indices, params):
+def gather_gradient_slices(grad, indices, params, dense=None):
     """The gradient of ``gather(params, indices)`` given ``grad`` (shaped as the gather's
-    output): its rows with the flattened indices, shaped as params."""
+    output): its rows with the flattened indices, shaped as params. ``dense``: a function
+    giving the gather op's dense gradient, which the slices are made dense by (in the graph
+    they were made in)."""
+    # as TF's: the values are grad as [size(indices), *params.shape[1:]] (a grad of another
+    # element count fails as the graph runs, InvalidArgumentError)
     params_shape = array_ops.shape(params)
-    values = array_ops.reshape(grad, array_ops.concat([[-1], params_shape[1:]], 0))
-    return IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
+    inner = params.shape.as_list()[1:] if params.shape.rank else None
+    n = indices.shape.num_elements() if indices.shape.is_fully_defined() else None
+    if n is not None and inner is not None and None not in inner:   # (static: the values' shape known)
+        values = array_ops.reshape(grad, [n] + inner)
+    else:
+        rows = array_ops.reshape(math_ops.cast(array_ops.size(indices), params_shape.dtype), [1])
+        values = array_ops.reshape(grad, array_ops.concat([rows, params_shape[1:]], 0))
+    out = IndexedSlices(values, array_ops.reshape(indices, [-1]), params_shape)
+    if dense is not None:
+        out._dense = [dense, None]    # (the function, then what it gave)
+    return out
 
 
 def aggregate(grads, add_n):

@@ -212,21 +212,23 @@ def _aggregate(grads):
     return sparse_gradients.aggregate(grads, add_n)
 
 
-def _variable_gather_slices(rec, out_grads, op_tape, tensor_tape):
-    """TF's gradient of a row gather whose params are a read of a variable: IndexedSlices
+def _gather_slices(rec, out_grads):
+    """TF's gradient of a row gather (of a variable or of a watched tensor): IndexedSlices
     (sparse_gradients.py) in place of the dense GatherGrad, or None for any other op."""
     if not sparse_gradients.is_row_gather(rec.op_type, rec.attrs) or not isinstance(out_grads[0], EagerTensor) \
             or isinstance(out_grads[0], BatchedTensor):
         return None
-    producer = op_tape.get(tensor_tape.get(rec.input_ids[0]))
-    if producer is None or producer.op_type != "ReadVariableOp":
-        return None
-    return [sparse_gradients.gather_gradient_slices(out_grads[0], rec.inputs[1], rec.inputs[0]), None]
+    return [sparse_gradients.gather_gradient_slices(out_grads[0], rec.inputs[1], rec.inputs[0],
+                                                    lambda: _call_backward(rec, out_grads)[0]), None]
 
 
 def _call_backward(rec, out_grads):
+    if rec.op_type in ("ReadVariableOp", "Identity") and isinstance(out_grads[0], IndexedSlices):
+        return [out_grads[0]]     # (TF's _IdGrad: slices pass on as they are)
     if rec.op_type == "ReadVariableOp":
         return [out_grads[0]]
+    # any other op's gradient function takes slices dense (TF's ops convert them)
+    out_grads = [sparse_gradients.densify(g) for g in out_grads]
     opdef = rec.grad_fn
     fn = opdef.grad
     if fn is None:
@@ -250,11 +252,11 @@ def _ones(shape, dtype):
 
 
 def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, output_gradients, keep_tape=False,
-                     sparse_variable_gathers=False):
+                     sparse_gathers=False):
     """TF's GradientTape::ComputeGradient. output_gradients: list (one per target, entries may be None)
-    or empty. Returns one gradient (or None) per source id; with sparse_variable_gathers, a
-    variable's gradient from gathers of it is IndexedSlices (GradientTape.gradient; the
-    jacobians want dense rows)."""
+    or empty. Returns one gradient (or None) per source id; with sparse_gathers, the gradient
+    from row gathers of a source is IndexedSlices (GradientTape.gradient; the jacobians want
+    dense rows)."""
     persistent = tape.persistent or keep_tape
     sources_set = set(source_ids)
     tensor_tape = tape.tensor_tape
@@ -336,8 +338,7 @@ def compute_gradient(tape, target_ids, source_ids, sources_that_are_targets, out
             for i in zero_idx:
                 o = rec.outputs[i]
                 out_grads[i] = _zeros(o._value.shape, o._value.dtype)
-            in_grads = sparse_variable_gathers and _variable_gather_slices(rec, out_grads, op_tape, tensor_tape) \
-                or _call_backward(rec, out_grads)
+            in_grads = sparse_gathers and _gather_slices(rec, out_grads) or _call_backward(rec, out_grads)
         else:
             in_grads = [None] * len(rec.input_ids)
         for i, g in enumerate(in_grads):
@@ -605,7 +606,7 @@ class GradientTape:
                 else:
                     ogs.append(convert_to_tensor(og, dtype=dt if not isinstance(og, np.ndarray) else None))
             ogs = [_shaped_like_target(og, shape, i) for i, (og, (shape, _)) in enumerate(zip(ogs, tshapes))]
-        flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs, sparse_variable_gathers=True)
+        flat_grad = compute_gradient(self._tape, tids, sids, stt, ogs, sparse_gathers=True)
         for i, s in enumerate(srcs):
             if s[2] not in _TRAINABLE_NP and flat_grad[i] is not None:
                 flat_grad[i] = None  # integer sources are not differentiable
@@ -779,7 +780,7 @@ class GradientTape:
                 # a tape seeds complex targets with ones (tf.gradients wants them spelled out)
                 output_gradients = [math_ops.ones_like(y) if y.dtype.is_complex else None for y in ys]
             gs = gradients(ys, [xs[i] for i in use], grad_ys=output_gradients, stop_gradients=stop or None,
-                           unconnected_gradients=unconnected, sparse_variable_gathers=True)
+                           unconnected_gradients=unconnected, sparse_gathers=True)
             for i, g in zip(use, gs):
                 result[i] = g
         if unconnected == UnconnectedGradients.ZERO:

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import context, dtypes, learning_rate_schedules as schedules
 from .ops import math_ops
+from .ops.array_ops import expand_dims, gather
 from .optimizers import Optimizer
 from .variables import Variable
 
@@ -49,6 +50,25 @@ class RMSPropOptimizer(Optimizer):
             denom = (ms_t - mg_t * mg_t) + c(self._epsilon)
         mom_t = mom.assign(mom * c(self._momentum) + grad * c(self._learning_rate) / math_ops.sqrt(denom))
         return var.assign_sub(mom_t)
+
+    def _apply_sparse_rows(self, grad, indices, var):
+        """TF's SparseApplyRMSProp: the dense update on the rows at (unique) ``indices`` only
+        (the other rows' slots do not decay)."""
+        c = lambda x: math_ops.cast(_value(x), var.dtype)  # noqa: E731
+        rms, mom, mg = self._slots_of(var)
+        one_minus_decay = 1 - c(self._decay)
+        ms_t = gather(rms, indices)
+        ms_t = ms_t + (grad * grad - ms_t) * one_minus_decay
+        kept = [_set_rows(rms, indices, ms_t)]
+        denom = ms_t + c(self._epsilon)
+        if mg is not None:
+            mg_t = gather(mg, indices)
+            mg_t = mg_t + (grad - mg_t) * one_minus_decay
+            kept.append(_set_rows(mg, indices, mg_t))
+            denom = (ms_t - mg_t * mg_t) + c(self._epsilon)
+        mom_t = gather(mom, indices) * c(self._momentum) + grad * c(self._learning_rate) / math_ops.sqrt(denom)
+        kept.append(_set_rows(mom, indices, mom_t))
+        return _after(kept, lambda: var.scatter_nd_sub(expand_dims(indices, 1), mom_t))
 
 
 class AdagradOptimizer(Optimizer):
@@ -101,6 +121,32 @@ class AdadeltaOptimizer(Optimizer):
             return var_t
         with context.get_default_graph().control_dependencies([accum_update_t]):
             return math_ops.identity(var_t)
+
+    def _apply_sparse_rows(self, grad, indices, var):
+        """TF's SparseApplyAdadelta: the dense update on the rows at (unique) ``indices`` only
+        (the other rows' accumulators do not decay)."""
+        c = lambda x: math_ops.cast(_value(x), var.dtype)  # noqa: E731
+        accum, accum_update = self._slots_of(var)
+        rho, eps = c(self._rho), c(self._epsilon)
+        accum_t = gather(accum, indices) * rho + grad * grad * (1 - rho)
+        update_rows = gather(accum_update, indices)
+        update = math_ops.sqrt(update_rows + eps) * math_ops.rsqrt(accum_t + eps) * grad
+        kept = [_set_rows(accum, indices, accum_t),
+                _set_rows(accum_update, indices, update_rows * rho + update * update * (1 - rho))]
+        return _after(kept, lambda: var.scatter_nd_sub(expand_dims(indices, 1), update * c(self._learning_rate)))
+
+
+def _set_rows(slot, indices, rows):
+    return slot.scatter_nd_update(expand_dims(indices, 1), rows)
+
+
+def _after(updates, make):
+    """``make()`` run after ``updates`` (a Session graph runs only what the returned update
+    depends on: the slots' updates too)."""
+    if context.executing_eagerly():
+        return make()
+    with context.get_default_graph().control_dependencies(updates):
+        return make()
 
 
 # ------------------------------------------------------------------ global step

@@ -6,6 +6,7 @@ import weakref
 from . import context, dispatch
 from .convert import convert_to_tensor, to_numpy
 from .eager import EagerTensor
+from . import legacy_region_writes
 from .func_graph import in_region
 from .graph import Tensor
 from .function import create_variable_in_trace
@@ -216,6 +217,9 @@ class GraphVariable(Variable):
         fg = in_region()
         if fg is not None:
             out = assign_in_region(fg, self, op_type, value, read_value)
+            if read_value and legacy_region_writes.is_legacy(fg):
+                # (a plain graph's: what it returns is the assignment's marker, read as the variable)
+                return read_for_gradient(out, fg.capture(self._value))
             return self._region_read(fg) if read_value else out   # a read, not the value assigned
         v = convert_to_tensor(value, dtype=self.dtype, graph=self.graph)
         return apply_op(op_type, [v], self._attrs, name=name or op_type)

@@ -85,7 +85,9 @@ def check_op(fn, *inputs, expected=None, wrt=None, rtol=1e-6, atol=1e-7, eps=1e-
         if grad and wrt:
             w = np.random.default_rng(seed).uniform(0.5, 1.5, y.shape.as_list()).astype(y.dtype.as_numpy_dtype)
             loss = tf.reduce_sum(y * tf.constant(w))
-            grads = tf.gradients(loss, [xs[i] for i in wrt])
+            # (a row gather's gradient is IndexedSlices, as TF's: compared dense)
+            grads = [tf.convert_to_tensor(gi) if isinstance(gi, tf.IndexedSlices) else gi
+                     for gi in tf.gradients(loss, [xs[i] for i in wrt])]
             for i, gi in zip(wrt, grads):
                 assert gi is not None, f"no gradient for input {i}"
                 assert gi.shape.is_compatible_with(inputs[i].shape), (gi.shape, inputs[i].shape)

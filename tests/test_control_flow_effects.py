@@ -26,35 +26,59 @@ def _session(g):
 
 
 # ---------------------------------------------------------------- graph mode (Session.run)
-def test_cond_assigns_only_on_the_taken_branch(no_fallback):
+# A plain graph's branch / loop body runs only the assignments its outputs use, by data or by
+# tf.control_dependencies (TF adds automatic control dependencies only in a tf.function): an
+# unused assignment does not happen, and a read not ordered after one sees the value the
+# region was entered with (legacy_region_writes.py). The values here are TF 2.21's.
+cd = tf.control_dependencies
+
+
+def test_cond_assigns_only_on_the_taken_branch_and_only_if_used(no_fallback):
     g = tf.Graph()
     with g.as_default():
         v = tf.Variable(1.0)
         p = ph(tf.bool, [])
-        # true: v += 2, result reads the new value; false: v = v * 10 - 1, result reads the old one
+        # true: v += 2, the result is the new value; false: v = v * 10 - 1, its result unused
         c = tf.cond(p, lambda: v.assign_add(2.0) * 10.0, lambda: (v * 100.0, v.assign(v * 10.0 - 1.0))[0])
+        used = tf.cond(p, lambda: v.assign_add(2.0) * 10.0, lambda: v.assign(v * 10.0 - 1.0) * 0.0 + 5.0)
     sess = _session(g)
     assert sess.run(c, {p: True}) == 30.0 and sess.run(v) == 3.0
-    assert sess.run(c, {p: False}) == 300.0 and sess.run(v) == 29.0
-    assert sess.run(c, {p: True}) == 310.0 and sess.run(v) == 31.0
+    assert sess.run(c, {p: False}) == 300.0 and sess.run(v) == 3.0      # (the assignment is not run)
+    assert sess.run(c, {p: True}) == 50.0 and sess.run(v) == 5.0
     sess.run(v.initializer)
-    assert sess.run(c, {p: False}) == 100.0 and sess.run(v) == 9.0
+    assert sess.run(used, {p: False}) == 5.0 and sess.run(v) == 9.0
+    assert sess.run(used, {p: True}) == 110.0 and sess.run(v) == 11.0
 
 
-def test_read_after_assignment_in_a_branch_sees_the_new_value(no_fallback):
+def test_reads_ordered_after_assignments_in_a_branch_see_the_new_value(no_fallback):
     g = tf.Graph()
     with g.as_default():
         v = tf.Variable([1.0, 2.0])
         x = ph(tf.float32, [2])
 
-        def branch():
+        def ordered():
+            before = v * 1.0
+            with cd([before]):
+                a = v.assign(v * 3.0)
+            with cd([a]):
+                mid = v + 0.0
+            with cd([mid]):
+                b = v.assign_sub(x)
+            with cd([b]):
+                return before, mid, v.read_value()
+
+        def unordered():      # the same without the dependencies: nothing is assigned
             before = v * 1.0
             v.assign(v * 3.0)
             mid = v + 0.0
             v.assign_sub(x)
             return before, mid, v.read_value()
-        out = tf.cond(tf.reduce_sum(x) > 0, branch, lambda: (v * 1.0, v * 1.0, v * 1.0))
+        out = tf.cond(tf.reduce_sum(x) > 0, ordered, lambda: (v * 1.0, v * 1.0, v * 1.0))
+        plain = tf.cond(tf.reduce_sum(x) > 0, unordered, lambda: (v * 1.0, v * 1.0, v * 1.0))
     sess = _session(g)
+    for got in sess.run(plain, {x: [0.5, 1.0]}):
+        np.testing.assert_array_equal(got, [1.0, 2.0])
+    np.testing.assert_array_equal(sess.run(v), [1.0, 2.0])
     a, b, c = sess.run(out, {x: [0.5, 1.0]})
     np.testing.assert_array_equal(a, [1.0, 2.0])
     np.testing.assert_array_equal(b, [3.0, 6.0])
@@ -73,9 +97,17 @@ def test_while_body_assigns_on_every_iteration_in_order(no_fallback):
 
         def body(i, acc):
             before = w * 1.0
+            with cd([before]):
+                a = w.assign_add(tf.cast(i, tf.float32))
+            with cd([a]):
+                return i + 1, acc + w * u - before
+
+        def unused(i, acc):       # an assignment the outputs do not use: never run
             w.assign_add(tf.cast(i, tf.float32))
-            return i + 1, acc + w * u - before
-        out = tf.while_loop(lambda i, acc: i < n, body, [0, 0.0])
+            return i + 1, acc + w * u
+        # (parallel_iterations=1: TF's iterations otherwise overlap, and its reads race)
+        out = tf.while_loop(lambda i, acc: i < n, body, [0, 0.0], parallel_iterations=1)
+        plain = tf.while_loop(lambda i, acc: i < n, unused, [0, 0.0])
     sess = _session(g)
     for trips in (0, 1, 4, 7):
         sess.run(w.initializer)
@@ -88,6 +120,7 @@ def test_while_body_assigns_on_every_iteration_in_order(no_fallback):
         got = sess.run(out, {n: trips})
         assert got[0] == trips and got[1] == pytest.approx(acc, rel=1e-6)
         assert sess.run(w) == pytest.approx(wv)
+        assert sess.run(plain, {n: trips}) == [trips, wv * 5.0 * trips] and sess.run(w) == pytest.approx(wv)
 
 
 def test_nested_cond_in_loop_and_loop_in_cond_assign(no_fallback):
@@ -99,19 +132,28 @@ def test_nested_cond_in_loop_and_loop_in_cond_assign(no_fallback):
 
         def body(i):
             # even i: v += i; odd i: v *= 2 -- a cond assigning inside a loop body
-            tf.cond(tf.equal(i % 2, 0), lambda: v.assign_add(i), lambda: v.assign(v * 2))
-            return i + 1
+            c = tf.cond(tf.equal(i % 2, 0), lambda: v.assign_add(i), lambda: v.assign(v * 2))
+            with cd([c]):
+                return i + 1
 
-        def loop():
-            return tf.while_loop(lambda i: i < n, body, 0) + v * 0   # a loop inside a branch
+        def loop():     # a loop inside a branch
+            i = tf.while_loop(lambda i: i < n, body, [0])[0]
+            with cd([i]):
+                return i + v * 0
+
+        def unused_loop():     # its cond's result unused: the loop assigns nothing
+            return tf.while_loop(lambda i: i < n, lambda i: (tf.cond(i > 0, lambda: v.assign(i), lambda: v * 1),
+                                                              i + 1)[1], [0])[0]
 
         out = tf.cond(p, loop, lambda: v.assign(-1))
+        plain = tf.cond(p, unused_loop, lambda: v * 1)
     sess = _session(g)
     vv = 0
     for i in range(6):
         vv = vv + i if i % 2 == 0 else vv * 2
     assert sess.run(out, {n: 6, p: True}) == 6
     assert sess.run(v) == vv
+    assert sess.run(plain, {n: 6, p: True}) == 6 and sess.run(v) == vv
     assert sess.run(out, {n: 6, p: False}) == -1 and sess.run(v) == -1
 
 
@@ -219,11 +261,39 @@ def test_assign_with_read_value_false_in_a_branch_returns_an_operation(no_fallba
 
         def true_fn():
             ops.append(v.assign(7.0, read_value=False))
+            with cd([ops[-1]]):
+                return tf.constant(0.0)
+
+        def unused():
+            ops.append(v.assign(9.0, read_value=False))
             return tf.constant(0.0)
         c = tf.cond(p, true_fn, lambda: tf.constant(1.0))
+        plain = tf.cond(p, unused, lambda: tf.constant(1.0))
     assert isinstance(ops[0], tf.Operation)
     sess = _session(g)
+    assert sess.run(plain, {p: True}) == 0.0 and sess.run(v) == 1.0
     assert sess.run(c, {p: True}) == 0.0 and sess.run(v) == 7.0
+
+
+def test_unused_assignments_in_a_function_still_run(no_fallback):
+    """In a tf.function TF's automatic control dependencies run every assignment in a branch
+    or body, used or not (TF 2.21: v is 5.0 after f, 1 + 0 + 1 + 2 = 4.0 after g)."""
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f():
+        tf.cond(tf.constant(True), lambda: (v.assign(5.0), tf.constant(1.0))[1], lambda: tf.constant(2.0))
+        return tf.constant(0.0)
+
+    @tf.function
+    def g():
+        return tf.while_loop(lambda i: i < 3, lambda i: (v.assign_add(tf.cast(i, tf.float32)), i + 1)[1], [0])
+
+    f()
+    assert v.numpy() == 5.0
+    v.assign(1.0)
+    g()
+    assert v.numpy() == 4.0
 
 
 # ---------------------------------------------------------------- jitgrad.function and AutoGraph

@@ -357,3 +357,48 @@ def test_gradients_inside_branches_and_loop_bodies_wrt_outer_tensors(no_fallback
     assert s.run(loop, {x: 3.0}) == 49.0
     np.testing.assert_array_equal(s.run(mapped, {x: 3.0}), [1.0, 4.0])
     assert s.run([nested, second], {x: 3.0}) == [27.0, 18.0]
+
+
+def test_int_loop_counter_target_is_zero_in_a_function_none_in_a_plain_graph(no_fallback):
+    """An int output of a while_loop as the target: in a tf.function TF's While op is itself
+    between x and the counter, so its gradient runs with zero incoming gradients and x gets
+    0.0; in a plain tf.Graph TF's while_loop returns Identities of the outputs and the int
+    Identity stops the gradient: None (both as TF 2.21).  y = x^(3+1) = 16 at x = 2, and
+    d(i * y)/dx = 3 * 4x^3 = 96; d[y]/dx = 4x^3 = 32."""
+    x0 = tf.constant(2.0)
+
+    def loop(x):
+        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), [tf.constant(0), x])
+
+    @tf.function
+    def taped(x):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            i, y = loop(x)
+            z = tf.cast(i, tf.float32) * y
+        return t.gradient(i, x), t.gradient(i, x, unconnected_gradients="zero"), t.gradient(z, x)
+
+    @tf.function
+    def symbolic(x):
+        i, y = loop(x)
+        # y is the While's other output: it reads the zeros the While's gradient was fed (TF)
+        return tf.gradients(i, [x, y]) + tf.gradients([i, y], x)
+
+    got = [g.numpy() for g in taped(x0)]
+    assert got == [0.0, 0.0, 96.0]
+    assert [g.numpy() for g in symbolic(x0)] == [0.0, 0.0, 32.0]
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(2.0)
+        i, y = loop(x)
+        assert tf.gradients(i, x) == [None]
+        zero = tf.gradients(i, x, unconnected_gradients="zero")
+        both = tf.gradients([i, y], x)
+        as_int = tf.gradients(tf.cast(x, tf.int32), x)
+        assert as_int == [None]
+    assert session(g).run([zero, both]) == [[0.0], [32.0]]
+    # an int output of tf.cond stops the gradient even in a function (TF's If gradient)
+    cond_int = tf.function(lambda x: tf.gradients(
+        tf.cond(x > 1.0, lambda: (tf.constant(1), x * 2), lambda: (tf.constant(2), x * 3))[0], x))
+    assert cond_int(x0) == [None]

@@ -48,11 +48,15 @@ with g.as_default():
     y = tf.gather(x, tf.constant([0, 2]))
     gy = tf.compat.v1.placeholder(tf.float32, [None], name="gy")
     (dx,) = tf.gradients(y, x, grad_ys=gy)
+    assert isinstance(dx, tf.IndexedSlices)   # (as TF's; made dense by the gather's own gradient)
+    values = dx.values
+    dx = tf.convert_to_tensor(dx)
 res = {}
 for mode in ("interpret", "compiled"):
     s = tf.compat.v1.Session(graph=g, config={"jitgrad_mode": mode})
     # (2, 2, 2: the session's fast runner is installed for the right shape; 1000 then misses it)
     res[mode] = [attempt(s, dx, {x: np.arange(4.), gy: np.ones(n)}) for n in (1000, 1, 2, 2, 2, 1000)]
+    res[mode + " values"] = [attempt(s, values, {x: np.arange(4.), gy: np.ones(n)}) for n in (1000, 2)]
 print(json.dumps(res))
 """)
     for mode in MODES:
@@ -62,6 +66,9 @@ print(json.dumps(res))
             assert r[0] == "InvalidArgumentError", (mode, r)
         assert "gy:0" in big[1] and "[1000]" in big[1] and "[2]" in big[1], big   # the tensor and both shapes
         assert right == ["ok", [1.0, 0.0, 1.0, 0.0]]
+        # the slices' values alone: the grad reshaped to the 2 indices' rows, as TF's
+        big, right = out[mode + " values"]
+        assert big[0] == "InvalidArgumentError" and right == ["ok", [1.0, 1.0]], (big, right)
 
 
 def test_keepdims_reduction_gradient_never_reads_a_neighbour():
@@ -215,6 +222,7 @@ def test_gather_gradient_never_wraps_negative_indices(mode):
         idx = tf.compat.v1.placeholder(tf.int32, [None])
         y = tf.gather(x, idx)
         (dx,) = tf.gradients(y, x)
+        dx = tf.convert_to_tensor(dx)   # (IndexedSlices, as TF's: dense, it is the gather's gradient)
     sess = tf.compat.v1.Session(graph=g, config={"jitgrad_mode": mode})
     for bad in ([-1, 1], [4, 1]):
         with pytest.raises(InvalidArgumentError):

@@ -120,6 +120,29 @@ def test_unknown_dims_run_with_several_batch_sizes_and_gradients():
         np.testing.assert_allclose(gv, 2 * x + 2 * x.mean(0) / n + 1 / x.size, rtol=1e-12)
 
 
+def test_reshape_with_two_minus_ones_builds_and_fails_as_it_runs():
+    """TF 2.21: a Reshape target with two -1s passes its shape function (those dims unknown)
+    and its kernel raises InvalidArgumentError ("Only one input size may be -1, not both 0
+    and 1") when the graph runs -- also of an input of a known shape, in a tf.function, and
+    eagerly."""
+    g = tf.Graph()
+    with g.as_default():
+        known = tf.reshape(tf.zeros([2, 3]), [-1, -1])
+        shape = tf.compat.v1.placeholder(tf.int32, [3])
+        fed = tf.reshape(tf.zeros([2, 3]), shape)
+        assert known.shape.as_list() == [None, None]
+    s = session(g)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Only one input size may be -1, not both 0 and 1"):
+        s.run(known)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not both 1 and 2"):
+        s.run(fed, {shape: [2, -1, -1]})
+    assert s.run(fed, {shape: [2, 3, -1]}).shape == (2, 3, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not both 0 and 1"):
+        tf.function(lambda x: tf.reshape(x, [-1, -1, 3]))(tf.zeros([2, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not both 0 and 1"):
+        tf.reshape(tf.zeros([2, 3]), [-1, -1])
+
+
 def test_shape_errors_at_graph_construction():
     with tf.Graph().as_default():
         x = tf.zeros([2, 3])
@@ -161,7 +184,12 @@ def test_gather_gradient_accumulates_repeated_indices():
         p = tf.constant(x)
         y = tf.gather(p, [2, 0, 2, 2])
         (gp,) = tf.gradients(tf.reduce_sum(y), p)
-    np.testing.assert_array_equal(session(g).run(gp), [[1, 1], [0, 0], [3, 3]])
+        assert isinstance(gp, tf.IndexedSlices)     # (TF's: one row per index, summed when made dense)
+        dense = tf.convert_to_tensor(gp)
+    got, got_dense = session(g).run([gp, dense])
+    assert got.indices.tolist() == [2, 0, 2, 2] and got.dense_shape.tolist() == [3, 2]
+    np.testing.assert_array_equal(got.values, np.ones((4, 2)))
+    np.testing.assert_array_equal(got_dense, [[1, 1], [0, 0], [3, 3]])
 
 
 # ---------------------------------------------------------------- one_hot

@@ -61,11 +61,15 @@ class LoopTensorArray(TensorArray):
         # a dynamic array a loop body writes out of order at indices known only as it runs: each
         # write a growing row store (tensor_array_preallocated.py, ops/row_store.py)
         self._grows_in_place = False
+        # (with_tensor_arrays' ragged_ok: the loop may carry it ragged; its element shape is a dry run's guess)
+        self._ragged_ok = self._shape_guessed = False
 
     def _like(self, buffer):
         out = LoopTensorArray(self._dtype, self._size, self._element_shape, buffer, self._infer_shape,
                               self._dynamic, self._row_ids)
         out._grows_in_place = self._grows_in_place
+        out._shape_guessed = self.__dict__.get("_shape_guessed", False)
+        out._ragged_ok = self.__dict__.get("_ragged_ok", False)
         return out
 
     def size(self, name=None):
@@ -121,6 +125,13 @@ class LoopTensorArray(TensorArray):
         return self._write(index, value, name, "modify")
 
     def _write(self, index, value, name, kind):
+        if self.__dict__.get("_ragged_ok") and is_tensorlike(value) and not value.shape.is_fully_defined() and (
+                self.__dict__.get("_shape_guessed") or (self._buffer is None and not self._element_shape.is_fully_defined())):
+            # the element shape is only the dry run's (or not even that), and the elements' shapes
+            # are known only as the loop runs: they may differ (control_flow carries the array
+            # ragged instead)
+            from ..tensor_array_ragged import NeedsRagged
+            raise NeedsRagged(value.shape)
         t = self._convert(value)
         if self._appends is not None and self._buffer is not None:
             # index == rows (check_appends verifies it once the body is traced): an append
@@ -471,15 +482,19 @@ def as_loop_tensor_array(ta):
     return out
 
 
-def with_tensor_arrays(body, get_state, set_state, dry):
+def with_tensor_arrays(body, get_state, set_state, dry, ragged_ok=False):
     """(get_state, set_state) for a staged loop whose state holds TensorArrays: each is
     carried as its dense tensor, and set back as a LoopTensorArray (so after the loop the
-    user's variable is one). None when the state holds no TensorArray."""
+    user's variable is one). None when the state holds no TensorArray. With ``ragged_ok``
+    an element shape only the dry run gave is a guess: a write in the loop of an element
+    whose shape is known only as it runs raises NeedsRagged (tensor_array_ragged.py)."""
     init = tuple(get_state())
     slots = [k for k, v in enumerate(init) if isinstance(v, TensorArray)]
     if not slots:
         return None
     arrays = {k: as_loop_tensor_array(init[k]) for k in slots}
+    for a in arrays.values():
+        a._ragged_ok = ragged_ok
 
     def fresh():
         return tuple(arrays[k]._like(arrays[k]._buffer) if k in arrays else v for k, v in enumerate(init))
@@ -502,8 +517,10 @@ def with_tensor_arrays(body, get_state, set_state, dry):
                 if seen._buffer is None:
                     raise ValueError("A TensorArray carried by a staged loop must be written in the loop (or "
                                      "have a fully defined element_shape).")
+                guessed = ragged_ok and not arrays[k]._element_shape.is_fully_defined()
                 arrays[k] = arrays[k]._like(None)
                 arrays[k]._element_shape = seen._element_shape
+                arrays[k]._shape_guessed = guessed
                 arrays[k]._buffer = arrays[k]._empty(seen._element_shape.as_list())
     set_state(fresh())
 

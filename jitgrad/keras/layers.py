@@ -163,7 +163,7 @@ class Embedding(Layer):
         # Keras 3's ops.take: a negative id counts from the end (-1 is the last row), as numpy's
         rows = math_ops.cast(self.input_dim, inputs.dtype)
         inputs = math_ops.where(math_ops.less(inputs, 0), inputs + rows, inputs)
-        return array_ops.gather(self.embeddings, inputs)
+        return array_ops.gather(self.embeddings, inputs, user=True)
 
     def compute_mask(self, inputs, mask=None):
         """Keras 3's: with ``mask_zero``, id 0 is padding: the steps to use are the nonzero ids."""

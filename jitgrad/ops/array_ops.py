@@ -193,11 +193,10 @@ def _reshape_dims(src, target):
     bad = [i for i, d in enumerate(target) if d is not None and d < -1]
     if bad:
         raise ValueError(f"Size {bad[0]} must be non-negative, not {target[bad[0]]}")
-    if src is None or any(d is None for d in src):
-        # TF's shape function lets two -1s through while the input is partly unknown; the run raises
+    if src is None or any(d is None for d in src) or target.count(-1) > 1:
+        # TF's shape function lets two -1s through (the dims unknown); its kernel raises as the
+        # graph runs (_reshape_run_check)
         return tuple(None if d == -1 else d for d in target)
-    if target.count(-1) > 1:
-        raise ValueError(f"Only one dimension of a reshape target may be -1, got {target}")
     n = int(np.prod(src, dtype=np.int64))
     known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
     if -1 in target and known == 0 and n == 0 and 0 in target:
@@ -215,8 +214,20 @@ def _reshape_dims(src, target):
     return tuple(target)
 
 
+def _reshape_run_check(shapes, attrs):
+    """TF's Reshape kernel rejects a target with two -1s (InvalidArgumentError as it runs)."""
+    unknown = [i for i, d in enumerate(attrs["shape"]) if d == -1]
+    if len(unknown) > 1:
+        raise ValueError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]}")
+
+
+def _reshape_kernel(attrs, x):
+    _reshape_run_check(None, attrs)
+    return np.reshape(x, _reshape_dims(x.shape, attrs["shape"]))
+
+
 register("Reshape", infer=lambda shapes, dts, attrs: [(_reshape_dims(shapes[0], attrs["shape"]), dts[0])],
-         kernel=lambda attrs, x: np.reshape(x, _reshape_dims(x.shape, attrs["shape"])),
+         kernel=_reshape_kernel, run_check=_reshape_run_check,
          grad=lambda op, g: [reshape_like(g, op.inputs[0])], kind="layout", reshape=True)
 
 
@@ -893,12 +904,18 @@ register("GatherGrad", denormals="flush", infer=_gather_grad_infer, kernel=_gath
          shape_only=(2,))
 
 
-def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None, user=False):
+    """A GatherV2. ``user``: the user's tf.gather / embedding_lookup / Keras Embedding, whose
+    gradient along axis 0 is IndexedSlices as TF's (sparse_gradients.py); jitgrad's own gathers
+    (x[i] at a run-time i, a TensorArray's read...) stand for TF ops of dense gradients."""
     (p,) = convert_all([params])
     (i,) = convert_all([indices], graph=getattr(p, "graph", None) if not _eager(p) else None)
     if batch_dims != 0:     # tf.gather is ops/gather_batched.gather, which handles them
         raise NotImplementedError("array_ops.gather takes batch_dims=0 only (see ops/gather_batched.py).")
-    return apply_op("GatherV2", [p, i], {"axis": int(axis or 0)}, name=name or "GatherV2")
+    attrs = {"axis": int(axis or 0)}
+    if user:
+        attrs["_row_slices"] = True     # ("_": not part of the compiled kernel's key)
+    return apply_op("GatherV2", [p, i], attrs, name=name or "GatherV2")
 
 
 def _eager(t):

@@ -90,6 +90,7 @@ def _reshape_specialise(attrs, shape):
 
 def _reshape_kernel(attrs, x, shape):
     try:
+        _a._reshape_run_check(None, {"shape": _dims(shape)})
         return np.reshape(x, _a._reshape_dims(x.shape, _dims(shape)))
     except ValueError as e:
         raise InvalidArgumentError(str(e)) from None

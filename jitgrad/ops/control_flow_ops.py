@@ -28,15 +28,16 @@ region nested in the branch or body too (ops/saved_draws.py).
 """
 import numpy as np
 
-from .. import context, dtypes
+from .. import context, dtypes, legacy_region_writes
 from ..convert import convert_to_tensor
-from ..func_graph import Func, add_side_effect, as_output, in_region, replay, run as run_func, trace
+from ..func_graph import Func, FuncGraph, add_side_effect, as_output, in_region, replay, run as run_func, trace
 from ..graph import Tensor
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 from . import array_ops
 from ..passes.prune import prune
 from ..passes.growing_vars import pop_count, popped_rows, popping_if, set_row_chain
-from ..gradients import gradients
+from ..gradients import gradients, sparse_gathers_now
+from ..indexed_slices import IndexedSlices
 from . import math_ops
 from .array_ops import concat, zeros
 from .math_ops import zeros_like
@@ -185,8 +186,10 @@ def _if_grad(op, *grads):
             # the branch's random ops (at any depth) are not drawn again: the forward If's draws stand in
             outs = replay_drawn(func, ins, {i: fg.capture(t) for i, t in saved.items()})
             return gradients([outs[k] for k in wanted], [ins[j] for j in fcaps],
-                             grad_ys=[fg.capture(grads[k]) for k in wanted])
+                             grad_ys=[fg.capture(grads[k]) for k in wanted], sparse_gathers=sparse)
         return fn
+
+    sparse = sparse_gathers_now()
 
     traced = [_trace_branch("then_grad", branch_grad("then_branch")),
               _trace_branch("else_grad", branch_grad("else_branch"))]
@@ -200,14 +203,42 @@ def _if_grad(op, *grads):
     res = [None] * len(op.inputs)
     if not keep:
         return res
+    # a gradient one branch gives as IndexedSlices (a gather's) is slices from both, as
+    # cond_v2's: the If outputs their values, indices and dense_shape
+    sliced = {i for i in keep if any(isinstance(outs[i], IndexedSlices) for _, outs in traced)}
+    # (indices of two dtypes: int64 both, as cond_v2's _make_indexed_slices_indices_types_match)
+    wide = {i for i in sliced if len({outs[i].indices.dtype if isinstance(outs[i], IndexedSlices) else dtypes.int32
+                                      for _, outs in traced}) > 1}
+    flat = []
     for fg, outs in traced:
-        _drop_unread_captures(fg, [outs[i] for i in keep])
-    out = _make_if(op.inputs[0], [(fg, [as_output(fg, outs[i]) for i in keep]) for fg, outs in traced],
-                   name="If_grad")
+        with fg.as_default():
+            parts = []
+            for i in keep:
+                g = outs[i]
+                if i in sliced:
+                    g = g if isinstance(g, IndexedSlices) else _as_indexed_slices(g)
+                    parts += [g.values, math_ops.cast(g.indices, dtypes.int64) if i in wide else g.indices,
+                              g.dense_shape]
+                else:
+                    parts.append(g)
+            flat.append((fg, [as_output(fg, t) for t in parts]))
+    for fg, parts in flat:
+        _drop_unread_captures(fg, parts)
+    out = _make_if(op.inputs[0], flat, name="If_grad")
     out = [out] if isinstance(out, Tensor) else list(out)
-    for i, t in zip(keep, out):
-        res[1 + fcaps[i]] = t
+    for i in keep:
+        if i in sliced:
+            res[1 + fcaps[i]] = IndexedSlices(out[0], out[1], out[2])
+            out = out[3:]
+        else:
+            res[1 + fcaps[i]], out = out[0], out[1:]
     return res
+
+
+def _as_indexed_slices(g):
+    """Dense ``g`` as IndexedSlices of all its rows (TF's _as_indexed_slices)."""
+    shape = array_ops.shape(g)
+    return IndexedSlices(g, array_ops.range_(shape[0]), shape)
 
 
 register("If", denormals="keep", infer=_if_infer, kernel=_if_kernel, grad=_if_grad, kind="control")
@@ -282,12 +313,22 @@ def assign_in_region(fg, var, op_type, value, read_value=True):
         check_assigned_value(v, var, op_type)
         if op_type != "Assign":
             v = (math_ops.add if op_type == "AssignAdd" else math_ops.subtract)(fg.read_variable(var), v)
-        fg.write_variable(var, v)
-        return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+        if not legacy_region_writes.is_legacy(fg):
+            fg.write_variable(var, v)
+            return v if read_value else apply_op("NoOp", [], {}, name=op_type)
+        # a plain graph's: it happens only if the region's outputs use what it returns
+        # (legacy_region_writes.py)
+        marker = array_ops.identity(v, name=op_type) if read_value else apply_op("NoOp", [], {}, name=op_type)
+        if legacy_region_writes.record(fg, [marker] if read_value else [], marker.op if read_value else marker):
+            fg.write_variable(var, v)
+        return marker
 
 
 def _to_root(op, g_value, g_root):
     return [None, g_value]
+
+
+_to_root.passes_slices = True   # (a gather's IndexedSlices reach the variable as they are)
 
 
 def read_for_gradient(value, root):
@@ -313,6 +354,11 @@ def _commit_writes(op, outs, written):
     """The region op ``op`` wrote ``written`` (values ``outs``): the enclosing
     region records them, or at the top the variables learn it (op writes them itself)."""
     fg = in_region(op.graph)
+    if fg is not None and written and legacy_region_writes.is_legacy(fg):
+        # in a plain graph's region: its writes happen only if the region's outputs use the op
+        # (legacy_region_writes.py)
+        if not legacy_region_writes.record(fg, [t for t in op.outputs if not any(t is o for o in outs)], op):
+            return
     for var, t in zip(written.values(), outs):
         if fg is not None:
             fg.write_variable(var, t)
@@ -584,7 +630,7 @@ def _while_grad(op, *grads):
     fx = [k for k in range(nx - a.get("draw_xs", 0)) if xs[k].dtype.is_floating]   # (not what was drawn)
     res = [None] * len(ins)
     if all(g_final[k] is None for k in fv) and not gy:
-        return res
+        return _unfed_while_grad(real, fc, fx) if _while_output_is_target(real) else res
     nv, ncap, ngy = len(fv), len(fc), len(gy)
     init = [g_final[k] if g_final[k] is not None else zeros_like(outs[k]) for k in fv]
     init += [zeros_like(caps[k]) for k in fc]
@@ -667,6 +713,32 @@ def _while_grad(op, *grads):
 
 
 register("While", denormals="keep", infer=_while_infer, kernel=_while_kernel, grad=_while_grad, kind="control")
+
+
+def _while_output_is_target(op):
+    """Whether gradients reach the While from its outputs directly, as TF's While op in a
+    function (tf.function, a cond branch).  In a plain tf.Graph TF's while_loop returns an
+    Identity of each output instead, and an int output's Identity stops the gradient there."""
+    g = op.graph
+    return g.building_function or isinstance(g, FuncGraph)
+
+
+def _unfed_while_grad(op, fc, fx):
+    """TF's while_v2 gradient when the targets reach the While only through outputs that carry
+    no gradient (an int loop counter): it still differentiates the loop, with zero incoming
+    gradients, so every float input's gradient is zeros (not None)."""
+    a = op.attrs
+    n, c = a["n_vars"], a["n_caps"]
+    ins = op.inputs
+    res = [None] * len(ins)
+    for k in range(n):
+        if ins[k].dtype.is_floating:
+            res[k] = zeros_like(ins[k])
+    for k in fc:
+        res[n + k] = zeros_like(ins[n + k])
+    for k in fx:
+        res[n + c + k] = zeros_like(ins[n + c + k])
+    return res
 
 
 def _self_contained_vars(body, n, graded_ys):

@@ -19,7 +19,7 @@ from .math_ops import add, cast, greater_equal, identity, less, logical_and, mul
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
     """``tf.gather``: array_ops.gather, or with batch_dims one gather as described above."""
     if batch_dims == 0:
-        return array_ops.gather(params, indices, validate_indices, axis, name=name)
+        return array_ops.gather(params, indices, validate_indices, axis, name=name, user=True)
     (p,) = convert_all([params])
     (idx,) = convert_all([indices], graph=None if isinstance(p, EagerTensor) else p.graph)
     return _batched_gather(p, idx, None if axis is None else int(axis), int(batch_dims), name)

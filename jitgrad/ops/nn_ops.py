@@ -363,7 +363,7 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
             raise NotImplementedError("jitgrad's embedding_lookup supports a single params tensor, "
                                       "not sharded params.")
         params = params[0]
-    result = gather(params, ids)
+    result = gather(params, ids, user=True)
     if max_norm is not None:
         ids_rank, rank = convert_all([ids])[0].shape.rank, result.shape.rank
         if ids_rank is None or rank is None:
