@@ -207,6 +207,17 @@ def _runner_of(sess):
     return next(iter(sess._fast.values()))
 
 
+def _call_runner(sess, runner, *args):
+    """The runner called alone, drawing from the Session's random streams as under
+    Session.run (which makes them the thread's: a Session's streams are its own, as TF's)."""
+    before = getattr(random_ops.ACTIVE, "streams", None)
+    random_ops.ACTIVE.streams = sess._random_streams
+    try:
+        return runner(*args)
+    finally:
+        random_ops.ACTIVE.streams = before
+
+
 def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_fallback):
     g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7), seed=11)
     sess = _session(g, "compiled")
@@ -215,7 +226,7 @@ def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_
     runner = _runner_of(sess)
     assert "_OPEN(SITES)" in runner.source     # it opens the call's handle itself
     hits = tf.cache_info()["plan_hits"]
-    outs += [runner(np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
+    outs += [_call_runner(sess, runner, np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
     assert tf.cache_info()["plan_hits"] == hits + len(trips)
     expected = _uniform_rows((11, 7), 2 * sum(trips), (3,))
     np.testing.assert_array_equal(np.concatenate(outs), expected)
@@ -229,12 +240,12 @@ def test_a_failing_run_through_the_fast_runner_closes_its_handle(no_fallback):
         sess.run(s, {n: 2})
     runner = _runner_of(sess)
     with pytest.raises(InvalidArgumentError):
-        runner(5)
+        _call_runner(sess, runner, 5)
     assert random_ops._RUNS == {}
     # 3 runs of 2 draws, the failed one drew 3 (its third iteration failed after the draw,
     # as in the interpreter): the next run continues after them, through the runner again
     rows = _uniform_rows((4, 1), 11, (2,))
-    np.testing.assert_allclose(runner(1), rows[9].astype(np.float64).sum(), rtol=1e-6)
+    np.testing.assert_allclose(_call_runner(sess, runner, 1), rows[9].astype(np.float64).sum(), rtol=1e-6)
 
 
 def test_a_nested_random_gradient_through_the_fast_runner_matches_the_interpreter(no_fallback):

@@ -315,3 +315,43 @@ def test_compiled_and_interpreter_sessions_agree_bit_for_bit():
     for ra, rb in zip(runs["compiled"], runs["interpret"]):
         for a, b in zip(ra, rb):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+# ---------------------------------------------------------------- one stream per Session, as TF's kernels
+# TF 2.21 (/tmp/s37t/t6.py): two Sessions on one graph seeded 1, interleaved; then make_callable
+TF_SESSIONS = [
+    [0.8126964569091797, 0.07857465744018555], [0.8126964569091797, 0.07857465744018555],   # s1, s2: u
+    [0.8489425182342529, 0.09832477569580078], [0.8489425182342529, 0.09832477569580078],   # s1, s2: u
+    [1.0208722352981567, 1.617258071899414],                                                # s1: loop of 2
+    [0.7787855863571167, 0.8011977672576904], [0.24208664894104004, 0.8160603046417236],     # s2: loops of 1
+    [3.188262939453125, 3.6291086673736572], [3.188262939453125, 3.6291086673736572],       # s1, s2: gamma
+    [0.3800155520439148, 1.8104749917984009],                                               # s1: gamma
+    [0.8126964569091797, 0.07857465744018555], [0.8489425182342529, 0.09832477569580078],    # s3's callable
+    [0.3780696392059326, 0.3421337604522705],
+]
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_each_session_restarts_the_graphs_random_streams(mode):
+    g = tf.Graph()
+    with g.as_default():
+        tf.random.set_seed(1)
+        u = tf.random.uniform([2])
+        n = tf1.placeholder(tf.int32, [])
+        acc = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + tf.random.uniform([2], seed=3)),
+                            [0, tf.zeros([2])])[1]
+        gm = tf.random.gamma([2], 2.0, seed=5)
+    s1, s2 = _session(g, mode), _session(g, mode)
+    got = [s1.run(u), s2.run(u), s1.run(u), s2.run(u), s1.run(acc, {n: 2}), s2.run(acc, {n: 1}),
+           s2.run(acc, {n: 1}), s1.run(gm), s2.run(gm), s1.run(gm)]
+    f = _session(g, mode).make_callable(u)
+    got += [f() for _ in range(3)]     # (the later calls: the generated fast runner)
+    assert [head(v) for v in got] == TF_SESSIONS
+    # independently: each Session's u is the op's stream from its start
+    for k, v in zip((0, 0, 1, 1), got[:4]):
+        np.testing.assert_array_equal(v, uniform_row(1, 0, 2, k))
+    np.testing.assert_array_equal(got[4], uniform_row(1, 3, 2, 0) + uniform_row(1, 3, 2, 1))
+    np.testing.assert_array_equal(got[5], uniform_row(1, 3, 2, 0))
+    np.testing.assert_array_equal(got[6], uniform_row(1, 3, 2, 1))
+    for k, v in enumerate(got[10:]):
+        np.testing.assert_array_equal(v, uniform_row(1, 0, 2, k))

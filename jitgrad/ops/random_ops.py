@@ -13,8 +13,9 @@ op without ``seed=``, an op seed drawn from ``random.Random(global seed)``; eage
 the same (op, dtype, seeds) continue one stream, as TF's cached eager kernels do (set_seed
 restarts them). In a graph, the graph's own seed (set_seed while it is the default graph;
 a tf.function's graph takes the eager global seed when traced, a branch or loop body its
-outer graph's) and, for an op without ``seed=``, the graph's count of such ops. Random ops
-have no gradient.
+outer graph's) and, for an op without ``seed=``, the graph's count of such ops. A graph's
+op draws from the running Session's copy of its stream (``ACTIVE``), as TF makes kernels per
+Session: a new Session starts every sequence afresh. Random ops have no gradient.
 
 Inside a compiled branch / loop body the number of draws is known only as the
 kernel runs, so nothing can be drawn beforehand: such an op is a
@@ -33,6 +34,7 @@ import contextlib
 import ctypes
 import itertools
 import os
+import threading
 
 import numpy as np
 
@@ -78,18 +80,32 @@ def _seeds(op_seed):
     return (0, MAXINT32) if seeds == (0, 0) else seeds
 
 
+# The running Session's streams ({op's stream: this Session's copy}): TF makes a graph's
+# kernels per Session, so each Session starts every random op's stream afresh. Set by
+# Session.run (session.py) for its thread, and by the region hook around a kernel's draws.
+ACTIVE = threading.local()
+
+
 class PhiloxStream:
-    """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls."""
-    __slots__ = ("key", "counter")
+    """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls.
+    Inside a Session's run the Session's own copy of the stream advances, not this one."""
+    __slots__ = ("seeds", "key", "counter")
 
     def __init__(self, seeds):
+        self.seeds = seeds
         if seeds is None:       # TF: fresh random seeds
             seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
         self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
 
     def reserve(self, calls):
-        start = (self.key, self.counter)
-        self.counter = (self.counter + int(calls)) & philox.MASK128
+        streams = getattr(ACTIVE, "streams", None)
+        st = self
+        if streams is not None:
+            st = streams.get(self)
+            if st is None:
+                st = streams[self] = PhiloxStream(self.seeds)
+        start = (st.key, st.counter)
+        st.counter = (st.counter + int(calls)) & philox.MASK128
         return start
 
 
@@ -199,7 +215,7 @@ def region_sites(program):
     return sites
 
 
-_RUNS = {}                      # open handle -> {site: RandomSite}; only while its kernel runs
+_RUNS = {}                      # open handle -> ({site: RandomSite}, the run's Session streams); only while its kernel runs
 _run_ids = itertools.count(1)   # never reused: a stale handle finds nothing
 _HOOK = []                      # the ctypes callback (kept alive for the process)
 
@@ -207,7 +223,7 @@ _HOOK = []                      # the ctypes callback (kept alive for the proces
 def open_draws(sites):
     """A new handle naming ``sites`` ({site: RandomSite}) to the hook; close it with close_draws."""
     handle = next(_run_ids)
-    _RUNS[handle] = sites
+    _RUNS[handle] = (sites, getattr(ACTIVE, "streams", None))   # (the hook may run on another thread)
     return handle
 
 
@@ -234,10 +250,14 @@ def region_draws(ptrs, slot, sites):
 
 def _on_region_random(handle, site, out):
     try:
-        sites = _RUNS.get(handle or 0)
+        sites, streams = _RUNS.get(handle or 0, (None, None))
         if sites is None or site not in sites:
             return 1
-        arr = np.ascontiguousarray(sites[site].draw())
+        before, ACTIVE.streams = getattr(ACTIVE, "streams", None), streams
+        try:
+            arr = np.ascontiguousarray(sites[site].draw())
+        finally:
+            ACTIVE.streams = before
         if arr.nbytes:
             ctypes.memmove(out, arr.ctypes.data, arr.nbytes)
         return 0
