@@ -355,3 +355,23 @@ def test_each_session_restarts_the_graphs_random_streams(mode):
     np.testing.assert_array_equal(got[6], uniform_row(1, 3, 2, 1))
     for k, v in enumerate(got[10:]):
         np.testing.assert_array_equal(v, uniform_row(1, 0, 2, k))
+
+
+# TF 2.21 (/tmp/s37t/t7.py): an eager op drawn in a py_function while Sessions run keeps the
+# process's eager stream (TF's cached eager kernel), Session or not
+TF_PY_FUNCTION = [[0.7331658601760864, 0.3838810920715332], [0.613243818283081, 0.41766679286956787],
+                  [0.5412297248840332, 0.6283581256866455], [0.12003672122955322, 0.4223834276199341]]
+
+
+@pytest.mark.parametrize("mode", ["compiled", "interpret"])
+def test_an_eager_draw_inside_a_session_run_continues_the_eager_stream(mode):
+    tf.random.set_seed(4)
+    got = [tf.random.uniform([2], seed=1)]
+    g = tf.Graph()
+    with g.as_default():
+        y = tf.py_function(lambda: tf.random.uniform([2], seed=1), [], tf.float32)
+    got += [_session(g, mode).run(y) for _ in range(2)]
+    got.append(tf.random.uniform([2], seed=1))
+    assert [head(v) for v in got] == TF_PY_FUNCTION
+    for k, v in enumerate(got):
+        np.testing.assert_array_equal(v, uniform_row(4, 1, 2, k))

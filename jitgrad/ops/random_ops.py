@@ -88,17 +88,20 @@ ACTIVE = threading.local()
 
 class PhiloxStream:
     """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls.
-    Inside a Session's run the Session's own copy of the stream advances, not this one."""
-    __slots__ = ("seeds", "key", "counter")
+    A graph op's stream: inside a Session's run the Session's own copy advances, not this one
+    (an eager op's is one for the process, as TF's cached eager kernel, even if it draws
+    while a Session runs, e.g. in a py_function)."""
+    __slots__ = ("seeds", "key", "counter", "per_session")
 
     def __init__(self, seeds):
         self.seeds = seeds
+        self.per_session = not context.executing_eagerly()
         if seeds is None:       # TF: fresh random seeds
             seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
         self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
 
     def reserve(self, calls):
-        streams = getattr(ACTIVE, "streams", None)
+        streams = getattr(ACTIVE, "streams", None) if self.per_session else None
         st = self
         if streams is not None:
             st = streams.get(self)
