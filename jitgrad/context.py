@@ -6,6 +6,7 @@ that graph instead. ``compat.v1.disable_eager_execution()`` makes the global
 default graph the target everywhere, which is how TF1-style scripts run.
 """
 import contextlib
+import random
 import threading
 from .graph import Graph
 
@@ -17,6 +18,24 @@ _global_graph = [None]
 _tensor_equality = [True]
 functions_run_eagerly = [False]   # tf.config.run_functions_eagerly (config.py)
 traces = []   # jitgrad.function's traces being built, innermost last (function.py's _TraceContext)
+
+
+# TF's eager global seed (tf.random.set_seed outside a graph) and the Python generator
+# unseeded eager random ops take their op seeds from (context._internal_operation_seed).
+_global_seed = {"seed": None, "rng": None}
+
+
+def global_seed():
+    return _global_seed["seed"]
+
+
+def set_global_seed(seed):
+    _global_seed["seed"] = seed
+    _global_seed["rng"] = None if seed is None else random.Random(int(seed))
+
+
+def internal_operation_seed():
+    return _global_seed["rng"].randint(0, 2 ** 31 - 1)
 
 
 def _stack():

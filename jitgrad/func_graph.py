@@ -35,6 +35,7 @@ class FuncGraph(Graph):
         self.name = name
         self.outer_graph = outer_graph
         self.building_function = outer_graph.building_function
+        self.seed = outer_graph.seed
         self.captures = []       # (outer tensor, inner placeholder), in capture order
         self._capture_of = {}    # id(outer tensor) -> inner placeholder
         self._keep = []

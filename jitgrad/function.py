@@ -621,6 +621,7 @@ class Function:
     def _trace_once(self, args, kwargs, key, specs, may_create_variables):
         g = Graph()
         g.building_function = True   # TF 2 semantics inside: `==` elementwise, tensors unhashable
+        g.seed = context.global_seed()   # as TF's FuncGraph: the eager global seed when traced
         ctx = _TraceContext(g)
         placeholders = []
         spec_iter = iter(specs) if specs is not None else None

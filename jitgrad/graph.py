@@ -26,6 +26,8 @@ class Graph:
         self._id = next(_graph_ids)
         self.finalized = False
         self.building_function = False  # True for graphs traced by jitgrad.function
+        self.seed = None                # the graph-level random seed (tf.random.set_seed in the graph)
+        self.next_op_seed = 0           # TF's op seed for the graph's next unseeded random op
 
     # -- default graph -------------------------------------------------
     @contextlib.contextmanager

@@ -10,6 +10,7 @@ import numpy as np
 from . import context, dispatch, dtypes, nest
 from .eager import EagerTensor
 from .graph import Graph, Operation, Tensor, _Reference
+from .ops.random_ops import ACTIVE as _ACTIVE_RANDOM
 from .ops.state_ops import VariableStore
 from .convert import string_array
 from .indexed_slices import IndexedSlices, IndexedSlicesValue
@@ -193,6 +194,7 @@ class BaseSession:
         self._plans = collections.OrderedDict()   # compiler plans (see compiler.execute)
         self._feed_checked = {}                   # (id(tensor), shape) -> tensor, feeds validated
         self._fast = {}                           # hot-path runners, see run()
+        self._random_streams = {}                 # this Session's random op streams (ops/random_ops.py)
 
     # -- lifecycle
     def close(self):
@@ -220,6 +222,16 @@ class BaseSession:
 
     # -- running
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        # random ops draw from this Session's own streams: TF makes a graph's kernels per
+        # Session, so a new Session on the graph restarts every random op's sequence
+        before = getattr(_ACTIVE_RANDOM, "streams", None)
+        _ACTIVE_RANDOM.streams = self._random_streams
+        try:
+            return self._run(fetches, feed_dict)
+        finally:
+            _ACTIVE_RANDOM.streams = before
+
+    def _run(self, fetches, feed_dict):
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         # Hot path: a runner generated for this (fetch structure, fetch ids,
@@ -367,14 +379,19 @@ class BaseSession:
                 all(type(f) is Tensor for f in feed_list) and len({id(f) for f in feed_list}) == n:
             key = runner_key(fetches, feed_list)
         runner = [None]
-        run, fast = self.run, self._fast
+        run, fast, streams = self.run, self._fast, self._random_streams
 
         def call(*args, **kwargs):
             if len(args) != n:
                 raise ValueError(f"Expected {n} feed values, got {len(args)}")
             r = runner[0]
             if r is not None and not self._closed:
-                out = r(*args)
+                before = getattr(_ACTIVE_RANDOM, "streams", None)
+                _ACTIVE_RANDOM.streams = streams      # (as run does)
+                try:
+                    out = r(*args)
+                finally:
+                    _ACTIVE_RANDOM.streams = before
                 if out is not FAST_MISS:
                     return out
             out = run(fetches, dict(zip(feed_list, args)))

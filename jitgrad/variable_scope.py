@@ -6,11 +6,13 @@ sharing: each call makes a variable, as TF 2 does outside an EagerVariableStore.
 
 Loaded on first use (it builds on Keras's initializers, which ``import jitgrad`` does not load)."""
 import contextlib
+import math
 import threading
 
 from . import context, dtypes
 from .convert import is_tensorlike
 from .keras import initializers as keras_initializers
+from .ops import random_ops
 from .variables import Variable
 
 AUTO_REUSE = "AUTO_REUSE"
@@ -190,26 +192,50 @@ def constant_initializer(value=0, dtype=dtypes.float32, verify_shape=False):
     return _V1Initializer(keras_initializers.Constant(value), dtype)
 
 
+class _V1RandomInitializer(_V1Initializer):
+    """TF 1's init_ops: each call is a stateful tf.random op under ``seed`` (get_seed's rules:
+    an unseeded one takes its graph's next op seed), so its draws are TF's."""
+
+    def __init__(self, draw, dtype=dtypes.float32):
+        self._draw, self.dtype = draw, dtypes.as_dtype(dtype)
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        return self._draw([int(d) for d in shape], dtypes.as_dtype(dtype or self.dtype))
+
+
 def random_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.RandomNormal(mean, stddev, seed), dtype)
+    return _V1RandomInitializer(lambda shape, dt: random_ops.normal(shape, mean, stddev, dt, seed=seed), dtype)
 
 
 def truncated_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.TruncatedNormal(mean, stddev, seed), dtype)
+    return _V1RandomInitializer(lambda shape, dt: random_ops.truncated_normal(shape, mean, stddev, dt, seed=seed),
+                                dtype)
 
 
 def random_uniform_initializer(minval=0.0, maxval=None, seed=None, dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.RandomUniform(minval, 1.0 if maxval is None else maxval, seed), dtype)
+    return _V1RandomInitializer(lambda shape, dt: random_ops.uniform(shape, minval, maxval, dt, seed=seed), dtype)
 
 
 def variance_scaling_initializer(scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None,
                                  dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.VarianceScaling(scale, mode, distribution, seed), dtype)
+    # (argument checks and the fan arithmetic as Keras's VarianceScaling, which TF 1's shares)
+    keras_initializers.VarianceScaling(scale, mode, distribution, seed=0)
+
+    def draw(shape, dt):
+        fan_in, fan_out = keras_initializers.compute_fans(shape)
+        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode]
+        s = scale / max(1.0, n)
+        if distribution in ("normal", "truncated_normal"):
+            return random_ops.truncated_normal(shape, 0.0, math.sqrt(s) / .87962566103423978, dt, seed=seed)
+        if distribution == "untruncated_normal":
+            return random_ops.normal(shape, 0.0, math.sqrt(s), dt, seed=seed)
+        return random_ops.uniform(shape, -math.sqrt(3.0 * s), math.sqrt(3.0 * s), dt, seed=seed)
+    return _V1RandomInitializer(draw, dtype)
 
 
 def glorot_uniform_initializer(seed=None, dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.GlorotUniform(seed), dtype)
+    return variance_scaling_initializer(1.0, "fan_avg", "uniform", seed, dtype)
 
 
 def glorot_normal_initializer(seed=None, dtype=dtypes.float32):
-    return _V1Initializer(keras_initializers.GlorotNormal(seed), dtype)
+    return variance_scaling_initializer(1.0, "fan_avg", "truncated_normal", seed, dtype)

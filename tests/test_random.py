@@ -168,20 +168,17 @@ def test_compat_v1_names():
 
 @pytest.mark.parametrize("dtype,nmant", [("float16", 10), ("bfloat16", 7), ("float32", 23),
                                          ("float64", 52)])
-def test_uniform_draws_on_tfs_grid_below_maxval(dtype, nmant):
+def test_uniform_draws_on_tfs_grid_below_maxval(dtype, nmant, monkeypatch):
     """Draws are TF's: nmant random mantissa bits, multiples of 2^-nmant up to 1 - 2^-nmant.
     A float64 draw rounded to float32 reached 1.0 (one element in 2^25, seen once as a failure
     of the [0, 1) check above), and a finer float32 draw shifted to [1, 2) rounded to 2.0."""
-    from jitgrad.ops import random_ops      # (bfloat16: ml_dtypes is in the test extras)
+    from jitgrad.ops import philox, random_ops      # (bfloat16: ml_dtypes is in the test extras)
     dt = tf.as_dtype(dtype)
 
-    class Rng:                                  # the generator's largest possible draws
-        def integers(self, lo, hi, size, dtype):
-            return np.full(size, hi - 1, dtype)
-
-    s = random_ops.Sampler((1, 2))
-    s.rng = Rng()
-    top = s.draw("RandomUniform", (5,), dt.np, {"dtype": dt})
+    # the largest possible draws: every Philox word all ones (TF keeps the low nmant bits)
+    monkeypatch.setattr(philox, "words", lambda stream, n: np.full(n, 0xFFFFFFFF, np.uint32))
+    top = random_ops.Sampler((1, 2)).draw("RandomUniform", (5,), dt.np, {"dtype": dt})
+    monkeypatch.undo()
     assert top.dtype == dt.np
     assert (top.astype(np.float64) == 1.0 - 2.0 ** -nmant).all()
     assert (top + np.asarray(1, dt.np)).astype(np.float64).max() < 2.0   # [1, 2) stays below 2

@@ -1,12 +1,13 @@
 """Random ops inside tf.cond branches and tf.while_loop bodies (ops/random_ops.py's
 RegionRandom, codegen/lower_random.py): compiled natively (no interpreter fallback),
 one draw per executed iteration / taken branch from the op's own generator, so the
-numbers are the interpreter's bit for bit and numpy's PCG64 sequence for the op's
-seeds; gradients through such regions reuse the forward draws (TF's cond_v2 /
+numbers are the interpreter's bit for bit and TF's Philox stream for the op's seeds;
+gradients through such regions reuse the forward draws (TF's cond_v2 /
 while_v2 read the forward pass's intermediates: a dropout mask is not drawn again).
 
-Expected values come from numpy generators seeded as TF's seeding rules say
-(tf.random.set_seed(g) + op seed s -> default_rng([g, s])), from hand-derived
+Expected values come from the Philox stream TF's seeding rules give the op (graph seed
+g, set by tf.random.set_seed inside the graph, + op seed s: key g, counter s << 64, each
+draw of n elements reserving 256 n calls; see _uniform_rows), from hand-derived
 gradients, or from the other execution mode (interpreter vs compiled)."""
 import ctypes
 
@@ -15,7 +16,7 @@ import pytest
 
 import jitgrad as tf
 from jitgrad.errors import InvalidArgumentError
-from jitgrad.ops import random_ops
+from jitgrad.ops import philox, random_ops
 
 ph = tf.compat.v1.placeholder
 
@@ -32,15 +33,28 @@ def no_fallback():
 
 
 def _uniform_rows(seeds, n, shape, dtype=np.float32):
-    """The op's draws as ops/random_ops documents them: 23 random mantissa bits (float32)."""
-    rng = np.random.default_rng(list(seeds))
-    return np.stack([(rng.integers(0, 1 << 23, shape, dtype=np.uint32) * 2.0 ** -23).astype(dtype)
-                     for _ in range(n)]) if n else np.zeros((0,) + shape, dtype)
+    """The first n draws of a uniform op with (graph, op) seeds, as TF's stateful Philox op
+    makes them: key = graph seed, counter = op seed << 64; draw k of m elements starts at
+    call 256 * m * k (each run reserves 256 calls per element)."""
+    g, s = seeds
+    m = int(np.prod(shape))
+    return np.stack([philox.uniform((g, (s << 64) + 256 * m * k), m, dtype).reshape(shape)
+                     for k in range(n)]) if n else np.zeros((0,) + shape, dtype)
 
 
-def _scan_of_draws(make):
-    """A graph: a scan over a fed [None] input whose body returns make() each row."""
+def _seeded_graph(seed):
+    """A graph whose seed is ``seed`` (TF 2: tf.random.set_seed while it is the default
+    graph; an eager set_seed does not reach a tf.Graph() built afterwards)."""
     g = tf.Graph()
+    with g.as_default():
+        tf.random.set_seed(seed)
+    return g
+
+
+def _scan_of_draws(make, seed=None):
+    """A graph (seeded with ``seed``): a scan over a fed [None] input whose body returns
+    make() each row."""
+    g = _seeded_graph(seed)
     with g.as_default():
         xs = ph(tf.float32, [None])
         ys = tf.scan(lambda a, _: make(), xs, initializer=make_init(make))
@@ -53,9 +67,8 @@ def make_init(make):
 
 
 # ---------------------------------------------------------------- the draws themselves
-def test_a_loop_draws_once_per_iteration_the_ops_numpy_sequence(no_fallback):
-    tf.random.set_seed(11)
-    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7))
+def test_a_loop_draws_once_per_iteration_the_ops_philox_stream(no_fallback):
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7), seed=11)
     sess = _session(g, "compiled")
     first = sess.run(ys, {xs: np.zeros(4, np.float32)})
     second = sess.run(ys, {xs: np.zeros(2, np.float32)})    # the same kernel, another trip count
@@ -65,8 +78,7 @@ def test_a_loop_draws_once_per_iteration_the_ops_numpy_sequence(no_fallback):
 
 
 def test_zero_iterations_draw_nothing(no_fallback):
-    tf.random.set_seed(3)
-    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([2], seed=1))
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([2], seed=1), seed=3)
     sess = _session(g, "compiled")
     assert sess.run(ys, {xs: np.zeros(0, np.float32)}).shape == (0, 2)
     np.testing.assert_array_equal(sess.run(ys, {xs: np.zeros(1, np.float32)}), _uniform_rows((3, 1), 1, (2,)))
@@ -83,8 +95,7 @@ def test_every_random_op_in_a_loop_matches_the_interpreter_bit_for_bit(kind, no_
     }[kind]
     runs = {}
     for mode in ("interpret", "compiled"):
-        tf.random.set_seed(5)      # the same program twice: the same seeds
-        g, xs, ys = _scan_of_draws(make)
+        g, xs, ys = _scan_of_draws(make, seed=5)      # the same program twice: the same seeds
         sess = _session(g, mode)
         runs[mode] = [sess.run(ys, {xs: np.zeros(n, np.float32)}) for n in (3, 1, 4)]
     for a, b in zip(runs["interpret"], runs["compiled"]):
@@ -95,8 +106,7 @@ def test_every_random_op_in_a_loop_matches_the_interpreter_bit_for_bit(kind, no_
 
 
 def test_a_branch_draws_only_when_taken(no_fallback):
-    tf.random.set_seed(21)
-    g = tf.Graph()
+    g = _seeded_graph(21)
     with g.as_default():
         p = ph(tf.bool, [])
         y = tf.cond(p, lambda: tf.random.uniform([3], seed=2), lambda: tf.zeros([3]))
@@ -111,15 +121,14 @@ def test_a_branch_draws_only_when_taken(no_fallback):
 
 def test_loops_conds_and_nested_regions_with_several_ops_match_the_interpreter(no_fallback):
     def build():
-        tf.random.set_seed(8)
-        g = tf.Graph()
+        g = _seeded_graph(8)
         with g.as_default():
             n = ph(tf.int32, [])
             x = ph(tf.float32, [4])
 
             def body(i, s, last, inner):
                 u = tf.random.uniform([4], seed=1)
-                z = tf.random.normal([4])                  # op seed from the global counter
+                z = tf.random.normal([4])                  # op seed from the graph's op counter
                 w = tf.cond(tf.equal(i % 2, 0), lambda: tf.random.uniform([4], seed=9) * x,
                             lambda: z)
                 inner = tf.while_loop(lambda k, a: k < i, lambda k, a: (k + 1, a + tf.random.normal([4], seed=3)),
@@ -142,8 +151,7 @@ def test_loops_conds_and_nested_regions_with_several_ops_match_the_interpreter(n
 
 def test_a_seeded_program_repeats_its_draws_in_new_graphs_and_sessions(no_fallback):
     def program():
-        tf.random.set_seed(99)
-        g, xs, ys = _scan_of_draws(lambda: tf.random.normal([2]))
+        g, xs, ys = _scan_of_draws(lambda: tf.random.normal([2]), seed=99)
         sess = _session(g, "compiled")
         return [sess.run(ys, {xs: np.zeros(3, np.float32)}) for _ in range(2)]
     a, b = program(), program()
@@ -155,8 +163,7 @@ def test_a_seeded_program_repeats_its_draws_in_new_graphs_and_sessions(no_fallba
 def test_one_kernel_for_two_graphs_each_drawing_from_its_own_ops(no_fallback):
     results, seeds = [], (1, 2)
     for s in seeds:
-        tf.random.set_seed(s)
-        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=5))
+        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=5), seed=s)
         results.append((g, xs, ys))
     sessions = [_session(g, "compiled") for g, _, _ in results]
     sessions[0].run(results[0][2], {results[0][1]: np.zeros(2, np.float32)})
@@ -171,8 +178,7 @@ def test_one_kernel_for_two_graphs_each_drawing_from_its_own_ops(no_fallback):
 
 def _loop_failing_after_two_draws():
     """A loop of n iterations drawing in each whose third iteration fails an Assert."""
-    tf.random.set_seed(4)
-    g = tf.Graph()
+    g = _seeded_graph(4)
     with g.as_default():
         n = ph(tf.int32, [])
 
@@ -201,16 +207,26 @@ def _runner_of(sess):
     return next(iter(sess._fast.values()))
 
 
+def _call_runner(sess, runner, *args):
+    """The runner called alone, drawing from the Session's random streams as under
+    Session.run (which makes them the thread's: a Session's streams are its own, as TF's)."""
+    before = getattr(random_ops.ACTIVE, "streams", None)
+    random_ops.ACTIVE.streams = sess._random_streams
+    try:
+        return runner(*args)
+    finally:
+        random_ops.ACTIVE.streams = before
+
+
 def test_region_random_plans_run_through_the_fast_runner_with_the_same_draws(no_fallback):
-    tf.random.set_seed(11)
-    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7))
+    g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=7), seed=11)
     sess = _session(g, "compiled")
     trips = (3, 3, 3)     # (one feed shape: one plan, hit again)
     outs = [sess.run(ys, {xs: np.zeros(k, np.float32)}) for k in trips]
     runner = _runner_of(sess)
     assert "_OPEN(SITES)" in runner.source     # it opens the call's handle itself
     hits = tf.cache_info()["plan_hits"]
-    outs += [runner(np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
+    outs += [_call_runner(sess, runner, np.zeros(k, np.float32)) for k in trips]   # (the runner alone: nothing else draws)
     assert tf.cache_info()["plan_hits"] == hits + len(trips)
     expected = _uniform_rows((11, 7), 2 * sum(trips), (3,))
     np.testing.assert_array_equal(np.concatenate(outs), expected)
@@ -224,12 +240,12 @@ def test_a_failing_run_through_the_fast_runner_closes_its_handle(no_fallback):
         sess.run(s, {n: 2})
     runner = _runner_of(sess)
     with pytest.raises(InvalidArgumentError):
-        runner(5)
+        _call_runner(sess, runner, 5)
     assert random_ops._RUNS == {}
     # 3 runs of 2 draws, the failed one drew 3 (its third iteration failed after the draw,
     # as in the interpreter): the next run continues after them, through the runner again
     rows = _uniform_rows((4, 1), 11, (2,))
-    np.testing.assert_allclose(runner(1), rows[9].astype(np.float64).sum(), rtol=1e-6)
+    np.testing.assert_allclose(_call_runner(sess, runner, 1), rows[9].astype(np.float64).sum(), rtol=1e-6)
 
 
 def test_a_nested_random_gradient_through_the_fast_runner_matches_the_interpreter(no_fallback):
@@ -271,8 +287,7 @@ def test_explicit_placement_of_random_ops_is_kernel_structure_not_seeds():
     from jitgrad.cache import key as cache_key
     keys = []
     for s in (1, 2):
-        tf.random.set_seed(s)
-        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=s))
+        g, xs, ys = _scan_of_draws(lambda: tf.random.uniform([3], seed=s), seed=s)
         sess = _session(g, "compiled")
         pre = compiler.build_pre_program(sess, [ys], [(xs, np.zeros(2, np.float32))])
         keys.append(cache_key.pre_pass_key(pre).hex)
@@ -298,8 +313,7 @@ def test_gradient_through_a_loop_reads_the_forward_draws(no_fallback):
 def test_dropout_mask_in_a_loop_is_the_same_forward_and_backward_in_both_modes(no_fallback):
     outs = {}
     for mode in ("interpret", "compiled"):
-        tf.random.set_seed(0)
-        g = tf.Graph()
+        g = _seeded_graph(0)
         with g.as_default():
             x = ph(tf.float32, [50])
             n = ph(tf.int32, [])
@@ -316,8 +330,7 @@ def test_dropout_mask_in_a_loop_is_the_same_forward_and_backward_in_both_modes(n
 
 
 def test_gradient_through_a_cond_reads_the_forward_draws(no_fallback):
-    tf.random.set_seed(2)
-    g = tf.Graph()
+    g = _seeded_graph(2)
     with g.as_default():
         x = ph(tf.float32, [20])
         p = ph(tf.bool, [])
@@ -399,8 +412,7 @@ NESTED = {"cond_in_while": _cond_in_while, "while_in_cond": _while_in_cond, "whi
 
 
 def _nested_program(build, seed=3):
-    tf.random.set_seed(seed)
-    g = tf.Graph()
+    g = _seeded_graph(seed)
     with g.as_default():
         x, n, p = ph(tf.float32, [4]), ph(tf.int32, []), ph(tf.bool, [])
         y, ms = build(x, n, p)
@@ -475,8 +487,7 @@ def test_scan_in_scan_gradient_is_the_sum_of_the_forward_masks(no_fallback):
     outs = {}
     xv = np.arange(1, 5, dtype=np.float32)
     for mode in ("interpret", "compiled"):
-        tf.random.set_seed(6)
-        g = tf.Graph()
+        g = _seeded_graph(6)
         with g.as_default():
             x = ph(tf.float32, [4])
             rows, masks = tf.scan(inner, tf.zeros([2]), initializer=(tf.zeros([3, 4]), tf.zeros([3, 4])))
@@ -493,8 +504,7 @@ def test_gradient_runs_the_forward_trip_count_of_a_loop_whose_condition_draws(no
     """The inner loop's condition draws: its gradient does not draw it again (nor the
     body's mask); d/dx of sum_i sum(x 1.5^t_i m_i) = sum_i 1.5^t_i m_i, carried alongside."""
     def build(mode):
-        tf.random.set_seed(9)
-        g = tf.Graph()
+        g = _seeded_graph(9)
         with g.as_default():
             x, n = ph(tf.float32, [4]), ph(tf.int32, [])
 
@@ -586,8 +596,7 @@ def test_random_ops_in_map_fn_and_scan_bodies_under_a_tape():
 def test_a_random_op_in_a_cond_in_a_loop_compiles_without_a_gradient(no_fallback):
     outs = {}
     for mode in ("interpret", "compiled"):
-        tf.random.set_seed(31)
-        g = tf.Graph()
+        g = _seeded_graph(31)
         with g.as_default():
             n = ph(tf.int32, [])
 

@@ -4,20 +4,22 @@ generator), so the compiled code must too, or every later draw of that op differ
 (a tf.nn.dropout mask in a tf.cond whose other output alone was fetched: the next run's
 mask was the interpreter's previous one).
 
-Expected masks from numpy: tf.random.set_seed(7) + op seed 3 -> default_rng([7, 3]),
-one [2, 8] uniform array per executed draw (float32: 23 random mantissa bits, ops/random_ops)."""
+Expected masks from TF's Philox stream: graph seed 7 (set_seed inside the graph) + op seed 3
+-> key 7, counter 3 << 64; draw k of the [2, 8] uniform starts at call 256 * 16 * k (TF's
+stateful op reserves 256 calls per element), kept where the draw is >= rate."""
 import numpy as np
 import pytest
 
 import jitgrad as tf
+from jitgrad.ops import philox
 
 tf1 = tf.compat.v1
 _X = np.arange(1, 17, dtype=np.float32).reshape(2, 8)
 
 
 def _masks(n):
-    rng = np.random.default_rng([7, 3])
-    return [rng.integers(0, 1 << 23, (2, 8), dtype=np.uint32) * 2.0 ** -23 >= 0.5 for _ in range(n)]
+    return [philox.uniform((7, (3 << 64) + 256 * 16 * k), 16, np.float32).reshape(2, 8) >= 0.5
+            for k in range(n)]
 
 
 def _build(kind):

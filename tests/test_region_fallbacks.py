@@ -68,9 +68,9 @@ def _dropout_in_nested_loops(width=4, seed=5):
     """A dropout mask drawn in a while_loop of m + i iterations nested in one of n
     iterations (n, m fed): y = sum over all draws of sum(2 x^2 mask), and the masks
     summed alongside. By hand: dy/dx = 4 x * masks, d(sum dy/dx)/dx = 4 masks."""
-    tf.random.set_seed(seed)
     g = tf.Graph()
     with g.as_default():
+        tf.random.set_seed(seed)     # the graph's seed (TF 2: an eager set_seed does not reach it)
         x = tf1.placeholder(tf.float32, [width])
         n, m = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
 
@@ -139,9 +139,9 @@ def _dropout_three_loops_deep(m_inner, width=4):
     drawn in the innermost: y = sum(x^2 * masks). The middle loop's saved stacks are
     ragged, so the outer loop's are ragged stacks of ragged stacks; "fixed": n of them
     of one length, "grows": of different lengths."""
-    tf.random.set_seed(4)
     g = tf.Graph()
     with g.as_default():
+        tf.random.set_seed(4)     # the graph's seed (TF 2: an eager set_seed does not reach it)
         x = tf1.placeholder(tf.float32, [width])
         n, m = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.int32, [])
 
@@ -429,9 +429,9 @@ def _loop_in_cond(structure, width=4, seed=6):
     n iterations around the masked loop of i + 1, in the cond (its saved draws: a ragged
     stack the If returns). y = sum(x^2 * masks), so dy/dx = 2 x * masks and
     d(sum dy/dx)/dx = 2 masks (p false: masks = ones)."""
-    tf.random.set_seed(seed)
     g = tf.Graph()
     with g.as_default():
+        tf.random.set_seed(seed)     # the graph's seed (TF 2: an eager set_seed does not reach it)
         x = tf1.placeholder(tf.float32, [width])
         n, p = tf1.placeholder(tf.int32, []), tf1.placeholder(tf.bool, [])
         if structure == "cond":

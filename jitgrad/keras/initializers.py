@@ -87,7 +87,7 @@ class TruncatedNormal(RandomNormal):
         return keras_random.truncated_normal(shape, self.mean, self.stddev, dtype, seed=self.seed)
 
 
-def _fans(shape, input_axes=None, output_axes=None):
+def compute_fans(shape, input_axes=None, output_axes=None):
     """Keras's compute_fans: (fan_in, fan_out); the named axes' sizes when given (EinsumDense's
     kernels), else a conv kernel's receptive field times its last two dims."""
     shape = tuple(shape)
@@ -120,7 +120,7 @@ class VarianceScaling(RandomInitializer):
         super().__init__(seed)
 
     def __call__(self, shape, dtype=None):
-        fan_in, fan_out = _fans(shape, self.input_axes, self.output_axes)
+        fan_in, fan_out = compute_fans(shape, self.input_axes, self.output_axes)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, n)
         if self.distribution == "truncated_normal":

@@ -1,10 +1,11 @@
-"""tf.random.categorical and tf.random.shuffle, built on tf.random.uniform (so they follow
-its seeding rules; their streams are not TF's, as uniform's are not).
+"""tf.random.categorical and tf.random.shuffle.
 
-categorical is the Gumbel-max trick: argmax(logits + G) with G = -log(-log(U)) picks class
-i with probability softmax(logits)_i (U drawn from [tiny, 1), as TF's own stateless
-sampler does for XLA; a class of logit -inf is never picked). shuffle sorts the rows by
-uniform keys (a uniformly random permutation: ties have probability ~n^2 / 2^24)."""
+categorical is built on tf.random.uniform (so it follows its seeding rules, but its stream
+is not TF's multinomial kernel's): the Gumbel-max trick, argmax(logits + G) with
+G = -log(-log(U)) picks class i with probability softmax(logits)_i (U drawn from [tiny, 1),
+as TF's own stateless sampler does for XLA; a class of logit -inf is never picked).
+shuffle gathers the rows by a RandomShuffle op's permutation: TF's Fisher-Yates on TF's
+stream, so seeded shuffles are TF's."""
 import numpy as np
 
 from .. import dtypes
@@ -13,9 +14,9 @@ from ..eager import EagerTensor
 from ..errors import InvalidArgumentError
 from .array_ops import expand_dims, gather
 from .math_ops import add, identity, log, negative
+from . import random_ops
 from .random_ops import uniform
 from .reduction_ops import argmax
-from .sort_ops import argsort
 
 
 def categorical(logits, num_samples, dtype=None, seed=None, name=None):
@@ -44,12 +45,13 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
 def shuffle(value, seed=None, name=None):
     """``tf.random.shuffle``: the rows (first dimension) in a uniformly random order."""
     (x,) = convert_all([value])
-    if x.shape.rank == 0:      # (TF's kernel passes a scalar through)
+    if x.shape.rank == 0:      # (TF's kernel passes a scalar through; its op seed is taken all the same)
+        random_ops._seeds(seed)
         return identity(x, name=name)
     n = x.shape.dims[0] if x.shape.rank is not None else None
     if n is None:
         raise NotImplementedError("tf.random.shuffle needs the first dimension known when the graph is built.")
-    order = argsort(uniform([n], seed=seed))
+    order = random_ops._random("RandomShuffle", [n], dtypes.int64, seed, None, kernel_dtype=x.dtype)
     return gather(x, order, name=name)
 
 

@@ -7,13 +7,13 @@ Stateless ops take the seed pair as the other stateless ops do. The stateful ops
 counter = the op seed in its high half (both as tf.random.set_seed / ``seed=`` give them,
 truncated as TF's get_seed does), and each run reserves 256 calls per output, so a second
 run continues the stream. Eager calls with the same seeds share one stream, as TF's cached
-eager kernels do. TF's streams match when the op seed is given (``seed=``); an op seed TF
-derives itself (a global seed alone) is not TF's, and without any seed the key is random.
+eager kernels do. Seeds are random_ops' (TF's get_seed), so the streams are TF's whenever
+the op seeds are (always eagerly; in a graph, when its unseeded random ops come in TF's
+order); without any seed the key is random.
 
 Gradients: none reach ``lam`` or a seed; gamma's reach alpha as TF's do, by implicit
 reparameterisation (RandomGammaGrad: ops/gamma_sample_grad.py), and beta through the division.
 """
-import os
 
 import numpy as np
 
@@ -29,7 +29,6 @@ from .reduction_ops import reduce_sum
 from .registry import NO_GRADIENT_RULE, NOT_DIFFERENTIABLE, apply_op, register
 from .stateless_random_ops import check_key, seed_tensor, static_shape, stream
 
-_MAXINT32 = 2 ** 31 - 1
 _GAMMA_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
 _POISSON_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64)
 
@@ -149,36 +148,12 @@ register("StatelessRandomBinomial", infer=_binomial_infer, kernel=_binomial_kern
 
 
 # ---------------------------------------------------------------- stateful ops
-class PhiloxStream:
-    """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls."""
-    __slots__ = ("key", "counter")
-
-    def __init__(self, seeds):
-        if seeds is None:       # TF: fresh random seeds
-            seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
-        self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
-
-    def reserve(self, calls):
-        start = (self.key, self.counter)
-        self.counter = (self.counter + int(calls)) & philox.MASK128
-        return start
-
-
-def _tf_seeds(op_seed):
-    """TF's get_seed: (graph seed, op seed), truncated to [0, 2^31 - 1), (0, 0) avoided."""
-    seeds = random_ops._seeds(op_seed)
-    if seeds is None:
-        return None
-    seeds = tuple(int(s) % _MAXINT32 for s in seeds)
-    return (0, _MAXINT32) if seeds == (0, 0) else seeds
-
-
 def _stream_for(op_type, dtype, op_seed):
-    seeds = _tf_seeds(op_seed)
+    seeds = random_ops._seeds(op_seed)
     if seeds is not None and context.executing_eagerly():
         # (random_ops.set_seed clears these, as it restarts TF's eager kernels' streams)
-        return random_ops._eager_samplers.setdefault((op_type, dtype.name, seeds), PhiloxStream(seeds))
-    return PhiloxStream(seeds)
+        return random_ops._eager_samplers.setdefault((op_type, dtype.name, seeds), random_ops.PhiloxStream(seeds))
+    return random_ops.PhiloxStream(seeds)
 
 
 def _stateful_infer(shapes, dts, attrs):

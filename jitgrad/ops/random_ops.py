@@ -1,16 +1,21 @@
 """tf.random: uniform, normal, truncated_normal, set_seed.
 
-Each random op owns a ``Sampler`` (numpy's PCG64 generator) in its attrs; the
-op draws a fresh array every time it runs, in eager mode, in the interpreter
-and in compiled code alike.  The compiler does not generate random numbers
-natively: a random op becomes a runtime argument of the fused kernel (kind
-``"rand"``, see passes/ir.py) that the runner fills with a fresh draw before
-each call, so graphs differing only in their random ops share one kernel.
+Each random op owns a ``Sampler``: TF's stateful Philox generator (GuardedPhiloxRandom)
+with key = the global seed and counter = the op seed in its high half, each run drawing
+from where the last one stopped (it reserves 256 Philox calls per element), and the
+distributions of ops/philox.py, so seeded draws are TF 2.21's bit for bit. The compiler
+does not generate random numbers natively: a random op becomes a runtime argument of the
+fused kernel (kind ``"rand"``, see passes/ir.py) that the runner fills with a fresh draw
+before each call, so graphs differing only in their random ops share one kernel.
 
-Seeds follow TF's rules (``tf.random.set_seed`` + op ``seed``): with a
-global seed, a program makes the same sequence of draws in every process.
-The numbers themselves differ from TF's (TF uses Philox); distributions,
-shapes, dtypes and seeding semantics are TF's.  Random ops have no gradient.
+Seeds are TF's get_seed: eagerly, the global seed of ``tf.random.set_seed`` and, for an
+op without ``seed=``, an op seed drawn from ``random.Random(global seed)``; eager ops with
+the same (op, dtype, seeds) continue one stream, as TF's cached eager kernels do (set_seed
+restarts them). In a graph, the graph's own seed (set_seed while it is the default graph;
+a tf.function's graph takes the eager global seed when traced, a branch or loop body its
+outer graph's) and, for an op without ``seed=``, the graph's count of such ops. A graph's
+op draws from the running Session's copy of its stream (``ACTIVE``), as TF makes kernels per
+Session: a new Session starts every sequence afresh. Random ops have no gradient.
 
 Inside a compiled branch / loop body the number of draws is known only as the
 kernel runs, so nothing can be drawn beforehand: such an op is a
@@ -28,75 +33,120 @@ interpreter draws running the same region.
 import contextlib
 import ctypes
 import itertools
+import os
+import threading
 
 import numpy as np
 
 from .. import context, dtypes
 from ..convert import convert_to_tensor
 from ..errors import InvalidArgumentError
+from . import philox
 from .registry import NOT_DIFFERENTIABLE, apply_op, register
 
 DEFAULT_GRAPH_SEED = 87654321   # TF's op-seed-only default (random_seed.py)
-_global = {"seed": None}
-_op_counter = itertools.count()
-# Eager ops with the same seeds continue one sequence, as TF's cached eager
+MAXINT32 = 2 ** 31 - 1
+# Eager ops with the same (op, dtype, seeds) continue one stream, as TF's cached eager
 # kernels do (tf.random.uniform([1], seed=1) twice gives two different values).
 _eager_samplers = {}
 
 
 def set_seed(seed):
-    """tf.random.set_seed: a global seed; also restarts the sequence of op seeds
-    derived from it, so re-running a program after set_seed repeats its draws."""
-    global _op_counter
-    _global["seed"] = None if seed is None else int(seed)
-    _op_counter = itertools.count()
-    _eager_samplers.clear()
+    """tf.random.set_seed: eagerly the global seed (restarting the eager op-seed sequence and
+    the eager ops' streams, so re-running a program repeats its draws); while a graph is
+    being built, that graph's seed."""
+    if context.executing_eagerly():
+        context.set_global_seed(seed)
+        _eager_samplers.clear()
+    else:
+        context.get_default_graph().seed = seed
 
 
 def _seeds(op_seed):
-    """TF's get_seed: (global, op) seeds, or None for fresh entropy."""
-    g = _global["seed"]
-    if g is not None:
-        return (g, next(_op_counter) if op_seed is None else int(op_seed))
-    if op_seed is not None:
-        return (DEFAULT_GRAPH_SEED, int(op_seed))
-    return None
+    """TF's get_seed: (global, op) seeds truncated to [0, 2^31 - 1), or None for fresh entropy."""
+    graph = None if context.executing_eagerly() else context.get_default_graph()
+    global_seed = context.global_seed() if graph is None else graph.seed
+    if global_seed is not None:
+        if op_seed is None:
+            if graph is None:
+                op_seed = context.internal_operation_seed()
+            else:
+                op_seed, graph.next_op_seed = graph.next_op_seed, graph.next_op_seed + 1
+        seeds = int(global_seed) % MAXINT32, int(op_seed) % MAXINT32
+    elif op_seed is not None:
+        seeds = DEFAULT_GRAPH_SEED, int(op_seed) % MAXINT32
+    else:
+        return None
+    return (0, MAXINT32) if seeds == (0, 0) else seeds
+
+
+# The running Session's streams ({op's stream: this Session's copy}): TF makes a graph's
+# kernels per Session, so each Session starts every random op's stream afresh. Set by
+# Session.run (session.py) for its thread, and by the region hook around a kernel's draws.
+ACTIVE = threading.local()
+
+
+class PhiloxStream:
+    """A stateful op's generator (TF's GuardedPhiloxRandom): each run reserves its calls.
+    A graph op's stream: inside a Session's run the Session's own copy advances, not this one
+    (an eager op's is one for the process, as TF's cached eager kernel, even if it draws
+    while a Session runs, e.g. in a py_function)."""
+    __slots__ = ("seeds", "key", "counter", "per_session")
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+        self.per_session = not context.executing_eagerly()
+        if seeds is None:       # TF: fresh random seeds
+            seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
+        self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
+
+    def reserve(self, calls):
+        streams = getattr(ACTIVE, "streams", None) if self.per_session else None
+        st = self
+        if streams is not None:
+            st = streams.get(self)
+            if st is None:
+                st = streams[self] = PhiloxStream(self.seeds)
+        start = (st.key, st.counter)
+        st.counter = (st.counter + int(calls)) & philox.MASK128
+        return start
 
 
 class Sampler:
-    """One random op's generator state."""
+    """One random op's generator: TF's PhiloxRandomOp, which reserves 256 calls per element."""
 
-    __slots__ = ("rng",)
+    __slots__ = ("stream",)
 
     def __init__(self, seeds):
-        self.rng = np.random.default_rng(None if seeds is None else list(seeds))
+        self.stream = PhiloxStream(seeds)
 
     def draw(self, kind, shape, dtype, attrs):
-        rng = self.rng
+        n = int(np.prod(shape, dtype=np.int64))
+        if kind == "RandomShuffle":
+            return self._permutation(n).astype(dtype)
+        st = self.stream.reserve(philox.CALLS_PER_ELEMENT * n)
         if kind == "RandomUniform":
-            return _uniform_draw(rng, shape, dtype, attrs["dtype"]._info().nmant)
-        if kind == "RandomUniformInt":
-            return rng.integers(attrs["minval"], attrs["maxval"], size=shape, dtype=dtype)
-        z = rng.standard_normal(shape)
-        if kind == "TruncatedNormal":   # redraw beyond two standard deviations
-            bad = np.abs(z) > 2.0
-            while bad.any():
-                z[bad] = rng.standard_normal(int(bad.sum()))
-                bad = np.abs(z) > 2.0
-        return z.astype(dtype)
+            out = philox.uniform(st, n, dtype)
+        elif kind == "RandomUniformInt":
+            out = philox.uniform_int(st, n, dtype, attrs["minval"], attrs["maxval"])
+        elif kind == "TruncatedNormal":
+            out = philox.truncated_normal(st, n, dtype)
+        else:
+            out = philox.normal(st, n, dtype)
+        return out.reshape(shape)
 
-
-def _uniform_draw(rng, shape, dtype, nmant):
-    """[0, 1) as TF draws it: ``nmant`` random mantissa bits (float64 52, float32 23, float16
-    10, bfloat16 7), i.e. multiples of 2^-nmant up to 1 - 2^-nmant, exact in ``dtype``.
-    A finer draw rounded to the dtype can reach 1.0 (float32 from a float64 draw: one element
-    in 2^25), and with a shifted range ``raw * (hi - lo) + lo`` can reach ``hi`` (1 + (1 -
-    2^-24) is 2.0 in float32) where TF's coarser draw stays below it."""
-    wide = nmant > 23
-    k = rng.integers(0, 1 << nmant, size=shape, dtype=np.uint64 if wide else np.uint32)
-    u = k.astype(np.float64 if wide else np.float32)   # exact: k < 2^nmant
-    u *= u.dtype.type(2.0 ** -nmant)
-    return u if u.dtype == dtype else u.astype(dtype)   # exact in float16 / bfloat16 too
+    def _permutation(self, n):
+        """TF's RandomShuffle: Fisher-Yates, swapping row i with row i + (word i mod (n - i)),
+        on n - 1 words (reserved four to a call); nothing drawn for n <= 1."""
+        order = np.arange(n, dtype=np.int64)
+        if n <= 1:
+            return order
+        st = self.stream.reserve((n - 1 + 3) // 4)
+        words = philox.words(st, n - 1).astype(np.int64)
+        for i, w in enumerate(words):
+            j = i + int(w) % (n - i)
+            order[i], order[j] = order[j], order[i]
+        return order
 
 
 def _infer(shapes, dts, attrs):
@@ -113,7 +163,8 @@ def _kernel(kind):
     return lambda attrs: _draw(kind, attrs)
 
 
-RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal")
+# (RandomShuffle draws the permutation tf.random.shuffle gathers with: ops/random_composites.py)
+RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal", "RandomShuffle")
 for _kind in RANDOM_OPS:
     register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random", grad=NOT_DIFFERENTIABLE,
              lowering="argument")
@@ -167,7 +218,7 @@ def region_sites(program):
     return sites
 
 
-_RUNS = {}                      # open handle -> {site: RandomSite}; only while its kernel runs
+_RUNS = {}                      # open handle -> ({site: RandomSite}, the run's Session streams); only while its kernel runs
 _run_ids = itertools.count(1)   # never reused: a stale handle finds nothing
 _HOOK = []                      # the ctypes callback (kept alive for the process)
 
@@ -175,7 +226,7 @@ _HOOK = []                      # the ctypes callback (kept alive for the proces
 def open_draws(sites):
     """A new handle naming ``sites`` ({site: RandomSite}) to the hook; close it with close_draws."""
     handle = next(_run_ids)
-    _RUNS[handle] = sites
+    _RUNS[handle] = (sites, getattr(ACTIVE, "streams", None))   # (the hook may run on another thread)
     return handle
 
 
@@ -202,10 +253,14 @@ def region_draws(ptrs, slot, sites):
 
 def _on_region_random(handle, site, out):
     try:
-        sites = _RUNS.get(handle or 0)
+        sites, streams = _RUNS.get(handle or 0, (None, None))
         if sites is None or site not in sites:
             return 1
-        arr = np.ascontiguousarray(sites[site].draw())
+        before, ACTIVE.streams = getattr(ACTIVE, "streams", None), streams
+        try:
+            arr = np.ascontiguousarray(sites[site].draw())
+        finally:
+            ACTIVE.streams = before
         if arr.nbytes:
             ctypes.memmove(out, arr.ctypes.data, arr.nbytes)
         return 0
@@ -247,10 +302,13 @@ def shape_of_draws(shape):
     return dims
 
 
-def _random(kind, shape, dtype, seed, name, **extra):
+def _random(kind, shape, dtype, seed, name, kernel_dtype=None, **extra):
+    """A random op; eagerly its sampler is the one TF's cached kernel of the same op, attrs
+    (``kernel_dtype``: its dtype attr, when not the output's) and seeds would hold."""
     seeds = _seeds(seed)
     if seeds is not None and context.executing_eagerly():
-        sampler = _eager_samplers.setdefault(seeds, Sampler(seeds))
+        key = (kind, (kernel_dtype or dtype).name, seeds)
+        sampler = _eager_samplers.setdefault(key, Sampler(seeds))
     else:
         sampler = Sampler(seeds)
     attrs = {"shape": shape_of_draws(shape), "dtype": dtype, "seed": seed, "sampler": sampler, **extra}
