@@ -16,6 +16,7 @@ from .errors import InvalidArgumentError
 from .ops.control_flow_ops import _make_if, _make_while, as_output, scalar_of, trace
 from .shapes import TensorShape, as_shape
 from .tensor_array import TensorArray
+from .tensor_array_ragged import NeedsRagged, while_loop_ragged
 from .eager import BatchedTensor, EagerTensor
 from .eager_batched_cond import batched_case, batched_cond, batched_switch, merge_rows, row_scalars, rows_active
 
@@ -380,7 +381,6 @@ def _while_with_tensor_arrays(cond, body, loop_vars, shape_invariants, parallel_
     tensor (autograph/staged_tensor_array.py) and handed to ``cond`` / ``body`` as a
     TensorArray over it; the loop returns TensorArrays over the final tensors. Elements
     whose shapes may differ between iterations: tensor_array_ragged.py."""
-    from .tensor_array_ragged import NeedsRagged, while_loop_ragged
     try:
         return _while_with_dense_arrays(cond, body, loop_vars, shape_invariants, parallel_iterations, back_prop,
                                         maximum_iterations, name)

@@ -4,7 +4,7 @@ is made dense, repeated indices adding up, as TF does. A Session fetches one as
 ``tf.compat.v1.IndexedSlicesValue`` (numpy values, indices and dense_shape)."""
 import collections
 
-from . import dispatch
+from . import context, dispatch
 from .convert import convert_to_tensor
 from .ops import math_ops
 from .ops.array_ops import get_static_value
@@ -66,7 +66,6 @@ def _same_graph(t, graph):
     if g is None:
         return True
     if graph is None:
-        from . import context
         graph = None if context.executing_eagerly() else context.get_default_graph()
     return g is graph
 

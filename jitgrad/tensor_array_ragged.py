@@ -19,7 +19,8 @@ Every step is a concat, slice or reshape, so gradients flow through them. The va
 change shape between iterations, so such a loop runs in the reference interpreter (the
 compiler reports it and falls back): correct numbers first.
 """
-from . import context, dtypes
+from . import context, dtypes, nest
+from .assert_ops import Assert
 from .convert import convert_to_tensor, is_tensorlike
 from .errors import InvalidArgumentError
 from .ops import array_ops, math_ops, reduction_ops
@@ -119,7 +120,6 @@ class RaggedTensorArray(TensorArray):
     def stack(self, name=None):
         """The elements as ``[size, rows, ...]``: every element must have the first one's rows
         (TF's TensorListStack fails the run otherwise)."""
-        from .assert_ops import Assert
         n = self.size()
         rows = array_ops.gather(array_ops.concat([self._lengths, array_ops.zeros([1], dtypes.int32)], 0), 0)
         same = Assert(reduction_ops.reduce_all(math_ops.equal(self._lengths, rows)),
@@ -188,7 +188,6 @@ def while_loop_ragged(while_loop, cond, body, loop_vars, shape_invariants, paral
                       maximum_iterations, name, written):
     """tf.while_loop with its TensorArrays carried as (values, lengths); ``written``: the shape
     of the element whose write asked for it (NeedsRagged)."""
-    from . import nest
     single = not isinstance(loop_vars, (list, tuple))
     packed = [loop_vars] if single else loop_vars
     flat = list(nest.flatten(packed))

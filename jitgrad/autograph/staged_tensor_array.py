@@ -44,6 +44,7 @@ from ..ops.array_ops import get_static_value
 from ..shapes import TensorShape
 from ..tensor_array import TensorArray, note_change
 from ..tensor_array_split import graph_blocks
+from ..tensor_array_ragged import NeedsRagged
 
 
 class LoopTensorArray(TensorArray):
@@ -130,7 +131,6 @@ class LoopTensorArray(TensorArray):
             # the element shape is only the dry run's (or not even that), and the elements' shapes
             # are known only as the loop runs: they may differ (control_flow carries the array
             # ragged instead)
-            from ..tensor_array_ragged import NeedsRagged
             raise NeedsRagged(value.shape)
         t = self._convert(value)
         if self._appends is not None and self._buffer is not None:
