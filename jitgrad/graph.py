@@ -28,6 +28,7 @@ class Graph:
         self.building_function = False  # True for graphs traced by jitgrad.function
         self.seed = None                # the graph-level random seed (tf.random.set_seed in the graph)
         self.next_op_seed = 0           # TF's op seed for the graph's next unseeded random op
+        self.draws_per_session = False  # a random op of it (or of its regions) keeps per-Session streams
 
     # -- default graph -------------------------------------------------
     @contextlib.contextmanager

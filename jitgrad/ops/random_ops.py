@@ -96,6 +96,11 @@ class PhiloxStream:
     def __init__(self, seeds):
         self.seeds = seeds
         self.per_session = not context.executing_eagerly()
+        if self.per_session:        # (Session.run keeps the streams of such graphs only)
+            g = context.get_default_graph()
+            while getattr(g, "outer_graph", None) is not None:
+                g = g.outer_graph
+            g.draws_per_session = True
         if seeds is None:       # TF: fresh random seeds
             seeds = tuple(int.from_bytes(os.urandom(8), "little") for _ in range(2))
         self.key, self.counter = int(seeds[0]) & philox.MASK64, (int(seeds[1]) & philox.MASK64) << 64
