@@ -18,62 +18,82 @@ _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 
 
-def _rounds():
-    """The ten rounds from %c0_0..%c3_0 and %k0_0, %k1_0; -> (IR, names of the four words)."""
-    rounds = []
+_LANES = 8      # blocks per vector iteration of the uniform loops (AVX-512: one zmm of i64 products)
+
+
+def _signed32(v):
+    v %= 1 << 32
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _types(lanes):
+    """(i32, i64, a constant of a type) for scalars (lanes None) or vectors of ``lanes``."""
+    if lanes is None:
+        return "i32", "i64", lambda ty, v: str(v)
+    return (f"<{lanes} x i32>", f"<{lanes} x i64>",
+            lambda ty, v: "<" + ", ".join([f"{ty} {v}"] * lanes) + ">")
+
+
+def _splat(lanes, ty, name, scalar):
+    """IR making %name a vector of ``lanes`` copies of the scalar ``scalar`` of type ``ty``."""
+    return (f"\n  %{name}_1 = insertelement <{lanes} x {ty}> undef, {ty} {scalar}, i32 0"
+            f"\n  %{name} = shufflevector <{lanes} x {ty}> %{name}_1, <{lanes} x {ty}> undef, "
+            f"<{lanes} x i32> zeroinitializer")
+
+
+def _block(lanes=None):
+    """Philox-4x32-10 of the counters (%lo, %hi) under the key words %k0, %k1, for one block or
+    a vector of ``lanes``; -> (IR, the names of the four output words)."""
+    i32, i64, const = _types(lanes)
+    ir = [f"""
+  %c0_0 = trunc {i64} %lo to {i32}
+  %lo_hi = lshr {i64} %lo, {const("i64", 32)}
+  %c1_0 = trunc {i64} %lo_hi to {i32}
+  %c2_0 = trunc {i64} %hi to {i32}
+  %hi_hi = lshr {i64} %hi, {const("i64", 32)}
+  %c3_0 = trunc {i64} %hi_hi to {i32}"""]
     c = ["%c0_0", "%c1_0", "%c2_0", "%c3_0"]
-    k = ["%k0_0", "%k1_0"]
     for r in range(10):
         s = f"_{r + 1}"
-        rounds.append(f"""
-  %a{s} = zext i32 {c[0]} to i64
-  %b{s} = zext i32 {c[2]} to i64
-  %p0{s} = mul i64 %a{s}, {_M0}
-  %p1{s} = mul i64 %b{s}, {_M1}
-  %h0w{s} = lshr i64 %p0{s}, 32
-  %h1w{s} = lshr i64 %p1{s}, 32
-  %h0{s} = trunc i64 %h0w{s} to i32
-  %h1{s} = trunc i64 %h1w{s} to i32
-  %l0{s} = trunc i64 %p0{s} to i32
-  %l1{s} = trunc i64 %p1{s} to i32
-  %x0{s} = xor i32 %h1{s}, {c[1]}
-  %c0{s} = xor i32 %x0{s}, {k[0]}
-  %x2{s} = xor i32 %h0{s}, {c[3]}
-  %c2{s} = xor i32 %x2{s}, {k[1]}
-  %k0{s} = add i32 {k[0]}, {_W0 - (1 << 32)}
-  %k1{s} = add i32 {k[1]}, {_W1 - (1 << 32)}""")
+        ir.append(f"""
+  %kr0{s} = add i32 %k0, {_signed32(r * _W0)}
+  %kr1{s} = add i32 %k1, {_signed32(r * _W1)}""")
+        k = [f"%kr0{s}", f"%kr1{s}"]
+        if lanes is not None:
+            ir.append(_splat(lanes, "i32", f"kv0{s}", k[0]) + _splat(lanes, "i32", f"kv1{s}", k[1]))
+            k = [f"%kv0{s}", f"%kv1{s}"]
+        ir.append(f"""
+  %a{s} = zext {i32} {c[0]} to {i64}
+  %b{s} = zext {i32} {c[2]} to {i64}
+  %p0{s} = mul {i64} %a{s}, {const("i64", _M0)}
+  %p1{s} = mul {i64} %b{s}, {const("i64", _M1)}
+  %h0w{s} = lshr {i64} %p0{s}, {const("i64", 32)}
+  %h1w{s} = lshr {i64} %p1{s}, {const("i64", 32)}
+  %h0{s} = trunc {i64} %h0w{s} to {i32}
+  %h1{s} = trunc {i64} %h1w{s} to {i32}
+  %l0{s} = trunc {i64} %p0{s} to {i32}
+  %l1{s} = trunc {i64} %p1{s} to {i32}
+  %x0{s} = xor {i32} %h1{s}, {c[1]}
+  %c0{s} = xor {i32} %x0{s}, {k[0]}
+  %x2{s} = xor {i32} %h0{s}, {c[3]}
+  %c2{s} = xor {i32} %x2{s}, {k[1]}""")
         c = [f"%c0{s}", f"%l1{s}", f"%c2{s}", f"%l0{s}"]
-        k = [f"%k0{s}", f"%k1{s}"]
-    return "".join(rounds), c
+    return "".join(ir), c
 
 
-def _loop(name, args, offset, body):
-    """A loop over i in [0, %n): block i is Philox(key, counter + ``offset``), then ``body``
-    (IR using %w0..%w3, the block's words, and %i)."""
-    rounds, c = _rounds()
-    words = "".join(f"\n  %w{j} = or i32 {c[j]}, 0" for j in range(4))
+def _loop_ir(name, args, entry, loop):
+    """``void name(key, ctr_lo, ctr_hi, args, n)``: a loop over %i in [0, %n) of ``loop``,
+    after ``entry``; %k0, %k1 are the key's words."""
     return f"""
 define void @{name}(i64 %key, i64 %ctr_lo, i64 %ctr_hi, {args}, i64 %n) {{
 entry:
+  %k0 = trunc i64 %key to i32
+  %key_hi = lshr i64 %key, 32
+  %k1 = trunc i64 %key_hi to i32{entry}
   %empty = icmp sle i64 %n, 0
   br i1 %empty, label %done, label %loop
 loop:
-  %i = phi i64 [0, %entry], [%next, %loop]{offset}
-  %lo = add i64 %ctr_lo, %off
-  %carry = icmp ult i64 %lo, %off
-  %carry64 = zext i1 %carry to i64
-  %hi = add i64 %ctr_hi, %carry64
-  %c0_0 = trunc i64 %lo to i32
-  %lo_hi = lshr i64 %lo, 32
-  %c1_0 = trunc i64 %lo_hi to i32
-  %c2_0 = trunc i64 %hi to i32
-  %hi_hi = lshr i64 %hi, 32
-  %c3_0 = trunc i64 %hi_hi to i32
-  %k0_0 = trunc i64 %key to i32
-  %key_hi = lshr i64 %key, 32
-  %k1_0 = trunc i64 %key_hi to i32
-{rounds}{words}
-{body}
+  %i = phi i64 [0, %entry], [%next, %loop]{loop}
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
@@ -84,24 +104,40 @@ done:
 
 
 def _blocks_ir():
+    """Block i: Philox of counter + offsets[i] (a 128-bit add), its words at out[4i:4i + 4]."""
+    ir, w = _block()
     stores = "".join(f"""
   %o{j} = add i64 %base, {j}
   %po{j} = getelementptr i32, i32* %out, i64 %o{j}
-  store i32 %w{j}, i32* %po{j}""" for j in range(4))
-    return _loop("jitgrad_philox_blocks", "i64* %offsets, i32* %out", """
+  store i32 {w[j]}, i32* %po{j}""" for j in range(4))
+    return _loop_ir("jitgrad_philox_blocks", "i64* %offsets, i32* %out", "", f"""
   %poff = getelementptr i64, i64* %offsets, i64 %i
-  %off = load i64, i64* %poff""", "  %base = mul i64 %i, 4" + stores)
+  %off = load i64, i64* %poff
+  %lo = add i64 %ctr_lo, %off
+  %carry = icmp ult i64 %lo, %off
+  %carry64 = zext i1 %carry to i64
+  %hi = add i64 %ctr_hi, %carry64{ir}
+  %base = mul i64 %i, 4{stores}""")
 
 
-_LANES = 8      # blocks per vector iteration (AVX-512: one zmm of i64 products; AVX2: two ymm)
-
-
-def _vec(ty):
-    return f"<{_LANES} x {ty}>"
-
-
-def _splat(ty, value):
-    return "<" + ", ".join([f"{ty} {value}"] * _LANES) + ">"
+def _interleave(ty, parts, name):
+    """IR making %name the ``_LANES``-vectors ``parts`` interleaved (element k * P + j is
+    parts[j][k]: each block's values together, blocks in order); -> (IR, its type)."""
+    ir, level, size = [], list(parts), _LANES
+    while len(level) > 1:
+        nxt = []
+        for a in range(0, len(level), 2):
+            nm = f"%{name}cat{size}_{a}"
+            mask = "<" + ", ".join(f"i32 {q}" for q in range(2 * size)) + ">"
+            ir.append(f"\n  {nm} = shufflevector <{size} x {ty}> {level[a]}, <{size} x {ty}> {level[a + 1]}, "
+                      f"<{2 * size} x i32> {mask}")
+            nxt.append(nm)
+        level, size = nxt, 2 * size
+    total = len(parts) * _LANES
+    order = "<" + ", ".join(f"i32 {j * _LANES + k}" for k in range(_LANES) for j in range(len(parts))) + ">"
+    ir.append(f"\n  %{name} = shufflevector <{total} x {ty}> {level[0]}, <{total} x {ty}> undef, "
+              f"<{total} x i32> {order}")
+    return "".join(ir), f"<{total} x {ty}>"
 
 
 def _uniform_ir():
@@ -109,117 +145,42 @@ def _uniform_ir():
     philox.py's Uint32ToFloat / Uint64ToDouble, fused so a draw is one pass, written for
     ``_LANES`` blocks at once (the 32 x 32 -> 64 multiplies become vpmuludq); ``%n``
     counts groups of ``_LANES`` blocks."""
-    v32, v64 = _vec("i32"), _vec("i64")
+    v32, v64, const = _types(_LANES)
+    vf, vd = f"<{_LANES} x float>", f"<{_LANES} x double>"
+    ir, w = _block(_LANES)
     lanes = "<" + ", ".join(f"i64 {j}" for j in range(_LANES)) + ">"
-    rounds = []
-    c = ["%c0_0", "%c1_0", "%c2_0", "%c3_0"]
-    for r in range(10):
-        s_ = f"_{r + 1}"
-        rounds.append(f"""
-  %kr0{s_} = add i32 %k0, {(r * _W0) % (1 << 32) - (1 << 32) if (r * _W0) % (1 << 32) >= 1 << 31 else (r * _W0) % (1 << 32)}
-  %kr1{s_} = add i32 %k1, {(r * _W1) % (1 << 32) - (1 << 32) if (r * _W1) % (1 << 32) >= 1 << 31 else (r * _W1) % (1 << 32)}
-  %ki0{s_} = insertelement {v32} undef, i32 %kr0{s_}, i32 0
-  %kv0{s_} = shufflevector {v32} %ki0{s_}, {v32} undef, {_vec("i32")} zeroinitializer
-  %ki1{s_} = insertelement {v32} undef, i32 %kr1{s_}, i32 0
-  %kv1{s_} = shufflevector {v32} %ki1{s_}, {v32} undef, {_vec("i32")} zeroinitializer
-  %a{s_} = zext {v32} {c[0]} to {v64}
-  %b{s_} = zext {v32} {c[2]} to {v64}
-  %p0{s_} = mul {v64} %a{s_}, {_splat("i64", _M0)}
-  %p1{s_} = mul {v64} %b{s_}, {_splat("i64", _M1)}
-  %h0w{s_} = lshr {v64} %p0{s_}, {_splat("i64", 32)}
-  %h1w{s_} = lshr {v64} %p1{s_}, {_splat("i64", 32)}
-  %h0{s_} = trunc {v64} %h0w{s_} to {v32}
-  %h1{s_} = trunc {v64} %h1w{s_} to {v32}
-  %l0{s_} = trunc {v64} %p0{s_} to {v32}
-  %l1{s_} = trunc {v64} %p1{s_} to {v32}
-  %x0{s_} = xor {v32} %h1{s_}, {c[1]}
-  %c0{s_} = xor {v32} %x0{s_}, %kv0{s_}
-  %x2{s_} = xor {v32} %h0{s_}, {c[3]}
-  %c2{s_} = xor {v32} %x2{s_}, %kv1{s_}""")
-        c = [f"%c0{s_}", f"%l1{s_}", f"%c2{s_}", f"%l0{s_}"]
-
-    def interleave(ty, parts, name):
-        """out[k * P + j] = parts[j][k]: the words of each block together, blocks in order."""
-        width = len(parts)
-        cat = []
-        level = list(parts)
-        size = _LANES
-        while len(level) > 1:
-            nxt = []
-            for a in range(0, len(level), 2):
-                nm = f"%{name}cat{size}_{a}"
-                mask = "<" + ", ".join(f"i32 {q}" for q in range(2 * size)) + ">"
-                cat.append(f"\n  {nm} = shufflevector <{size} x {ty}> {level[a]}, <{size} x {ty}> {level[a + 1]}, "
-                           f"<{2 * size} x i32> {mask}")
-                nxt.append(nm)
-            level, size = nxt, 2 * size
-        order = "<" + ", ".join(f"i32 {j * _LANES + k}" for k in range(_LANES) for j in range(width)) + ">"
-        total = width * _LANES
-        cat.append(f"\n  %{name} = shufflevector <{total} x {ty}> {level[0]}, <{total} x {ty}> undef, "
-                   f"<{total} x i32> {order}")
-        return "".join(cat), f"<{total} x {ty}>"
-
-    f32_parts = "".join(f"""
-  %m{j} = and {v32} {c[j]}, {_splat("i32", 8388607)}
-  %e{j} = or {v32} %m{j}, {_splat("i32", 1065353216)}
-  %f{j} = bitcast {v32} %e{j} to {_vec("float")}
-  %u{j} = fsub {_vec("float")} %f{j}, {_splat("float", "1.0")}""" for j in range(4))
-    f32_ileave, f32_ty = interleave("float", [f"%u{j}" for j in range(4)], "out32")
-    f64_parts = "".join(f"""
-  %hm{j} = and {v32} {c[2 * j]}, {_splat("i32", 1048575)}
-  %hz{j} = zext {v32} %hm{j} to {v64}
-  %hs{j} = shl {v64} %hz{j}, {_splat("i64", 32)}
-  %lz{j} = zext {v32} {c[2 * j + 1]} to {v64}
-  %mn{j} = or {v64} %hs{j}, %lz{j}
-  %e{j} = or {v64} %mn{j}, {_splat("i64", 4607182418800017408)}
-  %f{j} = bitcast {v64} %e{j} to {_vec("double")}
-  %u{j} = fsub {_vec("double")} %f{j}, {_splat("double", "1.0")}""" for j in range(2))
-    f64_ileave, f64_ty = interleave("double", ["%u0", "%u1"], "out64")
-
-    def function(name, ty, parts, ileave, out_ty, per_block):
-        return f"""
-define void @{name}(i64 %key, i64 %ctr_lo, i64 %ctr_hi, {ty}* %out, i64 %n) {{
-entry:
-  %k0 = trunc i64 %key to i32
-  %key_hi = lshr i64 %key, 32
-  %k1 = trunc i64 %key_hi to i32
-  %li = insertelement {v64} undef, i64 %ctr_lo, i32 0
-  %lov = shufflevector {v64} %li, {v64} undef, {_vec("i32")} zeroinitializer
-  %hiv0 = insertelement {v64} undef, i64 %ctr_hi, i32 0
-  %hiv = shufflevector {v64} %hiv0, {v64} undef, {_vec("i32")} zeroinitializer
-  %empty = icmp sle i64 %n, 0
-  br i1 %empty, label %done, label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %loop]
-  %first = mul i64 %i, {_LANES}
-  %fi = insertelement {v64} undef, i64 %first, i32 0
-  %fv = shufflevector {v64} %fi, {v64} undef, {_vec("i32")} zeroinitializer
+    counters = _splat(_LANES, "i64", "lov", "%ctr_lo") + _splat(_LANES, "i64", "hiv", "%ctr_hi")
+    first = f"""
+  %first = mul i64 %i, {_LANES}{_splat(_LANES, "i64", "fv", "%first")}
   %off = add {v64} %fv, {lanes}
   %lo = add {v64} %lov, %off
   %carry = icmp ult {v64} %lo, %off
-  %carry64 = zext {_vec("i1")} %carry to {v64}
-  %hi = add {v64} %hiv, %carry64
-  %c0_0 = trunc {v64} %lo to {v32}
-  %lo_hi = lshr {v64} %lo, {_splat("i64", 32)}
-  %c1_0 = trunc {v64} %lo_hi to {v32}
-  %c2_0 = trunc {v64} %hi to {v32}
-  %hi_hi = lshr {v64} %hi, {_splat("i64", 32)}
-  %c3_0 = trunc {v64} %hi_hi to {v32}
-{"".join(rounds)}
-{parts}{ileave}
-  %base = mul i64 %first, {per_block}
+  %carry64 = zext <{_LANES} x i1> %carry to {v64}
+  %hi = add {v64} %hiv, %carry64{ir}"""
+    f32 = "".join(f"""
+  %m{j} = and {v32} {w[j]}, {const("i32", 8388607)}
+  %e{j} = or {v32} %m{j}, {const("i32", 1065353216)}
+  %f{j} = bitcast {v32} %e{j} to {vf}
+  %u{j} = fsub {vf} %f{j}, {const("float", "1.0")}""" for j in range(4))
+    f64 = "".join(f"""
+  %hm{j} = and {v32} {w[2 * j]}, {const("i32", 1048575)}
+  %hz{j} = zext {v32} %hm{j} to {v64}
+  %hs{j} = shl {v64} %hz{j}, {const("i64", 32)}
+  %lz{j} = zext {v32} {w[2 * j + 1]} to {v64}
+  %mn{j} = or {v64} %hs{j}, %lz{j}
+  %e{j} = or {v64} %mn{j}, {const("i64", 4607182418800017408)}
+  %f{j} = bitcast {v64} %e{j} to {vd}
+  %u{j} = fsub {vd} %f{j}, {const("double", "1.0")}""" for j in range(2))
+
+    def function(name, ty, convert, parts):
+        ileave, out_ty = _interleave(ty, parts, "vals")
+        return _loop_ir(name, f"{ty}* %out", counters, f"""{first}{convert}{ileave}
+  %base = mul i64 %first, {len(parts)}
   %pout = getelementptr {ty}, {ty}* %out, i64 %base
   %vout = bitcast {ty}* %pout to {out_ty}*
-  store {out_ty} %{"out32" if ty == "float" else "out64"}, {out_ty}* %vout, align 4
-  %next = add i64 %i, 1
-  %more = icmp slt i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}}
-"""
-    return (function("jitgrad_philox_uniform_f32", "float", f32_parts, f32_ileave, f32_ty, 4)
-            + function("jitgrad_philox_uniform_f64", "double", f64_parts, f64_ileave, f64_ty, 2))
+  store {out_ty} %vals, {out_ty}* %vout, align 4""")
+    return (function("jitgrad_philox_uniform_f32", "float", f32, [f"%u{j}" for j in range(4)])
+            + function("jitgrad_philox_uniform_f64", "double", f64, ["%u0", "%u1"]))
 
 
 def _load(kind, text, target=None):
