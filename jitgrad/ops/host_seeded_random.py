@@ -6,13 +6,14 @@ StatelessTruncatedNormalV2 under that seed. Keras 3 steps its generator's state 
 inside the traced step; here the state lives on the host and each draw steps it, so the
 ops are random-kind sources: a compiled program takes their draws as runtime arguments
 drawn before each call (inside branches and loops, as they execute), and needs no native
-Philox. Not differentiable, as the stateless ops are not.
+Philox. Not differentiable, as the stateless ops are not. The op is registered with the other
+random sources (ops/random_ops.py's RANDOM_OPS); this module gives it its sampler.
 """
 import numpy as np
 
 from . import philox
 from .random_ops import shape_of_draws
-from .registry import NOT_DIFFERENTIABLE, apply_op, register
+from .registry import apply_op
 
 _DISTRIBUTIONS = {"uniform": philox.uniform, "normal": philox.normal, "truncated_normal": philox.truncated_normal}
 
@@ -31,19 +32,6 @@ class PairSampler:
 
     def __repr__(self):       # (what a compile signature sees: never the state)
         return f"PairSampler({self.distribution})"
-
-
-def _infer(shapes, dts, attrs):
-    return [(attrs["shape"], attrs["dtype"])]
-
-
-def _kernel(attrs):
-    return np.asarray(attrs["sampler"].draw("HostSeededRandom", attrs["shape"], attrs["dtype"].np, attrs),
-                      dtype=attrs["dtype"].np, order="C")
-
-
-register("HostSeededRandom", infer=_infer, kernel=_kernel, kind="random", grad=NOT_DIFFERENTIABLE,
-         lowering="argument")
 
 
 def host_seeded(distribution, shape, dtype, next_pair, name=None):

@@ -168,8 +168,10 @@ def _kernel(kind):
     return lambda attrs: _draw(kind, attrs)
 
 
-# (RandomShuffle draws the permutation tf.random.shuffle gathers with: ops/random_composites.py)
-RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal", "RandomShuffle")
+# (RandomShuffle draws the permutation tf.random.shuffle gathers with: ops/random_composites.py;
+# HostSeededRandom, Keras 3's draws: ops/host_seeded_random.py gives it its sampler)
+RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal", "RandomShuffle",
+              "HostSeededRandom")
 for _kind in RANDOM_OPS:
     register(_kind, infer=_infer, kernel=_kernel(_kind), kind="random", grad=NOT_DIFFERENTIABLE,
              lowering="argument")
