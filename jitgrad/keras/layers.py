@@ -10,7 +10,6 @@ from ..ops import array_ops, linalg_ops, math_ops, nn_ops
 from . import activations, initializers
 from .base_layer import KerasVariable, Layer  # noqa: F401  (keras.layers.Layer)
 from .functional import Input  # noqa: F401  (keras.layers.Input, as Keras exports it)
-from . import seed_generator
 # the other layer families live in their own modules; keras.layers exports them all
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax  # noqa: F401
 from .attention import Attention, MultiHeadAttention  # noqa: F401
@@ -19,7 +18,7 @@ from .core_layers import Identity, InputLayer, Lambda, Masking  # noqa: F401
 from .einsum_dense import EinsumDense  # noqa: F401
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,  # noqa: F401
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
-from .noise_layers import GaussianDropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: F401
+from .noise_layers import Dropout, GaussianDropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: F401
 from .normalization import BatchNormalization, LayerNormalization, UnitNormalization  # noqa: F401
 from .pooling_layers import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,  # noqa: F401
                              GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D,
@@ -92,27 +91,6 @@ class Flatten(Layer):
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], int(np.prod(input_shape[1:], dtype=np.int64)))
-
-
-class Dropout(Layer):
-    _supports_masking = True     # Keras 3: the input's mask passes to the output
-
-    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
-        super().__init__(**kwargs)
-        if not 0 <= rate <= 1:
-            raise ValueError(f"Invalid value received for argument `rate`. Expected a float value between 0 "
-                             f"and 1. Received: rate={rate}")
-        self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
-        if rate > 0:
-            self.seed_generator = seed_generator.SeedGenerator(seed)
-
-    def call(self, inputs, training=False):
-        if training and self.rate > 0:     # (Keras 3 takes rate 1: everything dropped)
-            return seed_generator.dropout(inputs, self.rate, self.noise_shape, self.seed_generator)
-        return inputs
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
 
 class Activation(Layer):

@@ -1,4 +1,4 @@
-"""Keras 3's noise layers beside Dropout: SpatialDropout1D / 2D (whole channels dropped),
+"""Keras 3's Dropout and the noise layers beside it: SpatialDropout1D / 2D (whole channels dropped),
 GaussianNoise (additive N(0, stddev)) and GaussianDropout (multiplicative N(1, rate / (1 - rate))).
 Each is the identity unless called with ``training=True``; each draws as Keras 3's, from a
 SeedGenerator of its own (keras/seed_generator.py), so seeded draws are TF's."""
@@ -16,25 +16,31 @@ def _rate(rate):
     return rate
 
 
-class _SpatialDropout(Layer):
-    _supports_masking = True
-    rank = None
+class Dropout(Layer):
+    _supports_masking = True     # Keras 3: the input's mask passes to the output
 
-    def __init__(self, rate, seed=None, **kwargs):
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
-        self.rate, self.seed = _rate(rate), seed
+        self.rate, self.noise_shape, self.seed = _rate(rate), noise_shape, seed
         if rate > 0:
             self.seed_generator = seed_generator.SeedGenerator(seed)
 
     def call(self, inputs, training=False):
-        if not training or self.rate == 0:
-            return inputs
-        # one draw per (sample, channel): the steps / pixels of a channel go together (None: x's size)
-        noise_shape = [None] + [1] * self.rank + [None]
-        return seed_generator.dropout(inputs, self.rate, noise_shape, self.seed_generator)
+        if training and self.rate > 0:     # (Keras 3 takes rate 1: everything dropped)
+            return seed_generator.dropout(inputs, self.rate, self.noise_shape, self.seed_generator)
+        return inputs
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+
+class _SpatialDropout(Dropout):
+    """Keras 3's: a Dropout whose mask is one draw per (sample, channel), the steps / pixels
+    of a channel going together."""
+    rank = None
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(rate, [None] + [1] * self.rank + [None], seed, **kwargs)
 
 
 class SpatialDropout1D(_SpatialDropout):
