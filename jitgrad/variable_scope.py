@@ -6,7 +6,6 @@ sharing: each call makes a variable, as TF 2 does outside an EagerVariableStore.
 
 Loaded on first use (it builds on Keras's initializers, which ``import jitgrad`` does not load)."""
 import contextlib
-import math
 import threading
 
 from . import context, dtypes
@@ -218,19 +217,10 @@ def random_uniform_initializer(minval=0.0, maxval=None, seed=None, dtype=dtypes.
 
 def variance_scaling_initializer(scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None,
                                  dtype=dtypes.float32):
-    # (argument checks and the fan arithmetic as Keras's VarianceScaling, which TF 1's shares)
-    keras_initializers.VarianceScaling(scale, mode, distribution, seed=0)
-
-    def draw(shape, dt):
-        fan_in, fan_out = keras_initializers.compute_fans(shape)
-        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode]
-        s = scale / max(1.0, n)
-        if distribution in ("normal", "truncated_normal"):
-            return random_ops.truncated_normal(shape, 0.0, math.sqrt(s) / .87962566103423978, dt, seed=seed)
-        if distribution == "untruncated_normal":
-            return random_ops.normal(shape, 0.0, math.sqrt(s), dt, seed=seed)
-        return random_ops.uniform(shape, -math.sqrt(3.0 * s), math.sqrt(3.0 * s), dt, seed=seed)
-    return _V1RandomInitializer(draw, dtype)
+    # Keras's VarianceScaling checks the arguments and scales (TF 1's shares both); its draws
+    # are TF 1's stateful ops under ``seed`` (seed=0 only keeps it from taking a Keras seed)
+    scaling = keras_initializers.VarianceScaling(scale, mode, distribution, seed=0)
+    return _V1RandomInitializer(lambda shape, dt: scaling.draw(shape, dt, random_ops, seed), dtype)
 
 
 def glorot_uniform_initializer(seed=None, dtype=dtypes.float32):

@@ -120,16 +120,20 @@ class VarianceScaling(RandomInitializer):
         super().__init__(seed)
 
     def __call__(self, shape, dtype=None):
+        return self.draw(shape, dtype, keras_random, self.seed)
+
+    def draw(self, shape, dtype, random, seed):
+        """The scaled draw from ``random``'s uniform / normal / truncated_normal: Keras 3's
+        stateless ones, or TF 1's stateful ops (variable_scope's v1 initializer)."""
         fan_in, fan_out = compute_fans(shape, self.input_axes, self.output_axes)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, n)
         if self.distribution == "truncated_normal":
-            return keras_random.truncated_normal(shape, 0.0, math.sqrt(scale) / 0.87962566103423978, dtype,
-                                                 seed=self.seed)
+            return random.truncated_normal(shape, 0.0, math.sqrt(scale) / 0.87962566103423978, dtype, seed=seed)
         if self.distribution == "untruncated_normal":
-            return keras_random.normal(shape, 0.0, math.sqrt(scale), dtype, seed=self.seed)
+            return random.normal(shape, 0.0, math.sqrt(scale), dtype, seed=seed)
         limit = math.sqrt(3.0 * scale)
-        return keras_random.uniform(shape, -limit, limit, dtype, seed=self.seed)
+        return random.uniform(shape, -limit, limit, dtype, seed=seed)
 
 
 class GlorotUniform(VarianceScaling):
